@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds switchyard and runs every test (C unit tests, Lua policy specs,
+# end-to-end tests against the mock upstream) twice: a -Werror release build
+# and an AddressSanitizer/UBSan build. Installs its own dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+run_suite() {
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DSY_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs")
+}
+
+echo "== release build =="
+run_suite build
+echo "== sanitizer build (ASan + UBSan) =="
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_suite build-asan -DSY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug

@@ -1,0 +1,151 @@
+/* config.c: defaults, environment overrides and validation of settings. */
+#include "config.h"
+#include "log.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void config_defaults(sy_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->db_path, sizeof c->db_path, "switchyard.db");
+    snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
+    c->listen_port = 8787;
+    c->max_body = 16u << 20;
+    c->connect_timeout_ms = 10000;
+    c->first_byte_timeout_ms = 120000;
+    c->idle_timeout_ms = 300000;
+    c->preflight_bytes = 64u << 10;
+    c->preflight_ms = 10000;
+    snprintf(c->route_strategy, sizeof c->route_strategy, "ordered");
+    snprintf(c->rotation, sizeof c->rotation, "hybrid_rotation");
+    c->log_level = LOG_INFO;
+}
+
+static int config_num(const char *name, long min, long max, long *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < min || n > max) {
+        log_error("%s=%s: expected an integer in [%ld, %ld]", name, v, min, max);
+        return -1;
+    }
+    *out = n;
+    return 1;
+}
+
+const char *config_strategy_canonical(const char *s)
+{
+    if (strcmp(s, "ordered") == 0)
+        return "ordered";
+    if (strcmp(s, "balanced") == 0 || strcmp(s, "round_robin") == 0 || strcmp(s, "rr") == 0)
+        return "balanced";
+    return NULL;
+}
+
+int config_rotation_valid(const char *s)
+{
+    static const char *const modes[] = {"account_rotation", "aggregate_api_rotation", "hybrid_rotation",
+                                        "hybrid_aggregate_first_rotation"};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (strcmp(s, modes[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int config_set_listen(sy_config *c, const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    const char *port = colon ? colon + 1 : s;
+    char *end;
+    long p = strtol(port, &end, 10);
+    if (*port == '\0' || *end || p < 0 || p > 65535)
+        return -1;
+    if (colon && colon != s) {
+        size_t n = (size_t)(colon - s);
+        if (n >= sizeof c->listen_host)
+            return -1;
+        memcpy(c->listen_host, s, n);
+        c->listen_host[n] = '\0';
+    }
+    c->listen_port = (int)p;
+    return 0;
+}
+
+static int config_str(const char *name, char *dst, size_t n)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    if (strlen(v) >= n) {
+        log_error("%s is too long", name);
+        return -1;
+    }
+    memcpy(dst, v, strlen(v) + 1);
+    return 1;
+}
+
+int config_from_env(sy_config *c)
+{
+    long n;
+    int bad = 0;
+    bad |= config_str("SWITCHYARD_DB", c->db_path, sizeof c->db_path) < 0;
+    bad |= config_str("SWITCHYARD_POLICIES", c->policies_dir, sizeof c->policies_dir) < 0;
+    const char *listen = getenv("SWITCHYARD_LISTEN");
+    if (listen && *listen && config_set_listen(c, listen) < 0) {
+        log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);
+        bad = 1;
+    }
+    struct { const char *name; long min, max; long *dst_l; size_t *dst_z; } nums[] = {
+        {"SWITCHYARD_MAX_BODY", 1, 1L << 30, NULL, &c->max_body},
+        {"SWITCHYARD_CONNECT_TIMEOUT_MS", 1, 3600000, &c->connect_timeout_ms, NULL},
+        {"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS", 1, 3600000, &c->first_byte_timeout_ms, NULL},
+        {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL},
+        {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes},
+        {"SWITCHYARD_PREFLIGHT_MS", 0, 600000, &c->preflight_ms, NULL},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);
+        if (r < 0)
+            bad = 1;
+        else if (r > 0 && nums[i].dst_l)
+            *nums[i].dst_l = n;
+        else if (r > 0)
+            *nums[i].dst_z = (size_t)n;
+    }
+    const char *strat = getenv("SWITCHYARD_ROUTE_STRATEGY");
+    if (strat && *strat) {
+        const char *canon = config_strategy_canonical(strat);
+        if (!canon) {
+            log_error("SWITCHYARD_ROUTE_STRATEGY=%s: expected ordered or balanced", strat);
+            bad = 1;
+        } else {
+            snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
+        }
+    }
+    const char *rot = getenv("SWITCHYARD_ROTATION");
+    if (rot && *rot) {
+        if (!config_rotation_valid(rot)) {
+            log_error("SWITCHYARD_ROTATION=%s: unknown rotation mode", rot);
+            bad = 1;
+        } else {
+            snprintf(c->rotation, sizeof c->rotation, "%s", rot);
+        }
+    }
+    const char *lvl = getenv("SWITCHYARD_LOG_LEVEL");
+    if (lvl && *lvl) {
+        int l = log_level_parse(lvl);
+        if (l < 0) {
+            log_error("SWITCHYARD_LOG_LEVEL=%s: expected debug, info, warn or error", lvl);
+            bad = 1;
+        } else {
+            c->log_level = l;
+        }
+    }
+    return bad ? -1 : 0;
+}

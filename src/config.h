@@ -1,0 +1,34 @@
+/* config.h: the gateway's settings. Defaults are compiled in; environment
+ * variables (SWITCHYARD_*) override them and command-line flags override
+ * both. See docs/configuration.md. */
+#ifndef SY_CONFIG_H
+#define SY_CONFIG_H
+#include <stddef.h>
+
+typedef struct sy_config {
+    char db_path[1024];
+    char listen_host[64];
+    int listen_port;
+    char policies_dir[1024];   /* "" = the policies embedded in the binary */
+    size_t max_body;           /* client request body limit, bytes */
+    long connect_timeout_ms;
+    long first_byte_timeout_ms;
+    long idle_timeout_ms;
+    size_t preflight_bytes;    /* SSE hold window, bytes */
+    long preflight_ms;         /* SSE hold window, time */
+    char route_strategy[32];   /* "ordered" | "balanced" */
+    char rotation[40];         /* key rotation mode */
+    int log_level;
+} sy_config;
+
+void config_defaults(sy_config *c);
+/* Applies SWITCHYARD_* environment variables; returns -1 (and logs) on a bad value. */
+int config_from_env(sy_config *c);
+/* Parses "host:port" (or ":port" / "port") into c; -1 if invalid. */
+int config_set_listen(sy_config *c, const char *s);
+/* Canonical strategy name ("rr"/"round_robin" -> "balanced"); NULL if unknown. */
+const char *config_strategy_canonical(const char *s);
+/* 1 if s names a rotation mode. */
+int config_rotation_valid(const char *s);
+
+#endif

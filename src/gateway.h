@@ -1,0 +1,31 @@
+/* gateway.h: the one serving context shared by the modules of a running
+ * gateway (config, loop, store, pool, policy, upstream client, trace). */
+#ifndef SY_GATEWAY_H
+#define SY_GATEWAY_H
+#include <stdint.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include "config.h"
+#include "policy.h"
+#include "pool.h"
+#include "store.h"
+#include "trace.h"
+#include "upstream.h"
+
+typedef struct gateway {
+    sy_config cfg;
+    struct event_base *base;
+    struct evhttp *http;
+    store *st;
+    pool *pool;
+    policy_engine *policy;
+    upstream *up;
+    trace *trace;
+    uint64_t next_req_id;
+    size_t active;            /* client requests in progress */
+    int draining;             /* SIGTERM: stop when active reaches 0 */
+} gateway;
+
+double gateway_now(void);     /* unix seconds, fractional */
+
+#endif

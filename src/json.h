@@ -1,0 +1,41 @@
+/* json.h: a small strict JSON (RFC 8259) parser to a tree, and a serializer.
+ * Used to validate client bodies, read/rewrite top-level fields (model,
+ * stream, previous_response_id) and to read SSE event payloads. */
+#ifndef SY_JSON_H
+#define SY_JSON_H
+#include <stddef.h>
+#include "sbuf.h"
+
+typedef enum { JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } json_type;
+
+typedef struct json_value json_value;
+struct json_value {
+    json_type type;
+    double num;          /* JSON_NUMBER */
+    char *str;           /* JSON_STRING: decoded UTF-8, NUL-terminated; object member key storage too */
+    size_t str_len;
+    char *key;           /* member name when this value sits in an object, else NULL */
+    json_value *child;   /* first element/member of an ARRAY/OBJECT */
+    json_value *next;    /* next sibling */
+    size_t count;        /* number of children (ARRAY/OBJECT) */
+};
+
+/* Parses exactly one JSON document (surrounding whitespace allowed).
+ * Returns NULL and fills err (with a byte offset) on invalid input.
+ * Nesting deeper than 128 levels is rejected. */
+json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen);
+void json_free(json_value *v);
+
+json_value *json_get(const json_value *obj, const char *key);   /* NULL unless obj is an object holding key */
+json_value *json_at(const json_value *arr, size_t i);           /* NULL if out of range */
+const char *json_get_str(const json_value *obj, const char *key); /* string member or NULL */
+int json_get_bool(const json_value *obj, const char *key, int dflt);
+double json_get_num(const json_value *obj, const char *key, double dflt);
+
+/* Replaces (or adds) the string member key of obj with val. Returns 0, -1 if obj is not an object. */
+int json_set_str(json_value *obj, const char *key, const char *val);
+
+/* Serializes v compactly into out (appending). */
+void json_write(sbuf *out, const json_value *v);
+
+#endif

@@ -1,0 +1,43 @@
+/* main.c: the switchyard command line: dispatches to the subcommands. */
+#include "cli.h"
+#include "policy.h"
+#include "serve.h"
+#include <stdio.h>
+#include <string.h>
+
+static void main_usage(FILE *f)
+{
+    fprintf(f, "switchyard: a local-first LLM API gateway\n\n"
+               "usage:\n"
+               "  switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR] [--strategy S]\n"
+               "  switchyard account add --name N --base-url URL --token T [--kind api_key|chatgpt|aggregate] [--sort N]\n"
+               "  switchyard account list [--json]\n"
+               "  switchyard key add --name N\n"
+               "  switchyard key list\n"
+               "  switchyard test [DIR] [--policies DIR]\n\n"
+               "Every subcommand takes --db PATH (default ./switchyard.db, or $SWITCHYARD_DB).\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        main_usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "serve") == 0)
+        return serve_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "account") == 0)
+        return cli_account_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "key") == 0)
+        return cli_key_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "test") == 0)
+        return policy_test_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        main_usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "switchyard: unknown command '%s'\n\n", cmd);
+    main_usage(stderr);
+    return 2;
+}

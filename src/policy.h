@@ -1,0 +1,100 @@
+/* policy.h: the Lua 5.4 policy engine. The C core keeps all state and calls
+ * four hooks with plain-table snapshots: classify, cooldown, guard, order
+ * (policies/<hook>.lua, each returning its function). Every call runs in a
+ * sandbox under an instruction-count hook and a memory cap; on any error,
+ * timeout, out-of-memory or malformed result the built-in safe default (the
+ * same rules in C) decides and a warning is logged. The engine never fails
+ * its caller. */
+#ifndef SY_POLICY_H
+#define SY_POLICY_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct policy_engine policy_engine;
+
+/* Loads the hooks from dir (NULL: the copies embedded in the binary), runs
+ * the self-check (each hook called on fixtures and its result validated).
+ * Returns NULL and fills err on any failure. */
+policy_engine *policy_new(const char *dir, char *err, size_t errlen);
+void policy_free(policy_engine *pe);
+const char *policy_source(const policy_engine *pe); /* dir or "embedded" */
+
+/* Counters of hook failures that fell back to the built-in default. */
+uint64_t policy_fallbacks(const policy_engine *pe);
+
+/* --- classify: what to do with an upstream failure --- */
+typedef struct policy_event {
+    int status;                /* HTTP status; 0 for network errors/timeouts */
+    const char *body;          /* error body or in-stream error event data (may be NULL) */
+    size_t body_len;           /* capped by the caller at 16 KiB */
+    const char *error_type;    /* from the JSON error object, or NULL */
+    const char *error_code;
+    const char *error_message;
+    int network_error;         /* connect/reset/DNS failure */
+    int timeout;               /* connect/first-byte/idle timeout */
+    int in_stream;             /* error arrived inside a 200 SSE stream, before output */
+    double retry_after;        /* seconds from Retry-After / resets_in_seconds, -1 none */
+    const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
+    const char *endpoint;      /* "/v1/responses", ... */
+} policy_event;
+
+typedef struct policy_verdict {
+    int failover;              /* 1: cool down and try the next candidate; 0: return to client */
+    char cls[32];              /* failure class, e.g. "rate_limit", "quota", "server", "network" */
+    double cooldown;           /* seconds chosen by classify, or -1: ask the cooldown hook */
+} policy_verdict;
+
+void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);
+
+/* --- cooldown: how long an account rests after a failure --- */
+typedef struct policy_state {
+    int64_t account_id;
+    int ladder_step;           /* 0 = no 429 yet */
+    double last_429_at;        /* unix seconds, 0 none */
+    double cooldown_until;
+    double retry_after;        /* hint from the response, -1 none */
+} policy_state;
+
+/* Writes the cooldown seconds and the new ladder step. */
+void policy_cooldown(policy_engine *pe, const policy_state *st, const char *cls, double now,
+                     double *seconds, int *ladder_step);
+
+/* --- guard and order: which accounts, in what order --- */
+enum { GUARD_NORMAL = 0, GUARD_RESERVE = 1, GUARD_EXCLUDE = 2 };
+
+typedef struct policy_candidate {
+    int64_t id;
+    const char *name;
+    const char *kind;          /* "api_key" | "chatgpt" | "aggregate" */
+    int sort;
+    int64_t updated_at;
+    double primary_used_pct;   /* 5 h window, -1 unknown */
+    double secondary_used_pct; /* weekly window, -1 unknown */
+    double success_rate;       /* EMA 0..1 */
+    double latency_ema_ms;
+    int inflight;
+    int max_concurrency;       /* 0 unlimited */
+    int reserve;               /* set by C from guard() before order() */
+} policy_candidate;
+
+int policy_guard(policy_engine *pe, const policy_candidate *c); /* GUARD_* */
+
+typedef struct policy_order_ctx {
+    const char *strategy;      /* "ordered" | "balanced" */
+    const char *rotation;      /* "account_rotation" | "aggregate_api_rotation" | "hybrid_rotation" | "hybrid_aggregate_first_rotation" */
+    const char *model;
+    int64_t platform_key_id;
+    int64_t cursor;            /* balanced: account id tried first last time, 0 none */
+    int64_t preferred;         /* preferred account id, 0 none */
+    uint32_t seed;             /* randomness for P2C, chosen by C */
+} policy_order_ctx;
+
+/* Writes into perm the indices (into c) in try order; returns how many
+ * (the policy may drop candidates). Invalid output falls back to the default. */
+size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
+                    const policy_order_ctx *ctx, size_t *perm);
+
+/* `switchyard test [DIR] [--policies PDIR]`: runs the Lua specs. Returns the exit code. */
+int policy_test_main(int argc, char **argv);
+
+#endif

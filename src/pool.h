@@ -1,0 +1,42 @@
+/* pool.h: the serving-side snapshot of the account pool: accounts and
+ * platform keys loaded from the store (reloaded when another process
+ * changes them), each account's routing state (cooldown, ladder, usage,
+ * health, in-flight count), balanced-strategy cursors and the map from
+ * response ids to the account that produced them. All of it lives on the
+ * loop thread; state changes are written through the store's writer. */
+#ifndef SY_POOL_H
+#define SY_POOL_H
+#include <stdint.h>
+#include "store.h"
+
+typedef struct pool_account {
+    account a;
+    account_state st;
+    int inflight;
+} pool_account;
+
+typedef struct pool pool;
+
+pool *pool_new(store *st, char *err, size_t errlen);
+void pool_free(pool *p);
+/* Reloads accounts and keys when their config_version moved; keeps each
+ * account's runtime state by id. Cheap when nothing changed. */
+void pool_refresh(pool *p);
+
+size_t pool_count(const pool *p);
+pool_account *pool_at(pool *p, size_t i);      /* in sort ASC, updated_at DESC, id ASC order */
+pool_account *pool_find(pool *p, int64_t id);  /* NULL if gone */
+
+/* The key record for a presented platform key, or NULL. */
+const platform_key *pool_auth(const pool *p, const char *presented);
+
+/* Writes the account's state through the store writer. */
+void pool_state_save(pool *p, pool_account *pa);
+
+int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model);
+void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id);
+
+void pool_owner_set(pool *p, const char *response_id, int64_t account_id);
+int64_t pool_owner_get(const pool *p, const char *response_id); /* 0 unknown */
+
+#endif

@@ -1,0 +1,763 @@
+/* proxy.c: one client request through the pool (see proxy.h).
+ *
+ * Life of a request: proxy_start builds the route plan, proxy_next takes the
+ * next available candidate and starts an upstream transfer. Upstream
+ * callbacks feed either the error collector (non-2xx), the preflight (2xx
+ * SSE, held back until semantic output or the window ends) or the client
+ * directly (2xx plain). A failure before commit is classified by the policy:
+ * fail over (cool the account down, proxy_next) or return it as is. Once
+ * anything was sent to the client the request is committed: a later upstream
+ * failure ends the stream with an explicit error event, never a replay.
+ * proxy_finish writes the request log and trace line and frees everything. */
+#include "proxy.h"
+#include "log.h"
+#include "router.h"
+#include "server.h"
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define PROXY_ERRBODY_MAX (16u << 10)    /* kept of an upstream error body */
+#define PROXY_SNIFF_MAX (1u << 20)       /* kept of a plain 2xx body, to read usage */
+#define PROXY_CLIENT_HIGH (4u << 20)     /* pause upstream above this much unsent to the client */
+#define PROXY_MAX_HEADERS 24
+
+typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
+
+typedef struct proxy_req {
+    gateway *gw;
+    uint64_t id;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    proxy_input in;
+    route_ctx rctx;
+    route_plan plan;
+    size_t next;              /* next plan index to try */
+    int attempts;
+    sbuf why;                 /* per-candidate failure summary, for the 503 */
+    double t_start;
+
+    /* current attempt */
+    upstream_req *up;
+    int64_t acct_id;
+    int64_t last_acct_id;     /* account of the latest attempt, kept for the log */
+    char acct_name[64];
+    account_kind acct_kind;
+    double t_attempt;
+    sbuf url, upbody;
+    upstream_header hdrs[PROXY_MAX_HEADERS];
+    size_t n_hdrs;
+    sbuf hstore;              /* storage behind hdrs */
+    proxy_mode mode;
+    int status;
+    double retry_after;
+    sbuf errbody;
+    sbuf sniff;
+    char resp_ctype[128];
+    char resp_request_id[128];
+    preflight pf;
+    int pf_live;
+    struct event *pf_timer;
+
+    /* client side */
+    int committed;            /* reply started: no more failover */
+    int client_gone;
+    int paused;
+    char error_class[32];
+    long in_tok, out_tok, tot_tok;
+} proxy_req;
+
+static void proxy_next(proxy_req *p);
+static void proxy_finish(proxy_req *p, int status);
+
+/* ---------- small helpers ---------- */
+
+static pool_account *proxy_account(proxy_req *p) { return pool_find(p->gw->pool, p->acct_id); }
+
+static void proxy_why(proxy_req *p, const char *name, const char *fmt, const char *detail)
+{
+    if (p->why.len)
+        sbuf_puts(&p->why, "; ");
+    sbuf_printf(&p->why, "%s: ", name);
+    sbuf_printf(&p->why, fmt, detail);
+}
+
+static void proxy_header_add(proxy_req *p, const char *name, const char *value)
+{
+    if (p->n_hdrs >= PROXY_MAX_HEADERS)
+        return;
+    /* offsets, resolved once all headers are stored (hstore may move) */
+    p->hdrs[p->n_hdrs].name = (const char *)(uintptr_t)p->hstore.len;
+    sbuf_append(&p->hstore, name, strlen(name) + 1);
+    p->hdrs[p->n_hdrs].value = (const char *)(uintptr_t)p->hstore.len;
+    sbuf_append(&p->hstore, value, strlen(value) + 1);
+    p->n_hdrs++;
+}
+
+static void proxy_headers_resolve(proxy_req *p)
+{
+    for (size_t i = 0; i < p->n_hdrs; i++) {
+        p->hdrs[i].name = p->hstore.p + (uintptr_t)p->hdrs[i].name;
+        p->hdrs[i].value = p->hstore.p + (uintptr_t)p->hdrs[i].value;
+    }
+}
+
+/* Client headers passed upstream as they are: the ones Codex and the SDKs
+ * use for features and session affinity. Auth, hop-by-hop and per-account
+ * headers are never forwarded. */
+static const char *const proxy_forward_headers[] = {
+    "OpenAI-Beta", "originator", "session_id", "conversation_id", "version", "User-Agent",
+    "x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-runtime",
+};
+
+static void proxy_build_headers(proxy_req *p, const pool_account *pa)
+{
+    p->n_hdrs = 0;
+    sbuf_reset(&p->hstore);
+    sbuf auth = SBUF_INIT;
+    sbuf_printf(&auth, "Bearer %s", pa->a.token);
+    proxy_header_add(p, "Authorization", auth.p);
+    sbuf_free(&auth);
+    if (!p->in.is_get)
+        proxy_header_add(p, "Content-Type", "application/json");
+    proxy_header_add(p, "Accept", p->in.stream ? "text/event-stream" : "application/json");
+    struct evkeyvalq *in = evhttp_request_get_input_headers(p->req);
+    for (size_t i = 0; i < sizeof proxy_forward_headers / sizeof *proxy_forward_headers; i++) {
+        const char *v = evhttp_find_header(in, proxy_forward_headers[i]);
+        if (v)
+            proxy_header_add(p, proxy_forward_headers[i], v);
+    }
+    if (pa->a.kind == ACCOUNT_CHATGPT) {
+        if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)
+            proxy_header_add(p, "ChatGPT-Account-Id", pa->a.chatgpt_account_id);
+        if (!evhttp_find_header(in, "OpenAI-Beta"))
+            proxy_header_add(p, "OpenAI-Beta", "responses=experimental");
+        if (!evhttp_find_header(in, "originator"))
+            proxy_header_add(p, "originator", "codex_cli_rs");
+    }
+    proxy_headers_resolve(p);
+}
+
+/* The request body for this account: the client's, or with the model
+ * rewritten by the account's model map. Returns the body to send. */
+static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
+{
+    if (!pa->a.model_map || !p->in.doc || !p->in.model[0])
+        return &p->in.body;
+    json_value *map = json_parse(pa->a.model_map, strlen(pa->a.model_map), NULL, 0);
+    const char *to = map ? json_get_str(map, p->in.model) : NULL;
+    if (!to) {
+        json_free(map);
+        return &p->in.body;
+    }
+    json_set_str(p->in.doc, "model", to);
+    sbuf_reset(&p->upbody);
+    json_write(&p->upbody, p->in.doc);
+    json_set_str(p->in.doc, "model", p->in.model);
+    json_free(map);
+    return &p->upbody;
+}
+
+static void proxy_build_url(proxy_req *p, const pool_account *pa)
+{
+    const char *base = pa->a.base_url;
+    size_t blen = strlen(base);
+    while (blen && base[blen - 1] == '/')
+        blen--;
+    sbuf_reset(&p->url);
+    sbuf_append(&p->url, base, blen);
+    sbuf_puts(&p->url, p->in.suffix);
+}
+
+/* ---------- usage / state bookkeeping ---------- */
+
+static double proxy_header_num(const char *v)
+{
+    char *end;
+    double d = strtod(v, &end);
+    return end == v ? -1 : d;
+}
+
+static void proxy_note_usage_header(pool_account *pa, const char *name, const char *value, double now)
+{
+    double v = proxy_header_num(value);
+    if (v < 0)
+        return;
+    if (strcasecmp(name, "x-codex-primary-used-percent") == 0)
+        pa->st.primary_used_pct = v;
+    else if (strcasecmp(name, "x-codex-secondary-used-percent") == 0)
+        pa->st.secondary_used_pct = v;
+    else if (strcasecmp(name, "x-codex-primary-reset-after-seconds") == 0)
+        pa->st.primary_reset_at = now + v;
+    else if (strcasecmp(name, "x-codex-secondary-reset-after-seconds") == 0)
+        pa->st.secondary_reset_at = now + v;
+}
+
+static void proxy_record_success(proxy_req *p)
+{
+    pool_account *pa = proxy_account(p);
+    if (!pa)
+        return;
+    double ms = (gateway_now() - p->t_attempt) * 1000.0;
+    pa->st.success_ema = pa->st.success_ema * 0.9 + 0.1;
+    pa->st.latency_ema_ms = pa->st.latency_ema_ms > 0 ? pa->st.latency_ema_ms * 0.8 + ms * 0.2 : ms;
+    pa->st.updated_at = gateway_now();
+    pool_state_save(p->gw->pool, pa);
+}
+
+/* Applies a failover verdict to the account: cooldown (from classify, or
+ * from the cooldown hook for ladder classes) and health. */
+static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
+{
+    pool_account *pa = proxy_account(p);
+    if (!pa)
+        return 0;
+    double now = gateway_now();
+    double secs = v->cooldown;
+    if (secs < 0) {
+        /* classify left the duration to the ladder: this failure is a step on it */
+        policy_state ps = {pa->a.id, pa->st.ladder_step, pa->st.last_429_at, pa->st.cooldown_until, p->retry_after};
+        int step = pa->st.ladder_step;
+        policy_cooldown(p->gw->policy, &ps, v->cls, now, &secs, &step);
+        pa->st.ladder_step = step;
+        pa->st.last_429_at = now;
+    }
+    if (secs > 0 && now + secs > pa->st.cooldown_until)
+        pa->st.cooldown_until = now + secs;
+    snprintf(pa->st.last_error, sizeof pa->st.last_error, "%s", v->cls);
+    pa->st.success_ema = pa->st.success_ema * 0.9;
+    pa->st.updated_at = now;
+    pool_state_save(p->gw->pool, pa);
+    return secs;
+}
+
+/* ---------- attempt teardown ---------- */
+
+static void proxy_attempt_end(proxy_req *p)
+{
+    if (p->up) {
+        upstream_cancel(p->up);
+        p->up = NULL;
+    }
+    if (p->pf_timer)
+        evtimer_del(p->pf_timer);
+    if (p->pf_live) {
+        preflight_free(&p->pf);
+        p->pf_live = 0;
+    }
+    pool_account *pa = proxy_account(p);
+    if (pa && p->acct_id && pa->inflight > 0)
+        pa->inflight--;
+    p->acct_id = 0;
+    p->mode = MODE_NONE;
+}
+
+/* ---------- client output ---------- */
+
+static struct evbuffer *proxy_client_outbuf(proxy_req *p)
+{
+    struct evhttp_connection *c = evhttp_request_get_connection(p->req);
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    return bev ? bufferevent_get_output(bev) : NULL;
+}
+
+static void proxy_on_client_drained(struct evhttp_connection *c, void *arg)
+{
+    proxy_req *p = arg;
+    if (!p->paused || !p->up)
+        return;
+    struct evbuffer *out = proxy_client_outbuf(p);
+    if (!out || evbuffer_get_length(out) < PROXY_CLIENT_HIGH / 2) {
+        p->paused = 0;
+        upstream_resume(p->up);
+    }
+}
+
+/* Sends bytes to the client; returns 1 when the upstream should pause. */
+static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
+{
+    if (!n || p->client_gone)
+        return 0;
+    struct evbuffer *chunk = evbuffer_new();
+    evbuffer_add(chunk, buf, n);
+    evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
+    evbuffer_free(chunk);
+    struct evbuffer *out = proxy_client_outbuf(p);
+    if (out && evbuffer_get_length(out) > PROXY_CLIENT_HIGH) {
+        p->paused = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void proxy_commit(proxy_req *p)
+{
+    if (p->committed)
+        return;
+    p->committed = 1;
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
+    evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
+    if (p->resp_request_id[0])
+        evhttp_add_header(oh, "x-request-id", p->resp_request_id);
+    if (p->mode == MODE_PREFLIGHT)
+        evhttp_add_header(oh, "Cache-Control", "no-cache");
+    evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
+    char n[16];
+    snprintf(n, sizeof n, "%d", p->attempts);
+    evhttp_add_header(oh, "x-switchyard-attempts", n);
+    evhttp_send_reply_start(p->req, p->status, NULL);
+}
+
+/* Sends what preflight holds. Returns 1 when the upstream should pause. */
+static int proxy_flush_held(proxy_req *p)
+{
+    int pause = proxy_client_send(p, p->pf.held.p, p->pf.held.len);
+    sbuf_reset(&p->pf.held);
+    return pause;
+}
+
+/* The stream broke after commit: say so in the stream's own format. */
+static void proxy_stream_interrupted(proxy_req *p, const char *why)
+{
+    sbuf ev = SBUF_INIT, msg = SBUF_INIT;
+    sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s", p->acct_name, why);
+    if (p->in.api == API_RESPONSES) {
+        sbuf_puts(&ev, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":");
+        sbuf_json_str(&ev, p->pf.response_id, strlen(p->pf.response_id));
+        sbuf_puts(&ev, ",\"status\":\"failed\",\"error\":{\"code\":\"upstream_stream_interrupted\",\"message\":");
+        sbuf_json_str(&ev, msg.p, msg.len);
+        sbuf_puts(&ev, "}}}\n\n");
+    } else {
+        sbuf_puts(&ev, "data: {\"error\":{\"message\":");
+        sbuf_json_str(&ev, msg.p, msg.len);
+        sbuf_puts(&ev, ",\"type\":\"upstream_error\",\"code\":\"upstream_stream_interrupted\"}}\n\n");
+    }
+    proxy_client_send(p, ev.p, ev.len);
+    sbuf_free(&ev);
+    sbuf_free(&msg);
+    snprintf(p->error_class, sizeof p->error_class, "stream_interrupted");
+}
+
+/* ---------- failure handling ---------- */
+
+static void proxy_error_fields(const char *body, size_t len, json_value **doc, const char **type,
+                               const char **code, const char **message)
+{
+    *doc = body && len ? json_parse(body, len, NULL, 0) : NULL;
+    *type = *code = *message = NULL;
+    json_value *err = *doc ? json_get(*doc, "error") : NULL;
+    if (err && err->type == JSON_STRING) {
+        *message = err->str;
+        return;
+    }
+    json_value *src = err ? err : *doc;
+    if (!src)
+        return;
+    *type = json_get_str(src, "type");
+    *code = json_get_str(src, "code");
+    *message = json_get_str(src, "message");
+    if (!err && *doc) { /* responses API response.failed: {"response":{"error":{...}}} */
+        json_value *resp = json_get(*doc, "response");
+        json_value *rerr = resp ? json_get(resp, "error") : NULL;
+        if (rerr) {
+            *code = json_get_str(rerr, "code");
+            *message = json_get_str(rerr, "message");
+        }
+    }
+}
+
+/* Classifies the current attempt's failure. Returns 1 if the request moved
+ * on to the next candidate, 0 if the failure should reach the client. */
+static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary)
+{
+    policy_verdict v;
+    ev->account_kind = account_kind_name(p->acct_kind);
+    ev->endpoint = p->in.endpoint;
+    ev->retry_after = p->retry_after;
+    policy_classify(p->gw->policy, ev, &v);
+    snprintf(p->error_class, sizeof p->error_class, "%s", v.cls);
+    if (!v.failover)
+        return 0;
+    double secs = proxy_cool_down(p, &v);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s, class %s, cooling down %.0fs", summary, v.cls, secs);
+    proxy_why(p, p->acct_name, "%s", detail);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=failover class=%s status=%d cooldown_s=%.0f",
+                (unsigned long long)p->id, p->acct_name, v.cls, ev->status, secs);
+    proxy_attempt_end(p);
+    proxy_next(p);
+    return 1;
+}
+
+static void proxy_reply_upstream_error(proxy_req *p)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
+    evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
+    evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, p->errbody.p ? p->errbody.p : "", p->errbody.len);
+    evhttp_send_reply(p->req, p->status, NULL, b);
+    evbuffer_free(b);
+    proxy_finish(p, p->status);
+}
+
+static void proxy_on_stream_error(proxy_req *p)
+{
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.body = p->pf.error_body.p;
+    ev.body_len = p->pf.error_body.len;
+    ev.error_type = p->pf.error_type[0] ? p->pf.error_type : NULL;
+    ev.error_code = p->pf.error_code[0] ? p->pf.error_code : NULL;
+    ev.error_message = p->pf.error_message.len ? p->pf.error_message.p : NULL;
+    char summary[160];
+    snprintf(summary, sizeof summary, "error event in the 200 stream (%s)",
+             ev.error_code ? ev.error_code : (ev.error_type ? ev.error_type : "error"));
+    if (proxy_classify_and_route(p, &ev, summary))
+        return;
+    /* the policy returns it: the client gets the stream as upstream sent it */
+    proxy_commit(p);
+    proxy_flush_held(p);
+}
+
+/* ---------- upstream callbacks ---------- */
+
+static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *p = arg;
+    if (p->mode != MODE_PREFLIGHT || p->committed || !p->pf_live)
+        return;
+    preflight_commit(&p->pf);
+    proxy_commit(p);
+    proxy_flush_held(p);
+}
+
+static int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
+{
+    proxy_req *p = ud;
+    pool_account *pa = proxy_account(p);
+    double now = gateway_now();
+    p->status = status;
+    p->retry_after = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (strcasecmp(h[i].name, "Content-Type") == 0)
+            snprintf(p->resp_ctype, sizeof p->resp_ctype, "%s", h[i].value);
+        else if (strcasecmp(h[i].name, "x-request-id") == 0)
+            snprintf(p->resp_request_id, sizeof p->resp_request_id, "%s", h[i].value);
+        else if (strcasecmp(h[i].name, "Retry-After") == 0)
+            p->retry_after = proxy_header_num(h[i].value);
+        else if (pa && strncasecmp(h[i].name, "x-codex-", 8) == 0)
+            proxy_note_usage_header(pa, h[i].name, h[i].value, now);
+    }
+    if (status < 200 || status >= 300) {
+        p->mode = MODE_ERROR;
+        return 0;
+    }
+    int sse = strncasecmp(p->resp_ctype, "text/event-stream", 17) == 0;
+    if (sse && !p->in.is_get) {
+        p->mode = MODE_PREFLIGHT;
+        preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
+        p->pf_live = 1;
+        struct timeval tv = {p->gw->cfg.preflight_ms / 1000, (p->gw->cfg.preflight_ms % 1000) * 1000};
+        evtimer_add(p->pf_timer, &tv);
+        return 0;
+    }
+    /* plain 2xx: nothing can fail over any more once bytes flow */
+    p->mode = MODE_PLAIN;
+    proxy_commit(p);
+    return 0;
+}
+
+static int proxy_up_data(void *ud, const char *buf, size_t n)
+{
+    proxy_req *p = ud;
+    switch (p->mode) {
+    case MODE_ERROR:
+        if (p->errbody.len < PROXY_ERRBODY_MAX)
+            sbuf_append(&p->errbody, buf, n < PROXY_ERRBODY_MAX - p->errbody.len ? n : PROXY_ERRBODY_MAX - p->errbody.len);
+        return 0;
+    case MODE_PLAIN:
+        if (p->sniff.len < PROXY_SNIFF_MAX)
+            sbuf_append(&p->sniff, buf, n);
+        return proxy_client_send(p, buf, n);
+    case MODE_PREFLIGHT: {
+        pf_state st = preflight_feed(&p->pf, buf, n);
+        if (st == PF_ERROR && !p->committed) {
+            proxy_on_stream_error(p);
+            return 0;
+        }
+        if (st == PF_COMMIT) {
+            proxy_commit(p);
+            return proxy_flush_held(p);
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static void proxy_read_plain_usage(proxy_req *p)
+{
+    json_value *doc = json_parse(p->sniff.p, p->sniff.len, NULL, 0);
+    json_value *u = doc ? json_get(doc, "usage") : NULL;
+    if (u) {
+        double in = json_get_num(u, "input_tokens", json_get_num(u, "prompt_tokens", -1));
+        double out = json_get_num(u, "output_tokens", json_get_num(u, "completion_tokens", -1));
+        p->in_tok = (long)in;
+        p->out_tok = (long)out;
+        p->tot_tok = (long)json_get_num(u, "total_tokens", in >= 0 && out >= 0 ? in + out : -1);
+    }
+    const char *id = doc && p->in.api == API_RESPONSES ? json_get_str(doc, "id") : NULL;
+    if (id)
+        pool_owner_set(p->gw->pool, id, p->acct_id);
+    json_free(doc);
+}
+
+static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
+{
+    if (p->mode == MODE_PREFLIGHT) {
+        p->in_tok = p->pf.input_tokens;
+        p->out_tok = p->pf.output_tokens;
+        p->tot_tok = p->pf.total_tokens;
+        if (p->pf.response_id[0])
+            pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
+        if (r != UP_OK || !p->pf.saw_terminal)
+            proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
+        else if (p->pf.late_error)
+            snprintf(p->error_class, sizeof p->error_class, "late_error");
+        else
+            proxy_record_success(p);
+    } else {
+        proxy_read_plain_usage(p);
+        if (r != UP_OK) {
+            /* a truncated plain body must not look complete: drop the connection */
+            log_warn("req %llu: upstream failed mid-body (%s); closing the client connection",
+                     (unsigned long long)p->id, errmsg ? errmsg : "error");
+            snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
+            struct evhttp_connection *c = evhttp_request_get_connection(p->req);
+            p->client_gone = 1;
+            if (c) {
+                evhttp_connection_set_closecb(c, NULL, NULL);
+                evhttp_connection_free(c); /* frees the request too */
+            }
+            p->req = NULL;
+            proxy_finish(p, p->status);
+            return;
+        }
+        proxy_record_success(p);
+    }
+    if (!p->client_gone)
+        evhttp_send_reply_end(p->req);
+    proxy_finish(p, p->status);
+}
+
+static void proxy_up_done(void *ud, up_result r, const char *errmsg)
+{
+    proxy_req *p = ud;
+    p->up = NULL; /* freed by upstream right after this returns */
+    if (p->committed)
+        return proxy_done_committed(p, r, errmsg);
+    if (r != UP_OK) {
+        policy_event ev = {0};
+        ev.network_error = r == UP_NETWORK;
+        ev.timeout = r != UP_NETWORK;
+        ev.error_message = errmsg;
+        if (proxy_classify_and_route(p, &ev, errmsg ? errmsg : "network error"))
+            return;
+        server_send_error(p->req, r == UP_NETWORK ? 502 : 504, "upstream_error",
+                          r == UP_NETWORK ? "upstream_unreachable" : "upstream_timeout", errmsg ? errmsg : "upstream failed");
+        return proxy_finish(p, r == UP_NETWORK ? 502 : 504);
+    }
+    if (p->mode == MODE_ERROR) {
+        json_value *doc;
+        policy_event ev = {0};
+        ev.status = p->status;
+        ev.body = p->errbody.p;
+        ev.body_len = p->errbody.len;
+        proxy_error_fields(p->errbody.p, p->errbody.len, &doc, &ev.error_type, &ev.error_code, &ev.error_message);
+        char summary[64];
+        snprintf(summary, sizeof summary, "HTTP %d", p->status);
+        int moved = proxy_classify_and_route(p, &ev, summary);
+        json_free(doc);
+        if (!moved)
+            proxy_reply_upstream_error(p);
+        return;
+    }
+    /* 2xx SSE that ended inside the preflight window */
+    if (p->mode == MODE_PREFLIGHT && p->pf_live) {
+        preflight_commit(&p->pf);
+        proxy_commit(p);
+        proxy_flush_held(p);
+    }
+    proxy_done_committed(p, r, errmsg);
+}
+
+static const upstream_callbacks proxy_up_cb = {proxy_up_headers, proxy_up_data, proxy_up_done};
+
+/* ---------- candidates ---------- */
+
+static void proxy_attempt(proxy_req *p, pool_account *pa)
+{
+    p->attempts++;
+    p->acct_id = p->last_acct_id = pa->a.id;
+    p->acct_kind = pa->a.kind;
+    snprintf(p->acct_name, sizeof p->acct_name, "%s", pa->a.name);
+    p->t_attempt = gateway_now();
+    p->status = 0;
+    p->mode = MODE_NONE;
+    p->resp_ctype[0] = p->resp_request_id[0] = '\0';
+    sbuf_reset(&p->errbody);
+    sbuf_reset(&p->sniff);
+    pa->inflight++;
+    pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
+    proxy_build_url(p, pa);
+    proxy_build_headers(p, pa);
+    const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
+    trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
+                (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
+    upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, p->hdrs, p->n_hdrs};
+    p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
+}
+
+static void proxy_exhausted(proxy_req *p)
+{
+    for (size_t i = 0; i < p->plan.nskips; i++)
+        proxy_why(p, p->plan.skips[i].name, "%s", p->plan.skips[i].reason);
+    sbuf msg = SBUF_INIT;
+    if (!pool_count(p->gw->pool))
+        sbuf_puts(&msg, "no upstream accounts are configured (add one with 'switchyard account add')");
+    else if (p->plan.pinned_owner && !p->plan.n && !p->attempts)
+        sbuf_printf(&msg, "previous_response_id belongs to an account that cannot serve now: %s", p->why.p);
+    else
+        sbuf_printf(&msg, "all upstream accounts are unavailable: %s", p->why.len ? p->why.p : "none eligible");
+    snprintf(p->error_class, sizeof p->error_class, "exhausted");
+    server_send_error(p->req, 503, "server_error", "no_available_account", msg.p);
+    sbuf_free(&msg);
+    proxy_finish(p, 503);
+}
+
+static void proxy_next(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    while (p->next < p->plan.n) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[p->next++]);
+        if (!pa)
+            continue;
+        if (!router_available(pa, &p->rctx, now, why, sizeof why)) {
+            router_skip_add(&p->plan, pa, why);
+            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"",
+                        (unsigned long long)p->id, pa->a.name, why);
+            continue;
+        }
+        proxy_attempt(p, pa);
+        return;
+    }
+    proxy_exhausted(p);
+}
+
+/* ---------- lifecycle ---------- */
+
+static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
+{
+    proxy_req *p = arg;
+    p->client_gone = 1;
+    log_debug("req %llu: client went away", (unsigned long long)p->id);
+    snprintf(p->error_class, sizeof p->error_class, "client_closed");
+    /* libevent detached the request from the connection; it is ours to free */
+    if (p->req && !evhttp_request_get_connection(p->req))
+        evhttp_request_free(p->req);
+    p->req = NULL;
+    proxy_finish(p, 499);
+}
+
+static void proxy_finish(proxy_req *p, int status)
+{
+    gateway *gw = p->gw;
+    proxy_attempt_end(p);
+    if (p->evcon && !p->client_gone)
+        evhttp_connection_set_closecb(p->evcon, NULL, NULL);
+    double ms = (gateway_now() - p->t_start) * 1000.0;
+    request_log rl;
+    memset(&rl, 0, sizeof rl);
+    rl.ts = p->t_start;
+    rl.platform_key_id = p->in.key_id;
+    snprintf(rl.endpoint, sizeof rl.endpoint, "%s", p->in.endpoint);
+    snprintf(rl.model, sizeof rl.model, "%s", p->in.model);
+    rl.stream = p->in.stream;
+    rl.status = status;
+    rl.attempts = p->attempts;
+    rl.latency_ms = ms;
+    snprintf(rl.route_strategy, sizeof rl.route_strategy, "%s", p->plan.strategy);
+    snprintf(rl.error_class, sizeof rl.error_class, "%s", status >= 200 && status < 300 && !p->error_class[0] ? "" : p->error_class);
+    rl.input_tokens = p->in_tok;
+    rl.output_tokens = p->out_tok;
+    rl.total_tokens = p->tot_tok;
+    if (p->attempts) {
+        snprintf(rl.account_name, sizeof rl.account_name, "%s", p->acct_name);
+        rl.account_id = p->last_acct_id;
+    }
+    store_writer_put_log(gw->st, &rl);
+    trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s",
+                (unsigned long long)p->id, p->attempts ? p->acct_name : "-", status, p->attempts, ms,
+                p->error_class[0] ? p->error_class : "-");
+    router_plan_free(&p->plan);
+    json_free(p->in.doc);
+    sbuf_free(&p->in.body);
+    sbuf_free(&p->why);
+    sbuf_free(&p->url);
+    sbuf_free(&p->upbody);
+    sbuf_free(&p->hstore);
+    sbuf_free(&p->errbody);
+    sbuf_free(&p->sniff);
+    if (p->pf_timer)
+        event_free(p->pf_timer);
+    gw->active--;
+    free(p);
+}
+
+static void proxy_trace_pool(proxy_req *p)
+{
+    sbuf names = SBUF_INIT;
+    for (size_t i = 0; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (i)
+            sbuf_puts(&names, ",");
+        sbuf_puts(&names, pa ? pa->a.name : "?");
+    }
+    trace_event(p->gw->trace, "CANDIDATE_POOL", "req=%llu endpoint=%s model=%s stream=%d strategy=%s ordered_candidates=%s",
+                (unsigned long long)p->id, p->in.endpoint, p->in.model[0] ? p->in.model : "-", p->in.stream,
+                p->plan.strategy, names.len ? names.p : "-");
+    for (size_t i = 0; i < p->plan.nskips; i++)
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    p->plan.skips[i].name, p->plan.skips[i].reason);
+    sbuf_free(&names);
+}
+
+void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
+{
+    proxy_req *p = calloc(1, sizeof *p);
+    p->gw = gw;
+    p->id = ++gw->next_req_id;
+    p->req = req;
+    p->in = *in;
+    p->t_start = gateway_now();
+    p->in_tok = p->out_tok = p->tot_tok = -1;
+    p->pf_timer = evtimer_new(gw->base, proxy_on_pf_timer, p);
+    gw->active++;
+    p->evcon = evhttp_request_get_connection(req);
+    if (p->evcon)
+        evhttp_connection_set_closecb(p->evcon, proxy_on_client_close, p);
+    p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
+                          p->in.previous_response_id};
+    router_plan(gw, &p->rctx, &p->plan);
+    proxy_trace_pool(p);
+    proxy_next(p);
+}

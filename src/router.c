@@ -1,0 +1,121 @@
+/* router.c: candidate filtering and ordering (see router.h). */
+#include "router.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
+{
+    if (!pa->a.enabled) {
+        snprintf(why, n, "disabled");
+        return 0;
+    }
+    if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get) {
+        snprintf(why, n, "chatgpt accounts serve /v1/responses only");
+        return 0;
+    }
+    if (pa->st.cooldown_until > now) {
+        snprintf(why, n, "cooling down for %.0fs after %s", pa->st.cooldown_until - now,
+                 pa->st.last_error[0] ? pa->st.last_error : "an error");
+        return 0;
+    }
+    if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
+        snprintf(why, n, "at its concurrency limit (%d in flight)", pa->inflight);
+        return 0;
+    }
+    return 1;
+}
+
+void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason)
+{
+    if (plan->nskips == plan->cap_skips) {
+        plan->cap_skips = plan->cap_skips ? plan->cap_skips * 2 : 8;
+        plan->skips = realloc(plan->skips, plan->cap_skips * sizeof *plan->skips);
+    }
+    route_skip *s = &plan->skips[plan->nskips++];
+    s->account_id = pa->a.id;
+    snprintf(s->name, sizeof s->name, "%s", pa->a.name);
+    snprintf(s->reason, sizeof s->reason, "%s", reason);
+}
+
+static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
+{
+    memset(c, 0, sizeof *c);
+    c->id = pa->a.id;
+    c->name = pa->a.name;
+    c->kind = account_kind_name(pa->a.kind);
+    c->sort = pa->a.sort;
+    c->updated_at = pa->a.updated_at;
+    c->primary_used_pct = pa->st.primary_used_pct;
+    c->secondary_used_pct = pa->st.secondary_used_pct;
+    c->success_rate = pa->st.success_ema;
+    c->latency_ema_ms = pa->st.latency_ema_ms;
+    c->inflight = pa->inflight;
+    c->max_concurrency = pa->a.max_concurrency;
+}
+
+void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    snprintf(plan->strategy, sizeof plan->strategy, "%s", gw->cfg.route_strategy);
+    size_t total = pool_count(gw->pool);
+    plan->ids = calloc(total ? total : 1, sizeof *plan->ids);
+    policy_candidate *cands = calloc(total ? total : 1, sizeof *cands);
+    pool_account **pas = calloc(total ? total : 1, sizeof *pas);
+    size_t *perm = calloc(total ? total : 1, sizeof *perm);
+    double now = gateway_now();
+    char why[160];
+
+    int64_t owner = pool_owner_get(gw->pool, ctx->previous_response_id);
+    if (owner && pool_find(gw->pool, owner))
+        plan->pinned_owner = owner;
+
+    size_t n = 0;
+    for (size_t i = 0; i < total; i++) {
+        pool_account *pa = pool_at(gw->pool, i);
+        if (plan->pinned_owner && pa->a.id != plan->pinned_owner)
+            continue; /* the stored response lives on one account only */
+        if (!router_available(pa, ctx, now, why, sizeof why)) {
+            router_skip_add(plan, pa, why);
+            continue;
+        }
+        router_candidate_fill(&cands[n], pa);
+        int g = policy_guard(gw->policy, &cands[n]);
+        if (g == GUARD_EXCLUDE) {
+            router_skip_add(plan, pa, "excluded by the quota guard");
+            continue;
+        }
+        cands[n].reserve = g == GUARD_RESERVE;
+        pas[n++] = pa;
+    }
+
+    policy_order_ctx octx = {
+        .strategy = gw->cfg.route_strategy,
+        .rotation = gw->cfg.rotation,
+        .model = ctx->model ? ctx->model : "",
+        .platform_key_id = ctx->key_id,
+        .cursor = pool_cursor_get(gw->pool, ctx->key_id, ctx->model),
+        .preferred = ctx->preferred,
+        .seed = (uint32_t)random(),
+    };
+    size_t k = n ? policy_order(gw->policy, cands, n, &octx, perm) : 0;
+    char *used = calloc(n ? n : 1, 1);
+    for (size_t i = 0; i < k; i++) {
+        plan->ids[plan->n++] = pas[perm[i]]->a.id;
+        used[perm[i]] = 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!used[i])
+            router_skip_add(plan, pas[i], "left out by the order policy (rotation mode)");
+    free(used);
+    free(perm);
+    free(pas);
+    free(cands);
+}
+
+void router_plan_free(route_plan *plan)
+{
+    free(plan->ids);
+    free(plan->skips);
+    memset(plan, 0, sizeof *plan);
+}

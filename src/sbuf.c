@@ -1,0 +1,96 @@
+/* sbuf.c: growable byte strings (see sbuf.h). */
+#include "sbuf.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void sbuf_grow(sbuf *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+        abort();
+    b->p = p;
+    b->cap = cap;
+}
+
+void sbuf_free(sbuf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+void sbuf_reset(sbuf *b)
+{
+    b->len = 0;
+    if (b->p)
+        b->p[0] = '\0';
+}
+
+void sbuf_append(sbuf *b, const void *p, size_t n)
+{
+    sbuf_grow(b, n);
+    if (n)
+        memcpy(b->p + b->len, p, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void sbuf_puts(sbuf *b, const char *s) { sbuf_append(b, s, strlen(s)); }
+
+void sbuf_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    sbuf_grow(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void sbuf_json_str(sbuf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    sbuf_grow(b, n + 2);
+    sbuf_append(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': sbuf_append(b, "\\\"", 2); break;
+        case '\\': sbuf_append(b, "\\\\", 2); break;
+        case '\n': sbuf_append(b, "\\n", 2); break;
+        case '\r': sbuf_append(b, "\\r", 2); break;
+        case '\t': sbuf_append(b, "\\t", 2); break;
+        default:
+            if (c < 0x20) {
+                char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+                sbuf_append(b, esc, 6);
+            } else {
+                sbuf_append(b, &s[i], 1);
+            }
+        }
+    }
+    sbuf_append(b, "\"", 1);
+}
+
+void sbuf_consume(sbuf *b, size_t n)
+{
+    if (n >= b->len) {
+        sbuf_reset(b);
+        return;
+    }
+    memmove(b->p, b->p + n, b->len - n);
+    b->len -= n;
+    b->p[b->len] = '\0';
+}

@@ -1,0 +1,24 @@
+/* sbuf.h: a growable byte string, used for bodies, JSON output and buffers.
+ * Allocation failure aborts (the gateway cannot do useful work without memory). */
+#ifndef SY_SBUF_H
+#define SY_SBUF_H
+#include <stddef.h>
+
+typedef struct sbuf {
+    char *p;    /* always NUL-terminated when cap > 0 */
+    size_t len;
+    size_t cap;
+} sbuf;
+
+#define SBUF_INIT {0, 0, 0}
+
+void sbuf_free(sbuf *b);
+void sbuf_reset(sbuf *b); /* len = 0, keeps memory */
+void sbuf_append(sbuf *b, const void *p, size_t n);
+void sbuf_puts(sbuf *b, const char *s);
+void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s (n bytes) as a JSON string literal, quotes included. */
+void sbuf_json_str(sbuf *b, const char *s, size_t n);
+void sbuf_consume(sbuf *b, size_t n); /* drops the first n bytes */
+
+#endif

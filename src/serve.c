@@ -1,0 +1,199 @@
+/* serve.c: start-up, signals, periodic pool refresh and shutdown of the
+ * gateway (see serve.h). */
+#include "serve.h"
+#include "gateway.h"
+#include "log.h"
+#include "server.h"
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+double gateway_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void serve_usage(FILE *f)
+{
+    fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
+               "                        [--strategy ordered|balanced] [--rotation MODE] [--log-level LEVEL]\n");
+}
+
+static int serve_parse(sy_config *c, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"db", required_argument, 0, 'd'},       {"listen", required_argument, 0, 'l'},
+        {"policies", required_argument, 0, 'p'}, {"strategy", required_argument, 0, 's'},
+        {"rotation", required_argument, 0, 'r'}, {"log-level", required_argument, 0, 'v'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+    };
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'd': snprintf(c->db_path, sizeof c->db_path, "%s", optarg); break;
+        case 'p': snprintf(c->policies_dir, sizeof c->policies_dir, "%s", optarg); break;
+        case 'l':
+            if (config_set_listen(c, optarg) < 0) {
+                fprintf(stderr, "switchyard serve: --listen %s: expected HOST:PORT\n", optarg);
+                return -1;
+            }
+            break;
+        case 's': {
+            const char *canon = config_strategy_canonical(optarg);
+            if (!canon) {
+                fprintf(stderr, "switchyard serve: --strategy %s: expected ordered or balanced\n", optarg);
+                return -1;
+            }
+            snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
+            break;
+        }
+        case 'r':
+            if (!config_rotation_valid(optarg)) {
+                fprintf(stderr, "switchyard serve: --rotation %s: unknown mode\n", optarg);
+                return -1;
+            }
+            snprintf(c->rotation, sizeof c->rotation, "%s", optarg);
+            break;
+        case 'v':
+            if ((c->log_level = log_level_parse(optarg)) < 0) {
+                fprintf(stderr, "switchyard serve: --log-level %s: expected debug, info, warn or error\n", optarg);
+                return -1;
+            }
+            break;
+        case 'h': serve_usage(stdout); exit(0);
+        default: serve_usage(stderr); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "switchyard serve: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+static void serve_on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+    gateway *gw = arg;
+    const char *dir = gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL;
+    char err[512];
+    policy_engine *fresh = policy_new(dir, err, sizeof err);
+    if (!fresh) {
+        log_error("SIGHUP: policy reload refused, the previous policy keeps serving: %s", err);
+        return;
+    }
+    policy_free(gw->policy);
+    gw->policy = fresh;
+    log_info("SIGHUP: policies reloaded from %s", policy_source(fresh));
+}
+
+static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    gateway *gw = arg;
+    if (gw->draining) {
+        log_warn("second stop signal: exiting now");
+        event_base_loopbreak(gw->base);
+        return;
+    }
+    gw->draining = 1;
+    log_info("stopping: waiting for %zu request(s) in progress", gw->active);
+}
+
+static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    gateway *gw = arg;
+    pool_refresh(gw->pool);
+    if (gw->draining && gw->active == 0)
+        event_base_loopexit(gw->base, NULL);
+}
+
+static void serve_log_listen(gateway *gw)
+{
+    struct evhttp_bound_socket *bs = NULL;
+    (void)bs;
+    log_info("switchyard listening on http://%s:%d (db %s, policies %s, strategy %s, %zu accounts)",
+             gw->cfg.listen_host, gw->cfg.listen_port, gw->cfg.db_path, policy_source(gw->policy),
+             gw->cfg.route_strategy, pool_count(gw->pool));
+}
+
+static int serve_open(gateway *gw)
+{
+    char err[512];
+    gw->st = store_open(gw->cfg.db_path, err, sizeof err);
+    if (!gw->st) {
+        log_error("cannot open database %s: %s", gw->cfg.db_path, err);
+        return -1;
+    }
+    if (store_writer_start(gw->st, err, sizeof err) != 0) {
+        log_error("cannot start the database writer: %s", err);
+        return -1;
+    }
+    gw->pool = pool_new(gw->st, err, sizeof err);
+    gw->policy = policy_new(gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL, err, sizeof err);
+    if (!gw->policy) {
+        log_error("cannot load policies: %s", err);
+        return -1;
+    }
+    char tpath[1100];
+    trace_path_for_db(gw->cfg.db_path, tpath, sizeof tpath);
+    gw->trace = trace_open(tpath);
+    upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms};
+    gw->up = upstream_new(gw->base, &lim);
+    return server_start(gw);
+}
+
+static void serve_close(gateway *gw)
+{
+    if (gw->http)
+        evhttp_free(gw->http);
+    upstream_free(gw->up);
+    trace_close(gw->trace);
+    policy_free(gw->policy);
+    pool_free(gw->pool);
+    store_close(gw->st); /* drains the writer: every queued log is committed */
+}
+
+int serve_main(int argc, char **argv)
+{
+    static gateway gw;
+    config_defaults(&gw.cfg);
+    if (config_from_env(&gw.cfg) < 0 || serve_parse(&gw.cfg, argc, argv) < 0)
+        return 2;
+    log_set_level(gw.cfg.log_level);
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    srandom((unsigned)time(NULL) ^ (unsigned)getpid());
+    gw.base = event_base_new();
+    int rc = 1;
+    if (serve_open(&gw) == 0) {
+        struct event *hup = evsignal_new(gw.base, SIGHUP, serve_on_sighup, &gw);
+        struct event *term = evsignal_new(gw.base, SIGTERM, serve_on_stop, &gw);
+        struct event *intr = evsignal_new(gw.base, SIGINT, serve_on_stop, &gw);
+        struct event *tick = event_new(gw.base, -1, EV_PERSIST, serve_on_tick, &gw);
+        struct timeval sec = {1, 0};
+        evsignal_add(hup, NULL);
+        evsignal_add(term, NULL);
+        evsignal_add(intr, NULL);
+        event_add(tick, &sec);
+        serve_log_listen(&gw);
+        event_base_dispatch(gw.base);
+        log_info("stopped");
+        event_free(hup), event_free(term), event_free(intr), event_free(tick);
+        rc = 0;
+    }
+    serve_close(&gw);
+    event_base_free(gw.base);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,1164 @@
+/* store.c: the sqlite database (see store.h): file creation with mode 0600,
+ * versioned migrations, the synchronous API used by the CLI and start-up,
+ * and the writer thread that commits account state and request logs off the
+ * event loop. Tokens and platform keys are never logged. */
+#include "store.h"
+#include "log.h"
+#include "sha256.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STORE_LOG_QUEUE_MAX 100000 /* pending request logs before the oldest are dropped */
+#define STORE_BATCH_MAX 2000       /* request logs per writer transaction */
+#define STORE_BUSY_MS 5000         /* busy wait for connections that are off the loop */
+#define STORE_KEY_RANDOM_CHARS 40
+#define STORE_KEY_PREFIX_LEN 7     /* "sy-" plus 4 random chars */
+
+typedef struct log_item {
+    struct log_item *next;
+    uint64_t seq;
+    request_log rl;
+} log_item;
+
+/* A batch taken off the queue; committed in one transaction. */
+typedef struct writer_batch {
+    log_item *logs;
+    size_t n_logs;
+    account_state *states;
+    size_t n_states;
+    uint64_t seq; /* everything queued with seq <= this is in or before the batch */
+} writer_batch;
+
+typedef struct store_writer {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* writer waits for items or stop */
+    pthread_cond_t done_cv; /* store_writer_sync waits for committed_seq */
+    log_item *head, *tail;
+    size_t n_logs;
+    account_state *states; /* one coalesced upsert per account */
+    size_t n_states, cap_states;
+    uint64_t queued_seq, committed_seq;
+    uint64_t dropped_logs, failed_commits;
+    int running, stop;
+    pthread_t thread;
+    sqlite3 *db; /* the writer's own connection */
+    sqlite3_stmt *ins_log, *up_state;
+} store_writer;
+
+struct store {
+    sqlite3 *db; /* main connection: loop-thread reads, CLI writes */
+    char *path;
+    store_writer w;
+};
+
+/* ---------- small helpers ---------- */
+
+static void store_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void store_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static char *store_strdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        abort(); /* same policy as sbuf: no useful work without memory */
+    return d;
+}
+
+static char *store_col_dup(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? store_strdup((const char *)t) : NULL;
+}
+
+static void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t n)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(dst, n, "%s", t ? (const char *)t : "");
+}
+
+static void store_bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* 0 and -1 mean "none"/"unknown" in the structs; NULL in SQL. */
+static void store_bind_opt_int(sqlite3_stmt *st, int i, int64_t v, int64_t none)
+{
+    if (v == none)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_int64(st, i, v);
+}
+
+/* Doubles the capacity of *arr when n reached it. 0 ok, -1 out of memory. */
+static int store_grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, nc * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static int64_t store_now(void) { return (int64_t)time(NULL); }
+
+static int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK)
+        store_errf(err, errlen, "%s", msg ? msg : sqlite3_errstr(rc));
+    sqlite3_free(msg);
+    return rc;
+}
+
+const char *account_kind_name(account_kind k)
+{
+    switch (k) {
+    case ACCOUNT_API_KEY: return "api_key";
+    case ACCOUNT_CHATGPT: return "chatgpt";
+    case ACCOUNT_AGGREGATE: return "aggregate";
+    }
+    return "api_key";
+}
+
+int account_kind_parse(const char *s, account_kind *out)
+{
+    static const account_kind kinds[] = {ACCOUNT_API_KEY, ACCOUNT_CHATGPT, ACCOUNT_AGGREGATE};
+    for (size_t i = 0; s && i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(s, account_kind_name(kinds[i])) == 0) {
+            *out = kinds[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---------- file permissions ---------- */
+
+/* The database holds upstream tokens: create it 0600 ourselves (sqlite would
+ * use 0644 minus umask), and tighten an existing file that is wider. */
+static int store_file_prepare(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        store_errf(err, errlen, "cannot open database %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    int rc = fstat(fd, &sb);
+    if (rc == 0 && !S_ISREG(sb.st_mode)) {
+        store_errf(err, errlen, "database %s is not a regular file", path);
+        rc = -1;
+    } else if (rc == 0 && (sb.st_mode & 077) && fchmod(fd, 0600) != 0) {
+        store_errf(err, errlen, "cannot chmod 0600 %s: %s", path, strerror(errno));
+        rc = -1;
+    } else if (rc != 0) {
+        store_errf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    }
+    close(fd);
+    return rc == 0 ? 0 : -1;
+}
+
+/* sqlite gives -wal/-shm the database file's mode; this only fixes files
+ * left behind with wider modes by something else. */
+static void store_file_tighten(const char *path, const char *suffix)
+{
+    char p[4096];
+    struct stat sb;
+    if ((size_t)snprintf(p, sizeof p, "%s%s", path, suffix) >= sizeof p)
+        return;
+    if (stat(p, &sb) == 0 && (sb.st_mode & 077) && chmod(p, 0600) != 0)
+        log_warn("store: cannot chmod 0600 %s: %s", p, strerror(errno));
+}
+
+/* ---------- connections and migrations ---------- */
+
+static int store_conn_open(const char *path, int busy_ms, sqlite3 **out, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc != SQLITE_OK) {
+        store_errf(err, errlen, "cannot open database %s: %s", path,
+                   db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_busy_timeout(db, busy_ms);
+    if (store_exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL;", err, errlen) != SQLITE_OK) {
+        sqlite3_close(db);
+        return -1;
+    }
+    *out = db;
+    return 0;
+}
+
+static int store_wal_enable(sqlite3 *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *mode = sqlite3_column_text(st, 0);
+        ok = mode && strcmp((const char *)mode, "wal") == 0;
+    }
+    if (!ok)
+        store_errf(err, errlen, "cannot enable WAL mode: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return ok ? 0 : -1;
+}
+
+/* Migration 1: the initial schema. Columns mirror the structs in store.h.
+ * The triggers bump meta.config_version on any change to accounts or
+ * platform_keys, from any process, so a running server sees CLI edits. */
+static const char store_migration_1[] =
+    "CREATE TABLE accounts ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " name TEXT NOT NULL UNIQUE,"
+    " kind TEXT NOT NULL CHECK (kind IN ('api_key','chatgpt','aggregate')),"
+    " base_url TEXT NOT NULL,"
+    " token TEXT NOT NULL,"
+    " chatgpt_account_id TEXT,"
+    " model_map TEXT,"
+    " sort INTEGER NOT NULL DEFAULT 0,"
+    " enabled INTEGER NOT NULL DEFAULT 1,"
+    " max_concurrency INTEGER NOT NULL DEFAULT 0 CHECK (max_concurrency >= 0),"
+    " created_at INTEGER NOT NULL,"
+    " updated_at INTEGER NOT NULL);"
+    "CREATE TABLE platform_keys ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " name TEXT NOT NULL,"
+    " hash TEXT NOT NULL UNIQUE,"
+    " prefix TEXT NOT NULL,"
+    " preferred_account_id INTEGER REFERENCES accounts(id) ON DELETE SET NULL,"
+    " revoked INTEGER NOT NULL DEFAULT 0,"
+    " created_at INTEGER NOT NULL);"
+    "CREATE TABLE account_state ("
+    " account_id INTEGER PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,"
+    " cooldown_until REAL NOT NULL DEFAULT 0,"
+    " ladder_step INTEGER NOT NULL DEFAULT 0,"
+    " last_429_at REAL NOT NULL DEFAULT 0,"
+    " last_error TEXT NOT NULL DEFAULT '',"
+    " primary_used_pct REAL NOT NULL DEFAULT -1,"
+    " secondary_used_pct REAL NOT NULL DEFAULT -1,"
+    " primary_reset_at REAL NOT NULL DEFAULT 0,"
+    " secondary_reset_at REAL NOT NULL DEFAULT 0,"
+    " success_ema REAL NOT NULL DEFAULT 1,"
+    " latency_ema_ms REAL NOT NULL DEFAULT 0,"
+    " updated_at REAL NOT NULL DEFAULT 0);"
+    /* No foreign keys here: logs outlive deleted accounts and keys. */
+    "CREATE TABLE request_logs ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " ts REAL NOT NULL,"
+    " platform_key_id INTEGER,"
+    " endpoint TEXT NOT NULL,"
+    " model TEXT NOT NULL,"
+    " stream INTEGER NOT NULL,"
+    " account_id INTEGER,"
+    " account_name TEXT NOT NULL,"
+    " status INTEGER NOT NULL,"
+    " attempts INTEGER NOT NULL,"
+    " latency_ms REAL NOT NULL,"
+    " route_strategy TEXT NOT NULL,"
+    " error_class TEXT NOT NULL,"
+    " input_tokens INTEGER,"
+    " output_tokens INTEGER,"
+    " total_tokens INTEGER);"
+    "CREATE INDEX request_logs_ts ON request_logs(ts);"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+    "INSERT INTO meta(key, value) VALUES ('config_version', 1);"
+#define STORE_BUMP_TRIGGER(tbl, ev) \
+    "CREATE TRIGGER " tbl "_" ev "_bump AFTER " ev " ON " tbl " BEGIN" \
+    " UPDATE meta SET value = value + 1 WHERE key = 'config_version'; END;"
+    STORE_BUMP_TRIGGER("accounts", "INSERT")
+    STORE_BUMP_TRIGGER("accounts", "UPDATE")
+    STORE_BUMP_TRIGGER("accounts", "DELETE")
+    STORE_BUMP_TRIGGER("platform_keys", "INSERT")
+    STORE_BUMP_TRIGGER("platform_keys", "UPDATE")
+    STORE_BUMP_TRIGGER("platform_keys", "DELETE");
+#undef STORE_BUMP_TRIGGER
+
+/* Index i holds migration i + 1. Append only; never edit a shipped one. */
+static const char *const store_migrations[] = {store_migration_1};
+#define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
+
+/* The highest applied version, 0 for a fresh database, -1 on error. */
+static int store_schema_version(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int v = -1;
+    if (sqlite3_prepare_v2(db, "SELECT coalesce(max(version), 0) FROM schema_migrations", -1, &st,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static int store_migration_record(sqlite3 *db, int version)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, version);
+        sqlite3_bind_int64(st, 2, store_now());
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Applies one migration in its own IMMEDIATE transaction; the version check
+ * happens inside it so two processes opening a fresh file cannot both apply. */
+static int store_migration_apply(sqlite3 *db, int version, char *err, size_t errlen)
+{
+    if (store_exec(db, "BEGIN IMMEDIATE", err, errlen) != SQLITE_OK)
+        return -1;
+    int have = store_schema_version(db);
+    int rc = have < 0 ? SQLITE_ERROR : SQLITE_OK;
+    if (rc == SQLITE_OK && have < version) {
+        rc = store_exec(db, store_migrations[version - 1], err, errlen);
+        if (rc == SQLITE_OK && (rc = store_migration_record(db, version)) != SQLITE_OK)
+            store_errf(err, errlen, "%s", sqlite3_errmsg(db));
+    }
+    if (rc == SQLITE_OK && store_exec(db, "COMMIT", err, errlen) == SQLITE_OK)
+        return 0;
+    store_exec(db, "ROLLBACK", NULL, 0);
+    return -1;
+}
+
+static int store_migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    if (store_exec(db, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                       " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+                   err, errlen) != SQLITE_OK)
+        return -1;
+    int have = store_schema_version(db);
+    if (have > STORE_SCHEMA_VERSION) {
+        store_errf(err, errlen, "database schema version %d is newer than this build supports (%d)",
+                   have, STORE_SCHEMA_VERSION);
+        return -1;
+    }
+    for (int v = have + 1; v <= STORE_SCHEMA_VERSION; v++) {
+        char e[256] = "";
+        if (store_migration_apply(db, v, e, sizeof e) != 0) {
+            store_errf(err, errlen, "migration %d failed: %s", v, e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---------- open / close ---------- */
+
+static void store_writer_init(store_writer *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->work_cv, NULL);
+    pthread_cond_init(&w->done_cv, NULL);
+}
+
+static int store_open_db(store *s, char *err, size_t errlen)
+{
+    /* Open and migrate with a busy wait (start-up is off the serving path,
+     * and another process may be migrating), then drop to 0 for the loop. */
+    if (store_conn_open(s->path, STORE_BUSY_MS, &s->db, err, errlen) != 0)
+        return -1;
+    if (store_wal_enable(s->db, err, errlen) != 0 || store_migrate(s->db, err, errlen) != 0)
+        return -1;
+    sqlite3_busy_timeout(s->db, 0);
+    store_file_tighten(s->path, "-wal");
+    store_file_tighten(s->path, "-shm");
+    return 0;
+}
+
+store *store_open(const char *path, char *err, size_t errlen)
+{
+    if (!path || !*path) {
+        store_errf(err, errlen, "empty database path");
+        return NULL;
+    }
+    if (store_file_prepare(path, err, errlen) != 0)
+        return NULL;
+    store *s = calloc(1, sizeof *s);
+    if (!s) {
+        store_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->path = store_strdup(path);
+    store_writer_init(&s->w);
+    if (store_open_db(s, err, errlen) != 0) {
+        store_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+const char *store_path(const store *s) { return s->path; }
+
+static void store_writer_stop(store_writer *w);
+static void store_writer_discard(store_writer *w);
+
+void store_close(store *s)
+{
+    if (!s)
+        return;
+    store_writer_stop(&s->w);
+    store_writer_discard(&s->w);
+    pthread_mutex_destroy(&s->w.mu);
+    pthread_cond_destroy(&s->w.work_cv);
+    pthread_cond_destroy(&s->w.done_cv);
+    sqlite3_close_v2(s->db);
+    free(s->path);
+    free(s);
+}
+
+/* ---------- synchronous API ---------- */
+
+/* Synchronous writes run on the CLI / start-up path, where waiting for the
+ * server's writer to finish a transaction is right; the loop never calls
+ * them, so the main connection goes back to busy_timeout 0 afterwards. */
+static void store_sync_write_begin(store *s) { sqlite3_busy_timeout(s->db, STORE_BUSY_MS); }
+static void store_sync_write_end(store *s) { sqlite3_busy_timeout(s->db, 0); }
+
+/* Strict check with sqlite's JSON1: model_map must be a JSON object. */
+static int store_json_is_object(sqlite3 *db, const char *text)
+{
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (sqlite3_prepare_v2(db, "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'object' ELSE 0 END",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 1; /* sqlite built without JSON: the CLI's shape check has to do */
+    sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        ok = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static int store_account_check(store *s, const account_new *a, char *err, size_t errlen)
+{
+    if (!a->name || !*a->name)
+        store_errf(err, errlen, "account name is required");
+    else if (!a->base_url || !*a->base_url)
+        store_errf(err, errlen, "account base_url is required");
+    else if (strncmp(a->base_url, "http://", 7) != 0 && strncmp(a->base_url, "https://", 8) != 0)
+        store_errf(err, errlen, "account base_url must start with http:// or https://");
+    else if (!a->token || !*a->token)
+        store_errf(err, errlen, "account token is required");
+    else if ((unsigned)a->kind > ACCOUNT_AGGREGATE)
+        store_errf(err, errlen, "unknown account kind");
+    else if (a->max_concurrency < -1)
+        store_errf(err, errlen, "max_concurrency must be >= 0");
+    else if (a->model_map && !store_json_is_object(s->db, a->model_map))
+        store_errf(err, errlen, "model_map must be a JSON object");
+    else
+        return 0;
+    return -1;
+}
+
+static int store_max_concurrency(const account_new *a)
+{
+    if (a->max_concurrency >= 0)
+        return a->max_concurrency;
+    return a->kind == ACCOUNT_CHATGPT ? 1 : 0; /* one OAuth session per account by default */
+}
+
+static void store_account_bind(sqlite3_stmt *st, const account_new *a)
+{
+    int64_t now = store_now();
+    sqlite3_bind_text(st, 1, a->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, account_kind_name(a->kind), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, a->base_url, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, a->token, -1, SQLITE_TRANSIENT);
+    store_bind_text(st, 5, a->chatgpt_account_id && *a->chatgpt_account_id ? a->chatgpt_account_id : NULL);
+    store_bind_text(st, 6, a->model_map && *a->model_map ? a->model_map : NULL);
+    sqlite3_bind_int(st, 7, a->sort);
+    sqlite3_bind_int(st, 8, store_max_concurrency(a));
+    sqlite3_bind_int64(st, 9, now);
+    sqlite3_bind_int64(st, 10, now);
+}
+
+int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen)
+{
+    if (store_account_check(s, a, err, errlen) != 0)
+        return -1;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+        "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
+        " enabled, max_concurrency, created_at, updated_at) VALUES (?,?,?,?,?,?,?,1,?,?,?)",
+        -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        store_account_bind(st, a);
+        store_sync_write_begin(s);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(s->db);
+        store_sync_write_end(s);
+    }
+    if (rc == SQLITE_CONSTRAINT_UNIQUE)
+        store_errf(err, errlen, "an account named '%s' already exists", a->name);
+    else if (rc != SQLITE_OK)
+        store_errf(err, errlen, "cannot add account: %s", sqlite3_errmsg(s->db));
+    else if (id_out)
+        *id_out = sqlite3_last_insert_rowid(s->db);
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+static void store_account_row(sqlite3_stmt *st, account *a)
+{
+    a->id = sqlite3_column_int64(st, 0);
+    a->name = store_col_dup(st, 1);
+    const char *kind = (const char *)sqlite3_column_text(st, 2);
+    if (account_kind_parse(kind, &a->kind) != 0)
+        a->kind = ACCOUNT_API_KEY; /* the CHECK constraint makes this unreachable */
+    a->base_url = store_col_dup(st, 3);
+    a->token = store_col_dup(st, 4);
+    a->chatgpt_account_id = store_col_dup(st, 5);
+    a->model_map = store_col_dup(st, 6);
+    a->sort = sqlite3_column_int(st, 7);
+    a->enabled = sqlite3_column_int(st, 8);
+    a->max_concurrency = sqlite3_column_int(st, 9);
+    a->created_at = sqlite3_column_int64(st, 10);
+    a->updated_at = sqlite3_column_int64(st, 11);
+}
+
+/* Runs a SELECT and hands each row to row_fn(stmt, slot) in a growing array
+ * of elem-sized slots. On error frees nothing itself: the caller's free_fn
+ * gets the rows read so far. Returns 0 or -1 (including SQLITE_BUSY). */
+typedef void (*store_row_fn)(sqlite3_stmt *st, void *slot);
+static int store_rows_load(store *s, const char *sql, size_t elem, store_row_fn row_fn, void **out, size_t *n)
+{
+    sqlite3_stmt *st = NULL;
+    size_t cap = 0;
+    int rc;
+    *out = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (store_grow(out, &cap, *n, elem) != 0)
+            break;
+        memset((char *)*out + *n * elem, 0, elem);
+        row_fn(st, (char *)*out + *n * elem);
+        (*n)++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static void store_account_row_slot(sqlite3_stmt *st, void *slot) { store_account_row(st, slot); }
+
+int store_accounts_load(store *s, account **out, size_t *n)
+{
+    void *rows;
+    int rc = store_rows_load(s,
+        "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
+        " max_concurrency, created_at, updated_at FROM accounts"
+        " ORDER BY sort ASC, updated_at DESC, id ASC",
+        sizeof(account), store_account_row_slot, &rows, n);
+    if (rc != 0) {
+        store_accounts_free(rows, *n);
+        rows = NULL;
+        *n = 0;
+    }
+    *out = rows;
+    return rc;
+}
+
+void store_accounts_free(account *a, size_t n)
+{
+    for (size_t i = 0; a && i < n; i++) {
+        free(a[i].name);
+        free(a[i].base_url);
+        if (a[i].token) /* wipe the secret before handing the memory back */
+            memset(a[i].token, 0, strlen(a[i].token));
+        free(a[i].token);
+        free(a[i].chatgpt_account_id);
+        free(a[i].model_map);
+    }
+    free(a);
+}
+
+/* Fills out[0..n) with base62 characters from getrandom(), rejecting bytes
+ * >= 248 so every character is equally likely. */
+static int store_random_base62(char *out, size_t n)
+{
+    static const char alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    unsigned char buf[64];
+    size_t have = 0;
+    while (have < n) {
+        ssize_t got = getrandom(buf, sizeof buf, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        for (ssize_t i = 0; i < got && have < n; i++)
+            if (buf[i] < 248)
+                out[have++] = alphabet[buf[i] % 62];
+    }
+    memset(buf, 0, sizeof buf);
+    return 0;
+}
+
+static int store_key_insert(store *s, const char *name, const char *hash, const char *prefix, int64_t *id_out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "INSERT INTO platform_keys(name, hash, prefix, created_at) VALUES (?,?,?,?)",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, hash, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 3, prefix, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 4, store_now());
+        store_sync_write_begin(s);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+        store_sync_write_end(s);
+    }
+    if (rc == SQLITE_OK && id_out)
+        *id_out = sqlite3_last_insert_rowid(s->db);
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int64_t *id_out,
+                  char *err, size_t errlen)
+{
+    char key[3 + STORE_KEY_RANDOM_CHARS + 1] = "sy-";
+    char hash[65], prefix[STORE_KEY_PREFIX_LEN + 1];
+    if (!name || !*name) {
+        store_errf(err, errlen, "key name is required");
+        return -1;
+    }
+    if (keylen < sizeof key) {
+        store_errf(err, errlen, "key buffer too small (need %zu bytes)", sizeof key);
+        return -1;
+    }
+    if (store_random_base62(key + 3, STORE_KEY_RANDOM_CHARS) != 0) {
+        store_errf(err, errlen, "getrandom failed: %s", strerror(errno));
+        return -1;
+    }
+    key[sizeof key - 1] = '\0';
+    sha256_hex(key, strlen(key), hash);
+    snprintf(prefix, sizeof prefix, "%.*s", STORE_KEY_PREFIX_LEN, key);
+    int rc = store_key_insert(s, name, hash, prefix, id_out);
+    if (rc == 0)
+        memcpy(key_out, key, sizeof key);
+    else
+        store_errf(err, errlen, "cannot add key: %s", sqlite3_errmsg(s->db));
+    memset(key, 0, sizeof key);
+    return rc;
+}
+
+int store_key_set_preferred(store *s, int64_t key_id, int64_t account_id)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "UPDATE platform_keys SET preferred_account_id = ? WHERE id = ?",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        store_bind_opt_int(st, 1, account_id, 0);
+        sqlite3_bind_int64(st, 2, key_id);
+        store_sync_write_begin(s);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+        store_sync_write_end(s);
+    }
+    int changed = rc == SQLITE_OK && sqlite3_changes(s->db) == 1;
+    sqlite3_finalize(st);
+    return changed ? 0 : -1; /* unknown key id, unknown account id (FK) or db error */
+}
+
+static void store_key_row(sqlite3_stmt *st, void *slot)
+{
+    platform_key *k = slot;
+    k->id = sqlite3_column_int64(st, 0);
+    k->name = store_col_dup(st, 1);
+    store_col_copy(st, 2, k->hash, sizeof k->hash);
+    store_col_copy(st, 3, k->prefix, sizeof k->prefix);
+    k->preferred_account_id = sqlite3_column_int64(st, 4); /* NULL reads as 0 */
+    k->revoked = sqlite3_column_int(st, 5);
+}
+
+int store_keys_load(store *s, platform_key **out, size_t *n)
+{
+    void *rows;
+    int rc = store_rows_load(s,
+        "SELECT id, name, hash, prefix, preferred_account_id, revoked FROM platform_keys ORDER BY id",
+        sizeof(platform_key), store_key_row, &rows, n);
+    if (rc != 0) {
+        store_keys_free(rows, *n);
+        rows = NULL;
+        *n = 0;
+    }
+    *out = rows;
+    return rc;
+}
+
+void store_keys_free(platform_key *k, size_t n)
+{
+    for (size_t i = 0; k && i < n; i++)
+        free(k[i].name);
+    free(k);
+}
+
+static void store_state_row(sqlite3_stmt *st, void *slot)
+{
+    account_state *a = slot;
+    a->account_id = sqlite3_column_int64(st, 0);
+    a->cooldown_until = sqlite3_column_double(st, 1);
+    a->ladder_step = sqlite3_column_int(st, 2);
+    a->last_429_at = sqlite3_column_double(st, 3);
+    store_col_copy(st, 4, a->last_error, sizeof a->last_error);
+    a->primary_used_pct = sqlite3_column_double(st, 5);
+    a->secondary_used_pct = sqlite3_column_double(st, 6);
+    a->primary_reset_at = sqlite3_column_double(st, 7);
+    a->secondary_reset_at = sqlite3_column_double(st, 8);
+    a->success_ema = sqlite3_column_double(st, 9);
+    a->latency_ema_ms = sqlite3_column_double(st, 10);
+    a->updated_at = sqlite3_column_double(st, 11);
+}
+
+int store_states_load(store *s, account_state **out, size_t *n)
+{
+    void *rows;
+    int rc = store_rows_load(s,
+        "SELECT account_id, cooldown_until, ladder_step, last_429_at, last_error, primary_used_pct,"
+        " secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema, latency_ema_ms,"
+        " updated_at FROM account_state ORDER BY account_id",
+        sizeof(account_state), store_state_row, &rows, n);
+    if (rc != 0) {
+        free(rows);
+        rows = NULL;
+        *n = 0;
+    }
+    *out = rows;
+    return rc;
+}
+
+/* One integer from a single-row query; -1 on any error, SQLITE_BUSY
+ * included: with busy_timeout 0 this never waits, so the loop may poll it. */
+static int64_t store_query_int(store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+int64_t store_config_version(store *s)
+{
+    return store_query_int(s, "SELECT value FROM meta WHERE key = 'config_version'");
+}
+
+int64_t store_request_log_count(store *s) { return store_query_int(s, "SELECT count(*) FROM request_logs"); }
+
+/* ---------- writer thread: statements and one batch ---------- */
+
+/* The EXISTS guard skips state for an account deleted (by the CLI) while
+ * the server still held it in memory, instead of failing the batch on the
+ * foreign key. */
+static const char store_sql_up_state[] =
+    "INSERT INTO account_state(account_id, cooldown_until, ladder_step, last_429_at, last_error,"
+    " primary_used_pct, secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema,"
+    " latency_ema_ms, updated_at)"
+    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12 WHERE EXISTS (SELECT 1 FROM accounts WHERE id = ?1)"
+    " ON CONFLICT(account_id) DO UPDATE SET cooldown_until = excluded.cooldown_until,"
+    " ladder_step = excluded.ladder_step, last_429_at = excluded.last_429_at,"
+    " last_error = excluded.last_error, primary_used_pct = excluded.primary_used_pct,"
+    " secondary_used_pct = excluded.secondary_used_pct, primary_reset_at = excluded.primary_reset_at,"
+    " secondary_reset_at = excluded.secondary_reset_at, success_ema = excluded.success_ema,"
+    " latency_ema_ms = excluded.latency_ema_ms, updated_at = excluded.updated_at";
+
+static const char store_sql_ins_log[] =
+    "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
+    " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
+    " total_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+static void writer_bind_state(sqlite3_stmt *st, const account_state *a)
+{
+    sqlite3_bind_int64(st, 1, a->account_id);
+    sqlite3_bind_double(st, 2, a->cooldown_until);
+    sqlite3_bind_int(st, 3, a->ladder_step);
+    sqlite3_bind_double(st, 4, a->last_429_at);
+    sqlite3_bind_text(st, 5, a->last_error, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 6, a->primary_used_pct);
+    sqlite3_bind_double(st, 7, a->secondary_used_pct);
+    sqlite3_bind_double(st, 8, a->primary_reset_at);
+    sqlite3_bind_double(st, 9, a->secondary_reset_at);
+    sqlite3_bind_double(st, 10, a->success_ema);
+    sqlite3_bind_double(st, 11, a->latency_ema_ms);
+    sqlite3_bind_double(st, 12, a->updated_at);
+}
+
+static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
+{
+    sqlite3_bind_double(st, 1, r->ts);
+    store_bind_opt_int(st, 2, r->platform_key_id, 0);
+    sqlite3_bind_text(st, 3, r->endpoint, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->model, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, r->stream);
+    store_bind_opt_int(st, 6, r->account_id, 0);
+    sqlite3_bind_text(st, 7, r->account_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, r->status);
+    sqlite3_bind_int(st, 9, r->attempts);
+    sqlite3_bind_double(st, 10, r->latency_ms);
+    sqlite3_bind_text(st, 11, r->route_strategy, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 12, r->error_class, -1, SQLITE_STATIC);
+    store_bind_opt_int(st, 13, r->input_tokens, -1);
+    store_bind_opt_int(st, 14, r->output_tokens, -1);
+    store_bind_opt_int(st, 15, r->total_tokens, -1);
+}
+
+/* Steps a bound statement. A constraint error belongs to that one row
+ * (retrying would fail forever), so it is skipped; anything else fails the
+ * batch. */
+static int writer_step(sqlite3 *db, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc == SQLITE_DONE)
+        return SQLITE_OK;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+        log_warn("store: skipped a %s row: %s", what, sqlite3_errmsg(db));
+        return SQLITE_OK;
+    }
+    return rc;
+}
+
+static int writer_batch_rows(store_writer *w, const writer_batch *b)
+{
+    int rc = SQLITE_OK;
+    for (size_t i = 0; rc == SQLITE_OK && i < b->n_states; i++) {
+        writer_bind_state(w->up_state, &b->states[i]);
+        rc = writer_step(w->db, w->up_state, "account_state");
+    }
+    for (const log_item *it = b->logs; rc == SQLITE_OK && it; it = it->next) {
+        writer_bind_log(w->ins_log, &it->rl);
+        rc = writer_step(w->db, w->ins_log, "request_logs");
+    }
+    return rc;
+}
+
+/* One transaction for the whole batch; rolled back on any failure. */
+static int writer_commit(store_writer *w, const writer_batch *b)
+{
+    int rc = sqlite3_exec(w->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = writer_batch_rows(w, b);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(w->db))
+        sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+static int writer_stopping(store_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int stop = w->stop;
+    pthread_mutex_unlock(&w->mu);
+    return stop;
+}
+
+static void writer_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Commits b, retrying with backoff on failure (disk full, I/O error, a lock
+ * held past the busy timeout) so nothing queued is lost to a transient
+ * problem. Only at shutdown does it give up, after a few more tries. */
+static void writer_commit_retry(store_writer *w, const writer_batch *b)
+{
+    unsigned delay_ms = 100;
+    for (int failures = 0;; failures++) {
+        int rc = writer_commit(w, b);
+        if (rc == SQLITE_OK) {
+            if (failures)
+                log_info("store: writer recovered after %d failed commits", failures);
+            return;
+        }
+        pthread_mutex_lock(&w->mu);
+        w->failed_commits++;
+        pthread_mutex_unlock(&w->mu);
+        if (failures == 0 || failures % 20 == 0)
+            log_error("store: writer commit failed (%s); keeping %zu request logs and %zu state updates, retrying",
+                      sqlite3_errmsg(w->db), b->n_logs, b->n_states);
+        if (writer_stopping(w) && failures >= 3) {
+            log_error("store: shutting down; dropped %zu request logs and %zu state updates that could not be written",
+                      b->n_logs, b->n_states);
+            return;
+        }
+        writer_sleep_ms(delay_ms);
+        delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
+    }
+}
+
+/* ---------- writer thread: queue ---------- */
+
+static int writer_has_work(const store_writer *w) { return w->head || w->n_states; }
+
+/* Takes all coalesced states and up to STORE_BATCH_MAX logs (lock held). */
+static void writer_take(store_writer *w, writer_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->states = w->states;
+    b->n_states = w->n_states;
+    w->states = NULL;
+    w->n_states = w->cap_states = 0;
+    log_item **tailp = &b->logs;
+    while (w->head && b->n_logs < STORE_BATCH_MAX) {
+        *tailp = w->head;
+        tailp = &w->head->next;
+        w->head = w->head->next;
+        b->n_logs++;
+        w->n_logs--;
+    }
+    *tailp = NULL;
+    if (!w->head)
+        w->tail = NULL;
+    /* Every state is in the batch, so the batch covers everything queued
+     * before the first log still waiting. */
+    b->seq = w->head ? w->head->seq - 1 : w->queued_seq;
+}
+
+static void writer_batch_free(writer_batch *b)
+{
+    for (log_item *it = b->logs, *next; it; it = next) {
+        next = it->next;
+        free(it);
+    }
+    free(b->states);
+}
+
+static void *writer_main(void *arg)
+{
+    store_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!writer_has_work(w) && !w->stop)
+            pthread_cond_wait(&w->work_cv, &w->mu);
+        if (!writer_has_work(w))
+            break; /* stop requested and the queue is drained */
+        writer_batch b;
+        writer_take(w, &b);
+        pthread_mutex_unlock(&w->mu);
+        writer_commit_retry(w, &b);
+        writer_batch_free(&b);
+        pthread_mutex_lock(&w->mu);
+        w->committed_seq = b.seq;
+        pthread_cond_broadcast(&w->done_cv);
+    }
+    w->committed_seq = w->queued_seq;
+    pthread_cond_broadcast(&w->done_cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int writer_prepare(store_writer *w, const char *path, char *err, size_t errlen)
+{
+    if (store_conn_open(path, STORE_BUSY_MS, &w->db, err, errlen) != 0)
+        return -1;
+    if (sqlite3_prepare_v2(w->db, store_sql_up_state, -1, &w->up_state, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, store_sql_ins_log, -1, &w->ins_log, NULL) != SQLITE_OK) {
+        store_errf(err, errlen, "writer: %s", sqlite3_errmsg(w->db));
+        return -1;
+    }
+    return 0;
+}
+
+static void writer_conn_close(store_writer *w)
+{
+    sqlite3_finalize(w->up_state);
+    sqlite3_finalize(w->ins_log);
+    sqlite3_close_v2(w->db);
+    w->up_state = w->ins_log = NULL;
+    w->db = NULL;
+}
+
+/* Signals go to the loop thread (SIGHUP reload, SIGTERM), never here. */
+static int writer_spawn(store_writer *w)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int store_writer_start(store *s, char *err, size_t errlen)
+{
+    store_writer *w = &s->w;
+    if (w->running) {
+        store_errf(err, errlen, "writer already running");
+        return -1;
+    }
+    if (writer_prepare(w, s->path, err, errlen) != 0) {
+        writer_conn_close(w);
+        return -1;
+    }
+    int rc = writer_spawn(w);
+    if (rc != 0) {
+        store_errf(err, errlen, "cannot start writer thread: %s", strerror(rc));
+        writer_conn_close(w);
+        return -1;
+    }
+    w->running = 1;
+    return 0;
+}
+
+static void store_writer_stop(store_writer *w)
+{
+    if (!w->running)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->work_cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    w->running = 0;
+    writer_conn_close(w);
+}
+
+/* Frees whatever was queued but never written (writer never started). */
+static void store_writer_discard(store_writer *w)
+{
+    if (w->head || w->n_states)
+        log_warn("store: closing with %zu request logs and %zu state updates never written (writer not started)",
+                 w->n_logs, w->n_states);
+    writer_batch b = {.logs = w->head, .states = w->states};
+    writer_batch_free(&b);
+    w->head = w->tail = NULL;
+    w->states = NULL;
+    w->n_logs = w->n_states = w->cap_states = 0;
+}
+
+void store_writer_put_state(store *s, const account_state *st)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    size_t i = 0;
+    while (i < w->n_states && w->states[i].account_id != st->account_id)
+        i++;
+    void *states = w->states;
+    if (i == w->n_states && store_grow(&states, &w->cap_states, w->n_states, sizeof *w->states) != 0) {
+        pthread_mutex_unlock(&w->mu);
+        log_error("store: out of memory; dropped a state update");
+        return;
+    }
+    w->states = states;
+    if (i == w->n_states)
+        w->n_states++;
+    w->states[i] = *st;
+    w->states[i].last_error[sizeof w->states[i].last_error - 1] = '\0';
+    w->queued_seq++;
+    pthread_cond_signal(&w->work_cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void store_log_terminate(request_log *r)
+{
+    r->endpoint[sizeof r->endpoint - 1] = '\0';
+    r->model[sizeof r->model - 1] = '\0';
+    r->account_name[sizeof r->account_name - 1] = '\0';
+    r->route_strategy[sizeof r->route_strategy - 1] = '\0';
+    r->error_class[sizeof r->error_class - 1] = '\0';
+}
+
+/* Drops the oldest queued log (lock held); returns the new dropped total. */
+static uint64_t writer_drop_oldest(store_writer *w)
+{
+    log_item *old = w->head;
+    w->head = old->next;
+    if (!w->head)
+        w->tail = NULL;
+    w->n_logs--;
+    free(old);
+    return ++w->dropped_logs;
+}
+
+void store_writer_put_log(store *s, const request_log *rl)
+{
+    store_writer *w = &s->w;
+    log_item *it = malloc(sizeof *it);
+    if (!it) {
+        log_error("store: out of memory; dropped a request log");
+        return;
+    }
+    it->next = NULL;
+    it->rl = *rl;
+    store_log_terminate(&it->rl);
+    uint64_t dropped = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->n_logs >= STORE_LOG_QUEUE_MAX)
+        dropped = writer_drop_oldest(w);
+    it->seq = ++w->queued_seq;
+    if (w->tail)
+        w->tail->next = it;
+    else
+        w->head = it;
+    w->tail = it;
+    w->n_logs++;
+    pthread_cond_signal(&w->work_cv);
+    pthread_mutex_unlock(&w->mu);
+    if (dropped == 1 || (dropped && dropped % 10000 == 0)) /* one line per 10000, not a flood */
+        log_error("store: writer queue full (%d request logs); dropped the oldest (%llu dropped so far)",
+                  STORE_LOG_QUEUE_MAX, (unsigned long long)dropped);
+}
+
+void store_writer_sync(store *s)
+{
+    store_writer *w = &s->w;
+    if (!w->running)
+        return; /* nothing would ever commit; blocking forever helps no one */
+    pthread_mutex_lock(&w->mu);
+    uint64_t target = w->queued_seq;
+    while (w->committed_seq < target)
+        pthread_cond_wait(&w->done_cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void store_writer_stats_get(store *s, store_writer_stats *out)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    out->pending_logs = w->n_logs;
+    out->pending_states = w->n_states;
+    out->dropped_logs = w->dropped_logs;
+    out->failed_commits = w->failed_commits;
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,119 @@
+/* store.h: sqlite persistence (accounts, platform keys, account state,
+ * request logs) in WAL mode with versioned migrations. The loop thread only
+ * reads (with busy_timeout 0); every write from the serving path goes through
+ * an in-process writer thread with its own connection, so no commit, busy
+ * wait or flush ever runs on the event loop. The CLI writes synchronously. */
+#ifndef SY_STORE_H
+#define SY_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct store store;
+
+typedef enum { ACCOUNT_API_KEY = 0, ACCOUNT_CHATGPT = 1, ACCOUNT_AGGREGATE = 2 } account_kind;
+
+const char *account_kind_name(account_kind k);          /* "api_key" | "chatgpt" | "aggregate" */
+int account_kind_parse(const char *s, account_kind *out); /* 0 ok, -1 unknown */
+
+typedef struct account {
+    int64_t id;
+    char *name;
+    account_kind kind;
+    char *base_url;        /* e.g. https://api.openai.com/v1 or https://chatgpt.com/backend-api/codex */
+    char *token;           /* secret: never log */
+    char *chatgpt_account_id; /* chatgpt kind: ChatGPT-Account-Id header, may be NULL */
+    char *model_map;       /* JSON object text {"req-model":"upstream-model"} or NULL */
+    int sort;
+    int enabled;
+    int max_concurrency;   /* 0 = unlimited */
+    int64_t created_at, updated_at; /* unix seconds */
+} account;
+
+typedef struct account_new {
+    const char *name, *base_url, *token, *chatgpt_account_id, *model_map;
+    account_kind kind;
+    int sort;
+    int max_concurrency;   /* -1: default for the kind (1 for chatgpt, 0 otherwise) */
+} account_new;
+
+typedef struct platform_key {
+    int64_t id;
+    char *name;
+    char hash[65];         /* sha256 hex of the key */
+    char prefix[16];       /* first chars, safe to show */
+    int64_t preferred_account_id; /* 0 = none */
+    int revoked;
+} platform_key;
+
+/* Persisted routing state of one account; the in-memory copy is authoritative
+ * while serving and is written through the writer thread on every change. */
+typedef struct account_state {
+    int64_t account_id;
+    double cooldown_until;   /* unix seconds (fractional) */
+    int ladder_step;         /* 429 ladder position, 0 = none yet */
+    double last_429_at;
+    char last_error[32];     /* last failure class */
+    double primary_used_pct; /* -1 unknown */
+    double secondary_used_pct;
+    double primary_reset_at, secondary_reset_at; /* unix seconds, 0 unknown */
+    double success_ema;      /* 0..1 */
+    double latency_ema_ms;
+    double updated_at;
+} account_state;
+
+typedef struct request_log {
+    double ts;
+    int64_t platform_key_id;
+    char endpoint[32];
+    char model[128];
+    int stream;
+    int64_t account_id;      /* 0 = none */
+    char account_name[128];
+    int status;
+    int attempts;
+    double latency_ms;
+    char route_strategy[32];
+    char error_class[32];
+    long input_tokens, output_tokens, total_tokens; /* -1 unknown */
+} request_log;
+
+/* Opens (creating with mode 0600 if missing) and migrates. Returns NULL and
+ * fills err on failure. */
+store *store_open(const char *path, char *err, size_t errlen);
+void store_close(store *s);   /* stops the writer (draining its queue) first */
+const char *store_path(const store *s);
+
+/* --- synchronous API (CLI, start-up, tests) --- */
+int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen);
+int store_accounts_load(store *s, account **out, size_t *n); /* ORDER BY sort ASC, updated_at DESC, id ASC */
+void store_accounts_free(account *a, size_t n);
+/* Creates a platform key; writes the plaintext key (shown once) into key_out. */
+int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int64_t *id_out,
+                  char *err, size_t errlen);
+int store_key_set_preferred(store *s, int64_t key_id, int64_t account_id);
+int store_keys_load(store *s, platform_key **out, size_t *n);
+void store_keys_free(platform_key *k, size_t n);
+int store_states_load(store *s, account_state **out, size_t *n);
+/* A counter bumped (by triggers) whenever accounts or platform_keys change,
+ * from any process: the server polls it to reload its snapshot. -1 on error. */
+int64_t store_config_version(store *s);
+/* Number of request_logs rows (tests, diagnostics). */
+int64_t store_request_log_count(store *s);
+
+/* --- asynchronous writer (serving path) --- */
+int store_writer_start(store *s, char *err, size_t errlen);
+void store_writer_put_state(store *s, const account_state *st); /* upsert; never blocks on disk */
+void store_writer_put_log(store *s, const request_log *rl);     /* insert; never blocks on disk */
+/* Blocks until everything queued so far is committed (shutdown, tests). */
+void store_writer_sync(store *s);
+
+/* Writer queue counters (diagnostics such as a health endpoint, and tests). */
+typedef struct store_writer_stats {
+    size_t pending_logs;     /* request logs queued, not yet taken into a batch */
+    size_t pending_states;   /* accounts with a coalesced state upsert queued */
+    uint64_t dropped_logs;   /* oldest request logs dropped because the queue was full */
+    uint64_t failed_commits; /* batch commits that failed (and were retried) */
+} store_writer_stats;
+void store_writer_stats_get(store *s, store_writer_stats *out);
+
+#endif

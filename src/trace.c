@@ -1,0 +1,120 @@
+/* trace.c: the gateway-trace.log writer (see trace.h). */
+#include "trace.h"
+#include "log.h"
+#include "sbuf.h"
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct trace {
+    int fd;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sbuf queue;   /* complete lines waiting for the thread */
+    int stop;
+};
+
+static void *trace_main(void *arg)
+{
+    trace *t = arg;
+    sbuf out = SBUF_INIT;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->queue.len && !t->stop)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (!t->queue.len && t->stop)
+            break;
+        sbuf tmp = out;
+        out = t->queue;
+        t->queue = tmp;
+        sbuf_reset(&t->queue);
+        pthread_mutex_unlock(&t->mu);
+        for (size_t off = 0; off < out.len;) {
+            ssize_t w = write(t->fd, out.p + off, out.len - off);
+            if (w <= 0) {
+                log_warn("trace: write failed; %zu bytes of trace dropped", out.len - off);
+                break;
+            }
+            off += (size_t)w;
+        }
+        sbuf_reset(&out);
+        pthread_mutex_lock(&t->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    sbuf_free(&out);
+    return NULL;
+}
+
+trace *trace_open(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        log_error("trace: cannot open %s", path);
+        return NULL;
+    }
+    trace *t = calloc(1, sizeof *t);
+    t->fd = fd;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->thread, NULL, trace_main, t) != 0) {
+        close(fd);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void trace_close(trace *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->thread, NULL);
+    close(t->fd);
+    sbuf_free(&t->queue);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}
+
+void trace_event(trace *t, const char *event, const char *fmt, ...)
+{
+    if (!t)
+        return;
+    char line[4096];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct tm tm;
+    gmtime_r(&now.tv_sec, &tm);
+    size_t off = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+    off += (size_t)snprintf(line + off, sizeof line - off, ".%03ldZ %s ", now.tv_nsec / 1000000, event);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line + off, sizeof line - off, fmt, ap);
+    va_end(ap);
+    off = n < 0 ? off : (off + (size_t)n < sizeof line - 1 ? off + (size_t)n : sizeof line - 2);
+    line[off++] = '\n';
+    pthread_mutex_lock(&t->mu);
+    if (t->queue.len < (8u << 20)) /* the disk is stuck: drop rather than grow without bound */
+        sbuf_append(&t->queue, line, off);
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void trace_path_for_db(const char *db_path, char *out, unsigned long n)
+{
+    const char *slash = strrchr(db_path, '/');
+    if (!slash)
+        snprintf(out, n, "gateway-trace.log");
+    else
+        snprintf(out, n, "%.*s/gateway-trace.log", (int)(slash - db_path), db_path);
+}

@@ -1,0 +1,441 @@
+/* upstream.c: upstream HTTP transfers on libcurl's multi interface, driven
+ * by the libevent loop (the hiperfifo pattern: CURLMOPT_SOCKETFUNCTION puts
+ * curl's sockets on the loop, CURLMOPT_TIMERFUNCTION drives one timer, each
+ * transfer is found again through CURLOPT_PRIVATE). DNS uses curl's threaded
+ * resolver, so nothing here blocks the loop.
+ *
+ * libcurl forbids multi calls from inside its own callbacks, and our users
+ * (the proxy) start the next attempt or cancel from inside on_data. So while
+ * curl is on the stack (u->in_curl), starts and cancels are queued and
+ * applied from a zero-delay "kick" event. */
+#include "upstream.h"
+#include "log.h"
+#include "sbuf.h"
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define UP_MAX_HEADERS 64
+
+struct upstream {
+    struct event_base *base;
+    CURLM *multi;
+    struct event *timer;
+    struct event *kick;
+    upstream_limits lim;
+    size_t active;
+    int in_curl;
+    upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
+};
+
+struct upstream_req {
+    upstream *u;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    upstream_callbacks cb;
+    void *ud;
+    struct event *deadline;  /* first-byte, then idle timeout */
+    char errbuf[CURL_ERROR_SIZE];
+    sbuf hbuf;               /* header storage: name\0value\0... */
+    size_t hoff[UP_MAX_HEADERS][2];
+    size_t n_headers;
+    int status;
+    int headers_done;
+    int added;               /* in the multi handle */
+    int cancelled;           /* no callbacks any more; free when curl is off the stack */
+    int paused;
+    int on_pending;          /* queued for the kick: the kick owns freeing it */
+    up_result timeout;       /* set when our deadline fired */
+    upstream_req *next;
+};
+
+typedef struct up_sock {
+    struct event *ev;
+} up_sock;
+
+static void upstream_check_done(upstream *u);
+static void upstream_req_free(upstream_req *r);
+
+/* ---- loop <-> curl glue ---- */
+
+static void upstream_socket_action(upstream *u, curl_socket_t fd, int flags)
+{
+    int running = 0;
+    u->in_curl++;
+    curl_multi_socket_action(u->multi, fd, flags, &running);
+    u->in_curl--;
+    upstream_check_done(u);
+}
+
+static void upstream_on_sock_event(evutil_socket_t fd, short what, void *arg)
+{
+    int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
+    upstream_socket_action(arg, fd, flags);
+}
+
+static void upstream_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    upstream_socket_action(arg, CURL_SOCKET_TIMEOUT, 0);
+}
+
+static int upstream_sock_cb(CURL *easy, curl_socket_t fd, int what, void *uarg, void *sockp)
+{
+    upstream *u = uarg;
+    up_sock *s = sockp;
+    if (what == CURL_POLL_REMOVE) {
+        if (s) {
+            event_free(s->ev);
+            free(s);
+            curl_multi_assign(u->multi, fd, NULL);
+        }
+        return 0;
+    }
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s)
+            return -1;
+        curl_multi_assign(u->multi, fd, s);
+    } else {
+        event_free(s->ev);
+    }
+    short kind = EV_PERSIST | (what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0);
+    s->ev = event_new(u->base, fd, kind, upstream_on_sock_event, u);
+    event_add(s->ev, NULL);
+    return 0;
+}
+
+static int upstream_timer_cb(CURLM *multi, long timeout_ms, void *uarg)
+{
+    upstream *u = uarg;
+    if (timeout_ms < 0) {
+        evtimer_del(u->timer);
+        return 0;
+    }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(u->timer, &tv);
+    return 0;
+}
+
+/* ---- deferred starts and cancels ---- */
+
+static void upstream_add_now(upstream_req *r)
+{
+    r->added = 1;
+    if (curl_multi_add_handle(r->u->multi, r->easy) != CURLM_OK) {
+        r->added = 0;
+        r->cancelled = 1;
+        if (r->cb.on_done)
+            r->cb.on_done(r->ud, UP_NETWORK, "curl_multi_add_handle failed");
+        upstream_req_free(r);
+    }
+}
+
+/* Frees r unless the kick still holds it (it frees cancelled ones itself). */
+static void upstream_release(upstream_req *r)
+{
+    if (!r->on_pending)
+        upstream_req_free(r);
+}
+
+static void upstream_on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    upstream *u = arg;
+    upstream_req *list = u->pending;
+    u->pending = NULL;
+    while (list) {
+        upstream_req *r = list;
+        list = r->next;
+        r->next = NULL;
+        r->on_pending = 0;
+        if (r->cancelled)
+            upstream_req_free(r);
+        else
+            upstream_add_now(r);
+    }
+}
+
+static void upstream_defer(upstream_req *r)
+{
+    if (r->on_pending)
+        return;
+    r->on_pending = 1;
+    r->next = r->u->pending;
+    r->u->pending = r;
+    event_active(r->u->kick, EV_TIMEOUT, 1);
+}
+
+/* ---- per-transfer deadlines ---- */
+
+static void upstream_arm(upstream_req *r, long ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(r->deadline, &tv);
+}
+
+static void upstream_on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    upstream_req *r = arg;
+    if (r->paused) /* our client is slow, not the upstream: do not count it */
+        return upstream_arm(r, r->u->lim.idle_timeout_ms);
+    r->timeout = r->headers_done ? UP_TIMEOUT_IDLE : UP_TIMEOUT_FIRST_BYTE;
+    upstream_req *self = r;
+    upstream *u = r->u;
+    if (self->added) {
+        curl_multi_remove_handle(u->multi, self->easy);
+        self->added = 0;
+    }
+    self->cancelled = 1;
+    if (self->cb.on_done)
+        self->cb.on_done(self->ud, self->timeout,
+                         self->timeout == UP_TIMEOUT_IDLE ? "upstream idle timeout" : "upstream first-byte timeout");
+    upstream_release(self);
+}
+
+/* ---- curl callbacks (curl is on the stack: no multi calls here) ---- */
+
+static void upstream_header_store(upstream_req *r, const char *line, size_t n)
+{
+    const char *colon = memchr(line, ':', n);
+    if (!colon || r->n_headers >= UP_MAX_HEADERS)
+        return;
+    size_t nlen = (size_t)(colon - line);
+    const char *v = colon + 1;
+    const char *end = line + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    r->hoff[r->n_headers][0] = r->hbuf.len;
+    sbuf_append(&r->hbuf, line, nlen);
+    sbuf_append(&r->hbuf, "", 1);
+    r->hoff[r->n_headers][1] = r->hbuf.len;
+    sbuf_append(&r->hbuf, v, (size_t)(end - v));
+    sbuf_append(&r->hbuf, "", 1);
+    r->n_headers++;
+}
+
+static int upstream_headers_complete(upstream_req *r)
+{
+    upstream_header h[UP_MAX_HEADERS];
+    for (size_t i = 0; i < r->n_headers; i++) {
+        h[i].name = r->hbuf.p + r->hoff[i][0];
+        h[i].value = r->hbuf.p + r->hoff[i][1];
+    }
+    r->headers_done = 1;
+    upstream_arm(r, r->u->lim.idle_timeout_ms);
+    if (r->cb.on_headers && r->cb.on_headers(r->ud, r->status, h, r->n_headers) < 0)
+        r->cancelled = 1;
+    return r->cancelled ? -1 : 0;
+}
+
+static size_t upstream_header_cb(char *p, size_t size, size_t nitems, void *arg)
+{
+    upstream_req *r = arg;
+    size_t n = size * nitems;
+    if (r->cancelled)
+        return 0;
+    if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        /* a new status line (also after 1xx): start over */
+        const char *sp = memchr(p, ' ', n);
+        r->status = sp ? atoi(sp + 1) : 0;
+        r->n_headers = 0;
+        sbuf_reset(&r->hbuf);
+        return n;
+    }
+    if ((n == 2 && p[0] == '\r') || (n == 1 && p[0] == '\n')) {
+        if (r->status >= 200 && !r->headers_done && upstream_headers_complete(r) < 0)
+            return 0;
+        return n;
+    }
+    upstream_header_store(r, p, n);
+    return n;
+}
+
+static size_t upstream_write_cb(char *p, size_t size, size_t nitems, void *arg)
+{
+    upstream_req *r = arg;
+    size_t n = size * nitems;
+    if (r->cancelled)
+        return 0; /* aborts the transfer */
+    if (!r->headers_done && upstream_headers_complete(r) < 0)
+        return 0;
+    upstream_arm(r, r->u->lim.idle_timeout_ms);
+    int want_pause = r->cb.on_data ? r->cb.on_data(r->ud, p, n) : 0;
+    if (r->cancelled)
+        return 0;
+    if (want_pause == 1 && !r->paused) {
+        r->paused = 1;
+        curl_easy_pause(r->easy, CURLPAUSE_RECV);
+    }
+    return n;
+}
+
+/* ---- completion ---- */
+
+static void upstream_finish(upstream_req *r, CURLcode code)
+{
+    curl_multi_remove_handle(r->u->multi, r->easy);
+    r->added = 0;
+    if (!r->cancelled && r->cb.on_done) {
+        r->cancelled = 1;
+        up_result res = UP_OK;
+        const char *msg = NULL;
+        if (code == CURLE_OPERATION_TIMEDOUT && !r->headers_done) {
+            res = UP_TIMEOUT_CONNECT;
+            msg = "upstream connect timeout";
+        } else if (code != CURLE_OK) {
+            res = UP_NETWORK;
+            msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(code);
+        } else if (!r->headers_done) {
+            res = UP_NETWORK;
+            msg = "upstream sent no response";
+        }
+        r->cb.on_done(r->ud, res, msg);
+    }
+    upstream_release(r);
+}
+
+static void upstream_check_done(upstream *u)
+{
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(u->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        upstream_req *r = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+        if (r)
+            upstream_finish(r, m->data.result);
+    }
+}
+
+static void upstream_req_free(upstream_req *r)
+{
+    if (r->added && !r->u->in_curl) {
+        curl_multi_remove_handle(r->u->multi, r->easy);
+        r->added = 0;
+    }
+    r->u->active--;
+    if (r->deadline)
+        event_free(r->deadline);
+    curl_easy_cleanup(r->easy);
+    curl_slist_free_all(r->hdrs);
+    sbuf_free(&r->hbuf);
+    free(r);
+}
+
+/* ---- public API ---- */
+
+upstream *upstream_new(struct event_base *base, const upstream_limits *lim)
+{
+    upstream *u = calloc(1, sizeof *u);
+    if (!u)
+        return NULL;
+    u->base = base;
+    u->lim = *lim;
+    u->multi = curl_multi_init();
+    u->timer = evtimer_new(base, upstream_on_timer, u);
+    u->kick = event_new(base, -1, 0, upstream_on_kick, u);
+    curl_multi_setopt(u->multi, CURLMOPT_SOCKETFUNCTION, upstream_sock_cb);
+    curl_multi_setopt(u->multi, CURLMOPT_SOCKETDATA, u);
+    curl_multi_setopt(u->multi, CURLMOPT_TIMERFUNCTION, upstream_timer_cb);
+    curl_multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
+    curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 512L);
+    return u;
+}
+
+void upstream_free(upstream *u)
+{
+    if (!u)
+        return;
+    upstream_on_kick(-1, 0, u);
+    curl_multi_cleanup(u->multi);
+    event_free(u->timer);
+    event_free(u->kick);
+    free(u);
+}
+
+static struct curl_slist *upstream_build_headers(const upstream_spec *spec)
+{
+    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+    sbuf line = SBUF_INIT;
+    for (size_t i = 0; i < spec->n_headers; i++) {
+        sbuf_reset(&line);
+        sbuf_printf(&line, "%s: %s", spec->headers[i].name, spec->headers[i].value);
+        h = curl_slist_append(h, line.p);
+    }
+    sbuf_free(&line);
+    return h;
+}
+
+upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
+{
+    upstream_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->u = u;
+    r->cb = *cb;
+    r->ud = ud;
+    r->easy = curl_easy_init();
+    r->hdrs = upstream_build_headers(spec);
+    r->deadline = evtimer_new(u->base, upstream_on_deadline, r);
+    u->active++;
+    CURL *e = r->easy;
+    curl_easy_setopt(e, CURLOPT_URL, spec->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, u->lim.connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "switchyard/0.1");
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (spec->body) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)spec->body_len);
+    }
+    upstream_arm(r, u->lim.connect_timeout_ms + u->lim.first_byte_timeout_ms);
+    if (u->in_curl)
+        upstream_defer(r);
+    else
+        upstream_add_now(r);
+    return r;
+}
+
+void upstream_cancel(upstream_req *r)
+{
+    if (!r || r->cancelled)
+        return;
+    r->cancelled = 1;
+    evtimer_del(r->deadline);
+    if (!r->u->in_curl) {
+        upstream_release(r);
+        return;
+    }
+    /* curl is on the stack: hand the transfer to the kick, which removes
+     * and frees it once curl has returned (a DONE reported meanwhile only
+     * detaches it, see upstream_release). */
+    upstream_defer(r);
+}
+
+void upstream_resume(upstream_req *r)
+{
+    if (!r || r->cancelled || !r->paused)
+        return;
+    r->paused = 0;
+    upstream *u = r->u;
+    u->in_curl++;
+    curl_easy_pause(r->easy, CURLPAUSE_CONT);
+    u->in_curl--;
+    upstream_check_done(u);
+}
+
+size_t upstream_active(const upstream *u) { return u->active; }

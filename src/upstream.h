@@ -1,0 +1,49 @@
+/* upstream.h: HTTP requests to upstream providers over libcurl's multi
+ * interface, driven by the libevent loop (CURLMOPT_SOCKETFUNCTION and
+ * CURLMOPT_TIMERFUNCTION). Connections are reused across requests. Each
+ * transfer has connect, first-byte and idle timeouts; nothing blocks. */
+#ifndef SY_UPSTREAM_H
+#define SY_UPSTREAM_H
+#include <stddef.h>
+#include <event2/event.h>
+
+typedef struct upstream upstream;
+typedef struct upstream_req upstream_req;
+
+typedef struct upstream_limits {
+    long connect_timeout_ms;
+    long first_byte_timeout_ms; /* request sent -> response headers */
+    long idle_timeout_ms;       /* max gap between body bytes */
+} upstream_limits;
+
+typedef struct upstream_header { const char *name, *value; } upstream_header;
+
+typedef struct upstream_spec {
+    const char *url;
+    const char *body;
+    size_t body_len;
+    const upstream_header *headers; /* extra request headers */
+    size_t n_headers;
+} upstream_spec;
+
+typedef enum { UP_OK = 0, UP_NETWORK, UP_TIMEOUT_CONNECT, UP_TIMEOUT_FIRST_BYTE, UP_TIMEOUT_IDLE } up_result;
+
+typedef struct upstream_callbacks {
+    /* Status line and all headers received. Return 0 to go on, -1 to abort (no more callbacks). */
+    int (*on_headers)(void *ud, int status, const upstream_header *h, size_t n);
+    /* Body bytes. Return 0 to go on, 1 to pause (call upstream_resume later). */
+    int (*on_data)(void *ud, const char *p, size_t n);
+    /* The transfer ended; the request object is freed right after. */
+    void (*on_done)(void *ud, up_result r, const char *errmsg);
+} upstream_callbacks;
+
+upstream *upstream_new(struct event_base *base, const upstream_limits *lim);
+void upstream_free(upstream *u);
+
+upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud);
+/* Aborts; no callback runs afterwards and the request is freed. */
+void upstream_cancel(upstream_req *r);
+void upstream_resume(upstream_req *r);
+size_t upstream_active(const upstream *u);
+
+#endif

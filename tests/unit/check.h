@@ -1,0 +1,31 @@
+/* check.h: the tiny assertion kit of the C unit tests. Each test file calls
+ * RUN(test_fn) for its cases and returns check_summary(), which prints the
+ * closing "N passed, N failed" line and yields the exit code. */
+#ifndef SY_CHECK_H
+#define SY_CHECK_H
+#include <stdio.h>
+#include <string.h>
+
+static int check_passed, check_failed, check_cur_failed;
+
+#define CHECK(cond) do { if (!(cond)) { \
+    fprintf(stderr, "  %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    check_cur_failed = 1; } } while (0)
+#define CHECK_EQ_INT(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a != _b) { \
+    fprintf(stderr, "  %s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, #a, _a, _b); \
+    check_cur_failed = 1; } } while (0)
+#define CHECK_EQ_STR(a, b) do { const char *_a = (a), *_b = (b); \
+    if (!_a || !_b || strcmp(_a, _b) != 0) { \
+    fprintf(stderr, "  %s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, \
+            _a ? _a : "(null)", _b ? _b : "(null)"); check_cur_failed = 1; } } while (0)
+
+#define RUN(fn) do { check_cur_failed = 0; fn(); \
+    if (check_cur_failed) { check_failed++; printf("FAIL %s\n", #fn); } \
+    else { check_passed++; printf("ok   %s\n", #fn); } } while (0)
+
+static inline int check_summary(void)
+{
+    printf("%d passed, %d failed\n", check_passed, check_failed);
+    return check_failed ? 1 : 0;
+}
+#endif

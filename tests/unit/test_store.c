@@ -1,0 +1,703 @@
+/* test_store.c: the sqlite store: migrations, file modes, accounts and keys,
+ * config_version across connections, and the writer thread (batching,
+ * coalescing, bounded queue, retry after disk full, durability across a
+ * kill -9 after store_writer_sync). */
+#include "check.h"
+#include "sha256.h"
+#include "store.h"
+#include <ctype.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char test_dir[64];
+static int test_seq;
+
+/* A fresh database path for each test. */
+static const char *test_db_path(char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/t%d.db", test_dir, ++test_seq);
+    return buf;
+}
+
+static store *test_open(const char *path)
+{
+    char err[256] = "";
+    store *s = store_open(path, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "  store_open(%s): %s\n", path, err);
+    return s;
+}
+
+static int64_t test_add_account(store *s, const char *name, int sort, account_kind kind)
+{
+    account_new a = {.name = name, .base_url = "https://api.example.com/v1", .token = "sk-test-token-0123456789",
+                     .kind = kind, .sort = sort, .max_concurrency = -1};
+    int64_t id = 0;
+    char err[256] = "";
+    if (store_account_add(s, &a, &id, err, sizeof err) != 0)
+        fprintf(stderr, "  store_account_add(%s): %s\n", name, err);
+    return id;
+}
+
+/* One integer from a raw sqlite connection, independent of the store. */
+static int64_t test_sql_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t v = -999;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+static void test_sql_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    CHECK_EQ_INT(rc, SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static int test_integrity_ok(const char *path)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        ok = strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ok;
+}
+
+static int test_file_mode(const char *path, const char *suffix)
+{
+    char p[256];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s%s", path, suffix);
+    return stat(p, &sb) == 0 ? (int)(sb.st_mode & 0777) : -1;
+}
+
+/* 1 if needle occurs in the file (or the file is unreadable). */
+static int test_file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    int found = 1;
+    if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n)
+        found = memmem(buf, (size_t)n, needle, strlen(needle)) != NULL;
+    free(buf);
+    fclose(f);
+    return found;
+}
+
+static request_log test_log(int i)
+{
+    request_log r;
+    memset(&r, 0, sizeof r);
+    r.ts = 1700000000.0 + i;
+    r.platform_key_id = 1;
+    snprintf(r.endpoint, sizeof r.endpoint, "/v1/responses");
+    snprintf(r.model, sizeof r.model, "gpt-test");
+    r.stream = i % 2;
+    snprintf(r.account_name, sizeof r.account_name, "acct");
+    r.status = 200;
+    r.attempts = 1;
+    r.latency_ms = 12.5;
+    snprintf(r.route_strategy, sizeof r.route_strategy, "ordered");
+    r.input_tokens = r.output_tokens = r.total_tokens = -1;
+    return r;
+}
+
+static account_state test_state(int64_t account_id, int step)
+{
+    account_state st;
+    memset(&st, 0, sizeof st);
+    st.account_id = account_id;
+    st.cooldown_until = 1700000000.5 + step;
+    st.ladder_step = step;
+    snprintf(st.last_error, sizeof st.last_error, "rate_limit");
+    st.primary_used_pct = st.secondary_used_pct = -1;
+    st.success_ema = 0.5;
+    return st;
+}
+
+static double test_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---------- schema and files ---------- */
+
+static void test_store_migrations_are_idempotent_on_reopen(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK(s != NULL);
+    int64_t v = store_config_version(s);
+    store_close(s);
+    s = test_open(path);
+    CHECK(s != NULL);
+    CHECK_EQ_INT(store_config_version(s), v);
+    store_close(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
+}
+
+static void test_store_refuses_newer_schema(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    test_sql_exec(path, "INSERT INTO schema_migrations(version, applied_at) VALUES (99, 0)");
+    store *s = store_open(path, err, sizeof err);
+    CHECK(s == NULL);
+    CHECK(strstr(err, "newer") != NULL);
+    store_close(s);
+}
+
+static void test_store_files_are_mode_0600(void)
+{
+    char path[128];
+    mode_t old = umask(022);
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK(s != NULL);
+    test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    CHECK_EQ_INT(test_file_mode(path, ""), 0600);
+    CHECK_EQ_INT(test_file_mode(path, "-wal"), 0600);
+    CHECK_EQ_INT(test_file_mode(path, "-shm"), 0600);
+    store_close(s);
+    umask(old);
+}
+
+static void test_store_tightens_existing_wide_file(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    CHECK_EQ_INT(chmod(path, 0644), 0);
+    store *s = test_open(path);
+    CHECK(s != NULL);
+    CHECK_EQ_INT(test_file_mode(path, ""), 0600);
+    store_close(s);
+}
+
+/* ---------- accounts ---------- */
+
+static void test_store_accounts_load_in_sort_updated_id_order(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 5, ACCOUNT_API_KEY);
+    int64_t b = test_add_account(s, "b", 1, ACCOUNT_API_KEY);
+    int64_t c = test_add_account(s, "c", 1, ACCOUNT_API_KEY);
+    int64_t d = test_add_account(s, "d", 1, ACCOUNT_API_KEY);
+    test_sql_exec(path, "UPDATE accounts SET updated_at = 100 WHERE name IN ('b', 'd');"
+                        "UPDATE accounts SET updated_at = 200 WHERE name = 'c'");
+    account *acc = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_accounts_load(s, &acc, &n), 0);
+    CHECK_EQ_INT(n, 4);
+    if (n == 4) { /* sort 1 first; c is newest; b and d tie, id ASC; then a */
+        CHECK_EQ_INT(acc[0].id, c);
+        CHECK_EQ_INT(acc[1].id, b);
+        CHECK_EQ_INT(acc[2].id, d);
+        CHECK_EQ_INT(acc[3].id, a);
+        CHECK_EQ_STR(acc[3].base_url, "https://api.example.com/v1");
+        CHECK_EQ_STR(acc[3].token, "sk-test-token-0123456789");
+        CHECK_EQ_INT(acc[3].enabled, 1);
+        CHECK(acc[3].model_map == NULL && acc[3].chatgpt_account_id == NULL);
+    }
+    store_accounts_free(acc, n);
+    store_close(s);
+}
+
+static void test_store_max_concurrency_defaults_by_kind(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    test_add_account(s, "oauth", 0, ACCOUNT_CHATGPT);
+    test_add_account(s, "api", 1, ACCOUNT_API_KEY);
+    test_add_account(s, "agg", 2, ACCOUNT_AGGREGATE);
+    account_new x = {.name = "explicit", .base_url = "http://x", .token = "t", .kind = ACCOUNT_CHATGPT,
+                     .sort = 3, .max_concurrency = 4, .chatgpt_account_id = "acc-1",
+                     .model_map = "{\"a\":\"b\"}"};
+    CHECK_EQ_INT(store_account_add(s, &x, NULL, NULL, 0), 0);
+    account *acc = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_accounts_load(s, &acc, &n), 0);
+    CHECK_EQ_INT(n, 4);
+    if (n == 4) {
+        CHECK_EQ_INT(acc[0].kind, ACCOUNT_CHATGPT);
+        CHECK_EQ_INT(acc[0].max_concurrency, 1);
+        CHECK_EQ_INT(acc[1].max_concurrency, 0);
+        CHECK_EQ_INT(acc[2].kind, ACCOUNT_AGGREGATE);
+        CHECK_EQ_INT(acc[2].max_concurrency, 0);
+        CHECK_EQ_INT(acc[3].max_concurrency, 4);
+        CHECK_EQ_STR(acc[3].chatgpt_account_id, "acc-1");
+        CHECK_EQ_STR(acc[3].model_map, "{\"a\":\"b\"}");
+    }
+    store_accounts_free(acc, n);
+    store_close(s);
+}
+
+static void test_store_duplicate_account_name_is_an_error(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK(test_add_account(s, "dup", 0, ACCOUNT_API_KEY) > 0);
+    account_new a = {.name = "dup", .base_url = "https://x", .token = "t", .max_concurrency = -1};
+    CHECK_EQ_INT(store_account_add(s, &a, NULL, err, sizeof err), -1);
+    CHECK(strstr(err, "already exists") != NULL);
+    store_close(s);
+}
+
+static void test_store_account_add_rejects_bad_input(void)
+{
+    char path[128], err[256];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new a = {.name = "x", .base_url = "ftp://x", .token = "t", .max_concurrency = -1};
+    CHECK_EQ_INT(store_account_add(s, &a, NULL, err, sizeof err), -1);
+    a.base_url = "https://x";
+    a.model_map = "[1,2]";
+    CHECK_EQ_INT(store_account_add(s, &a, NULL, err, sizeof err), -1);
+    CHECK(strstr(err, "JSON object") != NULL);
+    a.model_map = "{\"a\":";
+    CHECK_EQ_INT(store_account_add(s, &a, NULL, err, sizeof err), -1);
+    a.model_map = NULL;
+    a.token = "";
+    CHECK_EQ_INT(store_account_add(s, &a, NULL, err, sizeof err), -1);
+    account *acc = NULL;
+    size_t n = 9;
+    CHECK_EQ_INT(store_accounts_load(s, &acc, &n), 0);
+    CHECK_EQ_INT(n, 0);
+    store_accounts_free(acc, n);
+    store_close(s);
+}
+
+static void test_store_account_kind_names_round_trip(void)
+{
+    account_kind k;
+    CHECK_EQ_INT(account_kind_parse("chatgpt", &k), 0);
+    CHECK_EQ_INT(k, ACCOUNT_CHATGPT);
+    CHECK_EQ_STR(account_kind_name(ACCOUNT_AGGREGATE), "aggregate");
+    CHECK_EQ_INT(account_kind_parse("oauth", &k), -1);
+}
+
+/* ---------- platform keys ---------- */
+
+static void test_store_key_add_stores_only_the_hash(void)
+{
+    char path[128], key[64], wal[140];
+    int64_t id = 0;
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK_EQ_INT(store_key_add(s, "team", key, sizeof key, &id, NULL, 0), 0);
+    CHECK(id > 0);
+    CHECK_EQ_INT(strlen(key), 43);
+    CHECK(strncmp(key, "sy-", 3) == 0);
+    for (size_t i = 3; i < strlen(key); i++)
+        CHECK(isalnum((unsigned char)key[i]));
+    char hex[65];
+    sha256_hex(key, strlen(key), hex);
+    platform_key *k = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_keys_load(s, &k, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        CHECK_EQ_STR(k[0].hash, hex);
+        CHECK_EQ_INT(k[0].id, id);
+        CHECK_EQ_STR(k[0].name, "team");
+        CHECK_EQ_INT(strlen(k[0].prefix), 7);
+        CHECK(strncmp(k[0].prefix, key, 7) == 0);
+        CHECK_EQ_INT(k[0].revoked, 0);
+        CHECK_EQ_INT(k[0].preferred_account_id, 0);
+    }
+    store_keys_free(k, n);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    CHECK(!test_file_contains(wal, key + 3));
+    store_close(s);
+    CHECK(!test_file_contains(path, key + 3));
+    CHECK(!test_file_contains(path, key + 10));
+}
+
+static void test_store_key_add_makes_distinct_keys(void)
+{
+    char path[128], k1[64], k2[64];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK_EQ_INT(store_key_add(s, "a", k1, sizeof k1, NULL, NULL, 0), 0);
+    CHECK_EQ_INT(store_key_add(s, "b", k2, sizeof k2, NULL, NULL, 0), 0);
+    CHECK(strcmp(k1, k2) != 0);
+    char small[16];
+    CHECK_EQ_INT(store_key_add(s, "c", small, sizeof small, NULL, NULL, 0), -1);
+    store_close(s);
+}
+
+static void test_store_key_set_preferred(void)
+{
+    char path[128], key[64];
+    int64_t kid = 0;
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t acc = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    CHECK_EQ_INT(store_key_add(s, "k", key, sizeof key, &kid, NULL, 0), 0);
+    CHECK_EQ_INT(store_key_set_preferred(s, kid, acc), 0);
+    CHECK_EQ_INT(store_key_set_preferred(s, kid, 9999), -1); /* no such account */
+    CHECK_EQ_INT(store_key_set_preferred(s, 9999, acc), -1); /* no such key */
+    platform_key *k = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_keys_load(s, &k, &n), 0);
+    CHECK(n == 1 && k[0].preferred_account_id == acc);
+    store_keys_free(k, n);
+    CHECK_EQ_INT(store_key_set_preferred(s, kid, 0), 0);
+    store_keys_load(s, &k, &n);
+    CHECK(n == 1 && k[0].preferred_account_id == 0);
+    store_keys_free(k, n);
+    store_close(s);
+}
+
+/* ---------- config_version ---------- */
+
+static void test_store_config_version_bumps_across_connections(void)
+{
+    char path[128], key[64];
+    test_db_path(path, sizeof path);
+    store *cli = test_open(path);
+    store *server = test_open(path);
+    int64_t v0 = store_config_version(server);
+    CHECK(v0 > 0);
+    test_add_account(cli, "a", 0, ACCOUNT_API_KEY);
+    int64_t v1 = store_config_version(server);
+    CHECK(v1 > v0);
+    store_key_add(cli, "k", key, sizeof key, NULL, NULL, 0);
+    int64_t v2 = store_config_version(server);
+    CHECK(v2 > v1);
+    test_sql_exec(path, "UPDATE accounts SET enabled = 0");
+    CHECK(store_config_version(server) > v2);
+    store_close(cli);
+    store_close(server);
+}
+
+/* Another process mid-transaction must neither block the read nor leak its
+ * uncommitted bump (WAL snapshot; the main connection has busy_timeout 0). */
+static void test_store_config_version_reads_during_foreign_write_txn(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t v0 = store_config_version(s);
+    sqlite3 *other = NULL;
+    CHECK_EQ_INT(sqlite3_open_v2(path, &other, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_exec(other, "BEGIN IMMEDIATE; UPDATE meta SET value = value + 10"
+                                     " WHERE key = 'config_version'", NULL, NULL, NULL), SQLITE_OK);
+    double t0 = test_now();
+    CHECK_EQ_INT(store_config_version(s), v0);
+    CHECK(test_now() - t0 < 0.5);
+    CHECK_EQ_INT(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(other);
+    CHECK_EQ_INT(store_config_version(s), v0 + 10);
+    store_close(s);
+}
+
+/* ---------- writer ---------- */
+
+static void test_store_writer_commits_logs_and_states(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    int64_t b = test_add_account(s, "b", 1, ACCOUNT_API_KEY);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    for (int i = 0; i < 1000; i++) {
+        request_log r = test_log(i);
+        store_writer_put_log(s, &r);
+        account_state st = test_state(i % 2 ? a : b, i);
+        store_writer_put_state(s, &st);
+    }
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_request_log_count(s), 1000);
+    account_state *sts = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_states_load(s, &sts, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    if (n == 2) {
+        CHECK_EQ_INT(sts[0].account_id, a);
+        CHECK_EQ_INT(sts[0].ladder_step, 999);
+        CHECK_EQ_INT(sts[1].ladder_step, 998);
+        CHECK_EQ_STR(sts[0].last_error, "rate_limit");
+        CHECK(sts[0].cooldown_until == 1700000000.5 + 999);
+    }
+    free(sts);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE input_tokens IS NULL"), 1000);
+    store_close(s);
+}
+
+static void test_store_writer_coalesces_state_upserts_per_account(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    int64_t b = test_add_account(s, "b", 0, ACCOUNT_API_KEY);
+    for (int i = 1; i <= 50000; i++) { /* queued before the writer runs */
+        account_state st = test_state(i % 2 ? a : b, i);
+        store_writer_put_state(s, &st);
+    }
+    store_writer_stats ws;
+    store_writer_stats_get(s, &ws);
+    CHECK_EQ_INT(ws.pending_states, 2);
+    CHECK_EQ_INT(ws.pending_logs, 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_writer_sync(s);
+    account_state *sts = NULL;
+    size_t n = 0;
+    store_states_load(s, &sts, &n);
+    CHECK_EQ_INT(n, 2);
+    if (n == 2) {
+        CHECK_EQ_INT(sts[0].ladder_step, 49999);
+        CHECK_EQ_INT(sts[1].ladder_step, 50000);
+    }
+    free(sts);
+    store_close(s);
+}
+
+static void test_store_writer_drops_oldest_logs_when_queue_full(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    for (int i = 0; i < 100005; i++) {
+        request_log r = test_log(i);
+        store_writer_put_log(s, &r);
+    }
+    store_writer_stats ws;
+    store_writer_stats_get(s, &ws);
+    CHECK_EQ_INT(ws.pending_logs, 100000);
+    CHECK_EQ_INT(ws.dropped_logs, 5);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_request_log_count(s), 100000);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT CAST(min(ts) - 1700000000 AS INTEGER) FROM request_logs"), 5);
+    store_close(s);
+}
+
+static void test_store_writer_skips_state_of_deleted_account(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    account_state gone = test_state(a + 100, 1), kept = test_state(a, 2);
+    store_writer_put_state(s, &gone);
+    store_writer_put_state(s, &kept);
+    request_log r = test_log(0);
+    store_writer_put_log(s, &r);
+    store_writer_sync(s);
+    account_state *sts = NULL;
+    size_t n = 0;
+    store_states_load(s, &sts, &n);
+    CHECK(n == 1 && sts[0].account_id == a);
+    free(sts);
+    CHECK_EQ_INT(store_request_log_count(s), 1);
+    store_close(s);
+}
+
+static void test_store_close_drains_writer_and_reopen_keeps_data(void)
+{
+    char path[128], err[256] = "", key[64];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    store_key_add(s, "k", key, sizeof key, NULL, NULL, 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    for (int i = 0; i < 3000; i++) {
+        request_log r = test_log(i);
+        store_writer_put_log(s, &r);
+    }
+    account_state st = test_state(a, 3);
+    store_writer_put_state(s, &st);
+    store_close(s); /* no sync: close must drain */
+    s = test_open(path);
+    CHECK_EQ_INT(store_request_log_count(s), 3000);
+    account *acc = NULL;
+    platform_key *k = NULL;
+    account_state *sts = NULL;
+    size_t na = 0, nk = 0, ns = 0;
+    store_accounts_load(s, &acc, &na);
+    store_keys_load(s, &k, &nk);
+    store_states_load(s, &sts, &ns);
+    CHECK_EQ_INT(na, 1);
+    CHECK_EQ_INT(nk, 1);
+    CHECK(ns == 1 && sts[0].ladder_step == 3);
+    store_accounts_free(acc, na);
+    store_keys_free(k, nk);
+    free(sts);
+    store_close(s);
+}
+
+/* The child commits through the writer, syncs, then dies by SIGKILL with no
+ * store_close: the synced rows must survive and the file must be sound. */
+static void test_store_writer_sync_survives_kill_9(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        store *s = store_open(path, NULL, 0);
+        if (!s || store_writer_start(s, NULL, 0) != 0)
+            _exit(3);
+        for (int i = 0; i < 2500; i++) {
+            request_log r = test_log(i);
+            store_writer_put_log(s, &r);
+        }
+        store_writer_sync(s);
+        for (int i = 0; i < 2000; i++) { /* in flight when killed: may or may not land */
+            request_log r = test_log(100000 + i);
+            store_writer_put_log(s, &r);
+        }
+        kill(getpid(), SIGKILL);
+        _exit(4);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    store *s = test_open(path);
+    CHECK(s != NULL);
+    CHECK(store_request_log_count(s) >= 2500);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE ts < 1700100000"), 2500);
+    store_close(s);
+    CHECK(test_integrity_ok(path));
+}
+
+/* Child: a file size limit makes commits fail (SQLITE_FULL / IOERR); the
+ * writer must keep the batch, retry, and commit everything once the limit
+ * is lifted. Exit code 0 = all rows present. */
+static int test_child_disk_full(const char *path)
+{
+    signal(SIGXFSZ, SIG_IGN); /* write() then fails with EFBIG instead */
+    store *s = store_open(path, NULL, 0);
+    if (!s || store_writer_start(s, NULL, 0) != 0)
+        return 3;
+    struct rlimit rl, tight;
+    getrlimit(RLIMIT_FSIZE, &rl);
+    tight = rl;
+    tight.rlim_cur = 64 * 1024;
+    setrlimit(RLIMIT_FSIZE, &tight);
+    for (int i = 0; i < 5000; i++) {
+        request_log r = test_log(i);
+        store_writer_put_log(s, &r);
+    }
+    store_writer_stats ws = {0};
+    for (int i = 0; i < 500 && ws.failed_commits < 2; i++) {
+        usleep(10000);
+        store_writer_stats_get(s, &ws);
+    }
+    setrlimit(RLIMIT_FSIZE, &rl);
+    store_writer_sync(s);
+    int64_t n = store_request_log_count(s);
+    store_close(s);
+    if (ws.failed_commits < 2)
+        return 5;
+    return n == 5000 ? 0 : 6;
+}
+
+static void test_store_writer_retries_after_disk_full(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(test_child_disk_full(path));
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs"), 5000);
+    CHECK(test_integrity_ok(path));
+}
+
+static void test_store_sync_without_writer_returns(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    request_log r = test_log(0);
+    store_writer_put_log(s, &r);
+    store_writer_sync(s); /* writer not started: must not hang */
+    CHECK_EQ_INT(store_request_log_count(s), 0);
+    store_close(s);
+}
+
+static void test_cleanup(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cleanup of %s failed\n", test_dir);
+}
+
+int main(void)
+{
+    snprintf(test_dir, sizeof test_dir, "/tmp/sy_store_XXXXXX");
+    if (!mkdtemp(test_dir))
+        return 2;
+    RUN(test_store_migrations_are_idempotent_on_reopen);
+    RUN(test_store_refuses_newer_schema);
+    RUN(test_store_files_are_mode_0600);
+    RUN(test_store_tightens_existing_wide_file);
+    RUN(test_store_accounts_load_in_sort_updated_id_order);
+    RUN(test_store_max_concurrency_defaults_by_kind);
+    RUN(test_store_duplicate_account_name_is_an_error);
+    RUN(test_store_account_add_rejects_bad_input);
+    RUN(test_store_account_kind_names_round_trip);
+    RUN(test_store_key_add_stores_only_the_hash);
+    RUN(test_store_key_add_makes_distinct_keys);
+    RUN(test_store_key_set_preferred);
+    RUN(test_store_config_version_bumps_across_connections);
+    RUN(test_store_config_version_reads_during_foreign_write_txn);
+    RUN(test_store_writer_commits_logs_and_states);
+    RUN(test_store_writer_coalesces_state_upserts_per_account);
+    RUN(test_store_writer_drops_oldest_logs_when_queue_full);
+    RUN(test_store_writer_skips_state_of_deleted_account);
+    RUN(test_store_close_drains_writer_and_reopen_keeps_data);
+    RUN(test_store_writer_sync_survives_kill_9);
+    RUN(test_store_writer_retries_after_disk_full);
+    RUN(test_store_sync_without_writer_returns);
+    test_cleanup();
+    return check_summary();
+}
