@@ -1,0 +1,552 @@
+/* cli.c: `switchyard account add|list` and `switchyard key add|list`.
+ * Tokens can come from a file or stdin so they stay out of shell history;
+ * no command ever prints an upstream token, and a platform key is printed
+ * exactly once, by `key add`, as its last line. */
+#include "cli.h"
+#include "sbuf.h"
+#include "store.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+#define CLI_SECRET_MAX 65536
+
+/* One --long option: takes a value when val is set, else sets *flag. */
+typedef struct cli_opt {
+    const char *name;
+    const char **val;
+    int *flag;
+} cli_opt;
+
+static void cli_usage_account(FILE *f)
+{
+    fputs("usage: switchyard account add --name N --base-url URL (--token T | --token - | --token-file PATH)\n"
+          "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
+          "                              [--chatgpt-account-id ID] [--model-map JSON] [--db PATH]\n"
+          "       switchyard account list [--json] [--db PATH]\n"
+          "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
+          f);
+}
+
+static void cli_usage_key(FILE *f)
+{
+    fputs("usage: switchyard key add --name N [--db PATH]\n"
+          "       switchyard key list [--json] [--db PATH]\n"
+          "  key add prints the new key once, as its last line; only its hash is stored\n",
+          f);
+}
+
+static const cli_opt *cli_opt_find(const cli_opt *opts, const char *name, size_t len)
+{
+    for (; opts->name; opts++)
+        if (strlen(opts->name) == len && strncmp(opts->name, name, len) == 0)
+            return opts;
+    return NULL;
+}
+
+/* Parses --name VALUE, --name=VALUE and --flag from argv[0..argc). Prints
+ * the error and returns -1 on anything unexpected. */
+static int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr, "switchyard %s: unexpected argument '%s'\n", cmd, arg);
+            return -1;
+        }
+        const char *eq = strchr(arg + 2, '=');
+        size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        const cli_opt *o = cli_opt_find(opts, arg + 2, len);
+        if (!o) {
+            fprintf(stderr, "switchyard %s: unknown option '%.*s'\n", cmd, (int)len + 2, arg);
+            return -1;
+        }
+        if (!o->val && eq) {
+            fprintf(stderr, "switchyard %s: --%s takes no value\n", cmd, o->name);
+            return -1;
+        }
+        if (!o->val) {
+            *o->flag = 1;
+        } else if (eq) {
+            *o->val = eq + 1;
+        } else if (i + 1 < argc) {
+            *o->val = argv[++i];
+        } else {
+            fprintf(stderr, "switchyard %s: --%s needs a value\n", cmd, o->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *cli_db_path(const char *opt)
+{
+    const char *env = getenv("SWITCHYARD_DB");
+    if (opt && *opt)
+        return opt;
+    return env && *env ? env : "./switchyard.db";
+}
+
+static store *cli_store_open(const char *cmd, const char *db)
+{
+    char err[512] = "";
+    store *s = store_open(cli_db_path(db), err, sizeof err);
+    if (!s)
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    return s;
+}
+
+static int cli_parse_int(const char *cmd, const char *opt, const char *text, int min, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < min || v > INT_MAX) {
+        fprintf(stderr, "switchyard %s: --%s must be an integer >= %d, got '%s'\n", cmd, opt, min, text);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* ---------- secrets ---------- */
+
+static void cli_secret_wipe(sbuf *b)
+{
+    if (b->p)
+        memset(b->p, 0, b->cap);
+    sbuf_free(b);
+}
+
+/* Strips surrounding whitespace (a trailing newline from a file or echo). */
+static void cli_secret_trim(sbuf *b)
+{
+    size_t start = 0;
+    while (b->len && (unsigned char)b->p[b->len - 1] <= ' ')
+        b->p[--b->len] = '\0';
+    while (start < b->len && (unsigned char)b->p[start] <= ' ')
+        start++;
+    sbuf_consume(b, start);
+}
+
+static int cli_secret_read_stream(FILE *f, sbuf *out)
+{
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        sbuf_append(out, buf, n);
+        if (out->len > CLI_SECRET_MAX)
+            break;
+    }
+    memset(buf, 0, sizeof buf);
+    return ferror(f) || out->len > CLI_SECRET_MAX ? -1 : 0;
+}
+
+/* On a terminal, reads one line with echo off so the token is not shown. */
+static int cli_secret_read_tty(sbuf *out)
+{
+    struct termios old, quiet;
+    int have_tc = tcgetattr(STDIN_FILENO, &old) == 0;
+    fputs("token (input hidden): ", stderr);
+    if (have_tc) {
+        quiet = old;
+        quiet.c_lflag &= ~(tcflag_t)ECHO;
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    }
+    int c;
+    while ((c = getchar()) != EOF && c != '\n' && out->len <= CLI_SECRET_MAX) {
+        char ch = (char)c;
+        sbuf_append(out, &ch, 1);
+    }
+    if (have_tc)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+    fputc('\n', stderr);
+    return out->len > CLI_SECRET_MAX ? -1 : 0;
+}
+
+static int cli_secret_read_file(const char *cmd, const char *path, sbuf *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "switchyard %s: cannot read token file %s: %s\n", cmd, path, strerror(errno));
+        return -1;
+    }
+    int rc = cli_secret_read_stream(f, out);
+    fclose(f);
+    if (rc != 0)
+        fprintf(stderr, "switchyard %s: cannot read token file %s (error or larger than %d bytes)\n", cmd,
+                path, CLI_SECRET_MAX);
+    return rc;
+}
+
+/* A token goes into an HTTP header: no spaces or control characters. */
+static int cli_secret_check(const char *cmd, const sbuf *b)
+{
+    if (b->len == 0) {
+        fprintf(stderr, "switchyard %s: the token is empty\n", cmd);
+        return -1;
+    }
+    for (size_t i = 0; i < b->len; i++) {
+        unsigned char c = (unsigned char)b->p[i];
+        if (c <= ' ' || c == 0x7f) {
+            fprintf(stderr, "switchyard %s: the token contains whitespace or control characters\n", cmd);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Fills out from --token T, --token - (stdin) or --token-file PATH. */
+static int cli_token_get(const char *cmd, const char *token, const char *file, sbuf *out)
+{
+    int rc = 0;
+    if (token && file) {
+        fprintf(stderr, "switchyard %s: give either --token or --token-file, not both\n", cmd);
+        return -1;
+    }
+    if (!token && !file) {
+        fprintf(stderr, "switchyard %s: --token (or --token -, --token-file) is required\n", cmd);
+        return -1;
+    }
+    if (file)
+        rc = cli_secret_read_file(cmd, file, out);
+    else if (strcmp(token, "-") == 0 && isatty(STDIN_FILENO))
+        rc = cli_secret_read_tty(out);
+    else if (strcmp(token, "-") == 0)
+        rc = cli_secret_read_stream(stdin, out);
+    else
+        sbuf_puts(out, token);
+    if (rc != 0 && !file)
+        fprintf(stderr, "switchyard %s: cannot read the token from stdin\n", cmd);
+    if (rc == 0)
+        cli_secret_trim(out);
+    return rc == 0 ? cli_secret_check(cmd, out) : -1;
+}
+
+/* ---------- account add ---------- */
+
+typedef struct cli_account_args {
+    const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
+    int help;
+} cli_account_args;
+
+/* Shape check only; the store validates the JSON strictly. */
+static int cli_looks_like_object(const char *s)
+{
+    size_t n = strlen(s);
+    while (n && (unsigned char)s[n - 1] <= ' ')
+        n--;
+    while (*s && (unsigned char)*s <= ' ')
+        s++, n--;
+    return n >= 2 && s[0] == '{' && s[n - 1] == '}';
+}
+
+/* Checks everything that does not need the token or the database, so a bad
+ * flag is reported before a token is read from stdin. */
+static int cli_account_validate(const char *cmd, const cli_account_args *a, account_new *an)
+{
+    if (!a->name || !*a->name || !a->base_url) {
+        fprintf(stderr, "switchyard %s: --name and --base-url are required\n", cmd);
+        return -1;
+    }
+    if (strncmp(a->base_url, "http://", 7) != 0 && strncmp(a->base_url, "https://", 8) != 0) {
+        fprintf(stderr, "switchyard %s: --base-url must start with http:// or https://\n", cmd);
+        return -1;
+    }
+    if (a->kind && account_kind_parse(a->kind, &an->kind) != 0) {
+        fprintf(stderr, "switchyard %s: --kind must be api_key, chatgpt or aggregate, got '%s'\n", cmd, a->kind);
+        return -1;
+    }
+    if (a->model_map && !cli_looks_like_object(a->model_map)) {
+        fprintf(stderr, "switchyard %s: --model-map must be a JSON object, e.g. '{\"gpt-5\":\"gpt-5-codex\"}'\n", cmd);
+        return -1;
+    }
+    if (a->sort && cli_parse_int(cmd, "sort", a->sort, INT_MIN, &an->sort) != 0)
+        return -1;
+    if (a->max_conc && cli_parse_int(cmd, "max-concurrency", a->max_conc, 0, &an->max_concurrency) != 0)
+        return -1;
+    an->name = a->name;
+    an->base_url = a->base_url;
+    an->chatgpt_account_id = a->chatgpt_id;
+    an->model_map = a->model_map;
+    return 0;
+}
+
+static int cli_account_insert(const char *cmd, const char *db, const account_new *an)
+{
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    char err[512] = "";
+    int64_t id = 0;
+    int rc = store_account_add(s, an, &id, err, sizeof err);
+    if (rc == 0)
+        printf("added account %s (id %lld)\n", an->name, (long long)id);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static int cli_account_add(int argc, char **argv)
+{
+    const char *cmd = "account add";
+    cli_account_args a = {0};
+    const cli_opt opts[] = {
+        {"db", &a.db, NULL}, {"name", &a.name, NULL}, {"base-url", &a.base_url, NULL},
+        {"token", &a.token, NULL}, {"token-file", &a.token_file, NULL}, {"kind", &a.kind, NULL},
+        {"sort", &a.sort, NULL}, {"max-concurrency", &a.max_conc, NULL},
+        {"chatgpt-account-id", &a.chatgpt_id, NULL}, {"model-map", &a.model_map, NULL},
+        {"help", NULL, &a.help}, {NULL, NULL, NULL},
+    };
+    account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
+    if (cli_parse(cmd, argc, argv, opts) != 0 || (!a.help && cli_account_validate(cmd, &a, &an) != 0)) {
+        cli_usage_account(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (a.help) {
+        cli_usage_account(stdout);
+        return CLI_EXIT_OK;
+    }
+    sbuf token = SBUF_INIT;
+    int rc = CLI_EXIT_USAGE;
+    if (cli_token_get(cmd, a.token, a.token_file, &token) == 0) {
+        an.token = token.p;
+        rc = cli_account_insert(cmd, a.db, &an);
+    }
+    cli_secret_wipe(&token);
+    return rc;
+}
+
+/* ---------- account list ---------- */
+
+static const account_state *cli_state_find(const account_state *st, size_t n, int64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (st[i].account_id == id)
+            return &st[i];
+    return NULL;
+}
+
+static double cli_cooldown_left(const account_state *st, double now)
+{
+    return st && st->cooldown_until > now ? st->cooldown_until - now : 0;
+}
+
+static void cli_account_json(sbuf *o, const account *a, const account_state *st, double now)
+{
+    sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)a->id);
+    sbuf_json_str(o, a->name, strlen(a->name));
+    sbuf_printf(o, ",\"kind\":\"%s\",\"base_url\":", account_kind_name(a->kind));
+    sbuf_json_str(o, a->base_url, strlen(a->base_url));
+    sbuf_printf(o, ",\"sort\":%d,\"enabled\":%s,\"max_concurrency\":%d,\"cooldown_remaining_s\":%.0f,"
+                   "\"ladder_step\":%d,\"last_error\":",
+                a->sort, a->enabled ? "true" : "false", a->max_concurrency, cli_cooldown_left(st, now),
+                st ? st->ladder_step : 0);
+    if (st && st->last_error[0])
+        sbuf_json_str(o, st->last_error, strlen(st->last_error));
+    else
+        sbuf_puts(o, "null");
+    sbuf_puts(o, "}");
+}
+
+static void cli_account_row(const account *a, const account_state *st, double now)
+{
+    char cool[32] = "-";
+    double left = cli_cooldown_left(st, now);
+    if (left > 0)
+        snprintf(cool, sizeof cool, "%.0fs", left);
+    printf("%-5lld %-20s %-9s %5d %-7s %7d %-9s %6d %-14s %s\n", (long long)a->id, a->name,
+           account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, cool,
+           st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", a->base_url);
+}
+
+static void cli_account_print(const account *acc, size_t n, const account_state *st, size_t nst, int json)
+{
+    double now = (double)time(NULL);
+    sbuf o = SBUF_INIT;
+    if (!json)
+        printf("%-5s %-20s %-9s %5s %-7s %7s %-9s %6s %-14s %s\n", "ID", "NAME", "KIND", "SORT", "ENABLED",
+               "MAXCONC", "COOLDOWN", "LADDER", "LAST_ERROR", "BASE_URL");
+    sbuf_puts(&o, "[");
+    for (size_t i = 0; i < n; i++) {
+        const account_state *s = cli_state_find(st, nst, acc[i].id);
+        if (json) {
+            sbuf_puts(&o, i ? "," : "");
+            cli_account_json(&o, &acc[i], s, now);
+        } else {
+            cli_account_row(&acc[i], s, now);
+        }
+    }
+    sbuf_puts(&o, "]\n");
+    if (json)
+        fputs(o.p, stdout);
+    sbuf_free(&o);
+}
+
+static int cli_account_list(int argc, char **argv)
+{
+    const char *cmd = "account list", *db = NULL;
+    int json = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"json", NULL, &json}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    if (cli_parse(cmd, argc, argv, opts) != 0 || help) {
+        cli_usage_account(help ? stdout : stderr);
+        return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    account *acc = NULL;
+    account_state *st = NULL;
+    size_t n = 0, nst = 0;
+    int rc = store_accounts_load(s, &acc, &n) == 0 && store_states_load(s, &st, &nst) == 0 ? 0 : -1;
+    if (rc == 0)
+        cli_account_print(acc, n, st, nst, json);
+    else
+        fprintf(stderr, "switchyard %s: cannot read accounts from %s\n", cmd, store_path(s));
+    store_accounts_free(acc, n);
+    free(st);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+/* ---------- key add / list ---------- */
+
+static int cli_key_add(int argc, char **argv)
+{
+    const char *cmd = "key add", *db = NULL, *name = NULL;
+    int help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int bad = cli_parse(cmd, argc, argv, opts) != 0;
+    if (!bad && !help && (!name || !*name)) {
+        fprintf(stderr, "switchyard %s: --name is required\n", cmd);
+        bad = 1;
+    }
+    if (bad || help) {
+        cli_usage_key(help && !bad ? stdout : stderr);
+        return bad ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    char key[128], err[512] = "";
+    int64_t id = 0;
+    int rc = store_key_add(s, name, key, sizeof key, &id, err, sizeof err);
+    if (rc == 0) {
+        printf("added platform key %s (id %lld, prefix %.7s); it is shown only this once:\n", name,
+               (long long)id, key);
+        printf("%s\n", key);
+        memset(key, 0, sizeof key);
+    } else {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    }
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static void cli_key_json(sbuf *o, const platform_key *k)
+{
+    sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)k->id);
+    sbuf_json_str(o, k->name, strlen(k->name));
+    sbuf_puts(o, ",\"prefix\":");
+    sbuf_json_str(o, k->prefix, strlen(k->prefix));
+    sbuf_printf(o, ",\"revoked\":%s,\"preferred_account_id\":", k->revoked ? "true" : "false");
+    if (k->preferred_account_id)
+        sbuf_printf(o, "%lld}", (long long)k->preferred_account_id);
+    else
+        sbuf_puts(o, "null}");
+}
+
+static void cli_key_print(const platform_key *k, size_t n, int json)
+{
+    sbuf o = SBUF_INIT;
+    sbuf_puts(&o, "[");
+    if (!json)
+        printf("%-5s %-24s %-8s %-7s %s\n", "ID", "NAME", "PREFIX", "REVOKED", "PREFERRED");
+    for (size_t i = 0; i < n; i++) {
+        if (json) {
+            sbuf_puts(&o, i ? "," : "");
+            cli_key_json(&o, &k[i]);
+            continue;
+        }
+        char pref[24] = "-";
+        if (k[i].preferred_account_id)
+            snprintf(pref, sizeof pref, "%lld", (long long)k[i].preferred_account_id);
+        printf("%-5lld %-24s %-8s %-7s %s\n", (long long)k[i].id, k[i].name, k[i].prefix,
+               k[i].revoked ? "yes" : "no", pref);
+    }
+    sbuf_puts(&o, "]\n");
+    if (json)
+        fputs(o.p, stdout);
+    sbuf_free(&o);
+}
+
+static int cli_key_list(int argc, char **argv)
+{
+    const char *cmd = "key list", *db = NULL;
+    int json = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"json", NULL, &json}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    if (cli_parse(cmd, argc, argv, opts) != 0 || help) {
+        cli_usage_key(help ? stdout : stderr);
+        return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    platform_key *k = NULL;
+    size_t n = 0;
+    int rc = store_keys_load(s, &k, &n);
+    if (rc == 0)
+        cli_key_print(k, n, json);
+    else
+        fprintf(stderr, "switchyard %s: cannot read keys from %s\n", cmd, store_path(s));
+    store_keys_free(k, n);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+/* ---------- dispatch ---------- */
+
+typedef struct cli_sub {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} cli_sub;
+
+static int cli_dispatch(const char *group, int argc, char **argv, const cli_sub *subs, void (*usage)(FILE *))
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    for (; subs->name; subs++)
+        if (strcmp(subs->name, sub) == 0)
+            return subs->fn(argc - 2, argv + 2);
+    fprintf(stderr, "switchyard %s: unknown command '%s'\n", group, sub);
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_account_main(int argc, char **argv)
+{
+    static const cli_sub subs[] = {{"add", cli_account_add}, {"list", cli_account_list}, {NULL, NULL}};
+    return cli_dispatch("account", argc, argv, subs, cli_usage_account);
+}
+
+int cli_key_main(int argc, char **argv)
+{
+    static const cli_sub subs[] = {{"add", cli_key_add}, {"list", cli_key_list}, {NULL, NULL}};
+    return cli_dispatch("key", argc, argv, subs, cli_usage_key);
+}

@@ -1,0 +1,1408 @@
+/* mock_upstream.c: a scripted OpenAI/ChatGPT-style upstream for the e2e tests.
+ *
+ * The URL path chooses the account name and the behaviour, so an account's
+ * base_url alone decides how "its upstream" acts:
+ *
+ *   /acct/<name>/<scenario>[,opt=val...]/v1/<endpoint>   (OpenAI style)
+ *   /acct/<name>/<scenario>[,opt=val...]/<endpoint>      (ChatGPT codex style)
+ *   /v1/<endpoint>                                       (account "default", ok)
+ *
+ * endpoint: responses | chat/completions | models. The first item of the
+ * scenario segment is the scenario (status=<code> carries its code), the rest
+ * are options. Every answer is a script of actions (headers, chunks, delays,
+ * end, abrupt close) run on libevent timers; nothing sleeps. Every request is
+ * recorded for GET /_requests (POST /_reset hides the ones seen so far).
+ * The mock notices a client that goes away (write error via the connection's
+ * close callback, or EOF seen by a peek watcher on the socket), marks the
+ * request aborted and drops its script. See tests/e2e/README.md. */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/util.h>
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "sbuf.h"
+
+static struct event_base *g_base;
+
+/* ---------- request records ---------- */
+
+typedef struct rec {
+    long n;
+    char *account, *scenario, *spec, *endpoint, *path, *method;
+    char *authorization, *chatgpt_account_id, *model, *prev_id;
+    int stream, has_body_hash;
+    size_t body_len;
+    uint64_t body_hash;
+    int completed, aborted;
+} rec;
+
+static rec **g_recs;
+static size_t g_nrecs, g_caprecs, g_first_visible;
+static long g_counter;
+
+static char *xstrdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (!p)
+        abort();
+    memcpy(p, s, n);
+    return p;
+}
+
+static rec *rec_new(void)
+{
+    rec *r = calloc(1, sizeof *r);
+    if (!r)
+        abort();
+    if (g_nrecs == g_caprecs) {
+        g_caprecs = g_caprecs ? g_caprecs * 2 : 64;
+        rec **p = realloc(g_recs, g_caprecs * sizeof *p);
+        if (!p)
+            abort();
+        g_recs = p;
+    }
+    g_recs[g_nrecs++] = r;
+    r->n = ++g_counter;
+    return r;
+}
+
+static void rec_free(rec *r)
+{
+    free(r->account);
+    free(r->scenario);
+    free(r->spec);
+    free(r->endpoint);
+    free(r->path);
+    free(r->method);
+    free(r->authorization);
+    free(r->chatgpt_account_id);
+    free(r->model);
+    free(r->prev_id);
+    free(r);
+}
+
+static void json_str_or_null(sbuf *b, const char *s)
+{
+    if (s)
+        sbuf_json_str(b, s, strlen(s));
+    else
+        sbuf_puts(b, "null");
+}
+
+static void recs_json(sbuf *b)
+{
+    sbuf_puts(b, "[");
+    for (size_t i = g_first_visible; i < g_nrecs; i++) {
+        const rec *r = g_recs[i];
+        if (i > g_first_visible)
+            sbuf_puts(b, ",\n");
+        sbuf_printf(b, "{\"n\":%ld,\"account\":", r->n);
+        json_str_or_null(b, r->account);
+        sbuf_puts(b, ",\"scenario\":");
+        json_str_or_null(b, r->scenario);
+        sbuf_puts(b, ",\"spec\":");
+        json_str_or_null(b, r->spec);
+        sbuf_puts(b, ",\"endpoint\":");
+        json_str_or_null(b, r->endpoint);
+        sbuf_puts(b, ",\"path\":");
+        json_str_or_null(b, r->path);
+        sbuf_puts(b, ",\"method\":");
+        json_str_or_null(b, r->method);
+        sbuf_puts(b, ",\"authorization\":");
+        json_str_or_null(b, r->authorization);
+        sbuf_puts(b, ",\"chatgpt_account_id\":");
+        json_str_or_null(b, r->chatgpt_account_id);
+        sbuf_puts(b, ",\"model\":");
+        json_str_or_null(b, r->model);
+        sbuf_printf(b, ",\"stream\":%s,\"previous_response_id\":", r->stream ? "true" : "false");
+        json_str_or_null(b, r->prev_id);
+        sbuf_printf(b, ",\"body_len\":%zu,\"body_hash\":", r->body_len);
+        if (r->has_body_hash)
+            sbuf_printf(b, "\"%016llx\"", (unsigned long long)r->body_hash);
+        else
+            sbuf_puts(b, "null");
+        sbuf_printf(b, ",\"completed\":%s,\"aborted\":%s}", r->completed ? "true" : "false",
+                    r->aborted ? "true" : "false");
+    }
+    sbuf_puts(b, "]\n");
+}
+
+/* ---------- a minimal reader for the top-level fields of the request body ---------- */
+
+typedef struct scan { const char *p, *end; } scan;
+
+static void sc_ws(scan *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Reads a string at s->p (on the opening quote); out may be NULL. 0 ok, -1 bad. */
+static int sc_string(scan *s, sbuf *out)
+{
+    if (s->p >= s->end || *s->p != '"')
+        return -1;
+    s->p++;
+    while (s->p < s->end) {
+        char c = *s->p++;
+        if (c == '"')
+            return 0;
+        if (c != '\\') {
+            if (out)
+                sbuf_append(out, &c, 1);
+            continue;
+        }
+        if (s->p >= s->end)
+            return -1;
+        char e = *s->p++;
+        const char *rep = NULL;
+        switch (e) {
+        case '"': rep = "\""; break;
+        case '\\': rep = "\\"; break;
+        case '/': rep = "/"; break;
+        case 'b': rep = "\b"; break;
+        case 'f': rep = "\f"; break;
+        case 'n': rep = "\n"; break;
+        case 'r': rep = "\r"; break;
+        case 't': rep = "\t"; break;
+        case 'u': {
+            if (s->end - s->p < 4)
+                return -1;
+            unsigned cp = 0;
+            for (int i = 0; i < 4; i++) {
+                int h = hexval(s->p[i]);
+                if (h < 0)
+                    return -1;
+                cp = cp * 16 + (unsigned)h;
+            }
+            s->p += 4;
+            if (out) { /* BMP only; surrogates pass through as-is (the mock only echoes ids) */
+                char u[3];
+                if (cp < 0x80) {
+                    u[0] = (char)cp;
+                    sbuf_append(out, u, 1);
+                } else if (cp < 0x800) {
+                    u[0] = (char)(0xC0 | (cp >> 6));
+                    u[1] = (char)(0x80 | (cp & 0x3F));
+                    sbuf_append(out, u, 2);
+                } else {
+                    u[0] = (char)(0xE0 | (cp >> 12));
+                    u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                    u[2] = (char)(0x80 | (cp & 0x3F));
+                    sbuf_append(out, u, 3);
+                }
+            }
+            continue;
+        }
+        default: return -1;
+        }
+        if (out)
+            sbuf_puts(out, rep);
+    }
+    return -1;
+}
+
+static int sc_value(scan *s, int depth)
+{
+    if (depth > 64)
+        return -1;
+    sc_ws(s);
+    if (s->p >= s->end)
+        return -1;
+    char c = *s->p;
+    if (c == '"')
+        return sc_string(s, NULL);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        s->p++;
+        sc_ws(s);
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                sc_ws(s);
+                if (sc_string(s, NULL) < 0)
+                    return -1;
+                sc_ws(s);
+                if (s->p >= s->end || *s->p != ':')
+                    return -1;
+                s->p++;
+            }
+            if (sc_value(s, depth + 1) < 0)
+                return -1;
+            sc_ws(s);
+            if (s->p >= s->end)
+                return -1;
+            if (*s->p == ',') {
+                s->p++;
+                continue;
+            }
+            if (*s->p == close) {
+                s->p++;
+                return 0;
+            }
+            return -1;
+        }
+    }
+    /* number, true, false, null: scan the token */
+    const char *start = s->p;
+    while (s->p < s->end && *s->p != ',' && *s->p != '}' && *s->p != ']' && *s->p != ' ' &&
+           *s->p != '\t' && *s->p != '\n' && *s->p != '\r')
+        s->p++;
+    return s->p > start ? 0 : -1;
+}
+
+typedef struct body_fields {
+    int stream;
+    sbuf model, prev_id;
+    int has_model, has_prev_id;
+} body_fields;
+
+/* Best effort: a body that is not a JSON object leaves the defaults. */
+static void body_fields_read(body_fields *f, const char *p, size_t n)
+{
+    scan s = {p, p + n};
+    sc_ws(&s);
+    if (s.p >= s.end || *s.p != '{')
+        return;
+    s.p++;
+    sbuf key = SBUF_INIT;
+    for (;;) {
+        sc_ws(&s);
+        if (s.p < s.end && *s.p == '}')
+            break;
+        sbuf_reset(&key);
+        if (sc_string(&s, &key) < 0)
+            break;
+        sc_ws(&s);
+        if (s.p >= s.end || *s.p != ':')
+            break;
+        s.p++;
+        sc_ws(&s);
+        const char *vstart = s.p;
+        if (key.p && strcmp(key.p, "model") == 0 && s.p < s.end && *s.p == '"') {
+            sbuf_reset(&f->model);
+            if (sc_string(&s, &f->model) < 0)
+                break;
+            f->has_model = 1;
+        } else if (key.p && strcmp(key.p, "previous_response_id") == 0 && s.p < s.end &&
+                   *s.p == '"') {
+            sbuf_reset(&f->prev_id);
+            if (sc_string(&s, &f->prev_id) < 0)
+                break;
+            f->has_prev_id = 1;
+        } else {
+            if (sc_value(&s, 0) < 0)
+                break;
+            if (key.p && strcmp(key.p, "stream") == 0)
+                f->stream = (s.p - vstart == 4 && memcmp(vstart, "true", 4) == 0);
+        }
+        sc_ws(&s);
+        if (s.p < s.end && *s.p == ',') {
+            s.p++;
+            continue;
+        }
+        break;
+    }
+    sbuf_free(&key);
+}
+
+static uint64_t fnv1a(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* ---------- scenario options ---------- */
+
+typedef struct opts {
+    char scenario[32];
+    int code;          /* status=<code> */
+    long ms;           /* delay for slow_headers / stall / slow_stream / late_reset; -1 = default */
+    long gap;          /* delay between ordinary stream events */
+    int deltas;        /* number of text deltas (0 = default) */
+    int after;         /* late_error/late_reset: deltas before the failure */
+    int rst;           /* -1 default, 0 FIN, 1 RST */
+    long resets;       /* quota429 resets_in_seconds */
+    char retry_after[24];
+    char err_code[64]; /* late_error code */
+    char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
+    char primary_window[24], secondary_window[24];
+} opts;
+
+static int numeric(const char *v)
+{
+    if (!*v)
+        return 0;
+    for (const char *q = v; *q; q++)
+        if (!((*q >= '0' && *q <= '9') || *q == '.' || *q == '-'))
+            return 0;
+    return 1;
+}
+
+static void copy_num(char *dst, size_t n, const char *v)
+{
+    if (numeric(v))
+        snprintf(dst, n, "%s", v);
+}
+
+static void copy_word(char *dst, size_t n, const char *v)
+{
+    size_t i = 0;
+    for (; v[i] && i + 1 < n; i++) {
+        char c = v[i];
+        dst[i] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || c == '.')
+                     ? c
+                     : '_';
+    }
+    dst[i] = '\0';
+}
+
+/* Parses "scenario[=code][,opt=val...]". Unknown options are ignored. */
+static void opts_parse(opts *o, const char *spec)
+{
+    memset(o, 0, sizeof *o);
+    o->ms = -1;
+    o->rst = -1;
+    o->resets = 3600;
+    char *dup = xstrdup(spec), *save = NULL;
+    int first = 1;
+    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
+        char *eq = strchr(tok, '=');
+        const char *val = "";
+        if (eq) {
+            *eq = '\0';
+            val = eq + 1;
+        }
+        if (first) {
+            copy_word(o->scenario, sizeof o->scenario, tok);
+            if (eq)
+                o->code = atoi(val);
+            continue;
+        }
+        if (!strcmp(tok, "ms"))
+            o->ms = atol(val);
+        else if (!strcmp(tok, "gap"))
+            o->gap = atol(val);
+        else if (!strcmp(tok, "deltas"))
+            o->deltas = atoi(val);
+        else if (!strcmp(tok, "after"))
+            o->after = atoi(val);
+        else if (!strcmp(tok, "rst"))
+            o->rst = atoi(val) ? 1 : 0;
+        else if (!strcmp(tok, "resets"))
+            o->resets = atol(val);
+        else if (!strcmp(tok, "retry_after"))
+            copy_num(o->retry_after, sizeof o->retry_after, val);
+        else if (!strcmp(tok, "code"))
+            copy_word(o->err_code, sizeof o->err_code, val);
+        else if (!strcmp(tok, "primary"))
+            copy_num(o->primary, sizeof o->primary, val);
+        else if (!strcmp(tok, "secondary"))
+            copy_num(o->secondary, sizeof o->secondary, val);
+        else if (!strcmp(tok, "primary_reset"))
+            copy_num(o->primary_reset, sizeof o->primary_reset, val);
+        else if (!strcmp(tok, "secondary_reset"))
+            copy_num(o->secondary_reset, sizeof o->secondary_reset, val);
+        else if (!strcmp(tok, "primary_window"))
+            copy_num(o->primary_window, sizeof o->primary_window, val);
+        else if (!strcmp(tok, "secondary_window"))
+            copy_num(o->secondary_window, sizeof o->secondary_window, val);
+        else
+            fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
+    }
+    free(dup);
+    if (!o->scenario[0])
+        snprintf(o->scenario, sizeof o->scenario, "ok");
+}
+
+/* ---------- response scripts ---------- */
+
+typedef enum { ACT_START, ACT_CHUNK, ACT_END, ACT_REPLY, ACT_CLOSE } act_kind;
+
+typedef struct action {
+    act_kind kind;
+    long delay_ms; /* waited before the action runs */
+    int waited;
+    int status;    /* ACT_START, ACT_REPLY */
+    int rst;       /* ACT_CLOSE */
+    int tries;     /* ACT_CLOSE: waits for the output to drain */
+    sbuf data;     /* ACT_CHUNK, ACT_REPLY */
+} action;
+
+typedef struct job {
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    rec *r;
+    action *acts;
+    size_t nacts, capacts, next;
+    struct event *timer; /* the next delayed action */
+    struct event *watch; /* EOF on the client socket */
+} job;
+
+static action *job_add(job *j, act_kind kind, long delay_ms)
+{
+    if (j->nacts == j->capacts) {
+        j->capacts = j->capacts ? j->capacts * 2 : 16;
+        action *p = realloc(j->acts, j->capacts * sizeof *p);
+        if (!p)
+            abort();
+        j->acts = p;
+    }
+    action *a = &j->acts[j->nacts++];
+    memset(a, 0, sizeof *a);
+    a->kind = kind;
+    a->delay_ms = delay_ms > 0 ? delay_ms : 0;
+    return a;
+}
+
+static void job_chunk(job *j, long delay_ms, const sbuf *data)
+{
+    action *a = job_add(j, ACT_CHUNK, delay_ms);
+    sbuf_append(&a->data, data->p, data->len);
+}
+
+static void job_free(job *j)
+{
+    if (j->timer)
+        event_free(j->timer);
+    if (j->watch)
+        event_free(j->watch);
+    for (size_t i = 0; i < j->nacts; i++)
+        sbuf_free(&j->acts[i].data);
+    free(j->acts);
+    free(j);
+}
+
+/* Stops watching the connection: after this only libevent owns the request. */
+static void job_detach(job *j)
+{
+    evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+    if (j->watch)
+        event_del(j->watch);
+}
+
+static size_t job_pending_output(job *j)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(j->evcon);
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+static void job_close_conn(job *j, int rst)
+{
+    struct evhttp_connection *evcon = j->evcon;
+    if (rst) {
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd >= 0) {
+            struct linger lg = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        }
+    }
+    j->r->completed = 1;
+    job_detach(j);
+    job_free(j);
+    evhttp_connection_free(evcon); /* frees the request too */
+}
+
+static void job_schedule(job *j, long ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(j->timer, &tv);
+}
+
+static void job_run(job *j)
+{
+    while (j->next < j->nacts) {
+        action *a = &j->acts[j->next];
+        if (a->delay_ms > 0 && !a->waited) {
+            a->waited = 1;
+            job_schedule(j, a->delay_ms);
+            return;
+        }
+        switch (a->kind) {
+        case ACT_START:
+            j->next++;
+            evhttp_send_reply_start(j->req, a->status, NULL);
+            break;
+        case ACT_CHUNK: {
+            j->next++;
+            struct evbuffer *b = evbuffer_new();
+            evbuffer_add(b, a->data.p, a->data.len);
+            evhttp_send_reply_chunk(j->req, b);
+            evbuffer_free(b);
+            break;
+        }
+        case ACT_END: {
+            struct evhttp_request *req = j->req;
+            j->r->completed = 1;
+            job_detach(j);
+            job_free(j);
+            evhttp_send_reply_end(req);
+            return;
+        }
+        case ACT_REPLY: {
+            struct evhttp_request *req = j->req;
+            struct evbuffer *b = evbuffer_new();
+            evbuffer_add(b, a->data.p, a->data.len);
+            int status = a->status;
+            j->r->completed = 1;
+            job_detach(j);
+            job_free(j);
+            evhttp_send_reply(req, status, NULL, b);
+            evbuffer_free(b);
+            return;
+        }
+        case ACT_CLOSE:
+            /* let what was sent reach the socket first (bounded wait) */
+            if (job_pending_output(j) > 0 && a->tries++ < 1000) {
+                job_schedule(j, 5);
+                return;
+            }
+            job_close_conn(j, a->rst);
+            return;
+        }
+    }
+}
+
+static void job_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    job_run(arg);
+}
+
+/* The connection is going away under us (write error, server shutdown). */
+static void job_close_cb(struct evhttp_connection *evcon, void *arg)
+{
+    job *j = arg;
+    (void)evcon;
+    if (!j->r->completed)
+        j->r->aborted = 1;
+    /* A request libevent detached from its failed connection is ours to free. */
+    if (evhttp_request_get_connection(j->req) == NULL)
+        evhttp_request_free(j->req);
+    job_free(j);
+}
+
+/* Read readiness on the client socket while we answer: EOF or an error means
+ * the client went away (libevent does not read while a reply is pending). */
+static void job_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+    job *j = arg;
+    char c;
+    (void)what;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) { /* pipelined bytes: not ours to read; stop watching */
+        event_del(j->watch);
+        return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    struct evhttp_connection *evcon = j->evcon;
+    j->r->aborted = 1;
+    job_detach(j);
+    job_free(j);
+    evhttp_connection_free(evcon);
+}
+
+/* ---------- payloads ---------- */
+
+typedef struct gen {
+    const char *name;
+    const char *model;
+    char resp_id[192], msg_id[192], chat_id[192];
+    long created;
+    int seq;
+    sbuf *pieces;
+    int npieces;
+    sbuf text;
+    int input_tokens;
+} gen;
+
+static void gen_init(gen *g, const char *name, const char *model, long n, int npieces)
+{
+    memset(g, 0, sizeof *g);
+    g->name = name;
+    g->model = model;
+    g->created = (long)time(NULL);
+    snprintf(g->resp_id, sizeof g->resp_id, "resp_%s_%ld", name, n);
+    snprintf(g->msg_id, sizeof g->msg_id, "msg_%s_%ld", name, n);
+    snprintf(g->chat_id, sizeof g->chat_id, "chatcmpl-%s-%ld", name, n);
+    if (npieces < 3)
+        npieces = 3;
+    g->npieces = npieces;
+    g->pieces = calloc((size_t)npieces, sizeof *g->pieces);
+    if (!g->pieces)
+        abort();
+    sbuf_puts(&g->pieces[0], "hello");
+    sbuf_puts(&g->pieces[1], " from");
+    sbuf_printf(&g->pieces[2], " %s", name);
+    for (int i = 3; i < npieces; i++)
+        sbuf_puts(&g->pieces[i], ".");
+    for (int i = 0; i < npieces; i++)
+        sbuf_append(&g->text, g->pieces[i].p, g->pieces[i].len);
+    g->input_tokens = 7;
+}
+
+static void gen_free(gen *g)
+{
+    for (int i = 0; i < g->npieces; i++)
+        sbuf_free(&g->pieces[i]);
+    free(g->pieces);
+    sbuf_free(&g->text);
+}
+
+static void js(sbuf *b, const char *s) { sbuf_json_str(b, s, strlen(s)); }
+
+static void sse_open(sbuf *b, const char *event)
+{
+    if (event)
+        sbuf_printf(b, "event: %s\n", event);
+    sbuf_puts(b, "data: ");
+}
+
+static void sse_close(sbuf *b) { sbuf_puts(b, "\n\n"); }
+
+static void usage_resp(sbuf *b, const gen *g, int out_tokens)
+{
+    sbuf_printf(b,
+                "{\"input_tokens\":%d,\"input_tokens_details\":{\"cached_tokens\":0},"
+                "\"output_tokens\":%d,\"output_tokens_details\":{\"reasoning_tokens\":0},"
+                "\"total_tokens\":%d}",
+                g->input_tokens, out_tokens, g->input_tokens + out_tokens);
+}
+
+static void message_item(sbuf *b, const gen *g, int done)
+{
+    sbuf_puts(b, "{\"id\":");
+    js(b, g->msg_id);
+    sbuf_printf(b, ",\"type\":\"message\",\"status\":\"%s\",\"role\":\"assistant\",\"content\":",
+                done ? "completed" : "in_progress");
+    if (done) {
+        sbuf_puts(b, "[{\"type\":\"output_text\",\"text\":");
+        sbuf_json_str(b, g->text.p, g->text.len);
+        sbuf_puts(b, ",\"annotations\":[]}]}");
+    } else {
+        sbuf_puts(b, "[]}");
+    }
+}
+
+/* The response object; status "in_progress", "completed" or "failed". */
+static void response_obj(sbuf *b, const gen *g, const char *status, const char *err_code,
+                         const char *err_msg)
+{
+    int done = strcmp(status, "completed") == 0;
+    sbuf_puts(b, "{\"id\":");
+    js(b, g->resp_id);
+    sbuf_printf(b, ",\"object\":\"response\",\"created_at\":%ld,\"status\":\"%s\",\"model\":",
+                g->created, status);
+    js(b, g->model);
+    sbuf_puts(b, ",\"error\":");
+    if (err_code) {
+        sbuf_puts(b, "{\"code\":");
+        js(b, err_code);
+        sbuf_puts(b, ",\"message\":");
+        js(b, err_msg);
+        sbuf_puts(b, "}");
+    } else {
+        sbuf_puts(b, "null");
+    }
+    sbuf_puts(b, ",\"output\":");
+    if (done) {
+        sbuf_puts(b, "[");
+        message_item(b, g, 1);
+        sbuf_puts(b, "],\"usage\":");
+        usage_resp(b, g, g->npieces);
+    } else {
+        sbuf_puts(b, "[],\"usage\":null");
+    }
+    sbuf_puts(b, "}");
+}
+
+static void ev_resp_state(sbuf *b, gen *g, const char *type, const char *status)
+{
+    sse_open(b, type);
+    sbuf_printf(b, "{\"type\":\"%s\",\"sequence_number\":%d,\"response\":", type, g->seq++);
+    response_obj(b, g, status, NULL, NULL);
+    sbuf_puts(b, "}");
+    sse_close(b);
+}
+
+static void ev_item_added(sbuf *b, gen *g)
+{
+    sse_open(b, "response.output_item.added");
+    sbuf_printf(b, "{\"type\":\"response.output_item.added\",\"sequence_number\":%d,"
+                   "\"output_index\":0,\"item\":", g->seq++);
+    message_item(b, g, 0);
+    sbuf_puts(b, "}");
+    sse_close(b);
+}
+
+static void ev_part(sbuf *b, gen *g, const char *type, int done)
+{
+    sse_open(b, type);
+    sbuf_printf(b, "{\"type\":\"%s\",\"sequence_number\":%d,\"item_id\":", type, g->seq++);
+    js(b, g->msg_id);
+    sbuf_puts(b, ",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"output_text\","
+                 "\"text\":");
+    if (done)
+        sbuf_json_str(b, g->text.p, g->text.len);
+    else
+        sbuf_puts(b, "\"\"");
+    sbuf_puts(b, ",\"annotations\":[]}}");
+    sse_close(b);
+}
+
+static void ev_delta(sbuf *b, gen *g, int i)
+{
+    sse_open(b, "response.output_text.delta");
+    sbuf_printf(b, "{\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"item_id\":",
+                g->seq++);
+    js(b, g->msg_id);
+    sbuf_puts(b, ",\"output_index\":0,\"content_index\":0,\"delta\":");
+    sbuf_json_str(b, g->pieces[i].p, g->pieces[i].len);
+    sbuf_puts(b, "}");
+    sse_close(b);
+}
+
+static void ev_text_done(sbuf *b, gen *g)
+{
+    sse_open(b, "response.output_text.done");
+    sbuf_printf(b, "{\"type\":\"response.output_text.done\",\"sequence_number\":%d,\"item_id\":",
+                g->seq++);
+    js(b, g->msg_id);
+    sbuf_puts(b, ",\"output_index\":0,\"content_index\":0,\"text\":");
+    sbuf_json_str(b, g->text.p, g->text.len);
+    sbuf_puts(b, "}");
+    sse_close(b);
+}
+
+static void ev_item_done(sbuf *b, gen *g)
+{
+    sse_open(b, "response.output_item.done");
+    sbuf_printf(b, "{\"type\":\"response.output_item.done\",\"sequence_number\":%d,"
+                   "\"output_index\":0,\"item\":", g->seq++);
+    message_item(b, g, 1);
+    sbuf_puts(b, "}");
+    sse_close(b);
+}
+
+static void ev_error(sbuf *b, gen *g, const char *code, const char *message)
+{
+    sse_open(b, "error");
+    sbuf_printf(b, "{\"type\":\"error\",\"sequence_number\":%d,\"code\":", g->seq++);
+    js(b, code);
+    sbuf_puts(b, ",\"message\":");
+    js(b, message);
+    sbuf_puts(b, ",\"param\":null}");
+    sse_close(b);
+}
+
+static void ev_failed(sbuf *b, gen *g, const char *code, const char *message)
+{
+    sse_open(b, "response.failed");
+    sbuf_printf(b, "{\"type\":\"response.failed\",\"sequence_number\":%d,\"response\":", g->seq++);
+    response_obj(b, g, "failed", code, message);
+    sbuf_puts(b, "}");
+    sse_close(b);
+}
+
+static void chat_chunk_open(sbuf *b, const gen *g)
+{
+    sse_open(b, NULL);
+    sbuf_puts(b, "{\"id\":");
+    js(b, g->chat_id);
+    sbuf_printf(b, ",\"object\":\"chat.completion.chunk\",\"created\":%ld,\"model\":", g->created);
+    js(b, g->model);
+}
+
+static void chat_role(sbuf *b, const gen *g)
+{
+    chat_chunk_open(b, g);
+    sbuf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                 "\"finish_reason\":null}]}");
+    sse_close(b);
+}
+
+static void chat_delta(sbuf *b, const gen *g, int i)
+{
+    chat_chunk_open(b, g);
+    sbuf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+    sbuf_json_str(b, g->pieces[i].p, g->pieces[i].len);
+    sbuf_puts(b, "},\"finish_reason\":null}]}");
+    sse_close(b);
+}
+
+static void chat_usage_obj(sbuf *b, const gen *g)
+{
+    sbuf_printf(b, "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}",
+                g->input_tokens, g->npieces, g->input_tokens + g->npieces);
+}
+
+static void chat_finish(sbuf *b, const gen *g)
+{
+    chat_chunk_open(b, g);
+    sbuf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}");
+    sse_close(b);
+    chat_chunk_open(b, g);
+    sbuf_puts(b, ",\"choices\":[],\"usage\":");
+    chat_usage_obj(b, g);
+    sbuf_puts(b, "}");
+    sse_close(b);
+    sbuf_puts(b, "data: [DONE]\n\n");
+}
+
+static void error_json(sbuf *b, const char *message, const char *type, const char *code,
+                       const char *extra)
+{
+    sbuf_puts(b, "{\"error\":{\"message\":");
+    js(b, message);
+    sbuf_puts(b, ",\"type\":");
+    js(b, type);
+    sbuf_puts(b, ",\"param\":null,\"code\":");
+    json_str_or_null(b, code);
+    if (extra)
+        sbuf_puts(b, extra);
+    sbuf_puts(b, "}}");
+}
+
+static void chat_error_chunk(sbuf *b, const char *message, const char *type, const char *code)
+{
+    sse_open(b, NULL);
+    error_json(b, message, type, code, NULL);
+    sse_close(b);
+}
+
+#define QUOTA_MSG "You've hit your usage limit. Upgrade to Pro or try again later."
+#define LATE_MSG "You've hit your usage limit"
+#define INSUFFICIENT_MSG "You exceeded your current quota, please check your plan and billing details."
+
+static void status_error(sbuf *b, int code)
+{
+    switch (code) {
+    case 400: error_json(b, "Invalid request.", "invalid_request_error", "invalid_request", NULL); break;
+    case 401: error_json(b, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key", NULL); break;
+    case 403: error_json(b, "You are not allowed to use this resource.", "permission_error", "forbidden", NULL); break;
+    case 404: error_json(b, "The model does not exist.", "invalid_request_error", "model_not_found", NULL); break;
+    case 408: error_json(b, "Request timed out.", "timeout_error", "timeout", NULL); break;
+    case 409: error_json(b, "Conflict.", "conflict_error", "conflict", NULL); break;
+    case 429: error_json(b, "Rate limit reached for requests.", "requests", "rate_limit_exceeded", NULL); break;
+    default:
+        if (code >= 500)
+            error_json(b, "The server had an error while processing your request.", "server_error",
+                       "server_error", NULL);
+        else
+            error_json(b, "Mock upstream error.", "mock_error", "mock_error", NULL);
+    }
+}
+
+/* ---------- building the answer ---------- */
+
+typedef enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_UNKNOWN } endpoint;
+
+static void add_header(struct evhttp_request *req, const char *k, const char *v)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), k, v);
+}
+
+static void add_usage_headers(struct evhttp_request *req, const opts *o)
+{
+    if (o->primary[0]) {
+        add_header(req, "x-codex-primary-used-percent", o->primary);
+        add_header(req, "x-codex-primary-window-minutes", o->primary_window[0] ? o->primary_window : "300");
+        add_header(req, "x-codex-primary-reset-after-seconds", o->primary_reset[0] ? o->primary_reset : "3600");
+    }
+    if (o->secondary[0]) {
+        add_header(req, "x-codex-secondary-used-percent", o->secondary);
+        add_header(req, "x-codex-secondary-window-minutes", o->secondary_window[0] ? o->secondary_window : "10080");
+        add_header(req, "x-codex-secondary-reset-after-seconds", o->secondary_reset[0] ? o->secondary_reset : "86400");
+    }
+}
+
+static void reply_json(job *j, long delay, int status, const sbuf *body)
+{
+    add_header(j->req, "Content-Type", "application/json");
+    action *a = job_add(j, ACT_REPLY, delay);
+    a->status = status;
+    sbuf_append(&a->data, body->p, body->len);
+}
+
+static void start_sse(job *j, long delay)
+{
+    add_header(j->req, "Content-Type", "text/event-stream");
+    add_header(j->req, "Cache-Control", "no-cache");
+    job_add(j, ACT_START, delay)->status = 200;
+}
+
+/* Stream scripts. `mode` picks where the stream goes wrong. */
+typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET } stream_mode;
+
+static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
+{
+    sbuf b = SBUF_INIT;
+    long gap = o->gap;
+    start_sse(j, delay0);
+    ev_resp_state(&b, g, "response.created", "in_progress");
+    job_chunk(j, 0, &b);
+    sbuf_reset(&b);
+    if (mode == S_QUOTA) {
+        ev_error(&b, g, "usage_limit_reached", LATE_MSG);
+        job_chunk(j, gap, &b);
+        job_add(j, ACT_END, 0);
+        sbuf_free(&b);
+        return;
+    }
+    ev_resp_state(&b, g, "response.in_progress", "in_progress");
+    job_chunk(j, gap, &b);
+    sbuf_reset(&b);
+    if (mode == S_FAILED) {
+        ev_failed(&b, g, "insufficient_quota", INSUFFICIENT_MSG);
+        job_chunk(j, gap, &b);
+        job_add(j, ACT_END, 0);
+        sbuf_free(&b);
+        return;
+    }
+    long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0;
+    ev_item_added(&b, g);
+    job_chunk(j, stall > 0 ? stall : gap, &b);
+    sbuf_reset(&b);
+    ev_part(&b, g, "response.content_part.added", 0);
+    job_chunk(j, gap, &b);
+    sbuf_reset(&b);
+    int late = mode == S_LATE_ERROR || mode == S_LATE_RESET;
+    int n = late ? (o->after > 0 ? o->after : 3) : g->npieces;
+    if (n > g->npieces)
+        n = g->npieces;
+    long dgap = mode == S_SLOW ? (o->ms >= 0 ? o->ms : 100) : gap;
+    for (int i = 0; i < n; i++) {
+        ev_delta(&b, g, i);
+        job_chunk(j, dgap, &b);
+        sbuf_reset(&b);
+    }
+    if (mode == S_LATE_ERROR) {
+        ev_error(&b, g, o->err_code[0] ? o->err_code : "usage_limit_reached", LATE_MSG);
+        job_chunk(j, gap, &b);
+        job_add(j, ACT_END, 0);
+        sbuf_free(&b);
+        return;
+    }
+    if (mode == S_LATE_RESET) {
+        action *a = job_add(j, ACT_CLOSE, o->ms >= 0 ? o->ms : 50);
+        a->rst = o->rst == 1;
+        sbuf_free(&b);
+        return;
+    }
+    ev_text_done(&b, g);
+    ev_part(&b, g, "response.content_part.done", 1);
+    ev_item_done(&b, g);
+    job_chunk(j, gap, &b);
+    sbuf_reset(&b);
+    ev_resp_state(&b, g, "response.completed", "completed");
+    job_chunk(j, gap, &b);
+    job_add(j, ACT_END, 0);
+    sbuf_free(&b);
+}
+
+static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
+{
+    sbuf b = SBUF_INIT;
+    long gap = o->gap;
+    start_sse(j, delay0);
+    if (mode == S_QUOTA || mode == S_FAILED) {
+        if (mode == S_QUOTA)
+            chat_error_chunk(&b, LATE_MSG, "usage_limit_reached", "usage_limit_reached");
+        else
+            chat_error_chunk(&b, INSUFFICIENT_MSG, "insufficient_quota", "insufficient_quota");
+        job_chunk(j, 0, &b);
+        job_add(j, ACT_END, 0);
+        sbuf_free(&b);
+        return;
+    }
+    chat_role(&b, g);
+    job_chunk(j, 0, &b);
+    sbuf_reset(&b);
+    long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0;
+    int late = mode == S_LATE_ERROR || mode == S_LATE_RESET;
+    int n = late ? (o->after > 0 ? o->after : 3) : g->npieces;
+    if (n > g->npieces)
+        n = g->npieces;
+    long dgap = mode == S_SLOW ? (o->ms >= 0 ? o->ms : 100) : gap;
+    for (int i = 0; i < n; i++) {
+        chat_delta(&b, g, i);
+        job_chunk(j, i == 0 && stall > 0 ? stall : dgap, &b);
+        sbuf_reset(&b);
+    }
+    if (mode == S_LATE_ERROR) {
+        const char *code = o->err_code[0] ? o->err_code : "usage_limit_reached";
+        chat_error_chunk(&b, LATE_MSG, code, code);
+        job_chunk(j, gap, &b);
+        job_add(j, ACT_END, 0);
+        sbuf_free(&b);
+        return;
+    }
+    if (mode == S_LATE_RESET) {
+        action *a = job_add(j, ACT_CLOSE, o->ms >= 0 ? o->ms : 50);
+        a->rst = o->rst == 1;
+        sbuf_free(&b);
+        return;
+    }
+    chat_finish(&b, g);
+    job_chunk(j, gap, &b);
+    job_add(j, ACT_END, 0);
+    sbuf_free(&b);
+}
+
+static void script_plain(job *j, gen *g, endpoint ep, long delay0)
+{
+    sbuf b = SBUF_INIT;
+    if (ep == EP_RESPONSES) {
+        response_obj(&b, g, "completed", NULL, NULL);
+    } else {
+        sbuf_puts(&b, "{\"id\":");
+        js(&b, g->chat_id);
+        sbuf_printf(&b, ",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", g->created);
+        js(&b, g->model);
+        sbuf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        sbuf_json_str(&b, g->text.p, g->text.len);
+        sbuf_puts(&b, "},\"finish_reason\":\"stop\"}],\"usage\":");
+        chat_usage_obj(&b, g);
+        sbuf_puts(&b, "}");
+    }
+    reply_json(j, delay0, 200, &b);
+    sbuf_free(&b);
+}
+
+static void models_json(sbuf *b)
+{
+    sbuf_puts(b, "{\"object\":\"list\",\"data\":[{\"id\":\"gpt-test\",\"object\":\"model\","
+                 "\"created\":1700000000,\"owned_by\":\"mock\"}]}");
+}
+
+/* Fills j with the script for scenario o on endpoint ep. */
+static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int stream)
+{
+    sbuf b = SBUF_INIT;
+    const char *sc = o->scenario;
+    add_usage_headers(j->req, o);
+    if (o->retry_after[0])
+        add_header(j->req, "Retry-After", o->retry_after);
+
+    if (!strcmp(sc, "status")) {
+        int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
+        status_error(&b, code);
+        reply_json(j, 0, code, &b);
+    } else if (!strcmp(sc, "quota429")) {
+        char extra[96];
+        snprintf(extra, sizeof extra, ",\"plan_type\":\"plus\",\"resets_in_seconds\":%ld", o->resets);
+        error_json(&b, QUOTA_MSG, "usage_limit_reached", "usage_limit_reached", extra);
+        reply_json(j, 0, 429, &b);
+    } else if (!strcmp(sc, "ctxlen")) {
+        error_json(&b,
+                   "This model's maximum context length is 8192 tokens. However, your messages "
+                   "resulted in 9000 tokens. Please reduce the length of the messages.",
+                   "invalid_request_error", "context_length_exceeded", NULL);
+        reply_json(j, 0, 400, &b);
+    } else if (!strcmp(sc, "reset")) {
+        job_add(j, ACT_CLOSE, 0)->rst = o->rst != 0;
+    } else if (ep == EP_MODELS) {
+        long delay = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : 0;
+        models_json(&b);
+        reply_json(j, delay, 200, &b);
+    } else if (ep == EP_UNKNOWN) {
+        error_json(&b, "mock_upstream: unknown endpoint", "invalid_request_error", "unknown_url", NULL);
+        reply_json(j, 0, 404, &b);
+    } else {
+        static const struct { const char *name; stream_mode mode; } modes[] = {
+            {"ok", S_OK}, {"slow_headers", S_OK}, {"stall", S_STALL}, {"slow_stream", S_SLOW},
+            {"quota_stream", S_QUOTA}, {"failed_stream", S_FAILED},
+            {"late_error", S_LATE_ERROR}, {"late_reset", S_LATE_RESET},
+        };
+        int found = -1;
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            if (!strcmp(sc, modes[i].name))
+                found = (int)i;
+        if (found < 0) {
+            fprintf(stderr, "mock_upstream: unknown scenario '%s'\n", sc);
+            error_json(&b, "mock_upstream: unknown scenario", "mock_config_error", "unknown_scenario", NULL);
+            reply_json(j, 0, 500, &b);
+        } else {
+            stream_mode mode = modes[found].mode;
+            long delay0 = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : 0;
+            int npieces = o->deltas > 0 ? o->deltas : (mode == S_SLOW ? 20 : 3);
+            if (npieces > 10000)
+                npieces = 10000;
+            gen g;
+            gen_init(&g, r->account, r->model ? r->model : "gpt-test", r->n, npieces);
+            /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
+            if (mode == S_OK && !stream)
+                script_plain(j, &g, ep, delay0);
+            else if (ep == EP_RESPONSES)
+                script_responses_stream(j, &g, o, mode, delay0);
+            else
+                script_chat_stream(j, &g, o, mode, delay0);
+            gen_free(&g);
+        }
+    }
+    sbuf_free(&b);
+}
+
+/* ---------- HTTP handling ---------- */
+
+static void send_simple(struct evhttp_request *req, int status, const char *ctype, const sbuf *body)
+{
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, body->p ? body->p : "", body->len);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    evhttp_send_reply(req, status, NULL, b);
+    evbuffer_free(b);
+}
+
+static const char *method_name(enum evhttp_cmd_type t)
+{
+    switch (t) {
+    case EVHTTP_REQ_GET: return "GET";
+    case EVHTTP_REQ_POST: return "POST";
+    case EVHTTP_REQ_HEAD: return "HEAD";
+    case EVHTTP_REQ_PUT: return "PUT";
+    case EVHTTP_REQ_DELETE: return "DELETE";
+    case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+    case EVHTTP_REQ_PATCH: return "PATCH";
+    default: return "OTHER";
+    }
+}
+
+static endpoint endpoint_parse(const char *rest)
+{
+    if (!strncmp(rest, "v1/", 3))
+        rest += 3;
+    if (!strcmp(rest, "responses"))
+        return EP_RESPONSES;
+    if (!strcmp(rest, "chat/completions"))
+        return EP_CHAT;
+    if (!strcmp(rest, "models"))
+        return EP_MODELS;
+    return EP_UNKNOWN;
+}
+
+static const char *endpoint_name(endpoint ep)
+{
+    switch (ep) {
+    case EP_RESPONSES: return "responses";
+    case EP_CHAT: return "chat/completions";
+    case EP_MODELS: return "models";
+    default: return "unknown";
+    }
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    const char *uri = evhttp_request_get_uri(req);
+    size_t plen = strcspn(uri, "?");
+    char *path = malloc(plen + 1);
+    if (!path)
+        abort();
+    memcpy(path, uri, plen);
+    path[plen] = '\0';
+    sbuf out = SBUF_INIT;
+
+    if (!strcmp(path, "/_requests")) {
+        recs_json(&out);
+        send_simple(req, 200, "application/json", &out);
+        goto done;
+    }
+    if (!strcmp(path, "/_reset")) {
+        g_first_visible = g_nrecs;
+        sbuf_puts(&out, "{\"ok\":true}\n");
+        send_simple(req, 200, "application/json", &out);
+        goto done;
+    }
+    if (!strcmp(path, "/_health")) {
+        sbuf_puts(&out, "{\"ok\":true}\n");
+        send_simple(req, 200, "application/json", &out);
+        goto done;
+    }
+
+    /* /acct/<name>/<spec>/<endpoint...> or /v1/<endpoint...> */
+    char name[128] = "default", spec[256] = "ok";
+    const char *rest = NULL;
+    if (!strncmp(path, "/acct/", 6)) {
+        const char *p = path + 6, *s1 = strchr(p, '/');
+        const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+        if (s1 && s2 && s1 > p && (size_t)(s1 - p) < sizeof name && s2 > s1 + 1 &&
+            (size_t)(s2 - s1 - 1) < sizeof spec) {
+            memcpy(name, p, (size_t)(s1 - p));
+            name[s1 - p] = '\0';
+            memcpy(spec, s1 + 1, (size_t)(s2 - s1 - 1));
+            spec[s2 - s1 - 1] = '\0';
+            rest = s2 + 1;
+        }
+    } else if (!strncmp(path, "/v1/", 4)) {
+        rest = path + 1;
+    }
+    if (!rest) {
+        error_json(&out, "mock_upstream: no such path (want /acct/<name>/<scenario>/v1/<endpoint>)",
+                   "invalid_request_error", "unknown_url", NULL);
+        send_simple(req, 404, "application/json", &out);
+        goto done;
+    }
+
+    opts o;
+    opts_parse(&o, spec);
+    endpoint ep = endpoint_parse(rest);
+
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t blen = evbuffer_get_length(in);
+    const char *body = blen ? (const char *)evbuffer_pullup(in, -1) : "";
+    body_fields f = {0, SBUF_INIT, SBUF_INIT, 0, 0};
+    body_fields_read(&f, body, blen);
+
+    struct evkeyvalq *hin = evhttp_request_get_input_headers(req);
+    rec *r = rec_new();
+    r->account = xstrdup(name);
+    r->scenario = xstrdup(o.scenario);
+    r->spec = xstrdup(spec);
+    r->endpoint = xstrdup(endpoint_name(ep));
+    r->path = xstrdup(uri);
+    r->method = xstrdup(method_name(evhttp_request_get_command(req)));
+    r->authorization = xstrdup(evhttp_find_header(hin, "Authorization"));
+    r->chatgpt_account_id = xstrdup(evhttp_find_header(hin, "ChatGPT-Account-Id"));
+    r->model = f.has_model ? xstrdup(f.model.p) : NULL;
+    r->prev_id = f.has_prev_id ? xstrdup(f.prev_id.p) : NULL;
+    r->stream = f.stream;
+    r->body_len = blen;
+    r->has_body_hash = blen > 0;
+    r->body_hash = fnv1a(body, blen);
+    sbuf_free(&f.model);
+    sbuf_free(&f.prev_id);
+
+    job *j = calloc(1, sizeof *j);
+    if (!j)
+        abort();
+    j->req = req;
+    j->evcon = evhttp_request_get_connection(req);
+    j->r = r;
+    j->timer = evtimer_new(g_base, job_timer_cb, j);
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(j->evcon);
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd >= 0) {
+        j->watch = event_new(g_base, fd, EV_READ | EV_PERSIST, job_watch_cb, j);
+        event_add(j->watch, NULL);
+    }
+    evhttp_connection_set_closecb(j->evcon, job_close_cb, j);
+    script_build(j, &o, ep, r, f.stream);
+    job_run(j);
+
+done:
+    sbuf_free(&out);
+    free(path);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    event_base_loopbreak(arg);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: mock_upstream --port N [--host ADDR]\n"
+                    "  port 0 picks a free port; prints \"listening on PORT\".\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *host = "127.0.0.1";
+    int port = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--port") && i + 1 < argc)
+            port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--host") && i + 1 < argc)
+            host = argv[++i];
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (port < 0 || port > 65535) {
+        usage();
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    g_base = event_base_new();
+    struct evhttp *http = evhttp_new(g_base);
+    if (!g_base || !http) {
+        fprintf(stderr, "mock_upstream: libevent init failed\n");
+        return 1;
+    }
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                         EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
+                                         EVHTTP_REQ_OPTIONS | EVHTTP_REQ_HEAD);
+    evhttp_set_timeout(http, 600);
+    evhttp_set_gencb(http, handle, NULL);
+    struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, host, (ev_uint16_t)port);
+    if (!bs) {
+        fprintf(stderr, "mock_upstream: cannot listen on %s:%d: %s\n", host, port, strerror(errno));
+        return 1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET)
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6)
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    printf("listening on %d\n", port);
+    fflush(stdout);
+
+    struct event *sigterm = evsignal_new(g_base, SIGTERM, on_signal, g_base);
+    struct event *sigint = evsignal_new(g_base, SIGINT, on_signal, g_base);
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    event_base_dispatch(g_base);
+
+    evhttp_free(http); /* runs the close callbacks of connections still open */
+    event_free(sigterm);
+    event_free(sigint);
+    for (size_t i = 0; i < g_nrecs; i++)
+        rec_free(g_recs[i]);
+    free(g_recs);
+    event_base_free(g_base);
+    return 0;
+}
