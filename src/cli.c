@@ -87,6 +87,21 @@ static int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts
     return 0;
 }
 
+/* Parses argv; returns -1 to go on, else the exit code (usage printed). */
+static int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+                              void (*usage)(FILE *))
+{
+    if (cli_parse(cmd, argc, argv, opts) != 0) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (*help) {
+        usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    return -1;
+}
+
 static const char *cli_db_path(const char *opt)
 {
     const char *env = getenv("SWITCHYARD_DB");
@@ -110,7 +125,10 @@ static int cli_parse_int(const char *cmd, const char *opt, const char *text, int
     errno = 0;
     long v = strtol(text, &end, 10);
     if (errno || end == text || *end || v < min || v > INT_MAX) {
-        fprintf(stderr, "switchyard %s: --%s must be an integer >= %d, got '%s'\n", cmd, opt, min, text);
+        if (min == INT_MIN)
+            fprintf(stderr, "switchyard %s: --%s must be an integer, got '%s'\n", cmd, opt, text);
+        else
+            fprintf(stderr, "switchyard %s: --%s must be an integer >= %d, got '%s'\n", cmd, opt, min, text);
         return -1;
     }
     *out = (int)v;
@@ -244,7 +262,7 @@ static int cli_looks_like_object(const char *s)
     size_t n = strlen(s);
     while (n && (unsigned char)s[n - 1] <= ' ')
         n--;
-    while (*s && (unsigned char)*s <= ' ')
+    while (n && (unsigned char)*s <= ' ')
         s++, n--;
     return n >= 2 && s[0] == '{' && s[n - 1] == '}';
 }
@@ -308,16 +326,13 @@ static int cli_account_add(int argc, char **argv)
         {"help", NULL, &a.help}, {NULL, NULL, NULL},
     };
     account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
-    if (cli_parse(cmd, argc, argv, opts) != 0 || (!a.help && cli_account_validate(cmd, &a, &an) != 0)) {
-        cli_usage_account(stderr);
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    if (cli_account_validate(cmd, &a, &an) != 0)
         return CLI_EXIT_USAGE;
-    }
-    if (a.help) {
-        cli_usage_account(stdout);
-        return CLI_EXIT_OK;
-    }
     sbuf token = SBUF_INIT;
-    int rc = CLI_EXIT_USAGE;
+    rc = CLI_EXIT_USAGE;
     if (cli_token_get(cmd, a.token, a.token_file, &token) == 0) {
         an.token = token.p;
         rc = cli_account_insert(cmd, a.db, &an);
@@ -397,17 +412,16 @@ static int cli_account_list(int argc, char **argv)
     const char *cmd = "account list", *db = NULL;
     int json = 0, help = 0;
     const cli_opt opts[] = {{"db", &db, NULL}, {"json", NULL, &json}, {"help", NULL, &help}, {NULL, NULL, NULL}};
-    if (cli_parse(cmd, argc, argv, opts) != 0 || help) {
-        cli_usage_account(help ? stdout : stderr);
-        return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    }
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
     store *s = cli_store_open(cmd, db);
     if (!s)
         return CLI_EXIT_FAIL;
     account *acc = NULL;
     account_state *st = NULL;
     size_t n = 0, nst = 0;
-    int rc = store_accounts_load(s, &acc, &n) == 0 && store_states_load(s, &st, &nst) == 0 ? 0 : -1;
+    rc = store_accounts_load(s, &acc, &n) == 0 && store_states_load(s, &st, &nst) == 0 ? 0 : -1;
     if (rc == 0)
         cli_account_print(acc, n, st, nst, json);
     else
@@ -425,21 +439,19 @@ static int cli_key_add(int argc, char **argv)
     const char *cmd = "key add", *db = NULL, *name = NULL;
     int help = 0;
     const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
-    int bad = cli_parse(cmd, argc, argv, opts) != 0;
-    if (!bad && !help && (!name || !*name)) {
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    if (!name || !*name) {
         fprintf(stderr, "switchyard %s: --name is required\n", cmd);
-        bad = 1;
-    }
-    if (bad || help) {
-        cli_usage_key(help && !bad ? stdout : stderr);
-        return bad ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+        return CLI_EXIT_USAGE;
     }
     store *s = cli_store_open(cmd, db);
     if (!s)
         return CLI_EXIT_FAIL;
     char key[128], err[512] = "";
     int64_t id = 0;
-    int rc = store_key_add(s, name, key, sizeof key, &id, err, sizeof err);
+    rc = store_key_add(s, name, key, sizeof key, &id, err, sizeof err);
     if (rc == 0) {
         printf("added platform key %s (id %lld, prefix %.7s); it is shown only this once:\n", name,
                (long long)id, key);
@@ -494,16 +506,15 @@ static int cli_key_list(int argc, char **argv)
     const char *cmd = "key list", *db = NULL;
     int json = 0, help = 0;
     const cli_opt opts[] = {{"db", &db, NULL}, {"json", NULL, &json}, {"help", NULL, &help}, {NULL, NULL, NULL}};
-    if (cli_parse(cmd, argc, argv, opts) != 0 || help) {
-        cli_usage_key(help ? stdout : stderr);
-        return help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    }
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
     store *s = cli_store_open(cmd, db);
     if (!s)
         return CLI_EXIT_FAIL;
     platform_key *k = NULL;
     size_t n = 0;
-    int rc = store_keys_load(s, &k, &n);
+    rc = store_keys_load(s, &k, &n);
     if (rc == 0)
         cli_key_print(k, n, json);
     else

@@ -58,6 +58,8 @@ static void pool_accounts_clear(pool *p)
 {
     for (size_t i = 0; i < p->n; i++) {
         account *a = &p->accts[i].a;
+        if (a->token)
+            explicit_bzero(a->token, strlen(a->token));
         free(a->name), free(a->base_url), free(a->token), free(a->chatgpt_account_id), free(a->model_map);
     }
     free(p->accts);

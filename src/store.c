@@ -22,6 +22,7 @@
 #define STORE_LOG_QUEUE_MAX 100000 /* pending request logs before the oldest are dropped */
 #define STORE_BATCH_MAX 2000       /* request logs per writer transaction */
 #define STORE_BUSY_MS 5000         /* busy wait for connections that are off the loop */
+#define STORE_GROUP_MS 10          /* group-commit window: fewer fsyncs, lock free in between */
 #define STORE_KEY_RANDOM_CHARS 40
 #define STORE_KEY_PREFIX_LEN 7     /* "sy-" plus 4 random chars */
 
@@ -51,6 +52,8 @@ typedef struct store_writer {
     uint64_t queued_seq, committed_seq;
     uint64_t dropped_logs, failed_commits;
     int running, stop;
+    int idle;         /* writer is waiting for the first item: puts must wake it */
+    int sync_waiters; /* a store_writer_sync is waiting: skip the group window */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
     sqlite3_stmt *ins_log, *up_state;
@@ -383,8 +386,12 @@ static int store_migrate(sqlite3 *db, char *err, size_t errlen)
 static void store_writer_init(store_writer *w)
 {
     memset(w, 0, sizeof *w);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the group window must not jump with the wall clock */
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->work_cv, NULL);
+    pthread_cond_init(&w->work_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&w->done_cv, NULL);
 }
 
@@ -964,15 +971,45 @@ static void writer_batch_free(writer_batch *b)
     free(b->states);
 }
 
+static int writer_window_open(const store_writer *w)
+{
+    return !w->stop && !w->sync_waiters && w->n_logs < STORE_BATCH_MAX;
+}
+
+/* After the first item arrives, gathers more for up to STORE_GROUP_MS (lock
+ * held): one transaction and one fsync per window instead of per request,
+ * and the write lock stays free most of the time for the CLI. */
+static void writer_gather(store_writer *w)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += STORE_GROUP_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (writer_window_open(w))
+        if (pthread_cond_timedwait(&w->work_cv, &w->mu, &until) == ETIMEDOUT)
+            break;
+}
+
+static void writer_wait_work(store_writer *w)
+{
+    w->idle = 1;
+    while (!writer_has_work(w) && !w->stop)
+        pthread_cond_wait(&w->work_cv, &w->mu);
+    w->idle = 0;
+}
+
 static void *writer_main(void *arg)
 {
     store_writer *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!writer_has_work(w) && !w->stop)
-            pthread_cond_wait(&w->work_cv, &w->mu);
+        writer_wait_work(w);
         if (!writer_has_work(w))
             break; /* stop requested and the queue is drained */
+        writer_gather(w);
         writer_batch b;
         writer_take(w, &b);
         pthread_mutex_unlock(&w->mu);
@@ -1025,6 +1062,10 @@ int store_writer_start(store *s, char *err, size_t errlen)
     store_writer *w = &s->w;
     if (w->running) {
         store_errf(err, errlen, "writer already running");
+        return -1;
+    }
+    if (!sqlite3_threadsafe()) { /* two threads use two connections of one library */
+        store_errf(err, errlen, "sqlite3 was built without thread support");
         return -1;
     }
     if (writer_prepare(w, s->path, err, errlen) != 0) {
@@ -1086,7 +1127,8 @@ void store_writer_put_state(store *s, const account_state *st)
     w->states[i] = *st;
     w->states[i].last_error[sizeof w->states[i].last_error - 1] = '\0';
     w->queued_seq++;
-    pthread_cond_signal(&w->work_cv);
+    if (w->idle)
+        pthread_cond_signal(&w->work_cv);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -1133,7 +1175,8 @@ void store_writer_put_log(store *s, const request_log *rl)
         w->head = it;
     w->tail = it;
     w->n_logs++;
-    pthread_cond_signal(&w->work_cv);
+    if (w->idle || w->n_logs == STORE_BATCH_MAX) /* else the writer is gathering or busy */
+        pthread_cond_signal(&w->work_cv);
     pthread_mutex_unlock(&w->mu);
     if (dropped == 1 || (dropped && dropped % 10000 == 0)) /* one line per 10000, not a flood */
         log_error("store: writer queue full (%d request logs); dropped the oldest (%llu dropped so far)",
@@ -1147,8 +1190,11 @@ void store_writer_sync(store *s)
         return; /* nothing would ever commit; blocking forever helps no one */
     pthread_mutex_lock(&w->mu);
     uint64_t target = w->queued_seq;
+    w->sync_waiters++;
+    pthread_cond_signal(&w->work_cv); /* cut a gathering window short */
     while (w->committed_seq < target)
         pthread_cond_wait(&w->done_cv, &w->mu);
+    w->sync_waiters--;
     pthread_mutex_unlock(&w->mu);
 }
 
