@@ -21,6 +21,10 @@ const char *policy_source(const policy_engine *pe); /* dir or "embedded" */
 
 /* Counters of hook failures that fell back to the built-in default. */
 uint64_t policy_fallbacks(const policy_engine *pe);
+/* The last fallback's reason, e.g. "classify: timeout: ...", "" if none
+ * (redacted; safe to log or show). The hook calls below also accept
+ * pe == NULL: the built-in default decides. */
+const char *policy_last_error(const policy_engine *pe);
 
 /* --- classify: what to do with an upstream failure --- */
 typedef struct policy_event {

@@ -300,6 +300,7 @@ static void proxy_commit(proxy_req *p)
     if (p->committed)
         return;
     p->committed = 1;
+    p->error_class[0] = '\0'; /* failures before commit are history (trace, why); report what follows */
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
     evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
     if (p->resp_request_id[0])

@@ -1,0 +1,91 @@
+-- policies/order.lua: the order candidates are tried in. Called as
+-- order(candidates, ctx); each candidate is {id, name, kind, sort, updated_at,
+-- primary_used_pct, secondary_used_pct, success_rate, latency_ema_ms,
+-- inflight, max_concurrency, reserve}; ctx is {strategy, rotation, model,
+-- platform_key_id, cursor, preferred, seed}. Returns the candidate ids in try
+-- order (leaving one out means "do not try it").
+--   rotation picks the groups and their order: accounts (every kind but
+--     "aggregate") and/or aggregate APIs;
+--   each group: normal accounts first, all reserves after every normal one;
+--   strategy "ordered": sort ASC, updated_at DESC, id ASC, then the healthier
+--     of two random picks among the first three goes first (ctx.seed);
+--   strategy "balanced": strict round-robin by id, starting after ctx.cursor;
+--   ctx.preferred, when present, goes first.
+-- The built-in C default in src/policy.c mirrors these rules.
+
+local GROUPS = {
+  account_rotation = { "account" },
+  aggregate_api_rotation = { "aggregate" },
+  hybrid_rotation = { "account", "aggregate" },
+  hybrid_aggregate_first_rotation = { "aggregate", "account" },
+}
+local P2C_AMONG = 3
+local SUCCESS_MARGIN = 0.05  -- success rates closer than this count as equal
+
+local function group_of(c)
+  return c.kind == "aggregate" and "aggregate" or "account"
+end
+
+local function before(a, b)
+  if a.sort ~= b.sort then return a.sort < b.sort end
+  if a.updated_at ~= b.updated_at then return a.updated_at > b.updated_at end
+  return a.id < b.id
+end
+
+local function healthier(a, b)
+  if math.abs(a.success_rate - b.success_rate) > SUCCESS_MARGIN then
+    return a.success_rate > b.success_rate
+  end
+  if a.inflight ~= b.inflight then return a.inflight < b.inflight end
+  return a.latency_ema_ms < b.latency_ema_ms
+end
+
+-- Power of two choices among the first P2C_AMONG; returns the next seed.
+local function p2c(seg, seed)
+  local k = math.min(P2C_AMONG, #seg)
+  if k < 2 then return seed end
+  local r1 = sy.rand(seed)
+  local r2 = sy.rand(r1)
+  local i, j = r1 % k + 1, r2 % (k - 1) + 1
+  if j >= i then j = j + 1 end
+  local lo, hi = math.min(i, j), math.max(i, j)
+  local win = healthier(seg[hi], seg[lo]) and hi or lo
+  table.insert(seg, 1, table.remove(seg, win))
+  return r2
+end
+
+-- Strict round-robin: by id, first the id after the cursor, wrapping.
+local function round_robin(seg, cursor)
+  table.sort(seg, function(a, b) return a.id < b.id end)
+  local start = 1
+  for i, c in ipairs(seg) do
+    if c.id > cursor then start = i break end
+  end
+  local out = {}
+  for k = 0, #seg - 1 do out[#out + 1] = seg[(start - 1 + k) % #seg + 1] end
+  return out
+end
+
+local function order(candidates, ctx)
+  local list = sy.copy(candidates)
+  table.sort(list, before)
+  local normal, reserve, seed = {}, {}, ctx.seed
+  for _, g in ipairs(GROUPS[ctx.rotation] or GROUPS.hybrid_rotation) do
+    local seg, res = {}, {}
+    for _, c in ipairs(list) do
+      if group_of(c) == g then table.insert(c.reserve and res or seg, c) end
+    end
+    if ctx.strategy == "balanced" then
+      seg = round_robin(seg, ctx.cursor)
+    else
+      seed = p2c(seg, seed)
+    end
+    sy.append(normal, seg)
+    sy.append(reserve, res)
+  end
+  local ids = sy.map(sy.append(normal, reserve), function(c) return c.id end)
+  if ctx.preferred ~= 0 then sy.move_to_front(ids, ctx.preferred) end
+  return ids
+end
+
+return { version = 1, order = order }

@@ -1,0 +1,683 @@
+/* json.c: the strict RFC 8259 parser, tree accessors and compact serializer
+ * declared in json.h. One pass over the input, recursive descent bounded by
+ * JSON_MAX_DEPTH; each node and string is its own allocation so that
+ * json_set_str can replace members in place. */
+#include "json.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSON_MAX_DEPTH 128
+
+typedef struct jparser {
+    const char *s;
+    size_t len;
+    size_t pos;
+    int depth;
+    char *err;
+    size_t errlen;
+} jparser;
+
+static json_value *json_parse_value(jparser *p);
+
+/* Records the first error only: later failures are consequences of it. */
+static void json_fail(jparser *p, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void json_fail(jparser *p, size_t at, const char *fmt, ...)
+{
+    if (!p->err || !p->errlen || p->err[0])
+        return;
+    char msg[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(p->err, p->errlen, "offset %zu: %s", at, msg);
+}
+
+static void *json_alloc(size_t n)
+{
+    void *v = calloc(1, n);
+    if (!v)
+        abort(); /* same policy as sbuf: no useful work without memory */
+    return v;
+}
+
+static json_value *json_new(json_type t)
+{
+    json_value *v = json_alloc(sizeof *v);
+    v->type = t;
+    return v;
+}
+
+static void json_free_members(json_value *v)
+{
+    json_value *c = v->child;
+    while (c) {
+        json_value *n = c->next;
+        json_free(c);
+        c = n;
+    }
+    v->child = NULL;
+    v->count = 0;
+}
+
+void json_free(json_value *v)
+{
+    if (!v)
+        return;
+    json_free_members(v);
+    free(v->str);
+    free(v->key);
+    free(v);
+}
+
+static void json_skip_ws(jparser *p)
+{
+    while (p->pos < p->len) {
+        char c = p->s[p->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            return;
+        p->pos++;
+    }
+}
+
+/* Describes the byte at pos for error messages. */
+static void json_fail_unexpected(jparser *p, const char *what)
+{
+    if (p->pos >= p->len) {
+        json_fail(p, p->pos, "unexpected end of input, expected %s", what);
+        return;
+    }
+    unsigned char c = (unsigned char)p->s[p->pos];
+    if (c >= 0x20 && c < 0x7f)
+        json_fail(p, p->pos, "unexpected '%c', expected %s", c, what);
+    else
+        json_fail(p, p->pos, "unexpected byte 0x%02x, expected %s", c, what);
+}
+
+static json_value *json_parse_literal(jparser *p, const char *word, json_type t)
+{
+    size_t n = strlen(word);
+    if (p->len - p->pos < n || memcmp(p->s + p->pos, word, n) != 0) {
+        json_fail(p, p->pos, "invalid literal");
+        return NULL;
+    }
+    p->pos += n;
+    return json_new(t);
+}
+
+static int json_is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* Validates the number grammar, then converts. Plain integers of up to 15
+ * digits are exact in a double, so they skip strtod (the common case).
+ * strtod follows LC_NUMERIC: the gateway never calls setlocale. */
+static json_value *json_parse_number(jparser *p)
+{
+    size_t start = p->pos, i = p->pos;
+    const char *s = p->s;
+    int simple = 1;
+    if (i < p->len && s[i] == '-')
+        i++;
+    if (i >= p->len || !json_is_digit(s[i])) {
+        json_fail(p, i, "invalid number");
+        return NULL;
+    }
+    if (s[i] == '0') {
+        i++;
+        if (i < p->len && json_is_digit(s[i])) {
+            json_fail(p, start, "leading zero in number");
+            return NULL;
+        }
+    } else {
+        while (i < p->len && json_is_digit(s[i]))
+            i++;
+    }
+    if (i < p->len && s[i] == '.') {
+        simple = 0;
+        i++;
+        if (i >= p->len || !json_is_digit(s[i])) {
+            json_fail(p, i, "expected digit after decimal point");
+            return NULL;
+        }
+        while (i < p->len && json_is_digit(s[i]))
+            i++;
+    }
+    if (i < p->len && (s[i] == 'e' || s[i] == 'E')) {
+        simple = 0;
+        i++;
+        if (i < p->len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (i >= p->len || !json_is_digit(s[i])) {
+            json_fail(p, i, "expected digit in exponent");
+            return NULL;
+        }
+        while (i < p->len && json_is_digit(s[i]))
+            i++;
+    }
+    size_t n = i - start;
+    double x;
+    int neg = s[start] == '-';
+    if (simple && n - (size_t)neg <= 15) {
+        long long acc = 0;
+        for (size_t k = start + (size_t)neg; k < i; k++)
+            acc = acc * 10 + (s[k] - '0');
+        x = neg ? -(double)acc : (double)acc;
+        if (neg && acc == 0)
+            x = -0.0;
+    } else {
+        /* copy: the input need not be NUL-terminated after the number */
+        char small[64];
+        char *tmp = n < sizeof small ? small : json_alloc(n + 1);
+        memcpy(tmp, s + start, n);
+        tmp[n] = '\0';
+        x = strtod(tmp, NULL);
+        if (tmp != small)
+            free(tmp);
+        if (isinf(x)) {
+            json_fail(p, start, "number out of range");
+            return NULL;
+        }
+    }
+    p->pos = i;
+    json_value *v = json_new(JSON_NUMBER);
+    v->num = x;
+    return v;
+}
+
+static int json_hex4(const char *s, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t json_utf8_put(char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (before end), 0 if invalid:
+ * rejects overlongs, encoded surrogates and code points above U+10FFFF. */
+static size_t json_utf8_len(const unsigned char *s, const unsigned char *end)
+{
+    unsigned char c = s[0];
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if ((size_t)(end - s) < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k < n; k++)
+        if (s[k] < 0x80 || s[k] > 0xBF)
+            return 0;
+    return n;
+}
+
+/* Decodes one \u escape at s (pointing at the 'u'), joining a surrogate
+ * pair. Lone surrogates are grammatical JSON but not UTF-8: they become
+ * U+FFFD. Returns bytes consumed after the backslash, 0 on bad hex. */
+static size_t json_unicode_escape(const char *s, const char *end, unsigned *cp)
+{
+    unsigned hi, lo;
+    if (end - s < 5 || json_hex4(s + 1, &hi) != 0)
+        return 0;
+    if (hi >= 0xDC00 && hi <= 0xDFFF) {
+        *cp = 0xFFFD;
+        return 5;
+    }
+    if (hi < 0xD800 || hi > 0xDBFF) {
+        *cp = hi;
+        return 5;
+    }
+    if (end - s >= 11 && s[5] == '\\' && s[6] == 'u' && json_hex4(s + 7, &lo) == 0 &&
+        lo >= 0xDC00 && lo <= 0xDFFF) {
+        *cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+        return 11;
+    }
+    *cp = 0xFFFD;
+    return 5;
+}
+
+/* Parses the string at pos (on the opening quote) into a fresh NUL-terminated
+ * buffer. A first scan finds the closing quote so the buffer is allocated
+ * once: decoding never makes a string longer. */
+static char *json_parse_string(jparser *p, size_t *out_len)
+{
+    size_t open = p->pos, i = p->pos + 1;
+    const char *s = p->s;
+    while (i < p->len && s[i] != '"')
+        i += s[i] == '\\' ? 2 : 1;
+    if (i >= p->len) {
+        json_fail(p, open, "unterminated string");
+        return NULL;
+    }
+    const char *end = s + i, *c = s + open + 1;
+    char *buf = json_alloc((size_t)(end - c) + 1), *o = buf;
+    while (c < end) {
+        const char *run = c;
+        while (c < end && (unsigned char)*c >= 0x20 && (unsigned char)*c < 0x80 && *c != '\\')
+            c++;
+        memcpy(o, run, (size_t)(c - run));
+        o += c - run;
+        if (c >= end)
+            break;
+        unsigned char b = (unsigned char)*c;
+        if (b < 0x20) {
+            json_fail(p, (size_t)(c - s), "control character in string");
+            goto fail;
+        }
+        if (b >= 0x80) {
+            size_t n = json_utf8_len((const unsigned char *)c, (const unsigned char *)end);
+            if (!n) {
+                json_fail(p, (size_t)(c - s), "invalid UTF-8 in string");
+                goto fail;
+            }
+            memcpy(o, c, n);
+            o += n;
+            c += n;
+            continue;
+        }
+        /* backslash: the scan guaranteed a following byte before end */
+        char e = c[1], ch;
+        switch (e) {
+        case '"': ch = '"'; break;
+        case '\\': ch = '\\'; break;
+        case '/': ch = '/'; break;
+        case 'b': ch = '\b'; break;
+        case 'f': ch = '\f'; break;
+        case 'n': ch = '\n'; break;
+        case 'r': ch = '\r'; break;
+        case 't': ch = '\t'; break;
+        case 'u': {
+            unsigned cp;
+            size_t used = json_unicode_escape(c + 1, end, &cp);
+            if (!used) {
+                json_fail(p, (size_t)(c - s), "invalid \\u escape");
+                goto fail;
+            }
+            o += json_utf8_put(o, cp);
+            c += 1 + used;
+            continue;
+        }
+        default:
+            json_fail(p, (size_t)(c - s), "invalid escape");
+            goto fail;
+        }
+        *o++ = ch;
+        c += 2;
+    }
+    *o = '\0';
+    *out_len = (size_t)(o - buf);
+    p->pos = i + 1;
+    return buf;
+fail:
+    free(buf);
+    return NULL;
+}
+
+static int json_enter(jparser *p)
+{
+    if (++p->depth > JSON_MAX_DEPTH) {
+        json_fail(p, p->pos, "nesting deeper than %d levels", JSON_MAX_DEPTH);
+        return -1;
+    }
+    return 0;
+}
+
+static json_value *json_parse_array(jparser *p)
+{
+    if (json_enter(p) != 0)
+        return NULL;
+    json_value *arr = json_new(JSON_ARRAY), **tail = &arr->child;
+    p->pos++; /* '[' */
+    json_skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == ']') {
+        p->pos++;
+        p->depth--;
+        return arr;
+    }
+    for (;;) {
+        json_value *v = json_parse_value(p);
+        if (!v)
+            goto fail;
+        *tail = v;
+        tail = &v->next;
+        arr->count++;
+        json_skip_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == ',') {
+            p->pos++;
+            json_skip_ws(p);
+            if (p->pos < p->len && p->s[p->pos] == ']') {
+                json_fail(p, p->pos, "trailing comma in array");
+                goto fail;
+            }
+            continue;
+        }
+        if (p->pos < p->len && p->s[p->pos] == ']') {
+            p->pos++;
+            p->depth--;
+            return arr;
+        }
+        json_fail_unexpected(p, "',' or ']'");
+        goto fail;
+    }
+fail:
+    json_free(arr);
+    return NULL;
+}
+
+static json_value *json_parse_object(jparser *p)
+{
+    if (json_enter(p) != 0)
+        return NULL;
+    json_value *obj = json_new(JSON_OBJECT), **tail = &obj->child;
+    p->pos++; /* '{' */
+    json_skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == '}') {
+        p->pos++;
+        p->depth--;
+        return obj;
+    }
+    for (;;) {
+        if (p->pos >= p->len || p->s[p->pos] != '"') {
+            if (p->pos < p->len && p->s[p->pos] == '}' && obj->count)
+                json_fail(p, p->pos, "trailing comma in object");
+            else
+                json_fail_unexpected(p, "member name string");
+            goto fail;
+        }
+        size_t klen;
+        char *key = json_parse_string(p, &klen);
+        if (!key)
+            goto fail;
+        json_skip_ws(p);
+        if (p->pos >= p->len || p->s[p->pos] != ':') {
+            free(key);
+            json_fail_unexpected(p, "':'");
+            goto fail;
+        }
+        p->pos++;
+        json_skip_ws(p);
+        json_value *v = json_parse_value(p);
+        if (!v) {
+            free(key);
+            goto fail;
+        }
+        v->key = key;
+        *tail = v;
+        tail = &v->next;
+        obj->count++;
+        json_skip_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == ',') {
+            p->pos++;
+            json_skip_ws(p);
+            continue;
+        }
+        if (p->pos < p->len && p->s[p->pos] == '}') {
+            p->pos++;
+            p->depth--;
+            return obj;
+        }
+        json_fail_unexpected(p, "',' or '}'");
+        goto fail;
+    }
+fail:
+    json_free(obj);
+    return NULL;
+}
+
+static json_value *json_parse_value(jparser *p)
+{
+    if (p->pos >= p->len) {
+        json_fail_unexpected(p, "a value");
+        return NULL;
+    }
+    char c = p->s[p->pos];
+    switch (c) {
+    case '{': return json_parse_object(p);
+    case '[': return json_parse_array(p);
+    case '"': {
+        size_t n;
+        char *s = json_parse_string(p, &n);
+        if (!s)
+            return NULL;
+        json_value *v = json_new(JSON_STRING);
+        v->str = s;
+        v->str_len = n;
+        return v;
+    }
+    case 't': return json_parse_literal(p, "true", JSON_TRUE);
+    case 'f': return json_parse_literal(p, "false", JSON_FALSE);
+    case 'n': return json_parse_literal(p, "null", JSON_NULL);
+    default:
+        if (c == '-' || json_is_digit(c))
+            return json_parse_number(p);
+        json_fail_unexpected(p, "a value");
+        return NULL;
+    }
+}
+
+json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen)
+{
+    jparser p = {buf ? buf : "", buf ? len : 0, 0, 0, err, errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    json_skip_ws(&p);
+    json_value *v = json_parse_value(&p);
+    if (!v)
+        return NULL;
+    json_skip_ws(&p);
+    if (p.pos != p.len) {
+        json_fail(&p, p.pos, "trailing data after the document");
+        json_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* ---------- accessors ---------- */
+
+/* With duplicate names the last one wins, as in JavaScript and Python, so
+ * the gateway reads what most upstream parsers would read. */
+json_value *json_get(const json_value *obj, const char *key)
+{
+    if (!obj || obj->type != JSON_OBJECT || !key)
+        return NULL;
+    json_value *found = NULL;
+    for (json_value *c = obj->child; c; c = c->next)
+        if (c->key && strcmp(c->key, key) == 0)
+            found = c;
+    return found;
+}
+
+json_value *json_at(const json_value *arr, size_t i)
+{
+    if (!arr || (arr->type != JSON_ARRAY && arr->type != JSON_OBJECT) || i >= arr->count)
+        return NULL;
+    json_value *c = arr->child;
+    while (c && i--)
+        c = c->next;
+    return c;
+}
+
+const char *json_get_str(const json_value *obj, const char *key)
+{
+    json_value *v = json_get(obj, key);
+    return v && v->type == JSON_STRING ? v->str : NULL;
+}
+
+int json_get_bool(const json_value *obj, const char *key, int dflt)
+{
+    json_value *v = json_get(obj, key);
+    if (v && v->type == JSON_TRUE)
+        return 1;
+    if (v && v->type == JSON_FALSE)
+        return 0;
+    return dflt;
+}
+
+double json_get_num(const json_value *obj, const char *key, double dflt)
+{
+    json_value *v = json_get(obj, key);
+    return v && v->type == JSON_NUMBER ? v->num : dflt;
+}
+
+static char *json_strdup(const char *s, size_t n)
+{
+    char *d = json_alloc(n + 1);
+    memcpy(d, s, n);
+    return d;
+}
+
+/* Turns v into the string val (or null when val is NULL), dropping any
+ * previous content. val is copied first: it may point into v itself. */
+static void json_assign_str(json_value *v, const char *val)
+{
+    char *copy = val ? json_strdup(val, strlen(val)) : NULL;
+    json_free_members(v);
+    free(v->str);
+    v->type = val ? JSON_STRING : JSON_NULL;
+    v->str = copy;
+    v->str_len = val ? strlen(val) : 0;
+    v->num = 0;
+}
+
+/* Earlier duplicates of key are removed so the output is unambiguous. */
+int json_set_str(json_value *obj, const char *key, const char *val)
+{
+    if (!obj || obj->type != JSON_OBJECT || !key)
+        return -1;
+    json_value *target = json_get(obj, key);
+    json_value **link = &obj->child, *last = NULL;
+    while (*link) {
+        json_value *c = *link;
+        if (c != target && c->key && strcmp(c->key, key) == 0) {
+            *link = c->next;
+            obj->count--;
+            json_free(c);
+            continue;
+        }
+        last = c;
+        link = &c->next;
+    }
+    if (!target) {
+        target = json_new(JSON_NULL);
+        target->key = json_strdup(key, strlen(key));
+        if (last)
+            last->next = target;
+        else
+            obj->child = target;
+        obj->count++;
+    }
+    json_assign_str(target, val);
+    return 0;
+}
+
+/* ---------- serializer ---------- */
+
+/* Integral values print as integers; others use the shortest of %.15g..%.17g
+ * that reads back as the same double (so 0.1 stays "0.1"). */
+static void json_write_num(sbuf *out, double x)
+{
+    if (!isfinite(x)) {
+        sbuf_puts(out, "null"); /* JSON has no inf/nan; cannot come from the parser */
+        return;
+    }
+    if (x == floor(x) && fabs(x) < 9007199254740992.0) {
+        if (x == 0 && signbit(x))
+            sbuf_puts(out, "-0");
+        else
+            sbuf_printf(out, "%lld", (long long)x);
+        return;
+    }
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (prec == 17 || strtod(buf, NULL) == x)
+            break;
+    }
+    sbuf_puts(out, buf);
+}
+
+void json_write(sbuf *out, const json_value *v)
+{
+    if (!v) {
+        sbuf_puts(out, "null");
+        return;
+    }
+    switch (v->type) {
+    case JSON_NULL: sbuf_puts(out, "null"); break;
+    case JSON_FALSE: sbuf_puts(out, "false"); break;
+    case JSON_TRUE: sbuf_puts(out, "true"); break;
+    case JSON_NUMBER: json_write_num(out, v->num); break;
+    case JSON_STRING: sbuf_json_str(out, v->str ? v->str : "", v->str ? v->str_len : 0); break;
+    case JSON_ARRAY:
+        sbuf_append(out, "[", 1);
+        for (const json_value *c = v->child; c; c = c->next) {
+            if (c != v->child)
+                sbuf_append(out, ",", 1);
+            json_write(out, c);
+        }
+        sbuf_append(out, "]", 1);
+        break;
+    case JSON_OBJECT:
+        sbuf_append(out, "{", 1);
+        for (const json_value *c = v->child; c; c = c->next) {
+            if (c != v->child)
+                sbuf_append(out, ",", 1);
+            const char *k = c->key ? c->key : "";
+            sbuf_json_str(out, k, strlen(k));
+            sbuf_append(out, ":", 1);
+            json_write(out, c);
+        }
+        sbuf_append(out, "}", 1);
+        break;
+    }
+}

@@ -1,0 +1,273 @@
+/* preflight.c: the hold/commit/error decision for upstream SSE streams
+ * (preflight.h). Every event's data is parsed as JSON and sorted into
+ * semantic output, terminal, error or bookkeeping (ids, model, usage), for
+ * both the Responses API and Chat Completions shapes. */
+#include "preflight.h"
+#include "json.h"
+#include <stdio.h>
+#include <string.h>
+
+static void preflight_on_event(void *ud, const char *event, const char *data, size_t len);
+
+void preflight_init(preflight *pf, api_kind api, size_t max_bytes)
+{
+    memset(pf, 0, sizeof *pf);
+    pf->api = api;
+    pf->state = PF_HOLD;
+    pf->max_bytes = max_bytes;
+    pf->input_tokens = pf->output_tokens = pf->total_tokens = -1;
+    sse_init(&pf->parser, preflight_on_event, pf);
+}
+
+void preflight_free(preflight *pf)
+{
+    sbuf_free(&pf->held);
+    sbuf_free(&pf->error_message);
+    sbuf_free(&pf->error_body);
+    sse_free(&pf->parser);
+}
+
+void preflight_commit(preflight *pf)
+{
+    if (pf->state == PF_HOLD)
+        pf->state = PF_COMMIT;
+}
+
+pf_state preflight_feed(preflight *pf, const char *buf, size_t n)
+{
+    if (pf->state == PF_ERROR)
+        return PF_ERROR;
+    /* append first: a commit inside this feed must find its trigger bytes held */
+    sbuf_append(&pf->held, buf, n);
+    sse_feed(&pf->parser, buf, n);
+    if (pf->state == PF_HOLD && pf->held.len > pf->max_bytes)
+        preflight_commit(pf);
+    return pf->state;
+}
+
+/* ---------- small helpers ---------- */
+
+static void pf_copy(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static int pf_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+static int pf_nonempty_str(const json_value *v)
+{
+    return v && v->type == JSON_STRING && v->str_len > 0;
+}
+
+/* Present and not null (an empty array counts as absent). */
+static int pf_present(const json_value *v)
+{
+    if (!v || v->type == JSON_NULL)
+        return 0;
+    return (v->type != JSON_ARRAY && v->type != JSON_OBJECT) || v->count > 0;
+}
+
+/* Codes are usually strings but some providers send numbers (e.g. 429). */
+static void pf_copy_field(char *dst, size_t cap, const json_value *obj, const char *key)
+{
+    const json_value *v = json_get(obj, key);
+    if (v && v->type == JSON_STRING)
+        pf_copy(dst, cap, v->str);
+    else if (v && v->type == JSON_NUMBER)
+        snprintf(dst, cap, "%.0f", v->num);
+}
+
+static void pf_semantic(preflight *pf)
+{
+    pf->saw_semantic = 1;
+    preflight_commit(pf);
+}
+
+static void pf_terminal(preflight *pf)
+{
+    pf->saw_terminal = 1;
+    preflight_commit(pf);
+}
+
+static void pf_usage(preflight *pf, const json_value *u, const char *in_key, const char *out_key)
+{
+    if (!u || u->type != JSON_OBJECT)
+        return;
+    double in = json_get_num(u, in_key, -1), out = json_get_num(u, out_key, -1);
+    double tot = json_get_num(u, "total_tokens", in >= 0 && out >= 0 ? in + out : -1);
+    if (in >= 0)
+        pf->input_tokens = (long)in;
+    if (out >= 0)
+        pf->output_tokens = (long)out;
+    if (tot >= 0)
+        pf->total_tokens = (long)tot;
+}
+
+/* ---------- errors ---------- */
+
+/* Fills the error fields from whichever shape the event uses:
+ * {"error":"text"}, {"error":{type,code,message}}, response.failed's
+ * {"response":{"error":{...}}}, or type "error" with code/message on top. */
+static void pf_error_fields(preflight *pf, const json_value *doc)
+{
+    if (!doc || doc->type != JSON_OBJECT)
+        return;
+    const json_value *err = json_get(doc, "error");
+    if (err && err->type == JSON_STRING) {
+        sbuf_append(&pf->error_message, err->str, err->str_len);
+        return;
+    }
+    const char *type = json_get_str(doc, "type");
+    if ((!err || err->type != JSON_OBJECT) && type && strcmp(type, "response.failed") == 0) {
+        const json_value *resp = json_get(doc, "response");
+        err = resp ? json_get(resp, "error") : NULL;
+    }
+    if (err && err->type == JSON_OBJECT)
+        pf_copy_field(pf->error_type, sizeof pf->error_type, err, "type");
+    else
+        err = doc; /* top-level "type" is the event kind, not an error type */
+    pf_copy_field(pf->error_code, sizeof pf->error_code, err, "code");
+    const json_value *msg = json_get(err, "message");
+    if (msg && msg->type == JSON_STRING)
+        sbuf_append(&pf->error_message, msg->str, msg->str_len);
+}
+
+/* Before commit the error is final; after it only the first late error is
+ * recorded, since later ones tend to be consequences of it. */
+static void pf_error(preflight *pf, const json_value *doc, const char *data, size_t len)
+{
+    if (pf->state == PF_COMMIT && pf->late_error)
+        return;
+    pf->error_type[0] = pf->error_code[0] = '\0';
+    sbuf_reset(&pf->error_message);
+    sbuf_reset(&pf->error_body);
+    sbuf_append(&pf->error_body, data, len);
+    pf_error_fields(pf, doc);
+    if (pf->state == PF_HOLD)
+        pf->state = PF_ERROR;
+    else
+        pf->late_error = 1;
+}
+
+static int pf_is_error_doc(const json_value *doc)
+{
+    const json_value *err = json_get(doc, "error");
+    if (err && (err->type == JSON_OBJECT || err->type == JSON_STRING))
+        return 1;
+    const char *type = json_get_str(doc, "type");
+    return type && (strcmp(type, "error") == 0 || strcmp(type, "response.failed") == 0);
+}
+
+/* ---------- Responses API ---------- */
+
+static void pf_response_info(preflight *pf, const json_value *doc)
+{
+    const json_value *resp = json_get(doc, "response");
+    if (!resp || resp->type != JSON_OBJECT)
+        return;
+    const char *id = json_get_str(resp, "id"), *model = json_get_str(resp, "model");
+    if (id && *id)
+        pf_copy(pf->response_id, sizeof pf->response_id, id);
+    if (model && *model)
+        pf_copy(pf->model, sizeof pf->model, model);
+    pf_usage(pf, json_get(resp, "usage"), "input_tokens", "output_tokens");
+}
+
+/* An output item is output when it is a tool call of any kind, or (once
+ * done) a message that carries content. */
+static int pf_item_is_output(const json_value *doc, int done)
+{
+    const json_value *item = json_get(doc, "item");
+    const char *t = json_get_str(item, "type");
+    if (!t)
+        return 0;
+    if (strcmp(t, "reasoning") == 0)
+        return 0;
+    if (strcmp(t, "message") == 0)
+        return done && pf_present(json_get(item, "content"));
+    return 1;
+}
+
+static void pf_responses_event(preflight *pf, const json_value *doc, const char *type)
+{
+    int added = strcmp(type, "response.output_item.added") == 0;
+    int done = strcmp(type, "response.output_item.done") == 0;
+    if (pf_ends_with(type, ".delta") || ((added || done) && pf_item_is_output(doc, done)))
+        pf_semantic(pf);
+    else if (strcmp(type, "response.completed") == 0 || strcmp(type, "response.incomplete") == 0)
+        pf_terminal(pf);
+}
+
+/* ---------- Chat Completions ---------- */
+
+static void pf_chat_choice(preflight *pf, const json_value *choice)
+{
+    const json_value *delta = json_get(choice, "delta");
+    if (delta && delta->type == JSON_OBJECT &&
+        (pf_nonempty_str(json_get(delta, "content")) || pf_present(json_get(delta, "tool_calls")) ||
+         pf_present(json_get(delta, "function_call")) || pf_nonempty_str(json_get(delta, "refusal"))))
+        pf_semantic(pf);
+    const json_value *fr = json_get(choice, "finish_reason");
+    if (fr && fr->type != JSON_NULL) {
+        pf_semantic(pf);
+        pf_terminal(pf);
+    }
+}
+
+static void pf_chat_event(preflight *pf, const json_value *doc)
+{
+    const char *model = json_get_str(doc, "model");
+    if (model && *model)
+        pf_copy(pf->model, sizeof pf->model, model);
+    const json_value *choices = json_get(doc, "choices");
+    if (choices && choices->type == JSON_ARRAY)
+        for (const json_value *c = choices->child; c; c = c->next)
+            pf_chat_choice(pf, c);
+    pf_usage(pf, json_get(doc, "usage"), "prompt_tokens", "completion_tokens");
+}
+
+/* ---------- dispatch ---------- */
+
+static int pf_is_done(const char *data, size_t len)
+{
+    while (len && (*data == ' ' || *data == '\t')) {
+        data++;
+        len--;
+    }
+    while (len && (data[len - 1] == ' ' || data[len - 1] == '\t'))
+        len--;
+    return len == 6 && memcmp(data, "[DONE]", 6) == 0;
+}
+
+/* Events are sorted by the shape of their data, not by pf->api: a type
+ * member means Responses API, choices/usage mean Chat Completions. */
+static void preflight_on_event(void *ud, const char *event, const char *data, size_t len)
+{
+    preflight *pf = ud;
+    pf->events++;
+    if (pf->state == PF_ERROR)
+        return;
+    if (pf_is_done(data, len)) {
+        pf_terminal(pf);
+        return;
+    }
+    json_value *doc = json_parse(data, len, NULL, 0);
+    if (doc && doc->type != JSON_OBJECT) {
+        json_free(doc);
+        doc = NULL;
+    }
+    const char *type = doc ? json_get_str(doc, "type") : NULL;
+    if (type)
+        pf_response_info(pf, doc); /* ids and usage ride on many event kinds */
+    if (strcmp(event, "error") == 0 || (doc && pf_is_error_doc(doc)))
+        pf_error(pf, doc, data, len);
+    else if (type)
+        pf_responses_event(pf, doc, type);
+    else if (doc)
+        pf_chat_event(pf, doc);
+    json_free(doc);
+}

@@ -1,0 +1,109 @@
+/* sse.c: the incremental event-stream parser of sse.h (WHATWG HTML
+ * "event stream interpretation"). Bytes may be split anywhere, including
+ * between the CR and LF of a CRLF; only a partial line is carried over. */
+#include "sse.h"
+#include <string.h>
+
+void sse_init(sse_parser *p, sse_event_fn fn, void *ud)
+{
+    memset(p, 0, sizeof *p);
+    p->fn = fn;
+    p->ud = ud;
+}
+
+void sse_free(sse_parser *p)
+{
+    sbuf_free(&p->line);
+    sbuf_free(&p->event);
+    sbuf_free(&p->data);
+    p->has_data = 0;
+    p->last_cr = 0;
+}
+
+/* Blank line: dispatch if any data: line was seen (even an empty one); the
+ * event name never outlives its event. */
+static void sse_dispatch(sse_parser *p)
+{
+    if (p->has_data && p->fn)
+        p->fn(p->ud, p->event.len ? p->event.p : "", p->data.len ? p->data.p : "", p->data.len);
+    sbuf_reset(&p->event);
+    sbuf_reset(&p->data);
+    p->has_data = 0;
+}
+
+static void sse_field(sse_parser *p, const char *name, size_t nlen, const char *val, size_t vlen)
+{
+    if (nlen == 5 && memcmp(name, "event", 5) == 0) {
+        sbuf_reset(&p->event);
+        sbuf_append(&p->event, val, vlen);
+    } else if (nlen == 4 && memcmp(name, "data", 4) == 0) {
+        if (p->has_data)
+            sbuf_append(&p->data, "\n", 1);
+        sbuf_append(&p->data, val, vlen);
+        p->has_data = 1;
+    }
+    /* "id", "retry" and unknown fields: nothing the gateway needs */
+}
+
+static void sse_line(sse_parser *p, const char *s, size_t n)
+{
+    if (n == 0) {
+        sse_dispatch(p);
+        return;
+    }
+    if (s[0] == ':')
+        return; /* comment, e.g. keep-alive pings */
+    const char *colon = memchr(s, ':', n);
+    if (!colon) {
+        sse_field(p, s, n, "", 0);
+        return;
+    }
+    size_t nlen = (size_t)(colon - s);
+    const char *v = colon + 1;
+    size_t vlen = n - nlen - 1;
+    if (vlen && *v == ' ') {
+        v++;
+        vlen--;
+    }
+    sse_field(p, s, nlen, v, vlen);
+}
+
+/* Finishes a line whose end was found at buf[start..end): joins it to any
+ * carried partial line, copying only when one exists. */
+static void sse_finish_line(sse_parser *p, const char *buf, size_t start, size_t end)
+{
+    if (p->line.len) {
+        sbuf_append(&p->line, buf + start, end - start);
+        sse_line(p, p->line.p, p->line.len);
+        sbuf_reset(&p->line);
+    } else {
+        sse_line(p, buf + start, end - start);
+    }
+}
+
+void sse_feed(sse_parser *p, const char *buf, size_t n)
+{
+    size_t i = 0, start = 0;
+    if (n && p->last_cr && buf[0] == '\n')
+        i = start = 1; /* the LF of a CRLF split across feeds */
+    if (n)
+        p->last_cr = 0;
+    while (i < n) {
+        char c = buf[i];
+        if (c != '\n' && c != '\r') {
+            i++;
+            continue;
+        }
+        sse_finish_line(p, buf, start, i);
+        i++;
+        if (c == '\r') {
+            if (i == n)
+                p->last_cr = 1;
+            else if (buf[i] == '\n')
+                i++;
+        }
+        start = i;
+    }
+    if (start < n)
+        sbuf_append(&p->line, buf + start, n - start);
+}

@@ -1,0 +1,123 @@
+-- classify_spec.lua: policies/classify.lua, through the real engine path.
+local E = fixtures.error_event
+
+local function verdict(ev)
+  local v = classify(ev)
+  return v.action, v.class, v.cooldown
+end
+
+describe("classify", function()
+  describe("account-level 4xx fail over for ~20 s", function()
+    for _, case in ipairs({ { 401, "auth" }, { 403, "auth" }, { 404, "not_found" },
+                            { 408, "timeout" }, { 409, "conflict" } }) do
+      local status, class = case[1], case[2]
+      it(status .. " -> failover " .. class .. " 20", function()
+        eq(classify(E{ status = status }), { action = "failover", class = class, cooldown = 20 })
+      end)
+    end
+  end)
+
+  it("429 fails over and asks the cooldown ladder (-1)", function()
+    eq(classify(E{ status = 429 }), { action = "failover", class = "rate_limit", cooldown = -1 })
+  end)
+
+  describe("quota texts fail over as quota, case-insensitively, wherever they appear", function()
+    local texts = { "You've hit your usage limit", "usage_limit_reached", "quota exceeded",
+                    "insufficient_quota", "YOU'VE HIT YOUR USAGE LIMIT", "Insufficient_Quota" }
+    for _, t in ipairs(texts) do
+      it("in the body: " .. t, function()
+        eq(classify(E{ status = 400, body = "{\"detail\":\"" .. t .. ".\"}" }),
+           { action = "failover", class = "quota", cooldown = -1 })
+      end)
+      it("in the message: " .. t, function()
+        expect(classify(E{ status = 403, error_message = t }).class).to_be("quota")
+      end)
+    end
+    it("in the code (429 insufficient_quota is quota, not rate_limit)", function()
+      local v = classify(E{ status = 429, error_code = "insufficient_quota", body = "" })
+      expect(v.class).to_be("quota")
+      expect(v.cooldown).to_be(-1)
+    end)
+    it("with a typographic apostrophe", function()
+      expect(classify(E{ status = 429, error_message = "You\u{2019}ve hit your usage limit." }).class).to_be("quota")
+    end)
+  end)
+
+  describe("deactivated accounts fail over", function()
+    it("account_deactivated code on 401", function()
+      local a, c = verdict(E{ status = 401, error_code = "account_deactivated" })
+      expect(a).to_be("failover")
+      expect(c).to_be("deactivated")
+    end)
+    it("'deactivated' in the message of a 400", function()
+      expect(classify(E{ status = 400, error_message = "This account has been deactivated" }).action)
+        .to_be("failover")
+    end)
+  end)
+
+  describe("5xx fail over as server for 30 s", function()
+    for _, s in ipairs({ 500, 502, 503, 504, 529 }) do
+      it(tostring(s), function()
+        eq(classify(E{ status = s }), { action = "failover", class = "server", cooldown = 30 })
+      end)
+    end
+  end)
+
+  it("network errors fail over for 20 s", function()
+    eq(classify(fixtures.network_error()), { action = "failover", class = "network", cooldown = 20 })
+  end)
+
+  it("status 0 without a flag counts as a network error", function()
+    expect(classify(E{ status = 0 }).class).to_be("network")
+  end)
+
+  it("timeouts fail over for 20 s", function()
+    eq(classify(fixtures.timeout_event()), { action = "failover", class = "timeout", cooldown = 20 })
+  end)
+
+  describe("request errors are returned unchanged, never retried", function()
+    local cases = {
+      { 400, "context_length_exceeded" }, { 400, "content_policy_violation" },
+      { 400, "invalid_request_error" }, { 413, "request_too_large" }, { 422, "unprocessable" },
+    }
+    for _, c in ipairs(cases) do
+      it(c[1] .. " " .. c[2], function()
+        local v = classify(E{ status = c[1], error_type = "invalid_request_error", error_code = c[2],
+                              error_message = "Your request was rejected." })
+        expect(v.action).to_be("return")
+        expect(v.class).to_be("request")
+      end)
+    end
+  end)
+
+  describe("errors inside a 200 stream", function()
+    it("quota error -> failover quota", function()
+      eq(classify(fixtures.quota_stream_event()), { action = "failover", class = "quota", cooldown = -1 })
+    end)
+    it("rate_limit_exceeded code -> failover on the ladder", function()
+      local v = classify(fixtures.stream_error_event{ error_code = "rate_limit_exceeded" })
+      expect(v.action).to_be("failover")
+      expect(v.cooldown).to_be(-1)
+    end)
+    it("server_error code -> failover server 30", function()
+      eq(classify(fixtures.stream_error_event{ error_type = "server_error", error_message = "oops" }),
+         { action = "failover", class = "server", cooldown = 30 })
+    end)
+    it("a request error (context_length_exceeded) is returned", function()
+      local v = classify(fixtures.stream_error_event{ error_code = "context_length_exceeded" })
+      expect(v.action).to_be("return")
+      expect(v.class).to_be("stream")
+    end)
+    it("an unknown error is returned", function()
+      expect(classify(fixtures.stream_error_event{ error_message = "something odd" }).action).to_be("return")
+    end)
+  end)
+
+  it("a 2xx outside a stream is returned", function()
+    expect(classify(E{ status = 200 }).action).to_be("return")
+  end)
+
+  it("never falls back to the C default on these inputs", function()
+    expect(fallbacks()).to_be(0)
+  end)
+end)

@@ -1,0 +1,417 @@
+/* test_json.c: the strict JSON parser (grammar edge cases, escapes and
+ * surrogates, depth limit, error offsets), accessors, json_set_str and the
+ * compact serializer, including a multi-megabyte document. */
+#include "check.h"
+#include "json.h"
+#include <stdlib.h>
+#include <time.h>
+
+static json_value *parse(const char *s)
+{
+    char err[160];
+    return json_parse(s, strlen(s), err, sizeof err);
+}
+
+/* Parses s and serializes it back; "!" when parsing fails. */
+static char *round_trip(const char *s)
+{
+    static char out[4096];
+    json_value *v = parse(s);
+    if (!v)
+        return strcpy(out, "!");
+    sbuf b = SBUF_INIT;
+    json_write(&b, v);
+    snprintf(out, sizeof out, "%s", b.p);
+    sbuf_free(&b);
+    json_free(v);
+    return out;
+}
+
+static void test_scalars_and_nesting_parse(void)
+{
+    json_value *v = parse(" {\"a\": [1, -2.5, true, false, null, \"x\"], \"b\": {}} ");
+    CHECK(v && v->type == JSON_OBJECT);
+    CHECK_EQ_INT(v->count, 2);
+    json_value *a = json_get(v, "a");
+    CHECK(a && a->type == JSON_ARRAY);
+    CHECK_EQ_INT(a->count, 6);
+    CHECK(json_at(a, 0)->num == 1);
+    CHECK(json_at(a, 1)->num == -2.5);
+    CHECK(json_at(a, 2)->type == JSON_TRUE);
+    CHECK(json_at(a, 3)->type == JSON_FALSE);
+    CHECK(json_at(a, 4)->type == JSON_NULL);
+    CHECK_EQ_STR(json_at(a, 5)->str, "x");
+    CHECK(json_at(a, 6) == NULL);
+    CHECK(json_get(v, "b")->type == JSON_OBJECT);
+    CHECK_EQ_INT(json_get(v, "b")->count, 0);
+    CHECK_EQ_STR(json_get(v, "b")->key, "b");
+    json_free(v);
+}
+
+static void test_all_simple_escapes_decoded(void)
+{
+    json_value *v = parse("\"q\\\" b\\\\ s\\/ \\b\\f\\n\\r\\t\"");
+    CHECK(v && v->type == JSON_STRING);
+    CHECK_EQ_STR(v->str, "q\" b\\ s/ \b\f\n\r\t");
+    CHECK_EQ_INT(v->str_len, strlen("q\" b\\ s/ \b\f\n\r\t"));
+    json_free(v);
+}
+
+static void test_unicode_escapes_become_utf8(void)
+{
+    json_value *v = parse("\"\\u0041\\u00e9\\u20AC\\u0000z\"");
+    CHECK(v != NULL);
+    CHECK_EQ_INT(v->str_len, 8);
+    CHECK(v && memcmp(v->str, "A\xc3\xa9\xe2\x82\xac\0z", 8) == 0);
+    json_free(v);
+}
+
+static void test_surrogate_pair_becomes_four_byte_utf8(void)
+{
+    json_value *v = parse("\"\\ud83d\\ude00\"");
+    CHECK(v != NULL);
+    CHECK_EQ_STR(v->str, "\xf0\x9f\x98\x80");
+    json_free(v);
+    v = parse("\"\\uDBFF\\uDFFF\""); /* U+10FFFF */
+    CHECK_EQ_STR(v->str, "\xf4\x8f\xbf\xbf");
+    json_free(v);
+}
+
+static void test_lone_surrogates_become_replacement_char(void)
+{
+    json_value *v = parse("[\"\\ud800\", \"\\ude00x\", \"\\ud800\\u0041\", \"\\ud800\\ud800\"]");
+    CHECK(v != NULL);
+    CHECK_EQ_STR(json_at(v, 0)->str, "\xef\xbf\xbd");
+    CHECK_EQ_STR(json_at(v, 1)->str, "\xef\xbf\xbdx");
+    CHECK_EQ_STR(json_at(v, 2)->str, "\xef\xbf\xbd" "A");
+    CHECK_EQ_STR(json_at(v, 3)->str, "\xef\xbf\xbd\xef\xbf\xbd");
+    json_free(v);
+}
+
+static void test_raw_utf8_accepted(void)
+{
+    json_value *v = parse("{\"k\xc3\xa9\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}");
+    CHECK(v != NULL);
+    CHECK_EQ_STR(json_get_str(v, "k\xc3\xa9"), "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+    json_free(v);
+}
+
+static void test_escaped_key_decoded(void)
+{
+    json_value *v = parse("{\"a\\u0062\\n\":1}");
+    CHECK(v && json_get(v, "ab\n") != NULL);
+    json_free(v);
+}
+
+static char *nested(int depth, const char *open, const char *close)
+{
+    sbuf b = SBUF_INIT;
+    for (int i = 0; i < depth; i++)
+        sbuf_puts(&b, open);
+    sbuf_puts(&b, "1");
+    for (int i = 0; i < depth; i++)
+        sbuf_puts(&b, close);
+    return b.p;
+}
+
+static void test_depth_128_accepted_129_rejected(void)
+{
+    char err[160] = "";
+    char *ok = nested(128, "[", "]"), *bad = nested(129, "[", "]");
+    json_value *v = json_parse(ok, strlen(ok), err, sizeof err);
+    CHECK(v != NULL);
+    json_free(v);
+    CHECK(json_parse(bad, strlen(bad), err, sizeof err) == NULL);
+    CHECK(strstr(err, "nesting") != NULL);
+    CHECK(strstr(err, "offset 128") != NULL);
+    free(ok);
+    free(bad);
+    char *obj = nested(129, "{\"a\":", "}");
+    CHECK(json_parse(obj, strlen(obj), err, sizeof err) == NULL);
+    free(obj);
+    char *deep = nested(100000, "[", "]"); /* must not blow the stack */
+    CHECK(json_parse(deep, strlen(deep), err, sizeof err) == NULL);
+    free(deep);
+}
+
+static void test_invalid_inputs_rejected_with_offset(void)
+{
+    static const char *const bad[] = {
+        "", " ", "{", "[", "]", "}", "[1,]", "{\"a\":1,}", "[,1]", "{,}", "[1 2]", "{\"a\" 1}",
+        "{\"a\":1 \"b\":2}", "{a:1}", "{'a':1}", "{\"a\"}", "{\"a\":}", "{1:2}",
+        "01", "-01", "00", "1.", ".5", "1e", "1e+", "+1", "-", "1.e5", "0x10", "1e400", "-1e400",
+        "NaN", "Infinity", "-Infinity", "nul", "tru", "falsey", "True", "undefined",
+        "\"abc", "\"a\x01" "b\"", "\"\t\"", "\"\n\"", "\"\\x\"", "\"\\u12G4\"", "\"\\u123\"", "\"\\",
+        "\"\\U0041\"", "\"\xff\"", "\"\xc0\xaf\"", "\"\xe0\x80\xaf\"", "\"\xed\xa0\x80\"",
+        "\"\xf4\x90\x80\x80\"", "\"\xc3\"", "\"\x80\"", "1 2", "[] x", "{} {}", "\"a\"\"b\"",
+        "[1]]", "\xef\xbb\xbf{}", "/* c */ 1", "[1,\n]", "\v1", "\f1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[160] = "";
+        json_value *v = json_parse(bad[i], strlen(bad[i]), err, sizeof err);
+        if (v || strncmp(err, "offset ", 7) != 0)
+            fprintf(stderr, "  input #%zu \"%s\" accepted or no offset (%s)\n", i, bad[i], err);
+        CHECK(v == NULL);
+        CHECK(strncmp(err, "offset ", 7) == 0);
+        json_free(v);
+    }
+}
+
+static void test_error_message_names_byte_offset(void)
+{
+    char err[160];
+    CHECK(json_parse("[1,]", 4, err, sizeof err) == NULL);
+    CHECK_EQ_STR(err, "offset 3: trailing comma in array");
+    CHECK(json_parse("{\"a\":1,}", 8, err, sizeof err) == NULL);
+    CHECK_EQ_STR(err, "offset 7: trailing comma in object");
+    CHECK(json_parse("  007", 5, err, sizeof err) == NULL);
+    CHECK_EQ_STR(err, "offset 2: leading zero in number");
+    CHECK(json_parse("{} x", 4, err, sizeof err) == NULL);
+    CHECK_EQ_STR(err, "offset 3: trailing data after the document");
+    CHECK(json_parse("[\"ab\x01\"]", 6, err, sizeof err) == NULL);
+    CHECK_EQ_STR(err, "offset 4: control character in string");
+    CHECK(json_parse("\"\\q\"", 4, err, sizeof err) == NULL);
+    CHECK_EQ_STR(err, "offset 1: invalid escape");
+    CHECK(json_parse("[", 1, err, sizeof err) == NULL);
+    CHECK_EQ_STR(err, "offset 1: unexpected end of input, expected a value");
+    CHECK(json_parse("1\0", 2, err, sizeof err) == NULL); /* an embedded NUL is garbage */
+    CHECK_EQ_STR(err, "offset 1: trailing data after the document");
+    CHECK(json_parse("[1,2", 4, NULL, 0) == NULL); /* no error buffer is fine */
+    char tiny[8];
+    CHECK(json_parse("[1,]", 4, tiny, sizeof tiny) == NULL);
+    CHECK_EQ_INT(strlen(tiny), 7);
+}
+
+static void test_valid_edge_inputs_accepted(void)
+{
+    static const char *const good[] = {
+        "0", "-0", " 1 ", "\t\r\n1\n", "0.5e-3", "1E+2", "1e2", "-0.0", "123456789012345678901234567890",
+        "1e-400", "[]", "{}", "\"\"", "[[[]]]", "{\"\":0}", "{\"a\":{\"b\":[null,true,false]}}",
+        "{\"a\":1,\"a\":2}", "\"\\/\"", "\"\x7f\"",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char err[160] = "";
+        json_value *v = json_parse(good[i], strlen(good[i]), err, sizeof err);
+        if (!v)
+            fprintf(stderr, "  input \"%s\" rejected: %s\n", good[i], err);
+        CHECK(v != NULL);
+        json_free(v);
+    }
+}
+
+static void test_number_values(void)
+{
+    json_value *v = parse("[0, -0, 42, -17, 1.5, 2e3, 1E-2, 123456789012345, 12345678901234567890, 0.1]");
+    CHECK(v != NULL);
+    CHECK(json_at(v, 0)->num == 0);
+    CHECK(json_at(v, 2)->num == 42);
+    CHECK(json_at(v, 3)->num == -17);
+    CHECK(json_at(v, 4)->num == 1.5);
+    CHECK(json_at(v, 5)->num == 2000);
+    CHECK(json_at(v, 6)->num == 0.01);
+    CHECK(json_at(v, 7)->num == 123456789012345.0);
+    CHECK(json_at(v, 8)->num == 12345678901234567890.0);
+    CHECK(json_at(v, 9)->num == 0.1);
+    json_free(v);
+}
+
+/* The parser must not read past len, even for a number or literal at the end. */
+static void test_input_without_nul_terminator(void)
+{
+    static const char *const docs[] = {"12", "1234567890123456789", "-0.25e1", "true", "\"x\""};
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        size_t n = strlen(docs[i]);
+        char *b = malloc(n);
+        memcpy(b, docs[i], n);
+        json_value *v = json_parse(b, n, NULL, 0);
+        CHECK(v != NULL);
+        json_free(v);
+        free(b);
+    }
+    json_value *v = json_parse("123", 2, NULL, 0);
+    CHECK(v && v->num == 12);
+    json_free(v);
+}
+
+static void test_round_trip_compact(void)
+{
+    CHECK_EQ_STR(round_trip(" { \"a\" : [ 1 , 2.5 , true , null ] , \"b\" : \"x\\ny\" , \"c\" : { } } "),
+                 "{\"a\":[1,2.5,true,null],\"b\":\"x\\ny\",\"c\":{}}");
+    CHECK_EQ_STR(round_trip("\"\\u0001\\u001f\\\"\\\\\\/\""), "\"\\u0001\\u001f\\\"\\\\/\"");
+    CHECK_EQ_STR(round_trip("\"\\ud83d\\ude00\""), "\"\xf0\x9f\x98\x80\"");
+    CHECK_EQ_STR(round_trip("\"\\u0000\""), "\"\\u0000\"");
+    CHECK_EQ_STR(round_trip("[[],[{}],[[1]]]"), "[[],[{}],[[1]]]");
+    /* writing the written form again is a fixed point */
+    const char *once = "{\"model\":\"gpt\",\"input\":[{\"role\":\"user\",\"content\":\"h\\u00e9\"}],\"t\":0.7}";
+    char first[512];
+    snprintf(first, sizeof first, "%s", round_trip(once));
+    CHECK_EQ_STR(round_trip(first), first);
+    CHECK_EQ_STR(first, "{\"model\":\"gpt\",\"input\":[{\"role\":\"user\",\"content\":\"h\xc3\xa9\"}],\"t\":0.7}");
+}
+
+static void test_numbers_written_as_integers_when_integral(void)
+{
+    CHECK_EQ_STR(round_trip("[1.0, 1e15, -3, 2e0, 9007199254740991, 0, -0]"),
+                 "[1,1000000000000000,-3,2,9007199254740991,0,-0]");
+    CHECK_EQ_STR(round_trip("[9007199254740992, 1e300, 0.1, 1.5e-7, 3.141592653589793]"),
+                 "[9007199254740992,1e+300,0.1,1.5e-07,3.141592653589793]");
+    json_value *v = parse("[0.30000000000000004, 1.7976931348623157e308, 5e-324]");
+    sbuf b = SBUF_INIT;
+    json_write(&b, v);
+    json_value *back = parse(b.p);
+    CHECK(back != NULL);
+    for (size_t i = 0; i < 3; i++)
+        CHECK(json_at(back, i)->num == json_at(v, i)->num);
+    json_free(v);
+    json_free(back);
+    sbuf_free(&b);
+}
+
+static void test_set_str_replaces_member_in_place(void)
+{
+    json_value *v = parse("{\"model\":\"a\",\"stream\":true}");
+    CHECK_EQ_INT(json_set_str(v, "model", "b\"c"), 0);
+    sbuf b = SBUF_INIT;
+    json_write(&b, v);
+    CHECK_EQ_STR(b.p, "{\"model\":\"b\\\"c\",\"stream\":true}");
+    CHECK_EQ_INT(v->count, 2);
+    /* replacing a non-string member turns it into a string */
+    json_value *w = parse("{\"model\":{\"x\":[1,2]},\"n\":1}");
+    CHECK_EQ_INT(json_set_str(w, "model", "m"), 0);
+    sbuf_reset(&b);
+    json_write(&b, w);
+    CHECK_EQ_STR(b.p, "{\"model\":\"m\",\"n\":1}");
+    json_free(v);
+    json_free(w);
+    sbuf_free(&b);
+}
+
+static void test_set_str_appends_missing_member(void)
+{
+    json_value *v = parse("{\"a\":1}");
+    CHECK_EQ_INT(json_set_str(v, "model", "gpt-5"), 0);
+    CHECK_EQ_STR(json_get_str(v, "model"), "gpt-5");
+    CHECK_EQ_INT(v->count, 2);
+    json_value *e = parse("{}");
+    CHECK_EQ_INT(json_set_str(e, "k", ""), 0);
+    sbuf b = SBUF_INIT;
+    json_write(&b, v);
+    CHECK_EQ_STR(b.p, "{\"a\":1,\"model\":\"gpt-5\"}");
+    sbuf_reset(&b);
+    json_write(&b, e);
+    CHECK_EQ_STR(b.p, "{\"k\":\"\"}");
+    json_free(v);
+    json_free(e);
+    sbuf_free(&b);
+}
+
+static void test_set_str_on_non_object_fails(void)
+{
+    json_value *v = parse("[1]");
+    CHECK_EQ_INT(json_set_str(v, "a", "b"), -1);
+    CHECK_EQ_INT(json_set_str(NULL, "a", "b"), -1);
+    json_free(v);
+}
+
+static void test_set_str_value_may_alias_old_value(void)
+{
+    json_value *v = parse("{\"model\":\"same\"}");
+    CHECK_EQ_INT(json_set_str(v, "model", json_get_str(v, "model")), 0);
+    CHECK_EQ_STR(json_get_str(v, "model"), "same");
+    json_free(v);
+}
+
+static void test_duplicate_keys_last_wins_and_set_dedups(void)
+{
+    json_value *v = parse("{\"model\":\"a\",\"x\":1,\"model\":\"b\"}");
+    CHECK_EQ_STR(json_get_str(v, "model"), "b");
+    CHECK_EQ_INT(json_set_str(v, "model", "c"), 0);
+    sbuf b = SBUF_INIT;
+    json_write(&b, v);
+    CHECK_EQ_STR(b.p, "{\"x\":1,\"model\":\"c\"}");
+    CHECK_EQ_INT(v->count, 2);
+    json_free(v);
+    sbuf_free(&b);
+}
+
+static void test_accessors_check_types(void)
+{
+    json_value *v = parse("{\"s\":\"x\",\"n\":3,\"t\":true,\"f\":false,\"z\":null}");
+    CHECK(json_get_str(v, "n") == NULL);
+    CHECK_EQ_STR(json_get_str(v, "s"), "x");
+    CHECK(json_get_str(v, "missing") == NULL);
+    CHECK_EQ_INT(json_get_bool(v, "t", 7), 1);
+    CHECK_EQ_INT(json_get_bool(v, "f", 7), 0);
+    CHECK_EQ_INT(json_get_bool(v, "z", 7), 7);
+    CHECK_EQ_INT(json_get_bool(v, "s", 7), 7);
+    CHECK(json_get_num(v, "n", -1) == 3);
+    CHECK(json_get_num(v, "s", -1) == -1);
+    CHECK(json_get(json_get(v, "s"), "x") == NULL);
+    CHECK(json_get(NULL, "x") == NULL);
+    CHECK(json_at(json_get(v, "n"), 0) == NULL);
+    CHECK(json_get_str(NULL, "x") == NULL);
+    json_free(v);
+    json_free(NULL);
+}
+
+/* A several-MB request body: must parse and serialize in well under a second. */
+static void test_large_document_is_linear(void)
+{
+    sbuf in = SBUF_INIT;
+    sbuf_puts(&in, "{\"model\":\"m\",\"input\":[");
+    for (int i = 0; i < 100000; i++)
+        sbuf_printf(&in, "%s{\"role\":\"user\",\"content\":\"message %d with \\\"escapes\\\" \\u00e9\",\"n\":%d.5}",
+                    i ? "," : "", i, i);
+    sbuf_puts(&in, "],\"big\":\"");
+    for (int i = 0; i < 200000; i++)
+        sbuf_puts(&in, "abcdefghij\\n");
+    sbuf_puts(&in, "\"}");
+    CHECK(in.len > 8u << 20);
+    clock_t t0 = clock();
+    char err[160] = "";
+    json_value *v = json_parse(in.p, in.len, err, sizeof err);
+    CHECK(v != NULL);
+    CHECK_EQ_INT(json_get(v, "input")->count, 100000);
+    CHECK_EQ_INT(json_get(v, "big")->str_len, 200000 * 11);
+    json_set_str(v, "model", "other");
+    sbuf out = SBUF_INIT;
+    json_write(&out, v);
+    json_value *back = json_parse(out.p, out.len, err, sizeof err);
+    CHECK(back != NULL);
+    CHECK_EQ_STR(json_get_str(back, "model"), "other");
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    if (secs > 5)
+        fprintf(stderr, "  large document took %.2f s\n", secs);
+    CHECK(secs < 5); /* generous: sanitizer builds are slow */
+    json_free(v);
+    json_free(back);
+    sbuf_free(&in);
+    sbuf_free(&out);
+}
+
+int main(void)
+{
+    RUN(test_scalars_and_nesting_parse);
+    RUN(test_all_simple_escapes_decoded);
+    RUN(test_unicode_escapes_become_utf8);
+    RUN(test_surrogate_pair_becomes_four_byte_utf8);
+    RUN(test_lone_surrogates_become_replacement_char);
+    RUN(test_raw_utf8_accepted);
+    RUN(test_escaped_key_decoded);
+    RUN(test_depth_128_accepted_129_rejected);
+    RUN(test_invalid_inputs_rejected_with_offset);
+    RUN(test_error_message_names_byte_offset);
+    RUN(test_valid_edge_inputs_accepted);
+    RUN(test_number_values);
+    RUN(test_input_without_nul_terminator);
+    RUN(test_round_trip_compact);
+    RUN(test_numbers_written_as_integers_when_integral);
+    RUN(test_set_str_replaces_member_in_place);
+    RUN(test_set_str_appends_missing_member);
+    RUN(test_set_str_on_non_object_fails);
+    RUN(test_set_str_value_may_alias_old_value);
+    RUN(test_duplicate_keys_last_wins_and_set_dedups);
+    RUN(test_accessors_check_types);
+    RUN(test_large_document_is_linear);
+    return check_summary();
+}
