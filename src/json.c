@@ -580,12 +580,13 @@ static char *json_strdup(const char *s, size_t n)
  * previous content. val is copied first: it may point into v itself. */
 static void json_assign_str(json_value *v, const char *val)
 {
-    char *copy = val ? json_strdup(val, strlen(val)) : NULL;
+    size_t n = val ? strlen(val) : 0;
+    char *copy = val ? json_strdup(val, n) : NULL;
     json_free_members(v);
     free(v->str);
     v->type = val ? JSON_STRING : JSON_NULL;
     v->str = copy;
-    v->str_len = val ? strlen(val) : 0;
+    v->str_len = n;
     v->num = 0;
 }
 
