@@ -85,6 +85,7 @@ static void pool_load(pool *p)
         if (old) {
             pa[i].st = old->st;
             pa[i].inflight = old->inflight;
+            pa[i].fail_streak = old->fail_streak;
         } else {
             pool_state_default(&pa[i].st, a[i].id);
         }

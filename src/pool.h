@@ -13,7 +13,12 @@ typedef struct pool_account {
     account a;
     account_state st;
     int inflight;
+    int fail_streak;   /* consecutive failed attempts; drives the aggregate circuit breaker */
 } pool_account;
+
+/* An aggregate provider with this many failures in a row is circuit-broken:
+ * after its cooldown it gets one probe request at a time until one succeeds. */
+#define POOL_BREAKER_STREAK 3
 
 typedef struct pool pool;
 

@@ -17,10 +17,12 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #define PROXY_ERRBODY_MAX (16u << 10)    /* kept of an upstream error body */
 #define PROXY_SNIFF_MAX (1u << 20)       /* kept of a plain 2xx body, to read usage */
@@ -67,6 +69,7 @@ typedef struct proxy_req {
     /* client side */
     int committed;            /* reply started: no more failover */
     int client_gone;
+    struct event *eof_watch;  /* notices a client that hangs up while we wait */
     int paused;
     char error_class[32];
     long in_tok, out_tok, tot_tok;
@@ -204,6 +207,9 @@ static void proxy_record_success(proxy_req *p)
     if (!pa)
         return;
     double ms = (gateway_now() - p->t_attempt) * 1000.0;
+    if (pa->fail_streak >= POOL_BREAKER_STREAK)
+        log_info("account %s: probe succeeded, circuit closed", pa->a.name);
+    pa->fail_streak = 0;
     pa->st.success_ema = pa->st.success_ema * 0.9 + 0.1;
     pa->st.latency_ema_ms = pa->st.latency_ema_ms > 0 ? pa->st.latency_ema_ms * 0.8 + ms * 0.2 : ms;
     pa->st.updated_at = gateway_now();
@@ -230,6 +236,8 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;
     snprintf(pa->st.last_error, sizeof pa->st.last_error, "%s", v->cls);
+    if (++pa->fail_streak == POOL_BREAKER_STREAK && pa->a.kind == ACCOUNT_AGGREGATE)
+        log_warn("account %s: circuit open after %d failures in a row", pa->a.name, pa->fail_streak);
     pa->st.success_ema = pa->st.success_ema * 0.9;
     pa->st.updated_at = now;
     pool_state_save(p->gw->pool, pa);
@@ -666,6 +674,40 @@ static void proxy_next(proxy_req *p)
 
 /* ---------- lifecycle ---------- */
 
+/* libevent stops reading a connection while its request is being served, so
+ * a client hanging up goes unnoticed until we write. Watch the socket: EOF
+ * means the client is gone and the upstream transfer must stop now. */
+static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *p = arg;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) {
+        event_del(p->eof_watch); /* pipelined bytes: not a hang-up, stop watching */
+        return;
+    }
+    log_debug("req %llu: client hung up", (unsigned long long)p->id);
+    snprintf(p->error_class, sizeof p->error_class, "client_closed");
+    p->client_gone = 1;
+    struct evhttp_connection *c2 = p->req ? evhttp_request_get_connection(p->req) : NULL;
+    p->req = NULL;
+    if (c2) {
+        evhttp_connection_set_closecb(c2, NULL, NULL);
+        evhttp_connection_free(c2); /* frees the request with it */
+    }
+    proxy_finish(p, 499);
+}
+
+static void proxy_watch_client(proxy_req *p)
+{
+    struct bufferevent *bev = p->evcon ? evhttp_connection_get_bufferevent(p->evcon) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd < 0)
+        return;
+    p->eof_watch = event_new(p->gw->base, fd, EV_READ | EV_PERSIST, proxy_on_client_readable, p);
+    event_add(p->eof_watch, NULL);
+}
+
 static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
 {
     proxy_req *p = arg;
@@ -720,6 +762,8 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->sniff);
     if (p->pf_timer)
         event_free(p->pf_timer);
+    if (p->eof_watch)
+        event_free(p->eof_watch);
     gw->active--;
     free(p);
 }
@@ -756,6 +800,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->evcon = evhttp_request_get_connection(req);
     if (p->evcon)
         evhttp_connection_set_closecb(p->evcon, proxy_on_client_close, p);
+    proxy_watch_client(p);
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
                           p->in.previous_response_id};
     router_plan(gw, &p->rctx, &p->plan);

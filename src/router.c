@@ -19,6 +19,10 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
                  pa->st.last_error[0] ? pa->st.last_error : "an error");
         return 0;
     }
+    if (pa->a.kind == ACCOUNT_AGGREGATE && pa->fail_streak >= POOL_BREAKER_STREAK && pa->inflight > 0) {
+        snprintf(why, n, "circuit half-open after %d failures: a probe request is in flight", pa->fail_streak);
+        return 0;
+    }
     if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
         snprintf(why, n, "at its concurrency limit (%d in flight)", pa->inflight);
         return 0;

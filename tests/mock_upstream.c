@@ -986,8 +986,10 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         sbuf_free(&b);
         return;
     }
+    /* stall: silence right after response.created */
+    long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0;
     ev_resp_state(&b, g, "response.in_progress", "in_progress");
-    job_chunk(j, gap, &b);
+    job_chunk(j, stall > 0 ? stall : gap, &b);
     sbuf_reset(&b);
     if (mode == S_FAILED) {
         ev_failed(&b, g, "insufficient_quota", INSUFFICIENT_MSG);
@@ -996,9 +998,8 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         sbuf_free(&b);
         return;
     }
-    long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0;
     ev_item_added(&b, g);
-    job_chunk(j, stall > 0 ? stall : gap, &b);
+    job_chunk(j, gap, &b);
     sbuf_reset(&b);
     ev_part(&b, g, "response.content_part.added", 0);
     job_chunk(j, gap, &b);
