@@ -107,6 +107,10 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
         return;
     }
     gw->draining = 1;
+    if (gw->active == 0) {
+        event_base_loopexit(gw->base, NULL);
+        return;
+    }
     log_info("stopping: waiting for %zu request(s) in progress", gw->active);
 }
 
