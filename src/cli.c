@@ -1,8 +1,11 @@
-/* cli.c: `switchyard account add|list` and `switchyard key add|list`.
- * Tokens can come from a file or stdin so they stay out of shell history;
- * no command ever prints an upstream token, and a platform key is printed
- * exactly once, by `key add`, as its last line. */
+/* cli.c: `switchyard account add|list|enable|disable|remove`, `switchyard
+ * key add|list|prefer|revoke` and `switchyard config set|get|unset|list`
+ * (the settings stored in the database; this file knows and validates the
+ * keys). Tokens can come from a file or stdin so they stay out of shell
+ * history; no command ever prints an upstream token, and a platform key is
+ * printed exactly once, by `key add`, as its last line. */
 #include "cli.h"
+#include "config.h"
 #include "sbuf.h"
 #include "store.h"
 #include <errno.h>
@@ -32,6 +35,7 @@ static void cli_usage_account(FILE *f)
           "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
           "                              [--chatgpt-account-id ID] [--model-map JSON] [--db PATH]\n"
           "       switchyard account list [--json] [--db PATH]\n"
+          "       switchyard account enable|disable|remove --name N [--db PATH]\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
           f);
 }
@@ -40,7 +44,23 @@ static void cli_usage_key(FILE *f)
 {
     fputs("usage: switchyard key add --name N [--db PATH]\n"
           "       switchyard key list [--json] [--db PATH]\n"
-          "  key add prints the new key once, as its last line; only its hash is stored\n",
+          "       switchyard key prefer --name KEY (--account ACCOUNT | --clear) [--db PATH]\n"
+          "       switchyard key revoke --name KEY [--db PATH]\n"
+          "  key add prints the new key once, as its last line; only its hash is stored;\n"
+          "  prefer and revoke apply to every key with that name\n",
+          f);
+}
+
+static void cli_usage_config(FILE *f)
+{
+    fputs("usage: switchyard config set KEY VALUE [--db PATH]\n"
+          "       switchyard config get KEY [--db PATH]\n"
+          "       switchyard config unset KEY [--db PATH]\n"
+          "       switchyard config list [--db PATH]\n"
+          "  keys: route_strategy   ordered | balanced (round_robin, rr = balanced)\n"
+          "        rotation         account_rotation | aggregate_api_rotation | hybrid_rotation |\n"
+          "                         hybrid_aggregate_first_rotation\n"
+          "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
           f);
 }
 
@@ -52,46 +72,66 @@ static const cli_opt *cli_opt_find(const cli_opt *opts, const char *name, size_t
     return NULL;
 }
 
-/* Parses --name VALUE, --name=VALUE and --flag from argv[0..argc). Prints
- * the error and returns -1 on anything unexpected. */
-static int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts)
+/* Positional arguments a command accepts: up to max, into v. */
+typedef struct cli_pos {
+    const char **v;
+    int max, n;
+} cli_pos;
+
+/* Handles the option argv[*i] (--name VALUE, --name=VALUE or --flag),
+ * moving *i past its value. Prints the error and returns -1 if invalid. */
+static int cli_parse_opt(const char *cmd, int argc, char **argv, int *i, const cli_opt *opts)
+{
+    const char *arg = argv[*i];
+    const char *eq = strchr(arg + 2, '=');
+    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    const cli_opt *o = cli_opt_find(opts, arg + 2, len);
+    if (!o) {
+        fprintf(stderr, "switchyard %s: unknown option '%.*s'\n", cmd, (int)len + 2, arg);
+        return -1;
+    }
+    if (!o->val && eq) {
+        fprintf(stderr, "switchyard %s: --%s takes no value\n", cmd, o->name);
+        return -1;
+    }
+    if (!o->val) {
+        *o->flag = 1;
+    } else if (eq) {
+        *o->val = eq + 1;
+    } else if (*i + 1 < argc) {
+        *o->val = argv[++*i];
+    } else {
+        fprintf(stderr, "switchyard %s: --%s needs a value\n", cmd, o->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses options and, when pos is given, up to pos->max positional
+ * arguments from argv[0..argc). Prints the error and returns -1 on anything
+ * unexpected. */
+static int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, cli_pos *pos)
 {
     for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) != 0) {
-            fprintf(stderr, "switchyard %s: unexpected argument '%s'\n", cmd, arg);
-            return -1;
-        }
-        const char *eq = strchr(arg + 2, '=');
-        size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-        const cli_opt *o = cli_opt_find(opts, arg + 2, len);
-        if (!o) {
-            fprintf(stderr, "switchyard %s: unknown option '%.*s'\n", cmd, (int)len + 2, arg);
-            return -1;
-        }
-        if (!o->val && eq) {
-            fprintf(stderr, "switchyard %s: --%s takes no value\n", cmd, o->name);
-            return -1;
-        }
-        if (!o->val) {
-            *o->flag = 1;
-        } else if (eq) {
-            *o->val = eq + 1;
-        } else if (i + 1 < argc) {
-            *o->val = argv[++i];
+        if (strncmp(argv[i], "--", 2) == 0) {
+            if (cli_parse_opt(cmd, argc, argv, &i, opts) != 0)
+                return -1;
+        } else if (pos && pos->n < pos->max) {
+            pos->v[pos->n++] = argv[i];
         } else {
-            fprintf(stderr, "switchyard %s: --%s needs a value\n", cmd, o->name);
+            fprintf(stderr, "switchyard %s: unexpected argument '%s'\n", cmd, argv[i]);
             return -1;
         }
     }
     return 0;
 }
 
-/* Parses argv; returns -1 to go on, else the exit code (usage printed). */
+/* Parses argv (options only); returns -1 to go on, else the exit code
+ * (usage printed). */
 static int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
                               void (*usage)(FILE *))
 {
-    if (cli_parse(cmd, argc, argv, opts) != 0) {
+    if (cli_parse(cmd, argc, argv, opts, NULL) != 0) {
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
@@ -116,6 +156,20 @@ static store *cli_store_open(const char *cmd, const char *db)
     store *s = store_open(cli_db_path(db), err, sizeof err);
     if (!s)
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    return s;
+}
+
+/* Opens the store for a command that acts on --name; NULL with *rc set to
+ * the exit code when the name is missing or the store cannot be opened. */
+static store *cli_store_open_named(const char *cmd, const char *db, const char *name, int *rc)
+{
+    if (!name || !*name) {
+        fprintf(stderr, "switchyard %s: --name is required\n", cmd);
+        *rc = CLI_EXIT_USAGE;
+        return NULL;
+    }
+    store *s = cli_store_open(cmd, db);
+    *rc = s ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     return s;
 }
 
@@ -432,6 +486,50 @@ static int cli_account_list(int argc, char **argv)
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
+/* ---------- account enable / disable / remove ---------- */
+
+typedef enum { CLI_ACCOUNT_ENABLE, CLI_ACCOUNT_DISABLE, CLI_ACCOUNT_REMOVE } cli_account_action;
+
+static int cli_account_change(const char *cmd, int argc, char **argv, cli_account_action action)
+{
+    static const char *const done[] = {"enabled", "disabled", "removed"};
+    const char *db = NULL, *name = NULL;
+    int help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    if (action == CLI_ACCOUNT_REMOVE)
+        rc = store_account_remove(s, name, err, sizeof err);
+    else
+        rc = store_account_set_enabled(s, name, action == CLI_ACCOUNT_ENABLE, err, sizeof err);
+    if (rc == 0)
+        printf("%s account %s\n", done[action], name);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static int cli_account_enable(int argc, char **argv)
+{
+    return cli_account_change("account enable", argc, argv, CLI_ACCOUNT_ENABLE);
+}
+
+static int cli_account_disable(int argc, char **argv)
+{
+    return cli_account_change("account disable", argc, argv, CLI_ACCOUNT_DISABLE);
+}
+
+static int cli_account_remove(int argc, char **argv)
+{
+    return cli_account_change("account remove", argc, argv, CLI_ACCOUNT_REMOVE);
+}
+
 /* ---------- key add / list ---------- */
 
 static int cli_key_add(int argc, char **argv)
@@ -524,6 +622,220 @@ static int cli_key_list(int argc, char **argv)
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
+/* ---------- key prefer / revoke ---------- */
+
+static int cli_key_prefer_check(const char *cmd, const char *acct, int clear)
+{
+    if (clear == !!acct) {
+        fprintf(stderr, "switchyard %s: give either --account ACCOUNT or --clear\n", cmd);
+        return -1;
+    }
+    if (acct && !*acct) {
+        fprintf(stderr, "switchyard %s: --account needs an account name\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
+static int cli_key_prefer(int argc, char **argv)
+{
+    const char *cmd = "key prefer", *db = NULL, *name = NULL, *acct = NULL;
+    int clear = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"account", &acct, NULL},
+                            {"clear", NULL, &clear}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    if (cli_key_prefer_check(cmd, acct, clear) != 0)
+        return CLI_EXIT_USAGE;
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    int n = store_key_set_preferred_by_name(s, name, acct, err, sizeof err);
+    if (n > 0 && acct)
+        printf("key %s now prefers account %s (%d key%s)\n", name, acct, n, n == 1 ? "" : "s");
+    else if (n > 0)
+        printf("cleared the preferred account of key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return n > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static int cli_key_revoke(int argc, char **argv)
+{
+    const char *cmd = "key revoke", *db = NULL, *name = NULL;
+    int help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    int n = store_key_revoke(s, name, err, sizeof err);
+    if (n > 0)
+        printf("revoked key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+    else if (n == 0)
+        printf("key %s was already revoked\n", name);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return n >= 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+/* ---------- config set / get / unset / list ---------- */
+
+/* A setting `switchyard config` accepts: canonical() returns the value to
+ * store, or NULL when the value is invalid. */
+typedef struct cli_setting {
+    const char *key;
+    const char *(*canonical)(const char *value);
+    const char *values; /* for the error message */
+} cli_setting;
+
+static const char *cli_rotation_canonical(const char *v) { return config_rotation_valid(v) ? v : NULL; }
+
+static const cli_setting cli_settings[] = {
+    {"route_strategy", config_strategy_canonical, "ordered or balanced (round_robin and rr mean balanced)"},
+    {"rotation", cli_rotation_canonical,
+     "account_rotation, aggregate_api_rotation, hybrid_rotation or hybrid_aggregate_first_rotation"},
+};
+#define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])
+
+static const cli_setting *cli_setting_find(const char *cmd, const char *key)
+{
+    for (size_t i = 0; i < CLI_N_SETTINGS; i++)
+        if (strcmp(cli_settings[i].key, key) == 0)
+            return &cli_settings[i];
+    fprintf(stderr, "switchyard %s: unknown setting '%s'; known settings:", cmd, key);
+    for (size_t i = 0; i < CLI_N_SETTINGS; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", cli_settings[i].key);
+    fputc('\n', stderr);
+    return NULL;
+}
+
+typedef struct cli_config_args {
+    const char *db;
+    const char *pos[2];
+    const cli_setting *setting; /* pos[0] looked up, when the command takes a key */
+} cli_config_args;
+
+/* Parses [--db PATH] and exactly want positional arguments (the first is a
+ * known key when want > 0). Returns -1 to go on, else the exit code. */
+static int cli_config_parse(const char *cmd, int argc, char **argv, int want, const char *what,
+                            cli_config_args *a)
+{
+    int help = 0;
+    cli_pos pos = {a->pos, want, 0};
+    const cli_opt opts[] = {{"db", &a->db, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    if (cli_parse(cmd, argc, argv, opts, &pos) != 0 || (!help && pos.n != want)) {
+        if (pos.n != want)
+            fprintf(stderr, "switchyard %s: expected %s\n", cmd, what);
+        cli_usage_config(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (help) {
+        cli_usage_config(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (want > 0 && !(a->setting = cli_setting_find(cmd, a->pos[0])))
+        return CLI_EXIT_USAGE;
+    return -1;
+}
+
+static int cli_config_set(int argc, char **argv)
+{
+    const char *cmd = "config set";
+    cli_config_args a = {0};
+    int rc = cli_config_parse(cmd, argc, argv, 2, "KEY VALUE", &a);
+    if (rc >= 0)
+        return rc;
+    const char *value = a.setting->canonical(a.pos[1]);
+    if (!value) {
+        fprintf(stderr, "switchyard %s: invalid %s '%s'; expected %s\n", cmd, a.setting->key, a.pos[1],
+                a.setting->values);
+        return CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open(cmd, a.db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    char err[512] = "";
+    rc = store_setting_set(s, a.setting->key, value, err, sizeof err);
+    if (rc == 0)
+        printf("%s=%s\n", a.setting->key, value);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static int cli_config_get(int argc, char **argv)
+{
+    const char *cmd = "config get";
+    cli_config_args a = {0};
+    int rc = cli_config_parse(cmd, argc, argv, 1, "KEY", &a);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open(cmd, a.db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    char value[1024];
+    rc = store_setting_get(s, a.setting->key, value, sizeof value);
+    if (rc == 0)
+        printf("%s\n", value);
+    else if (rc == 1)
+        fprintf(stderr, "switchyard %s: %s is not set (the environment or the default applies)\n", cmd,
+                a.setting->key);
+    else
+        fprintf(stderr, "switchyard %s: cannot read %s from %s\n", cmd, a.setting->key, store_path(s));
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static int cli_config_unset(int argc, char **argv)
+{
+    const char *cmd = "config unset";
+    cli_config_args a = {0};
+    int rc = cli_config_parse(cmd, argc, argv, 1, "KEY", &a);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open(cmd, a.db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    char err[512] = "";
+    rc = store_setting_delete(s, a.setting->key, err, sizeof err);
+    if (rc == 0)
+        printf("unset %s\n", a.setting->key);
+    else if (rc == 1)
+        printf("%s was not set\n", a.setting->key);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return rc >= 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static void cli_config_line(void *ud, const char *key, const char *value) { printf("%s=%s\n", key, value); }
+
+static int cli_config_list(int argc, char **argv)
+{
+    const char *cmd = "config list";
+    cli_config_args a = {0};
+    int rc = cli_config_parse(cmd, argc, argv, 0, "no arguments", &a);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open(cmd, a.db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    rc = store_settings_load(s, cli_config_line, NULL);
+    if (rc != 0)
+        fprintf(stderr, "switchyard %s: cannot read settings from %s\n", cmd, store_path(s));
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
 /* ---------- dispatch ---------- */
 
 typedef struct cli_sub {
@@ -552,12 +864,23 @@ static int cli_dispatch(const char *group, int argc, char **argv, const cli_sub 
 
 int cli_account_main(int argc, char **argv)
 {
-    static const cli_sub subs[] = {{"add", cli_account_add}, {"list", cli_account_list}, {NULL, NULL}};
+    static const cli_sub subs[] = {{"add", cli_account_add},         {"list", cli_account_list},
+                                   {"enable", cli_account_enable},   {"disable", cli_account_disable},
+                                   {"remove", cli_account_remove},   {NULL, NULL}};
     return cli_dispatch("account", argc, argv, subs, cli_usage_account);
 }
 
 int cli_key_main(int argc, char **argv)
 {
-    static const cli_sub subs[] = {{"add", cli_key_add}, {"list", cli_key_list}, {NULL, NULL}};
+    static const cli_sub subs[] = {{"add", cli_key_add},       {"list", cli_key_list}, {"prefer", cli_key_prefer},
+                                   {"revoke", cli_key_revoke}, {NULL, NULL}};
     return cli_dispatch("key", argc, argv, subs, cli_usage_key);
+}
+
+int cli_config_main(int argc, char **argv)
+{
+    static const cli_sub subs[] = {{"set", cli_config_set},     {"get", cli_config_get},
+                                   {"unset", cli_config_unset}, {"list", cli_config_list},
+                                   {NULL, NULL}};
+    return cli_dispatch("config", argc, argv, subs, cli_usage_config);
 }

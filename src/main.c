@@ -12,8 +12,12 @@ static void main_usage(FILE *f)
                "  switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR] [--strategy S]\n"
                "  switchyard account add --name N --base-url URL --token T [--kind api_key|chatgpt|aggregate] [--sort N]\n"
                "  switchyard account list [--json]\n"
+               "  switchyard account enable|disable|remove --name N\n"
                "  switchyard key add --name N\n"
                "  switchyard key list\n"
+               "  switchyard key prefer --name KEY (--account ACCOUNT | --clear)\n"
+               "  switchyard key revoke --name KEY\n"
+               "  switchyard config set KEY VALUE | get KEY | unset KEY | list\n"
                "  switchyard test [DIR] [--policies DIR]\n\n"
                "Every subcommand takes --db PATH (default ./switchyard.db, or $SWITCHYARD_DB).\n");
 }
@@ -31,6 +35,8 @@ int main(int argc, char **argv)
         return cli_account_main(argc - 1, argv + 1);
     if (strcmp(cmd, "key") == 0)
         return cli_key_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "config") == 0)
+        return cli_config_main(argc - 1, argv + 1);
     if (strcmp(cmd, "test") == 0)
         return policy_test_main(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

@@ -1,7 +1,8 @@
 /* store.c: the sqlite database (see store.h): file creation with mode 0600,
- * versioned migrations, the synchronous API used by the CLI and start-up,
- * and the writer thread that commits account state and request logs off the
- * event loop. Tokens and platform keys are never logged. */
+ * versioned migrations, the synchronous API used by the CLI and start-up
+ * (accounts, keys, settings), and the writer thread that commits account
+ * state, request logs and response owners off the event loop (and prunes
+ * old owners). Tokens and platform keys are never logged. */
 #include "store.h"
 #include "log.h"
 #include "sha256.h"
@@ -25,6 +26,9 @@
 #define STORE_GROUP_MS 10          /* group-commit window: fewer fsyncs, lock free in between */
 #define STORE_KEY_RANDOM_CHARS 40
 #define STORE_KEY_PREFIX_LEN 7     /* "sy-" plus 4 random chars */
+#define STORE_OWNER_QUEUE_MAX 100000  /* pending response owners before the oldest are dropped */
+#define STORE_OWNER_TTL_S (7 * 86400) /* owners older than this are pruned */
+#define STORE_PRUNE_EVERY_S 3600.0    /* at most one prune per this interval */
 
 typedef struct log_item {
     struct log_item *next;
@@ -32,12 +36,22 @@ typedef struct log_item {
     request_log rl;
 } log_item;
 
+typedef struct owner_item {
+    struct owner_item *next;
+    uint64_t seq;
+    int64_t account_id;
+    double created_at;     /* unix seconds */
+    char response_id[];
+} owner_item;
+
 /* A batch taken off the queue; committed in one transaction. */
 typedef struct writer_batch {
     log_item *logs;
     size_t n_logs;
     account_state *states;
     size_t n_states;
+    owner_item *owners;
+    size_t n_owners;
     uint64_t seq; /* everything queued with seq <= this is in or before the batch */
 } writer_batch;
 
@@ -51,12 +65,16 @@ typedef struct store_writer {
     size_t n_states, cap_states;
     uint64_t queued_seq, committed_seq;
     uint64_t dropped_logs, failed_commits;
+    owner_item *owners_head, *owners_tail;
+    size_t n_owners;
+    uint64_t dropped_owners;
+    double prune_due; /* monotonic seconds; writer thread only */
     int running, stop;
     int idle;         /* writer is waiting for the first item: puts must wake it */
     int sync_waiters; /* a store_writer_sync is waiting: skip the group window */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
-    sqlite3_stmt *ins_log, *up_state;
+    sqlite3_stmt *ins_log, *up_state, *up_owner, *prune_owners;
 } store_writer;
 
 struct store {
@@ -307,10 +325,29 @@ static const char store_migration_1[] =
     STORE_BUMP_TRIGGER("platform_keys", "INSERT")
     STORE_BUMP_TRIGGER("platform_keys", "UPDATE")
     STORE_BUMP_TRIGGER("platform_keys", "DELETE");
+
+/* Migration 2: settings written by `switchyard config` (their triggers bump
+ * config_version like accounts do, so a running server reloads), and the
+ * owners of response ids, kept so previous_response_id pinning survives a
+ * restart. No foreign key on owners: the writer may record one for an
+ * account the CLI just removed; loaders skip owners whose account is gone. */
+static const char store_migration_2[] =
+    "CREATE TABLE settings ("
+    " key TEXT PRIMARY KEY,"
+    " value TEXT NOT NULL,"
+    " updated_at INTEGER NOT NULL);"
+    STORE_BUMP_TRIGGER("settings", "INSERT")
+    STORE_BUMP_TRIGGER("settings", "UPDATE")
+    STORE_BUMP_TRIGGER("settings", "DELETE")
+    "CREATE TABLE response_owners ("
+    " response_id TEXT PRIMARY KEY,"
+    " account_id INTEGER NOT NULL,"
+    " created_at REAL NOT NULL);"
+    "CREATE INDEX response_owners_created_at ON response_owners(created_at);";
 #undef STORE_BUMP_TRIGGER
 
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
-static const char *const store_migrations[] = {store_migration_1};
+static const char *const store_migrations[] = {store_migration_1, store_migration_2};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -789,6 +826,241 @@ int64_t store_config_version(store *s)
 
 int64_t store_request_log_count(store *s) { return store_query_int(s, "SELECT count(*) FROM request_logs"); }
 
+/* ---------- administration by name ---------- */
+
+/* Runs one write with ?1 = name and, when the SQL has a ?2, ?2 = *arg (NULL
+ * binds SQL NULL). Returns the sqlite result; *changes gets the row count. */
+static int store_name_write(sqlite3 *db, const char *sql, const char *name, const int64_t *arg, int *changes)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        if (sqlite3_bind_parameter_count(st) >= 2 && arg)
+            sqlite3_bind_int64(st, 2, *arg);
+        else if (sqlite3_bind_parameter_count(st) >= 2)
+            sqlite3_bind_null(st, 2);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(db);
+    }
+    *changes = rc == SQLITE_OK ? sqlite3_changes(db) : 0;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* One name-keyed write with the CLI busy wait; -1 (err filled) on failure. */
+static int store_name_write_sync(store *s, const char *sql, const char *name, const int64_t *arg, int *changes,
+                                 const char *what, char *err, size_t errlen)
+{
+    if (!name || !*name) {
+        store_errf(err, errlen, "%s: a name is required", what);
+        return -1;
+    }
+    store_sync_write_begin(s);
+    int rc = store_name_write(s->db, sql, name, arg, changes);
+    store_sync_write_end(s);
+    if (rc != SQLITE_OK)
+        store_errf(err, errlen, "cannot %s: %s", what, sqlite3_errmsg(s->db));
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+int store_account_set_enabled(store *s, const char *name, int enabled, char *err, size_t errlen)
+{
+    int64_t v = enabled ? 1 : 0;
+    int changes = 0;
+    if (store_name_write_sync(s, "UPDATE accounts SET enabled = ?2 WHERE name = ?1", name, &v, &changes,
+                              enabled ? "enable account" : "disable account", err, errlen) != 0)
+        return -1;
+    if (changes == 0) {
+        store_errf(err, errlen, "no account named '%s'", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Owners first (no foreign key), then the account: its state cascades and
+ * platform_keys.preferred_account_id is set to NULL by the schema. */
+static int store_account_delete_txn(sqlite3 *db, const char *name, int *changes)
+{
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = store_name_write(db, "DELETE FROM response_owners WHERE account_id IN"
+                                  " (SELECT id FROM accounts WHERE name = ?1)", name, NULL, changes);
+    if (rc == SQLITE_OK)
+        rc = store_name_write(db, "DELETE FROM accounts WHERE name = ?1", name, NULL, changes);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+int store_account_remove(store *s, const char *name, char *err, size_t errlen)
+{
+    if (!name || !*name) {
+        store_errf(err, errlen, "account name is required");
+        return -1;
+    }
+    int changes = 0;
+    store_sync_write_begin(s);
+    int rc = store_account_delete_txn(s->db, name, &changes);
+    store_sync_write_end(s);
+    if (rc != SQLITE_OK)
+        store_errf(err, errlen, "cannot remove account: %s", sqlite3_errmsg(s->db));
+    else if (changes == 0)
+        store_errf(err, errlen, "no account named '%s'", name);
+    return rc == SQLITE_OK && changes ? 0 : -1;
+}
+
+/* An account's id by name: 1 found, 0 none, -1 error. */
+static int store_account_id_by_name(store *s, const char *name, int64_t *id)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(s->db, "SELECT id FROM accounts WHERE name = ?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        int step = sqlite3_step(st);
+        rc = step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : -1;
+        if (rc == 1)
+            *id = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_key_set_preferred_by_name(store *s, const char *key_name, const char *account_name,
+                                    char *err, size_t errlen)
+{
+    int64_t acc = 0;
+    int found = account_name ? store_account_id_by_name(s, account_name, &acc) : 1;
+    if (found <= 0) {
+        if (found == 0)
+            store_errf(err, errlen, "no account named '%s'", account_name);
+        else
+            store_errf(err, errlen, "cannot look up account: %s", sqlite3_errmsg(s->db));
+        return -1;
+    }
+    int changes = 0;
+    if (store_name_write_sync(s, "UPDATE platform_keys SET preferred_account_id = ?2 WHERE name = ?1", key_name,
+                              account_name ? &acc : NULL, &changes, "set the preferred account", err, errlen) != 0)
+        return -1;
+    if (changes == 0)
+        store_errf(err, errlen, "no key named '%s'", key_name);
+    return changes ? changes : -1;
+}
+
+int store_key_revoke(store *s, const char *name, char *err, size_t errlen)
+{
+    int changes = 0;
+    if (store_name_write_sync(s, "UPDATE platform_keys SET revoked = 1 WHERE name = ?1 AND revoked = 0", name,
+                              NULL, &changes, "revoke key", err, errlen) != 0)
+        return -1;
+    if (changes)
+        return changes;
+    int64_t known = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM platform_keys WHERE name = ?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        known = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    }
+    sqlite3_finalize(st);
+    if (known <= 0)
+        store_errf(err, errlen, known == 0 ? "no key named '%s'" : "cannot look up key '%s'", name);
+    return known > 0 ? 0 : -1;
+}
+
+/* ---------- settings ---------- */
+
+int store_setting_get(store *s, const char *key, char *out, size_t n)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (!key || !out || n == 0)
+        return -1;
+    out[0] = '\0';
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM settings WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE) {
+        rc = 1;
+    } else if (step == SQLITE_ROW) {
+        const unsigned char *v = sqlite3_column_text(st, 0);
+        size_t len = (size_t)sqlite3_column_bytes(st, 0);
+        if (v && len < n) {
+            memcpy(out, v, len + 1);
+            rc = 0;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_setting_set(store *s, const char *key, const char *value, char *err, size_t errlen)
+{
+    if (!key || !*key || !value) {
+        store_errf(err, errlen, "a setting needs a key and a value");
+        return -1;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+        "INSERT INTO settings(key, value, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT(key) DO UPDATE"
+        " SET value = excluded.value, updated_at = excluded.updated_at", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, store_now());
+        store_sync_write_begin(s);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+        store_sync_write_end(s);
+    }
+    if (rc != SQLITE_OK)
+        store_errf(err, errlen, "cannot set %s: %s", key, sqlite3_errmsg(s->db));
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+int store_setting_delete(store *s, const char *key, char *err, size_t errlen)
+{
+    int changes = 0;
+    if (store_name_write_sync(s, "DELETE FROM settings WHERE key = ?1", key, NULL, &changes, "unset a setting",
+                              err, errlen) != 0)
+        return -1;
+    return changes ? 0 : 1;
+}
+
+int store_settings_load(store *s, void (*fn)(void *ud, const char *key, const char *value), void *ud)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (sqlite3_prepare_v2(s->db, "SELECT key, value FROM settings ORDER BY key", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn(ud, (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1));
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* ---------- response owners (read) ---------- */
+
+int store_owners_load(store *s, size_t max, void (*fn)(void *ud, const char *response_id, int64_t account_id),
+                      void *ud)
+{
+    sqlite3_stmt *st = NULL;
+    int rc, n = 0;
+    if (sqlite3_prepare_v2(s->db,
+            "SELECT response_id, account_id FROM (SELECT rowid AS r, response_id, account_id, created_at"
+            " FROM response_owners ORDER BY created_at DESC, rowid DESC LIMIT ?1)"
+            " ORDER BY created_at ASC, r ASC", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, max > INT32_MAX ? INT32_MAX : (int64_t)max);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        fn(ud, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1));
+        n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? n : -1;
+}
+
 /* ---------- writer thread: statements and one batch ---------- */
 
 /* The EXISTS guard skips state for an account deleted (by the CLI) while
@@ -810,6 +1082,19 @@ static const char store_sql_ins_log[] =
     "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
     " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
     " total_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+static const char store_sql_up_owner[] =
+    "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT(response_id) DO UPDATE SET account_id = excluded.account_id, created_at = excluded.created_at";
+
+static const char store_sql_prune_owners[] = "DELETE FROM response_owners WHERE created_at < ?1";
+
+static double writer_clock(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 static void writer_bind_state(sqlite3_stmt *st, const account_state *a)
 {
@@ -874,19 +1159,38 @@ static int writer_batch_rows(store_writer *w, const writer_batch *b)
         writer_bind_log(w->ins_log, &it->rl);
         rc = writer_step(w->db, w->ins_log, "request_logs");
     }
+    for (const owner_item *o = b->owners; rc == SQLITE_OK && o; o = o->next) {
+        sqlite3_bind_text(w->up_owner, 1, o->response_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(w->up_owner, 2, o->account_id);
+        sqlite3_bind_double(w->up_owner, 3, o->created_at);
+        rc = writer_step(w->db, w->up_owner, "response_owners");
+    }
     return rc;
 }
 
-/* One transaction for the whole batch; rolled back on any failure. */
+static int writer_prune(store_writer *w)
+{
+    sqlite3_bind_double(w->prune_owners, 1, writer_clock(CLOCK_REALTIME) - STORE_OWNER_TTL_S);
+    return writer_step(w->db, w->prune_owners, "response_owners prune");
+}
+
+/* One transaction for the whole batch, with the owner prune when it is due;
+ * rolled back on any failure. */
 static int writer_commit(store_writer *w, const writer_batch *b)
 {
+    double now = writer_clock(CLOCK_MONOTONIC);
+    int prune = now >= w->prune_due;
     int rc = sqlite3_exec(w->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = writer_batch_rows(w, b);
+    if (rc == SQLITE_OK && prune)
+        rc = writer_prune(w);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(w->db))
         sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == SQLITE_OK && prune)
+        w->prune_due = now + STORE_PRUNE_EVERY_S;
     return rc;
 }
 
@@ -922,11 +1226,11 @@ static void writer_commit_retry(store_writer *w, const writer_batch *b)
         w->failed_commits++;
         pthread_mutex_unlock(&w->mu);
         if (failures == 0 || failures % 20 == 0)
-            log_error("store: writer commit failed (%s); keeping %zu request logs and %zu state updates, retrying",
-                      sqlite3_errmsg(w->db), b->n_logs, b->n_states);
+            log_error("store: writer commit failed (%s); keeping %zu request logs, %zu state updates and %zu"
+                      " response owners, retrying", sqlite3_errmsg(w->db), b->n_logs, b->n_states, b->n_owners);
         if (writer_stopping(w) && failures >= 3) {
-            log_error("store: shutting down; dropped %zu request logs and %zu state updates that could not be written",
-                      b->n_logs, b->n_states);
+            log_error("store: shutting down; dropped %zu request logs, %zu state updates and %zu response owners"
+                      " that could not be written", b->n_logs, b->n_states, b->n_owners);
             return;
         }
         writer_sleep_ms(delay_ms);
@@ -936,16 +1240,11 @@ static void writer_commit_retry(store_writer *w, const writer_batch *b)
 
 /* ---------- writer thread: queue ---------- */
 
-static int writer_has_work(const store_writer *w) { return w->head || w->n_states; }
+static int writer_has_work(const store_writer *w) { return w->head || w->n_states || w->owners_head; }
 
-/* Takes all coalesced states and up to STORE_BATCH_MAX logs (lock held). */
-static void writer_take(store_writer *w, writer_batch *b)
+/* Moves up to STORE_BATCH_MAX logs into the batch (lock held). */
+static void writer_take_logs(store_writer *w, writer_batch *b)
 {
-    memset(b, 0, sizeof *b);
-    b->states = w->states;
-    b->n_states = w->n_states;
-    w->states = NULL;
-    w->n_states = w->cap_states = 0;
     log_item **tailp = &b->logs;
     while (w->head && b->n_logs < STORE_BATCH_MAX) {
         *tailp = w->head;
@@ -957,9 +1256,43 @@ static void writer_take(store_writer *w, writer_batch *b)
     *tailp = NULL;
     if (!w->head)
         w->tail = NULL;
-    /* Every state is in the batch, so the batch covers everything queued
-     * before the first log still waiting. */
-    b->seq = w->head ? w->head->seq - 1 : w->queued_seq;
+}
+
+/* Moves up to STORE_BATCH_MAX owners into the batch (lock held). */
+static void writer_take_owners(store_writer *w, writer_batch *b)
+{
+    owner_item **tailp = &b->owners;
+    while (w->owners_head && b->n_owners < STORE_BATCH_MAX) {
+        *tailp = w->owners_head;
+        tailp = &w->owners_head->next;
+        w->owners_head = w->owners_head->next;
+        b->n_owners++;
+        w->n_owners--;
+    }
+    *tailp = NULL;
+    if (!w->owners_head)
+        w->owners_tail = NULL;
+}
+
+/* Takes all coalesced states and up to STORE_BATCH_MAX logs and owners
+ * (lock held). */
+static void writer_take(store_writer *w, writer_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->states = w->states;
+    b->n_states = w->n_states;
+    w->states = NULL;
+    w->n_states = w->cap_states = 0;
+    writer_take_logs(w, b);
+    writer_take_owners(w, b);
+    /* Every state is in the batch and both queues are in seq order, so the
+     * batch covers everything queued before the first item still waiting. */
+    uint64_t next = w->queued_seq + 1;
+    if (w->head && w->head->seq < next)
+        next = w->head->seq;
+    if (w->owners_head && w->owners_head->seq < next)
+        next = w->owners_head->seq;
+    b->seq = next - 1;
 }
 
 static void writer_batch_free(writer_batch *b)
@@ -968,12 +1301,16 @@ static void writer_batch_free(writer_batch *b)
         next = it->next;
         free(it);
     }
+    for (owner_item *o = b->owners, *next; o; o = next) {
+        next = o->next;
+        free(o);
+    }
     free(b->states);
 }
 
 static int writer_window_open(const store_writer *w)
 {
-    return !w->stop && !w->sync_waiters && w->n_logs < STORE_BATCH_MAX;
+    return !w->stop && !w->sync_waiters && w->n_logs < STORE_BATCH_MAX && w->n_owners < STORE_BATCH_MAX;
 }
 
 /* After the first item arrives, gathers more for up to STORE_GROUP_MS (lock
@@ -1030,7 +1367,9 @@ static int writer_prepare(store_writer *w, const char *path, char *err, size_t e
     if (store_conn_open(path, STORE_BUSY_MS, &w->db, err, errlen) != 0)
         return -1;
     if (sqlite3_prepare_v2(w->db, store_sql_up_state, -1, &w->up_state, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, store_sql_ins_log, -1, &w->ins_log, NULL) != SQLITE_OK) {
+        sqlite3_prepare_v2(w->db, store_sql_ins_log, -1, &w->ins_log, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, store_sql_up_owner, -1, &w->up_owner, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, store_sql_prune_owners, -1, &w->prune_owners, NULL) != SQLITE_OK) {
         store_errf(err, errlen, "writer: %s", sqlite3_errmsg(w->db));
         return -1;
     }
@@ -1041,8 +1380,10 @@ static void writer_conn_close(store_writer *w)
 {
     sqlite3_finalize(w->up_state);
     sqlite3_finalize(w->ins_log);
+    sqlite3_finalize(w->up_owner);
+    sqlite3_finalize(w->prune_owners);
     sqlite3_close_v2(w->db);
-    w->up_state = w->ins_log = NULL;
+    w->up_state = w->ins_log = w->up_owner = w->prune_owners = NULL;
     w->db = NULL;
 }
 
@@ -1098,14 +1439,15 @@ static void store_writer_stop(store_writer *w)
 /* Frees whatever was queued but never written (writer never started). */
 static void store_writer_discard(store_writer *w)
 {
-    if (w->head || w->n_states)
-        log_warn("store: closing with %zu request logs and %zu state updates never written (writer not started)",
-                 w->n_logs, w->n_states);
-    writer_batch b = {.logs = w->head, .states = w->states};
+    if (w->head || w->n_states || w->owners_head)
+        log_warn("store: closing with %zu request logs, %zu state updates and %zu response owners never written"
+                 " (writer not started)", w->n_logs, w->n_states, w->n_owners);
+    writer_batch b = {.logs = w->head, .states = w->states, .owners = w->owners_head};
     writer_batch_free(&b);
     w->head = w->tail = NULL;
+    w->owners_head = w->owners_tail = NULL;
     w->states = NULL;
-    w->n_logs = w->n_states = w->cap_states = 0;
+    w->n_logs = w->n_states = w->cap_states = w->n_owners = 0;
 }
 
 void store_writer_put_state(store *s, const account_state *st)
@@ -1183,6 +1525,60 @@ void store_writer_put_log(store *s, const request_log *rl)
                   STORE_LOG_QUEUE_MAX, (unsigned long long)dropped);
 }
 
+/* Drops the oldest queued owner (lock held); returns the new dropped total. */
+static uint64_t writer_drop_oldest_owner(store_writer *w)
+{
+    owner_item *old = w->owners_head;
+    w->owners_head = old->next;
+    if (!w->owners_head)
+        w->owners_tail = NULL;
+    w->n_owners--;
+    free(old);
+    return ++w->dropped_owners;
+}
+
+static owner_item *writer_owner_new(const char *response_id, int64_t account_id)
+{
+    size_t len = strlen(response_id);
+    owner_item *o = malloc(sizeof *o + len + 1);
+    if (!o)
+        return NULL;
+    o->next = NULL;
+    o->account_id = account_id;
+    o->created_at = writer_clock(CLOCK_REALTIME);
+    memcpy(o->response_id, response_id, len + 1);
+    return o;
+}
+
+void store_writer_put_owner(store *s, const char *response_id, int64_t account_id)
+{
+    store_writer *w = &s->w;
+    if (!response_id || !*response_id || strlen(response_id) > STORE_OWNER_ID_MAX || account_id <= 0)
+        return;
+    owner_item *o = writer_owner_new(response_id, account_id);
+    if (!o) {
+        log_error("store: out of memory; dropped a response owner");
+        return;
+    }
+    uint64_t dropped = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->n_owners >= STORE_OWNER_QUEUE_MAX)
+        dropped = writer_drop_oldest_owner(w);
+    o->seq = ++w->queued_seq;
+    if (w->owners_tail)
+        w->owners_tail->next = o;
+    else
+        w->owners_head = o;
+    w->owners_tail = o;
+    w->n_owners++;
+    if (w->idle || w->n_owners == STORE_BATCH_MAX)
+        pthread_cond_signal(&w->work_cv);
+    pthread_mutex_unlock(&w->mu);
+    if (dropped == 1 || (dropped && dropped % 10000 == 0))
+        log_error("store: writer queue full (%d response owners); dropped the oldest (%llu dropped so far)",
+                  STORE_OWNER_QUEUE_MAX, (unsigned long long)dropped);
+}
+
 void store_writer_sync(store *s)
 {
     store_writer *w = &s->w;
@@ -1206,5 +1602,7 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->pending_states = w->n_states;
     out->dropped_logs = w->dropped_logs;
     out->failed_commits = w->failed_commits;
+    out->pending_owners = w->n_owners;
+    out->dropped_owners = w->dropped_owners;
     pthread_mutex_unlock(&w->mu);
 }

@@ -1,5 +1,6 @@
 /* store.h: sqlite persistence (accounts, platform keys, account state,
- * request logs) in WAL mode with versioned migrations. The loop thread only
+ * request logs, settings, response-id owners) in WAL mode with versioned
+ * migrations. The loop thread only
  * reads (with busy_timeout 0); every write from the serving path goes through
  * an in-process writer thread with its own connection, so no commit, busy
  * wait or flush ever runs on the event loop. The CLI writes synchronously. */
@@ -100,10 +101,48 @@ int64_t store_config_version(store *s);
 /* Number of request_logs rows (tests, diagnostics). */
 int64_t store_request_log_count(store *s);
 
+/* Administration by name (CLI). Each returns -1 and fills err when the name
+ * is unknown or the write fails. Enabling or disabling leaves updated_at
+ * alone, so the routing order does not change. Removing an account also
+ * drops its state and response owners and clears it as any key's preferred
+ * account; its request logs stay. */
+int store_account_set_enabled(store *s, const char *name, int enabled, char *err, size_t errlen);
+int store_account_remove(store *s, const char *name, char *err, size_t errlen);
+/* Key names need not be unique: these apply to every key of that name and
+ * return how many keys changed (>= 1 for prefer; 0 from revoke means all
+ * were already revoked). account_name NULL clears the preference. */
+int store_key_set_preferred_by_name(store *s, const char *key_name, const char *account_name,
+                                    char *err, size_t errlen);
+int store_key_revoke(store *s, const char *name, char *err, size_t errlen);
+
+/* --- settings (key/value text, managed by `switchyard config`) ---
+ * Any change bumps config_version. The store does not validate keys or
+ * values; cli.c knows the keys. */
+/* 0 found (value copied into out), 1 not set, -1 error or out too small.
+ * Never waits for a lock (busy_timeout 0), so the loop may call it. */
+int store_setting_get(store *s, const char *key, char *out, size_t n);
+int store_setting_set(store *s, const char *key, const char *value, char *err, size_t errlen); /* 0 / -1 */
+/* 0 deleted, 1 was not set, -1 error. */
+int store_setting_delete(store *s, const char *key, char *err, size_t errlen);
+/* Calls fn for every setting in key order; 0 ok, -1 error. */
+int store_settings_load(store *s, void (*fn)(void *ud, const char *key, const char *value), void *ud);
+
+/* --- response owners (previous_response_id pinning across restarts) ---
+ * Calls fn for the most recent max owners, oldest first (so replaying them
+ * into a bounded map keeps the newest). Returns the number of rows, -1 on
+ * error. Never waits for a lock. */
+int store_owners_load(store *s, size_t max, void (*fn)(void *ud, const char *response_id, int64_t account_id),
+                      void *ud);
+
 /* --- asynchronous writer (serving path) --- */
 int store_writer_start(store *s, char *err, size_t errlen);
 void store_writer_put_state(store *s, const account_state *st); /* upsert; never blocks on disk */
 void store_writer_put_log(store *s, const request_log *rl);     /* insert; never blocks on disk */
+/* Upserts the owner of a response id (stamped with the current time);
+ * never blocks on disk. The writer deletes owners older than 7 days, at
+ * most once an hour. Ids longer than STORE_OWNER_ID_MAX are ignored. */
+#define STORE_OWNER_ID_MAX 512
+void store_writer_put_owner(store *s, const char *response_id, int64_t account_id);
 /* Blocks until everything queued so far is committed (shutdown, tests). */
 void store_writer_sync(store *s);
 
@@ -113,6 +152,8 @@ typedef struct store_writer_stats {
     size_t pending_states;   /* accounts with a coalesced state upsert queued */
     uint64_t dropped_logs;   /* oldest request logs dropped because the queue was full */
     uint64_t failed_commits; /* batch commits that failed (and were retried) */
+    size_t pending_owners;   /* response owners queued */
+    uint64_t dropped_owners; /* oldest response owners dropped because the queue was full */
 } store_writer_stats;
 void store_writer_stats_get(store *s, store_writer_stats *out);
 

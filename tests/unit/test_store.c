@@ -1,7 +1,9 @@
-/* test_store.c: the sqlite store: migrations, file modes, accounts and keys,
- * config_version across connections, and the writer thread (batching,
- * coalescing, bounded queue, retry after disk full, durability across a
- * kill -9 after store_writer_sync). */
+/* test_store.c: the sqlite store: migrations (including the in-place
+ * upgrade of a migration-1 database), file modes, accounts and keys (and
+ * their administration by name), settings, config_version across
+ * connections, response owners, and the writer thread (batching,
+ * coalescing, bounded queue, owner pruning, retry after disk full,
+ * durability across a kill -9 after store_writer_sync). */
 #include "check.h"
 #include "sha256.h"
 #include "store.h"
@@ -148,6 +150,11 @@ static double test_now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Text collected by the settings and owners callbacks. */
+typedef struct test_text {
+    char text[512];
+} test_text;
+
 /* ---------- schema and files ---------- */
 
 static void test_store_migrations_are_idempotent_on_reopen(void)
@@ -162,7 +169,7 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 2);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -663,6 +670,282 @@ static void test_store_sync_without_writer_returns(void)
     store_close(s);
 }
 
+/* ---------- migration 2: settings and response owners ---------- */
+
+/* A database at migration 1 (built by undoing migration 2 by hand, which
+ * leaves exactly the v1 schema) upgrades in place and keeps its rows. */
+static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
+    store_close(s);
+    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners;"
+                        " DELETE FROM schema_migrations WHERE version = 2");
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
+                                    " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
+    s = test_open(path);
+    CHECK(s != NULL);
+    store_close(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
+                                    " ('settings', 'response_owners')"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
+                                    " AND tbl_name = 'settings'"), 3);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'response_owners_created_at'"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE name = 'kept'"), 1);
+}
+
+static void test_store_settings_round_trip(void)
+{
+    char path[128], err[256] = "", v[64], tiny[4];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK_EQ_INT(store_setting_get(s, "route_strategy", v, sizeof v), 1);
+    CHECK_EQ_INT(store_setting_set(s, "route_strategy", "balanced", err, sizeof err), 0);
+    CHECK_EQ_INT(store_setting_get(s, "route_strategy", v, sizeof v), 0);
+    CHECK_EQ_STR(v, "balanced");
+    CHECK_EQ_INT(store_setting_get(s, "route_strategy", tiny, sizeof tiny), -1); /* does not fit */
+    CHECK_EQ_INT(store_setting_set(s, "route_strategy", "ordered", err, sizeof err), 0);
+    CHECK_EQ_INT(store_setting_get(s, "route_strategy", v, sizeof v), 0);
+    CHECK_EQ_STR(v, "ordered");
+    CHECK_EQ_INT(store_setting_set(s, "", "x", err, sizeof err), -1);
+    CHECK_EQ_INT(store_setting_delete(s, "route_strategy", err, sizeof err), 0);
+    CHECK_EQ_INT(store_setting_delete(s, "route_strategy", err, sizeof err), 1);
+    CHECK_EQ_INT(store_setting_get(s, "route_strategy", v, sizeof v), 1);
+    store_close(s);
+}
+
+/* Insert, update and delete of a setting each bump config_version as seen by
+ * another connection (the running server), like account edits do. */
+static void test_store_settings_bump_config_version(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *cli = test_open(path);
+    store *server = test_open(path);
+    int64_t v0 = store_config_version(server);
+    CHECK_EQ_INT(store_setting_set(cli, "rotation", "account_rotation", err, sizeof err), 0);
+    int64_t v1 = store_config_version(server);
+    CHECK(v1 > v0);
+    CHECK_EQ_INT(store_setting_set(cli, "rotation", "hybrid_rotation", err, sizeof err), 0);
+    int64_t v2 = store_config_version(server);
+    CHECK(v2 > v1);
+    CHECK_EQ_INT(store_setting_delete(cli, "rotation", err, sizeof err), 0);
+    CHECK(store_config_version(server) > v2);
+    store_close(cli);
+    store_close(server);
+}
+
+/* A foreign write transaction must not make the loop-side read wait. */
+static void test_store_setting_get_does_not_wait_for_a_writer(void)
+{
+    char path[128], err[256] = "", v[64];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK_EQ_INT(store_setting_set(s, "rotation", "account_rotation", err, sizeof err), 0);
+    sqlite3 *other = NULL;
+    CHECK_EQ_INT(sqlite3_open_v2(path, &other, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_exec(other, "BEGIN IMMEDIATE; UPDATE settings SET value = 'x'", NULL, NULL, NULL), SQLITE_OK);
+    double t0 = test_now();
+    CHECK_EQ_INT(store_setting_get(s, "rotation", v, sizeof v), 0);
+    CHECK(test_now() - t0 < 0.5);
+    CHECK_EQ_STR(v, "account_rotation");
+    sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(other);
+    store_close(s);
+}
+
+static void test_settings_collect(void *ud, const char *key, const char *value)
+{
+    test_text *b = ud;
+    snprintf(b->text + strlen(b->text), sizeof b->text - strlen(b->text), "%s=%s;", key, value);
+}
+
+static void test_store_settings_load_in_key_order(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    store_setting_set(s, "rotation", "hybrid_rotation", err, sizeof err);
+    store_setting_set(s, "route_strategy", "balanced", err, sizeof err);
+    test_text b = {""};
+    CHECK_EQ_INT(store_settings_load(s, test_settings_collect, &b), 0);
+    CHECK_EQ_STR(b.text, "rotation=hybrid_rotation;route_strategy=balanced;");
+    store_close(s);
+}
+
+static void test_owners_collect(void *ud, const char *response_id, int64_t account_id)
+{
+    test_text *b = ud;
+    snprintf(b->text + strlen(b->text), sizeof b->text - strlen(b->text), "%s:%lld;", response_id,
+             (long long)account_id);
+}
+
+static void test_store_owners_round_trip_through_the_writer(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_writer_put_owner(s, "resp_a", 1);
+    request_log r = test_log(0); /* same batch as a log */
+    store_writer_put_log(s, &r);
+    store_writer_put_owner(s, "resp_b", 2);
+    store_writer_put_owner(s, "", 2);      /* ignored */
+    store_writer_put_owner(s, "resp_c", 0); /* ignored: no account */
+    store_writer_sync(s);
+    usleep(20000); /* distinct created_at */
+    store_writer_put_owner(s, "resp_a", 3); /* re-owned: upsert, now newest */
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_request_log_count(s), 1);
+    test_text b = {""};
+    CHECK_EQ_INT(store_owners_load(s, 10, test_owners_collect, &b), 2);
+    CHECK_EQ_STR(b.text, "resp_b:2;resp_a:3;");
+    store_writer_stats ws;
+    store_writer_stats_get(s, &ws);
+    CHECK_EQ_INT(ws.pending_owners, 0);
+    store_close(s);
+}
+
+static void test_store_owners_load_keeps_the_most_recent_oldest_first(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    test_sql_exec(path, "INSERT INTO response_owners VALUES ('r1', 1, 100), ('r4', 4, 400),"
+                        " ('r2', 2, 200), ('r3', 3, 300)");
+    store *s = test_open(path);
+    test_text b = {""};
+    CHECK_EQ_INT(store_owners_load(s, 2, test_owners_collect, &b), 2);
+    CHECK_EQ_STR(b.text, "r3:3;r4:4;");
+    b.text[0] = '\0';
+    CHECK_EQ_INT(store_owners_load(s, 0, test_owners_collect, &b), 0);
+    CHECK_EQ_STR(b.text, "");
+    store_close(s);
+}
+
+/* Owners queued before the writer starts are kept and committed by it, in
+ * batches of at most STORE_BATCH_MAX. */
+static void test_store_owners_queued_before_start_are_committed(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    char id[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(id, sizeof id, "resp_%d", i);
+        store_writer_put_owner(s, id, 1 + i % 3);
+    }
+    store_writer_stats ws;
+    store_writer_stats_get(s, &ws);
+    CHECK_EQ_INT(ws.pending_owners, 5000);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_writer_sync(s); /* more than one batch: sync must wait for all of them */
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM response_owners"), 5000);
+    store_close(s);
+}
+
+/* The first batch prunes owners older than 7 days; the next prune waits an
+ * hour, so an old row added right after survives the next batch. */
+static void test_store_writer_prunes_old_owners_at_most_hourly(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    test_sql_exec(path, "INSERT INTO response_owners VALUES"
+                        " ('old', 1, (strftime('%s', 'now') + 0) - 8 * 86400), ('recent', 1, (strftime('%s', 'now') + 0) - 6 * 86400)");
+    store *s = test_open(path);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_writer_put_owner(s, "new", 2);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM response_owners WHERE response_id = 'old'"), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM response_owners"), 2);
+    test_sql_exec(path, "INSERT INTO response_owners VALUES ('old2', 1, (strftime('%s', 'now') + 0) - 8 * 86400)");
+    store_writer_put_owner(s, "newer", 2);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM response_owners WHERE response_id = 'old2'"), 1);
+    store_close(s);
+}
+
+/* ---------- administration by name ---------- */
+
+static void test_store_account_enable_disable_by_name(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    int64_t v0 = store_config_version(s);
+    CHECK_EQ_INT(store_account_set_enabled(s, "a", 0, err, sizeof err), 0);
+    CHECK(store_config_version(s) > v0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT enabled FROM accounts WHERE name = 'a'"), 0);
+    CHECK_EQ_INT(store_account_set_enabled(s, "a", 1, err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT enabled FROM accounts WHERE name = 'a'"), 1);
+    CHECK_EQ_INT(store_account_set_enabled(s, "nope", 0, err, sizeof err), -1);
+    CHECK(strstr(err, "no account named 'nope'") != NULL);
+    store_close(s);
+}
+
+/* Removal takes the account's state and owners with it and clears it as a
+ * key's preferred account; request logs stay. */
+static void test_store_account_remove_cleans_up_references(void)
+{
+    char path[128], err[256] = "", key[64];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    int64_t b = test_add_account(s, "b", 0, ACCOUNT_API_KEY);
+    store_key_add(s, "k", key, sizeof key, NULL, NULL, 0);
+    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "k", "a", err, sizeof err), 1);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    account_state st = test_state(a, 1);
+    store_writer_put_state(s, &st);
+    store_writer_put_owner(s, "resp_a", a);
+    store_writer_put_owner(s, "resp_b", b);
+    request_log r = test_log(0);
+    r.account_id = a;
+    store_writer_put_log(s, &r);
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_account_remove(s, "a", err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM account_state"), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM response_owners"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE preferred_account_id IS NULL"), 1);
+    CHECK_EQ_INT(store_request_log_count(s), 1);
+    CHECK_EQ_INT(store_account_remove(s, "a", err, sizeof err), -1);
+    CHECK(strstr(err, "no account named") != NULL);
+    store_close(s);
+}
+
+static void test_store_key_prefer_and_revoke_by_name(void)
+{
+    char path[128], err[256] = "", key[64];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    store_key_add(s, "team", key, sizeof key, NULL, NULL, 0);
+    store_key_add(s, "team", key, sizeof key, NULL, NULL, 0);
+    store_key_add(s, "solo", key, sizeof key, NULL, NULL, 0);
+    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "team", "a", err, sizeof err), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE preferred_account_id = 1"), 2);
+    CHECK_EQ_INT(a, 1);
+    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "team", "nope", err, sizeof err), -1);
+    CHECK(strstr(err, "no account named") != NULL);
+    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "nope", "a", err, sizeof err), -1);
+    CHECK(strstr(err, "no key named") != NULL);
+    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "team", NULL, err, sizeof err), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE preferred_account_id IS NULL"), 3);
+    int64_t v0 = store_config_version(s);
+    CHECK_EQ_INT(store_key_revoke(s, "solo", err, sizeof err), 1);
+    CHECK(store_config_version(s) > v0);
+    CHECK_EQ_INT(store_key_revoke(s, "solo", err, sizeof err), 0); /* already revoked */
+    CHECK_EQ_INT(store_key_revoke(s, "nope", err, sizeof err), -1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE revoked = 1"), 1);
+    store_close(s);
+}
+
 static void test_cleanup(void)
 {
     char cmd[128];
@@ -698,6 +981,18 @@ int main(void)
     RUN(test_store_writer_sync_survives_kill_9);
     RUN(test_store_writer_retries_after_disk_full);
     RUN(test_store_sync_without_writer_returns);
+    RUN(test_store_migration_2_upgrades_a_v1_database_in_place);
+    RUN(test_store_settings_round_trip);
+    RUN(test_store_settings_bump_config_version);
+    RUN(test_store_setting_get_does_not_wait_for_a_writer);
+    RUN(test_store_settings_load_in_key_order);
+    RUN(test_store_owners_round_trip_through_the_writer);
+    RUN(test_store_owners_load_keeps_the_most_recent_oldest_first);
+    RUN(test_store_owners_queued_before_start_are_committed);
+    RUN(test_store_writer_prunes_old_owners_at_most_hourly);
+    RUN(test_store_account_enable_disable_by_name);
+    RUN(test_store_account_remove_cleans_up_references);
+    RUN(test_store_key_prefer_and_revoke_by_name);
     test_cleanup();
     return check_summary();
 }
