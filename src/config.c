@@ -1,6 +1,7 @@
 /* config.c: defaults, environment overrides and validation of settings. */
 #include "config.h"
 #include "log.h"
+#include "store.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,7 @@ int config_from_env(sy_config *c)
             bad = 1;
         } else {
             snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
+            c->strategy_pinned = 1;
         }
     }
     const char *rot = getenv("SWITCHYARD_ROTATION");
@@ -135,6 +137,7 @@ int config_from_env(sy_config *c)
             bad = 1;
         } else {
             snprintf(c->rotation, sizeof c->rotation, "%s", rot);
+            c->rotation_pinned = 1;
         }
     }
     const char *lvl = getenv("SWITCHYARD_LOG_LEVEL");
@@ -148,4 +151,21 @@ int config_from_env(sy_config *c)
         }
     }
     return bad ? -1 : 0;
+}
+
+void config_from_store(sy_config *c, struct store *st)
+{
+    char v[64];
+    if (!c->strategy_pinned && store_setting_get(st, "route_strategy", v, sizeof v) == 0) {
+        const char *canon = config_strategy_canonical(v);
+        if (canon && strcmp(canon, c->route_strategy) != 0) {
+            snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
+            log_info("route strategy is now %s (database setting)", canon);
+        }
+    }
+    if (!c->rotation_pinned && store_setting_get(st, "rotation", v, sizeof v) == 0 && config_rotation_valid(v) &&
+        strcmp(v, c->rotation) != 0) {
+        snprintf(c->rotation, sizeof c->rotation, "%s", v);
+        log_info("rotation mode is now %s (database setting)", v);
+    }
 }

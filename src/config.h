@@ -19,6 +19,8 @@ typedef struct sy_config {
     char route_strategy[32];   /* "ordered" | "balanced" */
     char rotation[40];         /* key rotation mode */
     int log_level;
+    int strategy_pinned;       /* set by flag or environment: database settings do not apply */
+    int rotation_pinned;
 } sy_config;
 
 void config_defaults(sy_config *c);
@@ -30,5 +32,11 @@ int config_set_listen(sy_config *c, const char *s);
 const char *config_strategy_canonical(const char *s);
 /* 1 if s names a rotation mode. */
 int config_rotation_valid(const char *s);
+
+struct store;
+/* Applies the `switchyard config` settings (route_strategy, rotation) from
+ * the database to the fields no flag or environment variable pinned. Keeps
+ * the current value when the database is busy or the value is invalid. */
+void config_from_store(sy_config *c, struct store *st);
 
 #endif

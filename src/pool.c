@@ -37,6 +37,8 @@ struct pool {
     uint32_t owner_next;
 };
 
+static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id);
+
 static uint64_t pool_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -123,6 +125,7 @@ pool *pool_new(store *st, char *err, size_t errlen)
     p->config_version = store_config_version(st);
     pool_load(p);
     pool_states_apply(p);
+    store_owners_load(st, POOL_OWNERS, pool_owner_loaded, p);
     (void)err;
     (void)errlen;
     return p;
@@ -139,14 +142,15 @@ void pool_free(pool *p)
     free(p);
 }
 
-void pool_refresh(pool *p)
+int pool_refresh(pool *p)
 {
     int64_t v = store_config_version(p->st);
     if (v < 0 || v == p->config_version)
-        return;
+        return 0;
     p->config_version = v;
     pool_load(p);
     log_info("pool: reloaded %zu accounts, %zu platform keys", p->n, p->nkeys);
+    return 1;
 }
 
 size_t pool_count(const pool *p) { return p->n; }
@@ -215,10 +219,8 @@ static void pool_owner_unlink(pool *p, uint32_t slot)
     o->h = 0;
 }
 
-void pool_owner_set(pool *p, const char *response_id, int64_t account_id)
+static void pool_owner_put(pool *p, const char *response_id, int64_t account_id)
 {
-    if (!response_id || !*response_id)
-        return;
     uint32_t slot = p->owner_next++ % POOL_OWNERS;
     pool_owner_unlink(p, slot);
     pool_owner *o = &p->owners[slot];
@@ -227,6 +229,21 @@ void pool_owner_set(pool *p, const char *response_id, int64_t account_id)
     int32_t *b = &p->buckets[o->h % POOL_OWNER_BUCKETS];
     o->next = *b;
     *b = (int32_t)slot;
+}
+
+void pool_owner_set(pool *p, const char *response_id, int64_t account_id)
+{
+    if (!response_id || !*response_id)
+        return;
+    pool_owner_put(p, response_id, account_id);
+    store_writer_put_owner(p->st, response_id, account_id);
+}
+
+static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id)
+{
+    pool *p = ud;
+    if (pool_find(p, account_id))
+        pool_owner_put(p, response_id, account_id);
 }
 
 int64_t pool_owner_get(const pool *p, const char *response_id)

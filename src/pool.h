@@ -25,8 +25,9 @@ typedef struct pool pool;
 pool *pool_new(store *st, char *err, size_t errlen);
 void pool_free(pool *p);
 /* Reloads accounts and keys when their config_version moved; keeps each
- * account's runtime state by id. Cheap when nothing changed. */
-void pool_refresh(pool *p);
+ * account's runtime state by id. Cheap when nothing changed. Returns 1 if
+ * the configuration changed (accounts, keys or settings). */
+int pool_refresh(pool *p);
 
 size_t pool_count(const pool *p);
 pool_account *pool_at(pool *p, size_t i);      /* in sort ASC, updated_at DESC, id ASC order */
@@ -41,6 +42,7 @@ void pool_state_save(pool *p, pool_account *pa);
 int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model);
 void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id);
 
+/* Remembers (and persists) which account holds a stored response. */
 void pool_owner_set(pool *p, const char *response_id, int64_t account_id);
 int64_t pool_owner_get(const pool *p, const char *response_id); /* 0 unknown */
 

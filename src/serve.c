@@ -57,6 +57,7 @@ static int serve_parse(sy_config *c, int argc, char **argv)
                 return -1;
             }
             snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
+            c->strategy_pinned = 1;
             break;
         }
         case 'r':
@@ -65,6 +66,7 @@ static int serve_parse(sy_config *c, int argc, char **argv)
                 return -1;
             }
             snprintf(c->rotation, sizeof c->rotation, "%s", optarg);
+            c->rotation_pinned = 1;
             break;
         case 'v':
             if ((c->log_level = log_level_parse(optarg)) < 0) {
@@ -117,7 +119,8 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
 static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
 {
     gateway *gw = arg;
-    pool_refresh(gw->pool);
+    if (pool_refresh(gw->pool))
+        config_from_store(&gw->cfg, gw->st);
     if (gw->draining && gw->active == 0)
         event_base_loopexit(gw->base, NULL);
 }
@@ -144,6 +147,7 @@ static int serve_open(gateway *gw)
         return -1;
     }
     gw->pool = pool_new(gw->st, err, sizeof err);
+    config_from_store(&gw->cfg, gw->st);
     gw->policy = policy_new(gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL, err, sizeof err);
     if (!gw->policy) {
         log_error("cannot load policies: %s", err);
