@@ -72,6 +72,10 @@ static void sse_line(sse_parser *p, const char *s, size_t n)
  * carried partial line, copying only when one exists. */
 static void sse_finish_line(sse_parser *p, const char *buf, size_t start, size_t end)
 {
+    if (p->skip) {
+        p->skip = 0;
+        return;
+    }
     if (p->line.len) {
         sbuf_append(&p->line, buf + start, end - start);
         sse_line(p, p->line.p, p->line.len);
@@ -104,6 +108,10 @@ void sse_feed(sse_parser *p, const char *buf, size_t n)
         }
         start = i;
     }
-    if (start < n)
+    if (start < n && !p->skip)
         sbuf_append(&p->line, buf + start, n - start);
+    if (p->line.len > SSE_MAX_LINE) {
+        sbuf_reset(&p->line);
+        p->skip = 1;
+    }
 }

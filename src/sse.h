@@ -17,7 +17,13 @@ typedef struct sse_parser {
     sbuf data;
     int has_data;
     int last_cr; /* previous chunk ended in CR: skip a leading LF */
+    int skip;    /* the current line outgrew SSE_MAX_LINE: drop it whole */
 } sse_parser;
+
+/* A longer line is dropped unparsed (the bytes still flow to the client;
+ * only their inspection is lost), so a stream without newlines cannot grow
+ * the parser's memory without bound. */
+#define SSE_MAX_LINE (8u << 20)
 
 void sse_init(sse_parser *p, sse_event_fn fn, void *ud);
 void sse_feed(sse_parser *p, const char *buf, size_t n);

@@ -39,6 +39,24 @@ static void run(got *g, const char *s, size_t step)
     sse_free(&p);
 }
 
+static void test_overlong_line_dropped_and_parsing_resumes(void)
+{
+    got g;
+    memset(&g, 0, sizeof g);
+    sse_parser p;
+    sse_init(&p, collect, &g);
+    static char junk[1 << 20];
+    memset(junk, 'x', sizeof junk);
+    sse_feed(&p, "data: ", 6);
+    for (int i = 0; i < 9; i++) /* 9 MiB without a line end */
+        sse_feed(&p, junk, sizeof junk);
+    CHECK(p.line.len <= SSE_MAX_LINE);
+    sse_feed(&p, "tail\n\ndata: ok\n\n", 17);
+    CHECK_EQ_INT(g.n, 1);
+    CHECK_EQ_STR(g.data[0], "ok");
+    sse_free(&p);
+}
+
 static void test_single_event_with_name(void)
 {
     got g;
@@ -226,6 +244,7 @@ static void test_long_line_split_across_many_feeds(void)
 int main(void)
 {
     RUN(test_single_event_with_name);
+    RUN(test_overlong_line_dropped_and_parsing_resumes);
     RUN(test_event_without_name_has_empty_name);
     RUN(test_crlf_and_cr_line_ends);
     RUN(test_crlf_split_across_feeds);
