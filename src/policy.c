@@ -577,9 +577,13 @@ static void engine_fallback(policy_engine *pe, int hook, const char *why)
     pe->fallbacks++;
     uint64_t n = ++pe->hook_fallbacks[hook];
     snprintf(pe->last_error, sizeof pe->last_error, "%s: %s", hook_names[hook], red);
-    if (n <= 10 || n % 1000 == 0)
+    if (n <= 10 || n % 1000 == 0) {
         log_warn("policy: %s hook (%s) failed, built-in default used (%llu times): %s",
                  hook_names[hook], pe->files[hook], (unsigned long long)n, red);
+        char trace[1024];
+        log_redact(trace, sizeof trace, sandbox_traceback(pe->sb));
+        log_debug("policy: %s", trace);
+    }
 }
 
 /* ======================= public hook calls ======================= */
@@ -599,8 +603,9 @@ void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *
 void policy_cooldown(policy_engine *pe, const policy_state *st, const char *cls, double now,
                      double *seconds, int *ladder_step)
 {
+    static const policy_state none = {.retry_after = -1};
     char why[512];
-    hook_call h = {.pe = pe, .st = st, .cls = cls, .now = now};
+    hook_call h = {.pe = pe, .st = st ? st : &none, .cls = cls, .now = now};
     if (pe && hook_run(pe, cooldown_run, &h, why, sizeof why) == 0) {
         *seconds = h.seconds;
         *ladder_step = h.step;
@@ -608,13 +613,15 @@ void policy_cooldown(policy_engine *pe, const policy_state *st, const char *cls,
     }
     if (pe)
         engine_fallback(pe, HOOK_COOLDOWN, why);
-    cooldown_default(st, cls, now, seconds, ladder_step);
+    cooldown_default(h.st, cls, now, seconds, ladder_step);
 }
 
 int policy_guard(policy_engine *pe, const policy_candidate *c)
 {
     char why[512];
     hook_call h = {.pe = pe, .c = c};
+    if (!c)
+        return GUARD_NORMAL;
     if (pe && hook_run(pe, guard_run, &h, why, sizeof why) == 0)
         return h.guard;
     if (pe)

@@ -21,6 +21,7 @@ struct sandbox {
     int tripped;              /* budget exhausted in this run */
     int oom;                  /* an allocation was refused in this run */
     int print_stdout;
+    char trip_where[160];     /* "file:line:" where the budget ran out */
     char trace[2048];
 };
 
@@ -30,8 +31,7 @@ static char key_base, key_libs, key_exports;
 
 static const char *const base_allowed[] = {
     "assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall", "rawequal",
-    "rawget", "rawlen", "rawset", "select", "tonumber", "tostring", "type", "xpcall",
-    "_VERSION", NULL};
+    "rawget", "rawlen", "rawset", "select", "tonumber", "tostring", "type", "_VERSION", NULL};
 static const char *const libs_copied[] = {"string", "table", "math", "utf8", "os", "cjson", NULL};
 static const char *const os_allowed[] = {"time", "clock", "date", NULL};
 static const char *const cjson_allowed[] = {"encode", "decode", "null", NULL};
@@ -79,11 +79,13 @@ static void sandbox_hook(lua_State *L, lua_Debug *ar)
         if (sb->instr_used < sb->instr_limit)
             return;
         sb->tripped = 1;
+        luaL_where(L, 0);
+        snprintf(sb->trip_where, sizeof sb->trip_where, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
     }
     lua_sethook(L, sandbox_hook, LUA_MASKCOUNT, 1);
-    luaL_where(L, 0);
-    lua_pushfstring(L, "policy exceeded the instruction limit (%d instructions)", (int)sb->instr_limit);
-    lua_concat(L, 2);
+    lua_pushfstring(L, "%spolicy exceeded the instruction limit (%d instructions)", sb->trip_where,
+                    (int)sb->instr_limit);
     lua_error(L);
 }
 
@@ -92,6 +94,7 @@ static void sandbox_begin(sandbox *sb)
     sb->instr_used = 0;
     sb->tripped = 0;
     sb->oom = 0;
+    sb->trip_where[0] = '\0';
     lua_sethook(sb->L, sandbox_hook, LUA_MASKCOUNT, SB_HOOK_STEP);
 }
 
@@ -127,7 +130,8 @@ sandbox_result sandbox_run(sandbox *sb, lua_CFunction fn, void *ud, char *err, s
     if (err && errlen)
         err[0] = '\0';
     if (!lua_checkstack(L, 3)) {
-        snprintf(err, errlen, "Lua stack exhausted");
+        if (err && errlen)
+            snprintf(err, errlen, "Lua stack exhausted");
         return SANDBOX_NOMEM;
     }
     sandbox_begin(sb);
@@ -177,6 +181,29 @@ static int sandbox_setmetatable(lua_State *L)
     lua_settop(L, 2);
     lua_setmetatable(L, 1);
     return 1;
+}
+
+/* xpcall whose handler runs after unwinding, under the budget. Lua calls a
+ * message handler from inside the erroring hook, where hooks are off: a
+ * looping handler would then never be stopped. */
+static int sandbox_xpcall(lua_State *L)
+{
+    int n = lua_gettop(L);
+    luaL_checkany(L, 2);
+    lua_pushvalue(L, 1);
+    for (int i = 3; i <= n; i++)
+        lua_pushvalue(L, i);
+    if (lua_pcall(L, n - 2, LUA_MULTRET, 0) == LUA_OK) {
+        lua_pushboolean(L, 1);
+        lua_insert(L, n + 1);
+        return lua_gettop(L) - n;
+    }
+    lua_pushvalue(L, 2);
+    lua_insert(L, n + 1);
+    lua_pcall(L, 1, 1, 0);
+    lua_pushboolean(L, 0);
+    lua_insert(L, n + 1);
+    return 2;
 }
 
 /* collectgarbage("count") only. */
@@ -270,6 +297,8 @@ static void sandbox_open_libs(lua_State *L)
     sandbox_subset(L, -1, base_allowed);
     lua_pushcfunction(L, sandbox_setmetatable);
     lua_setfield(L, -2, "setmetatable");
+    lua_pushcfunction(L, sandbox_xpcall);
+    lua_setfield(L, -2, "xpcall");
     lua_pushcfunction(L, sandbox_collectgarbage);
     lua_setfield(L, -2, "collectgarbage");
     lua_pushcfunction(L, sandbox_print);

@@ -269,7 +269,7 @@ typedef struct spec_job {
     const char *chunk, *src;
     size_t len;
     int index, count, passed;
-    char name[512];
+    char name[1200];
     char msg[1024];
 } spec_job;
 
@@ -348,7 +348,7 @@ static char *spec_slurp(const char *path, size_t *len)
 
 static void spec_file(sandbox *sb, policy_engine *pe, const char *path, int *passed, int *failed)
 {
-    char chunk[1100], err[1024];
+    char chunk[1200], err[1024];
     spec_job j = {.chunk = chunk};
     char *src = spec_slurp(path, &j.len);
     if (!src) {

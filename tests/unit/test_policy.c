@@ -409,7 +409,7 @@ static void test_order_rejects_unknown_duplicate_and_malformed_ids(void)
         "  if m == 'too_many' then return { 1, 2, 3, 1 } end\n"
         "  if m == 'float' then return { 1.5 } end\n"
         "  if m == 'tables' then return { cands[3], cands[1] } end\n"
-        "  return { 3 }\n"
+        "  return { cands[#cands].id }\n"
         "end\n");
     CHECK(pe != NULL);
     policy_candidate c[3] = {
@@ -759,7 +759,7 @@ static void test_many_calls_do_not_grow_or_fail(void)
     CHECK(pe != NULL);
     char body[16384];
     memset(body, 'a', sizeof body);
-    for (int i = 0; i < 20000; i++) {
+    for (int i = 0; i < 3000; i++) {
         policy_event ev = event(400 + i % 200);
         ev.body = body;
         ev.body_len = sizeof body;
