@@ -165,7 +165,7 @@ void config_from_store(sy_config *c, struct store *st)
     }
     if (!c->rotation_pinned && store_setting_get(st, "rotation", v, sizeof v) == 0 && config_rotation_valid(v) &&
         strcmp(v, c->rotation) != 0) {
-        snprintf(c->rotation, sizeof c->rotation, "%s", v);
+        memcpy(c->rotation, v, strlen(v) + 1); /* valid modes fit: the longest is 31 chars */
         log_info("rotation mode is now %s (database setting)", v);
     }
 }

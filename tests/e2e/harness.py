@@ -1,0 +1,696 @@
+"""harness.py: the e2e test harness (stdlib only).
+
+Starts the mock upstream (tests/mock_upstream.c) and the gateway on loopback
+ports, creates each test's database through the gateway CLI, and talks HTTP to
+both. Environment (set by ctest, see tests/CMakeLists.txt):
+
+  SWITCHYARD_BIN     the gateway binary
+  MOCK_UPSTREAM_BIN  the mock upstream binary
+  SWITCHYARD_SRC     the source tree (for policies/ and the like)
+  SWITCHYARD_E2E_KEEP=1 keeps each test's temp dir (db, logs) for inspection
+
+Tests never assert on timings; timeouts here only stop a hang.
+"""
+
+import atexit
+import http.client
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HOST = "127.0.0.1"
+START_TIMEOUT = 20.0      # seconds for a process to start listening
+REQUEST_TIMEOUT = 60.0    # seconds for one HTTP exchange (only against hangs)
+WAIT_TIMEOUT = 20.0       # seconds for wait_for() conditions
+
+_live_procs = []
+
+
+def _kill_leftovers():
+    for p in _live_procs:
+        if p.poll() is None:
+            try:
+                p.kill()
+                p.wait(timeout=5)
+            except Exception:
+                pass
+
+
+atexit.register(_kill_leftovers)
+
+
+def env_path(name, fallback_rel=None):
+    """Path from an env var; else (outside ctest) a guess in a build dir."""
+    v = os.environ.get(name)
+    if v:
+        return v
+    if fallback_rel:
+        src = source_dir()
+        for build in ("build", "build-debug", "build-asan"):
+            cand = os.path.join(src, build, fallback_rel)
+            if os.path.exists(cand):
+                return cand
+    raise RuntimeError(f"{name} is not set (run through ctest, or export it)")
+
+
+def source_dir():
+    return os.environ.get("SWITCHYARD_SRC") or os.path.abspath(
+        os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def switchyard_bin():
+    return env_path("SWITCHYARD_BIN", "switchyard")
+
+
+def mock_bin():
+    return env_path("MOCK_UPSTREAM_BIN", os.path.join("tests", "mock_upstream"))
+
+
+def free_port():
+    """A port that was free a moment ago (the caller retries on a clash)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def port_accepts(port):
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for(pred, timeout=WAIT_TIMEOUT, interval=0.05, what="condition"):
+    """Polls pred() until it returns something truthy; returns that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+def _stop_proc(proc, sig=signal.SIGTERM, timeout=10.0):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(sig)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _tail(path, n=60):
+    try:
+        with open(path, "r", errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return "(none)"
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers          # dict, lower-case names
+        self.body = body                # bytes
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.body[:300]!r}>"
+
+
+def parse_sse(raw):
+    """Parses an event stream into [{"event": name or None, "data": str, "json": obj or None}]."""
+    text = raw.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    events = []
+    for block in text.split("\n\n"):
+        name, data, has_data = None, [], False
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            field, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+                has_data = True
+        if not has_data:
+            continue
+        d = "\n".join(data)
+        try:
+            obj = json.loads(d)
+        except ValueError:
+            obj = None
+        events.append({"event": name, "data": d, "json": obj})
+    return events
+
+
+def event_type(ev):
+    """The responses-API event type: the event: field, else the data's "type"."""
+    if ev["event"]:
+        return ev["event"]
+    if isinstance(ev["json"], dict):
+        t = ev["json"].get("type")
+        if isinstance(t, str):
+            return t
+    return None
+
+
+def is_error_event(ev):
+    """An error in an SSE stream: `event: error`, response.failed, or a data object with "error"."""
+    t = event_type(ev)
+    if t in ("error", "response.failed"):
+        return True
+    j = ev["json"]
+    return isinstance(j, dict) and "error" in j and j.get("error") is not None and "choices" not in j
+
+
+def response_text(events):
+    """Concatenated text deltas of a responses-API stream."""
+    return "".join(e["json"].get("delta", "") for e in events
+                   if event_type(e) == "response.output_text.delta" and isinstance(e["json"], dict))
+
+
+def chat_text(events):
+    out = []
+    for e in events:
+        j = e["json"]
+        if isinstance(j, dict):
+            for ch in j.get("choices") or []:
+                c = (ch.get("delta") or {}).get("content")
+                if c:
+                    out.append(c)
+    return "".join(out)
+
+
+class StreamResult:
+    """A whole streamed answer: status, headers, raw bytes, parsed events.
+    truncated is True when the connection ended before the body did."""
+
+    def __init__(self, status, headers, raw, truncated):
+        self.status = status
+        self.headers = headers
+        self.raw = raw
+        self.truncated = truncated
+        self.events = parse_sse(raw)
+
+    def types(self):
+        return [event_type(e) for e in self.events]
+
+    def __repr__(self):
+        return f"<StreamResult {self.status} truncated={self.truncated} {self.raw[:400]!r}>"
+
+
+class OpenStream:
+    """An HTTP response being read incrementally (for early client close)."""
+
+    def __init__(self, conn, resp):
+        self.conn = conn
+        self.resp = resp
+        self.status = resp.status
+        self.headers = {k.lower(): v for k, v in resp.getheaders()}
+        self.raw = b""
+
+    def read_some(self):
+        """Next bytes (b"" at the end of the body)."""
+        try:
+            b = self.resp.read1(65536)
+        except (http.client.IncompleteRead, ConnectionError, OSError):
+            b = b""
+        self.raw += b
+        return b
+
+    def read_until(self, pred, timeout=REQUEST_TIMEOUT):
+        """Reads until pred(raw_so_far) holds; False if the body ended first."""
+        deadline = time.monotonic() + timeout
+        while not pred(self.raw):
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out reading the stream")
+            if not self.read_some():
+                return pred(self.raw)
+        return True
+
+    def close(self):
+        """Drops the connection (RST if unread data is pending)."""
+        sock = self.conn.sock
+        try:
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                sock.close()
+        except OSError:
+            pass
+        self.conn.close()
+
+
+def _request(port, method, path, body=None, headers=None, timeout=REQUEST_TIMEOUT):
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    hdrs = dict(headers or {})
+    if body is not None and not isinstance(body, (bytes, bytearray)):
+        body = json.dumps(body).encode()
+        hdrs.setdefault("Content-Type", "application/json")
+    conn.request(method, path, body=body, headers=hdrs)
+    return conn, conn.getresponse()
+
+
+def http_call(port, method, path, body=None, headers=None, timeout=REQUEST_TIMEOUT):
+    conn, resp = _request(port, method, path, body, headers, timeout)
+    try:
+        data = resp.read()
+        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------- mock upstream
+
+
+class Mock:
+    """The mock upstream process. url(name, scenario) is an account base_url."""
+
+    def __init__(self):
+        self.proc = None
+        self.port = None
+        self.start()
+
+    def start(self):
+        self.errfile = tempfile.NamedTemporaryFile(prefix="mock-upstream-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen([mock_bin(), "--port", "0"], stdout=subprocess.PIPE,
+                                     stderr=self.errfile, stdin=subprocess.DEVNULL)
+        _live_procs.append(self.proc)
+        deadline = time.monotonic() + START_TIMEOUT
+        line = b""
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if r:
+                line = self.proc.stdout.readline()
+                if line.startswith(b"listening on "):
+                    self.port = int(line.split()[2])
+                    return
+                if not line:
+                    break
+            if self.proc.poll() is not None:
+                break
+        self.stop()
+        raise RuntimeError(f"mock upstream did not start (got {line!r}); stderr:\n{_tail(self.errfile.name)}")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        _stop_proc(self.proc)
+        if self.proc and self.proc.stdout:
+            self.proc.stdout.close()
+        try:
+            os.unlink(self.errfile.name)
+        except OSError:
+            pass
+
+    def stderr_text(self):
+        return _tail(self.errfile.name, 200)
+
+    def base(self):
+        return f"http://{HOST}:{self.port}"
+
+    def url(self, name, scenario="ok", v1=True):
+        """http://127.0.0.1:P/acct/<name>/<scenario>/v1 (v1=False: ChatGPT-style, no /v1)."""
+        u = f"{self.base()}/acct/{name}/{scenario}"
+        return u + "/v1" if v1 else u
+
+    def requests(self, account=None):
+        r = http_call(self.port, "GET", "/_requests", timeout=10)
+        assert r.status == 200, r
+        recs = r.json()
+        if account is not None:
+            recs = [x for x in recs if x["account"] == account]
+        return recs
+
+    def accounts_hit(self):
+        """Account names of the recorded requests, in arrival order."""
+        return [x["account"] for x in self.requests()]
+
+    def reset(self):
+        r = http_call(self.port, "POST", "/_reset", timeout=10)
+        assert r.status == 200, r
+
+    def call(self, name, scenario, endpoint, body, v1=True):
+        """Calls the mock directly (what the gateway would get)."""
+        path = f"/acct/{name}/{scenario}" + ("/v1/" if v1 else "/") + endpoint
+        return http_call(self.port, "POST", path, body)
+
+
+# ---------------------------------------------------------------- gateway
+
+
+class Gateway:
+    """One gateway with its own temp dir, database and logs."""
+
+    DEFAULT_ENV = {"SWITCHYARD_LOG_LEVEL": "debug"}
+
+    def __init__(self, accounts=(), env=None, policies=None, key_name="e2e"):
+        self.dir = tempfile.mkdtemp(prefix="sy-e2e-")
+        self.db_path = os.path.join(self.dir, "switchyard.db")
+        self.log_path = os.path.join(self.dir, "gateway.log")
+        self.trace_path = os.path.join(self.dir, "gateway-trace.log")
+        self.env = dict(os.environ)
+        self.env.update(self.DEFAULT_ENV)
+        self.env.update(env or {})
+        self.policies = policies
+        self.proc = None
+        self.port = None
+        self.accounts = {}
+        self.cli_runs = []
+        for a in accounts:
+            self.add_account(**a)
+        self.key = self.add_key(key_name)
+
+    # --- CLI
+
+    def cli(self, *args, check=True):
+        p = subprocess.run([switchyard_bin(), *args], capture_output=True, text=True,
+                           timeout=60, env=self.env, stdin=subprocess.DEVNULL)
+        # kept for the secrets test; the command line itself holds the token, so it is not kept
+        self.cli_runs.append((" ".join(args[:2]), p.returncode, p.stdout, p.stderr))
+        if check and p.returncode != 0:
+            raise AssertionError(f"switchyard {args[0]} {args[1] if len(args) > 1 else ''} "
+                                 f"failed rc={p.returncode}: {p.stderr.strip()}")
+        return p
+
+    def add_account(self, name, base_url, token, kind=None, sort=None):
+        args = ["account", "add", "--db", self.db_path, "--name", name,
+                "--base-url", base_url, "--token", token]
+        if kind is not None:
+            args += ["--kind", kind]
+        if sort is not None:
+            args += ["--sort", str(sort)]
+        self.cli(*args)
+        self.accounts[name] = token
+
+    def add_key(self, name):
+        p = self.cli("key", "add", "--db", self.db_path, "--name", name)
+        lines = [ln.strip() for ln in p.stdout.splitlines() if ln.strip()]
+        if not lines:
+            raise AssertionError("`key add` printed no key")
+        return lines[-1]
+
+    # --- process
+
+    def start(self, port=None):
+        attempts = 1 if port else 3
+        last = ""
+        for _ in range(attempts):
+            self.port = port or free_port()
+            args = [switchyard_bin(), "serve", "--db", self.db_path, "--listen", f"{HOST}:{self.port}"]
+            if self.policies:
+                args += ["--policies", self.policies]
+            log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                         env=self.env, cwd=self.dir)
+            log.close()
+            _live_procs.append(self.proc)
+            deadline = time.monotonic() + START_TIMEOUT
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                if port_accepts(self.port):
+                    return self
+                time.sleep(0.02)
+            last = f"rc={self.proc.poll()}\n{_tail(self.log_path)}"
+            _stop_proc(self.proc, signal.SIGKILL)
+        raise AssertionError(f"gateway did not start listening: {last}")
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        _stop_proc(self.proc)
+
+    def kill9(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def restart(self):
+        """Stops (if running) and starts again on the same db, same port if it is free."""
+        self.stop()
+        try:
+            return self.start(port=self.port)
+        except AssertionError:
+            return self.start()
+
+    def sighup(self):
+        self.proc.send_signal(signal.SIGHUP)
+
+    def cleanup(self):
+        self.stop()
+        if not os.environ.get("SWITCHYARD_E2E_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- HTTP
+
+    def _headers(self, key, headers):
+        h = {}
+        if key is not None:
+            h["Authorization"] = f"Bearer {key}"
+        h.update(headers or {})
+        return h
+
+    def request(self, method, path, body=None, key="default", headers=None, timeout=REQUEST_TIMEOUT):
+        key = self.key if key == "default" else key
+        return http_call(self.port, method, path, body, self._headers(key, headers), timeout)
+
+    def post(self, path, body, key="default", stream=False, headers=None, timeout=REQUEST_TIMEOUT):
+        """POST a JSON body (dict, or raw bytes). stream=True returns a StreamResult."""
+        if stream:
+            return self.stream(path, body, key=key, headers=headers, timeout=timeout)
+        return self.request("POST", path, body, key, headers, timeout)
+
+    def get(self, path, key="default", headers=None, timeout=REQUEST_TIMEOUT):
+        return self.request("GET", path, None, key, headers, timeout)
+
+    def open_stream(self, path, body, key="default", headers=None, timeout=REQUEST_TIMEOUT):
+        key = self.key if key == "default" else key
+        conn, resp = _request(self.port, "POST", path, body, self._headers(key, headers), timeout)
+        return OpenStream(conn, resp)
+
+    def stream(self, path, body, key="default", headers=None, timeout=REQUEST_TIMEOUT):
+        """Reads a whole streamed answer."""
+        s = self.open_stream(path, body, key, headers, timeout)
+        truncated = False
+        try:
+            while True:
+                try:
+                    b = s.resp.read1(65536)
+                except (http.client.IncompleteRead, ConnectionError) as e:
+                    if isinstance(e, http.client.IncompleteRead):
+                        s.raw += e.partial
+                    truncated = True
+                    break
+                if not b:
+                    break
+                s.raw += b
+        finally:
+            s.conn.close()
+        return StreamResult(s.status, s.headers, s.raw, truncated)
+
+    # --- files
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "r", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def trace_text(self):
+        try:
+            with open(self.trace_path, "r", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def db(self):
+        """A fresh sqlite connection to the gateway db (rows as sqlite3.Row); close it after use."""
+        c = sqlite3.connect(self.db_path, timeout=10)
+        c.row_factory = sqlite3.Row
+        return c
+
+    def query(self, sql, args=()):
+        c = self.db()
+        try:
+            return [dict(r) for r in c.execute(sql, args).fetchall()]
+        finally:
+            c.close()
+
+    def request_logs(self):
+        """request_logs rows (dicts) in insertion order; [] while the table does not exist."""
+        try:
+            return self.query("SELECT * FROM request_logs ORDER BY rowid")
+        except sqlite3.OperationalError:
+            return []
+
+    def wait_request_logs(self, n, timeout=WAIT_TIMEOUT):
+        """Waits until at least n request_logs rows exist (the writer thread is async)."""
+        return wait_for(lambda: (lambda rows: rows if len(rows) >= n else None)(self.request_logs()),
+                        timeout=timeout, what=f"{n} request_logs row(s)")
+
+    def account_id(self, name):
+        rows = self.query("SELECT id FROM accounts WHERE name = ?", (name,))
+        return rows[0]["id"] if rows else None
+
+    def log_account_name(self, row):
+        """The account a request_logs row names (account_name, else via account_id)."""
+        if row.get("account_name"):
+            return row["account_name"]
+        if row.get("account_id"):
+            rows = self.query("SELECT name FROM accounts WHERE id = ?", (row["account_id"],))
+            return rows[0]["name"] if rows else None
+        return None
+
+    def diagnostics(self):
+        return (f"--- gateway log ({self.log_path}) ---\n{_tail(self.log_path)}\n"
+                f"--- trace ({self.trace_path}) ---\n{_tail(self.trace_path, 40)}")
+
+
+# ---------------------------------------------------------------- test base
+
+
+def account(name, base_url, token=None, kind=None, sort=None):
+    """Account spec for GatewayTest.gateway(); token defaults to a unique-looking secret."""
+    return {"name": name, "base_url": base_url, "token": token or f"tok-{name}-{os.urandom(6).hex()}",
+            "kind": kind, "sort": sort}
+
+
+class GatewayTest(unittest.TestCase):
+    """Base class: one mock per test class (reset before each test), gateways per test."""
+
+    mock = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mock = Mock()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.mock:
+            cls.mock.stop()
+
+    def setUp(self):
+        if not self.mock.alive():
+            err = self.mock.stderr_text()
+            type(self).mock = Mock()
+            self.fail(f"mock upstream had died; its stderr:\n{err}")
+        self.mock.reset()
+        self._gateways = []
+
+    def tearDown(self):
+        if not self.mock.alive():
+            self.fail(f"mock upstream died during the test; its stderr:\n{self.mock.stderr_text()}")
+
+    def gateway(self, accounts=(), env=None, policies=None, start=True):
+        """A gateway over the given account specs (see account()); sort defaults to list order."""
+        specs = []
+        for i, a in enumerate(accounts):
+            a = dict(a)
+            if a.get("sort") is None:
+                a["sort"] = (i + 1) * 10
+            specs.append(a)
+        g = Gateway(specs, env=env, policies=policies)
+        self._gateways.append(g)
+        self.addCleanup(g.cleanup)
+        if start:
+            g.start()
+        return g
+
+    # --- assertions shared by the test files
+
+    def assertOpenAIError(self, resp, status=None):
+        """resp is an HTTP error whose body is {"error":{"message","type","code"}}; returns the error dict."""
+        if status is not None:
+            self.assertEqual(resp.status, status, resp)
+        try:
+            body = resp.json()
+        except ValueError:
+            self.fail(f"error body is not JSON: {resp.body[:300]!r}")
+        self.assertIsInstance(body, dict, resp)
+        err = body.get("error")
+        self.assertIsInstance(err, dict, f"no error object in {body}")
+        for k in ("message", "type", "code"):
+            self.assertIn(k, err, f"error lacks {k!r}: {err}")
+        self.assertIsInstance(err["message"], str)
+        self.assertTrue(err["message"], f"empty error message: {err}")
+        self.assertIsInstance(err["type"], str)
+        self.assertTrue(err["type"], f"empty error type: {err}")
+        self.assertTrue(err["code"] is None or isinstance(err["code"], (str, int)), err)
+        ctype = resp.headers.get("content-type", "")
+        self.assertIn("application/json", ctype, f"error content-type {ctype!r}")
+        return err
+
+
+# ---------------------------------------------------------------- runner
+
+
+class _Result(unittest.TextTestResult):
+    def _dump(self, test):
+        for g in getattr(test, "_gateways", []) or []:
+            self.stream.write("\n" + g.diagnostics() + "\n")
+        mock = getattr(test, "mock", None)
+        if mock is not None:
+            err = mock.stderr_text().strip()
+            if err:
+                self.stream.write(f"--- mock stderr ---\n{err[-3000:]}\n")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._dump(test)
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._dump(test)
+
+
+def main():
+    """Runs the calling file's tests; argv words filter test names (substring).
+    Prints "N passed, N failed" last and exits 1 on any failure."""
+    module = sys.modules["__main__"]
+    suite = unittest.TestLoader().loadTestsFromModule(module)
+    filters = [a for a in sys.argv[1:] if not a.startswith("-")]
+
+    def flatten(s):
+        for t in s:
+            if isinstance(t, unittest.TestSuite):
+                yield from flatten(t)
+            else:
+                yield t
+
+    tests = [t for t in flatten(suite) if not filters or any(f in t.id() for f in filters)]
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=_Result, stream=sys.stdout)
+    result = runner.run(unittest.TestSuite(tests))
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    passed = max(0, result.testsRun - failed - len(result.skipped) - len(result.expectedFailures))
+    sys.stdout.flush()
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
