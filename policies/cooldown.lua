@@ -1,20 +1,25 @@
 -- policies/cooldown.lua: how long an account rests after a failure. Called
 -- as cooldown(state, class, now) with state = {account_id, ladder_step,
 -- last_429_at, cooldown_until, retry_after}; returns seconds, new_ladder_step.
--- 429 and quota climb a ladder (reset when the previous 429 is old); other
+-- 429 and quota climb a ladder (reset after 30 min in service without one); other
 -- classes rest a fixed time. A larger Retry-After / resets_in_seconds wins.
 -- The built-in C default in src/policy.c mirrors these rules.
 
 local LADDER = { 45, 300, 1800, 7200 }  -- seconds; stays on the last step
 local LADDER_CLASSES = sy.set{ "rate_limit", "quota" }
-local RESET_AFTER = 1800                -- a 429 older than 30 min starts over
+-- The ladder starts over after 30 min of service without a 429. The gap is
+-- measured from when the account came back (the end of its last cooldown),
+-- not from the last 429: otherwise the 1800 s step itself would always reset
+-- the ladder and 7200 s could never be reached.
+local RESET_AFTER = 1800
 local FIXED = { server = 30, network = 20, timeout = 20 }
 local DEFAULT = 20                      -- other 4xx failovers (auth, not_found, ...)
 local MAX = 30 * 86400
 
 local function next_step(st, now)
   if st.ladder_step <= 0 then return 1 end
-  if st.last_429_at > 0 and now - st.last_429_at > RESET_AFTER then return 1 end
+  local back = math.max(st.last_429_at, st.cooldown_until)
+  if back > 0 and now - back > RESET_AFTER then return 1 end
   return math.min(st.ladder_step + 1, #LADDER)
 end
 

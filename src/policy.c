@@ -144,7 +144,8 @@ static void cooldown_default(const policy_state *st, const char *cls, double now
     int step = st->ladder_step;
     double secs = 20;
     if (cls && (strcmp(cls, "rate_limit") == 0 || strcmp(cls, "quota") == 0)) {
-        if (step <= 0 || (st->last_429_at > 0 && now - st->last_429_at > LADDER_RESET_AFTER))
+        double back = st->last_429_at > st->cooldown_until ? st->last_429_at : st->cooldown_until;
+        if (step <= 0 || (back > 0 && now - back > LADDER_RESET_AFTER))
             step = 1;
         else
             step = step + 1 < LADDER_STEPS ? step + 1 : LADDER_STEPS;

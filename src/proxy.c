@@ -380,6 +380,16 @@ static void proxy_error_fields(const char *body, size_t len, json_value **doc, c
     }
 }
 
+/* ChatGPT's usage-limit errors say when the window resets
+ * (error.resets_in_seconds); it serves as a Retry-After hint. */
+static void proxy_note_resets_in(proxy_req *p, const json_value *doc)
+{
+    json_value *err = doc ? json_get(doc, "error") : NULL;
+    double r = err ? json_get_num(err, "resets_in_seconds", -1) : -1;
+    if (r > p->retry_after)
+        p->retry_after = r;
+}
+
 /* Classifies the current attempt's failure. Returns 1 if the request moved
  * on to the next candidate, 0 if the failure should reach the client. */
 static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary)
@@ -591,6 +601,7 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
         ev.body = p->errbody.p;
         ev.body_len = p->errbody.len;
         proxy_error_fields(p->errbody.p, p->errbody.len, &doc, &ev.error_type, &ev.error_code, &ev.error_message);
+        proxy_note_resets_in(p, doc);
         char summary[64];
         snprintf(summary, sizeof summary, "HTTP %d", p->status);
         int moved = proxy_classify_and_route(p, &ev, summary);
@@ -620,6 +631,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     snprintf(p->acct_name, sizeof p->acct_name, "%s", pa->a.name);
     p->t_attempt = gateway_now();
     p->status = 0;
+    p->retry_after = -1;
     p->mode = MODE_NONE;
     p->resp_ctype[0] = p->resp_request_id[0] = '\0';
     sbuf_reset(&p->errbody);

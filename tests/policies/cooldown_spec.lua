@@ -40,6 +40,20 @@ describe("cooldown", function()
     expect(step).to_be(2)
   end)
 
+  it("a 429 right after the 1800 s cooldown ended climbs to 7200", function()
+    local secs, step = cooldown(S{ ladder_step = 3, last_429_at = NOW - 1810, cooldown_until = NOW - 10 },
+                                "rate_limit", NOW)
+    expect(secs).to_be(7200)
+    expect(step).to_be(4)
+  end)
+
+  it("30 min back in service without a 429 resets, measured from the cooldown's end", function()
+    local secs, step = cooldown(S{ ladder_step = 3, last_429_at = NOW - 3700, cooldown_until = NOW - 1801 },
+                                "rate_limit", NOW)
+    expect(secs).to_be(45)
+    expect(step).to_be(1)
+  end)
+
   it("429s spread 31 min apart never climb", function()
     eq(climb("rate_limit", 4, 31 * 60), { 45, 45, 45, 45 })
   end)
