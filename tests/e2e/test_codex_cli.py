@@ -1,0 +1,74 @@
+"""test_codex_cli.py: the product tried as a new user would: the real Codex
+CLI (npm @openai/codex) pointed at the gateway through a custom model
+provider completes a prompt while the first accounts of the pool are
+exhausted (one answers 429, the next sends a quota error inside its 200
+stream). Codex is installed from the npm registry into .cache/codex of the
+source tree on first use; if npm or the registry is unavailable the test is
+skipped and says why."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+from harness import GatewayTest, account, main, source_dir, wait_for
+
+CODEX_VERSION = os.environ.get("SWITCHYARD_CODEX_VERSION", "0.171.0")
+
+
+def codex_bin():
+    cache = os.path.join(source_dir(), ".cache", "codex")
+    exe = os.path.join(cache, "node_modules", ".bin", "codex")
+    if os.path.exists(exe):
+        return exe, None
+    npm = shutil.which("npm")
+    if not npm:
+        return None, "npm is not installed"
+    os.makedirs(cache, exist_ok=True)
+    p = subprocess.run([npm, "install", "--prefix", cache, "--no-audit", "--no-fund",
+                        f"@openai/codex@{CODEX_VERSION}"], capture_output=True, text=True, timeout=240)
+    if p.returncode != 0 or not os.path.exists(exe):
+        return None, f"npm install @openai/codex failed: {p.stderr.strip()[-400:]}"
+    return exe, None
+
+
+class CodexCliTest(GatewayTest):
+
+    def test_codex_completes_a_prompt_while_first_accounts_are_exhausted(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway([account("spent", self.mock.url("spent", "status=429,retry_after=600")),
+                          account("quota", self.mock.url("quota", "quota_stream")),
+                          account("fresh", self.mock.url("fresh", "ok"))])
+        home = tempfile.mkdtemp(prefix="sy-codex-home-")
+        self.addCleanup(shutil.rmtree, home, True)
+        with open(os.path.join(home, "config.toml"), "w") as f:
+            f.write('model = "gpt-test"\n'
+                    'model_provider = "switchyard"\n'
+                    '[model_providers.switchyard]\n'
+                    'name = "switchyard"\n'
+                    f'base_url = "http://127.0.0.1:{g.port}/v1"\n'
+                    'env_key = "SWITCHYARD_KEY"\n'
+                    'wire_api = "responses"\n')
+        env = dict(os.environ, CODEX_HOME=home, SWITCHYARD_KEY=g.key, NO_COLOR="1")
+        work = tempfile.mkdtemp(prefix="sy-codex-work-")
+        self.addCleanup(shutil.rmtree, work, True)
+        p = subprocess.run([exe, "exec", "--skip-git-repo-check", "say hello"], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out[-3000:])
+        self.assertIn("hello from fresh", p.stdout, out[-3000:])
+        hits = [r["account"] for r in self.mock.requests() if r["endpoint"] == "responses"]
+        self.assertEqual(hits[:3], ["spent", "quota", "fresh"], hits)
+        self.assertNotIn("usage_limit_reached", p.stdout, "the quota error reached Codex")
+        def logged():
+            return g.query("SELECT account_name, status, attempts FROM request_logs "
+                           "WHERE endpoint = '/v1/responses' ORDER BY id")
+        wait_for(logged, what="the request log row")
+        rows = logged()
+        self.assertEqual((rows[0]["account_name"], rows[0]["status"], rows[0]["attempts"]), ("fresh", 200, 3))
+
+
+if __name__ == "__main__":
+    main()
