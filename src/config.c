@@ -16,6 +16,7 @@ void config_defaults(sy_config *c)
     c->max_body = 16u << 20;
     c->connect_timeout_ms = 10000;
     c->first_byte_timeout_ms = 120000;
+    c->response_timeout_ms = 900000;
     c->idle_timeout_ms = 300000;
     c->preflight_bytes = 64u << 10;
     c->preflight_ms = 10000;
@@ -106,6 +107,7 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_MAX_BODY", 1, 1L << 30, NULL, &c->max_body},
         {"SWITCHYARD_CONNECT_TIMEOUT_MS", 1, 3600000, &c->connect_timeout_ms, NULL},
         {"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS", 1, 3600000, &c->first_byte_timeout_ms, NULL},
+        {"SWITCHYARD_RESPONSE_TIMEOUT_MS", 1, 7200000, &c->response_timeout_ms, NULL},
         {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL},
         {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes},
         {"SWITCHYARD_PREFLIGHT_MS", 0, 600000, &c->preflight_ms, NULL},

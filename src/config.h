@@ -12,7 +12,8 @@ typedef struct sy_config {
     char policies_dir[1024];   /* "" = the policies embedded in the binary */
     size_t max_body;           /* client request body limit, bytes */
     long connect_timeout_ms;
-    long first_byte_timeout_ms;
+    long first_byte_timeout_ms;   /* streamed requests: headers come at once */
+    long response_timeout_ms;     /* non-streamed: headers come with the whole answer */
     long idle_timeout_ms;
     size_t preflight_bytes;    /* SSE hold window, bytes */
     long preflight_ms;         /* SSE hold window, time */

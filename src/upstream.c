@@ -402,7 +402,8 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)spec->body_len);
     }
-    upstream_arm(r, u->lim.connect_timeout_ms + u->lim.first_byte_timeout_ms);
+    long first_byte = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
+    upstream_arm(r, u->lim.connect_timeout_ms + first_byte);
     if (u->in_curl)
         upstream_defer(r);
     else

@@ -24,6 +24,7 @@ typedef struct upstream_spec {
     size_t body_len;
     const upstream_header *headers; /* extra request headers */
     size_t n_headers;
+    long first_byte_timeout_ms;     /* 0: the limit given to upstream_new */
 } upstream_spec;
 
 typedef enum { UP_OK = 0, UP_NETWORK, UP_TIMEOUT_CONNECT, UP_TIMEOUT_FIRST_BYTE, UP_TIMEOUT_IDLE } up_result;
