@@ -106,6 +106,14 @@ class FailoverTest(GatewayTest):
 
     def test_slow_headers_beyond_first_byte_timeout_fails_over(self):
         g = self.two("slow_headers,ms=30000", env={"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS": "500"})
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertCleanStreamFrom(s, "b")
+        self.assertFailedOver()
+        wait_for(lambda: self.mock.requests("a")[0]["aborted"],
+                 what="the gateway to drop the slow upstream transfer")
+
+    def test_non_streamed_slow_headers_beyond_response_timeout_fails_over(self):
+        g = self.two("slow_headers,ms=30000", env={"SWITCHYARD_RESPONSE_TIMEOUT_MS": "500"})
         r = g.post("/v1/responses", RESP_BODY)
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json()["output"][0]["content"][0]["text"], "hello from b")
