@@ -34,6 +34,19 @@ WAIT_TIMEOUT = 20.0       # seconds for wait_for() conditions
 
 _live_procs = []
 
+# lines a sanitizer build prints when it finds something (ASan/LSan/UBSan/TSan)
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "WARNING: ThreadSanitizer", "ERROR: UndefinedBehaviorSanitizer")
+
+
+def sanitizer_report(text):
+    """The text from the first sanitizer report in text on, or None."""
+    at = [text.find(m) for m in SANITIZER_MARKERS if m in text]
+    if not at:
+        return None
+    start = text.rfind("\n", 0, min(at)) + 1
+    return text[start:start + 4000]
+
 
 def _kill_leftovers():
     for p in _live_procs:
@@ -321,16 +334,23 @@ class Mock:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self):
+        """Stops the mock; returns the text of its stderr."""
         _stop_proc(self.proc)
         if self.proc and self.proc.stdout:
             self.proc.stdout.close()
+        text = self.stderr_text()
         try:
             os.unlink(self.errfile.name)
         except OSError:
             pass
+        return text
 
     def stderr_text(self):
-        return _tail(self.errfile.name, 200)
+        try:
+            with open(self.errfile.name, "r", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def base(self):
         return f"http://{HOST}:{self.port}"
@@ -369,13 +389,16 @@ class Gateway:
     """One gateway with its own temp dir, database and logs."""
 
     DEFAULT_ENV = {"SWITCHYARD_LOG_LEVEL": "debug"}
+    PASS_ENV = {"SWITCHYARD_BIN", "MOCK_UPSTREAM_BIN", "SWITCHYARD_SRC", "SWITCHYARD_CODEX_VERSION"}
 
     def __init__(self, accounts=(), env=None, policies=None, key_name="e2e"):
         self.dir = tempfile.mkdtemp(prefix="sy-e2e-")
         self.db_path = os.path.join(self.dir, "switchyard.db")
         self.log_path = os.path.join(self.dir, "gateway.log")
         self.trace_path = os.path.join(self.dir, "gateway-trace.log")
-        self.env = dict(os.environ)
+        # the gateway's own settings come from the test alone, never from the caller's shell
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("SWITCHYARD_") or k in self.PASS_ENV or k.startswith("SWITCHYARD_E2E_")}
         self.env.update(self.DEFAULT_ENV)
         self.env.update(env or {})
         self.policies = policies
@@ -465,9 +488,13 @@ class Gateway:
         self.proc.send_signal(signal.SIGHUP)
 
     def cleanup(self):
+        """Stops the gateway and removes its dir; fails on a sanitizer report in its log."""
         self.stop()
+        report = sanitizer_report(self.log_text())
         if not os.environ.get("SWITCHYARD_E2E_KEEP"):
             shutil.rmtree(self.dir, ignore_errors=True)
+        if report:
+            raise AssertionError(f"sanitizer report in the gateway log:\n{report}")
 
     # --- HTTP
 
@@ -596,11 +623,13 @@ class GatewayTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         if cls.mock:
-            cls.mock.stop()
+            report = sanitizer_report(cls.mock.stop())
+            if report:
+                raise AssertionError(f"sanitizer report from the mock upstream:\n{report}")
 
     def setUp(self):
         if not self.mock.alive():
-            err = self.mock.stderr_text()
+            err = self.mock.stop()[-3000:]
             type(self).mock = Mock()
             self.fail(f"mock upstream had died; its stderr:\n{err}")
         self.mock.reset()
@@ -608,7 +637,7 @@ class GatewayTest(unittest.TestCase):
 
     def tearDown(self):
         if not self.mock.alive():
-            self.fail(f"mock upstream died during the test; its stderr:\n{self.mock.stderr_text()}")
+            self.fail(f"mock upstream died during the test; its stderr:\n{self.mock.stderr_text()[-3000:]}")
 
     def gateway(self, accounts=(), env=None, policies=None, start=True):
         """A gateway over the given account specs (see account()); sort defaults to list order."""

@@ -1,8 +1,8 @@
 """test_codex_cli.py: the product tried as a new user would: the real Codex
 CLI (npm @openai/codex) pointed at the gateway through a custom model
 provider completes a prompt while the first accounts of the pool are
-exhausted (one answers 429, the next sends a quota error inside its 200
-stream). Codex is installed from the npm registry into .cache/codex of the
+exhausted (one answers 429, one sends a quota error inside its 200 stream,
+one rejects its token). Codex is installed from the npm registry into .cache/codex of the
 source tree on first use; if npm or the registry is unavailable the test is
 skipped and says why."""
 
@@ -38,8 +38,11 @@ class CodexCliTest(GatewayTest):
         exe, why = codex_bin()
         if not exe:
             self.skipTest(why)
+        # The ordered strategy may swap the first three (health P2C), so the
+        # working account is fourth: it is only reached by failing over.
         g = self.gateway([account("spent", self.mock.url("spent", "status=429,retry_after=600")),
                           account("quota", self.mock.url("quota", "quota_stream")),
+                          account("gone", self.mock.url("gone", "status=401")),
                           account("fresh", self.mock.url("fresh", "ok"))])
         home = tempfile.mkdtemp(prefix="sy-codex-home-")
         self.addCleanup(shutil.rmtree, home, True)
@@ -60,14 +63,15 @@ class CodexCliTest(GatewayTest):
         self.assertEqual(p.returncode, 0, out[-3000:])
         self.assertIn("hello from fresh", p.stdout, out[-3000:])
         hits = [r["account"] for r in self.mock.requests() if r["endpoint"] == "responses"]
-        self.assertEqual(hits[:3], ["spent", "quota", "fresh"], hits)
+        self.assertEqual(sorted(hits[:3]), ["gone", "quota", "spent"], hits)
+        self.assertEqual(hits[3], "fresh", hits)
         self.assertNotIn("usage_limit_reached", p.stdout, "the quota error reached Codex")
         def logged():
             return g.query("SELECT account_name, status, attempts FROM request_logs "
                            "WHERE endpoint = '/v1/responses' ORDER BY id")
         wait_for(logged, what="the request log row")
         rows = logged()
-        self.assertEqual((rows[0]["account_name"], rows[0]["status"], rows[0]["attempts"]), ("fresh", 200, 3))
+        self.assertEqual((rows[0]["account_name"], rows[0]["status"], rows[0]["attempts"]), ("fresh", 200, 4))
 
 
 if __name__ == "__main__":
