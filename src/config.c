@@ -155,19 +155,31 @@ int config_from_env(sy_config *c)
     return bad ? -1 : 0;
 }
 
-void config_from_store(sy_config *c, struct store *st)
+/* Sets dst to the database setting key, or back to the compiled default
+ * when the setting was removed; keeps dst when the database is busy. */
+static void config_setting_apply(struct store *st, const char *key, const char *dflt, char *dst, size_t n,
+                                 const char *(*canon)(const char *))
 {
     char v[64];
-    if (!c->strategy_pinned && store_setting_get(st, "route_strategy", v, sizeof v) == 0) {
-        const char *canon = config_strategy_canonical(v);
-        if (canon && strcmp(canon, c->route_strategy) != 0) {
-            snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
-            log_info("route strategy is now %s (database setting)", canon);
-        }
-    }
-    if (!c->rotation_pinned && store_setting_get(st, "rotation", v, sizeof v) == 0 && config_rotation_valid(v) &&
-        strcmp(v, c->rotation) != 0) {
-        memcpy(c->rotation, v, strlen(v) + 1); /* valid modes fit: the longest is 31 chars */
-        log_info("rotation mode is now %s (database setting)", v);
-    }
+    int r = store_setting_get(st, key, v, sizeof v);
+    if (r < 0)
+        return;
+    const char *want = r == 0 ? canon(v) : dflt;
+    if (!want || strcmp(want, dst) == 0)
+        return;
+    snprintf(dst, n, "%s", want);
+    log_info("%s is now %s (%s)", key, want, r == 0 ? "database setting" : "default");
+}
+
+static const char *config_rotation_canonical(const char *s) { return config_rotation_valid(s) ? s : NULL; }
+
+void config_from_store(sy_config *c, struct store *st)
+{
+    sy_config d;
+    config_defaults(&d);
+    if (!c->strategy_pinned)
+        config_setting_apply(st, "route_strategy", d.route_strategy, c->route_strategy, sizeof c->route_strategy,
+                             config_strategy_canonical);
+    if (!c->rotation_pinned)
+        config_setting_apply(st, "rotation", d.rotation, c->rotation, sizeof c->rotation, config_rotation_canonical);
 }
