@@ -165,9 +165,9 @@ static void config_setting_apply(struct store *st, const char *key, const char *
     if (r < 0)
         return;
     const char *want = r == 0 ? canon(v) : dflt;
-    if (!want || strcmp(want, dst) == 0)
+    if (!want || strcmp(want, dst) == 0 || strlen(want) >= n)
         return;
-    snprintf(dst, n, "%s", want);
+    memcpy(dst, want, strlen(want) + 1);
     log_info("%s is now %s (%s)", key, want, r == 0 ? "database setting" : "default");
 }
 
