@@ -53,7 +53,7 @@ void log_redact(char *dst, size_t n, const char *src)
         return;
     while (*src && o + 1 < n) {
         size_t run = secret_run(src);
-        int looks_key = run >= 24 || (run >= 8 && (strncmp(src, "sk-", 3) == 0 || strncmp(src, "sy-", 3) == 0));
+        int looks_key = run >= 24 || (run >= 16 && (strncmp(src, "sk-", 3) == 0 || strncmp(src, "sy-", 3) == 0));
         if (looks_key) {
             const char *r = "[redacted]";
             for (; *r && o + 1 < n; r++)
