@@ -157,8 +157,8 @@ int config_from_env(sy_config *c)
 
 /* Sets dst to the database setting key, or back to the compiled default
  * when the setting was removed; keeps dst when the database is busy. */
-static void config_setting_apply(struct store *st, const char *key, const char *dflt, char *dst, size_t n,
-                                 const char *(*canon)(const char *))
+static void config_setting_apply(struct store *st, const char *key, const char *what, const char *dflt, char *dst,
+                                 size_t n, const char *(*canon)(const char *))
 {
     char v[64];
     int r = store_setting_get(st, key, v, sizeof v);
@@ -168,7 +168,7 @@ static void config_setting_apply(struct store *st, const char *key, const char *
     if (!want || strcmp(want, dst) == 0 || strlen(want) >= n)
         return;
     memcpy(dst, want, strlen(want) + 1);
-    log_info("%s is now %s (%s)", key, want, r == 0 ? "database setting" : "default");
+    log_info("%s is now %s (%s)", what, want, r == 0 ? "database setting" : "default");
 }
 
 static const char *config_rotation_canonical(const char *s) { return config_rotation_valid(s) ? s : NULL; }
@@ -178,8 +178,8 @@ void config_from_store(sy_config *c, struct store *st)
     sy_config d;
     config_defaults(&d);
     if (!c->strategy_pinned)
-        config_setting_apply(st, "route_strategy", d.route_strategy, c->route_strategy, sizeof c->route_strategy,
+        config_setting_apply(st, "route_strategy", "route strategy", d.route_strategy, c->route_strategy, sizeof c->route_strategy,
                              config_strategy_canonical);
     if (!c->rotation_pinned)
-        config_setting_apply(st, "rotation", d.rotation, c->rotation, sizeof c->rotation, config_rotation_canonical);
+        config_setting_apply(st, "rotation", "rotation mode", d.rotation, c->rotation, sizeof c->rotation, config_rotation_canonical);
 }
