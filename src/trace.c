@@ -104,9 +104,11 @@ void trace_event(trace *t, const char *event, const char *fmt, ...)
     off = n < 0 ? off : (off + (size_t)n < sizeof line - 1 ? off + (size_t)n : sizeof line - 2);
     line[off++] = '\n';
     pthread_mutex_lock(&t->mu);
-    if (t->queue.len < (8u << 20)) /* the disk is stuck: drop rather than grow without bound */
+    int was_empty = t->queue.len == 0; /* the thread only sleeps on an empty queue */
+    if (t->queue.len < (8u << 20))    /* the disk is stuck: drop rather than grow without bound */
         sbuf_append(&t->queue, line, off);
-    pthread_cond_signal(&t->cv);
+    if (was_empty)
+        pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->mu);
 }
 
