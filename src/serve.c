@@ -182,7 +182,12 @@ int serve_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     srandom((unsigned)time(NULL) ^ (unsigned)getpid());
-    gw.base = event_base_new();
+    /* the epoll changelist merges the add/del pairs that evhttp and curl
+     * make within one loop turn into at most one epoll_ctl per fd */
+    struct event_config *ec = event_config_new();
+    event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    gw.base = event_base_new_with_config(ec);
+    event_config_free(ec);
     int rc = 1;
     if (serve_open(&gw) == 0) {
         struct event *hup = evsignal_new(gw.base, SIGHUP, serve_on_sighup, &gw);

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define TRACE_GATHER_MS 10 /* a trace line reaches the file at most this late */
+
 struct trace {
     int fd;
     pthread_t thread;
@@ -30,6 +32,14 @@ static void *trace_main(void *arg)
             pthread_cond_wait(&t->cv, &t->mu);
         if (!t->queue.len && t->stop)
             break;
+        if (!t->stop) {
+            /* gather for a moment: one write per window instead of one
+             * wake-up (futex + write + context switch) per trace line */
+            pthread_mutex_unlock(&t->mu);
+            struct timespec gather = {0, TRACE_GATHER_MS * 1000000L};
+            nanosleep(&gather, NULL);
+            pthread_mutex_lock(&t->mu);
+        }
         sbuf tmp = out;
         out = t->queue;
         t->queue = tmp;

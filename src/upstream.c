@@ -12,6 +12,7 @@
 #include "log.h"
 #include "sbuf.h"
 #include <curl/curl.h>
+#include <event2/event_struct.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -51,7 +52,8 @@ struct upstream_req {
 };
 
 typedef struct up_sock {
-    struct event *ev;
+    struct event ev;
+    short kind;     /* the events ev is registered for */
 } up_sock;
 
 static void upstream_check_done(upstream *u);
@@ -85,23 +87,26 @@ static int upstream_sock_cb(CURL *easy, curl_socket_t fd, int what, void *uarg, 
     up_sock *s = sockp;
     if (what == CURL_POLL_REMOVE) {
         if (s) {
-            event_free(s->ev);
+            event_del(&s->ev);
             free(s);
             curl_multi_assign(u->multi, fd, NULL);
         }
         return 0;
     }
+    short kind = EV_PERSIST | (what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0);
     if (!s) {
         s = calloc(1, sizeof *s);
         if (!s)
             return -1;
         curl_multi_assign(u->multi, fd, s);
+    } else if (s->kind == kind) {
+        return 0; /* nothing changed: no epoll_ctl */
     } else {
-        event_free(s->ev);
+        event_del(&s->ev);
     }
-    short kind = EV_PERSIST | (what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0);
-    s->ev = event_new(u->base, fd, kind, upstream_on_sock_event, u);
-    event_add(s->ev, NULL);
+    s->kind = kind;
+    event_assign(&s->ev, u->base, fd, kind, upstream_on_sock_event, u);
+    event_add(&s->ev, NULL);
     return 0;
 }
 
@@ -341,7 +346,9 @@ upstream *upstream_new(struct event_base *base, const upstream_limits *lim)
     curl_multi_setopt(u->multi, CURLMOPT_SOCKETDATA, u);
     curl_multi_setopt(u->multi, CURLMOPT_TIMERFUNCTION, upstream_timer_cb);
     curl_multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
-    curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 512L);
+    /* the connection cache must hold one connection per concurrent transfer,
+     * or curl closes and reopens connections under load */
+    curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 4096L);
     return u;
 }
 
