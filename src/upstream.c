@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #define UP_MAX_HEADERS 64
+#define UP_SPARE_EASY 256
 
 struct upstream {
     struct event_base *base;
@@ -28,6 +29,8 @@ struct upstream {
     size_t active;
     int in_curl;
     upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
+    CURL *spare[UP_SPARE_EASY]; /* reset easy handles kept for reuse (saves init and buffers) */
+    size_t n_spare;
 };
 
 struct upstream_req {
@@ -324,7 +327,12 @@ static void upstream_req_free(upstream_req *r)
     r->u->active--;
     if (r->deadline)
         event_free(r->deadline);
-    curl_easy_cleanup(r->easy);
+    if (r->u->n_spare < UP_SPARE_EASY) {
+        curl_easy_reset(r->easy);
+        r->u->spare[r->u->n_spare++] = r->easy;
+    } else {
+        curl_easy_cleanup(r->easy);
+    }
     curl_slist_free_all(r->hdrs);
     sbuf_free(&r->hbuf);
     free(r);
@@ -357,6 +365,8 @@ void upstream_free(upstream *u)
     if (!u)
         return;
     upstream_on_kick(-1, 0, u);
+    while (u->n_spare)
+        curl_easy_cleanup(u->spare[--u->n_spare]);
     curl_multi_cleanup(u->multi);
     event_free(u->timer);
     event_free(u->kick);
@@ -384,7 +394,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     r->u = u;
     r->cb = *cb;
     r->ud = ud;
-    r->easy = curl_easy_init();
+    r->easy = u->n_spare ? u->spare[--u->n_spare] : curl_easy_init();
     r->hdrs = upstream_build_headers(spec);
     r->deadline = evtimer_new(u->base, upstream_on_deadline, r);
     u->active++;
