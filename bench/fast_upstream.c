@@ -1,0 +1,412 @@
+/* fast_upstream.c: a minimal, fast OpenAI-style upstream for the benchmarks.
+ *
+ * tests/mock_upstream.c is built for correctness tests: it records every
+ * request forever (GET /_requests), builds each answer as a script run on
+ * libevent timers and watches every socket for early EOF. That is the right
+ * thing for the e2e tests and the wrong thing for a throughput baseline, so
+ * the benchmarks use this server instead. It keeps no per-request state
+ * beyond the reply being written and answers from canned bytes.
+ *
+ *   POST .../chat/completions   chat completion, plain JSON or SSE
+ *   POST .../responses          Responses API, plain JSON or SSE
+ *   GET  .../models             model list
+ *   GET  /_health               {"ok":true}
+ *
+ * Any path prefix is accepted (e.g. /acct/bench/ok/v1/chat/completions, the
+ * shape the e2e mock uses), only the suffix picks the endpoint. A body with
+ * "stream": true gets an event stream (all events written at once, then the
+ * terminal event). A body with "bench_hold_ms": N (N > 0) gets a long-lived
+ * stream instead: the first text delta at once (so a gateway's preflight
+ * commits), one more delta every "bench_gap_ms" (default 1000) and the
+ * terminal event after N ms. The body is never otherwise parsed.
+ *
+ * usage: fast_upstream --port N [--host ADDR]   (port 0 picks a free one;
+ * prints "listening on PORT"). SIGTERM/SIGINT stop it. */
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define FU_PIECES 8
+
+static struct event_base *g_base;
+static long g_open_streams;
+
+static const char *const g_words[FU_PIECES] = {"Hello", " from", " the", " fast", " mock", " upstream", ",", " bench."};
+
+/* ---------- canned bodies, built once ---------- */
+
+typedef struct canned {
+    const char *p;
+    size_t len;
+} canned;
+
+static canned c_chat_plain, c_resp_plain, c_models;
+static canned c_chat_head, c_chat_delta[FU_PIECES], c_chat_tail;
+static canned c_resp_head, c_resp_delta[FU_PIECES], c_resp_tail;
+
+static void canned_set(canned *c, const char *s)
+{
+    c->len = strlen(s);
+    char *p = malloc(c->len + 1);
+    if (!p)
+        abort();
+    memcpy(p, s, c->len + 1);
+    c->p = p;
+}
+
+static void build_canned(void)
+{
+    char buf[2048];
+    canned_set(&c_chat_plain,
+               "{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion\",\"created\":1700000000,"
+               "\"model\":\"gpt-bench\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+               "\"content\":\"Hello from the fast mock upstream, bench.\"},\"finish_reason\":\"stop\"}],"
+               "\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":8,\"total_tokens\":20}}");
+    canned_set(&c_resp_plain,
+               "{\"id\":\"resp_bench\",\"object\":\"response\",\"created_at\":1700000000,\"status\":\"completed\","
+               "\"model\":\"gpt-bench\",\"output\":[{\"type\":\"message\",\"id\":\"msg_bench\",\"status\":\"completed\","
+               "\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":"
+               "\"Hello from the fast mock upstream, bench.\",\"annotations\":[]}]}],"
+               "\"usage\":{\"input_tokens\":12,\"output_tokens\":8,\"total_tokens\":20}}");
+    canned_set(&c_models, "{\"object\":\"list\",\"data\":[{\"id\":\"gpt-bench\",\"object\":\"model\","
+                          "\"created\":1700000000,\"owned_by\":\"bench\"}]}");
+
+    canned_set(&c_chat_head,
+               "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
+               "\"model\":\"gpt-bench\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+               "\"content\":\"\"},\"finish_reason\":null}]}\n\n");
+    for (int i = 0; i < FU_PIECES; i++) {
+        snprintf(buf, sizeof buf,
+                 "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
+                 "\"model\":\"gpt-bench\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},"
+                 "\"finish_reason\":null}]}\n\n",
+                 g_words[i]);
+        canned_set(&c_chat_delta[i], buf);
+    }
+    canned_set(&c_chat_tail,
+               "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
+               "\"model\":\"gpt-bench\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
+               "\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":8,\"total_tokens\":20}}\n\n"
+               "data: [DONE]\n\n");
+
+    canned_set(&c_resp_head,
+               "event: response.created\n"
+               "data: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_bench\","
+               "\"object\":\"response\",\"created_at\":1700000000,\"status\":\"in_progress\",\"model\":\"gpt-bench\","
+               "\"output\":[]}}\n\n");
+    for (int i = 0; i < FU_PIECES; i++) {
+        snprintf(buf, sizeof buf,
+                 "event: response.output_text.delta\n"
+                 "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"item_id\":\"msg_bench\","
+                 "\"output_index\":0,\"content_index\":0,\"delta\":\"%s\"}\n\n",
+                 i + 1, g_words[i]);
+        canned_set(&c_resp_delta[i], buf);
+    }
+    canned_set(&c_resp_tail,
+               "event: response.completed\n"
+               "data: {\"type\":\"response.completed\",\"sequence_number\":9,\"response\":{\"id\":\"resp_bench\","
+               "\"object\":\"response\",\"created_at\":1700000000,\"status\":\"completed\",\"model\":\"gpt-bench\","
+               "\"output\":[{\"type\":\"message\",\"id\":\"msg_bench\",\"status\":\"completed\",\"role\":\"assistant\","
+               "\"content\":[{\"type\":\"output_text\",\"text\":\"Hello from the fast mock upstream, bench.\","
+               "\"annotations\":[]}]}],\"usage\":{\"input_tokens\":12,\"output_tokens\":8,\"total_tokens\":20}}}\n\n");
+}
+
+/* ---------- helpers ---------- */
+
+static void send_canned(struct evhttp_request *req, int code, const char *ctype, const canned *c)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    struct evbuffer *out = evbuffer_new();
+    if (!out)
+        abort();
+    evbuffer_add_reference(out, c->p, c->len, NULL, NULL);
+    evhttp_send_reply(req, code, code == 200 ? "OK" : "Error", out);
+    evbuffer_free(out);
+}
+
+static void chunk_canned(struct evhttp_request *req, struct evbuffer *tmp, const canned *c)
+{
+    evbuffer_add_reference(tmp, c->p, c->len, NULL, NULL);
+    evhttp_send_reply_chunk(req, tmp); /* drains tmp */
+}
+
+/* Finds the JSON member "key" (top level or not, the bench bodies are flat)
+ * and returns a pointer to its value, or NULL. */
+static const char *find_value(const char *body, size_t len, const char *key)
+{
+    size_t klen = strlen(key);
+    const char *end = body + len;
+    for (const char *p = body; p && p + klen + 2 <= end; p++) {
+        p = memchr(p, '"', (size_t)(end - p));
+        if (!p || p + klen + 2 > end)
+            return NULL;
+        if (memcmp(p + 1, key, klen) == 0 && p[klen + 1] == '"') {
+            const char *v = p + klen + 2;
+            while (v < end && (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n'))
+                v++;
+            if (v >= end || *v != ':')
+                continue;
+            v++;
+            while (v < end && (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n'))
+                v++;
+            return v < end ? v : NULL;
+        }
+    }
+    return NULL;
+}
+
+static long find_long(const char *body, size_t len, const char *key)
+{
+    const char *v = find_value(body, len, key);
+    if (!v)
+        return 0;
+    long n = 0;
+    const char *end = body + len;
+    while (v < end && *v >= '0' && *v <= '9' && n < 100000000L)
+        n = n * 10 + (*v++ - '0');
+    return n;
+}
+
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+    size_t m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* ---------- long-lived streams ---------- */
+
+typedef struct hold_job {
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    struct event *timer;
+    int chat;
+    int sent;      /* deltas sent */
+    long left_ms;  /* until the terminal event */
+    long gap_ms;
+} hold_job;
+
+static void hold_free(hold_job *j)
+{
+    if (j->timer)
+        event_free(j->timer);
+    free(j);
+    g_open_streams--;
+}
+
+static void hold_close_cb(struct evhttp_connection *evcon, void *arg)
+{
+    /* the client went away: libevent frees the request, we free the job */
+    hold_free(arg);
+    evhttp_connection_set_closecb(evcon, NULL, NULL);
+}
+
+static void hold_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    hold_job *j = arg;
+    struct evbuffer *tmp = evbuffer_new();
+    if (!tmp)
+        abort();
+    if (j->left_ms > 0) {
+        const canned *d = j->chat ? &c_chat_delta[j->sent % FU_PIECES] : &c_resp_delta[j->sent % FU_PIECES];
+        chunk_canned(j->req, tmp, d);
+        j->sent++;
+        long step = j->gap_ms < j->left_ms ? j->gap_ms : j->left_ms;
+        j->left_ms -= step;
+        struct timeval tv = {step / 1000, (step % 1000) * 1000};
+        evtimer_add(j->timer, &tv);
+        evbuffer_free(tmp);
+        return;
+    }
+    chunk_canned(j->req, tmp, j->chat ? &c_chat_tail : &c_resp_tail);
+    evbuffer_free(tmp);
+    evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+    evhttp_send_reply_end(j->req);
+    hold_free(j);
+}
+
+static void start_hold(struct evhttp_request *req, int chat, long hold_ms, long gap_ms)
+{
+    hold_job *j = calloc(1, sizeof *j);
+    if (!j)
+        abort();
+    j->req = req;
+    j->evcon = evhttp_request_get_connection(req);
+    j->chat = chat;
+    j->gap_ms = gap_ms > 0 ? gap_ms : 1000;
+    j->left_ms = hold_ms;
+    j->timer = evtimer_new(g_base, hold_timer_cb, j);
+    g_open_streams++;
+    evhttp_connection_set_closecb(j->evcon, hold_close_cb, j);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(req, 200, "OK");
+    struct evbuffer *tmp = evbuffer_new();
+    if (!tmp)
+        abort();
+    chunk_canned(req, tmp, chat ? &c_chat_head : &c_resp_head);
+    chunk_canned(req, tmp, chat ? &c_chat_delta[0] : &c_resp_delta[0]);
+    evbuffer_free(tmp);
+    j->sent = 1;
+    struct timeval tv = {0, 0};
+    long step = j->gap_ms < j->left_ms ? j->gap_ms : j->left_ms;
+    j->left_ms -= step;
+    tv.tv_sec = step / 1000;
+    tv.tv_usec = (step % 1000) * 1000;
+    evtimer_add(j->timer, &tv);
+}
+
+/* ---------- requests ---------- */
+
+static void send_stream(struct evhttp_request *req, int chat)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(req, 200, "OK");
+    struct evbuffer *tmp = evbuffer_new();
+    if (!tmp)
+        abort();
+    chunk_canned(req, tmp, chat ? &c_chat_head : &c_resp_head);
+    for (int i = 0; i < FU_PIECES; i++)
+        chunk_canned(req, tmp, chat ? &c_chat_delta[i] : &c_resp_delta[i]);
+    chunk_canned(req, tmp, chat ? &c_chat_tail : &c_resp_tail);
+    evbuffer_free(tmp);
+    evhttp_send_reply_end(req);
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    static const char health[] = "{\"ok\":true}\n";
+    static const char notfound[] = "{\"error\":{\"message\":\"fast_upstream: unknown endpoint\","
+                                   "\"type\":\"invalid_request_error\",\"code\":\"unknown_url\"}}";
+    static const canned c_health = {health, sizeof health - 1};
+    static const canned c_404 = {notfound, sizeof notfound - 1};
+    const char *uri = evhttp_request_get_uri(req);
+    size_t plen = strcspn(uri, "?");
+    if (plen == 8 && memcmp(uri, "/_health", 8) == 0) {
+        send_canned(req, 200, "application/json", &c_health);
+        return;
+    }
+    if (ends_with(uri, plen, "/models")) {
+        send_canned(req, 200, "application/json", &c_models);
+        return;
+    }
+    int chat = ends_with(uri, plen, "/chat/completions");
+    int resp = !chat && ends_with(uri, plen, "/responses");
+    if ((!chat && !resp) || evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        send_canned(req, 404, "application/json", &c_404);
+        return;
+    }
+
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t blen = evbuffer_get_length(in);
+    const char *body = blen ? (const char *)evbuffer_pullup(in, -1) : "";
+    long hold = find_long(body, blen, "bench_hold_ms");
+    const char *sv = find_value(body, blen, "stream");
+    int stream = sv && (size_t)(body + blen - sv) >= 4 && memcmp(sv, "true", 4) == 0;
+    if (hold > 0)
+        start_hold(req, chat, hold, find_long(body, blen, "bench_gap_ms"));
+    else if (stream)
+        send_stream(req, chat);
+    else
+        send_canned(req, 200, "application/json", chat ? &c_chat_plain : &c_resp_plain);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    event_base_loopbreak(arg);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: fast_upstream --port N [--host ADDR]\n"
+                    "  port 0 picks a free port; prints \"listening on PORT\".\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *host = "127.0.0.1";
+    int port = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--port") && i + 1 < argc)
+            port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--host") && i + 1 < argc)
+            host = argv[++i];
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (port < 0 || port > 65535) {
+        usage();
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    build_canned();
+    g_base = event_base_new();
+    struct evhttp *http = g_base ? evhttp_new(g_base) : NULL;
+    if (!http) {
+        fprintf(stderr, "fast_upstream: libevent init failed\n");
+        return 1;
+    }
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+    evhttp_set_timeout(http, 600);
+    evhttp_set_gencb(http, handle, NULL);
+
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &sin.sin_addr) != 1) {
+        fprintf(stderr, "fast_upstream: --host must be an IPv4 address\n");
+        return 2;
+    }
+    /* a deep backlog: the benchmarks open 1000 connections at once */
+    struct evconnlistener *lis =
+        evconnlistener_new_bind(g_base, NULL, NULL, LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                                4096, (struct sockaddr *)&sin, sizeof sin);
+    if (!lis) {
+        fprintf(stderr, "fast_upstream: cannot listen on %s:%d: %s\n", host, port, strerror(errno));
+        return 1;
+    }
+    if (!evhttp_bind_listener(http, lis)) {
+        fprintf(stderr, "fast_upstream: evhttp_bind_listener failed\n");
+        return 1;
+    }
+    struct sockaddr_in got;
+    socklen_t sl = sizeof got;
+    if (getsockname(evconnlistener_get_fd(lis), (struct sockaddr *)&got, &sl) == 0)
+        port = ntohs(got.sin_port);
+    printf("listening on %d\n", port);
+    fflush(stdout);
+
+    struct event *sigterm = evsignal_new(g_base, SIGTERM, on_signal, g_base);
+    struct event *sigint = evsignal_new(g_base, SIGINT, on_signal, g_base);
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    event_base_dispatch(g_base);
+
+    evhttp_free(http); /* runs the close callbacks of streams still open */
+    event_free(sigterm);
+    event_free(sigint);
+    event_base_free(g_base);
+    return g_open_streams < 0; /* 0 unless the bookkeeping went wrong */
+}
