@@ -243,6 +243,25 @@ static int pf_is_done(const char *data, size_t len)
     return len == 6 && memcmp(data, "[DONE]", 6) == 0;
 }
 
+/* After commit only usage, ids, terminal and error events matter. Text
+ * deltas are most of a stream, so they are recognised without parsing:
+ * a Responses event named *.delta, or a chat chunk that mentions neither
+ * usage, nor an error, nor a non-null finish_reason. */
+static int pf_needs_parse_after_commit(const char *event, const char *data, size_t len)
+{
+    if (*event)
+        return !pf_ends_with(event, ".delta");
+    if (memmem(data, len, "\"usage\"", 7) || memmem(data, len, "\"error\"", 7))
+        return 1;
+    const char *f = memmem(data, len, "\"finish_reason\"", 15);
+    if (!f)
+        return 0;
+    const char *end = data + len;
+    for (f += 15; f < end && (*f == ' ' || *f == ':' || *f == '\t'); f++)
+        ;
+    return f < end && *f != 'n';
+}
+
 /* Events are sorted by the shape of their data, not by pf->api: a type
  * member means Responses API, choices/usage mean Chat Completions. */
 static void preflight_on_event(void *ud, const char *event, const char *data, size_t len)
@@ -255,6 +274,8 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
         pf_terminal(pf);
         return;
     }
+    if (pf->state == PF_COMMIT && pf->saw_semantic && !pf_needs_parse_after_commit(event, data, len))
+        return;
     json_value *doc = json_parse(data, len, NULL, 0);
     if (doc && doc->type != JSON_OBJECT) {
         json_free(doc);
