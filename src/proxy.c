@@ -82,12 +82,10 @@ static void proxy_finish(proxy_req *p, int status);
 
 static pool_account *proxy_account(proxy_req *p) { return pool_find(p->gw->pool, p->acct_id); }
 
-static void proxy_why(proxy_req *p, const char *name, const char *fmt, const char *detail)
+/* Adds "name: reason" to the summary a 503 gives. */
+static void proxy_why(proxy_req *p, const char *name, const char *reason)
 {
-    if (p->why.len)
-        sbuf_puts(&p->why, "; ");
-    sbuf_printf(&p->why, "%s: ", name);
-    sbuf_printf(&p->why, fmt, detail);
+    sbuf_printf(&p->why, "%s%s: %s", p->why.len ? "; " : "", name, reason);
 }
 
 static void proxy_header_add(proxy_req *p, const char *name, const char *value)
@@ -405,7 +403,7 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     double secs = proxy_cool_down(p, &v);
     char detail[256];
     snprintf(detail, sizeof detail, "%s, class %s, cooling down %.0fs", summary, v.cls, secs);
-    proxy_why(p, p->acct_name, "%s", detail);
+    proxy_why(p, p->acct_name, detail);
     trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=failover class=%s status=%d cooldown_s=%.0f",
                 (unsigned long long)p->id, p->acct_name, v.cls, ev->status, secs);
     proxy_attempt_end(p);
@@ -651,7 +649,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
 static void proxy_exhausted(proxy_req *p)
 {
     for (size_t i = 0; i < p->plan.nskips; i++)
-        proxy_why(p, p->plan.skips[i].name, "%s", p->plan.skips[i].reason);
+        proxy_why(p, p->plan.skips[i].name, p->plan.skips[i].reason);
     sbuf msg = SBUF_INIT;
     if (!pool_count(p->gw->pool))
         sbuf_puts(&msg, "no upstream accounts are configured (add one with 'switchyard account add')");

@@ -127,8 +127,6 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void serve_log_listen(gateway *gw)
 {
-    struct evhttp_bound_socket *bs = NULL;
-    (void)bs;
     log_info("switchyard listening on http://%s:%d (db %s, policies %s, strategy %s, %zu accounts)",
              gw->cfg.listen_host, gw->cfg.listen_port, gw->cfg.db_path, policy_source(gw->policy),
              gw->cfg.route_strategy, pool_count(gw->pool));
