@@ -115,7 +115,7 @@ static void pool_states_apply(pool *p)
     free(s);
 }
 
-pool *pool_new(store *st, char *err, size_t errlen)
+pool *pool_new(store *st)
 {
     pool *p = calloc(1, sizeof *p);
     p->st = st;
@@ -126,8 +126,6 @@ pool *pool_new(store *st, char *err, size_t errlen)
     pool_load(p);
     pool_states_apply(p);
     store_owners_load(st, POOL_OWNERS, pool_owner_loaded, p);
-    (void)err;
-    (void)errlen;
     return p;
 }
 

@@ -22,7 +22,7 @@ typedef struct pool_account {
 
 typedef struct pool pool;
 
-pool *pool_new(store *st, char *err, size_t errlen);
+pool *pool_new(store *st); /* loads accounts, keys, states and owners; never fails */
 void pool_free(pool *p);
 /* Reloads accounts and keys when their config_version moved; keeps each
  * account's runtime state by id. Cheap when nothing changed. Returns 1 if

@@ -144,7 +144,7 @@ static int serve_open(gateway *gw)
         log_error("cannot start the database writer: %s", err);
         return -1;
     }
-    gw->pool = pool_new(gw->st, err, sizeof err);
+    gw->pool = pool_new(gw->st);
     config_from_store(&gw->cfg, gw->st);
     gw->policy = policy_new(gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL, err, sizeof err);
     if (!gw->policy) {
