@@ -10,6 +10,8 @@ three to the front, keeping the earlier one on a tie, so with two fresh
 (equally healthy) accounts the first one listed is always tried first. The
 tests that rely on the order use two accounts."""
 
+import time
+
 from harness import (GatewayTest, account, chat_text, event_type, is_error_event, main,
                      response_text, wait_for)
 
@@ -205,6 +207,37 @@ class FailoverTest(GatewayTest):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json()["output"][0]["content"][0]["text"], "hello from b")
         self.assertEqual(self.mock.accounts_hit(), ["a", "b", "b", "b"], "the cooldown was lost on restart")
+
+    def test_cooldown_ladder_climbs_on_repeated_429s_and_persists(self):
+        # one account, no Retry-After: the ladder alone decides (with a second,
+        # healthier account the ordered strategy's P2C would stop trying a)
+        g = self.gateway([account("a", self.mock.url("a", "status=429"))])
+        a = g.account_id("a")
+
+        def state():
+            rows = g.query("SELECT ladder_step, cooldown_until, last_429_at FROM account_state "
+                           "WHERE account_id = ?", (a,))
+            return rows[0] if rows else None
+
+        seen = []
+        for expected_step in (1, 2, 3):
+            before = state()
+            self.assertOpenAIError(g.post("/v1/responses", RESP_BODY), 503)
+            wait_for(lambda: state() and state()["ladder_step"] == expected_step and state() != before,
+                     what=f"ladder step {expected_step} to be stored")
+            st = state()
+            seen.append(round(st["cooldown_until"] - st["last_429_at"]))
+            # end the cooldown as if its time had passed, keeping the ladder: the
+            # account was back in service a moment ago, so the next 429 climbs
+            g.stop()
+            c = g.db()
+            c.execute("UPDATE account_state SET cooldown_until = ?, last_429_at = ? WHERE account_id = ?",
+                      (time.time() - 1, time.time() - 1 - seen[-1], a))
+            c.commit()
+            c.close()
+            g.start(port=g.port)
+        self.assertEqual(seen, [45, 300, 1800])
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a", "a"])
 
     def test_request_logs_record_account_status_attempts(self):
         g = self.two(LONG_429)
