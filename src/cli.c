@@ -6,6 +6,7 @@
  * printed exactly once, by `key add`, as its last line. */
 #include "cli.h"
 #include "config.h"
+#include "json.h"
 #include "sbuf.h"
 #include "store.h"
 #include <errno.h>
@@ -34,6 +35,8 @@ static void cli_usage_account(FILE *f)
     fputs("usage: switchyard account add --name N --base-url URL (--token T | --token - | --token-file PATH)\n"
           "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
           "                              [--chatgpt-account-id ID] [--model-map JSON] [--db PATH]\n"
+          "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
+          "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
           "       switchyard account list [--json] [--db PATH]\n"
           "       switchyard account enable|disable|remove --name N [--db PATH]\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
@@ -307,8 +310,37 @@ static int cli_token_get(const char *cmd, const char *token, const char *file, s
 
 typedef struct cli_account_args {
     const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
+    const char *codex_auth;
     int help;
 } cli_account_args;
+
+#define CLI_CHATGPT_BASE_URL "https://chatgpt.com/backend-api/codex"
+
+/* Reads a Codex CLI auth.json ({"tokens":{"access_token","account_id"}}):
+ * the token into out, the ChatGPT account id into id (if none was given). */
+static int cli_codex_auth_read(const char *cmd, const char *path, sbuf *out, sbuf *id)
+{
+    sbuf raw = SBUF_INIT;
+    if (cli_secret_read_file(cmd, path, &raw) != 0)
+        return -1;
+    json_value *doc = json_parse(raw.p, raw.len, NULL, 0);
+    json_value *tokens = doc ? json_get(doc, "tokens") : NULL;
+    const char *access = tokens ? json_get_str(tokens, "access_token") : NULL;
+    const char *acct = tokens ? json_get_str(tokens, "account_id") : NULL;
+    int rc = -1;
+    if (!access || !*access) {
+        fprintf(stderr, "switchyard %s: %s has no tokens.access_token (is it a ChatGPT login of Codex?)\n", cmd,
+                path);
+    } else {
+        sbuf_puts(out, access);
+        if (acct)
+            sbuf_puts(id, acct);
+        rc = cli_secret_check(cmd, out);
+    }
+    json_free(doc);
+    cli_secret_wipe(&raw);
+    return rc;
+}
 
 /* Shape check only; the store validates the JSON strictly. */
 static int cli_looks_like_object(const char *s)
@@ -325,16 +357,24 @@ static int cli_looks_like_object(const char *s)
  * flag is reported before a token is read from stdin. */
 static int cli_account_validate(const char *cmd, const cli_account_args *a, account_new *an)
 {
-    if (!a->name || !*a->name || !a->base_url) {
+    if (a->kind && account_kind_parse(a->kind, &an->kind) != 0) {
+        fprintf(stderr, "switchyard %s: --kind must be api_key, chatgpt or aggregate, got '%s'\n", cmd, a->kind);
+        return -1;
+    }
+    if (a->codex_auth && a->kind && an->kind != ACCOUNT_CHATGPT) {
+        fprintf(stderr, "switchyard %s: --codex-auth makes a chatgpt account; drop --kind %s\n", cmd, a->kind);
+        return -1;
+    }
+    if (a->codex_auth)
+        an->kind = ACCOUNT_CHATGPT;
+    /* the ChatGPT backend has one address: chatgpt accounts need no --base-url */
+    const char *base_url = a->base_url ? a->base_url : an->kind == ACCOUNT_CHATGPT ? CLI_CHATGPT_BASE_URL : NULL;
+    if (!a->name || !*a->name || !base_url) {
         fprintf(stderr, "switchyard %s: --name and --base-url are required\n", cmd);
         return -1;
     }
-    if (strncmp(a->base_url, "http://", 7) != 0 && strncmp(a->base_url, "https://", 8) != 0) {
+    if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0) {
         fprintf(stderr, "switchyard %s: --base-url must start with http:// or https://\n", cmd);
-        return -1;
-    }
-    if (a->kind && account_kind_parse(a->kind, &an->kind) != 0) {
-        fprintf(stderr, "switchyard %s: --kind must be api_key, chatgpt or aggregate, got '%s'\n", cmd, a->kind);
         return -1;
     }
     if (a->model_map && !cli_looks_like_object(a->model_map)) {
@@ -346,7 +386,7 @@ static int cli_account_validate(const char *cmd, const cli_account_args *a, acco
     if (a->max_conc && cli_parse_int(cmd, "max-concurrency", a->max_conc, 0, &an->max_concurrency) != 0)
         return -1;
     an->name = a->name;
-    an->base_url = a->base_url;
+    an->base_url = base_url;
     an->chatgpt_account_id = a->chatgpt_id;
     an->model_map = a->model_map;
     return 0;
@@ -377,7 +417,7 @@ static int cli_account_add(int argc, char **argv)
         {"token", &a.token, NULL}, {"token-file", &a.token_file, NULL}, {"kind", &a.kind, NULL},
         {"sort", &a.sort, NULL}, {"max-concurrency", &a.max_conc, NULL},
         {"chatgpt-account-id", &a.chatgpt_id, NULL}, {"model-map", &a.model_map, NULL},
-        {"help", NULL, &a.help}, {NULL, NULL, NULL},
+        {"codex-auth", &a.codex_auth, NULL}, {"help", NULL, &a.help}, {NULL, NULL, NULL},
     };
     account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
@@ -385,13 +425,25 @@ static int cli_account_add(int argc, char **argv)
         return rc;
     if (cli_account_validate(cmd, &a, &an) != 0)
         return CLI_EXIT_USAGE;
-    sbuf token = SBUF_INIT;
+    sbuf token = SBUF_INIT, acct_id = SBUF_INIT;
     rc = CLI_EXIT_USAGE;
-    if (cli_token_get(cmd, a.token, a.token_file, &token) == 0) {
+    int got;
+    if (a.codex_auth && (a.token || a.token_file)) {
+        fprintf(stderr, "switchyard %s: --codex-auth already gives the token; drop --token/--token-file\n", cmd);
+        got = -1;
+    } else if (a.codex_auth) {
+        got = cli_codex_auth_read(cmd, a.codex_auth, &token, &acct_id);
+    } else {
+        got = cli_token_get(cmd, a.token, a.token_file, &token);
+    }
+    if (got == 0) {
         an.token = token.p;
+        if (!an.chatgpt_account_id && acct_id.len)
+            an.chatgpt_account_id = acct_id.p;
         rc = cli_account_insert(cmd, a.db, &an);
     }
     cli_secret_wipe(&token);
+    sbuf_free(&acct_id);
     return rc;
 }
 

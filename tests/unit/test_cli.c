@@ -132,6 +132,43 @@ static const char *test_last_line(const char *text, char *buf, size_t n)
 
 /* ---------- accounts ---------- */
 
+static void test_cli_account_add_from_codex_auth_json(void)
+{
+    test_fresh_db();
+    char auth[160];
+    snprintf(auth, sizeof auth, "%s/auth.json", test_dir);
+    FILE *f = fopen(auth, "w");
+    fputs("{\"OPENAI_API_KEY\":null,\"tokens\":{\"id_token\":\"x\",\"access_token\":\"" TEST_TOKEN "\","
+          "\"refresh_token\":\"r\",\"account_id\":\"acct-42\"},\"last_refresh\":\"2026-12-01\"}", f);
+    fclose(f);
+    test_out o;
+    test_run(cli_account_main, &o, "account", "add", "--name", "codex", "--codex-auth", auth, NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    store *s = test_store();
+    account *a = NULL;
+    size_t n = 0;
+    CHECK(s && store_accounts_load(s, &a, &n) == 0);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        CHECK_EQ_INT(a[0].kind, ACCOUNT_CHATGPT);
+        CHECK_EQ_STR(a[0].base_url, "https://chatgpt.com/backend-api/codex");
+        CHECK_EQ_STR(a[0].token, TEST_TOKEN);
+        CHECK_EQ_STR(a[0].chatgpt_account_id, "acct-42");
+        CHECK_EQ_INT(a[0].max_concurrency, 1);
+    }
+    store_accounts_free(a, n);
+    store_close(s);
+    /* a file without tokens.access_token is refused, and so is --token beside it */
+    f = fopen(auth, "w");
+    fputs("{\"OPENAI_API_KEY\":\"sk-x\"}", f);
+    fclose(f);
+    test_run(cli_account_main, &o, "account", "add", "--name", "c2", "--codex-auth", auth, NULL);
+    CHECK(o.rc != 0);
+    CHECK(strstr(o.err, "access_token") != NULL);
+    test_run(cli_account_main, &o, "account", "add", "--name", "c3", "--codex-auth", auth, "--token", "t", NULL);
+    CHECK(o.rc != 0);
+}
+
 static void test_cli_account_add_list_disable_enable_remove(void)
 {
     test_out o;
@@ -397,6 +434,7 @@ int main(void)
         return 2;
     unsetenv("SWITCHYARD_DB");
     RUN(test_cli_account_add_list_disable_enable_remove);
+    RUN(test_cli_account_add_from_codex_auth_json);
     RUN(test_cli_account_commands_fail_on_unknown_or_missing_name);
     RUN(test_cli_account_output_never_contains_the_token);
     RUN(test_cli_key_add_prints_the_key_as_last_line);
