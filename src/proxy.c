@@ -505,7 +505,9 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
         return proxy_client_send(p, buf, n);
     case MODE_PREFLIGHT: {
         pf_state st = preflight_feed(&p->pf, buf, n);
-        if (st == PF_ERROR && !p->committed) {
+        if (st == PF_ERROR && p->committed) /* an error stream the policy returned: relay the rest */
+            return proxy_client_send(p, buf, n);
+        if (st == PF_ERROR) {
             proxy_on_stream_error(p);
             return 0;
         }
@@ -545,10 +547,10 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         p->tot_tok = p->pf.total_tokens;
         if (p->pf.response_id[0])
             pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
-        if (r != UP_OK || !p->pf.saw_terminal)
+        if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) /* it carries its own error event */
+            snprintf(p->error_class, sizeof p->error_class, "%s", p->pf.late_error ? "late_error" : "stream_error");
+        else if (r != UP_OK || !p->pf.saw_terminal)
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
-        else if (p->pf.late_error)
-            snprintf(p->error_class, sizeof p->error_class, "late_error");
         else
             proxy_record_success(p);
     } else {

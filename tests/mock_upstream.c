@@ -395,6 +395,7 @@ static void copy_word(char *dst, size_t n, const char *v)
 static void opts_parse(opts *o, const char *spec)
 {
     memset(o, 0, sizeof *o);
+    o->after = -1; /* unset: 3 deltas; after=0 sends the error before any output */
     o->ms = -1;
     o->rst = -1;
     o->resets = 3600;
@@ -1005,7 +1006,7 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
     job_chunk(j, gap, &b);
     sbuf_reset(&b);
     int late = mode == S_LATE_ERROR || mode == S_LATE_RESET;
-    int n = late ? (o->after > 0 ? o->after : 3) : g->npieces;
+    int n = late ? (o->after >= 0 ? o->after : 3) : g->npieces;
     if (n > g->npieces)
         n = g->npieces;
     long dgap = mode == S_SLOW ? (o->ms >= 0 ? o->ms : 100) : gap;
@@ -1015,7 +1016,9 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         sbuf_reset(&b);
     }
     if (mode == S_LATE_ERROR) {
-        ev_error(&b, g, o->err_code[0] ? o->err_code : "usage_limit_reached", LATE_MSG);
+        /* a custom code gets a neutral message, so the code alone decides how it is classified */
+        ev_error(&b, g, o->err_code[0] ? o->err_code : "usage_limit_reached",
+                 o->err_code[0] ? "the upstream reported an error" : LATE_MSG);
         job_chunk(j, gap, &b);
         job_add(j, ACT_END, 0);
         sbuf_free(&b);
@@ -1058,7 +1061,7 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     sbuf_reset(&b);
     long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0;
     int late = mode == S_LATE_ERROR || mode == S_LATE_RESET;
-    int n = late ? (o->after > 0 ? o->after : 3) : g->npieces;
+    int n = late ? (o->after >= 0 ? o->after : 3) : g->npieces;
     if (n > g->npieces)
         n = g->npieces;
     long dgap = mode == S_SLOW ? (o->ms >= 0 ? o->ms : 100) : gap;
@@ -1069,7 +1072,7 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     }
     if (mode == S_LATE_ERROR) {
         const char *code = o->err_code[0] ? o->err_code : "usage_limit_reached";
-        chat_error_chunk(&b, LATE_MSG, code, code);
+        chat_error_chunk(&b, o->err_code[0] ? "the upstream reported an error" : LATE_MSG, code, code);
         job_chunk(j, gap, &b);
         job_add(j, ACT_END, 0);
         sbuf_free(&b);

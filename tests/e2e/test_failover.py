@@ -136,6 +136,18 @@ class FailoverTest(GatewayTest):
 
     # --- failures that must not be retried
 
+    def test_request_error_inside_stream_is_returned_not_retried(self):
+        # an in-stream error that is the request's fault (not the account's):
+        # the policy returns it, so the client sees the upstream's stream as sent
+        g = self.two("late_error,after=0,code=invalid_prompt")
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(self.mock.accounts_hit(), ["a"], "a request error was retried elsewhere")
+        errors = [e for e in s.events if is_error_event(e)]
+        self.assertEqual(len(errors), 1, s.types())
+        self.assertIn("invalid_prompt", errors[0]["data"])
+        self.assertNotIn("upstream_stream_interrupted", s.raw.decode(errors="replace"))
+
     def test_context_length_error_is_returned_unchanged(self):
         g = self.two("ctxlen")
         r = g.post("/v1/chat/completions", CHAT_BODY)
