@@ -391,7 +391,8 @@ class Gateway:
     DEFAULT_ENV = {"SWITCHYARD_LOG_LEVEL": "debug"}
     PASS_ENV = {"SWITCHYARD_BIN", "MOCK_UPSTREAM_BIN", "SWITCHYARD_SRC", "SWITCHYARD_CODEX_VERSION"}
 
-    def __init__(self, accounts=(), env=None, policies=None, key_name="e2e"):
+    def __init__(self, accounts=(), env=None, policies=None, key_name="e2e", serve_args=()):
+        self.serve_args = list(serve_args)  # extra `switchyard serve` arguments
         self.dir = tempfile.mkdtemp(prefix="sy-e2e-")
         self.db_path = os.path.join(self.dir, "switchyard.db")
         self.log_path = os.path.join(self.dir, "gateway.log")
@@ -449,6 +450,7 @@ class Gateway:
             args = [switchyard_bin(), "serve", "--db", self.db_path, "--listen", f"{HOST}:{self.port}"]
             if self.policies:
                 args += ["--policies", self.policies]
+            args += self.serve_args
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                          env=self.env, cwd=self.dir)

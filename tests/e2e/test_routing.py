@@ -22,8 +22,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import harness
-from harness import (HOST, START_TIMEOUT, Gateway, GatewayTest, _live_procs, _stop_proc, _tail,
-                     free_port, main, port_accepts, source_dir, switchyard_bin, wait_for)
+from harness import HOST, Gateway, GatewayTest, main, source_dir, wait_for
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 RESP_STREAM = dict(RESP_BODY, stream=True)
@@ -32,41 +31,6 @@ LONG_500 = "status=500"   # 5xx cools an account for 30 s: longer than any test 
 
 
 # ---------------------------------------------------------------- helpers
-
-
-class ArgsGateway(Gateway):
-    """A Gateway whose `serve` gets extra command-line arguments (harness.Gateway
-    starts serve with fixed ones)."""
-
-    def __init__(self, *args, serve_args=(), **kw):
-        self.serve_args = list(serve_args)
-        super().__init__(*args, **kw)
-
-    def start(self, port=None):
-        if not self.serve_args:
-            return super().start(port)
-        last = ""
-        for _ in range(1 if port else 3):
-            self.port = port or free_port()
-            args = [switchyard_bin(), "serve", "--db", self.db_path, "--listen", f"{HOST}:{self.port}"]
-            if self.policies:
-                args += ["--policies", self.policies]
-            args += self.serve_args
-            log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                         env=self.env, cwd=self.dir)
-            log.close()
-            _live_procs.append(self.proc)
-            deadline = time.monotonic() + START_TIMEOUT
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    break
-                if port_accepts(self.port):
-                    return self
-                time.sleep(0.02)
-            last = f"rc={self.proc.poll()}\n{_tail(self.log_path)}"
-            _stop_proc(self.proc, signal.SIGKILL)
-        raise AssertionError(f"gateway did not start listening: {last}")
 
 
 class PyUpstream:
@@ -214,7 +178,7 @@ class RoutingTest(GatewayTest):
     def gw(self, accounts, env=None, policies=None, serve_args=(), start=True, keys=()):
         """A gateway over acct() specs (sort 10, 20, ... in list order); extra platform keys
         named in `keys` are added before start (g.extra_keys[name])."""
-        g = ArgsGateway((), env=env, policies=policies, serve_args=serve_args)
+        g = Gateway((), env=env, policies=policies, serve_args=serve_args)
         self._gateways.append(g)
         self.addCleanup(g.cleanup)
         for i, a in enumerate(accounts):
