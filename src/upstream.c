@@ -50,7 +50,6 @@ struct upstream_req {
     int cancelled;           /* no callbacks any more; free when curl is off the stack */
     int paused;
     int on_pending;          /* queued for the kick: the kick owns freeing it */
-    up_result timeout;       /* set when our deadline fired */
     upstream_req *next;
 };
 
@@ -181,23 +180,29 @@ static void upstream_arm(upstream_req *r, long ms)
     evtimer_add(r->deadline, &tv);
 }
 
+/* Detaches r from the multi, tells the user how it ended (once) and frees it. */
+static void upstream_end(upstream_req *r, up_result res, const char *msg)
+{
+    if (r->added) {
+        curl_multi_remove_handle(r->u->multi, r->easy);
+        r->added = 0;
+    }
+    int notify = !r->cancelled && r->cb.on_done;
+    r->cancelled = 1;
+    if (notify)
+        r->cb.on_done(r->ud, res, msg);
+    upstream_release(r);
+}
+
 static void upstream_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     upstream_req *r = arg;
     if (r->paused) /* our client is slow, not the upstream: do not count it */
         return upstream_arm(r, r->u->lim.idle_timeout_ms);
-    r->timeout = r->headers_done ? UP_TIMEOUT_IDLE : UP_TIMEOUT_FIRST_BYTE;
-    upstream_req *self = r;
-    upstream *u = r->u;
-    if (self->added) {
-        curl_multi_remove_handle(u->multi, self->easy);
-        self->added = 0;
-    }
-    self->cancelled = 1;
-    if (self->cb.on_done)
-        self->cb.on_done(self->ud, self->timeout,
-                         self->timeout == UP_TIMEOUT_IDLE ? "upstream idle timeout" : "upstream first-byte timeout");
-    upstream_release(self);
+    if (r->headers_done)
+        upstream_end(r, UP_TIMEOUT_IDLE, "upstream idle timeout");
+    else
+        upstream_end(r, UP_TIMEOUT_FIRST_BYTE, "upstream first-byte timeout");
 }
 
 /* ---- curl callbacks (curl is on the stack: no multi calls here) ---- */
@@ -283,25 +288,14 @@ static size_t upstream_write_cb(char *p, size_t size, size_t nitems, void *arg)
 
 static void upstream_finish(upstream_req *r, CURLcode code)
 {
-    curl_multi_remove_handle(r->u->multi, r->easy);
-    r->added = 0;
-    if (!r->cancelled && r->cb.on_done) {
-        r->cancelled = 1;
-        up_result res = UP_OK;
-        const char *msg = NULL;
-        if (code == CURLE_OPERATION_TIMEDOUT && !r->headers_done) {
-            res = UP_TIMEOUT_CONNECT;
-            msg = "upstream connect timeout";
-        } else if (code != CURLE_OK) {
-            res = UP_NETWORK;
-            msg = r->errbuf[0] ? r->errbuf : curl_easy_strerror(code);
-        } else if (!r->headers_done) {
-            res = UP_NETWORK;
-            msg = "upstream sent no response";
-        }
-        r->cb.on_done(r->ud, res, msg);
-    }
-    upstream_release(r);
+    if (code == CURLE_OPERATION_TIMEDOUT && !r->headers_done)
+        upstream_end(r, UP_TIMEOUT_CONNECT, "upstream connect timeout");
+    else if (code != CURLE_OK)
+        upstream_end(r, UP_NETWORK, r->errbuf[0] ? r->errbuf : curl_easy_strerror(code));
+    else if (!r->headers_done)
+        upstream_end(r, UP_NETWORK, "upstream sent no response");
+    else
+        upstream_end(r, UP_OK, NULL);
 }
 
 static void upstream_check_done(upstream *u)
