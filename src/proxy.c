@@ -328,6 +328,19 @@ static int proxy_flush_held(proxy_req *p)
     return pause;
 }
 
+/* Closes the client connection (and with it the request) without a final
+ * chunk; our close callback is removed first so it cannot run on the way. */
+static void proxy_drop_client(proxy_req *p)
+{
+    struct evhttp_connection *c = p->req ? evhttp_request_get_connection(p->req) : NULL;
+    p->client_gone = 1;
+    p->req = NULL;
+    if (c) {
+        evhttp_connection_set_closecb(c, NULL, NULL);
+        evhttp_connection_free(c); /* frees the request too */
+    }
+}
+
 /* The stream broke after commit: say so in the stream's own format. */
 static void proxy_stream_interrupted(proxy_req *p, const char *why)
 {
@@ -560,13 +573,7 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             log_warn("req %llu: upstream failed mid-body (%s); closing the client connection",
                      (unsigned long long)p->id, errmsg ? errmsg : "error");
             snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
-            struct evhttp_connection *c = evhttp_request_get_connection(p->req);
-            p->client_gone = 1;
-            if (c) {
-                evhttp_connection_set_closecb(c, NULL, NULL);
-                evhttp_connection_free(c); /* frees the request too */
-            }
-            p->req = NULL;
+            proxy_drop_client(p);
             proxy_finish(p, p->status);
             return;
         }
@@ -701,13 +708,7 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
     }
     log_debug("req %llu: client hung up", (unsigned long long)p->id);
     snprintf(p->error_class, sizeof p->error_class, "client_closed");
-    p->client_gone = 1;
-    struct evhttp_connection *c2 = p->req ? evhttp_request_get_connection(p->req) : NULL;
-    p->req = NULL;
-    if (c2) {
-        evhttp_connection_set_closecb(c2, NULL, NULL);
-        evhttp_connection_free(c2); /* frees the request with it */
-    }
+    proxy_drop_client(p);
     proxy_finish(p, 499);
 }
 
