@@ -66,24 +66,28 @@ local function round_robin(seg, cursor)
   return out
 end
 
+-- Runs for every request, so it allocates little: one list of ids, one of
+-- reserve ids, one segment per group.
 local function order(candidates, ctx)
-  local list = sy.copy(candidates)
-  table.sort(list, before)
-  local normal, reserve, seed = {}, {}, ctx.seed
+  local list = {}
+  for i, c in ipairs(candidates) do list[i] = c end
+  if #list > 1 then table.sort(list, before) end
+  local ids, reserve_ids, seed = {}, {}, ctx.seed
   for _, g in ipairs(GROUPS[ctx.rotation] or GROUPS.hybrid_rotation) do
-    local seg, res = {}, {}
+    local seg = {}
     for _, c in ipairs(list) do
-      if group_of(c) == g then table.insert(c.reserve and res or seg, c) end
+      if group_of(c) == g then
+        if c.reserve then reserve_ids[#reserve_ids + 1] = c.id else seg[#seg + 1] = c end
+      end
     end
     if ctx.strategy == "balanced" then
       seg = round_robin(seg, ctx.cursor)
     else
       seed = p2c(seg, seed)
     end
-    sy.append(normal, seg)
-    sy.append(reserve, res)
+    for _, c in ipairs(seg) do ids[#ids + 1] = c.id end
   end
-  local ids = sy.map(sy.append(normal, reserve), function(c) return c.id end)
+  sy.append(ids, reserve_ids)
   if ctx.preferred ~= 0 then sy.move_to_front(ids, ctx.preferred) end
   return ids
 end

@@ -21,6 +21,7 @@ typedef struct gateway {
     policy_engine *policy;
     upstream *up;
     trace *trace;
+    struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     uint64_t next_req_id;
     size_t active;            /* client requests in progress */
     int draining;             /* SIGTERM: stop when active reaches 0 */

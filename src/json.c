@@ -1,17 +1,38 @@
 /* json.c: the strict RFC 8259 parser, tree accessors and compact serializer
  * declared in json.h. One pass over the input, recursive descent bounded by
- * JSON_MAX_DEPTH; each node and string is its own allocation so that
- * json_set_str can replace members in place. */
+ * JSON_MAX_DEPTH. A document's nodes and strings live in one arena (a few
+ * chunks, the first sized from the input), so parsing a request body costs a
+ * couple of allocations instead of one per node and string, and json_free
+ * releases the whole document at once. json_set_str allocates its new
+ * strings from the same arena; what it replaces is reclaimed with the
+ * document. */
 #include "json.h"
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define JSON_MAX_DEPTH 128
 
+#define JSON_CHUNK_MIN 512
+#define JSON_CHUNK_MAX (64u << 10)
+
+typedef struct json_chunk {
+    struct json_chunk *next;
+    size_t cap, used;
+    max_align_t data[]; /* cap bytes */
+} json_chunk;
+
+/* What json_parse returns a pointer into: the root node and its arena. */
+typedef struct json_doc {
+    json_value root;
+    json_chunk *chunks; /* newest first */
+} json_doc;
+
 typedef struct jparser {
+    json_doc *doc;
     const char *s;
     size_t len;
     size_t pos;
@@ -36,41 +57,70 @@ static void json_fail(jparser *p, size_t at, const char *fmt, ...)
     snprintf(p->err, p->errlen, "offset %zu: %s", at, msg);
 }
 
-static void *json_alloc(size_t n)
+static void *json_xmalloc(size_t n)
 {
-    void *v = calloc(1, n);
+    void *v = malloc(n);
     if (!v)
         abort(); /* same policy as sbuf: no useful work without memory */
     return v;
 }
 
-static json_value *json_new(json_type t)
+/* n zeroed bytes from the document's arena, aligned for any node. */
+static void *json_alloc(json_doc *d, size_t n)
 {
-    json_value *v = json_alloc(sizeof *v);
+    n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    json_chunk *c = d->chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = c ? c->cap * 2 : JSON_CHUNK_MIN;
+        if (cap > JSON_CHUNK_MAX)
+            cap = JSON_CHUNK_MAX;
+        if (cap < n)
+            cap = n;
+        c = json_xmalloc(sizeof *c + cap);
+        c->next = d->chunks;
+        c->cap = cap;
+        c->used = 0;
+        d->chunks = c;
+    }
+    void *v = (char *)c->data + c->used;
+    c->used += n;
+    memset(v, 0, n);
+    return v;
+}
+
+static json_value *json_new(json_doc *d, json_type t)
+{
+    json_value *v = json_alloc(d, sizeof *v);
     v->type = t;
     return v;
 }
 
-static void json_free_members(json_value *v)
+/* First chunk about the size the tree of len input bytes takes. */
+static json_doc *json_doc_new(size_t len)
 {
-    json_value *c = v->child;
-    while (c) {
-        json_value *n = c->next;
-        json_free(c);
-        c = n;
-    }
-    v->child = NULL;
-    v->count = 0;
+    json_doc *d = json_xmalloc(sizeof *d);
+    memset(d, 0, sizeof *d);
+    size_t want = len * 4 < JSON_CHUNK_MIN ? JSON_CHUNK_MIN : len * 4;
+    json_chunk *c = json_xmalloc(sizeof *c + (want > JSON_CHUNK_MAX ? JSON_CHUNK_MAX : want));
+    c->next = NULL;
+    c->cap = want > JSON_CHUNK_MAX ? JSON_CHUNK_MAX : want;
+    c->used = 0;
+    d->chunks = c;
+    return d;
 }
+
+static json_doc *json_doc_of(json_value *root) { return (json_doc *)((char *)root - offsetof(json_doc, root)); }
 
 void json_free(json_value *v)
 {
     if (!v)
         return;
-    json_free_members(v);
-    free(v->str);
-    free(v->key);
-    free(v);
+    json_doc *d = json_doc_of(v);
+    for (json_chunk *c = d->chunks, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(d);
 }
 
 static void json_skip_ws(jparser *p)
@@ -105,7 +155,7 @@ static json_value *json_parse_literal(jparser *p, const char *word, json_type t)
         return NULL;
     }
     p->pos += n;
-    return json_new(t);
+    return json_new(p->doc, t);
 }
 
 static int json_is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -169,7 +219,7 @@ static json_value *json_parse_number(jparser *p)
     } else {
         /* copy: the input need not be NUL-terminated after the number */
         char small[64];
-        char *tmp = n < sizeof small ? small : json_alloc(n + 1);
+        char *tmp = n < sizeof small ? small : json_xmalloc(n + 1);
         memcpy(tmp, s + start, n);
         tmp[n] = '\0';
         x = strtod(tmp, NULL);
@@ -181,7 +231,7 @@ static json_value *json_parse_number(jparser *p)
         }
     }
     p->pos = i;
-    json_value *v = json_new(JSON_NUMBER);
+    json_value *v = json_new(p->doc, JSON_NUMBER);
     v->num = x;
     return v;
 }
@@ -299,7 +349,7 @@ static char *json_parse_string(jparser *p, size_t *out_len)
         return NULL;
     }
     const char *end = s + i, *c = s + open + 1;
-    char *buf = json_alloc((size_t)(end - c) + 1), *o = buf;
+    char *buf = json_alloc(p->doc, (size_t)(end - c) + 1), *o = buf;
     while (c < end) {
         const char *run = c;
         while (c < end && (unsigned char)*c >= 0x20 && (unsigned char)*c < 0x80 && *c != '\\')
@@ -358,8 +408,7 @@ static char *json_parse_string(jparser *p, size_t *out_len)
     p->pos = i + 1;
     return buf;
 fail:
-    free(buf);
-    return NULL;
+    return NULL; /* buf goes with the document */
 }
 
 static int json_enter(jparser *p)
@@ -375,7 +424,7 @@ static json_value *json_parse_array(jparser *p)
 {
     if (json_enter(p) != 0)
         return NULL;
-    json_value *arr = json_new(JSON_ARRAY), **tail = &arr->child;
+    json_value *arr = json_new(p->doc, JSON_ARRAY), **tail = &arr->child;
     p->pos++; /* '[' */
     json_skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == ']') {
@@ -409,15 +458,14 @@ static json_value *json_parse_array(jparser *p)
         goto fail;
     }
 fail:
-    json_free(arr);
-    return NULL;
+    return NULL; /* the caller frees the document */
 }
 
 static json_value *json_parse_object(jparser *p)
 {
     if (json_enter(p) != 0)
         return NULL;
-    json_value *obj = json_new(JSON_OBJECT), **tail = &obj->child;
+    json_value *obj = json_new(p->doc, JSON_OBJECT), **tail = &obj->child;
     p->pos++; /* '{' */
     json_skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == '}') {
@@ -439,17 +487,14 @@ static json_value *json_parse_object(jparser *p)
             goto fail;
         json_skip_ws(p);
         if (p->pos >= p->len || p->s[p->pos] != ':') {
-            free(key);
             json_fail_unexpected(p, "':'");
             goto fail;
         }
         p->pos++;
         json_skip_ws(p);
         json_value *v = json_parse_value(p);
-        if (!v) {
-            free(key);
+        if (!v)
             goto fail;
-        }
         v->key = key;
         *tail = v;
         tail = &v->next;
@@ -469,8 +514,7 @@ static json_value *json_parse_object(jparser *p)
         goto fail;
     }
 fail:
-    json_free(obj);
-    return NULL;
+    return NULL; /* the caller frees the document */
 }
 
 static json_value *json_parse_value(jparser *p)
@@ -488,7 +532,7 @@ static json_value *json_parse_value(jparser *p)
         char *s = json_parse_string(p, &n);
         if (!s)
             return NULL;
-        json_value *v = json_new(JSON_STRING);
+        json_value *v = json_new(p->doc, JSON_STRING);
         v->str = s;
         v->str_len = n;
         return v;
@@ -506,20 +550,25 @@ static json_value *json_parse_value(jparser *p)
 
 json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen)
 {
-    jparser p = {buf ? buf : "", buf ? len : 0, 0, 0, err, errlen};
+    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, err, errlen};
     if (err && errlen)
         err[0] = '\0';
+    p.doc = json_doc_new(p.len);
     json_skip_ws(&p);
     json_value *v = json_parse_value(&p);
-    if (!v)
-        return NULL;
-    json_skip_ws(&p);
-    if (p.pos != p.len) {
-        json_fail(&p, p.pos, "trailing data after the document");
-        json_free(v);
+    if (v) {
+        json_skip_ws(&p);
+        if (p.pos != p.len) {
+            json_fail(&p, p.pos, "trailing data after the document");
+            v = NULL;
+        }
+    }
+    if (!v) {
+        json_free(&p.doc->root);
         return NULL;
     }
-    return v;
+    p.doc->root = *v; /* the root moves into the document header; its arena copy is dropped */
+    return &p.doc->root;
 }
 
 /* ---------- accessors ---------- */
@@ -569,21 +618,21 @@ double json_get_num(const json_value *obj, const char *key, double dflt)
     return v && v->type == JSON_NUMBER ? v->num : dflt;
 }
 
-static char *json_strdup(const char *s, size_t n)
+static char *json_strdup(json_doc *d, const char *s, size_t n)
 {
-    char *d = json_alloc(n + 1);
-    memcpy(d, s, n);
-    return d;
+    char *c = json_alloc(d, n + 1);
+    memcpy(c, s, n);
+    return c;
 }
 
-/* Turns v into the string val (or null when val is NULL), dropping any
- * previous content. val is copied first: it may point into v itself. */
-static void json_assign_str(json_value *v, const char *val)
+/* Turns v into the string val (or null when val is NULL); its members, if
+ * any, are dropped. val is copied first: it may point into v itself. */
+static void json_assign_str(json_doc *d, json_value *v, const char *val)
 {
     size_t n = val ? strlen(val) : 0;
-    char *copy = val ? json_strdup(val, n) : NULL;
-    json_free_members(v);
-    free(v->str);
+    char *copy = val ? json_strdup(d, val, n) : NULL;
+    v->child = NULL;
+    v->count = 0;
     v->type = val ? JSON_STRING : JSON_NULL;
     v->str = copy;
     v->str_len = n;
@@ -595,6 +644,7 @@ int json_set_str(json_value *obj, const char *key, const char *val)
 {
     if (!obj || obj->type != JSON_OBJECT || !key)
         return -1;
+    json_doc *d = json_doc_of(obj);
     json_value *target = json_get(obj, key);
     json_value **link = &obj->child, *last = NULL;
     while (*link) {
@@ -602,22 +652,21 @@ int json_set_str(json_value *obj, const char *key, const char *val)
         if (c != target && c->key && strcmp(c->key, key) == 0) {
             *link = c->next;
             obj->count--;
-            json_free(c);
             continue;
         }
         last = c;
         link = &c->next;
     }
     if (!target) {
-        target = json_new(JSON_NULL);
-        target->key = json_strdup(key, strlen(key));
+        target = json_new(d, JSON_NULL);
+        target->key = json_strdup(d, key, strlen(key));
         if (last)
             last->next = target;
         else
             obj->child = target;
         obj->count++;
     }
-    json_assign_str(target, val);
+    json_assign_str(d, target, val);
     return 0;
 }
 

@@ -24,6 +24,7 @@ struct json_value {
  * Returns NULL and fills err (with a byte offset) on invalid input.
  * Nesting deeper than 128 levels is rejected. */
 json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen);
+/* Frees a whole document: v must be what json_parse returned (or NULL). */
 void json_free(json_value *v);
 
 json_value *json_get(const json_value *obj, const char *key);   /* NULL unless obj is an object holding key */
@@ -32,7 +33,8 @@ const char *json_get_str(const json_value *obj, const char *key); /* string memb
 int json_get_bool(const json_value *obj, const char *key, int dflt);
 double json_get_num(const json_value *obj, const char *key, double dflt);
 
-/* Replaces (or adds) the string member key of obj with val. Returns 0, -1 if obj is not an object. */
+/* Replaces (or adds) the string member key of obj with val. obj must be a
+ * document root (what json_parse returned). Returns 0, -1 if obj is not an object. */
 int json_set_str(json_value *obj, const char *key, const char *val);
 
 /* Serializes v compactly into out (appending). */

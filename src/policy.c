@@ -29,6 +29,7 @@ static char hook_keys[HOOK_COUNT]; /* registry keys (addresses) of the loaded ho
 
 struct policy_engine {
     sandbox *sb;
+    uint64_t generation;
     char source[1024];
     char files[HOOK_COUNT][1100]; /* where each hook was loaded from */
     int lines[HOOK_COUNT];        /* line the hook function starts on */
@@ -359,6 +360,21 @@ static void state_push(lua_State *L, const policy_state *st)
     set_num(L, "retry_after", st->retry_after);
 }
 
+/* What guard sees: the account's identity and usage, not its health, so a
+ * verdict holds until the usage changes (see router_guard). */
+static void guard_account_push(lua_State *L, const policy_candidate *c)
+{
+    lua_createtable(L, 0, 8);
+    set_int(L, "id", c->id);
+    set_str(L, "name", c->name);
+    set_str(L, "kind", c->kind);
+    set_int(L, "sort", c->sort);
+    set_int(L, "updated_at", c->updated_at);
+    set_num(L, "primary_used_pct", c->primary_used_pct);
+    set_num(L, "secondary_used_pct", c->secondary_used_pct);
+    set_int(L, "max_concurrency", c->max_concurrency);
+}
+
 static void candidate_push(lua_State *L, const policy_candidate *c)
 {
     lua_createtable(L, 0, 12);
@@ -539,7 +555,7 @@ static int guard_run(lua_State *L)
 {
     hook_call *h = sandbox_ud(L);
     hook_push(L, HOOK_GUARD);
-    candidate_push(L, h->c);
+    guard_account_push(L, h->c);
     lua_call(L, 1, 1);
     h->guard = guard_parse(L, lua_gettop(L));
     return 0;
@@ -834,6 +850,8 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    static uint64_t generations;
+    pe->generation = ++generations; /* engines are made on the loop thread (start-up, SIGHUP) */
     snprintf(pe->source, sizeof pe->source, "%s", dir ? dir : "embedded");
     pe->sb = sandbox_new(POLICY_MEM_LIMIT, POLICY_INSTR_LIMIT, err, errlen);
     if (!pe->sb)
@@ -863,5 +881,6 @@ void policy_free(policy_engine *pe)
 }
 
 const char *policy_source(const policy_engine *pe) { return pe ? pe->source : "none"; }
+uint64_t policy_generation(const policy_engine *pe) { return pe ? pe->generation : 0; }
 uint64_t policy_fallbacks(const policy_engine *pe) { return pe ? pe->fallbacks : 0; }
 const char *policy_last_error(const policy_engine *pe) { return pe ? pe->last_error : ""; }

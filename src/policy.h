@@ -18,6 +18,9 @@ typedef struct policy_engine policy_engine;
 policy_engine *policy_new(const char *dir, char *err, size_t errlen);
 void policy_free(policy_engine *pe);
 const char *policy_source(const policy_engine *pe); /* dir or "embedded" */
+/* A number no other engine of this process had (never 0 for an engine,
+ * 0 for NULL): what a verdict kept across requests was computed by. */
+uint64_t policy_generation(const policy_engine *pe);
 
 /* Counters of hook failures that fell back to the built-in default. */
 uint64_t policy_fallbacks(const policy_engine *pe);

@@ -9,11 +9,21 @@
 #include <stdint.h>
 #include "store.h"
 
+/* The quota guard's last verdict on an account and the usage it saw
+ * (router.c). The other fields guard sees only change when pool_refresh
+ * builds the account anew, which clears this. */
+typedef struct pool_guard_memo {
+    uint64_t policy_gen; /* policy_generation() of the engine that decided; 0: none */
+    double primary_used_pct, secondary_used_pct;
+    int verdict;
+} pool_guard_memo;
+
 typedef struct pool_account {
     account a;
     account_state st;
     int inflight;
     int fail_streak;   /* consecutive failed attempts; drives the aggregate circuit breaker */
+    pool_guard_memo guard;
 } pool_account;
 
 /* An aggregate provider with this many failures in a row is circuit-broken:

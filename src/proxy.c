@@ -15,6 +15,7 @@
 #include "server.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event_struct.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <errno.h>
@@ -64,12 +65,13 @@ typedef struct proxy_req {
     char resp_request_id[128];
     preflight pf;
     int pf_live;
-    struct event *pf_timer;
+    struct event pf_timer;    /* the preflight window's time limit */
 
     /* client side */
     int committed;            /* reply started: no more failover */
     int client_gone;
-    struct event *eof_watch;  /* notices a client that hangs up while we wait */
+    struct event eof_watch;   /* notices a client that hangs up while we wait */
+    int eof_watching;         /* eof_watch was assigned (it may have been deleted since) */
     int paused;
     char error_class[32];
     long in_tok, out_tok, tot_tok;
@@ -250,8 +252,7 @@ static void proxy_attempt_end(proxy_req *p)
         upstream_cancel(p->up);
         p->up = NULL;
     }
-    if (p->pf_timer)
-        evtimer_del(p->pf_timer);
+    evtimer_del(&p->pf_timer);
     if (p->pf_live) {
         preflight_free(&p->pf);
         p->pf_live = 0;
@@ -289,10 +290,10 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
 {
     if (!n || p->client_gone)
         return 0;
-    struct evbuffer *chunk = evbuffer_new();
+    struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
     evbuffer_add(chunk, buf, n);
     evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
-    evbuffer_free(chunk);
+    evbuffer_drain(chunk, evbuffer_get_length(chunk)); /* in case libevent refused it */
     struct evbuffer *out = proxy_client_outbuf(p);
     if (out && evbuffer_get_length(out) > PROXY_CLIENT_HIGH) {
         p->paused = 1;
@@ -495,7 +496,7 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
         p->pf_live = 1;
         struct timeval tv = {p->gw->cfg.preflight_ms / 1000, (p->gw->cfg.preflight_ms % 1000) * 1000};
-        evtimer_add(p->pf_timer, &tv);
+        evtimer_add(&p->pf_timer, &tv);
         return 0;
     }
     /* plain 2xx: nothing can fail over any more once bytes flow */
@@ -703,7 +704,7 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
     char c;
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) {
-        event_del(p->eof_watch); /* pipelined bytes: not a hang-up, stop watching */
+        event_del(&p->eof_watch); /* pipelined bytes: not a hang-up, stop watching */
         return;
     }
     log_debug("req %llu: client hung up", (unsigned long long)p->id);
@@ -718,8 +719,8 @@ static void proxy_watch_client(proxy_req *p)
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
     if (fd < 0)
         return;
-    p->eof_watch = event_new(p->gw->base, fd, EV_READ | EV_PERSIST, proxy_on_client_readable, p);
-    event_add(p->eof_watch, NULL);
+    event_assign(&p->eof_watch, p->gw->base, fd, EV_READ | EV_PERSIST, proxy_on_client_readable, p);
+    p->eof_watching = event_add(&p->eof_watch, NULL) == 0;
 }
 
 static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
@@ -774,10 +775,9 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->hstore);
     sbuf_free(&p->errbody);
     sbuf_free(&p->sniff);
-    if (p->pf_timer)
-        event_free(p->pf_timer);
-    if (p->eof_watch)
-        event_free(p->eof_watch);
+    evtimer_del(&p->pf_timer);
+    if (p->eof_watching)
+        event_del(&p->eof_watch);
     gw->active--;
     free(p);
 }
@@ -809,7 +809,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->in = *in;
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = -1;
-    p->pf_timer = evtimer_new(gw->base, proxy_on_pf_timer, p);
+    evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
     gw->active++;
     p->evcon = evhttp_request_get_connection(req);
     if (p->evcon)

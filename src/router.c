@@ -58,15 +58,44 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
     c->max_concurrency = pa->a.max_concurrency;
 }
 
+/* The guard's verdict on pa. Guard sees identity and usage only, so a
+ * verdict the policy gave is kept until the usage figures or the policy
+ * change (pool_refresh rebuilds the account, and the memo, on any config
+ * change): guard runs when an account's quota moves, not per request. */
+static int router_guard(gateway *gw, pool_account *pa, const policy_candidate *c)
+{
+    pool_guard_memo *m = &pa->guard;
+    uint64_t gen = policy_generation(gw->policy);
+    if (gen && m->policy_gen == gen && m->primary_used_pct == c->primary_used_pct &&
+        m->secondary_used_pct == c->secondary_used_pct)
+        return m->verdict;
+    uint64_t fallbacks = policy_fallbacks(gw->policy);
+    int g = policy_guard(gw->policy, c);
+    /* a failed hook is not remembered: it is retried (and reported) next time */
+    m->policy_gen = policy_fallbacks(gw->policy) == fallbacks ? gen : 0;
+    m->primary_used_pct = c->primary_used_pct;
+    m->secondary_used_pct = c->secondary_used_pct;
+    m->verdict = g;
+    return g;
+}
+
+#define ROUTER_STACK 16 /* pools up to this size plan without the heap */
+
 void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
     snprintf(plan->strategy, sizeof plan->strategy, "%s", gw->cfg.route_strategy);
     size_t total = pool_count(gw->pool);
     plan->ids = calloc(total ? total : 1, sizeof *plan->ids);
-    policy_candidate *cands = calloc(total ? total : 1, sizeof *cands);
-    pool_account **pas = calloc(total ? total : 1, sizeof *pas);
-    size_t *perm = calloc(total ? total : 1, sizeof *perm);
+    policy_candidate cands_s[ROUTER_STACK];
+    pool_account *pas_s[ROUTER_STACK];
+    size_t perm_s[ROUTER_STACK];
+    char used_s[ROUTER_STACK];
+    int heap = total > ROUTER_STACK;
+    policy_candidate *cands = heap ? calloc(total, sizeof *cands) : cands_s;
+    pool_account **pas = heap ? calloc(total, sizeof *pas) : pas_s;
+    size_t *perm = heap ? calloc(total, sizeof *perm) : perm_s;
+    char *used = heap ? calloc(total, 1) : used_s;
     double now = gateway_now();
     char why[160];
 
@@ -84,7 +113,7 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
             continue;
         }
         router_candidate_fill(&cands[n], pa);
-        int g = policy_guard(gw->policy, &cands[n]);
+        int g = router_guard(gw, pa, &cands[n]);
         if (g == GUARD_EXCLUDE) {
             router_skip_add(plan, pa, "excluded by the quota guard");
             continue;
@@ -103,7 +132,7 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
         .seed = (uint32_t)random(),
     };
     size_t k = n ? policy_order(gw->policy, cands, n, &octx, perm) : 0;
-    char *used = calloc(n ? n : 1, 1);
+    memset(used, 0, n);
     for (size_t i = 0; i < k; i++) {
         plan->ids[plan->n++] = pas[perm[i]]->a.id;
         used[perm[i]] = 1;
@@ -111,10 +140,12 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
     for (size_t i = 0; i < n; i++)
         if (!used[i])
             router_skip_add(plan, pas[i], "left out by the order policy (rotation mode)");
-    free(used);
-    free(perm);
-    free(pas);
-    free(cands);
+    if (heap) {
+        free(used);
+        free(perm);
+        free(pas);
+        free(cands);
+    }
 }
 
 void router_plan_free(route_plan *plan)

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "server.h"
 #include <curl/curl.h>
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <arpa/inet.h>
@@ -156,6 +157,7 @@ static int serve_open(gateway *gw)
     gw->trace = trace_open(tpath);
     upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms};
     gw->up = upstream_new(gw->base, &lim);
+    gw->chunk = evbuffer_new();
     return server_start(gw);
 }
 
@@ -164,6 +166,8 @@ static void serve_close(gateway *gw)
     if (gw->http)
         evhttp_free(gw->http);
     upstream_free(gw->up);
+    if (gw->chunk)
+        evbuffer_free(gw->chunk);
     trace_close(gw->trace);
     policy_free(gw->policy);
     pool_free(gw->pool);

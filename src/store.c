@@ -23,7 +23,7 @@
 #define STORE_LOG_QUEUE_MAX 100000 /* pending request logs before the oldest are dropped */
 #define STORE_BATCH_MAX 2000       /* request logs per writer transaction */
 #define STORE_BUSY_MS 5000         /* busy wait for connections that are off the loop */
-#define STORE_GROUP_MS 10          /* group-commit window: fewer fsyncs, lock free in between */
+#define STORE_GROUP_MS 50          /* group-commit window: at most 20 fsyncs a second, lock free in between */
 #define STORE_KEY_RANDOM_CHARS 40
 #define STORE_KEY_PREFIX_LEN 7     /* "sy-" plus 4 random chars */
 #define STORE_OWNER_QUEUE_MAX 100000  /* pending response owners before the oldest are dropped */

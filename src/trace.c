@@ -20,6 +20,8 @@ struct trace {
     pthread_cond_t cv;
     sbuf queue;   /* complete lines waiting for the thread */
     int stop;
+    time_t stamp_sec; /* the second stamp[] shows; touched by trace_event's caller only */
+    char stamp[24];   /* "YYYY-MM-DDTHH:MM:SS" */
 };
 
 static void *trace_main(void *arg)
@@ -96,17 +98,40 @@ void trace_close(trace *t)
     free(t);
 }
 
+/* Writes "YYYY-MM-DDTHH:MM:SS.mmmZ " to out (at least 25 bytes); the
+ * calendar part is formatted once a second, not once a line. */
+static size_t trace_stamp(trace *t, char *out)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (now.tv_sec != t->stamp_sec || !t->stamp[0]) {
+        struct tm tm;
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(t->stamp, sizeof t->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+        t->stamp_sec = now.tv_sec;
+    }
+    size_t off = strlen(t->stamp);
+    memcpy(out, t->stamp, off);
+    long ms = now.tv_nsec / 1000000;
+    out[off++] = '.';
+    out[off++] = (char)('0' + ms / 100);
+    out[off++] = (char)('0' + ms / 10 % 10);
+    out[off++] = (char)('0' + ms % 10);
+    out[off++] = 'Z';
+    out[off++] = ' ';
+    return off;
+}
+
 void trace_event(trace *t, const char *event, const char *fmt, ...)
 {
     if (!t)
         return;
     char line[4096];
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    struct tm tm;
-    gmtime_r(&now.tv_sec, &tm);
-    size_t off = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-    off += (size_t)snprintf(line + off, sizeof line - off, ".%03ldZ %s ", now.tv_nsec / 1000000, event);
+    size_t off = trace_stamp(t, line);
+    size_t elen = strnlen(event, 64);
+    memcpy(line + off, event, elen);
+    off += elen;
+    line[off++] = ' ';
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line + off, sizeof line - off, fmt, ap);

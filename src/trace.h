@@ -10,7 +10,8 @@ typedef struct trace trace;
 
 trace *trace_open(const char *path);      /* NULL on failure (logged) */
 void trace_close(trace *t);               /* flushes what is queued */
-/* fmt produces the fields; the timestamp and event name are prepended. */
+/* fmt produces the fields; the timestamp and event name are prepended.
+ * Called from one thread (the loop): the timestamp cache is not shared. */
 void trace_event(trace *t, const char *event, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Path of gateway-trace.log beside the database at db_path. */
 void trace_path_for_db(const char *db_path, char *out, unsigned long n);

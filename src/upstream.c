@@ -7,13 +7,27 @@
  * libcurl forbids multi calls from inside its own callbacks, and our users
  * (the proxy) start the next attempt or cancel from inside on_data. So while
  * curl is on the stack (u->in_curl), starts and cancels are queued and
- * applied from a zero-delay "kick" event. */
+ * applied from a zero-delay "kick" event.
+ *
+ * Connection sockets stay on the loop between transfers. curl drops its
+ * interest (CURL_POLL_REMOVE) in a kept-alive connection at the end of every
+ * transfer and asks again at the start of the next one; removing and adding
+ * the epoll registration each time cost two epoll_ctl calls per request.
+ * We open and close those sockets ourselves (CURLOPT_OPENSOCKETFUNCTION,
+ * CURLOPT_CLOSESOCKETFUNCTION), so we know their whole life: between
+ * transfers a socket is "parked" (still registered, curl not interested);
+ * if a parked socket becomes readable (the server closed it) it leaves the
+ * loop and curl's own reuse check finds it dead; it is unregistered before
+ * it is closed. Other sockets curl shows us (the resolver's) are removed
+ * when curl says so, as before. */
 #include "upstream.h"
 #include "log.h"
 #include "sbuf.h"
 #include <curl/curl.h>
 #include <event2/event_struct.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 #include <strings.h>
 
@@ -31,6 +45,8 @@ struct upstream {
     upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
     CURL *spare[UP_SPARE_EASY]; /* reset easy handles kept for reuse (saves init and buffers) */
     size_t n_spare;
+    struct up_sock **socks;     /* by descriptor: sockets on the loop */
+    size_t n_socks;
 };
 
 struct upstream_req {
@@ -39,7 +55,7 @@ struct upstream_req {
     struct curl_slist *hdrs;
     upstream_callbacks cb;
     void *ud;
-    struct event *deadline;  /* first-byte, then idle timeout */
+    struct event deadline;   /* first-byte, then idle timeout */
     char errbuf[CURL_ERROR_SIZE];
     sbuf hbuf;               /* header storage: name\0value\0... */
     size_t hoff[UP_MAX_HEADERS][2];
@@ -55,7 +71,11 @@ struct upstream_req {
 
 typedef struct up_sock {
     struct event ev;
-    short kind;     /* the events ev is registered for */
+    upstream *u;
+    curl_socket_t fd;
+    short kind;     /* the events ev is registered for; 0: not on the loop */
+    int owned;      /* a connection socket we opened: parked, not removed, between transfers */
+    int parked;     /* curl is not interested now; still registered */
 } up_sock;
 
 static void upstream_check_done(upstream *u);
@@ -72,10 +92,24 @@ static void upstream_socket_action(upstream *u, curl_socket_t fd, int flags)
     upstream_check_done(u);
 }
 
+static void upstream_sock_unregister(up_sock *s)
+{
+    if (s->kind)
+        event_del(&s->ev);
+    s->kind = 0;
+}
+
 static void upstream_on_sock_event(evutil_socket_t fd, short what, void *arg)
 {
+    up_sock *s = arg;
+    if (s->parked) {
+        /* an idle kept-alive connection got readable: the server closed it
+         * (or sent junk). Leave the loop; curl's reuse check decides. */
+        upstream_sock_unregister(s);
+        return;
+    }
     int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
-    upstream_socket_action(arg, fd, flags);
+    upstream_socket_action(s->u, fd, flags);
 }
 
 static void upstream_on_timer(evutil_socket_t fd, short what, void *arg)
@@ -83,33 +117,86 @@ static void upstream_on_timer(evutil_socket_t fd, short what, void *arg)
     upstream_socket_action(arg, CURL_SOCKET_TIMEOUT, 0);
 }
 
+/* The up_sock for fd, created on first use; NULL when out of memory. */
+static up_sock *upstream_sock_get(upstream *u, curl_socket_t fd)
+{
+    if (fd < 0)
+        return NULL;
+    if ((size_t)fd >= u->n_socks) {
+        size_t n = u->n_socks ? u->n_socks : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        up_sock **socks = realloc(u->socks, n * sizeof *socks);
+        if (!socks)
+            return NULL;
+        memset(socks + u->n_socks, 0, (n - u->n_socks) * sizeof *socks);
+        u->socks = socks;
+        u->n_socks = n;
+    }
+    if (!u->socks[fd]) {
+        up_sock *s = calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        s->u = u;
+        s->fd = fd;
+        u->socks[fd] = s;
+    }
+    return u->socks[fd];
+}
+
+static void upstream_sock_drop(upstream *u, curl_socket_t fd)
+{
+    up_sock *s = fd >= 0 && (size_t)fd < u->n_socks ? u->socks[fd] : NULL;
+    if (!s)
+        return;
+    upstream_sock_unregister(s);
+    free(s);
+    u->socks[fd] = NULL;
+}
+
 static int upstream_sock_cb(CURL *easy, curl_socket_t fd, int what, void *uarg, void *sockp)
 {
     upstream *u = uarg;
-    up_sock *s = sockp;
     if (what == CURL_POLL_REMOVE) {
-        if (s) {
-            event_del(&s->ev);
-            free(s);
-            curl_multi_assign(u->multi, fd, NULL);
-        }
+        up_sock *s = fd >= 0 && (size_t)fd < u->n_socks ? u->socks[fd] : NULL;
+        if (s && s->owned)
+            s->parked = 1; /* stays registered until the next transfer or its close */
+        else
+            upstream_sock_drop(u, fd);
         return 0;
     }
+    up_sock *s = upstream_sock_get(u, fd);
+    if (!s)
+        return -1;
+    s->parked = 0;
     short kind = EV_PERSIST | (what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0);
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        if (!s)
-            return -1;
-        curl_multi_assign(u->multi, fd, s);
-    } else if (s->kind == kind) {
+    if (s->kind == kind)
         return 0; /* nothing changed: no epoll_ctl */
-    } else {
-        event_del(&s->ev);
-    }
+    upstream_sock_unregister(s);
+    event_assign(&s->ev, u->base, fd, kind, upstream_on_sock_event, s);
+    if (event_add(&s->ev, NULL) != 0)
+        return -1;
     s->kind = kind;
-    event_assign(&s->ev, u->base, fd, kind, upstream_on_sock_event, u);
-    event_add(&s->ev, NULL);
     return 0;
+}
+
+/* curl opens its connection sockets here, so we know which ones we may park. */
+static curl_socket_t upstream_open_socket(void *uarg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+    if (fd == CURL_SOCKET_BAD || purpose != CURLSOCKTYPE_IPCXN)
+        return fd;
+    up_sock *s = upstream_sock_get(uarg, fd);
+    if (s)
+        s->owned = 1;
+    return fd;
+}
+
+/* ... and closes them here (after its last CURL_POLL_REMOVE): off the loop first. */
+static int upstream_close_socket(void *uarg, curl_socket_t fd)
+{
+    upstream_sock_drop(uarg, fd);
+    return close(fd);
 }
 
 static int upstream_timer_cb(CURLM *multi, long timeout_ms, void *uarg)
@@ -177,7 +264,7 @@ static void upstream_defer(upstream_req *r)
 static void upstream_arm(upstream_req *r, long ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(r->deadline, &tv);
+    evtimer_add(&r->deadline, &tv);
 }
 
 /* Detaches r from the multi, tells the user how it ended (once) and frees it. */
@@ -319,8 +406,7 @@ static void upstream_req_free(upstream_req *r)
         r->added = 0;
     }
     r->u->active--;
-    if (r->deadline)
-        event_free(r->deadline);
+    evtimer_del(&r->deadline);
     if (r->u->n_spare < UP_SPARE_EASY) {
         curl_easy_reset(r->easy);
         r->u->spare[r->u->n_spare++] = r->easy;
@@ -361,7 +447,10 @@ void upstream_free(upstream *u)
     upstream_on_kick(-1, 0, u);
     while (u->n_spare)
         curl_easy_cleanup(u->spare[--u->n_spare]);
-    curl_multi_cleanup(u->multi);
+    curl_multi_cleanup(u->multi); /* closes the kept connections through upstream_close_socket */
+    for (size_t fd = 0; fd < u->n_socks; fd++)
+        upstream_sock_drop(u, (curl_socket_t)fd);
+    free(u->socks);
     event_free(u->timer);
     event_free(u->kick);
     free(u);
@@ -390,7 +479,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     r->ud = ud;
     r->easy = u->n_spare ? u->spare[--u->n_spare] : curl_easy_init();
     r->hdrs = upstream_build_headers(spec);
-    r->deadline = evtimer_new(u->base, upstream_on_deadline, r);
+    evtimer_assign(&r->deadline, u->base, upstream_on_deadline, r);
     u->active++;
     CURL *e = r->easy;
     curl_easy_setopt(e, CURLOPT_URL, spec->url);
@@ -408,6 +497,10 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "switchyard/0.1");
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, upstream_open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, upstream_close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
     if (spec->body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
@@ -427,7 +520,7 @@ void upstream_cancel(upstream_req *r)
     if (!r || r->cancelled)
         return;
     r->cancelled = 1;
-    evtimer_del(r->deadline);
+    evtimer_del(&r->deadline);
     if (!r->u->in_curl) {
         upstream_release(r);
         return;
