@@ -65,7 +65,7 @@ static void *json_xmalloc(size_t n)
     return v;
 }
 
-/* n zeroed bytes from the document's arena, aligned for any node. */
+/* n bytes from the document's arena, aligned for any node (not zeroed). */
 static void *json_alloc(json_doc *d, size_t n)
 {
     n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
@@ -84,13 +84,13 @@ static void *json_alloc(json_doc *d, size_t n)
     }
     void *v = (char *)c->data + c->used;
     c->used += n;
-    memset(v, 0, n);
     return v;
 }
 
 static json_value *json_new(json_doc *d, json_type t)
 {
     json_value *v = json_alloc(d, sizeof *v);
+    memset(v, 0, sizeof *v);
     v->type = t;
     return v;
 }
@@ -622,6 +622,7 @@ static char *json_strdup(json_doc *d, const char *s, size_t n)
 {
     char *c = json_alloc(d, n + 1);
     memcpy(c, s, n);
+    c[n] = '\0';
     return c;
 }
 

@@ -362,6 +362,9 @@ sandbox *sandbox_new(size_t mem_limit, long instr_limit, char *err, size_t errle
         return NULL;
     }
     lua_atpanic(sb->L, sandbox_panic);
+    /* hooks make short-lived tables on every request and keep nothing:
+     * the generational collector's young collections suit that best */
+    lua_gc(sb->L, LUA_GCGEN, 0, 0);
     char msg[256];
     if (sandbox_run(sb, sandbox_setup, sb, msg, sizeof msg) != SANDBOX_OK) {
         snprintf(err, errlen, "Lua sandbox set-up failed: %s", msg);

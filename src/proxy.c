@@ -123,7 +123,8 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
     p->n_hdrs = 0;
     sbuf_reset(&p->hstore);
     sbuf auth = SBUF_INIT;
-    sbuf_printf(&auth, "Bearer %s", pa->a.token);
+    sbuf_puts(&auth, "Bearer ");
+    sbuf_puts(&auth, pa->a.token);
     proxy_header_add(p, "Authorization", auth.p);
     sbuf_free(&auth);
     if (!p->in.is_get)
@@ -235,7 +236,7 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     }
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;
-    snprintf(pa->st.last_error, sizeof pa->st.last_error, "%s", v->cls);
+    sbuf_copy_cstr(pa->st.last_error, sizeof pa->st.last_error, v->cls);
     if (++pa->fail_streak == POOL_BREAKER_STREAK && pa->a.kind == ACCOUNT_AGGREGATE)
         log_warn("account %s: circuit open after %d failures in a row", pa->a.name, pa->fail_streak);
     pa->st.success_ema = pa->st.success_ema * 0.9;
@@ -411,7 +412,7 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     ev->endpoint = p->in.endpoint;
     ev->retry_after = p->retry_after;
     policy_classify(p->gw->policy, ev, &v);
-    snprintf(p->error_class, sizeof p->error_class, "%s", v.cls);
+    sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
     if (!v.failover)
         return 0;
     double secs = proxy_cool_down(p, &v);
@@ -478,9 +479,9 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
     p->retry_after = -1;
     for (size_t i = 0; i < n; i++) {
         if (strcasecmp(h[i].name, "Content-Type") == 0)
-            snprintf(p->resp_ctype, sizeof p->resp_ctype, "%s", h[i].value);
+            sbuf_copy_cstr(p->resp_ctype, sizeof p->resp_ctype, h[i].value);
         else if (strcasecmp(h[i].name, "x-request-id") == 0)
-            snprintf(p->resp_request_id, sizeof p->resp_request_id, "%s", h[i].value);
+            sbuf_copy_cstr(p->resp_request_id, sizeof p->resp_request_id, h[i].value);
         else if (strcasecmp(h[i].name, "Retry-After") == 0)
             p->retry_after = proxy_header_num(h[i].value);
         else if (pa && strncasecmp(h[i].name, "x-codex-", 8) == 0)
@@ -562,7 +563,7 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         if (p->pf.response_id[0])
             pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
         if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) /* it carries its own error event */
-            snprintf(p->error_class, sizeof p->error_class, "%s", p->pf.late_error ? "late_error" : "stream_error");
+            sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
         else if (r != UP_OK || !p->pf.saw_terminal)
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
         else
@@ -636,7 +637,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     p->attempts++;
     p->acct_id = p->last_acct_id = pa->a.id;
     p->acct_kind = pa->a.kind;
-    snprintf(p->acct_name, sizeof p->acct_name, "%s", pa->a.name);
+    sbuf_copy_cstr(p->acct_name, sizeof p->acct_name, pa->a.name);
     p->t_attempt = gateway_now();
     p->status = 0;
     p->retry_after = -1;
@@ -747,19 +748,19 @@ static void proxy_finish(proxy_req *p, int status)
     memset(&rl, 0, sizeof rl);
     rl.ts = p->t_start;
     rl.platform_key_id = p->in.key_id;
-    snprintf(rl.endpoint, sizeof rl.endpoint, "%s", p->in.endpoint);
-    snprintf(rl.model, sizeof rl.model, "%s", p->in.model);
+    sbuf_copy_cstr(rl.endpoint, sizeof rl.endpoint, p->in.endpoint);
+    sbuf_copy_cstr(rl.model, sizeof rl.model, p->in.model);
     rl.stream = p->in.stream;
     rl.status = status;
     rl.attempts = p->attempts;
     rl.latency_ms = ms;
-    snprintf(rl.route_strategy, sizeof rl.route_strategy, "%s", p->plan.strategy);
-    snprintf(rl.error_class, sizeof rl.error_class, "%s", status >= 200 && status < 300 && !p->error_class[0] ? "" : p->error_class);
+    sbuf_copy_cstr(rl.route_strategy, sizeof rl.route_strategy, p->plan.strategy);
+    sbuf_copy_cstr(rl.error_class, sizeof rl.error_class, status >= 200 && status < 300 && !p->error_class[0] ? "" : p->error_class);
     rl.input_tokens = p->in_tok;
     rl.output_tokens = p->out_tok;
     rl.total_tokens = p->tot_tok;
     if (p->attempts) {
-        snprintf(rl.account_name, sizeof rl.account_name, "%s", p->acct_name);
+        sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;
     }
     store_writer_put_log(gw->st, &rl);

@@ -38,8 +38,8 @@ void router_skip_add(route_plan *plan, const pool_account *pa, const char *reaso
     }
     route_skip *s = &plan->skips[plan->nskips++];
     s->account_id = pa->a.id;
-    snprintf(s->name, sizeof s->name, "%s", pa->a.name);
-    snprintf(s->reason, sizeof s->reason, "%s", reason);
+    sbuf_copy_cstr(s->name, sizeof s->name, pa->a.name);
+    sbuf_copy_cstr(s->reason, sizeof s->reason, reason);
 }
 
 static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
@@ -84,7 +84,7 @@ static int router_guard(gateway *gw, pool_account *pa, const policy_candidate *c
 void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
-    snprintf(plan->strategy, sizeof plan->strategy, "%s", gw->cfg.route_strategy);
+    sbuf_copy_cstr(plan->strategy, sizeof plan->strategy, gw->cfg.route_strategy);
     size_t total = pool_count(gw->pool);
     plan->ids = calloc(total ? total : 1, sizeof *plan->ids);
     policy_candidate cands_s[ROUTER_STACK];

@@ -94,3 +94,11 @@ void sbuf_consume(sbuf *b, size_t n)
     b->len -= n;
     b->p[b->len] = '\0';
 }
+
+void sbuf_copy_cstr(char *dst, size_t n, const char *src)
+{
+    size_t len = src ? strnlen(src, n - 1) : 0;
+    if (len)
+        memcpy(dst, src, len);
+    dst[len] = '\0';
+}

@@ -20,5 +20,8 @@ void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2,
 /* Appends s (n bytes) as a JSON string literal, quotes included. */
 void sbuf_json_str(sbuf *b, const char *s, size_t n);
 void sbuf_consume(sbuf *b, size_t n); /* drops the first n bytes */
+/* Copies the C string src into dst[n] (n > 0), cut short to fit, always
+ * NUL-terminated: snprintf(dst, n, "%s", src) without the format engine. */
+void sbuf_copy_cstr(char *dst, size_t n, const char *src);
 
 #endif

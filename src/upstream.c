@@ -43,7 +43,7 @@ struct upstream {
     size_t active;
     int in_curl;
     upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
-    CURL *spare[UP_SPARE_EASY]; /* reset easy handles kept for reuse (saves init and buffers) */
+    CURL *spare[UP_SPARE_EASY]; /* idle easy handles, their fixed options set (see upstream_easy) */
     size_t n_spare;
     struct up_sock **socks;     /* by descriptor: sockets on the loop */
     size_t n_socks;
@@ -407,8 +407,11 @@ static void upstream_req_free(upstream_req *r)
     }
     r->u->active--;
     evtimer_del(&r->deadline);
-    if (r->u->n_spare < UP_SPARE_EASY) {
-        curl_easy_reset(r->easy);
+    if (r->u->n_spare < UP_SPARE_EASY && !r->paused) {
+        /* no pointer into r may outlive it in the handle */
+        curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, NULL);
+        curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, NULL);
+        curl_easy_setopt(r->easy, CURLOPT_PRIVATE, NULL);
         r->u->spare[r->u->n_spare++] = r->easy;
     } else {
         curl_easy_cleanup(r->easy);
@@ -462,11 +465,39 @@ static struct curl_slist *upstream_build_headers(const upstream_spec *spec)
     sbuf line = SBUF_INIT;
     for (size_t i = 0; i < spec->n_headers; i++) {
         sbuf_reset(&line);
-        sbuf_printf(&line, "%s: %s", spec->headers[i].name, spec->headers[i].value);
+        sbuf_puts(&line, spec->headers[i].name);
+        sbuf_append(&line, ": ", 2);
+        sbuf_puts(&line, spec->headers[i].value);
         h = curl_slist_append(h, line.p);
     }
     sbuf_free(&line);
     return h;
+}
+
+/* An easy handle with the options every transfer shares. Handles are kept
+ * and reused as they are (not reset): curl keeps its buffers and we skip
+ * setting these again; upstream_start sets everything that differs. */
+static CURL *upstream_easy(upstream *u)
+{
+    if (u->n_spare)
+        return u->spare[--u->n_spare];
+    CURL *e = curl_easy_init();
+    if (!e)
+        return NULL;
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, u->lim.connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "switchyard/0.1");
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, upstream_open_socket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, upstream_close_socket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
+    return e;
 }
 
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
@@ -474,10 +505,14 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     upstream_req *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    r->easy = upstream_easy(u);
+    if (!r->easy) {
+        free(r);
+        return NULL;
+    }
     r->u = u;
     r->cb = *cb;
     r->ud = ud;
-    r->easy = u->n_spare ? u->spare[--u->n_spare] : curl_easy_init();
     r->hdrs = upstream_build_headers(spec);
     evtimer_assign(&r->deadline, u->base, upstream_on_deadline, r);
     u->active++;
@@ -485,26 +520,15 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     curl_easy_setopt(e, CURLOPT_URL, spec->url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, u->lim.connect_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "switchyard/0.1");
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, upstream_open_socket);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, upstream_close_socket);
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
     if (spec->body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)spec->body_len);
+    } else {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
     long first_byte = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
     upstream_arm(r, u->lim.connect_timeout_ms + first_byte);
