@@ -28,13 +28,14 @@ if [ "$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/n
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSY_WERROR=OFF >/dev/null
 fi
 log "building (incremental)"
-targets="fast_upstream"; [ -z "${BENCH_SWITCHYARD:-}" ] && targets="switchyard $targets"
+targets="fast_upstream floor_proxy"; [ -z "${BENCH_SWITCHYARD:-}" ] && targets="switchyard $targets"
 # shellcheck disable=SC2086
 if ! cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 2)" --target $targets >"$BUILD/bench-build.log" 2>&1; then
   tail -n 40 "$BUILD/bench-build.log" >&2; log "build failed"; exit 1
 fi
 SY="${BENCH_SWITCHYARD:-$BUILD/switchyard}"
 FU="$BUILD/bench/fast_upstream"
+FLOOR_BIN="$BUILD/bench/floor_proxy"
 
 # ---------- descriptors: 1000 clients = 1000 client + 1000 upstream sockets ----------
 hard=$(ulimit -Hn)

@@ -8,7 +8,10 @@
 #   2. for plain and streamed (SSE) chat completions at 1, 64 and 1000
 #      concurrent clients, runs wrk (bench/post.lua) directly against the
 #      mock and through the gateway: req/s, p50, p99;
-#   3. prints the table, the gateway/direct ratios and the three targets.
+#   3. runs the same cells through bench/floor_proxy (the gateway's evhttp +
+#      libcurl plumbing with none of its logic), so the figures say how much
+#      of the gap to direct is the gateway's own work and how much the floor;
+#   4. prints the table, the gateway/direct ratios and the three targets.
 # Prints figures only; never fails on a timing. Stops by itself (about two
 # minutes with the defaults) and kills what it started.
 #
@@ -41,6 +44,12 @@ echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(
      "build: Release, $(wrk -v 2>&1 | head -n 1 | awk '{print $1, $2}'), ${DUR}s per run, 1 wrk thread"
 echo
 
+"$FLOOR_BIN" --port 0 --upstream "http://$HOST:$UPORT/acct/bench/ok" >"$WORK/floor.out" 2>&1 &
+FPID=$!; PIDS+=("$FPID")
+for _ in $(seq 100); do grep -q '^listening on' "$WORK/floor.out" 2>/dev/null && break; sleep 0.05; done
+FLOOR="http://$HOST:$(awk '/^listening on/ {print $3}' "$WORK/floor.out")/v1/chat/completions"
+check "$FLOOR" "$BODY_PLAIN" '"chat.completion"'
+
 # ---------- 1. 1000 streams open at once, gateway memory ----------
 log "RSS phase: $NSTREAMS concurrent streams through the gateway"
 STREAMS_LINE=$(python3 "$ROOT/bench/streams.py" --host "$HOST" --port "$GPORT" --key "$KEY" \
@@ -57,14 +66,14 @@ proc_ticks() { # utime+stime of the given pids (all their threads)
   echo "$t"
 }
 HZ=$(getconf CLK_TCK)
-run_wrk() { # mode clients target url body key seconds record(0/1)
-  local out line b0 b1 g0 g1 u0 u1 t0 t1 wcpu other cpu
-  b0=$(busy_ticks); g0=$(proc_ticks "$GPID"); u0=$(proc_ticks "$UPID"); t0=$(date +%s.%N)
+run_wrk() { # mode clients target url body key seconds record(0/1) [proxy pid, default the gateway]
+  local out line b0 b1 g0 g1 u0 u1 t0 t1 wcpu other cpu ppid=${9:-$GPID}
+  b0=$(busy_ticks); g0=$(proc_ticks "$ppid"); u0=$(proc_ticks "$UPID"); t0=$(date +%s.%N)
   # bash's `time` gives wrk's own CPU; the rest of the machine's busy time
   # during the run, less gateway, mock and wrk, is "other CPU" (noise).
   out=$( { TIMEFORMAT='WRKCPU %3U %3S'; time BENCH_BODY="$5" BENCH_KEY="$6" \
             wrk -t1 -c"$2" -d"$7"s --timeout 10s -s "$ROOT/bench/post.lua" "$4" 2>&1; } 2>&1) || true
-  b1=$(busy_ticks); g1=$(proc_ticks "$GPID"); u1=$(proc_ticks "$UPID"); t1=$(date +%s.%N)
+  b1=$(busy_ticks); g1=$(proc_ticks "$ppid"); u1=$(proc_ticks "$UPID"); t1=$(date +%s.%N)
   printf '== %s %s %s\n%s\n' "$1" "$2" "$3" "$out" >>"$WORK/wrk-raw.txt"
   wcpu=$(awk '/^WRKCPU/ {print $2 + $3}' <<<"$out")
   other=$(awk -v b="$((b1 - b0))" -v p="$((g1 - g0 + u1 - u0))" -v w="${wcpu:-0}" -v hz="$HZ" -v t0="$t0" -v t1="$t1" \
@@ -79,11 +88,14 @@ for mode in plain stream; do
   # warm-up: connection pools, allocator, page cache
   run_wrk "$mode" 64 direct "$DIRECT" "$body" "" 1 0
   run_wrk "$mode" 64 gateway "$GW" "$body" "$KEY" 1 0
+  run_wrk "$mode" 64 floor "$FLOOR" "$body" "" 1 0 "$FPID"
   for c in $CLIENTS; do
     log "$mode, $c clients: direct"
     run_wrk "$mode" "$c" direct "$DIRECT" "$body" "" "$DUR" 1
     log "$mode, $c clients: gateway"
     run_wrk "$mode" "$c" gateway "$GW" "$body" "$KEY" "$DUR" 1
+    log "$mode, $c clients: floor"
+    run_wrk "$mode" "$c" floor "$FLOOR" "$body" "" "$DUR" 1 "$FPID"
   done
 done
 FINAL_STATUS=$(grep -E '^Vm(RSS|HWM)' "/proc/$GPID/status" | tr -s ' \t' ' ' | paste -sd ' ')
@@ -133,6 +145,20 @@ for mode in ("plain", "stream"):
                           "%.1f" % (1e6 * g["mock_cpu_s"] / g["requests"])))
 print("(other CPU: cores busy with processes other than gateway, mock and wrk during the run; "
       "well above 0 means the figures are disturbed)")
+print()
+print("Floor: bench/floor_proxy, the gateway's evhttp + libcurl plumbing with none of its logic")
+print("(no auth, JSON, policy, log, trace, preflight; replies once the upstream is done)")
+fmt3 = "{:<7}{:>8}{:>14}{:>13}{:>14}{:>16}{:>16}"
+print(fmt3.format("mode", "clients", "floor req/s", "floor/direct", "gw/direct", "floor us/req", "gateway us/req"))
+for mode in ("plain", "stream"):
+    for c in sorted({k[1] for k in rows if k[0] == mode}):
+        d, g, f = rows.get((mode, c, "direct")), rows.get((mode, c, "gateway")), rows.get((mode, c, "floor"))
+        if not d or not g or not f or not d["rps"] or not f["requests"] or not g["requests"]:
+            continue
+        print(fmt3.format(mode, c, "%.0f" % f["rps"], "%.1f%%" % (100 * f["rps"] / d["rps"]),
+                          "%.1f%%" % (100 * g["rps"] / d["rps"]),
+                          "%.1f" % (1e6 * f["gw_cpu_s"] / f["requests"]),
+                          "%.1f" % (1e6 * g["gw_cpu_s"] / g["requests"])))
 print()
 print("Gateway memory with %s streams open at once (%s of them open together, %s completed, %s failed, opened in %ss)"
       % (st.get("n", "?"), st.get("open_at_once", "?"), st.get("completed", "?"), st.get("failed", "?"), st.get("open_s", "?")))
