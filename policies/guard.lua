@@ -1,6 +1,9 @@
--- policies/guard.lua: the quota guard. Called with one candidate account
--- (see order.lua for its fields); returns "normal", "reserve" (only used when
--- the normal pool is empty) or "exclude" (not tried at all).
+-- policies/guard.lua: the quota guard. Called with one account's identity
+-- and usage {id, name, kind, sort, updated_at, primary_used_pct,
+-- secondary_used_pct, max_concurrency}; returns "normal", "reserve" (only
+-- used when the normal pool is empty) or "exclude" (not tried at all). The
+-- gateway keeps the verdict until the usage or the account changes, so decide
+-- from the argument alone.
 -- Usage is in percent used; -1 means unknown and never reserves.
 -- The built-in C default in src/policy.c mirrors this rule.
 

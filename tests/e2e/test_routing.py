@@ -436,6 +436,25 @@ class RoutingTest(GatewayTest):
         self.assertTrue(set(seq) <= {"a", "b"}, seq)
         self.assertEqual(self.mock.accounts_hit()[-4:], seq)
 
+    def test_quota_guard_is_asked_once_per_usage_not_per_request(self):
+        # this guard excludes an account the second time it is asked about the same usage: the
+        # gateway keeps a verdict until the account's usage changes, so it is never asked twice
+        d = tempfile.mkdtemp(prefix="sy-pol-")
+        self.addCleanup(shutil.rmtree, d, True)
+        pdir = os.path.join(d, "policies")
+        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        with open(os.path.join(pdir, "guard.lua"), "w") as f:
+            f.write('local asked = {}\n'
+                    'local function guard(acct)\n'
+                    '  local k = acct.name .. "/" .. tostring(acct.primary_used_pct)\n'
+                    '  if asked[k] then return "exclude" end\n'
+                    '  asked[k] = true\n'
+                    '  return "normal"\n'
+                    'end\n'
+                    'return { version = 1, guard = guard }\n')
+        g = self.gw([acct("solo", self.mock.url("solo"))], policies=pdir)
+        self.assertEqual(self.send(g, 4), ["solo"] * 4, "the guard was asked again without a usage change")
+
     def test_quota_guard_reserve_only_pool_is_used(self):
         g = self.gw([acct("a", self.mock.url("a", "ok,primary=97"))])
         self.assertEqual(self.send(g, 3), ["a"] * 3, "a reserve-only pool must still serve")
