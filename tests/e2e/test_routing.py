@@ -39,7 +39,10 @@ class PyUpstream:
     until the test releases it. base_url() is an OpenAI-style base URL.
 
     fail_status: answer every request with this status (None = 200);
-    hold_next: the next request waits until release() (held is set once it arrived)."""
+    hold_next: the next request waits until release() (held is set once it arrived);
+    drop_idle: after each answer, wait a moment and close the connection without saying so
+    (no Connection: close), as servers do with idle kept-alive connections. connections counts
+    the TCP connections accepted."""
 
     def __init__(self, name):
         self.name = name
@@ -47,6 +50,8 @@ class PyUpstream:
         self.records = []          # {"path", "body" (bytes), "headers"}
         self.fail_status = None
         self.hold_next = False
+        self.drop_idle = False
+        self.connections = 0
         self.held = threading.Event()
         self.released = threading.Event()
         up = self
@@ -56,6 +61,11 @@ class PyUpstream:
 
             def log_message(self, *a):
                 pass
+
+            def setup(self):
+                super().setup()
+                with up.lock:
+                    up.connections += 1
 
             def _body(self):
                 if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -91,6 +101,10 @@ class PyUpstream:
                 self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
                 self.wfile.write(out)
+                if up.drop_idle:
+                    self.wfile.flush()
+                    time.sleep(0.05)  # the client has parked the connection by now
+                    self.close_connection = True
 
         self.server = ThreadingHTTPServer((HOST, 0), Handler)
         self.server.daemon_threads = True
@@ -415,6 +429,28 @@ class RoutingTest(GatewayTest):
                                                           "--json").stdout)}
         self.assertEqual(listed["cg"]["max_concurrency"], 1)
         self.assertEqual(listed["b"]["max_concurrency"], 0)
+
+    # ------------------------------------------------------------ upstream connections
+
+    def test_upstream_closing_idle_connections_is_survived(self):
+        # the gateway keeps an idle upstream connection on its loop between requests; when the
+        # server closes it, the next request must still go through on a new connection
+        up = self.pyup("idle")
+        up.drop_idle = True
+        g = self.gw([acct("idle", up.base_url())])
+        for _ in range(4):
+            r = g.post("/v1/responses", RESP_BODY)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.headers.get("x-switchyard-attempts"), "1")
+            time.sleep(0.2)
+        self.assertEqual(up.count(), 4)
+        self.assertEqual(up.connections, 4, "a closed connection was reused, or one was opened per retry")
+
+    def test_upstream_connection_is_reused(self):
+        up = self.pyup("keep")
+        g = self.gw([acct("keep", up.base_url())])
+        self.assertEqual(self.send(g, 4), ["keep"] * 4)
+        self.assertEqual(up.connections, 1, "the kept-alive upstream connection was not reused")
 
     # ------------------------------------------------------------ quota guard
 

@@ -389,6 +389,35 @@ static void test_large_document_is_linear(void)
     sbuf_free(&out);
 }
 
+/* json_set_str takes its strings from the document's arena: many
+ * replacements, longer than any chunk, keep every member readable. */
+static void test_set_str_repeatedly_grows_the_arena(void)
+{
+    const char *doc = "{\"model\":\"m\",\"n\":1}";
+    json_value *v = json_parse(doc, strlen(doc), NULL, 0);
+    CHECK(v != NULL);
+    sbuf val = SBUF_INIT;
+    for (int i = 0; i < 2000; i++) {
+        sbuf_reset(&val);
+        for (int k = 0; k <= i % 70; k++)
+            sbuf_puts(&val, "0123456789");
+        sbuf_printf(&val, "#%d", i);
+        CHECK_EQ_INT(json_set_str(v, i % 2 ? "model" : "extra", val.p), 0);
+        CHECK_EQ_STR(json_get_str(v, i % 2 ? "model" : "extra"), val.p);
+    }
+    CHECK_EQ_INT(v->count, 3);
+    CHECK_EQ_INT(json_get_num(v, "n", 0), 1);
+    sbuf out = SBUF_INIT;
+    json_write(&out, v);
+    json_value *back = json_parse(out.p, out.len, NULL, 0);
+    CHECK(back != NULL);
+    CHECK_EQ_STR(json_get_str(back, "model"), json_get_str(v, "model"));
+    json_free(back);
+    json_free(v);
+    sbuf_free(&val);
+    sbuf_free(&out);
+}
+
 int main(void)
 {
     RUN(test_scalars_and_nesting_parse);
@@ -413,5 +442,6 @@ int main(void)
     RUN(test_duplicate_keys_last_wins_and_set_dedups);
     RUN(test_accessors_check_types);
     RUN(test_large_document_is_linear);
+    RUN(test_set_str_repeatedly_grows_the_arena);
     return check_summary();
 }
