@@ -342,14 +342,30 @@ static char *json_parse_string(jparser *p, size_t *out_len)
 {
     size_t open = p->pos, i = p->pos + 1;
     const char *s = p->s;
-    while (i < p->len && s[i] != '"')
-        i += s[i] == '\\' ? 2 : 1;
+    int plain = 1; /* printable ASCII only, no escapes: the common case, copied as is */
+    while (i < p->len && s[i] != '"') {
+        unsigned char b = (unsigned char)s[i];
+        if (b == '\\') {
+            plain = 0;
+            i += 2;
+            continue;
+        }
+        plain &= b >= 0x20 && b < 0x80;
+        i++;
+    }
     if (i >= p->len) {
         json_fail(p, open, "unterminated string");
         return NULL;
     }
     const char *end = s + i, *c = s + open + 1;
     char *buf = json_alloc(p->doc, (size_t)(end - c) + 1), *o = buf;
+    if (plain) {
+        memcpy(buf, c, (size_t)(end - c));
+        buf[end - c] = '\0';
+        *out_len = (size_t)(end - c);
+        p->pos = i + 1;
+        return buf;
+    }
     while (c < end) {
         const char *run = c;
         while (c < end && (unsigned char)*c >= 0x20 && (unsigned char)*c < 0x80 && *c != '\\')

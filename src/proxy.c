@@ -73,6 +73,9 @@ typedef struct proxy_req {
     struct event eof_watch;   /* notices a client that hangs up while we wait */
     int eof_watching;         /* eof_watch was assigned (it may have been deleted since) */
     int paused;
+    sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
+    struct event flush_ev;
+    int flush_armed;
     char error_class[32];
     long in_tok, out_tok, tot_tok;
 } proxy_req;
@@ -286,17 +289,47 @@ static void proxy_on_client_drained(struct evhttp_connection *c, void *arg)
     }
 }
 
-/* Sends bytes to the client; returns 1 when the upstream should pause. */
+/* Hands what this loop turn gathered to libevent as one chunk. */
+static void proxy_client_flush(proxy_req *p)
+{
+    if (p->flush_armed) {
+        event_del(&p->flush_ev);
+        p->flush_armed = 0;
+    }
+    if (!p->out.len || p->client_gone || !p->req) {
+        sbuf_reset(&p->out);
+        return;
+    }
+    struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
+    evbuffer_add(chunk, p->out.p, p->out.len);
+    evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
+    evbuffer_drain(chunk, evbuffer_get_length(chunk)); /* in case libevent refused it */
+    sbuf_reset(&p->out);
+}
+
+static void proxy_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *p = arg;
+    p->flush_armed = 0;
+    proxy_client_flush(p);
+}
+
+/* Queues bytes for the client; returns 1 when the upstream should pause.
+ * curl hands a stream over in pieces (one per HTTP chunk, often one per
+ * event), several per socket read: they go out as one chunk once curl has
+ * returned, in the same loop turn, instead of one chunk (and its framing
+ * and bookkeeping) each. */
 static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
 {
     if (!n || p->client_gone)
         return 0;
-    struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
-    evbuffer_add(chunk, buf, n);
-    evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
-    evbuffer_drain(chunk, evbuffer_get_length(chunk)); /* in case libevent refused it */
+    sbuf_append(&p->out, buf, n);
+    if (!p->flush_armed) {
+        p->flush_armed = 1;
+        event_active(&p->flush_ev, EV_TIMEOUT, 1);
+    }
     struct evbuffer *out = proxy_client_outbuf(p);
-    if (out && evbuffer_get_length(out) > PROXY_CLIENT_HIGH) {
+    if (out && evbuffer_get_length(out) + p->out.len > PROXY_CLIENT_HIGH) {
         p->paused = 1;
         return 1;
     }
@@ -581,6 +614,7 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         }
         proxy_record_success(p);
     }
+    proxy_client_flush(p);
     if (!p->client_gone)
         evhttp_send_reply_end(p->req);
     proxy_finish(p, p->status);
@@ -777,8 +811,10 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->errbody);
     sbuf_free(&p->sniff);
     evtimer_del(&p->pf_timer);
+    event_del(&p->flush_ev);
     if (p->eof_watching)
         event_del(&p->eof_watch);
+    sbuf_free(&p->out);
     gw->active--;
     free(p);
 }
@@ -811,6 +847,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = -1;
     evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
+    event_assign(&p->flush_ev, gw->base, -1, 0, proxy_on_flush, p);
     gw->active++;
     p->evcon = evhttp_request_get_connection(req);
     if (p->evcon)
