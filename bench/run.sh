@@ -11,7 +11,10 @@
 #   3. runs the same cells through bench/floor_proxy (the gateway's evhttp +
 #      libcurl plumbing with none of its logic), so the figures say how much
 #      of the gap to direct is the gateway's own work and how much the floor;
-#   4. prints the table, the gateway/direct ratios and the three targets.
+#   4. with BENCH_NGINX=1 and nginx installed (apt-get install nginx-light),
+#      the same cells through nginx (one worker, keep-alive upstream pool,
+#      no buffering): what a proxy that does its own HTTP reaches here;
+#   5. prints the table, the gateway/direct ratios and the three targets.
 # Prints figures only; never fails on a timing. Stops by itself (about two
 # minutes with the defaults) and kills what it started.
 #
@@ -22,6 +25,7 @@
 #   BENCH_CLIENTS     concurrency levels  (default "1 64 1000")
 #   BENCH_KEEP=1      keep the temporary directory (db, logs, raw wrk output)
 #   BENCH_SWITCHYARD  gateway binary to measure instead of the one built here
+#   BENCH_NGINX=1     also measure nginx as a reference proxy (not installed by this script)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -49,6 +53,44 @@ FPID=$!; PIDS+=("$FPID")
 for _ in $(seq 100); do grep -q '^listening on' "$WORK/floor.out" 2>/dev/null && break; sleep 0.05; done
 FLOOR="http://$HOST:$(awk '/^listening on/ {print $3}' "$WORK/floor.out")/v1/chat/completions"
 check "$FLOOR" "$BODY_PLAIN" '"chat.completion"'
+
+NGINX=""
+if [ "${BENCH_NGINX:-0}" = 1 ]; then
+  if command -v nginx >/dev/null 2>&1; then
+    NPORT=$(free_port)
+    mkdir -p "$WORK/nginx"
+    cat >"$WORK/nginx/nginx.conf" <<NGX
+worker_processes 1;
+master_process off;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx;
+  fastcgi_temp_path $WORK/nginx; uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
+  upstream mock { server $HOST:$UPORT; keepalive 1024; }
+  server {
+    listen $HOST:$NPORT;
+    location / {
+      proxy_pass http://mock/acct/bench/ok/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+NGX
+    nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" >"$WORK/nginx/out.log" 2>&1 &
+    NGPID=$!; PIDS+=("$NGPID")
+    wait_http "http://$HOST:$NPORT/_health" 10 || true
+    NGINX="http://$HOST:$NPORT/v1/chat/completions"
+    check "$NGINX" "$BODY_PLAIN" '"chat.completion"'
+  else
+    log "BENCH_NGINX=1 but nginx is not installed (apt-get install nginx-light); skipping it"
+  fi
+fi
 
 # ---------- 1. 1000 streams open at once, gateway memory ----------
 log "RSS phase: $NSTREAMS concurrent streams through the gateway"
@@ -89,6 +131,7 @@ for mode in plain stream; do
   run_wrk "$mode" 64 direct "$DIRECT" "$body" "" 1 0
   run_wrk "$mode" 64 gateway "$GW" "$body" "$KEY" 1 0
   run_wrk "$mode" 64 floor "$FLOOR" "$body" "" 1 0 "$FPID"
+  [ -n "$NGINX" ] && run_wrk "$mode" 64 nginx "$NGINX" "$body" "" 1 0 "$NGPID"
   for c in $CLIENTS; do
     log "$mode, $c clients: direct"
     run_wrk "$mode" "$c" direct "$DIRECT" "$body" "" "$DUR" 1
@@ -96,6 +139,10 @@ for mode in plain stream; do
     run_wrk "$mode" "$c" gateway "$GW" "$body" "$KEY" "$DUR" 1
     log "$mode, $c clients: floor"
     run_wrk "$mode" "$c" floor "$FLOOR" "$body" "" "$DUR" 1 "$FPID"
+    if [ -n "$NGINX" ]; then
+      log "$mode, $c clients: nginx"
+      run_wrk "$mode" "$c" nginx "$NGINX" "$body" "" "$DUR" 1 "$NGPID"
+    fi
   done
 done
 FINAL_STATUS=$(grep -E '^Vm(RSS|HWM)' "/proc/$GPID/status" | tr -s ' \t' ' ' | paste -sd ' ')
@@ -160,6 +207,20 @@ for mode in ("plain", "stream"):
                           "%.1f" % (1e6 * f["gw_cpu_s"] / f["requests"]),
                           "%.1f" % (1e6 * g["gw_cpu_s"] / g["requests"])))
 print()
+if any(k[2] == "nginx" for k in rows):
+    print("Reference: nginx (one worker, keep-alive upstream pool, proxy_buffering off), same mock")
+    print(fmt3.format("mode", "clients", "nginx req/s", "nginx/direct", "gw/direct", "nginx us/req", "gateway us/req"))
+    for mode in ("plain", "stream"):
+        for c in sorted({k[1] for k in rows if k[0] == mode}):
+            d, g, n = rows.get((mode, c, "direct")), rows.get((mode, c, "gateway")), rows.get((mode, c, "nginx"))
+            if not d or not g or not n or not d["rps"] or not n["requests"] or not g["requests"]:
+                continue
+            print(fmt3.format(mode, c, "%.0f" % n["rps"], "%.1f%%" % (100 * n["rps"] / d["rps"]),
+                              "%.1f%%" % (100 * g["rps"] / d["rps"]),
+                              "%.1f" % (1e6 * n["gw_cpu_s"] / n["requests"]),
+                              "%.1f" % (1e6 * g["gw_cpu_s"] / g["requests"])))
+    print("(nginx runs as one process: master_process off)")
+    print()
 print("Gateway memory with %s streams open at once (%s of them open together, %s completed, %s failed, opened in %ss)"
       % (st.get("n", "?"), st.get("open_at_once", "?"), st.get("completed", "?"), st.get("failed", "?"), st.get("open_s", "?")))
 kib = lambda k: int(st.get(k, 0))
