@@ -66,28 +66,31 @@ local function round_robin(seg, cursor)
   return out
 end
 
--- Runs for every request, so it allocates little: one list of ids, one of
--- reserve ids, one segment per group.
+-- Runs for every request, so it is written for the VM: numeric loops (no
+-- iterator calls), one list of ids, one of reserve ids, one segment per group.
 local function order(candidates, ctx)
-  local list = {}
-  for i, c in ipairs(candidates) do list[i] = c end
-  if #list > 1 then table.sort(list, before) end
+  local n = #candidates
+  local list = table.move(candidates, 1, n, 1, {})
+  if n > 1 then table.sort(list, before) end
   local ids, reserve_ids, seed = {}, {}, ctx.seed
-  for _, g in ipairs(GROUPS[ctx.rotation] or GROUPS.hybrid_rotation) do
-    local seg = {}
-    for _, c in ipairs(list) do
+  local groups = GROUPS[ctx.rotation] or GROUPS.hybrid_rotation
+  local balanced = ctx.strategy == "balanced"
+  for gi = 1, #groups do
+    local g, seg = groups[gi], {}
+    for i = 1, n do
+      local c = list[i]
       if group_of(c) == g then
         if c.reserve then reserve_ids[#reserve_ids + 1] = c.id else seg[#seg + 1] = c end
       end
     end
-    if ctx.strategy == "balanced" then
+    if balanced then
       seg = round_robin(seg, ctx.cursor)
-    else
+    elseif #seg > 1 then
       seed = p2c(seg, seed)
     end
-    for _, c in ipairs(seg) do ids[#ids + 1] = c.id end
+    for i = 1, #seg do ids[#ids + 1] = seg[i].id end
   end
-  sy.append(ids, reserve_ids)
+  for i = 1, #reserve_ids do ids[#ids + 1] = reserve_ids[i] end
   if ctx.preferred ~= 0 then sy.move_to_front(ids, ctx.preferred) end
   return ids
 end
