@@ -22,6 +22,8 @@
  *
  * usage: fast_upstream --port N [--host ADDR]   (port 0 picks a free one;
  * prints "listening on PORT"). SIGTERM/SIGINT stop it. */
+#include "tool_server.h"
+
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -328,13 +330,6 @@ static void handle(struct evhttp_request *req, void *arg)
         send_canned(req, 200, "application/json", chat ? &c_chat_plain : &c_resp_plain);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-    (void)sig;
-    (void)what;
-    event_base_loopbreak(arg);
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: fast_upstream --port N [--host ADDR]\n"
@@ -391,22 +386,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "fast_upstream: evhttp_bind_listener failed\n");
         return 1;
     }
-    struct sockaddr_in got;
-    socklen_t sl = sizeof got;
-    if (getsockname(evconnlistener_get_fd(lis), (struct sockaddr *)&got, &sl) == 0)
-        port = ntohs(got.sin_port);
-    printf("listening on %d\n", port);
-    fflush(stdout);
-
-    struct event *sigterm = evsignal_new(g_base, SIGTERM, on_signal, g_base);
-    struct event *sigint = evsignal_new(g_base, SIGINT, on_signal, g_base);
-    event_add(sigterm, NULL);
-    event_add(sigint, NULL);
-    event_base_dispatch(g_base);
+    tool_server_announce(evconnlistener_get_fd(lis), port);
+    tool_server_run(g_base);
 
     evhttp_free(http); /* runs the close callbacks of streams still open */
-    event_free(sigterm);
-    event_free(sigint);
     event_base_free(g_base);
     return g_open_streams < 0; /* 0 unless the bookkeeping went wrong */
 }

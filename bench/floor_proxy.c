@@ -13,6 +13,7 @@
  * usage: floor_proxy --port N --upstream http://127.0.0.1:P[/prefix]
  *        (port 0 picks a free one; prints "listening on PORT") */
 #include "sbuf.h"
+#include "tool_server.h"
 #include "upstream.h"
 
 #include <event2/buffer.h>
@@ -20,7 +21,6 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,12 +81,6 @@ static void floor_handle(struct evhttp_request *req, void *arg)
     }
 }
 
-static void floor_on_signal(evutil_socket_t sig, short what, void *arg)
-{
-    (void)sig, (void)what;
-    event_base_loopbreak(arg);
-}
-
 int main(int argc, char **argv)
 {
     int port = -1;
@@ -115,18 +109,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "floor_proxy: cannot listen on 127.0.0.1:%d\n", port);
         return 1;
     }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl);
-    printf("listening on %d\n", ntohs(((struct sockaddr_in *)&ss)->sin_port));
-    fflush(stdout);
-    struct event *sigterm = evsignal_new(base, SIGTERM, floor_on_signal, base);
-    struct event *sigint = evsignal_new(base, SIGINT, floor_on_signal, base);
-    event_add(sigterm, NULL);
-    event_add(sigint, NULL);
-    event_base_dispatch(base);
-    event_free(sigterm);
-    event_free(sigint);
+    tool_server_announce(evhttp_bound_socket_get_fd(bs), port);
+    tool_server_run(base);
     evhttp_free(http);
     upstream_free(g_up);
     event_base_free(base);

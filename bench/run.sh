@@ -193,34 +193,29 @@ for mode in ("plain", "stream"):
 print("(other CPU: cores busy with processes other than gateway, mock and wrk during the run; "
       "well above 0 means the figures are disturbed)")
 print()
-print("Floor: bench/floor_proxy, the gateway's evhttp + libcurl plumbing with none of its logic")
-print("(no auth, JSON, policy, log, trace, preflight; replies once the upstream is done)")
 fmt3 = "{:<7}{:>8}{:>14}{:>13}{:>14}{:>16}{:>16}"
-print(fmt3.format("mode", "clients", "floor req/s", "floor/direct", "gw/direct", "floor us/req", "gateway us/req"))
-for mode in ("plain", "stream"):
-    for c in sorted({k[1] for k in rows if k[0] == mode}):
-        d, g, f = rows.get((mode, c, "direct")), rows.get((mode, c, "gateway")), rows.get((mode, c, "floor"))
-        if not d or not g or not f or not d["rps"] or not f["requests"] or not g["requests"]:
-            continue
-        print(fmt3.format(mode, c, "%.0f" % f["rps"], "%.1f%%" % (100 * f["rps"] / d["rps"]),
-                          "%.1f%%" % (100 * g["rps"] / d["rps"]),
-                          "%.1f" % (1e6 * f["gw_cpu_s"] / f["requests"]),
-                          "%.1f" % (1e6 * g["gw_cpu_s"] / g["requests"])))
-print()
-if any(k[2] == "nginx" for k in rows):
-    print("Reference: nginx (one worker, keep-alive upstream pool, proxy_buffering off), same mock")
-    print(fmt3.format("mode", "clients", "nginx req/s", "nginx/direct", "gw/direct", "nginx us/req", "gateway us/req"))
+def proxy_table(target, lines):
+    """A proxy measured beside the gateway: its req/s and CPU against direct and the gateway."""
+    if not any(k[2] == target for k in rows):
+        return
+    for l in lines:
+        print(l)
+    print(fmt3.format("mode", "clients", target + " req/s", target + "/direct", "gw/direct",
+                      target + " us/req", "gateway us/req"))
     for mode in ("plain", "stream"):
         for c in sorted({k[1] for k in rows if k[0] == mode}):
-            d, g, n = rows.get((mode, c, "direct")), rows.get((mode, c, "gateway")), rows.get((mode, c, "nginx"))
-            if not d or not g or not n or not d["rps"] or not n["requests"] or not g["requests"]:
+            d, g, x = rows.get((mode, c, "direct")), rows.get((mode, c, "gateway")), rows.get((mode, c, target))
+            if not d or not g or not x or not d["rps"] or not x["requests"] or not g["requests"]:
                 continue
-            print(fmt3.format(mode, c, "%.0f" % n["rps"], "%.1f%%" % (100 * n["rps"] / d["rps"]),
+            print(fmt3.format(mode, c, "%.0f" % x["rps"], "%.1f%%" % (100 * x["rps"] / d["rps"]),
                               "%.1f%%" % (100 * g["rps"] / d["rps"]),
-                              "%.1f" % (1e6 * n["gw_cpu_s"] / n["requests"]),
+                              "%.1f" % (1e6 * x["gw_cpu_s"] / x["requests"]),
                               "%.1f" % (1e6 * g["gw_cpu_s"] / g["requests"])))
-    print("(nginx runs as one process: master_process off)")
     print()
+proxy_table("floor", ["Floor: bench/floor_proxy, the gateway's evhttp + libcurl plumbing with none of its logic",
+                      "(no auth, JSON, policy, log, trace, preflight; replies once the upstream is done)"])
+proxy_table("nginx", ["Reference: nginx as one process (master_process off), keep-alive upstream pool,",
+                      "proxy_buffering off, same mock"])
 print("Gateway memory with %s streams open at once (%s of them open together, %s completed, %s failed, opened in %ss)"
       % (st.get("n", "?"), st.get("open_at_once", "?"), st.get("completed", "?"), st.get("failed", "?"), st.get("open_s", "?")))
 kib = lambda k: int(st.get(k, 0))

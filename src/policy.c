@@ -360,11 +360,12 @@ static void state_push(lua_State *L, const policy_state *st)
     set_num(L, "retry_after", st->retry_after);
 }
 
-/* What guard sees: the account's identity and usage, not its health, so a
- * verdict holds until the usage changes (see router_guard). */
-static void guard_account_push(lua_State *L, const policy_candidate *c)
+/* A table of nrec slots holding the account's identity and usage. That is
+ * all guard sees (not health), so a verdict holds until the usage changes
+ * (see router_guard); order's candidates add health and the reserve mark. */
+static void account_push(lua_State *L, const policy_candidate *c, int nrec)
 {
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, nrec);
     set_int(L, "id", c->id);
     set_str(L, "name", c->name);
     set_str(L, "kind", c->kind);
@@ -377,18 +378,10 @@ static void guard_account_push(lua_State *L, const policy_candidate *c)
 
 static void candidate_push(lua_State *L, const policy_candidate *c)
 {
-    lua_createtable(L, 0, 12);
-    set_int(L, "id", c->id);
-    set_str(L, "name", c->name);
-    set_str(L, "kind", c->kind);
-    set_int(L, "sort", c->sort);
-    set_int(L, "updated_at", c->updated_at);
-    set_num(L, "primary_used_pct", c->primary_used_pct);
-    set_num(L, "secondary_used_pct", c->secondary_used_pct);
+    account_push(L, c, 12);
     set_num(L, "success_rate", c->success_rate);
     set_num(L, "latency_ema_ms", c->latency_ema_ms);
     set_int(L, "inflight", c->inflight);
-    set_int(L, "max_concurrency", c->max_concurrency);
     set_bool(L, "reserve", c->reserve);
 }
 
@@ -555,7 +548,7 @@ static int guard_run(lua_State *L)
 {
     hook_call *h = sandbox_ud(L);
     hook_push(L, HOOK_GUARD);
-    guard_account_push(L, h->c);
+    account_push(L, h->c, 8);
     lua_call(L, 1, 1);
     h->guard = guard_parse(L, lua_gettop(L));
     return 0;

@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "sbuf.h"
+#include "tool_server.h"
 
 static struct event_base *g_base;
 
@@ -1336,13 +1337,6 @@ done:
     free(path);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
-{
-    (void)sig;
-    (void)what;
-    event_base_loopbreak(arg);
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: mock_upstream --port N [--host ADDR]\n"
@@ -1384,26 +1378,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "mock_upstream: cannot listen on %s:%d: %s\n", host, port, strerror(errno));
         return 1;
     }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET)
-            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        else if (ss.ss_family == AF_INET6)
-            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    }
-    printf("listening on %d\n", port);
-    fflush(stdout);
-
-    struct event *sigterm = evsignal_new(g_base, SIGTERM, on_signal, g_base);
-    struct event *sigint = evsignal_new(g_base, SIGINT, on_signal, g_base);
-    event_add(sigterm, NULL);
-    event_add(sigint, NULL);
-    event_base_dispatch(g_base);
+    tool_server_announce(evhttp_bound_socket_get_fd(bs), port);
+    tool_server_run(g_base);
 
     evhttp_free(http); /* runs the close callbacks of connections still open */
-    event_free(sigterm);
-    event_free(sigint);
     for (size_t i = 0; i < g_nrecs; i++)
         rec_free(g_recs[i]);
     free(g_recs);
