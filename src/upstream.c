@@ -183,9 +183,13 @@ static int upstream_sock_cb(CURL *easy, curl_socket_t fd, int what, void *uarg, 
 /* curl opens its connection sockets here, so we know which ones we may park. */
 static curl_socket_t upstream_open_socket(void *uarg, curlsocktype purpose, struct curl_sockaddr *a)
 {
-    curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+    curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd == CURL_SOCKET_BAD || purpose != CURLSOCKTYPE_IPCXN)
         return fd;
+    /* a descriptor number is reused: whatever we knew of an earlier socket
+     * with this number is stale (curl always says REMOVE before closing one,
+     * so this is a safety net) */
+    upstream_sock_drop(uarg, fd);
     up_sock *s = upstream_sock_get(uarg, fd);
     if (s)
         s->owned = 1;
