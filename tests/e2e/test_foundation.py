@@ -2,12 +2,16 @@
 platform-key auth, body checks, OpenAI-shaped errors, pass-through of plain and
 streamed answers, client disconnects, secrets kept out of logs, db file mode."""
 
+import json
 import os
 import re
+import socket
 import stat
+import threading
+import time
 
 from harness import (GatewayTest, account, chat_text, main, parse_sse, response_text,
-                     wait_for, event_type)
+                     wait_for, event_type, HOST)
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
@@ -18,6 +22,79 @@ def _normalize(raw, name):
     raw = re.sub(rb"(resp|msg)_" + re.escape(name.encode()) + rb"_\d+", rb"\1_ID", raw)
     raw = re.sub(rb"chatcmpl-" + re.escape(name.encode()) + rb"-\d+", rb"chatcmpl-ID", raw)
     return re.sub(rb'"(created_at|created)":\d+', rb'"\1":0', raw)
+
+
+class BigStreamUpstream:
+    """An upstream that answers any request with one large chat completion stream, written
+    as fast as the socket takes it: `deltas` numbered text deltas (about 240 bytes of SSE
+    each), finish and usage chunks, then [DONE]. The C mock caps its streams far lower."""
+
+    def __init__(self, deltas):
+        self.deltas = deltas
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((HOST, 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def text_of(i):
+        return "t%07d %s " % (i, "x" * 120)
+
+    def _events(self):
+        def ev(obj):
+            return ("data: " + json.dumps(obj, separators=(",", ":")) + "\n\n").encode()
+        head = {"id": "chatcmpl-big", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+        yield ev(dict(head, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                      "finish_reason": None}]))
+        for i in range(self.deltas):
+            yield ev(dict(head, choices=[{"index": 0, "delta": {"content": self.text_of(i)},
+                                          "finish_reason": None}]))
+        yield ev(dict(head, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+        yield ev(dict(head, choices=[], usage={"prompt_tokens": 1, "completion_tokens": self.deltas,
+                                               "total_tokens": self.deltas + 1}))
+        yield b"data: [DONE]\n\n"
+
+    def _serve(self):
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                buf = b""
+                while b"\r\n\r\n" not in buf:
+                    buf += conn.recv(65536)
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                batch = []
+                for e in self._events():
+                    batch.append(e)
+                    if len(batch) == 512:
+                        data = b"".join(batch)
+                        conn.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+                        batch = []
+                data = b"".join(batch)
+                conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+            except OSError:
+                pass
+
+    def close(self):
+        self.sock.close()
+
+
+def vm_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 class FoundationTest(GatewayTest):
@@ -187,6 +264,35 @@ class FoundationTest(GatewayTest):
         self.assertTrue(g.running(), "gateway died after a client disconnect")
         # the gateway still serves
         self.assertEqual(g.get("/v1/models").status, 200)
+
+    def test_slow_client_gets_a_large_stream_whole_while_the_gateway_holds_little(self):
+        # ~30 MB of SSE to a client that reads nothing for a while: far more than the gateway
+        # queues for one client (4 MiB) plus what the kernel buffers, so the upstream transfer
+        # must be paused and resumed; every delta must still arrive, once and in order
+        n = 120000
+        up = BigStreamUpstream(n)
+        self.addCleanup(up.close)
+        g = self.gateway([account("big", f"http://{HOST}:{up.port}/v1")])
+        rss_before = vm_kib(g.proc.pid, "VmRSS")
+        st = g.open_stream("/v1/chat/completions", dict(CHAT_BODY, stream=True))
+        self.assertEqual(st.status, 200)
+        time.sleep(1.5)  # the client stalls; the gateway must stop reading the upstream
+        parts = []
+        while True:  # read it all (OpenStream.raw would copy quadratically at this size)
+            b = st.resp.read1(1 << 20)
+            if not b:
+                break
+            parts.append(b)
+        st.close()
+        raw = b"".join(parts)
+        self.assertTrue(raw.endswith(b"data: [DONE]\n\n"), f"stream ended early: {raw[-300:]!r}")
+        events = parse_sse(raw)
+        expected = "".join(BigStreamUpstream.text_of(i) for i in range(n))
+        self.assertEqual(chat_text(events), expected, "deltas lost, doubled or reordered")
+        self.assertEqual([e["data"] for e in events].count("[DONE]"), 1)
+        if not os.environ.get("ASAN_OPTIONS"):  # ASan keeps freed memory in quarantine
+            grown = vm_kib(g.proc.pid, "VmHWM") - rss_before
+            self.assertLess(grown, 16 * 1024, f"the gateway's memory grew by {grown} KiB: no back-pressure?")
 
     # --- hygiene
 
