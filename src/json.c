@@ -65,23 +65,28 @@ static void *json_xmalloc(size_t n)
     return v;
 }
 
+/* Starts d's next chunk: want bytes, capped at JSON_CHUNK_MAX, or need
+ * when one allocation is larger than that. */
+static json_chunk *json_chunk_push(json_doc *d, size_t want, size_t need)
+{
+    size_t cap = want > JSON_CHUNK_MAX ? JSON_CHUNK_MAX : want;
+    if (cap < need)
+        cap = need;
+    json_chunk *c = json_xmalloc(sizeof *c + cap);
+    c->next = d->chunks;
+    c->cap = cap;
+    c->used = 0;
+    d->chunks = c;
+    return c;
+}
+
 /* n bytes from the document's arena, aligned for any node (not zeroed). */
 static void *json_alloc(json_doc *d, size_t n)
 {
     n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
     json_chunk *c = d->chunks;
-    if (!c || c->cap - c->used < n) {
-        size_t cap = c ? c->cap * 2 : JSON_CHUNK_MIN;
-        if (cap > JSON_CHUNK_MAX)
-            cap = JSON_CHUNK_MAX;
-        if (cap < n)
-            cap = n;
-        c = json_xmalloc(sizeof *c + cap);
-        c->next = d->chunks;
-        c->cap = cap;
-        c->used = 0;
-        d->chunks = c;
-    }
+    if (c->cap - c->used < n)
+        c = json_chunk_push(d, c->cap * 2, n);
     void *v = (char *)c->data + c->used;
     c->used += n;
     return v;
@@ -100,12 +105,7 @@ static json_doc *json_doc_new(size_t len)
 {
     json_doc *d = json_xmalloc(sizeof *d);
     memset(d, 0, sizeof *d);
-    size_t want = len * 4 < JSON_CHUNK_MIN ? JSON_CHUNK_MIN : len * 4;
-    json_chunk *c = json_xmalloc(sizeof *c + (want > JSON_CHUNK_MAX ? JSON_CHUNK_MAX : want));
-    c->next = NULL;
-    c->cap = want > JSON_CHUNK_MAX ? JSON_CHUNK_MAX : want;
-    c->used = 0;
-    d->chunks = c;
+    json_chunk_push(d, len * 4 < JSON_CHUNK_MIN ? JSON_CHUNK_MIN : len * 4, 0);
     return d;
 }
 

@@ -47,11 +47,6 @@ pf_state preflight_feed(preflight *pf, const char *buf, size_t n)
 
 /* ---------- small helpers ---------- */
 
-static void pf_copy(char *dst, size_t cap, const char *src)
-{
-    snprintf(dst, cap, "%s", src ? src : "");
-}
-
 static int pf_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -76,7 +71,7 @@ static void pf_copy_field(char *dst, size_t cap, const json_value *obj, const ch
 {
     const json_value *v = json_get(obj, key);
     if (v && v->type == JSON_STRING)
-        pf_copy(dst, cap, v->str);
+        sbuf_copy_cstr(dst, cap, v->str);
     else if (v && v->type == JSON_NUMBER)
         snprintf(dst, cap, "%.0f", v->num);
 }
@@ -171,9 +166,9 @@ static void pf_response_info(preflight *pf, const json_value *doc)
         return;
     const char *id = json_get_str(resp, "id"), *model = json_get_str(resp, "model");
     if (id && *id)
-        pf_copy(pf->response_id, sizeof pf->response_id, id);
+        sbuf_copy_cstr(pf->response_id, sizeof pf->response_id, id);
     if (model && *model)
-        pf_copy(pf->model, sizeof pf->model, model);
+        sbuf_copy_cstr(pf->model, sizeof pf->model, model);
     pf_usage(pf, json_get(resp, "usage"), "input_tokens", "output_tokens");
 }
 
@@ -222,7 +217,7 @@ static void pf_chat_event(preflight *pf, const json_value *doc)
 {
     const char *model = json_get_str(doc, "model");
     if (model && *model)
-        pf_copy(pf->model, sizeof pf->model, model);
+        sbuf_copy_cstr(pf->model, sizeof pf->model, model);
     const json_value *choices = json_get(doc, "choices");
     if (choices && choices->type == JSON_ARRAY)
         for (const json_value *c = choices->child; c; c = c->next)

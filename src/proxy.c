@@ -74,8 +74,7 @@ typedef struct proxy_req {
     int eof_watching;         /* eof_watch was assigned (it may have been deleted since) */
     int paused;
     sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
-    struct event flush_ev;
-    int flush_armed;
+    struct event flush_ev;    /* active exactly while out holds bytes */
     char error_class[32];
     long in_tok, out_tok, tot_tok;
 } proxy_req;
@@ -292,11 +291,10 @@ static void proxy_on_client_drained(struct evhttp_connection *c, void *arg)
 /* Hands what this loop turn gathered to libevent as one chunk. */
 static void proxy_client_flush(proxy_req *p)
 {
-    if (p->flush_armed) {
-        event_del(&p->flush_ev);
-        p->flush_armed = 0;
-    }
-    if (!p->out.len || p->client_gone || !p->req) {
+    if (!p->out.len)
+        return;
+    event_del(&p->flush_ev);
+    if (p->client_gone || !p->req) {
         sbuf_reset(&p->out);
         return;
     }
@@ -307,12 +305,7 @@ static void proxy_client_flush(proxy_req *p)
     sbuf_reset(&p->out);
 }
 
-static void proxy_on_flush(evutil_socket_t fd, short what, void *arg)
-{
-    proxy_req *p = arg;
-    p->flush_armed = 0;
-    proxy_client_flush(p);
-}
+static void proxy_on_flush(evutil_socket_t fd, short what, void *arg) { proxy_client_flush(arg); }
 
 /* Queues bytes for the client; returns 1 when the upstream should pause.
  * curl hands a stream over in pieces (one per HTTP chunk, often one per
@@ -323,11 +316,9 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
 {
     if (!n || p->client_gone)
         return 0;
-    sbuf_append(&p->out, buf, n);
-    if (!p->flush_armed) {
-        p->flush_armed = 1;
+    if (!p->out.len)
         event_active(&p->flush_ev, EV_TIMEOUT, 1);
-    }
+    sbuf_append(&p->out, buf, n);
     struct evbuffer *out = proxy_client_outbuf(p);
     if (out && evbuffer_get_length(out) + p->out.len > PROXY_CLIENT_HIGH) {
         p->paused = 1;

@@ -72,7 +72,6 @@ struct upstream_req {
 typedef struct up_sock {
     struct event ev;
     upstream *u;
-    curl_socket_t fd;
     short kind;     /* the events ev is registered for; 0: not on the loop */
     int owned;      /* a connection socket we opened: parked, not removed, between transfers */
     int parked;     /* curl is not interested now; still registered */
@@ -117,6 +116,11 @@ static void upstream_on_timer(evutil_socket_t fd, short what, void *arg)
     upstream_socket_action(arg, CURL_SOCKET_TIMEOUT, 0);
 }
 
+static up_sock *upstream_sock_find(const upstream *u, curl_socket_t fd)
+{
+    return fd >= 0 && (size_t)fd < u->n_socks ? u->socks[fd] : NULL;
+}
+
 /* The up_sock for fd, created on first use; NULL when out of memory. */
 static up_sock *upstream_sock_get(upstream *u, curl_socket_t fd)
 {
@@ -138,7 +142,6 @@ static up_sock *upstream_sock_get(upstream *u, curl_socket_t fd)
         if (!s)
             return NULL;
         s->u = u;
-        s->fd = fd;
         u->socks[fd] = s;
     }
     return u->socks[fd];
@@ -146,7 +149,7 @@ static up_sock *upstream_sock_get(upstream *u, curl_socket_t fd)
 
 static void upstream_sock_drop(upstream *u, curl_socket_t fd)
 {
-    up_sock *s = fd >= 0 && (size_t)fd < u->n_socks ? u->socks[fd] : NULL;
+    up_sock *s = upstream_sock_find(u, fd);
     if (!s)
         return;
     upstream_sock_unregister(s);
@@ -158,7 +161,7 @@ static int upstream_sock_cb(CURL *easy, curl_socket_t fd, int what, void *uarg, 
 {
     upstream *u = uarg;
     if (what == CURL_POLL_REMOVE) {
-        up_sock *s = fd >= 0 && (size_t)fd < u->n_socks ? u->socks[fd] : NULL;
+        up_sock *s = upstream_sock_find(u, fd);
         if (s && s->owned)
             s->parked = 1; /* stays registered until the next transfer or its close */
         else
