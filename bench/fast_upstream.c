@@ -43,6 +43,7 @@
 #define FU_PIECES 8
 
 static struct event_base *g_base;
+static struct evbuffer *g_chunk; /* hands one canned event at a time to libevent (left empty) */
 static long g_open_streams;
 
 static const char *const g_words[FU_PIECES] = {"Hello", " from", " the", " fast", " mock", " upstream", ",", " bench."};
@@ -138,10 +139,30 @@ static void send_canned(struct evhttp_request *req, int code, const char *ctype,
     evbuffer_free(out);
 }
 
-static void chunk_canned(struct evhttp_request *req, struct evbuffer *tmp, const canned *c)
+/* One event of a stream, as its own chunk. */
+static void stream_send(struct evhttp_request *req, const canned *c)
 {
-    evbuffer_add_reference(tmp, c->p, c->len, NULL, NULL);
-    evhttp_send_reply_chunk(req, tmp); /* drains tmp */
+    evbuffer_add_reference(g_chunk, c->p, c->len, NULL, NULL);
+    evhttp_send_reply_chunk(req, g_chunk); /* drains g_chunk */
+}
+
+/* Starts an event stream: headers, the head event and the first n deltas. */
+static void stream_open(struct evhttp_request *req, int chat, int n)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(req, 200, "OK");
+    stream_send(req, chat ? &c_chat_head : &c_resp_head);
+    for (int i = 0; i < n; i++)
+        stream_send(req, chat ? &c_chat_delta[i] : &c_resp_delta[i]);
+}
+
+/* Ends an event stream with its terminal event. */
+static void stream_close(struct evhttp_request *req, int chat)
+{
+    stream_send(req, chat ? &c_chat_tail : &c_resp_tail);
+    evhttp_send_reply_end(req);
 }
 
 /* Finds the JSON member "key" (top level or not, the bench bodies are flat)
@@ -214,29 +235,28 @@ static void hold_close_cb(struct evhttp_connection *evcon, void *arg)
     evhttp_connection_set_closecb(evcon, NULL, NULL);
 }
 
+/* Waits for the next delta, or for the terminal event when that comes first. */
+static void hold_arm(hold_job *j)
+{
+    long step = j->gap_ms < j->left_ms ? j->gap_ms : j->left_ms;
+    j->left_ms -= step;
+    struct timeval tv = {step / 1000, (step % 1000) * 1000};
+    evtimer_add(j->timer, &tv);
+}
+
 static void hold_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     hold_job *j = arg;
-    struct evbuffer *tmp = evbuffer_new();
-    if (!tmp)
-        abort();
     if (j->left_ms > 0) {
-        const canned *d = j->chat ? &c_chat_delta[j->sent % FU_PIECES] : &c_resp_delta[j->sent % FU_PIECES];
-        chunk_canned(j->req, tmp, d);
+        stream_send(j->req, j->chat ? &c_chat_delta[j->sent % FU_PIECES] : &c_resp_delta[j->sent % FU_PIECES]);
         j->sent++;
-        long step = j->gap_ms < j->left_ms ? j->gap_ms : j->left_ms;
-        j->left_ms -= step;
-        struct timeval tv = {step / 1000, (step % 1000) * 1000};
-        evtimer_add(j->timer, &tv);
-        evbuffer_free(tmp);
+        hold_arm(j);
         return;
     }
-    chunk_canned(j->req, tmp, j->chat ? &c_chat_tail : &c_resp_tail);
-    evbuffer_free(tmp);
     evhttp_connection_set_closecb(j->evcon, NULL, NULL);
-    evhttp_send_reply_end(j->req);
+    stream_close(j->req, j->chat);
     hold_free(j);
 }
 
@@ -253,42 +273,17 @@ static void start_hold(struct evhttp_request *req, int chat, long hold_ms, long 
     j->timer = evtimer_new(g_base, hold_timer_cb, j);
     g_open_streams++;
     evhttp_connection_set_closecb(j->evcon, hold_close_cb, j);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(req, 200, "OK");
-    struct evbuffer *tmp = evbuffer_new();
-    if (!tmp)
-        abort();
-    chunk_canned(req, tmp, chat ? &c_chat_head : &c_resp_head);
-    chunk_canned(req, tmp, chat ? &c_chat_delta[0] : &c_resp_delta[0]);
-    evbuffer_free(tmp);
+    stream_open(req, chat, 1);
     j->sent = 1;
-    struct timeval tv = {0, 0};
-    long step = j->gap_ms < j->left_ms ? j->gap_ms : j->left_ms;
-    j->left_ms -= step;
-    tv.tv_sec = step / 1000;
-    tv.tv_usec = (step % 1000) * 1000;
-    evtimer_add(j->timer, &tv);
+    hold_arm(j);
 }
 
 /* ---------- requests ---------- */
 
 static void send_stream(struct evhttp_request *req, int chat)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(req, 200, "OK");
-    struct evbuffer *tmp = evbuffer_new();
-    if (!tmp)
-        abort();
-    chunk_canned(req, tmp, chat ? &c_chat_head : &c_resp_head);
-    for (int i = 0; i < FU_PIECES; i++)
-        chunk_canned(req, tmp, chat ? &c_chat_delta[i] : &c_resp_delta[i]);
-    chunk_canned(req, tmp, chat ? &c_chat_tail : &c_resp_tail);
-    evbuffer_free(tmp);
-    evhttp_send_reply_end(req);
+    stream_open(req, chat, FU_PIECES);
+    stream_close(req, chat);
 }
 
 static void handle(struct evhttp_request *req, void *arg)
@@ -330,35 +325,18 @@ static void handle(struct evhttp_request *req, void *arg)
         send_canned(req, 200, "application/json", chat ? &c_chat_plain : &c_resp_plain);
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: fast_upstream --port N [--host ADDR]\n"
-                    "  port 0 picks a free port; prints \"listening on PORT\".\n");
-}
-
 int main(int argc, char **argv)
 {
-    const char *host = "127.0.0.1";
-    int port = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--port") && i + 1 < argc)
-            port = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--host") && i + 1 < argc)
-            host = argv[++i];
-        else {
-            usage();
-            return 2;
-        }
-    }
-    if (port < 0 || port > 65535) {
-        usage();
+    const char *host;
+    int port;
+    if (tool_server_args(argc, argv, "fast_upstream", &host, &port) != 0)
         return 2;
-    }
     signal(SIGPIPE, SIG_IGN);
     build_canned();
+    g_chunk = evbuffer_new();
     g_base = event_base_new();
     struct evhttp *http = g_base ? evhttp_new(g_base) : NULL;
-    if (!http) {
+    if (!http || !g_chunk) {
         fprintf(stderr, "fast_upstream: libevent init failed\n");
         return 1;
     }
@@ -390,6 +368,7 @@ int main(int argc, char **argv)
     tool_server_run(g_base);
 
     evhttp_free(http); /* runs the close callbacks of streams still open */
+    evbuffer_free(g_chunk);
     event_base_free(g_base);
     return g_open_streams < 0; /* 0 unless the bookkeeping went wrong */
 }

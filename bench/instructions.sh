@@ -15,11 +15,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${BENCH_BUILD_DIR:-/tmp/switchyard-bench-build}"
 N1=200
 N2=1200
-HOST=127.0.0.1
-T0=$(date +%s)
 LOGTAG=instr
 BENCH_EXTRA_PKGS="valgrind:valgrind ${BENCH_EXTRA_PKGS:-}"
 # shellcheck source=bench/lib.sh

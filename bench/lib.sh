@@ -1,5 +1,7 @@
-# bench/lib.sh: set-up shared by bench/run.sh and bench/profile.sh (sourced,
-# not run). Expects ROOT, BUILD, HOST, T0 and LOGTAG; leaves behind SY, FU,
+# bench/lib.sh: set-up shared by bench/run.sh, bench/profile.sh and
+# bench/instructions.sh (sourced, not run). Expects ROOT and LOGTAG; sets
+# BUILD (BENCH_BUILD_DIR or /tmp/switchyard-bench-build), HOST (127.0.0.1)
+# and T0 (the start, for log lines); leaves behind SY, FU, FLOOR_BIN,
 # WORK, PIDS, UPID, UPORT, GPID, GPORT, KEY, GW, DIRECT, BODY_PLAIN,
 # BODY_STREAM and an EXIT trap that kills what it started.
 #
@@ -7,6 +9,10 @@
 # one built here (e.g. a patched build), with everything else unchanged.
 # BENCH_EXTRA_PKGS: Debian packages to install if their command is missing,
 # as "command:package ..." pairs.
+
+BUILD="${BENCH_BUILD_DIR:-/tmp/switchyard-bench-build}"
+HOST=127.0.0.1
+T0=$(date +%s)
 
 log() { printf '[%s %3ds] %s\n' "$LOGTAG" "$(($(date +%s) - T0))" "$*" >&2; }
 

@@ -17,12 +17,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${BENCH_BUILD_DIR:-/tmp/switchyard-bench-build}"
 MODE="${1:-plain}"
 CLIENTS="${2:-64}"
 SECS="${3:-6}"
-HOST=127.0.0.1
-T0=$(date +%s)
 LOGTAG=profile
 BENCH_EXTRA_PKGS="perf:linux-perf strace:strace ${BENCH_EXTRA_PKGS:-}"
 # shellcheck source=bench/lib.sh

@@ -29,12 +29,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="${BENCH_BUILD_DIR:-/tmp/switchyard-bench-build}"
 DUR="${BENCH_DURATION:-7}"
 NSTREAMS="${BENCH_STREAMS:-1000}"
 CLIENTS="${BENCH_CLIENTS:-1 64 1000}"
-HOST=127.0.0.1
-T0=$(date +%s)
 
 LOGTAG=bench
 # shellcheck source=bench/lib.sh

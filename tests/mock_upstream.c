@@ -1337,30 +1337,12 @@ done:
     free(path);
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: mock_upstream --port N [--host ADDR]\n"
-                    "  port 0 picks a free port; prints \"listening on PORT\".\n");
-}
-
 int main(int argc, char **argv)
 {
-    const char *host = "127.0.0.1";
-    int port = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--port") && i + 1 < argc)
-            port = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--host") && i + 1 < argc)
-            host = argv[++i];
-        else {
-            usage();
-            return 2;
-        }
-    }
-    if (port < 0 || port > 65535) {
-        usage();
+    const char *host;
+    int port;
+    if (tool_server_args(argc, argv, "mock_upstream", &host, &port) != 0)
         return 2;
-    }
     signal(SIGPIPE, SIG_IGN);
     g_base = event_base_new();
     struct evhttp *http = evhttp_new(g_base);

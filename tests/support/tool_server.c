@@ -5,7 +5,30 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+
+int tool_server_args(int argc, char **argv, const char *name, const char **host, int *port)
+{
+    *host = "127.0.0.1";
+    *port = -1;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--port") && i + 1 < argc)
+            *port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--host") && i + 1 < argc)
+            *host = argv[++i];
+        else
+            break;
+    }
+    if (i < argc || *port < 0 || *port > 65535) {
+        fprintf(stderr, "usage: %s --port N [--host ADDR]\n"
+                        "  port 0 picks a free port; prints \"listening on PORT\".\n", name);
+        return 2;
+    }
+    return 0;
+}
 
 void tool_server_announce(evutil_socket_t fd, int fallback)
 {

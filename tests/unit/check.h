@@ -4,6 +4,7 @@
 #ifndef SY_CHECK_H
 #define SY_CHECK_H
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_passed, check_failed, check_cur_failed;
@@ -22,6 +23,22 @@ static int check_passed, check_failed, check_cur_failed;
 #define RUN(fn) do { check_cur_failed = 0; fn(); \
     if (check_cur_failed) { check_failed++; printf("FAIL %s\n", #fn); } \
     else { check_passed++; printf("ok   %s\n", #fn); } } while (0)
+
+/* Makes a fresh scratch directory /tmp/<prefix>_XXXXXX into dir (n bytes). */
+static inline int check_tmpdir_make(char *dir, size_t n, const char *prefix)
+{
+    snprintf(dir, n, "/tmp/%s_XXXXXX", prefix);
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+/* Removes a scratch directory and everything in it. */
+static inline void check_tmpdir_remove(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cleanup of %s failed\n", dir);
+}
 
 static inline int check_summary(void)
 {

@@ -419,18 +419,9 @@ static void test_cli_config_set_bumps_config_version(void)
     store_close(server);
 }
 
-static void test_cleanup(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup of %s failed\n", test_dir);
-}
-
 int main(void)
 {
-    snprintf(test_dir, sizeof test_dir, "/tmp/sy_cli_XXXXXX");
-    if (!mkdtemp(test_dir))
+    if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_cli") != 0)
         return 2;
     unsetenv("SWITCHYARD_DB");
     RUN(test_cli_account_add_list_disable_enable_remove);
@@ -444,6 +435,6 @@ int main(void)
     RUN(test_cli_config_rejects_unknown_keys_and_bad_values);
     RUN(test_cli_config_checks_argument_counts);
     RUN(test_cli_config_set_bumps_config_version);
-    test_cleanup();
+    check_tmpdir_remove(test_dir);
     return check_summary();
 }

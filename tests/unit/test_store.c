@@ -935,18 +935,9 @@ static void test_store_key_prefer_and_revoke_by_name(void)
     store_close(s);
 }
 
-static void test_cleanup(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup of %s failed\n", test_dir);
-}
-
 int main(void)
 {
-    snprintf(test_dir, sizeof test_dir, "/tmp/sy_store_XXXXXX");
-    if (!mkdtemp(test_dir))
+    if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_store") != 0)
         return 2;
     RUN(test_store_migrations_are_idempotent_on_reopen);
     RUN(test_store_refuses_newer_schema);
@@ -982,6 +973,6 @@ int main(void)
     RUN(test_store_account_enable_disable_by_name);
     RUN(test_store_account_remove_cleans_up_references);
     RUN(test_store_key_prefer_and_revoke_by_name);
-    test_cleanup();
+    check_tmpdir_remove(test_dir);
     return check_summary();
 }
