@@ -53,7 +53,8 @@ end
 
 function F.state(o)
   return merge({ account_id = 1, ladder_step = 0, last_429_at = 0, cooldown_until = 0,
-                 retry_after = -1 }, o)
+                 retry_after = -1, primary_used_pct = -1, primary_reset_at = 0,
+                 secondary_used_pct = -1, secondary_reset_at = 0 }, o)
 end
 
 function F.candidate(o)
@@ -64,7 +65,10 @@ function F.candidate(o)
     id = next_id
   end
   return merge({ id = id, name = "account-" .. id, kind = "api_key", sort = 0, updated_at = 0,
-                 primary_used_pct = -1, secondary_used_pct = -1, success_rate = 1,
+                 primary_used_pct = -1, secondary_used_pct = -1, primary_reset_at = 0,
+                 secondary_reset_at = 0, primary_window_s = 0, secondary_window_s = 0,
+                 plan_type = "", has_credits = -1, credits_unlimited = -1, credits_balance = -1,
+                 success_rate = 1,
                  latency_ema_ms = 200, inflight = 0, max_concurrency = 0, reserve = false }, o)
 end
 

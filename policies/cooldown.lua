@@ -1,8 +1,13 @@
 -- policies/cooldown.lua: how long an account rests after a failure. Called
 -- as cooldown(state, class, now) with state = {account_id, ladder_step,
--- last_429_at, cooldown_until, retry_after}; returns seconds, new_ladder_step.
+-- last_429_at, cooldown_until, retry_after, primary_used_pct,
+-- primary_reset_at, secondary_used_pct, secondary_reset_at}; returns
+-- seconds, new_ladder_step.
 -- 429 and quota climb a ladder (reset after 30 min in service without one); other
--- classes rest a fixed time. A larger Retry-After / resets_in_seconds wins.
+-- classes rest a fixed time. When the account's usage (rate-limit headers or
+-- the usage poll) shows a spent window (100 % used) with a known reset time,
+-- a 429 / quota error rests exactly until that window resets instead of the
+-- ladder's guess. A larger Retry-After / resets_in_seconds wins.
 -- The built-in C default in src/policy.c mirrors these rules.
 
 local LADDER = { 45, 300, 1800, 7200 }  -- seconds; stays on the last step
@@ -23,11 +28,22 @@ local function next_step(st, now)
   return math.min(st.ladder_step + 1, #LADDER)
 end
 
+-- The latest future reset among the spent windows; 0 when none is known.
+local function window_reset(st, now)
+  local t = 0
+  if st.primary_used_pct >= 100 and st.primary_reset_at > now then t = st.primary_reset_at end
+  if st.secondary_used_pct >= 100 and st.secondary_reset_at > now then
+    t = math.max(t, st.secondary_reset_at)
+  end
+  return t
+end
+
 local function cooldown(st, class, now)
   local step, secs = st.ladder_step, FIXED[class] or DEFAULT
   if LADDER_CLASSES[class] then
-    step = next_step(st, now)
-    secs = LADDER[step]
+    step = next_step(st, now)  -- the ladder still counts the 429
+    local reset = window_reset(st, now)
+    secs = reset > 0 and reset - now or LADDER[step]
   end
   if st.retry_after > secs then secs = st.retry_after end
   return sy.clamp(secs, 0, MAX), step

@@ -22,6 +22,9 @@ void config_defaults(sy_config *c)
     c->preflight_ms = 10000;
     snprintf(c->route_strategy, sizeof c->route_strategy, "ordered");
     snprintf(c->rotation, sizeof c->rotation, "hybrid_rotation");
+    c->affinity_idle_s = 3600;
+    c->affinity_max = 10000;
+    c->usage_poll_s = 600;
     c->log_level = LOG_INFO;
 }
 
@@ -111,6 +114,9 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL},
         {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes},
         {"SWITCHYARD_PREFLIGHT_MS", 0, 600000, &c->preflight_ms, NULL},
+        {"SWITCHYARD_AFFINITY_IDLE_S", 1, 30L * 86400, &c->affinity_idle_s, NULL},
+        {"SWITCHYARD_AFFINITY_MAX", 1, 1L << 24, &c->affinity_max, NULL},
+        {"SWITCHYARD_USAGE_POLL_S", 0, 7L * 86400, &c->usage_poll_s, NULL},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
         int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);

@@ -19,6 +19,9 @@ typedef struct sy_config {
     long preflight_ms;         /* SSE hold window, time */
     char route_strategy[32];   /* "ordered" | "balanced" */
     char rotation[40];         /* key rotation mode */
+    long affinity_idle_s;      /* a session unseen this long loses its account */
+    long affinity_max;         /* sessions remembered (least recently used go first) */
+    long usage_poll_s;         /* chatgpt usage polling interval; 0 off */
     int log_level;
     int strategy_pinned;       /* set by flag or environment: database settings do not apply */
     int rotation_pinned;

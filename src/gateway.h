@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include "affinity.h"
 #include "config.h"
 #include "policy.h"
 #include "pool.h"
@@ -21,6 +22,8 @@ typedef struct gateway {
     policy_engine *policy;
     upstream *up;
     trace *trace;
+    affinity *affinity;       /* session id -> account of its last turn (router.c, proxy.c) */
+    struct usage_poll *usage; /* usage_poll.c */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     uint64_t next_req_id;
     size_t active;            /* client requests in progress */

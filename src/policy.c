@@ -138,6 +138,18 @@ static void classify_default(const policy_event *ev, policy_verdict *out)
         verdict_set(out, 1, "server", 30);
 }
 
+/* The latest reset time among the windows known to be spent (used >= 100 %)
+ * that lies in the future; 0 when none. */
+static double cooldown_window_reset(const policy_state *st, double now)
+{
+    double t = 0;
+    if (st->primary_used_pct >= 100 && st->primary_reset_at > now)
+        t = st->primary_reset_at;
+    if (st->secondary_used_pct >= 100 && st->secondary_reset_at > now && st->secondary_reset_at > t)
+        t = st->secondary_reset_at;
+    return t;
+}
+
 /* Mirrors policies/cooldown.lua. */
 static void cooldown_default(const policy_state *st, const char *cls, double now,
                              double *seconds, int *ladder_step)
@@ -150,7 +162,8 @@ static void cooldown_default(const policy_state *st, const char *cls, double now
             step = 1;
         else
             step = step + 1 < LADDER_STEPS ? step + 1 : LADDER_STEPS;
-        secs = cooldown_ladder[step - 1];
+        double reset = cooldown_window_reset(st, now);
+        secs = reset > 0 ? reset - now : cooldown_ladder[step - 1];
     } else if (cls && strcmp(cls, "server") == 0) {
         secs = 30;
     }
@@ -352,12 +365,16 @@ static void event_push(lua_State *L, const policy_event *ev)
 
 static void state_push(lua_State *L, const policy_state *st)
 {
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 9);
     set_int(L, "account_id", st->account_id);
     set_int(L, "ladder_step", st->ladder_step);
     set_num(L, "last_429_at", st->last_429_at);
     set_num(L, "cooldown_until", st->cooldown_until);
     set_num(L, "retry_after", st->retry_after);
+    set_num(L, "primary_used_pct", st->primary_used_pct);
+    set_num(L, "primary_reset_at", st->primary_reset_at);
+    set_num(L, "secondary_used_pct", st->secondary_used_pct);
+    set_num(L, "secondary_reset_at", st->secondary_reset_at);
 }
 
 /* A table of nrec slots holding the account's identity and usage. That is
@@ -548,7 +565,17 @@ static int guard_run(lua_State *L)
 {
     hook_call *h = sandbox_ud(L);
     hook_push(L, HOOK_GUARD);
-    account_push(L, h->c, 8);
+    account_push(L, h->c, 16);
+    /* the rest of what the usage endpoint says; order does not need it */
+    set_num(L, "primary_reset_at", h->c->primary_reset_at);
+    set_num(L, "secondary_reset_at", h->c->secondary_reset_at);
+    set_num(L, "primary_window_s", h->c->primary_window_s);
+    set_num(L, "secondary_window_s", h->c->secondary_window_s);
+    lua_pushstring(L, h->c->plan_type ? h->c->plan_type : "");
+    lua_setfield(L, -2, "plan_type");
+    set_int(L, "has_credits", h->c->has_credits);
+    set_int(L, "credits_unlimited", h->c->credits_unlimited);
+    set_num(L, "credits_balance", h->c->credits_balance);
     lua_call(L, 1, 1);
     h->guard = guard_parse(L, lua_gettop(L));
     return 0;

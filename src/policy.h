@@ -60,6 +60,10 @@ typedef struct policy_state {
     double last_429_at;        /* unix seconds, 0 none */
     double cooldown_until;
     double retry_after;        /* hint from the response, -1 none */
+    double primary_used_pct;   /* the account's windows as last seen (headers or usage poll); -1 unknown */
+    double primary_reset_at;   /* unix seconds, 0 unknown */
+    double secondary_used_pct;
+    double secondary_reset_at;
 } policy_state;
 
 /* Writes the cooldown seconds and the new ladder step. */
@@ -77,6 +81,14 @@ typedef struct policy_candidate {
     int64_t updated_at;
     double primary_used_pct;   /* 5 h window, -1 unknown */
     double secondary_used_pct; /* weekly window, -1 unknown */
+    double primary_reset_at;   /* unix seconds, 0 unknown */
+    double secondary_reset_at;
+    double primary_window_s;   /* window lengths, 0 unknown */
+    double secondary_window_s;
+    const char *plan_type;     /* chatgpt plan, "" unknown */
+    int has_credits;           /* -1 unknown */
+    int credits_unlimited;     /* -1 unknown */
+    double credits_balance;    /* -1 unknown */
     double success_rate;       /* EMA 0..1 */
     double latency_ema_ms;
     int inflight;

@@ -75,6 +75,14 @@ static void candidate_read(lua_State *L, int t, policy_candidate *c)
     c->updated_at = opt_int(L, t, "updated_at", 0);
     c->primary_used_pct = opt_num(L, t, "primary_used_pct", -1);
     c->secondary_used_pct = opt_num(L, t, "secondary_used_pct", -1);
+    c->primary_reset_at = opt_num(L, t, "primary_reset_at", 0);
+    c->secondary_reset_at = opt_num(L, t, "secondary_reset_at", 0);
+    c->primary_window_s = opt_num(L, t, "primary_window_s", 0);
+    c->secondary_window_s = opt_num(L, t, "secondary_window_s", 0);
+    c->plan_type = opt_str(L, t, "plan_type", NULL);
+    c->has_credits = (int)opt_int(L, t, "has_credits", -1);
+    c->credits_unlimited = (int)opt_int(L, t, "credits_unlimited", -1);
+    c->credits_balance = opt_num(L, t, "credits_balance", -1);
     c->success_rate = opt_num(L, t, "success_rate", 1);
     c->latency_ema_ms = opt_num(L, t, "latency_ema_ms", 0);
     c->inflight = (int)opt_int(L, t, "inflight", 0);
@@ -162,6 +170,10 @@ static int bridge_cooldown(lua_State *L)
     st.last_429_at = opt_num(L, 1, "last_429_at", 0);
     st.cooldown_until = opt_num(L, 1, "cooldown_until", 0);
     st.retry_after = opt_num(L, 1, "retry_after", -1);
+    st.primary_used_pct = opt_num(L, 1, "primary_used_pct", -1);
+    st.primary_reset_at = opt_num(L, 1, "primary_reset_at", 0);
+    st.secondary_used_pct = opt_num(L, 1, "secondary_used_pct", -1);
+    st.secondary_reset_at = opt_num(L, 1, "secondary_reset_at", 0);
     const char *cls = luaL_checkstring(L, 2);
     double now = luaL_checknumber(L, 3), secs;
     int step;

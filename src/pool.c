@@ -53,6 +53,8 @@ static void pool_state_default(account_state *st, int64_t id)
     st->account_id = id;
     st->primary_used_pct = -1;
     st->secondary_used_pct = -1;
+    st->has_credits = st->credits_unlimited = -1;
+    st->credits_balance = -1;
     st->success_ema = 1.0;
 }
 

@@ -15,6 +15,11 @@
 typedef struct pool_guard_memo {
     uint64_t policy_gen; /* policy_generation() of the engine that decided; 0: none */
     double primary_used_pct, secondary_used_pct;
+    double primary_reset_at, secondary_reset_at;
+    double primary_window_s, secondary_window_s;
+    char plan_type[24];
+    int has_credits, credits_unlimited;
+    double credits_balance;
     int verdict;
 } pool_guard_memo;
 

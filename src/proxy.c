@@ -13,6 +13,7 @@
 #include "log.h"
 #include "router.h"
 #include "server.h"
+#include "usage_poll.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>
@@ -28,7 +29,8 @@
 #define PROXY_ERRBODY_MAX (16u << 10)    /* kept of an upstream error body */
 #define PROXY_SNIFF_MAX (1u << 20)       /* kept of a plain 2xx body, to read usage */
 #define PROXY_CLIENT_HIGH (4u << 20)     /* pause upstream above this much unsent to the client */
-#define PROXY_MAX_HEADERS 24
+#define PROXY_MAX_HEADERS 40
+#define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
 
@@ -40,6 +42,7 @@ typedef struct proxy_req {
     proxy_input in;
     route_ctx rctx;
     route_plan plan;
+    char session[128];        /* session-id / session_id ("" none): session affinity */
     size_t next;              /* next plan index to try */
     int attempts;
     sbuf why;                 /* per-candidate failure summary, for the 503 */
@@ -63,6 +66,7 @@ typedef struct proxy_req {
     sbuf sniff;
     char resp_ctype[128];
     char resp_request_id[128];
+    sbuf relay;               /* the attempt's x-codex-* response headers: name\0value\0... */
     preflight pf;
     int pf_live;
     struct event pf_timer;    /* the preflight window's time limit */
@@ -113,10 +117,17 @@ static void proxy_headers_resolve(proxy_req *p)
 }
 
 /* Client headers passed upstream as they are: the ones Codex and the SDKs
- * use for features and session affinity. Auth, hop-by-hop and per-account
- * headers are never forwarded. */
+ * use for features, sticky routing and prompt-cache affinity (Codex 0.171
+ * sends session-id, thread-id, x-client-request-id, x-codex-window-id,
+ * x-codex-turn-metadata and x-codex-beta-features; later turns add
+ * x-codex-turn-state, sub-agents x-openai-subagent and
+ * x-codex-parent-thread-id). Auth, hop-by-hop, Accept-Encoding (curl
+ * negotiates its own) and per-account headers are never forwarded. */
 static const char *const proxy_forward_headers[] = {
-    "OpenAI-Beta", "originator", "session_id", "conversation_id", "version", "User-Agent",
+    "OpenAI-Beta", "originator", "session_id", "session-id", "conversation_id", "thread-id",
+    "x-client-request-id", "version", "User-Agent",
+    "x-codex-turn-state", "x-codex-turn-metadata", "x-codex-beta-features", "x-codex-window-id",
+    "x-codex-parent-thread-id", "x-openai-subagent",
     "x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-runtime",
 };
 
@@ -189,19 +200,29 @@ static double proxy_header_num(const char *v)
     return end == v ? -1 : d;
 }
 
+/* The rate-limit headers of a ChatGPT answer: x-codex-{primary,secondary}-
+ * used-percent, -window-minutes, -reset-at (unix seconds; today's name) and
+ * -reset-after-seconds (the older one). */
 static void proxy_note_usage_header(pool_account *pa, const char *name, const char *value, double now)
 {
     double v = proxy_header_num(value);
     if (v < 0)
         return;
-    if (strcasecmp(name, "x-codex-primary-used-percent") == 0)
-        pa->st.primary_used_pct = v;
-    else if (strcasecmp(name, "x-codex-secondary-used-percent") == 0)
-        pa->st.secondary_used_pct = v;
-    else if (strcasecmp(name, "x-codex-primary-reset-after-seconds") == 0)
-        pa->st.primary_reset_at = now + v;
-    else if (strcasecmp(name, "x-codex-secondary-reset-after-seconds") == 0)
-        pa->st.secondary_reset_at = now + v;
+    int secondary = strncasecmp(name, "x-codex-secondary-", 18) == 0;
+    if (!secondary && strncasecmp(name, "x-codex-primary-", 16) != 0)
+        return;
+    const char *f = name + (secondary ? 18 : 16);
+    double *used = secondary ? &pa->st.secondary_used_pct : &pa->st.primary_used_pct;
+    double *reset = secondary ? &pa->st.secondary_reset_at : &pa->st.primary_reset_at;
+    double *window = secondary ? &pa->st.secondary_window_s : &pa->st.primary_window_s;
+    if (strcasecmp(f, "used-percent") == 0)
+        *used = v;
+    else if (strcasecmp(f, "reset-at") == 0)
+        *reset = v;
+    else if (strcasecmp(f, "reset-after-seconds") == 0)
+        *reset = now + v;
+    else if (strcasecmp(f, "window-minutes") == 0)
+        *window = v * 60;
 }
 
 static void proxy_record_success(proxy_req *p)
@@ -230,11 +251,15 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     double secs = v->cooldown;
     if (secs < 0) {
         /* classify left the duration to the ladder: this failure is a step on it */
-        policy_state ps = {pa->a.id, pa->st.ladder_step, pa->st.last_429_at, pa->st.cooldown_until, p->retry_after};
+        policy_state ps = {pa->a.id, pa->st.ladder_step, pa->st.last_429_at, pa->st.cooldown_until, p->retry_after,
+                           pa->st.primary_used_pct, pa->st.primary_reset_at, pa->st.secondary_used_pct,
+                           pa->st.secondary_reset_at};
         int step = pa->st.ladder_step;
         policy_cooldown(p->gw->policy, &ps, v->cls, now, &secs, &step);
         pa->st.ladder_step = step;
         pa->st.last_429_at = now;
+        if (pa->a.kind == ACCOUNT_CHATGPT) /* learn the windows as they are now */
+            usage_poll_soon(p->gw->usage, pa->a.id);
     }
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;
@@ -327,11 +352,42 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
     return 0;
 }
 
+/* The serving account's x-codex-* headers (rate-limit windows, credits,
+ * turn state) go back to the client: Codex shows them and sends the turn
+ * state back on its next request, which must then reach this account. */
+static void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh)
+{
+    for (size_t off = 0; off < p->relay.len;) {
+        const char *name = p->relay.p + off;
+        const char *value = name + strlen(name) + 1;
+        evhttp_add_header(oh, name, value);
+        if (strcasecmp(name, "x-codex-turn-state") == 0 && p->status >= 200 && p->status < 300)
+            router_turn_state_owner_set(p->gw, value, p->acct_id); /* the next turn comes back here */
+        off = (size_t)(value - p->relay.p) + strlen(value) + 1;
+    }
+}
+
+/* The session now belongs to the account that answered its turn; the trace
+ * says when that is a different account than last time. */
+static void proxy_affinity_note(proxy_req *p)
+{
+    if (!p->session[0])
+        return;
+    affinity_put(p->gw->affinity, p->session, p->acct_id, gateway_now());
+    if (p->plan.pinned_owner || p->plan.affinity_prev == p->acct_id)
+        return;
+    pool_account *prev = p->plan.affinity_prev ? pool_find(p->gw->pool, p->plan.affinity_prev) : NULL;
+    trace_event(p->gw->trace, "AFFINITY", "req=%llu session=%s account=%s previous=%s reason=%s",
+                (unsigned long long)p->id, p->session, p->acct_name,
+                prev ? prev->a.name : "-", p->plan.affinity_prev ? "moved" : "new_session");
+}
+
 static void proxy_commit(proxy_req *p)
 {
     if (p->committed)
         return;
     p->committed = 1;
+    proxy_affinity_note(p);
     p->error_class[0] = '\0'; /* failures before commit are history (trace, why); report what follows */
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
     evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
@@ -339,6 +395,7 @@ static void proxy_commit(proxy_req *p)
         evhttp_add_header(oh, "x-request-id", p->resp_request_id);
     if (p->mode == MODE_PREFLIGHT)
         evhttp_add_header(oh, "Cache-Control", "no-cache");
+    proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
     char n[16];
     snprintf(n, sizeof n, "%d", p->attempts);
@@ -454,6 +511,7 @@ static void proxy_reply_upstream_error(proxy_req *p)
 {
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
     evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
+    proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
     struct evbuffer *b = evbuffer_new();
     evbuffer_add(b, p->errbody.p ? p->errbody.p : "", p->errbody.len);
@@ -494,6 +552,19 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
     proxy_flush_held(p);
 }
 
+/* An x-codex-* response header: kept for the client (bounded, and only
+ * what is safe in a header value) and read for usage. */
+static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *name, const char *value, double now)
+{
+    size_t nl = strlen(name), vl = strlen(value);
+    if (p->relay.len + nl + vl + 2 <= PROXY_RELAY_MAX && !strpbrk(value, "\r\n")) {
+        sbuf_append(&p->relay, name, nl + 1);
+        sbuf_append(&p->relay, value, vl + 1);
+    }
+    if (pa)
+        proxy_note_usage_header(pa, name, value, now);
+}
+
 static int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
 {
     proxy_req *p = ud;
@@ -508,8 +579,8 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
             sbuf_copy_cstr(p->resp_request_id, sizeof p->resp_request_id, h[i].value);
         else if (strcasecmp(h[i].name, "Retry-After") == 0)
             p->retry_after = proxy_header_num(h[i].value);
-        else if (pa && strncasecmp(h[i].name, "x-codex-", 8) == 0)
-            proxy_note_usage_header(pa, h[i].name, h[i].value, now);
+        else if (strncasecmp(h[i].name, "x-codex-", 8) == 0)
+            proxy_note_codex_header(p, pa, h[i].name, h[i].value, now);
     }
     if (status < 200 || status >= 300) {
         p->mode = MODE_ERROR;
@@ -668,10 +739,14 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     p->retry_after = -1;
     p->mode = MODE_NONE;
     p->resp_ctype[0] = p->resp_request_id[0] = '\0';
+    sbuf_reset(&p->relay);
     sbuf_reset(&p->errbody);
     sbuf_reset(&p->sniff);
     pa->inflight++;
-    pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
+    /* balanced rotates sessions: a turn kept on its session's account by
+     * affinity does not move the cursor that new sessions start from */
+    if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
+        pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
     proxy_build_url(p, pa);
     proxy_build_headers(p, pa);
     const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
@@ -690,7 +765,7 @@ static void proxy_exhausted(proxy_req *p)
     if (!pool_count(p->gw->pool))
         sbuf_puts(&msg, "no upstream accounts are configured (add one with 'switchyard account add')");
     else if (p->plan.pinned_owner && !p->plan.n && !p->attempts)
-        sbuf_printf(&msg, "previous_response_id belongs to an account that cannot serve now: %s", p->why.p);
+        sbuf_printf(&msg, "%s belongs to an account that cannot serve now: %s", p->plan.pinned_by, p->why.p);
     else
         sbuf_printf(&msg, "all upstream accounts are unavailable: %s", p->why.len ? p->why.p : "none eligible");
     snprintf(p->error_class, sizeof p->error_class, "exhausted");
@@ -800,6 +875,7 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->upbody);
     sbuf_free(&p->hstore);
     sbuf_free(&p->errbody);
+    sbuf_free(&p->relay);
     sbuf_free(&p->sniff);
     evtimer_del(&p->pf_timer);
     event_del(&p->flush_ev);
@@ -819,9 +895,16 @@ static void proxy_trace_pool(proxy_req *p)
             sbuf_puts(&names, ",");
         sbuf_puts(&names, pa ? pa->a.name : "?");
     }
-    trace_event(p->gw->trace, "CANDIDATE_POOL", "req=%llu endpoint=%s model=%s stream=%d strategy=%s ordered_candidates=%s",
+    /* affinity=<account> when the session's account went first, "-" without a session */
+    const pool_account *aff = p->plan.affinity_prev ? pool_find(p->gw->pool, p->plan.affinity_prev) : NULL;
+    const char *aff_field = !p->session[0] || p->plan.pinned_owner ? "-"
+                           : p->plan.affinity_first && aff       ? aff->a.name
+                           : aff                                 ? "unavailable"
+                                                                 : "none";
+    trace_event(p->gw->trace, "CANDIDATE_POOL",
+                "req=%llu endpoint=%s model=%s stream=%d strategy=%s ordered_candidates=%s pinned_by=%s affinity=%s",
                 (unsigned long long)p->id, p->in.endpoint, p->in.model[0] ? p->in.model : "-", p->in.stream,
-                p->plan.strategy, names.len ? names.p : "-");
+                p->plan.strategy, names.len ? names.p : "-", p->plan.pinned_by ? p->plan.pinned_by : "-", aff_field);
     for (size_t i = 0; i < p->plan.nskips; i++)
         trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
                     p->plan.skips[i].name, p->plan.skips[i].reason);
@@ -844,9 +927,17 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     if (p->evcon)
         evhttp_connection_set_closecb(p->evcon, proxy_on_client_close, p);
     proxy_watch_client(p);
+    struct evkeyvalq *hin = evhttp_request_get_input_headers(req);
+    const char *session = evhttp_find_header(hin, "session-id");
+    if (!session)
+        session = evhttp_find_header(hin, "session_id");
+    if (session && strlen(session) < sizeof p->session && !strpbrk(session, " \t\"\r\n"))
+        memcpy(p->session, session, strlen(session) + 1);
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
-                          p->in.previous_response_id};
+                          p->in.previous_response_id, evhttp_find_header(hin, "x-codex-turn-state"),
+                          p->session[0] ? p->session : NULL};
     router_plan(gw, &p->rctx, &p->plan);
+    p->rctx.turn_state = NULL; /* the client's headers are not ours to keep */
     proxy_trace_pool(p);
     proxy_next(p);
 }

@@ -1,5 +1,6 @@
 /* router.c: candidate filtering and ordering (see router.h). */
 #include "router.h"
+#include "sha256.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,14 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
     c->updated_at = pa->a.updated_at;
     c->primary_used_pct = pa->st.primary_used_pct;
     c->secondary_used_pct = pa->st.secondary_used_pct;
+    c->primary_reset_at = pa->st.primary_reset_at;
+    c->secondary_reset_at = pa->st.secondary_reset_at;
+    c->primary_window_s = pa->st.primary_window_s;
+    c->secondary_window_s = pa->st.secondary_window_s;
+    c->plan_type = pa->st.plan_type;
+    c->has_credits = pa->st.has_credits;
+    c->credits_unlimited = pa->st.credits_unlimited;
+    c->credits_balance = pa->st.credits_balance;
     c->success_rate = pa->st.success_ema;
     c->latency_ema_ms = pa->st.latency_ema_ms;
     c->inflight = pa->inflight;
@@ -62,12 +71,21 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
  * verdict the policy gave is kept until the usage figures or the policy
  * change (pool_refresh rebuilds the account, and the memo, on any config
  * change): guard runs when an account's quota moves, not per request. */
+/* 1 if the usage figures guard saw for the memo are still c's. */
+static int router_usage_same(const pool_guard_memo *m, const policy_candidate *c)
+{
+    return m->primary_used_pct == c->primary_used_pct && m->secondary_used_pct == c->secondary_used_pct &&
+           m->primary_reset_at == c->primary_reset_at && m->secondary_reset_at == c->secondary_reset_at &&
+           m->primary_window_s == c->primary_window_s && m->secondary_window_s == c->secondary_window_s &&
+           m->has_credits == c->has_credits && m->credits_unlimited == c->credits_unlimited &&
+           m->credits_balance == c->credits_balance && strcmp(m->plan_type, c->plan_type) == 0;
+}
+
 static int router_guard(gateway *gw, pool_account *pa, const policy_candidate *c)
 {
     pool_guard_memo *m = &pa->guard;
     uint64_t gen = policy_generation(gw->policy);
-    if (gen && m->policy_gen == gen && m->primary_used_pct == c->primary_used_pct &&
-        m->secondary_used_pct == c->secondary_used_pct)
+    if (gen && m->policy_gen == gen && router_usage_same(m, c))
         return m->verdict;
     uint64_t fallbacks = policy_fallbacks(gw->policy);
     int g = policy_guard(gw->policy, c);
@@ -75,8 +93,76 @@ static int router_guard(gateway *gw, pool_account *pa, const policy_candidate *c
     m->policy_gen = policy_fallbacks(gw->policy) == fallbacks ? gen : 0;
     m->primary_used_pct = c->primary_used_pct;
     m->secondary_used_pct = c->secondary_used_pct;
+    m->primary_reset_at = c->primary_reset_at;
+    m->secondary_reset_at = c->secondary_reset_at;
+    m->primary_window_s = c->primary_window_s;
+    m->secondary_window_s = c->secondary_window_s;
+    sbuf_copy_cstr(m->plan_type, sizeof m->plan_type, c->plan_type);
+    m->has_credits = c->has_credits;
+    m->credits_unlimited = c->credits_unlimited;
+    m->credits_balance = c->credits_balance;
     m->verdict = g;
     return g;
+}
+
+/* Turn states are opaque and may be long: they are kept in the response
+ * owner map under a fixed-size key of their own. */
+static void router_turn_state_key(const char *turn_state, char key[72])
+{
+    memcpy(key, "ts:", 3);
+    sha256_hex(turn_state, strlen(turn_state), key + 3);
+}
+
+void router_turn_state_owner_set(gateway *gw, const char *turn_state, int64_t account_id)
+{
+    char key[72];
+    router_turn_state_key(turn_state, key);
+    pool_owner_set(gw->pool, key, account_id);
+}
+
+/* The account a continuation must reach: the owner of previous_response_id,
+ * else the account that issued the turn state. */
+static void router_pin(gateway *gw, const route_ctx *ctx, route_plan *plan)
+{
+    int64_t owner = pool_owner_get(gw->pool, ctx->previous_response_id);
+    if (owner && pool_find(gw->pool, owner)) {
+        plan->pinned_owner = owner;
+        plan->pinned_by = "previous_response_id";
+        return;
+    }
+    if (ctx->turn_state && *ctx->turn_state) {
+        char key[72];
+        router_turn_state_key(ctx->turn_state, key);
+        owner = pool_owner_get(gw->pool, key);
+        if (owner && pool_find(gw->pool, owner)) {
+            plan->pinned_owner = owner;
+            plan->pinned_by = "x-codex-turn-state";
+        }
+    }
+}
+
+/* Session affinity: the account that served the session's last turn goes
+ * first whatever the strategy, as long as order kept it and it is not in
+ * reserve while normal accounts remain (prompt caches are per account, but
+ * a nearly spent account is not worth them). */
+static void router_affinity(gateway *gw, const route_ctx *ctx, route_plan *plan, const policy_candidate *cands,
+                            pool_account **pas, const size_t *perm, size_t k, double now)
+{
+    if (!gw->affinity || !ctx->session_id || !*ctx->session_id || plan->pinned_owner)
+        return;
+    plan->affinity_prev = affinity_get(gw->affinity, ctx->session_id, now);
+    if (!plan->affinity_prev || !k || plan->ids[0] == plan->affinity_prev)
+        return;
+    for (size_t i = 1; i < k; i++) {
+        if (pas[perm[i]]->a.id != plan->affinity_prev)
+            continue;
+        if (cands[perm[i]].reserve && !cands[perm[0]].reserve)
+            return;
+        memmove(&plan->ids[1], &plan->ids[0], i * sizeof *plan->ids);
+        plan->ids[0] = plan->affinity_prev;
+        plan->affinity_first = 1;
+        return;
+    }
 }
 
 #define ROUTER_STACK 16 /* pools up to this size plan without the heap */
@@ -99,9 +185,7 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
     double now = gateway_now();
     char why[160];
 
-    int64_t owner = pool_owner_get(gw->pool, ctx->previous_response_id);
-    if (owner && pool_find(gw->pool, owner))
-        plan->pinned_owner = owner;
+    router_pin(gw, ctx, plan);
 
     size_t n = 0;
     for (size_t i = 0; i < total; i++) {
@@ -137,6 +221,9 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
         plan->ids[plan->n++] = pas[perm[i]]->a.id;
         used[perm[i]] = 1;
     }
+    router_affinity(gw, ctx, plan, cands, pas, perm, k, now);
+    if (plan->n && plan->ids[0] == plan->affinity_prev)
+        plan->affinity_first = 1;
     for (size_t i = 0; i < n; i++)
         if (!used[i])
             router_skip_add(plan, pas[i], "left out by the order policy (rotation mode)");

@@ -4,6 +4,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "server.h"
+#include "usage_poll.h"
 #include <curl/curl.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -122,6 +123,7 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
     gateway *gw = arg;
     if (pool_refresh(gw->pool))
         config_from_store(&gw->cfg, gw->st);
+    usage_poll_tick(gw->usage, gateway_now());
     if (gw->draining && gw->active == 0)
         event_base_loopexit(gw->base, NULL);
 }
@@ -147,6 +149,7 @@ static int serve_open(gateway *gw)
     }
     gw->pool = pool_new(gw->st);
     config_from_store(&gw->cfg, gw->st);
+    gw->affinity = affinity_new((size_t)gw->cfg.affinity_max, (double)gw->cfg.affinity_idle_s);
     gw->policy = policy_new(gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL, err, sizeof err);
     if (!gw->policy) {
         log_error("cannot load policies: %s", err);
@@ -158,19 +161,25 @@ static int serve_open(gateway *gw)
     upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms};
     gw->up = upstream_new(gw->base, &lim);
     gw->chunk = evbuffer_new();
-    return server_start(gw);
+    gw->usage = usage_poll_new(gw);
+    if (server_start(gw) != 0)
+        return -1;
+    usage_poll_tick(gw->usage, gateway_now()); /* at start: the first polls go out now */
+    return 0;
 }
 
 static void serve_close(gateway *gw)
 {
     if (gw->http)
         evhttp_free(gw->http);
+    usage_poll_free(gw->usage);
     upstream_free(gw->up);
     if (gw->chunk)
         evbuffer_free(gw->chunk);
     trace_close(gw->trace);
     policy_free(gw->policy);
     pool_free(gw->pool);
+    affinity_free(gw->affinity);
     store_close(gw->st); /* drains the writer: every queued log is committed */
 }
 

@@ -346,8 +346,21 @@ static const char store_migration_2[] =
     "CREATE INDEX response_owners_created_at ON response_owners(created_at);";
 #undef STORE_BUMP_TRIGGER
 
+/* Migration 3: what a ChatGPT account's usage endpoint (and its rate-limit
+ * headers) say beyond the used percentages: window lengths, plan, credits,
+ * and when the last poll was answered with which status. */
+static const char store_migration_3[] =
+    "ALTER TABLE account_state ADD COLUMN primary_window_s REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE account_state ADD COLUMN secondary_window_s REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE account_state ADD COLUMN plan_type TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE account_state ADD COLUMN has_credits INTEGER NOT NULL DEFAULT -1;"
+    "ALTER TABLE account_state ADD COLUMN credits_unlimited INTEGER NOT NULL DEFAULT -1;"
+    "ALTER TABLE account_state ADD COLUMN credits_balance REAL NOT NULL DEFAULT -1;"
+    "ALTER TABLE account_state ADD COLUMN usage_polled_at REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE account_state ADD COLUMN usage_poll_status INTEGER NOT NULL DEFAULT 0;";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
-static const char *const store_migrations[] = {store_migration_1, store_migration_2};
+static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -788,6 +801,14 @@ static void store_state_row(sqlite3_stmt *st, void *slot)
     a->success_ema = sqlite3_column_double(st, 9);
     a->latency_ema_ms = sqlite3_column_double(st, 10);
     a->updated_at = sqlite3_column_double(st, 11);
+    a->primary_window_s = sqlite3_column_double(st, 12);
+    a->secondary_window_s = sqlite3_column_double(st, 13);
+    store_col_copy(st, 14, a->plan_type, sizeof a->plan_type);
+    a->has_credits = sqlite3_column_int(st, 15);
+    a->credits_unlimited = sqlite3_column_int(st, 16);
+    a->credits_balance = sqlite3_column_double(st, 17);
+    a->usage_polled_at = sqlite3_column_double(st, 18);
+    a->usage_poll_status = sqlite3_column_int(st, 19);
 }
 
 int store_states_load(store *s, account_state **out, size_t *n)
@@ -796,7 +817,8 @@ int store_states_load(store *s, account_state **out, size_t *n)
     int rc = store_rows_load(s,
         "SELECT account_id, cooldown_until, ladder_step, last_429_at, last_error, primary_used_pct,"
         " secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema, latency_ema_ms,"
-        " updated_at FROM account_state ORDER BY account_id",
+        " updated_at, primary_window_s, secondary_window_s, plan_type, has_credits, credits_unlimited,"
+        " credits_balance, usage_polled_at, usage_poll_status FROM account_state ORDER BY account_id",
         sizeof(account_state), store_state_row, &rows, n);
     if (rc != 0) {
         free(rows);
@@ -1069,14 +1091,20 @@ int store_owners_load(store *s, size_t max, void (*fn)(void *ud, const char *res
 static const char store_sql_up_state[] =
     "INSERT INTO account_state(account_id, cooldown_until, ladder_step, last_429_at, last_error,"
     " primary_used_pct, secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema,"
-    " latency_ema_ms, updated_at)"
-    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12 WHERE EXISTS (SELECT 1 FROM accounts WHERE id = ?1)"
+    " latency_ema_ms, updated_at, primary_window_s, secondary_window_s, plan_type, has_credits,"
+    " credits_unlimited, credits_balance, usage_polled_at, usage_poll_status)"
+    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20"
+    " WHERE EXISTS (SELECT 1 FROM accounts WHERE id = ?1)"
     " ON CONFLICT(account_id) DO UPDATE SET cooldown_until = excluded.cooldown_until,"
     " ladder_step = excluded.ladder_step, last_429_at = excluded.last_429_at,"
     " last_error = excluded.last_error, primary_used_pct = excluded.primary_used_pct,"
     " secondary_used_pct = excluded.secondary_used_pct, primary_reset_at = excluded.primary_reset_at,"
     " secondary_reset_at = excluded.secondary_reset_at, success_ema = excluded.success_ema,"
-    " latency_ema_ms = excluded.latency_ema_ms, updated_at = excluded.updated_at";
+    " latency_ema_ms = excluded.latency_ema_ms, updated_at = excluded.updated_at,"
+    " primary_window_s = excluded.primary_window_s, secondary_window_s = excluded.secondary_window_s,"
+    " plan_type = excluded.plan_type, has_credits = excluded.has_credits,"
+    " credits_unlimited = excluded.credits_unlimited, credits_balance = excluded.credits_balance,"
+    " usage_polled_at = excluded.usage_polled_at, usage_poll_status = excluded.usage_poll_status";
 
 static const char store_sql_ins_log[] =
     "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
@@ -1110,6 +1138,14 @@ static void writer_bind_state(sqlite3_stmt *st, const account_state *a)
     sqlite3_bind_double(st, 10, a->success_ema);
     sqlite3_bind_double(st, 11, a->latency_ema_ms);
     sqlite3_bind_double(st, 12, a->updated_at);
+    sqlite3_bind_double(st, 13, a->primary_window_s);
+    sqlite3_bind_double(st, 14, a->secondary_window_s);
+    sqlite3_bind_text(st, 15, a->plan_type, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 16, a->has_credits);
+    sqlite3_bind_int(st, 17, a->credits_unlimited);
+    sqlite3_bind_double(st, 18, a->credits_balance);
+    sqlite3_bind_double(st, 19, a->usage_polled_at);
+    sqlite3_bind_int(st, 20, a->usage_poll_status);
 }
 
 static void writer_bind_log(sqlite3_stmt *st, const request_log *r)

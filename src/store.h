@@ -57,6 +57,13 @@ typedef struct account_state {
     double primary_used_pct; /* -1 unknown */
     double secondary_used_pct;
     double primary_reset_at, secondary_reset_at; /* unix seconds, 0 unknown */
+    double primary_window_s, secondary_window_s; /* window lengths, 0 unknown */
+    char plan_type[24];      /* chatgpt plan ("plus", "pro", ...), "" unknown */
+    int has_credits;         /* -1 unknown, 0/1 */
+    int credits_unlimited;   /* -1 unknown, 0/1 */
+    double credits_balance;  /* -1 unknown */
+    double usage_polled_at;  /* last usage poll answered (any status), 0 never */
+    int usage_poll_status;   /* HTTP status of that poll, 0 none / network error */
     double success_ema;      /* 0..1 */
     double latency_ema_ms;
     double updated_at;

@@ -43,6 +43,7 @@ typedef struct rec {
     long n;
     char *account, *scenario, *spec, *endpoint, *path, *method;
     char *authorization, *chatgpt_account_id, *model, *prev_id;
+    char *headers; /* JSON object of the request headers, names lower-cased */
     int stream, has_body_hash;
     size_t body_len;
     uint64_t body_hash;
@@ -94,6 +95,7 @@ static void rec_free(rec *r)
     free(r->chatgpt_account_id);
     free(r->model);
     free(r->prev_id);
+    free(r->headers);
     free(r);
 }
 
@@ -137,10 +139,37 @@ static void recs_json(sbuf *b)
             sbuf_printf(b, "\"%016llx\"", (unsigned long long)r->body_hash);
         else
             sbuf_puts(b, "null");
+        sbuf_puts(b, ",\"headers\":");
+        sbuf_puts(b, r->headers ? r->headers : "{}");
         sbuf_printf(b, ",\"completed\":%s,\"aborted\":%s}", r->completed ? "true" : "false",
                     r->aborted ? "true" : "false");
     }
     sbuf_puts(b, "]\n");
+}
+
+/* The request headers as a JSON object, names lower-cased (a repeated
+ * header keeps its last value). Returns a malloc'd string. */
+static char *headers_json(struct evkeyvalq *h)
+{
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{");
+    int first = 1;
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next, first = 0) {
+        char name[128];
+        size_t i = 0;
+        for (; kv->key[i] && i + 1 < sizeof name; i++)
+            name[i] = (char)(kv->key[i] >= 'A' && kv->key[i] <= 'Z' ? kv->key[i] + 32 : kv->key[i]);
+        name[i] = '\0';
+        if (!first)
+            sbuf_puts(&b, ",");
+        sbuf_json_str(&b, name, strlen(name));
+        sbuf_puts(&b, ":");
+        sbuf_json_str(&b, kv->value, strlen(kv->value));
+    }
+    sbuf_puts(&b, "}");
+    char *out = xstrdup(b.p);
+    sbuf_free(&b);
+    return out;
 }
 
 /* ---------- a minimal reader for the top-level fields of the request body ---------- */
@@ -1306,6 +1335,7 @@ static void handle(struct evhttp_request *req, void *arg)
     r->method = xstrdup(method_name(evhttp_request_get_command(req)));
     r->authorization = xstrdup(evhttp_find_header(hin, "Authorization"));
     r->chatgpt_account_id = xstrdup(evhttp_find_header(hin, "ChatGPT-Account-Id"));
+    r->headers = headers_json(hin);
     r->model = f.has_model ? xstrdup(f.model.p) : NULL;
     r->prev_id = f.has_prev_id ? xstrdup(f.prev_id.p) : NULL;
     r->stream = f.stream;

@@ -93,4 +93,49 @@ describe("cooldown", function()
     expect(v.cooldown).to_be(-1)
     expect((cooldown(S(), v.class, NOW))).to_be(45)
   end)
+  describe("a spent usage window rests the account exactly until it resets", function()
+    it("quota with the 5 h window at 100 % rests until its reset_at", function()
+      local secs, step = cooldown(S{ primary_used_pct = 100, primary_reset_at = NOW + 4321 }, "quota", NOW)
+      expect(secs).to_be(4321)
+      expect(step).to_be(1)
+    end)
+
+    it("a 429 with the weekly window spent rests until the weekly reset, even a short one", function()
+      expect((cooldown(S{ secondary_used_pct = 100, secondary_reset_at = NOW + 10 }, "rate_limit", NOW)))
+        .to_be(10)
+    end)
+
+    it("both windows spent: the later reset wins", function()
+      expect((cooldown(S{ primary_used_pct = 100, primary_reset_at = NOW + 600,
+                          secondary_used_pct = 100, secondary_reset_at = NOW + 90000 }, "quota", NOW)))
+        .to_be(90000)
+    end)
+
+    it("the ladder still climbs underneath", function()
+      local _, step = cooldown(S{ ladder_step = 2, last_429_at = NOW - 60, primary_used_pct = 100,
+                                  primary_reset_at = NOW + 100 }, "rate_limit", NOW)
+      expect(step).to_be(3)
+    end)
+
+    it("a window not yet spent does not decide: the ladder does", function()
+      expect((cooldown(S{ primary_used_pct = 99, primary_reset_at = NOW + 4321 }, "quota", NOW))).to_be(45)
+    end)
+
+    it("a reset time already past falls back to the ladder", function()
+      expect((cooldown(S{ primary_used_pct = 100, primary_reset_at = NOW - 1 }, "quota", NOW))).to_be(45)
+    end)
+
+    it("an unknown reset time falls back to the ladder", function()
+      expect((cooldown(S{ primary_used_pct = 100 }, "rate_limit", NOW))).to_be(45)
+    end)
+
+    it("a larger retry_after still wins", function()
+      expect((cooldown(S{ primary_used_pct = 100, primary_reset_at = NOW + 100, retry_after = 500 },
+                       "quota", NOW))).to_be(500)
+    end)
+
+    it("other classes ignore the windows", function()
+      expect((cooldown(S{ primary_used_pct = 100, primary_reset_at = NOW + 4321 }, "server", NOW))).to_be(30)
+    end)
+  end)
 end)

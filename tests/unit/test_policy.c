@@ -660,12 +660,19 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
     const double lasts[] = {0, -10, -1800, -1801, -100000};
     const double retries[] = {-1, 10, 100, 5000, 1e9};
     double now = 1700000000;
+    /* windows: unknown, spent with a future reset, spent with a past reset, not spent */
+    const double used[] = {-1, 100, 100, 80};
+    const double resets[] = {0, 3000, -5, 7000};
     for (int step = 0; step <= 5; step++)
         for (int l = 0; l < 5; l++)
             for (int r = 0; r < 5; r++)
-                for (int k = 0; k < 8; k++) {
+                for (int kw = 0; kw < 8 * 16; kw++) {
+                    int k = kw % 8, wp = (kw / 8) % 4, ws = kw / 32;
                     policy_state st = {.account_id = 1, .ladder_step = step,
-                                       .last_429_at = lasts[l] ? now + lasts[l] : 0, .retry_after = retries[r]};
+                                       .last_429_at = lasts[l] ? now + lasts[l] : 0, .retry_after = retries[r],
+                                       .primary_used_pct = used[wp], .primary_reset_at = resets[wp] ? now + resets[wp] : 0,
+                                       .secondary_used_pct = used[ws],
+                                       .secondary_reset_at = resets[ws] ? now + 2 * resets[ws] : 0};
                     double sa, sb;
                     int pa, pb;
                     policy_cooldown(pe, &st, classes[k], now, &sa, &pa);

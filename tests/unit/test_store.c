@@ -162,7 +162,7 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -661,9 +661,72 @@ static void test_store_sync_without_writer_returns(void)
     store_close(s);
 }
 
+/* Undoes migration 3 (usage columns of account_state). */
+#define TEST_DROP_MIGRATION_3                                                                              \
+    " ALTER TABLE account_state DROP COLUMN primary_window_s;"                                             \
+    " ALTER TABLE account_state DROP COLUMN secondary_window_s;"                                           \
+    " ALTER TABLE account_state DROP COLUMN plan_type; ALTER TABLE account_state DROP COLUMN has_credits;" \
+    " ALTER TABLE account_state DROP COLUMN credits_unlimited;"                                            \
+    " ALTER TABLE account_state DROP COLUMN credits_balance;"                                              \
+    " ALTER TABLE account_state DROP COLUMN usage_polled_at;"                                              \
+    " ALTER TABLE account_state DROP COLUMN usage_poll_status;"
+
+/* ---------- migration 3: usage columns ---------- */
+
+/* A v2 database keeps its account state through migration 3; the new
+ * usage fields start unknown and round-trip through the writer. */
+static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "cg", 0, ACCOUNT_CHATGPT);
+    store_close(s);
+    test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);" TEST_DROP_MIGRATION_3
+                        " DELETE FROM schema_migrations WHERE version = 3");
+    s = test_open(path);
+    CHECK(s != NULL);
+    account_state *st = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_states_load(s, &st, &n), 0);
+    CHECK_EQ_INT((long)n, 1);
+    if (n == 1) {
+        CHECK(st[0].cooldown_until == 123);
+        CHECK_EQ_INT(st[0].has_credits, -1);
+        CHECK(st[0].credits_balance == -1);
+        CHECK_EQ_STR(st[0].plan_type, "");
+    }
+    free(st);
+    char err[256];
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    account_state w = test_state(a, 0);
+    w.primary_window_s = 18000;
+    w.secondary_window_s = 604800;
+    snprintf(w.plan_type, sizeof w.plan_type, "pro");
+    w.has_credits = 1;
+    w.credits_unlimited = 0;
+    w.credits_balance = 12.5;
+    w.usage_polled_at = 1700000000;
+    w.usage_poll_status = 401;
+    store_writer_put_state(s, &w);
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_states_load(s, &st, &n), 0);
+    if (n == 1) {
+        CHECK(st[0].primary_window_s == 18000 && st[0].secondary_window_s == 604800);
+        CHECK_EQ_STR(st[0].plan_type, "pro");
+        CHECK_EQ_INT(st[0].has_credits, 1);
+        CHECK_EQ_INT(st[0].credits_unlimited, 0);
+        CHECK(st[0].credits_balance == 12.5);
+        CHECK(st[0].usage_polled_at == 1700000000);
+        CHECK_EQ_INT(st[0].usage_poll_status, 401);
+    }
+    free(st);
+    store_close(s);
+}
+
 /* ---------- migration 2: settings and response owners ---------- */
 
-/* A database at migration 1 (built by undoing migration 2 by hand, which
+/* A database at migration 1 (built by undoing migrations 3 and 2 by hand, which
  * leaves exactly the v1 schema) upgrades in place and keeps its rows. */
 static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
 {
@@ -672,14 +735,14 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     store *s = test_open(path);
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
-    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners;"
-                        " DELETE FROM schema_migrations WHERE version = 2");
+    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners;" TEST_DROP_MIGRATION_3
+                        " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                     " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
     s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
                                     " ('settings', 'response_owners')"), 2);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
@@ -962,6 +1025,7 @@ int main(void)
     RUN(test_store_writer_retries_after_disk_full);
     RUN(test_store_sync_without_writer_returns);
     RUN(test_store_migration_2_upgrades_a_v1_database_in_place);
+    RUN(test_store_migration_3_keeps_state_and_stores_usage_fields);
     RUN(test_store_settings_round_trip);
     RUN(test_store_settings_bump_config_version);
     RUN(test_store_setting_get_does_not_wait_for_a_writer);
