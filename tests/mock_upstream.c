@@ -48,6 +48,7 @@ typedef struct rec {
     size_t body_len;
     uint64_t body_hash;
     int completed, aborted;
+    int usage;         /* a usage poll: listed by /_usage_polls, not /_requests */
 } rec;
 
 static rec **g_recs;
@@ -107,13 +108,17 @@ static void json_str_or_null(sbuf *b, const char *s)
         sbuf_puts(b, "null");
 }
 
-static void recs_json(sbuf *b)
+static void recs_json(sbuf *b, int usage)
 {
     sbuf_puts(b, "[");
+    int first = 1;
     for (size_t i = g_first_visible; i < g_nrecs; i++) {
         const rec *r = g_recs[i];
-        if (i > g_first_visible)
+        if (r->usage != usage)
+            continue;
+        if (!first)
             sbuf_puts(b, ",\n");
+        first = 0;
         sbuf_printf(b, "{\"n\":%ld,\"account\":", r->n);
         json_str_or_null(b, r->account);
         sbuf_puts(b, ",\"scenario\":");
@@ -390,6 +395,9 @@ typedef struct opts {
     char err_code[64]; /* late_error code */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
     char primary_window[24], secondary_window[24];
+    char primary_reset_at[24], secondary_reset_at[24]; /* absolute: today's -reset-at headers */
+    char turn_state[64];
+    int ok_first;      /* the account's first N requests behave as "ok" */
 } opts;
 
 static int numeric(const char *v)
@@ -472,6 +480,14 @@ static void opts_parse(opts *o, const char *spec)
             copy_num(o->primary_window, sizeof o->primary_window, val);
         else if (!strcmp(tok, "secondary_window"))
             copy_num(o->secondary_window, sizeof o->secondary_window, val);
+        else if (!strcmp(tok, "primary_reset_at"))
+            copy_num(o->primary_reset_at, sizeof o->primary_reset_at, val);
+        else if (!strcmp(tok, "secondary_reset_at"))
+            copy_num(o->secondary_reset_at, sizeof o->secondary_reset_at, val);
+        else if (!strcmp(tok, "ok_first"))
+            o->ok_first = atoi(val);
+        else if (!strcmp(tok, "turn_state"))
+            copy_word(o->turn_state, sizeof o->turn_state, val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -963,25 +979,36 @@ static void status_error(sbuf *b, int code)
 
 /* ---------- building the answer ---------- */
 
-typedef enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_UNKNOWN } endpoint;
+typedef enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_USAGE, EP_UNKNOWN } endpoint;
 
 static void add_header(struct evhttp_request *req, const char *k, const char *v)
 {
     evhttp_add_header(evhttp_request_get_output_headers(req), k, v);
 }
 
+/* Rate-limit headers (a reset time given as primary_reset_at goes out as
+ * today's absolute -reset-at header, else the older -reset-after-seconds),
+ * and the turn state. */
 static void add_usage_headers(struct evhttp_request *req, const opts *o)
 {
     if (o->primary[0]) {
         add_header(req, "x-codex-primary-used-percent", o->primary);
         add_header(req, "x-codex-primary-window-minutes", o->primary_window[0] ? o->primary_window : "300");
-        add_header(req, "x-codex-primary-reset-after-seconds", o->primary_reset[0] ? o->primary_reset : "3600");
+        if (o->primary_reset_at[0])
+            add_header(req, "x-codex-primary-reset-at", o->primary_reset_at);
+        else
+            add_header(req, "x-codex-primary-reset-after-seconds", o->primary_reset[0] ? o->primary_reset : "3600");
     }
     if (o->secondary[0]) {
         add_header(req, "x-codex-secondary-used-percent", o->secondary);
         add_header(req, "x-codex-secondary-window-minutes", o->secondary_window[0] ? o->secondary_window : "10080");
-        add_header(req, "x-codex-secondary-reset-after-seconds", o->secondary_reset[0] ? o->secondary_reset : "86400");
+        if (o->secondary_reset_at[0])
+            add_header(req, "x-codex-secondary-reset-at", o->secondary_reset_at);
+        else
+            add_header(req, "x-codex-secondary-reset-after-seconds", o->secondary_reset[0] ? o->secondary_reset : "86400");
     }
+    if (o->turn_state[0])
+        add_header(req, "x-codex-turn-state", o->turn_state);
 }
 
 static void reply_json(job *j, long delay, int status, const sbuf *body)
@@ -1214,6 +1241,64 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
     sbuf_free(&b);
 }
 
+/* ---------- usage endpoint ---------- */
+
+/* What an account's usage endpoint answers, set by POST /_usage/<name>
+ * (?status=N, default 200; the body is the answer). Unset: 404. */
+typedef struct usage_cfg {
+    char name[128];
+    int status;
+    sbuf body;
+} usage_cfg;
+
+#define USAGE_CFG_MAX 64
+static usage_cfg g_usage[USAGE_CFG_MAX];
+static size_t g_nusage;
+
+static usage_cfg *usage_find(const char *name)
+{
+    for (size_t i = 0; i < g_nusage; i++)
+        if (!strcmp(g_usage[i].name, name))
+            return &g_usage[i];
+    return NULL;
+}
+
+static void usage_set(const char *name, int status, const char *body, size_t len)
+{
+    usage_cfg *u = usage_find(name);
+    if (!u) {
+        if (g_nusage == USAGE_CFG_MAX)
+            return;
+        u = &g_usage[g_nusage++];
+        snprintf(u->name, sizeof u->name, "%s", name);
+    }
+    u->status = status >= 100 && status <= 599 ? status : 200;
+    sbuf_reset(&u->body);
+    sbuf_append(&u->body, body, len);
+}
+
+static void usage_clear(void)
+{
+    for (size_t i = 0; i < g_nusage; i++)
+        sbuf_free(&g_usage[i].body);
+    g_nusage = 0;
+}
+
+static void script_usage(job *j, const char *account)
+{
+    const usage_cfg *u = usage_find(account);
+    sbuf b = SBUF_INIT;
+    if (!u) {
+        error_json(&b, "mock_upstream: no usage configured for this account", "invalid_request_error",
+                   "not_found", NULL);
+        reply_json(j, 0, 404, &b);
+    } else {
+        sbuf_append(&b, u->body.p ? u->body.p : "", u->body.len);
+        reply_json(j, 0, u->status, &b);
+    }
+    sbuf_free(&b);
+}
+
 /* ---------- HTTP handling ---------- */
 
 static void send_simple(struct evhttp_request *req, int status, const char *ctype, const sbuf *body)
@@ -1241,8 +1326,12 @@ static const char *method_name(enum evhttp_cmd_type t)
 
 static endpoint endpoint_parse(const char *rest)
 {
+    if (!strcmp(rest, "backend-api/wham/usage") || !strcmp(rest, "api/codex/usage"))
+        return EP_USAGE;
     if (!strncmp(rest, "v1/", 3))
         rest += 3;
+    else if (!strncmp(rest, "backend-api/codex/", 18)) /* a base URL shaped like ChatGPT's */
+        rest += 18;
     if (!strcmp(rest, "responses"))
         return EP_RESPONSES;
     if (!strcmp(rest, "chat/completions"))
@@ -1258,6 +1347,7 @@ static const char *endpoint_name(endpoint ep)
     case EP_RESPONSES: return "responses";
     case EP_CHAT: return "chat/completions";
     case EP_MODELS: return "models";
+    case EP_USAGE: return "usage";
     default: return "unknown";
     }
 }
@@ -1274,12 +1364,23 @@ static void handle(struct evhttp_request *req, void *arg)
     path[plen] = '\0';
     sbuf out = SBUF_INIT;
 
-    if (!strcmp(path, "/_requests")) {
-        recs_json(&out);
+    if (!strcmp(path, "/_requests") || !strcmp(path, "/_usage_polls")) {
+        recs_json(&out, !strcmp(path, "/_usage_polls"));
+        send_simple(req, 200, "application/json", &out);
+        goto done;
+    }
+    if (!strncmp(path, "/_usage/", 8) && path[8]) {
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t blen = evbuffer_get_length(in);
+        const char *q = strchr(uri, '?');
+        const char *st = q ? strstr(q, "status=") : NULL;
+        usage_set(path + 8, st ? atoi(st + 7) : 200, blen ? (const char *)evbuffer_pullup(in, -1) : "", blen);
+        sbuf_puts(&out, "{\"ok\":true}\n");
         send_simple(req, 200, "application/json", &out);
         goto done;
     }
     if (!strcmp(path, "/_reset")) {
+        usage_clear();
         g_first_visible = g_nrecs;
         sbuf_puts(&out, "{\"ok\":true}\n");
         send_simple(req, 200, "application/json", &out);
@@ -1318,6 +1419,13 @@ static void handle(struct evhttp_request *req, void *arg)
     opts o;
     opts_parse(&o, spec);
     endpoint ep = endpoint_parse(rest);
+    if (o.ok_first > 0 && ep != EP_USAGE) {
+        int seen = 0;
+        for (size_t i = g_first_visible; i < g_nrecs; i++)
+            seen += !g_recs[i]->usage && !strcmp(g_recs[i]->account, name);
+        if (seen < o.ok_first)
+            snprintf(o.scenario, sizeof o.scenario, "ok");
+    }
 
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t blen = evbuffer_get_length(in);
@@ -1339,6 +1447,7 @@ static void handle(struct evhttp_request *req, void *arg)
     r->model = f.has_model ? xstrdup(f.model.p) : NULL;
     r->prev_id = f.has_prev_id ? xstrdup(f.prev_id.p) : NULL;
     r->stream = f.stream;
+    r->usage = ep == EP_USAGE;
     r->body_len = blen;
     r->has_body_hash = blen > 0;
     r->body_hash = fnv1a(body, blen);
@@ -1359,7 +1468,10 @@ static void handle(struct evhttp_request *req, void *arg)
         event_add(j->watch, NULL);
     }
     evhttp_connection_set_closecb(j->evcon, job_close_cb, j);
-    script_build(j, &o, ep, r, f.stream);
+    if (ep == EP_USAGE)
+        script_usage(j, name);
+    else
+        script_build(j, &o, ep, r, f.stream);
     job_run(j);
 
 done:
@@ -1396,6 +1508,7 @@ int main(int argc, char **argv)
     evhttp_free(http); /* runs the close callbacks of connections still open */
     for (size_t i = 0; i < g_nrecs; i++)
         rec_free(g_recs[i]);
+    usage_clear();
     free(g_recs);
     event_base_free(g_base);
     return 0;

@@ -376,6 +376,20 @@ class Mock:
         r = http_call(self.port, "POST", "/_reset", timeout=10)
         assert r.status == 200, r
 
+    def set_usage(self, name, payload, status=200):
+        """What account name's usage endpoint answers (until the next reset)."""
+        body = payload if isinstance(payload, (str, bytes)) else json.dumps(payload)
+        body = body.encode() if isinstance(body, str) else body
+        r = http_call(self.port, "POST", f"/_usage/{name}?status={status}", body, timeout=10)
+        assert r.status == 200, r
+
+    def usage_polls(self, account=None):
+        """The usage endpoint requests recorded since the last reset (not in requests())."""
+        r = http_call(self.port, "GET", "/_usage_polls", timeout=10)
+        assert r.status == 200, r
+        recs = r.json()
+        return [x for x in recs if account is None or x["account"] == account]
+
     def call(self, name, scenario, endpoint, body, v1=True):
         """Calls the mock directly (what the gateway would get)."""
         path = f"/acct/{name}/{scenario}" + ("/v1/" if v1 else "/") + endpoint
@@ -423,11 +437,13 @@ class Gateway:
                                  f"failed rc={p.returncode}: {p.stderr.strip()}")
         return p
 
-    def add_account(self, name, base_url, token, kind=None, sort=None):
+    def add_account(self, name, base_url, token, kind=None, sort=None, chatgpt_id=None):
         args = ["account", "add", "--db", self.db_path, "--name", name,
                 "--base-url", base_url, "--token", token]
         if kind is not None:
             args += ["--kind", kind]
+        if chatgpt_id is not None:
+            args += ["--chatgpt-account-id", chatgpt_id]
         if sort is not None:
             args += ["--sort", str(sort)]
         self.cli(*args)
@@ -607,10 +623,13 @@ class Gateway:
 # ---------------------------------------------------------------- test base
 
 
-def account(name, base_url, token=None, kind=None, sort=None):
+def account(name, base_url, token=None, kind=None, sort=None, chatgpt_id=None):
     """Account spec for GatewayTest.gateway(); token defaults to a unique-looking secret."""
-    return {"name": name, "base_url": base_url, "token": token or f"tok-{name}-{os.urandom(6).hex()}",
+    spec = {"name": name, "base_url": base_url, "token": token or f"tok-{name}-{os.urandom(6).hex()}",
             "kind": kind, "sort": sort}
+    if chatgpt_id is not None:
+        spec["chatgpt_id"] = chatgpt_id
+    return spec
 
 
 class GatewayTest(unittest.TestCase):

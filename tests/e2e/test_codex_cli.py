@@ -2,7 +2,8 @@
 CLI (npm @openai/codex) pointed at the gateway through a custom model
 provider completes a prompt while the first accounts of the pool are
 exhausted (one answers 429, one sends a quota error inside its 200 stream,
-one rejects its token). Codex is installed from the npm registry into .cache/codex of the
+one rejects its token), and the headers Codex sends (session, thread, window,
+turn metadata, beta features) reach the upstream. Codex is installed from the npm registry into .cache/codex of the
 source tree on first use; if npm or the registry is unavailable the test is
 skipped and says why."""
 
@@ -34,16 +35,8 @@ def codex_bin():
 
 class CodexCliTest(GatewayTest):
 
-    def test_codex_completes_a_prompt_while_first_accounts_are_exhausted(self):
-        exe, why = codex_bin()
-        if not exe:
-            self.skipTest(why)
-        # The ordered strategy may swap the first three (health P2C), so the
-        # working account is fourth: it is only reached by failing over.
-        g = self.gateway([account("spent", self.mock.url("spent", "status=429,retry_after=600")),
-                          account("quota", self.mock.url("quota", "quota_stream")),
-                          account("gone", self.mock.url("gone", "status=401")),
-                          account("fresh", self.mock.url("fresh", "ok"))])
+    def run_codex(self, exe, g, prompt="say hello"):
+        """Runs `codex exec` against gateway g; returns the CompletedProcess."""
         home = tempfile.mkdtemp(prefix="sy-codex-home-")
         self.addCleanup(shutil.rmtree, home, True)
         with open(os.path.join(home, "config.toml"), "w") as f:
@@ -57,8 +50,20 @@ class CodexCliTest(GatewayTest):
         env = dict(os.environ, CODEX_HOME=home, SWITCHYARD_KEY=g.key, NO_COLOR="1")
         work = tempfile.mkdtemp(prefix="sy-codex-work-")
         self.addCleanup(shutil.rmtree, work, True)
-        p = subprocess.run([exe, "exec", "--skip-git-repo-check", "say hello"], cwd=work, env=env,
-                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return subprocess.run([exe, "exec", "--skip-git-repo-check", prompt], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    def test_codex_completes_a_prompt_while_first_accounts_are_exhausted(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        # The ordered strategy may swap the first three (health P2C), so the
+        # working account is fourth: it is only reached by failing over.
+        g = self.gateway([account("spent", self.mock.url("spent", "status=429,retry_after=600")),
+                          account("quota", self.mock.url("quota", "quota_stream")),
+                          account("gone", self.mock.url("gone", "status=401")),
+                          account("fresh", self.mock.url("fresh", "ok"))])
+        p = self.run_codex(exe, g)
         out = p.stdout + p.stderr
         self.assertEqual(p.returncode, 0, out[-3000:])
         self.assertIn("hello from fresh", p.stdout, out[-3000:])
@@ -72,6 +77,30 @@ class CodexCliTest(GatewayTest):
         wait_for(logged, what="the request log row")
         rows = logged()
         self.assertEqual((rows[0]["account_name"], rows[0]["status"], rows[0]["attempts"]), ("fresh", 200, 4))
+
+
+    def test_codex_headers_reach_the_upstream_and_its_session_is_tracked(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway([account("a", self.mock.url("a", "ok,primary=12,turn_state=ts-a")),
+                          account("b", self.mock.url("b", "ok,primary=34,turn_state=ts-b"))])
+        p = self.run_codex(exe, g)
+        self.assertEqual(p.returncode, 0, (p.stdout + p.stderr)[-3000:])
+        reqs = [r for r in self.mock.requests() if r["endpoint"] == "responses"]
+        self.assertTrue(reqs, "codex sent no request")
+        h = reqs[0]["headers"]
+        # what Codex 0.171 sends on a turn, passed on as it came
+        for name in ("session-id", "thread-id", "x-client-request-id", "x-codex-window-id",
+                     "x-codex-turn-metadata", "x-codex-beta-features"):
+            self.assertIn(name, h, f"{name} did not reach the upstream: {sorted(h)}")
+        self.assertEqual(h["originator"], "codex_exec")
+        self.assertTrue(h["user-agent"].startswith("codex_exec/"), h["user-agent"])
+        self.assertIn(h["session-id"], h["x-codex-turn-metadata"])
+        self.assertEqual(h["authorization"], f"Bearer {g.accounts[reqs[0]['account']]}")
+        # the session id Codex sent is the one the gateway keeps its account by
+        text = wait_for(lambda: (lambda t: t if "AFFINITY" in t else None)(g.trace_text()), what="AFFINITY")
+        self.assertIn(f"session={h['session-id']} account={reqs[0]['account']}", text)
 
 
 if __name__ == "__main__":
