@@ -462,6 +462,61 @@ static double cli_cooldown_left(const account_state *st, double now)
     return st && st->cooldown_until > now ? st->cooldown_until - now : 0;
 }
 
+/* "42% in 2h13m": a usage window's used percent and the time to its reset. */
+static void cli_window_fmt(char *out, size_t n, double used, double reset_at, double now)
+{
+    if (used < 0) {
+        snprintf(out, n, "-");
+        return;
+    }
+    long left = reset_at > now ? (long)(reset_at - now + 0.5) : -1;
+    if (left < 0)
+        snprintf(out, n, "%.0f%%", used);
+    else if (left >= 86400)
+        snprintf(out, n, "%.0f%% in %ldd%ldh", used, left / 86400, left % 86400 / 3600);
+    else if (left >= 3600)
+        snprintf(out, n, "%.0f%% in %ldh%02ldm", used, left / 3600, left % 3600 / 60);
+    else
+        snprintf(out, n, "%.0f%% in %ldm%02lds", used, left / 60, left % 60);
+}
+
+static void cli_window_json(sbuf *o, const char *name, double used, double window_s, double reset_at, double now)
+{
+    sbuf_printf(o, ",\"%s\":", name);
+    if (used < 0) {
+        sbuf_puts(o, "null");
+        return;
+    }
+    sbuf_printf(o, "{\"used_percent\":%g,\"window_s\":%.0f,\"reset_at\":%.0f,\"resets_in_s\":%.0f}", used,
+                window_s, reset_at, reset_at > now ? reset_at - now : 0);
+}
+
+/* The usage fields of an account's JSON entry (what the headers and the
+ * usage poll said). */
+static void cli_usage_json(sbuf *o, const account_state *st, double now)
+{
+    if (!st) {
+        sbuf_puts(o, ",\"plan_type\":null,\"primary\":null,\"secondary\":null,\"credits\":null,"
+                     "\"usage_polled_at\":0,\"usage_poll_status\":0");
+        return;
+    }
+    sbuf_puts(o, ",\"plan_type\":");
+    if (st->plan_type[0])
+        sbuf_json_str(o, st->plan_type, strlen(st->plan_type));
+    else
+        sbuf_puts(o, "null");
+    cli_window_json(o, "primary", st->primary_used_pct, st->primary_window_s, st->primary_reset_at, now);
+    cli_window_json(o, "secondary", st->secondary_used_pct, st->secondary_window_s, st->secondary_reset_at, now);
+    if (st->has_credits < 0)
+        sbuf_puts(o, ",\"credits\":null");
+    else
+        sbuf_printf(o, ",\"credits\":{\"has_credits\":%s,\"unlimited\":%s,\"balance\":%g}",
+                    st->has_credits ? "true" : "false", st->credits_unlimited > 0 ? "true" : "false",
+                    st->credits_balance);
+    sbuf_printf(o, ",\"usage_polled_at\":%.0f,\"usage_poll_status\":%d", st->usage_polled_at,
+                st->usage_poll_status);
+}
+
 static void cli_account_json(sbuf *o, const account *a, const account_state *st, double now)
 {
     sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)a->id);
@@ -476,18 +531,24 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
         sbuf_json_str(o, st->last_error, strlen(st->last_error));
     else
         sbuf_puts(o, "null");
+    cli_usage_json(o, st, now);
     sbuf_puts(o, "}");
 }
 
 static void cli_account_row(const account *a, const account_state *st, double now)
 {
-    char cool[32] = "-";
+    char cool[32] = "-", w5h[40], wk[40], plan[48];
     double left = cli_cooldown_left(st, now);
     if (left > 0)
         snprintf(cool, sizeof cool, "%.0fs", left);
-    printf("%-5lld %-20s %-9s %5d %-7s %7d %-9s %6d %-14s %s\n", (long long)a->id, a->name,
+    cli_window_fmt(w5h, sizeof w5h, st ? st->primary_used_pct : -1, st ? st->primary_reset_at : 0, now);
+    cli_window_fmt(wk, sizeof wk, st ? st->secondary_used_pct : -1, st ? st->secondary_reset_at : 0, now);
+    snprintf(plan, sizeof plan, "%s", st && st->plan_type[0] ? st->plan_type : "-");
+    if (st && st->usage_poll_status && st->usage_poll_status != 200) /* e.g. 401: the token was refused */
+        snprintf(plan, sizeof plan, "%s(poll %d)", st->plan_type[0] ? st->plan_type : "", st->usage_poll_status);
+    printf("%-5lld %-20s %-9s %5d %-7s %7d %-9s %6d %-14s %-15s %-15s %-12s %s\n", (long long)a->id, a->name,
            account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, cool,
-           st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", a->base_url);
+           st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan, a->base_url);
 }
 
 static void cli_account_print(const account *acc, size_t n, const account_state *st, size_t nst, int json)
@@ -495,8 +556,9 @@ static void cli_account_print(const account *acc, size_t n, const account_state 
     double now = (double)time(NULL);
     sbuf o = SBUF_INIT;
     if (!json)
-        printf("%-5s %-20s %-9s %5s %-7s %7s %-9s %6s %-14s %s\n", "ID", "NAME", "KIND", "SORT", "ENABLED",
-               "MAXCONC", "COOLDOWN", "LADDER", "LAST_ERROR", "BASE_URL");
+        printf("%-5s %-20s %-9s %5s %-7s %7s %-9s %6s %-14s %-15s %-15s %-12s %s\n", "ID", "NAME", "KIND", "SORT",
+               "ENABLED", "MAXCONC", "COOLDOWN", "LADDER", "LAST_ERROR", "5H_WINDOW", "WEEKLY_WINDOW", "PLAN",
+               "BASE_URL");
     sbuf_puts(&o, "[");
     for (size_t i = 0; i < n; i++) {
         const account_state *s = cli_state_find(st, nst, acc[i].id);
