@@ -63,6 +63,9 @@ static void cli_usage_config(FILE *f)
           "  keys: route_strategy   ordered | balanced (round_robin, rr = balanced)\n"
           "        rotation         account_rotation | aggregate_api_rotation | hybrid_rotation |\n"
           "                         hybrid_aggregate_first_rotation\n"
+          "        affinity_idle_s  seconds a session keeps its account while idle (default 3600)\n"
+          "        affinity_max     sessions remembered (default 10000)\n"
+          "        usage_poll_s     seconds between chatgpt usage polls, 0 off (default 600)\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
           f);
 }
@@ -816,6 +819,9 @@ static const cli_setting cli_settings[] = {
     {"route_strategy", config_strategy_canonical, "ordered or balanced (round_robin and rr mean balanced)"},
     {"rotation", cli_rotation_canonical,
      "account_rotation, aggregate_api_rotation, hybrid_rotation or hybrid_aggregate_first_rotation"},
+    {"affinity_idle_s", config_affinity_idle_canonical, "whole seconds, 1 to 2592000"},
+    {"affinity_max", config_affinity_max_canonical, "a whole number of sessions, 1 to 16777216"},
+    {"usage_poll_s", config_usage_poll_canonical, "whole seconds, 0 (off) to 604800"},
 };
 #define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])
 

@@ -28,6 +28,22 @@ void config_defaults(sy_config *c)
     c->log_level = LOG_INFO;
 }
 
+#define CONFIG_AFFINITY_IDLE_RANGE 1, 30L * 86400
+#define CONFIG_AFFINITY_MAX_RANGE 1, 1L << 24
+#define CONFIG_USAGE_POLL_RANGE 0, 7L * 86400
+
+/* s if it is a whole number in [min, max], else NULL. */
+static const char *config_int_canonical(const char *s, long min, long max)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v >= min && v <= max ? s : NULL;
+}
+
+const char *config_affinity_idle_canonical(const char *s) { return config_int_canonical(s, CONFIG_AFFINITY_IDLE_RANGE); }
+const char *config_affinity_max_canonical(const char *s) { return config_int_canonical(s, CONFIG_AFFINITY_MAX_RANGE); }
+const char *config_usage_poll_canonical(const char *s) { return config_int_canonical(s, CONFIG_USAGE_POLL_RANGE); }
+
 static int config_num(const char *name, long min, long max, long *out)
 {
     const char *v = getenv(name);
@@ -106,17 +122,17 @@ int config_from_env(sy_config *c)
         log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);
         bad = 1;
     }
-    struct { const char *name; long min, max; long *dst_l; size_t *dst_z; } nums[] = {
-        {"SWITCHYARD_MAX_BODY", 1, 1L << 30, NULL, &c->max_body},
-        {"SWITCHYARD_CONNECT_TIMEOUT_MS", 1, 3600000, &c->connect_timeout_ms, NULL},
-        {"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS", 1, 3600000, &c->first_byte_timeout_ms, NULL},
-        {"SWITCHYARD_RESPONSE_TIMEOUT_MS", 1, 7200000, &c->response_timeout_ms, NULL},
-        {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL},
-        {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes},
-        {"SWITCHYARD_PREFLIGHT_MS", 0, 600000, &c->preflight_ms, NULL},
-        {"SWITCHYARD_AFFINITY_IDLE_S", 1, 30L * 86400, &c->affinity_idle_s, NULL},
-        {"SWITCHYARD_AFFINITY_MAX", 1, 1L << 24, &c->affinity_max, NULL},
-        {"SWITCHYARD_USAGE_POLL_S", 0, 7L * 86400, &c->usage_poll_s, NULL},
+    struct { const char *name; long min, max; long *dst_l; size_t *dst_z; int *pinned; } nums[] = {
+        {"SWITCHYARD_MAX_BODY", 1, 1L << 30, NULL, &c->max_body, NULL},
+        {"SWITCHYARD_CONNECT_TIMEOUT_MS", 1, 3600000, &c->connect_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS", 1, 3600000, &c->first_byte_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_RESPONSE_TIMEOUT_MS", 1, 7200000, &c->response_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes, NULL},
+        {"SWITCHYARD_PREFLIGHT_MS", 0, 600000, &c->preflight_ms, NULL, NULL},
+        {"SWITCHYARD_AFFINITY_IDLE_S", CONFIG_AFFINITY_IDLE_RANGE, &c->affinity_idle_s, NULL, &c->affinity_idle_pinned},
+        {"SWITCHYARD_AFFINITY_MAX", CONFIG_AFFINITY_MAX_RANGE, &c->affinity_max, NULL, &c->affinity_max_pinned},
+        {"SWITCHYARD_USAGE_POLL_S", CONFIG_USAGE_POLL_RANGE, &c->usage_poll_s, NULL, &c->usage_poll_pinned},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
         int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);
@@ -126,6 +142,8 @@ int config_from_env(sy_config *c)
             *nums[i].dst_l = n;
         else if (r > 0)
             *nums[i].dst_z = (size_t)n;
+        if (r > 0 && nums[i].pinned)
+            *nums[i].pinned = 1;
     }
     const char *strat = getenv("SWITCHYARD_ROUTE_STRATEGY");
     if (strat && *strat) {
@@ -179,6 +197,21 @@ static void config_setting_apply(struct store *st, const char *key, const char *
 
 static const char *config_rotation_canonical(const char *s) { return config_rotation_valid(s) ? s : NULL; }
 
+/* The numeric twin of config_setting_apply. */
+static void config_setting_apply_num(struct store *st, const char *key, const char *what, long dflt, long *dst,
+                                     const char *(*canon)(const char *))
+{
+    char v[64];
+    int r = store_setting_get(st, key, v, sizeof v);
+    if (r < 0 || (r == 0 && !canon(v)))
+        return;
+    long want = r == 0 ? strtol(v, NULL, 10) : dflt;
+    if (want == *dst)
+        return;
+    *dst = want;
+    log_info("%s is now %ld (%s)", what, want, r == 0 ? "database setting" : "default");
+}
+
 void config_from_store(sy_config *c, struct store *st)
 {
     sy_config d;
@@ -188,4 +221,13 @@ void config_from_store(sy_config *c, struct store *st)
                              config_strategy_canonical);
     if (!c->rotation_pinned)
         config_setting_apply(st, "rotation", "rotation mode", d.rotation, c->rotation, sizeof c->rotation, config_rotation_canonical);
+    if (!c->affinity_idle_pinned)
+        config_setting_apply_num(st, "affinity_idle_s", "session affinity idle time (s)", d.affinity_idle_s,
+                                 &c->affinity_idle_s, config_affinity_idle_canonical);
+    if (!c->affinity_max_pinned)
+        config_setting_apply_num(st, "affinity_max", "session affinity table size", d.affinity_max, &c->affinity_max,
+                                 config_affinity_max_canonical);
+    if (!c->usage_poll_pinned)
+        config_setting_apply_num(st, "usage_poll_s", "usage poll interval (s)", d.usage_poll_s, &c->usage_poll_s,
+                                 config_usage_poll_canonical);
 }

@@ -25,6 +25,7 @@ typedef struct sy_config {
     int log_level;
     int strategy_pinned;       /* set by flag or environment: database settings do not apply */
     int rotation_pinned;
+    int affinity_idle_pinned, affinity_max_pinned, usage_poll_pinned;
 } sy_config;
 
 void config_defaults(sy_config *c);
@@ -36,9 +37,15 @@ int config_set_listen(sy_config *c, const char *s);
 const char *config_strategy_canonical(const char *s);
 /* 1 if s names a rotation mode. */
 int config_rotation_valid(const char *s);
+/* s if it is a valid value of that numeric setting (a whole number in its
+ * range), else NULL. */
+const char *config_affinity_idle_canonical(const char *s);
+const char *config_affinity_max_canonical(const char *s);
+const char *config_usage_poll_canonical(const char *s);
 
 struct store;
-/* Applies the `switchyard config` settings (route_strategy, rotation) from
+/* Applies the `switchyard config` settings (route_strategy, rotation,
+ * affinity_idle_s, affinity_max, usage_poll_s) from
  * the database to the fields no flag or environment variable pinned. Keeps
  * the current value when the database is busy or the value is invalid. */
 void config_from_store(sy_config *c, struct store *st);

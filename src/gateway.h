@@ -23,6 +23,7 @@ typedef struct gateway {
     upstream *up;
     trace *trace;
     affinity *affinity;       /* session id -> account of its last turn (router.c, proxy.c) */
+    size_t affinity_max;      /* the size it was made with */
     struct usage_poll *usage; /* usage_poll.c */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     uint64_t next_req_id;

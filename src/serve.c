@@ -118,11 +118,25 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
     log_info("stopping: waiting for %zu request(s) in progress", gw->active);
 }
 
+/* Settings changed: the affinity table follows its idle time at once; a
+ * new size starts a new table (sessions re-learn their account on their
+ * next turn). */
+static void serve_settings_changed(gateway *gw)
+{
+    config_from_store(&gw->cfg, gw->st);
+    affinity_set_idle(gw->affinity, (double)gw->cfg.affinity_idle_s);
+    if ((size_t)gw->cfg.affinity_max != gw->affinity_max) {
+        affinity_free(gw->affinity);
+        gw->affinity = affinity_new((size_t)gw->cfg.affinity_max, (double)gw->cfg.affinity_idle_s);
+        gw->affinity_max = (size_t)gw->cfg.affinity_max;
+    }
+}
+
 static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
 {
     gateway *gw = arg;
     if (pool_refresh(gw->pool))
-        config_from_store(&gw->cfg, gw->st);
+        serve_settings_changed(gw);
     usage_poll_tick(gw->usage, gateway_now());
     if (gw->draining && gw->active == 0)
         event_base_loopexit(gw->base, NULL);
@@ -150,6 +164,7 @@ static int serve_open(gateway *gw)
     gw->pool = pool_new(gw->st);
     config_from_store(&gw->cfg, gw->st);
     gw->affinity = affinity_new((size_t)gw->cfg.affinity_max, (double)gw->cfg.affinity_idle_s);
+    gw->affinity_max = (size_t)gw->cfg.affinity_max;
     gw->policy = policy_new(gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL, err, sizeof err);
     if (!gw->policy) {
         log_error("cannot load policies: %s", err);

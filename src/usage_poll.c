@@ -243,6 +243,8 @@ void usage_poll_tick(usage_poll *u, double now)
         e->live = 1;
         if (e->up)
             continue;
+        if (every > 0 && e->next_at > now + (double)every) /* the interval was shortened */
+            e->next_at = now + (double)every;
         int due = every > 0 && now >= e->next_at;
         int soon = every > 0 && e->soon_at > 0 && now >= e->soon_at;
         if (!due && !soon)

@@ -112,6 +112,16 @@ class UsagePollTest(GatewayTest):
         self.gateway([self.cg("cg1")], env={"SWITCHYARD_USAGE_POLL_S": "1"})
         wait_for(lambda: len(self.mock.usage_polls("cg1")) >= 3, what="three polls one second apart")
 
+    def test_the_poll_interval_is_a_database_setting_a_running_gateway_follows(self):
+        self.mock.set_usage("cg1", payload())
+        g = self.gateway([self.cg("cg1")])
+        self.wait_polled(g, "cg1")
+        g.cli("config", "set", "usage_poll_s", "1", "--db", g.db_path)
+        wait_for(lambda: len(self.mock.usage_polls("cg1")) >= 3, what="polls at the new interval")
+        self.assertIn("usage poll interval (s) is now 1 (database setting)", g.log_text())
+        bad = g.cli("config", "set", "usage_poll_s", "soon", "--db", g.db_path, check=False)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+
     def test_the_guard_reserves_an_account_whose_polled_window_is_nearly_spent(self):
         self.mock.set_usage("cg1", payload(primary=97))
         self.mock.set_usage("cg2", payload(primary=10))
