@@ -552,12 +552,14 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
     proxy_flush_held(p);
 }
 
-/* An x-codex-* response header: kept for the client (bounded, and only
- * what is safe in a header value) and read for usage. */
+/* An x-codex-* response header: kept for the client (bounded, only what
+ * is safe in a header value, never one echoing the account's token) and
+ * read for usage. */
 static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *name, const char *value, double now)
 {
     size_t nl = strlen(name), vl = strlen(value);
-    if (p->relay.len + nl + vl + 2 <= PROXY_RELAY_MAX && !strpbrk(value, "\r\n")) {
+    int secret = pa && pa->a.token && *pa->a.token && strstr(value, pa->a.token);
+    if (p->relay.len + nl + vl + 2 <= PROXY_RELAY_MAX && !strpbrk(value, "\r\n") && !secret) {
         sbuf_append(&p->relay, name, nl + 1);
         sbuf_append(&p->relay, value, vl + 1);
     }

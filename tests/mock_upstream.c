@@ -7,7 +7,10 @@
  *   /acct/<name>/<scenario>[,opt=val...]/<endpoint>      (ChatGPT codex style)
  *   /v1/<endpoint>                                       (account "default", ok)
  *
- * endpoint: responses | chat/completions | models. The first item of the
+ * endpoint: responses | chat/completions | models (also under a ChatGPT-shaped
+ * backend-api/codex/ prefix). The usage endpoints backend-api/wham/usage and
+ * api/codex/usage answer what POST /_usage/<name> set (recorded apart, for
+ * GET /_usage_polls). The first item of the
  * scenario segment is the scenario (status=<code> carries its code), the rest
  * are options. Every answer is a script of actions (headers, chunks, delays,
  * end, abrupt close) run on libevent timers; nothing sleeps. Every request is
@@ -398,6 +401,7 @@ typedef struct opts {
     char primary_reset_at[24], secondary_reset_at[24]; /* absolute: today's -reset-at headers */
     char turn_state[64];
     int ok_first;      /* the account's first N requests behave as "ok" */
+    int echo_auth;     /* x-codex-echo: the request's Authorization (a leaky upstream) */
 } opts;
 
 static int numeric(const char *v)
@@ -484,6 +488,8 @@ static void opts_parse(opts *o, const char *spec)
             copy_num(o->primary_reset_at, sizeof o->primary_reset_at, val);
         else if (!strcmp(tok, "secondary_reset_at"))
             copy_num(o->secondary_reset_at, sizeof o->secondary_reset_at, val);
+        else if (!strcmp(tok, "echo_auth"))
+            o->echo_auth = atoi(val);
         else if (!strcmp(tok, "ok_first"))
             o->ok_first = atoi(val);
         else if (!strcmp(tok, "turn_state"))
@@ -1179,6 +1185,8 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
     sbuf b = SBUF_INIT;
     const char *sc = o->scenario;
     add_usage_headers(j->req, o);
+    if (o->echo_auth && r->authorization)
+        add_header(j->req, "x-codex-echo", r->authorization);
     if (o->retry_after[0])
         add_header(j->req, "Retry-After", o->retry_after);
 

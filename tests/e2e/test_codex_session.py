@@ -64,6 +64,14 @@ class HeaderTest(GatewayTest):
             self.assertEqual(r.headers.get("x-codex-primary-window-minutes"), "300")
             self.assertEqual(r.headers.get("x-codex-turn-state"), "ts-b")
 
+    def test_an_upstream_header_echoing_the_account_token_is_not_relayed(self):
+        g = self.gateway([account("a", self.mock.url("a", "ok,echo_auth=1,primary=5"))])
+        r = g.post("/v1/responses", RESP)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers.get("x-codex-primary-used-percent"), "5")
+        self.assertNotIn("x-codex-echo", r.headers)
+        self.assertFalse(any(g.accounts["a"] in v for v in r.headers.values()), r.headers)
+
     def test_rate_limit_headers_of_a_returned_error_reach_the_client(self):
         g = self.gateway([account("a", self.mock.url("a", "ctxlen,primary=55"))])
         r = g.post("/v1/responses", RESP)
