@@ -209,6 +209,17 @@ class AffinityTest(GatewayTest):
         self.assertIn("affinity=a", lines[4])
         self.assertIn("affinity=none", lines[5])
 
+    def test_a_session_leaves_its_account_once_the_guard_puts_it_in_reserve(self):
+        # a's answers say its 5 h window is 97 % used: the guard reserves it
+        g = self.gateway([account("a", self.mock.url("a", "ok,primary=97")),
+                          account("b", self.mock.url("b"))], env=BALANCED)
+        self.assertEqual(self.ask(g, "s"), "a")
+        self.assertEqual(self.ask(g, "s"), "b")
+        self.assertEqual(self.ask(g, "s"), "b")
+        lines = self.pool_lines(g, 3)
+        self.assertIn("affinity=unavailable", lines[1])
+        self.assertIn("affinity=b", lines[2])
+
     def test_a_cooling_session_account_is_left_and_the_session_follows(self):
         g = self.gateway([account("a", self.mock.url("a", "status=500,ok_first=1")),
                           account("b", self.mock.url("b"))], env=BALANCED)
