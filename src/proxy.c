@@ -130,6 +130,22 @@ static const char *const proxy_forward_headers[] = {
     "x-codex-parent-thread-id", "x-openai-subagent",
     "x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-runtime",
 };
+#define PROXY_N_FORWARD (sizeof proxy_forward_headers / sizeof *proxy_forward_headers)
+_Static_assert(PROXY_N_FORWARD <= 32, "proxy_build_headers keeps a 32-bit mask of forwarded headers");
+
+/* The index of a client header in proxy_forward_headers, -1 if it is not
+ * forwarded. Most headers a client sends (Host, Authorization,
+ * Content-*, Accept*) are turned away by their first letter. */
+static int proxy_forward_index(const char *name)
+{
+    char c = (char)(name[0] | 0x20);
+    if (c == 'a' || c == 'h')
+        return -1;
+    for (size_t i = 0; i < PROXY_N_FORWARD; i++)
+        if ((proxy_forward_headers[i][0] | 0x20) == c && strcasecmp(name, proxy_forward_headers[i]) == 0)
+            return (int)i;
+    return -1;
+}
 
 static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
@@ -144,10 +160,14 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
         proxy_header_add(p, "Content-Type", "application/json");
     proxy_header_add(p, "Accept", p->in.stream ? "text/event-stream" : "application/json");
     struct evkeyvalq *in = evhttp_request_get_input_headers(p->req);
-    for (size_t i = 0; i < sizeof proxy_forward_headers / sizeof *proxy_forward_headers; i++) {
-        const char *v = evhttp_find_header(in, proxy_forward_headers[i]);
-        if (v)
-            proxy_header_add(p, proxy_forward_headers[i], v);
+    /* one pass over what the client sent; the first of a repeated header wins */
+    uint32_t seen = 0;
+    for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next) {
+        int i = proxy_forward_index(kv->key);
+        if (i < 0 || (seen & (1u << i)))
+            continue;
+        seen |= 1u << i;
+        proxy_header_add(p, proxy_forward_headers[i], kv->value);
     }
     if (pa->a.kind == ACCOUNT_CHATGPT) {
         if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)
