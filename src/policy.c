@@ -819,6 +819,8 @@ static int check_cooldown(policy_engine *pe, char *err, size_t errlen)
         {.account_id = 1, .retry_after = -1},
         {.account_id = 2, .ladder_step = 2, .last_429_at = 1700000000 - 60, .retry_after = 400},
         {.account_id = 3, .ladder_step = 4, .last_429_at = 1700000000 - 7200, .retry_after = -1},
+        {.account_id = 4, .retry_after = -1, .primary_used_pct = 100, .primary_reset_at = 1700000000 + 600,
+         .secondary_used_pct = -1},
     };
     const char *classes[] = {"rate_limit", "quota", "server", "network"};
     char why[512];
