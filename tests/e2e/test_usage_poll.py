@@ -10,6 +10,9 @@ rate-limit headers), a poll answered 401 being recorded, and `account list`
 showing both windows."""
 
 import json
+import os
+import shutil
+import tempfile
 import time
 
 from harness import GatewayTest, account, main, wait_for
@@ -132,6 +135,31 @@ class UsagePollTest(GatewayTest):
         who = [g.post("/v1/responses", RESP).headers.get("x-switchyard-account") for _ in range(3)]
         self.assertEqual(who, ["cg2"] * 3)
         self.assertEqual(self.mock.accounts_hit(), ["cg2"] * 3)
+
+    def test_a_guard_policy_sees_the_polled_plan_and_decides_again_when_it_changes(self):
+        pol = tempfile.mkdtemp(prefix="sy-pol-")
+        self.addCleanup(shutil.rmtree, pol, True)
+        src = os.path.join(os.path.dirname(__file__), "..", "..", "policies")
+        for f in os.listdir(src):
+            shutil.copy(os.path.join(src, f), pol)
+        with open(os.path.join(pol, "guard.lua"), "w") as f:
+            f.write('return { version = 1, guard = function(a)\n'
+                    '  if a.plan_type == "free" then return "exclude" end\n'
+                    '  return "normal" end }\n')
+        self.mock.set_usage("cg1", payload("plus"))
+        self.mock.set_usage("cg2", payload("plus"))
+        g = self.gateway([self.cg("cg1"), self.cg("cg2")], env=dict(BALANCED, SWITCHYARD_USAGE_POLL_S="1"),
+                         policies=pol)
+        self.wait_polled(g, "cg1")
+        who = lambda: g.post("/v1/responses", RESP).headers.get("x-switchyard-account")
+        self.assertEqual([who(), who()], ["cg1", "cg2"])
+        self.mock.set_usage("cg1", payload("free"))
+        wait_for(lambda: self.state(g, "cg1", "s.plan_type = 'free'"), what="the next poll of cg1")
+        # the kept verdict ("normal") is dropped because the plan changed
+        self.assertEqual([who(), who()], ["cg2", "cg2"])
+        text = wait_for(lambda: (lambda t: t if t.count("REQUEST_FINAL") >= 4 else None)(g.trace_text()),
+                        what="four REQUEST_FINAL lines")
+        self.assertIn('account=cg1 reason="excluded by the quota guard"', text)
 
     def test_a_quota_exhausted_account_rests_until_its_polled_window_resets(self):
         reset = int(time.time()) + 5000
