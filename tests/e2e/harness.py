@@ -660,6 +660,18 @@ class GatewayTest(unittest.TestCase):
         if not self.mock.alive():
             self.fail(f"mock upstream died during the test; its stderr:\n{self.mock.stderr_text()[-3000:]}")
 
+    def policy_copy(self, overrides=None):
+        """A temp copy of the bundled policies/ (removed after the test), with
+        overrides {file name: text} written over it; returns its path."""
+        d = tempfile.mkdtemp(prefix="sy-pol-")
+        self.addCleanup(shutil.rmtree, d, True)
+        pdir = os.path.join(d, "policies")
+        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        for name, text in (overrides or {}).items():
+            with open(os.path.join(pdir, name), "w") as f:
+                f.write(text)
+        return pdir
+
     def gateway(self, accounts=(), env=None, policies=None, start=True):
         """A gateway over the given account specs (see account()); sort defaults to list order."""
         specs = []

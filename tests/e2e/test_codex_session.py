@@ -11,10 +11,7 @@ are added in list order with sort 10, 20, ... (ids follow). The balanced
 strategy is used where a test needs to know which account comes next without
 affinity (strict round-robin by id)."""
 
-import os
 import re
-import shutil
-import tempfile
 import time
 
 from harness import GatewayTest, account, main, wait_for
@@ -171,13 +168,8 @@ class AffinityTest(GatewayTest):
     def test_session_moves_when_its_account_fails_over_and_stays_there(self):
         # a's third request and b's third answer 429; the cooldown policy rests
         # nobody, so a can serve again at once: only affinity keeps the session on b.
-        pol = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, pol, True)
-        src = os.path.join(os.path.dirname(__file__), "..", "..", "policies")
-        for f in os.listdir(src):
-            shutil.copy(os.path.join(src, f), pol)
-        with open(os.path.join(pol, "cooldown.lua"), "w") as f:
-            f.write("return { version = 1, cooldown = function(st, class, now) return 0, st.ladder_step end }\n")
+        pol = self.policy_copy({"cooldown.lua": "return { version = 1, cooldown = "
+                                                "function(st, class, now) return 0, st.ladder_step end }\n"})
         g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=2")),
                           account("b", self.mock.url("b", "status=429,ok_first=3"))],
                          env=BALANCED, policies=pol)

@@ -10,14 +10,12 @@ confirmed by polling the gateway log, never by sleeping."""
 
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 
 import harness
-from harness import GatewayTest, account, is_error_event, main, source_dir, wait_for
+from harness import GatewayTest, account, is_error_event, main, wait_for
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 RESP_STREAM = dict(RESP_BODY, stream=True)
@@ -49,13 +47,6 @@ def served(r):
 
 
 class PolicyReloadTest(GatewayTest):
-
-    def policy_copy(self):
-        d = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, d, True)
-        pdir = os.path.join(d, "policies")
-        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
-        return pdir
 
     def edit(self, pdir, name, fn):
         """Rewrites pdir/name with fn(old text); the edit must change something."""

@@ -10,9 +10,6 @@ rate-limit headers), a poll answered 401 being recorded, and `account list`
 showing both windows."""
 
 import json
-import os
-import shutil
-import tempfile
 import time
 
 from harness import GatewayTest, account, main, wait_for
@@ -137,15 +134,9 @@ class UsagePollTest(GatewayTest):
         self.assertEqual(self.mock.accounts_hit(), ["cg2"] * 3)
 
     def test_a_guard_policy_sees_the_polled_plan_and_decides_again_when_it_changes(self):
-        pol = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, pol, True)
-        src = os.path.join(os.path.dirname(__file__), "..", "..", "policies")
-        for f in os.listdir(src):
-            shutil.copy(os.path.join(src, f), pol)
-        with open(os.path.join(pol, "guard.lua"), "w") as f:
-            f.write('return { version = 1, guard = function(a)\n'
-                    '  if a.plan_type == "free" then return "exclude" end\n'
-                    '  return "normal" end }\n')
+        pol = self.policy_copy({"guard.lua": 'return { version = 1, guard = function(a)\n'
+                                             '  if a.plan_type == "free" then return "exclude" end\n'
+                                             '  return "normal" end }\n'})
         self.mock.set_usage("cg1", payload("plus"))
         self.mock.set_usage("cg2", payload("plus"))
         g = self.gateway([self.cg("cg1"), self.cg("cg2")], env=dict(BALANCED, SWITCHYARD_USAGE_POLL_S="1"),
