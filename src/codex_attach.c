@@ -740,21 +740,6 @@ int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, 
 
 /* ---------- detach ---------- */
 
-/* The original had no final newline; an edit that appended lines gave it
- * one: take it away again when the original's last line is still last. */
-static void ca_final_newline(const codex_journal *j, sbuf *out)
-{
-    const sbuf *o = &j->original;
-    if (!o->len || o->p[o->len - 1] == '\n' || out->len < 1 || out->p[out->len - 1] != '\n')
-        return;
-    const char *nl = memrchr(o->p, '\n', o->len);
-    size_t tail = nl ? o->len - (size_t)(nl - o->p) - 1 : o->len;
-    size_t cut = out->len - 1 - (out->len >= 2 && out->p[out->len - 2] == '\r');
-    if (cut >= tail && !memcmp(out->p + cut - tail, o->p + o->len - tail, tail) &&
-        (cut == tail || out->p[cut - tail - 1] == '\n'))
-        out->len = cut, out->p[cut] = '\0';
-}
-
 /* The three-way restore: each key still as attach wrote it gets its
  * original back (or goes); a key the user changed stays. */
 static int ca_restore_keys(const codex_journal *j, const ca_plan *p, const ca_view *v, sbuf *out, sbuf *report,
@@ -781,7 +766,7 @@ static int ca_restore_keys(const codex_journal *j, const ca_plan *p, const ca_vi
         size_t len;
         const char *b = toml_bytes(d, &len);
         sbuf_append(out, b, len);
-        ca_final_newline(j, out);
+        toml_final_newline_restore(out, j->original.p, j->original.len);
         if (kept)
             sbuf_printf(report, "kept %zu key%s you changed while attached:\n%s", kept, kept == 1 ? "" : "s",
                         v->drift.p ? v->drift.p : "");

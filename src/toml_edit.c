@@ -826,12 +826,16 @@ int toml_remove_empty_table(toml_doc *d, const char *const *path, size_t n)
     for (size_t k = d->e[h].end; k < to; k++)
         if (!strchr(" \t\r\n", d->buf.p[k]))
             return 0; /* a comment: the user's */
-    /* the blank line that separated the table from what is above */
+    /* the header line goes with the blank line above it (the separator
+     * attach added); blank lines below it stay, unless nothing is above */
     const char *p = d->buf.p;
-    if (from >= d->body + 2 && p[from - 1] == '\n' && p[from - 2] == '\n')
-        from -= 1;
-    else if (from >= d->body + 4 && !memcmp(p + from - 4, "\r\n\r\n", 4))
-        from -= 2;
+    size_t eol = from >= d->body + 2 && !memcmp(p + from - 2, "\r\n", 2) ? 2
+                 : from >= d->body + 1 && p[from - 1] == '\n'             ? 1
+                                                                          : 0;
+    if (eol && (from - eol == d->body || p[from - eol - 1] == '\n'))
+        from -= eol;
+    if (from > d->body)
+        to = d->e[h].end;
     return te_splice(d, from, to, "", 0, NULL, 0) == 0;
 }
 
@@ -877,4 +881,16 @@ void toml_quote(sbuf *out, const char *s)
             sbuf_append(out, c, 1);
     }
     sbuf_puts(out, "\"");
+}
+
+void toml_final_newline_restore(sbuf *out, const char *orig, size_t n)
+{
+    if (!n || orig[n - 1] == '\n' || out->len < 1 || out->p[out->len - 1] != '\n')
+        return;
+    const char *nl = memrchr(orig, '\n', n);
+    size_t tail = nl ? n - (size_t)(nl - orig) - 1 : n;
+    size_t cut = out->len - 1 - (out->len >= 2 && out->p[out->len - 2] == '\r');
+    if (cut >= tail && !memcmp(out->p + cut - tail, orig + n - tail, tail) &&
+        (cut == tail || out->p[cut - tail - 1] == '\n'))
+        out->len = cut, out->p[cut] = '\0';
 }

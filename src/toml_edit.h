@@ -41,6 +41,11 @@ int toml_has_table(const toml_doc *d, const char *const *path, size_t n);
  * table holds nothing but blank lines: 1 removed, 0 kept or absent. */
 int toml_remove_empty_table(toml_doc *d, const char *const *path, size_t n);
 
+/* An edit that adds lines after an unterminated last line gives it a line
+ * ending; when out (the edited bytes) ends with orig's unterminated last
+ * line plus a line ending again, this takes the line ending away. */
+void toml_final_newline_restore(sbuf *out, const char *orig, size_t n);
+
 /* A comparable form of a raw value: single-line strings decoded (so "a" and
  * 'a' compare equal), anything else as written. Appends to out. */
 void toml_value_norm(const char *raw, size_t n, sbuf *out);

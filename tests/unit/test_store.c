@@ -162,7 +162,7 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -672,16 +672,16 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     store *s = test_open(path);
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
-    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners;"
-                        " DELETE FROM schema_migrations WHERE version = 2");
+    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;"
+                        " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                     " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
     s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations WHERE version = 2"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
-                                    " ('settings', 'response_owners')"), 2);
+                                    " ('settings', 'response_owners', 'codex_attach')"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
                                     " AND tbl_name = 'settings'"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'response_owners_created_at'"), 1);
