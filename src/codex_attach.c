@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -584,7 +585,7 @@ static int ca_recover_detaching(store *s, codex_journal *j, sbuf *report, char *
     return rc;
 }
 
-int codex_recover(store *s, const char *home, sbuf *report, char *err, size_t errlen)
+static int ca_recover(store *s, const char *home, sbuf *report, char *err, size_t errlen)
 {
     codex_journal j;
     int found = store_codex_open_get(s, home, &j);
@@ -617,13 +618,13 @@ static void ca_homes_add(void *ud, const char *home)
     h->n++;
 }
 
-int codex_recover_all(store *s, sbuf *report)
+static int ca_recover_all_locked(store *s, sbuf *report)
 {
     ca_homes h = {0};
     int rc = store_codex_open_homes(s, ca_homes_add, &h);
     for (size_t i = 0; i < h.n; i++) {
         char err[512] = "";
-        if (codex_recover(s, h.v[i], report, err, sizeof err) != 0) {
+        if (ca_recover(s, h.v[i], report, err, sizeof err) != 0) {
             sbuf_printf(report, "cannot recover the attach of %s: %s\n", h.v[i], err);
             rc = -1;
         }
@@ -681,9 +682,11 @@ static int ca_attach_prepare(codex_journal *j, const char *base_url, const char 
     return rc;
 }
 
-int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
+static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
+
+static int ca_attach_locked(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
 {
-    if (codex_recover(s, home, report, err, errlen) != 0)
+    if (ca_recover(s, home, report, err, errlen) != 0)
         return -1;
     char base_url[512];
     size_t glen = strlen(gateway);
@@ -707,7 +710,7 @@ int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, 
         if (same)
             return 0;
         /* attached to another gateway address (a restart on a new port): hand back, attach anew */
-        if (codex_detach(s, home, 0, report, err, errlen) != 0)
+        if (ca_detach_locked(s, home, 0, report, err, errlen) != 0)
             return -1;
     }
     memset(&j, 0, sizeof j);
@@ -854,9 +857,9 @@ static int ca_detach_journal(store *s, codex_journal *j, int force, sbuf *report
     return rc;
 }
 
-int codex_detach(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen)
+static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen)
 {
-    if (codex_recover(s, home, report, err, errlen) != 0)
+    if (ca_recover(s, home, report, err, errlen) != 0)
         return -1;
     codex_journal j;
     int found = store_codex_open_get(s, home, &j);
@@ -875,9 +878,9 @@ int codex_detach(store *s, const char *home, int force, sbuf *report, char *err,
 
 /* ---------- status ---------- */
 
-int codex_status(store *s, const char *home, sbuf *report, char *err, size_t errlen)
+static int ca_status_locked(store *s, const char *home, sbuf *report, char *err, size_t errlen)
 {
-    if (codex_recover(s, home, report, err, errlen) != 0)
+    if (ca_recover(s, home, report, err, errlen) != 0)
         return -1;
     codex_journal j;
     int found = store_codex_open_get(s, home, &j);
@@ -911,5 +914,70 @@ int codex_status(store *s, const char *home, sbuf *report, char *err, size_t err
         ca_plan_free(&p);
     }
     store_codex_journal_free(&j);
+    return rc;
+}
+
+/* ---------- one operation at a time ---------- */
+
+/* Attach, detach, status and recovery of one database never overlap, in
+ * this process or another (a `status` must not "recover" an attach that a
+ * starting gateway is in the middle of): an flock on a file beside the
+ * database, held for the whole operation. -1 if it cannot be taken. */
+static int ca_lock(store *s, char *err, size_t errlen)
+{
+    char path[CODEX_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s-codex.lock", store_path(s));
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    while (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd < 0)
+        ca_errf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
+    return fd;
+}
+
+static void ca_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* releases the flock */
+}
+
+int codex_recover_all(store *s, sbuf *report)
+{
+    char err[256] = "";
+    int fd = ca_lock(s, err, sizeof err);
+    if (fd < 0) {
+        sbuf_printf(report, "%s\n", err);
+        return -1;
+    }
+    int rc = ca_recover_all_locked(s, report);
+    ca_unlock(fd);
+    return rc;
+}
+
+int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
+{
+    int fd = ca_lock(s, err, errlen);
+    int rc = fd < 0 ? -1 : ca_attach_locked(s, home, gateway, report, err, errlen);
+    ca_unlock(fd);
+    return rc;
+}
+
+int codex_detach(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen)
+{
+    int fd = ca_lock(s, err, errlen);
+    int rc = fd < 0 ? -1 : ca_detach_locked(s, home, force, report, err, errlen);
+    ca_unlock(fd);
+    return rc;
+}
+
+int codex_status(store *s, const char *home, sbuf *report, char *err, size_t errlen)
+{
+    int fd = ca_lock(s, err, errlen);
+    int rc = fd < 0 ? -1 : ca_status_locked(s, home, report, err, errlen);
+    ca_unlock(fd);
     return rc;
 }

@@ -18,10 +18,11 @@ int codex_home_resolve(const char *opt, int create, char *out, size_t n, char *e
 /* The gateway's base URL from a listen address ("0.0.0.0" -> 127.0.0.1). */
 void codex_gateway_url(const char *host, int port, char *out, size_t n);
 
-/* Finishes or rolls back an attach or detach of home that a crash
- * interrupted. 0 (nothing to do, or done: report says which), -1 error. */
-int codex_recover(store *s, const char *home, sbuf *report, char *err, size_t errlen);
-/* codex_recover for every home with an unfinished journal (serve start). */
+/* Each call below first finishes or rolls back what a crash left of an
+ * attach or detach of home (report says which), and holds a lock beside
+ * the database for its whole length, so two never overlap. */
+
+/* That recovery for every home with an unfinished journal (serve start). */
 int codex_recover_all(store *s, sbuf *report);
 /* gateway is the gateway's URL (http://host:port); base_url gets "/v1". */
 int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen);
