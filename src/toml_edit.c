@@ -753,7 +753,8 @@ int toml_set(toml_doc *d, const char *const *path, size_t n, const char *raw, ch
     if (i >= 0)
         return te_splice(d, d->e[i].vstart, d->e[i].vend, raw, strlen(raw), err, errlen);
     for (size_t j = 0; j < d->ne; j++) {
-        if (d->e[j].n > n && te_path_prefix((char *const *)path, n, (const char *const *)d->e[j].path, d->e[j].n)) {
+        if ((d->e[j].n > n || (d->e[j].kind != TE_KV && d->e[j].n == n)) &&
+            te_path_prefix((char *const *)path, n, (const char *const *)d->e[j].path, d->e[j].n)) {
             te_errf(err, errlen, "%s is a table in this file, not a value", path, n);
             return -1;
         }
@@ -777,7 +778,8 @@ int toml_set(toml_doc *d, const char *const *path, size_t n, const char *raw, ch
         size_t tbl = e->n - e->nrel;
         return te_insert_line(d, e->end, path + tbl, n - tbl, raw, err, errlen);
     }
-    /* a new [table] at the end, after a blank line */
+    /* a new [table] at the end, after a blank line of its own (even below
+     * one already there: removing the table removes exactly that line) */
     sbuf t = SBUF_INIT;
     if (d->buf.len > d->body) {
         if (!te_ends_nl(d))
