@@ -258,6 +258,7 @@ typedef struct ca_key {
     int orig_present;
     sbuf written;        /* raw TOML; empty for the secret */
     char written_sha[65]; /* the secret: sha256 of its comparable form */
+    int removed;         /* attach removed the key (it would override the credential) */
 } ca_key;
 
 typedef struct ca_plan {
@@ -308,9 +309,12 @@ static void ca_norm_sha(const char *raw, size_t n, char out[65])
     sbuf_free(&norm);
 }
 
-/* 1 if cur (raw) is what attach wrote for k. */
-static int ca_key_is_written(const ca_key *k, const sbuf *cur)
+/* 1 if the key is as attach left it: cur (raw; r = toml_get's result)
+ * is what attach wrote, or absent for a key attach removed. */
+static int ca_key_is_written(const ca_key *k, int r, const sbuf *cur)
 {
+    if (k->removed || r != 1)
+        return k->removed && r == 0;
     if (k->written_sha[0]) {
         char sha[65];
         ca_norm_sha(cur->p ? cur->p : "", cur->len, sha);
@@ -341,7 +345,9 @@ static void ca_plan_json(const ca_plan *p, sbuf *out)
         else
             sbuf_puts(out, "null");
         sbuf_puts(out, ",\"written\":");
-        if (k->written_sha[0])
+        if (k->removed)
+            sbuf_puts(out, "null,\"removed\":true}");
+        else if (k->written_sha[0])
             sbuf_printf(out, "null,\"written_sha256\":\"%s\"}", k->written_sha);
         else {
             sbuf_json_str(out, k->written.p, k->written.len);
@@ -378,6 +384,7 @@ static int ca_plan_from_json(const sbuf *text, ca_plan *p)
             sbuf_append(&ck->written, written->str, written->str_len);
         const char *sha = json_get_str(k, "written_sha256");
         snprintf(ck->written_sha, sizeof ck->written_sha, "%s", sha ? sha : "");
+        ck->removed = json_get_bool(k, "removed", 0);
     }
     json_free(doc);
     if (rc != 0)
@@ -438,6 +445,17 @@ static int ca_plan_make(const toml_doc *d, const char *base_url, const char *tok
         else
             toml_quote(&k->written, token);
     }
+    /* keys of an existing table that Codex would use instead of the bearer
+     * token (env_key: a variable that must be set; requires_openai_auth: the
+     * ChatGPT login) are taken out while attached */
+    static const char *const overriding[] = {"env_key", "requires_openai_auth"};
+    for (size_t i = 0; i < sizeof overriding / sizeof overriding[0]; i++) {
+        const char *path[] = {"model_providers", CA_PROVIDER, overriding[i]};
+        sbuf cur = SBUF_INIT;
+        if (toml_get(d, path, 3, &cur, NULL, 0) == 1)
+            ca_plan_add(p, path, 3)->removed = 1;
+        sbuf_free(&cur);
+    }
     for (size_t i = 0; i < p->n; i++) {
         int r = toml_get(d, p->k[i].path, p->k[i].n, &p->k[i].orig, err, errlen);
         if (r < 0)
@@ -450,9 +468,12 @@ static int ca_plan_make(const toml_doc *d, const char *base_url, const char *tok
 /* Applies the plan to doc (which is the parsed original). */
 static int ca_plan_apply(toml_doc *d, const ca_plan *p, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < p->n; i++)
-        if (toml_set(d, p->k[i].path, p->k[i].n, p->k[i].written.p, err, errlen) != 0)
+    for (size_t i = 0; i < p->n; i++) {
+        const ca_key *k = &p->k[i];
+        if (k->removed ? toml_remove(d, k->path, k->n, err, errlen) < 0
+                       : toml_set(d, k->path, k->n, k->written.p, err, errlen) != 0)
             return -1;
+    }
     return 0;
 }
 
@@ -499,13 +520,15 @@ static int ca_view_load(const codex_journal *j, const ca_plan *p, ca_view *v, ch
         const ca_key *k = &p->k[i];
         sbuf cur = SBUF_INIT;
         int r = toml_get(d, k->path, k->n, &cur, NULL, 0);
-        if (r == 1 && ca_key_is_written(k, &cur)) {
-            v->n_written++;
+        if (ca_key_is_written(k, r, &cur)) {
+            v->n_written += !k->removed; /* recognising the file takes a value attach wrote */
         } else {
             v->n_changed++;
             sbuf_puts(&v->drift, "  ");
             ca_key_name(&v->drift, k);
-            if (r != 1)
+            if (k->removed)
+                sbuf_printf(&v->drift, ": now %s (attach had removed it)\n", cur.p);
+            else if (r != 1)
                 sbuf_puts(&v->drift, ": removed\n");
             else if (k->written_sha[0])
                 sbuf_puts(&v->drift, ": changed (the credential is not the attach's key)\n");
@@ -755,7 +778,7 @@ static int ca_restore_keys(const codex_journal *j, const ca_plan *p, const ca_vi
         const ca_key *k = &p->k[i];
         sbuf cur = SBUF_INIT;
         int r = toml_get(d, k->path, k->n, &cur, err, errlen);
-        if (r == 1 && ca_key_is_written(k, &cur))
+        if (ca_key_is_written(k, r, &cur))
             rc = k->orig_present ? toml_set(d, k->path, k->n, k->orig.p, err, errlen)
                                  : (toml_remove(d, k->path, k->n, err, errlen) < 0 ? -1 : 0);
         else if (r == 1)

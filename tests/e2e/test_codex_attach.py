@@ -116,6 +116,23 @@ class CodexAttachTest(GatewayTest):
                 + '\n[mcp_servers.added_while_attached]\ncommand = "true"\n')
         self.assertEqual(self.read_cfg(), want)
 
+    def test_an_existing_switchyard_provider_is_taken_over_and_given_back(self):
+        g = self.gateway([account("fresh", self.mock.url("fresh", "ok"))])
+        original = (ORIGINAL + '\n[model_providers.switchyard]\nname = "my old gateway"\n'
+                    'base_url = "http://127.0.0.1:9/v1"\nenv_key = "SY_UNSET_VARIABLE"\n')
+        with open(self.cfg, "w", newline="") as f:
+            f.write(original)
+        self.sy(g, "attach", "--gateway", f"http://127.0.0.1:{g.port}")
+        # Codex requires an env_key's variable even with a bearer token: out while attached
+        self.assertNotIn('env_key', self.read_cfg())
+        self.assertIn('name = "switchyard"', self.read_cfg())
+        self.wait_key(g, self.attach_token(), live=True)
+        p, out = self.codex_exec()
+        self.assertEqual(p.returncode, 0, out[-3000:])
+        self.assertIn("hello from fresh", p.stdout, out[-3000:])
+        self.sy(g, "detach")
+        self.assertEqual(self.read_cfg(), original)
+
     def test_serve_codex_attach_hands_the_file_back_on_sigterm(self):
         g = self.gateway([account("fresh", self.mock.url("fresh", "ok"))], start=False)
         g.serve_args = ["--codex-attach", self.home]
