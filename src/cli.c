@@ -980,9 +980,9 @@ static int cli_codex_attach(int argc, char **argv)
     return cli_codex_done(cmd, s, rc, &report, err);
 }
 
-static int cli_codex_detach(int argc, char **argv)
+/* detach (detach = 1) or status: the same options, the same output. */
+static int cli_codex_look(const char *cmd, int argc, char **argv, int detach)
 {
-    const char *cmd = "codex detach";
     cli_codex_args a = {0};
     char home[PATH_MAX], err[1024] = "";
     int rc;
@@ -990,23 +990,13 @@ static int cli_codex_detach(int argc, char **argv)
     if (!s)
         return rc;
     sbuf report = SBUF_INIT;
-    rc = codex_detach(s, home, a.force, &report, err, sizeof err);
+    rc = detach ? codex_detach(s, home, a.force, &report, err, sizeof err)
+                : codex_status(s, home, &report, err, sizeof err);
     return cli_codex_done(cmd, s, rc, &report, err);
 }
 
-static int cli_codex_status(int argc, char **argv)
-{
-    const char *cmd = "codex status";
-    cli_codex_args a = {0};
-    char home[PATH_MAX], err[1024] = "";
-    int rc;
-    store *s = cli_codex_open(cmd, argc, argv, &a, 0, home, sizeof home, &rc);
-    if (!s)
-        return rc;
-    sbuf report = SBUF_INIT;
-    rc = codex_status(s, home, &report, err, sizeof err);
-    return cli_codex_done(cmd, s, rc, &report, err);
-}
+static int cli_codex_detach(int argc, char **argv) { return cli_codex_look("codex detach", argc, argv, 1); }
+static int cli_codex_status(int argc, char **argv) { return cli_codex_look("codex status", argc, argv, 0); }
 
 /* ---------- dispatch ---------- */
 

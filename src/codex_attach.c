@@ -706,11 +706,10 @@ static int ca_attach_prepare(codex_journal *j, const char *base_url, const char 
 }
 
 static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
+static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *report, char *err, size_t errlen);
 
 static int ca_attach_locked(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
 {
-    if (ca_recover(s, home, report, err, errlen) != 0)
-        return -1;
     char base_url[512];
     size_t glen = strlen(gateway);
     while (glen && gateway[glen - 1] == '/')
@@ -718,11 +717,9 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, sbu
     int has_v1 = glen >= 3 && !memcmp(gateway + glen - 3, "/v1", 3);
     snprintf(base_url, sizeof base_url, "%.*s%s", (int)glen, gateway, has_v1 ? "" : "/v1");
     codex_journal j;
-    int found = store_codex_open_get(s, home, &j);
-    if (found < 0) {
-        ca_errf(err, errlen, "cannot read the attach journal from %s", store_path(s));
+    int found = ca_journal_get(s, home, &j, report, err, errlen);
+    if (found < 0)
         return -1;
-    }
     if (found) {
         int same = !strcmp(j.gateway_url, base_url);
         if (same) {
@@ -880,16 +877,23 @@ static int ca_detach_journal(store *s, codex_journal *j, int force, sbuf *report
     return rc;
 }
 
-static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen)
+/* Recovery first, then the unfinished journal of home: 1 (j filled), 0, -1. */
+static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *report, char *err, size_t errlen)
 {
     if (ca_recover(s, home, report, err, errlen) != 0)
         return -1;
-    codex_journal j;
-    int found = store_codex_open_get(s, home, &j);
-    if (found < 0) {
+    int found = store_codex_open_get(s, home, j);
+    if (found < 0)
         ca_errf(err, errlen, "cannot read the attach journal from %s", store_path(s));
+    return found;
+}
+
+static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen)
+{
+    codex_journal j;
+    int found = ca_journal_get(s, home, &j, report, err, errlen);
+    if (found < 0)
         return -1;
-    }
     if (!found) {
         sbuf_printf(report, "not attached: %s/config.toml is as you left it\n", home);
         return 0;
@@ -903,14 +907,10 @@ static int ca_detach_locked(store *s, const char *home, int force, sbuf *report,
 
 static int ca_status_locked(store *s, const char *home, sbuf *report, char *err, size_t errlen)
 {
-    if (ca_recover(s, home, report, err, errlen) != 0)
-        return -1;
     codex_journal j;
-    int found = store_codex_open_get(s, home, &j);
-    if (found < 0) {
-        ca_errf(err, errlen, "cannot read the attach journal from %s", store_path(s));
+    int found = ca_journal_get(s, home, &j, report, err, errlen);
+    if (found < 0)
         return -1;
-    }
     if (!found) {
         sbuf_printf(report, "direct: %s/config.toml is not attached\n", home);
         return CODEX_DIRECT;

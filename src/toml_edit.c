@@ -118,35 +118,6 @@ static void te_ws_nl(te_parser *P)
     }
 }
 
-static void te_utf8_put(sbuf *out, uint32_t cp)
-{
-    char b[4];
-    size_t n;
-    if (cp < 0x80) {
-        b[0] = (char)cp, n = 1;
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xC0 | (cp >> 6)), b[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
-    } else if (cp < 0x10000) {
-        b[0] = (char)(0xE0 | (cp >> 12)), b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        b[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
-    } else {
-        b[0] = (char)(0xF0 | (cp >> 18)), b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3F)), b[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
-    }
-    sbuf_append(out, b, n);
-}
-
-static int te_hex(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* One escape after a backslash at P->pos (which points past the '\\');
  * decoded into out when out is given. */
 static void te_escape(te_parser *P, sbuf *out)
@@ -168,7 +139,7 @@ static void te_escape(te_parser *P, sbuf *out)
     uint32_t cp = 0;
     P->pos++;
     for (int i = 0; i < digits; i++, P->pos++) {
-        int h = te_hex(te_peek(P, 0));
+        int h = sbuf_hex_digit(te_peek(P, 0));
         if (h < 0) {
             te_fail(P, "invalid \\u escape in a string");
             return;
@@ -179,8 +150,9 @@ static void te_escape(te_parser *P, sbuf *out)
         te_fail(P, "\\u escape is not a Unicode scalar value");
         return;
     }
+    char u[4];
     if (out)
-        te_utf8_put(out, cp);
+        sbuf_append(out, u, sbuf_utf8_encode(u, cp));
 }
 
 /* In a multi-line basic string, a backslash followed by optional spaces
