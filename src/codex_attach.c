@@ -432,7 +432,7 @@ static int ca_plan_make(const toml_doc *d, const char *base_url, const char *tok
         sbuf_puts(&k->written, "\"" CA_PROVIDER "\"");
     }
     sbuf_free(&profile);
-    p->table_created = !toml_has_table(d, tbl, 2);
+    p->table_created = !toml_has_header(d, tbl, 2);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *path[] = {"model_providers", CA_PROVIDER, fields[i][0]};
         k = ca_plan_add(p, path, 3);

@@ -165,6 +165,8 @@ static const char *const corpus[] = {
     /* multi-line strings and arrays that contain statement-like lines */
     "instructions = \"\"\"\nmodel_provider = \"x\"\n[model_providers.switchyard]\n\"\"\"\n"
     "notify = [\n  \"notify-send\", # desktop\n  \"Codex\",\n]\n",
+    /* the provider table exists only through a sub-table */
+    "model = \"o3\"\n\n[model_providers.switchyard.http_headers]\nX-Team = \"infra\"\n",
     /* only tables, with a comment above the first */
     "# servers\n[mcp_servers.a]\ncommand = \"a\"\n",
     /* empty file */
