@@ -664,9 +664,10 @@ static int ca_attach_write(store *s, codex_journal *j, const char *key_hash, con
         return -1;
     ca_crash_point("attach_after_journal");
     if (ca_file_replace(j->config_path, bytes, len, j->original_mode, "attach", err, errlen) != 0) {
-        char e2[256] = "";
+        char e2[256] = "", first[512];
+        snprintf(first, sizeof first, "%s", err ? err : "");
         if (store_codex_close(s, j, "rolled_back", e2, sizeof e2) != 0)
-            ca_errf(err, errlen, "%s (and the journal could not be rolled back: %s)", err, e2);
+            ca_errf(err, errlen, "%s (and the journal could not be rolled back: %s)", first, e2);
         return -1;
     }
     ca_crash_point("attach_after_rename");
@@ -707,6 +708,7 @@ static int ca_attach_prepare(codex_journal *j, const char *base_url, const char 
 
 static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
 static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *report, char *err, size_t errlen);
+static int ca_status_locked(store *s, const char *home, sbuf *report, char *err, size_t errlen);
 
 static int ca_attach_locked(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
 {
@@ -722,13 +724,17 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, sbu
         return -1;
     if (found) {
         int same = !strcmp(j.gateway_url, base_url);
-        if (same) {
-            sbuf_puts(report, "already attached: ");
-            ca_report_attached(report, &j);
-        }
         store_codex_journal_free(&j);
-        if (same)
-            return 0;
+        if (same) {
+            sbuf tmp = SBUF_INIT;
+            int st = ca_status_locked(s, home, &tmp, err, errlen);
+            sbuf_puts(report, "already ");
+            sbuf_append(report, tmp.p ? tmp.p : "", tmp.len);
+            if (st == CODEX_DRIFTED)
+                sbuf_puts(report, "  (detach, then attach again, to write it afresh)\n");
+            sbuf_free(&tmp);
+            return st < 0 ? -1 : 0;
+        }
         /* attached to another gateway address (a restart on a new port): hand back, attach anew */
         if (ca_detach_locked(s, home, 0, report, err, errlen) != 0)
             return -1;

@@ -395,6 +395,29 @@ static void test_attach_twice_is_a_no_op_and_each_home_has_its_own_journal(void)
     sbuf_free(&r);
 }
 
+static void test_attach_over_a_drifted_attach_changes_nothing_and_says_so(void)
+{
+    fresh();
+    CHECK_EQ_INT(run(OP_ATTACH, NULL), 0);
+    const char *mine = "model_provider = \"openai\"\n";
+    size_t n = 0;
+    char *text = read_file(cfg, &n);
+    sbuf edited = SBUF_INIT;
+    sbuf_puts(&edited, mine);
+    sbuf_puts(&edited, strchr(text, '\n') + 1); /* the user replaced the first line */
+    write_file(cfg, edited.p, edited.len);
+    sbuf r = SBUF_INIT;
+    CHECK_EQ_INT(run(OP_ATTACH, &r), 0);
+    CHECK(strstr(r.p, "already drifted") != NULL && strstr(r.p, "model_provider: now \"openai\"") != NULL);
+    CHECK(file_is(cfg, edited.p, edited.len));
+    int total, revoked;
+    key_counts(&total, &revoked);
+    CHECK_EQ_INT(total, 1);
+    free(text);
+    sbuf_free(&edited);
+    sbuf_free(&r);
+}
+
 /* ---------- crash safety ---------- */
 
 /* Runs o in a child with SWITCHYARD_TEST_CRASH_AT=step; 1 if the child
@@ -511,6 +534,7 @@ int main(void)
     RUN(test_attach_refuses_a_file_it_cannot_parse_and_leaves_it_untouched);
     RUN(test_detach_refuses_a_replaced_file_unless_forced_and_keeps_a_backup);
     RUN(test_attach_twice_is_a_no_op_and_each_home_has_its_own_journal);
+    RUN(test_attach_over_a_drifted_attach_changes_nothing_and_says_so);
     RUN(test_kill_at_each_step_of_attach_is_recovered_by_the_next_command);
     RUN(test_kill_at_each_step_of_detach_is_recovered_by_the_next_command);
     check_tmpdir_remove(test_dir);
