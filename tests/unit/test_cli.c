@@ -1,12 +1,12 @@
 /* test_cli.c: the administrative subcommands, run in-process through
  * cli_account_main / cli_key_main / cli_config_main / cli_codex_main with
  * argv arrays against a database in a temporary directory, with stdout and
- * stderr captured to files. Results are checked through the store API: account add / list /
- * enable / disable / remove, key add (the key is the last line and only its
- * hash is stored), key prefer / revoke, config set / get / unset / list with
- * validation, codex attach / status / detach (options, and the attach's key
- * printed only as its prefix), and that no upstream token ever reaches the
- * output. */
+ * stderr captured to files. Results are checked through the store API:
+ * account add / list / enable / disable / remove, key add (the key is the
+ * last line and only its hash is stored), key prefer / revoke, config set /
+ * get / unset / list with validation, codex attach / status / detach
+ * (options, and the attach's key printed only as its prefix), and that no
+ * upstream token ever reaches the output. */
 #include "check.h"
 #include "cli.h"
 #include "sha256.h"
