@@ -490,13 +490,24 @@ static void ca_plan_seal(ca_plan *p)
     }
 }
 
+/* 1 if a key holding its written value shows the attach: attach wrote it
+ * and the original did not already say the same (request_max_retries = 0
+ * in the user's own table proves nothing). */
+static int ca_key_is_evidence(const ca_key *k)
+{
+    if (k->removed)
+        return 0;
+    return !k->orig_present || !ca_key_is_written(k, 1, &k->orig);
+}
+
 /* What the file of a journal looks like now, key by key. */
 typedef struct ca_view {
     sbuf bytes;
     int present, mode, parsed;
     char sha[65];
     char parse_err[256];
-    size_t n_written, n_changed; /* keys still as written / changed or removed */
+    size_t n_evidence; /* keys holding what attach wrote where the original differed */
+    size_t n_changed;  /* keys changed or removed since attach */
     sbuf drift;                  /* "  key: ..." lines */
 } ca_view;
 
@@ -521,7 +532,7 @@ static int ca_view_load(const codex_journal *j, const ca_plan *p, ca_view *v, ch
         sbuf cur = SBUF_INIT;
         int r = toml_get(d, k->path, k->n, &cur, NULL, 0);
         if (ca_key_is_written(k, r, &cur)) {
-            v->n_written += !k->removed; /* recognising the file takes a value attach wrote */
+            v->n_evidence += ca_key_is_evidence(k);
         } else {
             v->n_changed++;
             sbuf_puts(&v->drift, "  ");
@@ -568,7 +579,11 @@ static int ca_recover_attaching(store *s, codex_journal *j, sbuf *report, char *
         return -1;
     int rc = ca_view_load(j, &p, &v, err, errlen);
     ca_tmp_remove(j->config_path);
-    if (rc == 0 && (!strcmp(v.sha, j->written_sha) || (v.parsed && v.n_written > 0))) {
+    /* the written bytes, or (edited since) still showing the attach, and not
+     * simply the original: the rename landed */
+    int landed = !strcmp(v.sha, j->written_sha) ||
+                 (strcmp(v.sha, j->original_sha) != 0 && v.parsed && v.n_evidence > 0);
+    if (rc == 0 && landed) {
         rc = store_codex_set_state(s, j->id, "attached", NULL, NULL, err, errlen);
         if (rc == 0)
             sbuf_printf(report, "recovered: finished an interrupted attach of %s\n", j->config_path);
@@ -852,7 +867,7 @@ static int ca_detach_journal(store *s, codex_journal *j, int force, sbuf *report
         sbuf_append(&restore, j->original.p, j->original.len);
         restore_present = j->original_present;
         sbuf_puts(report, "restored the original byte for byte\n");
-    } else if (!v.parsed || v.n_written == 0) {
+    } else if (!v.parsed || v.n_evidence == 0) {
         const char *why = !v.present ? "is gone" : !v.parsed ? "no longer parses" : "holds nothing attach wrote";
         if (!force) {
             ca_errf(err, errlen,

@@ -483,6 +483,24 @@ static void test_kill_at_each_step_of_attach_is_recovered_by_the_next_command(vo
     }
 }
 
+/* The original already says model_provider = "switchyard": a crash before
+ * the rename must still be told apart from a landed attach. */
+static void test_crash_before_the_rename_rolls_back_even_when_the_original_looks_attached(void)
+{
+    fresh();
+    const char *orig = corpus[2];
+    write_file(cfg, orig, strlen(orig));
+    CHECK(crash_at(OP_ATTACH, "attach_after_journal"));
+    sbuf r = SBUF_INIT;
+    CHECK_EQ_INT(run(OP_STATUS, &r), CODEX_DIRECT);
+    CHECK(strstr(r.p, "rolled back") != NULL);
+    CHECK(file_is(cfg, orig, strlen(orig)));
+    int total, revoked;
+    key_counts(&total, &revoked);
+    CHECK(total == 1 && revoked == 1);
+    sbuf_free(&r);
+}
+
 static void test_kill_at_each_step_of_detach_is_recovered_by_the_next_command(void)
 {
     static const char *const steps[] = {"detach_after_journal", "detach_after_temp", "detach_after_rename"};
@@ -536,6 +554,7 @@ int main(void)
     RUN(test_attach_twice_is_a_no_op_and_each_home_has_its_own_journal);
     RUN(test_attach_over_a_drifted_attach_changes_nothing_and_says_so);
     RUN(test_kill_at_each_step_of_attach_is_recovered_by_the_next_command);
+    RUN(test_crash_before_the_rename_rolls_back_even_when_the_original_looks_attached);
     RUN(test_kill_at_each_step_of_detach_is_recovered_by_the_next_command);
     check_tmpdir_remove(test_dir);
     return check_summary();
