@@ -418,6 +418,25 @@ static void test_attach_over_a_drifted_attach_changes_nothing_and_says_so(void)
     sbuf_free(&r);
 }
 
+static void test_a_symlinked_config_is_edited_at_its_target_and_the_link_stays(void)
+{
+    fresh();
+    char target[400];
+    snprintf(target, sizeof target, "%s/dotfiles-%d.toml", test_dir, test_seq);
+    write_file(target, corpus[0], strlen(corpus[0]));
+    CHECK(symlink(target, cfg) == 0);
+    CHECK_EQ_INT(run(OP_ATTACH, NULL), 0);
+    struct stat sb;
+    CHECK(lstat(cfg, &sb) == 0 && S_ISLNK(sb.st_mode));
+    size_t n = 0;
+    char *text = read_file(target, &n);
+    CHECK(text && strstr(text, "[model_providers.switchyard]") != NULL);
+    free(text);
+    CHECK_EQ_INT(run(OP_DETACH, NULL), 0);
+    CHECK(lstat(cfg, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(file_is(target, corpus[0], strlen(corpus[0])));
+}
+
 /* ---------- crash safety ---------- */
 
 /* Runs o in a child with SWITCHYARD_TEST_CRASH_AT=step; 1 if the child
@@ -553,6 +572,7 @@ int main(void)
     RUN(test_detach_refuses_a_replaced_file_unless_forced_and_keeps_a_backup);
     RUN(test_attach_twice_is_a_no_op_and_each_home_has_its_own_journal);
     RUN(test_attach_over_a_drifted_attach_changes_nothing_and_says_so);
+    RUN(test_a_symlinked_config_is_edited_at_its_target_and_the_link_stays);
     RUN(test_kill_at_each_step_of_attach_is_recovered_by_the_next_command);
     RUN(test_crash_before_the_rename_rolls_back_even_when_the_original_looks_attached);
     RUN(test_kill_at_each_step_of_detach_is_recovered_by_the_next_command);
