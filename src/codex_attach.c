@@ -14,6 +14,7 @@
  * step at which the process kills itself (a test hook, see docs/codex.md). */
 #include "codex_attach.h"
 #include "json.h"
+#include "safe_file.h"
 #include "sha256.h"
 #include "store_codex.h"
 #include "toml_edit.h"
@@ -21,7 +22,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,18 +33,6 @@
 #define CA_MAX_KEYS 12
 #define CA_MAX_SEGS 4
 #define CA_PROVIDER "switchyard"
-#define CA_TMP_SUFFIX ".switchyard-tmp"
-
-static void ca_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void ca_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* The test hook: SWITCHYARD_TEST_CRASH_AT=<step> kills the process there,
  * as kill -9 would, so tests can prove recovery from every step. */
@@ -57,41 +45,6 @@ static void ca_crash_point(const char *step)
 
 /* ---------- files ---------- */
 
-/* Reads path: 0 with *present 0 when it does not exist, -1 on errors. */
-static int ca_file_read(const char *path, sbuf *out, int *present, int *mode, char *err, size_t errlen)
-{
-    *present = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        ca_errf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ca_errf(err, errlen, "%s is not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    if (mode)
-        *mode = (int)(sb.st_mode & 07777);
-    char buf[8192];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-        if (n > 0)
-            sbuf_append(out, buf, (size_t)n);
-    close(fd);
-    if (n < 0) {
-        ca_errf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (!out->p)
-        sbuf_append(out, "", 0);
-    *present = 1;
-    return 0;
-}
-
 static void ca_sha(const sbuf *b, int present, char out[65])
 {
     if (present)
@@ -100,86 +53,18 @@ static void ca_sha(const sbuf *b, int present, char out[65])
         out[0] = '\0';
 }
 
-static int ca_dir_of(const char *path, char *dir, size_t n)
+/* The crash point between the temp file's fsync and the rename. */
+static void ca_before_rename(void *step)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash || (size_t)(slash - path) + 1 >= n)
-        return -1;
-    size_t len = slash == path ? 1 : (size_t)(slash - path);
-    memcpy(dir, path, len);
-    dir[len] = '\0';
-    return 0;
+    char at[64];
+    snprintf(at, sizeof at, "%s_after_temp", (const char *)step);
+    ca_crash_point(at);
 }
 
-static int ca_dir_fsync(const char *path, char *err, size_t errlen)
-{
-    char dir[CODEX_PATH_MAX];
-    int fd = ca_dir_of(path, dir, sizeof dir) == 0 ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -1;
-    if (rc != 0)
-        ca_errf(err, errlen, "cannot fsync the directory of %s: %s", path, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    return rc;
-}
-
-static int ca_write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w, n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Replaces path with bytes atomically: a temp file beside it, fsync,
- * rename, fsync of the directory; mode kept. step names the crash points. */
 static int ca_file_replace(const char *path, const char *p, size_t n, int mode, const char *step, char *err,
                            size_t errlen)
 {
-    char tmp[CODEX_PATH_MAX + 32], at[64];
-    snprintf(tmp, sizeof tmp, "%s%s", path, CA_TMP_SUFFIX);
-    unlink(tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        ca_errf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    int rc = fchmod(fd, (mode_t)mode) == 0 && ca_write_all(fd, p, n) == 0 && fsync(fd) == 0 ? 0 : -1;
-    if (rc != 0)
-        ca_errf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-    close(fd);
-    snprintf(at, sizeof at, "%s_after_temp", step);
-    ca_crash_point(at);
-    if (rc == 0 && rename(tmp, path) != 0) {
-        ca_errf(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        rc = -1;
-    }
-    if (rc != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return ca_dir_fsync(path, err, errlen);
-}
-
-static int ca_file_remove(const char *path, char *err, size_t errlen)
-{
-    if (unlink(path) != 0 && errno != ENOENT) {
-        ca_errf(err, errlen, "cannot remove %s: %s", path, strerror(errno));
-        return -1;
-    }
-    return ca_dir_fsync(path, err, errlen);
-}
-
-static void ca_tmp_remove(const char *path)
-{
-    char tmp[CODEX_PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s%s", path, CA_TMP_SUFFIX);
-    unlink(tmp);
+    return safe_file_replace(path, p, n, mode, ca_before_rename, (void *)step, err, errlen);
 }
 
 int codex_home_resolve(const char *opt, int create, char *out, size_t n, char *err, size_t errlen)
@@ -193,11 +78,11 @@ int codex_home_resolve(const char *opt, int create, char *out, size_t n, char *e
     else if (home && *home)
         snprintf(raw, sizeof raw, "%s/.codex", home);
     else {
-        ca_errf(err, errlen, "no Codex home: give --codex-home or set CODEX_HOME or HOME");
+        sbuf_fmt_into(err, errlen, "no Codex home: give --codex-home or set CODEX_HOME or HOME");
         return -1;
     }
     if (create && mkdir(raw, 0700) != 0 && errno != EEXIST) {
-        ca_errf(err, errlen, "cannot create %s: %s", raw, strerror(errno));
+        sbuf_fmt_into(err, errlen, "cannot create %s: %s", raw, strerror(errno));
         return -1;
     }
     char real[PATH_MAX];
@@ -206,11 +91,11 @@ int codex_home_resolve(const char *opt, int create, char *out, size_t n, char *e
         if (raw[0] != '/') {
             char cwd[PATH_MAX];
             if (!getcwd(cwd, sizeof cwd)) {
-                ca_errf(err, errlen, "cannot resolve %s: %s", raw, strerror(errno));
+                sbuf_fmt_into(err, errlen, "cannot resolve %s: %s", raw, strerror(errno));
                 return -1;
             }
             if ((size_t)snprintf(real, sizeof real, "%.2047s/%.2047s", cwd, raw) >= sizeof real) {
-                ca_errf(err, errlen, "the Codex home path is too long");
+                sbuf_fmt_into(err, errlen, "the Codex home path is too long");
                 return -1;
             }
         } else {
@@ -218,7 +103,7 @@ int codex_home_resolve(const char *opt, int create, char *out, size_t n, char *e
         }
     }
     if (strlen(real) + 1 > n || strlen(real) + 32 > CODEX_PATH_MAX) {
-        ca_errf(err, errlen, "the Codex home path is too long");
+        sbuf_fmt_into(err, errlen, "the Codex home path is too long");
         return -1;
     }
     memcpy(out, real, strlen(real) + 1);
@@ -520,7 +405,7 @@ static void ca_view_free(ca_view *v)
 static int ca_view_load(const codex_journal *j, const ca_plan *p, ca_view *v, char *err, size_t errlen)
 {
     memset(v, 0, sizeof *v);
-    if (ca_file_read(j->config_path, &v->bytes, &v->present, &v->mode, err, errlen) != 0)
+    if (safe_file_read(j->config_path, &v->bytes, &v->present, &v->mode, err, errlen) != 0)
         return -1;
     ca_sha(&v->bytes, v->present, v->sha);
     if (!v->present)
@@ -566,7 +451,7 @@ static int ca_journal_plan(const codex_journal *j, ca_plan *p, char *err, size_t
 {
     if (ca_plan_from_json(&j->keys, p) == 0)
         return 0;
-    ca_errf(err, errlen, "the attach journal of %s is damaged (keys)", j->home);
+    sbuf_fmt_into(err, errlen, "the attach journal of %s is damaged (keys)", j->home);
     return -1;
 }
 
@@ -578,7 +463,7 @@ static int ca_recover_attaching(store *s, codex_journal *j, sbuf *report, char *
     if (ca_journal_plan(j, &p, err, errlen) != 0)
         return -1;
     int rc = ca_view_load(j, &p, &v, err, errlen);
-    ca_tmp_remove(j->config_path);
+    safe_file_tmp_remove(j->config_path);
     /* the written bytes, or (edited since) still showing the attach, and not
      * simply the original: the rename landed */
     int landed = !strcmp(v.sha, j->written_sha) ||
@@ -604,10 +489,10 @@ static int ca_recover_detaching(store *s, codex_journal *j, sbuf *report, char *
     sbuf cur = SBUF_INIT;
     int present = 0;
     char sha[65];
-    int rc = ca_file_read(j->config_path, &cur, &present, NULL, err, errlen);
+    int rc = safe_file_read(j->config_path, &cur, &present, NULL, err, errlen);
     ca_sha(&cur, present, sha);
     sbuf_free(&cur);
-    ca_tmp_remove(j->config_path);
+    safe_file_tmp_remove(j->config_path);
     if (rc != 0)
         return -1;
     if (!strcmp(sha, j->restore_sha)) {
@@ -628,7 +513,7 @@ static int ca_recover(store *s, const char *home, sbuf *report, char *err, size_
     codex_journal j;
     int found = store_codex_open_get(s, home, &j);
     if (found < 0) {
-        ca_errf(err, errlen, "cannot read the attach journal from %s", store_path(s));
+        sbuf_fmt_into(err, errlen, "cannot read the attach journal from %s", store_path(s));
         return -1;
     }
     int rc = 0;
@@ -682,7 +567,7 @@ static int ca_attach_write(store *s, codex_journal *j, const char *key_hash, con
         char e2[256] = "", first[512];
         snprintf(first, sizeof first, "%s", err ? err : "");
         if (store_codex_close(s, j, "rolled_back", e2, sizeof e2) != 0)
-            ca_errf(err, errlen, "%s (and the journal could not be rolled back: %s)", first, e2);
+            sbuf_fmt_into(err, errlen, "%s (and the journal could not be rolled back: %s)", first, e2);
         return -1;
     }
     ca_crash_point("attach_after_rename");
@@ -695,14 +580,14 @@ static int ca_attach_prepare(codex_journal *j, const char *base_url, const char 
 {
     int present = 0;
     j->original_mode = 0600;
-    if (ca_file_read(j->config_path, &j->original, &present, &j->original_mode, err, errlen) != 0)
+    if (safe_file_read(j->config_path, &j->original, &present, &j->original_mode, err, errlen) != 0)
         return -1;
     j->original_present = present;
     ca_sha(&j->original, present, j->original_sha);
     char perr[256] = "";
     toml_doc *d = toml_parse(j->original.p, j->original.len, perr, sizeof perr);
     if (!d) {
-        ca_errf(err, errlen, "cannot parse %s (%s); it was left untouched", j->config_path, perr);
+        sbuf_fmt_into(err, errlen, "cannot parse %s (%s); it was left untouched", j->config_path, perr);
         return -1;
     }
     char eerr[384] = "";
@@ -715,7 +600,7 @@ static int ca_attach_prepare(codex_journal *j, const char *base_url, const char 
         sbuf_append(out, b, len);
         sha256_hex(out->p, out->len, j->written_sha);
     } else {
-        ca_errf(err, errlen, "cannot attach %s: %s; it was left untouched", j->config_path, eerr);
+        sbuf_fmt_into(err, errlen, "cannot attach %s: %s; it was left untouched", j->config_path, eerr);
     }
     toml_free(d);
     return rc;
@@ -830,7 +715,7 @@ static int ca_detach_write(store *s, codex_journal *j, const ca_view *v, const s
     ca_crash_point("detach_after_journal");
     int mode = v->present ? v->mode : j->original_mode;
     int rc = restore_present ? ca_file_replace(j->config_path, restore->p, restore->len, mode, "detach", err, errlen)
-                             : ca_file_remove(j->config_path, err, errlen);
+                             : safe_file_remove(j->config_path, err, errlen);
     if (rc != 0) {
         store_codex_set_state(s, j->id, "attached", NULL, NULL, NULL, 0);
         return -1;
@@ -870,7 +755,7 @@ static int ca_detach_journal(store *s, codex_journal *j, int force, sbuf *report
     } else if (!v.parsed || v.n_evidence == 0) {
         const char *why = !v.present ? "is gone" : !v.parsed ? "no longer parses" : "holds nothing attach wrote";
         if (!force) {
-            ca_errf(err, errlen,
+            sbuf_fmt_into(err, errlen,
                     "%s %s%s%s: it is not the file attach left, so it was not touched; "
                     "`switchyard codex detach --force` restores the original from the journal "
                     "(keeping the current file as a backup)",
@@ -905,7 +790,7 @@ static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *re
         return -1;
     int found = store_codex_open_get(s, home, j);
     if (found < 0)
-        ca_errf(err, errlen, "cannot read the attach journal from %s", store_path(s));
+        sbuf_fmt_into(err, errlen, "cannot read the attach journal from %s", store_path(s));
     return found;
 }
 
@@ -979,7 +864,7 @@ static int ca_lock(store *s, char *err, size_t errlen)
         }
     }
     if (fd < 0)
-        ca_errf(err, errlen, "cannot lock %s: %s", path, strerror(errno));
+        sbuf_fmt_into(err, errlen, "cannot lock %s: %s", path, strerror(errno));
     return fd;
 }
 

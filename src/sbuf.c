@@ -137,3 +137,13 @@ int sbuf_hex_digit(int c)
         return c - 'A' + 10;
     return -1;
 }
+
+void sbuf_fmt_into(char *dst, size_t n, const char *fmt, ...)
+{
+    if (!dst || !n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, n, fmt, ap);
+    va_end(ap);
+}
