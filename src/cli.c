@@ -5,6 +5,7 @@
  * history; no command ever prints an upstream token, and a platform key is
  * printed exactly once, by `key add`, as its last line. */
 #include "cli.h"
+#include "codex_attach.h"
 #include "config.h"
 #include "json.h"
 #include "sbuf.h"
@@ -67,6 +68,17 @@ static void cli_usage_config(FILE *f)
           "        affinity_max     sessions remembered (default 10000)\n"
           "        usage_poll_s     seconds between chatgpt usage polls, 0 off (default 600)\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
+          f);
+}
+
+static void cli_usage_codex(FILE *f)
+{
+    fputs("usage: switchyard codex attach [--codex-home DIR] [--gateway URL] [--db PATH]\n"
+          "       switchyard codex detach [--codex-home DIR] [--force] [--db PATH]\n"
+          "       switchyard codex status [--codex-home DIR] [--db PATH]\n"
+          "  the Codex home defaults to $CODEX_HOME, else ~/.codex; the gateway URL to the listen\n"
+          "  address ($SWITCHYARD_LISTEN, else 127.0.0.1:8787). attach points Codex at the gateway\n"
+          "  with a platform key of its own; detach hands config.toml back (see docs/codex.md)\n",
           f);
 }
 
@@ -956,6 +968,104 @@ static int cli_config_list(int argc, char **argv)
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
+/* ---------- codex attach / detach / status ---------- */
+
+typedef struct cli_codex_args {
+    const char *db, *home, *gateway;
+    int force, help;
+} cli_codex_args;
+
+/* Parses the codex options (force only for detach) and opens the store;
+ * NULL with *rc the exit code when the command should stop. */
+static store *cli_codex_open(const char *cmd, int argc, char **argv, cli_codex_args *a, int create, char *home,
+                             size_t n, int *rc)
+{
+    int nope = 0;
+    const cli_opt opts[] = {{"db", &a->db, NULL},
+                            {"codex-home", &a->home, NULL},
+                            {"gateway", &a->gateway, NULL},
+                            {"force", NULL, strcmp(cmd, "codex detach") == 0 ? &a->force : &nope},
+                            {"help", NULL, &a->help},
+                            {NULL, NULL, NULL}};
+    *rc = cli_parse_or_usage(cmd, argc, argv, opts, &a->help, cli_usage_codex);
+    if (*rc >= 0)
+        return NULL;
+    if (nope || (a->gateway && strcmp(cmd, "codex attach") != 0)) {
+        fprintf(stderr, "switchyard %s: %s applies to %s only\n", cmd, nope ? "--force" : "--gateway",
+                nope ? "detach" : "attach");
+        *rc = CLI_EXIT_USAGE;
+        return NULL;
+    }
+    char err[512] = "";
+    if (codex_home_resolve(a->home, create, home, n, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+        *rc = CLI_EXIT_FAIL;
+        return NULL;
+    }
+    store *s = cli_store_open(cmd, a->db);
+    *rc = s ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    return s;
+}
+
+static int cli_codex_done(const char *cmd, store *s, int rc, sbuf *report, const char *err)
+{
+    if (report->len)
+        fputs(report->p, stdout);
+    if (rc < 0)
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    sbuf_free(report);
+    store_close(s);
+    return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}
+
+static int cli_codex_attach(int argc, char **argv)
+{
+    const char *cmd = "codex attach";
+    cli_codex_args a = {0};
+    char home[PATH_MAX], err[1024] = "", gw[600];
+    int rc;
+    store *s = cli_codex_open(cmd, argc, argv, &a, 1, home, sizeof home, &rc);
+    if (!s)
+        return rc;
+    if (a.gateway) {
+        snprintf(gw, sizeof gw, "%s", a.gateway);
+    } else {
+        sy_config c;
+        config_defaults(&c);
+        if (config_from_env(&c) < 0) {
+            store_close(s);
+            return CLI_EXIT_USAGE;
+        }
+        codex_gateway_url(c.listen_host, c.listen_port, gw, sizeof gw);
+    }
+    if (strncmp(gw, "http://", 7) != 0 && strncmp(gw, "https://", 8) != 0) {
+        fprintf(stderr, "switchyard %s: --gateway must start with http:// or https://\n", cmd);
+        store_close(s);
+        return CLI_EXIT_USAGE;
+    }
+    sbuf report = SBUF_INIT;
+    rc = codex_attach(s, home, gw, &report, err, sizeof err);
+    return cli_codex_done(cmd, s, rc, &report, err);
+}
+
+/* detach (detach = 1) or status: the same options, the same output. */
+static int cli_codex_look(const char *cmd, int argc, char **argv, int detach)
+{
+    cli_codex_args a = {0};
+    char home[PATH_MAX], err[1024] = "";
+    int rc;
+    store *s = cli_codex_open(cmd, argc, argv, &a, 0, home, sizeof home, &rc);
+    if (!s)
+        return rc;
+    sbuf report = SBUF_INIT;
+    rc = detach ? codex_detach(s, home, a.force, &report, err, sizeof err)
+                : codex_status(s, home, &report, err, sizeof err);
+    return cli_codex_done(cmd, s, rc, &report, err);
+}
+
+static int cli_codex_detach(int argc, char **argv) { return cli_codex_look("codex detach", argc, argv, 1); }
+static int cli_codex_status(int argc, char **argv) { return cli_codex_look("codex status", argc, argv, 0); }
+
 /* ---------- dispatch ---------- */
 
 typedef struct cli_sub {
@@ -1003,4 +1113,11 @@ int cli_config_main(int argc, char **argv)
                                    {"unset", cli_config_unset}, {"list", cli_config_list},
                                    {NULL, NULL}};
     return cli_dispatch("config", argc, argv, subs, cli_usage_config);
+}
+
+int cli_codex_main(int argc, char **argv)
+{
+    static const cli_sub subs[] = {{"attach", cli_codex_attach}, {"detach", cli_codex_detach},
+                                   {"status", cli_codex_status}, {NULL, NULL}};
+    return cli_dispatch("codex", argc, argv, subs, cli_usage_codex);
 }

@@ -240,43 +240,13 @@ static int json_hex4(const char *s, unsigned *out)
 {
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
+        int d = sbuf_hex_digit((unsigned char)s[i]);
+        if (d < 0)
             return -1;
+        v = v << 4 | (unsigned)d;
     }
     *out = v;
     return 0;
-}
-
-static size_t json_utf8_put(char *o, unsigned cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* Length of the well-formed UTF-8 sequence at s (before end), 0 if invalid:
@@ -408,7 +378,7 @@ static char *json_parse_string(jparser *p, size_t *out_len)
                 json_fail(p, (size_t)(c - s), "invalid \\u escape");
                 goto fail;
             }
-            o += json_utf8_put(o, cp);
+            o += sbuf_utf8_encode(o, cp);
             c += 1 + used;
             continue;
         }

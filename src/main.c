@@ -9,7 +9,7 @@ static void main_usage(FILE *f)
 {
     fprintf(f, "switchyard: a local-first LLM API gateway\n\n"
                "usage:\n"
-               "  switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR] [--strategy S]\n"
+               "  switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR] [--strategy S] [--codex-attach [DIR]]\n"
                "  switchyard account add --name N --base-url URL --token T [--kind api_key|chatgpt|aggregate] [--sort N]\n"
                "  switchyard account list [--json]\n"
                "  switchyard account enable|disable|remove --name N\n"
@@ -18,6 +18,7 @@ static void main_usage(FILE *f)
                "  switchyard key prefer --name KEY (--account ACCOUNT | --clear)\n"
                "  switchyard key revoke --name KEY\n"
                "  switchyard config set KEY VALUE | get KEY | unset KEY | list\n"
+               "  switchyard codex attach [--codex-home DIR] [--gateway URL] | detach [--force] | status\n"
                "  switchyard test [DIR] [--policies DIR]\n\n"
                "Every subcommand takes --db PATH (default ./switchyard.db, or $SWITCHYARD_DB).\n");
 }
@@ -37,6 +38,8 @@ int main(int argc, char **argv)
         return cli_key_main(argc - 1, argv + 1);
     if (strcmp(cmd, "config") == 0)
         return cli_config_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "codex") == 0)
+        return cli_codex_main(argc - 1, argv + 1);
     if (strcmp(cmd, "test") == 0)
         return policy_test_main(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

@@ -23,5 +23,12 @@ void sbuf_consume(sbuf *b, size_t n); /* drops the first n bytes */
 /* Copies the C string src into dst[n] (n > 0), cut short to fit, always
  * NUL-terminated: snprintf(dst, n, "%s", src) without the format engine. */
 void sbuf_copy_cstr(char *dst, size_t n, const char *src);
+/* snprintf(dst, n, fmt, ...) that does nothing when dst is NULL or n is 0:
+ * for the optional "char *err, size_t errlen" of APIs that explain failures. */
+void sbuf_fmt_into(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The UTF-8 bytes of code point cp (<= U+10FFFF) into out; returns 1..4. */
+size_t sbuf_utf8_encode(char out[4], unsigned cp);
+/* The value of a hex digit, -1 if c is not one. */
+int sbuf_hex_digit(int c);
 
 #endif

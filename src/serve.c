@@ -1,6 +1,7 @@
 /* serve.c: start-up, signals, periodic pool refresh and shutdown of the
  * gateway (see serve.h). */
 #include "serve.h"
+#include "codex_attach.h"
 #include "gateway.h"
 #include "log.h"
 #include "server.h"
@@ -11,6 +12,7 @@
 #include <event2/http.h>
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,21 +31,38 @@ double gateway_now(void)
 static void serve_usage(FILE *f)
 {
     fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
-               "                        [--strategy ordered|balanced] [--rotation MODE] [--log-level LEVEL]\n");
+               "                        [--strategy ordered|balanced] [--rotation MODE] [--log-level LEVEL]\n"
+               "                        [--codex-attach [CODEX_HOME]]\n"
+               "  --codex-attach points Codex at this gateway once it listens and hands config.toml\n"
+               "  back on SIGTERM/SIGINT (the home defaults to $CODEX_HOME, else ~/.codex)\n");
 }
 
-static int serve_parse(sy_config *c, int argc, char **argv)
+/* What serve does with Codex: attach (when set) to codex_home ("" = the default). */
+typedef struct serve_codex {
+    int attach;
+    const char *home;
+} serve_codex;
+
+static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},       {"listen", required_argument, 0, 'l'},
         {"policies", required_argument, 0, 'p'}, {"strategy", required_argument, 0, 's'},
         {"rotation", required_argument, 0, 'r'}, {"log-level", required_argument, 0, 'v'},
+        {"codex-attach", optional_argument, 0, 'c'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
+        case 'c':
+            cx->attach = 1;
+            cx->home = optarg;
+            /* --codex-attach DIR as well as --codex-attach=DIR */
+            if (!optarg && optind < argc && argv[optind][0] != '-')
+                cx->home = argv[optind++];
+            break;
         case 'd': snprintf(c->db_path, sizeof c->db_path, "%s", optarg); break;
         case 'p': snprintf(c->policies_dir, sizeof c->policies_dir, "%s", optarg); break;
         case 'l':
@@ -183,6 +202,45 @@ static int serve_open(gateway *gw)
     return 0;
 }
 
+/* Logs each line of a codex report. */
+static void serve_codex_log(sbuf *report)
+{
+    char *save = NULL;
+    for (char *line = report->p ? strtok_r(report->p, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
+        log_info("codex: %s", line);
+}
+
+/* Finishes or rolls back what a killed attach or detach left, for every
+ * Codex home with an unfinished journal (start-up, before the loop). */
+static void serve_codex_recover(gateway *gw)
+{
+    sbuf report = SBUF_INIT;
+    if (codex_recover_all(gw->st, &report) != 0)
+        log_warn("codex: recovery of an interrupted attach or detach failed");
+    serve_codex_log(&report);
+    sbuf_free(&report);
+}
+
+/* Attaches (attach = 1) or detaches Codex at home; logs the result. */
+static int serve_codex_run(gateway *gw, const char *home, int attach)
+{
+    char err[1024] = "", url[600];
+    sbuf report = SBUF_INIT;
+    int rc;
+    if (attach) {
+        codex_gateway_url(gw->cfg.listen_host, gw->cfg.listen_port, url, sizeof url);
+        rc = codex_attach(gw->st, home, url, &report, err, sizeof err);
+        pool_refresh(gw->pool); /* the attach's platform key is valid from the first request */
+    } else {
+        rc = codex_detach(gw->st, home, 0, &report, err, sizeof err);
+    }
+    serve_codex_log(&report);
+    if (rc != 0)
+        log_error("codex: %s %s: %s", attach ? "attach to" : "detach from", home, err);
+    sbuf_free(&report);
+    return rc;
+}
+
 static void serve_close(gateway *gw)
 {
     if (gw->http)
@@ -201,9 +259,15 @@ static void serve_close(gateway *gw)
 int serve_main(int argc, char **argv)
 {
     static gateway gw;
+    serve_codex cx = {0};
+    char codex_home[PATH_MAX] = "", err[512] = "";
     config_defaults(&gw.cfg);
-    if (config_from_env(&gw.cfg) < 0 || serve_parse(&gw.cfg, argc, argv) < 0)
+    if (config_from_env(&gw.cfg) < 0 || serve_parse(&gw.cfg, &cx, argc, argv) < 0)
         return 2;
+    if (cx.attach && codex_home_resolve(cx.home, 1, codex_home, sizeof codex_home, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard serve: --codex-attach: %s\n", err);
+        return 2;
+    }
     log_set_level(gw.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -215,7 +279,8 @@ int serve_main(int argc, char **argv)
     gw.base = event_base_new_with_config(ec);
     event_config_free(ec);
     int rc = 1;
-    if (serve_open(&gw) == 0) {
+    if (serve_open(&gw) == 0 &&
+        (serve_codex_recover(&gw), !cx.attach || serve_codex_run(&gw, codex_home, 1) == 0)) {
         struct event *hup = evsignal_new(gw.base, SIGHUP, serve_on_sighup, &gw);
         struct event *term = evsignal_new(gw.base, SIGTERM, serve_on_stop, &gw);
         struct event *intr = evsignal_new(gw.base, SIGINT, serve_on_stop, &gw);
@@ -227,6 +292,8 @@ int serve_main(int argc, char **argv)
         event_add(tick, &sec);
         serve_log_listen(&gw);
         event_base_dispatch(gw.base);
+        if (cx.attach) /* Codex must not be left pointing at a stopped gateway */
+            serve_codex_run(&gw, codex_home, 0);
         log_info("stopped");
         event_free(hup), event_free(term), event_free(intr), event_free(tick);
         rc = 0;

@@ -359,8 +359,35 @@ static const char store_migration_3[] =
     "ALTER TABLE account_state ADD COLUMN usage_polled_at REAL NOT NULL DEFAULT 0;"
     "ALTER TABLE account_state ADD COLUMN usage_poll_status INTEGER NOT NULL DEFAULT 0;";
 
+/* Migration 4: the journal of `switchyard codex attach` (see
+ * store_codex.h). One row per attach of one Codex home; at most one of a
+ * home is unfinished (attaching, attached or detaching) at a time. The
+ * original config.toml is kept whole so detach can give it back byte for
+ * byte; the platform key itself is not (only its id and prefix). */
+static const char store_migration_4[] =
+    "CREATE TABLE codex_attach ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " codex_home TEXT NOT NULL,"
+    " config_path TEXT NOT NULL,"
+    " state TEXT NOT NULL CHECK (state IN ('attaching','attached','detaching','detached','rolled_back')),"
+    " gateway_url TEXT NOT NULL,"
+    " key_id INTEGER NOT NULL,"
+    " key_prefix TEXT NOT NULL,"
+    " original BLOB,"
+    " original_sha256 TEXT,"
+    " original_mode INTEGER NOT NULL,"
+    " written_sha256 TEXT NOT NULL,"
+    " keys TEXT NOT NULL,"
+    " restore_sha256 TEXT,"
+    " restore_from_sha256 TEXT,"
+    " created_at INTEGER NOT NULL,"
+    " updated_at INTEGER NOT NULL);"
+    "CREATE UNIQUE INDEX codex_attach_open ON codex_attach(codex_home)"
+    " WHERE state IN ('attaching','attached','detaching');";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
-static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3};
+static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3,
+                                                      store_migration_4};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -505,8 +532,9 @@ void store_close(store *s)
 /* Synchronous writes run on the CLI / start-up path, where waiting for the
  * server's writer to finish a transaction is right; the loop never calls
  * them, so the main connection goes back to busy_timeout 0 afterwards. */
-static void store_sync_write_begin(store *s) { sqlite3_busy_timeout(s->db, STORE_BUSY_MS); }
-static void store_sync_write_end(store *s) { sqlite3_busy_timeout(s->db, 0); }
+void store_sync_write_begin(store *s) { sqlite3_busy_timeout(s->db, STORE_BUSY_MS); }
+void store_sync_write_end(store *s) { sqlite3_busy_timeout(s->db, 0); }
+struct sqlite3 *store_sqlite(store *s) { return s->db; }
 
 /* Strict check with sqlite's JSON1: model_map must be a JSON object. */
 static int store_json_is_object(sqlite3 *db, const char *text)
@@ -707,15 +735,9 @@ static int store_key_insert(store *s, const char *name, const char *hash, const 
     return rc == SQLITE_OK ? 0 : -1;
 }
 
-int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int64_t *id_out,
-                  char *err, size_t errlen)
+int store_key_generate(char *key_out, size_t keylen, char hash[65], char prefix[16], char *err, size_t errlen)
 {
     char key[3 + STORE_KEY_RANDOM_CHARS + 1] = "sy-";
-    char hash[65], prefix[STORE_KEY_PREFIX_LEN + 1];
-    if (!name || !*name) {
-        store_errf(err, errlen, "key name is required");
-        return -1;
-    }
     if (keylen < sizeof key) {
         store_errf(err, errlen, "key buffer too small (need %zu bytes)", sizeof key);
         return -1;
@@ -726,7 +748,23 @@ int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int6
     }
     key[sizeof key - 1] = '\0';
     sha256_hex(key, strlen(key), hash);
-    snprintf(prefix, sizeof prefix, "%.*s", STORE_KEY_PREFIX_LEN, key);
+    snprintf(prefix, 16, "%.*s", STORE_KEY_PREFIX_LEN, key);
+    memcpy(key_out, key, sizeof key);
+    memset(key, 0, sizeof key);
+    return 0;
+}
+
+int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int64_t *id_out,
+                  char *err, size_t errlen)
+{
+    char key[3 + STORE_KEY_RANDOM_CHARS + 1];
+    char hash[65], prefix[16];
+    if (!name || !*name) {
+        store_errf(err, errlen, "key name is required");
+        return -1;
+    }
+    if (store_key_generate(key, keylen < sizeof key ? keylen : sizeof key, hash, prefix, err, errlen) != 0)
+        return -1;
     int rc = store_key_insert(s, name, hash, prefix, id_out);
     if (rc == 0)
         memcpy(key_out, key, sizeof key);

@@ -98,6 +98,9 @@ void store_accounts_free(account *a, size_t n);
 /* Creates a platform key; writes the plaintext key (shown once) into key_out. */
 int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int64_t *id_out,
                   char *err, size_t errlen);
+/* A new platform key without storing it: the plaintext (keylen >= 44),
+ * its sha256 hex and its display prefix. 0 ok, -1 (err filled). */
+int store_key_generate(char *key_out, size_t keylen, char hash[65], char prefix[16], char *err, size_t errlen);
 int store_key_set_preferred(store *s, int64_t key_id, int64_t account_id);
 int store_keys_load(store *s, platform_key **out, size_t *n);
 void store_keys_free(platform_key *k, size_t n);
@@ -121,6 +124,13 @@ int store_account_remove(store *s, const char *name, char *err, size_t errlen);
 int store_key_set_preferred_by_name(store *s, const char *key_name, const char *account_name,
                                     char *err, size_t errlen);
 int store_key_revoke(store *s, const char *name, char *err, size_t errlen);
+
+/* --- for the query files of other tables (store_codex.c); CLI path only ---
+ * The main connection, and the busy wait a synchronous write brackets
+ * itself with (the loop never waits: it runs with busy_timeout 0). */
+struct sqlite3 *store_sqlite(store *s);
+void store_sync_write_begin(store *s);
+void store_sync_write_end(store *s);
 
 /* --- settings (key/value text, managed by `switchyard config`) ---
  * Any change bumps config_version. The store does not validate keys or

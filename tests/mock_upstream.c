@@ -190,17 +190,6 @@ static void sc_ws(scan *s)
         s->p++;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Reads a string at s->p (on the opening quote); out may be NULL. 0 ok, -1 bad. */
 static int sc_string(scan *s, sbuf *out)
 {
@@ -234,7 +223,7 @@ static int sc_string(scan *s, sbuf *out)
                 return -1;
             unsigned cp = 0;
             for (int i = 0; i < 4; i++) {
-                int h = hexval(s->p[i]);
+                int h = sbuf_hex_digit((unsigned char)s->p[i]);
                 if (h < 0)
                     return -1;
                 cp = cp * 16 + (unsigned)h;

@@ -1,10 +1,12 @@
 /* test_cli.c: the administrative subcommands, run in-process through
- * cli_account_main / cli_key_main / cli_config_main with argv arrays against
- * a database in a temporary directory, with stdout and stderr captured to
- * files. Results are checked through the store API: account add / list /
- * enable / disable / remove, key add (the key is the last line and only its
- * hash is stored), key prefer / revoke, config set / get / unset / list with
- * validation, and that no upstream token ever reaches the output. */
+ * cli_account_main / cli_key_main / cli_config_main / cli_codex_main with
+ * argv arrays against a database in a temporary directory, with stdout and
+ * stderr captured to files. Results are checked through the store API:
+ * account add / list / enable / disable / remove, key add (the key is the
+ * last line and only its hash is stored), key prefer / revoke, config set /
+ * get / unset / list with validation, codex attach / status / detach
+ * (options, and the attach's key printed only as its prefix), and that no
+ * upstream token ever reaches the output. */
 #include "check.h"
 #include "cli.h"
 #include "sha256.h"
@@ -419,6 +421,42 @@ static void test_cli_config_set_bumps_config_version(void)
     store_close(server);
 }
 
+static void test_cli_codex_attach_status_detach_and_their_option_checks(void)
+{
+    test_out o;
+    char home[160], cfg[200];
+    test_fresh_db();
+    snprintf(home, sizeof home, "%s/codex-home", test_dir);
+    snprintf(cfg, sizeof cfg, "%s/config.toml", home);
+    test_run(cli_codex_main, &o, "codex", "attach", "--force", "--codex-home", home, NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    test_run(cli_codex_main, &o, "codex", "status", "--gateway", "http://x", "--codex-home", home, NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    test_run(cli_codex_main, &o, "codex", "attach", "--gateway", "ftp://x", "--codex-home", home, NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    CHECK(access(cfg, F_OK) != 0);
+    test_run(cli_codex_main, &o, "codex", "attach", "--gateway", "http://127.0.0.1:9/", "--codex-home", home, NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.out, "attached: ") && strstr(o.out, "-> http://127.0.0.1:9/v1 since "));
+    char text[4096], *tok;
+    test_read_file(cfg, text, sizeof text);
+    tok = strstr(text, "experimental_bearer_token = \"");
+    CHECK(tok != NULL);
+    if (tok) {
+        char key[64];
+        snprintf(key, sizeof key, "%.43s", tok + 29);
+        CHECK(strncmp(key, "sy-", 3) == 0);
+        CHECK(strstr(o.out, key) == NULL && strstr(o.err, key) == NULL); /* printed only as a prefix */
+    }
+    test_run(cli_codex_main, &o, "codex", "status", "--codex-home", home, NULL);
+    CHECK(o.rc == 0 && strncmp(o.out, "attached: ", 10) == 0);
+    test_run(cli_codex_main, &o, "codex", "detach", "--codex-home", home, NULL);
+    CHECK(o.rc == 0 && strstr(o.out, "detached: ") != NULL);
+    CHECK(access(cfg, F_OK) != 0); /* there was no file before attach */
+    test_run(cli_codex_main, &o, "codex", "status", "--codex-home", home, NULL);
+    CHECK(o.rc == 0 && strncmp(o.out, "direct: ", 8) == 0);
+}
+
 int main(void)
 {
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_cli") != 0)
@@ -435,6 +473,7 @@ int main(void)
     RUN(test_cli_config_rejects_unknown_keys_and_bad_values);
     RUN(test_cli_config_checks_argument_counts);
     RUN(test_cli_config_set_bumps_config_version);
+    RUN(test_cli_codex_attach_status_detach_and_their_option_checks);
     check_tmpdir_remove(test_dir);
     return check_summary();
 }

@@ -162,7 +162,7 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 3);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 4);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -683,7 +683,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
     int64_t a = test_add_account(s, "cg", 0, ACCOUNT_CHATGPT);
     store_close(s);
     test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);" TEST_DROP_MIGRATION_3
-                        " DELETE FROM schema_migrations WHERE version = 3");
+                        " DROP TABLE codex_attach; DELETE FROM schema_migrations WHERE version >= 3");
     s = test_open(path);
     CHECK(s != NULL);
     account_state *st = NULL;
@@ -735,16 +735,16 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     store *s = test_open(path);
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
-    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners;" TEST_DROP_MIGRATION_3
+    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;" TEST_DROP_MIGRATION_3
                         " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                     " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
     s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 3);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 4);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
-                                    " ('settings', 'response_owners')"), 2);
+                                    " ('settings', 'response_owners', 'codex_attach')"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
                                     " AND tbl_name = 'settings'"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'response_owners_created_at'"), 1);
