@@ -24,12 +24,6 @@
 #define CLI_EXIT_USAGE 2
 #define CLI_SECRET_MAX 65536
 
-/* One --long option: takes a value when val is set, else sets *flag. */
-typedef struct cli_opt {
-    const char *name;
-    const char **val;
-    int *flag;
-} cli_opt;
 
 static void cli_usage_account(FILE *f)
 {
@@ -146,7 +140,7 @@ static int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts
 
 /* Parses argv (options only); returns -1 to go on, else the exit code
  * (usage printed). */
-static int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
                               void (*usage)(FILE *))
 {
     if (cli_parse(cmd, argc, argv, opts, NULL) != 0) {
@@ -168,7 +162,7 @@ static const char *cli_db_path(const char *opt)
     return env && *env ? env : "./switchyard.db";
 }
 
-static store *cli_store_open(const char *cmd, const char *db)
+store *cli_store_open(const char *cmd, const char *db)
 {
     char err[512] = "";
     store *s = store_open(cli_db_path(db), err, sizeof err);

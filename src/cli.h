@@ -12,4 +12,23 @@ int cli_key_main(int argc, char **argv);
 int cli_config_main(int argc, char **argv);
 int cli_codex_main(int argc, char **argv); /* argv[0] = "codex": attach | detach | status */
 
+/* --- shared with the other subcommand files (admin_cli.c) --- */
+#include <stdio.h>
+#include "store.h"
+
+/* One --long option: takes a value when val is set, else sets *flag. */
+typedef struct cli_opt {
+    const char *name;
+    const char **val;
+    int *flag;
+} cli_opt;
+
+/* Parses argv (options only, terminated by a NULL name); returns -1 to go
+ * on, else the exit code (usage printed on a bad option or --help). */
+int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+                       void (*usage)(FILE *));
+/* Opens --db (else $SWITCHYARD_DB, else ./switchyard.db); NULL and a
+ * message on stderr on failure. */
+store *cli_store_open(const char *cmd, const char *db);
+
 #endif

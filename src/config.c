@@ -79,22 +79,40 @@ int config_rotation_valid(const char *s)
     return 0;
 }
 
-int config_set_listen(sy_config *c, const char *s)
+/* "host:port", ":port" or "port" into host (left as it is when s names
+ * none) and *port. -1 if invalid. */
+static int config_hostport(const char *s, char *host, size_t hn, int *port)
 {
     const char *colon = strrchr(s, ':');
-    const char *port = colon ? colon + 1 : s;
+    const char *ps = colon ? colon + 1 : s;
     char *end;
-    long p = strtol(port, &end, 10);
-    if (*port == '\0' || *end || p < 0 || p > 65535)
+    long p = strtol(ps, &end, 10);
+    if (*ps == '\0' || *end || p < 0 || p > 65535)
         return -1;
     if (colon && colon != s) {
         size_t n = (size_t)(colon - s);
-        if (n >= sizeof c->listen_host)
+        if (n >= hn)
             return -1;
-        memcpy(c->listen_host, s, n);
-        c->listen_host[n] = '\0';
+        memcpy(host, s, n);
+        host[n] = '\0';
     }
-    c->listen_port = (int)p;
+    *port = (int)p;
+    return 0;
+}
+
+int config_set_listen(sy_config *c, const char *s)
+{
+    return config_hostport(s, c->listen_host, sizeof c->listen_host, &c->listen_port);
+}
+
+int config_set_admin_listen(sy_config *c, const char *s)
+{
+    snprintf(c->admin_host, sizeof c->admin_host, "127.0.0.1");
+    if (config_hostport(s, c->admin_host, sizeof c->admin_host, &c->admin_port) < 0 || c->admin_port == 0) {
+        c->admin_host[0] = '\0';
+        c->admin_port = 0;
+        return -1;
+    }
     return 0;
 }
 
@@ -120,6 +138,11 @@ int config_from_env(sy_config *c)
     const char *listen = getenv("SWITCHYARD_LISTEN");
     if (listen && *listen && config_set_listen(c, listen) < 0) {
         log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);
+        bad = 1;
+    }
+    const char *admin = getenv("SWITCHYARD_ADMIN_LISTEN");
+    if (admin && *admin && config_set_admin_listen(c, admin) < 0) {
+        log_error("SWITCHYARD_ADMIN_LISTEN=%s: expected host:port (port not 0)", admin);
         bad = 1;
     }
     struct { const char *name; long min, max; long *dst_l; size_t *dst_z; int *pinned; } nums[] = {

@@ -9,6 +9,8 @@ typedef struct sy_config {
     char db_path[1024];
     char listen_host[64];
     int listen_port;
+    char admin_host[64];       /* --admin-listen: "" = the admin surface is on the gateway listener, loopback only */
+    int admin_port;
     char policies_dir[1024];   /* "" = the policies embedded in the binary */
     size_t max_body;           /* client request body limit, bytes */
     long connect_timeout_ms;
@@ -33,6 +35,8 @@ void config_defaults(sy_config *c);
 int config_from_env(sy_config *c);
 /* Parses "host:port" (or ":port" / "port") into c; -1 if invalid. */
 int config_set_listen(sy_config *c, const char *s);
+/* Parses the admin listen address ("host:port", or "port" for 127.0.0.1). */
+int config_set_admin_listen(sy_config *c, const char *s);
 /* Canonical strategy name ("rr"/"round_robin" -> "balanced"); NULL if unknown. */
 const char *config_strategy_canonical(const char *s);
 /* 1 if s names a rotation mode. */

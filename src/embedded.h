@@ -1,4 +1,4 @@
-/* embedded.h: the lua/ and policies/ files compiled into the binary by
+/* embedded.h: the lua/, policies/ and web/ files compiled into the binary by
  * cmake/embed.cmake, so the gateway runs on its defaults with no files. */
 #ifndef SY_EMBEDDED_H
 #define SY_EMBEDDED_H

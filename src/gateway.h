@@ -17,6 +17,7 @@ typedef struct gateway {
     sy_config cfg;
     struct event_base *base;
     struct evhttp *http;
+    struct evhttp *admin_http; /* --admin-listen, or NULL */
     store *st;
     pool *pool;
     policy_engine *policy;
@@ -29,8 +30,22 @@ typedef struct gateway {
     uint64_t next_req_id;
     size_t active;            /* client requests in progress */
     int draining;             /* SIGTERM: stop when active reaches 0 */
+    double started_at;
+    char admin_hash[65];      /* sha256 hex of the admin token; "" none set */
+    /* policy reloads (SIGHUP, admin API) */
+    uint64_t policy_fallbacks_retired; /* fallbacks counted by engines since replaced */
+    double policy_loaded_at;
+    double policy_reload_at;  /* last attempt, 0 none */
+    int policy_reload_ok;
+    char policy_reload_error[512];
 } gateway;
 
 double gateway_now(void);     /* unix seconds, fractional */
+
+/* Builds a fresh policy engine from the configured source and swaps it in
+ * only if it loads and passes its self-check; the old one keeps serving
+ * otherwise. Records the result for the admin API and metrics; logs it
+ * as "<who>: ...". 0 / -1. */
+int gateway_reload_policies(gateway *gw, const char *who);
 
 #endif

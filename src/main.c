@@ -1,4 +1,5 @@
 /* main.c: the switchyard command line: dispatches to the subcommands. */
+#include "admin_cli.h"
 #include "cli.h"
 #include "policy.h"
 #include "serve.h"
@@ -10,6 +11,7 @@ static void main_usage(FILE *f)
     fprintf(f, "switchyard: a local-first LLM API gateway\n\n"
                "usage:\n"
                "  switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR] [--strategy S] [--codex-attach [DIR]]\n"
+               "                   [--admin-listen HOST:PORT]\n"
                "  switchyard account add --name N --base-url URL --token T [--kind api_key|chatgpt|aggregate] [--sort N]\n"
                "  switchyard account list [--json]\n"
                "  switchyard account enable|disable|remove --name N\n"
@@ -19,6 +21,9 @@ static void main_usage(FILE *f)
                "  switchyard key revoke --name KEY\n"
                "  switchyard config set KEY VALUE | get KEY | unset KEY | list\n"
                "  switchyard codex attach [--codex-home DIR] [--gateway URL] | detach [--force] | status\n"
+               "  switchyard admin token\n"
+               "  switchyard status [--url URL] [--json]\n"
+               "  switchyard logs [--follow] [--account A] [--key K] [--failed] [--limit N]\n"
                "  switchyard test [DIR] [--policies DIR]\n\n"
                "Every subcommand takes --db PATH (default ./switchyard.db, or $SWITCHYARD_DB).\n");
 }
@@ -40,6 +45,12 @@ int main(int argc, char **argv)
         return cli_config_main(argc - 1, argv + 1);
     if (strcmp(cmd, "codex") == 0)
         return cli_codex_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "admin") == 0)
+        return admin_cli_admin_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "status") == 0)
+        return admin_cli_status_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "logs") == 0)
+        return admin_cli_logs_main(argc - 1, argv + 1);
     if (strcmp(cmd, "test") == 0)
         return policy_test_main(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

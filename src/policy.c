@@ -8,6 +8,7 @@
 #include "embedded.h"
 #include "log.h"
 #include "policy_sandbox.h"
+#include "sha256.h"
 #include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
@@ -33,6 +34,7 @@ struct policy_engine {
     char source[1024];
     char files[HOOK_COUNT][1100]; /* where each hook was loaded from */
     int lines[HOOK_COUNT];        /* line the hook function starts on */
+    char sha256[HOOK_COUNT][65];  /* of each hook file's text as loaded */
     uint64_t fallbacks;
     uint64_t hook_fallbacks[HOOK_COUNT];
     char last_error[512];
@@ -765,6 +767,7 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
         src = f->data;
         len = f->len;
     }
+    sha256_hex(src, len, pe->sha256[hook]);
     snprintf(chunk, sizeof chunk, "@%s", path);
     load_call c = {pe, hook, src, chunk, len};
     sandbox_result r = sandbox_run(pe->sb, load_run, &c, msg, sizeof msg);
@@ -906,3 +909,14 @@ const char *policy_source(const policy_engine *pe) { return pe ? pe->source : "n
 uint64_t policy_generation(const policy_engine *pe) { return pe ? pe->generation : 0; }
 uint64_t policy_fallbacks(const policy_engine *pe) { return pe ? pe->fallbacks : 0; }
 const char *policy_last_error(const policy_engine *pe) { return pe ? pe->last_error : ""; }
+
+int policy_file_info(const policy_engine *pe, size_t i, policy_file *out)
+{
+    if (!pe || i >= HOOK_COUNT)
+        return -1;
+    out->hook = hook_names[i];
+    out->path = pe->files[i];
+    out->sha256 = pe->sha256[i];
+    out->fallbacks = pe->hook_fallbacks[i];
+    return 0;
+}

@@ -29,6 +29,15 @@ uint64_t policy_fallbacks(const policy_engine *pe);
  * pe == NULL: the built-in default decides. */
 const char *policy_last_error(const policy_engine *pe);
 
+/* The i-th hook's file as loaded (for the admin API); -1 past the last. */
+typedef struct policy_file {
+    const char *hook;       /* "classify", ... */
+    const char *path;       /* file path, or "policies/<hook>.lua" for the embedded copy */
+    const char *sha256;     /* hex digest of the text loaded */
+    uint64_t fallbacks;     /* calls of this hook decided by the built-in default */
+} policy_file;
+int policy_file_info(const policy_engine *pe, size_t i, policy_file *out);
+
 /* --- classify: what to do with an upstream failure --- */
 typedef struct policy_event {
     int status;                /* HTTP status; 0 for network errors/timeouts */

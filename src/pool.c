@@ -164,6 +164,9 @@ pool_account *pool_find(pool *p, int64_t id)
     return NULL;
 }
 
+size_t pool_key_count(const pool *p) { return p->nkeys; }
+platform_key *pool_key_at(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i] : NULL; }
+
 const platform_key *pool_auth(const pool *p, const char *presented)
 {
     char hex[65];

@@ -48,6 +48,9 @@ size_t pool_count(const pool *p);
 pool_account *pool_at(pool *p, size_t i);      /* in sort ASC, updated_at DESC, id ASC order */
 pool_account *pool_find(pool *p, int64_t id);  /* NULL if gone */
 
+size_t pool_key_count(const pool *p);
+platform_key *pool_key_at(pool *p, size_t i);  /* NULL past the end */
+
 /* The key record for a presented platform key, or NULL. */
 const platform_key *pool_auth(const pool *p, const char *presented);
 

@@ -11,6 +11,7 @@
  * proxy_finish writes the request log and trace line and frees everything. */
 #include "proxy.h"
 #include "log.h"
+#include "metrics.h"
 #include "router.h"
 #include "server.h"
 #include "usage_poll.h"
@@ -46,6 +47,7 @@ typedef struct proxy_req {
     size_t next;              /* next plan index to try */
     int attempts;
     sbuf why;                 /* per-candidate failure summary, for the 503 */
+    sbuf tried;               /* the attempts record: a JSON array, one object per attempt */
     double t_start;
 
     /* current attempt */
@@ -55,6 +57,12 @@ typedef struct proxy_req {
     char acct_name[64];
     account_kind acct_kind;
     double t_attempt;
+    /* How the current attempt ended, set where that is decided (a free
+     * word: "failover", "returned", ...); NULL: proxy_attempt_record
+     * derives it from the request's state. */
+    const char *att_outcome;
+    char att_class[32];
+    char att_model[128];      /* the model sent upstream (after the account's model map) */
     sbuf url, upbody;
     upstream_header hdrs[PROXY_MAX_HEADERS];
     size_t n_hdrs;
@@ -193,6 +201,7 @@ static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
         return &p->in.body;
     }
     json_set_str(p->in.doc, "model", to);
+    sbuf_copy_cstr(p->att_model, sizeof p->att_model, to);
     sbuf_reset(&p->upbody);
     json_write(&p->upbody, p->in.doc);
     json_set_str(p->in.doc, "model", p->in.model);
@@ -294,8 +303,38 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
 
 /* ---------- attempt teardown ---------- */
 
+/* The one place an attempt's end is recorded: an object appended to the
+ * request's attempts record (stored with its log row) and the attempt
+ * counters of metrics. */
+static void proxy_attempt_record(proxy_req *p)
+{
+    const char *outcome = p->att_outcome, *cls = p->att_class;
+    if (!outcome) {
+        if (p->client_gone)
+            outcome = "client_closed", cls = "client_closed";
+        else if (p->committed)
+            outcome = p->error_class[0] ? "error" : "ok", cls = p->error_class;
+        else
+            outcome = "abandoned";
+    }
+    double secs = gateway_now() - p->t_attempt;
+    sbuf *t = &p->tried;
+    sbuf_puts(t, t->len ? ",{\"account\":" : "[{\"account\":");
+    sbuf_json_str(t, p->acct_name, strlen(p->acct_name));
+    sbuf_printf(t, ",\"account_id\":%lld,\"model\":", (long long)p->acct_id);
+    sbuf_json_str(t, p->att_model, strlen(p->att_model));
+    sbuf_puts(t, ",\"outcome\":");
+    sbuf_json_str(t, outcome, strlen(outcome));
+    sbuf_puts(t, ",\"class\":");
+    sbuf_json_str(t, cls, strlen(cls));
+    sbuf_printf(t, ",\"status\":%d,\"ms\":%.0f}", p->status, secs * 1000.0);
+    metrics_attempt(p->acct_id, outcome, cls, secs);
+}
+
 static void proxy_attempt_end(proxy_req *p)
 {
+    if (p->acct_id)
+        proxy_attempt_record(p);
     if (p->up) {
         upstream_cancel(p->up);
         p->up = NULL;
@@ -514,6 +553,8 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     ev->retry_after = p->retry_after;
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
+    p->att_outcome = v.failover ? "failover" : "returned";
+    sbuf_copy_cstr(p->att_class, sizeof p->att_class, v.cls);
     if (!v.failover)
         return 0;
     double secs = proxy_cool_down(p, &v);
@@ -553,8 +594,10 @@ static void proxy_on_stream_error(proxy_req *p)
     char summary[160];
     snprintf(summary, sizeof summary, "error event in the 200 stream (%s)",
              ev.error_code ? ev.error_code : (ev.error_type ? ev.error_type : "error"));
-    if (proxy_classify_and_route(p, &ev, summary))
+    if (proxy_classify_and_route(p, &ev, summary)) {
+        metrics_preflight_switch();
         return;
+    }
     /* the policy returns it: the client gets the stream as upstream sent it */
     proxy_commit(p);
     proxy_flush_held(p);
@@ -592,6 +635,7 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
     proxy_req *p = ud;
     pool_account *pa = proxy_account(p);
     double now = gateway_now();
+    metrics_ttfb(now - p->t_attempt);
     p->status = status;
     p->retry_after = -1;
     for (size_t i = 0; i < n; i++) {
@@ -757,6 +801,9 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     p->acct_kind = pa->a.kind;
     sbuf_copy_cstr(p->acct_name, sizeof p->acct_name, pa->a.name);
     p->t_attempt = gateway_now();
+    p->att_outcome = NULL;
+    p->att_class[0] = '\0';
+    sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
     p->status = 0;
     p->retry_after = -1;
     p->mode = MODE_NONE;
@@ -885,7 +932,13 @@ static void proxy_finish(proxy_req *p, int status)
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;
     }
+    if (p->tried.len) {
+        sbuf_puts(&p->tried, "]");
+        rl.attempts_json = p->tried.p; /* the writer takes it over */
+        p->tried = (sbuf)SBUF_INIT;
+    }
     store_writer_put_log(gw->st, &rl);
+    metrics_request(p->in.endpoint, status);
     trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s",
                 (unsigned long long)p->id, p->attempts ? p->acct_name : "-", status, p->attempts, ms,
                 p->error_class[0] ? p->error_class : "-");
@@ -893,6 +946,7 @@ static void proxy_finish(proxy_req *p, int status)
     json_free(p->in.doc);
     sbuf_free(&p->in.body);
     sbuf_free(&p->why);
+    sbuf_free(&p->tried);
     sbuf_free(&p->url);
     sbuf_free(&p->upbody);
     sbuf_free(&p->hstore);

@@ -4,6 +4,7 @@
 #include "codex_attach.h"
 #include "gateway.h"
 #include "log.h"
+#include "admin_api.h"
 #include "server.h"
 #include "usage_poll.h"
 #include <curl/curl.h>
@@ -32,9 +33,11 @@ static void serve_usage(FILE *f)
 {
     fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
                "                        [--strategy ordered|balanced] [--rotation MODE] [--log-level LEVEL]\n"
-               "                        [--codex-attach [CODEX_HOME]]\n"
+               "                        [--codex-attach [CODEX_HOME]] [--admin-listen HOST:PORT]\n"
                "  --codex-attach points Codex at this gateway once it listens and hands config.toml\n"
-               "  back on SIGTERM/SIGINT (the home defaults to $CODEX_HOME, else ~/.codex)\n");
+               "  back on SIGTERM/SIGINT (the home defaults to $CODEX_HOME, else ~/.codex)\n"
+               "  --admin-listen serves the dashboard, admin API and /metrics there instead of on the\n"
+               "  gateway listener (where they answer loopback clients only)\n");
 }
 
 /* What serve does with Codex: attach (when set) to codex_home ("" = the default). */
@@ -50,6 +53,7 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
         {"policies", required_argument, 0, 'p'}, {"strategy", required_argument, 0, 's'},
         {"rotation", required_argument, 0, 'r'}, {"log-level", required_argument, 0, 'v'},
         {"codex-attach", optional_argument, 0, 'c'},
+        {"admin-listen", required_argument, 0, 'a'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     int ch;
@@ -64,6 +68,12 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
                 cx->home = argv[optind++];
             break;
         case 'd': snprintf(c->db_path, sizeof c->db_path, "%s", optarg); break;
+        case 'a':
+            if (config_set_admin_listen(c, optarg) < 0) {
+                fprintf(stderr, "switchyard serve: --admin-listen %s: expected HOST:PORT (port not 0)\n", optarg);
+                return -1;
+            }
+            break;
         case 'p': snprintf(c->policies_dir, sizeof c->policies_dir, "%s", optarg); break;
         case 'l':
             if (config_set_listen(c, optarg) < 0) {
@@ -108,17 +118,7 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
 
 static void serve_on_sighup(evutil_socket_t sig, short what, void *arg)
 {
-    gateway *gw = arg;
-    const char *dir = gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL;
-    char err[512];
-    policy_engine *fresh = policy_new(dir, err, sizeof err);
-    if (!fresh) {
-        log_error("SIGHUP: policy reload refused, the previous policy keeps serving: %s", err);
-        return;
-    }
-    policy_free(gw->policy);
-    gw->policy = fresh;
-    log_info("SIGHUP: policies reloaded from %s", policy_source(fresh));
+    gateway_reload_policies(arg, "SIGHUP");
 }
 
 static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
@@ -154,8 +154,10 @@ static void serve_settings_changed(gateway *gw)
 static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
 {
     gateway *gw = arg;
-    if (pool_refresh(gw->pool))
+    if (pool_refresh(gw->pool)) {
         serve_settings_changed(gw);
+        admin_token_load(gw);
+    }
     usage_poll_tick(gw->usage, gateway_now());
     if (gw->draining && gw->active == 0)
         event_base_loopexit(gw->base, NULL);
@@ -196,7 +198,9 @@ static int serve_open(gateway *gw)
     gw->up = upstream_new(gw->base, &lim);
     gw->chunk = evbuffer_new();
     gw->usage = usage_poll_new(gw);
-    if (server_start(gw) != 0)
+    gw->started_at = gw->policy_loaded_at = gateway_now();
+    admin_token_load(gw);
+    if (server_start(gw) != 0 || admin_start(gw) != 0)
         return -1;
     usage_poll_tick(gw->usage, gateway_now()); /* at start: the first polls go out now */
     return 0;
@@ -246,6 +250,8 @@ static void serve_close(gateway *gw)
     if (gw->http)
         evhttp_free(gw->http);
     usage_poll_free(gw->usage);
+    if (gw->admin_http)
+        evhttp_free(gw->admin_http);
     upstream_free(gw->up);
     if (gw->chunk)
         evbuffer_free(gw->chunk);

@@ -29,6 +29,7 @@
 #define STORE_OWNER_QUEUE_MAX 100000  /* pending response owners before the oldest are dropped */
 #define STORE_OWNER_TTL_S (7 * 86400) /* owners older than this are pruned */
 #define STORE_PRUNE_EVERY_S 3600.0    /* at most one prune per this interval */
+#define STORE_OPS_MAX 64              /* queued admin changes; more are refused until the writer catches up */
 
 typedef struct log_item {
     struct log_item *next;
@@ -52,6 +53,8 @@ typedef struct writer_batch {
     size_t n_states;
     owner_item *owners;
     size_t n_owners;
+    store_admin_op ops[STORE_OPS_MAX];
+    size_t n_ops;
     uint64_t seq; /* everything queued with seq <= this is in or before the batch */
 } writer_batch;
 
@@ -68,6 +71,8 @@ typedef struct store_writer {
     owner_item *owners_head, *owners_tail;
     size_t n_owners;
     uint64_t dropped_owners;
+    store_admin_op ops[STORE_OPS_MAX]; /* taken whole into each batch */
+    size_t n_ops;
     double prune_due; /* monotonic seconds; writer thread only */
     int running, stop;
     int idle;         /* writer is waiting for the first item: puts must wake it */
@@ -344,7 +349,6 @@ static const char store_migration_2[] =
     " account_id INTEGER NOT NULL,"
     " created_at REAL NOT NULL);"
     "CREATE INDEX response_owners_created_at ON response_owners(created_at);";
-#undef STORE_BUMP_TRIGGER
 
 /* Migration 3: what a ChatGPT account's usage endpoint (and its rate-limit
  * headers) say beyond the used percentages: window lengths, plan, credits,
@@ -385,9 +389,27 @@ static const char store_migration_4[] =
     "CREATE UNIQUE INDEX codex_attach_open ON codex_attach(codex_home)"
     " WHERE state IN ('attaching','attached','detaching');";
 
+
+/* Migration 5: each request's attempts (a JSON array written by proxy.c:
+ * which accounts were tried, in order, and why each was left), and the
+ * admin token's hash (one row; `switchyard admin token` replaces it). Its
+ * triggers bump config_version so a running gateway picks up a rotation. */
+static const char store_migration_5[] =
+    "ALTER TABLE request_logs ADD COLUMN attempts_json TEXT;"
+    "CREATE TABLE admin_token ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " hash TEXT NOT NULL,"
+    " prefix TEXT NOT NULL,"
+    " created_at INTEGER NOT NULL);"
+    STORE_BUMP_TRIGGER("admin_token", "INSERT")
+    STORE_BUMP_TRIGGER("admin_token", "UPDATE")
+    STORE_BUMP_TRIGGER("admin_token", "DELETE");
+#undef STORE_BUMP_TRIGGER
+
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3,
-                                                      store_migration_4};
+                                                      store_migration_4, store_migration_5};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -509,6 +531,7 @@ store *store_open(const char *path, char *err, size_t errlen)
 }
 
 const char *store_path(const store *s) { return s->path; }
+struct sqlite3 *store_db(store *s) { return s->db; }
 
 static void store_writer_stop(store_writer *w);
 static void store_writer_discard(store_writer *w);
@@ -696,7 +719,7 @@ void store_accounts_free(account *a, size_t n)
 
 /* Fills out[0..n) with base62 characters from getrandom(), rejecting bytes
  * >= 248 so every character is equally likely. */
-static int store_random_base62(char *out, size_t n)
+int store_random_base62(char *out, size_t n)
 {
     static const char alphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     unsigned char buf[64];
@@ -1147,7 +1170,7 @@ static const char store_sql_up_state[] =
 static const char store_sql_ins_log[] =
     "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
     " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
-    " total_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " total_tokens, attempts_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static const char store_sql_up_owner[] =
     "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
@@ -1203,6 +1226,7 @@ static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
     store_bind_opt_int(st, 13, r->input_tokens, -1);
     store_bind_opt_int(st, 14, r->output_tokens, -1);
     store_bind_opt_int(st, 15, r->total_tokens, -1);
+    store_bind_text(st, 16, r->attempts_json);
 }
 
 /* Steps a bound statement. A constraint error belongs to that one row
@@ -1222,9 +1246,37 @@ static int writer_step(sqlite3 *db, sqlite3_stmt *st, const char *what)
     return rc;
 }
 
+/* Admin changes (rare): prepared when used. Each bumps config_version
+ * through the tables' triggers, so the pool reloads what was written. */
+static int writer_admin_op(store_writer *w, const store_admin_op *op)
+{
+    static const char *const sql[] = {
+        [STORE_OP_ACCOUNT_ENABLED] = "UPDATE accounts SET enabled = ?2 WHERE id = ?1",
+        [STORE_OP_KEY_PREFERRED] = "UPDATE platform_keys SET preferred_account_id = ?2 WHERE id = ?1",
+        [STORE_OP_SETTING] = "INSERT INTO settings(key, value, updated_at) VALUES (?3, ?4, ?5)"
+                             " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+    };
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(w->db, sql[op->kind], -1, &st, NULL) != SQLITE_OK)
+        return sqlite3_errcode(w->db);
+    if (op->kind != STORE_OP_SETTING) {
+        sqlite3_bind_int64(st, 1, op->id);
+        store_bind_opt_int(st, 2, op->value, op->kind == STORE_OP_KEY_PREFERRED ? 0 : -1);
+    } else {
+        sqlite3_bind_text(st, 3, op->key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, op->text, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, (int64_t)writer_clock(CLOCK_REALTIME));
+    }
+    int rc = writer_step(w->db, st, "admin change");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 static int writer_batch_rows(store_writer *w, const writer_batch *b)
 {
     int rc = SQLITE_OK;
+    for (size_t i = 0; rc == SQLITE_OK && i < b->n_ops; i++)
+        rc = writer_admin_op(w, &b->ops[i]);
     for (size_t i = 0; rc == SQLITE_OK && i < b->n_states; i++) {
         writer_bind_state(w->up_state, &b->states[i]);
         rc = writer_step(w->db, w->up_state, "account_state");
@@ -1314,7 +1366,7 @@ static void writer_commit_retry(store_writer *w, const writer_batch *b)
 
 /* ---------- writer thread: queue ---------- */
 
-static int writer_has_work(const store_writer *w) { return w->head || w->n_states || w->owners_head; }
+static int writer_has_work(const store_writer *w) { return w->head || w->n_states || w->owners_head || w->n_ops; }
 
 /* Moves up to STORE_BATCH_MAX logs into the batch (lock held). */
 static void writer_take_logs(store_writer *w, writer_batch *b)
@@ -1357,6 +1409,9 @@ static void writer_take(store_writer *w, writer_batch *b)
     b->n_states = w->n_states;
     w->states = NULL;
     w->n_states = w->cap_states = 0;
+    memcpy(b->ops, w->ops, w->n_ops * sizeof *w->ops);
+    b->n_ops = w->n_ops;
+    w->n_ops = 0;
     writer_take_logs(w, b);
     writer_take_owners(w, b);
     /* Every state is in the batch and both queues are in seq order, so the
@@ -1373,6 +1428,7 @@ static void writer_batch_free(writer_batch *b)
 {
     for (log_item *it = b->logs, *next; it; it = next) {
         next = it->next;
+        free(it->rl.attempts_json);
         free(it);
     }
     for (owner_item *o = b->owners, *next; o; o = next) {
@@ -1521,7 +1577,7 @@ static void store_writer_discard(store_writer *w)
     w->head = w->tail = NULL;
     w->owners_head = w->owners_tail = NULL;
     w->states = NULL;
-    w->n_logs = w->n_states = w->cap_states = w->n_owners = 0;
+    w->n_logs = w->n_states = w->cap_states = w->n_owners = w->n_ops = 0;
 }
 
 void store_writer_put_state(store *s, const account_state *st)
@@ -1565,6 +1621,7 @@ static uint64_t writer_drop_oldest(store_writer *w)
     if (!w->head)
         w->tail = NULL;
     w->n_logs--;
+    free(old->rl.attempts_json);
     free(old);
     return ++w->dropped_logs;
 }
@@ -1575,6 +1632,7 @@ void store_writer_put_log(store *s, const request_log *rl)
     log_item *it = malloc(sizeof *it);
     if (!it) {
         log_error("store: out of memory; dropped a request log");
+        free(rl->attempts_json);
         return;
     }
     it->next = NULL;
@@ -1651,6 +1709,24 @@ void store_writer_put_owner(store *s, const char *response_id, int64_t account_i
     if (dropped == 1 || (dropped && dropped % 10000 == 0))
         log_error("store: writer queue full (%d response owners); dropped the oldest (%llu dropped so far)",
                   STORE_OWNER_QUEUE_MAX, (unsigned long long)dropped);
+}
+
+int store_writer_put_admin(store *s, const store_admin_op *op)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    int ok = w->n_ops < STORE_OPS_MAX;
+    if (ok) {
+        w->ops[w->n_ops] = *op;
+        w->ops[w->n_ops].key[sizeof op->key - 1] = '\0';
+        w->ops[w->n_ops].text[sizeof op->text - 1] = '\0';
+        w->n_ops++;
+        w->queued_seq++;
+        if (w->idle)
+            pthread_cond_signal(&w->work_cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok ? 0 : -1;
 }
 
 void store_writer_sync(store *s)

@@ -83,6 +83,10 @@ typedef struct request_log {
     char route_strategy[32];
     char error_class[32];
     long input_tokens, output_tokens, total_tokens; /* -1 unknown */
+    /* JSON array of the attempts ({account, account_id, model, outcome,
+     * class, status, ms}), heap-allocated; store_writer_put_log takes it
+     * over (and frees it). NULL: none recorded. */
+    char *attempts_json;
 } request_log;
 
 /* Opens (creating with mode 0600 if missing) and migrates. Returns NULL and
@@ -90,6 +94,13 @@ typedef struct request_log {
 store *store_open(const char *path, char *err, size_t errlen);
 void store_close(store *s);   /* stops the writer (draining its queue) first */
 const char *store_path(const store *s);
+/* The main connection, for the read-only query modules beside this one
+ * (store_admin.c). Loop-thread reads only: busy_timeout 0. */
+struct sqlite3 *store_db(store *s);
+
+/* Fills out[0..n) (no NUL added) with uniformly random base62 characters
+ * from getrandom(). 0 ok, -1 failure. */
+int store_random_base62(char *out, size_t n);
 
 /* --- synchronous API (CLI, start-up, tests) --- */
 int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen);
@@ -154,12 +165,24 @@ int store_owners_load(store *s, size_t max, void (*fn)(void *ud, const char *res
 /* --- asynchronous writer (serving path) --- */
 int store_writer_start(store *s, char *err, size_t errlen);
 void store_writer_put_state(store *s, const account_state *st); /* upsert; never blocks on disk */
-void store_writer_put_log(store *s, const request_log *rl);     /* insert; never blocks on disk */
+void store_writer_put_log(store *s, const request_log *rl);     /* insert (takes attempts_json); never blocks on disk */
 /* Upserts the owner of a response id (stamped with the current time);
  * never blocks on disk. The writer deletes owners older than 7 days, at
  * most once an hour. Ids longer than STORE_OWNER_ID_MAX are ignored. */
 #define STORE_OWNER_ID_MAX 512
 void store_writer_put_owner(store *s, const char *response_id, int64_t account_id);
+/* A change asked for through the admin API, written by the writer thread
+ * (the tables' triggers then bump config_version, so the pool reloads it). */
+typedef enum { STORE_OP_ACCOUNT_ENABLED, STORE_OP_KEY_PREFERRED, STORE_OP_SETTING } store_admin_op_kind;
+typedef struct store_admin_op {
+    store_admin_op_kind kind;
+    int64_t id;         /* account id (ENABLED) or key id (PREFERRED) */
+    int64_t value;      /* enabled 0/1, or the preferred account id (0 clears) */
+    char key[32];       /* SETTING: key and value */
+    char text[64];
+} store_admin_op;
+/* Queues op; -1 when too many changes are already waiting. Never blocks on disk. */
+int store_writer_put_admin(store *s, const store_admin_op *op);
 /* Blocks until everything queued so far is committed (shutdown, tests). */
 void store_writer_sync(store *s);
 

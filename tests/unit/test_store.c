@@ -162,7 +162,7 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 4);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 5);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -671,6 +671,9 @@ static void test_store_sync_without_writer_returns(void)
     " ALTER TABLE account_state DROP COLUMN usage_polled_at;"                                              \
     " ALTER TABLE account_state DROP COLUMN usage_poll_status;"
 
+/* Undoes migration 5 by hand. */
+#define TEST_DROP_MIGRATION_5 " DROP TABLE admin_token; ALTER TABLE request_logs DROP COLUMN attempts_json;"
+
 /* ---------- migration 3: usage columns ---------- */
 
 /* A v2 database keeps its account state through migration 3; the new
@@ -682,7 +685,8 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
     store *s = test_open(path);
     int64_t a = test_add_account(s, "cg", 0, ACCOUNT_CHATGPT);
     store_close(s);
-    test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);" TEST_DROP_MIGRATION_3
+    test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);"
+                        TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DROP TABLE codex_attach; DELETE FROM schema_migrations WHERE version >= 3");
     s = test_open(path);
     CHECK(s != NULL);
@@ -726,7 +730,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
 
 /* ---------- migration 2: settings and response owners ---------- */
 
-/* A database at migration 1 (built by undoing migrations 3 and 2 by hand, which
+/* A database at migration 1 (built by undoing migrations 5, 4, 3 and 2 by hand, which
  * leaves exactly the v1 schema) upgrades in place and keeps its rows. */
 static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
 {
@@ -735,20 +739,61 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     store *s = test_open(path);
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
-    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;" TEST_DROP_MIGRATION_3
+    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;"
+                        TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                     " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
     s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 4);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 5);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
                                     " ('settings', 'response_owners', 'codex_attach')"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
                                     " AND tbl_name = 'settings'"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'response_owners_created_at'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE name = 'kept'"), 1);
+}
+
+/* ---------- migration 5: attempts record and admin token ---------- */
+
+/* A v4 database gains the attempts column and the admin token table and
+ * keeps its request logs (their attempts read as NULL). */
+static void test_store_migration_5_adds_attempts_and_admin_token(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    char err[256];
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    request_log r = test_log(0);
+    store_writer_put_log(s, &r);
+    store_close(s);
+    test_sql_exec(path, TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version = 5");
+    s = test_open(path);
+    CHECK(s != NULL);
+    store_close(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 5);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE attempts_json IS NULL"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
+                                    " AND tbl_name = 'admin_token'"), 3);
+}
+
+/* The writer stores a log's attempts record as given, and frees it. */
+static void test_store_log_keeps_its_attempts_record(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    char err[256];
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    request_log r = test_log(0);
+    r.attempts_json = strdup("[{\"account\":\"a\",\"outcome\":\"failover\"}]");
+    store_writer_put_log(s, &r);
+    store_close(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE"
+                                    " json_extract(attempts_json, '$[0].outcome') = 'failover'"), 1);
 }
 
 static void test_store_settings_round_trip(void)
@@ -1026,6 +1071,8 @@ int main(void)
     RUN(test_store_sync_without_writer_returns);
     RUN(test_store_migration_2_upgrades_a_v1_database_in_place);
     RUN(test_store_migration_3_keeps_state_and_stores_usage_fields);
+    RUN(test_store_migration_5_adds_attempts_and_admin_token);
+    RUN(test_store_log_keeps_its_attempts_record);
     RUN(test_store_settings_round_trip);
     RUN(test_store_settings_bump_config_version);
     RUN(test_store_setting_get_does_not_wait_for_a_writer);
