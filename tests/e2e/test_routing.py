@@ -22,7 +22,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import harness
-from harness import HOST, Gateway, GatewayTest, main, source_dir, wait_for
+from harness import HOST, Gateway, GatewayTest, PyUpstream, main, source_dir, wait_for
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 RESP_STREAM = dict(RESP_BODY, stream=True)
@@ -31,118 +31,6 @@ LONG_500 = "status=500"   # 5xx cools an account for 30 s: longer than any test 
 
 
 # ---------------------------------------------------------------- helpers
-
-
-class PyUpstream:
-    """A scriptable upstream in this process, for what the C mock cannot do:
-    record whole request bodies, change behaviour mid-test, hold a request
-    until the test releases it. base_url() is an OpenAI-style base URL.
-
-    fail_status: answer every request with this status (None = 200);
-    hold_next: the next request waits until release() (held is set once it arrived);
-    drop_idle: after each answer, wait a moment and close the connection without saying so
-    (no Connection: close), as servers do with idle kept-alive connections. connections counts
-    the TCP connections accepted."""
-
-    def __init__(self, name):
-        self.name = name
-        self.lock = threading.Lock()
-        self.records = []          # {"path", "body" (bytes), "headers"}
-        self.fail_status = None
-        self.hold_next = False
-        self.drop_idle = False
-        self.connections = 0
-        self.held = threading.Event()
-        self.released = threading.Event()
-        up = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def setup(self):
-                super().setup()
-                with up.lock:
-                    up.connections += 1
-
-            def _body(self):
-                if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                    out = b""
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            self.rfile.readline()
-                            return out
-                        out += self.rfile.read(size)
-                        self.rfile.readline()
-                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-            def do_POST(self):
-                body = self._body()
-                with up.lock:
-                    up.records.append({"path": self.path, "body": body,
-                                       "headers": {k.lower(): v for k, v in self.headers.items()}})
-                    n = len(up.records)
-                    hold, up.hold_next = up.hold_next, False
-                    status = up.fail_status
-                if hold:
-                    up.held.set()
-                    up.released.wait(60)
-                if status:
-                    out = json.dumps({"error": {"message": "The server had an error while processing "
-                                                "your request.", "type": "server_error",
-                                                "param": None, "code": None}}).encode()
-                else:
-                    out = json.dumps(up._answer(self.path, body, n)).encode()
-                self.send_response(status or 200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-                if up.drop_idle:
-                    self.wfile.flush()
-                    time.sleep(0.05)  # the client has parked the connection by now
-                    self.close_connection = True
-
-        self.server = ThreadingHTTPServer((HOST, 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def _answer(self, path, body, n):
-        try:
-            model = json.loads(body).get("model", "gpt-test")
-        except ValueError:
-            model = "gpt-test"
-        text = f"hello from {self.name}"
-        if path.endswith("/chat/completions"):
-            return {"id": f"chatcmpl-{self.name}-{n}", "object": "chat.completion", "created": 0,
-                    "model": model, "choices": [{"index": 0, "finish_reason": "stop",
-                                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
-        return {"id": f"resp_{self.name}_{n}", "object": "response", "created_at": 0,
-                "status": "completed", "model": model, "error": None,
-                "output": [{"id": f"msg_{self.name}_{n}", "type": "message", "status": "completed",
-                            "role": "assistant",
-                            "content": [{"type": "output_text", "text": text, "annotations": []}]}],
-                "usage": {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}}
-
-    def base_url(self):
-        return f"http://{HOST}:{self.server.server_address[1]}/v1"
-
-    def count(self):
-        with self.lock:
-            return len(self.records)
-
-    def release(self):
-        self.released.set()
-
-    def close(self):
-        self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def acct(name, base_url, kind=None, max_concurrency=None, model_map=None, chatgpt_id=None):
