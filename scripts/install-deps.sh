@@ -2,14 +2,34 @@
 # Installs the Debian 12 packages switchyard builds and tests with.
 # Idempotent; run as root (or via sudo).
 set -e
+# chromium: the dashboard's real-browser test (tests/e2e/test_dashboard.py)
 PKGS="build-essential cmake pkg-config liblua5.4-dev lua5.4 libevent-dev \
-libcurl4-openssl-dev libsqlite3-dev sqlite3 lua-cjson lua-cjson-dev python3 curl"
+libcurl4-openssl-dev libsqlite3-dev sqlite3 lua-cjson lua-cjson-dev python3 curl chromium"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+# node and npm drive the browser tests (playwright-core, the Codex CLI); a
+# node from elsewhere (e.g. NodeSource, which bundles npm) is kept as it is
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+updated=""
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -qq
+  updated=1
+  $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+# promtool validates /metrics in the suite. It ships inside Debian's
+# prometheus package, whose installation would also create a user and start
+# a Prometheus server; only the static promtool binary is taken from the
+# package instead.
+if ! command -v promtool >/dev/null 2>&1; then
+  [ -n "$updated" ] || $SUDO apt-get update -qq
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1 || $SUDO apt-get download prometheus)
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  $SUDO install -m 0755 "$tmp/x/usr/bin/promtool" /usr/local/bin/promtool
+  rm -rf "$tmp"
+fi

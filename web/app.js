@@ -1,0 +1,398 @@
+/* The dashboard's behaviour: sign in with the admin token (sessionStorage
+   only), poll the admin API every second, draw the pool, the last hour and
+   the recent requests, and send the actions. Plain DOM, no framework. */
+"use strict";
+
+const POLL_MS = 1000;
+const SLOW_EVERY = 5;            // keys and policy: every 5th poll
+const TOKEN_KEY = "switchyard.admin_token";
+const $ = (sel) => document.querySelector(sel);
+
+const state = {
+  token: sessionStorage.getItem(TOKEN_KEY) || "",
+  timer: null, polls: 0, offset: 0, lastOk: 0, down: false,
+  accounts: [], keys: [], seen: new Set(), busy: false, settingsDirty: false,
+};
+
+/* ---------- small helpers ---------- */
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat()) if (kid !== null && kid !== undefined)
+    e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  return e;
+}
+
+function dur(s) {
+  if (s === null || s === undefined || s < 0) return "–";
+  s = Math.ceil(s);
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s";
+  if (s < 86400) return Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
+  return Math.floor(s / 86400) + "d" + Math.floor(s % 86400 / 3600) + "h";
+}
+
+function clock(ts) {
+  const d = new Date(ts * 1000);
+  return d.toLocaleTimeString([], { hour12: false });
+}
+
+function serverNow() { return Date.now() / 1000 + state.offset; }
+
+class HttpError extends Error {
+  constructor(status, msg) { super(msg); this.status = status; }
+}
+
+async function api(path, body) {
+  const opts = { headers: { Authorization: "Bearer " + state.token }, cache: "no-store" };
+  if (body !== undefined) {
+    opts.method = "POST";
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const r = await fetch("/admin/api/" + path, opts);
+  let data = null;
+  try { data = await r.json(); } catch (e) { /* not JSON */ }
+  if (!r.ok) throw new HttpError(r.status, (data && data.error && data.error.message) || ("HTTP " + r.status));
+  return data;
+}
+
+/* ---------- sign in / out ---------- */
+
+function showSignin(msg) {
+  stopPolling();
+  state.token = "";
+  sessionStorage.removeItem(TOKEN_KEY);
+  $("#app").hidden = true;
+  $("#signin").hidden = false;
+  $("#signout").hidden = true;
+  $("#signin-msg").textContent = msg || "";
+  setConn("signed out", "");
+  $("#token").value = "";
+  $("#token").focus();
+}
+
+function showApp() {
+  $("#signin").hidden = true;
+  $("#app").hidden = false;
+  $("#signout").hidden = false;
+  startPolling();
+}
+
+$("#signin-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  state.token = $("#token").value.trim();
+  if (!state.token) return;
+  try {
+    await api("overview");
+  } catch (e) {
+    return showSignin(e.status === 401 || e.status === 403 ? "That token was not accepted: " + e.message : e.message);
+  }
+  sessionStorage.setItem(TOKEN_KEY, state.token);
+  showApp();
+});
+
+$("#signout").addEventListener("click", () => showSignin(""));
+
+/* ---------- polling ---------- */
+
+function setConn(text, cls) {
+  const c = $("#conn");
+  c.textContent = text;
+  c.className = "pill " + cls;
+}
+
+function startPolling() {
+  stopPolling();
+  state.polls = 0;
+  poll();
+}
+
+function stopPolling() {
+  if (state.timer) clearTimeout(state.timer);
+  state.timer = null;
+}
+
+async function poll() {
+  state.timer = null;
+  const slow = state.polls++ % SLOW_EVERY === 0;
+  const failed = $("#failed-only").checked ? "&failed=1" : "";
+  try {
+    const [ov, ac, rq, tl, keys, pol] = await Promise.all([
+      api("overview"), api("accounts"), api("requests?limit=30" + failed), api("timeline?minutes=60&bucket=60"),
+      slow ? api("keys") : null, slow ? api("policy") : null,
+    ]);
+    state.offset = ov.now - Date.now() / 1000;
+    state.lastOk = ov.now;
+    markUp();
+    renderSummary(ov);
+    renderSettings(ov);
+    state.accounts = ac.accounts;
+    renderPool();
+    renderRequests(rq.requests);
+    renderChart(tl);
+    if (keys) { state.keys = keys.keys; renderKeys(); }
+    if (pol) renderPolicy(pol);
+  } catch (e) {
+    if (e.status === 401 || e.status === 403) return showSignin("The gateway no longer accepts this token: " + e.message);
+    markDown(e);
+  }
+  if ($("#app").hidden) return;
+  state.timer = setTimeout(poll, POLL_MS);
+}
+
+/* While the gateway is unreachable the last figures stay visible but can
+   be neither clicked nor focused. */
+function setInert(on) {
+  for (const s of document.querySelectorAll("#app > section, #app > .cols")) s.inert = on;
+}
+
+function markUp() {
+  state.down = false;
+  setInert(false);
+  $("#app").classList.remove("stale");
+  $("#down").hidden = true;
+  setConn("live", "live");
+}
+
+/* The gateway stopped (or the network did): say so plainly, grey out the
+   last known state, stop the countdowns, keep retrying. */
+function markDown(e) {
+  state.down = true;
+  setInert(true);
+  $("#app").classList.add("stale");
+  const since = state.lastOk ? " — last update " + clock(state.lastOk) : "";
+  const b = $("#down");
+  b.textContent = "Gateway unreachable" + since + ". The figures below are stale; retrying every second. (" +
+    (e && e.message ? e.message : "no answer") + ")";
+  b.hidden = false;
+  setConn("unreachable", "down");
+}
+
+/* ---------- rendering ---------- */
+
+function renderSummary(ov) {
+  const a = ov.accounts, s = ov.since_start;
+  const items = [
+    ["requests", s.requests], ["failovers", s.failovers], ["preflight switches", s.preflight_switches],
+    ["in flight", ov.active_requests], ["available", a.available + " / " + a.total], ["cooling", a.cooling],
+    ["breaker open", a.breaker_open], ["disabled", a.disabled], ["policy fallbacks", ov.policy.fallbacks_total],
+    ["log queue", ov.writer.pending_logs], ["dropped logs", ov.writer.dropped_logs],
+    ["up", dur(ov.now - ov.started_at)],
+  ];
+  const dl = $("#summary");
+  dl.replaceChildren(...items.map(([k, v]) => el("div", {}, el("dt", { text: k }), el("dd", { text: v }))));
+  $("#where").textContent = ov.listen + (ov.draining ? " · draining" : "");
+}
+
+function renderSettings(ov) {
+  if (state.settingsDirty || document.activeElement === $("#strategy") || document.activeElement === $("#rotation")) return;
+  $("#strategy").value = ov.strategy;
+  $("#rotation").value = ov.rotation;
+}
+
+function usageBar(w) {
+  if (!w || w.used_pct === null) return el("span", { class: "muted", text: "–" });
+  const pct = Math.max(0, Math.min(100, w.used_pct));
+  const cls = pct >= 90 ? "fill high" : pct >= 70 ? "fill mid" : "fill";
+  const fill = el("span", { class: cls });
+  fill.style.width = pct + "%"; /* CSSOM, which the page's CSP allows (a style attribute it would not) */
+  return el("span", { class: "bar", title: w.used_pct.toFixed(1) + "% used" },
+    el("span", { class: "track" }, fill),
+    Math.round(pct) + "%", w.resets_in_s !== null ? el("small", { text: "↻ " + dur(w.resets_in_s) }) : null);
+}
+
+function actionButton(label, action, acct, extra) {
+  return el("button", {
+    type: "button", "data-action": action, "data-account": acct.name, "aria-label": label + " " + acct.name,
+    onclick: (ev) => act(ev.currentTarget, "accounts/" + action, { account: acct.name }), ...extra,
+  }, label);
+}
+
+function renderPool() {
+  const now = serverNow();
+  const tb = $("#pool tbody");
+  if (!state.accounts.length) {
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 13, class: "empty",
+      text: "No accounts yet: add one with 'switchyard account add'." })));
+    return;
+  }
+  tb.replaceChildren(...state.accounts.map((a) => {
+    const left = a.cooldown_until ? a.cooldown_until - now : 0;
+    return el("tr", { class: "row-" + a.state, "data-account": a.name },
+      el("td", { class: "name", text: a.name }),
+      el("td", { class: "c-kind", text: a.kind }),
+      el("td", {}, el("span", { class: "badge s-" + a.state, "data-state": a.state, text: a.state.replace("_", " ") })),
+      el("td", { class: left > 0 ? "cd on" : "cd", "data-cooldown-until": a.cooldown_until || "" }, left > 0 ? dur(left) : "–"),
+      el("td", { class: "num c-ladder", text: a.ladder_step || "–" }),
+      el("td", { class: "c-breaker", text: a.breaker || "–" }),
+      el("td", { class: "num c-infl", text: a.inflight + (a.max_concurrency ? " / " + a.max_concurrency : "") }),
+      el("td", { class: "c-5h" }, usageBar(a.usage.primary)),
+      el("td", { class: "c-week" }, usageBar(a.usage.secondary)),
+      el("td", { class: "num c-health", text: Math.round(a.health.success_rate * 100) + "%" }),
+      el("td", { class: "num c-health", text: a.health.latency_ema_ms ? Math.round(a.health.latency_ema_ms) + " ms" : "–" }),
+      el("td", { class: "c-err", text: a.last_error || "–" }),
+      el("td", { class: "actions" },
+        a.enabled ? actionButton("Disable", "disable", a) : actionButton("Enable", "enable", a),
+        actionButton("Reset", "reset", a, { disabled: !(left > 0 || a.ladder_step || a.fail_streak),
+          title: "clear the cooldown, the 429 ladder and the breaker" })));
+  }));
+}
+
+/* Countdowns move between polls (and stop when the gateway is gone). */
+function tickCountdowns() {
+  if (state.down) return;
+  const now = serverNow();
+  for (const td of document.querySelectorAll("#pool td.cd")) {
+    const until = parseFloat(td.dataset.cooldownUntil || "0");
+    td.textContent = until > now ? dur(until - now) : "–";
+    td.classList.toggle("on", until > now);
+  }
+}
+setInterval(tickCountdowns, 250);
+
+function attemptsView(tried) {
+  const wrap = el("span", { class: "att" });
+  tried.forEach((t, i) => {
+    if (i) wrap.append(el("span", { class: "arrow", text: "→" }));
+    const what = t.outcome + (t.class && t.outcome !== "ok" ? " " + t.class : "") + (t.status ? " " + t.status : "");
+    wrap.append(el("span", { class: "step o-" + t.outcome, "data-outcome": t.outcome,
+      title: `${t.account}: ${t.outcome}${t.class ? " (" + t.class + ")" : ""}, HTTP ${t.status || "–"}, ${t.ms} ms, model ${t.model}` },
+      el("b", { text: t.account }), " " + what));
+  });
+  if (!tried.length) wrap.append(el("span", { class: "muted", text: "no account tried" }));
+  return wrap;
+}
+
+function renderRequests(rows) {
+  const tb = $("#requests tbody");
+  if (!rows.length) {
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "empty", text: "No requests yet." })));
+    return;
+  }
+  const first = state.seen.size === 0;
+  tb.replaceChildren(...rows.map((r) => {
+    const fresh = !first && !state.seen.has(r.id);
+    state.seen.add(r.id);
+    return el("tr", { "data-id": r.id, class: fresh ? "fresh" : null },
+      el("td", { class: "mono", text: clock(r.ts) }),
+      el("td", { class: "c-key", text: r.key || "–" }),
+      el("td", { class: "c-ep mono", text: r.endpoint + (r.stream ? " ⇣" : "") }),
+      el("td", { class: "c-model", text: r.model || "–" }),
+      el("td", { class: "num st-" + String(r.status)[0], text: r.status }),
+      el("td", { class: "num", text: Math.round(r.latency_ms) }),
+      el("td", {}, attemptsView(r.tried)));
+  }));
+  if (state.seen.size > 2000) state.seen = new Set(rows.map((r) => r.id));
+}
+
+function renderChart(tl) {
+  const W = 600, H = 150, PAD = 0, n = Math.round(3600 / tl.bucket_s);
+  const byT = new Map(tl.buckets.map((b) => [Math.round((b.t - tl.since) / tl.bucket_s), b]));
+  let max = 1;
+  for (const b of tl.buckets) max = Math.max(max, b.requests);
+  const bw = (W - PAD) / n;
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("role", "img");
+  const tot = tl.buckets.reduce((a, b) => [a[0] + b.requests, a[1] + b.failovers, a[2] + b.failed], [0, 0, 0]);
+  svg.setAttribute("aria-label", `Last hour: ${tot[0]} requests, ${tot[1]} failovers, ${tot[2]} failed`);
+  const rect = (x, y, w, h, cls) => {
+    const r = document.createElementNS(ns, "rect");
+    r.setAttribute("x", x); r.setAttribute("y", y); r.setAttribute("width", w); r.setAttribute("height", h);
+    r.setAttribute("class", cls);
+    svg.append(r);
+  };
+  const scale = (v) => (H - 4) * v / max;
+  for (let i = 0; i < n; i++) {
+    const b = byT.get(i);
+    if (!b) continue;
+    const x = PAD + i * bw + 0.5, w = Math.max(1, bw - 1);
+    rect(x, H - PAD - scale(b.requests), w, scale(b.requests), "r");
+    if (b.failovers) rect(x, H - PAD - scale(Math.min(b.failovers, max)), w / 2, scale(Math.min(b.failovers, max)), "f");
+    if (b.failed) rect(x + w / 2, H - PAD - scale(b.failed), w / 2, scale(b.failed), "e");
+  }
+  const line = document.createElementNS(ns, "line");
+  line.setAttribute("x1", 0); line.setAttribute("x2", W); line.setAttribute("y1", H - 0.5); line.setAttribute("y2", H - 0.5);
+  line.setAttribute("class", "axis");
+  svg.append(line);
+  /* labels in HTML: the SVG stretches to the card's width, text would too */
+  const axis = el("div", { class: "chart-x" }, el("span", { text: "−60 min" }), el("span", { text: "−30 min" }),
+    el("span", { text: "now" }));
+  const peak = el("div", { class: "chart-x" }, el("span", { text: "peak " + max + "/min" }),
+    el("span", { text: `${tot[0]} requests · ${tot[1]} failovers · ${tot[2]} failed` }));
+  $("#chart").replaceChildren(peak, svg, axis);
+  $("#chart").dataset.failovers = tot[1];
+}
+
+function renderKeys() {
+  const tb = $("#keys tbody");
+  if (!state.keys.length) {
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 3, class: "empty", text: "No platform keys." })));
+    return;
+  }
+  tb.replaceChildren(...state.keys.map((k) => {
+    const sel = el("select", { "aria-label": "preferred account of key " + k.name, "data-key": k.id,
+      onchange: (ev) => act(ev.currentTarget, "keys/prefer", { key: k.id, account: ev.currentTarget.value || null }) },
+      el("option", { value: "", text: "(none)" }),
+      state.accounts.map((a) => el("option", { value: a.name, text: a.name, selected: a.name === k.preferred_account })));
+    return el("tr", { class: k.revoked ? "row-disabled" : null },
+      el("td", { class: "name", text: k.name + (k.revoked ? " (revoked)" : "") }),
+      el("td", { class: "mono", text: k.prefix + "…" }), el("td", {}, sel));
+  }));
+}
+
+function renderPolicy(p) {
+  const last = p.last_reload;
+  const box = $("#policy");
+  box.replaceChildren(
+    el("div", { class: "row" }, el("b", { text: "source" }), p.source),
+    el("div", { class: "row" }, el("b", { text: "fallbacks" }), String(p.fallbacks_total),
+      p.last_fallback ? el("span", { class: "bad-text", text: " · " + p.last_fallback }) : null),
+    el("div", { class: "row" }, el("b", { text: "reload" }), last
+      ? el("span", { class: last.ok ? "ok-text" : "bad-text", text: (last.ok ? "ok" : "refused: " + last.error) + " at " + clock(last.at) })
+      : el("span", { class: "muted", text: "none since start" })),
+    ...p.files.map((f) => el("div", { class: "row" }, el("b", { text: f.hook }),
+      el("code", { title: f.path + "\nsha256 " + f.sha256, text: f.sha256.slice(0, 12) }),
+      f.fallbacks ? el("span", { class: "bad-text", text: f.fallbacks + " fallbacks" }) : null)));
+}
+
+/* ---------- actions ---------- */
+
+async function act(control, path, body) {
+  control.disabled = true;
+  try {
+    await api(path, body);
+    state.polls = 0; // fetch keys and policy again with the next poll
+  } catch (e) {
+    if (e.status === 401 || e.status === 403) return showSignin(e.message);
+    alert(e.message);
+  } finally {
+    control.disabled = false;
+  }
+  stopPolling();
+  poll();
+}
+
+$("#settings").addEventListener("change", () => { state.settingsDirty = true; });
+$("#settings").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  state.settingsDirty = false;
+  act(ev.submitter || $("#settings button[type=submit]"), "settings",
+    { strategy: $("#strategy").value, rotation: $("#rotation").value });
+});
+$("#reload").addEventListener("click", (ev) => act(ev.currentTarget, "policy/reload", {}));
+$("#failed-only").addEventListener("change", () => { state.seen.clear(); stopPolling(); poll(); });
+
+/* ---------- start ---------- */
+
+if (state.token) showApp(); else showSignin("");
