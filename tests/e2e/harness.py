@@ -82,6 +82,25 @@ def source_dir():
         os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
+def npm_package(spec, cache_name, check_rel):
+    """Installs the npm package spec (e.g. "pkg@1.2.3") into .cache/<cache_name>
+    of the source tree on first use. Returns (path of check_rel inside that
+    cache, None), or (None, why) when npm or the registry is unavailable."""
+    cache = os.path.join(source_dir(), ".cache", cache_name)
+    path = os.path.join(cache, check_rel)
+    if os.path.exists(path):
+        return path, None
+    npm = shutil.which("npm")
+    if not npm:
+        return None, "npm is not installed"
+    os.makedirs(cache, exist_ok=True)
+    p = subprocess.run([npm, "install", "--prefix", cache, "--no-audit", "--no-fund", spec],
+                       capture_output=True, text=True, timeout=240)
+    if p.returncode != 0 or not os.path.exists(path):
+        return None, f"npm install {spec} failed: {p.stderr.strip()[-400:]}"
+    return path, None
+
+
 def switchyard_bin():
     return env_path("SWITCHYARD_BIN", "switchyard")
 

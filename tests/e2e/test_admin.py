@@ -8,6 +8,8 @@ dashboard's files, and the `status` and `logs` commands.
 Which account served is read from x-switchyard-account; waits poll for a
 state, never a duration."""
 
+import hashlib
+import http.client
 import json
 import os
 import shutil
@@ -15,7 +17,7 @@ import socket
 import subprocess
 import tempfile
 
-from harness import (Gateway, GatewayTest, PyUpstream, account, http_call, main, source_dir,
+from harness import (GatewayTest, PyUpstream, Response, account, http_call, main, source_dir,
                      switchyard_bin, wait_for)
 
 BODY = {"model": "gpt-test", "input": "hi"}
@@ -28,14 +30,12 @@ def admin_token(g):
 def call(g, method, path, body=None, token=None, port=None, host=None):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     if host:
-        import http.client
         conn = http.client.HTTPConnection(host, port or g.port, timeout=30)
         conn.request(method, path, body=json.dumps(body).encode() if body is not None else None,
                      headers=dict(headers, **({"Content-Type": "application/json"} if body is not None else {})))
         resp = conn.getresponse()
         data = resp.read()
         conn.close()
-        from harness import Response
         return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
     return http_call(port or g.port, method, path, body, headers)
 
@@ -206,7 +206,6 @@ class AdminTest(GatewayTest):
         pol = call(g, "GET", "/admin/api/policy", token=tok).json()
         self.assertEqual(pol["source"], "embedded")
         self.assertEqual(sorted(f["hook"] for f in pol["files"]), ["classify", "cooldown", "guard", "order"])
-        import hashlib
         with open(os.path.join(source_dir(), "policies", "order.lua"), "rb") as f:
             want = hashlib.sha256(f.read()).hexdigest()
         self.assertEqual([f["sha256"] for f in pol["files"] if f["hook"] == "order"], [want])

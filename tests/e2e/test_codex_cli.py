@@ -12,25 +12,13 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import GatewayTest, account, main, source_dir, wait_for
+from harness import GatewayTest, account, main, npm_package, wait_for
 
 CODEX_VERSION = os.environ.get("SWITCHYARD_CODEX_VERSION", "0.171.0")
 
 
 def codex_bin():
-    cache = os.path.join(source_dir(), ".cache", "codex")
-    exe = os.path.join(cache, "node_modules", ".bin", "codex")
-    if os.path.exists(exe):
-        return exe, None
-    npm = shutil.which("npm")
-    if not npm:
-        return None, "npm is not installed"
-    os.makedirs(cache, exist_ok=True)
-    p = subprocess.run([npm, "install", "--prefix", cache, "--no-audit", "--no-fund",
-                        f"@openai/codex@{CODEX_VERSION}"], capture_output=True, text=True, timeout=240)
-    if p.returncode != 0 or not os.path.exists(exe):
-        return None, f"npm install @openai/codex failed: {p.stderr.strip()[-400:]}"
-    return exe, None
+    return npm_package(f"@openai/codex@{CODEX_VERSION}", "codex", os.path.join("node_modules", ".bin", "codex"))
 
 
 class CodexCliTest(GatewayTest):

@@ -13,26 +13,16 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import GatewayTest, PyUpstream, account, main, source_dir, switchyard_bin
+from harness import GatewayTest, PyUpstream, account, main, npm_package, source_dir, switchyard_bin
 
 PLAYWRIGHT_VERSION = os.environ.get("SWITCHYARD_PLAYWRIGHT_VERSION", "1.61.1")  # the last for Debian 12's node 18
 CHROMIUM = "/usr/bin/chromium"
 
 
 def playwright_core():
-    cache = os.path.join(source_dir(), ".cache", f"playwright-{PLAYWRIGHT_VERSION}")
-    mod = os.path.join(cache, "node_modules", "playwright-core")
-    if os.path.exists(os.path.join(mod, "package.json")):
-        return mod, None
-    npm = shutil.which("npm")
-    if not npm:
-        return None, "npm is not installed"
-    os.makedirs(cache, exist_ok=True)
-    p = subprocess.run([npm, "install", "--prefix", cache, "--no-audit", "--no-fund",
-                        f"playwright-core@{PLAYWRIGHT_VERSION}"], capture_output=True, text=True, timeout=240)
-    if p.returncode != 0 or not os.path.exists(mod):
-        return None, f"npm install playwright-core failed: {p.stderr.strip()[-400:]}"
-    return mod, None
+    pkg, why = npm_package(f"playwright-core@{PLAYWRIGHT_VERSION}", f"playwright-{PLAYWRIGHT_VERSION}",
+                           os.path.join("node_modules", "playwright-core", "package.json"))
+    return (os.path.dirname(pkg), None) if pkg else (None, why)
 
 
 class DashboardTest(GatewayTest):

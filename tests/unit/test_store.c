@@ -758,20 +758,28 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
 
 /* ---------- migration 5: attempts record and admin token ---------- */
 
+/* Writes one request log (with attempts_json, may be NULL) into a fresh
+ * database at path through the writer. */
+static void test_store_one_log(char *path, size_t n, const char *attempts_json)
+{
+    test_db_path(path, n);
+    store *s = test_open(path);
+    char err[256];
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    request_log r = test_log(0);
+    r.attempts_json = attempts_json ? strdup(attempts_json) : NULL;
+    store_writer_put_log(s, &r);
+    store_close(s);
+}
+
 /* A v4 database gains the attempts column and the admin token table and
  * keeps its request logs (their attempts read as NULL). */
 static void test_store_migration_5_adds_attempts_and_admin_token(void)
 {
     char path[128];
-    test_db_path(path, sizeof path);
-    store *s = test_open(path);
-    char err[256];
-    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
-    request_log r = test_log(0);
-    store_writer_put_log(s, &r);
-    store_close(s);
+    test_store_one_log(path, sizeof path, NULL);
     test_sql_exec(path, TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version = 5");
-    s = test_open(path);
+    store *s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
     CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 5);
@@ -784,14 +792,7 @@ static void test_store_migration_5_adds_attempts_and_admin_token(void)
 static void test_store_log_keeps_its_attempts_record(void)
 {
     char path[128];
-    test_db_path(path, sizeof path);
-    store *s = test_open(path);
-    char err[256];
-    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
-    request_log r = test_log(0);
-    r.attempts_json = strdup("[{\"account\":\"a\",\"outcome\":\"failover\"}]");
-    store_writer_put_log(s, &r);
-    store_close(s);
+    test_store_one_log(path, sizeof path, "[{\"account\":\"a\",\"outcome\":\"failover\"}]");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE"
                                     " json_extract(attempts_json, '$[0].outcome') = 'failover'"), 1);
 }
