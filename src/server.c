@@ -2,6 +2,7 @@
  * loop and only validates and dispatches; proxy.c does the upstream work. */
 #include "server.h"
 #include "log.h"
+#include "metrics.h"
 #include "proxy.h"
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
@@ -46,6 +47,15 @@ void server_send_error(struct evhttp_request *req, int status, const char *type,
     sbuf_free(&b);
 }
 
+/* An error for a request that never reaches the proxy, counted in the
+ * metrics by endpoint and status like the proxied ones. */
+static void server_refuse(struct evhttp_request *req, const char *endpoint, int status, const char *type,
+                          const char *code, const char *message)
+{
+    metrics_request(endpoint, status);
+    server_send_error(req, status, type, code, message);
+}
+
 /* The platform key from "Authorization: Bearer K" or "x-api-key: K". */
 static const char *server_presented_key(struct evhttp_request *req)
 {
@@ -87,7 +97,7 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
     if (len > gw->cfg.max_body) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body is %zu bytes; the limit is %zu", len, gw->cfg.max_body);
-        server_send_error(req, 413, "invalid_request_error", "request_too_large", msg);
+        server_refuse(req, in->endpoint, 413, "invalid_request_error", "request_too_large", msg);
         return -1;
     }
     sbuf_append(&in->body, evbuffer_pullup(ib, -1), len);
@@ -96,19 +106,19 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
     if (!in->doc || in->doc->type != JSON_OBJECT) {
         char msg[256];
         snprintf(msg, sizeof msg, "request body is not a JSON object: %s", in->doc ? "wrong type" : err);
-        server_send_error(req, 400, "invalid_request_error", "invalid_json", msg);
+        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_json", msg);
         return -1;
     }
     const char *model = json_get_str(in->doc, "model");
     json_value *mv = json_get(in->doc, "model");
     if (mv && !model) {
-        server_send_error(req, 400, "invalid_request_error", "invalid_value", "'model' must be a string");
+        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_value", "'model' must be a string");
         return -1;
     }
     snprintf(in->model, sizeof in->model, "%s", model ? model : "");
     json_value *sv = json_get(in->doc, "stream");
     if (sv && sv->type != JSON_TRUE && sv->type != JSON_FALSE && sv->type != JSON_NULL) {
-        server_send_error(req, 400, "invalid_request_error", "invalid_value", "'stream' must be a boolean");
+        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_value", "'stream' must be a boolean");
         return -1;
     }
     in->stream = json_get_bool(in->doc, "stream", 0);
@@ -130,21 +140,21 @@ static void server_handle(struct evhttp_request *req, void *arg)
         return server_health(req, gw);
     const server_route *r = server_route_find(path);
     if (!r)
-        return server_send_error(req, 404, "invalid_request_error", "unknown_url",
-                                 "unknown path; this gateway serves /v1/responses, /v1/chat/completions and /v1/models");
+        return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
+                             "unknown path; this gateway serves /v1/responses, /v1/chat/completions and /v1/models");
     if ((r->is_get && method != EVHTTP_REQ_GET) || (!r->is_get && method != EVHTTP_REQ_POST))
-        return server_send_error(req, 405, "invalid_request_error", "method_not_allowed",
-                                 r->is_get ? "use GET for this path" : "use POST for this path");
+        return server_refuse(req, r->path, 405, "invalid_request_error", "method_not_allowed",
+                             r->is_get ? "use GET for this path" : "use POST for this path");
     if (gw->draining)
-        return server_send_error(req, 503, "server_error", "shutting_down", "the gateway is shutting down");
+        return server_refuse(req, r->path, 503, "server_error", "shutting_down", "the gateway is shutting down");
 
     const char *presented = server_presented_key(req);
     if (!presented)
-        return server_send_error(req, 401, "invalid_request_error", "missing_api_key",
-                                 "missing platform key: send 'Authorization: Bearer <key>' (create one with 'switchyard key add')");
+        return server_refuse(req, r->path, 401, "invalid_request_error", "missing_api_key",
+                             "missing platform key: send 'Authorization: Bearer <key>' (create one with 'switchyard key add')");
     const platform_key *key = pool_auth(gw->pool, presented);
     if (!key)
-        return server_send_error(req, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
+        return server_refuse(req, r->path, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
 
     proxy_input in;
     memset(&in, 0, sizeof in);

@@ -318,6 +318,7 @@ class AdminTest(GatewayTest):
             self.skipTest("promtool is not installed (scripts/install-deps.sh installs it)")
         g, tok = self.pool()
         self.assertEqual(g.post("/v1/responses", BODY).status, 200)
+        self.assertEqual(g.post("/v1/responses", BODY, key=None).status, 401)
         r = call(g, "GET", "/metrics")
         self.assertEqual(r.status, 200)
         self.assertTrue(r.headers["content-type"].startswith("text/plain; version=0.0.4"))
@@ -327,6 +328,7 @@ class AdminTest(GatewayTest):
         for line in ('switchyard_failovers_total{account="a",class="rate_limit"} 1',
                      'switchyard_upstream_attempts_total{account="b",outcome="ok",class="none"} 1',
                      'switchyard_requests_total{endpoint="/v1/responses",status="200"} 1',
+                     'switchyard_requests_total{endpoint="/v1/responses",status="401"} 1',
                      'switchyard_accounts{state="cooling"} 1',
                      'switchyard_upstream_ttfb_seconds_count 2'):
             self.assertIn(line + "\n", text)
