@@ -259,6 +259,30 @@ static void admin_cli_rows_print(const status_row *rows, size_t n)
     }
 }
 
+/* The database's view as JSON: {"source":"database","accounts":[...]}
+ * with the fields of the API's accounts document that the database knows. */
+static void admin_cli_rows_json(const status_row *rows, size_t n)
+{
+    sbuf o = SBUF_INIT;
+    sbuf_puts(&o, "{\"source\":\"database\",\"accounts\":[");
+    for (size_t i = 0; i < n; i++) {
+        const status_row *r = &rows[i];
+        sbuf_puts(&o, i ? ",{\"name\":" : "{\"name\":");
+        sbuf_json_str(&o, r->name, strlen(r->name));
+        sbuf_printf(&o, ",\"kind\":\"%s\",\"state\":\"%s\",\"enabled\":%s,\"cooldown_remaining_s\":%.0f,"
+                        "\"ladder_step\":%d,\"last_error\":",
+                    r->kind, r->state, r->enabled ? "true" : "false", r->cooldown_s, r->ladder);
+        if (strcmp(r->last_error, "-") == 0)
+            sbuf_puts(&o, "null");
+        else
+            sbuf_json_str(&o, r->last_error, strlen(r->last_error));
+        sbuf_puts(&o, "}");
+    }
+    sbuf_puts(&o, "]}\n");
+    fputs(o.p, stdout);
+    sbuf_free(&o);
+}
+
 /* The admin API base URL from the same settings `serve` reads. */
 static void admin_cli_default_url(char *out, size_t n)
 {
@@ -335,8 +359,12 @@ static int admin_cli_status(int argc, char **argv)
         store_close(s);
         return 1;
     }
-    printf("from the database %s (gateway at %s not asked: %s)\n", store_path(s), base, why);
-    admin_cli_rows_print(rows, n);
+    if (json) {
+        admin_cli_rows_json(rows, n);
+    } else {
+        printf("from the database %s (gateway at %s not asked: %s)\n", store_path(s), base, why);
+        admin_cli_rows_print(rows, n);
+    }
     free(rows);
     store_close(s);
     return 0;

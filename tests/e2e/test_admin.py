@@ -364,6 +364,9 @@ class AdminTest(GatewayTest):
         rows = {ln.split()[0]: ln.split() for ln in p.stdout.splitlines()[2:]}
         self.assertEqual((rows["a"][2], rows["b"][2]), ("cooling", "available"))
         self.assertEqual(rows["b"][6], "0")  # in flight: only the live view knows
+        p = subprocess.run([switchyard_bin(), "status", "--db", g.db_path, "--json"], env=env, capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual([a["inflight"] for a in json.loads(p.stdout)["accounts"]], [0, 0])
         g.stop()
         p = subprocess.run([switchyard_bin(), "status", "--db", g.db_path], env=env, capture_output=True,
                            text=True, timeout=30)
@@ -371,6 +374,12 @@ class AdminTest(GatewayTest):
         self.assertIn("from the database", p.stdout)
         rows = {ln.split()[0]: ln.split() for ln in p.stdout.splitlines()[2:]}
         self.assertEqual((rows["a"][2], rows["a"][-1], rows["b"][2]), ("cooling", "rate_limit", "available"))
+        p = subprocess.run([switchyard_bin(), "status", "--db", g.db_path, "--json"], env=env, capture_output=True,
+                           text=True, timeout=30)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["source"], "database")
+        self.assertEqual([(a["name"], a["state"], a["last_error"]) for a in doc["accounts"]],
+                         [("a", "cooling", "rate_limit"), ("b", "available", None)])
 
     def test_logs_print_each_request_with_its_attempts_and_follow(self):
         g, tok = self.pool()
