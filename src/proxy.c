@@ -321,13 +321,19 @@ static void proxy_attempt_record(proxy_req *p)
     sbuf *t = &p->tried;
     sbuf_puts(t, t->len ? ",{\"account\":" : "[{\"account\":");
     sbuf_json_str(t, p->acct_name, strlen(p->acct_name));
-    sbuf_printf(t, ",\"account_id\":%lld,\"model\":", (long long)p->acct_id);
+    sbuf_puts(t, ",\"account_id\":");
+    sbuf_put_int(t, p->acct_id);
+    sbuf_puts(t, ",\"model\":");
     sbuf_json_str(t, p->att_model, strlen(p->att_model));
     sbuf_puts(t, ",\"outcome\":");
     sbuf_json_str(t, outcome, strlen(outcome));
     sbuf_puts(t, ",\"class\":");
     sbuf_json_str(t, cls, strlen(cls));
-    sbuf_printf(t, ",\"status\":%d,\"ms\":%.0f}", p->status, secs * 1000.0);
+    sbuf_puts(t, ",\"status\":");
+    sbuf_put_int(t, p->status);
+    sbuf_puts(t, ",\"ms\":");
+    sbuf_put_int(t, (long long)(secs * 1000.0 + 0.5));
+    sbuf_puts(t, "}");
     metrics_attempt(p->acct_id, outcome, cls, secs);
 }
 

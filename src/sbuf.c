@@ -59,6 +59,19 @@ void sbuf_printf(sbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+void sbuf_put_int(sbuf *b, long long v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do
+        tmp[--i] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        tmp[--i] = '-';
+    sbuf_append(b, tmp + i, sizeof tmp - i);
+}
+
 void sbuf_json_str(sbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";

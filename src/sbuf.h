@@ -17,6 +17,8 @@ void sbuf_reset(sbuf *b); /* len = 0, keeps memory */
 void sbuf_append(sbuf *b, const void *p, size_t n);
 void sbuf_puts(sbuf *b, const char *s);
 void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends v in decimal: sbuf_printf(b, "%lld", v) without the format engine. */
+void sbuf_put_int(sbuf *b, long long v);
 /* Appends s (n bytes) as a JSON string literal, quotes included. */
 void sbuf_json_str(sbuf *b, const char *s, size_t n);
 void sbuf_consume(sbuf *b, size_t n); /* drops the first n bytes */

@@ -1226,7 +1226,10 @@ static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
     store_bind_opt_int(st, 13, r->input_tokens, -1);
     store_bind_opt_int(st, 14, r->output_tokens, -1);
     store_bind_opt_int(st, 15, r->total_tokens, -1);
-    store_bind_text(st, 16, r->attempts_json);
+    if (r->attempts_json) /* owned by the row, which outlives the step: no copy */
+        sqlite3_bind_text(st, 16, r->attempts_json, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 16);
 }
 
 /* Steps a bound statement. A constraint error belongs to that one row
