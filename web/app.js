@@ -123,7 +123,8 @@ function stopPolling() {
 async function poll() {
   state.timer = null;
   const slow = state.polls++ % SLOW_EVERY === 0;
-  const failed = $("#failed-only").checked ? "&failed=1" : "";
+  const failed = ($("#failed-only").checked ? "&failed=1" : "") +
+    ($("#acct-filter").value ? "&account=" + encodeURIComponent($("#acct-filter").value) : "");
   try {
     const [ov, ac, rq, tl, keys, pol] = await Promise.all([
       api("overview"), api("accounts"), api("requests?limit=30" + failed), api("timeline?minutes=60&bucket=60"),
@@ -136,6 +137,7 @@ async function poll() {
     renderSettings(ov);
     state.accounts = ac.accounts;
     renderPool();
+    renderAccountFilter();
     renderRequests(rq.requests);
     renderChart(tl);
     if (keys) { state.keys = keys.keys; renderKeys(); }
@@ -244,6 +246,17 @@ function renderPool() {
         actionButton("Reset", "reset", a, { disabled: !(left > 0 || a.ladder_step || a.fail_streak),
           title: "clear the cooldown, the 429 ladder and the breaker" })));
   }));
+}
+
+/* The request list's account filter follows the pool (served by or tried on). */
+function renderAccountFilter() {
+  const sel = $("#acct-filter");
+  const names = state.accounts.map((a) => a.name);
+  const have = [...sel.options].slice(1).map((o) => o.value);
+  if (names.join("\n") === have.join("\n")) return;
+  const cur = sel.value;
+  sel.replaceChildren(el("option", { value: "", text: "(all)" }),
+    ...names.map((n) => el("option", { value: n, text: n, selected: n === cur })));
 }
 
 /* Countdowns move between polls (and stop when the gateway is gone). */
@@ -391,7 +404,8 @@ $("#settings").addEventListener("submit", (ev) => {
     { strategy: $("#strategy").value, rotation: $("#rotation").value });
 });
 $("#reload").addEventListener("click", (ev) => act(ev.currentTarget, "policy/reload", {}));
-$("#failed-only").addEventListener("change", () => { state.seen.clear(); stopPolling(); poll(); });
+for (const f of ["#failed-only", "#acct-filter"])
+  $(f).addEventListener("change", () => { state.seen.clear(); stopPolling(); poll(); });
 
 /* ---------- start ---------- */
 

@@ -90,6 +90,16 @@ async function main() {
   say("narrow", narrow);
   await page.setViewportSize({ width: 1440, height: 900 });
 
+  // the request list filtered by account: only what c served or was tried on
+  await page.selectOption("#acct-filter", "c");
+  await page.waitForFunction(() => {
+    const rows = [...document.querySelectorAll("#requests tbody tr .att")];
+    return rows.length > 0 && rows.every((r) => r.textContent.includes("c ok"));
+  }, null, { timeout: 5000 });
+  const filtered = await page.$$eval("#requests tbody tr", (rows) => rows.length);
+  await page.selectOption("#acct-filter", "");
+  say("filtered", { rows: filtered });
+
   // the gateway stops: the page says so
   await waitForTest("stop-gateway?");
   await page.waitForSelector("#down:not([hidden])", { timeout: 10000 });

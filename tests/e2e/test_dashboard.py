@@ -97,6 +97,7 @@ class DashboardTest(GatewayTest):
         self.assertTrue(s["resetVisible"], s)
         self.assertLessEqual(s["overflow"], 0, "the narrow page scrolls sideways")
         self.assertEqual(s["errors"], [], "\n".join(s["errors"]))
+        self.assertEqual(step("filtered")["rows"], 1)  # the probe request, the only one on c
         step("stop-gateway?")
         g.stop()
         reply()
