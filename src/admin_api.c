@@ -486,19 +486,31 @@ static void admin_get_timeline(admin_ctx *ctx, struct evhttp_request *req)
     double now = gateway_now();
     /* aligned buckets, so the chart's columns do not shift every poll */
     double since = floor((now - minutes * 60) / bucket) * bucket + bucket;
-    sbuf b = SBUF_INIT;
+    sbuf b = SBUF_INIT, items = SBUF_INIT;
+    admin_rows rows = {&items, 0, 0};
+    int from_memory = minutes == 60 && bucket == 60; /* the dashboard's view: no database scan */
+    if (from_memory)
+        since = metrics_minutes(now, admin_bucket, &rows);
     sbuf_puts(&b, "{\"now\":");
     admin_num(&b, now);
     sbuf_puts(&b, ",\"since\":");
     admin_num(&b, since);
-    sbuf_printf(&b, ",\"bucket_s\":%d,\"buckets\":[", (int)bucket);
-    admin_rows rows = {&b, 0, 0};
-    if (store_logs_timeline(ctx->gw->st, since, (int)bucket, admin_bucket, &rows) < 0) {
+    sbuf_printf(&b, ",\"bucket_s\":%d,\"source\":\"%s\",\"buckets\":[", (int)bucket, from_memory ? "memory" : "database");
+    if (!from_memory && store_logs_timeline(ctx->gw->st, since, (int)bucket, admin_bucket, &rows) < 0) {
+        sbuf_free(&items);
         sbuf_free(&b);
         return server_send_error(req, 503, "server_error", "database_busy", "the request log could not be read now; retry");
     }
+    if (items.len)
+        sbuf_append(&b, items.p, items.len);
+    sbuf_free(&items);
     sbuf_puts(&b, "]}");
     admin_send_json(req, &b);
+}
+
+static void admin_seed_minute(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed)
+{
+    metrics_minute_seed(t, requests, failovers, failed);
 }
 
 static void admin_get_policy(admin_ctx *ctx, struct evhttp_request *req)
@@ -923,6 +935,9 @@ static void admin_register(struct evhttp *http, admin_ctx *ctx)
 
 int admin_start(gateway *gw)
 {
+    /* the chart's last hour from the request log, once, before serving */
+    double now = gateway_now();
+    store_logs_timeline(gw->st, floor(now / 60) * 60 - 59 * 60, 60, admin_seed_minute, NULL);
     if (!gw->cfg.admin_port) {
         admin_ctxs[0] = (admin_ctx){gw, 0};
         admin_register(gw->http, &admin_ctxs[0]);

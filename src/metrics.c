@@ -13,6 +13,7 @@
 #define METRICS_WORD_LEN 32
 #define METRICS_ATTEMPT_SLOTS 2048  /* (account, outcome, class) cells */
 #define METRICS_RETRY_SLOTS 256
+#define METRICS_MINUTES 64          /* ring of per-minute figures (60 shown) */
 
 enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_OTHER, EP_COUNT };
 static const char *const metrics_endpoints[EP_COUNT] = {"/v1/responses", "/v1/chat/completions", "/v1/models",
@@ -39,6 +40,11 @@ typedef struct metrics_cell {
     uint64_t count;
 } metrics_cell;
 
+typedef struct metrics_minute {
+    int64_t minute;       /* unix minute; 0: unused */
+    int64_t requests, failovers, failed;
+} metrics_minute;
+
 typedef struct metrics_retry_cell {
     int64_t account_id;
     uint64_t count;
@@ -56,6 +62,7 @@ static struct {
     double wait_seconds;
     uint64_t reloads[2]; /* [0] failed, [1] ok */
     metrics_hist ttfb, attempt_duration;
+    metrics_minute minutes[METRICS_MINUTES];
 } M;
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
@@ -156,6 +163,50 @@ void metrics_wait(double seconds)
 }
 
 void metrics_policy_reload(int ok) { M.reloads[ok ? 1 : 0]++; }
+
+/* The slot of minute, cleared when it held an older one; NULL when it
+ * already holds a newer one (minute is out of the ring's reach). */
+static metrics_minute *metrics_minute_at(int64_t minute)
+{
+    metrics_minute *m = &M.minutes[(uint64_t)minute % METRICS_MINUTES];
+    if (m->minute > minute)
+        return NULL;
+    if (m->minute != minute)
+        *m = (metrics_minute){minute, 0, 0, 0};
+    return m;
+}
+
+void metrics_minute_request(double now, int status, int attempts)
+{
+    metrics_minute *m = metrics_minute_at((int64_t)(now / 60));
+    if (!m)
+        return;
+    m->requests++;
+    m->failovers += attempts > 1 ? attempts - 1 : 0;
+    m->failed += status < 200 || status >= 300;
+}
+
+void metrics_minute_seed(double minute_start, int64_t requests, int64_t failovers, int64_t failed)
+{
+    metrics_minute *m = metrics_minute_at((int64_t)(minute_start / 60));
+    if (!m)
+        return;
+    m->requests += requests;
+    m->failovers += failovers;
+    m->failed += failed;
+}
+
+double metrics_minutes(double now, void (*fn)(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed),
+                       void *ud)
+{
+    int64_t last = (int64_t)(now / 60);
+    for (int64_t minute = last - 59; minute <= last; minute++) {
+        const metrics_minute *m = &M.minutes[(uint64_t)minute % METRICS_MINUTES];
+        if (m->minute == minute && m->requests)
+            fn(ud, (double)minute * 60, m->requests, m->failovers, m->failed);
+    }
+    return (double)(last - 59) * 60;
+}
 
 void metrics_totals_get(metrics_totals *out)
 {

@@ -28,6 +28,18 @@ void metrics_wait(double seconds);
 /* A policy reload finished (SIGHUP or the admin API). */
 void metrics_policy_reload(int ok);
 
+/* --- the last hour per minute (the dashboard's chart) ---
+ * Requests that reached the request log, at unix time now: the failovers
+ * are the attempts beyond the first, failed the final status not 2xx. Kept
+ * in memory so the chart costs no database scan; seeded from the request
+ * log at start-up so a restart keeps the hour. */
+void metrics_minute_request(double now, int status, int attempts);
+void metrics_minute_seed(double minute_start, int64_t requests, int64_t failovers, int64_t failed);
+/* Calls fn, oldest first, for each of the 60 minutes ending with the one
+ * holding now that saw requests; returns the start of the first minute. */
+double metrics_minutes(double now, void (*fn)(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed),
+                       void *ud);
+
 /* --- formatting (at scrape time) --- */
 typedef struct metrics_account {
     int64_t id;

@@ -945,6 +945,7 @@ static void proxy_finish(proxy_req *p, int status)
     }
     store_writer_put_log(gw->st, &rl);
     metrics_request(p->in.endpoint, status);
+    metrics_minute_request(p->t_start, status, p->attempts);
     trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s",
                 (unsigned long long)p->id, p->attempts ? p->acct_name : "-", status, p->attempts, ms,
                 p->error_class[0] ? p->error_class : "-");

@@ -196,9 +196,13 @@ class AdminTest(GatewayTest):
         later = call(g, "GET", f"/admin/api/stats?since={st['until'] + 60}", token=tok).json()
         self.assertEqual(later["by_account"], [])
         tl = call(g, "GET", "/admin/api/timeline", token=tok).json()
-        self.assertEqual(tl["bucket_s"], 60)
+        self.assertEqual((tl["bucket_s"], tl["source"]), (60, "memory"))
         self.assertEqual(sum(b["requests"] for b in tl["buckets"]), 2)
         self.assertEqual(sum(b["failovers"] for b in tl["buckets"]), 1)
+        db = call(g, "GET", "/admin/api/timeline?minutes=120", token=tok).json()
+        self.assertEqual(db["source"], "database")
+        self.assertEqual([(sum(b["requests"] for b in x["buckets"]), sum(b["failovers"] for b in x["buckets"]))
+                          for x in (tl, db)], [(2, 1), (2, 1)])
         self.assertOpenAIError(call(g, "GET", "/admin/api/timeline?bucket=0", token=tok), 400)
         keys = call(g, "GET", "/admin/api/keys", token=tok).json()["keys"]
         self.assertEqual([(k["name"], k["preferred_account"], k["revoked"]) for k in keys], [("e2e", "a", False)])
@@ -211,6 +215,13 @@ class AdminTest(GatewayTest):
         self.assertEqual([f["sha256"] for f in pol["files"] if f["hook"] == "order"], [want])
         ov = call(g, "GET", "/admin/api/overview", token=tok).json()
         self.assertEqual((ov["strategy"], ov["accounts"]["total"], ov["accounts"]["cooling"]), ("ordered", 2, 1))
+        # a restart keeps the chart's hour (read back from the request log)
+        g.restart()
+        tl = call(g, "GET", "/admin/api/timeline", token=tok).json()
+        self.assertEqual((sum(b["requests"] for b in tl["buckets"]), sum(b["failovers"] for b in tl["buckets"])), (2, 1))
+        g.post("/v1/responses", BODY)
+        tl = call(g, "GET", "/admin/api/timeline", token=tok).json()
+        self.assertEqual(sum(b["requests"] for b in tl["buckets"]), 3)
         self.assertEqual((ov["since_start"]["requests"], ov["since_start"]["failovers"]), (2, 1))
         # nothing the API says holds an account token or the platform key
         blob = "".join(call(g, "GET", p, token=tok).text for p in

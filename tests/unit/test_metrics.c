@@ -160,6 +160,48 @@ static void test_metrics_words_beyond_the_table_count_as_other(void)
     sbuf_free(&b);
 }
 
+typedef struct test_minutes {
+    int n;
+    double t[64];
+    int64_t req[64], fo[64], failed[64];
+} test_minutes;
+
+static void test_minute_cb(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed)
+{
+    test_minutes *m = ud;
+    m->t[m->n] = t;
+    m->req[m->n] = requests;
+    m->fo[m->n] = failovers;
+    m->failed[m->n++] = failed;
+}
+
+static void test_metrics_last_hour_per_minute(void)
+{
+    metrics_reset();
+    double now = 1800000000.0 + 30; /* 30 s into a minute */
+    metrics_minute_seed(now - 3600 - 30, 99, 9, 9);  /* 61 minutes ago: out of the hour */
+    metrics_minute_seed(now - 59 * 60 - 30, 4, 1, 0); /* the oldest minute shown */
+    metrics_minute_request(now - 5 * 60, 200, 1);
+    metrics_minute_request(now - 5 * 60, 503, 3);
+    metrics_minute_request(now, 200, 2);
+    metrics_minute_request(now - 70 * 60, 200, 1); /* a request that started long ago: its slot moved on */
+    test_minutes m = {0};
+    double since = metrics_minutes(now, test_minute_cb, &m);
+    CHECK(since == now - 30 - 59 * 60);
+    CHECK_EQ_INT(m.n, 3);
+    CHECK(m.t[0] == since);
+    CHECK_EQ_INT(m.req[0], 4);
+    CHECK_EQ_INT(m.req[1], 2);
+    CHECK_EQ_INT(m.fo[1], 2);
+    CHECK_EQ_INT(m.failed[1], 1);
+    CHECK(m.t[2] == now - 30);
+    CHECK_EQ_INT(m.fo[2], 1);
+    /* an hour later the ring has moved on: nothing old is shown */
+    test_minutes later = {0};
+    metrics_minutes(now + 3600, test_minute_cb, &later);
+    CHECK_EQ_INT(later.n, 0);
+}
+
 int main(void)
 {
     RUN(test_metrics_requests_count_by_endpoint_and_status);
@@ -167,5 +209,6 @@ int main(void)
     RUN(test_metrics_histogram_buckets_are_cumulative);
     RUN(test_metrics_gauges_accounts_policy_and_writer);
     RUN(test_metrics_words_beyond_the_table_count_as_other);
+    RUN(test_metrics_last_hour_per_minute);
     return check_summary();
 }
