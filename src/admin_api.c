@@ -28,6 +28,7 @@
 
 #define ADMIN_BODY_MAX 65536
 #define ADMIN_REQUESTS_DEFAULT 50
+#define ADMIN_SCAN_MAX 20000  /* log rows one filtered page may examine; the client pages on */
 
 /* One per listener: the gateway's (loopback only) or --admin-listen. */
 typedef struct admin_ctx {
@@ -408,6 +409,7 @@ static void admin_get_requests(admin_ctx *ctx, struct evhttp_request *req)
         .since = admin_qnum(&q, "since", 0),
         .until = admin_qnum(&q, "until", 0),
         .limit = (int)admin_qnum(&q, "limit", ADMIN_REQUESTS_DEFAULT),
+        .scan_max = ADMIN_SCAN_MAX,
     };
     sbuf b = SBUF_INIT;
     sbuf_puts(&b, "{\"requests\":[");
@@ -418,9 +420,13 @@ static void admin_get_requests(admin_ctx *ctx, struct evhttp_request *req)
         sbuf_free(&b);
         return server_send_error(req, 503, "server_error", "database_busy", "the request log could not be read now; retry");
     }
+    /* where the next page starts: after the last row of a full page, or
+     * below the rows this one examined when the scan bound stopped it */
     sbuf_puts(&b, "],\"next_before\":");
     if (rows.n && !f.after_id && (size_t)n == (size_t)(f.limit < 1 ? 1 : f.limit > 1000 ? 1000 : f.limit))
         sbuf_printf(&b, "%lld", (long long)rows.last_id);
+    else if (f.scan_floor > 0)
+        sbuf_printf(&b, "%lld", (long long)f.scan_floor + 1);
     else
         sbuf_puts(&b, "null");
     sbuf_puts(&b, "}");

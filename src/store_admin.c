@@ -60,9 +60,30 @@ int store_admin_token_set(store *s, const char *hash, const char *prefix, char *
 
 /* ---------- request logs ---------- */
 
-int store_logs_query(store *s, const store_log_filter *f, void (*fn)(void *ud, const store_log_row *r), void *ud)
+/* The largest request log id, 0 when empty, -1 on error. */
+static int64_t store_logs_max_id(store *s)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t id = -1;
+    if (sqlite3_prepare_v2(store_db(s), "SELECT coalesce(max(id), 0) FROM request_logs", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return id;
+}
+
+int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const store_log_row *r), void *ud)
 {
     sbuf sql = SBUF_INIT, needle = SBUF_INIT;
+    int filtered = (f->key && *f->key) || (f->account && *f->account) || f->status || f->failed || f->since > 0 ||
+                   f->until > 0;
+    f->scan_floor = 0;
+    if (filtered && f->scan_max > 0 && f->after_id <= 0) {
+        int64_t top = f->before_id > 0 ? f->before_id : store_logs_max_id(s) + 1;
+        if (top < 0)
+            return -1;
+        f->scan_floor = top - 1 - f->scan_max > 0 ? top - 1 - f->scan_max : 0;
+    }
     sbuf_puts(&sql, "SELECT r.id, r.ts, coalesce(r.platform_key_id, 0), coalesce(k.name, ''), r.endpoint, r.model,"
                     " r.stream, coalesce(r.account_id, 0), r.account_name, r.status, r.attempts, r.latency_ms,"
                     " r.route_strategy, r.error_class, r.input_tokens, r.output_tokens, r.total_tokens,"
@@ -89,6 +110,8 @@ int store_logs_query(store *s, const store_log_filter *f, void (*fn)(void *ud, c
         sbuf_puts(&sql, " AND r.ts >= ?7");
     if (f->until > 0)
         sbuf_puts(&sql, " AND r.ts < ?8");
+    if (f->scan_floor > 0)
+        sbuf_puts(&sql, " AND r.id > ?10");
     sbuf_puts(&sql, f->after_id > 0 ? " ORDER BY r.id ASC LIMIT ?9" : " ORDER BY r.id DESC LIMIT ?9");
     sqlite3_stmt *st = NULL;
     int n = -1;
@@ -103,6 +126,7 @@ int store_logs_query(store *s, const store_log_filter *f, void (*fn)(void *ud, c
     sqlite3_bind_double(st, 7, f->since);
     sqlite3_bind_double(st, 8, f->until);
     sqlite3_bind_int(st, 9, f->limit < 1 ? 1 : f->limit > 1000 ? 1000 : f->limit);
+    sqlite3_bind_int64(st, 10, f->scan_floor);
     int rc;
     n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

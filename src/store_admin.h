@@ -26,6 +26,11 @@ typedef struct store_log_filter {
     int failed;              /* only requests whose final status is not 2xx */
     double since, until;     /* ts range, 0: open */
     int limit;               /* 1..1000 */
+    /* Newest-first queries with a filter examine at most this many rows
+     * below before_id (0: no bound), so a filter that matches nothing
+     * cannot walk the whole table on the loop. */
+    int64_t scan_max;
+    int64_t scan_floor;      /* out: rows with id <= this were not examined (0: none left) */
 } store_log_filter;
 
 typedef struct store_log_row {
@@ -46,7 +51,7 @@ typedef struct store_log_row {
 
 /* Calls fn per matching row (newest first, or oldest first with after_id).
  * Returns the number of rows, -1 on error. */
-int store_logs_query(store *s, const store_log_filter *f, void (*fn)(void *ud, const store_log_row *r), void *ud);
+int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const store_log_row *r), void *ud);
 
 /* --- aggregates --- */
 typedef struct store_stat_row {

@@ -287,7 +287,9 @@ function attemptsView(tried) {
 function renderRequests(rows) {
   const tb = $("#requests tbody");
   if (!rows.length) {
-    tb.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "empty", text: "No requests yet." })));
+    const filtered = $("#failed-only").checked || $("#acct-filter").value;
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "empty",
+      text: filtered ? "No matching requests among the recent ones." : "No requests yet." })));
     return;
   }
   const first = state.seen.size === 0;

@@ -182,6 +182,28 @@ class AdminTest(GatewayTest):
         self.assertEqual([q["id"] for q in rest["requests"]], list(range(ids[-1] - 1, 0, -1)))
         self.assertIsNone(rest["next_before"])
 
+    def test_a_filter_that_matches_little_pages_through_the_log_in_bounded_steps(self):
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        tok = admin_token(g)
+        g.start()
+        self.assertEqual(g.post("/v1/responses", BODY, key=None).status, 401)  # creates nothing in the log
+        # one failed request, then 25 000 good ones (written straight into the log)
+        c = g.db()
+        row = ("INSERT INTO request_logs(ts, endpoint, model, stream, account_name, status, attempts, latency_ms,"
+               " route_strategy, error_class) VALUES (?, '/v1/responses', 'm', 0, 'a', ?, 1, 1, 'ordered', '')")
+        c.execute(row, (1.0, 502))
+        c.executemany(row, [(2.0 + i, 200) for i in range(25000)])
+        c.commit()
+        c.close()
+        page = call(g, "GET", "/admin/api/requests?failed=1&limit=5", token=tok).json()
+        self.assertEqual(page["requests"], [])  # the newest 20 000 rows hold no failure
+        self.assertEqual(page["next_before"], 25001 - 20000 + 1)
+        page = call(g, "GET", f"/admin/api/requests?failed=1&limit=5&before={page['next_before']}", token=tok).json()
+        self.assertEqual([(q["id"], q["status"]) for q in page["requests"]], [(1, 502)])
+        self.assertIsNone(page["next_before"])
+        # unfiltered pages are not bounded (they stop at the limit anyway)
+        self.assertEqual(len(call(g, "GET", "/admin/api/requests?limit=3", token=tok).json()["requests"]), 3)
+
     def test_stats_timeline_keys_policy_and_overview(self):
         g, tok = self.pool()
         for _ in range(2):
