@@ -268,7 +268,7 @@ static const char *admin_breaker(const pool_account *pa, double now)
     return pa->st.cooldown_until > now ? "open" : "half_open";
 }
 
-static void admin_window(sbuf *b, const char *name, double used, double reset_at, double now)
+static void admin_window(sbuf *b, const char *name, double used, double reset_at, double window_s, double now)
 {
     sbuf_printf(b, "\"%s\":{\"used_pct\":", name);
     if (used >= 0)
@@ -285,8 +285,16 @@ static void admin_window(sbuf *b, const char *name, double used, double reset_at
         admin_num(b, reset_at > now ? ceil(reset_at - now) : 0);
     else
         sbuf_puts(b, "null");
+    sbuf_puts(b, ",\"window_s\":");
+    if (window_s > 0)
+        admin_num(b, window_s);
+    else
+        sbuf_puts(b, "null");
     sbuf_puts(b, "}");
 }
+
+/* -1 unknown, else a JSON boolean */
+static void admin_tristate(sbuf *b, int v) { sbuf_puts(b, v < 0 ? "null" : v ? "true" : "false"); }
 
 static void admin_account_json(sbuf *b, const pool_account *pa, double now)
 {
@@ -312,10 +320,26 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     sbuf_puts(b, ",\"latency_ema_ms\":");
     admin_num(b, st->latency_ema_ms);
     sbuf_puts(b, "},\"usage\":{");
-    admin_window(b, "primary", st->primary_used_pct, st->primary_reset_at, now);
+    admin_window(b, "primary", st->primary_used_pct, st->primary_reset_at, st->primary_window_s, now);
     sbuf_puts(b, ",");
-    admin_window(b, "secondary", st->secondary_used_pct, st->secondary_reset_at, now);
-    sbuf_puts(b, "}}");
+    admin_window(b, "secondary", st->secondary_used_pct, st->secondary_reset_at, st->secondary_window_s, now);
+    sbuf_puts(b, ",\"plan_type\":");
+    admin_str(b, st->plan_type[0] ? st->plan_type : NULL);
+    sbuf_puts(b, ",\"credits\":{\"has_credits\":");
+    admin_tristate(b, st->has_credits);
+    sbuf_puts(b, ",\"unlimited\":");
+    admin_tristate(b, st->credits_unlimited);
+    sbuf_puts(b, ",\"balance\":");
+    if (st->credits_balance >= 0)
+        admin_num(b, st->credits_balance);
+    else
+        sbuf_puts(b, "null");
+    sbuf_puts(b, "},\"polled_at\":");
+    if (st->usage_polled_at > 0)
+        admin_num(b, st->usage_polled_at);
+    else
+        sbuf_puts(b, "null");
+    sbuf_printf(b, ",\"poll_status\":%d}}", st->usage_poll_status);
 }
 
 static void admin_get_accounts(admin_ctx *ctx, struct evhttp_request *req)

@@ -200,15 +200,19 @@ function renderSettings(ov) {
   $("#rotation").value = ov.rotation;
 }
 
-function usageBar(w) {
-  if (!w || w.used_pct === null) return el("span", { class: "muted", text: "–" });
+function usageBar(w, u) {
+  const poll = u && u.poll_status >= 400
+    ? el("small", { class: "bad-text", title: "the last usage poll was answered with HTTP " + u.poll_status,
+      text: " poll " + u.poll_status }) : null;
+  if (!w || w.used_pct === null) return el("span", { class: "muted" }, "–", poll);
   const pct = Math.max(0, Math.min(100, w.used_pct));
   const cls = pct >= 90 ? "fill high" : pct >= 70 ? "fill mid" : "fill";
   const fill = el("span", { class: cls });
   fill.style.width = pct + "%"; /* CSSOM, which the page's CSP allows (a style attribute it would not) */
-  return el("span", { class: "bar", title: w.used_pct.toFixed(1) + "% used" },
+  const span = w.window_s ? " of " + dur(w.window_s) : "";
+  return el("span", { class: "bar", title: w.used_pct.toFixed(1) + "% used" + span },
     el("span", { class: "track" }, fill),
-    Math.round(pct) + "%", w.resets_in_s !== null ? el("small", { text: "↻ " + dur(w.resets_in_s) }) : null);
+    Math.round(pct) + "%", w.resets_in_s !== null ? el("small", { text: "↻ " + dur(w.resets_in_s) }) : null, poll);
 }
 
 function actionButton(label, action, acct, extra) {
@@ -230,13 +234,13 @@ function renderPool() {
     const left = a.cooldown_until ? a.cooldown_until - now : 0;
     return el("tr", { class: "row-" + a.state, "data-account": a.name },
       el("td", { class: "name", text: a.name }),
-      el("td", { class: "c-kind", text: a.kind }),
+      el("td", { class: "c-kind", text: a.kind + (a.usage.plan_type ? " · " + a.usage.plan_type : "") }),
       el("td", {}, el("span", { class: "badge s-" + a.state, "data-state": a.state, text: a.state.replace("_", " ") })),
       el("td", { class: left > 0 ? "cd on" : "cd", "data-cooldown-until": a.cooldown_until || "" }, left > 0 ? dur(left) : "–"),
       el("td", { class: "num c-ladder", text: a.ladder_step || "–" }),
       el("td", { class: "c-breaker", text: a.breaker || "–" }),
       el("td", { class: "num c-infl", text: a.inflight + (a.max_concurrency ? " / " + a.max_concurrency : "") }),
-      el("td", { class: "c-5h" }, usageBar(a.usage.primary)),
+      el("td", { class: "c-5h" }, usageBar(a.usage.primary, a.usage)),
       el("td", { class: "c-week" }, usageBar(a.usage.secondary)),
       el("td", { class: "num c-health", text: Math.round(a.health.success_rate * 100) + "%" }),
       el("td", { class: "num c-health", text: a.health.latency_ema_ms ? Math.round(a.health.latency_ema_ms) + " ms" : "–" }),

@@ -15,7 +15,6 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 
 from harness import (GatewayTest, PyUpstream, Response, account, http_call, main, source_dir,
                      switchyard_bin, wait_for)
@@ -66,7 +65,7 @@ class AdminTest(GatewayTest):
     def pool(self, first_scenario="status=429"):
         """Accounts a (first: the key prefers it) and b; an admin token."""
         g = self.gateway([account("a", self.mock.url("a", first_scenario)),
-                          account("b", self.mock.url("b", "ok"))], start=False)
+                          account("b", self.mock.url("b", "ok,primary=40,secondary=70"))], start=False)
         g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", "a")
         tok = admin_token(g)
         g.start()
@@ -153,6 +152,10 @@ class AdminTest(GatewayTest):
         self.assertEqual(accts["b"]["inflight"], 0)
         for field in ("usage", "health", "breaker", "max_concurrency", "enabled"):
             self.assertIn(field, accts["a"])
+        pw, sw = accts["b"]["usage"]["primary"], accts["b"]["usage"]["secondary"]
+        self.assertEqual((pw["used_pct"], pw["window_s"], sw["used_pct"], sw["window_s"]), (40, 18000, 70, 604800))
+        self.assertGreater(pw["resets_in_s"], 0)
+        self.assertIsNone(accts["a"]["usage"]["primary"]["used_pct"])
         reqs = wait_for(lambda: call(g, "GET", "/admin/api/requests", token=tok).json()["requests"] or None,
                         what="the request in the API")
         q = reqs[0]
@@ -317,10 +320,7 @@ class AdminTest(GatewayTest):
         self.assertEqual(call(g, "GET", "/admin/api/overview", token=tok).json()["strategy"], "balanced")
 
     def test_policy_reload_swaps_good_policies_and_keeps_serving_on_bad_ones(self):
-        pdir = tempfile.mkdtemp(prefix="sy-admin-pol-")
-        self.addCleanup(shutil.rmtree, pdir, True)
-        for f in os.listdir(os.path.join(source_dir(), "policies")):
-            shutil.copy(os.path.join(source_dir(), "policies", f), pdir)
+        pdir = self.policy_copy()
         g = self.gateway([account("a", self.mock.url("a"))], policies=pdir, start=False)
         tok = admin_token(g)
         g.start()
