@@ -268,6 +268,16 @@ static const char *admin_breaker(const pool_account *pa, double now)
     return pa->st.cooldown_until > now ? "open" : "half_open";
 }
 
+/* ,"key":v, or null when the value is not known */
+static void admin_opt(sbuf *b, const char *key, int known, double v)
+{
+    sbuf_printf(b, ",\"%s\":", key);
+    if (known)
+        admin_num(b, v);
+    else
+        sbuf_puts(b, "null");
+}
+
 static void admin_window(sbuf *b, const char *name, double used, double reset_at, double window_s, double now)
 {
     sbuf_printf(b, "\"%s\":{\"used_pct\":", name);
@@ -275,21 +285,9 @@ static void admin_window(sbuf *b, const char *name, double used, double reset_at
         admin_num(b, used);
     else
         sbuf_puts(b, "null");
-    sbuf_puts(b, ",\"reset_at\":");
-    if (reset_at > 0)
-        admin_num(b, reset_at);
-    else
-        sbuf_puts(b, "null");
-    sbuf_puts(b, ",\"resets_in_s\":");
-    if (reset_at > 0)
-        admin_num(b, reset_at > now ? ceil(reset_at - now) : 0);
-    else
-        sbuf_puts(b, "null");
-    sbuf_puts(b, ",\"window_s\":");
-    if (window_s > 0)
-        admin_num(b, window_s);
-    else
-        sbuf_puts(b, "null");
+    admin_opt(b, "reset_at", reset_at > 0, reset_at);
+    admin_opt(b, "resets_in_s", reset_at > 0, reset_at > now ? ceil(reset_at - now) : 0);
+    admin_opt(b, "window_s", window_s > 0, window_s);
     sbuf_puts(b, "}");
 }
 
@@ -329,16 +327,9 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     admin_tristate(b, st->has_credits);
     sbuf_puts(b, ",\"unlimited\":");
     admin_tristate(b, st->credits_unlimited);
-    sbuf_puts(b, ",\"balance\":");
-    if (st->credits_balance >= 0)
-        admin_num(b, st->credits_balance);
-    else
-        sbuf_puts(b, "null");
-    sbuf_puts(b, "},\"polled_at\":");
-    if (st->usage_polled_at > 0)
-        admin_num(b, st->usage_polled_at);
-    else
-        sbuf_puts(b, "null");
+    admin_opt(b, "balance", st->credits_balance >= 0, st->credits_balance);
+    sbuf_puts(b, "}");
+    admin_opt(b, "polled_at", st->usage_polled_at > 0, st->usage_polled_at);
     sbuf_printf(b, ",\"poll_status\":%d}}", st->usage_poll_status);
 }
 
