@@ -222,7 +222,22 @@ function actionButton(label, action, acct, extra) {
   }, label);
 }
 
+/* Re-rendering replaces the rows every second: the control that had the
+   keyboard focus gets it back in the new rows. */
+function keepFocus(container, render) {
+  const f = document.activeElement;
+  const had = f && container.contains(f) ? { action: f.dataset.action, account: f.dataset.account } : null;
+  render();
+  if (!had) return;
+  const again = container.querySelector(`[data-action="${had.action}"][data-account="${CSS.escape(had.account || "")}"]`);
+  if (again && !again.disabled) again.focus();
+}
+
 function renderPool() {
+  keepFocus($("#pool"), renderPoolRows);
+}
+
+function renderPoolRows() {
   const now = serverNow();
   const tb = $("#pool tbody");
   if (!state.accounts.length) {
@@ -355,6 +370,7 @@ function renderChart(tl) {
 
 function renderKeys() {
   const tb = $("#keys tbody");
+  if (tb.contains(document.activeElement)) return; /* do not pull a list away from under the user */
   if (!state.keys.length) {
     tb.replaceChildren(el("tr", {}, el("td", { colspan: 3, class: "empty", text: "No platform keys." })));
     return;
@@ -387,6 +403,15 @@ function renderPolicy(p) {
 
 /* ---------- actions ---------- */
 
+/* An action's failure, shown (and announced) above the page for a while. */
+function showMessage(text) {
+  const m = $("#msg");
+  m.textContent = text;
+  m.hidden = false;
+  clearTimeout(showMessage.timer);
+  showMessage.timer = setTimeout(() => { m.hidden = true; }, 8000);
+}
+
 async function act(control, path, body) {
   control.disabled = true;
   try {
@@ -394,7 +419,7 @@ async function act(control, path, body) {
     state.polls = 0; // fetch keys and policy again with the next poll
   } catch (e) {
     if (e.status === 401 || e.status === 403) return showSignin(e.message);
-    alert(e.message);
+    showMessage(e.message);
   } finally {
     control.disabled = false;
   }

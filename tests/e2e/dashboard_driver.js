@@ -76,6 +76,16 @@ async function main() {
     return row && row.textContent.startsWith("a ok");
   }, null, { timeout: 5000 });
   say("reset-served", { after });
+
+  // keyboard focus survives the page's once-a-second redraw
+  await page.locator('#pool button[data-action="disable"][data-account="b"]').focus();
+  const before = await page.$eval('#pool tr[data-account="b"]', (tr) => { tr.dataset.old = "1"; return true; });
+  await page.waitForSelector('#pool tr[data-account="b"]:not([data-old])'); // the rows were drawn anew
+  const focused = await page.evaluate(() => {
+    const f = document.activeElement;
+    return f ? `${f.dataset.action}:${f.dataset.account}` : null;
+  });
+  say("focus-kept", { focused, redrawn: before });
   await page.screenshot({ path: path.join(SHOTS, "dashboard.png"), fullPage: true });
 
   // a narrow window still shows the pool and its actions

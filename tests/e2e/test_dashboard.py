@@ -94,6 +94,7 @@ class DashboardTest(GatewayTest):
         s = step("reset-served")
         self.assertEqual(s["after"], {"status": 200, "account": "a"})
         self.assertIn("admin: reset_cooldown a", g.log_text())
+        self.assertEqual(step("focus-kept")["focused"], "disable:b")
         s = step("narrow")
         self.assertTrue(s["resetVisible"], s)
         self.assertLessEqual(s["overflow"], 0, "the narrow page scrolls sideways")
