@@ -1,10 +1,18 @@
-/* gateway.c: operations on the running gateway as a whole that more than
- * one module starts (a policy reload comes from SIGHUP in serve.c and from
- * the admin API). */
+/* gateway.c: the gateway's clock, and operations on the running gateway
+ * as a whole that more than one module starts (a policy reload comes from
+ * SIGHUP in serve.c and from the admin API). */
 #include "gateway.h"
 #include "log.h"
 #include "metrics.h"
 #include <stdio.h>
+#include <time.h>
+
+double gateway_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 int gateway_reload_policies(gateway *gw, const char *who)
 {

@@ -22,13 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double gateway_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void serve_usage(FILE *f)
 {
     fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
