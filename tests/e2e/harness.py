@@ -85,20 +85,39 @@ def source_dir():
 def npm_package(spec, cache_name, check_rel):
     """Installs the npm package spec (e.g. "pkg@1.2.3") into .cache/<cache_name>
     of the source tree on first use. Returns (path of check_rel inside that
-    cache, None), or (None, why) when npm or the registry is unavailable."""
-    cache = os.path.join(source_dir(), ".cache", cache_name)
+    cache, None), or (None, why) when npm or the registry is unavailable.
+
+    ctest runs test files in parallel and several of them need the same
+    package: the install is serialised by an flock on .cache/<cache_name>.lock
+    and only counts once a marker naming spec is written after npm finished,
+    so nobody runs a half-installed package (ETXTBSY, a missing optional
+    platform dependency)."""
+    import fcntl
+    root = os.path.join(source_dir(), ".cache")
+    cache = os.path.join(root, cache_name)
     path = os.path.join(cache, check_rel)
-    if os.path.exists(path):
+    marker = os.path.join(cache, ".installed")
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, cache_name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(marker) as f:
+                if f.read().strip() == spec and os.path.exists(path):
+                    return path, None
+        except OSError:
+            pass
+        npm = shutil.which("npm")
+        if not npm:
+            return None, "npm is not installed"
+        os.makedirs(cache, exist_ok=True)
+        p = subprocess.run([npm, "install", "--prefix", cache, "--no-audit", "--no-fund", spec],
+                           capture_output=True, text=True, timeout=240)
+        if p.returncode != 0 or not os.path.exists(path):
+            return None, f"npm install {spec} failed: {p.stderr.strip()[-400:]}"
+        with open(marker + ".tmp", "w") as f:
+            f.write(spec + "\n")
+        os.replace(marker + ".tmp", marker)
         return path, None
-    npm = shutil.which("npm")
-    if not npm:
-        return None, "npm is not installed"
-    os.makedirs(cache, exist_ok=True)
-    p = subprocess.run([npm, "install", "--prefix", cache, "--no-audit", "--no-fund", spec],
-                       capture_output=True, text=True, timeout=240)
-    if p.returncode != 0 or not os.path.exists(path):
-        return None, f"npm install {spec} failed: {p.stderr.strip()[-400:]}"
-    return path, None
 
 
 def switchyard_bin():
