@@ -4,10 +4,13 @@
  * (the close callback belongs to proxy.c), so the bufferevent of every
  * client connection is made here (evhttp_set_bevcb) and kept with an extra
  * reference. evhttp clears a bufferevent's callbacks when it frees its
- * connection; a sweep finds those and drops the reference. The bufferevents
- * are made without BEV_OPT_CLOSE_ON_FREE, so evhttp closes the socket itself
- * at once: the reference keeps only memory, never a descriptor. The count is
- * thus an upper bound between sweeps, and a sweep runs before any decision.
+ * connection (and shuts the socket down, so the client sees the close at
+ * once); a sweep every CONN_SWEEP_MS finds those and drops the reference,
+ * which deletes the events and closes the descriptor, in that order. (Made
+ * without BEV_OPT_CLOSE_ON_FREE, evhttp would close the descriptor while
+ * the kept bufferevent still had a read event on it, and a new connection
+ * given the same number would share it.) The count is thus an upper bound
+ * between sweeps, and a sweep runs before any decision.
  *
  * Out of descriptors: libevent's listener retries a failing accept() on
  * every loop turn (100 % CPU, a log line each time). The error callback here
@@ -28,6 +31,11 @@
 #include <unistd.h>
 
 #define CONN_PAUSE_MS 250
+#define CONN_SWEEP_MS 100
+
+/* libevent hands a listener's error callback the accept callback's
+ * argument, which is evhttp's own; the one gateway per process is found here. */
+static struct conn_limit *conn_limit_active;
 
 struct conn_limit {
     struct event_base *base;
@@ -37,6 +45,7 @@ struct conn_limit {
     size_t n, alloc, n_over;
     size_t cap, slack;
     struct event *resume;
+    struct event *sweeper;
     int spare_fd;         /* kept open to refuse a client when out of descriptors */
     conn_limit_stats st;
 };
@@ -119,7 +128,7 @@ static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
         cl->over = o;
         cl->alloc = na;
     }
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!bev)
         return NULL; /* evhttp makes its own; it goes uncounted */
     bufferevent_incref(bev);
@@ -167,10 +176,15 @@ static void conn_limit_refuse_one(conn_limit *cl)
     cl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
+static void conn_limit_on_sweep(evutil_socket_t fd, short what, void *arg) { conn_limit_sweep(arg); }
+
 static void conn_limit_on_accept_error(struct evconnlistener *lev, void *arg)
 {
-    conn_limit *cl = arg;
+    conn_limit *cl = conn_limit_active;
+    if (!cl || cl->lev != lev)
+        return;
     int err = EVUTIL_SOCKET_ERROR();
+    conn_limit_sweep(cl); /* descriptors of connections closed since the last sweep */
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
         conn_limit_refuse_one(cl);
         log_warn("accept(): %s (%zu client connections open, descriptor limit %ld): pausing new connections for %d ms",
@@ -194,7 +208,11 @@ conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct 
     cl->st.cap = cap;
     cl->st.nofile = nofile;
     cl->resume = evtimer_new(base, conn_limit_on_resume, cl);
+    cl->sweeper = event_new(base, -1, EV_PERSIST, conn_limit_on_sweep, cl);
+    struct timeval every = {0, CONN_SWEEP_MS * 1000};
+    event_add(cl->sweeper, &every);
     cl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    conn_limit_active = cl;
     evconnlistener_set_error_cb(cl->lev, conn_limit_on_accept_error);
     evhttp_set_bevcb(http, conn_limit_on_new, cl);
     return cl;
@@ -204,12 +222,16 @@ void conn_limit_free(conn_limit *cl)
 {
     if (!cl)
         return;
+    if (conn_limit_active == cl)
+        conn_limit_active = NULL;
     while (cl->n)
         conn_limit_drop(cl, cl->n - 1);
     free(cl->bevs);
     free(cl->over);
     if (cl->resume)
         event_free(cl->resume);
+    if (cl->sweeper)
+        event_free(cl->sweeper);
     if (cl->spare_fd >= 0)
         close(cl->spare_fd);
     free(cl);

@@ -34,7 +34,7 @@ void conn_limit_free(conn_limit *cl);
 /* 1 if req arrived on a connection accepted beyond the cap: the caller
  * answers it with a refusal and closes the connection. */
 int conn_limit_refused(conn_limit *cl, struct evhttp_request *req);
-/* Releases connections libevent has closed (the 1 s tick calls it). */
+/* Releases connections libevent has closed (a timer calls it every 100 ms). */
 void conn_limit_sweep(conn_limit *cl);
 void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out);
 

@@ -155,7 +155,6 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
     }
     usage_poll_tick(gw->usage, gateway_now());
     health_tick(gw);
-    conn_limit_sweep(gw->conns);
     if (gw->trim_due) { /* a large body was freed: hand the pages back (a few ms at most, once a second) */
         gw->trim_due = 0;
         malloc_trim(0);

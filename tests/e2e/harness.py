@@ -552,6 +552,7 @@ class Gateway:
         self.policies = policies
         self.proc = None
         self.port = None
+        self.preexec = None  # optional callable run in the child before exec (e.g. a low RLIMIT_NOFILE)
         self.accounts = {}
         self.cli_runs = []
         for a in accounts:
@@ -602,7 +603,7 @@ class Gateway:
             args += self.serve_args
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                         env=self.env, cwd=self.dir)
+                                         env=self.env, cwd=self.dir, preexec_fn=self.preexec)
             log.close()
             _live_procs.append(self.proc)
             deadline = time.monotonic() + START_TIMEOUT
