@@ -15,11 +15,9 @@
 void health_tick(gateway *gw)
 {
     uint64_t gen = policy_generation(gw->policy), n = policy_fallbacks(gw->policy);
-    if (gen != gw->fb_gen) { /* a reload: the new engine counts from 0 */
+    if (gen != gw->fb_gen) { /* the first tick or a reload: the new engine counts from 0 */
         gw->fb_gen = gen;
-        gw->fb_seen = n;
-        if (!n)
-            return;
+        gw->fb_seen = 0;
     }
     if (n != gw->fb_seen) {
         gw->fb_seen = n;
