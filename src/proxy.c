@@ -771,6 +771,12 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
     p->up = NULL; /* freed by upstream right after this returns */
     if (p->committed)
         return proxy_done_committed(p, r, errmsg);
+    if (r == UP_LOCAL) { /* our shortage, not the account's: no cooldown, no next candidate */
+        snprintf(p->error_class, sizeof p->error_class, "gateway_out_of_descriptors");
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", "1");
+        server_send_error(p->req, 503, "server_error", "gateway_overloaded", errmsg ? errmsg : "gateway overloaded");
+        return proxy_finish(p, 503);
+    }
     if (r != UP_OK) {
         policy_event ev = {0};
         ev.network_error = r == UP_NETWORK;

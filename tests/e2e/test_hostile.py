@@ -311,6 +311,45 @@ class HostileTest(GatewayTest):
         except OSError:
             return False
 
+    def test_no_descriptor_for_the_upstream_is_a_503_and_cools_no_account(self):
+        # a request whose body is still coming while idle connections take every descriptor
+        # left: when it is complete, curl cannot open the upstream socket. That is the
+        # gateway's shortage, not the account's.
+        limit = 40
+
+        def low_nofile():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        g = self.gateway([account("a", self.mock.url("a")), account("b", self.mock.url("b"))],
+                         env={"SWITCHYARD_MAX_CONNECTIONS": "1000", "SWITCHYARD_LOG_LEVEL": "info"},
+                         start=False)
+        g.preexec = low_nofile
+        g.start()
+        req = raw_request(g, "POST", "/v1/responses", RESP_BODY, headers=("Connection: close",))
+        s = connect(g)
+        s.sendall(req[:-5])
+        idle = []
+        try:
+            while "Too many open files" not in g.log_text():
+                self.assertLess(len(idle), 3 * limit, "the descriptors never ran out")
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex((HOST, g.port))
+                idle.append(c)
+                time.sleep(0.01)
+            s.sendall(req[-5:])
+            status, _, payload, _ = read_one_response(s)
+            s.close()
+        finally:
+            for c in idle:
+                c.close()
+        self.assertEqual(status, 503, payload)
+        self.assertEqual(json.loads(payload)["error"]["code"], "gateway_overloaded")
+        self.assertEqual(self.mock.requests(), [])
+        cooled = g.query("SELECT account_id FROM account_state WHERE cooldown_until > ?", (time.time(),))
+        self.assertEqual(cooled, [], "an account was cooled down for the gateway's own shortage")
+        wait_for(lambda: self._try_post(g), what="service once descriptors are free")
+
     # --- memory
 
     def test_a_16_mib_array_body_costs_a_small_multiple_of_its_size_and_is_given_back(self):
