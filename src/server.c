@@ -275,8 +275,12 @@ int server_start(gateway *gw)
     /* reading a request or writing an answer: a client silent this long is
      * closed (a request waiting on its upstream is not reading or writing) */
     evhttp_set_timeout(gw->http, (int)gw->cfg.client_idle_timeout_s);
+    /* every method libevent knows but CONNECT (whose answer it frames as a
+     * tunnel) reaches server_handle, which answers in JSON; libevent itself
+     * answers an excluded one with an HTML 501 */
     evhttp_set_allowed_methods(gw->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH |
+                                             EVHTTP_REQ_TRACE);
     evhttp_set_gencb(gw->http, server_handle, gw);
     struct evhttp_bound_socket *bound =
         evhttp_bind_socket_with_handle(gw->http, gw->cfg.listen_host, (ev_uint16_t)gw->cfg.listen_port);

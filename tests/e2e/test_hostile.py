@@ -210,6 +210,25 @@ class HostileTest(GatewayTest):
         s.close()
         self.assertEqual(status, 200, payload)
 
+    def test_every_method_libevent_knows_gets_a_json_answer(self):
+        g = self.one()
+        for method in ("TRACE", "PUT", "DELETE", "OPTIONS", "PATCH"):
+            with self.subTest(method=method):
+                s = connect(g)
+                s.sendall(raw_request(g, method, "/v1/responses", headers=("Connection: close",)))
+                status, hl, payload, _ = read_one_response(s)
+                s.close()
+                self.assertIn(status, (404, 405), payload)
+                self.assertIn("application/json", hl.get("content-type", [""])[0], payload)
+                self.assertIn("error", json.loads(payload))
+        # an unknown method is refused by libevent itself, with its HTML page (documented)
+        s = connect(g)
+        s.sendall(b"BREW /v1/responses HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, _, _, _ = read_one_response(s)
+        s.close()
+        self.assertEqual(status, 501)
+        self.assertEqual(self.mock.requests(), [])
+
     # --- field types
 
     def test_wrongly_typed_fields_get_400_before_any_upstream(self):
