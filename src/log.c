@@ -25,11 +25,12 @@ int log_level_parse(const char *name)
 /* Rate limit: each call site (its format string) may write LOG_BURST lines
  * per LOG_WINDOW_S seconds; further lines in that window are counted and
  * reported as one line when the site next writes. A fault that repeats on
- * every loop turn (accept() failing, a disk that stays full) then costs a
- * few lines a minute instead of filling the disk. Debug lines are not
+ * every loop turn (accept() failing, a disk that stays full) then costs at
+ * most 10 lines a second instead of filling the disk; an operator's burst
+ * of SIGHUPs still gets a line each. Debug lines are not
  * limited: they are asked for. */
 #define LOG_SITES 128
-#define LOG_BURST 10
+#define LOG_BURST 100
 #define LOG_WINDOW_S 10
 
 typedef struct log_site {
