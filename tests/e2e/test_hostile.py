@@ -269,6 +269,20 @@ class HostileTest(GatewayTest):
         self.assertEqual(read_to_eof(s, timeout=15), b"")
         s.close()
 
+    def test_idle_timeout_spares_requests_waiting_on_their_upstream(self):
+        # waiting for headers, or for the next event of a stream, is the upstream's time
+        for scenario, body in (("slow_headers,ms=2500", RESP_BODY),
+                               ("stall,ms=2500", dict(RESP_BODY, stream=True))):
+            with self.subTest(scenario=scenario):
+                g = self.one(scenario, env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+                if body.get("stream"):
+                    st = g.stream("/v1/responses", body)
+                    self.assertEqual(st.status, 200)
+                    self.assertIn("response.completed", st.types())
+                else:
+                    r = g.post("/v1/responses", body)
+                    self.assertEqual(r.status, 200, r)
+
     def test_connections_beyond_the_cap_get_a_json_503_and_service_resumes(self):
         g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "4"})
         base = socket_fds(g.proc.pid)
