@@ -124,6 +124,15 @@ def port_accepts(port):
         return False
 
 
+def vm_kib(pid, field):
+    """A /proc/PID/status figure in KiB (VmRSS, VmHWM, ...), 0 if absent."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def wait_for(pred, timeout=WAIT_TIMEOUT, interval=0.05, what="condition"):
     """Polls pred() until it returns something truthy; returns that value."""
     deadline = time.monotonic() + timeout
@@ -820,6 +829,14 @@ class GatewayTest(unittest.TestCase):
         if start:
             g.start()
         return g
+
+    def policy_copy(self):
+        """A private copy of the bundled policies/ (removed after the test); returns its path."""
+        d = tempfile.mkdtemp(prefix="sy-pol-")
+        self.addCleanup(shutil.rmtree, d, True)
+        pdir = os.path.join(d, "policies")
+        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        return pdir
 
     # --- assertions shared by the test files
 

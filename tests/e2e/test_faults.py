@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 
-from harness import GatewayTest, account, main, source_dir, wait_for
+from harness import GatewayTest, account, main, wait_for
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 
@@ -147,10 +147,7 @@ class FaultTest(GatewayTest):
     # --- SIGHUP storm
 
     def test_sighup_storm_with_alternating_broken_policies_fails_no_request(self):
-        d = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, d, True)
-        pdir = os.path.join(d, "policies")
-        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        pdir = self.policy_copy()
         path = os.path.join(pdir, "classify.lua")
         with open(path) as f:
             good = f.read()
@@ -196,10 +193,7 @@ class FaultTest(GatewayTest):
         self.assertEqual(h["usable_accounts"], 0)
 
     def test_health_is_degraded_while_policies_fall_back_to_the_default(self):
-        d = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, d, True)
-        pdir = os.path.join(d, "policies")
-        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        pdir = self.policy_copy()
         path = os.path.join(pdir, "order.lua")
         with open(path) as f:
             src = f.read()

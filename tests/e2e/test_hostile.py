@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from harness import GatewayTest, account, main, wait_for, HOST
+from harness import GatewayTest, account, main, vm_kib, wait_for, HOST
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
@@ -90,14 +90,6 @@ def proc_cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def vm_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def socket_fds(pid):
