@@ -336,6 +336,18 @@ class HostileTest(GatewayTest):
         except OSError:
             return False
 
+    def test_soft_descriptor_limit_is_raised_to_the_hard_one_at_start(self):
+        def soft_below_hard():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
+
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        g.preexec = soft_below_hard
+        g.start()
+        with open(f"/proc/{g.proc.pid}/limits") as f:
+            line = next(ln for ln in f if ln.startswith("Max open files"))
+        self.assertEqual(line.split()[3:5], ["4096", "4096"], line)
+        self.assertEqual(g.get("/health", key=None).json()["connections"]["descriptor_limit"], 4096)
+
     def test_no_descriptor_for_the_upstream_is_a_503_and_cools_no_account(self):
         # a request whose body is still coming while idle connections take every descriptor
         # left: when it is complete, curl cannot open the upstream socket. That is the
