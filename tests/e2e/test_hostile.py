@@ -363,8 +363,10 @@ class HostileTest(GatewayTest):
         g.preexec = low_nofile
         g.start()
         req = raw_request(g, "POST", "/v1/responses", RESP_BODY, headers=("Connection: close",))
+        base = socket_fds(g.proc.pid)
         s = connect(g)
         s.sendall(req[:-5])
+        wait_for(lambda: socket_fds(g.proc.pid) > base, what="the request's connection to be accepted")
         idle = []
         try:
             while "Too many open files" not in g.log_text():
@@ -408,7 +410,7 @@ class HostileTest(GatewayTest):
                  what="the gateway to give the body's memory back")
 
     def test_bodies_over_the_in_flight_budget_get_a_503_and_later_ones_pass(self):
-        g = self.one("slow_headers,ms=1500", env={"SWITCHYARD_MAX_BODIES_IN_FLIGHT": str(1 << 20)})
+        g = self.one("slow_headers,ms=3000", env={"SWITCHYARD_MAX_BODIES_IN_FLIGHT": str(1 << 20)})
         big = dict(RESP_BODY, input="x" * (700 << 10))
         first = {}
         t = threading.Thread(target=lambda: first.setdefault("r", g.post("/v1/responses", big)))
