@@ -830,14 +830,6 @@ class GatewayTest(unittest.TestCase):
             g.start()
         return g
 
-    def policy_copy(self):
-        """A private copy of the bundled policies/ (removed after the test); returns its path."""
-        d = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, d, True)
-        pdir = os.path.join(d, "policies")
-        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
-        return pdir
-
     # --- assertions shared by the test files
 
     def assertOpenAIError(self, resp, status=None):
