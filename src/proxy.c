@@ -468,8 +468,8 @@ static void proxy_commit(proxy_req *p)
     char n[16];
     snprintf(n, sizeof n, "%d", p->attempts);
     evhttp_add_header(oh, "x-switchyard-attempts", n);
-    if (p->req->major == 1 && p->req->minor == 0) {
-        /* HTTP/1.0 has no chunked encoding and the length is unknown: the
+    if (p->req->major < 1 || (p->req->major == 1 && p->req->minor < 1)) {
+        /* HTTP/1.0 (and 0.9) has no chunked encoding and the length is unknown: the
          * body runs to the connection's close. libevent decides keep-alive
          * (and would then announce "Content-Length: 0") from the request's
          * Connection header, so that header goes. */
