@@ -229,6 +229,19 @@ static void server_handle(struct evhttp_request *req, void *arg)
     }
     if (server_framing_bad(req))
         return;
+    if (method == EVHTTP_REQ_HEAD) {
+        /* libevent 2.1 sends whatever body it is given even to HEAD (without
+         * a length), which a kept-alive client would read as its next
+         * answer: HEAD gets the status and headers only. */
+        int health = strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0;
+        const server_route *hr = server_route_find(path);
+        struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+        evhttp_add_header(oh, "Content-Type", "application/json");
+        if (hr)
+            evhttp_add_header(oh, "Allow", hr->is_get ? "GET" : "POST");
+        evhttp_send_reply(req, health ? 200 : hr ? 405 : 404, NULL, NULL);
+        return;
+    }
     if (strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0)
         return health_reply(req, gw);
     const server_route *r = server_route_find(path);

@@ -153,6 +153,19 @@ class HostileTest(GatewayTest):
         self.assertEqual(status, 400)
         self.assertEqual(json.loads(body)["error"]["type"], "invalid_request_error")
 
+    def test_head_answers_carry_no_body(self):
+        # a body after a HEAD answer would be read as the next answer on the connection
+        g = self.one()
+        for path, want in (("/health", 200), ("/v1/models", 405), ("/v1/responses", 405), ("/nope", 404)):
+            with self.subTest(path=path):
+                s = connect(g)
+                s.sendall(raw_request(g, "HEAD", path) + raw_request(g, "GET", "/health", headers=("Connection: close",)))
+                raw = read_to_eof(s)
+                s.close()
+                first, _, rest = raw.partition(b"\r\n\r\n")
+                self.assertTrue(first.startswith(b"HTTP/1.1 %d " % want), raw[:200])
+                self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), f"HEAD answer had a body: {rest[:200]!r}")
+
     # --- half-close
 
     def test_half_closed_client_still_gets_its_answer(self):
