@@ -152,13 +152,11 @@ static int server_check_type(struct evhttp_request *req, const json_value *doc, 
  * account is tried (and charged a failure) for them. */
 static int server_check_fields(struct evhttp_request *req, const json_value *doc, api_kind api)
 {
-    if (api == API_RESPONSES)
-        return server_check_type(req, doc, "input", JSON_STRING, JSON_ARRAY, "a string or an array") < 0 ||
-                       server_check_type(req, doc, "previous_response_id", JSON_STRING, JSON_NULL,
-                                         "a string") < 0
-                   ? -1
-                   : 0;
-    return server_check_type(req, doc, "messages", JSON_ARRAY, JSON_ARRAY, "an array");
+    if (api != API_RESPONSES)
+        return server_check_type(req, doc, "messages", JSON_ARRAY, JSON_ARRAY, "an array");
+    if (server_check_type(req, doc, "input", JSON_STRING, JSON_ARRAY, "a string or an array") < 0)
+        return -1;
+    return server_check_type(req, doc, "previous_response_id", JSON_STRING, JSON_NULL, "a string");
 }
 
 /* Reads the fields routing needs; replies 400 and returns -1 if the body is bad. */
