@@ -97,9 +97,11 @@ void health_reply(struct evhttp_request *req, gateway *gw)
     sbuf_json_str(&b, ws.last_error, strlen(ws.last_error));
     sbuf_printf(&b, "},\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
     sbuf_printf(&b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
-                    "\"refused_out_of_descriptors\":%llu,\"accepting\":%s,\"descriptor_limit\":%ld}",
+                    "\"refused_out_of_descriptors\":%llu,\"slow_requests_closed\":%llu,\"accepting\":%s,"
+                    "\"descriptor_limit\":%ld}",
                 cs.open, cs.cap, (unsigned long long)cs.refused, (unsigned long long)cs.accept_pauses,
-                (unsigned long long)cs.fd_refused, cs.paused ? "false" : "true", cs.nofile);
+                (unsigned long long)cs.fd_refused, (unsigned long long)cs.slow_requests_closed,
+                cs.paused ? "false" : "true", cs.nofile);
     sbuf_printf(&b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"budget\":%zu,\"refused\":%llu}",
                 gw->body_bytes, gw->cfg.max_bodies_in_flight, (unsigned long long)gw->refused_bodies);
     sbuf_printf(&b, ",\"log_lines_suppressed\":%lu}\n", log_suppressed());

@@ -219,7 +219,7 @@ static void server_handle(struct evhttp_request *req, void *arg)
     snprintf(path, sizeof path, "%.*s", (int)(plen < sizeof path ? plen : sizeof path - 1), uri);
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
 
-    if (conn_limit_refused(gw->conns, req)) {
+    if (conn_limit_request(gw->conns, req)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
         return server_send_error(req, 503, "server_error", "too_many_connections",
@@ -309,6 +309,7 @@ int server_start(gateway *gw)
     if (conn_cap < gw->cfg.max_connections)
         log_warn("descriptor limit %ld: client connections capped at %ld instead of %ld", nofile, conn_cap,
                  gw->cfg.max_connections);
-    gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile);
+    gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile,
+                               (double)gw->cfg.client_request_timeout_s);
     return gw->conns ? 0 : -1;
 }

@@ -287,6 +287,60 @@ class HostileTest(GatewayTest):
         self.assertEqual(read_to_eof(s, timeout=15), b"")
         s.close()
 
+    def test_a_request_dripped_byte_by_byte_is_cut_off_with_408(self):
+        # each byte comes well within the idle timeout; the request as a whole must not take
+        # longer than the request timeout
+        g = self.one(env={"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S": "2", "SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "30"})
+        req = raw_request(g, "POST", "/v1/responses", RESP_BODY)
+        s = connect(g)
+        got = b""
+        s.settimeout(0.3)
+        for i in range(len(req)):  # about 30 s at most; the cut comes after ~2 s
+            try:
+                s.sendall(req[i:i + 1])
+            except OSError:
+                break
+            try:
+                b = s.recv(65536)
+                got += b
+                if not b or got:
+                    break
+            except socket.timeout:
+                pass
+        try:
+            got += read_to_eof(s, timeout=10)
+        except OSError:
+            pass
+        s.close()
+        self.assertTrue(got.startswith(b"HTTP/1.1 408 "), got[:200])
+        self.assertEqual(json.loads(got.partition(b"\r\n\r\n")[2])["error"]["code"], "request_timeout")
+        self.assertEqual(self.mock.requests(), [])
+        health = g.get("/health", key=None).json()
+        self.assertEqual(health["connections"]["slow_requests_closed"], 1, health)
+
+    def test_the_request_timeout_spares_long_answers_and_pipelined_requests(self):
+        # a 4 s stream with a 1 s request timeout, while the client already sends its next
+        # request: the time the server spends answering is not the client's
+        for scenario, body in (("slow_stream,ms=200", dict(RESP_BODY, stream=True)),   # answer being written
+                               ("slow_headers,ms=2500", RESP_BODY)):                   # answer awaited
+            with self.subTest(scenario=scenario):
+                g = self.one(scenario, env={"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S": "1"})
+                s = connect(g)
+                s.sendall(raw_request(g, "POST", "/v1/responses", body))
+                time.sleep(0.5)
+                s.sendall(raw_request(g, "GET", "/health", headers=("Connection: close",), auth=False))
+                status, _, payload, rest = read_one_response(s)
+                self.assertEqual(status, 200, payload[:200])
+                self.assertIn(b"completed", payload)
+                s.settimeout(20)
+                while b"\r\n\r\n" not in rest:
+                    b = s.recv(65536)
+                    if not b:
+                        break
+                    rest += b
+                s.close()
+                self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), rest[:200])
+
     def test_idle_timeout_spares_requests_waiting_on_their_upstream(self):
         # waiting for headers, or for the next event of a stream, is the upstream's time
         for scenario, body in (("slow_headers,ms=2500", RESP_BODY),
