@@ -15,9 +15,11 @@
  * Slow requests: evhttp's timeout is per read, so a client that sends a
  * byte every few seconds holds its connection for ever. Each connection's
  * input buffer has a callback here that notes when the bytes of a request
- * began to arrive; the request's dispatch (conn_limit_request) clears it. A
- * request not whole within the request timeout gets a 408 written on the
- * socket and the socket shut down; evhttp then sees the end and frees it.
+ * began to arrive; an answer starting on its output buffer (whichever
+ * handler writes it: server.c, the admin API, libevent itself) or the
+ * request's dispatch (conn_limit_request) clears it. A request not whole
+ * within the request timeout gets a 408 written on the socket and the
+ * socket shut down; evhttp then sees the end and frees it.
  *
  * Out of descriptors: libevent's listener retries a failing accept() on
  * every loop turn (100 % CPU, a log line each time). The error callback here
@@ -92,6 +94,7 @@ static double conn_limit_now(const conn_limit *cl)
 }
 
 static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
+static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 
 static void conn_limit_drop(conn_limit *cl, size_t i)
 {
@@ -99,6 +102,7 @@ static void conn_limit_drop(conn_limit *cl, size_t i)
     if (e->fd >= 0 && (size_t)e->fd < cl->by_fd_len && cl->by_fd[e->fd] == e)
         cl->by_fd[e->fd] = NULL;
     evbuffer_remove_cb(bufferevent_get_input(e->bev), conn_limit_on_input, e);
+    evbuffer_remove_cb(bufferevent_get_output(e->bev), conn_limit_on_output, e);
     bufferevent_decref(e->bev);
     if (e->over)
         cl->n_over--;
@@ -209,6 +213,14 @@ static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_i
     cl->by_fd[fd] = e;
 }
 
+/* An answer is being written: the request it answers arrived whole. */
+static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    conn_entry *e = arg;
+    if (info->n_added)
+        e->reading_since = 0;
+}
+
 static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
 {
     conn_limit *cl = arg;
@@ -234,6 +246,7 @@ static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
     e->cl = cl;
     e->over = cl->n >= cl->cap;
     evbuffer_add_cb(bufferevent_get_input(bev), conn_limit_on_input, e);
+    evbuffer_add_cb(bufferevent_get_output(bev), conn_limit_on_output, e);
     cl->conns[cl->n++] = e;
     cl->n_over += (size_t)e->over;
     cl->st.open = cl->n;

@@ -341,6 +341,22 @@ class HostileTest(GatewayTest):
                 s.close()
                 self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), rest[:200])
 
+    def test_the_request_timeout_spares_a_kept_alive_client_polling_any_handler(self):
+        # the dashboard polls /metrics and /admin/ on one connection for far longer than the
+        # request timeout; those handlers are not server.c's, and must be spared all the same
+        g = self.one(env={"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S": "1"})
+        s = connect(g)
+        deadline = time.monotonic() + 3.5
+        n = 0
+        while time.monotonic() < deadline:
+            for path in ("/metrics", "/admin/"):
+                s.sendall(raw_request(g, "GET", path, auth=False))
+                status, _, payload, _ = read_one_response(s)
+                self.assertIn(status, (200, 301, 302), f"{path} after {n} requests: {payload[:200]!r}")
+                n += 1
+            time.sleep(0.3)
+        s.close()
+
     def test_idle_timeout_spares_requests_waiting_on_their_upstream(self):
         # waiting for headers, or for the next event of a stream, is the upstream's time
         for scenario, body in (("slow_headers,ms=2500", RESP_BODY),
