@@ -85,7 +85,7 @@ static const server_route *server_route_find(const char *path)
  * other than plain "chunked". Two parsers (ours and the next hop's) could
  * read such a request differently, so it is refused and the connection
  * closed, as RFC 9112 section 6.3 asks. Returns 1 when refused. */
-static int server_framing_bad(struct evhttp_request *req)
+static int server_framing_bad(struct evhttp_request *req, const char *path)
 {
     struct evkeyvalq *h = evhttp_request_get_input_headers(req);
     const char *cl = NULL, *why = NULL;
@@ -112,7 +112,7 @@ static int server_framing_bad(struct evhttp_request *req)
     evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
     char msg[160];
     snprintf(msg, sizeof msg, "bad request framing: %s", why);
-    server_send_error(req, 400, "invalid_request_error", "bad_request_framing", msg);
+    server_refuse(req, path, 400, "invalid_request_error", "bad_request_framing", msg);
     return 1;
 }
 
@@ -136,27 +136,28 @@ static void server_take_body(struct evbuffer *ib, sbuf *body, size_t len)
 }
 
 /* A member that must have one of two JSON types when present. */
-static int server_check_type(struct evhttp_request *req, const json_value *doc, const char *key, json_type a,
-                             json_type b, const char *what)
+static int server_check_type(struct evhttp_request *req, const char *endpoint, const json_value *doc,
+                             const char *key, json_type a, json_type b, const char *what)
 {
     json_value *v = json_get(doc, key);
     if (!v || v->type == a || v->type == b)
         return 0;
     char msg[160];
     snprintf(msg, sizeof msg, "'%s' must be %s", key, what);
-    server_send_error(req, 400, "invalid_request_error", "invalid_type", msg);
+    server_refuse(req, endpoint, 400, "invalid_request_error", "invalid_type", msg);
     return -1;
 }
 
 /* Field types the upstream would reject anyway: refused here, before any
  * account is tried (and charged a failure) for them. */
-static int server_check_fields(struct evhttp_request *req, const json_value *doc, api_kind api)
+static int server_check_fields(struct evhttp_request *req, const proxy_input *in)
 {
-    if (api != API_RESPONSES)
-        return server_check_type(req, doc, "messages", JSON_ARRAY, JSON_ARRAY, "an array");
-    if (server_check_type(req, doc, "input", JSON_STRING, JSON_ARRAY, "a string or an array") < 0)
+    const char *ep = in->endpoint;
+    if (in->api != API_RESPONSES)
+        return server_check_type(req, ep, in->doc, "messages", JSON_ARRAY, JSON_ARRAY, "an array");
+    if (server_check_type(req, ep, in->doc, "input", JSON_STRING, JSON_ARRAY, "a string or an array") < 0)
         return -1;
-    return server_check_type(req, doc, "previous_response_id", JSON_STRING, JSON_NULL, "a string");
+    return server_check_type(req, ep, in->doc, "previous_response_id", JSON_STRING, JSON_NULL, "a string");
 }
 
 /* Reads the fields routing needs; replies 400 and returns -1 if the body is bad. */
@@ -178,7 +179,7 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
                  gw->body_bytes, len, gw->cfg.max_bodies_in_flight);
         gw->refused_bodies++;
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-        server_send_error(req, 503, "server_error", "body_budget_exceeded", msg);
+        server_refuse(req, in->endpoint, 503, "server_error", "body_budget_exceeded", msg);
         return -1;
     }
     server_take_body(ib, &in->body, len);
@@ -203,7 +204,7 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
         return -1;
     }
     in->stream = json_get_bool(in->doc, "stream", 0);
-    if (server_check_fields(req, in->doc, in->api) < 0)
+    if (server_check_fields(req, in) < 0)
         return -1;
     const char *prev = json_get_str(in->doc, "previous_response_id");
     snprintf(in->previous_response_id, sizeof in->previous_response_id, "%s", prev ? prev : "");
@@ -222,10 +223,10 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (conn_limit_request(gw->conns, req)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-        return server_send_error(req, 503, "server_error", "too_many_connections",
-                                 "the gateway has as many client connections open as it allows; retry shortly");
+        return server_refuse(req, path, 503, "server_error", "too_many_connections",
+                             "the gateway has as many client connections open as it allows; retry shortly");
     }
-    if (server_framing_bad(req))
+    if (server_framing_bad(req, path))
         return;
     if (method == EVHTTP_REQ_HEAD) {
         /* libevent 2.1 sends whatever body it is given even to HEAD (without
