@@ -14,6 +14,10 @@ void config_defaults(sy_config *c)
     snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
     c->listen_port = 8787;
     c->max_body = 16u << 20;
+    c->max_bodies_in_flight = (size_t)256 << 20;
+    c->max_connections = 4096;
+    c->client_idle_timeout_s = 30;
+    c->client_request_timeout_s = 60;
     c->connect_timeout_ms = 10000;
     c->first_byte_timeout_ms = 120000;
     c->response_timeout_ms = 900000;
@@ -147,6 +151,10 @@ int config_from_env(sy_config *c)
     }
     struct { const char *name; long min, max; long *dst_l; size_t *dst_z; int *pinned; } nums[] = {
         {"SWITCHYARD_MAX_BODY", 1, 1L << 30, NULL, &c->max_body, NULL},
+        {"SWITCHYARD_MAX_BODIES_IN_FLIGHT", 1, 1L << 40, NULL, &c->max_bodies_in_flight, NULL},
+        {"SWITCHYARD_MAX_CONNECTIONS", 1, 1L << 20, &c->max_connections, NULL, NULL},
+        {"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S", 1, 86400, &c->client_idle_timeout_s, NULL, NULL},
+        {"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S", 1, 86400, &c->client_request_timeout_s, NULL, NULL},
         {"SWITCHYARD_CONNECT_TIMEOUT_MS", 1, 3600000, &c->connect_timeout_ms, NULL, NULL},
         {"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS", 1, 3600000, &c->first_byte_timeout_ms, NULL, NULL},
         {"SWITCHYARD_RESPONSE_TIMEOUT_MS", 1, 7200000, &c->response_timeout_ms, NULL, NULL},

@@ -17,6 +17,10 @@ typedef struct sy_config {
     long first_byte_timeout_ms;   /* streamed requests: headers come at once */
     long response_timeout_ms;     /* non-streamed: headers come with the whole answer */
     long idle_timeout_ms;
+    size_t max_bodies_in_flight; /* bytes of request bodies held at once, all requests together */
+    long max_connections;      /* client connections; beyond it new ones get a 503 */
+    long client_idle_timeout_s; /* a client connection reading or writing nothing this long is closed */
+    long client_request_timeout_s; /* a request must arrive whole within this of its first byte */
     size_t preflight_bytes;    /* SSE hold window, bytes */
     long preflight_ms;         /* SSE hold window, time */
     char route_strategy[32];   /* "ordered" | "balanced" */

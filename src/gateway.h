@@ -7,6 +7,7 @@
 #include <event2/http.h>
 #include "affinity.h"
 #include "config.h"
+#include "conn_limit.h"
 #include "policy.h"
 #include "pool.h"
 #include "store.h"
@@ -27,8 +28,14 @@ typedef struct gateway {
     size_t affinity_max;      /* the size it was made with */
     struct usage_poll *usage; /* usage_poll.c */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
+    conn_limit *conns;        /* client connection count, cap, accept back-off */
     uint64_t next_req_id;
     size_t active;            /* client requests in progress */
+    size_t body_bytes;        /* request bodies held by requests in progress */
+    uint64_t refused_bodies;  /* requests refused because body_bytes would pass its budget */
+    uint64_t fb_gen, fb_seen; /* health.c: policy fallbacks seen for the engine of generation fb_gen */
+    double fb_at;             /* when the latest fallback was noticed, 0 never */
+    int trim_due;             /* a large body was freed: give memory back to the system at the next tick */
     int draining;             /* SIGTERM: stop when active reaches 0 */
     double started_at;
     char admin_hash[65];      /* sha256 hex of the admin token; "" none set */
@@ -39,6 +46,8 @@ typedef struct gateway {
     int policy_reload_ok;
     char policy_reload_error[512];
 } gateway;
+
+#define GATEWAY_TRIM_BODY ((size_t)1 << 20) /* freeing a body this large schedules a malloc_trim */
 
 double gateway_now(void);     /* unix seconds, fractional */
 

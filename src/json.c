@@ -39,7 +39,16 @@ typedef struct jparser {
     int depth;
     char *err;
     size_t errlen;
+    int keep_depth;       /* 0: build everything; else containers deeper than this keep no children */
+    const char *span_key; /* json_member_span: the top-level member whose value span is wanted */
+    size_t span_start, span_end;
 } jparser;
+
+/* A place in the arena, to give back what a dropped value took. */
+typedef struct json_mark {
+    json_chunk *chunk;
+    size_t used;
+} json_mark;
 
 static json_value *json_parse_value(jparser *p);
 
@@ -91,6 +100,24 @@ static void *json_alloc(json_doc *d, size_t n)
     c->used += n;
     return v;
 }
+
+static json_mark json_mark_take(const json_doc *d) { return (json_mark){d->chunks, d->chunks->used}; }
+
+/* Frees every chunk started after m and rewinds m's chunk to where it was. */
+static void json_mark_restore(json_doc *d, json_mark m)
+{
+    while (d->chunks != m.chunk) {
+        json_chunk *c = d->chunks;
+        d->chunks = c->next;
+        free(c);
+    }
+    d->chunks->used = m.used;
+}
+
+/* In a shallow parse, the children of this container are validated and then
+ * dropped: the tree of a large body never exists (a 16 MiB array of zeros
+ * would be 8 M nodes of 64 bytes). */
+static int json_drops_children(const jparser *p) { return p->keep_depth && p->depth > p->keep_depth; }
 
 static json_value *json_new(json_doc *d, json_type t)
 {
@@ -418,12 +445,18 @@ static json_value *json_parse_array(jparser *p)
         p->depth--;
         return arr;
     }
+    int drop = json_drops_children(p);
     for (;;) {
+        json_mark m = json_mark_take(p->doc);
         json_value *v = json_parse_value(p);
         if (!v)
             goto fail;
-        *tail = v;
-        tail = &v->next;
+        if (drop) {
+            json_mark_restore(p->doc, m);
+        } else {
+            *tail = v;
+            tail = &v->next;
+        }
         arr->count++;
         json_skip_ws(p);
         if (p->pos < p->len && p->s[p->pos] == ',') {
@@ -459,7 +492,9 @@ static json_value *json_parse_object(jparser *p)
         p->depth--;
         return obj;
     }
+    int drop = json_drops_children(p);
     for (;;) {
+        json_mark m = json_mark_take(p->doc);
         if (p->pos >= p->len || p->s[p->pos] != '"') {
             if (p->pos < p->len && p->s[p->pos] == '}' && obj->count)
                 json_fail(p, p->pos, "trailing comma in object");
@@ -478,12 +513,21 @@ static json_value *json_parse_object(jparser *p)
         }
         p->pos++;
         json_skip_ws(p);
+        size_t vstart = p->pos;
         json_value *v = json_parse_value(p);
         if (!v)
             goto fail;
-        v->key = key;
-        *tail = v;
-        tail = &v->next;
+        if (p->span_key && p->depth == 1 && strcmp(key, p->span_key) == 0) {
+            p->span_start = vstart; /* the last one wins, as in json_get */
+            p->span_end = p->pos;
+        }
+        if (drop) {
+            json_mark_restore(p->doc, m);
+        } else {
+            v->key = key;
+            *tail = v;
+            tail = &v->next;
+        }
         obj->count++;
         json_skip_ws(p);
         if (p->pos < p->len && p->s[p->pos] == ',') {
@@ -534,11 +578,38 @@ static json_value *json_parse_value(jparser *p)
     }
 }
 
+static json_value *json_parse_with(jparser *p);
+
 json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen)
 {
-    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, err, errlen};
-    if (err && errlen)
-        err[0] = '\0';
+    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, err, errlen, 0, NULL, 0, 0};
+    return json_parse_with(&p);
+}
+
+json_value *json_parse_shallow(const char *buf, size_t len, int keep_depth, char *err, size_t errlen)
+{
+    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, err, errlen, keep_depth < 1 ? 1 : keep_depth, NULL, 0, 0};
+    return json_parse_with(&p);
+}
+
+int json_member_span(const char *buf, size_t len, const char *key, size_t *start, size_t *end)
+{
+    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, NULL, 0, 1, key, 0, 0};
+    json_value *v = json_parse_with(&p);
+    int found = v && p.span_end > p.span_start;
+    json_free(v);
+    if (!found)
+        return -1;
+    *start = p.span_start;
+    *end = p.span_end;
+    return 0;
+}
+
+static json_value *json_parse_with(jparser *pp)
+{
+    jparser p = *pp;
+    if (p.err && p.errlen)
+        p.err[0] = '\0';
     p.doc = json_doc_new(p.len);
     json_skip_ws(&p);
     json_value *v = json_parse_value(&p);
@@ -554,6 +625,8 @@ json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen)
         return NULL;
     }
     p.doc->root = *v; /* the root moves into the document header; its arena copy is dropped */
+    pp->span_start = p.span_start;
+    pp->span_end = p.span_end;
     return &p.doc->root;
 }
 

@@ -24,6 +24,14 @@ struct json_value {
  * Returns NULL and fills err (with a byte offset) on invalid input.
  * Nesting deeper than 128 levels is rejected. */
 json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen);
+/* Like json_parse (the whole input is validated), but containers nested
+ * deeper than keep_depth (1 = the root's members only) keep their type and
+ * count and no children: memory stays small whatever the input holds.
+ * json_write must not be given such a document. */
+json_value *json_parse_shallow(const char *buf, size_t len, int keep_depth, char *err, size_t errlen);
+/* Byte span [start, end) of the value of the root object's member key in
+ * buf (the last one if repeated); -1 if buf is no valid JSON object holding key. */
+int json_member_span(const char *buf, size_t len, const char *key, size_t *start, size_t *end);
 /* Frees a whole document: v must be what json_parse returned (or NULL). */
 void json_free(json_value *v);
 

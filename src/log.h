@@ -8,7 +8,10 @@ enum { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 void log_set_level(int level);
 int log_level_parse(const char *name); /* "debug".."error"; -1 if unknown */
+/* Each call site (format string) writes at most 100 lines per 10 s at info
+ * and above; the rest are counted and summarized on its next line. */
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+unsigned long log_suppressed(void); /* lines held back so far */
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)

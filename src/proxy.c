@@ -19,6 +19,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>
 #include <event2/http.h>
+#include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 #include <errno.h>
 #include <stdio.h>
@@ -189,22 +190,24 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 }
 
 /* The request body for this account: the client's, or with the model
- * rewritten by the account's model map. Returns the body to send. */
+ * rewritten by the account's model map. Only the model's bytes change: the
+ * rest of the client's body goes upstream as it came. Returns the body to send. */
 static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
 {
     if (!pa->a.model_map || !p->in.doc || !p->in.model[0])
         return &p->in.body;
     json_value *map = json_parse(pa->a.model_map, strlen(pa->a.model_map), NULL, 0);
     const char *to = map ? json_get_str(map, p->in.model) : NULL;
-    if (!to) {
+    size_t start, end;
+    if (!to || json_member_span(p->in.body.p, p->in.body.len, "model", &start, &end) != 0) {
         json_free(map);
         return &p->in.body;
     }
-    json_set_str(p->in.doc, "model", to);
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, to);
     sbuf_reset(&p->upbody);
-    json_write(&p->upbody, p->in.doc);
-    json_set_str(p->in.doc, "model", p->in.model);
+    sbuf_append(&p->upbody, p->in.body.p, start);
+    sbuf_json_str(&p->upbody, to, strlen(to));
+    sbuf_append(&p->upbody, p->in.body.p + end, p->in.body.len - end);
     json_free(map);
     return &p->upbody;
 }
@@ -465,6 +468,14 @@ static void proxy_commit(proxy_req *p)
     char n[16];
     snprintf(n, sizeof n, "%d", p->attempts);
     evhttp_add_header(oh, "x-switchyard-attempts", n);
+    if (p->req->major < 1 || (p->req->major == 1 && p->req->minor < 1)) {
+        /* HTTP/1.0 (and 0.9) has no chunked encoding and the length is unknown: the
+         * body runs to the connection's close. libevent decides keep-alive
+         * (and would then announce "Content-Length: 0") from the request's
+         * Connection header, so that header goes. */
+        evhttp_remove_header(evhttp_request_get_input_headers(p->req), "Connection");
+        evhttp_add_header(oh, "Connection", "close");
+    }
     evhttp_send_reply_start(p->req, p->status, NULL);
 }
 
@@ -706,7 +717,7 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
 
 static void proxy_read_plain_usage(proxy_req *p)
 {
-    json_value *doc = json_parse(p->sniff.p, p->sniff.len, NULL, 0);
+    json_value *doc = json_parse_shallow(p->sniff.p, p->sniff.len, 2, NULL, 0);
     json_value *u = doc ? json_get(doc, "usage") : NULL;
     if (u) {
         double in = json_get_num(u, "input_tokens", json_get_num(u, "prompt_tokens", -1));
@@ -760,6 +771,12 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
     p->up = NULL; /* freed by upstream right after this returns */
     if (p->committed)
         return proxy_done_committed(p, r, errmsg);
+    if (r == UP_LOCAL) { /* our shortage, not the account's: no cooldown, no next candidate */
+        snprintf(p->error_class, sizeof p->error_class, "gateway_out_of_descriptors");
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", "1");
+        server_send_error(p->req, 503, "server_error", "gateway_overloaded", errmsg ? errmsg : "gateway overloaded");
+        return proxy_finish(p, 503);
+    }
     if (r != UP_OK) {
         policy_event ev = {0};
         ev.network_error = r == UP_NETWORK;
@@ -883,6 +900,15 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
         event_del(&p->eof_watch); /* pipelined bytes: not a hang-up, stop watching */
         return;
     }
+    if (n == 0) {
+        /* EOF: the client is done sending, which is all a half-close
+         * (shutdown(SHUT_WR) after the request) says; it may still read.
+         * Answer it; if it is gone entirely, the first write fails and
+         * libevent's close callback ends the request then. */
+        event_del(&p->eof_watch);
+        log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
+        return;
+    }
     log_debug("req %llu: client hung up", (unsigned long long)p->id);
     snprintf(p->error_class, sizeof p->error_class, "client_closed");
     proxy_drop_client(p);
@@ -951,6 +977,9 @@ static void proxy_finish(proxy_req *p, int status)
                 p->error_class[0] ? p->error_class : "-");
     router_plan_free(&p->plan);
     json_free(p->in.doc);
+    gw->body_bytes -= p->in.body.len;
+    if (p->in.body.len >= GATEWAY_TRIM_BODY)
+        gw->trim_due = 1;
     sbuf_free(&p->in.body);
     sbuf_free(&p->why);
     sbuf_free(&p->tried);
@@ -1001,6 +1030,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->id = ++gw->next_req_id;
     p->req = req;
     p->in = *in;
+    gw->body_bytes += in->body.len;
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = -1;
     evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);

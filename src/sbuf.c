@@ -19,6 +19,21 @@ static void sbuf_grow(sbuf *b, size_t extra)
     b->cap = cap;
 }
 
+void sbuf_reserve(sbuf *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    if (!b->cap) { /* exact: a body's size is known up front */
+        b->p = malloc(extra + 1);
+        if (!b->p)
+            abort();
+        b->cap = extra + 1;
+        b->p[0] = '\0';
+        return;
+    }
+    sbuf_grow(b, extra);
+}
+
 void sbuf_free(sbuf *b)
 {
     free(b->p);

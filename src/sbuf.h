@@ -15,6 +15,8 @@ typedef struct sbuf {
 void sbuf_free(sbuf *b);
 void sbuf_reset(sbuf *b); /* len = 0, keeps memory */
 void sbuf_append(sbuf *b, const void *p, size_t n);
+/* Makes room for extra more bytes (and the NUL) without changing len. */
+void sbuf_reserve(sbuf *b, size_t extra);
 void sbuf_puts(sbuf *b, const char *s);
 void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends v in decimal: sbuf_printf(b, "%lld", v) without the format engine. */

@@ -3,6 +3,7 @@
 #include "serve.h"
 #include "codex_attach.h"
 #include "gateway.h"
+#include "health.h"
 #include "log.h"
 #include "admin_api.h"
 #include "server.h"
@@ -14,6 +15,7 @@
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,8 +154,24 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
         admin_token_load(gw);
     }
     usage_poll_tick(gw->usage, gateway_now());
+    health_tick(gw);
+    if (gw->trim_due) { /* a large body was freed: hand the pages back (a few ms at most, once a second) */
+        gw->trim_due = 0;
+        malloc_trim(0);
+    }
     if (gw->draining && gw->active == 0)
         event_base_loopexit(gw->base, NULL);
+}
+
+/* libevent's own warnings ("Error from accept() call", ...) go through our
+ * log, and so through its rate limit. */
+static void serve_on_libevent_log(int severity, const char *msg)
+{
+    int level = severity == EVENT_LOG_DEBUG ? LOG_DEBUG
+                : severity == EVENT_LOG_MSG ? LOG_INFO
+                : severity == EVENT_LOG_WARN ? LOG_WARN
+                                             : LOG_ERROR;
+    log_msg(level, "libevent: %s", msg);
 }
 
 static void serve_log_listen(gateway *gw)
@@ -245,6 +263,7 @@ static void serve_close(gateway *gw)
     usage_poll_free(gw->usage);
     if (gw->admin_http)
         evhttp_free(gw->admin_http);
+    conn_limit_free(gw->conns);
     upstream_free(gw->up);
     if (gw->chunk)
         evbuffer_free(gw->chunk);
@@ -269,6 +288,11 @@ int serve_main(int argc, char **argv)
     }
     log_set_level(gw.cfg.log_level);
     signal(SIGPIPE, SIG_IGN);
+    event_set_log_callback(serve_on_libevent_log);
+    /* A fixed threshold: glibc would otherwise raise it to the size of each
+     * freed large block, and the next 16 MiB bodies would come from (and stay
+     * in) the heap instead of being mapped and unmapped. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     srandom((unsigned)time(NULL) ^ (unsigned)getpid());
     /* the epoll changelist merges the add/del pairs that evhttp and curl

@@ -1,6 +1,7 @@
 /* server.c: client-facing HTTP (see server.h). Everything here runs on the
  * loop and only validates and dispatches; proxy.c does the upstream work. */
 #include "server.h"
+#include "health.h"
 #include "log.h"
 #include "metrics.h"
 #include "proxy.h"
@@ -79,14 +80,84 @@ static const server_route *server_route_find(const char *path)
     return NULL;
 }
 
-static void server_health(struct evhttp_request *req, gateway *gw)
+/* Request framing libevent accepts but must not: two different
+ * Content-Length values, or Transfer-Encoding beside Content-Length or
+ * other than plain "chunked". Two parsers (ours and the next hop's) could
+ * read such a request differently, so it is refused and the connection
+ * closed, as RFC 9112 section 6.3 asks. Returns 1 when refused. */
+static int server_framing_bad(struct evhttp_request *req, const char *path)
 {
-    struct evbuffer *out = evbuffer_new();
-    evbuffer_add_printf(out, "{\"status\":\"ok\",\"accounts\":%zu,\"active_requests\":%zu,\"policy\":\"%s\"}\n",
-                        pool_count(gw->pool), gw->active, policy_source(gw->policy));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-    evhttp_send_reply(req, 200, "OK", out);
-    evbuffer_free(out);
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    const char *cl = NULL, *why = NULL;
+    int te = 0;
+    for (struct evkeyval *kv = h->tqh_first; kv && !why; kv = kv->next.tqe_next) {
+        char c0 = (char)(kv->key[0] | 0x20); /* most headers are neither: skip the comparisons */
+        if (c0 != 'c' && c0 != 't')
+            continue;
+        if (strcasecmp(kv->key, "Content-Length") == 0) {
+            if (cl && strcmp(cl, kv->value) != 0)
+                why = "two different Content-Length headers";
+            cl = kv->value;
+        } else if (strcasecmp(kv->key, "Transfer-Encoding") == 0) {
+            if (te++ || strcasecmp(kv->value, "chunked") != 0)
+                why = "unsupported Transfer-Encoding (only a single 'chunked' is accepted)";
+        }
+    }
+    if (!why && cl && te)
+        why = "both Content-Length and Transfer-Encoding";
+    if (!why && cl && (!*cl || cl[strspn(cl, "0123456789")] != '\0'))
+        why = "Content-Length is not a decimal number";
+    if (!why)
+        return 0;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    char msg[160];
+    snprintf(msg, sizeof msg, "bad request framing: %s", why);
+    server_refuse(req, path, 400, "invalid_request_error", "bad_request_framing", msg);
+    return 1;
+}
+
+/* Moves the body out of libevent's buffer piece by piece, so the two copies
+ * never exist whole at the same time (evbuffer_pullup would make a third). */
+static void server_take_body(struct evbuffer *ib, sbuf *body, size_t len)
+{
+    sbuf_reserve(body, len);
+    while (evbuffer_get_length(ib) > 0) {
+        size_t n = evbuffer_get_length(ib);
+        if (n > (1u << 20))
+            n = 1u << 20;
+        sbuf_reserve(body, n);
+        int got = evbuffer_remove(ib, body->p + body->len, n);
+        if (got <= 0)
+            break;
+        body->len += (size_t)got;
+    }
+    if (body->p)
+        body->p[body->len] = '\0';
+}
+
+/* A member that must have one of two JSON types when present. */
+static int server_check_type(struct evhttp_request *req, const char *endpoint, const json_value *doc,
+                             const char *key, json_type a, json_type b, const char *what)
+{
+    json_value *v = json_get(doc, key);
+    if (!v || v->type == a || v->type == b)
+        return 0;
+    char msg[160];
+    snprintf(msg, sizeof msg, "'%s' must be %s", key, what);
+    server_refuse(req, endpoint, 400, "invalid_request_error", "invalid_type", msg);
+    return -1;
+}
+
+/* Field types the upstream would reject anyway: refused here, before any
+ * account is tried (and charged a failure) for them. */
+static int server_check_fields(struct evhttp_request *req, const proxy_input *in)
+{
+    const char *ep = in->endpoint;
+    if (in->api != API_RESPONSES)
+        return server_check_type(req, ep, in->doc, "messages", JSON_ARRAY, JSON_ARRAY, "an array");
+    if (server_check_type(req, ep, in->doc, "input", JSON_STRING, JSON_ARRAY, "a string or an array") < 0)
+        return -1;
+    return server_check_type(req, ep, in->doc, "previous_response_id", JSON_STRING, JSON_NULL, "a string");
 }
 
 /* Reads the fields routing needs; replies 400 and returns -1 if the body is bad. */
@@ -100,9 +171,20 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
         server_refuse(req, in->endpoint, 413, "invalid_request_error", "request_too_large", msg);
         return -1;
     }
-    sbuf_append(&in->body, evbuffer_pullup(ib, -1), len);
+    if (gw->body_bytes > 0 && gw->body_bytes + len > gw->cfg.max_bodies_in_flight) {
+        char msg[192];
+        snprintf(msg, sizeof msg,
+                 "the gateway holds %zu bytes of request bodies in flight; this %zu-byte body would pass its "
+                 "budget of %zu bytes: retry shortly",
+                 gw->body_bytes, len, gw->cfg.max_bodies_in_flight);
+        gw->refused_bodies++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        server_refuse(req, in->endpoint, 503, "server_error", "body_budget_exceeded", msg);
+        return -1;
+    }
+    server_take_body(ib, &in->body, len);
     char err[160];
-    in->doc = json_parse(in->body.p, in->body.len, err, sizeof err);
+    in->doc = json_parse_shallow(in->body.p, in->body.len, 1, err, sizeof err);
     if (!in->doc || in->doc->type != JSON_OBJECT) {
         char msg[256];
         snprintf(msg, sizeof msg, "request body is not a JSON object: %s", in->doc ? "wrong type" : err);
@@ -122,6 +204,8 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
         return -1;
     }
     in->stream = json_get_bool(in->doc, "stream", 0);
+    if (server_check_fields(req, in) < 0)
+        return -1;
     const char *prev = json_get_str(in->doc, "previous_response_id");
     snprintf(in->previous_response_id, sizeof in->previous_response_id, "%s", prev ? prev : "");
     return 0;
@@ -136,8 +220,29 @@ static void server_handle(struct evhttp_request *req, void *arg)
     snprintf(path, sizeof path, "%.*s", (int)(plen < sizeof path ? plen : sizeof path - 1), uri);
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
 
+    if (conn_limit_request(gw->conns, req)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        return server_refuse(req, path, 503, "server_error", "too_many_connections",
+                             "the gateway has as many client connections open as it allows; retry shortly");
+    }
+    if (server_framing_bad(req, path))
+        return;
+    if (method == EVHTTP_REQ_HEAD) {
+        /* libevent 2.1 sends whatever body it is given even to HEAD (without
+         * a length), which a kept-alive client would read as its next
+         * answer: HEAD gets the status and headers only. */
+        int health = strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0;
+        const server_route *hr = server_route_find(path);
+        struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+        evhttp_add_header(oh, "Content-Type", "application/json");
+        if (hr)
+            evhttp_add_header(oh, "Allow", hr->is_get ? "GET" : "POST");
+        evhttp_send_reply(req, health ? 200 : hr ? 405 : 404, NULL, NULL);
+        return;
+    }
     if (strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0)
-        return server_health(req, gw);
+        return health_reply(req, gw);
     const server_route *r = server_route_find(path);
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
@@ -182,13 +287,30 @@ int server_start(gateway *gw)
     size_t cap = gw->cfg.max_body > ((size_t)1 << 29) ? gw->cfg.max_body : gw->cfg.max_body * 2 + 65536;
     evhttp_set_max_body_size(gw->http, (ev_ssize_t)cap);
     evhttp_set_max_headers_size(gw->http, 256 * 1024);
-    evhttp_set_timeout(gw->http, 3600);
+    /* reading a request or writing an answer: a client silent this long is
+     * closed (a request waiting on its upstream is not reading or writing) */
+    evhttp_set_timeout(gw->http, (int)gw->cfg.client_idle_timeout_s);
+    /* every method libevent knows but CONNECT (whose answer it frames as a
+     * tunnel) reaches server_handle, which answers in JSON; libevent itself
+     * answers an excluded one with an HTML 501 */
     evhttp_set_allowed_methods(gw->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH |
+                                             EVHTTP_REQ_TRACE);
     evhttp_set_gencb(gw->http, server_handle, gw);
-    if (!evhttp_bind_socket_with_handle(gw->http, gw->cfg.listen_host, (ev_uint16_t)gw->cfg.listen_port)) {
+    struct evhttp_bound_socket *bound =
+        evhttp_bind_socket_with_handle(gw->http, gw->cfg.listen_host, (ev_uint16_t)gw->cfg.listen_port);
+    if (!bound) {
         log_error("cannot listen on %s:%d", gw->cfg.listen_host, gw->cfg.listen_port);
         return -1;
     }
-    return 0;
+    long nofile = conn_limit_raise_nofile();
+    /* each client may hold an upstream connection too; keep room for the database and logs */
+    long fit = nofile > 0 ? (nofile - 64) / 2 : gw->cfg.max_connections;
+    long conn_cap = gw->cfg.max_connections < fit ? gw->cfg.max_connections : (fit < 16 ? 16 : fit);
+    if (conn_cap < gw->cfg.max_connections)
+        log_warn("descriptor limit %ld: client connections capped at %ld instead of %ld", nofile, conn_cap,
+                 gw->cfg.max_connections);
+    gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile,
+                               (double)gw->cfg.client_request_timeout_s);
+    return gw->conns ? 0 : -1;
 }

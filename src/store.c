@@ -68,6 +68,8 @@ typedef struct store_writer {
     size_t n_states, cap_states;
     uint64_t queued_seq, committed_seq;
     uint64_t dropped_logs, failed_commits;
+    int failing;          /* the latest commit failed; cleared by the next success */
+    char last_error[128]; /* sqlite's message for the latest failure */
     owner_item *owners_head, *owners_tail;
     size_t n_owners;
     uint64_t dropped_owners;
@@ -1347,12 +1349,18 @@ static void writer_commit_retry(store_writer *w, const writer_batch *b)
     for (int failures = 0;; failures++) {
         int rc = writer_commit(w, b);
         if (rc == SQLITE_OK) {
-            if (failures)
+            if (failures) {
                 log_info("store: writer recovered after %d failed commits", failures);
+                pthread_mutex_lock(&w->mu);
+                w->failing = 0;
+                pthread_mutex_unlock(&w->mu);
+            }
             return;
         }
         pthread_mutex_lock(&w->mu);
         w->failed_commits++;
+        w->failing = 1;
+        snprintf(w->last_error, sizeof w->last_error, "%s (sqlite code %d)", sqlite3_errmsg(w->db), rc);
         pthread_mutex_unlock(&w->mu);
         if (failures == 0 || failures % 20 == 0)
             log_error("store: writer commit failed (%s); keeping %zu request logs, %zu state updates and %zu"
@@ -1757,5 +1765,7 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->failed_commits = w->failed_commits;
     out->pending_owners = w->n_owners;
     out->dropped_owners = w->dropped_owners;
+    out->failing = w->failing;
+    snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);
     pthread_mutex_unlock(&w->mu);
 }

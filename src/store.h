@@ -194,6 +194,8 @@ typedef struct store_writer_stats {
     uint64_t failed_commits; /* batch commits that failed (and were retried) */
     size_t pending_owners;   /* response owners queued */
     uint64_t dropped_owners; /* oldest response owners dropped because the queue was full */
+    int failing;             /* the latest commit failed (disk full, I/O error, ...); it is being retried */
+    char last_error[128];    /* the latest failure, e.g. "database or disk is full (sqlite code 13)" */
 } store_writer_stats;
 void store_writer_stats_get(store *s, store_writer_stats *out);
 

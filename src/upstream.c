@@ -25,6 +25,7 @@
 #include "sbuf.h"
 #include <curl/curl.h>
 #include <event2/event_struct.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@ struct upstream {
     size_t n_spare;
     struct up_sock **socks;     /* by descriptor: sockets on the loop */
     size_t n_socks;
+    uint64_t fd_failures;       /* socket() failed for want of descriptors (EMFILE/ENFILE) */
 };
 
 struct upstream_req {
@@ -63,6 +65,7 @@ struct upstream_req {
     int status;
     int headers_done;
     int added;               /* in the multi handle */
+    uint64_t fd_failures_at_start; /* u->fd_failures when this transfer started */
     int cancelled;           /* no callbacks any more; free when curl is off the stack */
     int paused;
     int on_pending;          /* queued for the kick: the kick owns freeing it */
@@ -187,6 +190,8 @@ static int upstream_sock_cb(CURL *easy, curl_socket_t fd, int what, void *uarg, 
 static curl_socket_t upstream_open_socket(void *uarg, curlsocktype purpose, struct curl_sockaddr *a)
 {
     curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd == CURL_SOCKET_BAD && (errno == EMFILE || errno == ENFILE))
+        ((upstream *)uarg)->fd_failures++;
     if (fd == CURL_SOCKET_BAD || purpose != CURLSOCKTYPE_IPCXN)
         return fd;
     /* a descriptor number is reused: whatever we knew of an earlier socket
@@ -380,9 +385,29 @@ static size_t upstream_write_cb(char *p, size_t size, size_t nitems, void *arg)
 
 /* ---- completion ---- */
 
+/* 1 if a failed transfer failed for want of descriptors here, not because
+ * of the upstream: a socket() of ours failed meanwhile, or the process has
+ * none to spare right now. (Resolver threads and curl's own pipes fail in
+ * ways that do not say why.) */
+static int upstream_failed_locally(const upstream_req *r, CURLcode code)
+{
+    if (code != CURLE_COULDNT_CONNECT && code != CURLE_COULDNT_RESOLVE_HOST && code != CURLE_OUT_OF_MEMORY &&
+        code != CURLE_FAILED_INIT)
+        return 0;
+    if (r->u->fd_failures != r->fd_failures_at_start)
+        return 1;
+    int fd = dup(STDERR_FILENO);
+    if (fd < 0)
+        return errno == EMFILE || errno == ENFILE;
+    close(fd);
+    return 0;
+}
+
 static void upstream_finish(upstream_req *r, CURLcode code)
 {
-    if (code == CURLE_OPERATION_TIMEDOUT && !r->headers_done)
+    if (code != CURLE_OK && upstream_failed_locally(r, code))
+        upstream_end(r, UP_LOCAL, "the gateway is out of file descriptors");
+    else if (code == CURLE_OPERATION_TIMEDOUT && !r->headers_done)
         upstream_end(r, UP_TIMEOUT_CONNECT, "upstream connect timeout");
     else if (code != CURLE_OK)
         upstream_end(r, UP_NETWORK, r->errbuf[0] ? r->errbuf : curl_easy_strerror(code));
@@ -518,6 +543,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
         return NULL;
     }
     r->u = u;
+    r->fd_failures_at_start = u->fd_failures;
     r->cb = *cb;
     r->ud = ud;
     r->hdrs = upstream_build_headers(spec);

@@ -27,7 +27,9 @@ typedef struct upstream_spec {
     long first_byte_timeout_ms;     /* 0: the limit given to upstream_new */
 } upstream_spec;
 
-typedef enum { UP_OK = 0, UP_NETWORK, UP_TIMEOUT_CONNECT, UP_TIMEOUT_FIRST_BYTE, UP_TIMEOUT_IDLE } up_result;
+/* UP_LOCAL: the gateway itself ran out of a resource (file descriptors):
+ * not the account's fault, so no cooldown and no failover. */
+typedef enum { UP_OK = 0, UP_NETWORK, UP_TIMEOUT_CONNECT, UP_TIMEOUT_FIRST_BYTE, UP_TIMEOUT_IDLE, UP_LOCAL } up_result;
 
 typedef struct upstream_callbacks {
     /* Status line and all headers received. Return 0 to go on, -1 to abort (no more callbacks). */

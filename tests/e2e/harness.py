@@ -143,6 +143,15 @@ def port_accepts(port):
         return False
 
 
+def vm_kib(pid, field):
+    """A /proc/PID/status figure in KiB (VmRSS, VmHWM, ...), 0 if absent."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
 def wait_for(pred, timeout=WAIT_TIMEOUT, interval=0.05, what="condition"):
     """Polls pred() until it returns something truthy; returns that value."""
     deadline = time.monotonic() + timeout
@@ -571,6 +580,7 @@ class Gateway:
         self.policies = policies
         self.proc = None
         self.port = None
+        self.preexec = None  # optional callable run in the child before exec (e.g. a low RLIMIT_NOFILE)
         self.accounts = {}
         self.cli_runs = []
         for a in accounts:
@@ -621,7 +631,7 @@ class Gateway:
             args += self.serve_args
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                         env=self.env, cwd=self.dir)
+                                         env=self.env, cwd=self.dir, preexec_fn=self.preexec)
             log.close()
             _live_procs.append(self.proc)
             deadline = time.monotonic() + START_TIMEOUT

@@ -10,7 +10,7 @@ import stat
 import threading
 import time
 
-from harness import (GatewayTest, account, chat_text, main, parse_sse, response_text,
+from harness import (GatewayTest, account, chat_text, main, parse_sse, response_text, vm_kib,
                      wait_for, event_type, HOST)
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
@@ -87,14 +87,6 @@ class BigStreamUpstream:
 
     def close(self):
         self.sock.close()
-
-
-def vm_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 class FoundationTest(GatewayTest):

@@ -2,6 +2,7 @@
  * surrogates, depth limit, error offsets), accessors, json_set_str and the
  * compact serializer, including a multi-megabyte document. */
 #include "check.h"
+#include <malloc.h>
 #include "json.h"
 #include <stdlib.h>
 #include <time.h>
@@ -418,8 +419,61 @@ static void test_set_str_repeatedly_grows_the_arena(void)
     sbuf_free(&out);
 }
 
+
+static void test_shallow_parse_keeps_top_level_and_validates_everything(void)
+{
+    const char *in = "{\"model\":\"m\",\"input\":[{\"a\":[1,2,{\"b\":\"x\"}]},\"s\"],\"stream\":true}";
+    json_value *d = json_parse_shallow(in, strlen(in), 1, NULL, 0);
+    CHECK(d != NULL);
+    CHECK_EQ_STR(json_get_str(d, "model"), "m");
+    CHECK_EQ_INT(json_get_bool(d, "stream", 0), 1);
+    json_value *inp = json_get(d, "input");
+    CHECK(inp && inp->type == JSON_ARRAY);
+    CHECK_EQ_INT(inp ? inp->count : 0, 2);
+    CHECK(inp && inp->child == NULL); /* dropped */
+    json_free(d);
+    const char *bad = "{\"input\":[{\"a\":[1,2,]}]}"; /* the error is deep: still found */
+    char err[128];
+    CHECK(json_parse_shallow(bad, strlen(bad), 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "trailing comma") != NULL);
+}
+
+/* A body of 2 MiB of [0,0,...] kept whole would take 1 M nodes of 64 bytes;
+ * shallow, the arena must stay within a few chunks. */
+static void test_shallow_parse_of_a_huge_array_allocates_little(void)
+{
+    size_t n = 1u << 20;
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"input\":[");
+    for (size_t i = 0; i < n; i++)
+        sbuf_puts(&b, i ? ",0" : "0");
+    sbuf_puts(&b, "]}");
+    struct mallinfo2 before = mallinfo2();
+    json_value *d = json_parse_shallow(b.p, b.len, 1, NULL, 0);
+    struct mallinfo2 during = mallinfo2();
+    CHECK(d != NULL);
+    CHECK_EQ_INT(d ? json_get(d, "input")->count : 0, n);
+    size_t grown = during.uordblks + during.hblkhd - before.uordblks - before.hblkhd;
+    CHECK(grown < (256u << 10));
+    json_free(d);
+    sbuf_free(&b);
+}
+
+static void test_member_span_finds_the_top_level_value_bytes(void)
+{
+    const char *in = "{ \"x\": {\"model\": 1}, \"model\" : \"gpt\\u0031\" , \"z\":[]}";
+    size_t a, e;
+    CHECK_EQ_INT(json_member_span(in, strlen(in), "model", &a, &e), 0);
+    CHECK(e > a && strncmp(in + a, "\"gpt\\u0031\"", e - a) == 0);
+    CHECK_EQ_INT(json_member_span(in, strlen(in), "nope", &a, &e), -1);
+    CHECK_EQ_INT(json_member_span("[1]", 3, "model", &a, &e), -1);
+}
+
 int main(void)
 {
+    RUN(test_shallow_parse_keeps_top_level_and_validates_everything);
+    RUN(test_shallow_parse_of_a_huge_array_allocates_little);
+    RUN(test_member_span_finds_the_top_level_value_bytes);
     RUN(test_scalars_and_nesting_parse);
     RUN(test_all_simple_escapes_decoded);
     RUN(test_unicode_escapes_become_utf8);

@@ -1,0 +1,375 @@
+/* conn_limit.c: client connections as a resource (see conn_limit.h).
+ *
+ * Counting: evhttp has no hook for "connection closed" that is free to use
+ * (the close callback belongs to proxy.c), so the bufferevent of every
+ * client connection is made here (evhttp_set_bevcb) and kept with an extra
+ * reference. evhttp clears a bufferevent's callbacks when it frees its
+ * connection (and shuts the socket down, so the client sees the close at
+ * once); a sweep every CONN_SWEEP_MS finds those and drops the reference,
+ * which deletes the events and closes the descriptor, in that order. (Made
+ * without BEV_OPT_CLOSE_ON_FREE, evhttp would close the descriptor while
+ * the kept bufferevent still had a read event on it, and a new connection
+ * given the same number would share it.) The count is thus an upper bound
+ * between sweeps, and a sweep runs before any decision.
+ *
+ * Slow requests: evhttp's timeout is per read, so a client that sends a
+ * byte every few seconds holds its connection for ever. Each connection's
+ * input buffer has a callback here that notes when the bytes of a request
+ * began to arrive; an answer starting on its output buffer (whichever
+ * handler writes it: server.c, the admin API, libevent itself) or the
+ * request's dispatch (conn_limit_request) clears it. A request not whole
+ * within the request timeout gets a 408 written on the socket and the
+ * socket shut down; evhttp then sees the end and frees it.
+ *
+ * Out of descriptors: libevent's listener retries a failing accept() on
+ * every loop turn (100 % CPU, a log line each time). The error callback here
+ * refuses one waiting client with a spare descriptor kept for that purpose,
+ * then pauses accepting for CONN_PAUSE_MS; pending clients wait in the
+ * kernel's backlog meanwhile. */
+#include "conn_limit.h"
+#include "log.h"
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CONN_PAUSE_MS 250
+#define CONN_SWEEP_MS 100
+
+/* libevent hands a listener's error callback the accept callback's
+ * argument, which is evhttp's own; the one gateway per process is found here. */
+static struct conn_limit *conn_limit_active;
+
+typedef struct conn_entry {
+    struct bufferevent *bev;    /* ours: one reference */
+    int fd;                     /* -1 until its first bytes arrive */
+    int over;                   /* accepted beyond the cap: answered with a refusal */
+    int timed_out;              /* the 408 was sent */
+    double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
+    struct conn_limit *cl;
+} conn_entry;
+
+struct conn_limit {
+    struct event_base *base;
+    struct evconnlistener *lev;
+    conn_entry **conns;
+    size_t n, alloc, n_over;
+    conn_entry **by_fd;   /* descriptor -> entry, for the request's lookup */
+    size_t by_fd_len;
+    size_t cap, slack;
+    double request_timeout_s;
+    struct event *resume;
+    struct event *sweeper;
+    int spare_fd;         /* kept open to refuse a client when out of descriptors */
+    conn_limit_stats st;
+};
+
+long conn_limit_raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            log_warn("cannot raise the descriptor limit to %llu: %s", (unsigned long long)want, strerror(errno));
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)1 << 30 ? 1L << 30 : (long)rl.rlim_cur;
+}
+
+static double conn_limit_now(const conn_limit *cl)
+{
+    struct timeval tv;
+    event_base_gettimeofday_cached(cl->base, &tv);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
+static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
+
+static void conn_limit_drop(conn_limit *cl, size_t i)
+{
+    conn_entry *e = cl->conns[i];
+    if (e->fd >= 0 && (size_t)e->fd < cl->by_fd_len && cl->by_fd[e->fd] == e)
+        cl->by_fd[e->fd] = NULL;
+    evbuffer_remove_cb(bufferevent_get_input(e->bev), conn_limit_on_input, e);
+    evbuffer_remove_cb(bufferevent_get_output(e->bev), conn_limit_on_output, e);
+    bufferevent_decref(e->bev);
+    if (e->over)
+        cl->n_over--;
+    free(e);
+    cl->conns[i] = cl->conns[--cl->n];
+}
+
+/* A request that is not whole in time: answered 408 on the socket (nothing
+ * else writes to it while a request is being read) and shut down. */
+static void conn_limit_time_out(conn_limit *cl, conn_entry *e)
+{
+    static const char body[] = "{\"error\":{\"message\":\"the request did not arrive whole in time\","
+                               "\"type\":\"invalid_request_error\",\"code\":\"request_timeout\"}}\n";
+    char head[192];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Connection: close\r\n\r\n",
+                      sizeof body - 1);
+    e->timed_out = 1;
+    cl->st.slow_requests_closed++;
+    log_warn("client connection: a request still incomplete after %.0f s; answering 408 and closing",
+             cl->request_timeout_s);
+    if (send(e->fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        send(e->fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(e->fd, SHUT_RDWR);
+}
+
+void conn_limit_sweep(conn_limit *cl)
+{
+    double now = conn_limit_now(cl);
+    for (size_t i = 0; i < cl->n;) {
+        conn_entry *e = cl->conns[i];
+        bufferevent_data_cb r, w;
+        bufferevent_event_cb ev;
+        bufferevent_getcb(e->bev, &r, &w, &ev, NULL);
+        if (!r && !w && !ev) { /* evhttp freed the connection */
+            conn_limit_drop(cl, i);
+            continue;
+        }
+        if (!e->reading_since || e->timed_out || e->fd < 0) {
+            i++;
+            continue;
+        }
+        /* the clock runs only while evhttp waits for the client: while a
+         * request is served (reading off while it waits for its answer; no
+         * read callback while the answer is written, reading then only
+         * watches for a close) the bytes of a pipelined next one wait on
+         * the server, not the client */
+        if (!(bufferevent_get_enabled(e->bev) & EV_READ) || !r || evbuffer_get_length(bufferevent_get_output(e->bev)))
+            e->reading_since = now;
+        else if (now - e->reading_since > cl->request_timeout_s)
+            conn_limit_time_out(cl, e);
+        i++;
+    }
+    cl->st.open = cl->n;
+}
+
+static void conn_limit_pause(conn_limit *cl)
+{
+    if (cl->st.paused)
+        return;
+    evconnlistener_disable(cl->lev);
+    cl->st.paused = 1;
+    cl->st.accept_pauses++;
+    struct timeval tv = {0, CONN_PAUSE_MS * 1000};
+    evtimer_add(cl->resume, &tv);
+}
+
+static void conn_limit_on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    conn_limit *cl = arg;
+    conn_limit_sweep(cl);
+    if (cl->n >= cl->cap + cl->slack) {
+        struct timeval tv = {0, CONN_PAUSE_MS * 1000};
+        evtimer_add(cl->resume, &tv);
+        return;
+    }
+    cl->st.paused = 0;
+    evconnlistener_enable(cl->lev);
+}
+
+/* Bytes of a request arrived: the first ones start its clock. */
+static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    conn_entry *e = arg;
+    conn_limit *cl = e->cl;
+    if (!info->n_added)
+        return;
+    if (!e->reading_since)
+        e->reading_since = conn_limit_now(cl);
+    if (e->fd >= 0)
+        return;
+    int fd = bufferevent_getfd(e->bev);
+    if (fd < 0)
+        return;
+    if ((size_t)fd >= cl->by_fd_len) {
+        size_t nl = cl->by_fd_len ? cl->by_fd_len : 1024;
+        while (nl <= (size_t)fd)
+            nl *= 2;
+        conn_entry **m = realloc(cl->by_fd, nl * sizeof *m);
+        if (!m)
+            abort(); /* same policy as sbuf */
+        memset(m + cl->by_fd_len, 0, (nl - cl->by_fd_len) * sizeof *m);
+        cl->by_fd = m;
+        cl->by_fd_len = nl;
+    }
+    e->fd = fd;
+    cl->by_fd[fd] = e;
+}
+
+/* An answer is being written: the request it answers arrived whole. */
+static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    conn_entry *e = arg;
+    if (info->n_added)
+        e->reading_since = 0;
+}
+
+static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
+{
+    conn_limit *cl = arg;
+    if (cl->n >= cl->cap)
+        conn_limit_sweep(cl);
+    if (cl->n == cl->alloc) {
+        size_t na = cl->alloc ? cl->alloc * 2 : 256;
+        conn_entry **c = realloc(cl->conns, na * sizeof *c);
+        if (!c)
+            abort(); /* same policy as sbuf */
+        cl->conns = c;
+        cl->alloc = na;
+    }
+    conn_entry *e = calloc(1, sizeof *e);
+    struct bufferevent *bev = e ? bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    if (!bev) {
+        free(e);
+        return NULL; /* evhttp makes its own; it goes uncounted */
+    }
+    bufferevent_incref(bev);
+    e->bev = bev;
+    e->fd = -1;
+    e->cl = cl;
+    e->over = cl->n >= cl->cap;
+    evbuffer_add_cb(bufferevent_get_input(bev), conn_limit_on_input, e);
+    evbuffer_add_cb(bufferevent_get_output(bev), conn_limit_on_output, e);
+    cl->conns[cl->n++] = e;
+    cl->n_over += (size_t)e->over;
+    cl->st.open = cl->n;
+    if (e->over)
+        log_warn("client connections: %zu open, the cap is %zu: refusing new ones", cl->n, cl->cap);
+    if (cl->n >= cl->cap + cl->slack) {
+        log_warn("client connections: %zu open, far over the cap of %zu: pausing accept for %d ms", cl->n, cl->cap,
+                 CONN_PAUSE_MS);
+        conn_limit_pause(cl);
+    }
+    return bev;
+}
+
+/* Out of descriptors: answer one waiting client with the spare descriptor
+ * so it hears why, instead of waiting in the backlog. */
+static void conn_limit_refuse_one(conn_limit *cl)
+{
+    static const char body[] = "{\"error\":{\"message\":\"the gateway is out of file descriptors; retry shortly\","
+                               "\"type\":\"server_error\",\"code\":\"too_many_connections\"}}\n";
+    if (cl->spare_fd < 0)
+        return;
+    close(cl->spare_fd);
+    cl->spare_fd = -1;
+    int fd = accept4(evconnlistener_get_fd(cl->lev), NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+        char head[256], junk[4096];
+        int hn = snprintf(head, sizeof head,
+                          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
+                          sizeof body - 1);
+        while (recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+        }
+        if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+            send(fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        shutdown(fd, SHUT_WR);
+        close(fd);
+        cl->st.fd_refused++;
+    }
+    cl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void conn_limit_on_sweep(evutil_socket_t fd, short what, void *arg) { conn_limit_sweep(arg); }
+
+static void conn_limit_on_accept_error(struct evconnlistener *lev, void *arg)
+{
+    conn_limit *cl = conn_limit_active;
+    if (!cl || cl->lev != lev)
+        return;
+    int err = EVUTIL_SOCKET_ERROR();
+    conn_limit_sweep(cl); /* descriptors of connections closed since the last sweep */
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        conn_limit_refuse_one(cl);
+        log_warn("accept(): %s (%zu client connections open, descriptor limit %ld): pausing new connections for %d ms",
+                 strerror(err), cl->n, cl->st.nofile, CONN_PAUSE_MS);
+    } else {
+        log_warn("accept(): %s: pausing new connections for %d ms", strerror(err), CONN_PAUSE_MS);
+    }
+    conn_limit_pause(cl);
+}
+
+conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct evhttp_bound_socket *bound,
+                           size_t cap, long nofile, double request_timeout_s)
+{
+    conn_limit *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return NULL;
+    cl->base = base;
+    cl->lev = evhttp_bound_socket_get_listener(bound);
+    cl->cap = cap;
+    cl->slack = cap / 8 + 16;
+    cl->request_timeout_s = request_timeout_s;
+    cl->st.cap = cap;
+    cl->st.nofile = nofile;
+    cl->resume = evtimer_new(base, conn_limit_on_resume, cl);
+    cl->sweeper = event_new(base, -1, EV_PERSIST, conn_limit_on_sweep, cl);
+    struct timeval every = {0, CONN_SWEEP_MS * 1000};
+    event_add(cl->sweeper, &every);
+    cl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    conn_limit_active = cl;
+    evconnlistener_set_error_cb(cl->lev, conn_limit_on_accept_error);
+    evhttp_set_bevcb(http, conn_limit_on_new, cl);
+    return cl;
+}
+
+void conn_limit_free(conn_limit *cl)
+{
+    if (!cl)
+        return;
+    if (conn_limit_active == cl)
+        conn_limit_active = NULL;
+    while (cl->n)
+        conn_limit_drop(cl, cl->n - 1);
+    free(cl->conns);
+    free(cl->by_fd);
+    if (cl->resume)
+        event_free(cl->resume);
+    if (cl->sweeper)
+        event_free(cl->sweeper);
+    if (cl->spare_fd >= 0)
+        close(cl->spare_fd);
+    free(cl);
+}
+
+int conn_limit_request(conn_limit *cl, struct evhttp_request *req)
+{
+    struct evhttp_connection *c = cl ? evhttp_request_get_connection(req) : NULL;
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    conn_entry *e = fd >= 0 && (size_t)fd < cl->by_fd_len ? cl->by_fd[fd] : NULL;
+    if (!e || e->bev != bev)
+        return 0;
+    e->reading_since = 0; /* the request is whole; the next one starts its own clock */
+    if (e->over)
+        cl->st.refused++;
+    return e->over;
+}
+
+void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out)
+{
+    if (!cl) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = cl->st;
+    out->open = cl->n;
+}

@@ -1,0 +1,46 @@
+/* conn_limit.h: the gateway's client connections as a resource. Raises the
+ * descriptor limit at start, counts client connections and refuses those
+ * beyond a cap, cuts off requests that take too long to arrive, and pauses
+ * accepting when the process is out of descriptors instead of retrying
+ * accept() on every loop turn. */
+#ifndef SY_CONN_LIMIT_H
+#define SY_CONN_LIMIT_H
+#include <stddef.h>
+#include <stdint.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+typedef struct conn_limit conn_limit;
+
+typedef struct conn_limit_stats {
+    size_t open;               /* client connections open (an upper bound between sweeps) */
+    size_t cap;                /* the configured cap */
+    uint64_t refused;          /* connections answered 503 because of the cap */
+    uint64_t accept_pauses;    /* times accepting paused: out of descriptors or far over the cap */
+    uint64_t fd_refused;       /* connections refused with the spare descriptor while out of descriptors */
+    uint64_t slow_requests_closed; /* connections closed with a 408: a request not whole in time */
+    int paused;                /* accepting is paused right now */
+    long nofile;               /* the soft RLIMIT_NOFILE in force */
+} conn_limit_stats;
+
+/* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
+long conn_limit_raise_nofile(void);
+
+/* Takes over accepting for http's bound socket (bound must be what
+ * evhttp_bind_socket_with_handle returned), counts its connections and
+ * closes those whose request is not whole request_timeout_s seconds after
+ * its first byte. */
+conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct evhttp_bound_socket *bound,
+                           size_t cap, long nofile, double request_timeout_s);
+/* Frees what is left; call after evhttp_free. */
+void conn_limit_free(conn_limit *cl);
+
+/* Notes that req arrived whole (its connection's request clock stops).
+ * Returns 1 if it came on a connection accepted beyond the cap: the caller
+ * answers it with a refusal and closes the connection. */
+int conn_limit_request(conn_limit *cl, struct evhttp_request *req);
+/* Releases connections libevent has closed (a timer calls it every 100 ms). */
+void conn_limit_sweep(conn_limit *cl);
+void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out);
+
+#endif

@@ -1,0 +1,523 @@
+"""test_hostile.py: clients that bend the rules, over raw sockets: HTTP/1.0, half-closed
+sockets, ambiguous framing, wrongly typed fields, idle and surplus connections, a
+process out of file descriptors, and bodies built to blow up memory."""
+
+import json
+import os
+import resource
+import socket
+import threading
+import time
+
+from harness import GatewayTest, account, main, vm_kib, wait_for, HOST
+
+RESP_BODY = {"model": "gpt-test", "input": "hi"}
+CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def raw_request(g, method, path, body=None, version="1.1", headers=(), auth=True):
+    """The bytes of one request, framed by hand."""
+    lines = [f"{method} {path} HTTP/{version}", f"Host: {HOST}:{g.port}"]
+    if auth:
+        lines.append(f"Authorization: Bearer {g.key}")
+    data = b""
+    if body is not None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        lines.append("Content-Type: application/json")
+        if not any(h.lower().startswith(("content-length:", "transfer-encoding:")) for h in headers):
+            lines.append(f"Content-Length: {len(data)}")
+    lines.extend(headers)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+
+
+def read_to_eof(sock, timeout=20.0):
+    """Everything the peer sends until it closes (the test's timeout only stops a hang)."""
+    sock.settimeout(timeout)
+    parts = []
+    while True:
+        b = sock.recv(65536)
+        if not b:
+            return b"".join(parts)
+        parts.append(b)
+
+
+def read_one_response(sock, timeout=20.0):
+    """(status, headers dict lower-cased, body) of one response framed by Content-Length,
+    chunked encoding or the connection's close."""
+    sock.settimeout(timeout)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        b = sock.recv(65536)
+        if not b:
+            raise AssertionError(f"connection closed inside the headers: {buf!r}")
+        buf += b
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        headers.setdefault(k.strip().lower(), []).append(v.strip())
+    if "content-length" in headers:
+        n = int(headers["content-length"][0])
+        while len(rest) < n:
+            b = sock.recv(65536)
+            if not b:
+                break
+            rest += b
+        return status, headers, rest[:n], rest[n:]
+    if headers.get("transfer-encoding", [""])[0].lower() == "chunked":
+        out = b""
+        while True:
+            while b"\r\n" not in rest:
+                rest += sock.recv(65536)
+            size_line, rest = rest.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            while len(rest) < size + 2:
+                rest += sock.recv(65536)
+            out += rest[:size]
+            rest = rest[size + 2:]
+            if size == 0:
+                return status, headers, out, rest
+    return status, headers, rest + read_to_eof(sock, timeout), b""
+
+
+def connect(g):
+    return socket.create_connection((HOST, g.port), timeout=20)
+
+
+def proc_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def socket_fds(pid):
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def settled_socket_fds(pid):
+    """socket_fds once it stopped changing: a connection the client already closed keeps its
+    descriptor in the gateway until the next sweep (100 ms)."""
+    seen = []
+
+    def stable():
+        seen.append(socket_fds(pid))
+        return len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]
+    wait_for(stable, interval=0.15, what="the gateway's sockets to settle")
+    return seen[-1]
+
+
+class HostileTest(GatewayTest):
+
+    def one(self, scenario="ok", env=None):
+        return self.gateway([account("a", self.mock.url("a", scenario))], env=env)
+
+    # --- HTTP/1.0
+
+    def assertFramedHttp10(self, raw, what):
+        head, _, body = raw.partition(b"\r\n\r\n")
+        text = head.decode("latin-1")
+        self.assertTrue(text.startswith("HTTP/"), f"{what}: {raw[:200]!r}")
+        hl = {ln.split(":", 1)[0].strip().lower(): ln.split(":", 1)[1].strip()
+              for ln in text.split("\r\n")[1:] if ":" in ln}
+        self.assertNotIn("transfer-encoding", hl, f"{what}: chunked is not HTTP/1.0: {text}")
+        if "content-length" in hl:
+            self.assertEqual(int(hl["content-length"]), len(body),
+                             f"{what}: Content-Length disagrees with the body: {raw[:400]!r}")
+        return int(text.split()[1]), hl, body
+
+    def test_http10_keepalive_client_gets_a_framed_answer(self):
+        g = self.one()
+        for body, what in ((RESP_BODY, "plain"), (dict(RESP_BODY, stream=True), "stream"),
+                           (dict(CHAT_BODY, stream=True), "chat stream")):
+            path = "/v1/chat/completions" if "messages" in body else "/v1/responses"
+            for version, conn_hdr in (("1.0", ("Connection: keep-alive",)), ("1.0", ()),
+                                      ("0.9", ("Connection: keep-alive",))):
+                with self.subTest(what=what, version=version, headers=conn_hdr):
+                    s = connect(g)
+                    s.sendall(raw_request(g, "POST", path, body, version=version, headers=conn_hdr))
+                    raw = read_to_eof(s)  # the answer must end: by its length or by the close
+                    s.close()
+                    status, hl, payload = self.assertFramedHttp10(raw, what)
+                    self.assertEqual(status, 200, raw[:300])
+                    if what == "plain":
+                        self.assertEqual(json.loads(payload)["status"], "completed")
+                    elif what == "stream":
+                        self.assertIn(b"response.completed", payload)
+                    else:
+                        self.assertTrue(payload.rstrip().endswith(b"data: [DONE]"), payload[-200:])
+
+    def test_http10_error_replies_are_framed_too(self):
+        g = self.one("status=429")
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", {"model": 5}, version="1.0",
+                              headers=("Connection: keep-alive",)))
+        status, hl, body, _ = read_one_response(s)
+        s.close()
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(body)["error"]["type"], "invalid_request_error")
+
+    def test_head_answers_carry_no_body(self):
+        # a body after a HEAD answer would be read as the next answer on the connection
+        g = self.one()
+        for path, want in (("/health", 200), ("/v1/models", 405), ("/v1/responses", 405), ("/nope", 404)):
+            with self.subTest(path=path):
+                s = connect(g)
+                s.sendall(raw_request(g, "HEAD", path) + raw_request(g, "GET", "/health", headers=("Connection: close",)))
+                raw = read_to_eof(s)
+                s.close()
+                first, _, rest = raw.partition(b"\r\n\r\n")
+                self.assertTrue(first.startswith(b"HTTP/1.1 %d " % want), raw[:200])
+                self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), f"HEAD answer had a body: {rest[:200]!r}")
+
+    # --- half-close
+
+    def test_half_closed_client_still_gets_its_answer(self):
+        # the upstream takes a moment, so the EOF is seen while the request waits
+        for scenario, body in (("slow_headers,ms=400", RESP_BODY),
+                               ("slow_headers,ms=400", dict(RESP_BODY, stream=True))):
+            with self.subTest(stream=body.get("stream", False)):
+                self.mock.reset()
+                g = self.one(scenario)
+                s = connect(g)
+                s.sendall(raw_request(g, "POST", "/v1/responses", body,
+                                      headers=("Connection: close",)))
+                s.shutdown(socket.SHUT_WR)
+                status, _, payload, _ = read_one_response(s)
+                s.close()
+                self.assertEqual(status, 200, payload[:300])
+                self.assertIn(b"completed", payload)
+                rows = g.wait_request_logs(1)
+                self.assertEqual(rows[-1]["status"], 200, rows)
+
+    # --- framing
+
+    def test_ambiguous_framing_is_refused_before_any_upstream(self):
+        g = self.one()
+        body = json.dumps(RESP_BODY).encode()
+        cases = {
+            "two different Content-Length": (f"Content-Length: {len(body)}", f"Content-Length: {len(body) + 3}"),
+            "Content-Length and chunked": (f"Content-Length: {len(body)}", "Transfer-Encoding: chunked"),
+        }
+        for what, hdrs in cases.items():
+            with self.subTest(what=what):
+                s = connect(g)
+                data = body if "chunked" not in what else f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+                s.sendall(raw_request(g, "POST", "/v1/responses", data, headers=hdrs))
+                status, hl, payload, _ = read_one_response(s)
+                s.close()
+                self.assertEqual(status, 400, payload)
+                if "chunked" in what:
+                    continue  # libevent 2.1 refuses this one itself, with its HTML page (docs/architecture.md)
+                self.assertEqual(json.loads(payload)["error"]["code"], "bad_request_framing")
+                self.assertEqual(hl.get("connection"), ["close"])
+        self.assertEqual(self.mock.requests(), [], "a refused request reached the upstream")
+        # the same Content-Length twice is merely redundant
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", body,
+                              headers=(f"Content-Length: {len(body)}", f"Content-Length: {len(body)}")))
+        status, _, payload, _ = read_one_response(s)
+        s.close()
+        self.assertEqual(status, 200, payload)
+
+    def test_every_method_libevent_knows_gets_a_json_answer(self):
+        g = self.one()
+        for method in ("TRACE", "PUT", "DELETE", "OPTIONS", "PATCH"):
+            with self.subTest(method=method):
+                s = connect(g)
+                s.sendall(raw_request(g, method, "/v1/responses", headers=("Connection: close",)))
+                status, hl, payload, _ = read_one_response(s)
+                s.close()
+                self.assertIn(status, (404, 405), payload)
+                self.assertIn("application/json", hl.get("content-type", [""])[0], payload)
+                self.assertIn("error", json.loads(payload))
+        # an unknown method is refused by libevent itself, with its HTML page (documented)
+        s = connect(g)
+        s.sendall(b"BREW /v1/responses HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, _, _, _ = read_one_response(s)
+        s.close()
+        self.assertEqual(status, 501)
+        self.assertEqual(self.mock.requests(), [])
+
+    # --- field types
+
+    def test_wrongly_typed_fields_get_400_before_any_upstream(self):
+        g = self.one()
+        cases = [
+            ("/v1/responses", dict(RESP_BODY, input=5)),
+            ("/v1/responses", dict(RESP_BODY, input={"role": "user"})),
+            ("/v1/responses", dict(RESP_BODY, input=None)),
+            ("/v1/responses", dict(RESP_BODY, previous_response_id=12)),
+            ("/v1/responses", dict(RESP_BODY, previous_response_id=["resp_1"])),
+            ("/v1/chat/completions", dict(CHAT_BODY, messages="hi")),
+            ("/v1/chat/completions", dict(CHAT_BODY, messages={"role": "user"})),
+        ]
+        for path, body in cases:
+            with self.subTest(path=path, body=body):
+                err = self.assertOpenAIError(g.post(path, body), 400)
+                self.assertEqual(err["type"], "invalid_request_error")
+        self.assertEqual(self.mock.requests(), [], "a wrongly typed request reached the upstream")
+        # the right types pass
+        self.assertEqual(g.post("/v1/responses", dict(RESP_BODY, input=[{"role": "user", "content": "hi"}])).status, 200)
+        self.assertEqual(g.post("/v1/responses", dict(RESP_BODY, previous_response_id=None)).status, 200)
+
+    # --- connections
+
+    def test_idle_client_connection_is_closed_after_the_idle_timeout(self):
+        g = self.one(env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+        s = connect(g)
+        s.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\n")  # and then nothing
+        s.settimeout(15)  # only against a hang; the setting says 1 s
+        data = read_to_eof(s, timeout=15)
+        s.close()
+        self.assertNotIn(b" 200 ", data[:20])
+        # a kept-alive connection between requests too
+        s = connect(g)
+        s.sendall(raw_request(g, "GET", "/health"))
+        status, _, _, _ = read_one_response(s)
+        self.assertEqual(status, 200)
+        self.assertEqual(read_to_eof(s, timeout=15), b"")
+        s.close()
+
+    def test_a_request_dripped_byte_by_byte_is_cut_off_with_408(self):
+        # each byte comes well within the idle timeout; the request as a whole must not take
+        # longer than the request timeout
+        g = self.one(env={"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S": "2", "SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "30"})
+        req = raw_request(g, "POST", "/v1/responses", RESP_BODY)
+        s = connect(g)
+        got = b""
+        s.settimeout(0.3)
+        for i in range(len(req)):  # about 30 s at most; the cut comes after ~2 s
+            try:
+                s.sendall(req[i:i + 1])
+            except OSError:
+                break
+            try:
+                b = s.recv(65536)
+                got += b
+                if not b or got:
+                    break
+            except socket.timeout:
+                pass
+        try:
+            got += read_to_eof(s, timeout=10)
+        except OSError:
+            pass
+        s.close()
+        self.assertTrue(got.startswith(b"HTTP/1.1 408 "), got[:200])
+        self.assertEqual(json.loads(got.partition(b"\r\n\r\n")[2])["error"]["code"], "request_timeout")
+        self.assertEqual(self.mock.requests(), [])
+        health = g.get("/health", key=None).json()
+        self.assertEqual(health["connections"]["slow_requests_closed"], 1, health)
+
+    def test_the_request_timeout_spares_long_answers_and_pipelined_requests(self):
+        # a 4 s stream with a 1 s request timeout, while the client already sends its next
+        # request: the time the server spends answering is not the client's
+        for scenario, body in (("slow_stream,ms=200", dict(RESP_BODY, stream=True)),   # answer being written
+                               ("slow_headers,ms=2500", RESP_BODY)):                   # answer awaited
+            with self.subTest(scenario=scenario):
+                g = self.one(scenario, env={"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S": "1"})
+                s = connect(g)
+                s.sendall(raw_request(g, "POST", "/v1/responses", body))
+                time.sleep(0.5)
+                s.sendall(raw_request(g, "GET", "/health", headers=("Connection: close",), auth=False))
+                status, _, payload, rest = read_one_response(s)
+                self.assertEqual(status, 200, payload[:200])
+                self.assertIn(b"completed", payload)
+                s.settimeout(20)
+                while b"\r\n\r\n" not in rest:
+                    b = s.recv(65536)
+                    if not b:
+                        break
+                    rest += b
+                s.close()
+                self.assertTrue(rest.startswith(b"HTTP/1.1 200 "), rest[:200])
+
+    def test_the_request_timeout_spares_a_kept_alive_client_polling_any_handler(self):
+        # the dashboard polls /metrics and /admin/ on one connection for far longer than the
+        # request timeout; those handlers are not server.c's, and must be spared all the same
+        g = self.one(env={"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S": "1"})
+        s = connect(g)
+        deadline = time.monotonic() + 3.5
+        n = 0
+        while time.monotonic() < deadline:
+            for path in ("/metrics", "/admin/"):
+                s.sendall(raw_request(g, "GET", path, auth=False))
+                status, _, payload, _ = read_one_response(s)
+                self.assertIn(status, (200, 301, 302), f"{path} after {n} requests: {payload[:200]!r}")
+                n += 1
+            time.sleep(0.3)
+        s.close()
+
+    def test_idle_timeout_spares_requests_waiting_on_their_upstream(self):
+        # waiting for headers, or for the next event of a stream, is the upstream's time
+        for scenario, body in (("slow_headers,ms=2500", RESP_BODY),
+                               ("stall,ms=2500", dict(RESP_BODY, stream=True))):
+            with self.subTest(scenario=scenario):
+                g = self.one(scenario, env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+                if body.get("stream"):
+                    st = g.stream("/v1/responses", body)
+                    self.assertEqual(st.status, 200)
+                    self.assertIn("response.completed", st.types())
+                else:
+                    r = g.post("/v1/responses", body)
+                    self.assertEqual(r.status, 200, r)
+
+    def test_connections_beyond_the_cap_get_a_json_503_and_service_resumes(self):
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "4"})
+        base = settled_socket_fds(g.proc.pid)
+        idle = [connect(g) for _ in range(4)]
+        wait_for(lambda: socket_fds(g.proc.pid) >= base + 4, what="the idle connections to be accepted")
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
+        status, hl, payload, _ = read_one_response(s)
+        s.close()
+        self.assertEqual(status, 503, payload)
+        self.assertEqual(json.loads(payload)["error"]["code"], "too_many_connections")
+        self.assertEqual(hl.get("connection"), ["close"])
+        self.assertEqual(self.mock.requests(), [])
+        for c in idle:
+            c.close()
+        wait_for(lambda: g.post("/v1/responses", RESP_BODY).status == 200,
+                 what="requests to be served again once the idle connections closed")
+        health = g.get("/health", key=None).json()
+        self.assertGreaterEqual(health["connections"]["refused"], 1, health)
+        self.assertEqual(health["connections"]["cap"], 4)
+
+    def test_out_of_descriptors_neither_spins_nor_floods_the_log_and_recovers(self):
+        limit = 40
+
+        def low_nofile():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        g = self.gateway([account("a", self.mock.url("a"))],
+                         env={"SWITCHYARD_MAX_CONNECTIONS": "1000", "SWITCHYARD_LOG_LEVEL": "info"},
+                         start=False)
+        g.preexec = low_nofile
+        g.start()
+        self.assertEqual(g.post("/v1/responses", RESP_BODY).status, 200)
+        held = []
+        try:
+            for _ in range(3 * limit):  # the kernel completes these handshakes in the backlog
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex((HOST, g.port))
+                held.append(c)
+            wait_for(lambda: "pausing" in g.log_text(), what="the gateway to pause accepting")
+            cpu0, log0 = proc_cpu_seconds(g.proc.pid), os.path.getsize(g.log_path)
+            time.sleep(2.0)  # exhausted for a while: a spinning loop would burn ~2 s of CPU here
+            cpu = proc_cpu_seconds(g.proc.pid) - cpu0
+            grown = os.path.getsize(g.log_path) - log0
+            print(f"  out of descriptors for 2 s: {cpu:.2f} s of CPU, {grown} bytes of log")
+            self.assertLess(cpu, 1.0, "the gateway spun while out of descriptors")
+            self.assertLess(grown, 20000, "the log flooded while out of descriptors")
+            self.assertTrue(g.running())
+        finally:
+            for c in held:
+                c.close()
+        wait_for(lambda: self._try_post(g), timeout=20, what="service after descriptors were freed")
+        self.assertLess(os.path.getsize(g.log_path), 200000)
+
+    def _try_post(self, g):
+        try:
+            return g.post("/v1/responses", RESP_BODY, timeout=5).status == 200
+        except OSError:
+            return False
+
+    def test_soft_descriptor_limit_is_raised_to_the_hard_one_at_start(self):
+        def soft_below_hard():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
+
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        g.preexec = soft_below_hard
+        g.start()
+        with open(f"/proc/{g.proc.pid}/limits") as f:
+            line = next(ln for ln in f if ln.startswith("Max open files"))
+        self.assertEqual(line.split()[3:5], ["4096", "4096"], line)
+        self.assertEqual(g.get("/health", key=None).json()["connections"]["descriptor_limit"], 4096)
+
+    def test_no_descriptor_for_the_upstream_is_a_503_and_cools_no_account(self):
+        # a request whose body is still coming while idle connections take every descriptor
+        # left: when it is complete, curl cannot open the upstream socket. That is the
+        # gateway's shortage, not the account's.
+        limit = 40
+
+        def low_nofile():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        g = self.gateway([account("a", self.mock.url("a")), account("b", self.mock.url("b"))],
+                         env={"SWITCHYARD_MAX_CONNECTIONS": "1000", "SWITCHYARD_LOG_LEVEL": "info"},
+                         start=False)
+        g.preexec = low_nofile
+        g.start()
+        req = raw_request(g, "POST", "/v1/responses", RESP_BODY, headers=("Connection: close",))
+        base = settled_socket_fds(g.proc.pid)
+        s = connect(g)
+        s.sendall(req[:-5])
+        wait_for(lambda: socket_fds(g.proc.pid) > base, what="the request's connection to be accepted")
+        idle = []
+        try:
+            while "Too many open files" not in g.log_text():
+                self.assertLess(len(idle), 3 * limit, "the descriptors never ran out")
+                c = socket.socket()
+                c.setblocking(False)
+                c.connect_ex((HOST, g.port))
+                idle.append(c)
+                time.sleep(0.01)
+            s.sendall(req[-5:])
+            status, _, payload, _ = read_one_response(s)
+            s.close()
+        finally:
+            for c in idle:
+                c.close()
+        self.assertEqual(status, 503, payload)
+        self.assertEqual(json.loads(payload)["error"]["code"], "gateway_overloaded")
+        self.assertEqual(self.mock.requests(), [])
+        cooled = g.query("SELECT account_id FROM account_state WHERE cooldown_until > ?", (time.time(),))
+        self.assertEqual(cooled, [], "an account was cooled down for the gateway's own shortage")
+        wait_for(lambda: self._try_post(g), what="service once descriptors are free")
+
+    # --- memory
+
+    def test_a_16_mib_array_body_costs_a_small_multiple_of_its_size_and_is_given_back(self):
+        n = 8 * 1024 * 1024 - 32  # "0," each: a 16 MiB body, just inside the default limit
+        body = b'{"model":"gpt-test","input":[' + b"0," * (n - 1) + b"0]}"
+        self.assertLess(len(body), 16 << 20)
+        g = self.one()
+        self.assertEqual(g.post("/v1/responses", RESP_BODY).status, 200)
+        rss0 = vm_kib(g.proc.pid, "VmRSS")
+        r = g.post("/v1/responses", body)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.mock.requests()[-1]["body_len"], len(body))
+        peak = vm_kib(g.proc.pid, "VmHWM") - rss0
+        print(f"  16 MiB body: peak RSS grew by {peak // 1024} MiB")
+        if os.environ.get("ASAN_OPTIONS"):
+            return  # ASan keeps freed memory in quarantine and pads allocations
+        self.assertLess(peak * 1024, 4 * len(body), "memory per request above ~3x the body")
+        wait_for(lambda: vm_kib(g.proc.pid, "VmRSS") - rss0 < 8 * 1024, timeout=10,
+                 what="the gateway to give the body's memory back")
+
+    def test_bodies_over_the_in_flight_budget_get_a_503_and_later_ones_pass(self):
+        g = self.one("slow_headers,ms=3000", env={"SWITCHYARD_MAX_BODIES_IN_FLIGHT": str(1 << 20)})
+        big = dict(RESP_BODY, input="x" * (700 << 10))
+        first = {}
+        t = threading.Thread(target=lambda: first.setdefault("r", g.post("/v1/responses", big)))
+        t.start()
+        wait_for(lambda: self.mock.requests(), what="the first request to reach the upstream")
+        err = self.assertOpenAIError(g.post("/v1/responses", big), 503)
+        self.assertEqual(err["code"], "body_budget_exceeded")
+        t.join(30)
+        self.assertEqual(first["r"].status, 200)
+        self.assertEqual(g.post("/v1/responses", big).status, 200)  # nothing in flight: it fits
+
+
+if __name__ == "__main__":
+    main()
