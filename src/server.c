@@ -1,6 +1,7 @@
 /* server.c: client-facing HTTP (see server.h). Everything here runs on the
  * loop and only validates and dispatches; proxy.c does the upstream work. */
 #include "server.h"
+#include "request.h"
 #include "log.h"
 #include "metrics.h"
 #include "proxy.h"
@@ -89,42 +90,18 @@ static void server_health(struct evhttp_request *req, gateway *gw)
     evbuffer_free(out);
 }
 
-/* Reads the fields routing needs; replies 400 and returns -1 if the body is bad. */
+/* Reads the fields routing needs; replies 400/413 and returns -1 if the body is bad. */
 static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_input *in)
 {
     struct evbuffer *ib = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(ib);
-    if (len > gw->cfg.max_body) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "request body is %zu bytes; the limit is %zu", len, gw->cfg.max_body);
-        server_refuse(req, in->endpoint, 413, "invalid_request_error", "request_too_large", msg);
-        return -1;
-    }
-    sbuf_append(&in->body, evbuffer_pullup(ib, -1), len);
-    char err[160];
-    in->doc = json_parse(in->body.p, in->body.len, err, sizeof err);
-    if (!in->doc || in->doc->type != JSON_OBJECT) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "request body is not a JSON object: %s", in->doc ? "wrong type" : err);
-        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_json", msg);
-        return -1;
-    }
-    const char *model = json_get_str(in->doc, "model");
-    json_value *mv = json_get(in->doc, "model");
-    if (mv && !model) {
-        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_value", "'model' must be a string");
-        return -1;
-    }
-    snprintf(in->model, sizeof in->model, "%s", model ? model : "");
-    json_value *sv = json_get(in->doc, "stream");
-    if (sv && sv->type != JSON_TRUE && sv->type != JSON_FALSE && sv->type != JSON_NULL) {
-        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_value", "'stream' must be a boolean");
-        return -1;
-    }
-    in->stream = json_get_bool(in->doc, "stream", 0);
-    const char *prev = json_get_str(in->doc, "previous_response_id");
-    snprintf(in->previous_response_id, sizeof in->previous_response_id, "%s", prev ? prev : "");
-    return 0;
+    request_error err;
+    if (len <= gw->cfg.max_body)
+        sbuf_append(&in->body, evbuffer_pullup(ib, -1), len);
+    if (request_parse(in->body.p, len, gw->cfg.max_body, in, &err) == 0)
+        return 0;
+    server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
+    return -1;
 }
 
 static void server_handle(struct evhttp_request *req, void *arg)
