@@ -662,7 +662,10 @@ static void proxy_copy_scrubbed(proxy_req *p, char *dst, size_t cap, const char 
 static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *name, const char *value, double now)
 {
     size_t nl = strlen(name), vl = strlen(value);
-    int secret = pa && pa->a.token && *pa->a.token && strstr(value, pa->a.token);
+    sbuf scrubbed = SBUF_INIT; /* any change: it holds the token (or the start of it) */
+    scrub_text(&p->scrub, value, vl, &scrubbed);
+    int secret = scrubbed.len != vl || (vl && memcmp(scrubbed.p, value, vl) != 0);
+    sbuf_free(&scrubbed);
     if (p->relay.len + nl + vl + 2 <= PROXY_RELAY_MAX && !strpbrk(value, "\r\n") && !secret) {
         sbuf_append(&p->relay, name, nl + 1);
         sbuf_append(&p->relay, value, vl + 1);
