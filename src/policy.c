@@ -19,6 +19,7 @@
 
 #define POLICY_MEM_LIMIT ((size_t)32 << 20)
 #define POLICY_INSTR_LIMIT 1000000L
+#define POLICY_TIME_MS 50 /* CPU time a hook call (or a file's load) may take */
 #define POLICY_FILE_MAX ((long)1 << 20)
 #define POLICY_BODY_MAX 16384
 #define POLICY_COOLDOWN_MAX 2592000.0 /* 30 days */
@@ -878,7 +879,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
     static uint64_t generations;
     pe->generation = ++generations; /* engines are made on the loop thread (start-up, SIGHUP) */
     snprintf(pe->source, sizeof pe->source, "%s", dir ? dir : "embedded");
-    pe->sb = sandbox_new(POLICY_MEM_LIMIT, POLICY_INSTR_LIMIT, err, errlen);
+    pe->sb = sandbox_new(POLICY_MEM_LIMIT, POLICY_INSTR_LIMIT, POLICY_TIME_MS, err, errlen);
     if (!pe->sb)
         goto fail;
     if (sandbox_export_embedded(pe->sb, "lua/sy.lua", "sy", err, errlen) != 0)

@@ -2,7 +2,9 @@
  * (policy.c) and the spec runner (policy_test.c). It owns the memory cap (a
  * custom allocator), the per-run instruction budget (a count hook that, once
  * tripped, fires on every instruction so a script's own pcall cannot swallow
- * it), the allow-listed _ENV each chunk gets, text-only loading, and protected
+ * it), the per-run time limit (a CPU-time timer whose signal arms that hook,
+ * plus metered versions of the C functions that could otherwise run long:
+ * the pattern functions, table.sort, cjson.encode), the allow-listed _ENV each chunk gets, text-only loading, and protected
  * runs that report OK / TIMEOUT / NOMEM / ERRMSG. It knows nothing of hooks.
  *
  * All Lua work happens inside sandbox_run(): C hands in a lua_CFunction and a
@@ -15,7 +17,7 @@
 
 typedef enum {
     SANDBOX_OK = 0,
-    SANDBOX_TIMEOUT, /* instruction budget exhausted */
+    SANDBOX_TIMEOUT, /* instruction budget, time limit or pattern step budget exhausted */
     SANDBOX_NOMEM,   /* memory cap reached */
     SANDBOX_ERRMSG   /* any other error; the message says what */
 } sandbox_result;
@@ -24,7 +26,9 @@ typedef struct sandbox sandbox;
 
 /* Creates the state: base allow-list, string/table/math/utf8, os.time/clock/date
  * and cjson.encode/decode/null. NULL (and err filled) on failure. */
-sandbox *sandbox_new(size_t mem_limit, long instr_limit, char *err, size_t errlen);
+/* time_ms bounds each run in CPU time of the thread that created the
+ * sandbox (0: no time bound); a sandbox is used by that thread only. */
+sandbox *sandbox_new(size_t mem_limit, long instr_limit, long time_ms, char *err, size_t errlen);
 void sandbox_free(sandbox *sb); /* full GC, then lua_close */
 
 /* Runs fn(L) with ud as its only argument under a fresh instruction budget.

@@ -4,6 +4,7 @@
  * both the Responses API and Chat Completions shapes. */
 #include "preflight.h"
 #include "json.h"
+#include "usage.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -43,6 +44,12 @@ pf_state preflight_feed(preflight *pf, const char *buf, size_t n)
     if (pf->state == PF_HOLD && pf->held.len > pf->max_bytes)
         preflight_commit(pf);
     return pf->state;
+}
+
+size_t preflight_open_bytes(const preflight *pf)
+{
+    size_t open = sse_open_bytes(&pf->parser);
+    return open < pf->held.len ? open : pf->held.len;
 }
 
 /* ---------- small helpers ---------- */
@@ -88,18 +95,13 @@ static void pf_terminal(preflight *pf)
     preflight_commit(pf);
 }
 
-static void pf_usage(preflight *pf, const json_value *u, const char *in_key, const char *out_key)
+static void pf_usage(preflight *pf, const json_value *u)
 {
-    if (!u || u->type != JSON_OBJECT)
-        return;
-    double in = json_get_num(u, in_key, -1), out = json_get_num(u, out_key, -1);
-    double tot = json_get_num(u, "total_tokens", in >= 0 && out >= 0 ? in + out : -1);
-    if (in >= 0)
-        pf->input_tokens = (long)in;
-    if (out >= 0)
-        pf->output_tokens = (long)out;
-    if (tot >= 0)
-        pf->total_tokens = (long)tot;
+    usage_tokens t = {pf->input_tokens, pf->output_tokens, pf->total_tokens};
+    usage_tokens_read(u, &t);
+    pf->input_tokens = t.in;
+    pf->output_tokens = t.out;
+    pf->total_tokens = t.total;
 }
 
 /* ---------- errors ---------- */
@@ -169,7 +171,7 @@ static void pf_response_info(preflight *pf, const json_value *doc)
         sbuf_copy_cstr(pf->response_id, sizeof pf->response_id, id);
     if (model && *model)
         sbuf_copy_cstr(pf->model, sizeof pf->model, model);
-    pf_usage(pf, json_get(resp, "usage"), "input_tokens", "output_tokens");
+    pf_usage(pf, json_get(resp, "usage"));
 }
 
 /* An output item is output when it is a tool call of any kind, or (once
@@ -222,7 +224,7 @@ static void pf_chat_event(preflight *pf, const json_value *doc)
     if (choices && choices->type == JSON_ARRAY)
         for (const json_value *c = choices->child; c; c = c->next)
             pf_chat_choice(pf, c);
-    pf_usage(pf, json_get(doc, "usage"), "prompt_tokens", "completion_tokens");
+    pf_usage(pf, json_get(doc, "usage"));
 }
 
 /* ---------- dispatch ---------- */

@@ -51,6 +51,9 @@ void preflight_free(preflight *pf);
  * any semantic output. ERROR and COMMIT are final. */
 pf_state preflight_feed(preflight *pf, const char *buf, size_t n);
 
+/* The bytes at the end of pf->held that belong to an unfinished event. */
+size_t preflight_open_bytes(const preflight *pf);
+
 /* Forces HOLD->COMMIT (the time window ended). No-op in other states. */
 void preflight_commit(preflight *pf);
 

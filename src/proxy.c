@@ -13,7 +13,9 @@
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
+#include "scrub.h"
 #include "server.h"
+#include "usage.h"
 #include "usage_poll.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -33,6 +35,7 @@
 #define PROXY_CLIENT_HIGH (4u << 20)     /* pause upstream above this much unsent to the client */
 #define PROXY_MAX_HEADERS 40
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
+#define PROXY_EVENT_HOLD_MAX (1u << 20) /* an unfinished event held back from the client, at most */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
 
@@ -72,6 +75,7 @@ typedef struct proxy_req {
     int status;
     double retry_after;
     sbuf errbody;
+    size_t errbody_total;     /* bytes of the error body the upstream sent (errbody keeps the first 16 KiB) */
     sbuf sniff;
     char resp_ctype[128];
     char resp_request_id[128];
@@ -86,6 +90,8 @@ typedef struct proxy_req {
     struct event eof_watch;   /* notices a client that hangs up while we wait */
     int eof_watching;         /* eof_watch was assigned (it may have been deleted since) */
     int paused;
+    int mid_event;            /* the client has part of an event that is not finished */
+    scrub scrub;              /* the serving account's secrets, taken out of every client byte */
     sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
     struct event flush_ev;    /* active exactly while out holds bytes */
     char error_class[32];
@@ -224,38 +230,6 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
 }
 
 /* ---------- usage / state bookkeeping ---------- */
-
-static double proxy_header_num(const char *v)
-{
-    char *end;
-    double d = strtod(v, &end);
-    return end == v ? -1 : d;
-}
-
-/* The rate-limit headers of a ChatGPT answer: x-codex-{primary,secondary}-
- * used-percent, -window-minutes, -reset-at (unix seconds; today's name) and
- * -reset-after-seconds (the older one). */
-static void proxy_note_usage_header(pool_account *pa, const char *name, const char *value, double now)
-{
-    double v = proxy_header_num(value);
-    if (v < 0)
-        return;
-    int secondary = strncasecmp(name, "x-codex-secondary-", 18) == 0;
-    if (!secondary && strncasecmp(name, "x-codex-primary-", 16) != 0)
-        return;
-    const char *f = name + (secondary ? 18 : 16);
-    double *used = secondary ? &pa->st.secondary_used_pct : &pa->st.primary_used_pct;
-    double *reset = secondary ? &pa->st.secondary_reset_at : &pa->st.primary_reset_at;
-    double *window = secondary ? &pa->st.secondary_window_s : &pa->st.primary_window_s;
-    if (strcasecmp(f, "used-percent") == 0)
-        *used = v;
-    else if (strcasecmp(f, "reset-at") == 0)
-        *reset = v;
-    else if (strcasecmp(f, "reset-after-seconds") == 0)
-        *reset = now + v;
-    else if (strcasecmp(f, "window-minutes") == 0)
-        *window = v * 60;
-}
 
 static void proxy_record_success(proxy_req *p)
 {
@@ -409,9 +383,10 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
 {
     if (!n || p->client_gone)
         return 0;
-    if (!p->out.len)
+    size_t before = p->out.len;
+    scrub_feed(&p->scrub, buf, n, &p->out);
+    if (!before && p->out.len)
         event_active(&p->flush_ev, EV_TIMEOUT, 1);
-    sbuf_append(&p->out, buf, n);
     struct evbuffer *out = proxy_client_outbuf(p);
     if (out && evbuffer_get_length(out) + p->out.len > PROXY_CLIENT_HIGH) {
         p->paused = 1;
@@ -479,11 +454,22 @@ static void proxy_commit(proxy_req *p)
     evhttp_send_reply_start(p->req, p->status, NULL);
 }
 
-/* Sends what preflight holds. Returns 1 when the upstream should pause. */
-static int proxy_flush_held(proxy_req *p)
+/* Sends what preflight holds, up to the end of its last complete event:
+ * the rest of an event waits for its blank line, so a stream that dies in
+ * the middle of an event never leaves the client with half of one (an
+ * unfinished event longer than PROXY_EVENT_HOLD_MAX goes out as it comes).
+ * all: send everything, e.g. before relaying the rest unparsed. Returns 1
+ * when the upstream should pause. */
+static int proxy_flush_held(proxy_req *p, int all)
 {
-    int pause = proxy_client_send(p, p->pf.held.p, p->pf.held.len);
-    sbuf_reset(&p->pf.held);
+    size_t open = preflight_open_bytes(&p->pf);
+    int everything = all || open > PROXY_EVENT_HOLD_MAX;
+    size_t n = everything ? p->pf.held.len : p->pf.held.len - open;
+    if (!n)
+        return 0;
+    int pause = proxy_client_send(p, p->pf.held.p, n);
+    p->mid_event = everything && open > 0;
+    sbuf_consume(&p->pf.held, n);
     return pause;
 }
 
@@ -500,10 +486,17 @@ static void proxy_drop_client(proxy_req *p)
     }
 }
 
-/* The stream broke after commit: say so in the stream's own format. */
+/* The stream broke after commit: say so in the stream's own format, as an
+ * event of its own. The unfinished event the upstream left is dropped (a
+ * client's SSE parser would discard it too); if part of it already went
+ * out, a blank line ends it first, so the error is never glued onto it. */
 static void proxy_stream_interrupted(proxy_req *p, const char *why)
 {
     sbuf ev = SBUF_INIT, msg = SBUF_INIT;
+    sbuf_reset(&p->pf.held);
+    if (p->mid_event)
+        sbuf_puts(&ev, "\n\n");
+    p->mid_event = 0;
     sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s", p->acct_name, why);
     if (p->in.api == API_RESPONSES) {
         sbuf_puts(&ev, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":");
@@ -554,8 +547,7 @@ static void proxy_error_fields(const char *body, size_t len, json_value **doc, c
  * (error.resets_in_seconds); it serves as a Retry-After hint. */
 static void proxy_note_resets_in(proxy_req *p, const json_value *doc)
 {
-    json_value *err = doc ? json_get(doc, "error") : NULL;
-    double r = err ? json_get_num(err, "resets_in_seconds", -1) : -1;
+    double r = usage_resets_in(doc);
     if (r > p->retry_after)
         p->retry_after = r;
 }
@@ -577,6 +569,7 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     double secs = proxy_cool_down(p, &v);
     char detail[256];
     snprintf(detail, sizeof detail, "%s, class %s, cooling down %.0fs", summary, v.cls, secs);
+    scrub_cstr(&p->scrub, detail, sizeof detail); /* the summary may quote the upstream's error code */
     proxy_why(p, p->acct_name, detail);
     trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=failover class=%s status=%d cooldown_s=%.0f",
                 (unsigned long long)p->id, p->acct_name, v.cls, ev->status, secs);
@@ -585,16 +578,47 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     return 1;
 }
 
-static void proxy_reply_upstream_error(proxy_req *p)
+/* The upstream's error goes to the client as it came, status included,
+ * when it is JSON. One too large to keep whole (it would arrive cut,
+ * invalid JSON) or not JSON at all (an HTML error page, an empty body) is
+ * replaced by an OpenAI-shaped error that says so, with the same status. */
+static void proxy_reply_upstream_error(proxy_req *p, int is_json)
 {
+    int too_large = p->errbody_total > p->errbody.len;
+    if (too_large || !is_json) {
+        sbuf msg = SBUF_INIT, text = SBUF_INIT;
+        if (too_large) {
+            sbuf_printf(&msg, "account %s answered HTTP %d with an error body of %zu bytes, too large to relay "
+                        "(the gateway keeps %u)", p->acct_name, p->status, p->errbody_total, PROXY_ERRBODY_MAX);
+        } else {
+            /* a printable excerpt of what came, secrets out */
+            scrub_text(&p->scrub, p->errbody.p, p->errbody.len < 512 ? p->errbody.len : 512, &text);
+            for (size_t i = 0; i < text.len; i++)
+                if ((unsigned char)text.p[i] < 0x20 || (unsigned char)text.p[i] > 0x7e)
+                    text.p[i] = ' ';
+            sbuf_printf(&msg, "account %s answered HTTP %d with a body that is not JSON%s%.*s", p->acct_name,
+                        p->status, text.len ? ": " : " (empty)", (int)(text.len < 200 ? text.len : 200),
+                        text.len ? text.p : "");
+        }
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "x-switchyard-account", p->acct_name);
+        server_send_error(p->req, p->status, "upstream_error",
+                          too_large ? "upstream_error_too_large" : "upstream_error_not_json", msg.p);
+        sbuf_free(&msg);
+        sbuf_free(&text);
+        proxy_finish(p, p->status);
+        return;
+    }
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
     evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
     proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
+    sbuf body = SBUF_INIT;
+    scrub_text(&p->scrub, p->errbody.p, p->errbody.len, &body);
     struct evbuffer *b = evbuffer_new();
-    evbuffer_add(b, p->errbody.p ? p->errbody.p : "", p->errbody.len);
+    evbuffer_add(b, body.p ? body.p : "", body.len);
     evhttp_send_reply(p->req, p->status, NULL, b);
     evbuffer_free(b);
+    sbuf_free(&body);
     proxy_finish(p, p->status);
 }
 
@@ -608,16 +632,17 @@ static void proxy_on_stream_error(proxy_req *p)
     ev.error_type = p->pf.error_type[0] ? p->pf.error_type : NULL;
     ev.error_code = p->pf.error_code[0] ? p->pf.error_code : NULL;
     ev.error_message = p->pf.error_message.len ? p->pf.error_message.p : NULL;
-    char summary[160];
-    snprintf(summary, sizeof summary, "error event in the 200 stream (%s)",
-             ev.error_code ? ev.error_code : (ev.error_type ? ev.error_type : "error"));
+    char summary[160], what[64];
+    sbuf_copy_cstr(what, sizeof what, ev.error_code ? ev.error_code : (ev.error_type ? ev.error_type : "error"));
+    scrub_cstr(&p->scrub, what, sizeof what); /* it may end in a token cut short by the 63-byte field */
+    snprintf(summary, sizeof summary, "error event in the 200 stream (%s)", what);
     if (proxy_classify_and_route(p, &ev, summary)) {
         metrics_preflight_switch();
         return;
     }
     /* the policy returns it: the client gets the stream as upstream sent it */
     proxy_commit(p);
-    proxy_flush_held(p);
+    proxy_flush_held(p, 1); /* the rest is relayed unparsed */
 }
 
 /* ---------- upstream callbacks ---------- */
@@ -629,7 +654,17 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
         return;
     preflight_commit(&p->pf);
     proxy_commit(p);
-    proxy_flush_held(p);
+    proxy_flush_held(p, 0);
+}
+
+/* An upstream header value the client will see: scrubbed whole, then cut
+ * to fit (cutting first could leave the start of a token). */
+static void proxy_copy_scrubbed(proxy_req *p, char *dst, size_t cap, const char *value)
+{
+    sbuf v = SBUF_INIT;
+    scrub_text(&p->scrub, value, strlen(value), &v);
+    sbuf_copy_cstr(dst, cap, v.len ? v.p : "");
+    sbuf_free(&v);
 }
 
 /* An x-codex-* response header: kept for the client (bounded, only what
@@ -638,13 +673,16 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
 static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *name, const char *value, double now)
 {
     size_t nl = strlen(name), vl = strlen(value);
-    int secret = pa && pa->a.token && *pa->a.token && strstr(value, pa->a.token);
+    sbuf scrubbed = SBUF_INIT; /* any change: it holds the token (or the start of it) */
+    scrub_text(&p->scrub, value, vl, &scrubbed);
+    int secret = scrubbed.len != vl || (vl && memcmp(scrubbed.p, value, vl) != 0);
+    sbuf_free(&scrubbed);
     if (p->relay.len + nl + vl + 2 <= PROXY_RELAY_MAX && !strpbrk(value, "\r\n") && !secret) {
         sbuf_append(&p->relay, name, nl + 1);
         sbuf_append(&p->relay, value, vl + 1);
     }
     if (pa)
-        proxy_note_usage_header(pa, name, value, now);
+        usage_header_apply(&pa->st, name, value, now);
 }
 
 static int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
@@ -657,11 +695,11 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
     p->retry_after = -1;
     for (size_t i = 0; i < n; i++) {
         if (strcasecmp(h[i].name, "Content-Type") == 0)
-            sbuf_copy_cstr(p->resp_ctype, sizeof p->resp_ctype, h[i].value);
+            proxy_copy_scrubbed(p, p->resp_ctype, sizeof p->resp_ctype, h[i].value);
         else if (strcasecmp(h[i].name, "x-request-id") == 0)
-            sbuf_copy_cstr(p->resp_request_id, sizeof p->resp_request_id, h[i].value);
+            proxy_copy_scrubbed(p, p->resp_request_id, sizeof p->resp_request_id, h[i].value);
         else if (strcasecmp(h[i].name, "Retry-After") == 0)
-            p->retry_after = proxy_header_num(h[i].value);
+            p->retry_after = usage_header_seconds(h[i].value);
         else if (strncasecmp(h[i].name, "x-codex-", 8) == 0)
             proxy_note_codex_header(p, pa, h[i].name, h[i].value, now);
     }
@@ -678,9 +716,10 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         evtimer_add(&p->pf_timer, &tv);
         return 0;
     }
-    /* plain 2xx: nothing can fail over any more once bytes flow */
+    /* plain 2xx: committed with its first byte (proxy_up_data), so a body
+     * that fails before any byte arrives (e.g. an encoding curl cannot
+     * decode) still fails over; once bytes flow nothing can */
     p->mode = MODE_PLAIN;
-    proxy_commit(p);
     return 0;
 }
 
@@ -689,10 +728,12 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
     proxy_req *p = ud;
     switch (p->mode) {
     case MODE_ERROR:
+        p->errbody_total += n;
         if (p->errbody.len < PROXY_ERRBODY_MAX)
             sbuf_append(&p->errbody, buf, n < PROXY_ERRBODY_MAX - p->errbody.len ? n : PROXY_ERRBODY_MAX - p->errbody.len);
         return 0;
     case MODE_PLAIN:
+        proxy_commit(p);
         if (p->sniff.len < PROXY_SNIFF_MAX)
             sbuf_append(&p->sniff, buf, n);
         return proxy_client_send(p, buf, n);
@@ -706,7 +747,7 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
         }
         if (st == PF_COMMIT) {
             proxy_commit(p);
-            return proxy_flush_held(p);
+            return proxy_flush_held(p, 0);
         }
         return 0;
     }
@@ -718,14 +759,11 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
 static void proxy_read_plain_usage(proxy_req *p)
 {
     json_value *doc = json_parse_shallow(p->sniff.p, p->sniff.len, 2, NULL, 0);
-    json_value *u = doc ? json_get(doc, "usage") : NULL;
-    if (u) {
-        double in = json_get_num(u, "input_tokens", json_get_num(u, "prompt_tokens", -1));
-        double out = json_get_num(u, "output_tokens", json_get_num(u, "completion_tokens", -1));
-        p->in_tok = (long)in;
-        p->out_tok = (long)out;
-        p->tot_tok = (long)json_get_num(u, "total_tokens", in >= 0 && out >= 0 ? in + out : -1);
-    }
+    usage_tokens t = {p->in_tok, p->out_tok, p->tot_tok};
+    usage_tokens_read(doc ? json_get(doc, "usage") : NULL, &t);
+    p->in_tok = t.in;
+    p->out_tok = t.out;
+    p->tot_tok = t.total;
     const char *id = doc && p->in.api == API_RESPONSES ? json_get_str(doc, "id") : NULL;
     if (id)
         pool_owner_set(p->gw->pool, id, p->acct_id);
@@ -740,12 +778,15 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         p->tot_tok = p->pf.total_tokens;
         if (p->pf.response_id[0])
             pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
-        if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) /* it carries its own error event */
+        if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) { /* it carries its own error event */
             sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
-        else if (r != UP_OK || !p->pf.saw_terminal)
+            proxy_flush_held(p, 1);
+        } else if (r != UP_OK || !p->pf.saw_terminal) {
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
-        else
+        } else {
+            proxy_flush_held(p, 1);
             proxy_record_success(p);
+        }
     } else {
         proxy_read_plain_usage(p);
         if (r != UP_OK) {
@@ -754,11 +795,12 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
                      (unsigned long long)p->id, errmsg ? errmsg : "error");
             snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
             proxy_drop_client(p);
-            proxy_finish(p, p->status);
+            proxy_finish(p, 502); /* the client got a cut body: a failure, whatever the status line said */
             return;
         }
         proxy_record_success(p);
     }
+    scrub_flush(&p->scrub, &p->out); /* what was held back as the possible start of a secret */
     proxy_client_flush(p);
     if (!p->client_gone)
         evhttp_send_reply_end(p->req);
@@ -798,17 +840,20 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
         proxy_note_resets_in(p, doc);
         char summary[64];
         snprintf(summary, sizeof summary, "HTTP %d", p->status);
+        int is_json = doc != NULL;
         int moved = proxy_classify_and_route(p, &ev, summary);
         json_free(doc);
         if (!moved)
-            proxy_reply_upstream_error(p);
+            proxy_reply_upstream_error(p, is_json);
         return;
     }
+    if (p->mode == MODE_PLAIN) /* an empty plain body */
+        proxy_commit(p);
     /* 2xx SSE that ended inside the preflight window */
     if (p->mode == MODE_PREFLIGHT && p->pf_live) {
         preflight_commit(&p->pf);
         proxy_commit(p);
-        proxy_flush_held(p);
+        proxy_flush_held(p, 0);
     }
     proxy_done_committed(p, r, errmsg);
 }
@@ -833,8 +878,11 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     p->resp_ctype[0] = p->resp_request_id[0] = '\0';
     sbuf_reset(&p->relay);
     sbuf_reset(&p->errbody);
+    p->errbody_total = 0;
     sbuf_reset(&p->sniff);
     pa->inflight++;
+    scrub_reset(&p->scrub);
+    scrub_add(&p->scrub, pa->a.token); /* copied: the pool may rebuild the account meanwhile */
     /* balanced rotates sessions: a turn kept on its session's account by
      * affinity does not move the cursor that new sessions start from */
     if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
@@ -994,6 +1042,7 @@ static void proxy_finish(proxy_req *p, int status)
     if (p->eof_watching)
         event_del(&p->eof_watch);
     sbuf_free(&p->out);
+    scrub_free(&p->scrub);
     gw->active--;
     free(p);
 }
@@ -1033,6 +1082,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     gw->body_bytes += in->body.len;
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = -1;
+    scrub_init(&p->scrub);
     evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
     event_assign(&p->flush_ev, gw->base, -1, 0, proxy_on_flush, p);
     gw->active++;

@@ -2,6 +2,7 @@
  * loop and only validates and dispatches; proxy.c does the upstream work. */
 #include "server.h"
 #include "health.h"
+#include "request.h"
 #include "log.h"
 #include "metrics.h"
 #include "proxy.h"
@@ -135,40 +136,15 @@ static void server_take_body(struct evbuffer *ib, sbuf *body, size_t len)
         body->p[body->len] = '\0';
 }
 
-/* A member that must have one of two JSON types when present. */
-static int server_check_type(struct evhttp_request *req, const char *endpoint, const json_value *doc,
-                             const char *key, json_type a, json_type b, const char *what)
-{
-    json_value *v = json_get(doc, key);
-    if (!v || v->type == a || v->type == b)
-        return 0;
-    char msg[160];
-    snprintf(msg, sizeof msg, "'%s' must be %s", key, what);
-    server_refuse(req, endpoint, 400, "invalid_request_error", "invalid_type", msg);
-    return -1;
-}
-
-/* Field types the upstream would reject anyway: refused here, before any
- * account is tried (and charged a failure) for them. */
-static int server_check_fields(struct evhttp_request *req, const proxy_input *in)
-{
-    const char *ep = in->endpoint;
-    if (in->api != API_RESPONSES)
-        return server_check_type(req, ep, in->doc, "messages", JSON_ARRAY, JSON_ARRAY, "an array");
-    if (server_check_type(req, ep, in->doc, "input", JSON_STRING, JSON_ARRAY, "a string or an array") < 0)
-        return -1;
-    return server_check_type(req, ep, in->doc, "previous_response_id", JSON_STRING, JSON_NULL, "a string");
-}
-
-/* Reads the fields routing needs; replies 400 and returns -1 if the body is bad. */
+/* Reads the fields routing needs; replies 400/413 and returns -1 if the body is bad. */
 static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_input *in)
 {
     struct evbuffer *ib = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(ib);
+    request_error err;
     if (len > gw->cfg.max_body) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "request body is %zu bytes; the limit is %zu", len, gw->cfg.max_body);
-        server_refuse(req, in->endpoint, 413, "invalid_request_error", "request_too_large", msg);
+        request_parse(NULL, len, gw->cfg.max_body, in, &err);
+        server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
         return -1;
     }
     if (gw->body_bytes > 0 && gw->body_bytes + len > gw->cfg.max_bodies_in_flight) {
@@ -183,32 +159,10 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
         return -1;
     }
     server_take_body(ib, &in->body, len);
-    char err[160];
-    in->doc = json_parse_shallow(in->body.p, in->body.len, 1, err, sizeof err);
-    if (!in->doc || in->doc->type != JSON_OBJECT) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "request body is not a JSON object: %s", in->doc ? "wrong type" : err);
-        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_json", msg);
-        return -1;
-    }
-    const char *model = json_get_str(in->doc, "model");
-    json_value *mv = json_get(in->doc, "model");
-    if (mv && !model) {
-        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_value", "'model' must be a string");
-        return -1;
-    }
-    snprintf(in->model, sizeof in->model, "%s", model ? model : "");
-    json_value *sv = json_get(in->doc, "stream");
-    if (sv && sv->type != JSON_TRUE && sv->type != JSON_FALSE && sv->type != JSON_NULL) {
-        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_value", "'stream' must be a boolean");
-        return -1;
-    }
-    in->stream = json_get_bool(in->doc, "stream", 0);
-    if (server_check_fields(req, in) < 0)
-        return -1;
-    const char *prev = json_get_str(in->doc, "previous_response_id");
-    snprintf(in->previous_response_id, sizeof in->previous_response_id, "%s", prev ? prev : "");
-    return 0;
+    if (request_parse(in->body.p, in->body.len, gw->cfg.max_body, in, &err) == 0)
+        return 0;
+    server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
+    return -1;
 }
 
 static void server_handle(struct evhttp_request *req, void *arg)

@@ -18,18 +18,23 @@ void sse_free(sse_parser *p)
     sbuf_free(&p->data);
     p->has_data = 0;
     p->last_cr = 0;
+    p->drop = 0;
+    p->open = 0;
 }
 
 /* Blank line: dispatch if any data: line was seen (even an empty one); the
  * event name never outlives its event. */
 static void sse_dispatch(sse_parser *p)
 {
-    if (p->has_data && p->fn)
+    if (p->has_data && !p->drop && p->fn)
         p->fn(p->ud, p->event.len ? p->event.p : "", p->data.len ? p->data.p : "", p->data.len);
     sbuf_reset(&p->event);
     sbuf_reset(&p->data);
     p->has_data = 0;
+    p->drop = 0;
 }
+
+size_t sse_open_bytes(const sse_parser *p) { return p->open; }
 
 static void sse_field(sse_parser *p, const char *name, size_t nlen, const char *val, size_t vlen)
 {
@@ -37,6 +42,13 @@ static void sse_field(sse_parser *p, const char *name, size_t nlen, const char *
         sbuf_reset(&p->event);
         sbuf_append(&p->event, val, vlen);
     } else if (nlen == 4 && memcmp(name, "data", 4) == 0) {
+        if (p->drop)
+            return;
+        if (p->data.len + vlen + 1 > SSE_MAX_EVENT) {
+            sbuf_free(&p->data); /* give the memory back now, not at the blank line */
+            p->drop = 1;
+            return;
+        }
         if (p->has_data)
             sbuf_append(&p->data, "\n", 1);
         sbuf_append(&p->data, val, vlen);
@@ -69,27 +81,32 @@ static void sse_line(sse_parser *p, const char *s, size_t n)
 }
 
 /* Finishes a line whose end was found at buf[start..end): joins it to any
- * carried partial line, copying only when one exists. */
-static void sse_finish_line(sse_parser *p, const char *buf, size_t start, size_t end)
+ * carried partial line, copying only when one exists. Returns 1 for a
+ * blank line (the end of an event). */
+static int sse_finish_line(sse_parser *p, const char *buf, size_t start, size_t end)
 {
     if (p->skip) {
         p->skip = 0;
-        return;
+        return 0;
     }
     if (p->line.len) {
         sbuf_append(&p->line, buf + start, end - start);
         sse_line(p, p->line.p, p->line.len);
         sbuf_reset(&p->line);
-    } else {
-        sse_line(p, buf + start, end - start);
+        return 0;
     }
+    sse_line(p, buf + start, end - start);
+    return end == start;
 }
 
 void sse_feed(sse_parser *p, const char *buf, size_t n)
 {
-    size_t i = 0, start = 0;
-    if (n && p->last_cr && buf[0] == '\n')
+    size_t i = 0, start = 0, boundary = n + 1; /* none yet */
+    if (n && p->last_cr && buf[0] == '\n') {
         i = start = 1; /* the LF of a CRLF split across feeds */
+        if (p->open == 0)
+            boundary = 1; /* its CR ended an event: the LF belongs to that end */
+    }
     if (n)
         p->last_cr = 0;
     while (i < n) {
@@ -98,7 +115,7 @@ void sse_feed(sse_parser *p, const char *buf, size_t n)
             i++;
             continue;
         }
-        sse_finish_line(p, buf, start, i);
+        int blank = sse_finish_line(p, buf, start, i);
         i++;
         if (c == '\r') {
             if (i == n)
@@ -107,7 +124,10 @@ void sse_feed(sse_parser *p, const char *buf, size_t n)
                 i++;
         }
         start = i;
+        if (blank)
+            boundary = i;
     }
+    p->open = boundary <= n ? n - boundary : p->open + n;
     if (start < n && !p->skip)
         sbuf_append(&p->line, buf + start, n - start);
     if (p->line.len > SSE_MAX_LINE) {

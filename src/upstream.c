@@ -524,6 +524,11 @@ static CURL *upstream_easy(upstream *u)
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "switchyard/0.1");
+    /* offer every encoding this libcurl decodes, and decode what comes: the
+     * gateway hands on plain bytes whatever the upstream chose (it never
+     * relays Content-Encoding or Content-Length); an encoding curl cannot
+     * decode fails the transfer instead of reaching a client mislabelled */
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, upstream_open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);

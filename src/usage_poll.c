@@ -6,6 +6,8 @@
 #include "json.h"
 #include "log.h"
 #include "sbuf.h"
+#include "usage.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,23 +99,25 @@ static double usage_num(const json_value *obj, const char *key, double dflt)
     if (s) {
         char *end;
         double d = strtod(s, &end);
-        return end != s ? d : dflt;
+        return end != s && isfinite(d) ? d : dflt; /* "inf", "nan": no number */
     }
     return json_get_num(obj, key, dflt);
 }
 
+/* Figures clamped like the usage headers' (usage.c): a payload saying
+ * 1e85 % or a reset in 1e300 s must not become the account's state. */
 static void usage_window(const json_value *w, double now, double *used, double *window_s, double *reset_at)
 {
     if (!w || w->type != JSON_OBJECT)
         return;
-    double u = json_get_num(w, "used_percent", -1);
+    double u = usage_capped(json_get_num(w, "used_percent", -1), 100);
     if (u >= 0)
         *used = u;
-    double len = json_get_num(w, "limit_window_seconds", -1);
+    double len = usage_capped(json_get_num(w, "limit_window_seconds", -1), USAGE_SECONDS_MAX);
     if (len > 0)
         *window_s = len;
-    double at = json_get_num(w, "reset_at", -1);
-    double after = json_get_num(w, "reset_after_seconds", -1);
+    double at = usage_capped(json_get_num(w, "reset_at", -1), now + USAGE_SECONDS_MAX);
+    double after = usage_capped(json_get_num(w, "reset_after_seconds", -1), USAGE_SECONDS_MAX);
     if (at > 0)
         *reset_at = at;
     else if (after >= 0)

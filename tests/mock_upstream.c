@@ -391,6 +391,10 @@ typedef struct opts {
     char turn_state[64];
     int ok_first;      /* the account's first N requests behave as "ok" */
     int echo_auth;     /* x-codex-echo: the request's Authorization (a leaky upstream) */
+    long partial;      /* late_reset: bytes of an unfinished event sent before the end */
+    int end;           /* late_reset: end the chunked body properly instead of closing */
+    int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
+    long bytes;        /* big_error: size of the message */
 } opts;
 
 static int numeric(const char *v)
@@ -461,6 +465,14 @@ static void opts_parse(opts *o, const char *spec)
             copy_num(o->retry_after, sizeof o->retry_after, val);
         else if (!strcmp(tok, "code"))
             copy_word(o->err_code, sizeof o->err_code, val);
+        else if (!strcmp(tok, "partial"))
+            o->partial = atol(val);
+        else if (!strcmp(tok, "end"))
+            o->end = atoi(val);
+        else if (!strcmp(tok, "gzip"))
+            o->gzip = atoi(val);
+        else if (!strcmp(tok, "bytes"))
+            o->bytes = atol(val);
         else if (!strcmp(tok, "primary"))
             copy_num(o->primary, sizeof o->primary, val);
         else if (!strcmp(tok, "secondary"))
@@ -1021,6 +1033,27 @@ static void start_sse(job *j, long delay)
     job_add(j, ACT_START, delay)->status = 200;
 }
 
+/* late_reset's end: optionally `partial` bytes of an event that never
+ * finishes (prefix, then x...), then a close (or, with end=1, a proper end
+ * of the chunked body). */
+static void late_end(job *j, const opts *o, const char *prefix)
+{
+    if (o->partial > 0) {
+        sbuf b = SBUF_INIT;
+        sbuf_puts(&b, prefix);
+        for (long i = 0; i < o->partial; i++)
+            sbuf_append(&b, "x", 1);
+        job_chunk(j, 0, &b);
+        sbuf_free(&b);
+    }
+    if (o->end) {
+        job_add(j, ACT_END, o->ms >= 0 ? o->ms : 50);
+        return;
+    }
+    action *a = job_add(j, ACT_CLOSE, o->ms >= 0 ? o->ms : 50);
+    a->rst = o->rst == 1;
+}
+
 /* Stream scripts. `mode` picks where the stream goes wrong. */
 typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET } stream_mode;
 
@@ -1077,8 +1110,7 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         return;
     }
     if (mode == S_LATE_RESET) {
-        action *a = job_add(j, ACT_CLOSE, o->ms >= 0 ? o->ms : 50);
-        a->rst = o->rst == 1;
+        late_end(j, o, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"");
         sbuf_free(&b);
         return;
     }
@@ -1131,8 +1163,7 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
         return;
     }
     if (mode == S_LATE_RESET) {
-        action *a = job_add(j, ACT_CLOSE, o->ms >= 0 ? o->ms : 50);
-        a->rst = o->rst == 1;
+        late_end(j, o, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
         sbuf_free(&b);
         return;
     }
@@ -1168,6 +1199,131 @@ static void models_json(sbuf *b)
                  "\"created\":1700000000,\"owned_by\":\"mock\"}]}");
 }
 
+/* ---------- hostile answers ---------- */
+
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+}
+
+/* in as a gzip member made of stored (uncompressed) deflate blocks: real
+ * gzip any decoder reads, with no compression library. The blocks are
+ * small (61 bytes), so block headers land inside every line: a client
+ * handed these bytes undecoded cannot read a single event or JSON value. */
+static void gzip_stored(const sbuf *in, sbuf *out)
+{
+    static const unsigned char hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255};
+    sbuf_append(out, hdr, sizeof hdr);
+    size_t off = 0;
+    do {
+        size_t n = in->len - off > 61 ? 61 : in->len - off;
+        unsigned char bh[5] = {off + n == in->len ? 1 : 0, (unsigned char)(n & 255), (unsigned char)(n >> 8),
+                               (unsigned char)(~n & 255), (unsigned char)((~n >> 8) & 255)};
+        sbuf_append(out, bh, sizeof bh);
+        sbuf_append(out, in->p + off, n);
+        off += n;
+    } while (off < in->len);
+    uint32_t crc = crc32_of((const unsigned char *)in->p, in->len), len = (uint32_t)in->len;
+    unsigned char tr[8] = {crc & 255, (crc >> 8) & 255, (crc >> 16) & 255, crc >> 24,
+                           len & 255, (len >> 8) & 255, (len >> 16) & 255, len >> 24};
+    sbuf_append(out, tr, sizeof tr);
+}
+
+/* gzip=1: the whole body as one gzip member (a stream's chunks become one). */
+static void script_gzip(job *j)
+{
+    size_t first = j->nacts, keep = 0;
+    for (size_t i = 0; i < j->nacts; i++) {
+        action *a = &j->acts[i];
+        if (a->kind == ACT_REPLY || (a->kind == ACT_CHUNK && first == j->nacts)) {
+            if (a->kind == ACT_CHUNK)
+                first = i;
+        } else if (a->kind == ACT_CHUNK) {
+            sbuf_append(&j->acts[first].data, a->data.p, a->data.len);
+            sbuf_free(&a->data);
+            continue;
+        }
+        j->acts[keep++] = *a;
+    }
+    j->nacts = keep;
+    for (size_t i = 0; i < j->nacts; i++) {
+        action *a = &j->acts[i];
+        if (a->kind != ACT_REPLY && a->kind != ACT_CHUNK)
+            continue;
+        sbuf z = SBUF_INIT;
+        gzip_stored(&a->data, &z);
+        sbuf_free(&a->data);
+        a->data = z;
+    }
+    add_header(j->req, "Content-Encoding", "gzip");
+}
+
+/* reflect_auth[=code]: reflects the Authorization header the upstream got,
+ * as a hostile or careless upstream might: in an x-request-id and an
+ * x-echo header, and in an error body (code >= 400, default 400), a plain
+ * answer's text or, streamed, a text delta split across two chunks in the
+ * middle of the secret. */
+static void script_reflect_auth(job *j, const opts *o, endpoint ep, const rec *r, int stream)
+{
+    const char *auth = r->authorization ? r->authorization : "";
+    int code = o->code ? o->code : 400;
+    sbuf b = SBUF_INIT, msg = SBUF_INIT;
+    add_header(j->req, "x-request-id", auth);
+    add_header(j->req, "x-echo", auth);
+    sbuf_printf(&msg, "bad credentials: %s", auth);
+    if (code >= 400) {
+        error_json(&b, msg.p, "invalid_request_error", "echo", NULL);
+        reply_json(j, 0, code, &b);
+        sbuf_free(&b);
+        sbuf_free(&msg);
+        return;
+    }
+    gen g;
+    gen_init(&g, r->account, r->model ? r->model : "gpt-test", r->n, 1);
+    sbuf_reset(&g.pieces[0]);
+    sbuf_append(&g.pieces[0], msg.p, msg.len);
+    sbuf_reset(&g.text);
+    sbuf_append(&g.text, msg.p, msg.len);
+    if (!stream) {
+        script_plain(j, &g, ep, 0);
+    } else {
+        if (ep == EP_RESPONSES) {
+            ev_resp_state(&b, &g, "response.created", "in_progress");
+            ev_item_added(&b, &g);
+            ev_delta(&b, &g, 0);
+            ev_text_done(&b, &g);
+            ev_item_done(&b, &g);
+            ev_resp_state(&b, &g, "response.completed", "completed");
+        } else {
+            chat_role(&b, &g);
+            chat_delta(&b, &g, 0);
+            chat_finish(&b, &g);
+        }
+        /* cut in the middle of the first copy of the secret */
+        const char *tok = strchr(auth, ' ') ? strchr(auth, ' ') + 1 : auth;
+        const char *hit = *tok ? strstr(b.p, tok) : NULL;
+        size_t cut = hit ? (size_t)(hit - b.p) + strlen(tok) / 2 : b.len / 2;
+        sbuf first = SBUF_INIT, rest = SBUF_INIT;
+        sbuf_append(&first, b.p, cut);
+        sbuf_append(&rest, b.p + cut, b.len - cut);
+        start_sse(j, 0);
+        job_chunk(j, 0, &first);
+        job_chunk(j, 50, &rest);
+        job_add(j, ACT_END, 0);
+        sbuf_free(&first);
+        sbuf_free(&rest);
+    }
+    gen_free(&g);
+    sbuf_free(&b);
+    sbuf_free(&msg);
+}
+
 /* Fills j with the script for scenario o on endpoint ep. */
 static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int stream)
 {
@@ -1196,6 +1352,40 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
         reply_json(j, 0, 400, &b);
     } else if (!strcmp(sc, "reset")) {
         job_add(j, ACT_CLOSE, 0)->rst = o->rst != 0;
+    } else if (!strcmp(sc, "reflect_auth")) {
+        script_reflect_auth(j, o, ep, r, stream);
+    } else if (!strcmp(sc, "big_error")) {
+        /* an error body far above what the gateway keeps of one */
+        int code = o->code >= 400 && o->code <= 599 ? o->code : 400;
+        sbuf m = SBUF_INIT;
+        for (long i = 0; i < (o->bytes > 0 ? o->bytes : 40000); i++)
+            sbuf_append(&m, "x", 1);
+        error_json(&b, m.p, "invalid_request_error", "big_error", NULL);
+        sbuf_free(&m);
+        reply_json(j, 0, code, &b);
+    } else if (!strcmp(sc, "html_error") || !strcmp(sc, "empty_error")) {
+        /* an error page that is not JSON (as a proxy in front of an API sends), or no body at all */
+        int code = o->code >= 400 && o->code <= 599 ? o->code : 400;
+        if (!strcmp(sc, "html_error"))
+            sbuf_printf(&b, "<html><head><title>%d</title></head><body><h1>%d Bad Request</h1>\n"
+                            "<p>nginx</p></body></html>\n", code, code);
+        add_header(j->req, "Content-Type", "text/html");
+        action *a = job_add(j, ACT_REPLY, 0);
+        a->status = code;
+        sbuf_append(&a->data, b.p ? b.p : "", b.len);
+    } else if (!strcmp(sc, "plain_cut")) {
+        /* a plain JSON answer that stops halfway: chunked, then the connection closes */
+        gen g;
+        gen_init(&g, r->account, r->model ? r->model : "gpt-test", r->n, 3);
+        response_obj(&b, &g, "completed", NULL, NULL);
+        gen_free(&g);
+        sbuf half = SBUF_INIT;
+        sbuf_append(&half, b.p, b.len / 2);
+        add_header(j->req, "Content-Type", "application/json");
+        job_add(j, ACT_START, 0)->status = 200;
+        job_chunk(j, 0, &half);
+        job_add(j, ACT_CLOSE, 50)->rst = o->rst == 1;
+        sbuf_free(&half);
     } else if (ep == EP_MODELS) {
         long delay = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : 0;
         models_json(&b);
@@ -1235,6 +1425,10 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
             gen_free(&g);
         }
     }
+    if (o->gzip == 2) /* an encoding nobody can decode, body untouched */
+        add_header(j->req, "Content-Encoding", "x-bogus");
+    else if (o->gzip)
+        script_gzip(j);
     sbuf_free(&b);
 }
 

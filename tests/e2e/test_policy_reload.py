@@ -279,7 +279,10 @@ end }}
         # model: (Lua injected at the top of order(), reason the fallback names)
         "runaway-loop": ("while true do end", "timeout"),
         "runaway-pcall": ("while true do pcall(function() while true do end end) end", "timeout"),
-        "runaway-mem": ('local t = {} while true do t[#t + 1] = string.rep("x", 4096) .. #t end', "nomem"),
+        # pieces above the 32 MiB cap: filling it in small ones costs tens of ms of copies and
+        # page faults, and the 50 ms time limit may then stop the hook first (reason "timeout")
+        "runaway-mem": ('local t = {} while true do t[#t + 1] = string.rep("x", 1 << 25) .. #t end', "nomem"),
+        "runaway-pattern": ("string.find(string.rep('a', 100000), '.-b')", "timeout"),
     }
 
     def runaway_order(self, pdir):
@@ -332,7 +335,8 @@ end }}
             with lock:
                 results.append((model, st))
 
-        models = ["runaway-loop", "gpt-test", "runaway-pcall", "gpt-test", "runaway-mem", "gpt-test"] * 2
+        models = ["runaway-loop", "gpt-test", "runaway-pcall", "gpt-test", "runaway-mem", "gpt-test",
+                  "runaway-pattern", "gpt-test"] * 2
         threads = [threading.Thread(target=one, args=(m,), daemon=True) for m in models]
         for t in threads:
             t.start()

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* optional, as in libFuzzer: run once before the inputs */
+int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
 static int replay_file(const char *path)
 {
@@ -38,6 +40,8 @@ static int replay_file(const char *path)
 int main(int argc, char **argv)
 {
     int runs = 0;
+    if (LLVMFuzzerInitialize)
+        LLVMFuzzerInitialize(&argc, &argv);
     for (int i = 1; i < argc; i++) {
         struct stat sb;
         if (stat(argv[i], &sb) != 0) {

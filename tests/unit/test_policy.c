@@ -203,7 +203,10 @@ static void test_memory_bomb_falls_back_with_nomem(void)
         classify_status(pe, 418, &v);
         CHECK_EQ_STR(v.cls, "request");
         CHECK_EQ_INT(policy_fallbacks(pe), 1);
-        CHECK(strstr(policy_last_error(pe), "classify: nomem") != NULL);
+        /* filling 32 MiB takes tens of ms of page faults and copies: the
+         * time limit (50 ms) may stop it before the memory cap does */
+        CHECK(strstr(policy_last_error(pe), "classify: nomem") != NULL ||
+              strstr(policy_last_error(pe), "classify: timeout") != NULL);
         classify_status(pe, 500, &v); /* the memory came back */
         CHECK_EQ_STR(v.cls, "lua");
         CHECK_EQ_INT(policy_fallbacks(pe), 1);
@@ -224,6 +227,79 @@ static void test_c_side_loops_are_bounded(void)
     classify_status(pe, 418, &v);
     CHECK(strstr(policy_last_error(pe), "table.move") != NULL);
     policy_free(pe);
+}
+
+/* A classify hook running body on status 418: the default decides, the
+ * fallback is counted with a reason holding want, and the next call is the
+ * policy's own again. */
+static void check_418_falls_back(const char *body, const char *want)
+{
+    char src[1024];
+    snprintf(src, sizeof src, CLASSIFY_418("%s"), body);
+    policy_engine *pe = engine_with("classify", src);
+    CHECK(pe != NULL);
+    if (!pe)
+        return;
+    policy_verdict v;
+    classify_status(pe, 418, &v);
+    CHECK_EQ_STR(v.cls, "request"); /* the built-in default */
+    CHECK_EQ_INT(policy_fallbacks(pe), 1);
+    if (!strstr(policy_last_error(pe), want)) {
+        fprintf(stderr, "  %s\n  gave: %s\n", body, policy_last_error(pe));
+        CHECK(0);
+    }
+    classify_status(pe, 500, &v);
+    CHECK_EQ_STR(v.cls, "lua");
+    CHECK_EQ_INT(policy_fallbacks(pe), 1);
+    policy_free(pe);
+}
+
+/* A hook stuck in one long C call (Lua's own string.find backtracking on
+ * '.-b' ran ~50 s) or in many costly instructions is stopped by the time
+ * limit (50 ms of CPU) or the pattern step limit: the default decides, the
+ * fallback is counted, and the engine answers normally afterwards. Without
+ * the bound each of these runs for minutes (ctest's 60 s timeout). */
+static void test_long_c_calls_are_stopped_by_the_time_limit(void)
+{
+    const char *bodies[] = {
+        "    string.find(string.rep('a', 100000), '.-b')",
+        "    string.match(string.rep('a', 5000), '(.-)(.-)(.-)b')",
+        "    string.gsub(string.rep('a', 100000), '.-.-b', '')",
+        "    for w in string.gmatch(string.rep('a', 100000), 'a-b') do end",
+        "    ('x'):rep(100000):find('.-.-y')",
+        "    string.find(string.rep('a', 1000000), string.rep('a', 500000) .. 'b', 1, true)",
+        "    for i = 1, 1e9 do pcall(string.find, string.rep('a', 100000), '.-b') end",
+        "    local s = string.rep('a', 1000000)\n"
+        "    local t = {}\n    for i = 1, 20000 do t[i] = s end\n    table.sort(t)",
+        "    local a, b = string.rep('a', 8000000), string.rep('a', 7999999) .. 'a'\n"
+        "    for i = 1, 1e9 do local x = a == b end",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        check_418_falls_back(bodies[i], "classify: timeout");
+}
+
+/* Library calls whose work one call could make unbounded are refused up
+ * front: cjson.encode of a value referencing one table over and over
+ * (2^40 values, built with malloc outside the memory cap), and os.date with
+ * a format of 400 000 conversions (70 ms inside one call). */
+static void test_c_calls_with_unbounded_work_are_refused(void)
+{
+    const char *bodies[] = {
+        "    local t = {}\n    for i = 1, 40 do t = { t, t } end\n    cjson.encode(t)",
+        "    cjson.encode({ string.rep('\\0', 2000000) })",
+        "    os.date(string.rep('%c', 400000))",
+    };
+    const char *want[] = {"cjson.encode: more than", "cjson.encode: more than", "os.date: format longer"};
+    for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++)
+        check_418_falls_back(bodies[i], want[i]);
+}
+
+static void refused(const char *hook, const char *src, const char *want1, const char *want2);
+
+/* Top-level code of a file is bounded the same way: the file is refused. */
+static void test_slow_top_level_code_is_refused(void)
+{
+    refused("guard", "string.find(string.rep('a', 100000), '.-b')\n", "/guard.lua:1:", "limit");
 }
 
 /* ---------------------------------------------------------------- sandbox */
@@ -456,7 +532,7 @@ static void test_broken_files_are_refused_naming_file_and_line(void)
             "version");
     /* runaway and bloated top-level code */
     refused("cooldown", "while true do end\n", "/cooldown.lua:1:", "instruction limit");
-    refused("cooldown", "local t = {}\nfor i = 1, 1e9 do t[i] = ('x'):rep(1000) .. i end\n", "/cooldown.lua",
+    refused("cooldown", "local t = {}\nfor i = 1, 1e9 do t[i] = ('x'):rep(1 << 30) .. i end\n", "/cooldown.lua",
             "memory");
     /* binary chunks */
     refused("guard", "\x1bLua\x54\x00garbage", "/guard.lua", "binary");
@@ -772,6 +848,9 @@ int main(void)
     RUN(test_infinite_loop_policy_falls_back_and_engine_survives);
     RUN(test_pcall_cannot_swallow_the_instruction_limit);
     RUN(test_memory_bomb_falls_back_with_nomem);
+    RUN(test_long_c_calls_are_stopped_by_the_time_limit);
+    RUN(test_c_calls_with_unbounded_work_are_refused);
+    RUN(test_slow_top_level_code_is_refused);
     RUN(test_c_side_loops_are_bounded);
     RUN(test_sandbox_hides_io_os_require_load_debug);
     RUN(test_calling_io_os_execute_require_or_load_falls_back);

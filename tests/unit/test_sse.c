@@ -241,6 +241,64 @@ static void test_long_line_split_across_many_feeds(void)
     sbuf_free(&s);
 }
 
+/* Many short data: lines and never a blank line: the event is capped and
+ * dropped, the parser's memory stays bounded, and the next event parses. */
+static void test_event_of_many_data_lines_is_capped(void)
+{
+    got g;
+    memset(&g, 0, sizeof g);
+    sse_parser p;
+    sse_init(&p, collect, &g);
+    static char lines[1 << 16];
+    for (size_t i = 0; i + 8 <= sizeof lines; i += 8)
+        memcpy(lines + i, "data: x\n", 8);
+    size_t fed = 0;
+    while (fed < (size_t)SSE_MAX_EVENT * 5) { /* 2 bytes of data per 8 fed: past the cap */
+        sse_feed(&p, lines, sizeof lines);
+        fed += sizeof lines;
+        CHECK(p.data.cap <= SSE_MAX_EVENT + 64);
+    }
+    CHECK(p.drop);
+    sse_feed(&p, "\ndata: after\n\n", 15);
+    CHECK_EQ_INT(g.n, 1);
+    CHECK_EQ_STR(g.data[0], "after");
+    CHECK(!p.drop);
+    sse_free(&p);
+}
+
+/* sse_open_bytes: what is fed after the last blank line, across feeds and
+ * for every line-end style. */
+static void test_open_bytes_track_the_unfinished_event(void)
+{
+    sse_parser p;
+    sse_init(&p, NULL, NULL);
+#define FEED(s) sse_feed(&p, s, strlen(s))
+    CHECK_EQ_INT(sse_open_bytes(&p), 0);
+    FEED("data: a\n\ndata: b");
+    CHECK_EQ_INT(sse_open_bytes(&p), 7);
+    FEED("cd");
+    CHECK_EQ_INT(sse_open_bytes(&p), 9);
+    FEED("\n");
+    CHECK_EQ_INT(sse_open_bytes(&p), 10);
+    FEED("\n");
+    CHECK_EQ_INT(sse_open_bytes(&p), 0);
+    FEED("data: c\r\n\r\nevent: x\r\n");
+    CHECK_EQ_INT(sse_open_bytes(&p), 10);
+    FEED("\r\r: ping\r\r");
+    CHECK_EQ_INT(sse_open_bytes(&p), 0);
+    FEED("data: d\n\n");
+    CHECK_EQ_INT(sse_open_bytes(&p), 0);
+    FEED("data: e\r\n\r"); /* the blank line's LF comes in the next feed (found by fuzz_sse) */
+    CHECK_EQ_INT(sse_open_bytes(&p), 0);
+    FEED("\n");
+    CHECK_EQ_INT(sse_open_bytes(&p), 0);
+    FEED("data: f\r");
+    FEED("\ndata: g\n");
+    CHECK_EQ_INT(sse_open_bytes(&p), 17);
+#undef FEED
+    sse_free(&p);
+}
+
 int main(void)
 {
     RUN(test_single_event_with_name);
@@ -260,5 +318,7 @@ int main(void)
     RUN(test_incomplete_event_waits_for_blank_line);
     RUN(test_bytes_split_one_at_a_time_same_result);
     RUN(test_long_line_split_across_many_feeds);
+    RUN(test_event_of_many_data_lines_is_capped);
+    RUN(test_open_bytes_track_the_unfinished_event);
     return check_summary();
 }

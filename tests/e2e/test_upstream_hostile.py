@@ -1,0 +1,223 @@
+"""test_upstream_hostile.py: upstreams that misbehave after the gateway has
+committed to them, or that send what must not reach a client: streams that
+stop in the middle of a line or an event (the gateway's error event must
+stand on its own, never glued onto the half line), secrets echoed back in
+bodies, streams and headers, gzip-encoded bodies, error bodies too large to
+keep whole, and plain bodies cut short (logged as failures, not 200)."""
+
+import json
+
+from harness import (GatewayTest, account, chat_text, event_type, is_error_event, main,
+                     parse_sse, response_text)
+
+CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+RESP_BODY = {"model": "gpt-test", "input": "hi"}
+RESP_STREAM = dict(RESP_BODY, stream=True)
+CHAT_STREAM = dict(CHAT_BODY, stream=True)
+
+
+def last_event_is_gateway_error(test, s):
+    """The stream's last event is the gateway's own, parsed on its own by an SSE parser."""
+    test.assertTrue(s.events, s)
+    last = s.events[-1]
+    test.assertTrue(is_error_event(last), f"last event is not an error: {last['data'][:300]!r}")
+    test.assertIsNotNone(last["json"], f"the error event is not JSON on its own: {last['data'][:200]!r}")
+    test.assertIn("upstream_stream_interrupted", last["data"])
+
+
+class StreamCutTest(GatewayTest):
+
+    def one(self, scenario):
+        return self.gateway([account("a", self.mock.url("a", scenario))])
+
+    def check_responses_cut(self, scenario):
+        g = self.one(scenario)
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        last_event_is_gateway_error(self, s)
+        self.assertEqual(response_text(s.events), "hello from a")
+        # no event is left half-made: every data line that went out is whole JSON
+        for e in s.events:
+            self.assertIsNotNone(e["json"], f"half an event reached the client: {e['data'][:120]!r}")
+        return g
+
+    def check_chat_cut(self, scenario):
+        g = self.one(scenario)
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        last_event_is_gateway_error(self, s)
+        self.assertEqual(chat_text(s.events), "hello from a")
+        for e in s.events:
+            self.assertIsNotNone(e["json"], f"half an event reached the client: {e['data'][:120]!r}")
+        self.assertNotIn(b"[DONE]", s.raw)
+        return g
+
+    def test_responses_stream_cut_mid_line_gets_a_separate_error_event(self):
+        self.check_responses_cut("late_reset,partial=5")
+
+    def test_responses_stream_ended_mid_line_gets_a_separate_error_event(self):
+        self.check_responses_cut("late_reset,partial=5,end=1")
+
+    def test_chat_stream_cut_mid_line_gets_a_separate_error_event(self):
+        self.check_chat_cut("late_reset,partial=5")
+
+    def test_chat_stream_ended_mid_line_gets_a_separate_error_event(self):
+        self.check_chat_cut("late_reset,partial=5,end=1")
+
+    def test_stream_ended_mid_line_before_any_output_gets_a_separate_error_event(self):
+        g = self.one("late_reset,after=0,partial=5,end=1")
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        last_event_is_gateway_error(self, s)
+        self.assertEqual(s.types()[0], "response.created")
+
+    def test_huge_unfinished_event_is_closed_before_the_error_event(self):
+        # above what the gateway holds back (1 MiB): the half event goes out, then a blank line ends it
+        g = self.one("late_reset,partial=1200000,end=1")
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        last_event_is_gateway_error(self, s)
+        self.assertEqual(response_text(s.events), "hello from a")
+
+
+class EchoedSecretTest(GatewayTest):
+    """An upstream that reflects the Authorization header: the account's token never reaches a client."""
+
+    TOKEN = "sk-echo-3f9a0c1d2e4b5a6978"
+
+    def one(self, scenario):
+        return self.gateway([account("a", self.mock.url("a", scenario), token=self.TOKEN)])
+
+    def assertNoSecret(self, raw, headers):
+        self.assertNotIn(self.TOKEN.encode(), raw)
+        for k, v in headers.items():
+            self.assertNotIn(self.TOKEN, v, f"header {k}")
+        # the mock did echo it: the gateway took it out
+        self.assertIn(self.TOKEN, self.mock.requests()[-1]["authorization"])
+        self.assertIn(b"[redacted]", raw)
+
+    def test_error_body_and_headers_echoing_the_token_are_scrubbed(self):
+        g = self.one("reflect_auth=400")
+        r = g.post("/v1/responses", RESP_BODY)
+        err = self.assertOpenAIError(r, 400)
+        self.assertIn("Bearer [redacted]", err["message"])
+        self.assertNoSecret(r.body, r.headers)
+
+    def test_plain_answer_echoing_the_token_is_scrubbed(self):
+        g = self.one("reflect_auth=200")
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertNoSecret(r.body, r.headers)
+        self.assertEqual(r.headers.get("x-request-id"), "Bearer [redacted]")  # relayed, scrubbed
+        self.assertIn("Bearer [redacted]", r.json()["output"][0]["content"][0]["text"])
+
+    def test_responses_stream_with_the_token_split_across_chunks_is_scrubbed(self):
+        g = self.one("reflect_auth=200")
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertNoSecret(s.raw, s.headers)
+        self.assertEqual(response_text(s.events), "bad credentials: Bearer [redacted]")
+        self.assertEqual(s.types()[-1], "response.completed")
+
+    def test_chat_stream_with_the_token_split_across_chunks_is_scrubbed(self):
+        g = self.one("reflect_auth=200")
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertNoSecret(s.raw, s.headers)
+        self.assertEqual(chat_text(s.events), "bad credentials: Bearer [redacted]")
+        self.assertEqual(s.events[-1]["data"], "[DONE]")
+
+    def test_echoed_token_of_a_failed_over_account_never_shows(self):
+        g = self.gateway([account("a", self.mock.url("a", "reflect_auth=401"), token=self.TOKEN),
+                          account("b", self.mock.url("b", "reflect_auth=400"), token=self.TOKEN + "-b")])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertOpenAIError(r, 400)
+        self.assertNotIn(self.TOKEN.encode(), r.body)
+        self.assertEqual([q["account"] for q in self.mock.requests()], ["a", "b"])
+
+
+class EncodingTest(GatewayTest):
+    """A gzip-encoded upstream body reached the client as raw gzip labelled application/json."""
+
+    def one(self, scenario):
+        return self.gateway([account("a", self.mock.url("a", scenario))])
+
+    def test_gzip_plain_body_reaches_the_client_decoded(self):
+        g = self.one("ok,gzip=1")
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn("content-encoding", r.headers)
+        self.assertEqual(r.json()["output"][0]["content"][0]["text"], "hello from a")
+        g.wait_request_logs(1)
+        self.assertEqual(g.request_logs()[0]["output_tokens"], 3, "usage was read from the decoded body")
+
+    def test_gzip_stream_reaches_the_client_decoded(self):
+        g = self.one("ok,gzip=1")
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertNotIn("content-encoding", s.headers)
+        self.assertEqual(response_text(s.events), "hello from a")
+        self.assertEqual(s.types()[-1], "response.completed")
+
+    def test_gzip_chat_stream_reaches_the_client_decoded(self):
+        g = self.one("ok,gzip=1")
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(chat_text(s.events), "hello from a")
+        self.assertEqual(s.events[-1]["data"], "[DONE]")
+
+    def test_undecodable_encoding_fails_over_instead_of_reaching_the_client(self):
+        g = self.gateway([account("a", self.mock.url("a", "ok,gzip=2")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["output"][0]["content"][0]["text"], "hello from b")
+        self.assertEqual([q["account"] for q in self.mock.requests()], ["a", "b"])
+
+    def test_gzip_error_body_is_relayed_decoded(self):
+        g = self.one("ctxlen,gzip=1")
+        r = g.post("/v1/responses", RESP_BODY)
+        err = self.assertOpenAIError(r, 400)
+        self.assertEqual(err["code"], "context_length_exceeded")
+
+
+class ErrorBodyTest(GatewayTest):
+
+    def one(self, scenario):
+        return self.gateway([account("a", self.mock.url("a", scenario))])
+
+    def test_error_body_too_large_to_keep_becomes_a_valid_error_with_the_same_status(self):
+        g = self.one("big_error=400,bytes=40000")
+        r = g.post("/v1/responses", RESP_BODY)
+        err = self.assertOpenAIError(r, 400)
+        self.assertEqual(err["code"], "upstream_error_too_large")
+        self.assertIn("400", err["message"])
+        self.assertLess(len(r.body), 4096)
+
+    def test_error_body_under_the_limit_is_relayed_as_it_came(self):
+        g = self.one("big_error=400,bytes=15000")
+        r = g.post("/v1/responses", RESP_BODY)
+        err = self.assertOpenAIError(r, 400)
+        self.assertEqual(err["code"], "big_error")
+        self.assertEqual(len(err["message"]), 15000)
+
+    def test_error_body_that_is_not_json_becomes_a_valid_error_with_the_same_status(self):
+        for scenario, excerpt in (("html_error=400", "400 Bad Request"), ("empty_error=400", "(empty)")):
+            with self.subTest(scenario=scenario):
+                g = self.one(scenario)
+                r = g.post("/v1/responses", RESP_BODY)
+                err = self.assertOpenAIError(r, 400)
+                self.assertEqual(err["code"], "upstream_error_not_json")
+                self.assertIn(excerpt, err["message"])
+
+    def test_plain_body_cut_short_is_logged_as_a_failure(self):
+        g = self.one("plain_cut")
+        s = g.stream("/v1/responses", RESP_BODY)   # a plain answer, read as far as it goes
+        self.assertTrue(s.truncated, "the client must not be handed a cut body as complete")
+        rows = g.wait_request_logs(1)
+        self.assertEqual(rows[0]["status"], 502, rows[0])
+        self.assertEqual(rows[0]["error_class"], "body_interrupted")
+        self.assertRegex(g.trace_text(), r"REQUEST_FINAL .*status=502 .*class=body_interrupted")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+/* fuzz_sse.c: the event-stream parser on any bytes, cut anywhere: no crash,
+ * the same events whatever the cuts, open bytes never more than was fed. */
+#include "fuzz_common.h"
+#include "sbuf.h"
+#include "sse.h"
+#include <string.h>
+
+typedef struct seen {
+    sbuf log;      /* every event, serialised */
+    size_t fed;
+    sse_parser p;
+} seen;
+
+static void on_event(void *ud, const char *event, const char *data, size_t len)
+{
+    seen *s = ud;
+    sbuf_printf(&s->log, "%zu:%s|", len, event);
+    sbuf_append(&s->log, data, len);
+    FUZZ_CHECK(len <= SSE_MAX_EVENT);
+}
+
+static void feed(void *ud, const char *p, size_t len)
+{
+    seen *s = ud;
+    sse_feed(&s->p, p, len);
+    s->fed += len;
+    FUZZ_CHECK(sse_open_bytes(&s->p) <= s->fed);
+}
+
+static void run(seen *s, const uint8_t *data, size_t n, int seed)
+{
+    memset(s, 0, sizeof *s);
+    sse_init(&s->p, on_event, s);
+    if (seed < 0)
+        feed(s, (const char *)data, n);
+    else
+        fuzz_chunks(data, n, (uint8_t)seed, feed, s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
+{
+    if (n < 1)
+        return 0;
+    seen whole, cut;
+    run(&whole, data + 1, n - 1, -1);
+    run(&cut, data + 1, n - 1, data[0]);
+    FUZZ_CHECK(whole.log.len == cut.log.len && (!whole.log.len || memcmp(whole.log.p, cut.log.p, whole.log.len) == 0));
+    FUZZ_CHECK(sse_open_bytes(&whole.p) == sse_open_bytes(&cut.p));
+    sse_free(&whole.p);
+    sse_free(&cut.p);
+    sbuf_free(&whole.log);
+    sbuf_free(&cut.log);
+    return 0;
+}

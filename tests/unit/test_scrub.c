@@ -1,0 +1,107 @@
+/* test_scrub.c: an account's secrets never survive the scrubber, wherever a
+ * stream is cut into chunks (every split of a text holding the secret is
+ * tried), in whole texts and C strings, in JSON-escaped spelling, while
+ * ordinary text and held-back look-alikes come out unchanged. */
+#include "check.h"
+#include "scrub.h"
+
+#define SECRET "sk-live-0123456789abcdef"
+
+static void feed_split(scrub *s, const char *text, size_t a, size_t b, sbuf *out)
+{
+    size_t n = strlen(text);
+    scrub_feed(s, text, a, out);
+    scrub_feed(s, text + a, b - a, out);
+    scrub_feed(s, text + b, n - b, out);
+    scrub_flush(s, out);
+}
+
+static void test_secret_split_anywhere_across_chunks_is_redacted(void)
+{
+    const char *text = "data: {\"delta\":\"Bearer " SECRET " and again " SECRET "\"}\n\n";
+    const char *want = "data: {\"delta\":\"Bearer " SCRUB_MARK " and again " SCRUB_MARK "\"}\n\n";
+    size_t n = strlen(text);
+    int bad = 0;
+    for (size_t a = 0; a <= n; a++)
+        for (size_t b = a; b <= n; b++) {
+            scrub s;
+            scrub_init(&s);
+            scrub_add(&s, SECRET);
+            sbuf out = SBUF_INIT;
+            feed_split(&s, text, a, b, &out);
+            if (!out.p || strcmp(out.p, want) != 0)
+                bad++;
+            sbuf_free(&out);
+            scrub_free(&s);
+        }
+    CHECK_EQ_INT(bad, 0);
+}
+
+static void test_look_alike_prefix_is_held_then_released(void)
+{
+    scrub s;
+    scrub_init(&s);
+    scrub_add(&s, SECRET);
+    sbuf out = SBUF_INIT;
+    scrub_feed(&s, "abc sk-live-0123", 16, &out);
+    CHECK_EQ_STR(out.p, "abc "); /* the rest could be the secret's start */
+    scrub_feed(&s, "XYZ", 3, &out);
+    CHECK_EQ_STR(out.p, "abc sk-live-0123XYZ");
+    scrub_feed(&s, " sk-l", 5, &out);
+    scrub_flush(&s, &out);         /* the stream ended: a short held start goes out as it is */
+    CHECK_EQ_STR(out.p, "abc sk-live-0123XYZ sk-l");
+    sbuf_reset(&out);
+    scrub_feed(&s, "died in sk-live-0123", 20, &out);
+    scrub_flush(&s, &out);         /* 12 bytes of the token: redacted, not revealed */
+    CHECK_EQ_STR(out.p, "died in " SCRUB_MARK);
+    sbuf_free(&out);
+    scrub_free(&s);
+}
+
+static void test_whole_texts_json_escapes_and_short_secrets(void)
+{
+    scrub s;
+    scrub_init(&s);
+    scrub_add(&s, "tok\"with/quote\\x");  /* echoed inside JSON as tok\"with/quote\\x */
+    scrub_add(&s, "short");                /* below SCRUB_MIN_LEN: ignored */
+    scrub_add(&s, NULL);
+    sbuf out = SBUF_INIT;
+    const char *body = "{\"message\":\"bad key tok\\\"with/quote\\\\x; short\"} raw: tok\"with/quote\\x";
+    scrub_text(&s, body, strlen(body), &out);
+    CHECK_EQ_STR(out.p, "{\"message\":\"bad key " SCRUB_MARK "; short\"} raw: " SCRUB_MARK);
+    sbuf_free(&out);
+    char hdr[32] = "req-tok\"with/quote\\x";
+    scrub_cstr(&s, hdr, sizeof hdr);
+    CHECK_EQ_STR(hdr, "req-" SCRUB_MARK);
+    char cut[32] = "code tok\"with/qu";   /* a field cut short inside the token */
+    scrub_cstr(&s, cut, sizeof cut);
+    CHECK_EQ_STR(cut, "code " SCRUB_MARK);
+    scrub_free(&s);
+}
+
+static void test_longer_secret_wins_over_one_inside_it(void)
+{
+    scrub s;
+    scrub_init(&s);
+    scrub_add(&s, "abcdefgh");
+    scrub_add(&s, "xxabcdefghyy");
+    sbuf out = SBUF_INIT;
+    scrub_feed(&s, "1 xxabcdefghyy 2 abcdefgh 3", 27, &out);
+    scrub_flush(&s, &out);
+    CHECK_EQ_STR(out.p, "1 " SCRUB_MARK " 2 " SCRUB_MARK " 3");
+    sbuf_free(&out);
+    scrub_reset(&s);               /* no secrets: bytes pass untouched */
+    scrub_feed(&s, "abcdefgh", 8, &out);
+    CHECK_EQ_STR(out.p, "abcdefgh");
+    sbuf_free(&out);
+    scrub_free(&s);
+}
+
+int main(void)
+{
+    RUN(test_secret_split_anywhere_across_chunks_is_redacted);
+    RUN(test_look_alike_prefix_is_held_then_released);
+    RUN(test_whole_texts_json_escapes_and_short_secrets);
+    RUN(test_longer_secret_wins_over_one_inside_it);
+    return check_summary();
+}
