@@ -196,14 +196,24 @@ static int cand_before(const policy_candidate *a, const policy_candidate *b)
     return a->id < b->id;
 }
 
-/* P2C health comparison: is a clearly healthier than b? */
+/* The success rate recovered towards 1 with a 60 s half-life since it last changed. */
+static double cand_recovered(const policy_candidate *c)
+{
+    if (c->success_rate >= 1 || c->health_age_s <= 0)
+        return c->success_rate;
+    return 1 - (1 - c->success_rate) * pow(0.5, c->health_age_s / 60.0);
+}
+
+/* P2C health comparison: is a clearly healthier than b? Ties and unknown
+ * latency (0: no history) say no, so the head of the sort order keeps its turn. */
 static int cand_healthier(const policy_candidate *a, const policy_candidate *b)
 {
-    if (fabs(a->success_rate - b->success_rate) > 0.05)
-        return a->success_rate > b->success_rate;
+    double ra = cand_recovered(a), rb = cand_recovered(b);
+    if (fabs(ra - rb) > 0.05)
+        return ra > rb;
     if (a->inflight != b->inflight)
         return a->inflight < b->inflight;
-    return a->latency_ema_ms < b->latency_ema_ms;
+    return a->latency_ema_ms > 0 && b->latency_ema_ms > 0 && a->latency_ema_ms * 2 <= b->latency_ema_ms;
 }
 
 static uint32_t order_rand(uint32_t s) { return (uint32_t)(((uint64_t)s * 1103515245u + 12345u) & 0x7fffffff); }
@@ -272,6 +282,8 @@ static uint32_t order_p2c(const policy_candidate *c, size_t *seg, size_t len, ui
         j++;
     size_t lo = i < j ? i : j, hi = i < j ? j : i;
     size_t win = cand_healthier(&c[seg[hi]], &c[seg[lo]]) ? hi : lo;
+    if (win == 0 || !cand_healthier(&c[seg[win]], &c[seg[0]]))
+        return r2; /* the head keeps its turn unless the winner is clearly healthier */
     size_t v = seg[win];
     memmove(seg + 1, seg, win * sizeof *seg);
     seg[0] = v;
@@ -397,8 +409,9 @@ static void account_push(lua_State *L, const policy_candidate *c, int nrec)
 
 static void candidate_push(lua_State *L, const policy_candidate *c)
 {
-    account_push(L, c, 12);
+    account_push(L, c, 13);
     set_num(L, "success_rate", c->success_rate);
+    set_num(L, "health_age_s", c->health_age_s);
     set_num(L, "latency_ema_ms", c->latency_ema_ms);
     set_int(L, "inflight", c->inflight);
     set_bool(L, "reserve", c->reserve);

@@ -99,7 +99,8 @@ typedef struct policy_candidate {
     int credits_unlimited;     /* -1 unknown */
     double credits_balance;    /* -1 unknown */
     double success_rate;       /* EMA 0..1 */
-    double latency_ema_ms;
+    double latency_ema_ms;     /* 0: no history */
+    double health_age_s;       /* seconds since success_rate last changed, 0 unknown */
     int inflight;
     int max_concurrency;       /* 0 unlimited */
     int reserve;               /* set by C from guard() before order() */

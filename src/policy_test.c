@@ -85,6 +85,7 @@ static void candidate_read(lua_State *L, int t, policy_candidate *c)
     c->credits_balance = opt_num(L, t, "credits_balance", -1);
     c->success_rate = opt_num(L, t, "success_rate", 1);
     c->latency_ema_ms = opt_num(L, t, "latency_ema_ms", 0);
+    c->health_age_s = opt_num(L, t, "health_age_s", 0);
     c->inflight = (int)opt_int(L, t, "inflight", 0);
     c->max_concurrency = (int)opt_int(L, t, "max_concurrency", 0);
     c->reserve = opt_bool(L, t, "reserve");

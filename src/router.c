@@ -43,7 +43,7 @@ void router_skip_add(route_plan *plan, const pool_account *pa, const char *reaso
     sbuf_copy_cstr(s->reason, sizeof s->reason, reason);
 }
 
-static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
+static void router_candidate_fill(policy_candidate *c, const pool_account *pa, double now)
 {
     memset(c, 0, sizeof *c);
     c->id = pa->a.id;
@@ -63,6 +63,7 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
     c->credits_balance = pa->st.credits_balance;
     c->success_rate = pa->st.success_ema;
     c->latency_ema_ms = pa->st.latency_ema_ms;
+    c->health_age_s = pa->st.updated_at > 0 && now > pa->st.updated_at ? now - pa->st.updated_at : 0;
     c->inflight = pa->inflight;
     c->max_concurrency = pa->a.max_concurrency;
 }
@@ -196,7 +197,7 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
             router_skip_add(plan, pa, why);
             continue;
         }
-        router_candidate_fill(&cands[n], pa);
+        router_candidate_fill(&cands[n], pa, now);
         int g = router_guard(gw, pa, &cands[n]);
         if (g == GUARD_EXCLUDE) {
             router_skip_add(plan, pa, "excluded by the quota guard");
