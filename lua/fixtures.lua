@@ -20,7 +20,8 @@ end
 -- body is the OpenAI-style JSON error object holding them.
 function F.error_event(o)
   local ev = merge({ status = 500, network_error = false, timeout = false, in_stream = false,
-                     retry_after = -1, account_kind = "api_key", endpoint = "/v1/responses" }, o)
+                     retry_after = -1, account_kind = "api_key", endpoint = "/v1/responses",
+                     retries = 0, alternatives = 1, random = 0.5, context_fallbacks = 0 }, o)
   if ev.body == nil and (ev.error_type or ev.error_code or ev.error_message) then
     ev.body = error_json(ev)
   end

@@ -23,6 +23,7 @@
 #define POLICY_BODY_MAX 16384
 #define POLICY_COOLDOWN_MAX 2592000.0 /* 30 days */
 #define POLICY_STEP_MAX 1000
+#define POLICY_RETRY_AFTER_MAX 60.0
 
 enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_COUNT };
 static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order"};
@@ -95,11 +96,44 @@ static int code_is(const policy_event *ev, const char *const *list)
     return 0;
 }
 
-static void verdict_set(policy_verdict *v, int failover, const char *cls, double cooldown)
+static void verdict_act(policy_verdict *v, policy_action action, const char *cls, double cooldown, double after)
 {
-    v->failover = failover;
+    v->action = action;
+    v->failover = action == VERDICT_FAILOVER;
     snprintf(v->cls, sizeof v->cls, "%s", cls);
     v->cooldown = cooldown;
+    v->after = after;
+}
+
+static void verdict_set(policy_verdict *v, int failover, const char *cls, double cooldown)
+{
+    verdict_act(v, failover ? VERDICT_FAILOVER : VERDICT_RETURN, cls, cooldown, 0);
+}
+
+static const char *const capacity_texts[] = {
+    "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded", NULL};
+static const char *const context_texts[] = {
+    "context_length_exceeded", "maximum context length", "context window", NULL};
+
+/* A short Retry-After worth waiting for on the same account (classify.lua's wait_out). */
+static int classify_wait_out(const policy_event *ev)
+{
+    return ev->retry_after > 0 && ev->retry_after <= 5 && ev->alternatives == 0 && ev->retries < 2;
+}
+
+/* classify.lua's server_trouble. */
+static void classify_server(const policy_event *ev, policy_verdict *out)
+{
+    if (ev->retry_after > 0) {
+        if (classify_wait_out(ev))
+            verdict_act(out, VERDICT_RETRY, "server", 0, ev->retry_after);
+        else
+            verdict_set(out, 1, "server", 30);
+    } else if (ev->retries < 1) {
+        verdict_act(out, VERDICT_RETRY, "server", 0, 0.12 + (0.9 - 0.12) * ev->random);
+    } else {
+        verdict_set(out, 1, "server", 30);
+    }
 }
 
 /* Mirrors policies/classify.lua. */
@@ -114,14 +148,18 @@ static void classify_default(const policy_event *ev, policy_verdict *out)
         verdict_set(out, 1, "timeout", 20);
     else if (ev->network_error)
         verdict_set(out, 1, "network", 20);
+    else if (ev->not_answer)
+        verdict_set(out, 1, "bad_answer", 30);
     else if (ev->in_stream && code_is(ev, stream_rate_codes))
         verdict_set(out, 1, "rate_limit", -1);
-    else if (ev->in_stream && code_is(ev, stream_server_codes))
-        verdict_set(out, 1, "server", 30);
+    else if (ev->in_stream && (code_is(ev, stream_server_codes) || event_mentions(ev, capacity_texts)))
+        classify_server(ev, out);
     else if (ev->in_stream)
         verdict_set(out, 0, "stream", 0);
     else if (s == 0)
         verdict_set(out, 1, "network", 20);
+    else if (s == 429 && classify_wait_out(ev))
+        verdict_act(out, VERDICT_RETRY, "rate_limit", 0, ev->retry_after);
     else if (s == 429)
         verdict_set(out, 1, "rate_limit", -1);
     else if (s == 401 || s == 403)
@@ -132,12 +170,14 @@ static void classify_default(const policy_event *ev, policy_verdict *out)
         verdict_set(out, 1, "timeout", 20);
     else if (s == 409)
         verdict_set(out, 1, "conflict", 20);
+    else if (s >= 400 && s < 500 && ev->context_fallbacks > 0 && event_mentions(ev, context_texts))
+        verdict_act(out, VERDICT_CONTEXT_FALLBACK, "context_length", 0, 0);
     else if (s >= 400 && s < 500)
         verdict_set(out, 0, "request", 0);
     else if (s >= 200 && s < 300)
         verdict_set(out, 0, "ok", 0);
     else
-        verdict_set(out, 1, "server", 30);
+        classify_server(ev, out);
 }
 
 /* The latest reset time among the windows known to be spent (used >= 100 %)
@@ -360,7 +400,7 @@ static void set_bool(lua_State *L, const char *k, int v)
 
 static void event_push(lua_State *L, const policy_event *ev)
 {
-    lua_createtable(L, 0, 12);
+    lua_createtable(L, 0, 17);
     set_int(L, "status", ev->status);
     if (ev->body) {
         lua_pushlstring(L, ev->body, ev->body_len < POLICY_BODY_MAX ? ev->body_len : POLICY_BODY_MAX);
@@ -375,6 +415,11 @@ static void event_push(lua_State *L, const policy_event *ev)
     set_num(L, "retry_after", ev->retry_after);
     set_str(L, "account_kind", ev->account_kind);
     set_str(L, "endpoint", ev->endpoint);
+    set_str(L, "not_answer", ev->not_answer);
+    set_int(L, "retries", ev->retries);
+    set_int(L, "alternatives", ev->alternatives);
+    set_num(L, "random", ev->random);
+    set_int(L, "context_fallbacks", ev->context_fallbacks);
 }
 
 static void state_push(lua_State *L, const policy_state *st)
@@ -452,10 +497,15 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
 {
     if (lua_type(L, t) != LUA_TTABLE)
         luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", NULL};
     const char *action = raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    int failover = action && strcmp(action, "failover") == 0;
-    if (!action || (!failover && strcmp(action, "return") != 0))
-        luaL_error(L, "classify: action must be \"failover\" or \"return\"");
+    int act = -1;
+    for (int i = 0; action && actions[i]; i++)
+        if (strcmp(action, actions[i]) == 0)
+            act = i;
+    if (act < 0)
+        luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\" or \"context_fallback\"");
+    int failover = act == VERDICT_FAILOVER;
     size_t n = 0;
     const char *cls = raw_field(L, t, "class") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
     if (!cls || !class_valid(cls, n))
@@ -468,7 +518,16 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
         luaL_error(L, "classify: cooldown must be a number or nil");
     if (!(cd == -1 || (cd >= 0 && cd <= POLICY_COOLDOWN_MAX)))
         luaL_error(L, "classify: cooldown must be -1 or 0..%d seconds", (int)POLICY_COOLDOWN_MAX);
-    verdict_set(out, failover, cls, cd);
+    double after = 0;
+    if (act == VERDICT_RETRY) {
+        int at = raw_field(L, t, "after");
+        after = at == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+        if (!(after >= 0 && after <= POLICY_RETRY_AFTER_MAX))
+            luaL_error(L, "classify: retry needs after = 0..%d seconds", (int)POLICY_RETRY_AFTER_MAX);
+        if (cd < 0)
+            cd = 0;
+    }
+    verdict_act(out, (policy_action)act, cls, cd, after);
 }
 
 static void cooldown_parse(lua_State *L, int first, int old_step, double *seconds, int *step)

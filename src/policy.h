@@ -52,12 +52,26 @@ typedef struct policy_event {
     double retry_after;        /* seconds from Retry-After / resets_in_seconds, -1 none */
     const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
     const char *endpoint;      /* "/v1/responses", ... */
+    const char *not_answer;    /* a 2xx that is no answer: "content_type" | "empty_body" | "no_output"; NULL */
+    int retries;               /* same-account retries already made for this request on this account */
+    int alternatives;          /* remaining candidates that would send the same model */
+    double random;             /* 0 <= random < 1, chosen by C (jitter) */
+    int context_fallbacks;     /* remaining candidates declared as larger-context fallbacks */
 } policy_event;
 
+typedef enum {
+    VERDICT_RETURN = 0,        /* hand the error to the client unchanged */
+    VERDICT_FAILOVER,          /* cool this account down, try the next candidate */
+    VERDICT_RETRY,             /* the same account again after `after` seconds */
+    VERDICT_CONTEXT_FALLBACK,  /* the next larger-context fallback candidate, once */
+} policy_action;
+
 typedef struct policy_verdict {
-    int failover;              /* 1: cool down and try the next candidate; 0: return to client */
+    int failover;              /* 1 when action is VERDICT_FAILOVER */
+    policy_action action;
     char cls[32];              /* failure class, e.g. "rate_limit", "quota", "server", "network" */
     double cooldown;           /* seconds chosen by classify, or -1: ask the cooldown hook */
+    double after;              /* VERDICT_RETRY: seconds to wait, 0..60 */
 } policy_verdict;
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);

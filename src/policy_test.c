@@ -149,11 +149,21 @@ static int bridge_classify(lua_State *L)
     ev.retry_after = opt_num(L, 1, "retry_after", -1);
     ev.account_kind = opt_str(L, 1, "account_kind", NULL);
     ev.endpoint = opt_str(L, 1, "endpoint", NULL);
+    ev.not_answer = opt_str(L, 1, "not_answer", NULL);
+    ev.retries = (int)opt_int(L, 1, "retries", 0);
+    ev.alternatives = (int)opt_int(L, 1, "alternatives", 0);
+    ev.random = opt_num(L, 1, "random", 0);
+    ev.context_fallbacks = (int)opt_int(L, 1, "context_fallbacks", 0);
     policy_verdict v;
     policy_classify(bridge_engine(L), &ev, &v);
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, v.failover ? "failover" : "return");
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback"};
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, actions[v.action]);
     lua_setfield(L, -2, "action");
+    if (v.action == VERDICT_RETRY) {
+        push_num(L, v.after);
+        lua_setfield(L, -2, "after");
+    }
     lua_pushstring(L, v.cls);
     lua_setfield(L, -2, "class");
     push_num(L, v.cooldown);

@@ -32,6 +32,7 @@
 #define PROXY_CLIENT_HIGH (4u << 20)     /* pause upstream above this much unsent to the client */
 #define PROXY_MAX_HEADERS 40
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
+#define PROXY_RETRY_MAX 4                /* same-account retries per request, whatever the policy says */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
 
@@ -79,6 +80,13 @@ typedef struct proxy_req {
     int pf_live;
     struct event pf_timer;    /* the preflight window's time limit */
 
+    /* retries and waits (proxy_retry_later, proxy_wait_for_capacity) */
+    struct event retry_timer; /* armed while the request waits to try again */
+    int64_t retry_acct;       /* account the timer goes back to; 0: plan afresh (capacity wait) */
+    int retries_total;        /* same-account retries made for this request */
+    int acct_retries;         /* of those, on the current account */
+    double waited_s;          /* time spent waiting for capacity */
+
     /* client side */
     int committed;            /* reply started: no more failover */
     int client_gone;
@@ -93,6 +101,7 @@ typedef struct proxy_req {
 
 static void proxy_next(proxy_req *p);
 static void proxy_finish(proxy_req *p, int status);
+static void proxy_attempt(proxy_req *p, pool_account *pa);
 
 /* ---------- small helpers ---------- */
 
@@ -188,24 +197,34 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
     proxy_headers_resolve(p);
 }
 
-/* The request body for this account: the client's, or with the model
- * rewritten by the account's model map. Returns the body to send. */
-static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
+/* The model this account would be sent: the client's, or what the
+ * account's model map turns it into. Writes it to out; 1 if mapped. */
+static int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_t n)
 {
-    if (!pa->a.model_map || !p->in.doc || !p->in.model[0])
-        return &p->in.body;
+    sbuf_copy_cstr(out, n, p->in.model);
+    if (!pa->a.model_map || !p->in.model[0])
+        return 0;
     json_value *map = json_parse(pa->a.model_map, strlen(pa->a.model_map), NULL, 0);
     const char *to = map ? json_get_str(map, p->in.model) : NULL;
-    if (!to) {
-        json_free(map);
+    if (to)
+        sbuf_copy_cstr(out, n, to);
+    json_free(map);
+    return to != NULL;
+}
+
+/* The request body for this account: the client's, or with the model
+ * rewritten by the account's model map (the only change ever made between
+ * attempts: the user's intent is preserved). Returns the body to send. */
+static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
+{
+    char to[128];
+    if (!p->in.doc || !proxy_model_for(p, pa, to, sizeof to))
         return &p->in.body;
-    }
     json_set_str(p->in.doc, "model", to);
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, to);
     sbuf_reset(&p->upbody);
     json_write(&p->upbody, p->in.doc);
     json_set_str(p->in.doc, "model", p->in.model);
-    json_free(map);
     return &p->upbody;
 }
 
@@ -301,6 +320,19 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     return secs;
 }
 
+/* ---------- attempt outcomes ---------- */
+
+/* What a decision made of the current attempt: "failover", "returned"
+ * (its error went to the client unchanged), "retry" (the same account
+ * again). proxy_attempt_record writes it when the attempt ends; attempts
+ * that end without a decision get their outcome there (ok, error,
+ * client_closed, abandoned). */
+static void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
+{
+    p->att_outcome = outcome;
+    sbuf_copy_cstr(p->att_class, sizeof p->att_class, cls ? cls : "");
+}
+
 /* ---------- attempt teardown ---------- */
 
 /* The one place an attempt's end is recorded: an object appended to the
@@ -335,6 +367,10 @@ static void proxy_attempt_record(proxy_req *p)
     sbuf_put_int(t, (long long)(secs * 1000.0 + 0.5));
     sbuf_puts(t, "}");
     metrics_attempt(p->acct_id, outcome, cls, secs);
+    if (strcmp(outcome, "ok") != 0) /* a served attempt is the request's last: REQUEST_FINAL tells it */
+        trace_event(p->gw->trace, "ATTEMPT_END", "req=%llu attempt=%d account=%s model=%s outcome=%s class=%s status=%d ms=%.1f",
+                    (unsigned long long)p->id, p->attempts, p->acct_name, p->att_model, outcome, *cls ? cls : "-",
+                    p->status, secs * 1000.0);
 }
 
 static void proxy_attempt_end(proxy_req *p)
@@ -549,18 +585,86 @@ static void proxy_note_resets_in(proxy_req *p, const json_value *doc)
         p->retry_after = r;
 }
 
+/* ---------- retries on the same account ---------- */
+
+/* Remaining candidates of the plan that could serve now and would be sent
+ * the same model as the current account (a model map changes the user's
+ * intent: such a candidate is no equivalent). */
+static int proxy_alternatives(proxy_req *p)
+{
+    char cur[128], m[128], why[160];
+    pool_account *self = proxy_account(p);
+    if (self)
+        proxy_model_for(p, self, cur, sizeof cur);
+    else
+        sbuf_copy_cstr(cur, sizeof cur, p->in.model);
+    double now = gateway_now();
+    int n = 0;
+    for (size_t i = p->next; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (!pa || pa->a.id == p->acct_id || !router_available(pa, &p->rctx, now, why, sizeof why))
+            continue;
+        proxy_model_for(p, pa, m, sizeof m);
+        n += strcmp(m, cur) == 0;
+    }
+    return n;
+}
+
+static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *p = arg;
+    pool_account *pa = p->retry_acct ? pool_find(p->gw->pool, p->retry_acct) : NULL;
+    p->retry_acct = 0;
+    if (pa && pa->a.enabled) {
+        proxy_attempt(p, pa);
+        return;
+    }
+    proxy_next(p); /* the account was removed or disabled meanwhile: go on */
+}
+
+/* A retry verdict: end this attempt without cooling the account down and
+ * start it again on the same account after v->after seconds. The body is
+ * sent again as it was. A client that hangs up meanwhile ends the request
+ * (proxy_finish removes the timer). */
+static void proxy_retry_later(proxy_req *p, const policy_verdict *v, int status)
+{
+    int64_t acct = p->acct_id;
+    p->retries_total++;
+    p->acct_retries++;
+    trace_event(p->gw->trace, "CANDIDATE_RETRY", "req=%llu account=%s class=%s status=%d after_ms=%.0f retry=%d",
+                (unsigned long long)p->id, p->acct_name, v->cls, status, v->after * 1000.0, p->acct_retries);
+    proxy_attempt_end(p);
+    p->retry_acct = acct;
+    long ms = (long)(v->after * 1000.0 + 0.5);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(&p->retry_timer, &tv);
+}
+
 /* Classifies the current attempt's failure. Returns 1 if the request moved
- * on to the next candidate, 0 if the failure should reach the client. */
+ * on (a retry of the same account, or the next candidate), 0 if the failure
+ * should reach the client. */
 static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary)
 {
     policy_verdict v;
     ev->account_kind = account_kind_name(p->acct_kind);
     ev->endpoint = p->in.endpoint;
     ev->retry_after = p->retry_after;
+    ev->retries = p->acct_retries;
+    ev->alternatives = proxy_alternatives(p);
+    ev->random = (double)random() / ((double)RAND_MAX + 1.0);
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
-    p->att_outcome = v.failover ? "failover" : "returned";
-    sbuf_copy_cstr(p->att_class, sizeof p->att_class, v.cls);
+    if (v.action == VERDICT_RETRY && p->retries_total < PROXY_RETRY_MAX) {
+        proxy_attempt_outcome(p, "retry", v.cls);
+        proxy_retry_later(p, &v, ev->status);
+        return 1;
+    }
+    if (v.action == VERDICT_RETRY) { /* out of retries: fail over, resting as the cooldown hook says */
+        v.action = VERDICT_FAILOVER;
+        v.failover = 1;
+        v.cooldown = -1;
+    }
+    proxy_attempt_outcome(p, v.failover ? "failover" : "returned", v.cls);
     if (!v.failover)
         return 0;
     double secs = proxy_cool_down(p, &v);
@@ -803,6 +907,8 @@ static const upstream_callbacks proxy_up_cb = {proxy_up_headers, proxy_up_data, 
 static void proxy_attempt(proxy_req *p, pool_account *pa)
 {
     p->attempts++;
+    if (pa->a.id != p->last_acct_id)
+        p->acct_retries = 0;
     p->acct_id = p->last_acct_id = pa->a.id;
     p->acct_kind = pa->a.kind;
     sbuf_copy_cstr(p->acct_name, sizeof p->acct_name, pa->a.name);
@@ -961,6 +1067,7 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->relay);
     sbuf_free(&p->sniff);
     evtimer_del(&p->pf_timer);
+    evtimer_del(&p->retry_timer);
     event_del(&p->flush_ev);
     if (p->eof_watching)
         event_del(&p->eof_watch);
@@ -1004,6 +1111,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = -1;
     evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
+    evtimer_assign(&p->retry_timer, gw->base, proxy_on_retry_timer, p);
     event_assign(&p->flush_ev, gw->base, -1, 0, proxy_on_flush, p);
     gw->active++;
     p->evcon = evhttp_request_get_connection(req);

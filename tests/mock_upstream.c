@@ -383,6 +383,7 @@ typedef struct opts {
     int after;         /* late_error/late_reset: deltas before the failure */
     int rst;           /* -1 default, 0 FIN, 1 RST */
     long resets;       /* quota429 resets_in_seconds */
+    int times;         /* > 0: the scenario applies to this many requests (same account and spec), then ok */
     char retry_after[24];
     char err_code[64]; /* late_error code */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
@@ -457,6 +458,8 @@ static void opts_parse(opts *o, const char *spec)
             o->rst = atoi(val) ? 1 : 0;
         else if (!strcmp(tok, "resets"))
             o->resets = atol(val);
+        else if (!strcmp(tok, "times"))
+            o->times = atoi(val);
         else if (!strcmp(tok, "retry_after"))
             copy_num(o->retry_after, sizeof o->retry_after, val);
         else if (!strcmp(tok, "code"))
@@ -1022,7 +1025,7 @@ static void start_sse(job *j, long delay)
 }
 
 /* Stream scripts. `mode` picks where the stream goes wrong. */
-typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET } stream_mode;
+typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET, S_NO_OUTPUT } stream_mode;
 
 static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
 {
@@ -1032,6 +1035,11 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
     ev_resp_state(&b, g, "response.created", "in_progress");
     job_chunk(j, 0, &b);
     sbuf_reset(&b);
+    if (mode == S_NO_OUTPUT) { /* a clean end with no output and no terminal event */
+        job_add(j, ACT_END, gap);
+        sbuf_free(&b);
+        return;
+    }
     if (mode == S_QUOTA) {
         ev_error(&b, g, "usage_limit_reached", LATE_MSG);
         job_chunk(j, gap, &b);
@@ -1111,6 +1119,11 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     chat_role(&b, g);
     job_chunk(j, 0, &b);
     sbuf_reset(&b);
+    if (mode == S_NO_OUTPUT) {
+        job_add(j, ACT_END, gap);
+        sbuf_free(&b);
+        return;
+    }
     long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0;
     int late = mode == S_LATE_ERROR || mode == S_LATE_RESET;
     int n = late ? (o->after >= 0 ? o->after : 3) : g->npieces;
@@ -1194,6 +1207,18 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
                    "resulted in 9000 tokens. Please reduce the length of the messages.",
                    "invalid_request_error", "context_length_exceeded", NULL);
         reply_json(j, 0, 400, &b);
+    } else if (!strcmp(sc, "html")) { /* a 200 challenge page, as a proxy or CDN sends */
+        add_header(j->req, "Content-Type", "text/html; charset=utf-8");
+        action *a = job_add(j, ACT_REPLY, 0);
+        a->status = 200;
+        sbuf_puts(&a->data, "<!DOCTYPE html><html><body>Checking your browser...</body></html>");
+    } else if (!strcmp(sc, "empty")) { /* 200 with an empty JSON body (or an empty event stream) */
+        if (stream) {
+            start_sse(j, 0);
+            job_add(j, ACT_END, 0);
+        } else {
+            reply_json(j, 0, 200, &b);
+        }
     } else if (!strcmp(sc, "reset")) {
         job_add(j, ACT_CLOSE, 0)->rst = o->rst != 0;
     } else if (ep == EP_MODELS) {
@@ -1207,7 +1232,7 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
         static const struct { const char *name; stream_mode mode; } modes[] = {
             {"ok", S_OK}, {"slow_headers", S_OK}, {"stall", S_STALL}, {"slow_stream", S_SLOW},
             {"quota_stream", S_QUOTA}, {"failed_stream", S_FAILED},
-            {"late_error", S_LATE_ERROR}, {"late_reset", S_LATE_RESET},
+            {"late_error", S_LATE_ERROR}, {"late_reset", S_LATE_RESET}, {"no_output", S_NO_OUTPUT},
         };
         int found = -1;
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
@@ -1422,6 +1447,15 @@ static void handle(struct evhttp_request *req, void *arg)
             seen += !g_recs[i]->usage && !strcmp(g_recs[i]->account, name);
         if (seen < o.ok_first)
             snprintf(o.scenario, sizeof o.scenario, "ok");
+    }
+    if (o.times > 0 && ep != EP_USAGE) { /* a flaky upstream: after `times` requests it behaves */
+        int seen = 0;
+        for (size_t i = g_first_visible; i < g_nrecs; i++)
+            seen += !g_recs[i]->usage && !strcmp(g_recs[i]->account, name) && !strcmp(g_recs[i]->spec, spec);
+        if (seen >= o.times) {
+            snprintf(o.scenario, sizeof o.scenario, "ok");
+            o.retry_after[0] = '\0';
+        }
     }
 
     struct evbuffer *in = evhttp_request_get_input_buffer(req);

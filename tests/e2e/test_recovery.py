@@ -7,6 +7,7 @@ accounting of the attempt that finally served.
 Timers are shortened through settings (environment) or a policy copy with
 smaller numbers, so the file stays fast; tests never assert timings."""
 
+import http.client
 import json
 import os
 import shutil
@@ -37,6 +38,87 @@ class RecoveryTest(GatewayTest):
             self.assertEqual(r.status, 200, r)
             self.assertEqual(self.served_by(r), "a")
         self.assertEqual(set(self.mock.accounts_hit()), {"a"})
+
+    # --- retry on the same account
+
+    def mapped(self, name, scenario="ok", to="gpt-other"):
+        return account(name, self.mock.url(name, scenario), args=["--model-map", json.dumps({"gpt-test": to})])
+
+    def test_5xx_retries_the_same_account_once_with_the_same_body(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=500,times=1")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.served_by(r), "a")
+        self.assertEqual(r.headers.get("x-switchyard-attempts"), "2")
+        reqs = self.mock.requests()
+        self.assertEqual([q["account"] for q in reqs], ["a", "a"], reqs)
+        self.assertEqual(reqs[0]["body_hash"], reqs[1]["body_hash"])
+        self.assertIn("CANDIDATE_RETRY", g.trace_text())
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(row["attempts"], 2)
+
+    def test_5xx_again_after_the_retry_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=502")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.served_by(r), "b")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a", "b"])
+
+    def test_server_error_in_stream_retries_the_same_account(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_error,after=0,code=server_error,times=1")),
+                          account("b", self.mock.url("b"))])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(response_text(s.events), "hello from a")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a"])
+
+    def test_429_short_retry_after_is_waited_out_when_the_fallback_changes_the_model(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=1,times=1")), self.mapped("b")])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.served_by(r), "a")
+        reqs = self.mock.requests()
+        self.assertEqual([q["account"] for q in reqs], ["a", "a"], reqs)
+        self.assertEqual({q["model"] for q in reqs}, {"gpt-test"})
+
+    def test_429_short_retry_after_is_waited_out_when_no_candidate_remains(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=1,times=1"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a"])
+
+    def test_429_short_retry_after_fails_over_at_once_to_a_same_model_candidate(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=1")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+
+    def test_429_long_retry_after_fails_over_even_to_a_mapped_model(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=30")), self.mapped("b")])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        reqs = self.mock.requests()
+        self.assertEqual([(q["account"], q["model"]) for q in reqs], [("a", "gpt-test"), ("b", "gpt-other")])
+
+    def test_retries_per_request_are_bounded(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=1"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 503, r)
+        # the policy waits a 429 out twice on one account; C never allows more than 4 retries
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a", "a"])
+
+    def test_client_hang_up_cancels_the_retry_wait(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=5,times=1")), self.mapped("b")])
+        conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=30)
+        conn.request("POST", "/v1/responses", body=json.dumps(RESP_BODY),
+                     headers={"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
+        wait_for(lambda: "CANDIDATE_RETRY" in g.trace_text(), what="the retry wait to start")
+        conn.sock.close()
+        conn.close()
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(row["status"], 499, row)
+        self.assertEqual(row["attempts"], 1, row)
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ from harness import HOST, Gateway, GatewayTest, PyUpstream, main, source_dir, wa
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 RESP_STREAM = dict(RESP_BODY, stream=True)
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
-LONG_500 = "status=500"   # 5xx cools an account for 30 s: longer than any test here
+# 5xx cools an account for 30 s: longer than any test here. The long Retry-After makes it fail
+# over at once instead of the same-account retry a bare 5xx gets (test_recovery.py).
+LONG_500 = "status=500,retry_after=3600"
 
 
 # ---------------------------------------------------------------- helpers
@@ -440,6 +442,9 @@ class RoutingTest(GatewayTest):
             src = f.read()
         new, n = re.subn(r'failover\("server", 30\)', f'failover("server", {seconds})', src)
         self.assertGreaterEqual(n, 1, "could not find the server cooldown in classify.lua")
+        # and no same-account retry first: each 5xx is one failure of the account
+        new, n = re.subn(r'local SERVER_RETRIES = 1', 'local SERVER_RETRIES = 0', new)
+        self.assertEqual(n, 1, "could not find SERVER_RETRIES in classify.lua")
         with open(path, "w") as f:
             f.write(new)
         return pdir

@@ -76,10 +76,11 @@ static policy_engine *engine_with(const char *hook, const char *src)
     return pe;
 }
 
+/* An event past its same-account retry (retries = 1), so a 5xx fails over. */
 static policy_event event(int status)
 {
     policy_event ev = {.status = status, .retry_after = -1, .account_kind = "api_key",
-                       .endpoint = "/v1/responses"};
+                       .endpoint = "/v1/responses", .retries = 1, .alternatives = 1};
     return ev;
 }
 
@@ -537,6 +538,33 @@ static void test_classify_default_numbers(void)
     ev.error_code = "content_policy_violation";
     policy_classify(pe, &ev, &v);
     CHECK_EQ_INT(v.failover, 0);
+    /* the same-account retries */
+    ev = event(502);
+    ev.retries = 0;
+    ev.random = 0.5;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_RETRY);
+    CHECK(fabs(v.after - 0.51) < 1e-9);
+    ev = event(429);
+    ev.retries = 0;
+    ev.retry_after = 3;
+    ev.alternatives = 0;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_RETRY);
+    CHECK(v.after == 3);
+    ev.alternatives = 1;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_FAILOVER);
+    ev = event(200);
+    ev.not_answer = "content_type";
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_STR(v.cls, "bad_answer");
+    CHECK_EQ_INT(v.failover, 1);
+    ev = event(400);
+    ev.error_code = "context_length_exceeded";
+    ev.context_fallbacks = 1;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_CONTEXT_FALLBACK);
     CHECK_EQ_INT(policy_fallbacks(pe), 0);
     policy_free(pe);
 }
@@ -626,13 +654,20 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
     CHECK(pe != NULL);
     const int statuses[] = {0, 200, 201, 301, 400, 401, 403, 404, 408, 409, 413, 422, 429, 499, 500, 503, 599, 600};
     const char *texts[] = {NULL, "You've hit your usage limit", "account_deactivated", "context_length_exceeded",
-                           "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine"};
+                           "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine", "the model is at capacity", "maximum context length"};
     int mismatches = 0;
     for (size_t s = 0; s < sizeof statuses / sizeof statuses[0]; s++)
         for (int flags = 0; flags < 8; flags++)
             for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++)
                 for (int where = 0; where < 4; where++) {
                     policy_event ev = event(statuses[s]);
+                    int extra = (int)rnd(72);
+                    ev.retries = extra % 3;
+                    ev.alternatives = (extra / 3) % 2;
+                    ev.retry_after = (const double[]){-1, 0, 2, 5, 6, 3600}[(extra / 6) % 6];
+                    ev.context_fallbacks = (extra / 36) % 2;
+                    ev.not_answer = rnd(10) == 0 ? "empty_body" : NULL;
+                    ev.random = rnd(1000) / 1000.0;
                     ev.network_error = flags & 1;
                     ev.timeout = (flags >> 1) & 1;
                     ev.in_stream = (flags >> 2) & 1;
@@ -650,7 +685,8 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     policy_verdict a, b;
                     policy_classify(pe, &ev, &a);
                     policy_classify(NULL, &ev, &b);
-                    if (a.failover != b.failover || strcmp(a.cls, b.cls) != 0 || a.cooldown != b.cooldown) {
+                    if (a.action != b.action || a.failover != b.failover || strcmp(a.cls, b.cls) != 0 ||
+                        a.cooldown != b.cooldown || fabs(a.after - b.after) > 1e-9) {
                         if (mismatches++ < 5)
                             fprintf(stderr, "  classify status=%d flags=%d text=%s where=%d: lua %s/%d c %s/%d\n",
                                     statuses[s], flags, x ? x : "-", where, a.cls, a.failover, b.cls, b.failover);
