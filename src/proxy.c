@@ -587,10 +587,10 @@ static void proxy_note_resets_in(proxy_req *p, const json_value *doc)
 
 /* ---------- retries on the same account ---------- */
 
-/* Remaining candidates of the plan that could serve now and would be sent
- * the same model as the current account (a model map changes the user's
- * intent: such a candidate is no equivalent). */
-static int proxy_alternatives(proxy_req *p)
+/* Remaining candidates of the plan that could serve now; with same_model,
+ * only those that would be sent the same model as the current account (a
+ * model map changes the user's intent: such a candidate is no equivalent). */
+static int proxy_candidates_left(proxy_req *p, int same_model)
 {
     char cur[128], m[128], why[160];
     pool_account *self = proxy_account(p);
@@ -604,8 +604,9 @@ static int proxy_alternatives(proxy_req *p)
         pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
         if (!pa || pa->a.id == p->acct_id || !router_available(pa, &p->rctx, now, why, sizeof why))
             continue;
-        proxy_model_for(p, pa, m, sizeof m);
-        n += strcmp(m, cur) == 0;
+        if (same_model)
+            proxy_model_for(p, pa, m, sizeof m);
+        n += !same_model || strcmp(m, cur) == 0;
     }
     return n;
 }
@@ -650,7 +651,7 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     ev->endpoint = p->in.endpoint;
     ev->retry_after = p->retry_after;
     ev->retries = p->acct_retries;
-    ev->alternatives = proxy_alternatives(p);
+    ev->alternatives = proxy_candidates_left(p, 1);
     ev->random = (double)random() / ((double)RAND_MAX + 1.0);
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
@@ -715,11 +716,24 @@ static void proxy_on_stream_error(proxy_req *p)
 
 /* ---------- upstream callbacks ---------- */
 
+/* The time-to-first-token limit: a stream that showed no semantic event by
+ * then fails over before anything reached the client (classified as a
+ * timeout). With no other candidate left it is committed instead: a slow
+ * answer beats none, and the idle limit still guards it. */
 static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
 {
     proxy_req *p = arg;
     if (p->mode != MODE_PREFLIGHT || p->committed || !p->pf_live)
         return;
+    if (proxy_candidates_left(p, 0) > 0) {
+        policy_event ev = {0};
+        ev.status = p->status;
+        ev.timeout = 1;
+        ev.in_stream = 1;
+        ev.error_message = "no output within the time-to-first-token limit";
+        if (proxy_classify_and_route(p, &ev, ev.error_message))
+            return;
+    }
     preflight_commit(&p->pf);
     proxy_commit(p);
     proxy_flush_held(p);
@@ -767,7 +781,10 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         p->mode = MODE_PREFLIGHT;
         preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
         p->pf_live = 1;
-        struct timeval tv = {p->gw->cfg.preflight_ms / 1000, (p->gw->cfg.preflight_ms % 1000) * 1000};
+        long left = p->gw->cfg.ttft_ms - (long)((gateway_now() - p->t_attempt) * 1000.0);
+        if (left < 1)
+            left = 1;
+        struct timeval tv = {left / 1000, (left % 1000) * 1000};
         evtimer_add(&p->pf_timer, &tv);
         return 0;
     }

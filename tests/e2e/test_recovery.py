@@ -120,6 +120,45 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(row["attempts"], 1, row)
         self.assertEqual(self.mock.accounts_hit(), ["a"])
 
+    # --- time limits
+
+    def test_first_byte_limit_is_not_extended_by_the_connect_limit(self):
+        # headers after 2 s: within connect (3 s) + first byte (0.5 s), beyond the first-byte limit
+        g = self.gateway([account("a", self.mock.url("a", "slow_headers,ms=2000")), account("b", self.mock.url("b"))],
+                         env={"SWITCHYARD_CONNECT_TIMEOUT_MS": "3000", "SWITCHYARD_FIRST_BYTE_TIMEOUT_MS": "500"})
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(response_text(s.events), "hello from b")
+        wait_for(lambda: "account=a reason=failover class=timeout" in g.trace_text(),
+                 what="a's failover as a timeout in the trace")
+
+    def test_stream_without_output_by_the_ttft_limit_fails_over_before_commit(self):
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=30000")), account("b", self.mock.url("b"))],
+                         env={"SWITCHYARD_TTFT_MS": "500"})
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(s.types().count("response.created"), 1, s.types())
+        self.assertEqual(response_text(s.events), "hello from b")
+        self.assertFalse([e for e in s.events if is_error_event(e)])
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+        wait_for(lambda: [q for q in self.mock.requests("a") if q["aborted"]], what="a's stream to be abandoned")
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(g.log_account_name(row), "b")
+
+    def test_chat_stream_without_output_by_the_ttft_limit_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=30000")), account("b", self.mock.url("b"))],
+                         env={"SWITCHYARD_TTFT_MS": "500"})
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(chat_text(s.events), "hello from b")
+
+    def test_slow_first_token_is_still_served_when_no_other_candidate_is_left(self):
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=1200"))], env={"SWITCHYARD_TTFT_MS": "300"})
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(response_text(s.events), "hello from a")
+        self.assertEqual(s.types()[-1], "response.completed")
+
 
 if __name__ == "__main__":
     main()
