@@ -96,6 +96,7 @@ typedef struct proxy_req {
     sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
     struct event flush_ev;    /* active exactly while out holds bytes */
     char error_class[32];
+    const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok;
 } proxy_req;
 
@@ -754,6 +755,17 @@ static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *
         proxy_note_usage_header(pa, name, value, now);
 }
 
+/* Is a 2xx with this Content-Type an answer of the API? JSON or an event
+ * stream; an HTML or text page (a proxy's or CDN's challenge, a captive
+ * portal) is not. A missing Content-Type is given the benefit of the doubt. */
+static int proxy_ctype_is_answer(const char *ctype)
+{
+    if (!ctype[0])
+        return 1;
+    return strncasecmp(ctype, "text/event-stream", 17) == 0 || strncasecmp(ctype, "application/json", 16) == 0 ||
+           strcasestr(ctype, "+json") != NULL;
+}
+
 static int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
 {
     proxy_req *p = ud;
@@ -772,7 +784,9 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         else if (strncasecmp(h[i].name, "x-codex-", 8) == 0)
             proxy_note_codex_header(p, pa, h[i].name, h[i].value, now);
     }
-    if (status < 200 || status >= 300) {
+    if (status >= 200 && status < 300 && !proxy_ctype_is_answer(p->resp_ctype))
+        p->not_answer = "content_type"; /* e.g. a text/html challenge page: collected like an error */
+    if (status < 200 || status >= 300 || p->not_answer) {
         p->mode = MODE_ERROR;
         return 0;
     }
@@ -788,9 +802,8 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         evtimer_add(&p->pf_timer, &tv);
         return 0;
     }
-    /* plain 2xx: nothing can fail over any more once bytes flow */
+    /* plain 2xx: committed with its first byte (an empty body is no answer) */
     p->mode = MODE_PLAIN;
-    proxy_commit(p);
     return 0;
 }
 
@@ -803,6 +816,8 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
             sbuf_append(&p->errbody, buf, n < PROXY_ERRBODY_MAX - p->errbody.len ? n : PROXY_ERRBODY_MAX - p->errbody.len);
         return 0;
     case MODE_PLAIN:
+        if (n)
+            proxy_commit(p); /* nothing can fail over any more once bytes flow */
         if (p->sniff.len < PROXY_SNIFF_MAX)
             sbuf_append(&p->sniff, buf, n);
         return proxy_client_send(p, buf, n);
@@ -875,6 +890,26 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
     proxy_finish(p, p->status);
 }
 
+/* Classifies a clean 2xx end that carried no answer. Returns 1 if the
+ * request moved on; else the client gets a 502 (never the empty success). */
+static int proxy_not_an_answer(proxy_req *p, const char *why)
+{
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.not_answer = why;
+    ev.in_stream = p->mode == MODE_PREFLIGHT;
+    p->not_answer = why;
+    char summary[96];
+    snprintf(summary, sizeof summary, "HTTP %d but %s", p->status,
+             strcmp(why, "empty_body") == 0 ? "an empty body" : "a stream with no output and no end");
+    if (proxy_classify_and_route(p, &ev, summary))
+        return 1;
+    snprintf(p->error_class, sizeof p->error_class, "bad_answer");
+    server_send_error(p->req, 502, "upstream_error", "upstream_empty_answer", summary);
+    proxy_finish(p, 502);
+    return 1;
+}
+
 static void proxy_up_done(void *ud, up_result r, const char *errmsg)
 {
     proxy_req *p = ud;
@@ -898,15 +933,27 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
         ev.status = p->status;
         ev.body = p->errbody.p;
         ev.body_len = p->errbody.len;
+        ev.not_answer = p->not_answer;
         proxy_error_fields(p->errbody.p, p->errbody.len, &doc, &ev.error_type, &ev.error_code, &ev.error_message);
         proxy_note_resets_in(p, doc);
-        char summary[64];
-        snprintf(summary, sizeof summary, "HTTP %d", p->status);
+        char summary[224];
+        if (p->not_answer)
+            snprintf(summary, sizeof summary, "HTTP %d with Content-Type %s, not an answer", p->status,
+                     p->resp_ctype[0] ? p->resp_ctype : "-");
+        else
+            snprintf(summary, sizeof summary, "HTTP %d", p->status);
         int moved = proxy_classify_and_route(p, &ev, summary);
         json_free(doc);
         if (!moved)
             proxy_reply_upstream_error(p);
         return;
+    }
+    /* a 2xx that ended cleanly without being an answer: an empty body, or a
+     * stream with no semantic and no terminal event. Never a success. */
+    if ((p->mode == MODE_PLAIN && !p->committed) ||
+        (p->mode == MODE_PREFLIGHT && p->pf_live && !p->pf.saw_semantic && !p->pf.saw_terminal)) {
+        if (proxy_not_an_answer(p, p->mode == MODE_PLAIN ? "empty_body" : "no_output"))
+            return;
     }
     /* 2xx SSE that ended inside the preflight window */
     if (p->mode == MODE_PREFLIGHT && p->pf_live) {
@@ -935,6 +982,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
     p->status = 0;
     p->retry_after = -1;
+    p->not_answer = NULL;
     p->mode = MODE_NONE;
     p->resp_ctype[0] = p->resp_request_id[0] = '\0';
     sbuf_reset(&p->relay);

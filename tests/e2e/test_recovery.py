@@ -159,6 +159,65 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(response_text(s.events), "hello from a")
         self.assertEqual(s.types()[-1], "response.completed")
 
+    # --- a 2xx that is not an answer
+
+    def assertBadAnswerFailedOver(self, g, first="a"):
+        aid = g.account_id(first)
+        st = wait_for(lambda: g.query("SELECT * FROM account_state WHERE account_id = ? AND last_error = 'bad_answer'",
+                                      (aid,)), what=f"{first}'s state to record bad_answer")[0]
+        self.assertLess(st["success_ema"], 1.0, "a 2xx that is no answer was credited to health")
+        self.assertGreater(st["cooldown_until"], 0)
+        self.assertIn("class=bad_answer", g.trace_text())
+
+    def test_html_challenge_page_with_200_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "html")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["output"][0]["content"][0]["text"], "hello from b")
+        self.assertNotIn("<html", r.text)
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+        self.assertBadAnswerFailedOver(g)
+
+    def test_html_challenge_page_for_a_stream_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "html")), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(response_text(s.events), "hello from b")
+
+    def test_empty_200_body_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "empty")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/chat/completions", CHAT_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["choices"][0]["message"]["content"], "hello from b")
+        self.assertBadAnswerFailedOver(g)
+
+    def test_empty_event_stream_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "empty")), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(response_text(s.events), "hello from b")
+        self.assertBadAnswerFailedOver(g)
+
+    def test_stream_ending_with_no_output_and_no_terminal_event_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "no_output")), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(s.types().count("response.created"), 1, s.types())
+        self.assertEqual(response_text(s.events), "hello from b")
+        self.assertBadAnswerFailedOver(g)
+
+    def test_chat_stream_ending_with_no_output_fails_over(self):
+        g = self.gateway([account("a", self.mock.url("a", "no_output")), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(chat_text(s.events), "hello from b")
+        self.assertBadAnswerFailedOver(g)
+
+    def test_no_answer_from_the_only_account_is_an_error_not_a_success(self):
+        g = self.gateway([account("a", self.mock.url("a", "no_output"))])
+        r = g.post("/v1/responses", RESP_STREAM)
+        self.assertNotEqual(r.status, 200, r)
+        self.assertOpenAIError(r)
+        row = g.wait_request_logs(1)[-1]
+        self.assertNotEqual(row["status"], 200, row)
+
 
 if __name__ == "__main__":
     main()
