@@ -21,6 +21,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -615,13 +616,48 @@ static int proxy_candidates_left(proxy_req *p, int same_model)
 static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
 {
     proxy_req *p = arg;
-    pool_account *pa = p->retry_acct ? pool_find(p->gw->pool, p->retry_acct) : NULL;
+    if (!p->retry_acct) { /* the end of a wait for capacity: plan afresh */
+        trace_event(p->gw->trace, "CANDIDATE_POOL_AGAIN", "req=%llu waited_ms=%.0f", (unsigned long long)p->id,
+                    p->waited_s * 1000.0);
+        router_plan_free(&p->plan);
+        router_plan(p->gw, &p->rctx, &p->plan);
+        p->next = 0;
+        sbuf_reset(&p->why);
+        proxy_next(p);
+        return;
+    }
+    pool_account *pa = pool_find(p->gw->pool, p->retry_acct);
     p->retry_acct = 0;
     if (pa && pa->a.enabled) {
         proxy_attempt(p, pa);
         return;
     }
     proxy_next(p); /* the account was removed or disabled meanwhile: go on */
+}
+
+/* Every candidate is resting. When the soonest is back within what is left
+ * of the wait budget (SWITCHYARD_CAPACITY_WAIT_MS), hold the request and
+ * plan again then; a client that hangs up meanwhile ends it (proxy_finish
+ * removes the timer). Returns 1 if waiting, else 0 with *back set to the
+ * soonest return (0: none is resting). */
+static int proxy_wait_for_capacity(proxy_req *p, double *back)
+{
+    char name[64] = "";
+    double now = gateway_now();
+    *back = router_soonest_return(p->gw, &p->rctx, p->plan.pinned_owner, now, name, sizeof name);
+    if (!*back || p->client_gone)
+        return 0;
+    double wait = *back - now + 0.01; /* just past the end of the cooldown */
+    if (wait > p->gw->cfg.capacity_wait_ms / 1000.0 - p->waited_s)
+        return 0;
+    p->waited_s += wait;
+    trace_event(p->gw->trace, "CANDIDATE_WAIT", "req=%llu account=%s wait_ms=%.0f", (unsigned long long)p->id, name,
+                wait * 1000.0);
+    p->retry_acct = 0;
+    long ms = (long)(wait * 1000.0 + 0.5);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(&p->retry_timer, &tv);
+    return 1;
 }
 
 /* A retry verdict: end this attempt without cooling the account down and
@@ -1005,6 +1041,9 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
 
 static void proxy_exhausted(proxy_req *p)
 {
+    double back;
+    if (proxy_wait_for_capacity(p, &back))
+        return;
     for (size_t i = 0; i < p->plan.nskips; i++)
         proxy_why(p, p->plan.skips[i].name, p->plan.skips[i].reason);
     sbuf msg = SBUF_INIT;
@@ -1015,6 +1054,11 @@ static void proxy_exhausted(proxy_req *p)
     else
         sbuf_printf(&msg, "all upstream accounts are unavailable: %s", p->why.len ? p->why.p : "none eligible");
     snprintf(p->error_class, sizeof p->error_class, "exhausted");
+    if (back) { /* when to come back: the soonest account's return */
+        char ra[32];
+        snprintf(ra, sizeof ra, "%.0f", ceil(back - gateway_now()) > 1 ? ceil(back - gateway_now()) : 1);
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", ra);
+    }
     server_send_error(p->req, 503, "server_error", "no_available_account", msg.p);
     sbuf_free(&msg);
     proxy_finish(p, 503);

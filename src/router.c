@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Until when the account rests: its cooldown (the breaker's open time joins it). */
+static double router_rest_until(const pool_account *pa) { return pa->st.cooldown_until; }
+
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
 {
     if (!pa->a.enabled) {
@@ -29,6 +32,24 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
         return 0;
     }
     return 1;
+}
+
+double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n)
+{
+    double soonest = 0;
+    for (size_t i = 0; i < pool_count(gw->pool); i++) {
+        const pool_account *pa = pool_at(gw->pool, i);
+        if ((pinned && pa->a.id != pinned) || !pa->a.enabled)
+            continue;
+        if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
+            continue;
+        double back = router_rest_until(pa);
+        if (back > now && (!soonest || back < soonest)) {
+            soonest = back;
+            sbuf_copy_cstr(name, n, pa->a.name);
+        }
+    }
+    return soonest;
 }
 
 void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason)

@@ -10,6 +10,7 @@ smaller numbers, so the file stays fast; tests never assert timings."""
 import http.client
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -24,6 +25,25 @@ CHAT_STREAM = dict(CHAT_BODY, stream=True)
 
 
 class RecoveryTest(GatewayTest):
+
+    def short_policies(self, server_cooldown=1, server_retries=0, edits=()):
+        """A copy of policies/ where a 5xx fails over at once and rests server_cooldown seconds;
+        edits: further (pattern, replacement, file) substitutions."""
+        d = tempfile.mkdtemp(prefix="sy-pol-")
+        self.addCleanup(shutil.rmtree, d, True)
+        pdir = os.path.join(d, "policies")
+        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        subs = [(r'failover\("server", 30\)', f'failover("server", {server_cooldown})', "classify.lua"),
+                (r'local SERVER_RETRIES = 1', f'local SERVER_RETRIES = {server_retries}', "classify.lua")]
+        for pat, rep, name in subs + list(edits):
+            path = os.path.join(pdir, name)
+            with open(path) as f:
+                src = f.read()
+            new, n = re.subn(pat, rep, src)
+            self.assertGreaterEqual(n, 1, f"{pat!r} not found in {name}")
+            with open(path, "w") as f:
+                f.write(new)
+        return pdir
 
     def served_by(self, r):
         return r.headers.get("x-switchyard-account")
@@ -217,6 +237,44 @@ class RecoveryTest(GatewayTest):
         self.assertOpenAIError(r)
         row = g.wait_request_logs(1)[-1]
         self.assertNotEqual(row["status"], 200, row)
+
+    # --- wait for capacity instead of a 503
+
+    def test_request_waits_for_a_cooling_account_instead_of_a_503(self):
+        pdir = self.short_policies(server_cooldown=1)
+        g = self.gateway([account("a", self.mock.url("a", "status=500,times=1"))], policies=pdir)
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.served_by(r), "a")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a"])
+        self.assertIn("CANDIDATE_WAIT", g.trace_text())
+
+    def test_wait_beyond_the_budget_answers_503_with_retry_after(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=500"))],
+                         env={"SWITCHYARD_CAPACITY_WAIT_MS": "1000"})
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertOpenAIError(r, 503)
+        ra = r.headers.get("retry-after")
+        self.assertIsNotNone(ra, r.headers)
+        self.assertTrue(1 <= int(ra) <= 30, ra)   # a rests 30 s after the 5xx
+        self.assertNotIn("CANDIDATE_WAIT", g.trace_text())
+        # a second request while a rests: refused at once, still saying when to come back
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertOpenAIError(r, 503)
+        self.assertTrue(1 <= int(r.headers.get("retry-after")) <= 30, r.headers)
+
+    def test_client_hang_up_cancels_the_wait_for_capacity(self):
+        pdir = self.short_policies(server_cooldown=8)
+        g = self.gateway([account("a", self.mock.url("a", "status=500,times=1"))], policies=pdir)
+        conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=30)
+        conn.request("POST", "/v1/responses", body=json.dumps(RESP_BODY),
+                     headers={"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
+        wait_for(lambda: "CANDIDATE_WAIT" in g.trace_text(), what="the wait for capacity to start")
+        conn.sock.close()
+        conn.close()
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(row["status"], 499, row)
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
 
 
 if __name__ == "__main__":
