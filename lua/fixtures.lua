@@ -58,6 +58,12 @@ function F.state(o)
                  secondary_used_pct = -1, secondary_reset_at = 0 }, o)
 end
 
+-- The breaker's view of an account; counts include the outcome being judged.
+function F.breaker_state(o)
+  return merge({ account_id = 1, kind = "api_key", state = "closed", consecutive_failures = 0,
+                 consecutive_successes = 0, window_requests = 0, window_failures = 0 }, o)
+end
+
 function F.candidate(o)
   o = o or {}
   local id = o.id

@@ -13,8 +13,9 @@
 --     and an account with no latency history is not "faster";
 --   health recovers with time: a success rate lowered by failures climbs back
 --     towards 1 with a half-life of HEALTH_HALF_LIFE seconds since the
---     account's health last changed (health_age_s), so a primary that failed
---     wins its place back once it is in service again;
+--     account's last failure (health_age_s), so a primary that failed wins
+--     its place back once its outage is over (its first request after a
+--     failure is a half-open probe: C sends it one request at a time);
 --   strategy "balanced": strict round-robin by id, starting after ctx.cursor;
 --   ctx.preferred, when present, goes first.
 -- The built-in C default in src/policy.c mirrors these rules.

@@ -25,8 +25,9 @@
 #define POLICY_STEP_MAX 1000
 #define POLICY_RETRY_AFTER_MAX 60.0
 
-enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_COUNT };
-static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order"};
+enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_COUNT };
+static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "breaker"};
+static const char *const breaker_names[] = {"closed", "open", "half_open", NULL};
 static char hook_keys[HOOK_COUNT]; /* registry keys (addresses) of the loaded hooks */
 
 struct policy_engine {
@@ -370,6 +371,23 @@ static size_t order_default(const policy_candidate *c, size_t n, const policy_or
     return m;
 }
 
+/* Mirrors policies/breaker.lua. */
+static void breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds)
+{
+    *open_seconds = 0;
+    if (st->state == BREAKER_CLOSED) {
+        int open = !success && (st->consecutive_failures >= 4 ||
+                                (st->window_requests >= 10 && st->window_failures >= 0.6 * st->window_requests));
+        *state = open ? BREAKER_OPEN : BREAKER_CLOSED;
+    } else if (!success) {
+        *state = BREAKER_OPEN;
+    } else {
+        *state = st->consecutive_successes >= 2 ? BREAKER_CLOSED : BREAKER_HALF_OPEN;
+    }
+    if (*state == BREAKER_OPEN)
+        *open_seconds = 60;
+}
+
 /* ======================= C structs -> Lua tables ======================= */
 
 static void set_str(lua_State *L, const char *k, const char *v)
@@ -462,6 +480,18 @@ static void candidate_push(lua_State *L, const policy_candidate *c)
     set_bool(L, "reserve", c->reserve);
 }
 
+static void breaker_state_push(lua_State *L, const policy_breaker_state *st)
+{
+    lua_createtable(L, 0, 7);
+    set_int(L, "account_id", st->account_id);
+    set_str(L, "kind", st->kind);
+    set_str(L, "state", breaker_names[st->state >= 0 && st->state <= 2 ? st->state : 0]);
+    set_int(L, "consecutive_failures", st->consecutive_failures);
+    set_int(L, "consecutive_successes", st->consecutive_successes);
+    set_int(L, "window_requests", st->window_requests);
+    set_int(L, "window_failures", st->window_failures);
+}
+
 static void ctx_push(lua_State *L, const policy_order_ctx *ctx)
 {
     lua_createtable(L, 0, 7);
@@ -549,6 +579,25 @@ static void cooldown_parse(lua_State *L, int first, int old_step, double *second
     *step = (int)st;
 }
 
+static void breaker_parse(lua_State *L, int first, int *state, double *open_seconds)
+{
+    const char *s = lua_type(L, first) == LUA_TSTRING ? lua_tostring(L, first) : NULL;
+    int st = -1;
+    for (int i = 0; s && breaker_names[i]; i++)
+        if (strcmp(s, breaker_names[i]) == 0)
+            st = i;
+    if (st < 0)
+        luaL_error(L, "breaker must return \"closed\", \"open\" or \"half_open\" (and seconds when open)");
+    double secs = 0;
+    if (st == BREAKER_OPEN) {
+        secs = lua_type(L, first + 1) == LUA_TNUMBER ? lua_tonumber(L, first + 1) : -1;
+        if (!(secs >= 0 && secs <= POLICY_COOLDOWN_MAX))
+            luaL_error(L, "breaker: \"open\" needs its seconds, 0..%d", (int)POLICY_COOLDOWN_MAX);
+    }
+    *state = st;
+    *open_seconds = secs;
+}
+
 static int guard_parse(lua_State *L, int t)
 {
     static const char *const names[] = {"normal", "reserve", "exclude", NULL};
@@ -605,6 +654,9 @@ typedef struct hook_call {
     const policy_candidate *c;
     size_t n, count, *perm;
     const policy_order_ctx *ctx;
+    const policy_breaker_state *bst;
+    int success, bstate;
+    double open_seconds;
 } hook_call;
 
 static void hook_push(lua_State *L, int hook)
@@ -667,6 +719,18 @@ static int order_run(lua_State *L)
     ctx_push(L, h->ctx);
     lua_call(L, 2, 1);
     h->count = order_parse(L, lua_gettop(L), h->c, h->n, h->perm);
+    return 0;
+}
+
+static int breaker_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_BREAKER);
+    breaker_state_push(L, h->bst);
+    lua_pushstring(L, h->success ? "success" : "failure");
+    lua_pushnumber(L, h->now);
+    lua_call(L, 3, 2);
+    breaker_parse(L, lua_gettop(L) - 1, &h->bstate, &h->open_seconds);
     return 0;
 }
 
@@ -753,6 +817,21 @@ size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
     if (pe)
         engine_fallback(pe, HOOK_ORDER, why);
     return order_default(c, n, h.ctx, perm);
+}
+
+void policy_breaker(policy_engine *pe, const policy_breaker_state *st, int success, double now,
+                    int *state, double *open_seconds)
+{
+    char why[512];
+    hook_call h = {.pe = pe, .bst = st, .success = success, .now = now};
+    if (pe && hook_run(pe, breaker_run, &h, why, sizeof why) == 0) {
+        *state = h.bstate;
+        *open_seconds = h.open_seconds;
+        return;
+    }
+    if (pe)
+        engine_fallback(pe, HOOK_BREAKER, why);
+    breaker_default(st, success, state, open_seconds);
 }
 
 /* ======================= loading and self-check ======================= */
@@ -940,6 +1019,26 @@ static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_breaker(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_breaker_state sts[] = {
+        {.account_id = 1, .kind = "api_key", .state = BREAKER_CLOSED, .consecutive_failures = 4,
+         .window_requests = 4, .window_failures = 4},
+        {.account_id = 2, .kind = "aggregate", .state = BREAKER_HALF_OPEN, .consecutive_successes = 2,
+         .window_requests = 12, .window_failures = 8},
+        {.account_id = 3, .kind = "chatgpt", .state = BREAKER_OPEN, .consecutive_failures = 1,
+         .window_requests = 20, .window_failures = 1},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
+        for (int ok = 0; ok < 2; ok++) {
+            hook_call h = {.pe = pe, .bst = &sts[i], .success = ok, .now = 1700000000};
+            if (hook_run(pe, breaker_run, &h, why, sizeof why) != 0)
+                return check_fail(pe, HOOK_BREAKER, why, err, errlen);
+        }
+    return 0;
+}
+
 policy_engine *policy_new(const char *dir, char *err, size_t errlen)
 {
     policy_engine *pe = calloc(1, sizeof *pe);
@@ -959,7 +1058,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         if (engine_load_hook(pe, dir, i, err, errlen) != 0)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
-        check_guard_order(pe, err, errlen))
+        check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen))
         goto fail;
     log_debug("policy: hooks loaded from %s (%zu KiB of Lua memory)", pe->source,
               sandbox_memory(pe->sb) / 1024);

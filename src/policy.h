@@ -137,6 +137,24 @@ typedef struct policy_order_ctx {
 size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
                     const policy_order_ctx *ctx, size_t *perm);
 
+/* --- breaker: the circuit breaker of every account --- */
+enum { BREAKER_CLOSED = 0, BREAKER_OPEN = 1, BREAKER_HALF_OPEN = 2 };
+
+typedef struct policy_breaker_state {
+    int64_t account_id;
+    const char *kind;          /* "api_key" | "chatgpt" | "aggregate" */
+    int state;                 /* BREAKER_* before this outcome */
+    int consecutive_failures;  /* counts include this outcome */
+    int consecutive_successes;
+    int window_requests;       /* the account's last (up to) 20 outcomes */
+    int window_failures;
+} policy_breaker_state;
+
+/* After an attempt's outcome (success 1 / failure 0): writes the new state
+ * (BREAKER_*) and, when open, how many seconds it stays open. */
+void policy_breaker(policy_engine *pe, const policy_breaker_state *st, int success, double now,
+                    int *state, double *open_seconds);
+
 /* `switchyard test [DIR] [--policies PDIR]`: runs the Lua specs. Returns the exit code. */
 int policy_test_main(int argc, char **argv);
 

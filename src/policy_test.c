@@ -250,6 +250,34 @@ static int bridge_route(lua_State *L)
     return 1;
 }
 
+/* breaker(state, outcome, now) -> state, seconds */
+static int bridge_breaker(lua_State *L)
+{
+    static const char *const names[] = {"closed", "open", "half_open"};
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_breaker_state st = {0};
+    st.account_id = opt_int(L, 1, "account_id", 1);
+    st.kind = opt_str(L, 1, "kind", NULL);
+    const char *state = opt_str(L, 1, "state", NULL);
+    for (int i = 0; state && i < 3; i++)
+        if (strcmp(state, names[i]) == 0)
+            st.state = i;
+    st.consecutive_failures = (int)opt_int(L, 1, "consecutive_failures", 0);
+    st.consecutive_successes = (int)opt_int(L, 1, "consecutive_successes", 0);
+    st.window_requests = (int)opt_int(L, 1, "window_requests", 0);
+    st.window_failures = (int)opt_int(L, 1, "window_failures", 0);
+    const char *outcome = luaL_checkstring(L, 2);
+    double now = luaL_optnumber(L, 3, 0), secs;
+    int out;
+    policy_breaker(bridge_engine(L), &st, strcmp(outcome, "success") == 0, now, &out, &secs);
+    lua_pushstring(L, names[out]);
+    if (out == BREAKER_OPEN)
+        push_num(L, secs);
+    else
+        lua_pushnil(L);
+    return 2;
+}
+
 static int bridge_fallbacks(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)policy_fallbacks(bridge_engine(L)));
@@ -266,7 +294,8 @@ static int spec_install_run(lua_State *L)
 {
     static const luaL_Reg bridges[] = {
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
-        {"order", bridge_order}, {"route", bridge_route}, {"fallbacks", bridge_fallbacks},
+        {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
+        {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {
         lua_pushlightuserdata(L, sandbox_ud(L));

@@ -10,6 +10,7 @@
  * failure ends the stream with an explicit error event, never a replay.
  * proxy_finish writes the request log and trace line and frees everything. */
 #include "proxy.h"
+#include "breaker.h"
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
@@ -281,9 +282,7 @@ static void proxy_record_success(proxy_req *p)
     if (!pa)
         return;
     double ms = (gateway_now() - p->t_attempt) * 1000.0;
-    if (pa->fail_streak >= POOL_BREAKER_STREAK)
-        log_info("account %s: probe succeeded, circuit closed", pa->a.name);
-    pa->fail_streak = 0;
+    breaker_record(p->gw, pa, 1, gateway_now());
     pa->st.success_ema = pa->st.success_ema * 0.9 + 0.1;
     pa->st.latency_ema_ms = pa->st.latency_ema_ms > 0 ? pa->st.latency_ema_ms * 0.8 + ms * 0.2 : ms;
     pa->st.updated_at = gateway_now();
@@ -314,8 +313,7 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;
     sbuf_copy_cstr(pa->st.last_error, sizeof pa->st.last_error, v->cls);
-    if (++pa->fail_streak == POOL_BREAKER_STREAK && pa->a.kind == ACCOUNT_AGGREGATE)
-        log_warn("account %s: circuit open after %d failures in a row", pa->a.name, pa->fail_streak);
+    breaker_record(p->gw, pa, 0, now);
     pa->st.success_ema = pa->st.success_ema * 0.9;
     pa->st.updated_at = now;
     pool_state_save(p->gw->pool, pa);

@@ -1,12 +1,17 @@
 /* router.c: candidate filtering and ordering (see router.h). */
 #include "router.h"
+#include "breaker.h"
 #include "sha256.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Until when the account rests: its cooldown (the breaker's open time joins it). */
-static double router_rest_until(const pool_account *pa) { return pa->st.cooldown_until; }
+/* Until when the account rests: its cooldown or its open breaker. */
+static double router_rest_until(const pool_account *pa)
+{
+    double b = breaker_open_until(pa);
+    return b > pa->st.cooldown_until ? b : pa->st.cooldown_until;
+}
 
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
 {
@@ -23,10 +28,8 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
                  pa->st.last_error[0] ? pa->st.last_error : "an error");
         return 0;
     }
-    if (pa->a.kind == ACCOUNT_AGGREGATE && pa->fail_streak >= POOL_BREAKER_STREAK && pa->inflight > 0) {
-        snprintf(why, n, "circuit half-open after %d failures: a probe request is in flight", pa->fail_streak);
+    if (!breaker_available(pa, now, why, n))
         return 0;
-    }
     if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
         snprintf(why, n, "at its concurrency limit (%d in flight)", pa->inflight);
         return 0;
@@ -84,7 +87,10 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa, d
     c->credits_balance = pa->st.credits_balance;
     c->success_rate = pa->st.success_ema;
     c->latency_ema_ms = pa->st.latency_ema_ms;
-    c->health_age_s = pa->st.updated_at > 0 && now > pa->st.updated_at ? now - pa->st.updated_at : 0;
+    /* health recovers from the last failure (the last state change when the
+     * gateway has seen none since it started) */
+    double since = pa->breaker.last_failure_at > 0 ? pa->breaker.last_failure_at : pa->st.updated_at;
+    c->health_age_s = since > 0 && now > since ? now - since : 0;
     c->inflight = pa->inflight;
     c->max_concurrency = pa->a.max_concurrency;
 }

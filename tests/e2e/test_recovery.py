@@ -276,6 +276,60 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(row["status"], 499, row)
         self.assertEqual(self.mock.accounts_hit(), ["a"])
 
+    # --- circuit breaker and the return to the primary
+
+    def breaker_policies(self, server_cooldown=1, open_seconds=60, half_life=60):
+        return self.short_policies(server_cooldown=server_cooldown, edits=[
+            (r'local OPEN_SECONDS = 60', f'local OPEN_SECONDS = {open_seconds}', "breaker.lua"),
+            (r'local HEALTH_HALF_LIFE = 60', f'local HEALTH_HALF_LIFE = {half_life}', "order.lua")])
+
+    def test_breaker_opens_after_4_failures_for_an_api_key_account(self):
+        # a rests 0 s after each 5xx, so only the breaker can keep it out
+        g = self.gateway([account("a", self.mock.url("a", "status=500")), account("b", self.mock.url("b"))],
+                         policies=self.breaker_policies(server_cooldown=0), env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        for _ in range(12):
+            r = g.post("/v1/responses", RESP_BODY)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(self.served_by(r), "b")
+        self.assertEqual(len(self.mock.requests("a")), 4, "a was tried after its breaker opened")
+        wait_for(lambda: "account a: circuit open after 4 failures in a row" in g.log_text(),
+                 what="the log to say a's circuit opened")
+        wait_for(lambda: "reason=\"breaker_open" in g.trace_text(), what="a CANDIDATE_SKIP reason=breaker_open")
+
+    def test_primary_serves_again_within_a_few_requests_after_its_outage(self):
+        # a fails 4 times (its breaker opens for 1 s), then works again; b never fails
+        g = self.gateway([account("a", self.mock.url("a", "status=500,times=4")), account("b", self.mock.url("b"))],
+                         policies=self.breaker_policies(server_cooldown=1, open_seconds=1, half_life=1))
+
+        def served_by_a():
+            r = g.post("/v1/responses", RESP_BODY)
+            self.assertEqual(r.status, 200, r)
+            return self.served_by(r) == "a"
+
+        wait_for(served_by_a, interval=0.2, what="the primary to serve again after its outage")
+        self.assertEqual(len(self.mock.requests("a")), 5)
+        for _ in range(4):
+            r = g.post("/v1/responses", RESP_BODY)
+            self.assertEqual(self.served_by(r), "a", "traffic did not stay on the recovered primary")
+
+    def test_account_reset_clears_cooldown_ladder_and_breaker(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429")), account("b", self.mock.url("b"))])
+        self.assertEqual(self.served_by(g.post("/v1/responses", RESP_BODY)), "b")
+        aid = g.account_id("a")
+        wait_for(lambda: g.query("SELECT 1 FROM account_state WHERE account_id = ? AND ladder_step = 1 AND"
+                                 " cooldown_until > 0", (aid,)), what="a's ladder step to be stored")
+        self.assertEqual(self.served_by(g.post("/v1/responses", RESP_BODY)), "b")
+        self.assertEqual(len(self.mock.requests("a")), 1, "a was tried while cooling down")
+        p = g.cli("account", "reset", "--db", g.db_path, "--name", "a")
+        self.assertIn("reset", p.stdout)
+        wait_for(lambda: "account a: reset" in g.log_text(), what="the gateway to clear a's state")
+        self.assertEqual(self.served_by(g.post("/v1/responses", RESP_BODY)), "b")
+        self.assertEqual(len(self.mock.requests("a")), 2, "a was not tried again after the reset")
+        # the ladder started over: this 429 is step 1 again, not step 2
+        wait_for(lambda: g.query("SELECT 1 FROM account_state WHERE account_id = ? AND ladder_step = 1 AND"
+                                 " cooldown_until > 0", (aid,)), what="a's ladder to start over")
+        self.assertEqual(g.cli("account", "reset", "--db", g.db_path, "--name", "nope", check=False).returncode, 1)
+
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const hooks[] = {"classify", "cooldown", "guard", "order"};
+static const char *const hooks[] = {"classify", "cooldown", "guard", "order", "breaker"};
+#define NHOOKS ((int)(sizeof hooks / sizeof hooks[0]))
 static char tdir[64];
 
 /* ---------------------------------------------------------------- helpers */
@@ -38,7 +39,7 @@ static void dir_make(const char *hook, const char *src)
     snprintf(tdir, sizeof tdir, "/tmp/test_policy.XXXXXX");
     if (!mkdtemp(tdir))
         abort();
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NHOOKS; i++) {
         char name[64];
         snprintf(name, sizeof name, "policies/%s.lua", hooks[i]);
         const embedded_file *f = embedded_find(name);
@@ -57,7 +58,7 @@ static void dir_make(const char *hook, const char *src)
 
 static void dir_remove(void)
 {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NHOOKS; i++) {
         char path[128];
         snprintf(path, sizeof path, "%s/%s.lua", tdir, hooks[i]);
         unlink(path);
@@ -782,6 +783,45 @@ static void test_c_defaults_match_lua_guard_and_order(void)
     policy_free(pe);
 }
 
+static void test_c_default_matches_lua_breaker(void)
+{
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    const char *kinds[] = {"api_key", "chatgpt", "aggregate"};
+    int mismatches = 0;
+    for (int state = 0; state < 3; state++)
+        for (int cf = 0; cf < 7; cf++)
+            for (int cs = 0; cs < 4; cs++)
+                for (int wr = 0; wr <= 20; wr++)
+                    for (int wf = 0; wf <= wr; wf += 1 + wr / 8)
+                        for (int ok = 0; ok < 2; ok++) {
+                            policy_breaker_state st = {.account_id = 1, .kind = kinds[wr % 3], .state = state,
+                                                       .consecutive_failures = cf, .consecutive_successes = cs,
+                                                       .window_requests = wr, .window_failures = wf};
+                            int a, b;
+                            double sa, sb;
+                            policy_breaker(pe, &st, ok, 1700000000, &a, &sa);
+                            policy_breaker(NULL, &st, ok, 1700000000, &b, &sb);
+                            if ((a != b || sa != sb) && mismatches++ < 5)
+                                fprintf(stderr, "  breaker state=%d cf=%d cs=%d wr=%d wf=%d ok=%d: lua %d/%g c %d/%g\n",
+                                        state, cf, cs, wr, wf, ok, a, sa, b, sb);
+                        }
+    CHECK_EQ_INT(mismatches, 0);
+    /* the default numbers */
+    policy_breaker_state st = {.state = BREAKER_CLOSED, .consecutive_failures = 4, .window_requests = 4,
+                               .window_failures = 4};
+    int s;
+    double secs;
+    policy_breaker(pe, &st, 0, 0, &s, &secs);
+    CHECK_EQ_INT(s, BREAKER_OPEN);
+    CHECK(secs == 60);
+    st.consecutive_failures = 3;
+    policy_breaker(pe, &st, 0, 0, &s, &secs);
+    CHECK_EQ_INT(s, BREAKER_CLOSED);
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
 static void test_many_calls_do_not_grow_or_fail(void)
 {
     policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
@@ -824,6 +864,7 @@ int main(void)
     RUN(test_guard_and_order_default_rules);
     RUN(test_c_defaults_match_lua_classify_and_cooldown);
     RUN(test_c_defaults_match_lua_guard_and_order);
+    RUN(test_c_default_matches_lua_breaker);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }
