@@ -29,6 +29,7 @@ local GROUPS = {
 local P2C_AMONG = 3
 local SUCCESS_MARGIN = 0.05  -- success rates closer than this count as equal
 local LATENCY_FACTOR = 2     -- latency decides only when one is at least this many times faster
+local LATENCY_MIN_GAP = 250  -- ... and faster by at least this many ms (loopback noise is no health)
 local HEALTH_HALF_LIFE = 60  -- seconds: half of the lost success rate comes back
 
 local function group_of(c)
@@ -54,7 +55,7 @@ local function healthier(a, b)
   if math.abs(ra - rb) > SUCCESS_MARGIN then return ra > rb end
   if a.inflight ~= b.inflight then return a.inflight < b.inflight end
   local la, lb = a.latency_ema_ms, b.latency_ema_ms
-  return la > 0 and lb > 0 and la * LATENCY_FACTOR <= lb
+  return la > 0 and lb > 0 and la * LATENCY_FACTOR <= lb and lb - la >= LATENCY_MIN_GAP
 end
 
 -- Power of two choices among the first P2C_AMONG; returns the next seed.

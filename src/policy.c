@@ -254,7 +254,8 @@ static int cand_healthier(const policy_candidate *a, const policy_candidate *b)
         return ra > rb;
     if (a->inflight != b->inflight)
         return a->inflight < b->inflight;
-    return a->latency_ema_ms > 0 && b->latency_ema_ms > 0 && a->latency_ema_ms * 2 <= b->latency_ema_ms;
+    return a->latency_ema_ms > 0 && b->latency_ema_ms > 0 && a->latency_ema_ms * 2 <= b->latency_ema_ms &&
+           b->latency_ema_ms - a->latency_ema_ms >= 250;
 }
 
 static uint32_t order_rand(uint32_t s) { return (uint32_t)(((uint64_t)s * 1103515245u + 12345u) & 0x7fffffff); }

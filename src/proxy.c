@@ -88,6 +88,7 @@ typedef struct proxy_req {
     int retries_total;        /* same-account retries made for this request */
     int acct_retries;         /* of those, on the current account */
     double waited_s;          /* time spent waiting for capacity */
+    int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
 
     /* client side */
     int committed;            /* reply started: no more failover */
@@ -676,6 +677,42 @@ static void proxy_retry_later(proxy_req *p, const policy_verdict *v, int status)
     evtimer_add(&p->retry_timer, &tv);
 }
 
+/* The first remaining candidate declared as a larger-context fallback that
+ * could serve now: its plan index, or -1. */
+static long proxy_context_fallback_at(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    for (size_t i = p->next; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (pa && pa->a.context_fallback && pa->a.id != p->acct_id &&
+            router_available(pa, &p->rctx, now, why, sizeof why))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* A context_fallback verdict: the request was too long for this account.
+ * It goes once to the next larger-context fallback, skipping equivalent
+ * candidates (they would refuse it too); this account is not cooled down or
+ * blamed. Returns 1 if it moved on, 0 if none is left (the error is returned). */
+static int proxy_go_context_fallback(proxy_req *p, const policy_verdict *v)
+{
+    long at = proxy_context_fallback_at(p);
+    if (at < 0)
+        return 0;
+    pool_account *to = pool_find(p->gw->pool, p->plan.ids[at]);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=context_fallback class=%s status=%d to=%s",
+                (unsigned long long)p->id, p->acct_name, v->cls, p->status, to ? to->a.name : "-");
+    proxy_attempt_outcome(p, "context_fallback", v->cls);
+    proxy_why(p, p->acct_name, "the request is longer than its context window");
+    p->ctx_fallback_used = 1;
+    proxy_attempt_end(p);
+    p->next = (size_t)at;
+    proxy_next(p);
+    return 1;
+}
+
 /* Classifies the current attempt's failure. Returns 1 if the request moved
  * on (a retry of the same account, or the next candidate), 0 if the failure
  * should reach the client. */
@@ -688,8 +725,11 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     ev->retries = p->acct_retries;
     ev->alternatives = proxy_candidates_left(p, 1);
     ev->random = (double)random() / ((double)RAND_MAX + 1.0);
+    ev->context_fallbacks = !p->ctx_fallback_used && proxy_context_fallback_at(p) >= 0;
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
+    if (v.action == VERDICT_CONTEXT_FALLBACK)
+        return !p->ctx_fallback_used && proxy_go_context_fallback(p, &v);
     if (v.action == VERDICT_RETRY && p->retries_total < PROXY_RETRY_MAX) {
         proxy_attempt_outcome(p, "retry", v.cls);
         proxy_retry_later(p, &v, ev->status);
@@ -1139,6 +1179,8 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_copy_cstr(rl.endpoint, sizeof rl.endpoint, p->in.endpoint);
     sbuf_copy_cstr(rl.model, sizeof rl.model, p->in.model);
     rl.stream = p->in.stream;
+    if (p->attempts)
+        sbuf_copy_cstr(rl.upstream_model, sizeof rl.upstream_model, p->att_model);
     rl.status = status;
     rl.attempts = p->attempts;
     rl.latency_ms = ms;

@@ -73,7 +73,7 @@ class RecoveryTest(GatewayTest):
         reqs = self.mock.requests()
         self.assertEqual([q["account"] for q in reqs], ["a", "a"], reqs)
         self.assertEqual(reqs[0]["body_hash"], reqs[1]["body_hash"])
-        self.assertIn("CANDIDATE_RETRY", g.trace_text())
+        wait_for(lambda: "CANDIDATE_RETRY" in g.trace_text(), what="a CANDIDATE_RETRY trace event")
         row = g.wait_request_logs(1)[-1]
         self.assertEqual(row["attempts"], 2)
 
@@ -187,7 +187,7 @@ class RecoveryTest(GatewayTest):
                                       (aid,)), what=f"{first}'s state to record bad_answer")[0]
         self.assertLess(st["success_ema"], 1.0, "a 2xx that is no answer was credited to health")
         self.assertGreater(st["cooldown_until"], 0)
-        self.assertIn("class=bad_answer", g.trace_text())
+        wait_for(lambda: "class=bad_answer" in g.trace_text(), what="the failover as bad_answer in the trace")
 
     def test_html_challenge_page_with_200_fails_over(self):
         g = self.gateway([account("a", self.mock.url("a", "html")), account("b", self.mock.url("b"))])
@@ -247,7 +247,7 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(self.served_by(r), "a")
         self.assertEqual(self.mock.accounts_hit(), ["a", "a"])
-        self.assertIn("CANDIDATE_WAIT", g.trace_text())
+        wait_for(lambda: "CANDIDATE_WAIT" in g.trace_text(), what="a CANDIDATE_WAIT trace event")
 
     def test_wait_beyond_the_budget_answers_503_with_retry_after(self):
         g = self.gateway([account("a", self.mock.url("a", "status=500"))],
@@ -257,7 +257,9 @@ class RecoveryTest(GatewayTest):
         ra = r.headers.get("retry-after")
         self.assertIsNotNone(ra, r.headers)
         self.assertTrue(1 <= int(ra) <= 30, ra)   # a rests 30 s after the 5xx
-        self.assertNotIn("CANDIDATE_WAIT", g.trace_text())
+        trace = wait_for(lambda: (lambda t: t if "REQUEST_FINAL" in t else None)(g.trace_text()),
+                         what="the request's trace")
+        self.assertNotIn("CANDIDATE_WAIT", trace)
         # a second request while a rests: refused at once, still saying when to come back
         r = g.post("/v1/responses", RESP_BODY)
         self.assertOpenAIError(r, 503)
@@ -329,6 +331,58 @@ class RecoveryTest(GatewayTest):
         wait_for(lambda: g.query("SELECT 1 FROM account_state WHERE account_id = ? AND ladder_step = 1 AND"
                                  " cooldown_until > 0", (aid,)), what="a's ladder to start over")
         self.assertEqual(g.cli("account", "reset", "--db", g.db_path, "--name", "nope", check=False).returncode, 1)
+
+    # --- context-window fallback
+
+    def test_context_length_error_goes_once_to_the_larger_context_fallback(self):
+        big = account("big", self.mock.url("big"), args=["--context-fallback", "--model-map",
+                                                         json.dumps({"gpt-test": "gpt-test-long"})])
+        g = self.gateway([account("a", self.mock.url("a", "ctxlen")), account("same", self.mock.url("same", "ctxlen")),
+                          big])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.served_by(r), "big")
+        reqs = self.mock.requests()
+        self.assertEqual([(q["account"], q["model"]) for q in reqs], [("a", "gpt-test"), ("big", "gpt-test-long")],
+                         "the request went to an equivalent account")
+        wait_for(lambda: "reason=context_fallback" in g.trace_text(), what="a CANDIDATE_SKIP reason=context_fallback")
+        # a was not blamed for a request that was too long
+        aid = g.account_id("a")
+        self.assertFalse(g.query("SELECT 1 FROM account_state WHERE account_id = ? AND cooldown_until > 0", (aid,)))
+
+    def test_context_length_error_is_sent_to_a_fallback_only_once(self):
+        g = self.gateway([account("a", self.mock.url("a", "ctxlen")),
+                          account("big", self.mock.url("big", "ctxlen"), args=["--context-fallback"]),
+                          account("bigger", self.mock.url("bigger"), args=["--context-fallback"])])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json()["error"]["code"], "context_length_exceeded")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "big"])
+
+    def test_context_length_error_without_a_fallback_is_returned_unchanged(self):
+        g = self.gateway([account("a", self.mock.url("a", "ctxlen")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json()["error"]["code"], "context_length_exceeded")
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+
+    # --- accounting
+
+    def test_request_log_names_the_serving_account_model_attempts_and_usage(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=500")), self.mapped("b")])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(response_text(s.events), "hello from b")
+        r = g.post("/v1/chat/completions", CHAT_BODY)
+        self.assertEqual(r.status, 200, r)
+        rows = g.wait_request_logs(2)
+        for row in rows:
+            self.assertEqual(g.log_account_name(row), "b", row)
+            self.assertEqual(row["upstream_model"], "gpt-other", row)
+            self.assertEqual(row["model"], "gpt-test", row)
+            self.assertEqual((row["input_tokens"], row["output_tokens"], row["total_tokens"]), (7, 3, 10), row)
+        self.assertEqual(rows[0]["attempts"], 3, rows[0])   # a, a again (retry), b
+        for outcome in ("outcome=retry", "outcome=failover", "outcome=served"):
+            wait_for(lambda: outcome in g.trace_text(), what=f"an ATTEMPT_END {outcome}")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,9 @@ describe("order", function()
       for seed = 0, 40 do
         local list = C{ { id = 1, sort = 0, latency_ema_ms = 300 }, { id = 2, sort = 1, latency_ema_ms = 200 } }
         expect(order(list, X{ seed = seed })[1]).to_be(1)
+        -- twice as fast, but by milliseconds only
+        list = C{ { id = 1, sort = 0, latency_ema_ms = 4 }, { id = 2, sort = 1, latency_ema_ms = 1 } }
+        expect(order(list, X{ seed = seed })[1]).to_be(1)
       end
     end)
     it("health lost to failures recovers with time (60 s half-life)", function()

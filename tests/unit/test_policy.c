@@ -754,7 +754,7 @@ static void test_c_defaults_match_lua_guard_and_order(void)
             used[id] = 1;
             c[i] = (policy_candidate){.id = id, .name = "x", .kind = kinds[rnd(4)], .sort = (int)rnd(3),
                                       .updated_at = rnd(3), .primary_used_pct = -1, .secondary_used_pct = -1,
-                                      .success_rate = rates[rnd(5)], .latency_ema_ms = 100.0 * rnd(3),
+                                      .success_rate = rates[rnd(5)], .latency_ema_ms = 200.0 * rnd(4),
                                       .health_age_s = 30.0 * rnd(4),
                                       .inflight = (int)rnd(3), .reserve = rnd(4) == 0};
         }
