@@ -21,7 +21,8 @@ end
 function F.error_event(o)
   local ev = merge({ status = 500, network_error = false, timeout = false, in_stream = false,
                      retry_after = -1, account_kind = "api_key", endpoint = "/v1/responses",
-                     retries = 0, alternatives = 1, random = 0.5, context_fallbacks = 0 }, o)
+                     retries = 0, alternatives = 1, random = 0.5, context_fallbacks = 0,
+                     after_output = false, delivered_chars = 0, tool_call = false }, o)
   if ev.body == nil and (ev.error_type or ev.error_code or ev.error_message) then
     ev.body = error_json(ev)
   end
@@ -44,6 +45,12 @@ function F.stream_error_event(o)
       type = ev.error_type, code = ev.error_code, message = ev.error_message } }) .. "\n\n"
   end
   return F.error_event(ev)
+end
+
+-- A chat stream cut (connection lost) after the client got 40 bytes of text.
+function F.cut_stream_event(o)
+  return F.error_event(merge({ status = 200, in_stream = true, network_error = true, after_output = true,
+                               delivered_chars = 40, endpoint = "/v1/chat/completions" }, o))
 end
 
 -- The ChatGPT-account usage-limit error, as it arrives in a stream.

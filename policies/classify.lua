@@ -1,13 +1,16 @@
 -- policies/classify.lua: what an upstream failure means. Called with the
 -- event table (status, body, error_type/code/message, network_error, timeout,
 -- in_stream, retry_after, account_kind, endpoint, not_answer, retries,
--- alternatives, random, context_fallbacks); returns
--- {action = "failover" | "return" | "retry" | "context_fallback",
+-- alternatives, random, context_fallbacks, after_output, delivered_chars,
+-- tool_call); returns
+-- {action = "failover" | "return" | "retry" | "context_fallback" | "resume",
 --  class = "...", cooldown = seconds | -1, after = seconds}.
 -- cooldown = -1 asks the cooldown hook (the 429/quota ladder).
 -- "retry" tries the same account again after `after` seconds (the request
 -- body is sent again unchanged); "context_fallback" sends the request once
--- to a candidate declared as a larger-context fallback.
+-- to a candidate declared as a larger-context fallback; "resume" (only for
+-- after_output events: a stream cut after output reached the client)
+-- finishes the answer on the next candidate.
 -- The built-in C default in src/policy.c mirrors these rules.
 
 local QUOTA_TEXTS = {
@@ -38,6 +41,11 @@ local WAIT_RETRY_AFTER_MAX = 5
 local WAIT_RETRIES = 2
 local CAPACITY_TEXTS = { "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded" }
 local CONTEXT_TEXTS = { "context_length_exceeded", "maximum context length", "context window" }
+-- Opt-in (the product's rule is never to replay after output): set to true
+-- to let a chat-completions stream cut after text only (no tool call) be
+-- finished on the next candidate, the delivered text sent as an assistant
+-- prefill. The gateway only keeps that text when this policy would resume.
+local RESUME_CHAT_STREAMS = false
 
 local function retry(class, after)
   return { action = "retry", class = class, after = after }
@@ -82,6 +90,13 @@ end
 
 local function classify(ev)
   local s = ev.status
+  if ev.after_output then  -- the stream was cut after the client got output
+    if RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions" and not ev.tool_call
+       and ev.delivered_chars > 0 then
+      return { action = "resume", class = "interrupted", cooldown = 20 }
+    end
+    return give_back("interrupted")  -- the client gets the explicit interrupted error
+  end
   if mentions(ev, QUOTA_TEXTS) then return failover("quota", -1) end
   if mentions(ev, DEACTIVATED_TEXTS) then return failover("deactivated", COOLDOWN_4XX) end
   if ev.timeout then return failover("timeout", 20) end

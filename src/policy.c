@@ -38,6 +38,7 @@ struct policy_engine {
     int lines[HOOK_COUNT];        /* line the hook function starts on */
     char sha256[HOOK_COUNT][65];  /* of each hook file's text as loaded */
     uint64_t fallbacks;
+    int may_resume;               /* classify resumes a cut text-only chat stream */
     uint64_t hook_fallbacks[HOOK_COUNT];
     char last_error[512];
 };
@@ -141,7 +142,9 @@ static void classify_server(const policy_event *ev, policy_verdict *out)
 static void classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
-    if (event_mentions(ev, quota_texts))
+    if (ev->after_output)
+        verdict_set(out, 0, "interrupted", 0); /* classify.lua's RESUME_CHAT_STREAMS is off by default */
+    else if (event_mentions(ev, quota_texts))
         verdict_set(out, 1, "quota", -1);
     else if (event_mentions(ev, deactivated_texts))
         verdict_set(out, 1, "deactivated", 20);
@@ -419,7 +422,7 @@ static void set_bool(lua_State *L, const char *k, int v)
 
 static void event_push(lua_State *L, const policy_event *ev)
 {
-    lua_createtable(L, 0, 17);
+    lua_createtable(L, 0, 20);
     set_int(L, "status", ev->status);
     if (ev->body) {
         lua_pushlstring(L, ev->body, ev->body_len < POLICY_BODY_MAX ? ev->body_len : POLICY_BODY_MAX);
@@ -439,6 +442,9 @@ static void event_push(lua_State *L, const policy_event *ev)
     set_int(L, "alternatives", ev->alternatives);
     set_num(L, "random", ev->random);
     set_int(L, "context_fallbacks", ev->context_fallbacks);
+    set_bool(L, "after_output", ev->after_output);
+    set_int(L, "delivered_chars", ev->delivered_chars);
+    set_bool(L, "tool_call", ev->tool_call);
 }
 
 static void state_push(lua_State *L, const policy_state *st)
@@ -528,14 +534,14 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
 {
     if (lua_type(L, t) != LUA_TTABLE)
         luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
-    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", NULL};
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", NULL};
     const char *action = raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     int act = -1;
     for (int i = 0; action && actions[i]; i++)
         if (strcmp(action, actions[i]) == 0)
             act = i;
     if (act < 0)
-        luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\" or \"context_fallback\"");
+        luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\" or \"resume\"");
     int failover = act == VERDICT_FAILOVER;
     size_t n = 0;
     const char *cls = raw_field(L, t, "class") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
@@ -1061,6 +1067,14 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
         check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen))
         goto fail;
+    /* would this classify resume a cut text-only chat stream? */
+    policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
+                        .account_kind = "api_key", .endpoint = "/v1/chat/completions", .after_output = 1,
+                        .delivered_chars = 100, .alternatives = 1};
+    policy_verdict v;
+    hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
+    char why[512];
+    pe->may_resume = hook_run(pe, classify_run, &h, why, sizeof why) == 0 && v.action == VERDICT_RESUME;
     log_debug("policy: hooks loaded from %s (%zu KiB of Lua memory)", pe->source,
               sandbox_memory(pe->sb) / 1024);
     return pe;
@@ -1080,6 +1094,7 @@ void policy_free(policy_engine *pe)
 const char *policy_source(const policy_engine *pe) { return pe ? pe->source : "none"; }
 uint64_t policy_generation(const policy_engine *pe) { return pe ? pe->generation : 0; }
 uint64_t policy_fallbacks(const policy_engine *pe) { return pe ? pe->fallbacks : 0; }
+int policy_may_resume(const policy_engine *pe) { return pe ? pe->may_resume : 0; }
 const char *policy_last_error(const policy_engine *pe) { return pe ? pe->last_error : ""; }
 
 int policy_file_info(const policy_engine *pe, size_t i, policy_file *out)

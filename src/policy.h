@@ -57,6 +57,9 @@ typedef struct policy_event {
     int alternatives;          /* remaining candidates that would send the same model */
     double random;             /* 0 <= random < 1, chosen by C (jitter) */
     int context_fallbacks;     /* remaining candidates declared as larger-context fallbacks */
+    int after_output;          /* a stream cut after output reached the client (resume or not) */
+    long delivered_chars;      /* after_output: bytes of text the client got */
+    int tool_call;             /* after_output: the delivered output held a tool call */
 } policy_event;
 
 typedef enum {
@@ -64,6 +67,7 @@ typedef enum {
     VERDICT_FAILOVER,          /* cool this account down, try the next candidate */
     VERDICT_RETRY,             /* the same account again after `after` seconds */
     VERDICT_CONTEXT_FALLBACK,  /* the next larger-context fallback candidate, once */
+    VERDICT_RESUME,            /* after_output only: finish the stream on the next candidate */
 } policy_action;
 
 typedef struct policy_verdict {
@@ -75,6 +79,10 @@ typedef struct policy_verdict {
 } policy_verdict;
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);
+
+/* 1 when the loaded classify would resume a cut text-only chat stream
+ * (asked once at load), so the gateway keeps the delivered text only then. */
+int policy_may_resume(const policy_engine *pe);
 
 /* --- cooldown: how long an account rests after a failure --- */
 typedef struct policy_state {

@@ -154,9 +154,12 @@ static int bridge_classify(lua_State *L)
     ev.alternatives = (int)opt_int(L, 1, "alternatives", 0);
     ev.random = opt_num(L, 1, "random", 0);
     ev.context_fallbacks = (int)opt_int(L, 1, "context_fallbacks", 0);
+    ev.after_output = opt_bool(L, 1, "after_output");
+    ev.delivered_chars = (long)opt_int(L, 1, "delivered_chars", 0);
+    ev.tool_call = opt_bool(L, 1, "tool_call");
     policy_verdict v;
     policy_classify(bridge_engine(L), &ev, &v);
-    static const char *const actions[] = {"return", "failover", "retry", "context_fallback"};
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume"};
     lua_createtable(L, 0, 4);
     lua_pushstring(L, actions[v.action]);
     lua_setfield(L, -2, "action");

@@ -11,6 +11,7 @@
  * proxy_finish writes the request log and trace line and frees everything. */
 #include "proxy.h"
 #include "breaker.h"
+#include "resume.h"
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
@@ -89,6 +90,9 @@ typedef struct proxy_req {
     int acct_retries;         /* of those, on the current account */
     double waited_s;          /* time spent waiting for capacity */
     int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
+    int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
+    int resume_pending;       /* that attempt has shown no output yet: any failure ends the stream */
+    int committed_status;     /* the status the client got */
 
     /* client side */
     int committed;            /* reply started: no more failover */
@@ -502,6 +506,7 @@ static void proxy_commit(proxy_req *p)
     char n[16];
     snprintf(n, sizeof n, "%d", p->attempts);
     evhttp_add_header(oh, "x-switchyard-attempts", n);
+    p->committed_status = p->status;
     evhttp_send_reply_start(p->req, p->status, NULL);
 }
 
@@ -869,11 +874,17 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         p->mode = MODE_PREFLIGHT;
         preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
         p->pf_live = 1;
+        /* the delivered text is kept only when the policy could resume this stream */
+        p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy);
         long left = p->gw->cfg.ttft_ms - (long)((gateway_now() - p->t_attempt) * 1000.0);
         if (left < 1)
             left = 1;
         struct timeval tv = {left / 1000, (left % 1000) * 1000};
         evtimer_add(&p->pf_timer, &tv);
+        return 0;
+    }
+    if (p->resume_pending) { /* a resumed stream must go on as a stream */
+        p->mode = MODE_ERROR;
         return 0;
     }
     /* plain 2xx: committed with its first byte (an empty body is no answer) */
@@ -897,6 +908,8 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
         return proxy_client_send(p, buf, n);
     case MODE_PREFLIGHT: {
         pf_state st = preflight_feed(&p->pf, buf, n);
+        if (st == PF_ERROR && p->resume_pending) /* the resumed stream was refused: ends as interrupted */
+            return 0;
         if (st == PF_ERROR && p->committed) /* an error stream the policy returned: relay the rest */
             return proxy_client_send(p, buf, n);
         if (st == PF_ERROR) {
@@ -904,6 +917,7 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
             return 0;
         }
         if (st == PF_COMMIT) {
+            p->resume_pending = 0; /* a resumed stream goes on */
             proxy_commit(p);
             return proxy_flush_held(p);
         }
@@ -931,6 +945,72 @@ static void proxy_read_plain_usage(proxy_req *p)
     json_free(doc);
 }
 
+/* ---------- opt-in stream resume (chat completions) ---------- */
+
+/* The resumed attempt failed before any output of its own (refused the
+ * prefill, errored, or nothing was left to try): the client gets the
+ * explicit interrupted error, never a masked one. */
+static void proxy_resume_failed(proxy_req *p, const char *why)
+{
+    trace_event(p->gw->trace, "STREAM_RESUME_FAILED", "req=%llu account=%s why=\"%s\"", (unsigned long long)p->id,
+                p->acct_id ? p->acct_name : "-", why);
+    p->resume_pending = 0;
+    proxy_stream_interrupted(p, why);
+    proxy_client_flush(p);
+    if (!p->client_gone)
+        evhttp_send_reply_end(p->req);
+    proxy_finish(p, p->committed_status);
+}
+
+/* A chat stream was cut after text (no tool call) reached the client. When
+ * the policy says resume, the request goes on on the next candidate with the
+ * delivered text as an assistant prefill; only the continuation is relayed
+ * in the same client stream. Returns 1 if it went on. */
+static int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
+{
+    if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
+        !proxy_candidates_left(p, 0))
+        return 0;
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.after_output = 1;
+    ev.delivered_chars = (long)p->pf.text.len;
+    ev.tool_call = p->pf.saw_tool_call;
+    ev.network_error = r == UP_NETWORK || r == UP_OK;
+    ev.timeout = r != UP_OK && r != UP_NETWORK;
+    ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
+    ev.retry_after = -1;
+    ev.account_kind = account_kind_name(p->acct_kind);
+    ev.endpoint = p->in.endpoint;
+    policy_verdict v;
+    policy_classify(p->gw->policy, &ev, &v);
+    if (v.action != VERDICT_RESUME)
+        return 0;
+    sbuf body = SBUF_INIT;
+    json_value *doc = NULL;
+    if (resume_body_build(p->in.doc, p->pf.text.p, p->pf.text.len, &body) != 0 ||
+        !(doc = json_parse(body.p, body.len, NULL, 0))) {
+        sbuf_free(&body);
+        return 0;
+    }
+    json_free(p->in.doc); /* the continuation request replaces the client's for the next attempts */
+    p->in.doc = doc;
+    sbuf_free(&p->in.body);
+    p->in.body = body;
+    if (v.cooldown != 0)
+        proxy_cool_down(p, &v);
+    trace_event(p->gw->trace, "STREAM_RESUME", "req=%llu account=%s delivered_chars=%zu class=%s",
+                (unsigned long long)p->id, p->acct_name, p->pf.text.len, v.cls);
+    proxy_attempt_outcome(p, "resume", v.cls);
+    p->resumed = 1;
+    p->resume_pending = 1;
+    proxy_client_flush(p);
+    proxy_attempt_end(p);
+    proxy_next(p);
+    return 1;
+}
+
 static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
 {
     if (p->mode == MODE_PREFLIGHT) {
@@ -941,8 +1021,11 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
         if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) /* it carries its own error event */
             sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
-        else if (r != UP_OK || !p->pf.saw_terminal)
+        else if (r != UP_OK || !p->pf.saw_terminal) {
+            if (proxy_try_resume(p, r, errmsg))
+                return;
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
+        }
         else
             proxy_record_success(p);
     } else {
@@ -988,6 +1071,8 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
 {
     proxy_req *p = ud;
     p->up = NULL; /* freed by upstream right after this returns */
+    if (p->resume_pending) /* the resumed attempt ended before any output of its own */
+        return proxy_resume_failed(p, r != UP_OK && errmsg ? errmsg : "the next account refused to continue the answer");
     if (p->committed)
         return proxy_done_committed(p, r, errmsg);
     if (r != UP_OK) {
@@ -1079,6 +1164,8 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
 
 static void proxy_exhausted(proxy_req *p)
 {
+    if (p->committed) /* a resumed stream with nobody left to finish it */
+        return proxy_resume_failed(p, "no account was left to finish the answer");
     double back;
     if (proxy_wait_for_capacity(p, &back))
         return;
@@ -1189,6 +1276,7 @@ static void proxy_finish(proxy_req *p, int status)
     rl.input_tokens = p->in_tok;
     rl.output_tokens = p->out_tok;
     rl.total_tokens = p->tot_tok;
+    rl.resumed = p->resumed;
     if (p->attempts) {
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;
@@ -1201,9 +1289,9 @@ static void proxy_finish(proxy_req *p, int status)
     store_writer_put_log(gw->st, &rl);
     metrics_request(p->in.endpoint, status);
     metrics_minute_request(p->t_start, status, p->attempts);
-    trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s",
+    trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s%s",
                 (unsigned long long)p->id, p->attempts ? p->acct_name : "-", status, p->attempts, ms,
-                p->error_class[0] ? p->error_class : "-");
+                p->error_class[0] ? p->error_class : "-", p->resumed ? " resumed=1" : "");
     router_plan_free(&p->plan);
     json_free(p->in.doc);
     sbuf_free(&p->in.body);

@@ -409,11 +409,13 @@ static const char store_migration_5[] =
 /* Migration 6 (failover, issue 10): an account may be a larger-context
  * fallback; `account reset` bumps reset_gen (an accounts UPDATE, so the
  * running gateway reloads and clears that account's routing state); the
- * request log names the model the serving attempt was sent. */
+ * request log names the model the serving attempt was sent, and whether a
+ * cut stream was resumed on another account. */
 static const char store_migration_6[] =
     "ALTER TABLE accounts ADD COLUMN context_fallback INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE accounts ADD COLUMN reset_gen INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE request_logs ADD COLUMN upstream_model TEXT;";
+    "ALTER TABLE request_logs ADD COLUMN upstream_model TEXT;"
+    "ALTER TABLE request_logs ADD COLUMN resumed INTEGER NOT NULL DEFAULT 0;";
 
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3,
@@ -1215,7 +1217,7 @@ static const char store_sql_up_state[] =
 static const char store_sql_ins_log[] =
     "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
     " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
-    " total_tokens, attempts_json, upstream_model) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " total_tokens, attempts_json, upstream_model, resumed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static const char store_sql_up_owner[] =
     "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
@@ -1276,6 +1278,7 @@ static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
     else
         sqlite3_bind_null(st, 16);
     store_bind_text(st, 17, r->upstream_model[0] ? r->upstream_model : NULL);
+    sqlite3_bind_int(st, 18, r->resumed ? 1 : 0);
 }
 
 /* Steps a bound statement. A constraint error belongs to that one row

@@ -91,6 +91,7 @@ typedef struct request_log {
      * class, status, ms}), heap-allocated; store_writer_put_log takes it
      * over (and frees it). NULL: none recorded. */
     char *attempts_json;
+    int resumed;             /* a cut stream was finished on another account (opt-in stream resume) */
 } request_log;
 
 /* Opens (creating with mode 0600 if missing) and migrates. Returns NULL and

@@ -47,6 +47,7 @@ typedef struct rec {
     char *account, *scenario, *spec, *endpoint, *path, *method;
     char *authorization, *chatgpt_account_id, *model, *prev_id;
     char *headers; /* JSON object of the request headers, names lower-cased */
+    char *prefill; /* content of a trailing {"role":"assistant","content":"..."} message (a stream resume), or NULL */
     int stream, has_body_hash;
     size_t body_len;
     uint64_t body_hash;
@@ -100,6 +101,7 @@ static void rec_free(rec *r)
     free(r->model);
     free(r->prev_id);
     free(r->headers);
+    free(r->prefill);
     free(r);
 }
 
@@ -142,6 +144,8 @@ static void recs_json(sbuf *b, int usage)
         json_str_or_null(b, r->model);
         sbuf_printf(b, ",\"stream\":%s,\"previous_response_id\":", r->stream ? "true" : "false");
         json_str_or_null(b, r->prev_id);
+        sbuf_puts(b, ",\"prefill\":");
+        json_str_or_null(b, r->prefill);
         sbuf_printf(b, ",\"body_len\":%zu,\"body_hash\":", r->body_len);
         if (r->has_body_hash)
             sbuf_printf(b, "\"%016llx\"", (unsigned long long)r->body_hash);
@@ -360,6 +364,27 @@ static void body_fields_read(body_fields *f, const char *p, size_t n)
         break;
     }
     sbuf_free(&key);
+}
+
+/* The (escaped) content of the last {"role":"assistant","content":"..."} in
+ * the body, as a gateway writes a stream-resume prefill; NULL if none. */
+static char *prefill_find(const char *p, size_t n)
+{
+    static const char pat[] = "{\"role\":\"assistant\",\"content\":\"";
+    const char *last = NULL, *end = p + n;
+    for (const char *q = p; (q = memmem(q, (size_t)(end - q), pat, sizeof pat - 1)); q++)
+        last = q + sizeof pat - 1;
+    if (!last)
+        return NULL;
+    const char *e = last;
+    while (e < end && *e != '"')
+        e += *e == '\\' && e + 1 < end ? 2 : 1;
+    char *out = malloc((size_t)(e - last) + 1);
+    if (!out)
+        abort();
+    memcpy(out, last, (size_t)(e - last));
+    out[e - last] = '\0';
+    return out;
 }
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -1482,6 +1507,7 @@ static void handle(struct evhttp_request *req, void *arg)
     r->body_len = blen;
     r->has_body_hash = blen > 0;
     r->body_hash = fnv1a(body, blen);
+    r->prefill = prefill_find(body, blen);
     sbuf_free(&f.model);
     sbuf_free(&f.prev_id);
 

@@ -384,6 +384,60 @@ class RecoveryTest(GatewayTest):
         for outcome in ("outcome=retry", "outcome=failover", "outcome=served"):
             wait_for(lambda: outcome in g.trace_text(), what=f"an ATTEMPT_END {outcome}")
 
+    # --- opt-in stream resume (chat completions)
+
+    def resume_policies(self):
+        return self.short_policies(edits=[(r'local RESUME_CHAT_STREAMS = false', 'local RESUME_CHAT_STREAMS = true',
+                                           "classify.lua")])
+
+    def test_cut_chat_stream_is_finished_on_the_next_account_when_the_policy_allows(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))],
+                         policies=self.resume_policies())
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertFalse(s.truncated, s)
+        self.assertEqual([e for e in s.events if is_error_event(e)], [], "the client saw the cut")
+        # a delivered "hello from"; b continued (the mock's answer is its whole text)
+        self.assertEqual(chat_text(s.events), "hello from" + "hello from b")
+        self.assertEqual(s.events[-1]["data"].strip(), "[DONE]")
+        reqs = self.mock.requests()
+        self.assertEqual([q["account"] for q in reqs], ["a", "b"])
+        self.assertIsNone(reqs[0]["prefill"])
+        self.assertEqual(reqs[1]["prefill"], "hello from", "the delivered text was not sent as a prefill")
+        self.assertEqual(reqs[1]["model"], "gpt-test")
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(row["resumed"], 1, row)
+        self.assertEqual(row["status"], 200, row)
+        self.assertEqual(g.log_account_name(row), "b")
+        wait_for(lambda: "STREAM_RESUME req=" in g.trace_text(), what="a STREAM_RESUME trace event")
+
+    def test_cut_chat_stream_is_not_resumed_by_default(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        errs = [e for e in s.events if is_error_event(e)]
+        self.assertEqual(len(errs), 1, s.events)
+        self.assertEqual(errs[0]["json"]["error"]["code"], "upstream_stream_interrupted")
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+        self.assertEqual(g.wait_request_logs(1)[-1]["resumed"], 0)
+
+    def test_refused_prefill_ends_with_the_explicit_interrupted_error(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),
+                          account("b", self.mock.url("b", "status=400"))], policies=self.resume_policies())
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(chat_text(s.events), "hello from")
+        errs = [e for e in s.events if is_error_event(e)]
+        self.assertEqual(len(errs), 1, s.events)
+        self.assertEqual(errs[0]["json"]["error"]["code"], "upstream_stream_interrupted")
+        self.assertNotIn("[DONE]", s.raw.decode() if isinstance(s.raw, bytes) else s.raw)
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+
+    def test_responses_stream_is_never_resumed(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))],
+                         policies=self.resume_policies())
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.types()[-1], "response.failed", s.types())
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+
 
 if __name__ == "__main__":
     main()

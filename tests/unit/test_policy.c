@@ -669,6 +669,9 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     ev.context_fallbacks = (extra / 36) % 2;
                     ev.not_answer = rnd(10) == 0 ? "empty_body" : NULL;
                     ev.random = rnd(1000) / 1000.0;
+                    ev.after_output = rnd(8) == 0;
+                    ev.delivered_chars = ev.after_output ? 40 : 0;
+                    ev.tool_call = rnd(2);
                     ev.network_error = flags & 1;
                     ev.timeout = (flags >> 1) & 1;
                     ev.in_stream = (flags >> 2) & 1;

@@ -676,7 +676,7 @@ static void test_store_sync_without_writer_returns(void)
 /* Undoes migration 6 (failover: account flags, request log columns). */
 #define TEST_DROP_MIGRATION_6                                                                              \
     " ALTER TABLE accounts DROP COLUMN context_fallback; ALTER TABLE accounts DROP COLUMN reset_gen;"      \
-    " ALTER TABLE request_logs DROP COLUMN upstream_model;"
+    " ALTER TABLE request_logs DROP COLUMN upstream_model; ALTER TABLE request_logs DROP COLUMN resumed;"
 
 /* ---------- migration 3: usage columns ---------- */
 
