@@ -520,6 +520,15 @@ static int raw_field(lua_State *L, int t, const char *k)
     return lua_rawget(L, t);
 }
 
+/* The index of s in the NULL-terminated names, or -1 (also for s NULL). */
+static int name_index(const char *s, const char *const *names)
+{
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 static int class_valid(const char *s, size_t n)
 {
     if (n == 0 || n >= sizeof(((policy_verdict *)0)->cls))
@@ -535,11 +544,7 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
     if (lua_type(L, t) != LUA_TTABLE)
         luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
     static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", NULL};
-    const char *action = raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    int act = -1;
-    for (int i = 0; action && actions[i]; i++)
-        if (strcmp(action, actions[i]) == 0)
-            act = i;
+    int act = name_index(raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL, actions);
     if (act < 0)
         luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\" or \"resume\"");
     int failover = act == VERDICT_FAILOVER;
@@ -588,11 +593,7 @@ static void cooldown_parse(lua_State *L, int first, int old_step, double *second
 
 static void breaker_parse(lua_State *L, int first, int *state, double *open_seconds)
 {
-    const char *s = lua_type(L, first) == LUA_TSTRING ? lua_tostring(L, first) : NULL;
-    int st = -1;
-    for (int i = 0; s && breaker_names[i]; i++)
-        if (strcmp(s, breaker_names[i]) == 0)
-            st = i;
+    int st = name_index(lua_type(L, first) == LUA_TSTRING ? lua_tostring(L, first) : NULL, breaker_names);
     if (st < 0)
         luaL_error(L, "breaker must return \"closed\", \"open\" or \"half_open\" (and seconds when open)");
     double secs = 0;
@@ -608,11 +609,8 @@ static void breaker_parse(lua_State *L, int first, int *state, double *open_seco
 static int guard_parse(lua_State *L, int t)
 {
     static const char *const names[] = {"normal", "reserve", "exclude", NULL};
-    const char *s = lua_type(L, t) == LUA_TSTRING ? lua_tostring(L, t) : NULL;
-    for (int i = 0; s && names[i]; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    return luaL_error(L, "guard must return \"normal\", \"reserve\" or \"exclude\"");
+    int g = name_index(lua_type(L, t) == LUA_TSTRING ? lua_tostring(L, t) : NULL, names);
+    return g >= 0 ? g : luaL_error(L, "guard must return \"normal\", \"reserve\" or \"exclude\"");
 }
 
 /* Maps each returned id (or candidate table) to an unused index into c. */

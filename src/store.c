@@ -973,16 +973,18 @@ int store_account_set_enabled(store *s, const char *name, int enabled, char *err
     return 0;
 }
 
-static int store_account_reset_txn(sqlite3 *db, const char *name, int *changes)
+/* Runs the name-keyed statements sql[0..n) in one IMMEDIATE transaction;
+ * *changes gets the rows the statement at index `counted` changed. */
+static int store_name_txn(sqlite3 *db, const char *name, const char *const *sql, size_t n, size_t counted,
+                          int *changes)
 {
-    int states = 0;
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = store_name_write(db, "UPDATE accounts SET reset_gen = reset_gen + 1 WHERE name = ?1", name, NULL, changes);
-    if (rc == SQLITE_OK)
-        rc = store_name_write(db, "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0,"
-                                  " last_error = '', success_ema = 1 WHERE account_id IN"
-                                  " (SELECT id FROM accounts WHERE name = ?1)", name, NULL, &states);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        int c = 0;
+        rc = store_name_write(db, sql[i], name, NULL, &c);
+        if (i == counted)
+            *changes = c;
+    }
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
@@ -990,7 +992,10 @@ static int store_account_reset_txn(sqlite3 *db, const char *name, int *changes)
     return rc;
 }
 
-int store_account_reset(store *s, const char *name, char *err, size_t errlen)
+/* store_name_txn from the CLI (sync write); -1 with err when it failed or
+ * no account has that name. */
+static int store_account_txn_sync(store *s, const char *name, const char *const *sql, size_t n, size_t counted,
+                                  const char *what, char *err, size_t errlen)
 {
     if (!name || !*name) {
         store_errf(err, errlen, "account name is required");
@@ -998,47 +1003,36 @@ int store_account_reset(store *s, const char *name, char *err, size_t errlen)
     }
     int changes = 0;
     store_sync_write_begin(s);
-    int rc = store_account_reset_txn(s->db, name, &changes);
+    int rc = store_name_txn(s->db, name, sql, n, counted, &changes);
     store_sync_write_end(s);
     if (rc != SQLITE_OK)
-        store_errf(err, errlen, "cannot reset account: %s", sqlite3_errmsg(s->db));
+        store_errf(err, errlen, "cannot %s: %s", what, sqlite3_errmsg(s->db));
     else if (changes == 0)
         store_errf(err, errlen, "no account named '%s'", name);
     return rc == SQLITE_OK && changes ? 0 : -1;
+}
+
+/* Cooldown, ladder and health back to a fresh account's; reset_gen tells a
+ * running gateway (an accounts UPDATE bumps config_version). */
+int store_account_reset(store *s, const char *name, char *err, size_t errlen)
+{
+    static const char *const sql[] = {
+        "UPDATE accounts SET reset_gen = reset_gen + 1 WHERE name = ?1",
+        "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0, last_error = '',"
+        " success_ema = 1 WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+    };
+    return store_account_txn_sync(s, name, sql, 2, 0, "reset account", err, errlen);
 }
 
 /* Owners first (no foreign key), then the account: its state cascades and
  * platform_keys.preferred_account_id is set to NULL by the schema. */
-static int store_account_delete_txn(sqlite3 *db, const char *name, int *changes)
-{
-    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = store_name_write(db, "DELETE FROM response_owners WHERE account_id IN"
-                                  " (SELECT id FROM accounts WHERE name = ?1)", name, NULL, changes);
-    if (rc == SQLITE_OK)
-        rc = store_name_write(db, "DELETE FROM accounts WHERE name = ?1", name, NULL, changes);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-    if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    return rc;
-}
-
 int store_account_remove(store *s, const char *name, char *err, size_t errlen)
 {
-    if (!name || !*name) {
-        store_errf(err, errlen, "account name is required");
-        return -1;
-    }
-    int changes = 0;
-    store_sync_write_begin(s);
-    int rc = store_account_delete_txn(s->db, name, &changes);
-    store_sync_write_end(s);
-    if (rc != SQLITE_OK)
-        store_errf(err, errlen, "cannot remove account: %s", sqlite3_errmsg(s->db));
-    else if (changes == 0)
-        store_errf(err, errlen, "no account named '%s'", name);
-    return rc == SQLITE_OK && changes ? 0 : -1;
+    static const char *const sql[] = {
+        "DELETE FROM response_owners WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+        "DELETE FROM accounts WHERE name = ?1",
+    };
+    return store_account_txn_sync(s, name, sql, 2, 1, "remove account", err, errlen);
 }
 
 /* An account's id by name: 1 found, 0 none, -1 error. */

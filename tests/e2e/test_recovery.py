@@ -45,6 +45,16 @@ class RecoveryTest(GatewayTest):
                 f.write(new)
         return pdir
 
+    def hang_up_during(self, g, event):
+        """Sends a request, hangs up once the trace shows `event` (a wait began); returns its log row."""
+        conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=30)
+        conn.request("POST", "/v1/responses", body=json.dumps(RESP_BODY),
+                     headers={"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
+        wait_for(lambda: event in g.trace_text(), what=f"{event}: the wait to start")
+        conn.sock.close()
+        conn.close()
+        return g.wait_request_logs(1)[-1]
+
     def served_by(self, r):
         return r.headers.get("x-switchyard-account")
 
@@ -129,13 +139,7 @@ class RecoveryTest(GatewayTest):
 
     def test_client_hang_up_cancels_the_retry_wait(self):
         g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=5,times=1")), self.mapped("b")])
-        conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=30)
-        conn.request("POST", "/v1/responses", body=json.dumps(RESP_BODY),
-                     headers={"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
-        wait_for(lambda: "CANDIDATE_RETRY" in g.trace_text(), what="the retry wait to start")
-        conn.sock.close()
-        conn.close()
-        row = g.wait_request_logs(1)[-1]
+        row = self.hang_up_during(g, "CANDIDATE_RETRY")
         self.assertEqual(row["status"], 499, row)
         self.assertEqual(row["attempts"], 1, row)
         self.assertEqual(self.mock.accounts_hit(), ["a"])
@@ -210,25 +214,24 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(r.json()["choices"][0]["message"]["content"], "hello from b")
         self.assertBadAnswerFailedOver(g)
 
-    def test_empty_event_stream_fails_over(self):
-        g = self.gateway([account("a", self.mock.url("a", "empty")), account("b", self.mock.url("b"))])
-        s = g.stream("/v1/responses", RESP_STREAM)
-        self.assertEqual(response_text(s.events), "hello from b")
+    def assertStreamFailsOverToB(self, scenario, path, body, text):
+        g = self.gateway([account("a", self.mock.url("a", scenario)), account("b", self.mock.url("b"))])
+        s = g.stream(path, body)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(text(s.events), "hello from b")
+        self.assertEqual([e for e in s.events if is_error_event(e)], [])
         self.assertBadAnswerFailedOver(g)
+        return s
+
+    def test_empty_event_stream_fails_over(self):
+        self.assertStreamFailsOverToB("empty", "/v1/responses", RESP_STREAM, response_text)
 
     def test_stream_ending_with_no_output_and_no_terminal_event_fails_over(self):
-        g = self.gateway([account("a", self.mock.url("a", "no_output")), account("b", self.mock.url("b"))])
-        s = g.stream("/v1/responses", RESP_STREAM)
-        self.assertEqual(s.status, 200, s)
+        s = self.assertStreamFailsOverToB("no_output", "/v1/responses", RESP_STREAM, response_text)
         self.assertEqual(s.types().count("response.created"), 1, s.types())
-        self.assertEqual(response_text(s.events), "hello from b")
-        self.assertBadAnswerFailedOver(g)
 
     def test_chat_stream_ending_with_no_output_fails_over(self):
-        g = self.gateway([account("a", self.mock.url("a", "no_output")), account("b", self.mock.url("b"))])
-        s = g.stream("/v1/chat/completions", CHAT_STREAM)
-        self.assertEqual(chat_text(s.events), "hello from b")
-        self.assertBadAnswerFailedOver(g)
+        self.assertStreamFailsOverToB("no_output", "/v1/chat/completions", CHAT_STREAM, chat_text)
 
     def test_no_answer_from_the_only_account_is_an_error_not_a_success(self):
         g = self.gateway([account("a", self.mock.url("a", "no_output"))])
@@ -268,13 +271,7 @@ class RecoveryTest(GatewayTest):
     def test_client_hang_up_cancels_the_wait_for_capacity(self):
         pdir = self.short_policies(server_cooldown=8)
         g = self.gateway([account("a", self.mock.url("a", "status=500,times=1"))], policies=pdir)
-        conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=30)
-        conn.request("POST", "/v1/responses", body=json.dumps(RESP_BODY),
-                     headers={"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
-        wait_for(lambda: "CANDIDATE_WAIT" in g.trace_text(), what="the wait for capacity to start")
-        conn.sock.close()
-        conn.close()
-        row = g.wait_request_logs(1)[-1]
+        row = self.hang_up_during(g, "CANDIDATE_WAIT")
         self.assertEqual(row["status"], 499, row)
         self.assertEqual(self.mock.accounts_hit(), ["a"])
 
