@@ -329,7 +329,7 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
 
 /* What a decision made of the current attempt: "failover", "returned"
  * (its error went to the client unchanged), "retry" (the same account
- * again). proxy_attempt_record writes it when the attempt ends; attempts
+ * again), "context_fallback", "resume". proxy_attempt_record writes it when the attempt ends; attempts
  * that end without a decision get their outcome there (ok, error,
  * client_closed, abandoned). */
 static void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
@@ -858,8 +858,10 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
             sbuf_copy_cstr(p->resp_ctype, sizeof p->resp_ctype, h[i].value);
         else if (strcasecmp(h[i].name, "x-request-id") == 0)
             sbuf_copy_cstr(p->resp_request_id, sizeof p->resp_request_id, h[i].value);
-        else if (strcasecmp(h[i].name, "Retry-After") == 0)
+        else if (strcasecmp(h[i].name, "Retry-After") == 0 && p->retry_after < 0)
             p->retry_after = proxy_header_num(h[i].value);
+        else if (strcasecmp(h[i].name, "retry-after-ms") == 0) /* finer, so it wins */
+            p->retry_after = proxy_header_num(h[i].value) >= 0 ? proxy_header_num(h[i].value) / 1000.0 : p->retry_after;
         else if (strncasecmp(h[i].name, "x-codex-", 8) == 0)
             proxy_note_codex_header(p, pa, h[i].name, h[i].value, now);
     }

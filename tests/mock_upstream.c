@@ -410,6 +410,7 @@ typedef struct opts {
     long resets;       /* quota429 resets_in_seconds */
     int times;         /* > 0: the scenario applies to this many requests (same account and spec), then ok */
     char retry_after[24];
+    char retry_after_ms[24];
     char err_code[64]; /* late_error code */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
     char primary_window[24], secondary_window[24];
@@ -487,6 +488,8 @@ static void opts_parse(opts *o, const char *spec)
             o->times = atoi(val);
         else if (!strcmp(tok, "retry_after"))
             copy_num(o->retry_after, sizeof o->retry_after, val);
+        else if (!strcmp(tok, "retry_after_ms"))
+            copy_num(o->retry_after_ms, sizeof o->retry_after_ms, val);
         else if (!strcmp(tok, "code"))
             copy_word(o->err_code, sizeof o->err_code, val);
         else if (!strcmp(tok, "primary"))
@@ -1216,6 +1219,8 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
         add_header(j->req, "x-codex-echo", r->authorization);
     if (o->retry_after[0])
         add_header(j->req, "Retry-After", o->retry_after);
+    if (o->retry_after_ms[0])
+        add_header(j->req, "retry-after-ms", o->retry_after_ms);
 
     if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
@@ -1479,7 +1484,7 @@ static void handle(struct evhttp_request *req, void *arg)
             seen += !g_recs[i]->usage && !strcmp(g_recs[i]->account, name) && !strcmp(g_recs[i]->spec, spec);
         if (seen >= o.times) {
             snprintf(o.scenario, sizeof o.scenario, "ok");
-            o.retry_after[0] = '\0';
+            o.retry_after[0] = o.retry_after_ms[0] = '\0';
         }
     }
 

