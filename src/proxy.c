@@ -329,9 +329,9 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
 
 /* What a decision made of the current attempt: "failover", "returned"
  * (its error went to the client unchanged), "retry" (the same account
- * again), "context_fallback", "resume". proxy_attempt_record writes it when the attempt ends; attempts
- * that end without a decision get their outcome there (ok, error,
- * client_closed, abandoned). */
+ * again), "context_fallback", "resume". proxy_attempt_record writes it
+ * when the attempt ends; attempts that end without a decision get their
+ * outcome there (ok, error, client_closed, abandoned). */
 static void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
 {
     p->att_outcome = outcome;

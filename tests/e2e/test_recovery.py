@@ -11,10 +11,6 @@ import http.client
 import json
 import os
 import re
-import shutil
-import tempfile
-import threading
-import time
 
 from harness import GatewayTest, account, main, source_dir, wait_for, is_error_event, chat_text, response_text
 
@@ -29,21 +25,16 @@ class RecoveryTest(GatewayTest):
     def short_policies(self, server_cooldown=1, server_retries=0, edits=()):
         """A copy of policies/ where a 5xx fails over at once and rests server_cooldown seconds;
         edits: further (pattern, replacement, file) substitutions."""
-        d = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, d, True)
-        pdir = os.path.join(d, "policies")
-        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
         subs = [(r'failover\("server", 30\)', f'failover("server", {server_cooldown})', "classify.lua"),
                 (r'local SERVER_RETRIES = 1', f'local SERVER_RETRIES = {server_retries}', "classify.lua")]
+        texts = {}
         for pat, rep, name in subs + list(edits):
-            path = os.path.join(pdir, name)
-            with open(path) as f:
-                src = f.read()
-            new, n = re.subn(pat, rep, src)
+            if name not in texts:
+                with open(os.path.join(source_dir(), "policies", name)) as f:
+                    texts[name] = f.read()
+            texts[name], n = re.subn(pat, rep, texts[name])
             self.assertGreaterEqual(n, 1, f"{pat!r} not found in {name}")
-            with open(path, "w") as f:
-                f.write(new)
-        return pdir
+        return self.policy_copy(texts)
 
     def hang_up_during(self, g, event):
         """Sends a request, hangs up once the trace shows `event` (a wait began); returns its log row."""
