@@ -1,4 +1,4 @@
-/* policy.c: the policy engine (see policy.h). Loads the four hook files into
+/* policy.c: the policy engine (see policy.h). Loads the five hook files into
  * one sandbox (policy_sandbox.c), self-checks them on fixtures, hands C
  * structs to the hooks as plain tables, reads the results back with strict
  * validation, and falls back to the built-in defaults below (the same rules,

@@ -1,6 +1,6 @@
 /* policy.h: the Lua 5.4 policy engine. The C core keeps all state and calls
- * four hooks with plain-table snapshots: classify, cooldown, guard, order
- * (policies/<hook>.lua, each returning its function). Every call runs in a
+ * five hooks with plain-table snapshots: classify, cooldown, guard, order,
+ * breaker (policies/<hook>.lua, each returning its function). Every call runs in a
  * sandbox under an instruction-count hook and a memory cap; on any error,
  * timeout, out-of-memory or malformed result the built-in safe default (the
  * same rules in C) decides and a warning is logged. The engine never fails
