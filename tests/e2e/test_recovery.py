@@ -376,6 +376,9 @@ class RecoveryTest(GatewayTest):
             self.assertEqual(row["model"], "gpt-test", row)
             self.assertEqual((row["input_tokens"], row["output_tokens"], row["total_tokens"]), (7, 3, 10), row)
         self.assertEqual(rows[0]["attempts"], 3, rows[0])   # a, a again (retry), b
+        tried = json.loads(rows[0]["attempts_json"])
+        self.assertEqual([(t["account"], t["model"], t["outcome"]) for t in tried],
+                         [("a", "gpt-test", "retry"), ("a", "gpt-test", "failover"), ("b", "gpt-other", "ok")])
         for outcome in ("outcome=retry", "outcome=failover"):
             wait_for(lambda: outcome in g.trace_text(), what=f"an ATTEMPT_END {outcome}")
 
