@@ -20,7 +20,9 @@ end
 -- body is the OpenAI-style JSON error object holding them.
 function F.error_event(o)
   local ev = merge({ status = 500, network_error = false, timeout = false, in_stream = false,
-                     retry_after = -1, account_kind = "api_key", endpoint = "/v1/responses" }, o)
+                     retry_after = -1, account_kind = "api_key", endpoint = "/v1/responses",
+                     retries = 0, alternatives = 1, random = 0.5, context_fallbacks = 0,
+                     after_output = false, delivered_chars = 0, tool_call = false }, o)
   if ev.body == nil and (ev.error_type or ev.error_code or ev.error_message) then
     ev.body = error_json(ev)
   end
@@ -45,6 +47,12 @@ function F.stream_error_event(o)
   return F.error_event(ev)
 end
 
+-- A chat stream cut (connection lost) after the client got 40 bytes of text.
+function F.cut_stream_event(o)
+  return F.error_event(merge({ status = 200, in_stream = true, network_error = true, after_output = true,
+                               delivered_chars = 40, endpoint = "/v1/chat/completions" }, o))
+end
+
 -- The ChatGPT-account usage-limit error, as it arrives in a stream.
 function F.quota_stream_event(o)
   return F.stream_error_event(merge({ error_type = "usage_limit_reached",
@@ -55,6 +63,12 @@ function F.state(o)
   return merge({ account_id = 1, ladder_step = 0, last_429_at = 0, cooldown_until = 0,
                  retry_after = -1, primary_used_pct = -1, primary_reset_at = 0,
                  secondary_used_pct = -1, secondary_reset_at = 0 }, o)
+end
+
+-- The breaker's view of an account; counts include the outcome being judged.
+function F.breaker_state(o)
+  return merge({ account_id = 1, kind = "api_key", state = "closed", consecutive_failures = 0,
+                 consecutive_successes = 0, window_requests = 0, window_failures = 0 }, o)
 end
 
 function F.candidate(o)
@@ -69,7 +83,8 @@ function F.candidate(o)
                  secondary_reset_at = 0, primary_window_s = 0, secondary_window_s = 0,
                  plan_type = "", has_credits = -1, credits_unlimited = -1, credits_balance = -1,
                  success_rate = 1,
-                 latency_ema_ms = 200, inflight = 0, max_concurrency = 0, reserve = false }, o)
+                 latency_ema_ms = 200, inflight = 0, max_concurrency = 0, reserve = false,
+                 health_age_s = 0 }, o)
 end
 
 -- candidates{ {id=1}, {id=2, kind="aggregate"} } -> list of candidates

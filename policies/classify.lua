@@ -1,8 +1,16 @@
 -- policies/classify.lua: what an upstream failure means. Called with the
 -- event table (status, body, error_type/code/message, network_error, timeout,
--- in_stream, retry_after, account_kind, endpoint); returns
--- {action = "failover" | "return", class = "...", cooldown = seconds | -1}.
+-- in_stream, retry_after, account_kind, endpoint, not_answer, retries,
+-- alternatives, random, context_fallbacks, after_output, delivered_chars,
+-- tool_call); returns
+-- {action = "failover" | "return" | "retry" | "context_fallback" | "resume",
+--  class = "...", cooldown = seconds | -1, after = seconds}.
 -- cooldown = -1 asks the cooldown hook (the 429/quota ladder).
+-- "retry" tries the same account again after `after` seconds (the request
+-- body is sent again unchanged); "context_fallback" sends the request once
+-- to a candidate declared as a larger-context fallback; "resume" (only for
+-- after_output events: a stream cut after output reached the client)
+-- finishes the answer on the next candidate.
 -- The built-in C default in src/policy.c mirrors these rules.
 
 local QUOTA_TEXTS = {
@@ -23,6 +31,26 @@ local STREAM_RATE = sy.set{ "rate_limit_exceeded", "rate_limit_error", "rate_lim
 local STREAM_SERVER = sy.set{ "server_error", "internal_error", "internal_server_error",
   "overloaded", "overloaded_error", "server_is_overloaded", "service_unavailable", "api_error" }
 
+-- Transient server trouble: the same account once more, after a jittered pause.
+local SERVER_RETRIES = 1
+local JITTER_MIN, JITTER_MAX = 0.12, 0.9     -- seconds
+-- A 429/503 that says it is back within this many seconds is waited out on
+-- the same account when every other candidate would change the model (or none
+-- is left), at most WAIT_RETRIES times per account and request.
+local WAIT_RETRY_AFTER_MAX = 5
+local WAIT_RETRIES = 2
+local CAPACITY_TEXTS = { "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded" }
+local CONTEXT_TEXTS = { "context_length_exceeded", "maximum context length", "context window" }
+-- Opt-in (the product's rule is never to replay after output): set to true
+-- to let a chat-completions stream cut after text only (no tool call) be
+-- finished on the next candidate, the delivered text sent as an assistant
+-- prefill. The gateway only keeps that text when this policy would resume.
+local RESUME_CHAT_STREAMS = false
+
+local function retry(class, after)
+  return { action = "retry", class = class, after = after }
+end
+
 local function failover(class, cooldown)
   return { action = "failover", class = class, cooldown = cooldown }
 end
@@ -40,23 +68,59 @@ local function stream_code(ev, set)
   return set[sy.lower(ev.error_code)] or set[sy.lower(ev.error_type)]
 end
 
+-- A short Retry-After worth waiting for on this account: the user's model
+-- would otherwise change (or nothing else is left).
+local function wait_out(ev)
+  return ev.retry_after > 0 and ev.retry_after <= WAIT_RETRY_AFTER_MAX
+     and ev.alternatives == 0 and ev.retries < WAIT_RETRIES
+end
+
+-- Server trouble: retry once with jitter, unless a Retry-After was given
+-- (then: wait it out if short and nothing equivalent is left, else move on).
+local function server_trouble(ev)
+  if ev.retry_after > 0 then
+    if wait_out(ev) then return retry("server", ev.retry_after) end
+    return failover("server", 30)
+  end
+  if ev.retries < SERVER_RETRIES then
+    return retry("server", JITTER_MIN + (JITTER_MAX - JITTER_MIN) * ev.random)
+  end
+  return failover("server", 30)
+end
+
 local function classify(ev)
   local s = ev.status
+  if ev.after_output then  -- the stream was cut after the client got output
+    if RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions" and not ev.tool_call
+       and ev.delivered_chars > 0 then
+      return { action = "resume", class = "interrupted", cooldown = 20 }
+    end
+    return give_back("interrupted")  -- the client gets the explicit interrupted error
+  end
   if mentions(ev, QUOTA_TEXTS) then return failover("quota", -1) end
   if mentions(ev, DEACTIVATED_TEXTS) then return failover("deactivated", COOLDOWN_4XX) end
   if ev.timeout then return failover("timeout", 20) end
   if ev.network_error then return failover("network", 20) end
+  if ev.not_answer then return failover("bad_answer", 30) end  -- a 2xx that is not an answer
   if ev.in_stream then
     if stream_code(ev, STREAM_RATE) then return failover("rate_limit", -1) end
-    if stream_code(ev, STREAM_SERVER) then return failover("server", 30) end
+    if stream_code(ev, STREAM_SERVER) or mentions(ev, CAPACITY_TEXTS) then return server_trouble(ev) end
     return give_back("stream")
   end
   if s == 0 then return failover("network", 20) end
-  if s == 429 then return failover("rate_limit", -1) end
+  if s == 429 then
+    if wait_out(ev) then return retry("rate_limit", ev.retry_after) end
+    return failover("rate_limit", -1)
+  end
   if FAILOVER_4XX[s] then return failover(FAILOVER_4XX[s], COOLDOWN_4XX) end
-  if s >= 400 and s < 500 then return give_back("request") end  -- e.g. context_length_exceeded
+  if s >= 400 and s < 500 then
+    if ev.context_fallbacks > 0 and mentions(ev, CONTEXT_TEXTS) then
+      return { action = "context_fallback", class = "context_length", cooldown = 0 }
+    end
+    return give_back("request")  -- e.g. context_length_exceeded with no larger account
+  end
   if s >= 200 and s < 300 then return give_back("ok") end
-  return failover("server", 30)  -- 5xx and anything unexpected
+  return server_trouble(ev)  -- 5xx and anything unexpected
 end
 
 return { version = 1, classify = classify }

@@ -1,14 +1,21 @@
 -- policies/order.lua: the order candidates are tried in. Called as
 -- order(candidates, ctx); each candidate is {id, name, kind, sort, updated_at,
 -- primary_used_pct, secondary_used_pct, success_rate, latency_ema_ms,
--- inflight, max_concurrency, reserve}; ctx is {strategy, rotation, model,
+-- inflight, max_concurrency, reserve, health_age_s}; ctx is {strategy, rotation, model,
 -- platform_key_id, cursor, preferred, seed}. Returns the candidate ids in try
 -- order (leaving one out means "do not try it").
 --   rotation picks the groups and their order: accounts (every kind but
 --     "aggregate") and/or aggregate APIs;
 --   each group: normal accounts first, all reserves after every normal one;
---   strategy "ordered": sort ASC, updated_at DESC, id ASC, then the healthier
---     of two random picks among the first three goes first (ctx.seed);
+--   strategy "ordered": sort ASC, updated_at DESC, id ASC, then the clearly
+--     healthier of two random picks among the first three goes first
+--     (ctx.seed); with equal health the one earlier in the sort order wins,
+--     and an account with no latency history is not "faster";
+--   health recovers with time: a success rate lowered by failures climbs back
+--     towards 1 with a half-life of HEALTH_HALF_LIFE seconds since the
+--     account's last failure (health_age_s), so a primary that failed wins
+--     its place back once its outage is over (its first request after a
+--     failure is a half-open probe: C sends it one request at a time);
 --   strategy "balanced": strict round-robin by id, starting after ctx.cursor;
 --   ctx.preferred, when present, goes first.
 -- The built-in C default in src/policy.c mirrors these rules.
@@ -21,6 +28,9 @@ local GROUPS = {
 }
 local P2C_AMONG = 3
 local SUCCESS_MARGIN = 0.05  -- success rates closer than this count as equal
+local LATENCY_FACTOR = 2     -- latency decides only when one is at least this many times faster
+local LATENCY_MIN_GAP = 250  -- ... and faster by at least this many ms (loopback noise is no health)
+local HEALTH_HALF_LIFE = 60  -- seconds: half of the lost success rate comes back
 
 local function group_of(c)
   return c.kind == "aggregate" and "aggregate" or "account"
@@ -32,12 +42,20 @@ local function before(a, b)
   return a.id < b.id
 end
 
+-- The success rate with the time since it last changed taken into account.
+local function recovered(c)
+  local age = c.health_age_s
+  if c.success_rate >= 1 or age <= 0 then return c.success_rate end
+  return 1 - (1 - c.success_rate) * 0.5 ^ (age / HEALTH_HALF_LIFE)
+end
+
+-- Is a clearly healthier than b? Ties (and unknown latency) say no.
 local function healthier(a, b)
-  if math.abs(a.success_rate - b.success_rate) > SUCCESS_MARGIN then
-    return a.success_rate > b.success_rate
-  end
+  local ra, rb = recovered(a), recovered(b)
+  if math.abs(ra - rb) > SUCCESS_MARGIN then return ra > rb end
   if a.inflight ~= b.inflight then return a.inflight < b.inflight end
-  return a.latency_ema_ms < b.latency_ema_ms
+  local la, lb = a.latency_ema_ms, b.latency_ema_ms
+  return la > 0 and lb > 0 and la * LATENCY_FACTOR <= lb and lb - la >= LATENCY_MIN_GAP
 end
 
 -- Power of two choices among the first P2C_AMONG; returns the next seed.
@@ -50,7 +68,10 @@ local function p2c(seg, seed)
   if j >= i then j = j + 1 end
   local lo, hi = math.min(i, j), math.max(i, j)
   local win = healthier(seg[hi], seg[lo]) and hi or lo
-  table.insert(seg, 1, table.remove(seg, win))
+  -- the head keeps its turn unless the winner is clearly healthier than it
+  if win ~= 1 and healthier(seg[win], seg[1]) then
+    table.insert(seg, 1, table.remove(seg, win))
+  end
   return r2
 end
 

@@ -7,6 +7,7 @@
  * through the store's writer thread. Nothing here prints an account token
  * or a platform key. */
 #include "admin_api.h"
+#include "breaker.h"
 #include "embedded.h"
 #include "json.h"
 #include "log.h"
@@ -244,28 +245,18 @@ static void admin_audit(gateway *gw, struct evhttp_request *req, const char *act
 
 const char *admin_account_state(const pool_account *pa, double now)
 {
-    int cooling = pa->st.cooldown_until > now;
-    int broken = pa->a.kind == ACCOUNT_AGGREGATE && pa->fail_streak >= POOL_BREAKER_STREAK;
+    const char *breaker = breaker_state_name(pa, now);
     if (!pa->a.enabled)
         return "disabled";
-    if (broken && cooling)
+    if (strcmp(breaker, "open") == 0)
         return "breaker_open";
-    if (cooling)
+    if (pa->st.cooldown_until > now)
         return "cooling";
     if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency)
         return "busy";
-    if (broken)
+    if (strcmp(breaker, "half_open") == 0)
         return "half_open";
     return "available";
-}
-
-static const char *admin_breaker(const pool_account *pa, double now)
-{
-    if (pa->a.kind != ACCOUNT_AGGREGATE)
-        return NULL;
-    if (pa->fail_streak < POOL_BREAKER_STREAK)
-        return "closed";
-    return pa->st.cooldown_until > now ? "open" : "half_open";
 }
 
 /* ,"key":v, or null when the value is not known */
@@ -312,8 +303,8 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     sbuf_puts(b, ",\"last_error\":");
     admin_str(b, st->last_error[0] ? st->last_error : NULL);
     sbuf_puts(b, ",\"breaker\":");
-    admin_str(b, admin_breaker(pa, now));
-    sbuf_printf(b, ",\"fail_streak\":%d,\"health\":{\"success_rate\":", pa->fail_streak);
+    admin_str(b, breaker_state_name(pa, now));
+    sbuf_printf(b, ",\"fail_streak\":%d,\"health\":{\"success_rate\":", pa->breaker.fails_in_row);
     admin_num(b, st->success_ema);
     sbuf_puts(b, ",\"latency_ema_ms\":");
     admin_num(b, st->latency_ema_ms);
@@ -668,10 +659,7 @@ static void admin_post_account(admin_ctx *ctx, struct evhttp_request *req, admin
     if (!pa)
         return;
     if (act == ADMIN_RESET) {
-        pa->st.cooldown_until = 0;
-        pa->st.ladder_step = 0;
-        pa->st.last_429_at = 0;
-        pa->fail_streak = 0;
+        pool_account_reset(pa);
         pa->st.updated_at = gateway_now();
         pool_state_save(gw->pool, pa);
         admin_audit(gw, req, "reset_cooldown", pa->a.name);

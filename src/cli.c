@@ -29,11 +29,14 @@ static void cli_usage_account(FILE *f)
 {
     fputs("usage: switchyard account add --name N --base-url URL (--token T | --token - | --token-file PATH)\n"
           "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
-          "                              [--chatgpt-account-id ID] [--model-map JSON] [--db PATH]\n"
+          "                              [--chatgpt-account-id ID] [--model-map JSON] [--context-fallback]\n"
+          "                              [--db PATH]\n"
           "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
           "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
           "       switchyard account list [--json] [--db PATH]\n"
-          "       switchyard account enable|disable|remove --name N [--db PATH]\n"
+          "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
+          "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
+          "  long (context_length_exceeded) is sent to it once; reset clears cooldown, 429 ladder and breaker\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
           f);
 }
@@ -320,7 +323,7 @@ static int cli_token_get(const char *cmd, const char *token, const char *file, s
 typedef struct cli_account_args {
     const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
     const char *codex_auth;
-    int help;
+    int help, context_fallback;
 } cli_account_args;
 
 #define CLI_CHATGPT_BASE_URL "https://chatgpt.com/backend-api/codex"
@@ -426,12 +429,14 @@ static int cli_account_add(int argc, char **argv)
         {"token", &a.token, NULL}, {"token-file", &a.token_file, NULL}, {"kind", &a.kind, NULL},
         {"sort", &a.sort, NULL}, {"max-concurrency", &a.max_conc, NULL},
         {"chatgpt-account-id", &a.chatgpt_id, NULL}, {"model-map", &a.model_map, NULL},
-        {"codex-auth", &a.codex_auth, NULL}, {"help", NULL, &a.help}, {NULL, NULL, NULL},
+        {"codex-auth", &a.codex_auth, NULL}, {"context-fallback", NULL, &a.context_fallback},
+        {"help", NULL, &a.help}, {NULL, NULL, NULL},
     };
     account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
     if (rc >= 0)
         return rc;
+    an.context_fallback = a.context_fallback;
     if (cli_account_validate(cmd, &a, &an) != 0)
         return CLI_EXIT_USAGE;
     sbuf token = SBUF_INIT, acct_id = SBUF_INIT;
@@ -532,9 +537,10 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
     sbuf_json_str(o, a->name, strlen(a->name));
     sbuf_printf(o, ",\"kind\":\"%s\",\"base_url\":", account_kind_name(a->kind));
     sbuf_json_str(o, a->base_url, strlen(a->base_url));
-    sbuf_printf(o, ",\"sort\":%d,\"enabled\":%s,\"max_concurrency\":%d,\"cooldown_remaining_s\":%.0f,"
-                   "\"ladder_step\":%d,\"last_error\":",
-                a->sort, a->enabled ? "true" : "false", a->max_concurrency, cli_cooldown_left(st, now),
+    sbuf_printf(o, ",\"sort\":%d,\"enabled\":%s,\"max_concurrency\":%d,\"context_fallback\":%s,"
+                   "\"cooldown_remaining_s\":%.0f,\"ladder_step\":%d,\"last_error\":",
+                a->sort, a->enabled ? "true" : "false", a->max_concurrency, a->context_fallback ? "true" : "false",
+                cli_cooldown_left(st, now),
                 st ? st->ladder_step : 0);
     if (st && st->last_error[0])
         sbuf_json_str(o, st->last_error, strlen(st->last_error));
@@ -611,11 +617,11 @@ static int cli_account_list(int argc, char **argv)
 
 /* ---------- account enable / disable / remove ---------- */
 
-typedef enum { CLI_ACCOUNT_ENABLE, CLI_ACCOUNT_DISABLE, CLI_ACCOUNT_REMOVE } cli_account_action;
+typedef enum { CLI_ACCOUNT_ENABLE, CLI_ACCOUNT_DISABLE, CLI_ACCOUNT_REMOVE, CLI_ACCOUNT_RESET } cli_account_action;
 
 static int cli_account_change(const char *cmd, int argc, char **argv, cli_account_action action)
 {
-    static const char *const done[] = {"enabled", "disabled", "removed"};
+    static const char *const done[] = {"enabled", "disabled", "removed", "reset (cooldown, ladder, breaker) of"};
     const char *db = NULL, *name = NULL;
     int help = 0;
     const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
@@ -628,6 +634,8 @@ static int cli_account_change(const char *cmd, int argc, char **argv, cli_accoun
     char err[512] = "";
     if (action == CLI_ACCOUNT_REMOVE)
         rc = store_account_remove(s, name, err, sizeof err);
+    else if (action == CLI_ACCOUNT_RESET)
+        rc = store_account_reset(s, name, err, sizeof err);
     else
         rc = store_account_set_enabled(s, name, action == CLI_ACCOUNT_ENABLE, err, sizeof err);
     if (rc == 0)
@@ -651,6 +659,11 @@ static int cli_account_disable(int argc, char **argv)
 static int cli_account_remove(int argc, char **argv)
 {
     return cli_account_change("account remove", argc, argv, CLI_ACCOUNT_REMOVE);
+}
+
+static int cli_account_reset(int argc, char **argv)
+{
+    return cli_account_change("account reset", argc, argv, CLI_ACCOUNT_RESET);
 }
 
 /* ---------- key add / list ---------- */
@@ -1090,7 +1103,8 @@ int cli_account_main(int argc, char **argv)
 {
     static const cli_sub subs[] = {{"add", cli_account_add},         {"list", cli_account_list},
                                    {"enable", cli_account_enable},   {"disable", cli_account_disable},
-                                   {"remove", cli_account_remove},   {NULL, NULL}};
+                                   {"remove", cli_account_remove},   {"reset", cli_account_reset},
+                                   {NULL, NULL}};
     return cli_dispatch("account", argc, argv, subs, cli_usage_account);
 }
 

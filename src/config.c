@@ -19,11 +19,12 @@ void config_defaults(sy_config *c)
     c->client_idle_timeout_s = 30;
     c->client_request_timeout_s = 60;
     c->connect_timeout_ms = 10000;
-    c->first_byte_timeout_ms = 120000;
+    c->first_byte_timeout_ms = 60000;
     c->response_timeout_ms = 900000;
-    c->idle_timeout_ms = 300000;
+    c->idle_timeout_ms = 120000;
     c->preflight_bytes = 64u << 10;
-    c->preflight_ms = 10000;
+    c->ttft_ms = 60000;
+    c->capacity_wait_ms = 10000;
     snprintf(c->route_strategy, sizeof c->route_strategy, "ordered");
     snprintf(c->rotation, sizeof c->rotation, "hybrid_rotation");
     c->affinity_idle_s = 3600;
@@ -160,7 +161,8 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_RESPONSE_TIMEOUT_MS", 1, 7200000, &c->response_timeout_ms, NULL, NULL},
         {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL, NULL},
         {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes, NULL},
-        {"SWITCHYARD_PREFLIGHT_MS", 0, 600000, &c->preflight_ms, NULL, NULL},
+        {"SWITCHYARD_TTFT_MS", 1, 3600000, &c->ttft_ms, NULL, NULL},
+        {"SWITCHYARD_CAPACITY_WAIT_MS", 0, 600000, &c->capacity_wait_ms, NULL, NULL},
         {"SWITCHYARD_AFFINITY_IDLE_S", CONFIG_AFFINITY_IDLE_RANGE, &c->affinity_idle_s, NULL, &c->affinity_idle_pinned},
         {"SWITCHYARD_AFFINITY_MAX", CONFIG_AFFINITY_MAX_RANGE, &c->affinity_max, NULL, &c->affinity_max_pinned},
         {"SWITCHYARD_USAGE_POLL_S", CONFIG_USAGE_POLL_RANGE, &c->usage_poll_s, NULL, &c->usage_poll_pinned},

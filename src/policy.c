@@ -1,4 +1,4 @@
-/* policy.c: the policy engine (see policy.h). Loads the four hook files into
+/* policy.c: the policy engine (see policy.h). Loads the five hook files into
  * one sandbox (policy_sandbox.c), self-checks them on fixtures, hands C
  * structs to the hooks as plain tables, reads the results back with strict
  * validation, and falls back to the built-in defaults below (the same rules,
@@ -24,9 +24,11 @@
 #define POLICY_BODY_MAX 16384
 #define POLICY_COOLDOWN_MAX 2592000.0 /* 30 days */
 #define POLICY_STEP_MAX 1000
+#define POLICY_RETRY_AFTER_MAX 60.0
 
-enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_COUNT };
-static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order"};
+enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_COUNT };
+static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "breaker"};
+static const char *const breaker_names[] = {"closed", "open", "half_open", NULL};
 static char hook_keys[HOOK_COUNT]; /* registry keys (addresses) of the loaded hooks */
 
 struct policy_engine {
@@ -37,6 +39,7 @@ struct policy_engine {
     int lines[HOOK_COUNT];        /* line the hook function starts on */
     char sha256[HOOK_COUNT][65];  /* of each hook file's text as loaded */
     uint64_t fallbacks;
+    int may_resume;               /* classify resumes a cut text-only chat stream */
     uint64_t hook_fallbacks[HOOK_COUNT];
     char last_error[512];
 };
@@ -96,18 +99,53 @@ static int code_is(const policy_event *ev, const char *const *list)
     return 0;
 }
 
-static void verdict_set(policy_verdict *v, int failover, const char *cls, double cooldown)
+static void verdict_act(policy_verdict *v, policy_action action, const char *cls, double cooldown, double after)
 {
-    v->failover = failover;
+    v->action = action;
+    v->failover = action == VERDICT_FAILOVER;
     snprintf(v->cls, sizeof v->cls, "%s", cls);
     v->cooldown = cooldown;
+    v->after = after;
+}
+
+static void verdict_set(policy_verdict *v, int failover, const char *cls, double cooldown)
+{
+    verdict_act(v, failover ? VERDICT_FAILOVER : VERDICT_RETURN, cls, cooldown, 0);
+}
+
+static const char *const capacity_texts[] = {
+    "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded", NULL};
+static const char *const context_texts[] = {
+    "context_length_exceeded", "maximum context length", "context window", NULL};
+
+/* A short Retry-After worth waiting for on the same account (classify.lua's wait_out). */
+static int classify_wait_out(const policy_event *ev)
+{
+    return ev->retry_after > 0 && ev->retry_after <= 5 && ev->alternatives == 0 && ev->retries < 2;
+}
+
+/* classify.lua's server_trouble. */
+static void classify_server(const policy_event *ev, policy_verdict *out)
+{
+    if (ev->retry_after > 0) {
+        if (classify_wait_out(ev))
+            verdict_act(out, VERDICT_RETRY, "server", 0, ev->retry_after);
+        else
+            verdict_set(out, 1, "server", 30);
+    } else if (ev->retries < 1) {
+        verdict_act(out, VERDICT_RETRY, "server", 0, 0.12 + (0.9 - 0.12) * ev->random);
+    } else {
+        verdict_set(out, 1, "server", 30);
+    }
 }
 
 /* Mirrors policies/classify.lua. */
 static void classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
-    if (event_mentions(ev, quota_texts))
+    if (ev->after_output)
+        verdict_set(out, 0, "interrupted", 0); /* classify.lua's RESUME_CHAT_STREAMS is off by default */
+    else if (event_mentions(ev, quota_texts))
         verdict_set(out, 1, "quota", -1);
     else if (event_mentions(ev, deactivated_texts))
         verdict_set(out, 1, "deactivated", 20);
@@ -115,14 +153,18 @@ static void classify_default(const policy_event *ev, policy_verdict *out)
         verdict_set(out, 1, "timeout", 20);
     else if (ev->network_error)
         verdict_set(out, 1, "network", 20);
+    else if (ev->not_answer)
+        verdict_set(out, 1, "bad_answer", 30);
     else if (ev->in_stream && code_is(ev, stream_rate_codes))
         verdict_set(out, 1, "rate_limit", -1);
-    else if (ev->in_stream && code_is(ev, stream_server_codes))
-        verdict_set(out, 1, "server", 30);
+    else if (ev->in_stream && (code_is(ev, stream_server_codes) || event_mentions(ev, capacity_texts)))
+        classify_server(ev, out);
     else if (ev->in_stream)
         verdict_set(out, 0, "stream", 0);
     else if (s == 0)
         verdict_set(out, 1, "network", 20);
+    else if (s == 429 && classify_wait_out(ev))
+        verdict_act(out, VERDICT_RETRY, "rate_limit", 0, ev->retry_after);
     else if (s == 429)
         verdict_set(out, 1, "rate_limit", -1);
     else if (s == 401 || s == 403)
@@ -133,12 +175,14 @@ static void classify_default(const policy_event *ev, policy_verdict *out)
         verdict_set(out, 1, "timeout", 20);
     else if (s == 409)
         verdict_set(out, 1, "conflict", 20);
+    else if (s >= 400 && s < 500 && ev->context_fallbacks > 0 && event_mentions(ev, context_texts))
+        verdict_act(out, VERDICT_CONTEXT_FALLBACK, "context_length", 0, 0);
     else if (s >= 400 && s < 500)
         verdict_set(out, 0, "request", 0);
     else if (s >= 200 && s < 300)
         verdict_set(out, 0, "ok", 0);
     else
-        verdict_set(out, 1, "server", 30);
+        classify_server(ev, out);
 }
 
 /* The latest reset time among the windows known to be spent (used >= 100 %)
@@ -197,14 +241,25 @@ static int cand_before(const policy_candidate *a, const policy_candidate *b)
     return a->id < b->id;
 }
 
-/* P2C health comparison: is a clearly healthier than b? */
+/* The success rate recovered towards 1 with a 60 s half-life since it last changed. */
+static double cand_recovered(const policy_candidate *c)
+{
+    if (c->success_rate >= 1 || c->health_age_s <= 0)
+        return c->success_rate;
+    return 1 - (1 - c->success_rate) * pow(0.5, c->health_age_s / 60.0);
+}
+
+/* P2C health comparison: is a clearly healthier than b? Ties and unknown
+ * latency (0: no history) say no, so the head of the sort order keeps its turn. */
 static int cand_healthier(const policy_candidate *a, const policy_candidate *b)
 {
-    if (fabs(a->success_rate - b->success_rate) > 0.05)
-        return a->success_rate > b->success_rate;
+    double ra = cand_recovered(a), rb = cand_recovered(b);
+    if (fabs(ra - rb) > 0.05)
+        return ra > rb;
     if (a->inflight != b->inflight)
         return a->inflight < b->inflight;
-    return a->latency_ema_ms < b->latency_ema_ms;
+    return a->latency_ema_ms > 0 && b->latency_ema_ms > 0 && a->latency_ema_ms * 2 <= b->latency_ema_ms &&
+           b->latency_ema_ms - a->latency_ema_ms >= 250;
 }
 
 static uint32_t order_rand(uint32_t s) { return (uint32_t)(((uint64_t)s * 1103515245u + 12345u) & 0x7fffffff); }
@@ -273,6 +328,8 @@ static uint32_t order_p2c(const policy_candidate *c, size_t *seg, size_t len, ui
         j++;
     size_t lo = i < j ? i : j, hi = i < j ? j : i;
     size_t win = cand_healthier(&c[seg[hi]], &c[seg[lo]]) ? hi : lo;
+    if (win == 0 || !cand_healthier(&c[seg[win]], &c[seg[0]]))
+        return r2; /* the head keeps its turn unless the winner is clearly healthier */
     size_t v = seg[win];
     memmove(seg + 1, seg, win * sizeof *seg);
     seg[0] = v;
@@ -319,6 +376,23 @@ static size_t order_default(const policy_candidate *c, size_t n, const policy_or
     return m;
 }
 
+/* Mirrors policies/breaker.lua. */
+static void breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds)
+{
+    *open_seconds = 0;
+    if (st->state == BREAKER_CLOSED) {
+        int open = !success && (st->consecutive_failures >= 4 ||
+                                (st->window_requests >= 10 && st->window_failures >= 0.6 * st->window_requests));
+        *state = open ? BREAKER_OPEN : BREAKER_CLOSED;
+    } else if (!success) {
+        *state = BREAKER_OPEN;
+    } else {
+        *state = st->consecutive_successes >= 2 ? BREAKER_CLOSED : BREAKER_HALF_OPEN;
+    }
+    if (*state == BREAKER_OPEN)
+        *open_seconds = 60;
+}
+
 /* ======================= C structs -> Lua tables ======================= */
 
 static void set_str(lua_State *L, const char *k, const char *v)
@@ -349,7 +423,7 @@ static void set_bool(lua_State *L, const char *k, int v)
 
 static void event_push(lua_State *L, const policy_event *ev)
 {
-    lua_createtable(L, 0, 12);
+    lua_createtable(L, 0, 20);
     set_int(L, "status", ev->status);
     if (ev->body) {
         lua_pushlstring(L, ev->body, ev->body_len < POLICY_BODY_MAX ? ev->body_len : POLICY_BODY_MAX);
@@ -364,6 +438,14 @@ static void event_push(lua_State *L, const policy_event *ev)
     set_num(L, "retry_after", ev->retry_after);
     set_str(L, "account_kind", ev->account_kind);
     set_str(L, "endpoint", ev->endpoint);
+    set_str(L, "not_answer", ev->not_answer);
+    set_int(L, "retries", ev->retries);
+    set_int(L, "alternatives", ev->alternatives);
+    set_num(L, "random", ev->random);
+    set_int(L, "context_fallbacks", ev->context_fallbacks);
+    set_bool(L, "after_output", ev->after_output);
+    set_int(L, "delivered_chars", ev->delivered_chars);
+    set_bool(L, "tool_call", ev->tool_call);
 }
 
 static void state_push(lua_State *L, const policy_state *st)
@@ -398,11 +480,24 @@ static void account_push(lua_State *L, const policy_candidate *c, int nrec)
 
 static void candidate_push(lua_State *L, const policy_candidate *c)
 {
-    account_push(L, c, 12);
+    account_push(L, c, 13);
     set_num(L, "success_rate", c->success_rate);
+    set_num(L, "health_age_s", c->health_age_s);
     set_num(L, "latency_ema_ms", c->latency_ema_ms);
     set_int(L, "inflight", c->inflight);
     set_bool(L, "reserve", c->reserve);
+}
+
+static void breaker_state_push(lua_State *L, const policy_breaker_state *st)
+{
+    lua_createtable(L, 0, 7);
+    set_int(L, "account_id", st->account_id);
+    set_str(L, "kind", st->kind);
+    set_str(L, "state", breaker_names[st->state >= 0 && st->state <= 2 ? st->state : 0]);
+    set_int(L, "consecutive_failures", st->consecutive_failures);
+    set_int(L, "consecutive_successes", st->consecutive_successes);
+    set_int(L, "window_requests", st->window_requests);
+    set_int(L, "window_failures", st->window_failures);
 }
 
 static void ctx_push(lua_State *L, const policy_order_ctx *ctx)
@@ -426,6 +521,15 @@ static int raw_field(lua_State *L, int t, const char *k)
     return lua_rawget(L, t);
 }
 
+/* The index of s in the NULL-terminated names, or -1 (also for s NULL). */
+static int name_index(const char *s, const char *const *names)
+{
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 static int class_valid(const char *s, size_t n)
 {
     if (n == 0 || n >= sizeof(((policy_verdict *)0)->cls))
@@ -440,10 +544,11 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
 {
     if (lua_type(L, t) != LUA_TTABLE)
         luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
-    const char *action = raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    int failover = action && strcmp(action, "failover") == 0;
-    if (!action || (!failover && strcmp(action, "return") != 0))
-        luaL_error(L, "classify: action must be \"failover\" or \"return\"");
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", NULL};
+    int act = name_index(raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL, actions);
+    if (act < 0)
+        luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\" or \"resume\"");
+    int failover = act == VERDICT_FAILOVER;
     size_t n = 0;
     const char *cls = raw_field(L, t, "class") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
     if (!cls || !class_valid(cls, n))
@@ -456,7 +561,16 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
         luaL_error(L, "classify: cooldown must be a number or nil");
     if (!(cd == -1 || (cd >= 0 && cd <= POLICY_COOLDOWN_MAX)))
         luaL_error(L, "classify: cooldown must be -1 or 0..%d seconds", (int)POLICY_COOLDOWN_MAX);
-    verdict_set(out, failover, cls, cd);
+    double after = 0;
+    if (act == VERDICT_RETRY) {
+        int at = raw_field(L, t, "after");
+        after = at == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+        if (!(after >= 0 && after <= POLICY_RETRY_AFTER_MAX))
+            luaL_error(L, "classify: retry needs after = 0..%d seconds", (int)POLICY_RETRY_AFTER_MAX);
+        if (cd < 0)
+            cd = 0;
+    }
+    verdict_act(out, (policy_action)act, cls, cd, after);
 }
 
 static void cooldown_parse(lua_State *L, int first, int old_step, double *seconds, int *step)
@@ -478,14 +592,26 @@ static void cooldown_parse(lua_State *L, int first, int old_step, double *second
     *step = (int)st;
 }
 
+static void breaker_parse(lua_State *L, int first, int *state, double *open_seconds)
+{
+    int st = name_index(lua_type(L, first) == LUA_TSTRING ? lua_tostring(L, first) : NULL, breaker_names);
+    if (st < 0)
+        luaL_error(L, "breaker must return \"closed\", \"open\" or \"half_open\" (and seconds when open)");
+    double secs = 0;
+    if (st == BREAKER_OPEN) {
+        secs = lua_type(L, first + 1) == LUA_TNUMBER ? lua_tonumber(L, first + 1) : -1;
+        if (!(secs >= 0 && secs <= POLICY_COOLDOWN_MAX))
+            luaL_error(L, "breaker: \"open\" needs its seconds, 0..%d", (int)POLICY_COOLDOWN_MAX);
+    }
+    *state = st;
+    *open_seconds = secs;
+}
+
 static int guard_parse(lua_State *L, int t)
 {
     static const char *const names[] = {"normal", "reserve", "exclude", NULL};
-    const char *s = lua_type(L, t) == LUA_TSTRING ? lua_tostring(L, t) : NULL;
-    for (int i = 0; s && names[i]; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    return luaL_error(L, "guard must return \"normal\", \"reserve\" or \"exclude\"");
+    int g = name_index(lua_type(L, t) == LUA_TSTRING ? lua_tostring(L, t) : NULL, names);
+    return g >= 0 ? g : luaL_error(L, "guard must return \"normal\", \"reserve\" or \"exclude\"");
 }
 
 /* Maps each returned id (or candidate table) to an unused index into c. */
@@ -534,6 +660,9 @@ typedef struct hook_call {
     const policy_candidate *c;
     size_t n, count, *perm;
     const policy_order_ctx *ctx;
+    const policy_breaker_state *bst;
+    int success, bstate;
+    double open_seconds;
 } hook_call;
 
 static void hook_push(lua_State *L, int hook)
@@ -596,6 +725,18 @@ static int order_run(lua_State *L)
     ctx_push(L, h->ctx);
     lua_call(L, 2, 1);
     h->count = order_parse(L, lua_gettop(L), h->c, h->n, h->perm);
+    return 0;
+}
+
+static int breaker_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_BREAKER);
+    breaker_state_push(L, h->bst);
+    lua_pushstring(L, h->success ? "success" : "failure");
+    lua_pushnumber(L, h->now);
+    lua_call(L, 3, 2);
+    breaker_parse(L, lua_gettop(L) - 1, &h->bstate, &h->open_seconds);
     return 0;
 }
 
@@ -682,6 +823,21 @@ size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
     if (pe)
         engine_fallback(pe, HOOK_ORDER, why);
     return order_default(c, n, h.ctx, perm);
+}
+
+void policy_breaker(policy_engine *pe, const policy_breaker_state *st, int success, double now,
+                    int *state, double *open_seconds)
+{
+    char why[512];
+    hook_call h = {.pe = pe, .bst = st, .success = success, .now = now};
+    if (pe && hook_run(pe, breaker_run, &h, why, sizeof why) == 0) {
+        *state = h.bstate;
+        *open_seconds = h.open_seconds;
+        return;
+    }
+    if (pe)
+        engine_fallback(pe, HOOK_BREAKER, why);
+    breaker_default(st, success, state, open_seconds);
 }
 
 /* ======================= loading and self-check ======================= */
@@ -869,6 +1025,26 @@ static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_breaker(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_breaker_state sts[] = {
+        {.account_id = 1, .kind = "api_key", .state = BREAKER_CLOSED, .consecutive_failures = 4,
+         .window_requests = 4, .window_failures = 4},
+        {.account_id = 2, .kind = "aggregate", .state = BREAKER_HALF_OPEN, .consecutive_successes = 2,
+         .window_requests = 12, .window_failures = 8},
+        {.account_id = 3, .kind = "chatgpt", .state = BREAKER_OPEN, .consecutive_failures = 1,
+         .window_requests = 20, .window_failures = 1},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
+        for (int ok = 0; ok < 2; ok++) {
+            hook_call h = {.pe = pe, .bst = &sts[i], .success = ok, .now = 1700000000};
+            if (hook_run(pe, breaker_run, &h, why, sizeof why) != 0)
+                return check_fail(pe, HOOK_BREAKER, why, err, errlen);
+        }
+    return 0;
+}
+
 policy_engine *policy_new(const char *dir, char *err, size_t errlen)
 {
     policy_engine *pe = calloc(1, sizeof *pe);
@@ -888,8 +1064,16 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         if (engine_load_hook(pe, dir, i, err, errlen) != 0)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
-        check_guard_order(pe, err, errlen))
+        check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen))
         goto fail;
+    /* would this classify resume a cut text-only chat stream? */
+    policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
+                        .account_kind = "api_key", .endpoint = "/v1/chat/completions", .after_output = 1,
+                        .delivered_chars = 100, .alternatives = 1};
+    policy_verdict v;
+    hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
+    char why[512];
+    pe->may_resume = hook_run(pe, classify_run, &h, why, sizeof why) == 0 && v.action == VERDICT_RESUME;
     log_debug("policy: hooks loaded from %s (%zu KiB of Lua memory)", pe->source,
               sandbox_memory(pe->sb) / 1024);
     return pe;
@@ -909,6 +1093,7 @@ void policy_free(policy_engine *pe)
 const char *policy_source(const policy_engine *pe) { return pe ? pe->source : "none"; }
 uint64_t policy_generation(const policy_engine *pe) { return pe ? pe->generation : 0; }
 uint64_t policy_fallbacks(const policy_engine *pe) { return pe ? pe->fallbacks : 0; }
+int policy_may_resume(const policy_engine *pe) { return pe ? pe->may_resume : 0; }
 const char *policy_last_error(const policy_engine *pe) { return pe ? pe->last_error : ""; }
 
 int policy_file_info(const policy_engine *pe, size_t i, policy_file *out)

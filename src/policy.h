@@ -1,6 +1,6 @@
 /* policy.h: the Lua 5.4 policy engine. The C core keeps all state and calls
- * four hooks with plain-table snapshots: classify, cooldown, guard, order
- * (policies/<hook>.lua, each returning its function). Every call runs in a
+ * five hooks with plain-table snapshots: classify, cooldown, guard, order,
+ * breaker (policies/<hook>.lua, each returning its function). Every call runs in a
  * sandbox under an instruction-count hook and a memory cap; on any error,
  * timeout, out-of-memory or malformed result the built-in safe default (the
  * same rules in C) decides and a warning is logged. The engine never fails
@@ -52,15 +52,37 @@ typedef struct policy_event {
     double retry_after;        /* seconds from Retry-After / resets_in_seconds, -1 none */
     const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
     const char *endpoint;      /* "/v1/responses", ... */
+    const char *not_answer;    /* a 2xx that is no answer: "content_type" | "empty_body" | "no_output"; NULL */
+    int retries;               /* same-account retries already made for this request on this account */
+    int alternatives;          /* remaining candidates that would send the same model */
+    double random;             /* 0 <= random < 1, chosen by C (jitter) */
+    int context_fallbacks;     /* remaining candidates declared as larger-context fallbacks */
+    int after_output;          /* a stream cut after output reached the client (resume or not) */
+    long delivered_chars;      /* after_output: bytes of text the client got */
+    int tool_call;             /* after_output: the delivered output held a tool call */
 } policy_event;
 
+typedef enum {
+    VERDICT_RETURN = 0,        /* hand the error to the client unchanged */
+    VERDICT_FAILOVER,          /* cool this account down, try the next candidate */
+    VERDICT_RETRY,             /* the same account again after `after` seconds */
+    VERDICT_CONTEXT_FALLBACK,  /* the next larger-context fallback candidate, once */
+    VERDICT_RESUME,            /* after_output only: finish the stream on the next candidate */
+} policy_action;
+
 typedef struct policy_verdict {
-    int failover;              /* 1: cool down and try the next candidate; 0: return to client */
+    int failover;              /* 1 when action is VERDICT_FAILOVER */
+    policy_action action;
     char cls[32];              /* failure class, e.g. "rate_limit", "quota", "server", "network" */
     double cooldown;           /* seconds chosen by classify, or -1: ask the cooldown hook */
+    double after;              /* VERDICT_RETRY: seconds to wait, 0..60 */
 } policy_verdict;
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);
+
+/* 1 when the loaded classify would resume a cut text-only chat stream
+ * (asked once at load), so the gateway keeps the delivered text only then. */
+int policy_may_resume(const policy_engine *pe);
 
 /* --- cooldown: how long an account rests after a failure --- */
 typedef struct policy_state {
@@ -99,7 +121,8 @@ typedef struct policy_candidate {
     int credits_unlimited;     /* -1 unknown */
     double credits_balance;    /* -1 unknown */
     double success_rate;       /* EMA 0..1 */
-    double latency_ema_ms;
+    double latency_ema_ms;     /* 0: no history */
+    double health_age_s;       /* seconds since success_rate last changed, 0 unknown */
     int inflight;
     int max_concurrency;       /* 0 unlimited */
     int reserve;               /* set by C from guard() before order() */
@@ -121,6 +144,24 @@ typedef struct policy_order_ctx {
  * (the policy may drop candidates). Invalid output falls back to the default. */
 size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
                     const policy_order_ctx *ctx, size_t *perm);
+
+/* --- breaker: the circuit breaker of every account --- */
+enum { BREAKER_CLOSED = 0, BREAKER_OPEN = 1, BREAKER_HALF_OPEN = 2 };
+
+typedef struct policy_breaker_state {
+    int64_t account_id;
+    const char *kind;          /* "api_key" | "chatgpt" | "aggregate" */
+    int state;                 /* BREAKER_* before this outcome */
+    int consecutive_failures;  /* counts include this outcome */
+    int consecutive_successes;
+    int window_requests;       /* the account's last (up to) 20 outcomes */
+    int window_failures;
+} policy_breaker_state;
+
+/* After an attempt's outcome (success 1 / failure 0): writes the new state
+ * (BREAKER_*) and, when open, how many seconds it stays open. */
+void policy_breaker(policy_engine *pe, const policy_breaker_state *st, int success, double now,
+                    int *state, double *open_seconds);
 
 /* `switchyard test [DIR] [--policies PDIR]`: runs the Lua specs. Returns the exit code. */
 int policy_test_main(int argc, char **argv);

@@ -86,6 +86,7 @@ static void candidate_read(lua_State *L, int t, policy_candidate *c)
     c->credits_balance = opt_num(L, t, "credits_balance", -1);
     c->success_rate = opt_num(L, t, "success_rate", 1);
     c->latency_ema_ms = opt_num(L, t, "latency_ema_ms", 0);
+    c->health_age_s = opt_num(L, t, "health_age_s", 0);
     c->inflight = (int)opt_int(L, t, "inflight", 0);
     c->max_concurrency = (int)opt_int(L, t, "max_concurrency", 0);
     c->reserve = opt_bool(L, t, "reserve");
@@ -149,11 +150,24 @@ static int bridge_classify(lua_State *L)
     ev.retry_after = opt_num(L, 1, "retry_after", -1);
     ev.account_kind = opt_str(L, 1, "account_kind", NULL);
     ev.endpoint = opt_str(L, 1, "endpoint", NULL);
+    ev.not_answer = opt_str(L, 1, "not_answer", NULL);
+    ev.retries = (int)opt_int(L, 1, "retries", 0);
+    ev.alternatives = (int)opt_int(L, 1, "alternatives", 0);
+    ev.random = opt_num(L, 1, "random", 0);
+    ev.context_fallbacks = (int)opt_int(L, 1, "context_fallbacks", 0);
+    ev.after_output = opt_bool(L, 1, "after_output");
+    ev.delivered_chars = (long)opt_int(L, 1, "delivered_chars", 0);
+    ev.tool_call = opt_bool(L, 1, "tool_call");
     policy_verdict v;
     policy_classify(bridge_engine(L), &ev, &v);
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, v.failover ? "failover" : "return");
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume"};
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, actions[v.action]);
     lua_setfield(L, -2, "action");
+    if (v.action == VERDICT_RETRY) {
+        push_num(L, v.after);
+        lua_setfield(L, -2, "after");
+    }
     lua_pushstring(L, v.cls);
     lua_setfield(L, -2, "class");
     push_num(L, v.cooldown);
@@ -240,6 +254,34 @@ static int bridge_route(lua_State *L)
     return 1;
 }
 
+/* breaker(state, outcome, now) -> state, seconds */
+static int bridge_breaker(lua_State *L)
+{
+    static const char *const names[] = {"closed", "open", "half_open"};
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_breaker_state st = {0};
+    st.account_id = opt_int(L, 1, "account_id", 1);
+    st.kind = opt_str(L, 1, "kind", NULL);
+    const char *state = opt_str(L, 1, "state", NULL);
+    for (int i = 0; state && i < 3; i++)
+        if (strcmp(state, names[i]) == 0)
+            st.state = i;
+    st.consecutive_failures = (int)opt_int(L, 1, "consecutive_failures", 0);
+    st.consecutive_successes = (int)opt_int(L, 1, "consecutive_successes", 0);
+    st.window_requests = (int)opt_int(L, 1, "window_requests", 0);
+    st.window_failures = (int)opt_int(L, 1, "window_failures", 0);
+    const char *outcome = luaL_checkstring(L, 2);
+    double now = luaL_optnumber(L, 3, 0), secs;
+    int out;
+    policy_breaker(bridge_engine(L), &st, strcmp(outcome, "success") == 0, now, &out, &secs);
+    lua_pushstring(L, names[out]);
+    if (out == BREAKER_OPEN)
+        push_num(L, secs);
+    else
+        lua_pushnil(L);
+    return 2;
+}
+
 static int bridge_fallbacks(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)policy_fallbacks(bridge_engine(L)));
@@ -256,7 +298,8 @@ static int spec_install_run(lua_State *L)
 {
     static const luaL_Reg bridges[] = {
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
-        {"order", bridge_order}, {"route", bridge_route}, {"fallbacks", bridge_fallbacks},
+        {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
+        {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {
         lua_pushlightuserdata(L, sandbox_ud(L));

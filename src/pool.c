@@ -71,6 +71,15 @@ static void pool_accounts_clear(pool *p)
     p->n = 0;
 }
 
+void pool_account_reset(pool_account *pa)
+{
+    pa->st.cooldown_until = pa->st.last_429_at = 0;
+    pa->st.ladder_step = 0;
+    pa->st.last_error[0] = '\0';
+    pa->st.success_ema = 1.0;
+    memset(&pa->breaker, 0, sizeof pa->breaker);
+}
+
 static void pool_load(pool *p)
 {
     account *a = NULL;
@@ -86,10 +95,16 @@ static void pool_load(pool *p)
     for (size_t i = 0; i < n; i++) {
         pa[i].a = a[i];
         pool_account *old = pool_find(p, a[i].id);
-        if (old) {
+        if (old && old->a.reset_gen != a[i].reset_gen) {
+            /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
             pa[i].st = old->st;
             pa[i].inflight = old->inflight;
-            pa[i].fail_streak = old->fail_streak;
+            pool_account_reset(&pa[i]);
+            log_info("account %s: reset (cooldown, ladder and breaker cleared)", a[i].name);
+        } else if (old) {
+            pa[i].st = old->st;
+            pa[i].inflight = old->inflight;
+            pa[i].breaker = old->breaker;
         } else {
             pool_state_default(&pa[i].st, a[i].id);
         }

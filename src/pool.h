@@ -23,17 +23,23 @@ typedef struct pool_guard_memo {
     int verdict;
 } pool_guard_memo;
 
+/* The circuit breaker's counters (breaker.c); in memory only. */
+typedef struct pool_breaker {
+    int state;               /* BREAKER_CLOSED / OPEN / HALF_OPEN (policy.h) */
+    double open_until;       /* while open: unix seconds */
+    double last_failure_at;  /* unix seconds, 0 none since start: health recovers from here */
+    int fails_in_row, successes_in_row;
+    uint32_t window;         /* the last outcomes, newest in bit 0; 1 = failure */
+    int window_n;            /* outcomes in the window */
+} pool_breaker;
+
 typedef struct pool_account {
     account a;
     account_state st;
     int inflight;
-    int fail_streak;   /* consecutive failed attempts; drives the aggregate circuit breaker */
+    pool_breaker breaker;
     pool_guard_memo guard;
 } pool_account;
-
-/* An aggregate provider with this many failures in a row is circuit-broken:
- * after its cooldown it gets one probe request at a time until one succeeds. */
-#define POOL_BREAKER_STREAK 3
 
 typedef struct pool pool;
 
@@ -53,6 +59,10 @@ platform_key *pool_key_at(pool *p, size_t i);  /* NULL past the end */
 
 /* The key record for a presented platform key, or NULL. */
 const platform_key *pool_auth(const pool *p, const char *presented);
+
+/* Cooldown, 429 ladder, health and breaker back to a fresh account's (usage
+ * figures kept): `switchyard account reset` and the admin API's reset. */
+void pool_account_reset(pool_account *pa);
 
 /* Writes the account's state through the store writer. */
 void pool_state_save(pool *p, pool_account *pa);

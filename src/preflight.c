@@ -25,6 +25,7 @@ void preflight_free(preflight *pf)
     sbuf_free(&pf->held);
     sbuf_free(&pf->error_message);
     sbuf_free(&pf->error_body);
+    sbuf_free(&pf->text);
     sse_free(&pf->parser);
 }
 
@@ -201,9 +202,26 @@ static void pf_responses_event(preflight *pf, const json_value *doc, const char 
 
 /* ---------- Chat Completions ---------- */
 
+/* keep_text: collects the text and notes tool calls of the first choice. */
+static void pf_chat_keep(preflight *pf, const json_value *delta)
+{
+    if (pf_present(json_get(delta, "tool_calls")) || pf_present(json_get(delta, "function_call")))
+        pf->saw_tool_call = 1;
+    const json_value *c = json_get(delta, "content");
+    if (!c || c->type != JSON_STRING || pf->text_overflow)
+        return;
+    if (pf->text.len + c->str_len > PREFLIGHT_TEXT_MAX) {
+        pf->text_overflow = 1;
+        return;
+    }
+    sbuf_append(&pf->text, c->str, c->str_len);
+}
+
 static void pf_chat_choice(preflight *pf, const json_value *choice)
 {
     const json_value *delta = json_get(choice, "delta");
+    if (pf->keep_text && delta && delta->type == JSON_OBJECT && json_get_num(choice, "index", 0) == 0)
+        pf_chat_keep(pf, delta);
     if (delta && delta->type == JSON_OBJECT &&
         (pf_nonempty_str(json_get(delta, "content")) || pf_present(json_get(delta, "tool_calls")) ||
          pf_present(json_get(delta, "function_call")) || pf_nonempty_str(json_get(delta, "refusal"))))
@@ -271,7 +289,8 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
         pf_terminal(pf);
         return;
     }
-    if (pf->state == PF_COMMIT && pf->saw_semantic && !pf_needs_parse_after_commit(event, data, len))
+    if (pf->state == PF_COMMIT && pf->saw_semantic && !(pf->keep_text && !*event) &&
+        !pf_needs_parse_after_commit(event, data, len))
         return;
     json_value *doc = json_parse(data, len, NULL, 0);
     if (doc && doc->type != JSON_OBJECT) {

@@ -38,7 +38,16 @@ typedef struct preflight {
     int saw_terminal;      /* response.completed/incomplete, chat finish_reason or [DONE] */
     long input_tokens, output_tokens, total_tokens; /* -1 when unknown */
     long events;
+
+    /* chat streams, when asked (keep_text): the text content seen, for a
+     * stream resume; tool calls make a stream unresumable */
+    int keep_text;
+    sbuf text;             /* choices[0].delta.content, concatenated, at most PREFLIGHT_TEXT_MAX */
+    int text_overflow;     /* more than that: no resume */
+    int saw_tool_call;
 } preflight;
+
+#define PREFLIGHT_TEXT_MAX (256u << 10)
 
 void preflight_init(preflight *pf, api_kind api, size_t max_bytes);
 void preflight_free(preflight *pf);

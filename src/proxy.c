@@ -10,6 +10,8 @@
  * failure ends the stream with an explicit error event, never a replay.
  * proxy_finish writes the request log and trace line and frees everything. */
 #include "proxy.h"
+#include "breaker.h"
+#include "resume.h"
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
@@ -24,6 +26,7 @@
 #include <event2/http_struct.h>
 #include <event2/keyvalq_struct.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,7 @@
 #define PROXY_MAX_HEADERS 40
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
 #define PROXY_EVENT_HOLD_MAX (1u << 20) /* an unfinished event held back from the client, at most */
+#define PROXY_RETRY_MAX 4                /* same-account retries per request, whatever the policy says */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
 
@@ -84,22 +88,36 @@ typedef struct proxy_req {
     int pf_live;
     struct event pf_timer;    /* the preflight window's time limit */
 
+    /* retries and waits (proxy_retry_later, proxy_wait_for_capacity) */
+    struct event retry_timer; /* armed while the request waits to try again */
+    int64_t retry_acct;       /* account the timer goes back to; 0: plan afresh (capacity wait) */
+    int retries_total;        /* same-account retries made for this request */
+    int acct_retries;         /* of those, on the current account */
+    double waited_s;          /* time spent waiting for capacity */
+    int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
+    int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
+    int resume_pending;       /* that attempt has shown no output yet: any failure ends the stream */
+    int committed_status;     /* the status the client got */
+
     /* client side */
     int committed;            /* reply started: no more failover */
     int client_gone;
     struct event eof_watch;   /* notices a client that hangs up while we wait */
     int eof_watching;         /* eof_watch was assigned (it may have been deleted since) */
+    int client_eof;           /* the client closed its sending side: a half-close or a hang-up */
     int paused;
     int mid_event;            /* the client has part of an event that is not finished */
     scrub scrub;              /* the serving account's secrets, taken out of every client byte */
     sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
     struct event flush_ev;    /* active exactly while out holds bytes */
     char error_class[32];
+    const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok;
 } proxy_req;
 
 static void proxy_next(proxy_req *p);
 static void proxy_finish(proxy_req *p, int status);
+static void proxy_attempt(proxy_req *p, pool_account *pa);
 
 /* ---------- small helpers ---------- */
 
@@ -195,26 +213,38 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
     proxy_headers_resolve(p);
 }
 
-/* The request body for this account: the client's, or with the model
- * rewritten by the account's model map. Only the model's bytes change: the
- * rest of the client's body goes upstream as it came. Returns the body to send. */
-static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
+/* The model this account would be sent: the client's, or what the
+ * account's model map turns it into. Writes it to out; 1 if mapped. */
+static int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_t n)
 {
-    if (!pa->a.model_map || !p->in.doc || !p->in.model[0])
-        return &p->in.body;
+    sbuf_copy_cstr(out, n, p->in.model);
+    if (!pa->a.model_map || !p->in.model[0])
+        return 0;
     json_value *map = json_parse(pa->a.model_map, strlen(pa->a.model_map), NULL, 0);
     const char *to = map ? json_get_str(map, p->in.model) : NULL;
+    if (to)
+        sbuf_copy_cstr(out, n, to);
+    json_free(map);
+    return to != NULL;
+}
+
+/* The request body for this account: the client's, or with the model
+ * rewritten by the account's model map (the only change ever made between
+ * attempts: the user's intent is preserved). Only the model's bytes change:
+ * the rest of the client's body goes upstream as it came. Returns the body
+ * to send. */
+static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
+{
+    char to[128];
     size_t start, end;
-    if (!to || json_member_span(p->in.body.p, p->in.body.len, "model", &start, &end) != 0) {
-        json_free(map);
+    if (!proxy_model_for(p, pa, to, sizeof to) ||
+        json_member_span(p->in.body.p, p->in.body.len, "model", &start, &end) != 0)
         return &p->in.body;
-    }
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, to);
     sbuf_reset(&p->upbody);
     sbuf_append(&p->upbody, p->in.body.p, start);
     sbuf_json_str(&p->upbody, to, strlen(to));
     sbuf_append(&p->upbody, p->in.body.p + end, p->in.body.len - end);
-    json_free(map);
     return &p->upbody;
 }
 
@@ -237,9 +267,7 @@ static void proxy_record_success(proxy_req *p)
     if (!pa)
         return;
     double ms = (gateway_now() - p->t_attempt) * 1000.0;
-    if (pa->fail_streak >= POOL_BREAKER_STREAK)
-        log_info("account %s: probe succeeded, circuit closed", pa->a.name);
-    pa->fail_streak = 0;
+    breaker_record(p->gw, pa, 1, gateway_now());
     pa->st.success_ema = pa->st.success_ema * 0.9 + 0.1;
     pa->st.latency_ema_ms = pa->st.latency_ema_ms > 0 ? pa->st.latency_ema_ms * 0.8 + ms * 0.2 : ms;
     pa->st.updated_at = gateway_now();
@@ -270,12 +298,24 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;
     sbuf_copy_cstr(pa->st.last_error, sizeof pa->st.last_error, v->cls);
-    if (++pa->fail_streak == POOL_BREAKER_STREAK && pa->a.kind == ACCOUNT_AGGREGATE)
-        log_warn("account %s: circuit open after %d failures in a row", pa->a.name, pa->fail_streak);
+    breaker_record(p->gw, pa, 0, now);
     pa->st.success_ema = pa->st.success_ema * 0.9;
     pa->st.updated_at = now;
     pool_state_save(p->gw->pool, pa);
     return secs;
+}
+
+/* ---------- attempt outcomes ---------- */
+
+/* What a decision made of the current attempt: "failover", "returned"
+ * (its error went to the client unchanged), "retry" (the same account
+ * again), "context_fallback", "resume". proxy_attempt_record writes it
+ * when the attempt ends; attempts that end without a decision get their
+ * outcome there (ok, error, client_closed, abandoned). */
+static void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
+{
+    p->att_outcome = outcome;
+    sbuf_copy_cstr(p->att_class, sizeof p->att_class, cls ? cls : "");
 }
 
 /* ---------- attempt teardown ---------- */
@@ -312,6 +352,10 @@ static void proxy_attempt_record(proxy_req *p)
     sbuf_put_int(t, (long long)(secs * 1000.0 + 0.5));
     sbuf_puts(t, "}");
     metrics_attempt(p->acct_id, outcome, cls, secs);
+    if (strcmp(outcome, "ok") != 0) /* a served attempt is the request's last: REQUEST_FINAL tells it */
+        trace_event(p->gw->trace, "ATTEMPT_END", "req=%llu attempt=%d account=%s model=%s outcome=%s class=%s status=%d ms=%.1f",
+                    (unsigned long long)p->id, p->attempts, p->acct_name, p->att_model, outcome, *cls ? cls : "-",
+                    p->status, secs * 1000.0);
 }
 
 static void proxy_attempt_end(proxy_req *p)
@@ -451,6 +495,7 @@ static void proxy_commit(proxy_req *p)
         evhttp_remove_header(evhttp_request_get_input_headers(p->req), "Connection");
         evhttp_add_header(oh, "Connection", "close");
     }
+    p->committed_status = p->status;
     evhttp_send_reply_start(p->req, p->status, NULL);
 }
 
@@ -552,18 +597,164 @@ static void proxy_note_resets_in(proxy_req *p, const json_value *doc)
         p->retry_after = r;
 }
 
+/* ---------- retries on the same account ---------- */
+
+/* Remaining candidates of the plan that could serve now; with same_model,
+ * only those that would be sent the same model as the current account (a
+ * model map changes the user's intent: such a candidate is no equivalent). */
+static int proxy_candidates_left(proxy_req *p, int same_model)
+{
+    char cur[128], m[128], why[160];
+    pool_account *self = proxy_account(p);
+    if (self)
+        proxy_model_for(p, self, cur, sizeof cur);
+    else
+        sbuf_copy_cstr(cur, sizeof cur, p->in.model);
+    double now = gateway_now();
+    int n = 0;
+    for (size_t i = p->next; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (!pa || pa->a.id == p->acct_id || !router_available(pa, &p->rctx, now, why, sizeof why))
+            continue;
+        if (same_model)
+            proxy_model_for(p, pa, m, sizeof m);
+        n += !same_model || strcmp(m, cur) == 0;
+    }
+    return n;
+}
+
+static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *p = arg;
+    if (!p->retry_acct) { /* the end of a wait for capacity: plan afresh */
+        trace_event(p->gw->trace, "CANDIDATE_POOL_AGAIN", "req=%llu waited_ms=%.0f", (unsigned long long)p->id,
+                    p->waited_s * 1000.0);
+        router_plan_free(&p->plan);
+        router_plan(p->gw, &p->rctx, &p->plan);
+        p->next = 0;
+        sbuf_reset(&p->why);
+        proxy_next(p);
+        return;
+    }
+    pool_account *pa = pool_find(p->gw->pool, p->retry_acct);
+    p->retry_acct = 0;
+    if (pa && pa->a.enabled) {
+        proxy_attempt(p, pa);
+        return;
+    }
+    proxy_next(p); /* the account was removed or disabled meanwhile: go on */
+}
+
+/* Every candidate is resting. When the soonest is back within what is left
+ * of the wait budget (SWITCHYARD_CAPACITY_WAIT_MS), hold the request and
+ * plan again then; a client that hangs up meanwhile ends it (proxy_finish
+ * removes the timer). Returns 1 if waiting, else 0 with *back set to the
+ * soonest return (0: none is resting). */
+static int proxy_wait_for_capacity(proxy_req *p, double *back)
+{
+    char name[64] = "";
+    double now = gateway_now();
+    *back = router_soonest_return(p->gw, &p->rctx, p->plan.pinned_owner, now, name, sizeof name);
+    if (!*back || p->client_gone || p->client_eof)
+        return 0;
+    double wait = *back - now + 0.01; /* just past the end of the cooldown */
+    if (wait > p->gw->cfg.capacity_wait_ms / 1000.0 - p->waited_s)
+        return 0;
+    p->waited_s += wait;
+    metrics_wait(wait);
+    trace_event(p->gw->trace, "CANDIDATE_WAIT", "req=%llu account=%s wait_ms=%.0f", (unsigned long long)p->id, name,
+                wait * 1000.0);
+    p->retry_acct = 0;
+    long ms = (long)(wait * 1000.0 + 0.5);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(&p->retry_timer, &tv);
+    return 1;
+}
+
+/* A retry verdict: end this attempt without cooling the account down and
+ * start it again on the same account after v->after seconds. The body is
+ * sent again as it was. A client that hangs up meanwhile ends the request
+ * (proxy_finish removes the timer). */
+static void proxy_retry_later(proxy_req *p, const policy_verdict *v, int status)
+{
+    int64_t acct = p->acct_id;
+    p->retries_total++;
+    p->acct_retries++;
+    metrics_retry(acct);
+    trace_event(p->gw->trace, "CANDIDATE_RETRY", "req=%llu account=%s class=%s status=%d after_ms=%.0f retry=%d",
+                (unsigned long long)p->id, p->acct_name, v->cls, status, v->after * 1000.0, p->acct_retries);
+    proxy_attempt_end(p);
+    p->retry_acct = acct;
+    long ms = (long)(v->after * 1000.0 + 0.5);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(&p->retry_timer, &tv);
+}
+
+/* The first remaining candidate declared as a larger-context fallback that
+ * could serve now: its plan index, or -1. */
+static long proxy_context_fallback_at(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    for (size_t i = p->next; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (pa && pa->a.context_fallback && pa->a.id != p->acct_id &&
+            router_available(pa, &p->rctx, now, why, sizeof why))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* A context_fallback verdict: the request was too long for this account.
+ * It goes once to the next larger-context fallback, skipping equivalent
+ * candidates (they would refuse it too); this account is not cooled down or
+ * blamed. Returns 1 if it moved on, 0 if none is left (the error is returned). */
+static int proxy_go_context_fallback(proxy_req *p, const policy_verdict *v)
+{
+    long at = proxy_context_fallback_at(p);
+    if (at < 0)
+        return 0;
+    pool_account *to = pool_find(p->gw->pool, p->plan.ids[at]);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=context_fallback class=%s status=%d to=%s",
+                (unsigned long long)p->id, p->acct_name, v->cls, p->status, to ? to->a.name : "-");
+    proxy_attempt_outcome(p, "context_fallback", v->cls);
+    proxy_why(p, p->acct_name, "the request is longer than its context window");
+    p->ctx_fallback_used = 1;
+    proxy_attempt_end(p);
+    p->next = (size_t)at;
+    proxy_next(p);
+    return 1;
+}
+
 /* Classifies the current attempt's failure. Returns 1 if the request moved
- * on to the next candidate, 0 if the failure should reach the client. */
+ * on (a retry of the same account, or the next candidate), 0 if the failure
+ * should reach the client. */
 static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary)
 {
     policy_verdict v;
     ev->account_kind = account_kind_name(p->acct_kind);
     ev->endpoint = p->in.endpoint;
     ev->retry_after = p->retry_after;
+    ev->retries = p->acct_retries;
+    ev->alternatives = proxy_candidates_left(p, 1);
+    ev->random = (double)random() / ((double)RAND_MAX + 1.0);
+    ev->context_fallbacks = !p->ctx_fallback_used && proxy_context_fallback_at(p) >= 0;
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
-    p->att_outcome = v.failover ? "failover" : "returned";
-    sbuf_copy_cstr(p->att_class, sizeof p->att_class, v.cls);
+    if (v.action == VERDICT_CONTEXT_FALLBACK)
+        return !p->ctx_fallback_used && proxy_go_context_fallback(p, &v);
+    if (v.action == VERDICT_RETRY && p->retries_total < PROXY_RETRY_MAX && !p->client_eof) {
+        proxy_attempt_outcome(p, "retry", v.cls);
+        proxy_retry_later(p, &v, ev->status);
+        return 1;
+    }
+    if (v.action == VERDICT_RETRY) { /* out of retries (or see proxy_on_client_readable): fail over,
+                                       * resting as the cooldown hook says */
+        v.action = VERDICT_FAILOVER;
+        v.failover = 1;
+        v.cooldown = -1;
+    }
+    proxy_attempt_outcome(p, v.failover ? "failover" : "returned", v.cls);
     if (!v.failover)
         return 0;
     double secs = proxy_cool_down(p, &v);
@@ -647,11 +838,24 @@ static void proxy_on_stream_error(proxy_req *p)
 
 /* ---------- upstream callbacks ---------- */
 
+/* The time-to-first-token limit: a stream that showed no semantic event by
+ * then fails over before anything reached the client (classified as a
+ * timeout). With no other candidate left it is committed instead: a slow
+ * answer beats none, and the idle limit still guards it. */
 static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
 {
     proxy_req *p = arg;
     if (p->mode != MODE_PREFLIGHT || p->committed || !p->pf_live)
         return;
+    if (proxy_candidates_left(p, 0) > 0) {
+        policy_event ev = {0};
+        ev.status = p->status;
+        ev.timeout = 1;
+        ev.in_stream = 1;
+        ev.error_message = "no output within the time-to-first-token limit";
+        if (proxy_classify_and_route(p, &ev, ev.error_message))
+            return;
+    }
     preflight_commit(&p->pf);
     proxy_commit(p);
     proxy_flush_held(p, 0);
@@ -685,6 +889,17 @@ static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *
         usage_header_apply(&pa->st, name, value, now);
 }
 
+/* Is a 2xx with this Content-Type an answer of the API? JSON or an event
+ * stream; an HTML or text page (a proxy's or CDN's challenge, a captive
+ * portal) is not. A missing Content-Type is given the benefit of the doubt. */
+static int proxy_ctype_is_answer(const char *ctype)
+{
+    if (!ctype[0])
+        return 1;
+    return strncasecmp(ctype, "text/event-stream", 17) == 0 || strncasecmp(ctype, "application/json", 16) == 0 ||
+           strcasestr(ctype, "+json") != NULL;
+}
+
 static int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
 {
     proxy_req *p = ud;
@@ -698,12 +913,19 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
             proxy_copy_scrubbed(p, p->resp_ctype, sizeof p->resp_ctype, h[i].value);
         else if (strcasecmp(h[i].name, "x-request-id") == 0)
             proxy_copy_scrubbed(p, p->resp_request_id, sizeof p->resp_request_id, h[i].value);
-        else if (strcasecmp(h[i].name, "Retry-After") == 0)
+        else if (strcasecmp(h[i].name, "Retry-After") == 0 && p->retry_after < 0)
             p->retry_after = usage_header_seconds(h[i].value);
+        else if (strcasecmp(h[i].name, "retry-after-ms") == 0) { /* finer, so it wins */
+            double ms = usage_header_seconds(h[i].value);
+            if (ms >= 0)
+                p->retry_after = ms / 1000.0;
+        }
         else if (strncasecmp(h[i].name, "x-codex-", 8) == 0)
             proxy_note_codex_header(p, pa, h[i].name, h[i].value, now);
     }
-    if (status < 200 || status >= 300) {
+    if (status >= 200 && status < 300 && !proxy_ctype_is_answer(p->resp_ctype))
+        p->not_answer = "content_type"; /* e.g. a text/html challenge page: collected like an error */
+    if (status < 200 || status >= 300 || p->not_answer) {
         p->mode = MODE_ERROR;
         return 0;
     }
@@ -712,13 +934,23 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         p->mode = MODE_PREFLIGHT;
         preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
         p->pf_live = 1;
-        struct timeval tv = {p->gw->cfg.preflight_ms / 1000, (p->gw->cfg.preflight_ms % 1000) * 1000};
+        /* the delivered text is kept only when the policy could resume this stream */
+        p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy);
+        long left = p->gw->cfg.ttft_ms - (long)((gateway_now() - p->t_attempt) * 1000.0);
+        if (left < 1)
+            left = 1;
+        struct timeval tv = {left / 1000, (left % 1000) * 1000};
         evtimer_add(&p->pf_timer, &tv);
+        return 0;
+    }
+    if (p->resume_pending) { /* a resumed stream must go on as a stream */
+        p->mode = MODE_ERROR;
         return 0;
     }
     /* plain 2xx: committed with its first byte (proxy_up_data), so a body
      * that fails before any byte arrives (e.g. an encoding curl cannot
-     * decode) still fails over; once bytes flow nothing can */
+     * decode) still fails over, and an empty body is no answer; once bytes
+     * flow nothing can fail over */
     p->mode = MODE_PLAIN;
     return 0;
 }
@@ -733,12 +965,15 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
             sbuf_append(&p->errbody, buf, n < PROXY_ERRBODY_MAX - p->errbody.len ? n : PROXY_ERRBODY_MAX - p->errbody.len);
         return 0;
     case MODE_PLAIN:
-        proxy_commit(p);
+        if (n)
+            proxy_commit(p);
         if (p->sniff.len < PROXY_SNIFF_MAX)
             sbuf_append(&p->sniff, buf, n);
         return proxy_client_send(p, buf, n);
     case MODE_PREFLIGHT: {
         pf_state st = preflight_feed(&p->pf, buf, n);
+        if (st == PF_ERROR && p->resume_pending) /* the resumed stream was refused: ends as interrupted */
+            return 0;
         if (st == PF_ERROR && p->committed) /* an error stream the policy returned: relay the rest */
             return proxy_client_send(p, buf, n);
         if (st == PF_ERROR) {
@@ -746,6 +981,7 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
             return 0;
         }
         if (st == PF_COMMIT) {
+            p->resume_pending = 0; /* a resumed stream goes on */
             proxy_commit(p);
             return proxy_flush_held(p, 0);
         }
@@ -770,6 +1006,76 @@ static void proxy_read_plain_usage(proxy_req *p)
     json_free(doc);
 }
 
+/* ---------- opt-in stream resume (chat completions) ---------- */
+
+/* The resumed attempt failed before any output of its own (refused the
+ * prefill, errored, or nothing was left to try): the client gets the
+ * explicit interrupted error, never a masked one. */
+static void proxy_resume_failed(proxy_req *p, const char *why)
+{
+    trace_event(p->gw->trace, "STREAM_RESUME_FAILED", "req=%llu account=%s why=\"%s\"", (unsigned long long)p->id,
+                p->acct_id ? p->acct_name : "-", why);
+    p->resume_pending = 0;
+    proxy_stream_interrupted(p, why);
+    proxy_client_flush(p);
+    if (!p->client_gone)
+        evhttp_send_reply_end(p->req);
+    proxy_finish(p, p->committed_status);
+}
+
+/* A chat stream was cut after text (no tool call) reached the client. When
+ * the policy says resume, the request goes on on the next candidate with the
+ * delivered text as an assistant prefill; only the continuation is relayed
+ * in the same client stream. Returns 1 if it went on. */
+static int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
+{
+    if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
+        p->mid_event || !proxy_candidates_left(p, 0))
+        return 0; /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.after_output = 1;
+    ev.delivered_chars = (long)p->pf.text.len;
+    ev.tool_call = p->pf.saw_tool_call;
+    ev.network_error = r == UP_NETWORK || r == UP_OK;
+    ev.timeout = r != UP_OK && r != UP_NETWORK;
+    ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
+    ev.retry_after = -1;
+    ev.account_kind = account_kind_name(p->acct_kind);
+    ev.endpoint = p->in.endpoint;
+    policy_verdict v;
+    policy_classify(p->gw->policy, &ev, &v);
+    if (v.action != VERDICT_RESUME)
+        return 0;
+    /* the client's doc is shallow (request.c); the continuation needs the
+     * messages whole, so the body is parsed in full here, on this rare path */
+    sbuf body = SBUF_INIT;
+    json_value *full = json_parse(p->in.body.p, p->in.body.len, NULL, 0), *doc = NULL;
+    int built = full && resume_body_build(full, p->pf.text.p, p->pf.text.len, &body) == 0;
+    json_free(full);
+    if (!built || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
+        sbuf_free(&body);
+        return 0;
+    }
+    json_free(p->in.doc); /* the continuation request replaces the client's for the next attempts */
+    p->in.doc = doc;
+    sbuf_free(&p->in.body);
+    p->in.body = body;
+    if (v.cooldown != 0)
+        proxy_cool_down(p, &v);
+    trace_event(p->gw->trace, "STREAM_RESUME", "req=%llu account=%s delivered_chars=%zu class=%s",
+                (unsigned long long)p->id, p->acct_name, p->pf.text.len, v.cls);
+    proxy_attempt_outcome(p, "resume", v.cls);
+    p->resumed = 1;
+    p->resume_pending = 1;
+    sbuf_reset(&p->pf.held); /* an unfinished event of the cut stream never reaches the client */
+    proxy_client_flush(p);
+    proxy_attempt_end(p);
+    proxy_next(p);
+    return 1;
+}
+
 static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
 {
     if (p->mode == MODE_PREFLIGHT) {
@@ -782,6 +1088,8 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
             proxy_flush_held(p, 1);
         } else if (r != UP_OK || !p->pf.saw_terminal) {
+            if (proxy_try_resume(p, r, errmsg))
+                return;
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
         } else {
             proxy_flush_held(p, 1);
@@ -807,10 +1115,32 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
     proxy_finish(p, p->status);
 }
 
+/* Classifies a clean 2xx end that carried no answer. Returns 1 if the
+ * request moved on; else the client gets a 502 (never the empty success). */
+static int proxy_not_an_answer(proxy_req *p, const char *why)
+{
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.not_answer = why;
+    ev.in_stream = p->mode == MODE_PREFLIGHT;
+    p->not_answer = why;
+    char summary[96];
+    snprintf(summary, sizeof summary, "HTTP %d but %s", p->status,
+             strcmp(why, "empty_body") == 0 ? "an empty body" : "a stream with no output and no end");
+    if (proxy_classify_and_route(p, &ev, summary))
+        return 1;
+    snprintf(p->error_class, sizeof p->error_class, "bad_answer");
+    server_send_error(p->req, 502, "upstream_error", "upstream_empty_answer", summary);
+    proxy_finish(p, 502);
+    return 1;
+}
+
 static void proxy_up_done(void *ud, up_result r, const char *errmsg)
 {
     proxy_req *p = ud;
     p->up = NULL; /* freed by upstream right after this returns */
+    if (p->resume_pending) /* the resumed attempt ended before any output of its own */
+        return proxy_resume_failed(p, r != UP_OK && errmsg ? errmsg : "the next account refused to continue the answer");
     if (p->committed)
         return proxy_done_committed(p, r, errmsg);
     if (r == UP_LOCAL) { /* our shortage, not the account's: no cooldown, no next candidate */
@@ -836,10 +1166,15 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
         ev.status = p->status;
         ev.body = p->errbody.p;
         ev.body_len = p->errbody.len;
+        ev.not_answer = p->not_answer;
         proxy_error_fields(p->errbody.p, p->errbody.len, &doc, &ev.error_type, &ev.error_code, &ev.error_message);
         proxy_note_resets_in(p, doc);
-        char summary[64];
-        snprintf(summary, sizeof summary, "HTTP %d", p->status);
+        char summary[224];
+        if (p->not_answer)
+            snprintf(summary, sizeof summary, "HTTP %d with Content-Type %s, not an answer", p->status,
+                     p->resp_ctype[0] ? p->resp_ctype : "-");
+        else
+            snprintf(summary, sizeof summary, "HTTP %d", p->status);
         int is_json = doc != NULL;
         int moved = proxy_classify_and_route(p, &ev, summary);
         json_free(doc);
@@ -847,8 +1182,13 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
             proxy_reply_upstream_error(p, is_json);
         return;
     }
-    if (p->mode == MODE_PLAIN) /* an empty plain body */
-        proxy_commit(p);
+    /* a 2xx that ended cleanly without being an answer: an empty body, or a
+     * stream with no semantic and no terminal event. Never a success. */
+    if ((p->mode == MODE_PLAIN && !p->committed) ||
+        (p->mode == MODE_PREFLIGHT && p->pf_live && !p->pf.saw_semantic && !p->pf.saw_terminal)) {
+        if (proxy_not_an_answer(p, p->mode == MODE_PLAIN ? "empty_body" : "no_output"))
+            return;
+    }
     /* 2xx SSE that ended inside the preflight window */
     if (p->mode == MODE_PREFLIGHT && p->pf_live) {
         preflight_commit(&p->pf);
@@ -865,6 +1205,8 @@ static const upstream_callbacks proxy_up_cb = {proxy_up_headers, proxy_up_data, 
 static void proxy_attempt(proxy_req *p, pool_account *pa)
 {
     p->attempts++;
+    if (pa->a.id != p->last_acct_id)
+        p->acct_retries = 0;
     p->acct_id = p->last_acct_id = pa->a.id;
     p->acct_kind = pa->a.kind;
     sbuf_copy_cstr(p->acct_name, sizeof p->acct_name, pa->a.name);
@@ -874,6 +1216,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
     p->status = 0;
     p->retry_after = -1;
+    p->not_answer = NULL;
     p->mode = MODE_NONE;
     p->resp_ctype[0] = p->resp_request_id[0] = '\0';
     sbuf_reset(&p->relay);
@@ -899,6 +1242,11 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
 
 static void proxy_exhausted(proxy_req *p)
 {
+    if (p->committed) /* a resumed stream with nobody left to finish it */
+        return proxy_resume_failed(p, "no account was left to finish the answer");
+    double back;
+    if (proxy_wait_for_capacity(p, &back))
+        return;
     for (size_t i = 0; i < p->plan.nskips; i++)
         proxy_why(p, p->plan.skips[i].name, p->plan.skips[i].reason);
     sbuf msg = SBUF_INIT;
@@ -909,6 +1257,11 @@ static void proxy_exhausted(proxy_req *p)
     else
         sbuf_printf(&msg, "all upstream accounts are unavailable: %s", p->why.len ? p->why.p : "none eligible");
     snprintf(p->error_class, sizeof p->error_class, "exhausted");
+    if (back) { /* when to come back: the soonest account's return */
+        char ra[32];
+        snprintf(ra, sizeof ra, "%.0f", ceil(back - gateway_now()) > 1 ? ceil(back - gateway_now()) : 1);
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", ra);
+    }
     server_send_error(p->req, 503, "server_error", "no_available_account", msg.p);
     sbuf_free(&msg);
     proxy_finish(p, 503);
@@ -949,13 +1302,21 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (n == 0) {
-        /* EOF: the client is done sending, which is all a half-close
-         * (shutdown(SHUT_WR) after the request) says; it may still read.
-         * Answer it; if it is gone entirely, the first write fails and
-         * libevent's close callback ends the request then. */
+        /* EOF: the client is done sending. A half-close (shutdown(SHUT_WR)
+         * after the request) says only that, and the client may still read;
+         * a hang-up (close()) looks the same until something is written to
+         * it. While the request runs it is answered: if the client is gone
+         * the first write fails and libevent's close callback ends the
+         * request then. But a request is never held waiting (a retry's
+         * delay, a wait for capacity) for a client that may be gone: a wait
+         * in progress ends here, and none starts later (the retry becomes a
+         * failover, the wait a 503). */
         event_del(&p->eof_watch);
-        log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
-        return;
+        p->client_eof = 1;
+        if (!evtimer_pending(&p->retry_timer, NULL)) {
+            log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
+            return;
+        }
     }
     log_debug("req %llu: client hung up", (unsigned long long)p->id);
     snprintf(p->error_class, sizeof p->error_class, "client_closed");
@@ -1000,6 +1361,8 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_copy_cstr(rl.endpoint, sizeof rl.endpoint, p->in.endpoint);
     sbuf_copy_cstr(rl.model, sizeof rl.model, p->in.model);
     rl.stream = p->in.stream;
+    if (p->attempts)
+        sbuf_copy_cstr(rl.upstream_model, sizeof rl.upstream_model, p->att_model);
     rl.status = status;
     rl.attempts = p->attempts;
     rl.latency_ms = ms;
@@ -1008,6 +1371,7 @@ static void proxy_finish(proxy_req *p, int status)
     rl.input_tokens = p->in_tok;
     rl.output_tokens = p->out_tok;
     rl.total_tokens = p->tot_tok;
+    rl.resumed = p->resumed;
     if (p->attempts) {
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;
@@ -1020,9 +1384,9 @@ static void proxy_finish(proxy_req *p, int status)
     store_writer_put_log(gw->st, &rl);
     metrics_request(p->in.endpoint, status);
     metrics_minute_request(p->t_start, status, p->attempts);
-    trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s",
+    trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s%s",
                 (unsigned long long)p->id, p->attempts ? p->acct_name : "-", status, p->attempts, ms,
-                p->error_class[0] ? p->error_class : "-");
+                p->error_class[0] ? p->error_class : "-", p->resumed ? " resumed=1" : "");
     router_plan_free(&p->plan);
     json_free(p->in.doc);
     gw->body_bytes -= p->in.body.len;
@@ -1038,6 +1402,7 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->relay);
     sbuf_free(&p->sniff);
     evtimer_del(&p->pf_timer);
+    evtimer_del(&p->retry_timer);
     event_del(&p->flush_ev);
     if (p->eof_watching)
         event_del(&p->eof_watch);
@@ -1084,6 +1449,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->in_tok = p->out_tok = p->tot_tok = -1;
     scrub_init(&p->scrub);
     evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
+    evtimer_assign(&p->retry_timer, gw->base, proxy_on_retry_timer, p);
     event_assign(&p->flush_ev, gw->base, -1, 0, proxy_on_flush, p);
     gw->active++;
     p->evcon = evhttp_request_get_connection(req);

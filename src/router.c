@@ -1,9 +1,17 @@
 /* router.c: candidate filtering and ordering (see router.h). */
 #include "router.h"
+#include "breaker.h"
 #include "sha256.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Until when the account rests: its cooldown or its open breaker. */
+static double router_rest_until(const pool_account *pa)
+{
+    double b = breaker_open_until(pa);
+    return b > pa->st.cooldown_until ? b : pa->st.cooldown_until;
+}
 
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
 {
@@ -20,15 +28,31 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
                  pa->st.last_error[0] ? pa->st.last_error : "an error");
         return 0;
     }
-    if (pa->a.kind == ACCOUNT_AGGREGATE && pa->fail_streak >= POOL_BREAKER_STREAK && pa->inflight > 0) {
-        snprintf(why, n, "circuit half-open after %d failures: a probe request is in flight", pa->fail_streak);
+    if (!breaker_available(pa, now, why, n))
         return 0;
-    }
     if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
         snprintf(why, n, "at its concurrency limit (%d in flight)", pa->inflight);
         return 0;
     }
     return 1;
+}
+
+double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n)
+{
+    double soonest = 0;
+    for (size_t i = 0; i < pool_count(gw->pool); i++) {
+        const pool_account *pa = pool_at(gw->pool, i);
+        if ((pinned && pa->a.id != pinned) || !pa->a.enabled)
+            continue;
+        if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
+            continue;
+        double back = router_rest_until(pa);
+        if (back > now && (!soonest || back < soonest)) {
+            soonest = back;
+            sbuf_copy_cstr(name, n, pa->a.name);
+        }
+    }
+    return soonest;
 }
 
 void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason)
@@ -43,7 +67,7 @@ void router_skip_add(route_plan *plan, const pool_account *pa, const char *reaso
     sbuf_copy_cstr(s->reason, sizeof s->reason, reason);
 }
 
-static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
+static void router_candidate_fill(policy_candidate *c, const pool_account *pa, double now)
 {
     memset(c, 0, sizeof *c);
     c->id = pa->a.id;
@@ -63,6 +87,10 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa)
     c->credits_balance = pa->st.credits_balance;
     c->success_rate = pa->st.success_ema;
     c->latency_ema_ms = pa->st.latency_ema_ms;
+    /* health recovers from the last failure (the last state change when the
+     * gateway has seen none since it started) */
+    double since = pa->breaker.last_failure_at > 0 ? pa->breaker.last_failure_at : pa->st.updated_at;
+    c->health_age_s = since > 0 && now > since ? now - since : 0;
     c->inflight = pa->inflight;
     c->max_concurrency = pa->a.max_concurrency;
 }
@@ -196,7 +224,7 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
             router_skip_add(plan, pa, why);
             continue;
         }
-        router_candidate_fill(&cands[n], pa);
+        router_candidate_fill(&cands[n], pa, now);
         int g = router_guard(gw, pa, &cands[n]);
         if (g == GUARD_EXCLUDE) {
             router_skip_add(plan, pa, "excluded by the quota guard");

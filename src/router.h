@@ -48,6 +48,11 @@ void router_plan_free(route_plan *plan);
 /* 1 if pa can take this request now; else 0 and the reason in why. */
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n);
 
+/* When the soonest account that could serve ctx (pinned to `pinned` when
+ * not 0) and is now only resting (cooling down) comes back: unix seconds,
+ * with its name in name; 0 if none is resting. */
+double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n);
+
 /* Appends a skip entry (the plan grows as needed). */
 void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason);
 

@@ -408,10 +408,20 @@ static const char store_migration_5[] =
     STORE_BUMP_TRIGGER("admin_token", "DELETE");
 #undef STORE_BUMP_TRIGGER
 
+/* Migration 6 (failover, issue 10): an account may be a larger-context
+ * fallback; `account reset` bumps reset_gen (an accounts UPDATE, so the
+ * running gateway reloads and clears that account's routing state); the
+ * request log names the model the serving attempt was sent, and whether a
+ * cut stream was resumed on another account. */
+static const char store_migration_6[] =
+    "ALTER TABLE accounts ADD COLUMN context_fallback INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE accounts ADD COLUMN reset_gen INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE request_logs ADD COLUMN upstream_model TEXT;"
+    "ALTER TABLE request_logs ADD COLUMN resumed INTEGER NOT NULL DEFAULT 0;";
 
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3,
-                                                      store_migration_4, store_migration_5};
+                                                      store_migration_4, store_migration_5, store_migration_6};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -617,6 +627,7 @@ static void store_account_bind(sqlite3_stmt *st, const account_new *a)
     sqlite3_bind_int(st, 8, store_max_concurrency(a));
     sqlite3_bind_int64(st, 9, now);
     sqlite3_bind_int64(st, 10, now);
+    sqlite3_bind_int(st, 11, a->context_fallback ? 1 : 0);
 }
 
 int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen)
@@ -626,7 +637,7 @@ int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db,
         "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
-        " enabled, max_concurrency, created_at, updated_at) VALUES (?,?,?,?,?,?,?,1,?,?,?)",
+        " enabled, max_concurrency, created_at, updated_at, context_fallback) VALUES (?,?,?,?,?,?,?,1,?,?,?,?)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         store_account_bind(st, a);
@@ -660,6 +671,8 @@ static void store_account_row(sqlite3_stmt *st, account *a)
     a->max_concurrency = sqlite3_column_int(st, 9);
     a->created_at = sqlite3_column_int64(st, 10);
     a->updated_at = sqlite3_column_int64(st, 11);
+    a->context_fallback = sqlite3_column_int(st, 12);
+    a->reset_gen = sqlite3_column_int64(st, 13);
 }
 
 /* Runs a SELECT and hands each row to row_fn(stmt, slot) in a growing array
@@ -693,7 +706,7 @@ int store_accounts_load(store *s, account **out, size_t *n)
     void *rows;
     int rc = store_rows_load(s,
         "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
-        " max_concurrency, created_at, updated_at FROM accounts"
+        " max_concurrency, created_at, updated_at, context_fallback, reset_gen FROM accounts"
         " ORDER BY sort ASC, updated_at DESC, id ASC",
         sizeof(account), store_account_row_slot, &rows, n);
     if (rc != 0) {
@@ -962,16 +975,18 @@ int store_account_set_enabled(store *s, const char *name, int enabled, char *err
     return 0;
 }
 
-/* Owners first (no foreign key), then the account: its state cascades and
- * platform_keys.preferred_account_id is set to NULL by the schema. */
-static int store_account_delete_txn(sqlite3 *db, const char *name, int *changes)
+/* Runs the name-keyed statements sql[0..n) in one IMMEDIATE transaction;
+ * *changes gets the rows the statement at index `counted` changed. */
+static int store_name_txn(sqlite3 *db, const char *name, const char *const *sql, size_t n, size_t counted,
+                          int *changes)
 {
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = store_name_write(db, "DELETE FROM response_owners WHERE account_id IN"
-                                  " (SELECT id FROM accounts WHERE name = ?1)", name, NULL, changes);
-    if (rc == SQLITE_OK)
-        rc = store_name_write(db, "DELETE FROM accounts WHERE name = ?1", name, NULL, changes);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        int c = 0;
+        rc = store_name_write(db, sql[i], name, NULL, &c);
+        if (i == counted)
+            *changes = c;
+    }
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
@@ -979,7 +994,10 @@ static int store_account_delete_txn(sqlite3 *db, const char *name, int *changes)
     return rc;
 }
 
-int store_account_remove(store *s, const char *name, char *err, size_t errlen)
+/* store_name_txn from the CLI (sync write); -1 with err when it failed or
+ * no account has that name. */
+static int store_account_txn_sync(store *s, const char *name, const char *const *sql, size_t n, size_t counted,
+                                  const char *what, char *err, size_t errlen)
 {
     if (!name || !*name) {
         store_errf(err, errlen, "account name is required");
@@ -987,13 +1005,36 @@ int store_account_remove(store *s, const char *name, char *err, size_t errlen)
     }
     int changes = 0;
     store_sync_write_begin(s);
-    int rc = store_account_delete_txn(s->db, name, &changes);
+    int rc = store_name_txn(s->db, name, sql, n, counted, &changes);
     store_sync_write_end(s);
     if (rc != SQLITE_OK)
-        store_errf(err, errlen, "cannot remove account: %s", sqlite3_errmsg(s->db));
+        store_errf(err, errlen, "cannot %s: %s", what, sqlite3_errmsg(s->db));
     else if (changes == 0)
         store_errf(err, errlen, "no account named '%s'", name);
     return rc == SQLITE_OK && changes ? 0 : -1;
+}
+
+/* Cooldown, ladder and health back to a fresh account's; reset_gen tells a
+ * running gateway (an accounts UPDATE bumps config_version). */
+int store_account_reset(store *s, const char *name, char *err, size_t errlen)
+{
+    static const char *const sql[] = {
+        "UPDATE accounts SET reset_gen = reset_gen + 1 WHERE name = ?1",
+        "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0, last_error = '',"
+        " success_ema = 1 WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+    };
+    return store_account_txn_sync(s, name, sql, 2, 0, "reset account", err, errlen);
+}
+
+/* Owners first (no foreign key), then the account: its state cascades and
+ * platform_keys.preferred_account_id is set to NULL by the schema. */
+int store_account_remove(store *s, const char *name, char *err, size_t errlen)
+{
+    static const char *const sql[] = {
+        "DELETE FROM response_owners WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+        "DELETE FROM accounts WHERE name = ?1",
+    };
+    return store_account_txn_sync(s, name, sql, 2, 1, "remove account", err, errlen);
 }
 
 /* An account's id by name: 1 found, 0 none, -1 error. */
@@ -1172,7 +1213,7 @@ static const char store_sql_up_state[] =
 static const char store_sql_ins_log[] =
     "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
     " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
-    " total_tokens, attempts_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " total_tokens, attempts_json, upstream_model, resumed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static const char store_sql_up_owner[] =
     "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
@@ -1232,6 +1273,8 @@ static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
         sqlite3_bind_text(st, 16, r->attempts_json, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 16);
+    store_bind_text(st, 17, r->upstream_model[0] ? r->upstream_model : NULL);
+    sqlite3_bind_int(st, 18, r->resumed ? 1 : 0);
 }
 
 /* Steps a bound statement. A constraint error belongs to that one row
@@ -1619,6 +1662,7 @@ static void store_log_terminate(request_log *r)
 {
     r->endpoint[sizeof r->endpoint - 1] = '\0';
     r->model[sizeof r->model - 1] = '\0';
+    r->upstream_model[sizeof r->upstream_model - 1] = '\0';
     r->account_name[sizeof r->account_name - 1] = '\0';
     r->route_strategy[sizeof r->route_strategy - 1] = '\0';
     r->error_class[sizeof r->error_class - 1] = '\0';

@@ -27,6 +27,8 @@ typedef struct account {
     int sort;
     int enabled;
     int max_concurrency;   /* 0 = unlimited */
+    int context_fallback;  /* a larger-context fallback: gets requests another account refused as too long */
+    int64_t reset_gen;     /* bumped by `account reset`: the gateway clears its routing state */
     int64_t created_at, updated_at; /* unix seconds */
 } account;
 
@@ -35,6 +37,7 @@ typedef struct account_new {
     account_kind kind;
     int sort;
     int max_concurrency;   /* -1: default for the kind (1 for chatgpt, 0 otherwise) */
+    int context_fallback;
 } account_new;
 
 typedef struct platform_key {
@@ -74,8 +77,9 @@ typedef struct request_log {
     int64_t platform_key_id;
     char endpoint[32];
     char model[128];
+    char upstream_model[128]; /* the model the serving attempt was sent (after its model map); "" none */
     int stream;
-    int64_t account_id;      /* 0 = none */
+    int64_t account_id;      /* 0 = none: the account that finally served (or failed last) */
     char account_name[128];
     int status;
     int attempts;
@@ -87,6 +91,7 @@ typedef struct request_log {
      * class, status, ms}), heap-allocated; store_writer_put_log takes it
      * over (and frees it). NULL: none recorded. */
     char *attempts_json;
+    int resumed;             /* a cut stream was finished on another account (opt-in stream resume) */
 } request_log;
 
 /* Opens (creating with mode 0600 if missing) and migrates. Returns NULL and
@@ -128,6 +133,9 @@ int64_t store_request_log_count(store *s);
  * drops its state and response owners and clears it as any key's preferred
  * account; its request logs stay. */
 int store_account_set_enabled(store *s, const char *name, int enabled, char *err, size_t errlen);
+/* Clears the account's cooldown, 429 ladder and health, and bumps its
+ * reset_gen so a running gateway clears its in-memory state (breaker too). */
+int store_account_reset(store *s, const char *name, char *err, size_t errlen);
 int store_account_remove(store *s, const char *name, char *err, size_t errlen);
 /* Key names need not be unique: these apply to every key of that name and
  * return how many keys changed (>= 1 for prefer; 0 from revoke means all

@@ -57,7 +57,9 @@ struct upstream_req {
     struct curl_slist *hdrs;
     upstream_callbacks cb;
     void *ud;
-    struct event deadline;   /* first-byte, then idle timeout */
+    struct event deadline;   /* connect backstop, then first-byte (from the request sent), then idle */
+    long first_byte_ms;      /* this transfer's first-byte limit */
+    int sent;                /* connected; the request is being sent (curl's pre-request callback ran) */
     char errbuf[CURL_ERROR_SIZE];
     sbuf hbuf;               /* header storage: name\0value\0... */
     size_t hoff[UP_MAX_HEADERS][2];
@@ -300,8 +302,24 @@ static void upstream_on_deadline(evutil_socket_t fd, short what, void *arg)
         return upstream_arm(r, r->u->lim.idle_timeout_ms);
     if (r->headers_done)
         upstream_end(r, UP_TIMEOUT_IDLE, "upstream idle timeout");
-    else
+    else if (r->sent)
         upstream_end(r, UP_TIMEOUT_FIRST_BYTE, "upstream first-byte timeout");
+    else
+        upstream_end(r, UP_TIMEOUT_CONNECT, "upstream connect timeout");
+}
+
+/* curl is connected and about to send the request (also on a reused
+ * connection): the first-byte limit starts now, so connecting never eats
+ * into it and it never adds to the connect limit. */
+static int upstream_prereq_cb(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    (void)primary_ip, (void)local_ip, (void)primary_port, (void)local_port;
+    upstream_req *r = arg;
+    if (!r->cancelled && !r->sent) {
+        r->sent = 1;
+        upstream_arm(r, r->first_byte_ms);
+    }
+    return CURL_PREREQFUNC_OK;
 }
 
 /* ---- curl callbacks (curl is on the stack: no multi calls here) ---- */
@@ -523,6 +541,7 @@ static CURL *upstream_easy(upstream *u)
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, upstream_prereq_cb);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "switchyard/0.1");
     /* offer every encoding this libcurl decodes, and decode what comes: the
      * gateway hands on plain bytes whatever the upstream chose (it never
@@ -561,6 +580,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
     if (spec->body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
@@ -568,8 +588,10 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     } else {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
-    long first_byte = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
-    upstream_arm(r, u->lim.connect_timeout_ms + first_byte);
+    r->first_byte_ms = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
+    /* curl enforces the connect limit itself; this is a backstop until the
+     * request is sent, when the first-byte limit takes over */
+    upstream_arm(r, u->lim.connect_timeout_ms + 1000);
     if (u->in_curl)
         upstream_defer(r);
     else

@@ -47,6 +47,7 @@ typedef struct rec {
     char *account, *scenario, *spec, *endpoint, *path, *method;
     char *authorization, *chatgpt_account_id, *model, *prev_id;
     char *headers; /* JSON object of the request headers, names lower-cased */
+    char *prefill; /* content of a trailing {"role":"assistant","content":"..."} message (a stream resume), or NULL */
     int stream, has_body_hash;
     size_t body_len;
     uint64_t body_hash;
@@ -100,6 +101,7 @@ static void rec_free(rec *r)
     free(r->model);
     free(r->prev_id);
     free(r->headers);
+    free(r->prefill);
     free(r);
 }
 
@@ -142,6 +144,8 @@ static void recs_json(sbuf *b, int usage)
         json_str_or_null(b, r->model);
         sbuf_printf(b, ",\"stream\":%s,\"previous_response_id\":", r->stream ? "true" : "false");
         json_str_or_null(b, r->prev_id);
+        sbuf_puts(b, ",\"prefill\":");
+        json_str_or_null(b, r->prefill);
         sbuf_printf(b, ",\"body_len\":%zu,\"body_hash\":", r->body_len);
         if (r->has_body_hash)
             sbuf_printf(b, "\"%016llx\"", (unsigned long long)r->body_hash);
@@ -362,6 +366,27 @@ static void body_fields_read(body_fields *f, const char *p, size_t n)
     sbuf_free(&key);
 }
 
+/* The (escaped) content of the last {"role":"assistant","content":"..."} in
+ * the body, as a gateway writes a stream-resume prefill; NULL if none. */
+static char *prefill_find(const char *p, size_t n)
+{
+    static const char pat[] = "{\"role\":\"assistant\",\"content\":\"";
+    const char *last = NULL, *end = p + n;
+    for (const char *q = p; (q = memmem(q, (size_t)(end - q), pat, sizeof pat - 1)); q++)
+        last = q + sizeof pat - 1;
+    if (!last)
+        return NULL;
+    const char *e = last;
+    while (e < end && *e != '"')
+        e += *e == '\\' && e + 1 < end ? 2 : 1;
+    char *out = malloc((size_t)(e - last) + 1);
+    if (!out)
+        abort();
+    memcpy(out, last, (size_t)(e - last));
+    out[e - last] = '\0';
+    return out;
+}
+
 static uint64_t fnv1a(const char *p, size_t n)
 {
     uint64_t h = 1469598103934665603ULL;
@@ -383,7 +408,9 @@ typedef struct opts {
     int after;         /* late_error/late_reset: deltas before the failure */
     int rst;           /* -1 default, 0 FIN, 1 RST */
     long resets;       /* quota429 resets_in_seconds */
+    int times;         /* > 0: the scenario applies to this many requests (same account and spec), then ok */
     char retry_after[24];
+    char retry_after_ms[24];
     char err_code[64]; /* late_error code */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
     char primary_window[24], secondary_window[24];
@@ -461,8 +488,12 @@ static void opts_parse(opts *o, const char *spec)
             o->rst = atoi(val) ? 1 : 0;
         else if (!strcmp(tok, "resets"))
             o->resets = atol(val);
+        else if (!strcmp(tok, "times"))
+            o->times = atoi(val);
         else if (!strcmp(tok, "retry_after"))
             copy_num(o->retry_after, sizeof o->retry_after, val);
+        else if (!strcmp(tok, "retry_after_ms"))
+            copy_num(o->retry_after_ms, sizeof o->retry_after_ms, val);
         else if (!strcmp(tok, "code"))
             copy_word(o->err_code, sizeof o->err_code, val);
         else if (!strcmp(tok, "partial"))
@@ -1055,7 +1086,7 @@ static void late_end(job *j, const opts *o, const char *prefix)
 }
 
 /* Stream scripts. `mode` picks where the stream goes wrong. */
-typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET } stream_mode;
+typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET, S_NO_OUTPUT } stream_mode;
 
 static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
 {
@@ -1065,6 +1096,11 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
     ev_resp_state(&b, g, "response.created", "in_progress");
     job_chunk(j, 0, &b);
     sbuf_reset(&b);
+    if (mode == S_NO_OUTPUT) { /* a clean end with no output and no terminal event */
+        job_add(j, ACT_END, gap);
+        sbuf_free(&b);
+        return;
+    }
     if (mode == S_QUOTA) {
         ev_error(&b, g, "usage_limit_reached", LATE_MSG);
         job_chunk(j, gap, &b);
@@ -1143,6 +1179,11 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     chat_role(&b, g);
     job_chunk(j, 0, &b);
     sbuf_reset(&b);
+    if (mode == S_NO_OUTPUT) {
+        job_add(j, ACT_END, gap);
+        sbuf_free(&b);
+        return;
+    }
     long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0;
     int late = mode == S_LATE_ERROR || mode == S_LATE_RESET;
     int n = late ? (o->after >= 0 ? o->after : 3) : g->npieces;
@@ -1334,6 +1375,8 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
         add_header(j->req, "x-codex-echo", r->authorization);
     if (o->retry_after[0])
         add_header(j->req, "Retry-After", o->retry_after);
+    if (o->retry_after_ms[0])
+        add_header(j->req, "retry-after-ms", o->retry_after_ms);
 
     if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
@@ -1350,6 +1393,18 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
                    "resulted in 9000 tokens. Please reduce the length of the messages.",
                    "invalid_request_error", "context_length_exceeded", NULL);
         reply_json(j, 0, 400, &b);
+    } else if (!strcmp(sc, "html")) { /* a 200 challenge page, as a proxy or CDN sends */
+        add_header(j->req, "Content-Type", "text/html; charset=utf-8");
+        action *a = job_add(j, ACT_REPLY, 0);
+        a->status = 200;
+        sbuf_puts(&a->data, "<!DOCTYPE html><html><body>Checking your browser...</body></html>");
+    } else if (!strcmp(sc, "empty")) { /* 200 with an empty JSON body (or an empty event stream) */
+        if (stream) {
+            start_sse(j, 0);
+            job_add(j, ACT_END, 0);
+        } else {
+            reply_json(j, 0, 200, &b);
+        }
     } else if (!strcmp(sc, "reset")) {
         job_add(j, ACT_CLOSE, 0)->rst = o->rst != 0;
     } else if (!strcmp(sc, "reflect_auth")) {
@@ -1397,7 +1452,7 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
         static const struct { const char *name; stream_mode mode; } modes[] = {
             {"ok", S_OK}, {"slow_headers", S_OK}, {"stall", S_STALL}, {"slow_stream", S_SLOW},
             {"quota_stream", S_QUOTA}, {"failed_stream", S_FAILED},
-            {"late_error", S_LATE_ERROR}, {"late_reset", S_LATE_RESET},
+            {"late_error", S_LATE_ERROR}, {"late_reset", S_LATE_RESET}, {"no_output", S_NO_OUTPUT},
         };
         int found = -1;
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
@@ -1617,6 +1672,15 @@ static void handle(struct evhttp_request *req, void *arg)
         if (seen < o.ok_first)
             snprintf(o.scenario, sizeof o.scenario, "ok");
     }
+    if (o.times > 0 && ep != EP_USAGE) { /* a flaky upstream: after `times` requests it behaves */
+        int seen = 0;
+        for (size_t i = g_first_visible; i < g_nrecs; i++)
+            seen += !g_recs[i]->usage && !strcmp(g_recs[i]->account, name) && !strcmp(g_recs[i]->spec, spec);
+        if (seen >= o.times) {
+            snprintf(o.scenario, sizeof o.scenario, "ok");
+            o.retry_after[0] = o.retry_after_ms[0] = '\0';
+        }
+    }
 
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t blen = evbuffer_get_length(in);
@@ -1642,6 +1706,7 @@ static void handle(struct evhttp_request *req, void *arg)
     r->body_len = blen;
     r->has_body_hash = blen > 0;
     r->body_hash = fnv1a(body, blen);
+    r->prefill = prefill_find(body, blen);
     sbuf_free(&f.model);
     sbuf_free(&f.prev_id);
 

@@ -599,7 +599,8 @@ class Gateway:
                                  f"failed rc={p.returncode}: {p.stderr.strip()}")
         return p
 
-    def add_account(self, name, base_url, token, kind=None, sort=None, chatgpt_id=None):
+    def add_account(self, name, base_url, token, kind=None, sort=None, chatgpt_id=None, args=()):
+        extra = list(args)  # further `account add` flags, e.g. ["--model-map", "{...}"]
         args = ["account", "add", "--db", self.db_path, "--name", name,
                 "--base-url", base_url, "--token", token]
         if kind is not None:
@@ -608,6 +609,7 @@ class Gateway:
             args += ["--chatgpt-account-id", chatgpt_id]
         if sort is not None:
             args += ["--sort", str(sort)]
+        args += extra
         self.cli(*args)
         self.accounts[name] = token
 
@@ -785,10 +787,11 @@ class Gateway:
 # ---------------------------------------------------------------- test base
 
 
-def account(name, base_url, token=None, kind=None, sort=None, chatgpt_id=None):
-    """Account spec for GatewayTest.gateway(); token defaults to a unique-looking secret."""
+def account(name, base_url, token=None, kind=None, sort=None, chatgpt_id=None, args=()):
+    """Account spec for GatewayTest.gateway(); token defaults to a unique-looking secret;
+    args: further `switchyard account add` flags."""
     spec = {"name": name, "base_url": base_url, "token": token or f"tok-{name}-{os.urandom(6).hex()}",
-            "kind": kind, "sort": sort}
+            "kind": kind, "sort": sort, "args": tuple(args)}
     if chatgpt_id is not None:
         spec["chatgpt_id"] = chatgpt_id
     return spec

@@ -25,7 +25,9 @@ from harness import HOST, Gateway, GatewayTest, PyUpstream, main, wait_for
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 RESP_STREAM = dict(RESP_BODY, stream=True)
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
-LONG_500 = "status=500"   # 5xx cools an account for 30 s: longer than any test here
+# 5xx cools an account for 30 s: longer than any test here. The long Retry-After makes it fail
+# over at once instead of the same-account retry a bare 5xx gets (test_recovery.py).
+LONG_500 = "status=500,retry_after=3600"
 
 
 # ---------------------------------------------------------------- helpers
@@ -432,6 +434,17 @@ class RoutingTest(GatewayTest):
             src = f.read()
         new, n = re.subn(r'failover\("server", 30\)', f'failover("server", {seconds})', src)
         self.assertGreaterEqual(n, 1, "could not find the server cooldown in classify.lua")
+        # and no same-account retry first: each 5xx is one failure of the account
+        new, n = re.subn(r'local SERVER_RETRIES = 1', 'local SERVER_RETRIES = 0', new)
+        self.assertEqual(n, 1, "could not find SERVER_RETRIES in classify.lua")
+        with open(path, "w") as f:
+            f.write(new)
+        # and the breaker stays open as long as the cooldown
+        path = os.path.join(pdir, "breaker.lua")
+        with open(path) as f:
+            src = f.read()
+        new, n = re.subn(r'local OPEN_SECONDS = 60', f'local OPEN_SECONDS = {seconds}', src)
+        self.assertEqual(n, 1, "could not find OPEN_SECONDS in breaker.lua")
         with open(path, "w") as f:
             f.write(new)
         return pdir
@@ -443,16 +456,16 @@ class RoutingTest(GatewayTest):
         g = self.gw([acct("agg", agg.base_url(), kind="aggregate"), acct("b", self.mock.url("b"))],
                     env={"SWITCHYARD_ROTATION": "hybrid_aggregate_first_rotation"}, policies=pdir)
 
-        # three failures in a row (each request fails over to b; agg rests 1 s after each)
-        def three_failures():
+        # four failures in a row (each request fails over to b; agg rests 1 s after each)
+        def four_failures():
             r = g.post("/v1/responses", RESP_BODY)
             self.assertEqual(r.status, 200, r)
             self.assertEqual(served(r), "b", r.headers)
-            return agg.count() >= 3
+            return agg.count() >= 4
 
-        wait_for(three_failures, interval=0.1, what="the aggregate account to fail three times")
-        self.assertEqual(agg.count(), 3)
-        wait_for(lambda: "account agg: circuit open after 3 failures in a row" in g.log_text(),
+        wait_for(four_failures, interval=0.1, what="the aggregate account to fail four times")
+        self.assertEqual(agg.count(), 4)
+        wait_for(lambda: "account agg: circuit open after 4 failures in a row" in g.log_text(),
                  what="the log to say the circuit opened")
         agg_id = g.account_id("agg")
         st = wait_for(lambda: g.query("SELECT * FROM account_state WHERE account_id = ? AND "
@@ -477,18 +490,20 @@ class RoutingTest(GatewayTest):
         t = threading.Thread(target=until_probe, daemon=True)
         t.start()
         self.assertTrue(agg.held.wait(harness.WAIT_TIMEOUT), "agg was never probed after its cooldown")
-        self.assertEqual(agg.count(), 4, "agg was tried while cooling down")
+        self.assertEqual(agg.count(), 5, "agg was tried while cooling down")
         # while the probe is in flight the circuit is half-open: nothing else goes to agg
         r = g.post("/v1/responses", RESP_BODY)
         self.assertEqual(r.status, 200, r)
         self.assertEqual(served(r), "b", "a second request went to a half-open aggregate")
-        self.assertEqual(agg.count(), 4)
+        self.assertEqual(agg.count(), 5)
         agg.release()
         t.join(harness.REQUEST_TIMEOUT)
         self.assertFalse(t.is_alive())
         self.assertTrue(all(x.status == 200 for x in results), results)
         self.assertEqual(served(results[-1]), "agg", results[-1].headers)
         self.assertEqual(results[-1].json()["output"][0]["content"][0]["text"], "hello from agg")
+        # the breaker closes after 2 successful probes
+        self.assertEqual(self.send(g, 1), ["agg"])
         wait_for(lambda: "account agg: probe succeeded, circuit closed" in g.log_text(),
                  what="the log to say the circuit closed")
         text = wait_for(lambda: (lambda t: t if "half-open" in t else None)(g.trace_text()),
@@ -498,7 +513,7 @@ class RoutingTest(GatewayTest):
                             if "half-open" in ln), text[-2000:])
         failovers = [ln for ln in lines if "CANDIDATE_SKIP" in ln and "account=agg " in ln
                      and "status=500" in ln]
-        self.assertEqual(len(failovers), 3, failovers)
+        self.assertEqual(len(failovers), 4, failovers)
         self.assertTrue(all("cooldown_s=1" in ln for ln in failovers), failovers)
         # closed again: agg (aggregate first) serves the next requests
         self.assertEqual(self.send(g, 2), ["agg", "agg"])

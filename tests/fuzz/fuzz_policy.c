@@ -1,8 +1,9 @@
 /* fuzz_policy.c: policy result conversion. Hooks that answer with whatever
  * Lua value the input decodes to (JSON through cjson: tables, strings,
- * numbers up to inf, cjson.null), for each of the four hooks: the engine
+ * numbers up to inf, cjson.null), for each of the five hooks: the engine
  * must never crash, and what it hands back is always in range (a valid
- * class and cooldown, a ladder step 0..1000, a permutation of candidates). */
+ * class and cooldown, a ladder step 0..1000, a permutation of candidates, a
+ * breaker state with its open seconds). */
 #include "fuzz_common.h"
 #include "policy.h"
 #include <string.h>
@@ -51,10 +52,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                "  for i, c in ipairs(candidates) do ids[i] = c.id end\n"
                "  return ids\n"
                "end\n");
+    write_file(dir, "breaker.lua",
+               "return function(st, outcome, now)\n"
+               "  if st.kind:sub(1, 5) == 'fuzz:' then\n"
+               "    local v = cjson.decode(st.kind:sub(6))\n"
+               "    if type(v) == 'table' then return v[1], v[2] end\n"
+               "    return v\n"
+               "  end\n"
+               "  return 'closed'\n"
+               "end\n");
     char err[512];
     pe = policy_new(dir, err, sizeof err);
-    static const char *const files[] = {"classify.lua", "cooldown.lua", "guard.lua", "order.lua"};
-    for (size_t i = 0; i < 4; i++) { /* loaded: the directory is no longer needed */
+    static const char *const files[] = {"classify.lua", "cooldown.lua", "guard.lua", "order.lua", "breaker.lua"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) { /* loaded: the directory is no longer needed */
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);
@@ -74,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     char text[4200];
     snprintf(text, sizeof text, "fuzz:%.*s", (int)(n - 1), (const char *)data + 1);
     size_t len = strlen(text);
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0: {
         policy_event ev = {.status = 599, .body = text + 5, .body_len = len - 5, .retry_after = -1};
         policy_verdict v;
@@ -99,6 +109,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
                               .primary_used_pct = -1, .secondary_used_pct = -1};
         int g = policy_guard(pe, &c);
         FUZZ_CHECK(g == GUARD_NORMAL || g == GUARD_RESERVE || g == GUARD_EXCLUDE);
+        break;
+    }
+    case 3: {
+        policy_breaker_state st = {.account_id = 1, .kind = text, .state = BREAKER_HALF_OPEN,
+                                   .consecutive_failures = 1, .window_requests = 1, .window_failures = 1};
+        int state = -1;
+        double secs = -1;
+        policy_breaker(pe, &st, 0, 1.7e9, &state, &secs);
+        FUZZ_CHECK(state == BREAKER_CLOSED || state == BREAKER_OPEN || state == BREAKER_HALF_OPEN);
+        FUZZ_CHECK(secs >= 0 && secs <= 2592000);
+        FUZZ_CHECK(state == BREAKER_OPEN || secs == 0);
         break;
     }
     default: {

@@ -55,12 +55,75 @@ describe("classify", function()
     end)
   end)
 
-  describe("5xx fail over as server for 30 s", function()
+  describe("5xx retry the same account once after 120-900 ms of jitter, then fail over as server for 30 s", function()
     for _, s in ipairs({ 500, 502, 503, 504, 529 }) do
-      it(tostring(s), function()
-        eq(classify(E{ status = s }), { action = "failover", class = "server", cooldown = 30 })
+      it(tostring(s) .. " first time: retry", function()
+        eq(classify(E{ status = s, random = 0 }), { action = "retry", class = "server", after = 0.12, cooldown = 0 })
+        near(classify(E{ status = s, random = 0.999999 }).after, 0.9, 1e-5)
+      end)
+      it(tostring(s) .. " after one retry: failover", function()
+        eq(classify(E{ status = s, retries = 1 }), { action = "failover", class = "server", cooldown = 30 })
       end)
     end
+    it("the jitter follows ev.random", function()
+      near(classify(E{ status = 500, random = 0.5 }).after, 0.51, 1e-9)
+    end)
+  end)
+
+  describe("a short Retry-After is waited out on the same account only when nothing equivalent is left", function()
+    it("429 Retry-After 2, every other candidate changes the model: retry after 2 s", function()
+      eq(classify(E{ status = 429, retry_after = 2, alternatives = 0 }),
+         { action = "retry", class = "rate_limit", after = 2, cooldown = 0 })
+    end)
+    it("503 Retry-After 5, no candidate left: retry after 5 s", function()
+      eq(classify(E{ status = 503, retry_after = 5, alternatives = 0 }),
+         { action = "retry", class = "server", after = 5, cooldown = 0 })
+    end)
+    it("429 Retry-After 2 with a same-model candidate left: fail over at once", function()
+      eq(classify(E{ status = 429, retry_after = 2, alternatives = 1 }),
+         { action = "failover", class = "rate_limit", cooldown = -1 })
+    end)
+    it("503 Retry-After 2 with a same-model candidate left: fail over at once, no jitter retry", function()
+      eq(classify(E{ status = 503, retry_after = 2, alternatives = 2 }),
+         { action = "failover", class = "server", cooldown = 30 })
+    end)
+    it("Retry-After above 5 s: fail over", function()
+      expect(classify(E{ status = 429, retry_after = 6, alternatives = 0 }).action).to_be("failover")
+      expect(classify(E{ status = 503, retry_after = 6, alternatives = 0 }).action).to_be("failover")
+    end)
+    it("at most twice per account and request", function()
+      expect(classify(E{ status = 429, retry_after = 1, alternatives = 0, retries = 1 }).action).to_be("retry")
+      expect(classify(E{ status = 429, retry_after = 1, alternatives = 0, retries = 2 }).action).to_be("failover")
+    end)
+    it("a quota 429 is never waited out", function()
+      expect(classify(E{ status = 429, retry_after = 2, alternatives = 0, error_code = "usage_limit_reached" }).class)
+        .to_be("quota")
+    end)
+  end)
+
+  describe("a 2xx that is not an answer fails over as bad_answer for 30 s", function()
+    for _, why in ipairs({ "content_type", "empty_body", "no_output" }) do
+      it(why, function()
+        eq(classify(E{ status = 200, not_answer = why }), { action = "failover", class = "bad_answer", cooldown = 30 })
+      end)
+    end
+  end)
+
+  describe("context-window fallback", function()
+    local ctx = { status = 400, error_type = "invalid_request_error", error_code = "context_length_exceeded",
+                  error_message = "This model's maximum context length is 8192 tokens." }
+    it("with a larger-context fallback left: context_fallback, no cooldown", function()
+      ctx.context_fallbacks = 1
+      eq(classify(E(ctx)), { action = "context_fallback", class = "context_length", cooldown = 0 })
+    end)
+    it("with none: returned unchanged", function()
+      ctx.context_fallbacks = 0
+      eq(classify(E(ctx)), { action = "return", class = "request", cooldown = 0 })
+    end)
+    it("other request errors are returned even with a fallback configured", function()
+      eq(classify(E{ status = 400, error_code = "content_policy_violation", context_fallbacks = 1 }),
+         { action = "return", class = "request", cooldown = 0 })
+    end)
   end)
 
   it("network errors fail over for 20 s", function()
@@ -99,9 +162,15 @@ describe("classify", function()
       expect(v.action).to_be("failover")
       expect(v.cooldown).to_be(-1)
     end)
-    it("server_error code -> failover server 30", function()
-      eq(classify(fixtures.stream_error_event{ error_type = "server_error", error_message = "oops" }),
+    it("server_error code -> retry once, then failover server 30", function()
+      eq(classify(fixtures.stream_error_event{ error_type = "server_error", error_message = "oops", random = 0 }),
+         { action = "retry", class = "server", after = 0.12, cooldown = 0 })
+      eq(classify(fixtures.stream_error_event{ error_type = "server_error", error_message = "oops", retries = 1 }),
          { action = "failover", class = "server", cooldown = 30 })
+    end)
+    it("an overloaded / capacity message -> retry once", function()
+      expect(classify(fixtures.stream_error_event{ error_message = "The model is at capacity" }).action)
+        .to_be("retry")
     end)
     it("a request error (context_length_exceeded) is returned", function()
       local v = classify(fixtures.stream_error_event{ error_code = "context_length_exceeded" })
@@ -110,6 +179,19 @@ describe("classify", function()
     end)
     it("an unknown error is returned", function()
       expect(classify(fixtures.stream_error_event{ error_message = "something odd" }).action).to_be("return")
+    end)
+  end)
+
+  describe("a stream cut after output (stream resume is opt-in)", function()
+    it("is returned as interrupted by default: never replayed elsewhere", function()
+      eq(classify(fixtures.cut_stream_event()), { action = "return", class = "interrupted", cooldown = 0 })
+    end)
+    it("even a quota text or a timeout does not make it fail over", function()
+      expect(classify(fixtures.cut_stream_event{ error_message = "usage_limit_reached" }).action).to_be("return")
+      expect(classify(fixtures.cut_stream_event{ timeout = true, network_error = false }).action).to_be("return")
+    end)
+    it("with a tool call it is returned", function()
+      expect(classify(fixtures.cut_stream_event{ tool_call = true }).action).to_be("return")
     end)
   end)
 

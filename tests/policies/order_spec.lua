@@ -79,6 +79,37 @@ describe("order", function()
       local list = C{ { id = 1, sort = 0, inflight = 3 }, { id = 2, sort = 1, inflight = 0 } }
       expect(order(list, X{ seed = 5 })[1]).to_be(2)
     end)
+    it("an account with no latency history is not faster: the head of the sort order serves", function()
+      for seed = 0, 40 do
+        local list = C{ { id = 1, sort = 0, latency_ema_ms = 800 }, { id = 2, sort = 1, latency_ema_ms = 0 } }
+        expect(order(list, X{ seed = seed })[1]).to_be(1)
+      end
+    end)
+    it("equal health: the head of the sort order serves for every seed", function()
+      for seed = 0, 40 do
+        local list = same_health(C{ { id = 7, sort = 0 }, { id = 3, sort = 1 }, { id = 5, sort = 2 } })
+        expect(order(list, X{ seed = seed })[1]).to_be(7)
+      end
+    end)
+    it("a small latency difference is not health", function()
+      for seed = 0, 40 do
+        local list = C{ { id = 1, sort = 0, latency_ema_ms = 300 }, { id = 2, sort = 1, latency_ema_ms = 200 } }
+        expect(order(list, X{ seed = seed })[1]).to_be(1)
+        -- twice as fast, but by milliseconds only
+        list = C{ { id = 1, sort = 0, latency_ema_ms = 4 }, { id = 2, sort = 1, latency_ema_ms = 1 } }
+        expect(order(list, X{ seed = seed })[1]).to_be(1)
+      end
+    end)
+    it("health lost to failures recovers with time (60 s half-life)", function()
+      local function list(age)
+        return C{ { id = 1, sort = 0, success_rate = 0.5, health_age_s = age }, { id = 2, sort = 1 } }
+      end
+      for seed = 0, 40 do
+        expect(order(list(0), X{ seed = seed })[1]).to_be(2)
+        expect(order(list(30), X{ seed = seed })[1]).to_be(2)  -- 0.65 recovered: still clearly worse
+        expect(order(list(300), X{ seed = seed })[1]).to_be(1) -- 0.98: back to the head
+      end
+    end)
     it("lower latency wins when success and inflight tie", function()
       local list = C{ { id = 1, sort = 0, latency_ema_ms = 900 }, { id = 2, sort = 1, latency_ema_ms = 100 } }
       expect(order(list, X{ seed = 5 })[1]).to_be(2)

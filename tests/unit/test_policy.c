@@ -16,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const hooks[] = {"classify", "cooldown", "guard", "order"};
+static const char *const hooks[] = {"classify", "cooldown", "guard", "order", "breaker"};
+#define NHOOKS ((int)(sizeof hooks / sizeof hooks[0]))
 static char tdir[64];
 
 /* ---------------------------------------------------------------- helpers */
@@ -38,7 +39,7 @@ static void dir_make(const char *hook, const char *src)
     snprintf(tdir, sizeof tdir, "/tmp/test_policy.XXXXXX");
     if (!mkdtemp(tdir))
         abort();
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NHOOKS; i++) {
         char name[64];
         snprintf(name, sizeof name, "policies/%s.lua", hooks[i]);
         const embedded_file *f = embedded_find(name);
@@ -57,7 +58,7 @@ static void dir_make(const char *hook, const char *src)
 
 static void dir_remove(void)
 {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NHOOKS; i++) {
         char path[128];
         snprintf(path, sizeof path, "%s/%s.lua", tdir, hooks[i]);
         unlink(path);
@@ -76,10 +77,11 @@ static policy_engine *engine_with(const char *hook, const char *src)
     return pe;
 }
 
+/* An event past its same-account retry (retries = 1), so a 5xx fails over. */
 static policy_event event(int status)
 {
     policy_event ev = {.status = status, .retry_after = -1, .account_kind = "api_key",
-                       .endpoint = "/v1/responses"};
+                       .endpoint = "/v1/responses", .retries = 1, .alternatives = 1};
     return ev;
 }
 
@@ -613,6 +615,33 @@ static void test_classify_default_numbers(void)
     ev.error_code = "content_policy_violation";
     policy_classify(pe, &ev, &v);
     CHECK_EQ_INT(v.failover, 0);
+    /* the same-account retries */
+    ev = event(502);
+    ev.retries = 0;
+    ev.random = 0.5;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_RETRY);
+    CHECK(fabs(v.after - 0.51) < 1e-9);
+    ev = event(429);
+    ev.retries = 0;
+    ev.retry_after = 3;
+    ev.alternatives = 0;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_RETRY);
+    CHECK(v.after == 3);
+    ev.alternatives = 1;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_FAILOVER);
+    ev = event(200);
+    ev.not_answer = "content_type";
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_STR(v.cls, "bad_answer");
+    CHECK_EQ_INT(v.failover, 1);
+    ev = event(400);
+    ev.error_code = "context_length_exceeded";
+    ev.context_fallbacks = 1;
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_INT(v.action, VERDICT_CONTEXT_FALLBACK);
     CHECK_EQ_INT(policy_fallbacks(pe), 0);
     policy_free(pe);
 }
@@ -702,13 +731,23 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
     CHECK(pe != NULL);
     const int statuses[] = {0, 200, 201, 301, 400, 401, 403, 404, 408, 409, 413, 422, 429, 499, 500, 503, 599, 600};
     const char *texts[] = {NULL, "You've hit your usage limit", "account_deactivated", "context_length_exceeded",
-                           "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine"};
+                           "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine", "the model is at capacity", "maximum context length"};
     int mismatches = 0;
     for (size_t s = 0; s < sizeof statuses / sizeof statuses[0]; s++)
         for (int flags = 0; flags < 8; flags++)
             for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++)
                 for (int where = 0; where < 4; where++) {
                     policy_event ev = event(statuses[s]);
+                    int extra = (int)rnd(72);
+                    ev.retries = extra % 3;
+                    ev.alternatives = (extra / 3) % 2;
+                    ev.retry_after = (const double[]){-1, 0, 2, 5, 6, 3600}[(extra / 6) % 6];
+                    ev.context_fallbacks = (extra / 36) % 2;
+                    ev.not_answer = rnd(10) == 0 ? "empty_body" : NULL;
+                    ev.random = rnd(1000) / 1000.0;
+                    ev.after_output = rnd(8) == 0;
+                    ev.delivered_chars = ev.after_output ? 40 : 0;
+                    ev.tool_call = rnd(2);
                     ev.network_error = flags & 1;
                     ev.timeout = (flags >> 1) & 1;
                     ev.in_stream = (flags >> 2) & 1;
@@ -726,7 +765,8 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     policy_verdict a, b;
                     policy_classify(pe, &ev, &a);
                     policy_classify(NULL, &ev, &b);
-                    if (a.failover != b.failover || strcmp(a.cls, b.cls) != 0 || a.cooldown != b.cooldown) {
+                    if (a.action != b.action || a.failover != b.failover || strcmp(a.cls, b.cls) != 0 ||
+                        a.cooldown != b.cooldown || fabs(a.after - b.after) > 1e-9) {
                         if (mismatches++ < 5)
                             fprintf(stderr, "  classify status=%d flags=%d text=%s where=%d: lua %s/%d c %s/%d\n",
                                     statuses[s], flags, x ? x : "-", where, a.cls, a.failover, b.cls, b.failover);
@@ -793,7 +833,8 @@ static void test_c_defaults_match_lua_guard_and_order(void)
             used[id] = 1;
             c[i] = (policy_candidate){.id = id, .name = "x", .kind = kinds[rnd(4)], .sort = (int)rnd(3),
                                       .updated_at = rnd(3), .primary_used_pct = -1, .secondary_used_pct = -1,
-                                      .success_rate = rates[rnd(5)], .latency_ema_ms = 100.0 * rnd(3),
+                                      .success_rate = rates[rnd(5)], .latency_ema_ms = 200.0 * rnd(4),
+                                      .health_age_s = 30.0 * rnd(4),
                                       .inflight = (int)rnd(3), .reserve = rnd(4) == 0};
         }
         policy_order_ctx ctx = {.strategy = strategies[rnd(3)], .rotation = rotations[rnd(6)],
@@ -817,6 +858,45 @@ static void test_c_defaults_match_lua_guard_and_order(void)
         }
     }
     CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
+static void test_c_default_matches_lua_breaker(void)
+{
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    const char *kinds[] = {"api_key", "chatgpt", "aggregate"};
+    int mismatches = 0;
+    for (int state = 0; state < 3; state++)
+        for (int cf = 0; cf < 7; cf++)
+            for (int cs = 0; cs < 4; cs++)
+                for (int wr = 0; wr <= 20; wr++)
+                    for (int wf = 0; wf <= wr; wf += 1 + wr / 8)
+                        for (int ok = 0; ok < 2; ok++) {
+                            policy_breaker_state st = {.account_id = 1, .kind = kinds[wr % 3], .state = state,
+                                                       .consecutive_failures = cf, .consecutive_successes = cs,
+                                                       .window_requests = wr, .window_failures = wf};
+                            int a, b;
+                            double sa, sb;
+                            policy_breaker(pe, &st, ok, 1700000000, &a, &sa);
+                            policy_breaker(NULL, &st, ok, 1700000000, &b, &sb);
+                            if ((a != b || sa != sb) && mismatches++ < 5)
+                                fprintf(stderr, "  breaker state=%d cf=%d cs=%d wr=%d wf=%d ok=%d: lua %d/%g c %d/%g\n",
+                                        state, cf, cs, wr, wf, ok, a, sa, b, sb);
+                        }
+    CHECK_EQ_INT(mismatches, 0);
+    /* the default numbers */
+    policy_breaker_state st = {.state = BREAKER_CLOSED, .consecutive_failures = 4, .window_requests = 4,
+                               .window_failures = 4};
+    int s;
+    double secs;
+    policy_breaker(pe, &st, 0, 0, &s, &secs);
+    CHECK_EQ_INT(s, BREAKER_OPEN);
+    CHECK(secs == 60);
+    st.consecutive_failures = 3;
+    policy_breaker(pe, &st, 0, 0, &s, &secs);
+    CHECK_EQ_INT(s, BREAKER_CLOSED);
     CHECK_EQ_INT(policy_fallbacks(pe), 0);
     policy_free(pe);
 }
@@ -866,6 +946,7 @@ int main(void)
     RUN(test_guard_and_order_default_rules);
     RUN(test_c_defaults_match_lua_classify_and_cooldown);
     RUN(test_c_defaults_match_lua_guard_and_order);
+    RUN(test_c_default_matches_lua_breaker);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }

@@ -495,8 +495,32 @@ static void test_long_error_fields_truncated(void)
     sbuf_free(&ev);
 }
 
+/* keep_text (stream resume): the chat text of choice 0 is kept, after
+ * commit too; a tool call is noted; without keep_text nothing is kept. */
+static void test_keep_text_collects_chat_content_and_notes_tool_calls(void)
+{
+    static const char s[] =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}\n\n"
+        "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"other\"}}]}\n\n";
+    for (int keep = 0; keep < 2; keep++) {
+        preflight pf;
+        preflight_init(&pf, API_CHAT, WINDOW);
+        pf.keep_text = keep;
+        CHECK_EQ_INT(preflight_feed(&pf, s, sizeof s - 1), PF_COMMIT);
+        CHECK_EQ_STR(pf.text.p ? pf.text.p : "", keep ? "Hello" : "");
+        CHECK_EQ_INT(pf.saw_tool_call, 0);
+        static const char tool[] = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}\n\n";
+        preflight_feed(&pf, tool, sizeof tool - 1);
+        CHECK_EQ_INT(pf.saw_tool_call, keep);
+        preflight_free(&pf);
+    }
+}
+
 int main(void)
 {
+    RUN(test_keep_text_collects_chat_content_and_notes_tool_calls);
     RUN(test_initial_state_holds_with_unknown_usage);
     RUN(test_created_and_in_progress_hold_and_give_id);
     RUN(test_text_delta_commits);

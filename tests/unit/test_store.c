@@ -162,7 +162,7 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 5);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 6);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -673,6 +673,10 @@ static void test_store_sync_without_writer_returns(void)
 
 /* Undoes migration 5 by hand. */
 #define TEST_DROP_MIGRATION_5 " DROP TABLE admin_token; ALTER TABLE request_logs DROP COLUMN attempts_json;"
+/* Undoes migration 6 (failover: account flags, request log columns). */
+#define TEST_DROP_MIGRATION_6                                                                              \
+    " ALTER TABLE accounts DROP COLUMN context_fallback; ALTER TABLE accounts DROP COLUMN reset_gen;"      \
+    " ALTER TABLE request_logs DROP COLUMN upstream_model; ALTER TABLE request_logs DROP COLUMN resumed;"
 
 /* ---------- migration 3: usage columns ---------- */
 
@@ -686,7 +690,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
     int64_t a = test_add_account(s, "cg", 0, ACCOUNT_CHATGPT);
     store_close(s);
     test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);"
-                        TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
+                        TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DROP TABLE codex_attach; DELETE FROM schema_migrations WHERE version >= 3");
     s = test_open(path);
     CHECK(s != NULL);
@@ -740,14 +744,14 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
     test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;"
-                        TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
+                        TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                     " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
     s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 5);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 6);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
                                     " ('settings', 'response_owners', 'codex_attach')"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
@@ -778,11 +782,11 @@ static void test_store_migration_5_adds_attempts_and_admin_token(void)
 {
     char path[128];
     test_store_one_log(path, sizeof path, NULL);
-    test_sql_exec(path, TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version = 5");
+    test_sql_exec(path, TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version >= 5");
     store *s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 5);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 6);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE attempts_json IS NULL"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
                                     " AND tbl_name = 'admin_token'"), 3);
@@ -986,6 +990,32 @@ static void test_store_account_enable_disable_by_name(void)
     store_close(s);
 }
 
+/* `account reset` clears the persisted cooldown, ladder and health and
+ * bumps reset_gen (an accounts UPDATE: a running gateway reloads). */
+static void test_store_account_reset_clears_cooldown_ladder_and_bumps_reset_gen(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until, ladder_step, last_429_at, last_error,"
+                        " success_ema) SELECT id, 9e9, 3, 100, 'rate_limit', 0.2 FROM accounts WHERE name = 'a'");
+    int64_t v0 = store_config_version(s);
+    CHECK_EQ_INT(store_account_reset(s, "a", err, sizeof err), 0);
+    CHECK(store_config_version(s) > v0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT reset_gen FROM accounts WHERE name = 'a'"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT cooldown_until = 0 AND ladder_step = 0 AND last_429_at = 0"
+                                    " AND last_error = '' AND success_ema = 1 FROM account_state"), 1);
+    account *acc = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_accounts_load(s, &acc, &n), 0);
+    CHECK(n == 1 && acc[0].reset_gen == 1);
+    store_accounts_free(acc, n);
+    CHECK_EQ_INT(store_account_reset(s, "nope", err, sizeof err), -1);
+    CHECK(strstr(err, "no account named 'nope'") != NULL);
+    store_close(s);
+}
+
 /* Removal takes the account's state and owners with it and clears it as a
  * key's preferred account; request logs stay. */
 static void test_store_account_remove_cleans_up_references(void)
@@ -1084,6 +1114,7 @@ int main(void)
     RUN(test_store_writer_prunes_old_owners_at_most_hourly);
     RUN(test_store_account_enable_disable_by_name);
     RUN(test_store_account_remove_cleans_up_references);
+    RUN(test_store_account_reset_clears_cooldown_ladder_and_bumps_reset_gen);
     RUN(test_store_key_prefer_and_revoke_by_name);
     check_tmpdir_remove(test_dir);
     return check_summary();

@@ -1,0 +1,46 @@
+-- breaker_spec.lua: policies/breaker.lua: when the circuit opens, for how long, and when it closes.
+local B = fixtures.breaker_state
+
+describe("breaker", function()
+  describe("closed", function()
+    it("opens for 60 s after 4 consecutive failures", function()
+      eq({ breaker(B{ consecutive_failures = 4, window_requests = 4, window_failures = 4 }, "failure", fixtures.NOW) },
+         { "open", 60 })
+    end)
+    it("3 consecutive failures keep it closed", function()
+      expect(breaker(B{ consecutive_failures = 3, window_requests = 3, window_failures = 3 }, "failure")).to_be("closed")
+    end)
+    it("opens at an error rate of 0.6 over at least 10 requests", function()
+      eq({ breaker(B{ consecutive_failures = 1, window_requests = 10, window_failures = 6 }, "failure") }, { "open", 60 })
+      expect(breaker(B{ consecutive_failures = 1, window_requests = 10, window_failures = 5 }, "failure")).to_be("closed")
+    end)
+    it("a high error rate over fewer than 10 requests does not open it", function()
+      expect(breaker(B{ consecutive_failures = 1, window_requests = 9, window_failures = 8 }, "failure")).to_be("closed")
+    end)
+    it("a success never opens it", function()
+      expect(breaker(B{ window_requests = 20, window_failures = 19 }, "success")).to_be("closed")
+    end)
+    it("applies to every account kind", function()
+      for _, k in ipairs({ "api_key", "chatgpt", "aggregate" }) do
+        expect(breaker(B{ kind = k, consecutive_failures = 4, window_requests = 4, window_failures = 4 }, "failure"))
+          .to_be("open")
+      end
+    end)
+  end)
+
+  describe("half-open (probing)", function()
+    it("a failed probe opens it again for 60 s", function()
+      eq({ breaker(B{ state = "half_open", consecutive_failures = 1 }, "failure") }, { "open", 60 })
+    end)
+    it("one successful probe keeps probing", function()
+      expect(breaker(B{ state = "half_open", consecutive_successes = 1 }, "success")).to_be("half_open")
+    end)
+    it("closes after 2 successes", function()
+      expect(breaker(B{ state = "half_open", consecutive_successes = 2 }, "success")).to_be("closed")
+    end)
+  end)
+
+  it("never falls back to the C default on these inputs", function()
+    expect(fallbacks()).to_be(0)
+  end)
+end)
