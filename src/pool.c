@@ -60,12 +60,8 @@ static void pool_state_default(account_state *st, int64_t id)
 
 static void pool_accounts_clear(pool *p)
 {
-    for (size_t i = 0; i < p->n; i++) {
-        account *a = &p->accts[i].a;
-        if (a->token)
-            explicit_bzero(a->token, strlen(a->token));
-        free(a->name), free(a->base_url), free(a->token), free(a->chatgpt_account_id), free(a->model_map);
-    }
+    for (size_t i = 0; i < p->n; i++)
+        store_account_clear(&p->accts[i].a);
     free(p->accts);
     p->accts = NULL;
     p->n = 0;
@@ -90,6 +86,9 @@ static void pool_load(pool *p)
             pa[i].st = old->st;
             pa[i].inflight = old->inflight;
             pa[i].fail_streak = old->fail_streak;
+            pa[i].refreshing = old->refreshing;
+            pa[i].refresh_failures = old->refresh_failures;
+            pa[i].refresh_retry_at = old->refresh_retry_at;
         } else {
             pool_state_default(&pa[i].st, a[i].id);
         }

@@ -29,6 +29,10 @@ typedef struct pool_account {
     int inflight;
     int fail_streak;   /* consecutive failed attempts; drives the aggregate circuit breaker */
     pool_guard_memo guard;
+    /* login refresh (oauth.c); kept across reloads like inflight */
+    int refreshing;          /* a refresh is in flight or being committed */
+    int refresh_failures;    /* transient failures in a row */
+    double refresh_retry_at; /* no refresh before this (backoff), unix seconds */
 } pool_account;
 
 /* An aggregate provider with this many failures in a row is circuit-broken:

@@ -12,6 +12,7 @@
 #include "proxy.h"
 #include "log.h"
 #include "metrics.h"
+#include "oauth.h"
 #include "router.h"
 #include "server.h"
 #include "usage_poll.h"
@@ -32,6 +33,7 @@
 #define PROXY_CLIENT_HIGH (4u << 20)     /* pause upstream above this much unsent to the client */
 #define PROXY_MAX_HEADERS 40
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
+#define PROXY_MAX_REFRESH 8          /* accounts refreshed after a 401 within one request */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
 
@@ -89,6 +91,15 @@ typedef struct proxy_req {
     struct event flush_ev;    /* active exactly while out holds bytes */
     char error_class[32];
     long in_tok, out_tok, tot_tok;
+
+    /* login refresh (oauth.c) */
+    oauth_waiter *wait;       /* waiting for an account's login refresh */
+    int64_t wait_acct;        /* that account */
+    int wait_after_401;       /* the wait follows a 401 from it (else the account was busy refreshing) */
+    int64_t deferred_acct;    /* first candidate skipped because its login was refreshing */
+    uint64_t sent_token_hash; /* of the token the current attempt sent */
+    int64_t refreshed[PROXY_MAX_REFRESH]; /* accounts already refreshed after a 401 in this request */
+    size_t n_refreshed;
 } proxy_req;
 
 static void proxy_next(proxy_req *p);
@@ -754,6 +765,104 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
     proxy_finish(p, p->status);
 }
 
+/* ---------- login refresh ---------- */
+
+static uint64_t proxy_token_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: only to notice that the token changed */
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void proxy_attempt(proxy_req *p, pool_account *pa);
+
+/* The refresh this request waited for ended: try the account again when it
+ * now holds a fresh login, else go on with the next candidate. */
+static void proxy_on_login_refreshed(void *ud, int ok, const char *why)
+{
+    proxy_req *p = ud;
+    p->wait = NULL;
+    pool_account *pa = pool_find(p->gw->pool, p->wait_acct);
+    char reason[200];
+    if (ok && pa && router_available(pa, &p->rctx, gateway_now(), reason, sizeof reason)) {
+        proxy_attempt(p, pa);
+        return;
+    }
+    if (pa) {
+        if (!ok)
+            snprintf(reason, sizeof reason, "%slogin refresh failed: %.150s", p->wait_after_401 ? "HTTP 401; " : "",
+                     why ? why : "error");
+        proxy_why(p, pa->a.name, reason);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, reason);
+    }
+    proxy_next(p);
+}
+
+/* 1 if this request already refreshed the account after a 401 (or has
+ * done so for as many accounts as it may); else records it and returns 0. */
+static int proxy_refreshed_before(proxy_req *p, int64_t id)
+{
+    for (size_t i = 0; i < p->n_refreshed; i++)
+        if (p->refreshed[i] == id)
+            return 1;
+    if (p->n_refreshed == PROXY_MAX_REFRESH)
+        return 1;
+    p->refreshed[p->n_refreshed++] = id;
+    return 0;
+}
+
+/* A 401 from a chatgpt account usually means its access token expired or
+ * was revoked: refresh the login once and send the same request to the
+ * same account again, so the client never sees the 401. Returns 1 when the
+ * request waits for the refresh (or retried at once because the token was
+ * replaced meanwhile), 0 when the 401 goes to the classify policy. */
+static int proxy_refresh_on_401(proxy_req *p)
+{
+    pool_account *pa = proxy_account(p);
+    if (p->status != 401 || !pa || pa->a.kind != ACCOUNT_CHATGPT || proxy_refreshed_before(p, pa->a.id))
+        return 0;
+    p->att_outcome = "login_refresh"; /* the attempts record: this 401 led to a refresh and a retry */
+    sbuf_copy_cstr(p->att_class, sizeof p->att_class, "auth");
+    if (proxy_token_hash(pa->a.token) != p->sent_token_hash) { /* another request refreshed it already */
+        proxy_attempt_end(p);
+        proxy_attempt(p, pa);
+        return 1;
+    }
+    char why[200];
+    oauth_waiter *w = oauth_wait(p->gw->oauth, pa, "upstream_401", proxy_on_login_refreshed, p, why, sizeof why);
+    if (!w) {
+        p->att_outcome = NULL; /* classify decides and records it */
+        return 0;
+    }
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=refreshing_login status=401",
+                (unsigned long long)p->id, pa->a.name);
+    p->wait = w;
+    p->wait_acct = pa->a.id;
+    p->wait_after_401 = 1;
+    proxy_attempt_end(p);
+    return 1;
+}
+
+/* Every other candidate failed or was skipped: wait for the first one that
+ * was only skipped because its login was refreshing. 1 if waiting. */
+static int proxy_wait_deferred(proxy_req *p)
+{
+    pool_account *pa = p->deferred_acct ? pool_find(p->gw->pool, p->deferred_acct) : NULL;
+    p->deferred_acct = 0;
+    char why[200];
+    if (!pa || !pa->refreshing)
+        return 0;
+    oauth_waiter *w = oauth_wait(p->gw->oauth, pa, "request_waiting", proxy_on_login_refreshed, p, why, sizeof why);
+    if (!w)
+        return 0;
+    p->wait = w;
+    p->wait_acct = pa->a.id;
+    p->wait_after_401 = 0;
+    return 1;
+}
+
 static void proxy_up_done(void *ud, up_result r, const char *errmsg)
 {
     proxy_req *p = ud;
@@ -772,6 +881,8 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
         return proxy_finish(p, r == UP_NETWORK ? 502 : 504);
     }
     if (p->mode == MODE_ERROR) {
+        if (proxy_refresh_on_401(p))
+            return;
         json_value *doc;
         policy_event ev = {0};
         ev.status = p->status;
@@ -818,6 +929,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     sbuf_reset(&p->errbody);
     sbuf_reset(&p->sniff);
     pa->inflight++;
+    p->sent_token_hash = proxy_token_hash(pa->a.token);
     /* balanced rotates sessions: a turn kept on its session's account by
      * affinity does not move the cursor that new sessions start from */
     if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
@@ -863,9 +975,18 @@ static void proxy_next(proxy_req *p)
                         (unsigned long long)p->id, pa->a.name, why);
             continue;
         }
+        if (pa->refreshing) { /* its refresh token is in use: others first, else wait for it */
+            if (!p->deferred_acct)
+                p->deferred_acct = pa->a.id;
+            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"refreshing its login\"",
+                        (unsigned long long)p->id, pa->a.name);
+            continue;
+        }
         proxy_attempt(p, pa);
         return;
     }
+    if (proxy_wait_deferred(p))
+        return;
     proxy_exhausted(p);
 }
 
@@ -915,6 +1036,8 @@ static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
 static void proxy_finish(proxy_req *p, int status)
 {
     gateway *gw = p->gw;
+    oauth_wait_cancel(gw->oauth, p->wait);
+    p->wait = NULL;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone)
         evhttp_connection_set_closecb(p->evcon, NULL, NULL);

@@ -11,6 +11,10 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
         snprintf(why, n, "disabled");
         return 0;
     }
+    if (pa->a.login_error) {
+        snprintf(why, n, "needs_login: %s", pa->a.login_error);
+        return 0;
+    }
     if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get) {
         snprintf(why, n, "chatgpt accounts serve /v1/responses only");
         return 0;

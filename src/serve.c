@@ -5,6 +5,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "admin_api.h"
+#include "oauth.h"
 #include "server.h"
 #include "usage_poll.h"
 #include <curl/curl.h>
@@ -123,7 +124,7 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
         return;
     }
     gw->draining = 1;
-    if (gw->active == 0) {
+    if (gw->active == 0 && !oauth_busy(gw->oauth)) {
         event_base_loopexit(gw->base, NULL);
         return;
     }
@@ -152,7 +153,9 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
         admin_token_load(gw);
     }
     usage_poll_tick(gw->usage, gateway_now());
-    if (gw->draining && gw->active == 0)
+    oauth_tick(gw->oauth);
+    /* a refresh in flight is waited for: its answer may be the only copy of a rotated refresh token */
+    if (gw->draining && gw->active == 0 && !oauth_busy(gw->oauth))
         event_base_loopexit(gw->base, NULL);
 }
 
@@ -191,6 +194,8 @@ static int serve_open(gateway *gw)
     gw->up = upstream_new(gw->base, &lim);
     gw->chunk = evbuffer_new();
     gw->usage = usage_poll_new(gw);
+    gw->oauth = oauth_new(gw);
+    oauth_tick(gw->oauth); /* logins that expired while the gateway was down refresh now */
     gw->started_at = gw->policy_loaded_at = gateway_now();
     admin_token_load(gw);
     if (server_start(gw) != 0 || admin_start(gw) != 0)
@@ -242,6 +247,7 @@ static void serve_close(gateway *gw)
 {
     if (gw->http)
         evhttp_free(gw->http);
+    oauth_free(gw->oauth);
     usage_poll_free(gw->usage);
     if (gw->admin_http)
         evhttp_free(gw->admin_http);
