@@ -1056,7 +1056,7 @@ static void test_store_key_prefer_and_revoke_by_name(void)
     store_close(s);
 }
 
-/* ---------- logins (migration 3, writer logins, import) ---------- */
+/* ---------- logins (migration 6, writer logins, import) ---------- */
 
 static account *test_find(account *a, size_t n, const char *name)
 {
