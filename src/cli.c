@@ -1,4 +1,4 @@
-/* cli.c: `switchyard account add|list|enable|disable|remove`, `switchyard
+/* cli.c: `switchyard account add|list|import|export|update|enable|disable|remove`, `switchyard
  * key add|list|prefer|revoke` and `switchyard config set|get|unset|list`
  * (the settings stored in the database; this file knows and validates the
  * keys). Tokens can come from a file or stdin so they stay out of shell
@@ -8,13 +8,17 @@
 #include "codex_attach.h"
 #include "config.h"
 #include "json.h"
+#include "jwt.h"
+#include "login_file.h"
 #include "sbuf.h"
 #include "store.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +37,11 @@ static void cli_usage_account(FILE *f)
           "                              [--db PATH]\n"
           "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
           "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
+          "       switchyard account import FILE... [--db PATH]\n"
+          "                              (Codex auth.json files and exports of many logins; see docs/accounts.md)\n"
+          "       switchyard account export --out FILE|- [--name N] [--with-secrets] [--db PATH]\n"
+          "       switchyard account update --name N [--token T | --token-file PATH | --codex-auth FILE]\n"
+          "                              [--base-url URL] [--sort N] [--max-concurrency N] [--model-map JSON]\n"
           "       switchyard account list [--json] [--db PATH]\n"
           "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
           "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
@@ -64,6 +73,9 @@ static void cli_usage_config(FILE *f)
           "        affinity_idle_s  seconds a session keeps its account while idle (default 3600)\n"
           "        affinity_max     sessions remembered (default 10000)\n"
           "        usage_poll_s     seconds between chatgpt usage polls, 0 off (default 600)\n"
+          "        oauth_refresh_margin_s  refresh a login this long before it expires (default 3600)\n"
+          "        oauth_retry_min_s       first wait after a failed refresh, doubling (default 30)\n"
+          "        oauth_retry_max_s       longest wait between failed refreshes (default 1800)\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
           f);
 }
@@ -206,13 +218,6 @@ static int cli_parse_int(const char *cmd, const char *opt, const char *text, int
 
 /* ---------- secrets ---------- */
 
-static void cli_secret_wipe(sbuf *b)
-{
-    if (b->p)
-        memset(b->p, 0, b->cap);
-    sbuf_free(b);
-}
-
 /* Strips surrounding whitespace (a trailing newline from a file or echo). */
 static void cli_secret_trim(sbuf *b)
 {
@@ -328,30 +333,32 @@ typedef struct cli_account_args {
 
 #define CLI_CHATGPT_BASE_URL "https://chatgpt.com/backend-api/codex"
 
-/* Reads a Codex CLI auth.json ({"tokens":{"access_token","account_id"}}):
- * the token into out, the ChatGPT account id into id (if none was given). */
-static int cli_codex_auth_read(const char *cmd, const char *path, sbuf *out, sbuf *id)
+/* The JWT exp of a ChatGPT access token given with --token; 0 for other tokens. */
+static int64_t cli_token_expiry(const char *token)
 {
-    sbuf raw = SBUF_INIT;
-    if (cli_secret_read_file(cmd, path, &raw) != 0)
+    jwt_claims c;
+    return jwt_claims_read(token, &c) == 0 ? c.exp : 0;
+}
+
+/* Reads a Codex CLI auth.json (or any one-login file login_file reads):
+ * exactly one login, which the caller owns. */
+static int cli_codex_auth_read(const char *cmd, const char *path, login_list *out)
+{
+    char err[512] = "";
+    if (login_file_read(path, out, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
         return -1;
-    json_value *doc = json_parse(raw.p, raw.len, NULL, 0);
-    json_value *tokens = doc ? json_get(doc, "tokens") : NULL;
-    const char *access = tokens ? json_get_str(tokens, "access_token") : NULL;
-    const char *acct = tokens ? json_get_str(tokens, "account_id") : NULL;
-    int rc = -1;
-    if (!access || !*access) {
-        fprintf(stderr, "switchyard %s: %s has no tokens.access_token (is it a ChatGPT login of Codex?)\n", cmd,
-                path);
-    } else {
-        sbuf_puts(out, access);
-        if (acct)
-            sbuf_puts(id, acct);
-        rc = cli_secret_check(cmd, out);
     }
-    json_free(doc);
-    cli_secret_wipe(&raw);
-    return rc;
+    if (out->n != 1) {
+        fprintf(stderr, "switchyard %s: %s holds %zu logins; use 'switchyard account import' for several\n", cmd,
+                path, out->n);
+        return -1;
+    }
+    if (out->v[0].kind != ACCOUNT_CHATGPT) {
+        fprintf(stderr, "switchyard %s: %s is not a ChatGPT login\n", cmd, path);
+        return -1;
+    }
+    return 0;
 }
 
 /* Shape check only; the store validates the JSON strictly. */
@@ -439,25 +446,37 @@ static int cli_account_add(int argc, char **argv)
     an.context_fallback = a.context_fallback;
     if (cli_account_validate(cmd, &a, &an) != 0)
         return CLI_EXIT_USAGE;
-    sbuf token = SBUF_INIT, acct_id = SBUF_INIT;
+    sbuf token = SBUF_INIT;
+    login_list logins = {0};
     rc = CLI_EXIT_USAGE;
     int got;
     if (a.codex_auth && (a.token || a.token_file)) {
         fprintf(stderr, "switchyard %s: --codex-auth already gives the token; drop --token/--token-file\n", cmd);
         got = -1;
     } else if (a.codex_auth) {
-        got = cli_codex_auth_read(cmd, a.codex_auth, &token, &acct_id);
+        got = cli_codex_auth_read(cmd, a.codex_auth, &logins);
     } else {
         got = cli_token_get(cmd, a.token, a.token_file, &token);
     }
-    if (got == 0) {
+    if (got == 0 && a.codex_auth) {
+        const login_entry *e = &logins.v[0];
+        an.token = e->access_token;
+        an.refresh_token = e->refresh_token;
+        an.id_token = e->id_token;
+        an.email = e->email;
+        an.plan_type = e->plan_type;
+        an.token_expires_at = e->expires_at;
+        an.last_refresh_at = e->last_refresh_at ? e->last_refresh_at : (int64_t)time(NULL);
+        if (!an.chatgpt_account_id)
+            an.chatgpt_account_id = e->account_id;
+    } else if (got == 0) {
         an.token = token.p;
-        if (!an.chatgpt_account_id && acct_id.len)
-            an.chatgpt_account_id = acct_id.p;
-        rc = cli_account_insert(cmd, a.db, &an);
+        an.token_expires_at = cli_token_expiry(token.p);
     }
-    cli_secret_wipe(&token);
-    sbuf_free(&acct_id);
+    if (got == 0)
+        rc = cli_account_insert(cmd, a.db, &an);
+    sbuf_secret_wipe(&token);
+    login_list_free(&logins);
     return rc;
 }
 
@@ -547,7 +566,30 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
     else
         sbuf_puts(o, "null");
     cli_usage_json(o, st, now);
-    sbuf_puts(o, "}");
+    const char *const strs[][2] = {{"email", a->email}, {"login_plan_type", a->plan_type},
+                                   {"chatgpt_account_id", a->chatgpt_account_id}, {"needs_login", a->login_error}};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        sbuf_printf(o, ",\"%s\":", strs[i][0]);
+        if (strs[i][1])
+            sbuf_json_str(o, strs[i][1], strlen(strs[i][1]));
+        else
+            sbuf_puts(o, "null");
+    }
+    sbuf_printf(o, ",\"access_expires_at\":%lld,\"last_refresh_at\":%lld,\"refreshable\":%s}",
+                (long long)a->token_expires_at, (long long)a->last_refresh_at, a->refresh_token ? "true" : "false");
+}
+
+/* The LOGIN column: "needs_login: why", the access token's time left, or "-". */
+static void cli_login_state(const account *a, double now, char *out, size_t n)
+{
+    if (a->login_error)
+        snprintf(out, n, "needs_login: %s", a->login_error);
+    else if (a->token_expires_at && a->token_expires_at <= now)
+        snprintf(out, n, "expired%s", a->refresh_token ? " (refreshes)" : "");
+    else if (a->token_expires_at)
+        snprintf(out, n, "expires in %.0fh", (a->token_expires_at - now) / 3600.0);
+    else
+        snprintf(out, n, "%s", a->refresh_token ? "refreshable" : "-");
 }
 
 static void cli_account_row(const account *a, const account_state *st, double now)
@@ -564,6 +606,12 @@ static void cli_account_row(const account *a, const account_state *st, double no
     printf("%-5lld %-20s %-9s %5d %-7s %7d %-9s %6d %-14s %-15s %-15s %-12s %s\n", (long long)a->id, a->name,
            account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, cool,
            st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan, a->base_url);
+    if (a->kind == ACCOUNT_CHATGPT) {
+        char login[160];
+        cli_login_state(a, now, login, sizeof login);
+        printf("      login: %s%s%s%s%s\n", a->email ? a->email : "-", ", ", login, a->plan_type ? ", plan " : "",
+               a->plan_type ? a->plan_type : "");
+    }
 }
 
 static void cli_account_print(const account *acc, size_t n, const account_state *st, size_t nst, int json)
@@ -664,6 +712,193 @@ static int cli_account_remove(int argc, char **argv)
 static int cli_account_reset(int argc, char **argv)
 {
     return cli_account_change("account reset", argc, argv, CLI_ACCOUNT_RESET);
+}
+
+/* ---------- account import / export / update ---------- */
+
+static int cli_account_import(int argc, char **argv)
+{
+    const char *cmd = "account import", *db = NULL;
+    const char *files[256];
+    int help = 0;
+    cli_pos pos = {files, 256, 0};
+    const cli_opt opts[] = {{"db", &db, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    if (cli_parse(cmd, argc, argv, opts, &pos) != 0 || (!help && pos.n == 0)) {
+        if (!help && pos.n == 0)
+            fprintf(stderr, "switchyard %s: give one or more files\n", cmd);
+        cli_usage_account(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (help) {
+        cli_usage_account(stdout);
+        return CLI_EXIT_OK;
+    }
+    login_list l = {0};
+    char err[512] = "";
+    for (int i = 0; i < pos.n; i++)
+        if (login_file_read(files[i], &l, err, sizeof err) != 0) {
+            fprintf(stderr, "switchyard %s: %s; nothing was imported\n", cmd, err);
+            login_list_free(&l);
+            return CLI_EXIT_FAIL;
+        }
+    account_new *an = calloc(l.n, sizeof *an);
+    char(*names)[128] = calloc(l.n, sizeof *names);
+    const char **labels = calloc(l.n, sizeof *labels);
+    for (size_t i = 0; i < l.n; i++) {
+        login_entry_to_account(&l.v[i], &an[i], names[i], sizeof names[i]);
+        labels[i] = l.v[i].label;
+    }
+    int rc = CLI_EXIT_FAIL, added = 0, updated = 0;
+    store *s = cli_store_open(cmd, db);
+    if (s && store_accounts_import(s, an, l.n, labels, &added, &updated, err, sizeof err) == 0) {
+        printf("imported %zu login%s: %d added, %d updated\n", l.n, l.n == 1 ? "" : "s", added, updated);
+        rc = CLI_EXIT_OK;
+    } else if (s) {
+        fprintf(stderr, "switchyard %s: %s; nothing was imported\n", cmd, err);
+    }
+    store_close(s);
+    free(labels);
+    free(names);
+    free(an);
+    login_list_free(&l);
+    return rc;
+}
+
+/* Creates (or truncates) path with mode 0600 and writes text into it. */
+static int cli_write_private(const char *cmd, const char *path, const sbuf *text)
+{
+    if (strcmp(path, "-") == 0)
+        return fwrite(text->p, 1, text->len, stdout) == text->len ? 0 : -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = fd < 0 || fchmod(fd, 0600) != 0 ? -1 : 0;
+    for (size_t off = 0; rc == 0 && off < text->len;) {
+        ssize_t n = write(fd, text->p + off, text->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = -1;
+        else
+            off += (size_t)n;
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, "switchyard %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static int cli_account_export(int argc, char **argv)
+{
+    const char *cmd = "account export", *db = NULL, *name = NULL, *out = NULL;
+    int secrets = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"out", &out, NULL},
+                            {"with-secrets", NULL, &secrets}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    if (!out || !*out) {
+        fprintf(stderr, "switchyard %s: --out FILE is required (--out - for stdout)\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    account *acc = NULL;
+    size_t n = 0, k = 0;
+    rc = CLI_EXIT_FAIL;
+    if (store_accounts_load(s, &acc, &n) != 0) {
+        fprintf(stderr, "switchyard %s: cannot read accounts from %s\n", cmd, store_path(s));
+    } else {
+        for (size_t i = 0; i < n; i++) /* keep the selected ones at the front */
+            if (!name || strcmp(acc[i].name, name) == 0) {
+                account t = acc[k];
+                acc[k++] = acc[i];
+                acc[i] = t;
+            }
+        sbuf text = SBUF_INIT;
+        login_file_write(&text, acc, k, secrets);
+        if (name && k == 0)
+            fprintf(stderr, "switchyard %s: no account named '%s'\n", cmd, name);
+        else if (cli_write_private(cmd, out, &text) == 0)
+            rc = CLI_EXIT_OK;
+        if (rc == CLI_EXIT_OK && strcmp(out, "-") != 0)
+            printf("exported %zu account%s to %s%s\n", k, k == 1 ? "" : "s", out,
+                   secrets ? " (with tokens: keep it private)" : " (without tokens)");
+        sbuf_secret_wipe(&text);
+    }
+    store_accounts_free(acc, n);
+    store_close(s);
+    return rc;
+}
+
+static int cli_account_update(int argc, char **argv)
+{
+    const char *cmd = "account update";
+    cli_account_args a = {0};
+    const cli_opt opts[] = {
+        {"db", &a.db, NULL}, {"name", &a.name, NULL}, {"base-url", &a.base_url, NULL},
+        {"token", &a.token, NULL}, {"token-file", &a.token_file, NULL}, {"sort", &a.sort, NULL},
+        {"max-concurrency", &a.max_conc, NULL}, {"chatgpt-account-id", &a.chatgpt_id, NULL},
+        {"model-map", &a.model_map, NULL}, {"codex-auth", &a.codex_auth, NULL}, {"help", NULL, &a.help},
+        {NULL, NULL, NULL},
+    };
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    account_patch p = {0};
+    if (!a.name || !*a.name) {
+        fprintf(stderr, "switchyard %s: --name is required\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    if ((a.sort && cli_parse_int(cmd, "sort", a.sort, INT_MIN, &p.sort) != 0) ||
+        (a.max_conc && cli_parse_int(cmd, "max-concurrency", a.max_conc, 0, &p.max_concurrency) != 0))
+        return CLI_EXIT_USAGE;
+    if (a.model_map && *a.model_map && !cli_looks_like_object(a.model_map)) {
+        fprintf(stderr, "switchyard %s: --model-map must be a JSON object (or '' to clear it)\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    p.has_sort = a.sort != NULL;
+    p.has_max_concurrency = a.max_conc != NULL;
+    p.base_url = a.base_url;
+    p.model_map = a.model_map;
+    p.chatgpt_account_id = a.chatgpt_id;
+    sbuf token = SBUF_INIT;
+    login_list logins = {0};
+    int got = 0;
+    if (a.codex_auth && (a.token || a.token_file)) {
+        fprintf(stderr, "switchyard %s: give either --codex-auth or --token, not both\n", cmd);
+        got = -1;
+    } else if (a.codex_auth && (got = cli_codex_auth_read(cmd, a.codex_auth, &logins)) == 0) {
+        const login_entry *e = &logins.v[0];
+        p.token = e->access_token;
+        p.refresh_token = e->refresh_token;
+        p.id_token = e->id_token;
+        p.email = e->email;
+        p.plan_type = e->plan_type;
+        p.token_expires_at = e->expires_at;
+        p.last_refresh_at = e->last_refresh_at ? e->last_refresh_at : (int64_t)time(NULL);
+        if (!p.chatgpt_account_id)
+            p.chatgpt_account_id = e->account_id;
+    } else if (!a.codex_auth && (a.token || a.token_file) &&
+               (got = cli_token_get(cmd, a.token, a.token_file, &token)) == 0) {
+        p.token = token.p;
+        p.token_expires_at = cli_token_expiry(token.p);
+    }
+    rc = got == 0 ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
+    store *s = got == 0 ? cli_store_open(cmd, a.db) : NULL;
+    char err[512] = "";
+    if (s && store_account_update(s, a.name, &p, err, sizeof err) == 0) {
+        printf("updated account %s\n", a.name);
+        rc = CLI_EXIT_OK;
+    } else if (s) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    }
+    store_close(s);
+    sbuf_secret_wipe(&token);
+    login_list_free(&logins);
+    return rc;
 }
 
 /* ---------- key add / list ---------- */
@@ -841,6 +1076,9 @@ static const cli_setting cli_settings[] = {
     {"affinity_idle_s", config_affinity_idle_canonical, "whole seconds, 1 to 2592000"},
     {"affinity_max", config_affinity_max_canonical, "a whole number of sessions, 1 to 16777216"},
     {"usage_poll_s", config_usage_poll_canonical, "whole seconds, 0 (off) to 604800"},
+    {"oauth_refresh_margin_s", config_oauth_margin_canonical, "whole seconds, 0 to 2592000"},
+    {"oauth_retry_min_s", config_oauth_retry_canonical, "whole seconds, 1 to 604800"},
+    {"oauth_retry_max_s", config_oauth_retry_canonical, "whole seconds, 1 to 604800"},
 };
 #define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])
 
@@ -1104,6 +1342,8 @@ int cli_account_main(int argc, char **argv)
     static const cli_sub subs[] = {{"add", cli_account_add},         {"list", cli_account_list},
                                    {"enable", cli_account_enable},   {"disable", cli_account_disable},
                                    {"remove", cli_account_remove},   {"reset", cli_account_reset},
+                                   {"import", cli_account_import},   {"export", cli_account_export},
+                                   {"update", cli_account_update},
                                    {NULL, NULL}};
     return cli_dispatch("account", argc, argv, subs, cli_usage_account);
 }

@@ -31,11 +31,17 @@ void config_defaults(sy_config *c)
     c->affinity_max = 10000;
     c->usage_poll_s = 600;
     c->log_level = LOG_INFO;
+    snprintf(c->oauth_token_url, sizeof c->oauth_token_url, "https://auth.openai.com/oauth/token");
+    c->oauth_refresh_margin_s = 3600;
+    c->oauth_retry_min_s = 30;
+    c->oauth_retry_max_s = 1800;
 }
 
 #define CONFIG_AFFINITY_IDLE_RANGE 1, 30L * 86400
 #define CONFIG_AFFINITY_MAX_RANGE 1, 1L << 24
 #define CONFIG_USAGE_POLL_RANGE 0, 7L * 86400
+#define CONFIG_OAUTH_MARGIN_RANGE 0, 30L * 86400
+#define CONFIG_OAUTH_RETRY_RANGE 1, 7L * 86400
 
 /* s if it is a whole number in [min, max], else NULL. */
 static const char *config_int_canonical(const char *s, long min, long max)
@@ -48,6 +54,8 @@ static const char *config_int_canonical(const char *s, long min, long max)
 const char *config_affinity_idle_canonical(const char *s) { return config_int_canonical(s, CONFIG_AFFINITY_IDLE_RANGE); }
 const char *config_affinity_max_canonical(const char *s) { return config_int_canonical(s, CONFIG_AFFINITY_MAX_RANGE); }
 const char *config_usage_poll_canonical(const char *s) { return config_int_canonical(s, CONFIG_USAGE_POLL_RANGE); }
+const char *config_oauth_margin_canonical(const char *s) { return config_int_canonical(s, CONFIG_OAUTH_MARGIN_RANGE); }
+const char *config_oauth_retry_canonical(const char *s) { return config_int_canonical(s, CONFIG_OAUTH_RETRY_RANGE); }
 
 static int config_num(const char *name, long min, long max, long *out)
 {
@@ -140,6 +148,7 @@ int config_from_env(sy_config *c)
     int bad = 0;
     bad |= config_str("SWITCHYARD_DB", c->db_path, sizeof c->db_path) < 0;
     bad |= config_str("SWITCHYARD_POLICIES", c->policies_dir, sizeof c->policies_dir) < 0;
+    bad |= config_str("SWITCHYARD_OAUTH_TOKEN_URL", c->oauth_token_url, sizeof c->oauth_token_url) < 0;
     const char *listen = getenv("SWITCHYARD_LISTEN");
     if (listen && *listen && config_set_listen(c, listen) < 0) {
         log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);
@@ -166,6 +175,10 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_AFFINITY_IDLE_S", CONFIG_AFFINITY_IDLE_RANGE, &c->affinity_idle_s, NULL, &c->affinity_idle_pinned},
         {"SWITCHYARD_AFFINITY_MAX", CONFIG_AFFINITY_MAX_RANGE, &c->affinity_max, NULL, &c->affinity_max_pinned},
         {"SWITCHYARD_USAGE_POLL_S", CONFIG_USAGE_POLL_RANGE, &c->usage_poll_s, NULL, &c->usage_poll_pinned},
+        {"SWITCHYARD_OAUTH_REFRESH_MARGIN_S", CONFIG_OAUTH_MARGIN_RANGE, &c->oauth_refresh_margin_s, NULL,
+         &c->oauth_refresh_margin_pinned},
+        {"SWITCHYARD_OAUTH_RETRY_MIN_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_min_s, NULL, &c->oauth_retry_min_pinned},
+        {"SWITCHYARD_OAUTH_RETRY_MAX_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_max_s, NULL, &c->oauth_retry_max_pinned},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
         int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);
@@ -263,4 +276,13 @@ void config_from_store(sy_config *c, struct store *st)
     if (!c->usage_poll_pinned)
         config_setting_apply_num(st, "usage_poll_s", "usage poll interval (s)", d.usage_poll_s, &c->usage_poll_s,
                                  config_usage_poll_canonical);
+    if (!c->oauth_refresh_margin_pinned)
+        config_setting_apply_num(st, "oauth_refresh_margin_s", "login refresh margin (s)", d.oauth_refresh_margin_s,
+                                 &c->oauth_refresh_margin_s, config_oauth_margin_canonical);
+    if (!c->oauth_retry_min_pinned)
+        config_setting_apply_num(st, "oauth_retry_min_s", "login refresh first retry (s)", d.oauth_retry_min_s,
+                                 &c->oauth_retry_min_s, config_oauth_retry_canonical);
+    if (!c->oauth_retry_max_pinned)
+        config_setting_apply_num(st, "oauth_retry_max_s", "login refresh longest retry (s)", d.oauth_retry_max_s,
+                                 &c->oauth_retry_max_s, config_oauth_retry_canonical);
 }

@@ -30,9 +30,14 @@ typedef struct sy_config {
     long affinity_max;         /* sessions remembered (least recently used go first) */
     long usage_poll_s;         /* chatgpt usage polling interval; 0 off */
     int log_level;
+    char oauth_token_url[512];     /* OAuth token endpoint for login refresh */
+    long oauth_refresh_margin_s;   /* refresh this long before the access token expires */
+    long oauth_retry_min_s;        /* first wait after a transient refresh failure (doubles) */
+    long oauth_retry_max_s;        /* cap of that wait */
     int strategy_pinned;       /* set by flag or environment: database settings do not apply */
     int rotation_pinned;
     int affinity_idle_pinned, affinity_max_pinned, usage_poll_pinned;
+    int oauth_refresh_margin_pinned, oauth_retry_min_pinned, oauth_retry_max_pinned;
 } sy_config;
 
 void config_defaults(sy_config *c);
@@ -51,10 +56,13 @@ int config_rotation_valid(const char *s);
 const char *config_affinity_idle_canonical(const char *s);
 const char *config_affinity_max_canonical(const char *s);
 const char *config_usage_poll_canonical(const char *s);
+const char *config_oauth_margin_canonical(const char *s); /* oauth_refresh_margin_s: 0..30 days */
+const char *config_oauth_retry_canonical(const char *s);  /* oauth_retry_min_s / _max_s: 1 s..7 days */
 
 struct store;
 /* Applies the `switchyard config` settings (route_strategy, rotation,
- * affinity_idle_s, affinity_max, usage_poll_s) from
+ * affinity_idle_s, affinity_max, usage_poll_s, oauth_refresh_margin_s,
+ * oauth_retry_min_s, oauth_retry_max_s) from
  * the database to the fields no flag or environment variable pinned. Keeps
  * the current value when the database is busy or the value is invalid. */
 void config_from_store(sy_config *c, struct store *st);

@@ -27,6 +27,7 @@ typedef struct gateway {
     affinity *affinity;       /* session id -> account of its last turn (router.c, proxy.c) */
     size_t affinity_max;      /* the size it was made with */
     struct usage_poll *usage; /* usage_poll.c */
+    struct oauth *oauth;      /* login refresh (oauth.c) */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     conn_limit *conns;        /* client connection count, cap, accept back-off */
     uint64_t next_req_id;

@@ -5,6 +5,7 @@
  * active_requests, policy) keep their meaning. */
 #include "health.h"
 #include "log.h"
+#include "router.h"
 #include "sbuf.h"
 #include <event2/buffer.h>
 #include <stdio.h>
@@ -36,29 +37,37 @@ static void health_reason(sbuf *r, const char *text)
 static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
 {
     double now = gateway_now(), soonest = 0;
-    size_t n = pool_count(gw->pool), usable = 0, disabled = 0;
+    size_t n = pool_count(gw->pool), usable = 0, disabled = 0, logins = 0, resting = 0;
     for (size_t i = 0; i < n; i++) {
         pool_account *pa = pool_at(gw->pool, i);
+        double back = router_rest_until(pa);
         if (!pa->a.enabled)
             disabled++;
-        else if (pa->st.cooldown_until > now) {
-            double left = pa->st.cooldown_until - now;
-            if (!soonest || left < soonest)
-                soonest = left;
+        else if (pa->a.login_error)
+            logins++;
+        else if (back > now) {
+            resting++;
+            if (!soonest || back - now < soonest)
+                soonest = back - now;
         } else
             usable++;
     }
     *usable_out = usable;
     if (usable)
         return;
-    char msg[200];
+    char msg[240];
     if (!n)
         snprintf(msg, sizeof msg, "no account can serve: there are no accounts (add one with 'switchyard account add')");
     else if (disabled == n)
         snprintf(msg, sizeof msg, "no account can serve: all %zu accounts are disabled", n);
-    else
-        snprintf(msg, sizeof msg, "no account can serve: %zu disabled, %zu cooling down (the first is back in %.0fs)",
-                 disabled, n - disabled, soonest);
+    else {
+        int k = snprintf(msg, sizeof msg,
+                         "no account can serve: %zu disabled, %zu needing a new login, %zu cooling down or with an "
+                         "open breaker",
+                         disabled, logins, resting);
+        if (resting && k > 0 && (size_t)k < sizeof msg)
+            snprintf(msg + k, sizeof msg - (size_t)k, " (the first is back in %.0fs)", soonest);
+    }
     health_reason(reasons, msg);
 }
 

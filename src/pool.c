@@ -60,12 +60,8 @@ static void pool_state_default(account_state *st, int64_t id)
 
 static void pool_accounts_clear(pool *p)
 {
-    for (size_t i = 0; i < p->n; i++) {
-        account *a = &p->accts[i].a;
-        if (a->token)
-            explicit_bzero(a->token, strlen(a->token));
-        free(a->name), free(a->base_url), free(a->token), free(a->chatgpt_account_id), free(a->model_map);
-    }
+    for (size_t i = 0; i < p->n; i++)
+        store_account_clear(&p->accts[i].a);
     free(p->accts);
     p->accts = NULL;
     p->n = 0;
@@ -95,15 +91,18 @@ static void pool_load(pool *p)
     for (size_t i = 0; i < n; i++) {
         pa[i].a = a[i];
         pool_account *old = pool_find(p, a[i].id);
-        if (old && old->a.reset_gen != a[i].reset_gen) {
-            /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
+        if (old) { /* a login refresh in flight (or backing off) survives any reload */
             pa[i].st = old->st;
             pa[i].inflight = old->inflight;
+            pa[i].refreshing = old->refreshing;
+            pa[i].refresh_failures = old->refresh_failures;
+            pa[i].refresh_retry_at = old->refresh_retry_at;
+        }
+        if (old && old->a.reset_gen != a[i].reset_gen) {
+            /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
             pool_account_reset(&pa[i]);
             log_info("account %s: reset (cooldown, ladder and breaker cleared)", a[i].name);
         } else if (old) {
-            pa[i].st = old->st;
-            pa[i].inflight = old->inflight;
             pa[i].breaker = old->breaker;
         } else {
             pool_state_default(&pa[i].st, a[i].id);

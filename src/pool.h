@@ -39,6 +39,10 @@ typedef struct pool_account {
     int inflight;
     pool_breaker breaker;
     pool_guard_memo guard;
+    /* login refresh (oauth.c); kept across reloads like inflight */
+    int refreshing;          /* a refresh is in flight or being committed */
+    int refresh_failures;    /* transient failures in a row */
+    double refresh_retry_at; /* no refresh before this (backoff), unix seconds */
 } pool_account;
 
 typedef struct pool pool;

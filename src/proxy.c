@@ -14,6 +14,7 @@
 #include "resume.h"
 #include "log.h"
 #include "metrics.h"
+#include "oauth.h"
 #include "router.h"
 #include "scrub.h"
 #include "server.h"
@@ -40,6 +41,7 @@
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
 #define PROXY_EVENT_HOLD_MAX (1u << 20) /* an unfinished event held back from the client, at most */
 #define PROXY_RETRY_MAX 4                /* same-account retries per request, whatever the policy says */
+#define PROXY_MAX_REFRESH 8          /* accounts refreshed after a 401 within one request */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
 
@@ -113,6 +115,15 @@ typedef struct proxy_req {
     char error_class[32];
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok;
+
+    /* login refresh (oauth.c) */
+    oauth_waiter *wait;       /* waiting for an account's login refresh */
+    int64_t wait_acct;        /* that account */
+    int wait_after_401;       /* the wait follows a 401 from it (else the account was busy refreshing) */
+    int64_t deferred_acct;    /* first candidate skipped because its login was refreshing */
+    uint64_t sent_token_hash; /* of the token the current attempt sent */
+    int64_t refreshed[PROXY_MAX_REFRESH]; /* accounts already refreshed after a 401 in this request */
+    size_t n_refreshed;
 } proxy_req;
 
 static void proxy_next(proxy_req *p);
@@ -309,7 +320,8 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
 
 /* What a decision made of the current attempt: "failover", "returned"
  * (its error went to the client unchanged), "retry" (the same account
- * again), "context_fallback", "resume". proxy_attempt_record writes it
+ * again), "context_fallback", "resume", "login_refresh" (a 401 that
+ * refreshed the login; the same account again). proxy_attempt_record writes it
  * when the attempt ends; attempts that end without a decision get their
  * outcome there (ok, error, client_closed, abandoned). */
 static void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
@@ -1135,6 +1147,103 @@ static int proxy_not_an_answer(proxy_req *p, const char *why)
     return 1;
 }
 
+/* ---------- login refresh ---------- */
+
+static uint64_t proxy_token_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: only to notice that the token changed */
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void proxy_attempt(proxy_req *p, pool_account *pa);
+
+/* The refresh this request waited for ended: try the account again when it
+ * now holds a fresh login, else go on with the next candidate. */
+static void proxy_on_login_refreshed(void *ud, int ok, const char *why)
+{
+    proxy_req *p = ud;
+    p->wait = NULL;
+    pool_account *pa = pool_find(p->gw->pool, p->wait_acct);
+    char reason[200];
+    if (ok && pa && router_available(pa, &p->rctx, gateway_now(), reason, sizeof reason)) {
+        proxy_attempt(p, pa);
+        return;
+    }
+    if (pa) {
+        if (!ok)
+            snprintf(reason, sizeof reason, "%slogin refresh failed: %.150s", p->wait_after_401 ? "HTTP 401; " : "",
+                     why ? why : "error");
+        proxy_why(p, pa->a.name, reason);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, reason);
+    }
+    proxy_next(p);
+}
+
+/* 1 if this request already refreshed the account after a 401 (or has
+ * done so for as many accounts as it may); else records it and returns 0. */
+static int proxy_refreshed_before(proxy_req *p, int64_t id)
+{
+    for (size_t i = 0; i < p->n_refreshed; i++)
+        if (p->refreshed[i] == id)
+            return 1;
+    if (p->n_refreshed == PROXY_MAX_REFRESH)
+        return 1;
+    p->refreshed[p->n_refreshed++] = id;
+    return 0;
+}
+
+/* A 401 from a chatgpt account usually means its access token expired or
+ * was revoked: refresh the login once and send the same request to the
+ * same account again, so the client never sees the 401. Returns 1 when the
+ * request waits for the refresh (or retried at once because the token was
+ * replaced meanwhile), 0 when the 401 goes to the classify policy. */
+static int proxy_refresh_on_401(proxy_req *p)
+{
+    pool_account *pa = proxy_account(p);
+    if (p->status != 401 || !pa || pa->a.kind != ACCOUNT_CHATGPT || proxy_refreshed_before(p, pa->a.id))
+        return 0;
+    proxy_attempt_outcome(p, "login_refresh", "auth"); /* this 401 led to a refresh and a retry */
+    if (proxy_token_hash(pa->a.token) != p->sent_token_hash) { /* another request refreshed it already */
+        proxy_attempt_end(p);
+        proxy_attempt(p, pa);
+        return 1;
+    }
+    char why[200];
+    oauth_waiter *w = oauth_wait(p->gw->oauth, pa, "upstream_401", proxy_on_login_refreshed, p, why, sizeof why);
+    if (!w) {
+        proxy_attempt_outcome(p, NULL, NULL); /* classify decides and records it */
+        return 0;
+    }
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=refreshing_login status=401",
+                (unsigned long long)p->id, pa->a.name);
+    p->wait = w;
+    p->wait_acct = pa->a.id;
+    p->wait_after_401 = 1;
+    proxy_attempt_end(p);
+    return 1;
+}
+
+/* Every other candidate failed or was skipped: wait for the first one that
+ * was only skipped because its login was refreshing. 1 if waiting. */
+static int proxy_wait_deferred(proxy_req *p)
+{
+    pool_account *pa = p->deferred_acct ? pool_find(p->gw->pool, p->deferred_acct) : NULL;
+    p->deferred_acct = 0;
+    char why[200];
+    if (!pa || !pa->refreshing)
+        return 0;
+    oauth_waiter *w = oauth_wait(p->gw->oauth, pa, "request_waiting", proxy_on_login_refreshed, p, why, sizeof why);
+    if (!w)
+        return 0;
+    p->wait = w;
+    p->wait_acct = pa->a.id;
+    p->wait_after_401 = 0;
+    return 1;
+}
+
 static void proxy_up_done(void *ud, up_result r, const char *errmsg)
 {
     proxy_req *p = ud;
@@ -1161,6 +1270,8 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
         return proxy_finish(p, r == UP_NETWORK ? 502 : 504);
     }
     if (p->mode == MODE_ERROR) {
+        if (proxy_refresh_on_401(p))
+            return;
         json_value *doc;
         policy_event ev = {0};
         ev.status = p->status;
@@ -1226,6 +1337,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     pa->inflight++;
     scrub_reset(&p->scrub);
     scrub_add(&p->scrub, pa->a.token); /* copied: the pool may rebuild the account meanwhile */
+    p->sent_token_hash = proxy_token_hash(pa->a.token);
     /* balanced rotates sessions: a turn kept on its session's account by
      * affinity does not move the cursor that new sessions start from */
     if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
@@ -1281,9 +1393,18 @@ static void proxy_next(proxy_req *p)
                         (unsigned long long)p->id, pa->a.name, why);
             continue;
         }
+        if (pa->refreshing) { /* its refresh token is in use: others first, else wait for it */
+            if (!p->deferred_acct)
+                p->deferred_acct = pa->a.id;
+            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"refreshing its login\"",
+                        (unsigned long long)p->id, pa->a.name);
+            continue;
+        }
         proxy_attempt(p, pa);
         return;
     }
+    if (proxy_wait_deferred(p))
+        return;
     proxy_exhausted(p);
 }
 
@@ -1350,6 +1471,8 @@ static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
 static void proxy_finish(proxy_req *p, int status)
 {
     gateway *gw = p->gw;
+    oauth_wait_cancel(gw->oauth, p->wait);
+    p->wait = NULL;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone)
         evhttp_connection_set_closecb(p->evcon, NULL, NULL);

@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Until when the account rests: its cooldown or its open breaker. */
-static double router_rest_until(const pool_account *pa)
+double router_rest_until(const pool_account *pa)
 {
     double b = breaker_open_until(pa);
     return b > pa->st.cooldown_until ? b : pa->st.cooldown_until;
@@ -17,6 +16,10 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
 {
     if (!pa->a.enabled) {
         snprintf(why, n, "disabled");
+        return 0;
+    }
+    if (pa->a.login_error) {
+        snprintf(why, n, "needs_login: %s", pa->a.login_error);
         return 0;
     }
     if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get) {
@@ -42,7 +45,7 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
     double soonest = 0;
     for (size_t i = 0; i < pool_count(gw->pool); i++) {
         const pool_account *pa = pool_at(gw->pool, i);
-        if ((pinned && pa->a.id != pinned) || !pa->a.enabled)
+        if ((pinned && pa->a.id != pinned) || !pa->a.enabled || pa->a.login_error) /* needs_login: never back by itself */
             continue;
         if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
             continue;

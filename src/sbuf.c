@@ -175,3 +175,27 @@ void sbuf_fmt_into(char *dst, size_t n, const char *fmt, ...)
     vsnprintf(dst, n, fmt, ap);
     va_end(ap);
 }
+
+char *sbuf_strdup_nonempty(const char *s)
+{
+    if (!s || !*s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        abort();
+    return d;
+}
+
+void sbuf_secret_free(char *s)
+{
+    if (s)
+        explicit_bzero(s, strlen(s));
+    free(s);
+}
+
+void sbuf_secret_wipe(sbuf *b)
+{
+    if (b->p)
+        explicit_bzero(b->p, b->cap);
+    sbuf_free(b);
+}

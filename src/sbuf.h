@@ -34,5 +34,11 @@ void sbuf_fmt_into(char *dst, size_t n, const char *fmt, ...) __attribute__((for
 size_t sbuf_utf8_encode(char out[4], unsigned cp);
 /* The value of a hex digit, -1 if c is not one. */
 int sbuf_hex_digit(int c);
+/* A heap copy of s, or NULL when s is NULL or empty (aborts without memory). */
+char *sbuf_strdup_nonempty(const char *s);
+/* Zeroes a heap string (a token, a key) and frees it; NULL is fine. */
+void sbuf_secret_free(char *s);
+/* Zeroes b's whole buffer and frees it. */
+void sbuf_secret_wipe(sbuf *b);
 
 #endif

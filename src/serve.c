@@ -6,6 +6,7 @@
 #include "health.h"
 #include "log.h"
 #include "admin_api.h"
+#include "oauth.h"
 #include "server.h"
 #include "usage_poll.h"
 #include <curl/curl.h>
@@ -125,7 +126,7 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
         return;
     }
     gw->draining = 1;
-    if (gw->active == 0) {
+    if (gw->active == 0 && !oauth_busy(gw->oauth)) {
         event_base_loopexit(gw->base, NULL);
         return;
     }
@@ -155,11 +156,13 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
     }
     usage_poll_tick(gw->usage, gateway_now());
     health_tick(gw);
+    oauth_tick(gw->oauth);
     if (gw->trim_due) { /* a large body was freed: hand the pages back (a few ms at most, once a second) */
         gw->trim_due = 0;
         malloc_trim(0);
     }
-    if (gw->draining && gw->active == 0)
+    /* a refresh in flight is waited for: its answer may be the only copy of a rotated refresh token */
+    if (gw->draining && gw->active == 0 && !oauth_busy(gw->oauth))
         event_base_loopexit(gw->base, NULL);
 }
 
@@ -209,6 +212,8 @@ static int serve_open(gateway *gw)
     gw->up = upstream_new(gw->base, &lim);
     gw->chunk = evbuffer_new();
     gw->usage = usage_poll_new(gw);
+    gw->oauth = oauth_new(gw);
+    oauth_tick(gw->oauth); /* logins that expired while the gateway was down refresh now */
     gw->started_at = gw->policy_loaded_at = gateway_now();
     admin_token_load(gw);
     if (server_start(gw) != 0 || admin_start(gw) != 0)
@@ -260,6 +265,7 @@ static void serve_close(gateway *gw)
 {
     if (gw->http)
         evhttp_free(gw->http);
+    oauth_free(gw->oauth);
     usage_poll_free(gw->usage);
     if (gw->admin_http)
         evhttp_free(gw->admin_http);

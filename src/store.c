@@ -4,7 +4,9 @@
  * state, request logs and response owners off the event loop (and prunes
  * old owners). Tokens and platform keys are never logged. */
 #include "store.h"
+#include "store_internal.h"
 #include "log.h"
+#include "sbuf.h"
 #include "sha256.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -45,8 +48,19 @@ typedef struct owner_item {
     char response_id[];
 } owner_item;
 
+typedef struct login_item {
+    struct login_item *next;
+    uint64_t seq;
+    int64_t account_id;
+    char *access_token, *refresh_token, *id_token, *email, *plan_type, *chatgpt_account_id;
+    int64_t token_expires_at, last_refresh_at;
+    char *login_error, *expect_refresh;
+} login_item;
+
 /* A batch taken off the queue; committed in one transaction. */
 typedef struct writer_batch {
+    login_item *logins;
+    size_t n_logins;
     log_item *logs;
     size_t n_logs;
     account_state *states;
@@ -79,9 +93,12 @@ typedef struct store_writer {
     int running, stop;
     int idle;         /* writer is waiting for the first item: puts must wake it */
     int sync_waiters; /* a store_writer_sync is waiting: skip the group window */
+    login_item *logins_head, *logins_tail; /* refreshed logins: committed without the group window */
+    size_t n_logins;
+    int notify_fd;    /* eventfd: written after a batch with logins committed */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
-    sqlite3_stmt *ins_log, *up_state, *up_owner, *prune_owners;
+    sqlite3_stmt *ins_log, *up_state, *up_owner, *prune_owners, *up_login, *up_login_err;
 } store_writer;
 
 struct store {
@@ -125,7 +142,7 @@ static void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t n)
     snprintf(dst, n, "%s", t ? (const char *)t : "");
 }
 
-static void store_bind_text(sqlite3_stmt *st, int i, const char *s)
+void store_bind_text(sqlite3_stmt *st, int i, const char *s)
 {
     if (s)
         sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
@@ -419,9 +436,22 @@ static const char store_migration_6[] =
     "ALTER TABLE request_logs ADD COLUMN upstream_model TEXT;"
     "ALTER TABLE request_logs ADD COLUMN resumed INTEGER NOT NULL DEFAULT 0;";
 
+/* Migration 7 (issue 9): full ChatGPT logins (refresh and id tokens, identity from
+ * the id token, access-token expiry, last refresh) and needs_login. */
+static const char store_migration_7[] =
+    "ALTER TABLE accounts ADD COLUMN refresh_token TEXT;"
+    "ALTER TABLE accounts ADD COLUMN id_token TEXT;"
+    "ALTER TABLE accounts ADD COLUMN email TEXT;"
+    "ALTER TABLE accounts ADD COLUMN plan_type TEXT;"
+    "ALTER TABLE accounts ADD COLUMN token_expires_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE accounts ADD COLUMN last_refresh_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE accounts ADD COLUMN login_error TEXT;"
+    "CREATE INDEX accounts_chatgpt_account_id ON accounts(chatgpt_account_id);";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3,
-                                                      store_migration_4, store_migration_5, store_migration_6};
+                                                      store_migration_4, store_migration_5, store_migration_6,
+                                                      store_migration_7};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -497,6 +527,7 @@ static int store_migrate(sqlite3 *db, char *err, size_t errlen)
 static void store_writer_init(store_writer *w)
 {
     memset(w, 0, sizeof *w);
+    w->notify_fd = -1;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the group window must not jump with the wall clock */
@@ -572,7 +603,7 @@ void store_sync_write_end(store *s) { sqlite3_busy_timeout(s->db, 0); }
 struct sqlite3 *store_sqlite(store *s) { return s->db; }
 
 /* Strict check with sqlite's JSON1: model_map must be a JSON object. */
-static int store_json_is_object(sqlite3 *db, const char *text)
+int store_json_is_object(sqlite3 *db, const char *text)
 {
     sqlite3_stmt *st = NULL;
     int ok = 0;
@@ -586,7 +617,7 @@ static int store_json_is_object(sqlite3 *db, const char *text)
     return ok;
 }
 
-static int store_account_check(store *s, const account_new *a, char *err, size_t errlen)
+int store_account_check(store *s, const account_new *a, char *err, size_t errlen)
 {
     if (!a->name || !*a->name)
         store_errf(err, errlen, "account name is required");
@@ -616,6 +647,12 @@ static int store_max_concurrency(const account_new *a)
 
 static void store_account_bind(sqlite3_stmt *st, const account_new *a)
 {
+    store_bind_text(st, 11, a->refresh_token && *a->refresh_token ? a->refresh_token : NULL);
+    store_bind_text(st, 12, a->id_token && *a->id_token ? a->id_token : NULL);
+    store_bind_text(st, 13, a->email && *a->email ? a->email : NULL);
+    store_bind_text(st, 14, a->plan_type && *a->plan_type ? a->plan_type : NULL);
+    sqlite3_bind_int64(st, 15, a->token_expires_at);
+    sqlite3_bind_int64(st, 16, a->last_refresh_at);
     int64_t now = store_now();
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, account_kind_name(a->kind), -1, SQLITE_STATIC);
@@ -627,31 +664,39 @@ static void store_account_bind(sqlite3_stmt *st, const account_new *a)
     sqlite3_bind_int(st, 8, store_max_concurrency(a));
     sqlite3_bind_int64(st, 9, now);
     sqlite3_bind_int64(st, 10, now);
-    sqlite3_bind_int(st, 11, a->context_fallback ? 1 : 0);
+    sqlite3_bind_int(st, 17, a->context_fallback ? 1 : 0);
+}
+
+/* Inserts one account on db (no busy handling, no transaction of its own). */
+int store_account_insert(sqlite3 *db, const account_new *a)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+        "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
+        " enabled, max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
+        " token_expires_at, last_refresh_at, context_fallback) VALUES (?,?,?,?,?,?,?,1,?,?,?,?,?,?,?,?,?,?)",
+        -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        store_account_bind(st, a);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(db);
+    }
+    sqlite3_finalize(st);
+    return rc;
 }
 
 int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen)
 {
     if (store_account_check(s, a, err, errlen) != 0)
         return -1;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db,
-        "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
-        " enabled, max_concurrency, created_at, updated_at, context_fallback) VALUES (?,?,?,?,?,?,?,1,?,?,?,?)",
-        -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        store_account_bind(st, a);
-        store_sync_write_begin(s);
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(s->db);
-        store_sync_write_end(s);
-    }
+    store_sync_write_begin(s);
+    int rc = store_account_insert(s->db, a);
+    store_sync_write_end(s);
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
         store_errf(err, errlen, "an account named '%s' already exists", a->name);
     else if (rc != SQLITE_OK)
         store_errf(err, errlen, "cannot add account: %s", sqlite3_errmsg(s->db));
     else if (id_out)
         *id_out = sqlite3_last_insert_rowid(s->db);
-    sqlite3_finalize(st);
     return rc == SQLITE_OK ? 0 : -1;
 }
 
@@ -673,6 +718,13 @@ static void store_account_row(sqlite3_stmt *st, account *a)
     a->updated_at = sqlite3_column_int64(st, 11);
     a->context_fallback = sqlite3_column_int(st, 12);
     a->reset_gen = sqlite3_column_int64(st, 13);
+    a->refresh_token = store_col_dup(st, 14);
+    a->id_token = store_col_dup(st, 15);
+    a->email = store_col_dup(st, 16);
+    a->plan_type = store_col_dup(st, 17);
+    a->token_expires_at = sqlite3_column_int64(st, 18);
+    a->last_refresh_at = sqlite3_column_int64(st, 19);
+    a->login_error = store_col_dup(st, 20);
 }
 
 /* Runs a SELECT and hands each row to row_fn(stmt, slot) in a growing array
@@ -706,7 +758,8 @@ int store_accounts_load(store *s, account **out, size_t *n)
     void *rows;
     int rc = store_rows_load(s,
         "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
-        " max_concurrency, created_at, updated_at, context_fallback, reset_gen FROM accounts"
+        " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token,"
+        " email, plan_type, token_expires_at, last_refresh_at, login_error FROM accounts"
         " ORDER BY sort ASC, updated_at DESC, id ASC",
         sizeof(account), store_account_row_slot, &rows, n);
     if (rc != 0) {
@@ -718,17 +771,25 @@ int store_accounts_load(store *s, account **out, size_t *n)
     return rc;
 }
 
+void store_account_clear(account *a)
+{
+    free(a->name);
+    free(a->base_url);
+    sbuf_secret_free(a->token);
+    sbuf_secret_free(a->refresh_token);
+    sbuf_secret_free(a->id_token);
+    free(a->chatgpt_account_id);
+    free(a->model_map);
+    free(a->email);
+    free(a->plan_type);
+    free(a->login_error);
+    memset(a, 0, sizeof *a);
+}
+
 void store_accounts_free(account *a, size_t n)
 {
-    for (size_t i = 0; a && i < n; i++) {
-        free(a[i].name);
-        free(a[i].base_url);
-        if (a[i].token) /* wipe the secret before handing the memory back */
-            memset(a[i].token, 0, strlen(a[i].token));
-        free(a[i].token);
-        free(a[i].chatgpt_account_id);
-        free(a[i].model_map);
-    }
+    for (size_t i = 0; a && i < n; i++)
+        store_account_clear(&a[i]);
     free(a);
 }
 
@@ -1221,6 +1282,18 @@ static const char store_sql_up_owner[] =
 
 static const char store_sql_prune_owners[] = "DELETE FROM response_owners WHERE created_at < ?1";
 
+/* A refreshed login. NULLs keep what is stored (a token endpoint may leave
+ * out the refresh or id token). updated_at is left alone: the routing order
+ * does not change. */
+static const char store_sql_up_login[] =
+    "UPDATE accounts SET token = ?2, refresh_token = coalesce(?3, refresh_token),"
+    " id_token = coalesce(?4, id_token), email = coalesce(?5, email), plan_type = coalesce(?6, plan_type),"
+    " chatgpt_account_id = coalesce(?7, chatgpt_account_id), token_expires_at = ?8, last_refresh_at = ?9,"
+    " login_error = NULL WHERE id = ?1";
+
+static const char store_sql_up_login_err[] =
+    "UPDATE accounts SET login_error = ?2 WHERE id = ?1 AND refresh_token IS ?3";
+
 static double writer_clock(clockid_t id)
 {
     struct timespec ts;
@@ -1320,11 +1393,37 @@ static int writer_admin_op(store_writer *w, const store_admin_op *op)
     return rc;
 }
 
+static void writer_bind_login(store_writer *w, const login_item *l, sqlite3_stmt **st)
+{
+    if (l->login_error) {
+        *st = w->up_login_err;
+        sqlite3_bind_int64(*st, 1, l->account_id);
+        sqlite3_bind_text(*st, 2, l->login_error, -1, SQLITE_STATIC);
+        store_bind_text(*st, 3, l->expect_refresh);
+        return;
+    }
+    *st = w->up_login;
+    sqlite3_bind_int64(*st, 1, l->account_id);
+    sqlite3_bind_text(*st, 2, l->access_token, -1, SQLITE_STATIC);
+    store_bind_text(*st, 3, l->refresh_token);
+    store_bind_text(*st, 4, l->id_token);
+    store_bind_text(*st, 5, l->email);
+    store_bind_text(*st, 6, l->plan_type);
+    store_bind_text(*st, 7, l->chatgpt_account_id);
+    sqlite3_bind_int64(*st, 8, l->token_expires_at);
+    sqlite3_bind_int64(*st, 9, l->last_refresh_at);
+}
+
 static int writer_batch_rows(store_writer *w, const writer_batch *b)
 {
     int rc = SQLITE_OK;
     for (size_t i = 0; rc == SQLITE_OK && i < b->n_ops; i++)
         rc = writer_admin_op(w, &b->ops[i]);
+    for (const login_item *l = b->logins; rc == SQLITE_OK && l; l = l->next) {
+        sqlite3_stmt *st;
+        writer_bind_login(w, l, &st);
+        rc = writer_step(w->db, st, "account login");
+    }
     for (size_t i = 0; rc == SQLITE_OK && i < b->n_states; i++) {
         writer_bind_state(w->up_state, &b->states[i]);
         rc = writer_step(w->db, w->up_state, "account_state");
@@ -1420,7 +1519,10 @@ static void writer_commit_retry(store_writer *w, const writer_batch *b)
 
 /* ---------- writer thread: queue ---------- */
 
-static int writer_has_work(const store_writer *w) { return w->head || w->n_states || w->owners_head || w->n_ops; }
+static int writer_has_work(const store_writer *w)
+{
+    return w->head || w->n_states || w->owners_head || w->n_ops || w->logins_head;
+}
 
 /* Moves up to STORE_BATCH_MAX logs into the batch (lock held). */
 static void writer_take_logs(store_writer *w, writer_batch *b)
@@ -1466,6 +1568,10 @@ static void writer_take(store_writer *w, writer_batch *b)
     memcpy(b->ops, w->ops, w->n_ops * sizeof *w->ops);
     b->n_ops = w->n_ops;
     w->n_ops = 0;
+    b->logins = w->logins_head;
+    b->n_logins = w->n_logins;
+    w->logins_head = w->logins_tail = NULL;
+    w->n_logins = 0;
     writer_take_logs(w, b);
     writer_take_owners(w, b);
     /* Every state is in the batch and both queues are in seq order, so the
@@ -1478,8 +1584,25 @@ static void writer_take(store_writer *w, writer_batch *b)
     b->seq = next - 1;
 }
 
+static void writer_login_free(login_item *l)
+{
+    sbuf_secret_free(l->access_token);
+    sbuf_secret_free(l->refresh_token);
+    sbuf_secret_free(l->id_token);
+    sbuf_secret_free(l->expect_refresh);
+    free(l->email);
+    free(l->plan_type);
+    free(l->chatgpt_account_id);
+    free(l->login_error);
+    free(l);
+}
+
 static void writer_batch_free(writer_batch *b)
 {
+    for (login_item *l = b->logins, *next; l; l = next) {
+        next = l->next;
+        writer_login_free(l);
+    }
     for (log_item *it = b->logs, *next; it; it = next) {
         next = it->next;
         free(it->rl.attempts_json);
@@ -1494,7 +1617,8 @@ static void writer_batch_free(writer_batch *b)
 
 static int writer_window_open(const store_writer *w)
 {
-    return !w->stop && !w->sync_waiters && w->n_logs < STORE_BATCH_MAX && w->n_owners < STORE_BATCH_MAX;
+    return !w->stop && !w->sync_waiters && !w->n_logins && w->n_logs < STORE_BATCH_MAX &&
+           w->n_owners < STORE_BATCH_MAX;
 }
 
 /* After the first item arrives, gathers more for up to STORE_GROUP_MS (lock
@@ -1539,6 +1663,11 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&w->mu);
         w->committed_seq = b.seq;
         pthread_cond_broadcast(&w->done_cv);
+        if (b.n_logins && w->notify_fd >= 0) {
+            uint64_t one = 1;
+            if (write(w->notify_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+                log_warn("store: cannot signal a committed login: %s", strerror(errno));
+        }
     }
     w->committed_seq = w->queued_seq;
     pthread_cond_broadcast(&w->done_cv);
@@ -1553,7 +1682,9 @@ static int writer_prepare(store_writer *w, const char *path, char *err, size_t e
     if (sqlite3_prepare_v2(w->db, store_sql_up_state, -1, &w->up_state, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w->db, store_sql_ins_log, -1, &w->ins_log, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w->db, store_sql_up_owner, -1, &w->up_owner, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, store_sql_prune_owners, -1, &w->prune_owners, NULL) != SQLITE_OK) {
+        sqlite3_prepare_v2(w->db, store_sql_prune_owners, -1, &w->prune_owners, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, store_sql_up_login, -1, &w->up_login, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db, store_sql_up_login_err, -1, &w->up_login_err, NULL) != SQLITE_OK) {
         store_errf(err, errlen, "writer: %s", sqlite3_errmsg(w->db));
         return -1;
     }
@@ -1566,8 +1697,10 @@ static void writer_conn_close(store_writer *w)
     sqlite3_finalize(w->ins_log);
     sqlite3_finalize(w->up_owner);
     sqlite3_finalize(w->prune_owners);
+    sqlite3_finalize(w->up_login);
+    sqlite3_finalize(w->up_login_err);
     sqlite3_close_v2(w->db);
-    w->up_state = w->ins_log = w->up_owner = w->prune_owners = NULL;
+    w->up_state = w->ins_log = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = NULL;
     w->db = NULL;
 }
 
@@ -1597,6 +1730,12 @@ int store_writer_start(store *s, char *err, size_t errlen)
         writer_conn_close(w);
         return -1;
     }
+    w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->notify_fd < 0) {
+        store_errf(err, errlen, "cannot create the writer's eventfd: %s", strerror(errno));
+        writer_conn_close(w);
+        return -1;
+    }
     int rc = writer_spawn(w);
     if (rc != 0) {
         store_errf(err, errlen, "cannot start writer thread: %s", strerror(rc));
@@ -1618,11 +1757,20 @@ static void store_writer_stop(store_writer *w)
     pthread_join(w->thread, NULL);
     w->running = 0;
     writer_conn_close(w);
+    if (w->notify_fd >= 0)
+        close(w->notify_fd);
+    w->notify_fd = -1;
 }
 
 /* Frees whatever was queued but never written (writer never started). */
 static void store_writer_discard(store_writer *w)
 {
+    writer_batch lb = {.logins = w->logins_head};
+    if (w->logins_head)
+        log_warn("store: closing with %zu refreshed logins never written (writer not started)", w->n_logins);
+    writer_batch_free(&lb);
+    w->logins_head = w->logins_tail = NULL;
+    w->n_logins = 0;
     if (w->head || w->n_states || w->owners_head)
         log_warn("store: closing with %zu request logs, %zu state updates and %zu response owners never written"
                  " (writer not started)", w->n_logs, w->n_states, w->n_owners);
@@ -1783,6 +1931,49 @@ int store_writer_put_admin(store *s, const store_admin_op *op)
     pthread_mutex_unlock(&w->mu);
     return ok ? 0 : -1;
 }
+
+uint64_t store_writer_put_login(store *s, const store_login *l)
+{
+    store_writer *w = &s->w;
+    login_item *it = calloc(1, sizeof *it);
+    if (!it || !l->account_id || (!l->login_error && !l->access_token)) {
+        free(it);
+        return 0;
+    }
+    it->account_id = l->account_id;
+    it->access_token = store_strdup(l->access_token);
+    it->refresh_token = store_strdup(l->refresh_token);
+    it->id_token = store_strdup(l->id_token);
+    it->email = store_strdup(l->email);
+    it->plan_type = store_strdup(l->plan_type);
+    it->chatgpt_account_id = store_strdup(l->chatgpt_account_id);
+    it->token_expires_at = l->token_expires_at;
+    it->last_refresh_at = l->last_refresh_at;
+    it->login_error = store_strdup(l->login_error);
+    it->expect_refresh = store_strdup(l->expect_refresh);
+    pthread_mutex_lock(&w->mu);
+    uint64_t seq = it->seq = ++w->queued_seq;
+    if (w->logins_tail)
+        w->logins_tail->next = it;
+    else
+        w->logins_head = it;
+    w->logins_tail = it;
+    w->n_logins++;
+    pthread_cond_signal(&w->work_cv); /* idle or gathering: a login does not wait for the window */
+    pthread_mutex_unlock(&w->mu);
+    return seq;
+}
+
+uint64_t store_writer_committed(store *s)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    uint64_t c = w->committed_seq;
+    pthread_mutex_unlock(&w->mu);
+    return c;
+}
+
+int store_writer_notify_fd(store *s) { return s->w.notify_fd; }
 
 void store_writer_sync(store *s)
 {

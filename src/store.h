@@ -30,6 +30,14 @@ typedef struct account {
     int context_fallback;  /* a larger-context fallback: gets requests another account refused as too long */
     int64_t reset_gen;     /* bumped by `account reset`: the gateway clears its routing state */
     int64_t created_at, updated_at; /* unix seconds */
+    /* A full ChatGPT login (chatgpt kind; NULL / 0 when not known). */
+    char *refresh_token;   /* secret: never log */
+    char *id_token;        /* secret: never log */
+    char *email;
+    char *plan_type;
+    int64_t token_expires_at; /* the access token's JWT exp, unix seconds; 0 unknown */
+    int64_t last_refresh_at;  /* last successful refresh (or the login's own last_refresh) */
+    char *login_error;     /* needs_login: why the refresh token was refused; NULL when fine */
 } account;
 
 typedef struct account_new {
@@ -38,6 +46,8 @@ typedef struct account_new {
     int sort;
     int max_concurrency;   /* -1: default for the kind (1 for chatgpt, 0 otherwise) */
     int context_fallback;
+    const char *refresh_token, *id_token, *email, *plan_type; /* NULL: none */
+    int64_t token_expires_at, last_refresh_at;
 } account_new;
 
 typedef struct platform_key {
@@ -111,6 +121,8 @@ int store_random_base62(char *out, size_t n);
 int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen);
 int store_accounts_load(store *s, account **out, size_t *n); /* ORDER BY sort ASC, updated_at DESC, id ASC */
 void store_accounts_free(account *a, size_t n);
+/* Frees (and wipes the secrets of) one account's members. */
+void store_account_clear(account *a);
 /* Creates a platform key; writes the plaintext key (shown once) into key_out. */
 int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int64_t *id_out,
                   char *err, size_t errlen);
@@ -170,6 +182,30 @@ int store_settings_load(store *s, void (*fn)(void *ud, const char *key, const ch
 int store_owners_load(store *s, size_t max, void (*fn)(void *ud, const char *response_id, int64_t account_id),
                       void *ud);
 
+/* --- logins (src/store_accounts.c) --- */
+
+/* Changes of `account update`: NULL / unset fields stay as they are. */
+typedef struct account_patch {
+    const char *token, *base_url, *model_map, *chatgpt_account_id;
+    const char *refresh_token, *id_token, *email, *plan_type;
+    int64_t token_expires_at, last_refresh_at; /* 0: keep */
+    int has_sort, sort;
+    int has_max_concurrency, max_concurrency;
+} account_patch;
+/* Changes the named account in place (id, state, history and order kept).
+ * A new token clears needs_login. -1 with err on an unknown name or a bad
+ * value. */
+int store_account_update(store *s, const char *name, const account_patch *p, char *err, size_t errlen);
+
+/* Adds or updates logins in one transaction: an entry whose ChatGPT account
+ * id (and e-mail, when both sides have one) matches an existing chatgpt
+ * account updates that account's login in place, as does a key entry
+ * (api_key, aggregate) whose name and kind match (token and base URL); any
+ * other entry is added under its name. All or nothing: on any failure nothing is written and err
+ * names the entry (1-based) and why. labels[i] names entry i in errors. */
+int store_accounts_import(store *s, const account_new *list, size_t n, const char *const *labels, int *added,
+                          int *updated, char *err, size_t errlen);
+
 /* --- asynchronous writer (serving path) --- */
 int store_writer_start(store *s, char *err, size_t errlen);
 void store_writer_put_state(store *s, const account_state *st); /* upsert; never blocks on disk */
@@ -191,6 +227,26 @@ typedef struct store_admin_op {
 } store_admin_op;
 /* Queues op; -1 when too many changes are already waiting. Never blocks on disk. */
 int store_writer_put_admin(store *s, const store_admin_op *op);
+/* A refreshed login (tokens set, login_error cleared) or, when login_error
+ * is set, the account marked needs_login (tokens untouched; only while its
+ * refresh token is still expect_refresh, so a login imported meanwhile is
+ * not marked). Strings are copied. The writer commits logins at once (no
+ * group window). Returns the ticket: the login is durable once
+ * store_writer_committed() >= ticket; the writer then makes
+ * store_writer_notify_fd() readable. 0 when it could not be queued. */
+typedef struct store_login {
+    int64_t account_id;
+    const char *access_token, *refresh_token, *id_token, *email, *plan_type, *chatgpt_account_id;
+    int64_t token_expires_at, last_refresh_at;
+    const char *login_error;
+    const char *expect_refresh;
+} store_login;
+uint64_t store_writer_put_login(store *s, const store_login *l);
+uint64_t store_writer_committed(store *s);
+/* An eventfd that becomes readable after a batch holding logins committed
+ * (read it to reset). -1 before store_writer_start. */
+int store_writer_notify_fd(store *s);
+
 /* Blocks until everything queued so far is committed (shutdown, tests). */
 void store_writer_sync(store *s);
 

@@ -1,5 +1,5 @@
 /* trace.h: gateway-trace.log, one line per routing event (CANDIDATE_POOL,
- * CANDIDATE_START, CANDIDATE_SKIP, REQUEST_FINAL) as space-separated
+ * CANDIDATE_START, CANDIDATE_SKIP, REQUEST_FINAL; TOKEN_REFRESH from oauth.c) as space-separated
  * key=value fields after a timestamp and the event name. Lines are queued
  * and appended by a background thread so the loop never waits on disk.
  * Callers pass account names and reasons only: never a token or key. */

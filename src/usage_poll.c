@@ -5,6 +5,7 @@
 #include "usage_poll.h"
 #include "json.h"
 #include "log.h"
+#include "oauth.h"
 #include "sbuf.h"
 #include "usage.h"
 #include <math.h>
@@ -152,12 +153,12 @@ int usage_poll_apply(account_state *st, const char *body, size_t len, double now
 }
 
 /* A poll answered 401: the access token is no longer accepted. Recorded
- * (usage_poll_status, account list); this is the one place that hands the
- * account to token refresh once the gateway refreshes tokens. */
+ * (usage_poll_status, account list) and handed to login refresh (oauth.c),
+ * which polls again once the new tokens are in. */
 static void usage_poll_unauthorized(gateway *gw, pool_account *pa)
 {
-    (void)gw;
     log_warn("usage poll: account %s: the usage endpoint rejected its token (HTTP 401)", pa->a.name);
+    oauth_refresh(gw->oauth, pa, "usage_poll_401");
 }
 
 static int usage_on_headers(void *ud, int status, const upstream_header *h, size_t n)
@@ -245,7 +246,7 @@ void usage_poll_tick(usage_poll *u, double now)
             continue;
         usage_entry *e = usage_find(u, pa->a.id, 1);
         e->live = 1;
-        if (e->up)
+        if (e->up || pa->refreshing || pa->a.login_error) /* its token is being replaced, or is dead */
             continue;
         if (every > 0 && e->next_at > now + (double)every) /* the interval was shortened */
             e->next_at = now + (double)every;

@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "json.h"
+#include "jwt.h"
 #include "sbuf.h"
 #include "tool_server.h"
 
@@ -48,6 +50,7 @@ typedef struct rec {
     char *authorization, *chatgpt_account_id, *model, *prev_id;
     char *headers; /* JSON object of the request headers, names lower-cased */
     char *prefill; /* content of a trailing {"role":"assistant","content":"..."} message (a stream resume), or NULL */
+    char *refresh_token, *client_id, *grant_type; /* oauth_token requests */
     int stream, has_body_hash;
     size_t body_len;
     uint64_t body_hash;
@@ -102,6 +105,9 @@ static void rec_free(rec *r)
     free(r->prev_id);
     free(r->headers);
     free(r->prefill);
+    free(r->refresh_token);
+    free(r->client_id);
+    free(r->grant_type);
     free(r);
 }
 
@@ -153,6 +159,12 @@ static void recs_json(sbuf *b, int usage)
             sbuf_puts(b, "null");
         sbuf_puts(b, ",\"headers\":");
         sbuf_puts(b, r->headers ? r->headers : "{}");
+        sbuf_puts(b, ",\"refresh_token\":");
+        json_str_or_null(b, r->refresh_token);
+        sbuf_puts(b, ",\"client_id\":");
+        json_str_or_null(b, r->client_id);
+        sbuf_puts(b, ",\"grant_type\":");
+        json_str_or_null(b, r->grant_type);
         sbuf_printf(b, ",\"completed\":%s,\"aborted\":%s}", r->completed ? "true" : "false",
                     r->aborted ? "true" : "false");
     }
@@ -422,6 +434,8 @@ typedef struct opts {
     int end;           /* late_reset: end the chunked body properly instead of closing */
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
     long bytes;        /* big_error: size of the message */
+    int auth;          /* auth=1: the bearer must be an unexpired, unrevoked JWT */
+    long ttl;          /* oauth: lifetime of issued access tokens, seconds */
 } opts;
 
 static int numeric(const char *v)
@@ -461,6 +475,7 @@ static void opts_parse(opts *o, const char *spec)
     o->ms = -1;
     o->rst = -1;
     o->resets = 3600;
+    o->ttl = 3600;
     char *dup = xstrdup(spec), *save = NULL;
     int first = 1;
     for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
@@ -526,6 +541,10 @@ static void opts_parse(opts *o, const char *spec)
             o->ok_first = atoi(val);
         else if (!strcmp(tok, "turn_state"))
             copy_word(o->turn_state, sizeof o->turn_state, val);
+        else if (!strcmp(tok, "auth"))
+            o->auth = atoi(val);
+        else if (!strcmp(tok, "ttl"))
+            o->ttl = atol(val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -1366,6 +1385,8 @@ static void script_reflect_auth(job *j, const opts *o, endpoint ep, const rec *r
 }
 
 /* Fills j with the script for scenario o on endpoint ep. */
+static int bearer_valid(const char *authz);
+
 static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int stream)
 {
     sbuf b = SBUF_INIT;
@@ -1378,7 +1399,11 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
     if (o->retry_after_ms[0])
         add_header(j->req, "retry-after-ms", o->retry_after_ms);
 
-    if (!strcmp(sc, "status")) {
+    if (o->auth && !bearer_valid(r->authorization)) {
+        error_json(&b, "Your authentication token has expired. Please try signing in again.",
+                   "invalid_request_error", "token_expired", NULL);
+        reply_json(j, 0, 401, &b);
+    } else if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
         status_error(&b, code);
         reply_json(j, 0, code, &b);
@@ -1530,11 +1555,15 @@ static void usage_clear(void)
     g_nusage = 0;
 }
 
-static void script_usage(job *j, const char *account)
+static void script_usage(job *j, const char *account, const opts *o, const rec *r)
 {
     const usage_cfg *u = usage_find(account);
     sbuf b = SBUF_INIT;
-    if (!u) {
+    if (o->auth && !bearer_valid(r->authorization)) {
+        error_json(&b, "Your authentication token has expired. Please try signing in again.",
+                   "invalid_request_error", "token_expired", NULL);
+        reply_json(j, 0, 401, &b);
+    } else if (!u) {
         error_json(&b, "mock_upstream: no usage configured for this account", "invalid_request_error",
                    "not_found", NULL);
         reply_json(j, 0, 404, &b);
@@ -1598,6 +1627,198 @@ static const char *endpoint_name(endpoint ep)
     }
 }
 
+/* ---------- OAuth token endpoint and JWT access tokens ---------- */
+
+/* Refresh tokens are "rt_<name>_<generation>"; each is single-use. A token
+ * starting with "rt_expired" is refused as expired. Issued access tokens
+ * are unsigned JWTs with "exp"; id tokens carry the ChatGPT claims. */
+static char **g_used_rt;
+static size_t g_nused;
+
+static int rt_used(const char *rt)
+{
+    for (size_t i = 0; i < g_nused; i++)
+        if (!strcmp(g_used_rt[i], rt))
+            return 1;
+    return 0;
+}
+
+static void rt_mark_used(const char *rt)
+{
+    char **p = realloc(g_used_rt, (g_nused + 1) * sizeof *p);
+    if (!p)
+        abort();
+    g_used_rt = p;
+    g_used_rt[g_nused++] = xstrdup(rt);
+}
+
+static void b64url(sbuf *out, const char *p, size_t n)
+{
+    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned char)p[i] << 16;
+        if (i + 1 < n)
+            v |= (unsigned char)p[i + 1] << 8;
+        if (i + 2 < n)
+            v |= (unsigned char)p[i + 2];
+        char c[4] = {al[(v >> 18) & 63], al[(v >> 12) & 63], al[(v >> 6) & 63], al[v & 63]};
+        sbuf_append(out, c, i + 2 < n ? 4 : i + 1 < n ? 3 : 2);
+    }
+}
+
+static void jwt_make(sbuf *out, const char *payload)
+{
+    b64url(out, "{\"alg\":\"none\",\"typ\":\"JWT\"}", 26);
+    sbuf_puts(out, ".");
+    b64url(out, payload, strlen(payload));
+    sbuf_puts(out, ".mock");
+}
+
+/* A bearer the auth=1 scenarios accept: a JWT whose exp lies ahead and
+ * whose payload does not say "mock_revoked". */
+static int bearer_valid(const char *authz)
+{
+    if (!authz || strncmp(authz, "Bearer ", 7) != 0)
+        return 0;
+    const char *tok = authz + 7;
+    jwt_claims c;
+    if (jwt_claims_read(tok, &c) != 0 || c.exp <= (int64_t)time(NULL))
+        return 0;
+    return strstr(tok, "bW9ja19yZXZva2Vk") == NULL && strstr(tok, "1vY2tfcmV2b2tlZ") == NULL &&
+           strstr(tok, "tb2NrX3Jldm9rZW") == NULL; /* "mock_revoked" at any base64 alignment */
+}
+
+typedef struct oauth_pending {
+    struct evhttp_request *req;
+    struct event *timer;
+    rec *r;
+    long ttl;
+    char *rt;
+} oauth_pending;
+
+/* The client left while the endpoint was slow: a real server that never
+ * answered never rotated the token either. */
+static int oauth_client_gone(struct evhttp_request *req)
+{
+    struct evhttp_connection *c = evhttp_request_get_connection(req);
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    char ch;
+    return fd >= 0 && recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static void oauth_reply(struct evhttp_request *req, rec *r, const char *rt, long ttl)
+{
+    sbuf out = SBUF_INIT;
+    int status = 200;
+    const char *u = strrchr(rt, '_');
+    if (r->grant_type && strcmp(r->grant_type, "refresh_token") != 0) {
+        status = 400;
+        sbuf_puts(&out, "{\"error\":\"unsupported_grant_type\"}");
+    } else if (!strncmp(rt, "rt_expired", 10)) {
+        status = 401;
+        sbuf_puts(&out, "{\"error\":{\"message\":\"Your refresh token has expired.\","
+                        "\"type\":\"invalid_request_error\",\"code\":\"refresh_token_expired\"}}");
+    } else if (rt_used(rt)) {
+        status = 401;
+        sbuf_puts(&out, "{\"error\":{\"message\":\"Your refresh token has already been used to generate a new access"
+                        " token.\",\"type\":\"invalid_request_error\",\"code\":\"refresh_token_reused\"}}");
+    } else if (strncmp(rt, "rt_", 3) != 0 || !u || u == rt + 2) {
+        status = 401;
+        sbuf_puts(&out, "{\"error\":{\"message\":\"Invalid refresh token.\",\"type\":\"invalid_request_error\","
+                        "\"code\":\"refresh_token_invalidated\"}}");
+    } else {
+        rt_mark_used(rt);
+        char name[96], payload[512];
+        snprintf(name, sizeof name, "%.*s", (int)(u - rt - 3), rt + 3);
+        long next_gen = atol(u + 1) + 1;
+        snprintf(payload, sizeof payload,
+                 "{\"exp\":%lld,\"sub\":\"%s\",\"gen\":%ld,\"https://api.openai.com/auth\":{\"chatgpt_account_id\":"
+                 "\"acct-%s\"}}", (long long)time(NULL) + ttl, name, next_gen, name);
+        sbuf_puts(&out, "{\"access_token\":\"");
+        jwt_make(&out, payload);
+        snprintf(payload, sizeof payload,
+                 "{\"email\":\"%s@example.com\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
+                 "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\",\"chatgpt_plan_type\":\"pro\"}}",
+                 name, name);
+        sbuf_puts(&out, "\",\"id_token\":\"");
+        jwt_make(&out, payload);
+        sbuf_printf(&out, "\",\"refresh_token\":\"rt_%s_%ld\",\"expires_in\":%ld,\"token_type\":\"Bearer\"}",
+                    name, next_gen, ttl);
+    }
+    r->completed = 1;
+    send_simple(req, status, "application/json", &out);
+    sbuf_free(&out);
+}
+
+static void oauth_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    oauth_pending *op = arg;
+    if (oauth_client_gone(op->req)) {
+        op->r->aborted = 1;
+        evhttp_connection_free(evhttp_request_get_connection(op->req));
+    } else {
+        oauth_reply(op->req, op->r, op->rt, op->ttl);
+    }
+    event_free(op->timer);
+    free(op->rt);
+    free(op);
+}
+
+/* POST /oauth/<spec>/token: spec "ok", "slow,ms=N" (answers after N ms,
+ * rotating only if the client is still there), "down" (503), "reset"
+ * (closes the connection); ttl=S sets the issued tokens' lifetime. */
+static void oauth_handle(struct evhttp_request *req, const char *spec)
+{
+    opts o;
+    opts_parse(&o, spec);
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t blen = evbuffer_get_length(in);
+    const char *body = blen ? (const char *)evbuffer_pullup(in, -1) : "";
+    json_value *doc = json_parse(body, blen, NULL, 0);
+    const char *rt = doc ? json_get_str(doc, "refresh_token") : NULL;
+    rec *r = rec_new();
+    r->scenario = xstrdup(o.scenario);
+    r->spec = xstrdup(spec);
+    r->endpoint = xstrdup("oauth_token");
+    r->path = xstrdup(evhttp_request_get_uri(req));
+    r->method = xstrdup(method_name(evhttp_request_get_command(req)));
+    r->refresh_token = xstrdup(rt);
+    r->client_id = xstrdup(doc ? json_get_str(doc, "client_id") : NULL);
+    r->grant_type = xstrdup(doc ? json_get_str(doc, "grant_type") : NULL);
+    const char *u = rt ? strrchr(rt, '_') : NULL;
+    if (rt && u && !strncmp(rt, "rt_", 3) && u > rt + 3) {
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)(u - rt - 3), rt + 3);
+        r->account = xstrdup(name);
+    }
+    r->body_len = blen;
+    sbuf out = SBUF_INIT;
+    if (!strcmp(o.scenario, "down")) {
+        sbuf_puts(&out, "{\"error\":{\"message\":\"upstream connect error\",\"type\":\"server_error\",\"code\":null}}");
+        r->completed = 1;
+        send_simple(req, 503, "application/json", &out);
+    } else if (!strcmp(o.scenario, "reset")) {
+        r->completed = 1;
+        evhttp_connection_free(evhttp_request_get_connection(req));
+    } else if (!strcmp(o.scenario, "slow")) {
+        oauth_pending *op = calloc(1, sizeof *op);
+        if (!op)
+            abort();
+        op->req = req;
+        op->r = r;
+        op->ttl = o.ttl;
+        op->rt = xstrdup(rt ? rt : "");
+        op->timer = evtimer_new(g_base, oauth_timer_cb, op);
+        struct timeval tv = {(o.ms >= 0 ? o.ms : 2000) / 1000, ((o.ms >= 0 ? o.ms : 2000) % 1000) * 1000};
+        evtimer_add(op->timer, &tv);
+    } else {
+        oauth_reply(req, r, rt ? rt : "", o.ttl);
+    }
+    sbuf_free(&out);
+    json_free(doc);
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     (void)arg;
@@ -1635,6 +1856,13 @@ static void handle(struct evhttp_request *req, void *arg)
     if (!strcmp(path, "/_health")) {
         sbuf_puts(&out, "{\"ok\":true}\n");
         send_simple(req, 200, "application/json", &out);
+        goto done;
+    }
+
+    if (!strncmp(path, "/oauth/", 7) && plen > 13 && !strcmp(path + plen - 6, "/token")) {
+        char spec_o[256];
+        snprintf(spec_o, sizeof spec_o, "%.*s", (int)(plen - 13), path + 7);
+        oauth_handle(req, spec_o);
         goto done;
     }
 
@@ -1725,7 +1953,7 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     evhttp_connection_set_closecb(j->evcon, job_close_cb, j);
     if (ep == EP_USAGE)
-        script_usage(j, name);
+        script_usage(j, name, &o, r);
     else
         script_build(j, &o, ep, r, f.stream);
     job_run(j);
@@ -1766,6 +1994,9 @@ int main(int argc, char **argv)
         rec_free(g_recs[i]);
     usage_clear();
     free(g_recs);
+    for (size_t i = 0; i < g_nused; i++)
+        free(g_used_rt[i]);
+    free(g_used_rt);
     event_base_free(g_base);
     return 0;
 }

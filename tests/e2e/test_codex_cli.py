@@ -7,12 +7,14 @@ turn metadata, beta features) reach the upstream. Codex is installed from the np
 source tree on first use; if npm or the registry is unavailable the test is
 skipped and says why."""
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 
 from harness import GatewayTest, account, main, npm_package, wait_for
+from test_oauth import auth_json
 
 CODEX_VERSION = os.environ.get("SWITCHYARD_CODEX_VERSION", "0.171.0")
 
@@ -40,6 +42,28 @@ class CodexCliTest(GatewayTest):
         self.addCleanup(shutil.rmtree, work, True)
         return subprocess.run([exe, "exec", "--skip-git-repo-check", prompt], cwd=work, env=env,
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    def test_codex_completes_a_prompt_through_an_imported_login_whose_access_token_expired(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway(env={"SWITCHYARD_OAUTH_TOKEN_URL": f"{self.mock.base()}/oauth/ok/token"}, start=False)
+        path = os.path.join(g.dir, "auth.json")
+        with open(path, "w") as f:
+            json.dump(auth_json("late", -3600), f)
+        g.cli("account", "import", "--db", g.db_path, path)
+        g.cli("account", "update", "--db", g.db_path, "--name", "late@example.com",
+              "--base-url", self.mock.url("late", "ok,auth=1", v1=False))
+        g.start()
+        p = self.run_codex(exe, g)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out[-3000:])
+        self.assertIn("hello from late", p.stdout, out[-3000:])
+        oauth = [r for r in self.mock.requests() if r["endpoint"] == "oauth_token"]
+        self.assertEqual([r["refresh_token"] for r in oauth], ["rt_late_1"])
+        fresh = g.query("SELECT token FROM accounts WHERE name = 'late@example.com'")[0]["token"]
+        served = {r["authorization"] for r in self.mock.requests("late") if r["endpoint"] == "responses"}
+        self.assertEqual(served, {"Bearer " + fresh})
 
     def test_codex_completes_a_prompt_while_first_accounts_are_exhausted(self):
         exe, why = codex_bin()

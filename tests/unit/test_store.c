@@ -8,6 +8,7 @@
 #include "sha256.h"
 #include "store.h"
 #include <ctype.h>
+#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdint.h>
@@ -17,6 +18,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The schema version a fresh database reaches: the last migration. */
+#define TEST_SCHEMA_VERSION 7
 
 static char test_dir[64];
 static int test_seq;
@@ -162,7 +166,7 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 6);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), TEST_SCHEMA_VERSION);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -661,6 +665,14 @@ static void test_store_sync_without_writer_returns(void)
     store_close(s);
 }
 
+/* Undoes migration 7 (the login columns of accounts). */
+#define TEST_DROP_MIGRATION_7                                                                              \
+    " DROP INDEX accounts_chatgpt_account_id;"                                                             \
+    " ALTER TABLE accounts DROP COLUMN refresh_token; ALTER TABLE accounts DROP COLUMN id_token;"          \
+    " ALTER TABLE accounts DROP COLUMN email; ALTER TABLE accounts DROP COLUMN plan_type;"                 \
+    " ALTER TABLE accounts DROP COLUMN token_expires_at; ALTER TABLE accounts DROP COLUMN last_refresh_at;" \
+    " ALTER TABLE accounts DROP COLUMN login_error;"
+
 /* Undoes migration 3 (usage columns of account_state). */
 #define TEST_DROP_MIGRATION_3                                                                              \
     " ALTER TABLE account_state DROP COLUMN primary_window_s;"                                             \
@@ -690,7 +702,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
     int64_t a = test_add_account(s, "cg", 0, ACCOUNT_CHATGPT);
     store_close(s);
     test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);"
-                        TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
+                        TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DROP TABLE codex_attach; DELETE FROM schema_migrations WHERE version >= 3");
     s = test_open(path);
     CHECK(s != NULL);
@@ -734,7 +746,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
 
 /* ---------- migration 2: settings and response owners ---------- */
 
-/* A database at migration 1 (built by undoing migrations 5, 4, 3 and 2 by hand, which
+/* A database at migration 1 (built by undoing migrations 7 to 2 by hand, which
  * leaves exactly the v1 schema) upgrades in place and keeps its rows. */
 static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
 {
@@ -744,14 +756,16 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
     test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;"
-                        TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
+                        TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                     " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
     s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 6);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), TEST_SCHEMA_VERSION);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE name = 'kept' AND login_error IS NULL"
+                                    " AND token_expires_at = 0"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
                                     " ('settings', 'response_owners', 'codex_attach')"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
@@ -782,11 +796,11 @@ static void test_store_migration_5_adds_attempts_and_admin_token(void)
 {
     char path[128];
     test_store_one_log(path, sizeof path, NULL);
-    test_sql_exec(path, TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version >= 5");
+    test_sql_exec(path, TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version >= 5");
     store *s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 6);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), TEST_SCHEMA_VERSION);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE attempts_json IS NULL"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
                                     " AND tbl_name = 'admin_token'"), 3);
@@ -1074,11 +1088,111 @@ static void test_store_key_prefer_and_revoke_by_name(void)
     store_close(s);
 }
 
+/* ---------- logins (migration 7, writer logins, import) ---------- */
+
+static account *test_find(account *a, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(a[i].name, name) == 0)
+            return &a[i];
+    return NULL;
+}
+
+/* A refreshed login goes through the writer at once: the notify fd turns
+ * readable, the ticket is committed, and a fresh connection reads it. */
+static void test_store_refreshed_login_is_committed_and_signalled(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new a = {.name = "c", .base_url = "https://chatgpt.com/backend-api/codex", .token = "old-access",
+                     .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .refresh_token = "rt-old"};
+    int64_t id = 0;
+    CHECK_EQ_INT(store_account_add(s, &a, &id, err, sizeof err), 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_login l = {.account_id = id, .access_token = "new-access", .refresh_token = "rt-new",
+                     .email = "c@example.com", .token_expires_at = 1900000000, .last_refresh_at = 1800000000};
+    uint64_t ticket = store_writer_put_login(s, &l);
+    CHECK(ticket > 0);
+    struct pollfd pfd = {store_writer_notify_fd(s), POLLIN, 0};
+    CHECK_EQ_INT(poll(&pfd, 1, 10000), 1); /* bounded: fails rather than hangs */
+    CHECK(store_writer_committed(s) >= ticket);
+    store *other = test_open(path);
+    account *acc = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_accounts_load(other, &acc, &n), 0);
+    account *c = test_find(acc, n, "c");
+    CHECK(c && strcmp(c->token, "new-access") == 0 && strcmp(c->refresh_token, "rt-new") == 0);
+    CHECK(c && c->token_expires_at == 1900000000 && c->last_refresh_at == 1800000000 && !c->login_error);
+    CHECK(c && c->email && strcmp(c->email, "c@example.com") == 0);
+    store_accounts_free(acc, n);
+    store_close(other);
+    store_close(s);
+}
+
+/* needs_login only lands while the refused refresh token is still the
+ * stored one: a login imported meanwhile is not marked. */
+static void test_store_needs_login_spares_a_login_replaced_meanwhile(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new a = {.name = "d", .base_url = "https://chatgpt.com/backend-api/codex", .token = "acc",
+                     .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .refresh_token = "rt-current"};
+    int64_t id = 0;
+    CHECK_EQ_INT(store_account_add(s, &a, &id, err, sizeof err), 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_login stale = {.account_id = id, .login_error = "refresh_token_reused", .expect_refresh = "rt-older"};
+    store_writer_put_login(s, &stale);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE login_error IS NULL"), 1);
+    store_login real = {.account_id = id, .login_error = "refresh_token_reused", .expect_refresh = "rt-current"};
+    store_writer_put_login(s, &real);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts"
+                                    " WHERE login_error = 'refresh_token_reused'"), 1);
+    account_patch p = {.token = "fresh", .refresh_token = "rt-fresh"};
+    CHECK_EQ_INT(store_account_update(s, "d", &p, err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE login_error IS NULL AND id = 1"), 1);
+    store_close(s);
+}
+
+/* One bad entry rolls the whole import back; a matching login updates in place. */
+static void test_store_import_is_all_or_nothing_and_updates_by_account_id(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new v[3] = {
+        {.name = "e1", .base_url = "https://x.example/c", .token = "t1", .kind = ACCOUNT_CHATGPT,
+         .chatgpt_account_id = "acct-1", .email = "e1@x", .max_concurrency = -1},
+        {.name = "e2", .base_url = "https://x.example/c", .token = "t2", .kind = ACCOUNT_CHATGPT,
+         .chatgpt_account_id = "acct-2", .max_concurrency = -1},
+        {.name = "e3", .base_url = "ftp://bad", .token = "t3", .kind = ACCOUNT_CHATGPT, .max_concurrency = -1},
+    };
+    const char *labels[3] = {"f entry 1", "f entry 2", "f entry 3"};
+    int added = 0, updated = 0;
+    CHECK_EQ_INT(store_accounts_import(s, v, 3, labels, &added, &updated, err, sizeof err), -1);
+    CHECK(strstr(err, "f entry 3: account base_url must start with") != NULL);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts"), 0);
+    CHECK_EQ_INT(store_accounts_import(s, v, 2, labels, &added, &updated, err, sizeof err), 0);
+    CHECK_EQ_INT(added, 2);
+    v[0].name = "other-name";
+    v[0].token = "t1-new";
+    CHECK_EQ_INT(store_accounts_import(s, v, 1, labels, &added, &updated, err, sizeof err), 0);
+    CHECK(added == 0 && updated == 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE name = 'e1' AND token = 't1-new'"), 1);
+    store_close(s);
+}
+
 int main(void)
 {
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_store") != 0)
         return 2;
     RUN(test_store_migrations_are_idempotent_on_reopen);
+    RUN(test_store_refreshed_login_is_committed_and_signalled);
+    RUN(test_store_needs_login_spares_a_login_replaced_meanwhile);
+    RUN(test_store_import_is_all_or_nothing_and_updates_by_account_id);
     RUN(test_store_refuses_newer_schema);
     RUN(test_store_files_are_mode_0600);
     RUN(test_store_tightens_existing_wide_file);
