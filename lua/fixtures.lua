@@ -69,7 +69,8 @@ function F.candidate(o)
                  secondary_reset_at = 0, primary_window_s = 0, secondary_window_s = 0,
                  plan_type = "", has_credits = -1, credits_unlimited = -1, credits_balance = -1,
                  success_rate = 1,
-                 latency_ema_ms = 200, inflight = 0, max_concurrency = 0, reserve = false }, o)
+                 latency_ema_ms = 200, inflight = 0, max_concurrency = 0, reserve = false,
+                 weight = 1, current_weight = 0 }, o)
 end
 
 -- candidates{ {id=1}, {id=2, kind="aggregate"} } -> list of candidates

@@ -1,7 +1,9 @@
 -- policies/order.lua: the order candidates are tried in. Called as
 -- order(candidates, ctx); each candidate is {id, name, kind, sort, updated_at,
 -- primary_used_pct, secondary_used_pct, success_rate, latency_ema_ms,
--- inflight, max_concurrency, reserve}; ctx is {strategy, rotation, model,
+-- inflight, max_concurrency, reserve, weight, current_weight,
+-- success_rate_60s, latency_60s_ms, attempts_60s}; ctx is
+-- {strategy, rotation, model,
 -- platform_key_id, cursor, preferred, seed}. Returns the candidate ids in try
 -- order (leaving one out means "do not try it").
 --   rotation picks the groups and their order: accounts (every kind but
@@ -10,6 +12,10 @@
 --   strategy "ordered": sort ASC, updated_at DESC, id ASC, then the healthier
 --     of two random picks among the first three goes first (ctx.seed);
 --   strategy "balanced": strict round-robin by id, starting after ctx.cursor;
+--   strategy "weighted": smooth weighted round-robin: the largest
+--     current_weight + weight first (C keeps current_weight per platform key
+--     + model and steps it after each pick, as nginx does), accounts whose
+--     success rate fell below HEALTH_FLOOR after the healthy ones;
 --   ctx.preferred, when present, goes first.
 -- The built-in C default in src/policy.c mirrors these rules.
 
@@ -21,6 +27,7 @@ local GROUPS = {
 }
 local P2C_AMONG = 3
 local SUCCESS_MARGIN = 0.05  -- success rates closer than this count as equal
+local HEALTH_FLOOR = 0.5     -- weighted: a success rate below this demotes the account
 
 local function group_of(c)
   return c.kind == "aggregate" and "aggregate" or "account"
@@ -66,6 +73,25 @@ local function round_robin(seg, cursor)
   return out
 end
 
+-- Smooth weighted round-robin order: does a go before b?
+local function heavier(a, b)
+  local da, db = a.success_rate < HEALTH_FLOOR, b.success_rate < HEALTH_FLOOR
+  if da ~= db then return db end
+  return a.current_weight + a.weight > b.current_weight + b.weight
+end
+
+-- Stable insertion sort (segments are short; ties keep the base order).
+local function swrr_sort(seg)
+  for i = 2, #seg do
+    local c, j = seg[i], i - 1
+    while j >= 1 and heavier(c, seg[j]) do
+      seg[j + 1] = seg[j]
+      j = j - 1
+    end
+    seg[j + 1] = c
+  end
+end
+
 -- Runs for every request, so it is written for the VM: numeric loops (no
 -- iterator calls), one list of ids, one of reserve ids, one segment per group.
 local function order(candidates, ctx)
@@ -74,7 +100,7 @@ local function order(candidates, ctx)
   if n > 1 then table.sort(list, before) end
   local ids, reserve_ids, seed = {}, {}, ctx.seed
   local groups = GROUPS[ctx.rotation] or GROUPS.hybrid_rotation
-  local balanced = ctx.strategy == "balanced"
+  local balanced, weighted = ctx.strategy == "balanced", ctx.strategy == "weighted"
   for gi = 1, #groups do
     local g, seg = groups[gi], {}
     for i = 1, n do
@@ -85,6 +111,8 @@ local function order(candidates, ctx)
     end
     if balanced then
       seg = round_robin(seg, ctx.cursor)
+    elseif weighted then
+      swrr_sort(seg)
     elseif #seg > 1 then
       seed = p2c(seg, seed)
     end

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "policy_sandbox.h"
 #include "sha256.h"
+#include "sbuf.h"
 #include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define POLICY_MEM_LIMIT ((size_t)32 << 20)
 #define POLICY_INSTR_LIMIT 1000000L
@@ -24,8 +26,19 @@
 #define POLICY_COOLDOWN_MAX 2592000.0 /* 30 days */
 #define POLICY_STEP_MAX 1000
 
-enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_COUNT };
-static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order"};
+enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_PRICE, HOOK_COUNT };
+static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "price"};
+/* The file each hook lives in (prices.lua holds a table of data first). */
+static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "prices"};
+#define PRICE_MEMO 64
+#define PRICE_MAX 1e6 /* USD per million tokens: anything above is a typo */
+
+/* price() answers, kept per engine (so a reload forgets them). */
+typedef struct price_memo {
+    char model[128];
+    int known;
+    policy_price p;
+} price_memo;
 static char hook_keys[HOOK_COUNT]; /* registry keys (addresses) of the loaded hooks */
 
 struct policy_engine {
@@ -38,6 +51,8 @@ struct policy_engine {
     uint64_t fallbacks;
     uint64_t hook_fallbacks[HOOK_COUNT];
     char last_error[512];
+    price_memo prices[PRICE_MEMO];
+    size_t nprices, price_next;
 };
 
 /* ======================= built-in defaults (C) ======================= */
@@ -97,6 +112,7 @@ static int code_is(const policy_event *ev, const char *const *list)
 
 static void verdict_set(policy_verdict *v, int failover, const char *cls, double cooldown)
 {
+    v->drain_bucket = 0;
     v->failover = failover;
     snprintf(v->cls, sizeof v->cls, "%s", cls);
     v->cooldown = cooldown;
@@ -260,6 +276,27 @@ static void order_round_robin(const policy_candidate *c, size_t *seg, size_t len
     order_reverse(seg, 0, len);
 }
 
+/* weighted: does a go before b? Healthy (success rate >= 0.5) before
+ * failing, then the larger current_weight + weight (smooth weighted
+ * round-robin); ties keep the base order (the sort is stable). */
+static int cand_heavier(const policy_candidate *a, const policy_candidate *b)
+{
+    int da = a->success_rate < 0.5, db = b->success_rate < 0.5;
+    if (da != db)
+        return db;
+    return a->current_weight + a->weight > b->current_weight + b->weight;
+}
+
+static void order_weighted(const policy_candidate *c, size_t *seg, size_t len)
+{
+    for (size_t i = 1; i < len; i++)
+        for (size_t j = i; j > 0 && cand_heavier(&c[seg[j]], &c[seg[j - 1]]); j--) {
+            size_t t = seg[j];
+            seg[j] = seg[j - 1];
+            seg[j - 1] = t;
+        }
+}
+
 /* ordered: power of two choices among the first three. Returns the new seed. */
 static uint32_t order_p2c(const policy_candidate *c, size_t *seg, size_t len, uint32_t seed)
 {
@@ -296,6 +333,7 @@ static size_t order_default(const policy_candidate *c, size_t n, const policy_or
             perm[j - 1] = t;
         }
     int balanced = ctx->strategy && strcmp(ctx->strategy, "balanced") == 0;
+    int weighted = ctx->strategy && strcmp(ctx->strategy, "weighted") == 0;
     uint32_t seed = ctx->seed;
     for (size_t a = 0; a < m;) {
         int r = order_rank(&c[perm[a]], g, ng);
@@ -304,6 +342,8 @@ static size_t order_default(const policy_candidate *c, size_t n, const policy_or
             b++;
         if (r < ng && balanced)
             order_round_robin(c, perm + a, b - a, ctx->cursor);
+        else if (r < ng && weighted)
+            order_weighted(c, perm + a, b - a);
         else if (r < ng)
             seed = order_p2c(c, perm + a, b - a, seed);
         a = b;
@@ -397,11 +437,16 @@ static void account_push(lua_State *L, const policy_candidate *c, int nrec)
 
 static void candidate_push(lua_State *L, const policy_candidate *c)
 {
-    account_push(L, c, 12);
+    account_push(L, c, 17);
     set_num(L, "success_rate", c->success_rate);
     set_num(L, "latency_ema_ms", c->latency_ema_ms);
     set_int(L, "inflight", c->inflight);
     set_bool(L, "reserve", c->reserve);
+    set_int(L, "weight", c->weight);
+    set_num(L, "current_weight", c->current_weight);
+    set_num(L, "success_rate_60s", c->success_rate_60s);
+    set_num(L, "latency_60s_ms", c->latency_60s_ms);
+    set_int(L, "attempts_60s", c->attempts_60s);
 }
 
 static void ctx_push(lua_State *L, const policy_order_ctx *ctx)
@@ -456,6 +501,10 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
     if (!(cd == -1 || (cd >= 0 && cd <= POLICY_COOLDOWN_MAX)))
         luaL_error(L, "classify: cooldown must be -1 or 0..%d seconds", (int)POLICY_COOLDOWN_MAX);
     verdict_set(out, failover, cls, cd);
+    int dt = raw_field(L, t, "drain_bucket");
+    if (dt != LUA_TNIL && dt != LUA_TBOOLEAN)
+        luaL_error(L, "classify: drain_bucket must be a boolean or nil");
+    out->drain_bucket = lua_toboolean(L, -1);
 }
 
 static void cooldown_parse(lua_State *L, int first, int old_step, double *seconds, int *step)
@@ -485,6 +534,31 @@ static int guard_parse(lua_State *L, int t)
         if (strcmp(s, names[i]) == 0)
             return i;
     return luaL_error(L, "guard must return \"normal\", \"reserve\" or \"exclude\"");
+}
+
+static double price_field(lua_State *L, int t, const char *k, double dflt)
+{
+    int ty = raw_field(L, t, k);
+    double v = ty == LUA_TNUMBER ? lua_tonumber(L, -1) : dflt;
+    lua_pop(L, 1);
+    if (ty != LUA_TNUMBER && (ty != LUA_TNIL || dflt < 0))
+        luaL_error(L, "price: '%s' must be a number (USD per million tokens)", k);
+    if (!(v >= 0 && v <= PRICE_MAX))
+        luaL_error(L, "price: '%s' must be 0..%d", k, (int)PRICE_MAX);
+    return v;
+}
+
+/* nil -> unknown (0); a table {input, cached_input?, output} -> 1. */
+static int price_parse(lua_State *L, int t, policy_price *out)
+{
+    if (lua_type(L, t) == LUA_TNIL)
+        return 0;
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "price returned %s, expected nil or {input=, cached_input=, output=}", luaL_typename(L, t));
+    out->input = price_field(L, t, "input", -1);
+    out->output = price_field(L, t, "output", -1);
+    out->cached_input = price_field(L, t, "cached_input", out->input);
+    return 1;
 }
 
 /* Maps each returned id (or candidate table) to an unused index into c. */
@@ -533,6 +607,9 @@ typedef struct hook_call {
     const policy_candidate *c;
     size_t n, count, *perm;
     const policy_order_ctx *ctx;
+    const char *model;
+    policy_price price;
+    int price_known;
 } hook_call;
 
 static void hook_push(lua_State *L, int hook)
@@ -595,6 +672,16 @@ static int order_run(lua_State *L)
     ctx_push(L, h->ctx);
     lua_call(L, 2, 1);
     h->count = order_parse(L, lua_gettop(L), h->c, h->n, h->perm);
+    return 0;
+}
+
+static int price_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_PRICE);
+    lua_pushstring(L, h->model);
+    lua_call(L, 1, 1);
+    h->price_known = price_parse(L, lua_gettop(L), &h->price);
     return 0;
 }
 
@@ -683,6 +770,32 @@ size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
     return order_default(c, n, h.ctx, perm);
 }
 
+int policy_price_get(policy_engine *pe, const char *model, policy_price *out)
+{
+    char why[512];
+    if (!model)
+        model = "";
+    memset(out, 0, sizeof *out);
+    if (!pe || strlen(model) >= sizeof pe->prices[0].model)
+        return 0;
+    for (size_t i = 0; i < pe->nprices; i++)
+        if (strcmp(pe->prices[i].model, model) == 0) {
+            *out = pe->prices[i].p;
+            return pe->prices[i].known;
+        }
+    hook_call h = {.pe = pe, .model = model};
+    if (hook_run(pe, price_run, &h, why, sizeof why) != 0) {
+        engine_fallback(pe, HOOK_PRICE, why); /* no built-in price list: unknown, and not remembered */
+        return 0;
+    }
+    price_memo *m = pe->nprices < PRICE_MEMO ? &pe->prices[pe->nprices++] : &pe->prices[pe->price_next++ % PRICE_MEMO];
+    sbuf_copy_cstr(m->model, sizeof m->model, model);
+    m->known = h.price_known;
+    m->p = h.price;
+    *out = h.price;
+    return h.price_known;
+}
+
 /* ======================= loading and self-check ======================= */
 
 typedef struct load_call {
@@ -754,11 +867,14 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     while (dl > 1 && dir[dl - 1] == '/')
         dl--;
     if (dir) {
-        snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_names[hook]);
-        if (!(src = buf = file_slurp(path, &len, err, errlen)))
+        snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
+        if (hook == HOOK_PRICE && access(path, F_OK) != 0)
+            dir = NULL; /* a policy dir from before prices.lua: the bundled price list */
+        else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
-    } else {
-        snprintf(path, sizeof pe->files[hook], "policies/%s.lua", hook_names[hook]);
+    }
+    if (!dir) {
+        snprintf(path, sizeof pe->files[hook], "policies/%s.lua", hook_files[hook]);
         const embedded_file *f = embedded_find(path);
         if (!f) {
             snprintf(err, errlen, "%s: not embedded in this binary", path);
@@ -775,7 +891,7 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     if (r == SANDBOX_OK)
         return 0;
     char base[32];
-    snprintf(base, sizeof base, "%s.lua", hook_names[hook]);
+    snprintf(base, sizeof base, "%s.lua", hook_files[hook]);
     if (strstr(msg, base))
         snprintf(err, errlen, "%s", msg);
     else
@@ -838,11 +954,14 @@ static int check_cooldown(policy_engine *pe, char *err, size_t errlen)
 
 static const policy_candidate check_cands[] = {
     {.id = 11, .name = "a", .kind = "chatgpt", .sort = 0, .updated_at = 100, .primary_used_pct = 10,
-     .secondary_used_pct = 20, .success_rate = 1, .latency_ema_ms = 300, .max_concurrency = 1},
+     .secondary_used_pct = 20, .success_rate = 1, .latency_ema_ms = 300, .max_concurrency = 1,
+     .weight = 3, .current_weight = -1},
     {.id = 12, .name = "b", .kind = "api_key", .sort = 0, .updated_at = 200, .primary_used_pct = -1,
-     .secondary_used_pct = -1, .success_rate = 0.5, .latency_ema_ms = 900, .inflight = 1},
+     .secondary_used_pct = -1, .success_rate = 0.5, .latency_ema_ms = 900, .inflight = 1,
+     .weight = 1, .current_weight = 1},
     {.id = 13, .name = "c", .kind = "aggregate", .sort = 1, .updated_at = 50, .primary_used_pct = 99,
-     .secondary_used_pct = 95, .success_rate = 0.9, .latency_ema_ms = 100, .reserve = 1},
+     .secondary_used_pct = 95, .success_rate = 0.9, .latency_ema_ms = 100, .reserve = 1,
+     .weight = 1},
 };
 
 static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
@@ -852,6 +971,7 @@ static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
         {.strategy = "balanced", .rotation = "hybrid_rotation", .model = "gpt-5", .platform_key_id = 1,
          .cursor = 12, .preferred = 13, .seed = 3},
         {.strategy = "ordered", .rotation = "hybrid_aggregate_first_rotation", .seed = 0},
+        {.strategy = "weighted", .rotation = "hybrid_rotation", .model = "gpt-5", .platform_key_id = 2, .seed = 1},
     };
     char why[512];
     size_t perm[3];
@@ -864,6 +984,18 @@ static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
         hook_call h = {.pe = pe, .c = check_cands, .n = 3, .perm = perm, .ctx = &ctxs[i]};
         if (hook_run(pe, order_run, &h, why, sizeof why) != 0)
             return check_fail(pe, HOOK_ORDER, why, err, errlen);
+    }
+    return 0;
+}
+
+static int check_price(policy_engine *pe, char *err, size_t errlen)
+{
+    const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
+    char why[512];
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        hook_call h = {.pe = pe, .model = models[i]};
+        if (hook_run(pe, price_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_PRICE, why, err, errlen);
     }
     return 0;
 }
@@ -887,7 +1019,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         if (engine_load_hook(pe, dir, i, err, errlen) != 0)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
-        check_guard_order(pe, err, errlen))
+        check_guard_order(pe, err, errlen) || check_price(pe, err, errlen))
         goto fail;
     log_debug("policy: hooks loaded from %s (%zu KiB of Lua memory)", pe->source,
               sandbox_memory(pe->sb) / 1024);

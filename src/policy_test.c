@@ -88,6 +88,11 @@ static void candidate_read(lua_State *L, int t, policy_candidate *c)
     c->inflight = (int)opt_int(L, t, "inflight", 0);
     c->max_concurrency = (int)opt_int(L, t, "max_concurrency", 0);
     c->reserve = opt_bool(L, t, "reserve");
+    c->weight = (int)opt_int(L, t, "weight", 1);
+    c->current_weight = opt_num(L, t, "current_weight", 0);
+    c->success_rate_60s = opt_num(L, t, "success_rate_60s", -1);
+    c->latency_60s_ms = opt_num(L, t, "latency_60s_ms", -1);
+    c->attempts_60s = (int)opt_int(L, t, "attempts_60s", 0);
 }
 
 /* Reads the candidate list at arg 1 into GC-owned memory; returns the count. */
@@ -157,6 +162,10 @@ static int bridge_classify(lua_State *L)
     lua_setfield(L, -2, "class");
     push_num(L, v.cooldown);
     lua_setfield(L, -2, "cooldown");
+    if (v.drain_bucket) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "drain_bucket");
+    }
     return 1;
 }
 
@@ -239,6 +248,24 @@ static int bridge_route(lua_State *L)
     return 1;
 }
 
+/* price(model) -> {input, cached_input, output} or nil */
+static int bridge_price(lua_State *L)
+{
+    policy_price p;
+    if (!policy_price_get(bridge_engine(L), luaL_checkstring(L, 1), &p)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_createtable(L, 0, 3);
+    push_num(L, p.input);
+    lua_setfield(L, -2, "input");
+    push_num(L, p.cached_input);
+    lua_setfield(L, -2, "cached_input");
+    push_num(L, p.output);
+    lua_setfield(L, -2, "output");
+    return 1;
+}
+
 static int bridge_fallbacks(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)policy_fallbacks(bridge_engine(L)));
@@ -255,7 +282,7 @@ static int spec_install_run(lua_State *L)
 {
     static const luaL_Reg bridges[] = {
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
-        {"order", bridge_order}, {"route", bridge_route}, {"fallbacks", bridge_fallbacks},
+        {"order", bridge_order}, {"route", bridge_route}, {"price", bridge_price}, {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {
         lua_pushlightuserdata(L, sandbox_ud(L));

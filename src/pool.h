@@ -7,6 +7,9 @@
 #ifndef SY_POOL_H
 #define SY_POOL_H
 #include <stdint.h>
+#include "budget.h"
+#include "health_window.h"
+#include "ratelimit.h"
 #include "store.h"
 
 /* The quota guard's last verdict on an account and the usage it saw
@@ -28,12 +31,22 @@ typedef struct pool_account {
     account_state st;
     int inflight;
     int fail_streak;   /* consecutive failed attempts; drives the aggregate circuit breaker */
+    ratelimit rpm, tpm; /* local rate limits (account_limits.c) */
+    budget_state budget; /* spent in the budget window (loaded when a budget is set) */
+    health_window health; /* the last 60 s of attempts */
     pool_guard_memo guard;
 } pool_account;
 
 /* An aggregate provider with this many failures in a row is circuit-broken:
  * after its cooldown it gets one probe request at a time until one succeeds. */
 #define POOL_BREAKER_STREAK 3
+
+/* A platform key and its runtime state (kept across reloads by id). */
+typedef struct pool_key {
+    platform_key k;
+    ratelimit rpm;     /* the key's requests-per-minute bucket (key_rules.c) */
+    budget_state budget;
+} pool_key;
 
 typedef struct pool pool;
 
@@ -52,13 +65,29 @@ size_t pool_key_count(const pool *p);
 platform_key *pool_key_at(pool *p, size_t i);  /* NULL past the end */
 
 /* The key record for a presented platform key, or NULL. */
-const platform_key *pool_auth(const pool *p, const char *presented);
+pool_key *pool_auth(pool *p, const char *presented);
+
+/* A finished request cost usd (> 0): charged to the budgets of its key and
+ * of the account that answered (when they have one). */
+void pool_spend_charge(pool *p, int64_t key_id, int64_t account_id, double usd, double now);
+
+/* An attempt on pa finished (ok with its latency, or failed): into its
+ * 60 s window, and the window's figures into its state. */
+void pool_health_record(pool_account *pa, double now, int ok, double latency_ms);
 
 /* Writes the account's state through the store writer. */
 void pool_state_save(pool *p, pool_account *pa);
 
 int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model);
 void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id);
+
+/* Weighted strategy: the smooth weighted round-robin "current" value of
+ * each account in ids for this key + model (0 for one not seen yet), and
+ * the step after a pick: every candidate gains its weight, the chosen one
+ * gives back the total. Accounts that were not candidates keep their value. */
+void pool_swrr_get(const pool *p, int64_t key_id, const char *model, const int64_t *ids, double *current, size_t n);
+void pool_swrr_advance(pool *p, int64_t key_id, const char *model, const int64_t *ids, const int *weights, size_t n,
+                       int64_t chosen);
 
 /* Remembers (and persists) which account holds a stored response. */
 void pool_owner_set(pool *p, const char *response_id, int64_t account_id);

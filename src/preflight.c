@@ -15,7 +15,7 @@ void preflight_init(preflight *pf, api_kind api, size_t max_bytes)
     pf->api = api;
     pf->state = PF_HOLD;
     pf->max_bytes = max_bytes;
-    pf->input_tokens = pf->output_tokens = pf->total_tokens = -1;
+    pf->input_tokens = pf->output_tokens = pf->total_tokens = pf->cached_tokens = -1;
     sse_init(&pf->parser, preflight_on_event, pf);
 }
 
@@ -88,10 +88,22 @@ static void pf_terminal(preflight *pf)
     preflight_commit(pf);
 }
 
+long preflight_cached_tokens(const json_value *usage)
+{
+    const json_value *d = json_get(usage, "input_tokens_details");
+    if (!d)
+        d = json_get(usage, "prompt_tokens_details");
+    double c = d ? json_get_num(d, "cached_tokens", -1) : -1;
+    return c >= 0 ? (long)c : -1;
+}
+
 static void pf_usage(preflight *pf, const json_value *u, const char *in_key, const char *out_key)
 {
     if (!u || u->type != JSON_OBJECT)
         return;
+    long cached = preflight_cached_tokens(u);
+    if (cached >= 0)
+        pf->cached_tokens = cached;
     double in = json_get_num(u, in_key, -1), out = json_get_num(u, out_key, -1);
     double tot = json_get_num(u, "total_tokens", in >= 0 && out >= 0 ? in + out : -1);
     if (in >= 0)

@@ -7,6 +7,7 @@
 #ifndef SY_PREFLIGHT_H
 #define SY_PREFLIGHT_H
 #include <stddef.h>
+#include "json.h"
 #include "sbuf.h"
 #include "sse.h"
 
@@ -37,10 +38,14 @@ typedef struct preflight {
     int saw_semantic;
     int saw_terminal;      /* response.completed/incomplete, chat finish_reason or [DONE] */
     long input_tokens, output_tokens, total_tokens; /* -1 when unknown */
+    long cached_tokens;    /* of input_tokens, served from the prompt cache; -1 unknown */
     long events;
 } preflight;
 
 void preflight_init(preflight *pf, api_kind api, size_t max_bytes);
+/* Cached input tokens of a usage object (Responses input_tokens_details or
+ * Chat prompt_tokens_details .cached_tokens), -1 if absent. */
+long preflight_cached_tokens(const json_value *usage);
 void preflight_free(preflight *pf);
 
 /* Feeds upstream bytes and returns the state after them. In PF_HOLD the bytes

@@ -10,11 +10,13 @@
  * failure ends the stream with an explicit error event, never a replay.
  * proxy_finish writes the request log and trace line and frees everything. */
 #include "proxy.h"
+#include "account_limits.h"
 #include "log.h"
 #include "metrics.h"
 #include "router.h"
 #include "server.h"
 #include "usage_poll.h"
+#include "spend.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>
@@ -88,7 +90,7 @@ typedef struct proxy_req {
     sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
     struct event flush_ev;    /* active exactly while out holds bytes */
     char error_class[32];
-    long in_tok, out_tok, tot_tok;
+    long in_tok, out_tok, tot_tok, cached_tok;
 } proxy_req;
 
 static void proxy_next(proxy_req *p);
@@ -264,6 +266,7 @@ static void proxy_record_success(proxy_req *p)
         log_info("account %s: probe succeeded, circuit closed", pa->a.name);
     pa->fail_streak = 0;
     pa->st.success_ema = pa->st.success_ema * 0.9 + 0.1;
+    pool_health_record(pa, p->t_attempt + ms / 1000.0, 1, ms);
     pa->st.latency_ema_ms = pa->st.latency_ema_ms > 0 ? pa->st.latency_ema_ms * 0.8 + ms * 0.2 : ms;
     pa->st.updated_at = gateway_now();
     pool_state_save(p->gw->pool, pa);
@@ -293,9 +296,12 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;
     sbuf_copy_cstr(pa->st.last_error, sizeof pa->st.last_error, v->cls);
+    if (v->drain_bucket)
+        account_limits_drain(pa, now);
     if (++pa->fail_streak == POOL_BREAKER_STREAK && pa->a.kind == ACCOUNT_AGGREGATE)
         log_warn("account %s: circuit open after %d failures in a row", pa->a.name, pa->fail_streak);
     pa->st.success_ema = pa->st.success_ema * 0.9;
+    pool_health_record(pa, now, 0, 0);
     pa->st.updated_at = now;
     pool_state_save(p->gw->pool, pa);
     return secs;
@@ -714,6 +720,7 @@ static void proxy_read_plain_usage(proxy_req *p)
         p->in_tok = (long)in;
         p->out_tok = (long)out;
         p->tot_tok = (long)json_get_num(u, "total_tokens", in >= 0 && out >= 0 ? in + out : -1);
+        p->cached_tok = preflight_cached_tokens(u);
     }
     const char *id = doc && p->in.api == API_RESPONSES ? json_get_str(doc, "id") : NULL;
     if (id)
@@ -727,6 +734,7 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         p->in_tok = p->pf.input_tokens;
         p->out_tok = p->pf.output_tokens;
         p->tot_tok = p->pf.total_tokens;
+        p->cached_tok = p->pf.cached_tokens;
         if (p->pf.response_id[0])
             pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
         if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) /* it carries its own error event */
@@ -818,6 +826,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     sbuf_reset(&p->errbody);
     sbuf_reset(&p->sniff);
     pa->inflight++;
+    account_limits_start(pa, p->t_attempt);
     /* balanced rotates sessions: a turn kept on its session's account by
      * affinity does not move the cursor that new sessions start from */
     if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
@@ -934,9 +943,15 @@ static void proxy_finish(proxy_req *p, int status)
     rl.input_tokens = p->in_tok;
     rl.output_tokens = p->out_tok;
     rl.total_tokens = p->tot_tok;
+    rl.cached_tokens = p->cached_tok;
+    rl.cost_usd = spend_cost(gw->policy, p->in.model, p->in_tok, p->cached_tok, p->out_tok);
+    pool_spend_charge(gw->pool, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
     if (p->attempts) {
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;
+        pool_account *last = pool_find(gw->pool, p->last_acct_id);
+        if (last)
+            account_limits_usage(last, p->tot_tok, p->t_start + ms / 1000.0);
     }
     if (p->tried.len) {
         sbuf_puts(&p->tried, "]");
@@ -1002,7 +1017,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->req = req;
     p->in = *in;
     p->t_start = gateway_now();
-    p->in_tok = p->out_tok = p->tot_tok = -1;
+    p->in_tok = p->out_tok = p->tot_tok = p->cached_tok = -1;
     evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
     event_assign(&p->flush_ev, gw->base, -1, 0, proxy_on_flush, p);
     gw->active++;

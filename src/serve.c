@@ -25,7 +25,7 @@
 static void serve_usage(FILE *f)
 {
     fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
-               "                        [--strategy ordered|balanced] [--rotation MODE] [--log-level LEVEL]\n"
+               "                        [--strategy ordered|balanced|weighted] [--rotation MODE] [--log-level LEVEL]\n"
                "                        [--codex-attach [CODEX_HOME]] [--admin-listen HOST:PORT]\n"
                "  --codex-attach points Codex at this gateway once it listens and hands config.toml\n"
                "  back on SIGTERM/SIGINT (the home defaults to $CODEX_HOME, else ~/.codex)\n"
@@ -77,7 +77,7 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
         case 's': {
             const char *canon = config_strategy_canonical(optarg);
             if (!canon) {
-                fprintf(stderr, "switchyard serve: --strategy %s: expected ordered or balanced\n", optarg);
+                fprintf(stderr, "switchyard serve: --strategy %s: expected ordered, balanced or weighted\n", optarg);
                 return -1;
             }
             snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);

@@ -13,16 +13,14 @@ the gateway does "within a second" is polled for."""
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import harness
-from harness import HOST, Gateway, GatewayTest, PyUpstream, main, source_dir, wait_for
+from harness import HOST, Gateway, GatewayTest, PyUpstream, main, wait_for
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 RESP_STREAM = dict(RESP_BODY, stream=True)
@@ -363,10 +361,7 @@ class RoutingTest(GatewayTest):
     def test_quota_guard_is_asked_once_per_usage_not_per_request(self):
         # this guard excludes an account the second time it is asked about the same usage: the
         # gateway keeps a verdict until the account's usage changes, so it is never asked twice
-        d = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, d, True)
-        pdir = os.path.join(d, "policies")
-        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        pdir = self.policy_copy()
         with open(os.path.join(pdir, "guard.lua"), "w") as f:
             f.write('local asked = {}\n'
                     'local function guard(acct)\n'
@@ -431,10 +426,7 @@ class RoutingTest(GatewayTest):
     # ------------------------------------------------------------ aggregate circuit breaker
 
     def short_server_cooldown_policies(self, seconds=1):
-        d = tempfile.mkdtemp(prefix="sy-pol-")
-        self.addCleanup(shutil.rmtree, d, True)
-        pdir = os.path.join(d, "policies")
-        shutil.copytree(os.path.join(source_dir(), "policies"), pdir)
+        pdir = self.policy_copy()
         path = os.path.join(pdir, "classify.lua")
         with open(path) as f:
             src = f.read()

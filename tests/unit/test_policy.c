@@ -701,10 +701,10 @@ static void test_c_defaults_match_lua_guard_and_order(void)
             mismatches += policy_guard(pe, &c) != policy_guard(NULL, &c);
         }
     const char *kinds[] = {"api_key", "chatgpt", "aggregate", NULL};
-    const char *strategies[] = {"ordered", "balanced", NULL};
+    const char *strategies[] = {"ordered", "balanced", "weighted", NULL};
     const char *rotations[] = {"account_rotation", "aggregate_api_rotation", "hybrid_rotation",
                                "hybrid_aggregate_first_rotation", NULL, "bogus"};
-    const double rates[] = {0.5, 0.9, 0.93, 0.96, 1};
+    const double rates[] = {0.3, 0.5, 0.9, 0.93, 0.96, 1};
     for (int iter = 0; iter < 3000; iter++) {
         policy_candidate c[8];
         size_t n = rnd(9);
@@ -717,10 +717,11 @@ static void test_c_defaults_match_lua_guard_and_order(void)
             used[id] = 1;
             c[i] = (policy_candidate){.id = id, .name = "x", .kind = kinds[rnd(4)], .sort = (int)rnd(3),
                                       .updated_at = rnd(3), .primary_used_pct = -1, .secondary_used_pct = -1,
-                                      .success_rate = rates[rnd(5)], .latency_ema_ms = 100.0 * rnd(3),
-                                      .inflight = (int)rnd(3), .reserve = rnd(4) == 0};
+                                      .success_rate = rates[rnd(6)], .latency_ema_ms = 100.0 * rnd(3),
+                                      .inflight = (int)rnd(3), .reserve = rnd(4) == 0,
+                                      .weight = (int)rnd(4), .current_weight = (double)rnd(7) - 3};
         }
-        policy_order_ctx ctx = {.strategy = strategies[rnd(3)], .rotation = rotations[rnd(6)],
+        policy_order_ctx ctx = {.strategy = strategies[rnd(4)], .rotation = rotations[rnd(6)],
                                 .cursor = rnd(24), .preferred = rnd(3) ? 0 : rnd(24),
                                 .seed = rnd(1u << 30) * 4 + rnd(4)};
         size_t pa[8], pb[8];

@@ -162,7 +162,10 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), 5);
+    /* each migration recorded once, none twice */
+    CHECK(test_sql_int(path, "SELECT count(*) FROM schema_migrations") >= 10);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"),
+                 test_sql_int(path, "SELECT max(version) FROM schema_migrations"));
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -674,6 +677,22 @@ static void test_store_sync_without_writer_returns(void)
 /* Undoes migration 5 by hand. */
 #define TEST_DROP_MIGRATION_5 " DROP TABLE admin_token; ALTER TABLE request_logs DROP COLUMN attempts_json;"
 
+/* Undoes the channel-control migrations (6..10: key rules, account
+ * controls, spend, budgets, the 60 s window), newest first, so a test can
+ * take a database back to an older version. A new migration adds its undo. */
+#define TEST_DROP_MIGRATIONS_6_TO_10                                                                        \
+    " ALTER TABLE account_state DROP COLUMN success_rate_60s;"                                             \
+    " ALTER TABLE account_state DROP COLUMN latency_60s_ms;"                                               \
+    " ALTER TABLE account_state DROP COLUMN attempts_60s;"                                                 \
+    " ALTER TABLE accounts DROP COLUMN budget_usd; ALTER TABLE accounts DROP COLUMN budget_period;"        \
+    " ALTER TABLE platform_keys DROP COLUMN budget_usd;"                                                   \
+    " ALTER TABLE platform_keys DROP COLUMN budget_period;"                                                \
+    " ALTER TABLE request_logs DROP COLUMN cached_tokens; ALTER TABLE request_logs DROP COLUMN cost_usd;"  \
+    " ALTER TABLE accounts DROP COLUMN weight; ALTER TABLE accounts DROP COLUMN max_rpm;"                  \
+    " ALTER TABLE accounts DROP COLUMN max_tpm;"                                                           \
+    " ALTER TABLE platform_keys DROP COLUMN allowed_models; ALTER TABLE platform_keys DROP COLUMN max_rpm;" \
+    " ALTER TABLE platform_keys DROP COLUMN expires_at;"
+
 /* ---------- migration 3: usage columns ---------- */
 
 /* A v2 database keeps its account state through migration 3; the new
@@ -686,7 +705,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
     int64_t a = test_add_account(s, "cg", 0, ACCOUNT_CHATGPT);
     store_close(s);
     test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);"
-                        TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
+                        TEST_DROP_MIGRATIONS_6_TO_10 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DROP TABLE codex_attach; DELETE FROM schema_migrations WHERE version >= 3");
     s = test_open(path);
     CHECK(s != NULL);
@@ -739,7 +758,8 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     store *s = test_open(path);
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
-    test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;"
+    test_sql_exec(path, TEST_DROP_MIGRATIONS_6_TO_10
+                        " DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;"
                         TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
@@ -747,7 +767,7 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 5);
+    CHECK(test_sql_int(path, "SELECT max(version) FROM schema_migrations") >= 10);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN"
                                     " ('settings', 'response_owners', 'codex_attach')"), 3);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
@@ -778,11 +798,12 @@ static void test_store_migration_5_adds_attempts_and_admin_token(void)
 {
     char path[128];
     test_store_one_log(path, sizeof path, NULL);
-    test_sql_exec(path, TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version = 5");
+    test_sql_exec(path, TEST_DROP_MIGRATIONS_6_TO_10 TEST_DROP_MIGRATION_5
+                        " DELETE FROM schema_migrations WHERE version >= 5");
     store *s = test_open(path);
     CHECK(s != NULL);
     store_close(s);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), 5);
+    CHECK(test_sql_int(path, "SELECT max(version) FROM schema_migrations") >= 10);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE attempts_json IS NULL"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
                                     " AND tbl_name = 'admin_token'"), 3);
