@@ -435,15 +435,19 @@ static void account_push(lua_State *L, const policy_candidate *c, int nrec)
     set_int(L, "max_concurrency", c->max_concurrency);
 }
 
-static void candidate_push(lua_State *L, const policy_candidate *c)
+/* current_weight only goes in for the weighted strategy: without it a
+ * candidate has 16 fields, which fit the 16-slot table (17 would take 32,
+ * and a bigger table per candidate per request costs allocation and GC). */
+static void candidate_push(lua_State *L, const policy_candidate *c, int weighted)
 {
-    account_push(L, c, 17);
+    account_push(L, c, weighted ? 17 : 16);
     set_num(L, "success_rate", c->success_rate);
     set_num(L, "latency_ema_ms", c->latency_ema_ms);
     set_int(L, "inflight", c->inflight);
     set_bool(L, "reserve", c->reserve);
     set_int(L, "weight", c->weight);
-    set_num(L, "current_weight", c->current_weight);
+    if (weighted)
+        set_num(L, "current_weight", c->current_weight);
     set_num(L, "success_rate_60s", c->success_rate_60s);
     set_num(L, "latency_60s_ms", c->latency_60s_ms);
     set_int(L, "attempts_60s", c->attempts_60s);
@@ -664,9 +668,10 @@ static int order_run(lua_State *L)
 {
     hook_call *h = sandbox_ud(L);
     hook_push(L, HOOK_ORDER);
+    int weighted = h->ctx->strategy && strcmp(h->ctx->strategy, "weighted") == 0;
     lua_createtable(L, (int)h->n, 0);
     for (size_t i = 0; i < h->n; i++) {
-        candidate_push(L, &h->c[i]);
+        candidate_push(L, &h->c[i], weighted);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     ctx_push(L, h->ctx);
