@@ -255,16 +255,22 @@ class SpendTest(GatewayTest):
         self.assertEqual(out[0]["cost_usd"], 0)
 
     def test_edited_price_list_prices_a_relay_model(self):
-        d = self.policy_copy()
-        with open(os.path.join(d, "prices.lua"), "w") as f:
-            f.write('return { version = 1, price = function(model)\n'
-                    '  if model == "my-relay-model" then return { input = 2, output = 4 } end\n'
-                    'end }\n')
+        d = self.policy_copy({"prices.lua": 'return { version = 1, price = function(model)\n'
+                                            '  if model == "my-relay-model" then return { input = 2, output = 4 } end\n'
+                                            'end }\n'})
         g = self.gateway([account("a", self.mock.url("a", self.MILLION))], policies=d)
         self.assertEqual(g.post("/v1/chat/completions", chat("my-relay-model")).status, 200)
         row = g.wait_request_logs(1)[0]
         # cached_input defaults to the input price
         self.assertAlmostEqual(row["cost_usd"], 1.0 * 2 + 3 * 4 / 1e6, places=9)
+
+    def test_policy_dir_without_prices_lua_uses_the_bundled_price_list(self):
+        d = self.policy_copy()
+        os.unlink(os.path.join(d, "prices.lua"))  # a directory made before prices.lua existed
+        g = self.gateway([account("a", self.mock.url("a", self.MILLION))], policies=d)
+        self.assertEqual(g.post("/v1/chat/completions", chat("gpt-5")).status, 200)
+        self.assertAlmostEqual(g.wait_request_logs(1)[0]["cost_usd"], 0.6 * 1.25 + 0.4 * 0.125 + 3 * 10 / 1e6,
+                               places=9)
 
     def test_usage_report_groups_by_key_account_model_and_day(self):
         g = self.gateway([account("a", self.mock.url("a", self.MILLION))])
@@ -367,9 +373,7 @@ end }
 """
 
     def policies_dir(self):
-        d = self.policy_copy()
-        with open(os.path.join(d, "order.lua"), "w") as f:
-            f.write(self.ORDER_BY_60S)
+        d = self.policy_copy({"order.lua": self.ORDER_BY_60S})
         path = os.path.join(d, "classify.lua")
         with open(path) as f:
             text = f.read()
