@@ -44,10 +44,23 @@ void health_window_record(health_window *w, double now, int ok, double latency_m
     }
 }
 
-void health_window_read(health_window *w, double now, health_figures *out)
+void health_window_read(const health_window *w, double now, health_figures *out)
 {
-    health_window_slide(w, (int64_t)now);
-    out->attempts = (int)(w->ok + w->failed);
-    out->success_rate = out->attempts ? (double)w->ok / (double)out->attempts : -1;
-    out->latency_ms = w->ok ? w->latency_ms / (double)w->ok : -1;
+    int64_t sec = (int64_t)now;
+    uint32_t ok = w->ok, failed = w->failed;
+    double lat = w->latency_ms;
+    if (sec - w->head >= HEALTH_WINDOW_S) {
+        ok = failed = 0; /* everything it holds is a minute old */
+    } else {
+        /* leave out the seconds that dropped out since the last record */
+        for (int64_t s = w->head - HEALTH_WINDOW_S + 1; s <= sec - HEALTH_WINDOW_S; s++) {
+            int i = (int)(s % HEALTH_WINDOW_S);
+            ok -= w->slot[i].ok;
+            failed -= w->slot[i].failed;
+            lat -= w->slot[i].latency_ms;
+        }
+    }
+    out->attempts = (int)(ok + failed);
+    out->success_rate = out->attempts ? (double)ok / (double)out->attempts : -1;
+    out->latency_ms = ok ? lat / (double)ok : -1;
 }

@@ -1,7 +1,7 @@
 /* health_window.h: an account's success rate and latency over the last 60
  * seconds, as a ring of one-second slots with running totals: recording
  * and reading cost O(1) (plus one step per second that passed since the
- * last use, at most 60). The exponential averages in account_state
+ * last record, at most 60). The exponential averages in account_state
  * remember long; this window forgets after a minute, which is what `order`
  * and `account list` want to see "now". Plain state: callers pass now
  * (unix seconds). */
@@ -29,7 +29,8 @@ typedef struct health_figures {
 
 /* One finished attempt: ok (with its latency) or failed. */
 void health_window_record(health_window *w, double now, int ok, double latency_ms);
-/* The figures of the 60 s up to now (slides the window forward). */
-void health_window_read(health_window *w, double now, health_figures *out);
+/* The figures of the 60 s up to now (the window itself moves on only when
+ * an attempt is recorded). */
+void health_window_read(const health_window *w, double now, health_figures *out);
 
 #endif

@@ -46,7 +46,7 @@ void router_skip_add(route_plan *plan, const pool_account *pa, const char *reaso
     sbuf_copy_cstr(s->reason, sizeof s->reason, reason);
 }
 
-static void router_candidate_fill(policy_candidate *c, pool_account *pa, double now)
+static void router_candidate_fill(policy_candidate *c, const pool_account *pa, double now)
 {
     health_figures h;
     health_window_read(&pa->health, now, &h);

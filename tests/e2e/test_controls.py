@@ -8,9 +8,16 @@ against what the mock recorded. No timing assertions."""
 import json
 import os
 
-from harness import Gateway, GatewayTest, account, main, wait_for
+from harness import Gateway, GatewayTest, account, http_call, main, wait_for
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def admin_get(g, path):
+    """GET on the admin surface with a fresh admin token (`switchyard admin token`)."""
+    tok = g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
+    return wait_for(lambda: (lambda r: r if r.status == 200 else None)(
+        http_call(g.port, "GET", path, None, {"Authorization": f"Bearer {tok}"})), what=f"{path} with the new token")
 
 
 def chat(model):
@@ -343,6 +350,12 @@ class BudgetTest(GatewayTest):
         self.assertIn("over_budget", err["message"])
         acc = {a["name"]: a for a in json.loads(g.cli("account", "list", "--db", g.db_path, "--json").stdout)}
         self.assertEqual((acc["paid"]["budget_usd"], acc["paid"]["budget_period"]), (0.5, "30d"))
+        api = {a["name"]: a for a in admin_get(g, "/admin/api/accounts").json()["accounts"]}
+        budget = api["paid"]["budget"]
+        self.assertEqual((budget["usd"], budget["period"], budget["over"]), (0.5, "30d", True))
+        self.assertGreater(budget["spent_usd"], 0.5)
+        self.assertIsNone(api["spare"]["budget"])
+        self.assertEqual((api["paid"]["weight"], api["spare"]["weight"]), (100, 1))
 
     def test_budget_flags_are_validated(self):
         g = self.gateway([], start=False)
@@ -403,6 +416,14 @@ end }
         text = g.cli("account", "list", "--db", g.db_path).stdout
         self.assertIn("OK_60S", text)
         self.assertIn("100%/3", text)
+        # the admin API and /metrics show the same minute
+        api = {a["name"]: a for a in admin_get(g, "/admin/api/accounts").json()["accounts"]}
+        self.assertEqual((api["flaky"]["health"]["success_rate_60s"], api["flaky"]["health"]["attempts_60s"]), (0, 1))
+        self.assertEqual((api["good"]["health"]["success_rate_60s"], api["good"]["health"]["attempts_60s"]), (1, 3))
+        metrics = admin_get(g, "/metrics").text
+        self.assertIn('switchyard_account_success_ratio_60s{account="flaky"} 0\n', metrics)
+        self.assertIn('switchyard_account_success_ratio_60s{account="good"} 1\n', metrics)
+        self.assertIn('switchyard_account_latency_60s_seconds{account="good"} ', metrics)
 
 if __name__ == "__main__":
     main()
