@@ -15,8 +15,8 @@
 #include "metrics.h"
 #include "router.h"
 #include "server.h"
-#include "usage_poll.h"
 #include "spend.h"
+#include "usage_poll.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>

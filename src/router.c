@@ -1,7 +1,7 @@
 /* router.c: candidate filtering and ordering (see router.h). */
 #include "router.h"
-#include "sha256.h"
 #include "account_limits.h"
+#include "sha256.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -128,8 +128,8 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
     return 0;
 }
 
-/* The key's own rules (expiry, models, rpm); replies and returns -1 when
- * the request is outside them. */
+/* The key's own rules (expiry, models, budget, rpm); replies and returns -1
+ * when the request is outside them. */
 static int server_key_rules(struct evhttp_request *req, const char *endpoint, pool_key *pk, const char *model)
 {
     key_verdict v;
