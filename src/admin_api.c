@@ -774,9 +774,9 @@ static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
     const char *canon = strategy ? config_strategy_canonical(strategy) : NULL;
     const char *bad = NULL;
     if (!strategy && !rotation)
-        bad = "give 'strategy' (ordered | balanced) and/or 'rotation'";
+        bad = "give 'strategy' (ordered | balanced | weighted) and/or 'rotation'";
     else if (strategy && !canon)
-        bad = "unknown strategy: expected ordered or balanced";
+        bad = "unknown strategy: expected ordered, balanced or weighted";
     else if (rotation && !config_rotation_valid(rotation))
         bad = "unknown rotation: expected account_rotation, aggregate_api_rotation, hybrid_rotation or "
               "hybrid_aggregate_first_rotation";

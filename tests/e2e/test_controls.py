@@ -13,11 +13,18 @@ from harness import Gateway, GatewayTest, account, http_call, main, wait_for
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 
 
-def admin_get(g, path):
-    """GET on the admin surface with a fresh admin token (`switchyard admin token`)."""
+def admin_call(g, method, path, body=None):
+    """A call on the admin surface with a fresh admin token (`switchyard admin token`), once the
+    gateway knows the token; returns the first answer that is not 401."""
     tok = g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
-    return wait_for(lambda: (lambda r: r if r.status == 200 else None)(
-        http_call(g.port, "GET", path, None, {"Authorization": f"Bearer {tok}"})), what=f"{path} with the new token")
+    return wait_for(lambda: (lambda r: r if r.status != 401 else None)(
+        http_call(g.port, method, path, body, {"Authorization": f"Bearer {tok}"})), what=f"{path} with the new token")
+
+
+def admin_get(g, path):
+    r = admin_call(g, "GET", path)
+    assert r.status == 200, r
+    return r
 
 
 def chat(model):
@@ -131,6 +138,15 @@ class WeightedTest(GatewayTest):
                  what="weighted strategy picked up")
         acc = json.loads(g.cli("account", "list", "--db", g.db_path, "--json").stdout)
         self.assertEqual({a["name"]: a["weight"] for a in acc}, {"a": 2, "b": 1})
+
+    def test_weighted_via_admin_api_settings(self):
+        g = self.weighted_gateway([("a", 3), ("b", 1)])
+        r = admin_call(g, "POST", "/admin/api/settings", {"strategy": "weighted"})
+        self.assertEqual(r.status, 200, r)
+        wait_for(lambda: (g.post("/v1/chat/completions", CHAT_BODY).status == 200 and
+                          g.request_logs()[-1:] and g.request_logs()[-1]["route_strategy"] == "weighted"),
+                 what="weighted strategy picked up")
+        self.assertEqual(admin_get(g, "/admin/api/overview").json()["strategy"], "weighted")
 
     def test_weighted_failing_heavy_account_is_skipped(self):
         g = self.weighted_gateway([("heavy", 5), ("light", 1)], env={"SWITCHYARD_ROUTE_STRATEGY": "weighted"},
