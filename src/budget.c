@@ -43,6 +43,7 @@ void budget_charge(budget_state *b, const char *period, double usd, double now)
     if (now >= b->end || now < b->start) {
         budget_window(period, now, &b->start, &b->end);
         b->spent = 0;
+        b->over = 0;
     }
     if (usd > 0)
         b->spent += usd;
@@ -50,7 +51,7 @@ void budget_charge(budget_state *b, const char *period, double usd, double now)
 
 int budget_over(const budget_state *b, double usd, double now)
 {
-    return usd > 0 && now >= b->start && now < b->end && b->spent >= usd;
+    return usd > 0 && now >= b->start && now < b->end && b->over;
 }
 
 const char *budget_period_name(const char *period, char *buf, size_t n)

@@ -1,4 +1,4 @@
-/* policy.c: the policy engine (see policy.h). Loads the four hook files into
+/* policy.c: the policy engine (see policy.h). Loads the six hook files into
  * one sandbox (policy_sandbox.c), self-checks them on fixtures, hands C
  * structs to the hooks as plain tables, reads the results back with strict
  * validation, and falls back to the built-in defaults below (the same rules,
@@ -26,10 +26,10 @@
 #define POLICY_COOLDOWN_MAX 2592000.0 /* 30 days */
 #define POLICY_STEP_MAX 1000
 
-enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_PRICE, HOOK_COUNT };
-static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "price"};
+enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_PRICE, HOOK_BUDGET, HOOK_COUNT };
+static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "price", "budget"};
 /* The file each hook lives in (prices.lua holds a table of data first). */
-static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "prices"};
+static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "prices", "budget"};
 #define PRICE_MEMO 64
 #define PRICE_MAX 1e6 /* USD per million tokens: anything above is a typo */
 
@@ -200,6 +200,9 @@ static int guard_default(const policy_candidate *c)
         return GUARD_RESERVE;
     return GUARD_NORMAL;
 }
+
+/* Mirrors policies/budget.lua. */
+static int budget_default(const policy_budget *b) { return b->usd > 0 && b->spent >= b->usd; }
 
 /* --- order (mirrors policies/order.lua) --- */
 
@@ -614,6 +617,8 @@ typedef struct hook_call {
     const char *model;
     policy_price price;
     int price_known;
+    const policy_budget *budget;
+    int over;
 } hook_call;
 
 static void hook_push(lua_State *L, int hook)
@@ -677,6 +682,28 @@ static int order_run(lua_State *L)
     ctx_push(L, h->ctx);
     lua_call(L, 2, 1);
     h->count = order_parse(L, lua_gettop(L), h->c, h->n, h->perm);
+    return 0;
+}
+
+static int budget_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    const policy_budget *b = h->budget;
+    hook_push(L, HOOK_BUDGET);
+    lua_createtable(L, 0, 8);
+    set_str(L, "kind", b->kind);
+    set_str(L, "name", b->name);
+    set_str(L, "period", b->period);
+    set_num(L, "usd", b->usd);
+    set_num(L, "spent", b->spent);
+    set_num(L, "start", b->start);
+    set_num(L, "resets_at", b->resets_at);
+    set_num(L, "now", b->now);
+    lua_call(L, 1, 1);
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (!v || (strcmp(v, "ok") != 0 && strcmp(v, "over") != 0))
+        luaL_error(L, "budget must return \"ok\" or \"over\"");
+    h->over = strcmp(v, "over") == 0;
     return 0;
 }
 
@@ -773,6 +800,17 @@ size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
     if (pe)
         engine_fallback(pe, HOOK_ORDER, why);
     return order_default(c, n, h.ctx, perm);
+}
+
+int policy_budget_over(policy_engine *pe, const policy_budget *b)
+{
+    char why[512];
+    hook_call h = {.pe = pe, .budget = b};
+    if (pe && hook_run(pe, budget_run, &h, why, sizeof why) == 0)
+        return h.over;
+    if (pe)
+        engine_fallback(pe, HOOK_BUDGET, why);
+    return budget_default(b);
 }
 
 int policy_price_get(policy_engine *pe, const char *model, policy_price *out)
@@ -873,8 +911,8 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
         dl--;
     if (dir) {
         snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
-        if (hook == HOOK_PRICE && access(path, F_OK) != 0)
-            dir = NULL; /* a policy dir from before prices.lua: the bundled price list */
+        if ((hook == HOOK_PRICE || hook == HOOK_BUDGET) && access(path, F_OK) != 0)
+            dir = NULL; /* a policy dir from before prices.lua / budget.lua: the bundled file */
         else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
     }
@@ -993,6 +1031,23 @@ static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_budget(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_budget bs[] = {
+        {.kind = "key", .name = "k", .period = "month", .usd = 50, .spent = 12.5, .start = 1700000000,
+         .resets_at = 1702592000, .now = 1700100000},
+        {.kind = "account", .name = "a", .period = "7d", .usd = 5, .spent = 5.01, .start = 1700000000,
+         .resets_at = 1700604800, .now = 1700100000},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+        hook_call h = {.pe = pe, .budget = &bs[i]};
+        if (hook_run(pe, budget_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_BUDGET, why, err, errlen);
+    }
+    return 0;
+}
+
 static int check_price(policy_engine *pe, char *err, size_t errlen)
 {
     const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
@@ -1024,7 +1079,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         if (engine_load_hook(pe, dir, i, err, errlen) != 0)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
-        check_guard_order(pe, err, errlen) || check_price(pe, err, errlen))
+        check_guard_order(pe, err, errlen) || check_price(pe, err, errlen) || check_budget(pe, err, errlen))
         goto fail;
     log_debug("policy: hooks loaded from %s (%zu KiB of Lua memory)", pe->source,
               sandbox_memory(pe->sb) / 1024);

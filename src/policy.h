@@ -1,6 +1,6 @@
 /* policy.h: the Lua 5.4 policy engine. The C core keeps all state and calls
- * five hooks with plain-table snapshots: classify, cooldown, guard, order
- * (policies/<hook>.lua, each returning its function) and price
+ * six hooks with plain-table snapshots: classify, cooldown, guard, order,
+ * budget (policies/<hook>.lua, each returning its function) and price
  * (policies/prices.lua). Every call runs in a
  * sandbox under an instruction-count hook and a memory cap; on any error,
  * timeout, out-of-memory or malformed result the built-in safe default (the
@@ -138,6 +138,18 @@ typedef struct policy_price {
  * the hook failed: there is no built-in price list). Answers are kept per
  * engine, so the hook runs once per model and policy load. */
 int policy_price_get(policy_engine *pe, const char *model, policy_price *out);
+
+/* --- budget: is a budget used up (policies/budget.lua) --- */
+typedef struct policy_budget {
+    const char *kind;          /* "key" | "account" */
+    const char *name;
+    const char *period;        /* "month" | "<N>d" */
+    double usd, spent;         /* the budget and what the current window spent */
+    double start, resets_at, now; /* unix seconds */
+} policy_budget;
+
+/* 1 when the policy says the budget is used up ("over"), else 0. */
+int policy_budget_over(policy_engine *pe, const policy_budget *b);
 
 /* `switchyard test [DIR] [--policies PDIR]`: runs the Lua specs. Returns the exit code. */
 int policy_test_main(int argc, char **argv);

@@ -266,6 +266,19 @@ static int bridge_price(lua_State *L)
     return 1;
 }
 
+/* budget(b) -> "ok" | "over" */
+static int bridge_budget(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_budget b = {
+        .kind = opt_str(L, 1, "kind", NULL), .name = opt_str(L, 1, "name", NULL),
+        .period = opt_str(L, 1, "period", NULL), .usd = opt_num(L, 1, "usd", 0), .spent = opt_num(L, 1, "spent", 0),
+        .start = opt_num(L, 1, "start", 0), .resets_at = opt_num(L, 1, "resets_at", 0), .now = opt_num(L, 1, "now", 0),
+    };
+    lua_pushstring(L, policy_budget_over(bridge_engine(L), &b) ? "over" : "ok");
+    return 1;
+}
+
 static int bridge_fallbacks(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)policy_fallbacks(bridge_engine(L)));
@@ -282,7 +295,8 @@ static int spec_install_run(lua_State *L)
 {
     static const luaL_Reg bridges[] = {
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
-        {"order", bridge_order}, {"route", bridge_route}, {"price", bridge_price}, {"fallbacks", bridge_fallbacks},
+        {"order", bridge_order}, {"route", bridge_route}, {"price", bridge_price}, {"budget", bridge_budget},
+        {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {
         lua_pushlightuserdata(L, sandbox_ud(L));

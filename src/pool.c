@@ -226,6 +226,7 @@ pool_account *pool_find(pool *p, int64_t id)
 
 size_t pool_key_count(const pool *p) { return p->nkeys; }
 platform_key *pool_key_at(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i].k : NULL; }
+pool_key *pool_key_entry(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i] : NULL; }
 
 pool_key *pool_auth(pool *p, const char *presented)
 {
@@ -235,18 +236,6 @@ pool_key *pool_auth(pool *p, const char *presented)
         if (!p->keys[i].k.revoked && strcmp(p->keys[i].k.hash, hex) == 0)
             return &p->keys[i];
     return NULL;
-}
-
-void pool_spend_charge(pool *p, int64_t key_id, int64_t account_id, double usd, double now)
-{
-    if (!(usd > 0))
-        return;
-    for (size_t i = 0; i < p->nkeys; i++)
-        if (p->keys[i].k.id == key_id && p->keys[i].k.budget_usd > 0)
-            budget_charge(&p->keys[i].budget, p->keys[i].k.budget_period, usd, now);
-    pool_account *pa = account_id ? pool_find(p, account_id) : NULL;
-    if (pa && pa->a.budget_usd > 0)
-        budget_charge(&pa->budget, pa->a.budget_period, usd, now);
 }
 
 void pool_health_record(pool_account *pa, double now, int ok, double latency_ms)

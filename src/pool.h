@@ -63,13 +63,10 @@ pool_account *pool_find(pool *p, int64_t id);  /* NULL if gone */
 
 size_t pool_key_count(const pool *p);
 platform_key *pool_key_at(pool *p, size_t i);  /* NULL past the end */
+pool_key *pool_key_entry(pool *p, size_t i);   /* the key with its runtime state; NULL past the end */
 
 /* The key record for a presented platform key, or NULL. */
 pool_key *pool_auth(pool *p, const char *presented);
-
-/* A finished request cost usd (> 0): charged to the budgets of its key and
- * of the account that answered (when they have one). */
-void pool_spend_charge(pool *p, int64_t key_id, int64_t account_id, double usd, double now);
 
 /* An attempt on pa finished (ok with its latency, or failed): into its
  * 60 s window, and the window's figures into its state. */

@@ -945,7 +945,7 @@ static void proxy_finish(proxy_req *p, int status)
     rl.total_tokens = p->tot_tok;
     rl.cached_tokens = p->cached_tok;
     rl.cost_usd = spend_cost(gw->policy, p->in.model, p->in_tok, p->cached_tok, p->out_tok);
-    pool_spend_charge(gw->pool, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
+    spend_charge(gw->pool, gw->policy, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
     if (p->attempts) {
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "admin_api.h"
 #include "server.h"
+#include "spend.h"
 #include "usage_poll.h"
 #include <curl/curl.h>
 #include <event2/buffer.h>
@@ -150,6 +151,7 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
     if (pool_refresh(gw->pool)) {
         serve_settings_changed(gw);
         admin_token_load(gw);
+        spend_judge_all(gw->pool, gw->policy, gateway_now()); /* a budget may have changed */
     }
     usage_poll_tick(gw->usage, gateway_now());
     if (gw->draining && gw->active == 0)
@@ -184,6 +186,7 @@ static int serve_open(gateway *gw)
         log_error("cannot load policies: %s", err);
         return -1;
     }
+    spend_judge_all(gw->pool, gw->policy, gateway_now()); /* budgets loaded with the pool, judged by this policy */
     char tpath[1100];
     trace_path_for_db(gw->cfg.db_path, tpath, sizeof tpath);
     gw->trace = trace_open(tpath);

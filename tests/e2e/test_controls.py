@@ -373,6 +373,24 @@ class BudgetTest(GatewayTest):
         self.assertIsNone(api["spare"]["budget"])
         self.assertEqual((api["paid"]["weight"], api["spare"]["weight"]), (100, 1))
 
+    def test_budget_policy_decides_when_a_key_is_over(self):
+        # an overdraft rule: over at twice the budget. $0.50 budget, ~$0.80 a request: the second
+        # request is still let through (spent 0.80 < 1.00; the bundled rule would refuse it)
+        d = self.policy_copy({"budget.lua": 'return { version = 1, budget = function(b)\n'
+                                            '  return b.spent >= b.usd * 2 and "over" or "ok"\n'
+                                            'end }\n'})
+        g = self.gateway([account("a", self.mock.url("a", self.MILLION))], policies=d, start=False)
+        p = g.cli("key", "add", "--db", g.db_path, "--name", "capped", "--budget", "0.5")
+        key = [ln for ln in p.stdout.splitlines() if ln.strip()][-1].strip()
+        g.start()
+        statuses = [g.post("/v1/chat/completions", chat("gpt-5"), key=key).status for _ in range(2)]
+        self.assertEqual(statuses, [200, 200])
+        # the bundled rule again (SIGHUP reload): the key is judged anew, with no request in between
+        os.unlink(os.path.join(d, "budget.lua"))
+        g.sighup()
+        wait_for(lambda: "policies reloaded" in g.log_text(), what="policy reload")
+        self.assertOpenAIError(g.post("/v1/chat/completions", chat("gpt-5"), key=key), 429)
+
     def test_budget_flags_are_validated(self):
         g = self.gateway([], start=False)
         for bad in (["--budget", "-1"], ["--budget", "lots"], ["--budget", "5", "--budget-period", "week"]):

