@@ -456,6 +456,19 @@ static void candidate_push(lua_State *L, const policy_candidate *c, int weighted
     set_int(L, "attempts_60s", c->attempts_60s);
 }
 
+static void budget_push(lua_State *L, const policy_budget *b)
+{
+    lua_createtable(L, 0, 8);
+    set_str(L, "kind", b->kind);
+    set_str(L, "name", b->name);
+    set_str(L, "period", b->period);
+    set_num(L, "usd", b->usd);
+    set_num(L, "spent", b->spent);
+    set_num(L, "start", b->start);
+    set_num(L, "resets_at", b->resets_at);
+    set_num(L, "now", b->now);
+}
+
 static void ctx_push(lua_State *L, const policy_order_ctx *ctx)
 {
     lua_createtable(L, 0, 7);
@@ -690,15 +703,7 @@ static int budget_run(lua_State *L)
     hook_call *h = sandbox_ud(L);
     const policy_budget *b = h->budget;
     hook_push(L, HOOK_BUDGET);
-    lua_createtable(L, 0, 8);
-    set_str(L, "kind", b->kind);
-    set_str(L, "name", b->name);
-    set_str(L, "period", b->period);
-    set_num(L, "usd", b->usd);
-    set_num(L, "spent", b->spent);
-    set_num(L, "start", b->start);
-    set_num(L, "resets_at", b->resets_at);
-    set_num(L, "now", b->now);
+    budget_push(L, b);
     lua_call(L, 1, 1);
     const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     if (!v || (strcmp(v, "ok") != 0 && strcmp(v, "over") != 0))
