@@ -878,8 +878,8 @@ static void cli_key_print(const platform_key *k, size_t n, int json)
     sbuf o = SBUF_INIT;
     sbuf_puts(&o, "[");
     if (!json)
-        printf("%-5s %-24s %-8s %-7s %-9s %-5s %-20s %s\n", "ID", "NAME", "PREFIX", "REVOKED", "PREFERRED", "RPM",
-               "EXPIRES", "MODELS");
+        printf("%-5s %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", "ID", "NAME", "PREFIX", "REVOKED", "PREFERRED", "RPM",
+               "EXPIRES", "BUDGET", "MODELS");
     for (size_t i = 0; i < n; i++) {
         if (json) {
             sbuf_puts(&o, i ? "," : "");
@@ -889,7 +889,9 @@ static void cli_key_print(const platform_key *k, size_t n, int json)
         char pref[24] = "-";
         if (k[i].preferred_account_id)
             snprintf(pref, sizeof pref, "%lld", (long long)k[i].preferred_account_id);
-        char rpm[16] = "-", exp[24] = "never";
+        char rpm[16] = "-", exp[24] = "never", budget[40] = "-";
+        if (k[i].budget_usd > 0)
+            snprintf(budget, sizeof budget, "$%.2f/%s", k[i].budget_usd, k[i].budget_period);
         if (k[i].max_rpm)
             snprintf(rpm, sizeof rpm, "%d", k[i].max_rpm);
         if (k[i].expires_at) {
@@ -897,8 +899,8 @@ static void cli_key_print(const platform_key *k, size_t n, int json)
             struct tm tm;
             strftime(exp, sizeof exp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
         }
-        printf("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %s\n", (long long)k[i].id, k[i].name, k[i].prefix,
-               k[i].revoked ? "yes" : "no", pref, rpm, exp, k[i].allowed_models ? k[i].allowed_models : "*");
+        printf("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", (long long)k[i].id, k[i].name, k[i].prefix,
+               k[i].revoked ? "yes" : "no", pref, rpm, exp, budget, k[i].allowed_models ? k[i].allowed_models : "*");
     }
     sbuf_puts(&o, "]\n");
     if (json)

@@ -393,6 +393,8 @@ class BudgetTest(GatewayTest):
 
     def test_budget_flags_are_validated(self):
         g = self.gateway([], start=False)
+        g.cli("key", "add", "--db", g.db_path, "--name", "weekly", "--budget", "20", "--budget-period", "7d")
+        self.assertIn("$20.00/7d", g.cli("key", "list", "--db", g.db_path).stdout)
         for bad in (["--budget", "-1"], ["--budget", "lots"], ["--budget", "5", "--budget-period", "week"]):
             p = g.cli("key", "add", "--db", g.db_path, "--name", "x", *bad, check=False)
             self.assertEqual(p.returncode, 2, (bad, p.stderr))
