@@ -84,7 +84,7 @@ function F.candidate(o)
                  plan_type = "", has_credits = -1, credits_unlimited = -1, credits_balance = -1,
                  success_rate = 1,
                  latency_ema_ms = 200, inflight = 0, max_concurrency = 0, reserve = false,
-                 health_age_s = 0 }, o)
+                 health_age_s = 0, weight = 1, current_weight = 0 }, o)
 end
 
 -- candidates{ {id=1}, {id=2, kind="aggregate"} } -> list of candidates

@@ -1,7 +1,9 @@
 -- policies/order.lua: the order candidates are tried in. Called as
 -- order(candidates, ctx); each candidate is {id, name, kind, sort, updated_at,
 -- primary_used_pct, secondary_used_pct, success_rate, latency_ema_ms,
--- inflight, max_concurrency, reserve, health_age_s}; ctx is {strategy, rotation, model,
+-- inflight, max_concurrency, reserve, health_age_s, weight, current_weight,
+-- success_rate_60s, latency_60s_ms, attempts_60s}; ctx is
+-- {strategy, rotation, model,
 -- platform_key_id, cursor, preferred, seed}. Returns the candidate ids in try
 -- order (leaving one out means "do not try it").
 --   rotation picks the groups and their order: accounts (every kind but
@@ -17,6 +19,10 @@
 --     its place back once its outage is over (its first request after a
 --     failure is a half-open probe: C sends it one request at a time);
 --   strategy "balanced": strict round-robin by id, starting after ctx.cursor;
+--   strategy "weighted": smooth weighted round-robin: the largest
+--     current_weight + weight first (C keeps current_weight per platform key
+--     + model and steps it after each pick, as nginx does), accounts whose
+--     (recovered) success rate is below HEALTH_FLOOR after the healthy ones;
 --   ctx.preferred, when present, goes first.
 -- The built-in C default in src/policy.c mirrors these rules.
 
@@ -31,6 +37,7 @@ local SUCCESS_MARGIN = 0.05  -- success rates closer than this count as equal
 local LATENCY_FACTOR = 2     -- latency decides only when one is at least this many times faster
 local LATENCY_MIN_GAP = 250  -- ... and faster by at least this many ms (loopback noise is no health)
 local HEALTH_HALF_LIFE = 60  -- seconds: half of the lost success rate comes back
+local HEALTH_FLOOR = 0.5     -- weighted: a success rate below this demotes the account
 
 local function group_of(c)
   return c.kind == "aggregate" and "aggregate" or "account"
@@ -87,6 +94,25 @@ local function round_robin(seg, cursor)
   return out
 end
 
+-- Smooth weighted round-robin order: does a go before b?
+local function heavier(a, b)
+  local da, db = recovered(a) < HEALTH_FLOOR, recovered(b) < HEALTH_FLOOR
+  if da ~= db then return db end
+  return a.current_weight + a.weight > b.current_weight + b.weight
+end
+
+-- Stable insertion sort (segments are short; ties keep the base order).
+local function swrr_sort(seg)
+  for i = 2, #seg do
+    local c, j = seg[i], i - 1
+    while j >= 1 and heavier(c, seg[j]) do
+      seg[j + 1] = seg[j]
+      j = j - 1
+    end
+    seg[j + 1] = c
+  end
+end
+
 -- Runs for every request, so it is written for the VM: numeric loops (no
 -- iterator calls), one list of ids, one of reserve ids, one segment per group.
 local function order(candidates, ctx)
@@ -95,7 +121,7 @@ local function order(candidates, ctx)
   if n > 1 then table.sort(list, before) end
   local ids, reserve_ids, seed = {}, {}, ctx.seed
   local groups = GROUPS[ctx.rotation] or GROUPS.hybrid_rotation
-  local balanced = ctx.strategy == "balanced"
+  local balanced, weighted = ctx.strategy == "balanced", ctx.strategy == "weighted"
   for gi = 1, #groups do
     local g, seg = groups[gi], {}
     for i = 1, n do
@@ -106,6 +132,8 @@ local function order(candidates, ctx)
     end
     if balanced then
       seg = round_robin(seg, ctx.cursor)
+    elseif weighted then
+      swrr_sort(seg)
     elseif #seg > 1 then
       seed = p2c(seg, seed)
     end

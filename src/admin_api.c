@@ -7,6 +7,7 @@
  * through the store's writer thread. Nothing here prints an account token
  * or a platform key. */
 #include "admin_api.h"
+#include "account_limits.h"
 #include "breaker.h"
 #include "embedded.h"
 #include "json.h"
@@ -285,6 +286,29 @@ static void admin_window(sbuf *b, const char *name, double used, double reset_at
 /* -1 unknown, else a JSON boolean */
 static void admin_tristate(sbuf *b, int v) { sbuf_puts(b, v < 0 ? "null" : v ? "true" : "false"); }
 
+/* ,"weight":..,"limits":{..},"budget":{..}: the channel controls of pa. */
+static void admin_controls_json(sbuf *b, const pool_account *pa, double now)
+{
+    const account *a = &pa->a;
+    sbuf_printf(b, ",\"weight\":%d,\"limits\":{\"max_rpm\":%d,\"max_tpm\":%d,\"wait_s\":", a->weight, a->max_rpm,
+                a->max_tpm);
+    admin_num(b, account_limits_wait_s(pa, now));
+    sbuf_puts(b, "},\"budget\":");
+    if (!(a->budget_usd > 0)) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    int current = now >= pa->budget.start && now < pa->budget.end;
+    sbuf_puts(b, "{\"usd\":");
+    admin_num(b, a->budget_usd);
+    sbuf_puts(b, ",\"period\":");
+    admin_str(b, a->budget_period);
+    sbuf_puts(b, ",\"spent_usd\":");
+    admin_num(b, current ? pa->budget.spent : 0);
+    admin_opt(b, "resets_at", current, pa->budget.end);
+    sbuf_printf(b, ",\"over\":%s}", budget_over(&pa->budget, a->budget_usd, now) ? "true" : "false");
+}
+
 static void admin_account_json(sbuf *b, const pool_account *pa, double now)
 {
     const account *a = &pa->a;
@@ -308,7 +332,13 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     admin_num(b, st->success_ema);
     sbuf_puts(b, ",\"latency_ema_ms\":");
     admin_num(b, st->latency_ema_ms);
-    sbuf_puts(b, "},\"usage\":{");
+    health_figures h;
+    health_window_read(&pa->health, now, &h);
+    admin_opt(b, "success_rate_60s", h.attempts > 0, h.success_rate);
+    admin_opt(b, "latency_60s_ms", h.latency_ms >= 0, h.latency_ms);
+    sbuf_printf(b, ",\"attempts_60s\":%d}", h.attempts);
+    admin_controls_json(b, pa, now);
+    sbuf_puts(b, ",\"usage\":{");
     admin_window(b, "primary", st->primary_used_pct, st->primary_reset_at, st->primary_window_s, now);
     sbuf_puts(b, ",");
     admin_window(b, "secondary", st->secondary_used_pct, st->secondary_reset_at, st->secondary_window_s, now);
@@ -732,9 +762,9 @@ static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
     const char *canon = strategy ? config_strategy_canonical(strategy) : NULL;
     const char *bad = NULL;
     if (!strategy && !rotation)
-        bad = "give 'strategy' (ordered | balanced) and/or 'rotation'";
+        bad = "give 'strategy' (ordered | balanced | weighted) and/or 'rotation'";
     else if (strategy && !canon)
-        bad = "unknown strategy: expected ordered or balanced";
+        bad = "unknown strategy: expected ordered, balanced or weighted";
     else if (rotation && !config_rotation_valid(rotation))
         bad = "unknown rotation: expected account_rotation, aggregate_api_rotation, hybrid_rotation or "
               "hybrid_aggregate_first_rotation";
@@ -808,9 +838,12 @@ static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
     metrics_account *accts = calloc(n ? n : 1, sizeof *accts);
     for (size_t i = 0; i < n; i++) {
         const pool_account *pa = pool_at(gw->pool, i);
+        health_figures h;
+        health_window_read(&pa->health, now, &h);
         accts[i] = (metrics_account){pa->a.id, pa->a.name, admin_account_state(pa, now),
                                      pa->st.cooldown_until > now ? pa->st.cooldown_until - now : 0, pa->inflight,
-                                     pa->st.primary_used_pct, pa->st.secondary_used_pct};
+                                     pa->st.primary_used_pct, pa->st.secondary_used_pct,
+                                     h.success_rate, h.latency_ms, h.attempts};
     }
     store_writer_stats ws;
     store_writer_stats_get(gw->st, &ws);

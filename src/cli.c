@@ -6,6 +6,7 @@
  * printed exactly once, by `key add`, as its last line. */
 #include "cli.h"
 #include "codex_attach.h"
+#include "budget.h"
 #include "config.h"
 #include "json.h"
 #include "jwt.h"
@@ -34,6 +35,8 @@ static void cli_usage_account(FILE *f)
     fputs("usage: switchyard account add --name N --base-url URL (--token T | --token - | --token-file PATH)\n"
           "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
           "                              [--chatgpt-account-id ID] [--model-map JSON] [--context-fallback]\n"
+          "                              [--weight N] [--max-rpm N] [--max-tpm N]\n"
+          "                              [--budget USD [--budget-period month|<N>d]]\n"
           "                              [--db PATH]\n"
           "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
           "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
@@ -42,6 +45,8 @@ static void cli_usage_account(FILE *f)
           "       switchyard account export --out FILE|- [--name N] [--with-secrets] [--db PATH]\n"
           "       switchyard account update --name N [--token T | --token-file PATH | --codex-auth FILE]\n"
           "                              [--base-url URL] [--sort N] [--max-concurrency N] [--model-map JSON]\n"
+          "                              [--context-fallback | --no-context-fallback] [--weight N]\n"
+          "                              [--max-rpm N] [--max-tpm N] [--budget USD] [--budget-period month|<N>d]\n"
           "       switchyard account list [--json] [--db PATH]\n"
           "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
           "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
@@ -52,10 +57,16 @@ static void cli_usage_account(FILE *f)
 
 static void cli_usage_key(FILE *f)
 {
-    fputs("usage: switchyard key add --name N [--db PATH]\n"
+    fputs("usage: switchyard key add --name N [RULES] [--db PATH]\n"
+          "       switchyard key update --name KEY [RULES] [--db PATH]\n"
           "       switchyard key list [--json] [--db PATH]\n"
           "       switchyard key prefer --name KEY (--account ACCOUNT | --clear) [--db PATH]\n"
           "       switchyard key revoke --name KEY [--db PATH]\n"
+          "  RULES: --models LIST    allowed models, comma-separated exact names or patterns ('gpt-5*')\n"
+          "         --all-models     allow every model again (update)\n"
+          "         --rpm N          requests per minute for this key (0 = unlimited)\n"
+          "         --expires WHEN   YYYY-MM-DD (valid through that day, UTC), YYYY-MM-DDTHH:MM:SSZ, or never\n"
+          "         --budget USD     spending budget (0 = none); --budget-period month (default) or <N>d\n"
           "  key add prints the new key once, as its last line; only its hash is stored;\n"
           "  prefer and revoke apply to every key with that name\n",
           f);
@@ -67,7 +78,7 @@ static void cli_usage_config(FILE *f)
           "       switchyard config get KEY [--db PATH]\n"
           "       switchyard config unset KEY [--db PATH]\n"
           "       switchyard config list [--db PATH]\n"
-          "  keys: route_strategy   ordered | balanced (round_robin, rr = balanced)\n"
+          "  keys: route_strategy   ordered | balanced | weighted (round_robin, rr = balanced)\n"
           "        rotation         account_rotation | aggregate_api_rotation | hybrid_rotation |\n"
           "                         hybrid_aggregate_first_rotation\n"
           "        affinity_idle_s  seconds a session keeps its account while idle (default 3600)\n"
@@ -216,6 +227,25 @@ static int cli_parse_int(const char *cmd, const char *opt, const char *text, int
     return 0;
 }
 
+/* --budget USD (>= 0; 0 removes it) and --budget-period month|<N>d. */
+static int cli_budget_parse(const char *cmd, const char *budget, const char *period, double *usd)
+{
+    if (budget) {
+        char *end = NULL;
+        errno = 0;
+        *usd = strtod(budget, &end);
+        if (errno || end == budget || *end || !(*usd >= 0 && *usd < 1e12)) {
+            fprintf(stderr, "switchyard %s: --budget must be an amount in USD >= 0, got '%s'\n", cmd, budget);
+            return -1;
+        }
+    }
+    if (period && budget_period_valid(period) != 0) {
+        fprintf(stderr, "switchyard %s: --budget-period must be month or <N>d (e.g. 7d), got '%s'\n", cmd, period);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---------- secrets ---------- */
 
 /* Strips surrounding whitespace (a trailing newline from a file or echo). */
@@ -327,7 +357,7 @@ static int cli_token_get(const char *cmd, const char *token, const char *file, s
 
 typedef struct cli_account_args {
     const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
-    const char *codex_auth;
+    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period;
     int help, context_fallback;
 } cli_account_args;
 
@@ -404,6 +434,15 @@ static int cli_account_validate(const char *cmd, const cli_account_args *a, acco
         return -1;
     if (a->max_conc && cli_parse_int(cmd, "max-concurrency", a->max_conc, 0, &an->max_concurrency) != 0)
         return -1;
+    if (a->weight && cli_parse_int(cmd, "weight", a->weight, 1, &an->weight) != 0)
+        return -1;
+    if (a->max_rpm && cli_parse_int(cmd, "max-rpm", a->max_rpm, 0, &an->max_rpm) != 0)
+        return -1;
+    if (a->max_tpm && cli_parse_int(cmd, "max-tpm", a->max_tpm, 0, &an->max_tpm) != 0)
+        return -1;
+    if (cli_budget_parse(cmd, a->budget, a->budget_period, &an->budget_usd) != 0)
+        return -1;
+    an->budget_period = a->budget_period;
     an->name = a->name;
     an->base_url = base_url;
     an->chatgpt_account_id = a->chatgpt_id;
@@ -437,6 +476,8 @@ static int cli_account_add(int argc, char **argv)
         {"sort", &a.sort, NULL}, {"max-concurrency", &a.max_conc, NULL},
         {"chatgpt-account-id", &a.chatgpt_id, NULL}, {"model-map", &a.model_map, NULL},
         {"codex-auth", &a.codex_auth, NULL}, {"context-fallback", NULL, &a.context_fallback},
+        {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL},
+        {"max-tpm", &a.max_tpm, NULL}, {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
         {"help", NULL, &a.help}, {NULL, NULL, NULL},
     };
     account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
@@ -550,17 +591,31 @@ static void cli_usage_json(sbuf *o, const account_state *st, double now)
                 st->usage_poll_status);
 }
 
+/* The state's 60 s figures describe the minute before its last attempt:
+ * shown while that minute is not over, and only when it held attempts. */
+static int cli_window_fresh(const account_state *st, double now)
+{
+    return st && st->attempts_60s > 0 && st->success_rate_60s >= 0 && now - st->updated_at < 60;
+}
+
 static void cli_account_json(sbuf *o, const account *a, const account_state *st, double now)
 {
     sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)a->id);
     sbuf_json_str(o, a->name, strlen(a->name));
     sbuf_printf(o, ",\"kind\":\"%s\",\"base_url\":", account_kind_name(a->kind));
     sbuf_json_str(o, a->base_url, strlen(a->base_url));
-    sbuf_printf(o, ",\"sort\":%d,\"enabled\":%s,\"max_concurrency\":%d,\"context_fallback\":%s,"
-                   "\"cooldown_remaining_s\":%.0f,\"ladder_step\":%d,\"last_error\":",
+    sbuf_printf(o, ",\"sort\":%d,\"enabled\":%s,\"max_concurrency\":%d,\"context_fallback\":%s,\"weight\":%d,"
+                   "\"max_rpm\":%d,\"max_tpm\":%d,\"budget_usd\":%.2f,\"budget_period\":\"%s\",\"cooldown_remaining_s\":%.0f,"
+                   "\"ladder_step\":%d,",
                 a->sort, a->enabled ? "true" : "false", a->max_concurrency, a->context_fallback ? "true" : "false",
-                cli_cooldown_left(st, now),
+                a->weight, a->max_rpm, a->max_tpm, a->budget_usd, a->budget_period, cli_cooldown_left(st, now),
                 st ? st->ladder_step : 0);
+    if (cli_window_fresh(st, now))
+        sbuf_printf(o, "\"success_rate_60s\":%.4f,\"latency_60s_ms\":%.1f,\"attempts_60s\":%d,", st->success_rate_60s,
+                    st->latency_60s_ms, st->attempts_60s);
+    else
+        sbuf_puts(o, "\"success_rate_60s\":null,\"latency_60s_ms\":null,\"attempts_60s\":0,");
+    sbuf_puts(o, "\"last_error\":");
     if (st && st->last_error[0])
         sbuf_json_str(o, st->last_error, strlen(st->last_error));
     else
@@ -594,7 +649,7 @@ static void cli_login_state(const account *a, double now, char *out, size_t n)
 
 static void cli_account_row(const account *a, const account_state *st, double now)
 {
-    char cool[32] = "-", w5h[40], wk[40], plan[48];
+    char cool[32] = "-", w5h[40], wk[40], plan[48], ok60[16] = "-", lat60[16] = "-";
     double left = cli_cooldown_left(st, now);
     if (left > 0)
         snprintf(cool, sizeof cool, "%.0fs", left);
@@ -603,9 +658,15 @@ static void cli_account_row(const account *a, const account_state *st, double no
     snprintf(plan, sizeof plan, "%s", st && st->plan_type[0] ? st->plan_type : "-");
     if (st && st->usage_poll_status && st->usage_poll_status != 200) /* e.g. 401: the token was refused */
         snprintf(plan, sizeof plan, "%s(poll %d)", st->plan_type[0] ? st->plan_type : "", st->usage_poll_status);
-    printf("%-5lld %-20s %-9s %5d %-7s %7d %-9s %6d %-14s %-15s %-15s %-12s %s\n", (long long)a->id, a->name,
-           account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, cool,
-           st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan, a->base_url);
+    if (cli_window_fresh(st, now)) {
+        snprintf(ok60, sizeof ok60, "%.0f%%/%d", st->success_rate_60s * 100, st->attempts_60s);
+        if (st->latency_60s_ms >= 0)
+            snprintf(lat60, sizeof lat60, "%.0fms", st->latency_60s_ms);
+    }
+    printf("%-5lld %-20s %-9s %5d %-7s %7d %6d %-9s %-9s %-8s %6d %-14s %-15s %-15s %-12s %s\n", (long long)a->id,
+           a->name, account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, a->weight,
+           cool, ok60, lat60, st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan,
+           a->base_url);
     if (a->kind == ACCOUNT_CHATGPT) {
         char login[160];
         cli_login_state(a, now, login, sizeof login);
@@ -619,9 +680,9 @@ static void cli_account_print(const account *acc, size_t n, const account_state 
     double now = (double)time(NULL);
     sbuf o = SBUF_INIT;
     if (!json)
-        printf("%-5s %-20s %-9s %5s %-7s %7s %-9s %6s %-14s %-15s %-15s %-12s %s\n", "ID", "NAME", "KIND", "SORT",
-               "ENABLED", "MAXCONC", "COOLDOWN", "LADDER", "LAST_ERROR", "5H_WINDOW", "WEEKLY_WINDOW", "PLAN",
-               "BASE_URL");
+        printf("%-5s %-20s %-9s %5s %-7s %7s %6s %-9s %-9s %-8s %6s %-14s %-15s %-15s %-12s %s\n", "ID", "NAME", "KIND",
+               "SORT", "ENABLED", "MAXCONC", "WEIGHT", "COOLDOWN", "OK_60S", "LAT_60S", "LADDER", "LAST_ERROR",
+               "5H_WINDOW", "WEEKLY_WINDOW", "PLAN", "BASE_URL");
     sbuf_puts(&o, "[");
     for (size_t i = 0; i < n; i++) {
         const account_state *s = cli_state_find(st, nst, acc[i].id);
@@ -837,17 +898,37 @@ static int cli_account_update(int argc, char **argv)
 {
     const char *cmd = "account update";
     cli_account_args a = {0};
+    int no_fallback = 0;
     const cli_opt opts[] = {
         {"db", &a.db, NULL}, {"name", &a.name, NULL}, {"base-url", &a.base_url, NULL},
         {"token", &a.token, NULL}, {"token-file", &a.token_file, NULL}, {"sort", &a.sort, NULL},
         {"max-concurrency", &a.max_conc, NULL}, {"chatgpt-account-id", &a.chatgpt_id, NULL},
         {"model-map", &a.model_map, NULL}, {"codex-auth", &a.codex_auth, NULL}, {"help", NULL, &a.help},
+        {"context-fallback", NULL, &a.context_fallback}, {"no-context-fallback", NULL, &no_fallback},
+        {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL}, {"max-tpm", &a.max_tpm, NULL},
+        {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
         {NULL, NULL, NULL},
     };
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
     if (rc >= 0)
         return rc;
     account_patch p = {0};
+    if (a.context_fallback && no_fallback) {
+        fprintf(stderr, "switchyard %s: give --context-fallback or --no-context-fallback, not both\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    p.has_context_fallback = a.context_fallback || no_fallback;
+    p.context_fallback = a.context_fallback;
+    if ((a.weight && cli_parse_int(cmd, "weight", a.weight, 1, &p.weight) != 0) ||
+        (a.max_rpm && cli_parse_int(cmd, "max-rpm", a.max_rpm, 0, &p.max_rpm) != 0) ||
+        (a.max_tpm && cli_parse_int(cmd, "max-tpm", a.max_tpm, 0, &p.max_tpm) != 0) ||
+        cli_budget_parse(cmd, a.budget, a.budget_period, &p.budget_usd) != 0)
+        return CLI_EXIT_USAGE;
+    p.has_weight = a.weight != NULL;
+    p.has_max_rpm = a.max_rpm != NULL;
+    p.has_max_tpm = a.max_tpm != NULL;
+    p.has_budget = a.budget != NULL;
+    p.budget_period = a.budget_period;
     if (!a.name || !*a.name) {
         fprintf(stderr, "switchyard %s: --name is required\n", cmd);
         return CLI_EXIT_USAGE;
@@ -901,13 +982,81 @@ static int cli_account_update(int argc, char **argv)
     return rc;
 }
 
-/* ---------- key add / list ---------- */
+/* ---------- key add / update / list ---------- */
+
+/* The rule flags `key add` and `key update` share. */
+typedef struct cli_key_rules {
+    const char *models, *rpm, *expires, *budget, *period;
+    int all_models;
+} cli_key_rules;
+
+
+/* "YYYY-MM-DD" (valid through that day: expires at the next midnight UTC),
+ * "YYYY-MM-DDTHH:MM:SSZ", or "never" (0). -1 if unreadable. */
+static int cli_parse_expiry(const char *text, int64_t *out)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (strcmp(text, "never") == 0) {
+        *out = 0;
+        return 0;
+    }
+    const char *end = strptime(text, "%Y-%m-%d", &tm);
+    int day = end && !*end;
+    if (!day) {
+        memset(&tm, 0, sizeof tm);
+        end = strptime(text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        if (!end || *end)
+            return -1;
+    }
+    int64_t t = (int64_t)timegm(&tm);
+    *out = day ? t + 86400 : t;
+    return 0;
+}
+
+/* Turns the rule flags into a key_update; prints the error and returns -1. */
+static int cli_key_rules_parse(const char *cmd, const cli_key_rules *r, key_update *u)
+{
+    memset(u, 0, sizeof *u);
+    if (r->models && r->all_models) {
+        fprintf(stderr, "switchyard %s: give --models or --all-models, not both\n", cmd);
+        return -1;
+    }
+    if (r->models && !*r->models) {
+        fprintf(stderr, "switchyard %s: --models needs at least one model name or pattern\n", cmd);
+        return -1;
+    }
+    u->set_models = r->models || r->all_models;
+    u->allowed_models = r->models;
+    if (r->rpm) {
+        if (cli_parse_int(cmd, "rpm", r->rpm, 0, &u->max_rpm) != 0)
+            return -1;
+        u->set_rpm = 1;
+    }
+    if (r->expires) {
+        if (cli_parse_expiry(r->expires, &u->expires_at) != 0) {
+            fprintf(stderr, "switchyard %s: --expires must be YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or never, got '%s'\n",
+                    cmd, r->expires);
+            return -1;
+        }
+        u->set_expires = 1;
+    }
+    if (cli_budget_parse(cmd, r->budget, r->period, &u->budget_usd) != 0)
+        return -1;
+    u->set_budget = r->budget != NULL;
+    u->set_period = r->period != NULL;
+    u->budget_period = r->period;
+    return 0;
+}
 
 static int cli_key_add(int argc, char **argv)
 {
     const char *cmd = "key add", *db = NULL, *name = NULL;
     int help = 0;
-    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    cli_key_rules r = {0};
+    const cli_opt opts[] = {{"db", &db, NULL},           {"name", &name, NULL},      {"models", &r.models, NULL},
+                            {"rpm", &r.rpm, NULL},       {"expires", &r.expires, NULL}, {"budget", &r.budget, NULL},
+                            {"budget-period", &r.period, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
     if (rc >= 0)
         return rc;
@@ -915,12 +1064,18 @@ static int cli_key_add(int argc, char **argv)
         fprintf(stderr, "switchyard %s: --name is required\n", cmd);
         return CLI_EXIT_USAGE;
     }
+    key_update u;
+    if (cli_key_rules_parse(cmd, &r, &u) != 0)
+        return CLI_EXIT_USAGE;
     store *s = cli_store_open(cmd, db);
     if (!s)
         return CLI_EXIT_FAIL;
     char key[128], err[512] = "";
     int64_t id = 0;
     rc = store_key_add(s, name, key, sizeof key, &id, err, sizeof err);
+    if (rc == 0 && (u.set_models || u.set_rpm || u.set_expires || u.set_budget || u.set_period) &&
+        store_key_update(s, id, NULL, &u, err, sizeof err) < 0)
+        rc = -1; /* the key exists without its rules: say so rather than print it */
     if (rc == 0) {
         printf("added platform key %s (id %lld, prefix %.7s); it is shown only this once:\n", name,
                (long long)id, key);
@@ -933,6 +1088,39 @@ static int cli_key_add(int argc, char **argv)
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
+static int cli_key_update(int argc, char **argv)
+{
+    const char *cmd = "key update", *db = NULL, *name = NULL;
+    int help = 0;
+    cli_key_rules r = {0};
+    const cli_opt opts[] = {{"db", &db, NULL},         {"name", &name, NULL},          {"models", &r.models, NULL},
+                            {"all-models", NULL, &r.all_models}, {"rpm", &r.rpm, NULL}, {"expires", &r.expires, NULL},
+                            {"budget", &r.budget, NULL}, {"budget-period", &r.period, NULL},
+                            {"help", NULL, &help},      {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    key_update u;
+    if (cli_key_rules_parse(cmd, &r, &u) != 0)
+        return CLI_EXIT_USAGE;
+    if (!u.set_models && !u.set_rpm && !u.set_expires && !u.set_budget && !u.set_period) {
+        fprintf(stderr, "switchyard %s: nothing to change (give --models, --all-models, --rpm, --expires, --budget"
+                        " or --budget-period)\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    int n = store_key_update(s, 0, name, &u, err, sizeof err);
+    if (n > 0)
+        printf("updated key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return n > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
 static void cli_key_json(sbuf *o, const platform_key *k)
 {
     sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)k->id);
@@ -941,9 +1129,18 @@ static void cli_key_json(sbuf *o, const platform_key *k)
     sbuf_json_str(o, k->prefix, strlen(k->prefix));
     sbuf_printf(o, ",\"revoked\":%s,\"preferred_account_id\":", k->revoked ? "true" : "false");
     if (k->preferred_account_id)
-        sbuf_printf(o, "%lld}", (long long)k->preferred_account_id);
+        sbuf_printf(o, "%lld", (long long)k->preferred_account_id);
     else
-        sbuf_puts(o, "null}");
+        sbuf_puts(o, "null");
+    sbuf_puts(o, ",\"allowed_models\":");
+    if (k->allowed_models)
+        sbuf_json_str(o, k->allowed_models, strlen(k->allowed_models));
+    else
+        sbuf_puts(o, "null");
+    sbuf_printf(o, ",\"max_rpm\":%d,\"expires_at\":%lld,\"budget_usd\":%.2f,\"budget_period\":", k->max_rpm,
+                (long long)k->expires_at, k->budget_usd);
+    sbuf_json_str(o, k->budget_period, strlen(k->budget_period));
+    sbuf_puts(o, "}");
 }
 
 static void cli_key_print(const platform_key *k, size_t n, int json)
@@ -951,7 +1148,8 @@ static void cli_key_print(const platform_key *k, size_t n, int json)
     sbuf o = SBUF_INIT;
     sbuf_puts(&o, "[");
     if (!json)
-        printf("%-5s %-24s %-8s %-7s %s\n", "ID", "NAME", "PREFIX", "REVOKED", "PREFERRED");
+        printf("%-5s %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", "ID", "NAME", "PREFIX", "REVOKED", "PREFERRED", "RPM",
+               "EXPIRES", "BUDGET", "MODELS");
     for (size_t i = 0; i < n; i++) {
         if (json) {
             sbuf_puts(&o, i ? "," : "");
@@ -961,8 +1159,18 @@ static void cli_key_print(const platform_key *k, size_t n, int json)
         char pref[24] = "-";
         if (k[i].preferred_account_id)
             snprintf(pref, sizeof pref, "%lld", (long long)k[i].preferred_account_id);
-        printf("%-5lld %-24s %-8s %-7s %s\n", (long long)k[i].id, k[i].name, k[i].prefix,
-               k[i].revoked ? "yes" : "no", pref);
+        char rpm[16] = "-", exp[24] = "never", budget[40] = "-";
+        if (k[i].budget_usd > 0)
+            snprintf(budget, sizeof budget, "$%.2f/%s", k[i].budget_usd, k[i].budget_period);
+        if (k[i].max_rpm)
+            snprintf(rpm, sizeof rpm, "%d", k[i].max_rpm);
+        if (k[i].expires_at) {
+            time_t t = (time_t)k[i].expires_at;
+            struct tm tm;
+            strftime(exp, sizeof exp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+        }
+        printf("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", (long long)k[i].id, k[i].name, k[i].prefix,
+               k[i].revoked ? "yes" : "no", pref, rpm, exp, budget, k[i].allowed_models ? k[i].allowed_models : "*");
     }
     sbuf_puts(&o, "]\n");
     if (json)
@@ -1070,7 +1278,7 @@ typedef struct cli_setting {
 static const char *cli_rotation_canonical(const char *v) { return config_rotation_valid(v) ? v : NULL; }
 
 static const cli_setting cli_settings[] = {
-    {"route_strategy", config_strategy_canonical, "ordered or balanced (round_robin and rr mean balanced)"},
+    {"route_strategy", config_strategy_canonical, "ordered, balanced or weighted (round_robin and rr mean balanced)"},
     {"rotation", cli_rotation_canonical,
      "account_rotation, aggregate_api_rotation, hybrid_rotation or hybrid_aggregate_first_rotation"},
     {"affinity_idle_s", config_affinity_idle_canonical, "whole seconds, 1 to 2592000"},
@@ -1311,6 +1519,91 @@ static int cli_codex_look(const char *cmd, int argc, char **argv, int detach)
 static int cli_codex_detach(int argc, char **argv) { return cli_codex_look("codex detach", argc, argv, 1); }
 static int cli_codex_status(int argc, char **argv) { return cli_codex_look("codex status", argc, argv, 0); }
 
+/* ---------- usage (spend report) ---------- */
+
+static void cli_usage_spend(FILE *f)
+{
+    fputs("usage: switchyard usage [--by key|account|model|day] [--since WHEN] [--json] [--db PATH]\n"
+          "  requests, tokens and cost (USD, from policies/prices.lua) in the request log;\n"
+          "  WHEN is YYYY-MM-DD (UTC), Nd or Nh (the last N days / hours); default: everything\n",
+          f);
+}
+
+/* "YYYY-MM-DD" (UTC midnight), "Nd" or "Nh" before now; -1 if unreadable. */
+static double cli_parse_since(const char *text, double now)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = strptime(text, "%Y-%m-%d", &tm);
+    if (end && !*end)
+        return (double)timegm(&tm);
+    char *e = NULL;
+    errno = 0;
+    long n = strtol(text, &e, 10);
+    if (errno || e == text || n < 0 || (strcmp(e, "d") != 0 && strcmp(e, "h") != 0))
+        return -1;
+    return now - (double)n * (*e == 'd' ? 86400.0 : 3600.0);
+}
+
+typedef struct cli_spend_out {
+    int json, rows;
+    sbuf o;
+} cli_spend_out;
+
+static void cli_spend_row(void *ud, const usage_row *r)
+{
+    cli_spend_out *out = ud;
+    if (!out->json) {
+        printf("%-32s %9lld %12lld %12lld %12lld %12lld %12.4f%s\n", r->group, (long long)r->requests,
+               (long long)r->input_tokens, (long long)r->cached_tokens, (long long)r->output_tokens,
+               (long long)r->total_tokens, r->cost_usd, r->unpriced ? " *" : "");
+    } else {
+        sbuf_puts(&out->o, out->rows ? ",{\"group\":" : "{\"group\":");
+        sbuf_json_str(&out->o, r->group, strlen(r->group));
+        sbuf_printf(&out->o, ",\"requests\":%lld,\"input_tokens\":%lld,\"cached_tokens\":%lld,\"output_tokens\":%lld,"
+                             "\"total_tokens\":%lld,\"cost_usd\":%.6f,\"unpriced_requests\":%lld}",
+                    (long long)r->requests, (long long)r->input_tokens, (long long)r->cached_tokens,
+                    (long long)r->output_tokens, (long long)r->total_tokens, r->cost_usd, (long long)r->unpriced);
+    }
+    out->rows++;
+}
+
+int cli_spend_main(int argc, char **argv)
+{
+    const char *cmd = "usage", *db = NULL, *by = NULL, *since_s = NULL;
+    int json = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL},     {"by", &by, NULL},     {"since", &since_s, NULL},
+                            {"json", NULL, &json}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc - 1, argv + 1, opts, &help, cli_usage_spend);
+    if (rc >= 0)
+        return rc;
+    double since = 0;
+    if (since_s && (since = cli_parse_since(since_s, (double)time(NULL))) < 0) {
+        fprintf(stderr, "switchyard %s: --since must be YYYY-MM-DD, Nd or Nh, got '%s'\n", cmd, since_s);
+        return CLI_EXIT_USAGE;
+    }
+    if (by && strcmp(by, "key") && strcmp(by, "account") && strcmp(by, "model") && strcmp(by, "day")) {
+        fprintf(stderr, "switchyard %s: --by must be key, account, model or day, got '%s'\n", cmd, by);
+        return CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    cli_spend_out out = {.json = json, .o = SBUF_INIT};
+    if (!json)
+        printf("%-32s %9s %12s %12s %12s %12s %12s\n", by ? by : "", "REQUESTS", "INPUT", "CACHED", "OUTPUT",
+               "TOTAL", "COST_USD");
+    char err[512] = "";
+    rc = store_usage_report(s, by, since, cli_spend_row, &out, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    else if (json)
+        printf("[%s]\n", out.o.p ? out.o.p : "");
+    sbuf_free(&out.o);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
 /* ---------- dispatch ---------- */
 
 typedef struct cli_sub {
@@ -1351,6 +1644,7 @@ int cli_account_main(int argc, char **argv)
 int cli_key_main(int argc, char **argv)
 {
     static const cli_sub subs[] = {{"add", cli_key_add},       {"list", cli_key_list}, {"prefer", cli_key_prefer},
+                                   {"update", cli_key_update},
                                    {"revoke", cli_key_revoke}, {NULL, NULL}};
     return cli_dispatch("key", argc, argv, subs, cli_usage_key);
 }

@@ -11,6 +11,9 @@ int cli_account_main(int argc, char **argv);
 int cli_key_main(int argc, char **argv);
 int cli_config_main(int argc, char **argv);
 int cli_codex_main(int argc, char **argv); /* argv[0] = "codex": attach | detach | status */
+/* `switchyard usage [--by key|account|model|day] [--since WHEN] [--json]`:
+ * requests, tokens and cost from the request log (argv[0] = "usage"). */
+int cli_spend_main(int argc, char **argv);
 
 /* --- shared with the other subcommand files (admin_cli.c) --- */
 #include <stdio.h>

@@ -79,6 +79,8 @@ const char *config_strategy_canonical(const char *s)
         return "ordered";
     if (strcmp(s, "balanced") == 0 || strcmp(s, "round_robin") == 0 || strcmp(s, "rr") == 0)
         return "balanced";
+    if (strcmp(s, "weighted") == 0)
+        return "weighted";
     return NULL;
 }
 
@@ -195,7 +197,7 @@ int config_from_env(sy_config *c)
     if (strat && *strat) {
         const char *canon = config_strategy_canonical(strat);
         if (!canon) {
-            log_error("SWITCHYARD_ROUTE_STRATEGY=%s: expected ordered or balanced", strat);
+            log_error("SWITCHYARD_ROUTE_STRATEGY=%s: expected ordered, balanced or weighted", strat);
             bad = 1;
         } else {
             snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);

@@ -4,6 +4,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "metrics.h"
+#include "spend.h"
 #include <stdio.h>
 #include <time.h>
 
@@ -32,6 +33,7 @@ int gateway_reload_policies(gateway *gw, const char *who)
     policy_free(gw->policy);
     gw->policy = fresh;
     gw->policy_loaded_at = gw->policy_reload_at;
+    spend_judge_all(gw->pool, gw->policy, gw->policy_reload_at); /* the budget rule may have changed */
     log_info("%s: policies reloaded from %s", who, policy_source(fresh));
     return 0;
 }

@@ -40,7 +40,7 @@ static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
     size_t n = pool_count(gw->pool), usable = 0, disabled = 0, logins = 0, resting = 0;
     for (size_t i = 0; i < n; i++) {
         pool_account *pa = pool_at(gw->pool, i);
-        double back = router_rest_until(pa);
+        double back = router_rest_until(pa, now);
         if (!pa->a.enabled)
             disabled++;
         else if (pa->a.login_error)
@@ -62,8 +62,8 @@ static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
         snprintf(msg, sizeof msg, "no account can serve: all %zu accounts are disabled", n);
     else {
         int k = snprintf(msg, sizeof msg,
-                         "no account can serve: %zu disabled, %zu needing a new login, %zu cooling down or with an "
-                         "open breaker",
+                         "no account can serve: %zu disabled, %zu needing a new login, %zu cooling down, with an "
+                         "open breaker or at a local rate limit",
                          disabled, logins, resting);
         if (resting && k > 0 && (size_t)k < sizeof msg)
             snprintf(msg + k, sizeof msg - (size_t)k, " (the first is back in %.0fs)", soonest);

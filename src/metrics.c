@@ -350,6 +350,28 @@ static void metrics_accounts_format(sbuf *out, const metrics_gauges *g)
         metrics_label(out, g->accounts[i].name);
         sbuf_printf(out, "\"} %d\n", g->accounts[i].inflight);
     }
+    metrics_head(out, "switchyard_account_success_ratio_60s", "gauge",
+                 "Share of each account's attempts in the last 60 s that succeeded (accounts with attempts only).");
+    for (size_t i = 0; i < g->n_accounts; i++) {
+        if (g->accounts[i].attempts_60s <= 0)
+            continue;
+        sbuf_puts(out, "switchyard_account_success_ratio_60s{account=\"");
+        metrics_label(out, g->accounts[i].name);
+        sbuf_puts(out, "\"} ");
+        metrics_num(out, g->accounts[i].success_rate_60s);
+        sbuf_puts(out, "\n");
+    }
+    metrics_head(out, "switchyard_account_latency_60s_seconds", "gauge",
+                 "Mean latency of each account's successful attempts in the last 60 s.");
+    for (size_t i = 0; i < g->n_accounts; i++) {
+        if (g->accounts[i].latency_60s_ms < 0)
+            continue;
+        sbuf_puts(out, "switchyard_account_latency_60s_seconds{account=\"");
+        metrics_label(out, g->accounts[i].name);
+        sbuf_puts(out, "\"} ");
+        metrics_num(out, g->accounts[i].latency_60s_ms / 1000.0);
+        sbuf_puts(out, "\n");
+    }
     metrics_head(out, "switchyard_account_usage_ratio", "gauge",
                  "Used share (0..1) of each account's usage windows, where the upstream reports it.");
     for (size_t i = 0; i < g->n_accounts; i++) {

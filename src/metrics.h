@@ -48,6 +48,8 @@ typedef struct metrics_account {
     double cooldown_left;    /* seconds, 0 none */
     int inflight;
     double primary_used_pct, secondary_used_pct; /* -1 unknown */
+    double success_rate_60s, latency_60s_ms;     /* the last 60 s (health_window.c); -1 none */
+    int attempts_60s;
 } metrics_account;
 
 typedef struct metrics_gauges {

@@ -1,4 +1,4 @@
-/* policy.c: the policy engine (see policy.h). Loads the five hook files into
+/* policy.c: the policy engine (see policy.h). Loads the seven hook files into
  * one sandbox (policy_sandbox.c), self-checks them on fixtures, hands C
  * structs to the hooks as plain tables, reads the results back with strict
  * validation, and falls back to the built-in defaults below (the same rules,
@@ -9,6 +9,7 @@
 #include "log.h"
 #include "policy_sandbox.h"
 #include "sha256.h"
+#include "sbuf.h"
 #include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define POLICY_MEM_LIMIT ((size_t)32 << 20)
 #define POLICY_INSTR_LIMIT 1000000L
@@ -26,9 +28,22 @@
 #define POLICY_STEP_MAX 1000
 #define POLICY_RETRY_AFTER_MAX 60.0
 
-enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_COUNT };
-static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order", "breaker"};
+enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_COUNT };
+static const char *const hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
+                                                   "breaker",  "price",    "budget"};
+/* The file each hook lives in (prices.lua holds a table of data first). */
+static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
+                                                   "breaker",  "prices",   "budget"};
 static const char *const breaker_names[] = {"closed", "open", "half_open", NULL};
+#define PRICE_MEMO 64
+#define PRICE_MAX 1e6 /* USD per million tokens: anything above is a typo */
+
+/* price() answers, kept per engine (so a reload forgets them). */
+typedef struct price_memo {
+    char model[128];
+    int known;
+    policy_price p;
+} price_memo;
 static char hook_keys[HOOK_COUNT]; /* registry keys (addresses) of the loaded hooks */
 
 struct policy_engine {
@@ -42,6 +57,8 @@ struct policy_engine {
     int may_resume;               /* classify resumes a cut text-only chat stream */
     uint64_t hook_fallbacks[HOOK_COUNT];
     char last_error[512];
+    price_memo prices[PRICE_MEMO];
+    size_t nprices, price_next;
 };
 
 /* ======================= built-in defaults (C) ======================= */
@@ -103,6 +120,7 @@ static void verdict_act(policy_verdict *v, policy_action action, const char *cls
 {
     v->action = action;
     v->failover = action == VERDICT_FAILOVER;
+    v->drain_bucket = 0;
     snprintf(v->cls, sizeof v->cls, "%s", cls);
     v->cooldown = cooldown;
     v->after = after;
@@ -230,6 +248,9 @@ static int guard_default(const policy_candidate *c)
     return GUARD_NORMAL;
 }
 
+/* Mirrors policies/budget.lua. */
+static int budget_default(const policy_budget *b) { return b->usd > 0 && b->spent >= b->usd; }
+
 /* --- order (mirrors policies/order.lua) --- */
 
 static int cand_before(const policy_candidate *a, const policy_candidate *b)
@@ -316,6 +337,27 @@ static void order_round_robin(const policy_candidate *c, size_t *seg, size_t len
     order_reverse(seg, 0, len);
 }
 
+/* weighted: does a go before b? Healthy (recovered success rate >= 0.5)
+ * before failing, then the larger current_weight + weight (smooth weighted
+ * round-robin); ties keep the base order (the sort is stable). */
+static int cand_heavier(const policy_candidate *a, const policy_candidate *b)
+{
+    int da = cand_recovered(a) < 0.5, db = cand_recovered(b) < 0.5;
+    if (da != db)
+        return db;
+    return a->current_weight + a->weight > b->current_weight + b->weight;
+}
+
+static void order_weighted(const policy_candidate *c, size_t *seg, size_t len)
+{
+    for (size_t i = 1; i < len; i++)
+        for (size_t j = i; j > 0 && cand_heavier(&c[seg[j]], &c[seg[j - 1]]); j--) {
+            size_t t = seg[j];
+            seg[j] = seg[j - 1];
+            seg[j - 1] = t;
+        }
+}
+
 /* ordered: power of two choices among the first three. Returns the new seed. */
 static uint32_t order_p2c(const policy_candidate *c, size_t *seg, size_t len, uint32_t seed)
 {
@@ -354,6 +396,7 @@ static size_t order_default(const policy_candidate *c, size_t n, const policy_or
             perm[j - 1] = t;
         }
     int balanced = ctx->strategy && strcmp(ctx->strategy, "balanced") == 0;
+    int weighted = ctx->strategy && strcmp(ctx->strategy, "weighted") == 0;
     uint32_t seed = ctx->seed;
     for (size_t a = 0; a < m;) {
         int r = order_rank(&c[perm[a]], g, ng);
@@ -362,6 +405,8 @@ static size_t order_default(const policy_candidate *c, size_t n, const policy_or
             b++;
         if (r < ng && balanced)
             order_round_robin(c, perm + a, b - a, ctx->cursor);
+        else if (r < ng && weighted)
+            order_weighted(c, perm + a, b - a);
         else if (r < ng)
             seed = order_p2c(c, perm + a, b - a, seed);
         a = b;
@@ -478,14 +523,36 @@ static void account_push(lua_State *L, const policy_candidate *c, int nrec)
     set_int(L, "max_concurrency", c->max_concurrency);
 }
 
-static void candidate_push(lua_State *L, const policy_candidate *c)
+/* current_weight only goes in for the weighted strategy: without it a
+ * candidate has 16 fields, which fit the 16-slot table (17 would take 32,
+ * and a bigger table per candidate per request costs allocation and GC). */
+static void candidate_push(lua_State *L, const policy_candidate *c, int weighted)
 {
-    account_push(L, c, 13);
+    account_push(L, c, weighted ? 18 : 17);
     set_num(L, "success_rate", c->success_rate);
     set_num(L, "health_age_s", c->health_age_s);
     set_num(L, "latency_ema_ms", c->latency_ema_ms);
     set_int(L, "inflight", c->inflight);
     set_bool(L, "reserve", c->reserve);
+    set_int(L, "weight", c->weight);
+    if (weighted)
+        set_num(L, "current_weight", c->current_weight);
+    set_num(L, "success_rate_60s", c->success_rate_60s);
+    set_num(L, "latency_60s_ms", c->latency_60s_ms);
+    set_int(L, "attempts_60s", c->attempts_60s);
+}
+
+static void budget_push(lua_State *L, const policy_budget *b)
+{
+    lua_createtable(L, 0, 8);
+    set_str(L, "kind", b->kind);
+    set_str(L, "name", b->name);
+    set_str(L, "period", b->period);
+    set_num(L, "usd", b->usd);
+    set_num(L, "spent", b->spent);
+    set_num(L, "start", b->start);
+    set_num(L, "resets_at", b->resets_at);
+    set_num(L, "now", b->now);
 }
 
 static void breaker_state_push(lua_State *L, const policy_breaker_state *st)
@@ -571,6 +638,10 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
             cd = 0;
     }
     verdict_act(out, (policy_action)act, cls, cd, after);
+    int dt = raw_field(L, t, "drain_bucket");
+    if (dt != LUA_TNIL && dt != LUA_TBOOLEAN)
+        luaL_error(L, "classify: drain_bucket must be a boolean or nil");
+    out->drain_bucket = lua_toboolean(L, -1);
 }
 
 static void cooldown_parse(lua_State *L, int first, int old_step, double *seconds, int *step)
@@ -612,6 +683,31 @@ static int guard_parse(lua_State *L, int t)
     static const char *const names[] = {"normal", "reserve", "exclude", NULL};
     int g = name_index(lua_type(L, t) == LUA_TSTRING ? lua_tostring(L, t) : NULL, names);
     return g >= 0 ? g : luaL_error(L, "guard must return \"normal\", \"reserve\" or \"exclude\"");
+}
+
+static double price_field(lua_State *L, int t, const char *k, double dflt)
+{
+    int ty = raw_field(L, t, k);
+    double v = ty == LUA_TNUMBER ? lua_tonumber(L, -1) : dflt;
+    lua_pop(L, 1);
+    if (ty != LUA_TNUMBER && (ty != LUA_TNIL || dflt < 0))
+        luaL_error(L, "price: '%s' must be a number (USD per million tokens)", k);
+    if (!(v >= 0 && v <= PRICE_MAX))
+        luaL_error(L, "price: '%s' must be 0..%d", k, (int)PRICE_MAX);
+    return v;
+}
+
+/* nil -> unknown (0); a table {input, cached_input?, output} -> 1. */
+static int price_parse(lua_State *L, int t, policy_price *out)
+{
+    if (lua_type(L, t) == LUA_TNIL)
+        return 0;
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "price returned %s, expected nil or {input=, cached_input=, output=}", luaL_typename(L, t));
+    out->input = price_field(L, t, "input", -1);
+    out->output = price_field(L, t, "output", -1);
+    out->cached_input = price_field(L, t, "cached_input", out->input);
+    return 1;
 }
 
 /* Maps each returned id (or candidate table) to an unused index into c. */
@@ -663,6 +759,11 @@ typedef struct hook_call {
     const policy_breaker_state *bst;
     int success, bstate;
     double open_seconds;
+    const char *model;
+    policy_price price;
+    int price_known;
+    const policy_budget *budget;
+    int over;
 } hook_call;
 
 static void hook_push(lua_State *L, int hook)
@@ -717,9 +818,10 @@ static int order_run(lua_State *L)
 {
     hook_call *h = sandbox_ud(L);
     hook_push(L, HOOK_ORDER);
+    int weighted = h->ctx->strategy && strcmp(h->ctx->strategy, "weighted") == 0;
     lua_createtable(L, (int)h->n, 0);
     for (size_t i = 0; i < h->n; i++) {
-        candidate_push(L, &h->c[i]);
+        candidate_push(L, &h->c[i], weighted);
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     ctx_push(L, h->ctx);
@@ -737,6 +839,30 @@ static int breaker_run(lua_State *L)
     lua_pushnumber(L, h->now);
     lua_call(L, 3, 2);
     breaker_parse(L, lua_gettop(L) - 1, &h->bstate, &h->open_seconds);
+    return 0;
+}
+
+static int budget_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    const policy_budget *b = h->budget;
+    hook_push(L, HOOK_BUDGET);
+    budget_push(L, b);
+    lua_call(L, 1, 1);
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (!v || (strcmp(v, "ok") != 0 && strcmp(v, "over") != 0))
+        luaL_error(L, "budget must return \"ok\" or \"over\"");
+    h->over = strcmp(v, "over") == 0;
+    return 0;
+}
+
+static int price_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_PRICE);
+    lua_pushstring(L, h->model);
+    lua_call(L, 1, 1);
+    h->price_known = price_parse(L, lua_gettop(L), &h->price);
     return 0;
 }
 
@@ -840,6 +966,43 @@ void policy_breaker(policy_engine *pe, const policy_breaker_state *st, int succe
     breaker_default(st, success, state, open_seconds);
 }
 
+int policy_budget_over(policy_engine *pe, const policy_budget *b)
+{
+    char why[512];
+    hook_call h = {.pe = pe, .budget = b};
+    if (pe && hook_run(pe, budget_run, &h, why, sizeof why) == 0)
+        return h.over;
+    if (pe)
+        engine_fallback(pe, HOOK_BUDGET, why);
+    return budget_default(b);
+}
+
+int policy_price_get(policy_engine *pe, const char *model, policy_price *out)
+{
+    char why[512];
+    if (!model)
+        model = "";
+    memset(out, 0, sizeof *out);
+    if (!pe || strlen(model) >= sizeof pe->prices[0].model)
+        return 0;
+    for (size_t i = 0; i < pe->nprices; i++)
+        if (strcmp(pe->prices[i].model, model) == 0) {
+            *out = pe->prices[i].p;
+            return pe->prices[i].known;
+        }
+    hook_call h = {.pe = pe, .model = model};
+    if (hook_run(pe, price_run, &h, why, sizeof why) != 0) {
+        engine_fallback(pe, HOOK_PRICE, why); /* no built-in price list: unknown, and not remembered */
+        return 0;
+    }
+    price_memo *m = pe->nprices < PRICE_MEMO ? &pe->prices[pe->nprices++] : &pe->prices[pe->price_next++ % PRICE_MEMO];
+    sbuf_copy_cstr(m->model, sizeof m->model, model);
+    m->known = h.price_known;
+    m->p = h.price;
+    *out = h.price;
+    return h.price_known;
+}
+
 /* ======================= loading and self-check ======================= */
 
 typedef struct load_call {
@@ -911,11 +1074,14 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     while (dl > 1 && dir[dl - 1] == '/')
         dl--;
     if (dir) {
-        snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_names[hook]);
-        if (!(src = buf = file_slurp(path, &len, err, errlen)))
+        snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
+        if (hook >= HOOK_BREAKER && access(path, F_OK) != 0)
+            dir = NULL; /* a policy dir from before breaker / prices / budget existed: the bundled file */
+        else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
-    } else {
-        snprintf(path, sizeof pe->files[hook], "policies/%s.lua", hook_names[hook]);
+    }
+    if (!dir) {
+        snprintf(path, sizeof pe->files[hook], "policies/%s.lua", hook_files[hook]);
         const embedded_file *f = embedded_find(path);
         if (!f) {
             snprintf(err, errlen, "%s: not embedded in this binary", path);
@@ -932,7 +1098,7 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     if (r == SANDBOX_OK)
         return 0;
     char base[32];
-    snprintf(base, sizeof base, "%s.lua", hook_names[hook]);
+    snprintf(base, sizeof base, "%s.lua", hook_files[hook]);
     if (strstr(msg, base))
         snprintf(err, errlen, "%s", msg);
     else
@@ -995,11 +1161,14 @@ static int check_cooldown(policy_engine *pe, char *err, size_t errlen)
 
 static const policy_candidate check_cands[] = {
     {.id = 11, .name = "a", .kind = "chatgpt", .sort = 0, .updated_at = 100, .primary_used_pct = 10,
-     .secondary_used_pct = 20, .success_rate = 1, .latency_ema_ms = 300, .max_concurrency = 1},
+     .secondary_used_pct = 20, .success_rate = 1, .latency_ema_ms = 300, .max_concurrency = 1,
+     .weight = 3, .current_weight = -1},
     {.id = 12, .name = "b", .kind = "api_key", .sort = 0, .updated_at = 200, .primary_used_pct = -1,
-     .secondary_used_pct = -1, .success_rate = 0.5, .latency_ema_ms = 900, .inflight = 1},
+     .secondary_used_pct = -1, .success_rate = 0.5, .latency_ema_ms = 900, .inflight = 1,
+     .weight = 1, .current_weight = 1},
     {.id = 13, .name = "c", .kind = "aggregate", .sort = 1, .updated_at = 50, .primary_used_pct = 99,
-     .secondary_used_pct = 95, .success_rate = 0.9, .latency_ema_ms = 100, .reserve = 1},
+     .secondary_used_pct = 95, .success_rate = 0.9, .latency_ema_ms = 100, .reserve = 1,
+     .weight = 1},
 };
 
 static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
@@ -1009,6 +1178,7 @@ static int check_guard_order(policy_engine *pe, char *err, size_t errlen)
         {.strategy = "balanced", .rotation = "hybrid_rotation", .model = "gpt-5", .platform_key_id = 1,
          .cursor = 12, .preferred = 13, .seed = 3},
         {.strategy = "ordered", .rotation = "hybrid_aggregate_first_rotation", .seed = 0},
+        {.strategy = "weighted", .rotation = "hybrid_rotation", .model = "gpt-5", .platform_key_id = 2, .seed = 1},
     };
     char why[512];
     size_t perm[3];
@@ -1045,6 +1215,35 @@ static int check_breaker(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_budget(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_budget bs[] = {
+        {.kind = "key", .name = "k", .period = "month", .usd = 50, .spent = 12.5, .start = 1700000000,
+         .resets_at = 1702592000, .now = 1700100000},
+        {.kind = "account", .name = "a", .period = "7d", .usd = 5, .spent = 5.01, .start = 1700000000,
+         .resets_at = 1700604800, .now = 1700100000},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+        hook_call h = {.pe = pe, .budget = &bs[i]};
+        if (hook_run(pe, budget_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_BUDGET, why, err, errlen);
+    }
+    return 0;
+}
+
+static int check_price(policy_engine *pe, char *err, size_t errlen)
+{
+    const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
+    char why[512];
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        hook_call h = {.pe = pe, .model = models[i]};
+        if (hook_run(pe, price_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_PRICE, why, err, errlen);
+    }
+    return 0;
+}
+
 policy_engine *policy_new(const char *dir, char *err, size_t errlen)
 {
     policy_engine *pe = calloc(1, sizeof *pe);
@@ -1064,7 +1263,8 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         if (engine_load_hook(pe, dir, i, err, errlen) != 0)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
-        check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen))
+        check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen) || check_price(pe, err, errlen) ||
+        check_budget(pe, err, errlen))
         goto fail;
     /* would this classify resume a cut text-only chat stream? */
     policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,

@@ -1,6 +1,7 @@
 /* policy.h: the Lua 5.4 policy engine. The C core keeps all state and calls
- * five hooks with plain-table snapshots: classify, cooldown, guard, order,
- * breaker (policies/<hook>.lua, each returning its function). Every call runs in a
+ * seven hooks with plain-table snapshots: classify, cooldown, guard, order,
+ * breaker, budget (policies/<hook>.lua, each returning its function) and
+ * price (policies/prices.lua). Every call runs in a
  * sandbox under an instruction-count hook and a memory cap; on any error,
  * timeout, out-of-memory or malformed result the built-in safe default (the
  * same rules in C) decides and a warning is logged. The engine never fails
@@ -76,6 +77,7 @@ typedef struct policy_verdict {
     char cls[32];              /* failure class, e.g. "rate_limit", "quota", "server", "network" */
     double cooldown;           /* seconds chosen by classify, or -1: ask the cooldown hook */
     double after;              /* VERDICT_RETRY: seconds to wait, 0..60 */
+    int drain_bucket;          /* empty the account's local rpm bucket (the upstream says it is at its limit) */
 } policy_verdict;
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);
@@ -126,12 +128,17 @@ typedef struct policy_candidate {
     int inflight;
     int max_concurrency;       /* 0 unlimited */
     int reserve;               /* set by C from guard() before order() */
+    int weight;                /* weighted strategy: the account's share (>= 0) */
+    double current_weight;     /* weighted: smooth weighted round-robin state for this key + model */
+    double success_rate_60s;   /* attempts that succeeded in the last 60 s, 0..1; -1 none */
+    double latency_60s_ms;     /* mean latency of those successes, -1 none */
+    int attempts_60s;
 } policy_candidate;
 
 int policy_guard(policy_engine *pe, const policy_candidate *c); /* GUARD_* */
 
 typedef struct policy_order_ctx {
-    const char *strategy;      /* "ordered" | "balanced" */
+    const char *strategy;      /* "ordered" | "balanced" | "weighted" */
     const char *rotation;      /* "account_rotation" | "aggregate_api_rotation" | "hybrid_rotation" | "hybrid_aggregate_first_rotation" */
     const char *model;
     int64_t platform_key_id;
@@ -162,6 +169,28 @@ typedef struct policy_breaker_state {
  * (BREAKER_*) and, when open, how many seconds it stays open. */
 void policy_breaker(policy_engine *pe, const policy_breaker_state *st, int success, double now,
                     int *state, double *open_seconds);
+
+/* --- price: what a model costs (policies/prices.lua) --- */
+typedef struct policy_price {
+    double input, cached_input, output; /* USD per million tokens */
+} policy_price;
+
+/* 1 and *out filled when the policy prices model; 0 when it does not (or
+ * the hook failed: there is no built-in price list). Answers are kept per
+ * engine, so the hook runs once per model and policy load. */
+int policy_price_get(policy_engine *pe, const char *model, policy_price *out);
+
+/* --- budget: is a budget used up (policies/budget.lua) --- */
+typedef struct policy_budget {
+    const char *kind;          /* "key" | "account" */
+    const char *name;
+    const char *period;        /* "month" | "<N>d" */
+    double usd, spent;         /* the budget and what the current window spent */
+    double start, resets_at, now; /* unix seconds */
+} policy_budget;
+
+/* 1 when the policy says the budget is used up ("over"), else 0. */
+int policy_budget_over(policy_engine *pe, const policy_budget *b);
 
 /* `switchyard test [DIR] [--policies PDIR]`: runs the Lua specs. Returns the exit code. */
 int policy_test_main(int argc, char **argv);

@@ -90,6 +90,11 @@ static void candidate_read(lua_State *L, int t, policy_candidate *c)
     c->inflight = (int)opt_int(L, t, "inflight", 0);
     c->max_concurrency = (int)opt_int(L, t, "max_concurrency", 0);
     c->reserve = opt_bool(L, t, "reserve");
+    c->weight = (int)opt_int(L, t, "weight", 1);
+    c->current_weight = opt_num(L, t, "current_weight", 0);
+    c->success_rate_60s = opt_num(L, t, "success_rate_60s", -1);
+    c->latency_60s_ms = opt_num(L, t, "latency_60s_ms", -1);
+    c->attempts_60s = (int)opt_int(L, t, "attempts_60s", 0);
 }
 
 /* Reads the candidate list at arg 1 into GC-owned memory; returns the count. */
@@ -172,6 +177,10 @@ static int bridge_classify(lua_State *L)
     lua_setfield(L, -2, "class");
     push_num(L, v.cooldown);
     lua_setfield(L, -2, "cooldown");
+    if (v.drain_bucket) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "drain_bucket");
+    }
     return 1;
 }
 
@@ -282,6 +291,37 @@ static int bridge_breaker(lua_State *L)
     return 2;
 }
 
+/* price(model) -> {input, cached_input, output} or nil */
+static int bridge_price(lua_State *L)
+{
+    policy_price p;
+    if (!policy_price_get(bridge_engine(L), luaL_checkstring(L, 1), &p)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_createtable(L, 0, 3);
+    push_num(L, p.input);
+    lua_setfield(L, -2, "input");
+    push_num(L, p.cached_input);
+    lua_setfield(L, -2, "cached_input");
+    push_num(L, p.output);
+    lua_setfield(L, -2, "output");
+    return 1;
+}
+
+/* budget(b) -> "ok" | "over" */
+static int bridge_budget(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_budget b = {
+        .kind = opt_str(L, 1, "kind", NULL), .name = opt_str(L, 1, "name", NULL),
+        .period = opt_str(L, 1, "period", NULL), .usd = opt_num(L, 1, "usd", 0), .spent = opt_num(L, 1, "spent", 0),
+        .start = opt_num(L, 1, "start", 0), .resets_at = opt_num(L, 1, "resets_at", 0), .now = opt_num(L, 1, "now", 0),
+    };
+    lua_pushstring(L, policy_budget_over(bridge_engine(L), &b) ? "over" : "ok");
+    return 1;
+}
+
 static int bridge_fallbacks(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)policy_fallbacks(bridge_engine(L)));
@@ -299,6 +339,7 @@ static int spec_install_run(lua_State *L)
     static const luaL_Reg bridges[] = {
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
         {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
+        {"price", bridge_price}, {"budget", bridge_budget},
         {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define POOL_OWNERS 65536u          /* remembered response ids (FIFO) */
 #define POOL_OWNER_BUCKETS 131072u
@@ -17,17 +18,26 @@ typedef struct pool_owner {
     int32_t next; /* chain in its bucket, -1 end */
 } pool_owner;
 
+typedef struct pool_swrr {
+    int64_t account_id;
+    double current;
+} pool_swrr;
+
+/* Per platform key + model: the balanced cursor and the weighted
+ * strategy's smooth weighted round-robin state. */
 typedef struct pool_cursor {
     int64_t key_id;
     char model[128];
     int64_t account_id;
+    pool_swrr *swrr;
+    size_t nswrr;
 } pool_cursor;
 
 struct pool {
     store *st;
     pool_account *accts;
     size_t n;
-    platform_key *keys;
+    pool_key *keys;
     size_t nkeys;
     int64_t config_version;
     pool_cursor cursors[POOL_CURSORS];
@@ -56,6 +66,7 @@ static void pool_state_default(account_state *st, int64_t id)
     st->has_credits = st->credits_unlimited = -1;
     st->credits_balance = -1;
     st->success_ema = 1.0;
+    st->success_rate_60s = st->latency_60s_ms = -1;
 }
 
 static void pool_accounts_clear(pool *p)
@@ -74,6 +85,36 @@ void pool_account_reset(pool_account *pa)
     pa->st.last_error[0] = '\0';
     pa->st.success_ema = 1.0;
     memset(&pa->breaker, 0, sizeof pa->breaker);
+    memset(&pa->health, 0, sizeof pa->health); /* the last 60 s start over too */
+}
+
+static void pool_keys_clear(pool *p)
+{
+    for (size_t i = 0; i < p->nkeys; i++)
+        free(p->keys[i].k.name), free(p->keys[i].k.allowed_models);
+    free(p->keys);
+    p->keys = NULL;
+    p->nkeys = 0;
+}
+
+/* The spent-so-far of a budget, kept from the previous snapshot when the
+ * budget's period is unchanged, else summed from the request log. */
+static void pool_budget_load(pool *p, budget_state *b, const budget_state *old, const char *old_period,
+                             double usd, const char *period, int by_key, int64_t id)
+{
+    memset(b, 0, sizeof *b);
+    if (usd <= 0 || budget_period_valid(period) != 0)
+        return;
+    double now = (double)time(NULL);
+    if (old && old->end > 0 && strcmp(old_period, period) == 0) {
+        *b = *old;
+        budget_charge(b, period, 0, now); /* rolls over a finished window */
+        return;
+    }
+    budget_window(period, now, &b->start, &b->end);
+    if (store_spent_since(p->st, by_key, id, b->start, &b->spent) != 0)
+        log_warn("pool: cannot read what %s %lld spent; its budget starts from 0 this time",
+                 by_key ? "key" : "account", (long long)id);
 }
 
 static void pool_load(pool *p)
@@ -97,6 +138,8 @@ static void pool_load(pool *p)
             pa[i].refreshing = old->refreshing;
             pa[i].refresh_failures = old->refresh_failures;
             pa[i].refresh_retry_at = old->refresh_retry_at;
+            pa[i].rpm = old->rpm; /* local rate limits are load, not health: a reset keeps them */
+            pa[i].tpm = old->tpm;
         }
         if (old && old->a.reset_gen != a[i].reset_gen) {
             /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
@@ -104,16 +147,32 @@ static void pool_load(pool *p)
             log_info("account %s: reset (cooldown, ladder and breaker cleared)", a[i].name);
         } else if (old) {
             pa[i].breaker = old->breaker;
+            pa[i].health = old->health;
         } else {
             pool_state_default(&pa[i].st, a[i].id);
         }
+        pool_budget_load(p, &pa[i].budget, old ? &old->budget : NULL, old ? old->a.budget_period : "",
+                         a[i].budget_usd, a[i].budget_period, 0, a[i].id);
     }
     free(a); /* members now owned by pa */
     pool_accounts_clear(p);
     p->accts = pa;
     p->n = n;
-    store_keys_free(p->keys, p->nkeys);
-    p->keys = k;
+    pool_key *pk = calloc(nk ? nk : 1, sizeof *pk);
+    for (size_t i = 0; i < nk; i++) {
+        pk[i].k = k[i];
+        const pool_key *old = NULL;
+        for (size_t j = 0; j < p->nkeys && !old; j++)
+            if (p->keys[j].k.id == k[i].id)
+                old = &p->keys[j];
+        if (old)
+            pk[i].rpm = old->rpm;
+        pool_budget_load(p, &pk[i].budget, old ? &old->budget : NULL, old ? old->k.budget_period : "",
+                         k[i].budget_usd, k[i].budget_period, 1, k[i].id);
+    }
+    free(k); /* members now owned by pk */
+    pool_keys_clear(p);
+    p->keys = pk;
     p->nkeys = nk;
 }
 
@@ -150,7 +209,9 @@ void pool_free(pool *p)
     if (!p)
         return;
     pool_accounts_clear(p);
-    store_keys_free(p->keys, p->nkeys);
+    pool_keys_clear(p);
+    for (size_t i = 0; i < p->ncursors; i++)
+        free(p->cursors[i].swrr);
     free(p->owners);
     free(p->buckets);
     free(p);
@@ -179,16 +240,27 @@ pool_account *pool_find(pool *p, int64_t id)
 }
 
 size_t pool_key_count(const pool *p) { return p->nkeys; }
-platform_key *pool_key_at(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i] : NULL; }
+platform_key *pool_key_at(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i].k : NULL; }
+pool_key *pool_key_entry(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i] : NULL; }
 
-const platform_key *pool_auth(const pool *p, const char *presented)
+pool_key *pool_auth(pool *p, const char *presented)
 {
     char hex[65];
     sha256_hex(presented, strlen(presented), hex);
     for (size_t i = 0; i < p->nkeys; i++)
-        if (!p->keys[i].revoked && strcmp(p->keys[i].hash, hex) == 0)
+        if (!p->keys[i].k.revoked && strcmp(p->keys[i].k.hash, hex) == 0)
             return &p->keys[i];
     return NULL;
+}
+
+void pool_health_record(pool_account *pa, double now, int ok, double latency_ms)
+{
+    health_figures f;
+    health_window_record(&pa->health, now, ok, latency_ms);
+    health_window_read(&pa->health, now, &f);
+    pa->st.success_rate_60s = f.success_rate;
+    pa->st.latency_60s_ms = f.latency_ms;
+    pa->st.attempts_60s = f.attempts;
 }
 
 void pool_state_save(pool *p, pool_account *pa) { store_writer_put_state(p->st, &pa->st); }
@@ -207,7 +279,7 @@ int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model)
     return c ? c->account_id : 0;
 }
 
-void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id)
+static pool_cursor *pool_cursor_make(pool *p, int64_t key_id, const char *model)
 {
     model = model ? model : "";
     pool_cursor *c = pool_cursor_find(p, key_id, model);
@@ -217,10 +289,58 @@ void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account
             c = &p->cursors[p->ncursors++];
         else
             c = &p->cursors[p->cursor_next++ % POOL_CURSORS];
+        free(c->swrr);
+        memset(c, 0, sizeof *c);
         c->key_id = key_id;
         snprintf(c->model, sizeof c->model, "%s", model);
     }
-    c->account_id = account_id;
+    return c;
+}
+
+void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id)
+{
+    pool_cursor_make(p, key_id, model)->account_id = account_id;
+}
+
+static pool_swrr *pool_swrr_find(const pool_cursor *c, int64_t account_id)
+{
+    for (size_t i = 0; c && i < c->nswrr; i++)
+        if (c->swrr[i].account_id == account_id)
+            return &c->swrr[i];
+    return NULL;
+}
+
+void pool_swrr_get(const pool *p, int64_t key_id, const char *model, const int64_t *ids, double *current, size_t n)
+{
+    const pool_cursor *c = pool_cursor_find(p, key_id, model ? model : "");
+    for (size_t i = 0; i < n; i++) {
+        const pool_swrr *e = pool_swrr_find(c, ids[i]);
+        current[i] = e ? e->current : 0;
+    }
+}
+
+void pool_swrr_advance(pool *p, int64_t key_id, const char *model, const int64_t *ids, const int *weights, size_t n,
+                       int64_t chosen)
+{
+    pool_cursor *c = pool_cursor_make(p, key_id, model);
+    double total = 0;
+    size_t pick = SIZE_MAX; /* an index: the array may move as entries are added */
+    for (size_t i = 0; i < n; i++) {
+        pool_swrr *e = pool_swrr_find(c, ids[i]);
+        if (!e) {
+            c->swrr = realloc(c->swrr, (c->nswrr + 1) * sizeof *c->swrr);
+            e = &c->swrr[c->nswrr++];
+            e->account_id = ids[i];
+            e->current = 0;
+        }
+        int w = weights[i] > 0 ? weights[i] : 0;
+        e->current += w;
+        total += w;
+        if (ids[i] == chosen)
+            pick = (size_t)(e - c->swrr);
+    }
+    if (pick != SIZE_MAX)
+        c->swrr[pick].current -= total;
 }
 
 static void pool_owner_unlink(pool *p, uint32_t slot)

@@ -7,6 +7,9 @@
 #ifndef SY_POOL_H
 #define SY_POOL_H
 #include <stdint.h>
+#include "budget.h"
+#include "health_window.h"
+#include "ratelimit.h"
 #include "store.h"
 
 /* The quota guard's last verdict on an account and the usage it saw
@@ -38,12 +41,22 @@ typedef struct pool_account {
     account_state st;
     int inflight;
     pool_breaker breaker;
+    ratelimit rpm, tpm; /* local rate limits (account_limits.c) */
+    budget_state budget; /* spent in the budget window (loaded when a budget is set) */
+    health_window health; /* the last 60 s of attempts */
     pool_guard_memo guard;
     /* login refresh (oauth.c); kept across reloads like inflight */
     int refreshing;          /* a refresh is in flight or being committed */
     int refresh_failures;    /* transient failures in a row */
     double refresh_retry_at; /* no refresh before this (backoff), unix seconds */
 } pool_account;
+
+/* A platform key and its runtime state (kept across reloads by id). */
+typedef struct pool_key {
+    platform_key k;
+    ratelimit rpm;     /* the key's requests-per-minute bucket (key_rules.c) */
+    budget_state budget;
+} pool_key;
 
 typedef struct pool pool;
 
@@ -60,9 +73,14 @@ pool_account *pool_find(pool *p, int64_t id);  /* NULL if gone */
 
 size_t pool_key_count(const pool *p);
 platform_key *pool_key_at(pool *p, size_t i);  /* NULL past the end */
+pool_key *pool_key_entry(pool *p, size_t i);   /* the key with its runtime state; NULL past the end */
 
 /* The key record for a presented platform key, or NULL. */
-const platform_key *pool_auth(const pool *p, const char *presented);
+pool_key *pool_auth(pool *p, const char *presented);
+
+/* An attempt on pa finished (ok with its latency, or failed): into its
+ * 60 s window, and the window's figures into its state. */
+void pool_health_record(pool_account *pa, double now, int ok, double latency_ms);
 
 /* Cooldown, 429 ladder, health and breaker back to a fresh account's (usage
  * figures kept): `switchyard account reset` and the admin API's reset. */
@@ -73,6 +91,14 @@ void pool_state_save(pool *p, pool_account *pa);
 
 int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model);
 void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id);
+
+/* Weighted strategy: the smooth weighted round-robin "current" value of
+ * each account in ids for this key + model (0 for one not seen yet), and
+ * the step after a pick: every candidate gains its weight, the chosen one
+ * gives back the total. Accounts that were not candidates keep their value. */
+void pool_swrr_get(const pool *p, int64_t key_id, const char *model, const int64_t *ids, double *current, size_t n);
+void pool_swrr_advance(pool *p, int64_t key_id, const char *model, const int64_t *ids, const int *weights, size_t n,
+                       int64_t chosen);
 
 /* Remembers (and persists) which account holds a stored response. */
 void pool_owner_set(pool *p, const char *response_id, int64_t account_id);

@@ -16,7 +16,7 @@ void preflight_init(preflight *pf, api_kind api, size_t max_bytes)
     pf->api = api;
     pf->state = PF_HOLD;
     pf->max_bytes = max_bytes;
-    pf->input_tokens = pf->output_tokens = pf->total_tokens = -1;
+    pf->input_tokens = pf->output_tokens = pf->total_tokens = pf->cached_tokens = -1;
     sse_init(&pf->parser, preflight_on_event, pf);
 }
 
@@ -98,11 +98,12 @@ static void pf_terminal(preflight *pf)
 
 static void pf_usage(preflight *pf, const json_value *u)
 {
-    usage_tokens t = {pf->input_tokens, pf->output_tokens, pf->total_tokens};
+    usage_tokens t = {pf->input_tokens, pf->output_tokens, pf->total_tokens, pf->cached_tokens};
     usage_tokens_read(u, &t);
     pf->input_tokens = t.in;
     pf->output_tokens = t.out;
     pf->total_tokens = t.total;
+    pf->cached_tokens = t.cached;
 }
 
 /* ---------- errors ---------- */

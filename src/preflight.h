@@ -7,6 +7,7 @@
 #ifndef SY_PREFLIGHT_H
 #define SY_PREFLIGHT_H
 #include <stddef.h>
+#include "json.h"
 #include "sbuf.h"
 #include "sse.h"
 
@@ -37,6 +38,7 @@ typedef struct preflight {
     int saw_semantic;
     int saw_terminal;      /* response.completed/incomplete, chat finish_reason or [DONE] */
     long input_tokens, output_tokens, total_tokens; /* -1 when unknown */
+    long cached_tokens;    /* of input_tokens, served from the prompt cache; -1 unknown */
     long events;
 
     /* chat streams, when asked (keep_text): the text content seen, for a

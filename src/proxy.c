@@ -10,6 +10,7 @@
  * failure ends the stream with an explicit error event, never a replay.
  * proxy_finish writes the request log and trace line and frees everything. */
 #include "proxy.h"
+#include "account_limits.h"
 #include "breaker.h"
 #include "resume.h"
 #include "log.h"
@@ -18,6 +19,7 @@
 #include "router.h"
 #include "scrub.h"
 #include "server.h"
+#include "spend.h"
 #include "usage.h"
 #include "usage_poll.h"
 #include <event2/buffer.h>
@@ -114,7 +116,7 @@ typedef struct proxy_req {
     struct event flush_ev;    /* active exactly while out holds bytes */
     char error_class[32];
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
-    long in_tok, out_tok, tot_tok;
+    long in_tok, out_tok, tot_tok, cached_tok;
 
     /* login refresh (oauth.c) */
     oauth_waiter *wait;       /* waiting for an account's login refresh */
@@ -280,6 +282,7 @@ static void proxy_record_success(proxy_req *p)
     double ms = (gateway_now() - p->t_attempt) * 1000.0;
     breaker_record(p->gw, pa, 1, gateway_now());
     pa->st.success_ema = pa->st.success_ema * 0.9 + 0.1;
+    pool_health_record(pa, p->t_attempt + ms / 1000.0, 1, ms);
     pa->st.latency_ema_ms = pa->st.latency_ema_ms > 0 ? pa->st.latency_ema_ms * 0.8 + ms * 0.2 : ms;
     pa->st.updated_at = gateway_now();
     pool_state_save(p->gw->pool, pa);
@@ -309,8 +312,11 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;
     sbuf_copy_cstr(pa->st.last_error, sizeof pa->st.last_error, v->cls);
+    if (v->drain_bucket)
+        account_limits_drain(pa, now);
     breaker_record(p->gw, pa, 0, now);
     pa->st.success_ema = pa->st.success_ema * 0.9;
+    pool_health_record(pa, now, 0, 0);
     pa->st.updated_at = now;
     pool_state_save(p->gw->pool, pa);
     return secs;
@@ -1006,12 +1012,14 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
 
 static void proxy_read_plain_usage(proxy_req *p)
 {
-    json_value *doc = json_parse_shallow(p->sniff.p, p->sniff.len, 2, NULL, 0);
-    usage_tokens t = {p->in_tok, p->out_tok, p->tot_tok};
+    /* depth 3: usage.input_tokens_details.cached_tokens */
+    json_value *doc = json_parse_shallow(p->sniff.p, p->sniff.len, 3, NULL, 0);
+    usage_tokens t = {p->in_tok, p->out_tok, p->tot_tok, p->cached_tok};
     usage_tokens_read(doc ? json_get(doc, "usage") : NULL, &t);
     p->in_tok = t.in;
     p->out_tok = t.out;
     p->tot_tok = t.total;
+    p->cached_tok = t.cached;
     const char *id = doc && p->in.api == API_RESPONSES ? json_get_str(doc, "id") : NULL;
     if (id)
         pool_owner_set(p->gw->pool, id, p->acct_id);
@@ -1094,6 +1102,7 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         p->in_tok = p->pf.input_tokens;
         p->out_tok = p->pf.output_tokens;
         p->tot_tok = p->pf.total_tokens;
+        p->cached_tok = p->pf.cached_tokens;
         if (p->pf.response_id[0])
             pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
         if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) { /* it carries its own error event */
@@ -1338,6 +1347,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     scrub_reset(&p->scrub);
     scrub_add(&p->scrub, pa->a.token); /* copied: the pool may rebuild the account meanwhile */
     p->sent_token_hash = proxy_token_hash(pa->a.token);
+    account_limits_start(pa, p->t_attempt);
     /* balanced rotates sessions: a turn kept on its session's account by
      * affinity does not move the cursor that new sessions start from */
     if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
@@ -1495,9 +1505,17 @@ static void proxy_finish(proxy_req *p, int status)
     rl.output_tokens = p->out_tok;
     rl.total_tokens = p->tot_tok;
     rl.resumed = p->resumed;
+    rl.cached_tokens = p->cached_tok;
+    /* priced as the model the serving account was sent (after its model map) */
+    rl.cost_usd = spend_cost(gw->policy, p->attempts ? p->att_model : p->in.model, p->in_tok, p->cached_tok,
+                             p->out_tok);
+    spend_charge(gw->pool, gw->policy, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
     if (p->attempts) {
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;
+        pool_account *last = pool_find(gw->pool, p->last_acct_id);
+        if (last)
+            account_limits_usage(last, p->tot_tok, p->t_start + ms / 1000.0);
     }
     if (p->tried.len) {
         sbuf_puts(&p->tried, "]");
@@ -1569,7 +1587,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->in = *in;
     gw->body_bytes += in->body.len;
     p->t_start = gateway_now();
-    p->in_tok = p->out_tok = p->tot_tok = -1;
+    p->in_tok = p->out_tok = p->tot_tok = p->cached_tok = -1;
     scrub_init(&p->scrub);
     evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
     evtimer_assign(&p->retry_timer, gw->base, proxy_on_retry_timer, p);

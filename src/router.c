@@ -1,15 +1,23 @@
 /* router.c: candidate filtering and ordering (see router.h). */
 #include "router.h"
+#include "account_limits.h"
 #include "breaker.h"
 #include "sha256.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-double router_rest_until(const pool_account *pa)
+double router_rest_until(const pool_account *pa, double now)
 {
     double b = breaker_open_until(pa);
-    return b > pa->st.cooldown_until ? b : pa->st.cooldown_until;
+    if (pa->st.cooldown_until > b)
+        b = pa->st.cooldown_until;
+    if (pa->a.max_rpm > 0 || pa->a.max_tpm > 0) { /* a local rate limit refills within the minute */
+        double w = account_limits_wait_s(pa, now);
+        if (w > 0 && now + w > b)
+            b = now + w;
+    }
+    return b;
 }
 
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
@@ -37,6 +45,8 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
         snprintf(why, n, "at its concurrency limit (%d in flight)", pa->inflight);
         return 0;
     }
+    if ((pa->a.max_rpm > 0 || pa->a.max_tpm > 0 || pa->a.budget_usd > 0) && !account_limits_ok(pa, now, why, n))
+        return 0;
     return 1;
 }
 
@@ -45,11 +55,13 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
     double soonest = 0;
     for (size_t i = 0; i < pool_count(gw->pool); i++) {
         const pool_account *pa = pool_at(gw->pool, i);
-        if ((pinned && pa->a.id != pinned) || !pa->a.enabled || pa->a.login_error) /* needs_login: never back by itself */
+        /* needs_login and an exhausted budget: not back by themselves within a wait */
+        if ((pinned && pa->a.id != pinned) || !pa->a.enabled || pa->a.login_error ||
+            (pa->a.budget_usd > 0 && budget_over(&pa->budget, pa->a.budget_usd, now)))
             continue;
         if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
             continue;
-        double back = router_rest_until(pa);
+        double back = router_rest_until(pa, now);
         if (back > now && (!soonest || back < soonest)) {
             soonest = back;
             sbuf_copy_cstr(name, n, pa->a.name);
@@ -72,6 +84,8 @@ void router_skip_add(route_plan *plan, const pool_account *pa, const char *reaso
 
 static void router_candidate_fill(policy_candidate *c, const pool_account *pa, double now)
 {
+    health_figures h;
+    health_window_read(&pa->health, now, &h);
     memset(c, 0, sizeof *c);
     c->id = pa->a.id;
     c->name = pa->a.name;
@@ -96,6 +110,10 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa, d
     c->health_age_s = since > 0 && now > since ? now - since : 0;
     c->inflight = pa->inflight;
     c->max_concurrency = pa->a.max_concurrency;
+    c->weight = pa->a.weight;
+    c->success_rate_60s = h.success_rate;
+    c->latency_60s_ms = h.latency_ms;
+    c->attempts_60s = h.attempts;
 }
 
 /* The guard's verdict on pa. Guard sees identity and usage only, so a
@@ -198,6 +216,42 @@ static void router_affinity(gateway *gw, const route_ctx *ctx, route_plan *plan,
 
 #define ROUTER_STACK 16 /* pools up to this size plan without the heap */
 
+/* Weighted strategy: hands order the smooth weighted round-robin state of
+ * this key + model (before), and steps it for the pick order made (after):
+ * over the normal candidates of the chosen account's group, so a group
+ * that was not reached does not pile up weight. */
+static void router_swrr_load(gateway *gw, const route_ctx *ctx, policy_candidate *cands, size_t n)
+{
+    int64_t ids_s[ROUTER_STACK], *ids = n > ROUTER_STACK ? calloc(n, sizeof *ids) : ids_s;
+    double cur_s[ROUTER_STACK], *cur = n > ROUTER_STACK ? calloc(n, sizeof *cur) : cur_s;
+    for (size_t i = 0; i < n; i++)
+        ids[i] = cands[i].id;
+    pool_swrr_get(gw->pool, ctx->key_id, ctx->model, ids, cur, n);
+    for (size_t i = 0; i < n; i++)
+        cands[i].current_weight = cur[i];
+    if (ids != ids_s)
+        free(ids), free(cur);
+}
+
+static void router_swrr_step(gateway *gw, const route_ctx *ctx, const policy_candidate *cands, size_t n,
+                             size_t chosen)
+{
+    if (cands[chosen].reserve)
+        return;
+    int agg = strcmp(cands[chosen].kind, "aggregate") == 0;
+    int64_t ids_s[ROUTER_STACK], *ids = n > ROUTER_STACK ? calloc(n, sizeof *ids) : ids_s;
+    int w_s[ROUTER_STACK], *w = n > ROUTER_STACK ? calloc(n, sizeof *w) : w_s;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!cands[i].reserve && (strcmp(cands[i].kind, "aggregate") == 0) == agg) {
+            ids[m] = cands[i].id;
+            w[m++] = cands[i].weight;
+        }
+    pool_swrr_advance(gw->pool, ctx->key_id, ctx->model, ids, w, m, cands[chosen].id);
+    if (ids != ids_s)
+        free(ids), free(w);
+}
+
 void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
@@ -237,6 +291,9 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
         pas[n++] = pa;
     }
 
+    int weighted = strcmp(gw->cfg.route_strategy, "weighted") == 0;
+    if (weighted && n)
+        router_swrr_load(gw, ctx, cands, n);
     policy_order_ctx octx = {
         .strategy = gw->cfg.route_strategy,
         .rotation = gw->cfg.rotation,
@@ -247,6 +304,8 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
         .seed = (uint32_t)random(),
     };
     size_t k = n ? policy_order(gw->policy, cands, n, &octx, perm) : 0;
+    if (weighted && k)
+        router_swrr_step(gw, ctx, cands, n, perm[0]);
     memset(used, 0, n);
     for (size_t i = 0; i < k; i++) {
         plan->ids[plan->n++] = pas[perm[i]]->a.id;

@@ -51,9 +51,9 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
 /* When the soonest account that could serve ctx (pinned to `pinned` when
  * not 0) and is now only resting (cooling down) comes back: unix seconds,
  * with its name in name; 0 if none is resting. */
-/* Until when the account rests (unix seconds; in the past when it does
- * not): its cooldown or its open breaker. */
-double router_rest_until(const pool_account *pa);
+/* Until when the account rests (unix seconds; at most now when it does
+ * not): its cooldown, its open breaker, or its local rate limits' refill. */
+double router_rest_until(const pool_account *pa, double now);
 double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n);
 
 /* Appends a skip entry (the plan grows as needed). */

@@ -8,6 +8,7 @@
 #include "admin_api.h"
 #include "oauth.h"
 #include "server.h"
+#include "spend.h"
 #include "usage_poll.h"
 #include <curl/curl.h>
 #include <event2/buffer.h>
@@ -28,7 +29,7 @@
 static void serve_usage(FILE *f)
 {
     fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
-               "                        [--strategy ordered|balanced] [--rotation MODE] [--log-level LEVEL]\n"
+               "                        [--strategy ordered|balanced|weighted] [--rotation MODE] [--log-level LEVEL]\n"
                "                        [--codex-attach [CODEX_HOME]] [--admin-listen HOST:PORT]\n"
                "  --codex-attach points Codex at this gateway once it listens and hands config.toml\n"
                "  back on SIGTERM/SIGINT (the home defaults to $CODEX_HOME, else ~/.codex)\n"
@@ -80,7 +81,7 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
         case 's': {
             const char *canon = config_strategy_canonical(optarg);
             if (!canon) {
-                fprintf(stderr, "switchyard serve: --strategy %s: expected ordered or balanced\n", optarg);
+                fprintf(stderr, "switchyard serve: --strategy %s: expected ordered, balanced or weighted\n", optarg);
                 return -1;
             }
             snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
@@ -153,6 +154,7 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
     if (pool_refresh(gw->pool)) {
         serve_settings_changed(gw);
         admin_token_load(gw);
+        spend_judge_all(gw->pool, gw->policy, gateway_now()); /* a budget may have changed */
     }
     usage_poll_tick(gw->usage, gateway_now());
     health_tick(gw);
@@ -205,6 +207,7 @@ static int serve_open(gateway *gw)
         log_error("cannot load policies: %s", err);
         return -1;
     }
+    spend_judge_all(gw->pool, gw->policy, gateway_now()); /* budgets loaded with the pool, judged by this policy */
     char tpath[1100];
     trace_path_for_db(gw->cfg.db_path, tpath, sizeof tpath);
     gw->trace = trace_open(tpath);

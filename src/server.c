@@ -2,6 +2,7 @@
  * loop and only validates and dispatches; proxy.c does the upstream work. */
 #include "server.h"
 #include "health.h"
+#include "key_rules.h"
 #include "request.h"
 #include "log.h"
 #include "metrics.h"
@@ -165,6 +166,22 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
     return -1;
 }
 
+/* The key's own rules (expiry, models, budget, rpm); replies and returns -1
+ * when the request is outside them. */
+static int server_key_rules(struct evhttp_request *req, const char *endpoint, pool_key *pk, const char *model)
+{
+    key_verdict v;
+    if (key_rules_check(pk, model, gateway_now(), &v) == 0)
+        return 0;
+    if (v.retry_after > 0) {
+        char ra[24];
+        snprintf(ra, sizeof ra, "%.0f", v.retry_after < 1 ? 1 : v.retry_after + 0.999);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", ra);
+    }
+    server_refuse(req, endpoint, v.status, v.type, v.code, v.message);
+    return -1;
+}
+
 static void server_handle(struct evhttp_request *req, void *arg)
 {
     gateway *gw = arg;
@@ -211,9 +228,10 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (!presented)
         return server_refuse(req, r->path, 401, "invalid_request_error", "missing_api_key",
                              "missing platform key: send 'Authorization: Bearer <key>' (create one with 'switchyard key add')");
-    const platform_key *key = pool_auth(gw->pool, presented);
-    if (!key)
+    pool_key *pk = pool_auth(gw->pool, presented);
+    if (!pk)
         return server_refuse(req, r->path, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
+    const platform_key *key = &pk->k;
 
     proxy_input in;
     memset(&in, 0, sizeof in);
@@ -224,6 +242,11 @@ static void server_handle(struct evhttp_request *req, void *arg)
     in.suffix = r->suffix;
     in.is_get = r->is_get;
     if (!r->is_get && server_parse_body(req, gw, &in) < 0) {
+        json_free(in.doc);
+        sbuf_free(&in.body);
+        return;
+    }
+    if (server_key_rules(req, r->path, pk, r->is_get ? NULL : in.model) < 0) {
         json_free(in.doc);
         sbuf_free(&in.body);
         return;

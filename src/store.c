@@ -448,10 +448,50 @@ static const char store_migration_7[] =
     "ALTER TABLE accounts ADD COLUMN login_error TEXT;"
     "CREATE INDEX accounts_chatgpt_account_id ON accounts(chatgpt_account_id);";
 
+/* Migration 8 (issue 14): per-key rules (key_rules.c): allowed model patterns
+ * (comma-separated, NULL = every model), a requests-per-minute limit
+ * (0 = none) and an expiry (unix seconds, 0 = never). */
+static const char store_migration_8[] =
+    "ALTER TABLE platform_keys ADD COLUMN allowed_models TEXT;"
+    "ALTER TABLE platform_keys ADD COLUMN max_rpm INTEGER NOT NULL DEFAULT 0 CHECK (max_rpm >= 0);"
+    "ALTER TABLE platform_keys ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;";
+
+/* Migration 9 (issue 14): per-account routing controls: the weighted strategy's weight
+ * and local rate limits (requests / tokens per minute, 0 = none). */
+static const char store_migration_9[] =
+    "ALTER TABLE accounts ADD COLUMN weight INTEGER NOT NULL DEFAULT 1 CHECK (weight >= 0);"
+    "ALTER TABLE accounts ADD COLUMN max_rpm INTEGER NOT NULL DEFAULT 0 CHECK (max_rpm >= 0);"
+    "ALTER TABLE accounts ADD COLUMN max_tpm INTEGER NOT NULL DEFAULT 0 CHECK (max_tpm >= 0);";
+
+/* Migration 10 (issue 14): spend (spend.c): cached input tokens and the cost of each
+ * request (NULL: no price known, or no usage reported). No new index: every
+ * index is paid for by every logged request, and the budget sums (at start)
+ * and `switchyard usage --since` read a time range, which request_logs_ts
+ * already serves. */
+static const char store_migration_10[] =
+    "ALTER TABLE request_logs ADD COLUMN cached_tokens INTEGER;"
+    "ALTER TABLE request_logs ADD COLUMN cost_usd REAL;";
+
+/* Migration 11 (issue 14): budgets (budget.c) per account and per platform key: USD
+ * (0 = none) per period ("month" or "<N>d"). */
+static const char store_migration_11[] =
+    "ALTER TABLE accounts ADD COLUMN budget_usd REAL NOT NULL DEFAULT 0 CHECK (budget_usd >= 0);"
+    "ALTER TABLE accounts ADD COLUMN budget_period TEXT NOT NULL DEFAULT 'month';"
+    "ALTER TABLE platform_keys ADD COLUMN budget_usd REAL NOT NULL DEFAULT 0 CHECK (budget_usd >= 0);"
+    "ALTER TABLE platform_keys ADD COLUMN budget_period TEXT NOT NULL DEFAULT 'month';";
+
+/* Migration 12 (issue 14): the 60 s success rate and latency of each account
+ * (health_window.c) as of the state's updated_at, for `account list`. */
+static const char store_migration_12[] =
+    "ALTER TABLE account_state ADD COLUMN success_rate_60s REAL NOT NULL DEFAULT -1;"
+    "ALTER TABLE account_state ADD COLUMN latency_60s_ms REAL NOT NULL DEFAULT -1;"
+    "ALTER TABLE account_state ADD COLUMN attempts_60s INTEGER NOT NULL DEFAULT 0;";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
-static const char *const store_migrations[] = {store_migration_1, store_migration_2, store_migration_3,
-                                                      store_migration_4, store_migration_5, store_migration_6,
-                                                      store_migration_7};
+static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
+                                               store_migration_4,  store_migration_5,  store_migration_6,
+                                               store_migration_7,  store_migration_8,  store_migration_9,
+                                               store_migration_10, store_migration_11, store_migration_12};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -631,6 +671,8 @@ int store_account_check(store *s, const account_new *a, char *err, size_t errlen
         store_errf(err, errlen, "unknown account kind");
     else if (a->max_concurrency < -1)
         store_errf(err, errlen, "max_concurrency must be >= 0");
+    else if (a->weight < 0 || a->max_rpm < 0 || a->max_tpm < 0 || !(a->budget_usd >= 0))
+        store_errf(err, errlen, "weight, max_rpm, max_tpm and budget must be >= 0");
     else if (a->model_map && !store_json_is_object(s->db, a->model_map))
         store_errf(err, errlen, "model_map must be a JSON object");
     else
@@ -665,6 +707,11 @@ static void store_account_bind(sqlite3_stmt *st, const account_new *a)
     sqlite3_bind_int64(st, 9, now);
     sqlite3_bind_int64(st, 10, now);
     sqlite3_bind_int(st, 17, a->context_fallback ? 1 : 0);
+    sqlite3_bind_int(st, 18, a->weight > 0 ? a->weight : 1);
+    sqlite3_bind_int(st, 19, a->max_rpm);
+    sqlite3_bind_int(st, 20, a->max_tpm);
+    sqlite3_bind_double(st, 21, a->budget_usd);
+    sqlite3_bind_text(st, 22, a->budget_period && *a->budget_period ? a->budget_period : "month", -1, SQLITE_STATIC);
 }
 
 /* Inserts one account on db (no busy handling, no transaction of its own). */
@@ -674,7 +721,8 @@ int store_account_insert(sqlite3 *db, const account_new *a)
     int rc = sqlite3_prepare_v2(db,
         "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
         " enabled, max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
-        " token_expires_at, last_refresh_at, context_fallback) VALUES (?,?,?,?,?,?,?,1,?,?,?,?,?,?,?,?,?,?)",
+        " token_expires_at, last_refresh_at, context_fallback, weight, max_rpm, max_tpm, budget_usd, budget_period)"
+        " VALUES (?,?,?,?,?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         store_account_bind(st, a);
@@ -725,6 +773,11 @@ static void store_account_row(sqlite3_stmt *st, account *a)
     a->token_expires_at = sqlite3_column_int64(st, 18);
     a->last_refresh_at = sqlite3_column_int64(st, 19);
     a->login_error = store_col_dup(st, 20);
+    a->weight = sqlite3_column_int(st, 21);
+    a->max_rpm = sqlite3_column_int(st, 22);
+    a->max_tpm = sqlite3_column_int(st, 23);
+    a->budget_usd = sqlite3_column_double(st, 24);
+    store_col_copy(st, 25, a->budget_period, sizeof a->budget_period);
 }
 
 /* Runs a SELECT and hands each row to row_fn(stmt, slot) in a growing array
@@ -759,7 +812,8 @@ int store_accounts_load(store *s, account **out, size_t *n)
     int rc = store_rows_load(s,
         "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
         " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token,"
-        " email, plan_type, token_expires_at, last_refresh_at, login_error FROM accounts"
+        " email, plan_type, token_expires_at, last_refresh_at, login_error, weight, max_rpm, max_tpm, budget_usd,"
+        " budget_period FROM accounts"
         " ORDER BY sort ASC, updated_at DESC, id ASC",
         sizeof(account), store_account_row_slot, &rows, n);
     if (rc != 0) {
@@ -899,13 +953,19 @@ static void store_key_row(sqlite3_stmt *st, void *slot)
     store_col_copy(st, 3, k->prefix, sizeof k->prefix);
     k->preferred_account_id = sqlite3_column_int64(st, 4); /* NULL reads as 0 */
     k->revoked = sqlite3_column_int(st, 5);
+    k->allowed_models = store_col_dup(st, 6);
+    k->max_rpm = sqlite3_column_int(st, 7);
+    k->expires_at = sqlite3_column_int64(st, 8);
+    k->budget_usd = sqlite3_column_double(st, 9);
+    store_col_copy(st, 10, k->budget_period, sizeof k->budget_period);
 }
 
 int store_keys_load(store *s, platform_key **out, size_t *n)
 {
     void *rows;
     int rc = store_rows_load(s,
-        "SELECT id, name, hash, prefix, preferred_account_id, revoked FROM platform_keys ORDER BY id",
+        "SELECT id, name, hash, prefix, preferred_account_id, revoked, allowed_models, max_rpm, expires_at,"
+        " budget_usd, budget_period FROM platform_keys ORDER BY id",
         sizeof(platform_key), store_key_row, &rows, n);
     if (rc != 0) {
         store_keys_free(rows, *n);
@@ -918,8 +978,10 @@ int store_keys_load(store *s, platform_key **out, size_t *n)
 
 void store_keys_free(platform_key *k, size_t n)
 {
-    for (size_t i = 0; k && i < n; i++)
+    for (size_t i = 0; k && i < n; i++) {
         free(k[i].name);
+        free(k[i].allowed_models);
+    }
     free(k);
 }
 
@@ -946,6 +1008,9 @@ static void store_state_row(sqlite3_stmt *st, void *slot)
     a->credits_balance = sqlite3_column_double(st, 17);
     a->usage_polled_at = sqlite3_column_double(st, 18);
     a->usage_poll_status = sqlite3_column_int(st, 19);
+    a->success_rate_60s = sqlite3_column_double(st, 20);
+    a->latency_60s_ms = sqlite3_column_double(st, 21);
+    a->attempts_60s = sqlite3_column_int(st, 22);
 }
 
 int store_states_load(store *s, account_state **out, size_t *n)
@@ -955,7 +1020,8 @@ int store_states_load(store *s, account_state **out, size_t *n)
         "SELECT account_id, cooldown_until, ladder_step, last_429_at, last_error, primary_used_pct,"
         " secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema, latency_ema_ms,"
         " updated_at, primary_window_s, secondary_window_s, plan_type, has_credits, credits_unlimited,"
-        " credits_balance, usage_polled_at, usage_poll_status FROM account_state ORDER BY account_id",
+        " credits_balance, usage_polled_at, usage_poll_status, success_rate_60s, latency_60s_ms, attempts_60s"
+        " FROM account_state ORDER BY account_id",
         sizeof(account_state), store_state_row, &rows, n);
     if (rc != 0) {
         free(rows);
@@ -1257,8 +1323,9 @@ static const char store_sql_up_state[] =
     "INSERT INTO account_state(account_id, cooldown_until, ladder_step, last_429_at, last_error,"
     " primary_used_pct, secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema,"
     " latency_ema_ms, updated_at, primary_window_s, secondary_window_s, plan_type, has_credits,"
-    " credits_unlimited, credits_balance, usage_polled_at, usage_poll_status)"
-    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20"
+    " credits_unlimited, credits_balance, usage_polled_at, usage_poll_status, success_rate_60s, latency_60s_ms,"
+    " attempts_60s)"
+    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23"
     " WHERE EXISTS (SELECT 1 FROM accounts WHERE id = ?1)"
     " ON CONFLICT(account_id) DO UPDATE SET cooldown_until = excluded.cooldown_until,"
     " ladder_step = excluded.ladder_step, last_429_at = excluded.last_429_at,"
@@ -1269,12 +1336,15 @@ static const char store_sql_up_state[] =
     " primary_window_s = excluded.primary_window_s, secondary_window_s = excluded.secondary_window_s,"
     " plan_type = excluded.plan_type, has_credits = excluded.has_credits,"
     " credits_unlimited = excluded.credits_unlimited, credits_balance = excluded.credits_balance,"
-    " usage_polled_at = excluded.usage_polled_at, usage_poll_status = excluded.usage_poll_status";
+    " usage_polled_at = excluded.usage_polled_at, usage_poll_status = excluded.usage_poll_status,"
+    " success_rate_60s = excluded.success_rate_60s, latency_60s_ms = excluded.latency_60s_ms,"
+    " attempts_60s = excluded.attempts_60s";
 
 static const char store_sql_ins_log[] =
     "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
     " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
-    " total_tokens, attempts_json, upstream_model, resumed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " total_tokens, attempts_json, upstream_model, resumed, cached_tokens, cost_usd)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static const char store_sql_up_owner[] =
     "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
@@ -1323,6 +1393,9 @@ static void writer_bind_state(sqlite3_stmt *st, const account_state *a)
     sqlite3_bind_double(st, 18, a->credits_balance);
     sqlite3_bind_double(st, 19, a->usage_polled_at);
     sqlite3_bind_int(st, 20, a->usage_poll_status);
+    sqlite3_bind_double(st, 21, a->success_rate_60s);
+    sqlite3_bind_double(st, 22, a->latency_60s_ms);
+    sqlite3_bind_int(st, 23, a->attempts_60s);
 }
 
 static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
@@ -1348,6 +1421,11 @@ static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
         sqlite3_bind_null(st, 16);
     store_bind_text(st, 17, r->upstream_model[0] ? r->upstream_model : NULL);
     sqlite3_bind_int(st, 18, r->resumed ? 1 : 0);
+    store_bind_opt_int(st, 19, r->cached_tokens, -1);
+    if (r->cost_usd >= 0)
+        sqlite3_bind_double(st, 20, r->cost_usd);
+    else
+        sqlite3_bind_null(st, 20);
 }
 
 /* Steps a bound statement. A constraint error belongs to that one row

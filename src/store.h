@@ -38,6 +38,10 @@ typedef struct account {
     int64_t token_expires_at; /* the access token's JWT exp, unix seconds; 0 unknown */
     int64_t last_refresh_at;  /* last successful refresh (or the login's own last_refresh) */
     char *login_error;     /* needs_login: why the refresh token was refused; NULL when fine */
+    int weight;            /* weighted strategy share (>= 0, default 1) */
+    int max_rpm, max_tpm;  /* local rate limits per minute, 0 = none (ratelimit.c) */
+    double budget_usd;     /* 0 = none (budget.c) */
+    char budget_period[16]; /* "month" or "<N>d" */
 } account;
 
 typedef struct account_new {
@@ -48,6 +52,10 @@ typedef struct account_new {
     int context_fallback;
     const char *refresh_token, *id_token, *email, *plan_type; /* NULL: none */
     int64_t token_expires_at, last_refresh_at;
+    int weight;            /* 0: default (1) */
+    int max_rpm, max_tpm;  /* 0: none */
+    double budget_usd;     /* 0: none */
+    const char *budget_period; /* NULL: "month" */
 } account_new;
 
 typedef struct platform_key {
@@ -57,6 +65,12 @@ typedef struct platform_key {
     char prefix[16];       /* first chars, safe to show */
     int64_t preferred_account_id; /* 0 = none */
     int revoked;
+    /* rules (key_rules.c) */
+    char *allowed_models;  /* comma-separated exact names or fnmatch patterns; NULL = every model */
+    int max_rpm;           /* requests per minute, 0 = unlimited */
+    int64_t expires_at;    /* unix seconds, 0 = never */
+    double budget_usd;     /* 0 = none (budget.c) */
+    char budget_period[16]; /* "month" or "<N>d" */
 } platform_key;
 
 /* Persisted routing state of one account; the in-memory copy is authoritative
@@ -80,6 +94,10 @@ typedef struct account_state {
     double success_ema;      /* 0..1 */
     double latency_ema_ms;
     double updated_at;
+    /* the last 60 s as of updated_at (health_window.c): for `account list` */
+    double success_rate_60s; /* -1 no attempts */
+    double latency_60s_ms;   /* -1 none */
+    int attempts_60s;
 } account_state;
 
 typedef struct request_log {
@@ -102,6 +120,8 @@ typedef struct request_log {
      * over (and frees it). NULL: none recorded. */
     char *attempts_json;
     int resumed;             /* a cut stream was finished on another account (opt-in stream resume) */
+    long cached_tokens;      /* of input_tokens; -1 unknown */
+    double cost_usd;         /* from the price policy (spend.c); -1 unknown */
 } request_log;
 
 /* Opens (creating with mode 0600 if missing) and migrates. Returns NULL and
@@ -162,6 +182,39 @@ int store_key_revoke(store *s, const char *name, char *err, size_t errlen);
 struct sqlite3 *store_sqlite(store *s);
 void store_sync_write_begin(store *s);
 void store_sync_write_end(store *s);
+/* What `key add/update` changes; a field applies when its set_ flag is on.
+ * allowed_models NULL (with set_models) allows every model again. */
+typedef struct key_update {
+    int set_models, set_rpm, set_expires, set_budget, set_period;
+    const char *allowed_models;
+    int max_rpm;
+    int64_t expires_at;
+    double budget_usd;
+    const char *budget_period;
+} key_update;
+/* Applies u to the key with this id (key_id > 0) or to every key called
+ * name. Returns how many keys changed, -1 with err filled on error or when
+ * no key matched. (store_controls.c) */
+int store_key_update(store *s, int64_t key_id, const char *name, const key_update *u, char *err, size_t errlen);
+
+/* One line of `switchyard usage`: requests since a time, grouped. Token sums
+ * count only the requests that reported usage; unpriced counts requests
+ * with usage but no price (their cost is not in cost_usd). */
+typedef struct usage_row {
+    char group[160];
+    int64_t requests, input_tokens, cached_tokens, output_tokens, total_tokens, unpriced;
+    double cost_usd;
+} usage_row;
+/* by: NULL (one total line), "key", "account", "model" or "day" (UTC).
+ * Calls fn per group (day: in date order; others: by cost, then requests,
+ * descending). 0 ok, -1 error (err filled). (store_controls.c) */
+int store_usage_report(store *s, const char *by, double since, void (*fn)(void *ud, const usage_row *r), void *ud,
+                       char *err, size_t errlen);
+
+/* USD spent (request_logs.cost_usd) since `since` by a platform key
+ * (by_key) or an account; 0 ok, -1 error. Never waits for a lock.
+ * (store_controls.c) */
+int store_spent_since(store *s, int by_key, int64_t id, double since, double *out);
 
 /* --- settings (key/value text, managed by `switchyard config`) ---
  * Any change bumps config_version. The store does not validate keys or
@@ -191,6 +244,12 @@ typedef struct account_patch {
     int64_t token_expires_at, last_refresh_at; /* 0: keep */
     int has_sort, sort;
     int has_max_concurrency, max_concurrency;
+    int has_context_fallback, context_fallback;
+    int has_weight, weight;                      /* >= 0 */
+    int has_max_rpm, max_rpm, has_max_tpm, max_tpm; /* 0: no limit */
+    int has_budget;
+    double budget_usd;                           /* 0: none */
+    const char *budget_period;                   /* NULL: keep; "month" or "<N>d" */
 } account_patch;
 /* Changes the named account in place (id, state, history and order kept).
  * A new token clears needs_login. -1 with err on an unknown name or a bad

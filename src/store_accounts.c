@@ -3,6 +3,7 @@
  * so a bad entry leaves the database as it was. Tokens are never put into
  * error messages. */
 #include "store_internal.h"
+#include "budget.h"
 #include "sbuf.h"
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,11 @@ static int store_patch_check(store *s, const account_patch *p, char *err, size_t
         sbuf_fmt_into(err, errlen, "max_concurrency must be >= 0");
     else if (p->model_map && *p->model_map && !store_json_is_object(store_sqlite(s), p->model_map))
         sbuf_fmt_into(err, errlen, "model_map must be a JSON object");
+    else if ((p->has_weight && p->weight < 0) || (p->has_max_rpm && p->max_rpm < 0) ||
+             (p->has_max_tpm && p->max_tpm < 0) || (p->has_budget && !(p->budget_usd >= 0)))
+        sbuf_fmt_into(err, errlen, "weight, max_rpm, max_tpm and budget must be >= 0");
+    else if (p->budget_period && budget_period_valid(p->budget_period) != 0)
+        sbuf_fmt_into(err, errlen, "budget_period must be month or <N>d");
     else
         return 0;
     return -1;
@@ -44,19 +50,26 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
     }
     if (store_patch_check(s, p, err, errlen) != 0)
         return -1;
-    struct { const char *col; const char *text; int64_t num; int is_num, set; } f[] = {
-        {"token", p->token, 0, 0, p->token != NULL},
-        {"base_url", p->base_url, 0, 0, p->base_url != NULL},
-        {"model_map", p->model_map && *p->model_map ? p->model_map : NULL, 0, 0, p->model_map != NULL},
-        {"chatgpt_account_id", p->chatgpt_account_id, 0, 0, p->chatgpt_account_id != NULL},
-        {"refresh_token", p->refresh_token, 0, 0, p->refresh_token != NULL},
-        {"id_token", p->id_token, 0, 0, p->id_token != NULL},
-        {"email", p->email, 0, 0, p->email != NULL},
-        {"plan_type", p->plan_type, 0, 0, p->plan_type != NULL},
-        {"token_expires_at", NULL, p->token_expires_at, 1, p->token_expires_at != 0},
-        {"last_refresh_at", NULL, p->last_refresh_at, 1, p->last_refresh_at != 0},
-        {"sort", NULL, p->sort, 1, p->has_sort},
-        {"max_concurrency", NULL, p->max_concurrency, 1, p->has_max_concurrency},
+    enum { TEXT, INT, REAL };
+    struct { const char *col; const char *text; double num; int type, set; } f[] = {
+        {"token", p->token, 0, TEXT, p->token != NULL},
+        {"base_url", p->base_url, 0, TEXT, p->base_url != NULL},
+        {"model_map", p->model_map && *p->model_map ? p->model_map : NULL, 0, TEXT, p->model_map != NULL},
+        {"chatgpt_account_id", p->chatgpt_account_id, 0, TEXT, p->chatgpt_account_id != NULL},
+        {"refresh_token", p->refresh_token, 0, TEXT, p->refresh_token != NULL},
+        {"id_token", p->id_token, 0, TEXT, p->id_token != NULL},
+        {"email", p->email, 0, TEXT, p->email != NULL},
+        {"plan_type", p->plan_type, 0, TEXT, p->plan_type != NULL},
+        {"token_expires_at", NULL, (double)p->token_expires_at, INT, p->token_expires_at != 0},
+        {"last_refresh_at", NULL, (double)p->last_refresh_at, INT, p->last_refresh_at != 0},
+        {"sort", NULL, p->sort, INT, p->has_sort},
+        {"max_concurrency", NULL, p->max_concurrency, INT, p->has_max_concurrency},
+        {"context_fallback", NULL, p->context_fallback ? 1 : 0, INT, p->has_context_fallback},
+        {"weight", NULL, p->weight, INT, p->has_weight},
+        {"max_rpm", NULL, p->max_rpm, INT, p->has_max_rpm},
+        {"max_tpm", NULL, p->max_tpm, INT, p->has_max_tpm},
+        {"budget_usd", NULL, p->budget_usd, REAL, p->has_budget},
+        {"budget_period", p->budget_period, 0, TEXT, p->budget_period != NULL},
     };
     char sql[1024] = "UPDATE accounts SET id = id";
     size_t len = strlen(sql);
@@ -82,8 +95,10 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
             if (!f[i].set)
                 continue;
-            if (f[i].is_num)
-                sqlite3_bind_int64(st, param++, f[i].num);
+            if (f[i].type == INT)
+                sqlite3_bind_int64(st, param++, (int64_t)f[i].num);
+            else if (f[i].type == REAL)
+                sqlite3_bind_double(st, param++, f[i].num);
             else
                 store_bind_text(st, param++, f[i].text);
         }

@@ -39,6 +39,10 @@ void usage_tokens_read(const json_value *u, usage_tokens *t)
         t->out = out;
     if (tot >= 0)
         t->total = tot;
+    const json_value *d = json_get(u, "input_tokens_details"); /* Responses; Chat: prompt_tokens_details */
+    long cached = usage_count(json_get_num(d ? d : json_get(u, "prompt_tokens_details"), "cached_tokens", -1));
+    if (cached >= 0)
+        t->cached = cached;
 }
 
 /* The whole value (spaces around allowed) as a finite number, else NAN. */

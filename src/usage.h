@@ -25,10 +25,12 @@ int64_t usage_clamp_int(double v, int64_t lo, int64_t hi, int64_t dflt);
 
 typedef struct usage_tokens {
     long in, out, total; /* -1 unknown */
+    long cached;         /* of in, served from the prompt cache; -1 unknown */
 } usage_tokens;
 
 /* Reads a usage object ({"input_tokens"|"prompt_tokens", "output_tokens"|
- * "completion_tokens", "total_tokens"}); fields it finds overwrite t's,
+ * "completion_tokens", "total_tokens", "input_tokens_details"|
+ * "prompt_tokens_details".cached_tokens}); fields it finds overwrite t's,
  * others are left as they are. u may be NULL or of any type. */
 void usage_tokens_read(const json_value *u, usage_tokens *t);
 

@@ -436,6 +436,8 @@ typedef struct opts {
     long bytes;        /* big_error: size of the message */
     int auth;          /* auth=1: the bearer must be an unexpired, unrevoked JWT */
     long ttl;          /* oauth: lifetime of issued access tokens, seconds */
+    int input_tokens;  /* usage: input tokens reported (0 = default 7) */
+    int cached;        /* usage: of them cached */
 } opts;
 
 static int numeric(const char *v)
@@ -545,6 +547,10 @@ static void opts_parse(opts *o, const char *spec)
             o->auth = atoi(val);
         else if (!strcmp(tok, "ttl"))
             o->ttl = atol(val);
+        else if (!strcmp(tok, "input_tokens"))
+            o->input_tokens = atoi(val);
+        else if (!strcmp(tok, "cached"))
+            o->cached = atoi(val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -754,7 +760,7 @@ typedef struct gen {
     sbuf *pieces;
     int npieces;
     sbuf text;
-    int input_tokens;
+    int input_tokens, cached_tokens;
 } gen;
 
 static void gen_init(gen *g, const char *name, const char *model, long n, int npieces)
@@ -804,10 +810,10 @@ static void sse_close(sbuf *b) { sbuf_puts(b, "\n\n"); }
 static void usage_resp(sbuf *b, const gen *g, int out_tokens)
 {
     sbuf_printf(b,
-                "{\"input_tokens\":%d,\"input_tokens_details\":{\"cached_tokens\":0},"
+                "{\"input_tokens\":%d,\"input_tokens_details\":{\"cached_tokens\":%d},"
                 "\"output_tokens\":%d,\"output_tokens_details\":{\"reasoning_tokens\":0},"
                 "\"total_tokens\":%d}",
-                g->input_tokens, out_tokens, g->input_tokens + out_tokens);
+                g->input_tokens, g->cached_tokens, out_tokens, g->input_tokens + out_tokens);
 }
 
 static void message_item(sbuf *b, const gen *g, int done)
@@ -973,8 +979,9 @@ static void chat_delta(sbuf *b, const gen *g, int i)
 
 static void chat_usage_obj(sbuf *b, const gen *g)
 {
-    sbuf_printf(b, "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}",
-                g->input_tokens, g->npieces, g->input_tokens + g->npieces);
+    sbuf_printf(b, "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+                   "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+                g->input_tokens, g->npieces, g->input_tokens + g->npieces, g->cached_tokens);
 }
 
 static void chat_finish(sbuf *b, const gen *g)
@@ -1495,6 +1502,9 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
                 npieces = 10000;
             gen g;
             gen_init(&g, r->account, r->model ? r->model : "gpt-test", r->n, npieces);
+            if (o->input_tokens > 0)
+                g.input_tokens = o->input_tokens;
+            g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
             if (mode == S_OK && !stream)
                 script_plain(j, &g, ep, delay0);

@@ -15,11 +15,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     json_value *doc = json_parse((const char *)data, n, NULL, 0);
     if (doc) {
-        usage_tokens t = {-1, -1, -1};
+        usage_tokens t = {-1, -1, -1, -1};
         usage_tokens_read(doc, &t);
         usage_tokens_read(json_get(doc, "usage"), &t);
         FUZZ_CHECK(t.in >= -1 && t.in <= USAGE_TOKENS_MAX);
         FUZZ_CHECK(t.out >= -1 && t.out <= USAGE_TOKENS_MAX);
+        FUZZ_CHECK(t.cached >= -1 && t.cached <= USAGE_TOKENS_MAX);
         FUZZ_CHECK(t.total >= -1 && t.total <= USAGE_TOKENS_MAX);
         double r = usage_resets_in(doc);
         FUZZ_CHECK(r == -1 || (r >= 0 && r <= USAGE_SECONDS_MAX));

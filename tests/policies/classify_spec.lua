@@ -199,6 +199,11 @@ describe("classify", function()
     expect(classify(E{ status = 200 }).action).to_be("return")
   end)
 
+  it("a 429 never drains the local rate bucket by default (the ladder handles it)", function()
+    expect(classify(E{ status = 429 }).drain_bucket).to_be(nil)
+    expect(classify(fixtures.quota_stream_event()).drain_bucket).to_be(nil)
+  end)
+
   it("never falls back to the C default on these inputs", function()
     expect(fallbacks()).to_be(0)
   end)

@@ -198,6 +198,54 @@ describe("order", function()
     end)
   end)
 
+  describe("weighted: smooth weighted round-robin", function()
+    -- What C does after each pick (pool_swrr_advance): every candidate gains
+    -- its weight, the first one gives back the total.
+    local function picks(list, n)
+      local seq = {}
+      for _ = 1, n do
+        local ids = order(list, X{ strategy = "weighted" })
+        seq[#seq + 1] = ids[1]
+        local total = 0
+        for _, c in ipairs(list) do
+          c.current_weight = c.current_weight + c.weight
+          total = total + c.weight
+        end
+        for _, c in ipairs(list) do
+          if c.id == ids[1] then c.current_weight = c.current_weight - total end
+        end
+      end
+      return seq
+    end
+    it("weights 5:1:1 give nginx's sequence a a b a c a a", function()
+      local list = same_health(C{ { id = 1, weight = 5 }, { id = 2, weight = 1 }, { id = 3, weight = 1 } })
+      eq(picks(list, 7), { 1, 1, 2, 1, 3, 1, 1 })
+    end)
+    it("shares follow the weights over a cycle (3:1 -> 6 and 2 of 8)", function()
+      local list = same_health(C{ { id = 1, weight = 3 }, { id = 2, weight = 1 } })
+      local count = { 0, 0 }
+      for _, id in ipairs(picks(list, 8)) do count[id] = count[id] + 1 end
+      eq(count, { 6, 2 })
+    end)
+    it("is deterministic: the seed plays no part", function()
+      local list = same_health(C{ { id = 1, weight = 2, current_weight = 1 }, { id = 2, weight = 2 } })
+      eq(order(list, X{ strategy = "weighted", seed = 1 }), order(list, X{ strategy = "weighted", seed = 99 }))
+    end)
+    it("ties keep the base order", function()
+      local list = same_health(C{ { id = 2, sort = 1, weight = 1 }, { id = 1, sort = 0, weight = 1 } })
+      eq(order(list, X{ strategy = "weighted" }), { 1, 2 })
+    end)
+    it("a failing account goes after the healthy ones whatever its weight", function()
+      local list = same_health(C{ { id = 1, weight = 10 }, { id = 2, weight = 1 }, { id = 3, weight = 1 } })
+      list[1].success_rate = 0.2
+      eq(order(list, X{ strategy = "weighted" }), { 2, 3, 1 })
+    end)
+    it("reserves still come after every normal account", function()
+      local list = same_health(C{ { id = 1, weight = 10, reserve = true }, { id = 2, weight = 1 } })
+      eq(order(list, X{ strategy = "weighted" }), { 2, 1 })
+    end)
+  end)
+
   it("never falls back to the C default on these inputs", function()
     expect(fallbacks()).to_be(0)
   end)

@@ -8,9 +8,9 @@
 #include <string.h>
 
 static const metrics_account test_accounts[] = {
-    {1, "alpha", "available", 0, 1, 12.5, -1},
-    {2, "be\"ta\\", "cooling", 44.2, 0, -1, -1},
-    {3, "gamma", "cooling", 10, 0, -1, -1},
+    {1, "alpha", "available", 0, 1, 12.5, -1, 0.75, 420, 4},
+    {2, "be\"ta\\", "cooling", 44.2, 0, -1, -1, 0, -1, 2},
+    {3, "gamma", "cooling", 10, 0, -1, -1, -1, -1, 0},
 };
 
 static char *test_format(sbuf *out)
@@ -202,8 +202,23 @@ static void test_metrics_last_hour_per_minute(void)
     CHECK_EQ_INT(later.n, 0);
 }
 
+static void test_metrics_sixty_second_success_and_latency_per_account(void)
+{
+    metrics_reset();
+    sbuf b = SBUF_INIT;
+    const char *t = test_format(&b);
+    CHECK(test_has(t, "# TYPE switchyard_account_success_ratio_60s gauge\n"));
+    CHECK(test_has(t, "switchyard_account_success_ratio_60s{account=\"alpha\"} 0.75\n"));
+    CHECK(test_has(t, "switchyard_account_success_ratio_60s{account=\"be\\\"ta\\\\\"} 0\n"));
+    CHECK(!strstr(t, "switchyard_account_success_ratio_60s{account=\"gamma\"}")); /* no attempts: no figure */
+    CHECK(test_has(t, "switchyard_account_latency_60s_seconds{account=\"alpha\"} 0.42\n"));
+    CHECK(!strstr(t, "switchyard_account_latency_60s_seconds{account=\"be"));
+    sbuf_free(&b);
+}
+
 int main(void)
 {
+    RUN(test_metrics_sixty_second_success_and_latency_per_account);
     RUN(test_metrics_requests_count_by_endpoint_and_status);
     RUN(test_metrics_attempts_and_failovers_by_account_and_class);
     RUN(test_metrics_histogram_buckets_are_cumulative);

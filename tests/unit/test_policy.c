@@ -804,6 +804,23 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
     policy_free(pe);
 }
 
+static void test_c_default_matches_lua_budget(void)
+{
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    const double usds[] = {0, 0.5, 5, 50};
+    const double spents[] = {0, 0.49, 0.5, 4.99, 5, 5.01, 50, 1e6};
+    int mismatches = 0;
+    for (int u = 0; u < 4; u++)
+        for (int sp = 0; sp < 8; sp++) {
+            policy_budget b = {"key", "k", "month", usds[u], spents[sp], 0, 1, 0};
+            mismatches += policy_budget_over(pe, &b) != policy_budget_over(NULL, &b);
+        }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
 static void test_c_defaults_match_lua_guard_and_order(void)
 {
     policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
@@ -817,10 +834,10 @@ static void test_c_defaults_match_lua_guard_and_order(void)
             mismatches += policy_guard(pe, &c) != policy_guard(NULL, &c);
         }
     const char *kinds[] = {"api_key", "chatgpt", "aggregate", NULL};
-    const char *strategies[] = {"ordered", "balanced", NULL};
+    const char *strategies[] = {"ordered", "balanced", "weighted", NULL};
     const char *rotations[] = {"account_rotation", "aggregate_api_rotation", "hybrid_rotation",
                                "hybrid_aggregate_first_rotation", NULL, "bogus"};
-    const double rates[] = {0.5, 0.9, 0.93, 0.96, 1};
+    const double rates[] = {0.3, 0.5, 0.9, 0.93, 0.96, 1};
     for (int iter = 0; iter < 3000; iter++) {
         policy_candidate c[8];
         size_t n = rnd(9);
@@ -833,11 +850,12 @@ static void test_c_defaults_match_lua_guard_and_order(void)
             used[id] = 1;
             c[i] = (policy_candidate){.id = id, .name = "x", .kind = kinds[rnd(4)], .sort = (int)rnd(3),
                                       .updated_at = rnd(3), .primary_used_pct = -1, .secondary_used_pct = -1,
-                                      .success_rate = rates[rnd(5)], .latency_ema_ms = 200.0 * rnd(4),
+                                      .success_rate = rates[rnd(6)], .latency_ema_ms = 200.0 * rnd(4),
                                       .health_age_s = 30.0 * rnd(4),
-                                      .inflight = (int)rnd(3), .reserve = rnd(4) == 0};
+                                      .inflight = (int)rnd(3), .reserve = rnd(4) == 0,
+                                      .weight = (int)rnd(4), .current_weight = (double)rnd(7) - 3};
         }
-        policy_order_ctx ctx = {.strategy = strategies[rnd(3)], .rotation = rotations[rnd(6)],
+        policy_order_ctx ctx = {.strategy = strategies[rnd(4)], .rotation = rotations[rnd(6)],
                                 .cursor = rnd(24), .preferred = rnd(3) ? 0 : rnd(24),
                                 .seed = rnd(1u << 30) * 4 + rnd(4)};
         size_t pa[8], pb[8];
@@ -947,6 +965,7 @@ int main(void)
     RUN(test_c_defaults_match_lua_classify_and_cooldown);
     RUN(test_c_defaults_match_lua_guard_and_order);
     RUN(test_c_default_matches_lua_breaker);
+    RUN(test_c_default_matches_lua_budget);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }

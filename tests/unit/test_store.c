@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 7
+#define TEST_SCHEMA_VERSION 12
 
 static char test_dir[64];
 static int test_seq;
@@ -166,7 +166,9 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK(s != NULL);
     CHECK_EQ_INT(store_config_version(s), v);
     store_close(s);
+    /* each migration recorded once, none twice */
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM schema_migrations"), TEST_SCHEMA_VERSION);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), TEST_SCHEMA_VERSION);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 }
@@ -690,6 +692,25 @@ static void test_store_sync_without_writer_returns(void)
     " ALTER TABLE accounts DROP COLUMN context_fallback; ALTER TABLE accounts DROP COLUMN reset_gen;"      \
     " ALTER TABLE request_logs DROP COLUMN upstream_model; ALTER TABLE request_logs DROP COLUMN resumed;"
 
+/* Undoes the channel-control migrations (8..12: key rules, account
+ * controls, spend, budgets, the 60 s window), newest first, so a test can
+ * take a database back to an older version. A new migration adds its undo. */
+#define TEST_DROP_MIGRATIONS_8_TO_12                                                                        \
+    " ALTER TABLE account_state DROP COLUMN success_rate_60s;"                                             \
+    " ALTER TABLE account_state DROP COLUMN latency_60s_ms;"                                               \
+    " ALTER TABLE account_state DROP COLUMN attempts_60s;"                                                 \
+    " ALTER TABLE accounts DROP COLUMN budget_usd; ALTER TABLE accounts DROP COLUMN budget_period;"        \
+    " ALTER TABLE platform_keys DROP COLUMN budget_usd;"                                                   \
+    " ALTER TABLE platform_keys DROP COLUMN budget_period;"                                                \
+    " ALTER TABLE request_logs DROP COLUMN cached_tokens; ALTER TABLE request_logs DROP COLUMN cost_usd;"  \
+    " ALTER TABLE accounts DROP COLUMN weight; ALTER TABLE accounts DROP COLUMN max_rpm;"                  \
+    " ALTER TABLE accounts DROP COLUMN max_tpm;"                                                           \
+    " ALTER TABLE platform_keys DROP COLUMN allowed_models; ALTER TABLE platform_keys DROP COLUMN max_rpm;" \
+    " ALTER TABLE platform_keys DROP COLUMN expires_at;"
+
+/* Undoes every migration after 5, newest first. */
+#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
+
 /* ---------- migration 3: usage columns ---------- */
 
 /* A v2 database keeps its account state through migration 3; the new
@@ -702,7 +723,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
     int64_t a = test_add_account(s, "cg", 0, ACCOUNT_CHATGPT);
     store_close(s);
     test_sql_exec(path, "INSERT INTO account_state(account_id, cooldown_until) VALUES (1, 123);"
-                        TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
+                        TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DROP TABLE codex_attach; DELETE FROM schema_migrations WHERE version >= 3");
     s = test_open(path);
     CHECK(s != NULL);
@@ -746,7 +767,7 @@ static void test_store_migration_3_keeps_state_and_stores_usage_fields(void)
 
 /* ---------- migration 2: settings and response owners ---------- */
 
-/* A database at migration 1 (built by undoing migrations 7 to 2 by hand, which
+/* A database at migration 1 (built by undoing migrations 12 to 2 by hand, which
  * leaves exactly the v1 schema) upgrades in place and keeps its rows. */
 static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
 {
@@ -756,7 +777,7 @@ static void test_store_migration_2_upgrades_a_v1_database_in_place(void)
     test_add_account(s, "kept", 0, ACCOUNT_API_KEY);
     store_close(s);
     test_sql_exec(path, "DROP TABLE settings; DROP TABLE response_owners; DROP TABLE codex_attach;"
-                        TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
+                        TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_5 TEST_DROP_MIGRATION_3
                         " DELETE FROM schema_migrations WHERE version >= 2");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name IN"
                                     " ('settings', 'response_owners', 'settings_INSERT_bump')"), 0);
@@ -796,7 +817,7 @@ static void test_store_migration_5_adds_attempts_and_admin_token(void)
 {
     char path[128];
     test_store_one_log(path, sizeof path, NULL);
-    test_sql_exec(path, TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6 TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version >= 5");
+    test_sql_exec(path, TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_5 " DELETE FROM schema_migrations WHERE version >= 5");
     store *s = test_open(path);
     CHECK(s != NULL);
     store_close(s);

@@ -31,7 +31,7 @@ static void test_clamp_int_never_casts_out_of_range(void)
 
 static usage_tokens read_usage(const char *json)
 {
-    usage_tokens t = {-1, -1, -1};
+    usage_tokens t = {-1, -1, -1, -1};
     json_value *doc = json_parse(json, strlen(json), NULL, 0);
     CHECK(doc != NULL);
     usage_tokens_read(doc, &t);
@@ -53,6 +53,18 @@ static void test_usage_object_with_1e85_tokens_is_clamped(void)
     CHECK_EQ_INT(t.in, -1);
     CHECK_EQ_INT(t.out, -1);
     CHECK_EQ_INT(t.total, -1);
+    CHECK_EQ_INT(t.cached, -1);
+}
+
+/* Cached input tokens come from either API's details object, clamped like the rest. */
+static void test_usage_cached_tokens_are_read_from_both_shapes_and_clamped(void)
+{
+    usage_tokens t = read_usage("{\"input_tokens\":10,\"input_tokens_details\":{\"cached_tokens\":4}}");
+    CHECK_EQ_INT(t.cached, 4);
+    t = read_usage("{\"prompt_tokens\":10,\"prompt_tokens_details\":{\"cached_tokens\":1e85}}");
+    CHECK_EQ_INT(t.cached, USAGE_TOKENS_MAX);
+    t = read_usage("{\"input_tokens\":10,\"input_tokens_details\":{\"cached_tokens\":-3}}");
+    CHECK_EQ_INT(t.cached, -1);
 }
 
 static void test_stream_usage_of_1e85_tokens_is_clamped(void)
@@ -155,6 +167,7 @@ int main(void)
     RUN(test_huge_token_count_is_capped_not_wrapped);
     RUN(test_clamp_int_never_casts_out_of_range);
     RUN(test_usage_object_with_1e85_tokens_is_clamped);
+    RUN(test_usage_cached_tokens_are_read_from_both_shapes_and_clamped);
     RUN(test_stream_usage_of_1e85_tokens_is_clamped);
     RUN(test_retry_after_header_is_strict_and_capped);
     RUN(test_usage_headers_are_clamped_into_range);

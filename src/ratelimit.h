@@ -1,0 +1,32 @@
+/* ratelimit.h: token buckets for local rate limits (an account's requests
+ * and tokens per minute, a platform key's requests per minute). A bucket
+ * holds up to `per_minute` units and refills at per_minute / 60 per second;
+ * a request takes one unit when it starts, tokens are taken after the fact
+ * (from the usage the upstream reported), so a bucket may go negative and
+ * then stays empty until the refill has paid the debt. Plain state, no
+ * clock of its own: callers pass `now` (unix seconds). */
+#ifndef SY_RATELIMIT_H
+#define SY_RATELIMIT_H
+
+typedef struct ratelimit {
+    double level;      /* units available (may be negative after a debt) */
+    double stamp;      /* when level was last brought up to date, 0 never */
+    int per_minute;    /* the limit the level was computed for; 0 = unlimited */
+} ratelimit;
+
+/* The level b would have at now, without changing b. */
+double ratelimit_level(const ratelimit *b, int per_minute, double now);
+/* Brings b up to date for a limit of per_minute (0: unlimited). A bucket
+ * first seen, or whose limit changed, starts full. */
+void ratelimit_refill(ratelimit *b, int per_minute, double now);
+/* 1 if `units` can be taken now (always 1 when unlimited). */
+int ratelimit_allows(ratelimit *b, int per_minute, double units, double now);
+/* Takes units (the level may go below zero). */
+void ratelimit_take(ratelimit *b, int per_minute, double units, double now);
+/* Empties b (keeps any debt): the upstream said the limit is reached. */
+void ratelimit_drain(ratelimit *b, int per_minute, double now);
+/* Seconds until `units` can be taken (0 if now): what a caller that may
+ * wait for capacity waits. */
+double ratelimit_wait_s(const ratelimit *b, int per_minute, double units, double now);
+
+#endif
