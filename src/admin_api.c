@@ -249,10 +249,16 @@ const char *admin_account_state(const pool_account *pa, double now)
     const char *breaker = breaker_state_name(pa, now);
     if (!pa->a.enabled)
         return "disabled";
+    if (pa->a.login_error)
+        return "needs_login";
+    if (pa->a.budget_usd > 0 && budget_over(&pa->budget, pa->a.budget_usd, now))
+        return "over_budget";
     if (strcmp(breaker, "open") == 0)
         return "breaker_open";
     if (pa->st.cooldown_until > now)
         return "cooling";
+    if ((pa->a.max_rpm > 0 || pa->a.max_tpm > 0) && account_limits_wait_s(pa, now) > 0)
+        return "rate_limited";
     if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency)
         return "busy";
     if (strcmp(breaker, "half_open") == 0)
@@ -309,6 +315,28 @@ static void admin_controls_json(sbuf *b, const pool_account *pa, double now)
     sbuf_printf(b, ",\"over\":%s}", budget_over(&pa->budget, a->budget_usd, now) ? "true" : "false");
 }
 
+/* ,"login":{...}: a ChatGPT login's health (docs/accounts.md); null for
+ * other kinds. Never a token. */
+static void admin_login_json(sbuf *b, const pool_account *pa)
+{
+    const account *a = &pa->a;
+    sbuf_puts(b, ",\"login\":");
+    if (a->kind != ACCOUNT_CHATGPT) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    sbuf_puts(b, "{\"needs_login\":");
+    admin_str(b, a->login_error);
+    sbuf_puts(b, ",\"email\":");
+    admin_str(b, a->email);
+    sbuf_puts(b, ",\"plan_type\":");
+    admin_str(b, a->plan_type);
+    admin_opt(b, "access_expires_at", a->token_expires_at > 0, (double)a->token_expires_at);
+    admin_opt(b, "last_refresh_at", a->last_refresh_at > 0, (double)a->last_refresh_at);
+    sbuf_printf(b, ",\"refreshable\":%s,\"refreshing\":%s}", a->refresh_token ? "true" : "false",
+                pa->refreshing ? "true" : "false");
+}
+
 static void admin_account_json(sbuf *b, const pool_account *pa, double now)
 {
     const account *a = &pa->a;
@@ -351,7 +379,9 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     admin_opt(b, "balance", st->credits_balance >= 0, st->credits_balance);
     sbuf_puts(b, "}");
     admin_opt(b, "polled_at", st->usage_polled_at > 0, st->usage_polled_at);
-    sbuf_printf(b, ",\"poll_status\":%d}}", st->usage_poll_status);
+    sbuf_printf(b, ",\"poll_status\":%d}", st->usage_poll_status);
+    admin_login_json(b, pa);
+    sbuf_puts(b, "}");
 }
 
 static void admin_get_accounts(admin_ctx *ctx, struct evhttp_request *req)
@@ -601,12 +631,11 @@ static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
     store_writer_stats_get(gw->st, &ws);
     metrics_totals t;
     metrics_totals_get(&t);
-    size_t by_state[6] = {0};
-    static const char *const states[6] = {"available", "busy", "cooling", "breaker_open", "half_open", "disabled"};
+    size_t by_state[METRICS_ACCOUNT_STATES] = {0};
     for (size_t i = 0; i < pool_count(gw->pool); i++) {
         const char *s = admin_account_state(pool_at(gw->pool, i), now);
-        for (size_t k = 0; k < 6; k++)
-            by_state[k] += strcmp(s, states[k]) == 0;
+        for (size_t k = 0; k < METRICS_ACCOUNT_STATES; k++)
+            by_state[k] += strcmp(s, metrics_account_states[k]) == 0;
     }
     sbuf b = SBUF_INIT;
     sbuf_puts(&b, "{\"now\":");
@@ -625,8 +654,8 @@ static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
                     "\"accounts\":{\"total\":%zu",
                 gw->cfg.strategy_pinned ? "true" : "false", gw->cfg.rotation_pinned ? "true" : "false", gw->active,
                 gw->draining ? "true" : "false", pool_count(gw->pool));
-    for (size_t k = 0; k < 6; k++)
-        sbuf_printf(&b, ",\"%s\":%zu", states[k], by_state[k]);
+    for (size_t k = 0; k < METRICS_ACCOUNT_STATES; k++)
+        sbuf_printf(&b, ",\"%s\":%zu", metrics_account_states[k], by_state[k]);
     sbuf_puts(&b, "},\"policy\":{\"source\":");
     admin_str(&b, policy_source(gw->policy));
     sbuf_printf(&b, ",\"fallbacks_total\":%llu},\"writer\":{\"pending_logs\":%zu,\"pending_states\":%zu,"

@@ -326,15 +326,18 @@ static void metrics_attempts_format(sbuf *out, const metrics_gauges *g, int fail
     }
 }
 
+const char *const metrics_account_states[METRICS_ACCOUNT_STATES] = {
+    "available", "busy", "cooling", "breaker_open", "half_open", "rate_limited", "over_budget", "needs_login",
+    "disabled"};
+
 static void metrics_accounts_format(sbuf *out, const metrics_gauges *g)
 {
-    static const char *const states[] = {"available", "busy", "cooling", "breaker_open", "half_open", "disabled"};
     metrics_head(out, "switchyard_accounts", "gauge", "Accounts by routing state.");
-    for (size_t s = 0; s < sizeof states / sizeof *states; s++) {
+    for (size_t s = 0; s < METRICS_ACCOUNT_STATES; s++) {
         size_t n = 0;
         for (size_t i = 0; i < g->n_accounts; i++)
-            n += strcmp(g->accounts[i].state, states[s]) == 0;
-        sbuf_printf(out, "switchyard_accounts{state=\"%s\"} %zu\n", states[s], n);
+            n += strcmp(g->accounts[i].state, metrics_account_states[s]) == 0;
+        sbuf_printf(out, "switchyard_accounts{state=\"%s\"} %zu\n", metrics_account_states[s], n);
     }
     metrics_head(out, "switchyard_account_cooldown_seconds", "gauge", "Seconds left of each account's cooldown.");
     for (size_t i = 0; i < g->n_accounts; i++) {

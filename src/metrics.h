@@ -41,10 +41,16 @@ double metrics_minutes(double now, void (*fn)(void *ud, double t, int64_t reques
                        void *ud);
 
 /* --- formatting (at scrape time) --- */
+
+/* An account's routing state, as /metrics, the admin API and the dashboard
+ * name it (admin_account_state decides which). */
+#define METRICS_ACCOUNT_STATES 9
+extern const char *const metrics_account_states[METRICS_ACCOUNT_STATES];
+
 typedef struct metrics_account {
     int64_t id;
     const char *name;
-    const char *state;       /* "available", "cooling", "disabled", "breaker_open", "half_open", "busy" */
+    const char *state;       /* one of metrics_account_states */
     double cooldown_left;    /* seconds, 0 none */
     int inflight;
     double primary_used_pct, secondary_used_pct; /* -1 unknown */

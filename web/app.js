@@ -237,6 +237,12 @@ function renderPool() {
   keepFocus($("#pool"), renderPoolRows);
 }
 
+/* The error column: a refused login says what to do; else the last failure's class. */
+function lastError(a) {
+  if (a.login && a.login.needs_login) return "log in again: " + a.login.needs_login;
+  return a.last_error || "–";
+}
+
 function renderPoolRows() {
   const now = serverNow();
   const tb = $("#pool tbody");
@@ -259,7 +265,7 @@ function renderPoolRows() {
       el("td", { class: "c-week" }, usageBar(a.usage.secondary)),
       el("td", { class: "num c-health", text: Math.round(a.health.success_rate * 100) + "%" }),
       el("td", { class: "num c-health", text: a.health.latency_ema_ms ? Math.round(a.health.latency_ema_ms) + " ms" : "–" }),
-      el("td", { class: "c-err", text: a.last_error || "–" }),
+      el("td", { class: "c-err", text: lastError(a) }),
       el("td", { class: "actions" },
         a.enabled ? actionButton("Disable", "disable", a) : actionButton("Enable", "enable", a),
         actionButton("Reset", "reset", a, { disabled: !(left > 0 || a.ladder_step || a.fail_streak),

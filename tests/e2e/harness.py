@@ -120,6 +120,20 @@ def npm_package(spec, cache_name, check_rel):
         return path, None
 
 
+def admin_call(g, method, path, body=None):
+    """A call on the admin surface with a fresh admin token (`switchyard admin token`), once the
+    gateway knows the token; returns the first answer that is not 401."""
+    tok = g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
+    return wait_for(lambda: (lambda r: r if r.status != 401 else None)(
+        http_call(g.port, method, path, body, {"Authorization": f"Bearer {tok}"})), what=f"{path} with the new token")
+
+
+def admin_get(g, path):
+    r = admin_call(g, "GET", path)
+    assert r.status == 200, r
+    return r
+
+
 def switchyard_bin():
     return env_path("SWITCHYARD_BIN", "switchyard")
 

@@ -8,23 +8,9 @@ against what the mock recorded. No timing assertions."""
 import json
 import os
 
-from harness import Gateway, GatewayTest, account, http_call, main, wait_for
+from harness import Gateway, GatewayTest, account, admin_call, admin_get, http_call, main, wait_for
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
-
-
-def admin_call(g, method, path, body=None):
-    """A call on the admin surface with a fresh admin token (`switchyard admin token`), once the
-    gateway knows the token; returns the first answer that is not 401."""
-    tok = g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
-    return wait_for(lambda: (lambda r: r if r.status != 401 else None)(
-        http_call(g.port, method, path, body, {"Authorization": f"Bearer {tok}"})), what=f"{path} with the new token")
-
-
-def admin_get(g, path):
-    r = admin_call(g, "GET", path)
-    assert r.status == 200, r
-    return r
 
 
 def chat(model):

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 
-from harness import GatewayTest, account, http_call, main, wait_for
+from harness import GatewayTest, account, admin_get, http_call, main, wait_for
 
 CODEX_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
 
@@ -119,6 +119,11 @@ class OAuthTest(GatewayTest):
         health = g.get("/health", key=None).json()
         self.assertEqual(health["status"], "degraded", health)
         self.assertIn("1 needing a new login", " ".join(health["reasons"]), health)
+        api = admin_get(g, "/admin/api/accounts")
+        bob = api.json()["accounts"][0]
+        self.assertEqual((bob["state"], bob["login"]["needs_login"]), ("needs_login", "refresh_token_reused"), bob)
+        self.assertNotIn("rt_bob", api.text)  # no token, refresh or access, on the admin surface
+        self.assertIn('switchyard_accounts{state="needs_login"} 1\n', g.get("/metrics", key=None).text)
         self.assertEqual(len(self.oauth_requests()), 1, "a refused refresh token is never retried")
         self.assertEqual([x for x in self.mock.requests("bob") if x["endpoint"] == "responses"], [])
         # the fix: log in again and import the new auth.json over the old account
