@@ -8,7 +8,7 @@ against what the mock recorded. No timing assertions."""
 import json
 import os
 
-from harness import Gateway, GatewayTest, account, admin_call, admin_get, http_call, main, wait_for
+from harness import Gateway, GatewayTest, account, admin_call, admin_get, main, wait_for
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 
