@@ -444,6 +444,26 @@ class HostileTest(GatewayTest):
         self.assertEqual(line.split()[3:5], ["4096", "4096"], line)
         self.assertEqual(g.get("/health", key=None).json()["connections"]["descriptor_limit"], 4096)
 
+    def test_default_connection_cap_holds_ten_thousand_streams_when_descriptors_allow(self):
+        # a long-lived stream holds a client and an upstream socket: with a hard limit of
+        # 2 x 10 000 + 64 the default cap (16 384, formerly 4 096) gives way only to the
+        # descriptors, so 10 000 streams fit
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        want = 20064 if hard == resource.RLIM_INFINITY else min(hard, 20064)
+        if want < 8256:
+            self.skipTest(f"hard descriptor limit {hard} is below 8256")
+
+        def soft_low():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, want))
+
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        g.preexec = soft_low
+        g.start()
+        conns = g.get("/health", key=None).json()["connections"]
+        self.assertEqual(conns["descriptor_limit"], want)
+        self.assertEqual(conns["cap"], min(16384, (want - 64) // 2))
+        self.assertGreater(conns["cap"], 4096)
+
     def test_no_descriptor_for_the_upstream_is_a_503_and_cools_no_account(self):
         # a request whose body is still coming while idle connections take every descriptor
         # left: when it is complete, curl cannot open the upstream socket. That is the
