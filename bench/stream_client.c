@@ -24,7 +24,9 @@
  *           event) to the moment the first one ends: every stream is open
  *           throughout. CPU of the measured processes (--pid, utime+stime
  *           from /proc/PID/stat, all threads) and of this process, and the
- *           token events read, are taken over the window.
+ *           token events read, are taken over the window; so is the busy
+ *           time of the whole machine less those processes ("other_cores":
+ *           well above 0 means other work disturbed the run).
  * --pid PID is sampled every 100 ms for VmRSS (peak and at window start).
  *
  * Prints "STREAMCLIENT key=value ..." on stdout; errors are counted, never
@@ -79,7 +81,7 @@ static struct {
     char req[1024];
     size_t req_len;
     sc_conn *c;
-    int started, opened, finished, ok;
+    int started, opened, finished, ok, never_opened;
     int err_connect, err_status, err_truncated, err_other;
     char first_error[160];
     int64_t t0, t_all_open, t_first_end;
@@ -88,7 +90,7 @@ static struct {
     uint64_t hist_n, hist_over;
     int64_t delay_max;
     long rss_kib_open, rss_kib_peak;
-    double cpu_open[3], cpu_end[3]; /* pid, pid2, self (s) */
+    double cpu_open[4], cpu_end[4]; /* pid, pid2, self, the whole machine busy (s) */
     struct event *ramp, *sample, *deadline;
 } g;
 
@@ -145,11 +147,29 @@ static long proc_rss_kib(int pid)
     return kib;
 }
 
-static void cpu_snap(double out[3])
+/* Busy time of the whole machine (all CPUs, /proc/stat): what is not ours
+ * of it is other work that disturbed the run. */
+static double machine_busy_s(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    if (!f)
+        return 0;
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                   &v[7]);
+    fclose(f);
+    if (n < 8)
+        return 0;
+    /* user nice system [idle iowait] irq softirq steal */
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void cpu_snap(double out[4])
 {
     out[0] = proc_cpu_s(g.pid);
     out[1] = proc_cpu_s(g.pid2);
     out[2] = self_cpu_s();
+    out[3] = machine_busy_s();
 }
 
 static void note_error(int *counter, const char *what)
@@ -159,10 +179,14 @@ static void note_error(int *counter, const char *what)
         snprintf(g.first_error, sizeof g.first_error, "%s", what);
 }
 
+static void on_all_open(void);
+
 static void conn_end(sc_conn *c, int ok)
 {
     if (c->state == ST_DONE || c->state == ST_FAILED)
         return;
+    if (!c->opened && ++g.never_opened + g.opened == g.n && g.opened)
+        on_all_open(); /* every stream that will open is open */
     event_del(&c->ev);
     close(c->fd);
     c->fd = -1;
@@ -180,6 +204,8 @@ static void conn_end(sc_conn *c, int ok)
 
 static void on_all_open(void)
 {
+    if (g.t_all_open)
+        return;
     g.t_all_open = now_us();
     g.events_at_open = g.events;
     cpu_snap(g.cpu_open);
@@ -191,7 +217,7 @@ static void conn_opened(sc_conn *c)
     if (c->opened)
         return;
     c->opened = 1;
-    if (++g.opened == g.n)
+    if (++g.opened + g.never_opened == g.n)
         on_all_open();
 }
 
@@ -378,6 +404,7 @@ static void conn_start(sc_conn *c)
         note_error(&g.err_connect, strerror(errno));
         c->state = ST_FAILED;
         g.finished++;
+        g.never_opened++;
         return;
     }
     int one = 1;
@@ -389,6 +416,7 @@ static void conn_start(sc_conn *c)
         c->fd = -1;
         c->state = ST_FAILED;
         g.finished++;
+        g.never_opened++;
         return;
     }
     event_assign(&c->ev, g.base, c->fd, EV_WRITE, on_connected, c);
@@ -589,15 +617,19 @@ int main(int argc, char **argv)
            "gap_p50_ms=%.2f gap_p99_ms=%.2f gap_max_ms=%.2f send_gap_p99_ms=%.2f send_gap_max_ms=%.2f "
            "gap_excess_p99_ms=%.2f send_gap_excess_p99_ms=%.2f "
            "pid_cpu_s=%.2f pid_us_per_event=%.2f pid2_cpu_s=%.2f pid2_us_per_event=%.2f "
-           "self_cpu_s=%.2f self_us_per_event=%.2f rss_open_kib=%ld rss_peak_kib=%ld total_s=%.1f\n",
+           "self_cpu_s=%.2f self_us_per_event=%.2f other_cores=%.2f rss_open_kib=%ld rss_peak_kib=%ld total_s=%.1f\n",
            g.n, g.ok, g.n - g.ok, g.err_connect, g.err_status, g.err_truncated, g.err_other,
-           g.t_all_open ? g.n : g.opened, g.t_all_open ? (double)(g.t_all_open - g.t0) / 1e6 : -1.0, win_s,
+           g.opened, g.t_all_open ? (double)(g.t_all_open - g.t0) / 1e6 : -1.0, win_s,
            (unsigned long long)win_ev, (unsigned long long)g.events, win_s > 0 ? (double)win_ev / win_s : 0.0,
            hist_pct(0.50), hist_pct(0.99), hist_pct(0.999), (double)g.delay_max / 1000.0, arr_pct(gaps, ng, 0.50),
            arr_pct(gaps, ng, 0.99), ng ? (double)gaps[ng - 1] / 1000.0 : 0.0, arr_pct(sgaps, ng, 0.99),
            ng ? (double)sgaps[ng - 1] / 1000.0 : 0.0, arr_pct(gaps, ng, 0.99) - iv, arr_pct(sgaps, ng, 0.99) - iv,
            g.cpu_end[0] - g.cpu_open[0], us_ev[0], g.cpu_end[1] - g.cpu_open[1], us_ev[1],
-           g.cpu_end[2] - g.cpu_open[2], us_ev[2], g.rss_kib_open, g.rss_kib_peak, (double)(t_end - g.t0) / 1e6);
+           g.cpu_end[2] - g.cpu_open[2], us_ev[2],
+           win_s > 0 ? ((g.cpu_end[3] - g.cpu_open[3]) - (g.cpu_end[0] - g.cpu_open[0]) - (g.cpu_end[1] - g.cpu_open[1]) -
+                        (g.cpu_end[2] - g.cpu_open[2])) / win_s
+                     : 0.0,
+           g.rss_kib_open, g.rss_kib_peak, (double)(t_end - g.t0) / 1e6);
     if (g.first_error[0])
         fprintf(stderr, "stream_client: first error: %s\n", g.first_error);
     free(gaps);

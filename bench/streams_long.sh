@@ -27,6 +27,8 @@
 #   BENCH_HOLD_MS       length of each stream     (default 30000)
 #   BENCH_INTERVAL_MS   upstream token cadence    (default 50)
 #   BENCH_RAMP          new streams per second    (default 2000)
+#   BENCH_TIMEOUT       seconds before the load generator gives up on a stream
+#                       (default: hold + ramp + 30 s; raise it for a saturated run)
 #   BENCH_DIRECT=0      skip the direct run
 #   BENCH_BUILD_DIR, BENCH_SWITCHYARD, BENCH_KEEP: as for bench/run.sh
 set -euo pipefail
@@ -36,6 +38,7 @@ N="${BENCH_STREAMS:-10000}"
 HOLD="${BENCH_HOLD_MS:-30000}"
 IVL="${BENCH_INTERVAL_MS:-50}"
 RAMP="${BENCH_RAMP:-2000}"
+TIMEOUT="${BENCH_TIMEOUT:-0}"
 
 LOGTAG=streams
 # shellcheck source=bench/lib.sh
@@ -72,7 +75,7 @@ run() { # label port path key pid2
   local label=$1 out
   log "$label: $N streams"
   out=$("$SC" --host "$HOST" --port "$2" --path "$3" --key "$4" -n "$N" --hold-ms "$HOLD" --interval-ms "$IVL" \
-          --ramp-per-s "$RAMP" --pid "$5" --pid2 "${6:-0}" 2>"$WORK/$label.err" | grep '^STREAMCLIENT' || true)
+          --ramp-per-s "$RAMP" --timeout "$TIMEOUT" --pid "$5" --pid2 "${6:-0}" 2>"$WORK/$label.err" | grep '^STREAMCLIENT' || true)
   [ -s "$WORK/$label.err" ] && sed "s/^/  [$label] /" "$WORK/$label.err" >&2
   echo "$label $out" >>"$WORK/results.txt"
 }
@@ -104,7 +107,8 @@ for label in ("direct", "gateway"):
     print(f"{label}: {r['ok']}/{r['n']} streams ended with [DONE], failed {r['failed']} "
           f"(connect {r['err_connect']}, status {r['err_status']}, truncated {r['err_truncated']}, other {r['err_other']}); "
           f"all {r['open_at_once']} open after {r['open_s']} s")
-    print(f"  window with every stream open: {r['window_s']} s, {r['window_events']} token events, {r['events_per_s']} events/s")
+    print(f"  window with every stream open: {r['window_s']} s, {r['window_events']} token events, {r['events_per_s']} events/s;"
+          f" other work on the machine meanwhile: {r.get('other_cores', '?')} cores")
     print(f"  delay per event (upstream write -> client read), ms: p50 {r['delay_p50_ms']}  p99 {r['delay_p99_ms']}"
           f"  p99.9 {r['delay_p999_ms']}  max {r['delay_max_ms']}")
     print(f"  largest gap per stream, ms: p50 {r['gap_p50_ms']}  p99 {r['gap_p99_ms']}  max {r['gap_max_ms']}"
