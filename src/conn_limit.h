@@ -29,9 +29,10 @@ long conn_limit_raise_nofile(void);
 /* Takes over accepting for http's bound socket (bound must be what
  * evhttp_bind_socket_with_handle returned), counts its connections and
  * closes those whose request is not whole request_timeout_s seconds after
- * its first byte. */
+ * its first byte. idle_timeout_s must be what evhttp_set_timeout was given:
+ * it is lifted from reading while an answer is written, and put back. */
 conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct evhttp_bound_socket *bound,
-                           size_t cap, long nofile, double request_timeout_s);
+                           size_t cap, long nofile, double request_timeout_s, int idle_timeout_s);
 /* Frees what is left; call after evhttp_free. */
 void conn_limit_free(conn_limit *cl);
 

@@ -290,6 +290,6 @@ int server_start(gateway *gw)
                  gw->cfg.max_connections);
     upstream_set_max_connections(gw->up, conn_cap);
     gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile,
-                               (double)gw->cfg.client_request_timeout_s);
+                               (double)gw->cfg.client_request_timeout_s, (int)gw->cfg.client_idle_timeout_s);
     return gw->conns ? 0 : -1;
 }

@@ -371,6 +371,28 @@ class HostileTest(GatewayTest):
                     r = g.post("/v1/responses", body)
                     self.assertEqual(r.status, 200, r)
 
+    def test_idle_timeout_spares_a_committed_stream_whose_upstream_pauses(self):
+        # a long-lived stream already flowing to the client, then silent upstream for longer
+        # than the client idle timeout (a model thinking, a tool running): the silence is the
+        # upstream's, bounded by the upstream idle timeout, and the client that sends nothing
+        # while it reads a stream is not idle
+        g = self.one("slow_stream,ms=1500,deltas=3", env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+        st = g.stream("/v1/responses", dict(RESP_BODY, stream=True))
+        self.assertEqual(st.status, 200)
+        types = st.types()
+        self.assertEqual(types.count("response.output_text.delta"), 3, types)
+        self.assertIn("response.completed", types)
+        # the idle timeout still closes a kept-alive connection that then says nothing
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
+        status, _, payload, rest = read_one_response(s)
+        self.assertEqual(status, 200, payload[:200])
+        s.settimeout(10)
+        t0 = time.monotonic()
+        self.assertEqual(rest + read_to_eof(s, timeout=10), b"")
+        self.assertLess(time.monotonic() - t0, 8)
+        s.close()
+
     def test_connections_beyond_the_cap_get_a_json_503_and_service_resumes(self):
         g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "4"})
         base = settled_socket_fds(g.proc.pid)
