@@ -20,6 +20,9 @@
  *   gap     per stream: the largest time between two consecutive token
  *           events read here (both in the window); the upstream's own
  *           largest gap (from the stamps) is reported beside it.
+ *   stretch per stream: the largest (gap read here - gap between the two
+ *           events' stamps): how much longer than the upstream made it a
+ *           gap became on the way, the upstream's own lateness taken out.
  *   window  from the moment all streams are open (each has its first
  *           event) to the moment the first one ends: every stream is open
  *           throughout. CPU of the measured processes (--pid, utime+stime
@@ -65,6 +68,7 @@ typedef struct sc_conn {
     int64_t last_stamp;  /* its bench_t */
     int64_t max_gap;     /* largest gap between token events read here */
     int64_t max_send_gap;/* largest gap between their stamps */
+    int64_t max_added;   /* largest (gap read here - gap between the stamps) */
     size_t raw_len;      /* undecoded bytes (head, chunk framing) */
     size_t sse_len;      /* decoded body bytes not yet a whole event */
     char raw[SC_BUF];
@@ -257,6 +261,8 @@ static void on_event(sc_conn *c, const char *e, size_t len, int64_t t)
             c->max_gap = t - c->last_recv;
         if (stamp - c->last_stamp > c->max_send_gap)
             c->max_send_gap = stamp - c->last_stamp;
+        if ((t - c->last_recv) - (stamp - c->last_stamp) > c->max_added)
+            c->max_added = (t - c->last_recv) - (stamp - c->last_stamp);
     }
     c->last_recv = t;
     c->last_stamp = stamp;
@@ -596,15 +602,18 @@ int main(int argc, char **argv)
     int64_t t_end = now_us();
 
     /* per-stream largest gaps, over streams that saw at least two token events */
-    int64_t *gaps = calloc((size_t)g.n, sizeof *gaps), *sgaps = calloc((size_t)g.n, sizeof *sgaps);
+    int64_t *gaps = calloc((size_t)g.n, sizeof *gaps), *sgaps = calloc((size_t)g.n, sizeof *sgaps),
+            *added = calloc((size_t)g.n, sizeof *added);
     size_t ng = 0;
     for (int i = 0; i < g.n; i++)
         if (g.c[i].max_gap) {
             gaps[ng] = g.c[i].max_gap;
+            added[ng] = g.c[i].max_added;
             sgaps[ng++] = g.c[i].max_send_gap;
         }
     qsort(gaps, ng, sizeof *gaps, cmp_i64);
     qsort(sgaps, ng, sizeof *sgaps, cmp_i64);
+    qsort(added, ng, sizeof *added, cmp_i64);
     double win_s = g.t_all_open && g.t_first_end > g.t_all_open ? (double)(g.t_first_end - g.t_all_open) / 1e6 : 0;
     uint64_t win_ev = win_s > 0 ? g.events_at_end - g.events_at_open : 0;
     double us_ev[3] = {0, 0, 0};
@@ -615,7 +624,8 @@ int main(int argc, char **argv)
            "open_at_once=%d open_s=%.2f window_s=%.2f window_events=%llu events=%llu events_per_s=%.0f "
            "delay_p50_ms=%.2f delay_p99_ms=%.2f delay_p999_ms=%.2f delay_max_ms=%.2f "
            "gap_p50_ms=%.2f gap_p99_ms=%.2f gap_max_ms=%.2f send_gap_p99_ms=%.2f send_gap_max_ms=%.2f "
-           "gap_excess_p99_ms=%.2f send_gap_excess_p99_ms=%.2f "
+           "gap_excess_p99_ms=%.2f send_gap_excess_p99_ms=%.2f gap_added_p50_ms=%.2f gap_added_p99_ms=%.2f "
+           "gap_added_max_ms=%.2f "
            "pid_cpu_s=%.2f pid_us_per_event=%.2f pid2_cpu_s=%.2f pid2_us_per_event=%.2f "
            "self_cpu_s=%.2f self_us_per_event=%.2f other_cores=%.2f rss_open_kib=%ld rss_peak_kib=%ld total_s=%.1f\n",
            g.n, g.ok, g.n - g.ok, g.err_connect, g.err_status, g.err_truncated, g.err_other,
@@ -624,6 +634,7 @@ int main(int argc, char **argv)
            hist_pct(0.50), hist_pct(0.99), hist_pct(0.999), (double)g.delay_max / 1000.0, arr_pct(gaps, ng, 0.50),
            arr_pct(gaps, ng, 0.99), ng ? (double)gaps[ng - 1] / 1000.0 : 0.0, arr_pct(sgaps, ng, 0.99),
            ng ? (double)sgaps[ng - 1] / 1000.0 : 0.0, arr_pct(gaps, ng, 0.99) - iv, arr_pct(sgaps, ng, 0.99) - iv,
+           arr_pct(added, ng, 0.50), arr_pct(added, ng, 0.99), ng ? (double)added[ng - 1] / 1000.0 : 0.0,
            g.cpu_end[0] - g.cpu_open[0], us_ev[0], g.cpu_end[1] - g.cpu_open[1], us_ev[1],
            g.cpu_end[2] - g.cpu_open[2], us_ev[2],
            win_s > 0 ? ((g.cpu_end[3] - g.cpu_open[3]) - (g.cpu_end[0] - g.cpu_open[0]) - (g.cpu_end[1] - g.cpu_open[1]) -
@@ -634,6 +645,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "stream_client: first error: %s\n", g.first_error);
     free(gaps);
     free(sgaps);
+    free(added);
     for (int i = 0; i < g.n; i++)
         if (g.c[i].fd >= 0) {
             event_del(&g.c[i].ev);

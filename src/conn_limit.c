@@ -51,6 +51,7 @@
 
 #define CONN_PAUSE_MS 250
 #define CONN_SWEEP_MS 100
+#define CONN_BACKLOG 4096
 
 /* libevent hands a listener's error callback the accept callback's
  * argument, which is evhttp's own; the one gateway per process is found here. */
@@ -335,6 +336,12 @@ conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct 
         return NULL;
     cl->base = base;
     cl->lev = evhttp_bound_socket_get_listener(bound);
+    /* evhttp listens with a backlog of 128: a burst of new streams (2 000 a
+     * second while 10 000 flow) overflows it, the kernel drops handshakes
+     * and the clients that waited longest get a reset. Listening again
+     * only changes the backlog; the kernel caps it at net.core.somaxconn. */
+    if (listen(evconnlistener_get_fd(cl->lev), CONN_BACKLOG) != 0)
+        log_warn("cannot raise the listen backlog to %d: %s", CONN_BACKLOG, strerror(errno));
     cl->cap = cap;
     cl->slack = cap / 8 + 16;
     cl->request_timeout_s = request_timeout_s;
