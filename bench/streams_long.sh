@@ -86,6 +86,7 @@ if [ "${BENCH_DIRECT:-1}" != 0 ]; then
   sleep 2 # let the upstream's sockets go
 fi
 run gateway "$GPORT" /v1/chat/completions "$KEY" "$GPID" "$UPID"
+sleep 2 # the gateway's 100 ms sweep counts the closed connections out
 HEALTH=$(curl -fsS "http://$HOST:$GPORT/health" || echo '{}')
 STATUS=$(grep -E '^Vm(RSS|HWM)' "/proc/$GPID/status" | tr -s ' \t' ' ' | tr '\n' ' ')
 
