@@ -1,8 +1,9 @@
 /* conn_limit.h: the gateway's client connections as a resource. Raises the
  * descriptor limit at start, counts client connections and refuses those
- * beyond a cap, cuts off requests that take too long to arrive, and pauses
- * accepting when the process is out of descriptors instead of retrying
- * accept() on every loop turn. */
+ * beyond a cap, cuts off requests that take too long to arrive, keeps the
+ * idle timeout off a client while it reads an answer, and pauses accepting
+ * when the process is out of descriptors instead of retrying accept() on
+ * every loop turn. */
 #ifndef SY_CONN_LIMIT_H
 #define SY_CONN_LIMIT_H
 #include <stddef.h>
