@@ -17,8 +17,14 @@
  * "stream": true gets an event stream (all events written at once, then the
  * terminal event). A body with "bench_hold_ms": N (N > 0) gets a long-lived
  * stream instead: the first text delta at once (so a gateway's preflight
- * commits), one more delta every "bench_gap_ms" (default 1000) and the
- * terminal event after N ms. The body is never otherwise parsed.
+ * commits), one more delta every "bench_interval_ms" (default 1000; the
+ * older name "bench_gap_ms" works too; delta k is due k intervals after
+ * the start, so a late one does not shift the rest) and the terminal event
+ * N ms after the start.
+ * Each of those later deltas carries "bench_t": the upstream's
+ * CLOCK_MONOTONIC in microseconds when it was written, so a client on the
+ * same host can tell how long the event took to reach it
+ * (bench/stream_client.c). The body is never otherwise parsed.
  *
  * usage: fast_upstream --port N [--host ADDR]   (port 0 picks a free one;
  * prints "listening on PORT"). SIGTERM/SIGINT stop it. */
@@ -35,10 +41,12 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define FU_PIECES 8
 
@@ -146,6 +154,26 @@ static void stream_send(struct evhttp_request *req, const canned *c)
     evhttp_send_reply_chunk(req, g_chunk); /* drains g_chunk */
 }
 
+/* One event of a held stream, its JSON object stamped with the send time:
+ * "data: {" + "\"bench_t\":MICROS," + the rest of the canned event. */
+static void stream_send_stamped(struct evhttp_request *req, const canned *c)
+{
+    const char *obj = strstr(c->p, "data: {");
+    if (!obj) {
+        stream_send(req, c);
+        return;
+    }
+    size_t head = (size_t)(obj - c->p) + 7;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    char stamp[48];
+    int sn = snprintf(stamp, sizeof stamp, "\"bench_t\":%lld,", (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000);
+    evbuffer_add_reference(g_chunk, c->p, head, NULL, NULL);
+    evbuffer_add(g_chunk, stamp, (size_t)sn);
+    evbuffer_add_reference(g_chunk, c->p + head, c->len - head, NULL, NULL);
+    evhttp_send_reply_chunk(req, g_chunk);
+}
+
 /* Starts an event stream: headers, the head event and the first n deltas. */
 static void stream_open(struct evhttp_request *req, int chat, int n)
 {
@@ -215,10 +243,18 @@ typedef struct hold_job {
     struct evhttp_connection *evcon;
     struct event *timer;
     int chat;
-    int sent;      /* deltas sent */
-    long left_ms;  /* until the terminal event */
-    long gap_ms;
+    int sent;        /* deltas sent */
+    int64_t start;   /* us, CLOCK_MONOTONIC: the stream opened */
+    long hold_ms;    /* the terminal event is due at start + hold_ms */
+    long gap_ms;     /* delta k is due at start + k * gap_ms: a late one does not delay the next */
 } hold_job;
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static void hold_free(hold_job *j)
 {
@@ -238,9 +274,13 @@ static void hold_close_cb(struct evhttp_connection *evcon, void *arg)
 /* Waits for the next delta, or for the terminal event when that comes first. */
 static void hold_arm(hold_job *j)
 {
-    long step = j->gap_ms < j->left_ms ? j->gap_ms : j->left_ms;
-    j->left_ms -= step;
-    struct timeval tv = {step / 1000, (step % 1000) * 1000};
+    long due_ms = (long)j->sent * j->gap_ms;
+    if (due_ms > j->hold_ms)
+        due_ms = j->hold_ms;
+    int64_t wait = j->start + (int64_t)due_ms * 1000 - mono_us();
+    if (wait < 0)
+        wait = 0;
+    struct timeval tv = {(time_t)(wait / 1000000), (suseconds_t)(wait % 1000000)};
     evtimer_add(j->timer, &tv);
 }
 
@@ -249,8 +289,9 @@ static void hold_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     hold_job *j = arg;
-    if (j->left_ms > 0) {
-        stream_send(j->req, j->chat ? &c_chat_delta[j->sent % FU_PIECES] : &c_resp_delta[j->sent % FU_PIECES]);
+    if ((long)j->sent * j->gap_ms < j->hold_ms) {
+        stream_send_stamped(j->req,
+                            j->chat ? &c_chat_delta[j->sent % FU_PIECES] : &c_resp_delta[j->sent % FU_PIECES]);
         j->sent++;
         hold_arm(j);
         return;
@@ -269,7 +310,8 @@ static void start_hold(struct evhttp_request *req, int chat, long hold_ms, long 
     j->evcon = evhttp_request_get_connection(req);
     j->chat = chat;
     j->gap_ms = gap_ms > 0 ? gap_ms : 1000;
-    j->left_ms = hold_ms;
+    j->hold_ms = hold_ms;
+    j->start = mono_us();
     j->timer = evtimer_new(g_base, hold_timer_cb, j);
     g_open_streams++;
     evhttp_connection_set_closecb(j->evcon, hold_close_cb, j);
@@ -317,8 +359,9 @@ static void handle(struct evhttp_request *req, void *arg)
     long hold = find_long(body, blen, "bench_hold_ms");
     const char *sv = find_value(body, blen, "stream");
     int stream = sv && (size_t)(body + blen - sv) >= 4 && memcmp(sv, "true", 4) == 0;
+    long every = hold > 0 ? find_long(body, blen, "bench_interval_ms") : 0;
     if (hold > 0)
-        start_hold(req, chat, hold, find_long(body, blen, "bench_gap_ms"));
+        start_hold(req, chat, hold, every > 0 ? every : find_long(body, blen, "bench_gap_ms"));
     else if (stream)
         send_stream(req, chat);
     else

@@ -15,7 +15,7 @@ void config_defaults(sy_config *c)
     c->listen_port = 8787;
     c->max_body = 16u << 20;
     c->max_bodies_in_flight = (size_t)256 << 20;
-    c->max_connections = 4096;
+    c->max_connections = 16384; /* 10 000 long-lived streams and room (docs/architecture.md, "Limits") */
     c->client_idle_timeout_s = 30;
     c->client_request_timeout_s = 60;
     c->connect_timeout_ms = 10000;

@@ -21,6 +21,15 @@
  * within the request timeout gets a 408 written on the socket and the
  * socket shut down; evhttp then sees the end and frees it.
  *
+ * Answers: while an answer is written, the client has nothing to say, so
+ * the connection's read timeout (evhttp's idle timeout, re-armed by evhttp
+ * at every chunk it writes) is lifted from its first byte until evhttp goes
+ * back to reading a request (the sweep sees its read callback again). A
+ * stream then lives through an upstream pause longer than the idle timeout
+ * (a model thinking, a tool running): the upstream idle timeout bounds that
+ * pause. The write timeout stays: a client that stops reading is still cut
+ * off.
+ *
  * Out of descriptors: libevent's listener retries a failing accept() on
  * every loop turn (100 % CPU, a log line each time). The error callback here
  * refuses one waiting client with a spare descriptor kept for that purpose,
@@ -42,6 +51,7 @@
 
 #define CONN_PAUSE_MS 250
 #define CONN_SWEEP_MS 100
+#define CONN_BACKLOG 4096
 
 /* libevent hands a listener's error callback the accept callback's
  * argument, which is evhttp's own; the one gateway per process is found here. */
@@ -52,6 +62,7 @@ typedef struct conn_entry {
     int fd;                     /* -1 until its first bytes arrive */
     int over;                   /* accepted beyond the cap: answered with a refusal */
     int timed_out;              /* the 408 was sent */
+    int answering;              /* an answer is being written: no read timeout */
     double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
     struct conn_limit *cl;
 } conn_entry;
@@ -65,6 +76,7 @@ struct conn_limit {
     size_t by_fd_len;
     size_t cap, slack;
     double request_timeout_s;
+    struct timeval idle;  /* evhttp's read/write timeout */
     struct event *resume;
     struct event *sweeper;
     int spare_fd;         /* kept open to refuse a client when out of descriptors */
@@ -142,6 +154,10 @@ void conn_limit_sweep(conn_limit *cl)
             conn_limit_drop(cl, i);
             continue;
         }
+        if (e->answering && r) { /* the answer is out; evhttp reads the next request */
+            e->answering = 0;
+            bufferevent_set_timeouts(e->bev, &cl->idle, &cl->idle);
+        }
         if (!e->reading_since || e->timed_out || e->fd < 0) {
             i++;
             continue;
@@ -217,8 +233,13 @@ static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_i
 static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
     conn_entry *e = arg;
-    if (info->n_added)
-        e->reading_since = 0;
+    if (!info->n_added)
+        return;
+    e->reading_since = 0;
+    if (!e->answering && e->cl->idle.tv_sec) {
+        e->answering = 1;
+        bufferevent_set_timeouts(e->bev, NULL, &e->cl->idle);
+    }
 }
 
 static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
@@ -308,16 +329,23 @@ static void conn_limit_on_accept_error(struct evconnlistener *lev, void *arg)
 }
 
 conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct evhttp_bound_socket *bound,
-                           size_t cap, long nofile, double request_timeout_s)
+                           size_t cap, long nofile, double request_timeout_s, int idle_timeout_s)
 {
     conn_limit *cl = calloc(1, sizeof *cl);
     if (!cl)
         return NULL;
     cl->base = base;
     cl->lev = evhttp_bound_socket_get_listener(bound);
+    /* evhttp listens with a backlog of 128: a burst of new streams (2 000 a
+     * second while 10 000 flow) overflows it, the kernel drops handshakes
+     * and the clients that waited longest get a reset. Listening again
+     * only changes the backlog; the kernel caps it at net.core.somaxconn. */
+    if (listen(evconnlistener_get_fd(cl->lev), CONN_BACKLOG) != 0)
+        log_warn("cannot raise the listen backlog to %d: %s", CONN_BACKLOG, strerror(errno));
     cl->cap = cap;
     cl->slack = cap / 8 + 16;
     cl->request_timeout_s = request_timeout_s;
+    cl->idle.tv_sec = idle_timeout_s > 0 ? idle_timeout_s : 0;
     cl->st.cap = cap;
     cl->st.nofile = nofile;
     cl->resume = evtimer_new(base, conn_limit_on_resume, cl);

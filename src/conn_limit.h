@@ -1,8 +1,9 @@
 /* conn_limit.h: the gateway's client connections as a resource. Raises the
  * descriptor limit at start, counts client connections and refuses those
- * beyond a cap, cuts off requests that take too long to arrive, and pauses
- * accepting when the process is out of descriptors instead of retrying
- * accept() on every loop turn. */
+ * beyond a cap, cuts off requests that take too long to arrive, keeps the
+ * idle timeout off a client while it reads an answer, and pauses accepting
+ * when the process is out of descriptors instead of retrying accept() on
+ * every loop turn. */
 #ifndef SY_CONN_LIMIT_H
 #define SY_CONN_LIMIT_H
 #include <stddef.h>
@@ -29,9 +30,10 @@ long conn_limit_raise_nofile(void);
 /* Takes over accepting for http's bound socket (bound must be what
  * evhttp_bind_socket_with_handle returned), counts its connections and
  * closes those whose request is not whole request_timeout_s seconds after
- * its first byte. */
+ * its first byte. idle_timeout_s must be what evhttp_set_timeout was given:
+ * it is lifted from reading while an answer is written, and put back. */
 conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct evhttp_bound_socket *bound,
-                           size_t cap, long nofile, double request_timeout_s);
+                           size_t cap, long nofile, double request_timeout_s, int idle_timeout_s);
 /* Frees what is left; call after evhttp_free. */
 void conn_limit_free(conn_limit *cl);
 

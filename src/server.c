@@ -7,6 +7,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "proxy.h"
+#include "upstream.h"
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
@@ -287,7 +288,8 @@ int server_start(gateway *gw)
     if (conn_cap < gw->cfg.max_connections)
         log_warn("descriptor limit %ld: client connections capped at %ld instead of %ld", nofile, conn_cap,
                  gw->cfg.max_connections);
+    upstream_set_max_connections(gw->up, conn_cap);
     gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile,
-                               (double)gw->cfg.client_request_timeout_s);
+                               (double)gw->cfg.client_request_timeout_s, (int)gw->cfg.client_idle_timeout_s);
     return gw->conns ? 0 : -1;
 }

@@ -488,7 +488,8 @@ upstream *upstream_new(struct event_base *base, const upstream_limits *lim)
     curl_multi_setopt(u->multi, CURLMOPT_TIMERFUNCTION, upstream_timer_cb);
     curl_multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
     /* the connection cache must hold one connection per concurrent transfer,
-     * or curl closes and reopens connections under load */
+     * or curl closes and reopens connections under load; the server sets it
+     * to its client connection cap (upstream_set_max_connections) */
     curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 4096L);
     return u;
 }
@@ -628,3 +629,12 @@ void upstream_resume(upstream_req *r)
 }
 
 size_t upstream_active(const upstream *u) { return u->active; }
+
+void upstream_set_max_connections(upstream *u, long n)
+{
+    /* a finished transfer's connection is closed when the cache holds more
+     * than this; with 10 000 long streams to one host and 4 096 kept, most
+     * streams would start on a fresh connection (a TLS handshake) */
+    if (n > 0)
+        curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, n);
+}

@@ -48,5 +48,8 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
 void upstream_cancel(upstream_req *r);
 void upstream_resume(upstream_req *r);
 size_t upstream_active(const upstream *u);
+/* How many connections curl keeps for reuse (CURLMOPT_MAXCONNECTS): one per
+ * client connection the server accepts. Transfers are not limited by it. */
+void upstream_set_max_connections(upstream *u, long n);
 
 #endif

@@ -371,6 +371,28 @@ class HostileTest(GatewayTest):
                     r = g.post("/v1/responses", body)
                     self.assertEqual(r.status, 200, r)
 
+    def test_idle_timeout_spares_a_committed_stream_whose_upstream_pauses(self):
+        # a long-lived stream already flowing to the client, then silent upstream for longer
+        # than the client idle timeout (a model thinking, a tool running): the silence is the
+        # upstream's, bounded by the upstream idle timeout, and the client that sends nothing
+        # while it reads a stream is not idle
+        g = self.one("slow_stream,ms=1500,deltas=3", env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+        st = g.stream("/v1/responses", dict(RESP_BODY, stream=True))
+        self.assertEqual(st.status, 200)
+        types = st.types()
+        self.assertEqual(types.count("response.output_text.delta"), 3, types)
+        self.assertIn("response.completed", types)
+        # the idle timeout still closes a kept-alive connection that then says nothing
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
+        status, _, payload, rest = read_one_response(s)
+        self.assertEqual(status, 200, payload[:200])
+        s.settimeout(10)
+        t0 = time.monotonic()
+        self.assertEqual(rest + read_to_eof(s, timeout=10), b"")
+        self.assertLess(time.monotonic() - t0, 8)
+        s.close()
+
     def test_connections_beyond_the_cap_get_a_json_503_and_service_resumes(self):
         g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "4"})
         base = settled_socket_fds(g.proc.pid)
@@ -443,6 +465,26 @@ class HostileTest(GatewayTest):
             line = next(ln for ln in f if ln.startswith("Max open files"))
         self.assertEqual(line.split()[3:5], ["4096", "4096"], line)
         self.assertEqual(g.get("/health", key=None).json()["connections"]["descriptor_limit"], 4096)
+
+    def test_default_connection_cap_holds_ten_thousand_streams_when_descriptors_allow(self):
+        # a long-lived stream holds a client and an upstream socket: with a hard limit of
+        # 2 x 10 000 + 64 the default cap (16 384, formerly 4 096) gives way only to the
+        # descriptors, so 10 000 streams fit
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        want = 20064 if hard == resource.RLIM_INFINITY else min(hard, 20064)
+        if want < 8256:
+            self.skipTest(f"hard descriptor limit {hard} is below 8256")
+
+        def soft_low():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1024, want))
+
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        g.preexec = soft_low
+        g.start()
+        conns = g.get("/health", key=None).json()["connections"]
+        self.assertEqual(conns["descriptor_limit"], want)
+        self.assertEqual(conns["cap"], min(16384, (want - 64) // 2))
+        self.assertGreater(conns["cap"], 4096)
 
     def test_no_descriptor_for_the_upstream_is_a_503_and_cools_no_account(self):
         # a request whose body is still coming while idle connections take every descriptor
