@@ -19,7 +19,7 @@
 # so one process per run serves W warm-up requests of each kind, then its
 # counters are zeroed (callgrind_control -z), it serves N more and they are
 # dumped (-d): I / N (BENCH_INSTR_PORTKEY_WARM, default 100;
-# BENCH_INSTR_PORTKEY_N, default 100). 127.0.0.1 only; about 2 minutes for
+# BENCH_INSTR_PORTKEY_N, default 150). 127.0.0.1 only; about 2 minutes for
 # the default targets, 2 more with nginx and Portkey; prints figures only.
 set -euo pipefail
 
@@ -28,7 +28,7 @@ N1=200
 N2=1200
 TARGETS="${BENCH_TARGETS:-mock floor gateway}"
 PK_WARM="${BENCH_INSTR_PORTKEY_WARM:-100}"
-PK_N="${BENCH_INSTR_PORTKEY_N:-100}"
+PK_N="${BENCH_INSTR_PORTKEY_N:-150}"
 LOGTAG=instr
 BENCH_EXTRA_PKGS="valgrind:valgrind ${BENCH_EXTRA_PKGS:-}"
 # shellcheck source=bench/lib.sh

@@ -25,7 +25,7 @@
 #      (callgrind; the stable figure on a shared machine). BENCH_INSTRUCTIONS=0
 #      skips it (it is about half of the run).
 # Prints figures only, never fails on a timing. 127.0.0.1 only; kills what it
-# started. About 6 minutes with the defaults (3 without instruction counts).
+# started. About 7 minutes with the defaults (4 without instruction counts).
 #
 # Environment:
 #   BENCH_BUILD_DIR      build directory (default /tmp/switchyard-bench-build)
