@@ -114,10 +114,10 @@ run_wrk() { # mode clients target seconds record
   local body=$BODY_PLAIN out line b0 b1 p0 p1 u0 u1 t0 t1 wcpu other pid=${PID[$3]}
   [ "$1" = stream ] && body=$BODY_STREAM
   [ "$3" = direct ] && pid=""
-  b0=$(busy_ticks); p0=$(proc_ticks $pid); u0=$(proc_ticks "$UPID"); t0=$(date +%s.%N)
+  b0=$(busy_ticks); p0=$(proc_ticks ${pid:+"$pid"}); u0=$(proc_ticks "$UPID"); t0=$(date +%s.%N)
   out=$( { TIMEFORMAT='WRKCPU %3U %3S'; time BENCH_BODY="$body" BENCH_HEADERS="${HDR[$3]}" \
             wrk -t1 -c"$2" -d"$4"s --timeout 10s -s "$ROOT/bench/post.lua" "${URL[$3]}" 2>&1; } 2>&1) || true
-  b1=$(busy_ticks); p1=$(proc_ticks $pid); u1=$(proc_ticks "$UPID"); t1=$(date +%s.%N)
+  b1=$(busy_ticks); p1=$(proc_ticks ${pid:+"$pid"}); u1=$(proc_ticks "$UPID"); t1=$(date +%s.%N)
   printf '== %s %s %s\n%s\n' "$1" "$2" "$3" "$out" >>"$WORK/wrk-raw.txt"
   [ "$5" = 1 ] || return 0
   wcpu=$(awk '/^WRKCPU/ {print $2 + $3}' <<<"$out")

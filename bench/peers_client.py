@@ -54,6 +54,16 @@ async def read_head(reader, buf):
     return head.lower(), rest
 
 
+async def first_body_bytes(reader, rest):
+    """Returns rest, or once it is empty the next bytes read: the first of
+    the response body."""
+    while not rest:
+        rest = await reader.read(65536)
+        if not rest:
+            raise EOFError("closed before the first body byte")
+    return rest
+
+
 async def read_body_end(reader, head, rest):
     """Reads the rest of one response (chunked or Content-Length); returns
     the bytes after it (none are expected: one request at a time)."""
@@ -87,10 +97,7 @@ async def ttfb_client(host, port, req, deadline, samples, errors):
             t0 = time.perf_counter()
             writer.write(req)
             head, rest = await read_head(reader, b"")
-            while not rest:
-                rest = await reader.read(65536)
-                if not rest:
-                    raise EOFError("closed before the first body byte")
+            rest = await first_body_bytes(reader, rest)
             samples.append(time.perf_counter() - t0)
             await read_body_end(reader, head, rest)
     except (OSError, EOFError, ValueError) as e:
@@ -119,11 +126,8 @@ async def hold_one(host, port, req, opened, conns):
     reader, writer = await asyncio.open_connection(host, port)
     conns.append(writer)
     writer.write(req)
-    head, rest = await read_head(reader, b"")
-    while not rest:
-        rest = await reader.read(65536)
-        if not rest:
-            raise EOFError("closed before the first body byte")
+    _, rest = await read_head(reader, b"")
+    await first_body_bytes(reader, rest)
     opened.append(1)
 
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # bench/proxies.sh: the proxies the benchmarks put side by side, each started
 # against a given bench/fast_upstream (sourced after bench/lib.sh, whose
 # HOST, WORK, ROOT, PIDS, SY, FU, log, free_port and wait_http it uses).
