@@ -109,8 +109,7 @@ measure_portkey() {
     drive "$PK_PORT" "$PK_N" "$stream" "$PK_HEADERS" || { log "portkey: a request failed"; exit 1; }
     callgrind_control -d "$PK_PID" >/dev/null
     dump=$((dump + 1))
-    for _ in $(seq 100); do [ -s "$out.$dump" ] && break; sleep 0.1; done
-    sleep 0.5 # the dump is written by the time callgrind_control returns; be safe
+    for _ in $(seq 100); do [ -s "$out.$dump" ] && break; sleep 0.1; done # written when -d returns
     res+=("$(( $(total_ir "$out.$dump") / PK_N ))")
   done
   proxy_stop "$PK_PID"

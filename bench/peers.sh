@@ -17,7 +17,7 @@
 #   3. time to first byte: a second upstream answers every request 50 ms late
 #      (fast_upstream --first-byte-ms); bench/peers_client.py ttfb measures
 #      the time to the first body byte of streamed requests at 1 and 64
-#      clients through each target (fresh proxies);
+#      clients through each target (fresh proxies), in rounds as in 1;
 #   4. memory: a third upstream holds every stream open (--hold-ms); a fresh
 #      proxy of each kind gets BENCH_STREAMS streams at once and its VmRSS is
 #      read while all are open (peers_client.py hold);
@@ -174,16 +174,21 @@ targets_stop
 # ---------- 3. time to first byte behind a slow upstream ----------
 fu_start --first-byte-ms "$FIRST_BYTE_MS"
 SLOW_PID=$FU_PID SLOW_PORT=$FU_PORT
-for t in "${TARGETS[@]}"; do target_start "$t" "$SLOW_PORT" "$SLOW_PID"; done
 for t in "${TARGETS[@]}"; do
-  log "time to first byte ($FIRST_BYTE_MS ms upstream): $t"
+  target_start "$t" "$SLOW_PORT" "$SLOW_PID"
+  log "time to first byte ($FIRST_BYTE_MS ms upstream): warm-up $t"
   python3 "$ROOT/bench/peers_client.py" ttfb --url "${URL[$t]}" --headers "${HDR[$t]}" --body "$BODY_STREAM" \
-    --clients 64 --seconds 1 >/dev/null 2>&1 || true # warm-up
+    --clients 64 --seconds 1 >/dev/null 2>&1 || true
+done
+for ((r = 1; r <= REPS; r++)); do
   for c in 1 64; do
-    secs=4; [ "$c" = 1 ] && secs=3
-    line=$(python3 "$ROOT/bench/peers_client.py" ttfb --url "${URL[$t]}" --headers "${HDR[$t]}" \
-             --body "$BODY_STREAM" --clients "$c" --seconds "$secs" 2>>"$WORK/ttfb.err" | grep '^TTFB' || echo "TTFB n=0")
-    echo "TTFB clients=$c target=$t ${line#TTFB }" >>"$RESULTS"
+    secs=3; [ "$c" = 1 ] && secs=2
+    for t in "${TARGETS[@]}"; do
+      log "time to first byte, round $r/$REPS, $c clients: $t"
+      line=$(python3 "$ROOT/bench/peers_client.py" ttfb --url "${URL[$t]}" --headers "${HDR[$t]}" \
+               --body "$BODY_STREAM" --clients "$c" --seconds "$secs" 2>>"$WORK/ttfb.err" | grep '^TTFB' || echo "TTFB n=0")
+      echo "TTFB clients=$c target=$t ${line#TTFB }" >>"$RESULTS"
+    done
   done
 done
 targets_stop

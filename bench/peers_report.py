@@ -7,7 +7,7 @@ RESULTS holds one line per measurement, "KIND key=value ...":
   LOAD mode= clients= target= requests= rps= p50_us= p99_us= errors= non2xx=
        proxy_cpu_s= upstream_cpu_s= other_cpu=      (one per wrk cell and round)
   SYSCALLS mode= target= requests= calls= each=name:count,...
-  TTFB clients= target= n= p50_us= p99_us= errors=
+  TTFB clients= target= n= p50_us= p99_us= errors=     (one per cell and round)
   HOLD target= n= open= idle_rss_kib= rss_kib= open_s=
   INSTR target= plain= stream=
 Prints the summary (per request, plain / stream, with the ratios of
@@ -49,7 +49,7 @@ def main():
         elif r["kind"] == "SYSCALLS":
             sysc[(r["mode"], r["target"])] = r
         elif r["kind"] == "TTFB":
-            ttfb[(int(r["clients"]), r["target"])] = r
+            ttfb.setdefault((int(r["clients"]), r["target"]), []).append(r)
         elif r["kind"] == "HOLD":
             hold[r["target"]] = r
         elif r["kind"] == "INSTR":
@@ -80,9 +80,18 @@ def main():
         s = sysc.get((mode, t))
         return s["calls"] / s["requests"] if s and s["requests"] else None
 
+    def ttfb_cell(c, t):
+        """medians over the rounds of one time-to-first-byte cell, in ms"""
+        rs = ttfb.get((c, t), [])
+        ok = [r for r in rs if r["n"]]
+        if not ok:
+            return None
+        return {"p50": med([r["p50_us"] / 1000 for r in ok]), "p99": med([r["p99_us"] / 1000 for r in ok]),
+                "n": sum(r["n"] for r in rs), "errors": sum(r.get("errors", 0) for r in rs), "rounds": len(rs)}
+
     def ttfb_added(c, t, k):
-        a, d = ttfb.get((c, t)), ttfb.get((c, "direct"))
-        return (a[k] - d[k]) / 1000 if a and d and a["n"] and d["n"] else None
+        a, d = ttfb_cell(c, t), ttfb_cell(c, "direct")
+        return a[k] - d[k] if a and d else None
 
     def fmt(x, spec):
         return "-" if x is None else format(x, spec)
@@ -126,7 +135,7 @@ def main():
         line += "".join("%*s" % (wc, ratio(f, "switchyard", p)) for p in ratio_cols)
         print(line)
     for label, c in ttfb_rows:
-        f = lambda m, t, c=c: ttfb_added(c, t, "p50_us" if m == "plain" else "p99_us")
+        f = lambda m, t, c=c: ttfb_added(c, t, "p50" if m == "plain" else "p99")
         line = "%-*s" % (w0, label) + "".join("%*s" % (wc, pair(f, "+.2f")(t)) for t in cols)
         line += "".join("%*s" % (wc, ratio(f, "switchyard", p)) for p in ratio_cols)
         print(line)
@@ -171,18 +180,18 @@ def main():
             print("  %-6s %-10s %5.1f  (%s)" % (mode, NAMES[t], s["calls"] / s["requests"], top))
     print()
 
-    print("Time to first byte, upstream's first byte after %s ms (streamed; ms)" % fb_ms)
+    print("Time to first byte, upstream's first byte after %s ms (streamed; ms; medians of the rounds)" % fb_ms)
     fmt_t = "{:>8}  {:<11}{:>9}{:>9}{:>11}{:>11}{:>8}{:>8}"
     print(fmt_t.format("clients", "target", "p50", "p99", "added p50", "added p99", "n", "errors"))
     for c in (1, 64):
         for t in ["direct"] + peers:
-            r = ttfb.get((c, t))
+            r = ttfb_cell(c, t)
             if not r:
                 continue
-            print(fmt_t.format(c, NAMES[t], fmt(r.get("p50_us", 0) / 1000, ".2f"), fmt(r.get("p99_us", 0) / 1000, ".2f"),
-                               "" if t == "direct" else fmt(ttfb_added(c, t, "p50_us"), "+.2f"),
-                               "" if t == "direct" else fmt(ttfb_added(c, t, "p99_us"), "+.2f"),
-                               "%d" % r.get("n", 0), "%d" % r.get("errors", 0)))
+            print(fmt_t.format(c, NAMES[t], fmt(r["p50"], ".2f"), fmt(r["p99"], ".2f"),
+                               "" if t == "direct" else fmt(ttfb_added(c, t, "p50"), "+.2f"),
+                               "" if t == "direct" else fmt(ttfb_added(c, t, "p99"), "+.2f"),
+                               "%d" % r["n"], "%d" % r["errors"]))
     print()
 
     print("Memory with %s streams held open at once (fresh process each)" % nstreams)
