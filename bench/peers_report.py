@@ -55,14 +55,24 @@ def main():
         elif r["kind"] == "INSTR":
             instr[r["target"]] = r
 
+    # A round in which wrk ran much longer than asked was stalled (the VM or
+    # wrk paused: its latencies then include the pause); it is left out of
+    # the medians, unless every round of the cell was.
+    nominal = med([r["duration_us"] for rs in load.values() for r in rs])
+    stalled = lambda r: r["duration_us"] > 1.25 * nominal
+
     def cell(mode, c, t):
-        """medians over the rounds of one load cell"""
+        """medians over the (unstalled) rounds of one load cell"""
         rs = load.get((mode, c, t), [])
         if not rs:
             return None
+        stalls = sum(1 for r in rs if stalled(r))
+        if stalls < len(rs):
+            rs = [r for r in rs if not stalled(r)]
         ok = [r for r in rs if r["requests"] > 0]
         return {
             "rounds": len(rs),
+            "stalls": stalls,
             "rps": med([r["rps"] for r in rs]),
             "p50": med([r["p50_us"] / 1000 for r in ok]),
             "p99": med([r["p99_us"] / 1000 for r in ok]),
@@ -150,9 +160,9 @@ def main():
     print()
 
     print("Load cells (wrk; latency in ms; CPU in us per request; medians of the rounds)")
-    fmt_l = "{:<7}{:>8}  {:<11}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>14}{:>8}{:>8}"
+    fmt_l = "{:<7}{:>8}  {:<11}{:>10}{:>9}{:>9}{:>11}{:>11}{:>11}{:>14}{:>8}{:>8}{:>8}"
     print(fmt_l.format("mode", "clients", "target", "req/s", "p50", "p99", "added p50", "added p99",
-                       "proxy CPU", "upstream CPU", "errors", "other"))
+                       "proxy CPU", "upstream CPU", "errors", "other", "stalls"))
     for mode in ("plain", "stream"):
         for c in (1, 64):
             for t in ["direct"] + peers:
@@ -163,9 +173,10 @@ def main():
                                    "" if t == "direct" else fmt(added(mode, c, t, "p50"), "+.3f"),
                                    "" if t == "direct" else fmt(added(mode, c, t, "p99"), "+.3f"),
                                    "" if t == "direct" else fmt(x["cpu"], ".1f"), fmt(x["up_cpu"], ".1f"),
-                                   "%d" % x["errors"], "%.2f" % x["other"]))
+                                   "%d" % x["errors"], "%.2f" % x["other"], "%d" % x["stalls"]))
     print("(other: most cores busy, in any round, with processes other than proxy, upstream and wrk; "
-          "well above 0 means the cell was disturbed)")
+          "well above 0 means the cell was disturbed. stalls: rounds in which wrk ran over 1.25x its "
+          "duration, left out of the medians)")
     print()
 
     print("System calls per request (strace -c -f on the proxy, all threads, 64 clients, 3 s of wrk)")
