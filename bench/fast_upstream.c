@@ -26,8 +26,17 @@
  * same host can tell how long the event took to reach it
  * (bench/stream_client.c). The body is never otherwise parsed.
  *
- * usage: fast_upstream --port N [--host ADDR]   (port 0 picks a free one;
- * prints "listening on PORT"). SIGTERM/SIGINT stop it. */
+ * Two options make every answer of one instance slow, for a benchmark that
+ * cannot put fields in the body (a proxy may drop unknown fields):
+ * --first-byte-ms N sends every answer (headers and all of its bytes) N ms
+ * after its request arrived, as an upstream that thinks before its first
+ * token; --hold-ms N turns every streamed request without "bench_hold_ms"
+ * into a long-lived stream of N ms (one delta every --gap-ms, default 1000).
+ *
+ * usage: fast_upstream --port N [--host ADDR] [--first-byte-ms N]
+ *                      [--hold-ms N] [--gap-ms N]
+ * (port 0 picks a free one; prints "listening on PORT"). SIGTERM/SIGINT
+ * stop it. */
 #include "tool_server.h"
 
 #include <event2/buffer.h>
@@ -53,6 +62,9 @@
 static struct event_base *g_base;
 static struct evbuffer *g_chunk; /* hands one canned event at a time to libevent (left empty) */
 static long g_open_streams;
+static long g_first_byte_ms; /* --first-byte-ms: every answer starts this late */
+static long g_hold_ms;       /* --hold-ms: every plain stream is held this long */
+static long g_gap_ms;        /* --gap-ms: between deltas of a held stream */
 
 static const char *const g_words[FU_PIECES] = {"Hello", " from", " the", " fast", " mock", " upstream", ",", " bench."};
 
@@ -328,9 +340,8 @@ static void send_stream(struct evhttp_request *req, int chat)
     stream_close(req, chat);
 }
 
-static void handle(struct evhttp_request *req, void *arg)
+static void handle_now(struct evhttp_request *req)
 {
-    (void)arg;
     static const char health[] = "{\"ok\":true}\n";
     static const char notfound[] = "{\"error\":{\"message\":\"fast_upstream: unknown endpoint\","
                                    "\"type\":\"invalid_request_error\",\"code\":\"unknown_url\"}}";
@@ -362,17 +373,95 @@ static void handle(struct evhttp_request *req, void *arg)
     long every = hold > 0 ? find_long(body, blen, "bench_interval_ms") : 0;
     if (hold > 0)
         start_hold(req, chat, hold, every > 0 ? every : find_long(body, blen, "bench_gap_ms"));
+    else if (stream && g_hold_ms > 0)
+        start_hold(req, chat, g_hold_ms, g_gap_ms);
     else if (stream)
         send_stream(req, chat);
     else
         send_canned(req, 200, "application/json", chat ? &c_chat_plain : &c_resp_plain);
 }
 
+/* ---------- --first-byte-ms: answers that start late ---------- */
+
+typedef struct delay_job {
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    struct event *timer;
+} delay_job;
+
+static void delay_free(delay_job *d)
+{
+    evhttp_connection_set_closecb(d->evcon, NULL, NULL);
+    event_free(d->timer);
+    free(d);
+}
+
+static void delay_close_cb(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    delay_free(arg); /* the client went away before its answer started */
+}
+
+static void delay_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    delay_job *d = arg;
+    struct evhttp_request *req = d->req;
+    delay_free(d);
+    handle_now(req);
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    if (g_first_byte_ms <= 0) {
+        handle_now(req);
+        return;
+    }
+    delay_job *d = calloc(1, sizeof *d);
+    if (!d)
+        abort();
+    d->req = req;
+    d->evcon = evhttp_request_get_connection(req);
+    d->timer = evtimer_new(g_base, delay_timer_cb, d);
+    if (!d->timer)
+        abort();
+    evhttp_connection_set_closecb(d->evcon, delay_close_cb, d);
+    struct timeval tv = {g_first_byte_ms / 1000, (g_first_byte_ms % 1000) * 1000};
+    evtimer_add(d->timer, &tv);
+}
+
+/* Takes this program's own options out of argv (the rest is
+ * tool_server_args'); returns -1 on a malformed one. */
+static int own_args(int *argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        long *dst = !strcmp(argv[i], "--first-byte-ms") ? &g_first_byte_ms
+                    : !strcmp(argv[i], "--hold-ms")     ? &g_hold_ms
+                    : !strcmp(argv[i], "--gap-ms")      ? &g_gap_ms
+                                                        : NULL;
+        if (!dst) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        char *end = NULL;
+        if (i + 1 >= *argc || (*dst = strtol(argv[i + 1], &end, 10)) < 0 || *end) {
+            fprintf(stderr, "fast_upstream: %s needs a number of milliseconds\n", argv[i]);
+            return -1;
+        }
+        i++;
+    }
+    *argc = out;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *host;
     int port;
-    if (tool_server_args(argc, argv, "fast_upstream", &host, &port) != 0)
+    if (own_args(&argc, argv) != 0 || tool_server_args(argc, argv, "fast_upstream", &host, &port) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
     build_canned();

@@ -2,7 +2,9 @@
 -- the run ends, prints one machine-readable line:
 --   RESULT requests=N duration_us=N rps=F p50_us=N p99_us=N errors=N non2xx=N
 -- Environment: BENCH_BODY (the JSON body, required), BENCH_KEY (sent as
--- "Authorization: Bearer ..." when set).
+-- "Authorization: Bearer ..." when set), BENCH_HEADERS (more request
+-- headers, "Name: value" lines separated by newlines; bench/peers.sh uses it
+-- for Portkey's x-portkey-* headers).
 local body = os.getenv("BENCH_BODY") or '{"model":"gpt-bench","messages":[{"role":"user","content":"hi"}]}'
 local key = os.getenv("BENCH_KEY")
 
@@ -11,6 +13,12 @@ wrk.body = body
 wrk.headers["Content-Type"] = "application/json"
 if key and key ~= "" then
   wrk.headers["Authorization"] = "Bearer " .. key
+end
+for line in (os.getenv("BENCH_HEADERS") or ""):gmatch("[^\n]+") do
+  local name, value = line:match("^%s*([^:]+):%s*(.-)%s*$")
+  if name then
+    wrk.headers[name] = value
+  end
 end
 
 function done(summary, latency, requests)

@@ -11,9 +11,9 @@
 #   3. runs the same cells through bench/floor_proxy (the gateway's evhttp +
 #      libcurl plumbing with none of its logic), so the figures say how much
 #      of the gap to direct is the gateway's own work and how much the floor;
-#   4. with BENCH_NGINX=1 and nginx installed (apt-get install nginx-light),
-#      the same cells through nginx (one worker, keep-alive upstream pool,
-#      no buffering): what a proxy that does its own HTTP reaches here;
+#   4. with BENCH_NGINX=1, the same cells through nginx (one process,
+#      keep-alive upstream pool, no buffering; bench/proxies.sh, which
+#      fetches nginx if missing): what a proxy that does its own HTTP reaches;
 #   5. prints the table, the gateway/direct ratios and the three targets.
 # Prints figures only; never fails on a timing. Stops by itself (about two
 # minutes with the defaults) and kills what it started.
@@ -25,7 +25,7 @@
 #   BENCH_CLIENTS     concurrency levels  (default "1 64 1000")
 #   BENCH_KEEP=1      keep the temporary directory (db, logs, raw wrk output)
 #   BENCH_SWITCHYARD  gateway binary to measure instead of the one built here
-#   BENCH_NGINX=1     also measure nginx as a reference proxy (not installed by this script)
+#   BENCH_NGINX=1     also measure nginx as a reference proxy (bench/peers.sh compares more)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -53,39 +53,14 @@ check "$FLOOR" "$BODY_PLAIN" '"chat.completion"'
 
 NGINX=""
 if [ "${BENCH_NGINX:-0}" = 1 ]; then
-  if command -v nginx >/dev/null 2>&1; then
-    NPORT=$(free_port)
-    mkdir -p "$WORK/nginx"
-    cat >"$WORK/nginx/nginx.conf" <<NGX
-worker_processes 1;
-master_process off;
-daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx;
-  fastcgi_temp_path $WORK/nginx; uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
-  upstream mock { server $HOST:$UPORT; keepalive 1024; }
-  server {
-    listen $HOST:$NPORT;
-    location / {
-      proxy_pass http://mock/acct/bench/ok/;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-    }
-  }
-}
-NGX
-    nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" >"$WORK/nginx/out.log" 2>&1 &
-    NGPID=$!; PIDS+=("$NGPID")
-    wait_http "http://$HOST:$NPORT/_health" 10 || true
-    NGINX="http://$HOST:$NPORT/v1/chat/completions"
+  # shellcheck source=bench/proxies.sh
+  . "$ROOT/bench/proxies.sh"
+  nginx_find
+  if [ -n "$NGINX_BIN" ]; then
+    nginx_start "$UPORT"
+    NGPID=$NG_PID
+    NGINX="http://$HOST:$NG_PORT/v1/chat/completions"
     check "$NGINX" "$BODY_PLAIN" '"chat.completion"'
-  else
-    log "BENCH_NGINX=1 but nginx is not installed (apt-get install nginx-light); skipping it"
   fi
 fi
 
@@ -98,13 +73,6 @@ echo "$STREAMS_LINE" >"$WORK/streams.txt"
 # ---------- 2. throughput and latency ----------
 RESULTS="$WORK/results.txt"
 : >"$RESULTS"
-busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-proc_ticks() { # utime+stime of the given pids (all their threads)
-  local t=0 p
-  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done
-  echo "$t"
-}
-HZ=$(getconf CLK_TCK)
 run_wrk() { # mode clients target url body key seconds record(0/1) [proxy pid, default the gateway]
   local out line b0 b1 g0 g1 u0 u1 t0 t1 wcpu other cpu ppid=${9:-$GPID}
   b0=$(busy_ticks); g0=$(proc_ticks "$ppid"); u0=$(proc_ticks "$UPID"); t0=$(date +%s.%N)
