@@ -19,13 +19,29 @@
  * if a parked socket becomes readable (the server closed it) it leaves the
  * loop and curl's own reuse check finds it dead; it is unregistered before
  * it is closed. Other sockets curl shows us (the resolver's) are removed
- * when curl says so, as before. */
+ * when curl says so, as before.
+ *
+ * curl polls a kept-alive connection before it reuses it (is the server
+ * still there?) and again right after sending a request (is the answer
+ * already here?): two poll(2) calls with a zero timeout on every reused
+ * connection, a third of the gateway's system calls per request, and curl
+ * has no option to skip them. The loop already watches every parked and
+ * active connection for readability, so poll() is defined here and answers
+ * "nothing to read" for exactly that case: a zero-timeout poll, for input
+ * only, of one connection socket of ours that the loop is watching for
+ * input and has not reported readable (its event is not active). Such a
+ * socket had nothing to read at the last epoll_wait; if the server closed
+ * it since, curl's own recovery for a connection that dies on reuse (it
+ * retries the request once on a fresh connection) takes over, as it must
+ * anyway for a close right after its own poll. Every other call, and every
+ * call from another thread, goes to the kernel (ppoll). */
 #include "upstream.h"
 #include "log.h"
 #include "sbuf.h"
 #include <curl/curl.h>
 #include <event2/event_struct.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -49,7 +65,10 @@ struct upstream {
     struct up_sock **socks;     /* by descriptor: sockets on the loop */
     size_t n_socks;
     uint64_t fd_failures;       /* socket() failed for want of descriptors (EMFILE/ENFILE) */
+    upstream *next_live;        /* this thread's upstreams, for poll() */
 };
+
+static _Thread_local upstream *up_live; /* the upstreams made on this thread (their loop's) */
 
 struct upstream_req {
     upstream *u;
@@ -125,6 +144,33 @@ static up_sock *upstream_sock_find(const upstream *u, curl_socket_t fd)
 {
     return fd >= 0 && (size_t)fd < u->n_socks ? u->socks[fd] : NULL;
 }
+
+/* 1 if fd is a connection socket of ours the loop watches for input and
+ * has not found readable since the last epoll_wait (see the top). */
+static int upstream_quiet(curl_socket_t fd)
+{
+    for (const upstream *u = up_live; u; u = u->next_live) {
+        const up_sock *s = upstream_sock_find(u, fd);
+        if (s)
+            return s->owned && (s->kind & EV_READ) && !(s->ev.ev_evcallback.evcb_flags & (EVLIST_ACTIVE | EVLIST_ACTIVE_LATER));
+    }
+    return 0;
+}
+
+/* glibc declares poll's array write-only (for its fortify checks); it is read here */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+    if (nfds == 1 && timeout == 0 && up_live && fds[0].fd >= 0 &&
+        !(fds[0].events & ~(POLLIN | POLLPRI | POLLRDNORM | POLLRDBAND)) && upstream_quiet(fds[0].fd)) {
+        fds[0].revents = 0;
+        return 0;
+    }
+    struct timespec ts = {timeout / 1000, (timeout % 1000) * 1000000L};
+    return ppoll(fds, nfds, timeout < 0 ? NULL : &ts, NULL);
+}
+#pragma GCC diagnostic pop
 
 /* The up_sock for fd, created on first use; NULL when out of memory. */
 static up_sock *upstream_sock_get(upstream *u, curl_socket_t fd)
@@ -491,6 +537,8 @@ upstream *upstream_new(struct event_base *base, const upstream_limits *lim)
      * or curl closes and reopens connections under load; the server sets it
      * to its client connection cap (upstream_set_max_connections) */
     curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 4096L);
+    u->next_live = up_live;
+    up_live = u;
     return u;
 }
 
@@ -499,6 +547,11 @@ void upstream_free(upstream *u)
     if (!u)
         return;
     upstream_on_kick(-1, 0, u);
+    for (upstream **p = &up_live; *p; p = &(*p)->next_live)
+        if (*p == u) {
+            *p = u->next_live;
+            break;
+        }
     while (u->n_spare)
         curl_easy_cleanup(u->spare[--u->n_spare]);
     curl_multi_cleanup(u->multi); /* closes the kept connections through upstream_close_socket */
