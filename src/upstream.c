@@ -42,6 +42,7 @@
 #include <event2/event_struct.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -50,6 +51,7 @@
 
 #define UP_MAX_HEADERS 64
 #define UP_SPARE_EASY 256
+#define UPSTREAM_USER_AGENT "switchyard/0.1"
 
 struct upstream {
     struct event_base *base;
@@ -66,6 +68,8 @@ struct upstream {
     size_t n_socks;
     uint64_t fd_failures;       /* socket() failed for want of descriptors (EMFILE/ENFILE) */
     upstream *next_live;        /* this thread's upstreams, for poll() */
+    int proxy_env;              /* a proxy environment variable is set: curl reads them per transfer */
+    char accept_encoding[64];   /* "Accept-Encoding: " + every encoding this libcurl decodes */
 };
 
 static _Thread_local upstream *up_live; /* the upstreams made on this thread (their loop's) */
@@ -103,6 +107,8 @@ typedef struct up_sock {
 
 static void upstream_check_done(upstream *u);
 static void upstream_req_free(upstream_req *r);
+static void upstream_accept_encoding(upstream *u);
+static int upstream_proxy_env(void);
 
 /* ---- loop <-> curl glue ---- */
 
@@ -539,6 +545,8 @@ upstream *upstream_new(struct event_base *base, const upstream_limits *lim)
     curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 4096L);
     u->next_live = up_live;
     up_live = u;
+    u->proxy_env = upstream_proxy_env();
+    upstream_accept_encoding(u);
     return u;
 }
 
@@ -563,11 +571,19 @@ void upstream_free(upstream *u)
     free(u);
 }
 
-static struct curl_slist *upstream_build_headers(const upstream_spec *spec)
+/* The request headers. curl writes each of its own headers through its
+ * printf engine twice (once into a string of its own, then into the
+ * request) one byte at a time, and each of ours once: so the User-Agent and
+ * Accept-Encoding headers it would add are given here, as ours, with the
+ * same text (curl leaves out its own when ours are present). */
+static struct curl_slist *upstream_build_headers(const upstream *u, const upstream_spec *spec)
 {
     struct curl_slist *h = curl_slist_append(NULL, "Expect:");
     sbuf line = SBUF_INIT;
+    int has_ua = 0, has_ae = 0;
     for (size_t i = 0; i < spec->n_headers; i++) {
+        has_ua |= strcasecmp(spec->headers[i].name, "User-Agent") == 0;
+        has_ae |= strcasecmp(spec->headers[i].name, "Accept-Encoding") == 0;
         sbuf_reset(&line);
         sbuf_puts(&line, spec->headers[i].name);
         sbuf_append(&line, ": ", 2);
@@ -575,7 +591,40 @@ static struct curl_slist *upstream_build_headers(const upstream_spec *spec)
         h = curl_slist_append(h, line.p);
     }
     sbuf_free(&line);
+    if (!has_ua)
+        h = curl_slist_append(h, "User-Agent: " UPSTREAM_USER_AGENT);
+    if (!has_ae)
+        h = curl_slist_append(h, u->accept_encoding);
     return h;
+}
+
+/* What curl sends for CURLOPT_ACCEPT_ENCODING "": the encodings it was
+ * built to decode, in its own order, or "identity" when there are none. */
+static void upstream_accept_encoding(upstream *u)
+{
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    sbuf ae = SBUF_INIT;
+    if (v->features & CURL_VERSION_LIBZ)
+        sbuf_puts(&ae, "deflate, gzip");
+    if (v->features & CURL_VERSION_BROTLI)
+        sbuf_puts(&ae, ae.len ? ", br" : "br");
+    if (v->features & CURL_VERSION_ZSTD)
+        sbuf_puts(&ae, ae.len ? ", zstd" : "zstd");
+    snprintf(u->accept_encoding, sizeof u->accept_encoding, "Accept-Encoding: %s", ae.len ? ae.p : "identity");
+    sbuf_free(&ae);
+}
+
+/* 1 if any variable curl takes a proxy setting from is set. curl looks
+ * them up (getenv, a URL parse) on every transfer; when none is set, the
+ * handles say "no proxy" explicitly instead, which is the same answer. */
+static int upstream_proxy_env(void)
+{
+    static const char *const vars[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                                       "all_proxy",  "ALL_PROXY",  "no_proxy",    "NO_PROXY"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
 }
 
 /* An easy handle with the options every transfer shares. Handles are kept
@@ -596,7 +645,10 @@ static CURL *upstream_easy(upstream *u)
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, upstream_header_cb);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, upstream_write_cb);
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, upstream_prereq_cb);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "switchyard/0.1");
+    if (!u->proxy_env) {
+        curl_easy_setopt(e, CURLOPT_PROXY, "");
+        curl_easy_setopt(e, CURLOPT_NOPROXY, "");
+    }
     /* offer every encoding this libcurl decodes, and decode what comes: the
      * gateway hands on plain bytes whatever the upstream chose (it never
      * relays Content-Encoding or Content-Length); an encoding curl cannot
@@ -624,7 +676,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     r->fd_failures_at_start = u->fd_failures;
     r->cb = *cb;
     r->ud = ud;
-    r->hdrs = upstream_build_headers(spec);
+    r->hdrs = upstream_build_headers(u, spec);
     evtimer_assign(&r->deadline, u->base, upstream_on_deadline, r);
     u->active++;
     CURL *e = r->easy;
