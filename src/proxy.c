@@ -105,6 +105,7 @@ typedef struct proxy_req {
 
     /* client side */
     int committed;            /* reply started: no more failover */
+    int reply_held;           /* plain: committed, status line and headers not sent yet (see proxy_commit) */
     int client_gone;
     struct event eof_watch;   /* notices a client that hangs up while we wait */
     int eof_watching;         /* eof_watch was assigned (it may have been deleted since) */
@@ -427,6 +428,10 @@ static void proxy_client_flush(proxy_req *p)
         sbuf_reset(&p->out);
         return;
     }
+    if (p->reply_held) {
+        p->reply_held = 0;
+        evhttp_send_reply_start(p->req, p->committed_status, NULL);
+    }
     struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
     evbuffer_add(chunk, p->out.p, p->out.len);
     evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
@@ -514,7 +519,35 @@ static void proxy_commit(proxy_req *p)
         evhttp_add_header(oh, "Connection", "close");
     }
     p->committed_status = p->status;
+    if (p->mode == MODE_PLAIN) {
+        /* committed now, but the status line waits for the end of this loop
+         * turn: a plain answer that is complete by then goes out whole with
+         * a Content-Length (proxy_done_committed), one that is not as a
+         * chunked reply (proxy_client_flush) */
+        p->reply_held = 1;
+        return;
+    }
     evhttp_send_reply_start(p->req, p->status, NULL);
+}
+
+/* The held plain answer, complete: one reply with a Content-Length instead
+ * of a chunked one (no chunk framing to write, or for the client to read). */
+static void proxy_reply_whole(proxy_req *p)
+{
+    p->reply_held = 0;
+    event_del(&p->flush_ev);
+    char len[24], *e = len + sizeof len;
+    *--e = '\0';
+    size_t n = p->out.len;
+    do
+        *--e = (char)('0' + n % 10);
+    while ((n /= 10) > 0);
+    evhttp_add_header(evhttp_request_get_output_headers(p->req), "Content-Length", e);
+    struct evbuffer *body = p->gw->chunk;
+    evbuffer_add(body, p->out.p, p->out.len);
+    evhttp_send_reply(p->req, p->committed_status, NULL, body);
+    evbuffer_drain(body, evbuffer_get_length(body));
+    sbuf_reset(&p->out);
 }
 
 /* Sends what preflight holds, up to the end of its last complete event:
@@ -1130,6 +1163,11 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         proxy_record_success(p);
     }
     scrub_flush(&p->scrub, &p->out); /* what was held back as the possible start of a secret */
+    if (p->reply_held && !p->client_gone && p->req) {
+        proxy_reply_whole(p);
+        proxy_finish(p, p->status);
+        return;
+    }
     proxy_client_flush(p);
     if (!p->client_gone)
         evhttp_send_reply_end(p->req);
