@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 typedef struct server_route {
     const char *path;
@@ -27,6 +28,25 @@ static const server_route server_routes[] = {
     {"/v1/responses", "/responses", API_RESPONSES, 0},
     {"/v1/models", "/models", API_CHAT, 1},
 };
+
+void server_date_header(struct evkeyvalq *headers)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    static time_t shown = -1;
+    static char date[48];
+    time_t now = time(NULL);
+    if (now != shown) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        /* evhttp's format (evutil_date_rfc1123) */
+        snprintf(date, sizeof date, "%s, %02d %s %4d %02d:%02d:%02d GMT", days[tm.tm_wday % 7], tm.tm_mday,
+                 months[tm.tm_mon % 12], 1900 + tm.tm_year, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        shown = now;
+    }
+    evhttp_add_header(headers, "Date", date);
+}
 
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message)
