@@ -578,7 +578,11 @@ void upstream_free(upstream *u)
  * same text (curl leaves out its own when ours are present). */
 static struct curl_slist *upstream_build_headers(const upstream *u, const upstream_spec *spec)
 {
-    struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+    /* "Expect:" (none) stops curl from asking for a 100-continue before a
+     * large body; curl never asks for one before a body of 1 KiB or less
+     * (1 MiB in later versions), and each header of ours is one more
+     * entry it walks for every header name it checks */
+    struct curl_slist *h = spec->body && spec->body_len > 1024 ? curl_slist_append(NULL, "Expect:") : NULL;
     sbuf line = SBUF_INIT;
     int has_ua = 0, has_ae = 0;
     for (size_t i = 0; i < spec->n_headers; i++) {
