@@ -209,7 +209,10 @@ static void server_handle(struct evhttp_request *req, void *arg)
     const char *uri = evhttp_request_get_uri(req);
     char path[256];
     size_t plen = strcspn(uri, "?");
-    snprintf(path, sizeof path, "%.*s", (int)(plen < sizeof path ? plen : sizeof path - 1), uri);
+    if (plen >= sizeof path)
+        plen = sizeof path - 1;
+    memcpy(path, uri, plen);
+    path[plen] = '\0';
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
 
     if (conn_limit_request(gw->conns, req)) {
