@@ -105,9 +105,9 @@ typedef struct proxy_req {
 
     /* client side */
     int committed;            /* reply started: no more failover */
+    int reply_held;           /* plain: committed, status line and headers not sent yet (see proxy_commit) */
     int client_gone;
-    struct event eof_watch;   /* notices a client that hangs up while we wait */
-    int eof_watching;         /* eof_watch was assigned (it may have been deleted since) */
+    struct client_watch *watch; /* notices a client that hangs up while we wait (see proxy_watch_client) */
     int client_eof;           /* the client closed its sending side: a half-close or a hang-up */
     int paused;
     int mid_event;            /* the client has part of an event that is not finished */
@@ -128,8 +128,35 @@ typedef struct proxy_req {
     size_t n_refreshed;
 } proxy_req;
 
+/* Finished requests kept for the next ones (loop thread only): a proxy_req
+ * is 4 KiB, and glibc serves an allocation that size from its bins (with a
+ * malloc_consolidate pass whenever small freed chunks are waiting), which
+ * cost about 7 000 instructions per request; a kept one is only zeroed. */
+#define PROXY_SPARE 128
+static proxy_req *proxy_spare[PROXY_SPARE];
+static size_t proxy_n_spare;
+
+static proxy_req *proxy_req_new(void)
+{
+    if (!proxy_n_spare)
+        return calloc(1, sizeof(proxy_req));
+    proxy_req *p = proxy_spare[--proxy_n_spare];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+static void proxy_req_release(proxy_req *p)
+{
+    if (proxy_n_spare < PROXY_SPARE)
+        proxy_spare[proxy_n_spare++] = p;
+    else
+        free(p);
+}
+
 static void proxy_next(proxy_req *p);
 static void proxy_finish(proxy_req *p, int status);
+struct client_watch;
+static void proxy_watch_drop(struct client_watch *w);
 static void proxy_attempt(proxy_req *p, pool_account *pa);
 
 /* ---------- small helpers ---------- */
@@ -427,6 +454,10 @@ static void proxy_client_flush(proxy_req *p)
         sbuf_reset(&p->out);
         return;
     }
+    if (p->reply_held) {
+        p->reply_held = 0;
+        evhttp_send_reply_start(p->req, p->committed_status, NULL);
+    }
     struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
     evbuffer_add(chunk, p->out.p, p->out.len);
     evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
@@ -487,6 +518,17 @@ static void proxy_affinity_note(proxy_req *p)
                 prev ? prev->a.name : "-", p->plan.affinity_prev ? "moved" : "new_session");
 }
 
+/* v in decimal, at the end of buf[24]; returns its start (no printf on the request path). */
+static const char *proxy_utoa(char buf[24], size_t v)
+{
+    char *e = buf + 23;
+    *e = '\0';
+    do
+        *--e = (char)('0' + v % 10);
+    while ((v /= 10) > 0);
+    return e;
+}
+
 static void proxy_commit(proxy_req *p)
 {
     if (p->committed)
@@ -502,9 +544,9 @@ static void proxy_commit(proxy_req *p)
         evhttp_add_header(oh, "Cache-Control", "no-cache");
     proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
-    char n[16];
-    snprintf(n, sizeof n, "%d", p->attempts);
-    evhttp_add_header(oh, "x-switchyard-attempts", n);
+    char n[24];
+    evhttp_add_header(oh, "x-switchyard-attempts", proxy_utoa(n, (size_t)(p->attempts > 0 ? p->attempts : 0)));
+    server_date_header(oh);
     if (p->req->major < 1 || (p->req->major == 1 && p->req->minor < 1)) {
         /* HTTP/1.0 (and 0.9) has no chunked encoding and the length is unknown: the
          * body runs to the connection's close. libevent decides keep-alive
@@ -514,7 +556,30 @@ static void proxy_commit(proxy_req *p)
         evhttp_add_header(oh, "Connection", "close");
     }
     p->committed_status = p->status;
+    if (p->mode == MODE_PLAIN) {
+        /* committed now, but the status line waits for the end of this loop
+         * turn: a plain answer that is complete by then goes out whole with
+         * a Content-Length (proxy_done_committed), one that is not as a
+         * chunked reply (proxy_client_flush) */
+        p->reply_held = 1;
+        return;
+    }
     evhttp_send_reply_start(p->req, p->status, NULL);
+}
+
+/* The held plain answer, complete: one reply with a Content-Length instead
+ * of a chunked one (no chunk framing to write, or for the client to read). */
+static void proxy_reply_whole(proxy_req *p)
+{
+    p->reply_held = 0;
+    event_del(&p->flush_ev);
+    char len[24];
+    evhttp_add_header(evhttp_request_get_output_headers(p->req), "Content-Length", proxy_utoa(len, p->out.len));
+    struct evbuffer *body = p->gw->chunk;
+    evbuffer_add(body, p->out.p, p->out.len);
+    evhttp_send_reply(p->req, p->committed_status, NULL, body);
+    evbuffer_drain(body, evbuffer_get_length(body));
+    sbuf_reset(&p->out);
 }
 
 /* Sends what preflight holds, up to the end of its last complete event:
@@ -545,6 +610,8 @@ static void proxy_drop_client(proxy_req *p)
     p->req = NULL;
     if (c) {
         evhttp_connection_set_closecb(c, NULL, NULL);
+        proxy_watch_drop(p->watch);
+        p->watch = NULL;
         evhttp_connection_free(c); /* frees the request too */
     }
 }
@@ -1130,6 +1197,11 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         proxy_record_success(p);
     }
     scrub_flush(&p->scrub, &p->out); /* what was held back as the possible start of a secret */
+    if (p->reply_held && !p->client_gone && p->req) {
+        proxy_reply_whole(p);
+        proxy_finish(p, p->status);
+        return;
+    }
     proxy_client_flush(p);
     if (!p->client_gone)
         evhttp_send_reply_end(p->req);
@@ -1422,14 +1494,72 @@ static void proxy_next(proxy_req *p)
 
 /* libevent stops reading a connection while its request is being served, so
  * a client hanging up goes unnoticed until we write. Watch the socket: EOF
- * means the client is gone and the upstream transfer must stop now. */
+ * means the client is gone and the upstream transfer must stop now.
+ *
+ * The watch belongs to the connection, not the request: it stays on the
+ * loop between the requests of a kept-alive connection. evhttp turns its own
+ * read event off when a request has arrived (and on again to write the
+ * answer); a watch added only then made that an epoll_ctl of its own every
+ * request (libevent's changelist turns the DEL and ADD of one loop turn into
+ * a MOD, not into nothing), one already there keeps the descriptor's
+ * registration as it is. Between requests the watch does nothing (evhttp
+ * reads); the connection's close callback, ours from the first request on,
+ * takes the watch off the loop before the descriptor can be closed. */
+typedef struct client_watch {
+    struct event ev;
+    struct evhttp_connection *evcon;
+    proxy_req *p;             /* the request it watches for; NULL between requests */
+    int on;                   /* ev is on the loop */
+    int stale;                /* ev was already active when the request arrived: that wake-up was for its bytes */
+} client_watch;
+
+static client_watch **proxy_watches; /* by descriptor (loop thread only) */
+static size_t proxy_n_watches;
+
+static void proxy_watch_drop(client_watch *w)
+{
+    if (!w)
+        return;
+    if (w->on)
+        event_del(&w->ev);
+    evutil_socket_t fd = event_get_fd(&w->ev);
+    if (fd >= 0 && (size_t)fd < proxy_n_watches && proxy_watches[fd] == w)
+        proxy_watches[fd] = NULL;
+    free(w);
+}
+
+/* evhttp frees a connection between its requests. */
+static void proxy_watch_closed(struct evhttp_connection *c, void *arg)
+{
+    (void)c;
+    proxy_watch_drop(arg);
+}
+
 static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
 {
-    proxy_req *p = arg;
+    client_watch *w = arg;
+    proxy_req *p = w->p;
+    if (w->stale) { /* woken by the request's own bytes, which evhttp has read meanwhile */
+        w->stale = 0;
+        return;
+    }
+    if (!p) {
+        /* between requests evhttp reads (this fired with its read event);
+         * if it does not (another kind of request is being served), bytes
+         * or an EOF would wake this every turn: step aside until the next
+         * request of ours */
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(w->evcon);
+        if (!bev || !(bufferevent_get_enabled(bev) & EV_READ)) {
+            event_del(&w->ev);
+            w->on = 0;
+        }
+        return;
+    }
     char c;
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) {
-        event_del(&p->eof_watch); /* pipelined bytes: not a hang-up, stop watching */
+        event_del(&w->ev); /* pipelined bytes: not a hang-up, stop watching */
+        w->on = 0;
         return;
     }
     if (n == 0) {
@@ -1442,7 +1572,8 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
          * delay, a wait for capacity) for a client that may be gone: a wait
          * in progress ends here, and none starts later (the retry becomes a
          * failover, the wait a 503). */
-        event_del(&p->eof_watch);
+        event_del(&w->ev);
+        w->on = 0;
         p->client_eof = 1;
         if (!evtimer_pending(&p->retry_timer, NULL)) {
             log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
@@ -1461,14 +1592,48 @@ static void proxy_watch_client(proxy_req *p)
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
     if (fd < 0)
         return;
-    event_assign(&p->eof_watch, p->gw->base, fd, EV_READ | EV_PERSIST, proxy_on_client_readable, p);
-    p->eof_watching = event_add(&p->eof_watch, NULL) == 0;
+    if ((size_t)fd >= proxy_n_watches) {
+        size_t n = proxy_n_watches ? proxy_n_watches : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        client_watch **t = realloc(proxy_watches, n * sizeof *t);
+        if (!t)
+            return;
+        memset(t + proxy_n_watches, 0, (n - proxy_n_watches) * sizeof *t);
+        proxy_watches = t;
+        proxy_n_watches = n;
+    }
+    client_watch *w = proxy_watches[fd];
+    if (w && w->p) /* evhttp serves one request of a connection at a time: not expected */
+        w->p->watch = NULL;
+    if (w && w->evcon != p->evcon) { /* another connection's (not expected: its close dropped it) */
+        proxy_watch_drop(w);
+        w = NULL;
+    }
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w)
+            return;
+        w->evcon = p->evcon;
+        event_assign(&w->ev, p->gw->base, fd, EV_READ | EV_PERSIST, proxy_on_client_readable, w);
+        proxy_watches[fd] = w;
+    }
+    w->p = p;
+    p->watch = w;
+    /* the bytes of this request may have woken the watch too, and it runs
+     * after evhttp: nothing to look at then (level-triggered, a later
+     * byte or EOF wakes it again) */
+    w->stale = w->on && (w->ev.ev_evcallback.evcb_flags & (EVLIST_ACTIVE | EVLIST_ACTIVE_LATER));
+    if (!w->on)
+        w->on = event_add(&w->ev, NULL) == 0;
 }
 
 static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
 {
     proxy_req *p = arg;
     p->client_gone = 1;
+    proxy_watch_drop(p->watch); /* the connection goes: its descriptor with it */
+    p->watch = NULL;
     log_debug("req %llu: client went away", (unsigned long long)p->id);
     snprintf(p->error_class, sizeof p->error_class, "client_closed");
     /* libevent detached the request from the connection; it is ours to free */
@@ -1484,8 +1649,16 @@ static void proxy_finish(proxy_req *p, int status)
     oauth_wait_cancel(gw->oauth, p->wait);
     p->wait = NULL;
     proxy_attempt_end(p);
-    if (p->evcon && !p->client_gone)
-        evhttp_connection_set_closecb(p->evcon, NULL, NULL);
+    if (p->evcon && !p->client_gone) {
+        /* the connection keeps its watch for its next request (see
+         * proxy_watch_client); its close now only drops the watch */
+        if (p->watch)
+            p->watch->p = NULL, p->watch->stale = 0;
+        evhttp_connection_set_closecb(p->evcon, p->watch ? proxy_watch_closed : NULL, p->watch);
+    } else {
+        proxy_watch_drop(p->watch);
+    }
+    p->watch = NULL;
     double ms = (gateway_now() - p->t_start) * 1000.0;
     request_log rl;
     memset(&rl, 0, sizeof rl);
@@ -1545,12 +1718,10 @@ static void proxy_finish(proxy_req *p, int status)
     evtimer_del(&p->pf_timer);
     evtimer_del(&p->retry_timer);
     event_del(&p->flush_ev);
-    if (p->eof_watching)
-        event_del(&p->eof_watch);
     sbuf_free(&p->out);
     scrub_free(&p->scrub);
     gw->active--;
-    free(p);
+    proxy_req_release(p);
 }
 
 static void proxy_trace_pool(proxy_req *p)
@@ -1580,7 +1751,7 @@ static void proxy_trace_pool(proxy_req *p)
 
 void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
 {
-    proxy_req *p = calloc(1, sizeof *p);
+    proxy_req *p = proxy_req_new();
     p->gw = gw;
     p->id = ++gw->next_req_id;
     p->req = req;

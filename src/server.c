@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 typedef struct server_route {
     const char *path;
@@ -27,6 +28,25 @@ static const server_route server_routes[] = {
     {"/v1/responses", "/responses", API_RESPONSES, 0},
     {"/v1/models", "/models", API_CHAT, 1},
 };
+
+void server_date_header(struct evkeyvalq *headers)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    static time_t shown = -1;
+    static char date[48];
+    time_t now = time(NULL);
+    if (now != shown) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        /* evhttp's format (evutil_date_rfc1123) */
+        snprintf(date, sizeof date, "%s, %02d %s %4d %02d:%02d:%02d GMT", days[tm.tm_wday % 7], tm.tm_mday,
+                 months[tm.tm_mon % 12], 1900 + tm.tm_year, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        shown = now;
+    }
+    evhttp_add_header(headers, "Date", date);
+}
 
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message)
@@ -189,7 +209,10 @@ static void server_handle(struct evhttp_request *req, void *arg)
     const char *uri = evhttp_request_get_uri(req);
     char path[256];
     size_t plen = strcspn(uri, "?");
-    snprintf(path, sizeof path, "%.*s", (int)(plen < sizeof path ? plen : sizeof path - 1), uri);
+    if (plen >= sizeof path)
+        plen = sizeof path - 1;
+    memcpy(path, uri, plen);
+    path[plen] = '\0';
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
 
     if (conn_limit_request(gw->conns, req)) {

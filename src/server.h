@@ -13,4 +13,8 @@ int server_start(gateway *gw);
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message);
 
+/* Adds the Date header evhttp would add, from a string formatted once a
+ * second instead of once a reply (loop thread only). */
+void server_date_header(struct evkeyvalq *headers);
+
 #endif

@@ -171,6 +171,15 @@ class FoundationTest(GatewayTest):
         self.assertEqual(up["authorization"], "Bearer " + acct["token"])
         self.assertNotIn(g.key, up["authorization"] or "", "platform key leaked upstream")
 
+    def test_plain_answer_goes_out_whole_with_a_content_length(self):
+        # a plain answer complete within one loop turn is not sent chunked
+        g, _ = self.one_account_gateway()
+        r = g.post("/v1/chat/completions", CHAT_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn("transfer-encoding", r.headers)
+        self.assertEqual(r.headers.get("content-length"), str(len(r.body)))
+        self.assertEqual(r.json()["object"], "chat.completion")
+
     def test_responses_plain_json_proxied(self):
         g, acct = self.one_account_gateway()
         r = g.post("/v1/responses", RESP_BODY)

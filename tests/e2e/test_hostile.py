@@ -6,6 +6,7 @@ import json
 import os
 import resource
 import socket
+import struct
 import threading
 import time
 
@@ -197,6 +198,24 @@ class HostileTest(GatewayTest):
                 self.assertIn(b"completed", payload)
                 rows = g.wait_request_logs(1)
                 self.assertEqual(rows[-1]["status"], 200, rows)
+
+    def test_client_hanging_up_on_its_second_request_stops_the_upstream(self):
+        # the hang-up watch belongs to the connection and stays between its requests: it must
+        # still notice a client that resets the connection while its second request waits
+        g = self.one("slow_headers,ms=1500")
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
+        status, _, payload, _ = read_one_response(s)
+        self.assertEqual(status, 200, payload[:300])
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
+        wait_for(lambda: len(self.mock.requests("a")) == 2, what="the second request upstream")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # a reset, not a half-close: the client is gone
+        rec = wait_for(lambda: [r for r in self.mock.requests("a")[1:] if r["aborted"]],
+                       what="the second upstream request to be aborted after the client left")[0]
+        self.assertFalse(rec["completed"], "the upstream answered a client that was gone")
+        rows = g.wait_request_logs(2)
+        self.assertEqual(sorted(r["status"] for r in rows), [200, 499], rows)
 
     # --- framing
 

@@ -821,9 +821,23 @@ static void test_c_default_matches_lua_budget(void)
     policy_free(pe);
 }
 
+/* The bundled order.lua, as a file of its own (not byte-identical to the
+ * bundled one, so the engine always calls it: see policy_order). */
+static policy_engine *engine_with_order_copy(void)
+{
+    const embedded_file *f = embedded_find("policies/order.lua");
+    CHECK(f != NULL);
+    char *src = malloc(f->len + 32);
+    memcpy(src, f->data, f->len);
+    strcpy(src + f->len, "\n-- a copy\n");
+    policy_engine *pe = engine_with("order", src);
+    free(src);
+    return pe;
+}
+
 static void test_c_defaults_match_lua_guard_and_order(void)
 {
-    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    policy_engine *pe = engine_with_order_copy();
     CHECK(pe != NULL);
     const double pcts[] = {-1, 0, 50, 89.9, 90, 94.9, 95, 100};
     int mismatches = 0;
@@ -878,6 +892,43 @@ static void test_c_defaults_match_lua_guard_and_order(void)
     CHECK_EQ_INT(mismatches, 0);
     CHECK_EQ_INT(policy_fallbacks(pe), 0);
     policy_free(pe);
+}
+
+static void test_one_candidate_order_skips_lua_only_when_it_cannot_matter(void)
+{
+    policy_engine *bundled = policy_new(NULL, load_err, sizeof load_err);
+    policy_engine *copy = engine_with_order_copy();
+    policy_engine *drops = engine_with("order", "return function(c, ctx) return {} end\n");
+    CHECK(bundled != NULL && copy != NULL && drops != NULL);
+    const char *kinds[] = {"api_key", "chatgpt", "aggregate"};
+    const char *strategies[] = {"ordered", "balanced", "weighted", NULL};
+    const char *rotations[] = {"account_rotation", "aggregate_api_rotation", "hybrid_rotation",
+                               "hybrid_aggregate_first_rotation", NULL, "bogus"};
+    int mismatches = 0, kept = 0, left_out = 0;
+    for (int k = 0; k < 3; k++)
+        for (int s = 0; s < 4; s++)
+            for (int r = 0; r < 6; r++)
+                for (int pref = 0; pref < 2; pref++) {
+                    policy_candidate c = {.id = 5, .name = "x", .kind = kinds[k], .primary_used_pct = -1,
+                                          .secondary_used_pct = -1, .success_rate = 0.4, .reserve = pref,
+                                          .weight = 1};
+                    policy_order_ctx ctx = {.strategy = strategies[s], .rotation = rotations[r],
+                                            .cursor = 5, .preferred = pref ? 5 : 0, .seed = 11};
+                    size_t pa[1] = {9}, pb[1] = {9}, pc[1];
+                    size_t na = policy_order(bundled, &c, 1, &ctx, pa);
+                    size_t nb = policy_order(copy, &c, 1, &ctx, pb);
+                    mismatches += na != nb || (na == 1 && pa[0] != pb[0]);
+                    kept += na == 1;
+                    left_out += na == 0;
+                    /* a policy of its own is asked even about one candidate */
+                    CHECK_EQ_INT(policy_order(drops, &c, 1, &ctx, pc), 0);
+                }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK(kept > 0 && left_out > 0); /* the rotation leaves some kinds out */
+    CHECK_EQ_INT(policy_fallbacks(bundled) + policy_fallbacks(copy) + policy_fallbacks(drops), 0);
+    policy_free(bundled);
+    policy_free(copy);
+    policy_free(drops);
 }
 
 static void test_c_default_matches_lua_breaker(void)
@@ -964,6 +1015,7 @@ int main(void)
     RUN(test_guard_and_order_default_rules);
     RUN(test_c_defaults_match_lua_classify_and_cooldown);
     RUN(test_c_defaults_match_lua_guard_and_order);
+    RUN(test_one_candidate_order_skips_lua_only_when_it_cannot_matter);
     RUN(test_c_default_matches_lua_breaker);
     RUN(test_c_default_matches_lua_budget);
     RUN(test_many_calls_do_not_grow_or_fail);
