@@ -1147,6 +1147,7 @@ static int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
     }
     json_free(p->in.doc); /* the continuation request replaces the client's for the next attempts */
     p->in.doc = doc;
+    p->gw->body_bytes += body.len - p->in.body.len; /* held in its place (proxy_finish gives back body.len) */
     sbuf_free(&p->in.body);
     p->in.body = body;
     if (v.cooldown != 0)

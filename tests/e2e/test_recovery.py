@@ -411,6 +411,19 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(g.log_account_name(row), "b")
         wait_for(lambda: "STREAM_RESUME req=" in g.trace_text(), what="a STREAM_RESUME trace event")
 
+    def test_resumed_stream_gives_back_its_body_bytes_in_flight(self):
+        # the continuation body replaces the client's: the body budget must
+        # get back what the request took, not the longer continuation's size
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))],
+                         policies=self.resume_policies())
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(g.wait_request_logs(1)[-1]["resumed"], 1)
+        h = g.get("/health").json()
+        self.assertEqual(h["request_bodies"]["bytes_in_flight"], 0, h["request_bodies"])
+        r = g.post("/v1/chat/completions", {"model": "m"})  # a body shorter than the continuation grew
+        self.assertEqual(r.status, 200, r)
+
     def test_cut_chat_stream_is_not_resumed_by_default(self):
         g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))])
         s = g.stream("/v1/chat/completions", CHAT_STREAM)
