@@ -1570,13 +1570,13 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
          * it. While the request runs it is answered: if the client is gone
          * the first write fails and libevent's close callback ends the
          * request then. But a request is never held waiting (a retry's
-         * delay, a wait for capacity) for a client that may be gone: a wait
-         * in progress ends here, and none starts later (the retry becomes a
-         * failover, the wait a 503). */
+         * delay, a wait for capacity or for a login refresh) for a client
+         * that may be gone: a wait in progress ends here, and none starts
+         * later (the retry becomes a failover, the wait a 503). */
         event_del(&w->ev);
         w->on = 0;
         p->client_eof = 1;
-        if (!evtimer_pending(&p->retry_timer, NULL)) {
+        if (!evtimer_pending(&p->retry_timer, NULL) && !p->wait) {
             log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
             return;
         }
