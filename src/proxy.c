@@ -723,11 +723,19 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
     }
     pool_account *pa = pool_find(p->gw->pool, p->retry_acct);
     p->retry_acct = 0;
-    if (pa && pa->a.enabled) {
+    /* still a candidate? The wait gave its limits (concurrency, rpm, the
+     * breaker's one probe) to others, and other requests may have cooled it */
+    char why[160];
+    if (pa && router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
         proxy_attempt(p, pa);
         return;
     }
-    proxy_next(p); /* the account was removed or disabled meanwhile: go on */
+    if (pa) {
+        proxy_why(p, pa->a.name, why);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, why);
+    }
+    proxy_next(p); /* the account was removed, disabled or is no candidate now: go on */
 }
 
 /* Every candidate is resting. When the soonest is back within what is left
