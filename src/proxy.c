@@ -1101,6 +1101,18 @@ static void proxy_read_plain_usage(proxy_req *p)
     json_free(doc);
 }
 
+/* Ends a started reply and the request. The request is finished first:
+ * evhttp_send_reply_end closes a connection that is not kept alive at once
+ * when everything was written already (an HTTP/1.0 stream), and the close
+ * callback would otherwise finish the request a second time. */
+static void proxy_finish_reply(proxy_req *p, int status)
+{
+    struct evhttp_request *req = p->client_gone ? NULL : p->req;
+    proxy_finish(p, status);
+    if (req)
+        evhttp_send_reply_end(req);
+}
+
 /* ---------- opt-in stream resume (chat completions) ---------- */
 
 /* The resumed attempt failed before any output of its own (refused the
@@ -1113,9 +1125,7 @@ static void proxy_resume_failed(proxy_req *p, const char *why)
     p->resume_pending = 0;
     proxy_stream_interrupted(p, why);
     proxy_client_flush(p);
-    if (!p->client_gone)
-        evhttp_send_reply_end(p->req);
-    proxy_finish(p, p->committed_status);
+    proxy_finish_reply(p, p->committed_status);
 }
 
 /* A chat stream was cut after text (no tool call) reached the client. When
@@ -1212,9 +1222,7 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         return;
     }
     proxy_client_flush(p);
-    if (!p->client_gone)
-        evhttp_send_reply_end(p->req);
-    proxy_finish(p, p->status);
+    proxy_finish_reply(p, p->status);
 }
 
 /* Classifies a clean 2xx end that carried no answer. Returns 1 if the
