@@ -715,7 +715,12 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
         trace_event(p->gw->trace, "CANDIDATE_POOL_AGAIN", "req=%llu waited_ms=%.0f", (unsigned long long)p->id,
                     p->waited_s * 1000.0);
         router_plan_free(&p->plan);
+        /* the request is still the client's (a hang-up ends the wait): its
+         * turn state pins this plan as it pinned the first */
+        p->rctx.turn_state = p->req ? evhttp_find_header(evhttp_request_get_input_headers(p->req), "x-codex-turn-state")
+                                    : NULL;
         router_plan(p->gw, &p->rctx, &p->plan);
+        p->rctx.turn_state = NULL;
         p->next = 0;
         sbuf_reset(&p->why);
         proxy_next(p);

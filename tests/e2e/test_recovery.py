@@ -384,6 +384,19 @@ class RecoveryTest(GatewayTest):
         for outcome in ("outcome=retry", "outcome=failover"):
             wait_for(lambda: outcome in g.trace_text(), what=f"an ATTEMPT_END {outcome}")
 
+    def test_turn_state_pin_holds_after_a_wait_for_capacity(self):
+        # a issues the turn state; the next turn finds a resting, waits for it,
+        # and must then go to a again, not to whichever account plans first
+        g = self.gateway([account("b", self.mock.url("b", "status=500,times=1"), sort=1),
+                          account("a", self.mock.url("a", "status=500,ok_first=1,times=2,turn_state=ts1"), sort=2)],
+                         policies=self.short_policies(server_cooldown=1))
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual((r.status, self.served_by(r), r.headers.get("x-codex-turn-state")), (200, "a", "ts1"), r)
+        r = g.post("/v1/responses", RESP_BODY, headers={"x-codex-turn-state": "ts1"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.served_by(r), "a", "the turn left the account that owns its state")
+        wait_for(lambda: "CANDIDATE_POOL_AGAIN" in g.trace_text(), what="the wait for capacity")
+
     # --- opt-in stream resume (chat completions)
 
     def resume_policies(self):
