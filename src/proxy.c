@@ -839,8 +839,12 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     ev->context_fallbacks = !p->ctx_fallback_used && proxy_context_fallback_at(p) >= 0;
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
-    if (v.action == VERDICT_CONTEXT_FALLBACK)
-        return !p->ctx_fallback_used && proxy_go_context_fallback(p, &v);
+    if (v.action == VERDICT_CONTEXT_FALLBACK) {
+        if (!p->ctx_fallback_used && proxy_go_context_fallback(p, &v))
+            return 1;
+        proxy_attempt_outcome(p, "returned", v.cls); /* none left: the error goes to the client */
+        return 0;
+    }
     if (v.action == VERDICT_RETRY && p->retries_total < PROXY_RETRY_MAX && !p->client_eof) {
         proxy_attempt_outcome(p, "retry", v.cls);
         proxy_retry_later(p, &v, ev->status);

@@ -356,6 +356,18 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(r.json()["error"]["code"], "context_length_exceeded")
         self.assertEqual(self.mock.accounts_hit(), ["a", "big"])
 
+    def test_context_fallback_verdict_with_none_left_records_the_attempt_as_returned(self):
+        # a policy that asks for the fallback whatever context_fallbacks says: the
+        # second too-long answer is returned, and the attempts record says so
+        pol = self.short_policies(edits=[(r'if ev\.context_fallbacks > 0 and mentions', 'if mentions', "classify.lua")])
+        g = self.gateway([account("a", self.mock.url("a", "ctxlen")),
+                          account("big", self.mock.url("big", "ctxlen"), args=["--context-fallback"])], policies=pol)
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 400, r)
+        tried = json.loads(g.wait_request_logs(1)[-1]["attempts_json"])
+        self.assertEqual([(t["account"], t["outcome"]) for t in tried],
+                         [("a", "context_fallback"), ("big", "returned")])
+
     def test_context_length_error_without_a_fallback_is_returned_unchanged(self):
         g = self.gateway([account("a", self.mock.url("a", "ctxlen")), account("b", self.mock.url("b"))])
         r = g.post("/v1/responses", RESP_BODY)
