@@ -957,6 +957,7 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
         ev.error_message = "no output within the time-to-first-token limit";
         if (proxy_classify_and_route(p, &ev, ev.error_message))
             return;
+        proxy_attempt_outcome(p, NULL, NULL); /* the slow stream is served after all: its end tells */
     }
     preflight_commit(&p->pf);
     proxy_commit(p);

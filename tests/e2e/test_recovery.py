@@ -182,6 +182,19 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(response_text(s.events), "hello from a")
         self.assertEqual(s.types()[-1], "response.completed")
 
+    def test_slow_stream_the_policy_keeps_at_the_ttft_limit_is_recorded_as_served(self):
+        # the policy returns the time-to-first-token timeout: the slow stream is
+        # committed and served, and its attempt is "ok", not "returned"
+        pol = self.short_policies(edits=[(r'if ev\.timeout then return failover\("timeout", 20\) end',
+                                          'if ev.timeout then return give_back("timeout") end', "classify.lua")])
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=1200")), account("b", self.mock.url("b"))],
+                         env={"SWITCHYARD_TTFT_MS": "300"}, policies=pol)
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(response_text(s.events), "hello from a")
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(row["status"], 200, row)
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(row["attempts_json"])], [("a", "ok")])
+
     # --- a 2xx that is not an answer
 
     def assertBadAnswerFailedOver(self, g, first="a"):
