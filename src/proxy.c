@@ -715,7 +715,12 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
         trace_event(p->gw->trace, "CANDIDATE_POOL_AGAIN", "req=%llu waited_ms=%.0f", (unsigned long long)p->id,
                     p->waited_s * 1000.0);
         router_plan_free(&p->plan);
+        /* the request is still the client's (a hang-up ends the wait): its
+         * turn state pins this plan as it pinned the first */
+        p->rctx.turn_state = p->req ? evhttp_find_header(evhttp_request_get_input_headers(p->req), "x-codex-turn-state")
+                                    : NULL;
         router_plan(p->gw, &p->rctx, &p->plan);
+        p->rctx.turn_state = NULL;
         p->next = 0;
         sbuf_reset(&p->why);
         proxy_next(p);
@@ -723,11 +728,19 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
     }
     pool_account *pa = pool_find(p->gw->pool, p->retry_acct);
     p->retry_acct = 0;
-    if (pa && pa->a.enabled) {
+    /* still a candidate? The wait gave its limits (concurrency, rpm, the
+     * breaker's one probe) to others, and other requests may have cooled it */
+    char why[160];
+    if (pa && router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
         proxy_attempt(p, pa);
         return;
     }
-    proxy_next(p); /* the account was removed or disabled meanwhile: go on */
+    if (pa) {
+        proxy_why(p, pa->a.name, why);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, why);
+    }
+    proxy_next(p); /* the account was removed, disabled or is no candidate now: go on */
 }
 
 /* Every candidate is resting. When the soonest is back within what is left
@@ -826,8 +839,12 @@ static int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *
     ev->context_fallbacks = !p->ctx_fallback_used && proxy_context_fallback_at(p) >= 0;
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
-    if (v.action == VERDICT_CONTEXT_FALLBACK)
-        return !p->ctx_fallback_used && proxy_go_context_fallback(p, &v);
+    if (v.action == VERDICT_CONTEXT_FALLBACK) {
+        if (!p->ctx_fallback_used && proxy_go_context_fallback(p, &v))
+            return 1;
+        proxy_attempt_outcome(p, "returned", v.cls); /* none left: the error goes to the client */
+        return 0;
+    }
     if (v.action == VERDICT_RETRY && p->retries_total < PROXY_RETRY_MAX && !p->client_eof) {
         proxy_attempt_outcome(p, "retry", v.cls);
         proxy_retry_later(p, &v, ev->status);
@@ -940,6 +957,7 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
         ev.error_message = "no output within the time-to-first-token limit";
         if (proxy_classify_and_route(p, &ev, ev.error_message))
             return;
+        proxy_attempt_outcome(p, NULL, NULL); /* the slow stream is served after all: its end tells */
     }
     preflight_commit(&p->pf);
     proxy_commit(p);
@@ -1093,6 +1111,18 @@ static void proxy_read_plain_usage(proxy_req *p)
     json_free(doc);
 }
 
+/* Ends a started reply and the request. The request is finished first:
+ * evhttp_send_reply_end closes a connection that is not kept alive at once
+ * when everything was written already (an HTTP/1.0 stream), and the close
+ * callback would otherwise finish the request a second time. */
+static void proxy_finish_reply(proxy_req *p, int status)
+{
+    struct evhttp_request *req = p->client_gone ? NULL : p->req;
+    proxy_finish(p, status);
+    if (req)
+        evhttp_send_reply_end(req);
+}
+
 /* ---------- opt-in stream resume (chat completions) ---------- */
 
 /* The resumed attempt failed before any output of its own (refused the
@@ -1105,9 +1135,7 @@ static void proxy_resume_failed(proxy_req *p, const char *why)
     p->resume_pending = 0;
     proxy_stream_interrupted(p, why);
     proxy_client_flush(p);
-    if (!p->client_gone)
-        evhttp_send_reply_end(p->req);
-    proxy_finish(p, p->committed_status);
+    proxy_finish_reply(p, p->committed_status);
 }
 
 /* A chat stream was cut after text (no tool call) reached the client. When
@@ -1147,6 +1175,7 @@ static int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
     }
     json_free(p->in.doc); /* the continuation request replaces the client's for the next attempts */
     p->in.doc = doc;
+    p->gw->body_bytes += body.len - p->in.body.len; /* held in its place (proxy_finish gives back body.len) */
     sbuf_free(&p->in.body);
     p->in.body = body;
     if (v.cooldown != 0)
@@ -1203,9 +1232,7 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         return;
     }
     proxy_client_flush(p);
-    if (!p->client_gone)
-        evhttp_send_reply_end(p->req);
-    proxy_finish(p, p->status);
+    proxy_finish_reply(p, p->status);
 }
 
 /* Classifies a clean 2xx end that carried no answer. Returns 1 if the
@@ -1569,13 +1596,13 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
          * it. While the request runs it is answered: if the client is gone
          * the first write fails and libevent's close callback ends the
          * request then. But a request is never held waiting (a retry's
-         * delay, a wait for capacity) for a client that may be gone: a wait
-         * in progress ends here, and none starts later (the retry becomes a
-         * failover, the wait a 503). */
+         * delay, a wait for capacity or for a login refresh) for a client
+         * that may be gone: a wait in progress ends here, and none starts
+         * later (the retry becomes a failover, the wait a 503). */
         event_del(&w->ev);
         w->on = 0;
         p->client_eof = 1;
-        if (!evtimer_pending(&p->retry_timer, NULL)) {
+        if (!evtimer_pending(&p->retry_timer, NULL) && !p->wait) {
             log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
             return;
         }

@@ -432,6 +432,7 @@ typedef struct opts {
     int echo_auth;     /* x-codex-echo: the request's Authorization (a leaky upstream) */
     long partial;      /* late_reset: bytes of an unfinished event sent before the end */
     int end;           /* late_reset: end the chunked body properly instead of closing */
+    long tail;         /* ok stream: ms between the last event and the end of the body */
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
     long bytes;        /* big_error: size of the message */
     int auth;          /* auth=1: the bearer must be an unexpired, unrevoked JWT */
@@ -517,6 +518,8 @@ static void opts_parse(opts *o, const char *spec)
             o->partial = atol(val);
         else if (!strcmp(tok, "end"))
             o->end = atoi(val);
+        else if (!strcmp(tok, "tail"))
+            o->tail = atol(val);
         else if (!strcmp(tok, "gzip"))
             o->gzip = atoi(val);
         else if (!strcmp(tok, "bytes"))
@@ -1183,7 +1186,7 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
     sbuf_reset(&b);
     ev_resp_state(&b, g, "response.completed", "completed");
     job_chunk(j, gap, &b);
-    job_add(j, ACT_END, 0);
+    job_add(j, ACT_END, o->tail);
     sbuf_free(&b);
 }
 
@@ -1236,7 +1239,7 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     }
     chat_finish(&b, g);
     job_chunk(j, gap, &b);
-    job_add(j, ACT_END, 0);
+    job_add(j, ACT_END, o->tail);
     sbuf_free(&b);
 }
 

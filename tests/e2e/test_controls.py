@@ -186,6 +186,20 @@ class AccountRateLimitTest(GatewayTest):
         self.assertIn("1 requests per minute", err["message"])
         self.assertEqual(len(self.mock.requests()), 1)
 
+    def test_same_account_retry_does_not_pass_the_account_rpm(self):
+        # a 429 with a short Retry-After and nobody else: the policy retries the
+        # same account, but its one request of the minute is spent
+        g = Gateway([])
+        self._gateways.append(g)
+        self.addCleanup(g.cleanup)
+        g.cli("account", "add", "--db", g.db_path, "--name", "capped", "--base-url",
+              self.mock.url("capped", "status=429,retry_after=1,times=1"), "--token", "tok-capped-0123456789",
+              "--max-rpm", "1")
+        g.start()
+        err = self.assertOpenAIError(g.post("/v1/chat/completions", CHAT_BODY), 503)
+        self.assertIn("rate_limited_locally", err["message"])
+        self.assertEqual(len(self.mock.requests()), 1, "the retry went upstream past the account's rpm")
+
     def test_request_waits_for_the_only_account_at_its_rpm_when_the_refill_is_within_the_wait_budget(self):
         # 30 a minute: a burst of 30, then one more every 2 s, within a 5 s wait for capacity
         g = self.limited_gateway([("capped", ["--max-rpm", "30"])], env={"SWITCHYARD_CAPACITY_WAIT_MS": "5000"})

@@ -156,6 +156,24 @@ class HostileTest(GatewayTest):
                     else:
                         self.assertTrue(payload.rstrip().endswith(b"data: [DONE]"), payload[-200:])
 
+    def test_http10_stream_whose_upstream_ends_after_the_last_event_is_finished_once(self):
+        # everything was written before the upstream's end: libevent closes the
+        # HTTP/1.0 connection inside evhttp_send_reply_end, which calls the close callback
+        g = self.one("ok,tail=300")
+        for body, path in ((dict(RESP_BODY, stream=True), "/v1/responses"),
+                           (dict(CHAT_BODY, stream=True), "/v1/chat/completions")):
+            with self.subTest(path=path):
+                s = connect(g)
+                s.sendall(raw_request(g, "POST", path, body, version="1.0"))
+                raw = read_to_eof(s)
+                s.close()
+                status, _, payload = self.assertFramedHttp10(raw, path)
+                self.assertEqual(status, 200, raw[:300])
+        rows = g.wait_request_logs(2)
+        self.assertEqual([r["status"] for r in rows], [200, 200], rows)
+        self.assertTrue(g.running(), "the gateway died")
+        self.assertEqual(g.get("/health").status, 200)
+
     def test_http10_error_replies_are_framed_too(self):
         g = self.one("status=429")
         s = connect(g)

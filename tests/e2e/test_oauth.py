@@ -202,6 +202,22 @@ class OAuthTest(GatewayTest):
         wait_for(lambda: self.login_row(g, "dave")["refresh_token"] == "rt_dave_2", what="the slow refresh")
         wait_for(lambda: "reason=\"refreshing its login\"" in g.trace_text(), what="the trace line")
 
+    def test_client_hanging_up_while_its_request_waits_for_a_login_refresh_ends_it(self):
+        import http.client
+        g = self.login_gateway({"kim": auth_json("kim", -60)}, "slow,ms=3000")
+        wait_for(lambda: self.oauth_requests(), what="the refresh to start")
+        conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=30)
+        conn.request("POST", "/v1/responses", body=json.dumps({"model": "gpt-test", "input": "hi"}),
+                     headers={"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
+        wait_for(lambda: "reason=\"refreshing its login\"" in g.trace_text(), what="the request to wait")
+        conn.sock.close()
+        conn.close()
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual((row["status"], row["error_class"]), (499, "client_closed"), row)
+        wait_for(lambda: self.login_row(g, "kim")["refresh_token"] == "rt_kim_2", what="the refresh to end")
+        self.assertEqual([x["endpoint"] for x in self.mock.requests()], ["oauth_token"],
+                         "the request went upstream for a client that had hung up")
+
     def test_token_endpoint_down_retries_with_backoff_and_never_marks_needs_login(self):
         g = self.login_gateway({"erin": auth_json("erin", -60)}, "down",
                                env={"SWITCHYARD_OAUTH_RETRY_MIN_S": "1", "SWITCHYARD_OAUTH_RETRY_MAX_S": "2"})

@@ -182,6 +182,19 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(response_text(s.events), "hello from a")
         self.assertEqual(s.types()[-1], "response.completed")
 
+    def test_slow_stream_the_policy_keeps_at_the_ttft_limit_is_recorded_as_served(self):
+        # the policy returns the time-to-first-token timeout: the slow stream is
+        # committed and served, and its attempt is "ok", not "returned"
+        pol = self.short_policies(edits=[(r'if ev\.timeout then return failover\("timeout", 20\) end',
+                                          'if ev.timeout then return give_back("timeout") end', "classify.lua")])
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=1200")), account("b", self.mock.url("b"))],
+                         env={"SWITCHYARD_TTFT_MS": "300"}, policies=pol)
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(response_text(s.events), "hello from a")
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(row["status"], 200, row)
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(row["attempts_json"])], [("a", "ok")])
+
     # --- a 2xx that is not an answer
 
     def assertBadAnswerFailedOver(self, g, first="a"):
@@ -356,6 +369,18 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(r.json()["error"]["code"], "context_length_exceeded")
         self.assertEqual(self.mock.accounts_hit(), ["a", "big"])
 
+    def test_context_fallback_verdict_with_none_left_records_the_attempt_as_returned(self):
+        # a policy that asks for the fallback whatever context_fallbacks says: the
+        # second too-long answer is returned, and the attempts record says so
+        pol = self.short_policies(edits=[(r'if ev\.context_fallbacks > 0 and mentions', 'if mentions', "classify.lua")])
+        g = self.gateway([account("a", self.mock.url("a", "ctxlen")),
+                          account("big", self.mock.url("big", "ctxlen"), args=["--context-fallback"])], policies=pol)
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 400, r)
+        tried = json.loads(g.wait_request_logs(1)[-1]["attempts_json"])
+        self.assertEqual([(t["account"], t["outcome"]) for t in tried],
+                         [("a", "context_fallback"), ("big", "returned")])
+
     def test_context_length_error_without_a_fallback_is_returned_unchanged(self):
         g = self.gateway([account("a", self.mock.url("a", "ctxlen")), account("b", self.mock.url("b"))])
         r = g.post("/v1/responses", RESP_BODY)
@@ -384,6 +409,19 @@ class RecoveryTest(GatewayTest):
         for outcome in ("outcome=retry", "outcome=failover"):
             wait_for(lambda: outcome in g.trace_text(), what=f"an ATTEMPT_END {outcome}")
 
+    def test_turn_state_pin_holds_after_a_wait_for_capacity(self):
+        # a issues the turn state; the next turn finds a resting, waits for it,
+        # and must then go to a again, not to whichever account plans first
+        g = self.gateway([account("b", self.mock.url("b", "status=500,times=1"), sort=1),
+                          account("a", self.mock.url("a", "status=500,ok_first=1,times=2,turn_state=ts1"), sort=2)],
+                         policies=self.short_policies(server_cooldown=1))
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual((r.status, self.served_by(r), r.headers.get("x-codex-turn-state")), (200, "a", "ts1"), r)
+        r = g.post("/v1/responses", RESP_BODY, headers={"x-codex-turn-state": "ts1"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.served_by(r), "a", "the turn left the account that owns its state")
+        wait_for(lambda: "CANDIDATE_POOL_AGAIN" in g.trace_text(), what="the wait for capacity")
+
     # --- opt-in stream resume (chat completions)
 
     def resume_policies(self):
@@ -410,6 +448,19 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(row["status"], 200, row)
         self.assertEqual(g.log_account_name(row), "b")
         wait_for(lambda: "STREAM_RESUME req=" in g.trace_text(), what="a STREAM_RESUME trace event")
+
+    def test_resumed_stream_gives_back_its_body_bytes_in_flight(self):
+        # the continuation body replaces the client's: the body budget must
+        # get back what the request took, not the longer continuation's size
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))],
+                         policies=self.resume_policies())
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(g.wait_request_logs(1)[-1]["resumed"], 1)
+        h = g.get("/health").json()
+        self.assertEqual(h["request_bodies"]["bytes_in_flight"], 0, h["request_bodies"])
+        r = g.post("/v1/chat/completions", {"model": "m"})  # a body shorter than the continuation grew
+        self.assertEqual(r.status, 200, r)
 
     def test_cut_chat_stream_is_not_resumed_by_default(self):
         g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))])
