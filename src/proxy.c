@@ -1457,7 +1457,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
                 (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
     upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, p->hdrs, p->n_hdrs,
-                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms};
+                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
 }
 

@@ -51,6 +51,8 @@
 
 #define UP_MAX_HEADERS 64
 #define UP_SPARE_EASY 256
+#define UP_STREAM_BUFFER 1024L  /* curl's receive buffer for a stream (its minimum) */
+#define UP_PLAIN_BUFFER 16384L  /* and for everything else (its default) */
 #define UPSTREAM_USER_AGENT "switchyard/0.1"
 
 struct upstream {
@@ -85,7 +87,7 @@ struct upstream_req {
     int sent;                /* connected; the request is being sent (curl's pre-request callback ran) */
     char errbuf[CURL_ERROR_SIZE];
     sbuf hbuf;               /* header storage: name\0value\0... */
-    size_t hoff[UP_MAX_HEADERS][2];
+    uint32_t hoff[UP_MAX_HEADERS][2]; /* offsets in hbuf (64 lines of at most curl's 100 KiB each) */
     size_t n_headers;
     int status;
     int headers_done;
@@ -388,10 +390,10 @@ static void upstream_header_store(upstream_req *r, const char *line, size_t n)
         v++;
     while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
         end--;
-    r->hoff[r->n_headers][0] = r->hbuf.len;
+    r->hoff[r->n_headers][0] = (uint32_t)r->hbuf.len;
     sbuf_append(&r->hbuf, line, nlen);
     sbuf_append(&r->hbuf, "", 1);
-    r->hoff[r->n_headers][1] = r->hbuf.len;
+    r->hoff[r->n_headers][1] = (uint32_t)r->hbuf.len;
     sbuf_append(&r->hbuf, v, (size_t)(end - v));
     sbuf_append(&r->hbuf, "", 1);
     r->n_headers++;
@@ -691,6 +693,12 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
+    /* curl keeps one receive buffer per handle, allocated at its size
+     * (reallocated when the size changes). A held-open stream owns its
+     * handle for minutes while each read brings one small event, so 16 KiB
+     * there is most of what a stream costs; a plain answer, read once and
+     * possibly large, keeps curl's default (fewer reads). */
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, spec->small_reads ? UP_STREAM_BUFFER : UP_PLAIN_BUFFER);
     if (spec->body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);

@@ -223,6 +223,25 @@ class FoundationTest(GatewayTest):
         self.assertEqual((usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]), (7, 3, 10))
         self.assertTrue(self.mock.requests("a")[0]["stream"])
 
+    def test_stream_read_from_upstream_in_1_kib_pieces_arrives_unaltered(self):
+        # a stream is read from the upstream 1 KiB at a time (upstream.c,
+        # UP_STREAM_BUFFER): 300 deltas sent as fast as the socket takes
+        # them are tens of KiB, so reads end mid-event (events of up to
+        # ~800 bytes straddle 1 KiB boundaries) and the client must still
+        # get the same events, unaltered
+        g, _ = self.one_account_gateway("ok,deltas=300")
+        body = dict(RESP_BODY, stream=True)
+        s = g.stream("/v1/responses", body)
+        self.assertEqual(s.status, 200, s)
+        self.assertFalse(s.truncated, s)
+        direct = self.mock.call("a", "ok,deltas=300", "responses", body)
+        self.assertEqual(direct.status, 200)
+        want = parse_sse(_normalize(direct.body, "a"))
+        got = parse_sse(_normalize(s.raw, "a"))
+        self.assertGreater(len(direct.body), 16 * 1024, "the test needs many reads")
+        self.assertEqual([(e["event"], e["json"]) for e in got], [(e["event"], e["json"]) for e in want])
+        self.assertEqual(s.types().count("response.output_text.delta"), 300)
+
     def test_chat_stream_ends_with_done(self):
         g, _ = self.one_account_gateway()
         s = g.stream("/v1/chat/completions", dict(CHAT_BODY, stream=True))
