@@ -76,9 +76,6 @@ typedef struct proxy_req {
     char att_class[32];
     char att_model[128];      /* the model sent upstream (after the account's model map) */
     sbuf url, upbody;
-    upstream_header hdrs[PROXY_MAX_HEADERS];
-    size_t n_hdrs;
-    sbuf hstore;              /* storage behind hdrs */
     proxy_mode mode;
     int status;
     double retry_after;
@@ -128,6 +125,14 @@ typedef struct proxy_req {
     size_t n_refreshed;
 } proxy_req;
 
+/* The upstream request headers of the attempt being started (loop thread
+ * only): built by proxy_build_headers and copied by upstream_start (into
+ * curl's list) right after, so no request keeps them while its answer
+ * streams, for minutes (docs/performance.md, "Long-lived streams"). */
+static upstream_header proxy_hdrs[PROXY_MAX_HEADERS];
+static size_t proxy_n_hdrs;
+static sbuf proxy_hstore; /* storage behind proxy_hdrs */
+
 /* Finished requests kept for the next ones (loop thread only): a proxy_req
  * is 4 KiB, and glibc serves an allocation that size from its bins (with a
  * malloc_consolidate pass whenever small freed chunks are waiting), which
@@ -171,21 +176,22 @@ static void proxy_why(proxy_req *p, const char *name, const char *reason)
 
 static void proxy_header_add(proxy_req *p, const char *name, const char *value)
 {
-    if (p->n_hdrs >= PROXY_MAX_HEADERS)
+    (void)p;
+    if (proxy_n_hdrs >= PROXY_MAX_HEADERS)
         return;
     /* offsets, resolved once all headers are stored (hstore may move) */
-    p->hdrs[p->n_hdrs].name = (const char *)(uintptr_t)p->hstore.len;
-    sbuf_append(&p->hstore, name, strlen(name) + 1);
-    p->hdrs[p->n_hdrs].value = (const char *)(uintptr_t)p->hstore.len;
-    sbuf_append(&p->hstore, value, strlen(value) + 1);
-    p->n_hdrs++;
+    proxy_hdrs[proxy_n_hdrs].name = (const char *)(uintptr_t)proxy_hstore.len;
+    sbuf_append(&proxy_hstore, name, strlen(name) + 1);
+    proxy_hdrs[proxy_n_hdrs].value = (const char *)(uintptr_t)proxy_hstore.len;
+    sbuf_append(&proxy_hstore, value, strlen(value) + 1);
+    proxy_n_hdrs++;
 }
 
-static void proxy_headers_resolve(proxy_req *p)
+static void proxy_headers_resolve(void)
 {
-    for (size_t i = 0; i < p->n_hdrs; i++) {
-        p->hdrs[i].name = p->hstore.p + (uintptr_t)p->hdrs[i].name;
-        p->hdrs[i].value = p->hstore.p + (uintptr_t)p->hdrs[i].value;
+    for (size_t i = 0; i < proxy_n_hdrs; i++) {
+        proxy_hdrs[i].name = proxy_hstore.p + (uintptr_t)proxy_hdrs[i].name;
+        proxy_hdrs[i].value = proxy_hstore.p + (uintptr_t)proxy_hdrs[i].value;
     }
 }
 
@@ -222,8 +228,8 @@ static int proxy_forward_index(const char *name)
 
 static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
-    p->n_hdrs = 0;
-    sbuf_reset(&p->hstore);
+    proxy_n_hdrs = 0;
+    sbuf_reset(&proxy_hstore);
     sbuf auth = SBUF_INIT;
     sbuf_puts(&auth, "Bearer ");
     sbuf_puts(&auth, pa->a.token);
@@ -250,7 +256,7 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
         if (!evhttp_find_header(in, "originator"))
             proxy_header_add(p, "originator", "codex_cli_rs");
     }
-    proxy_headers_resolve(p);
+    proxy_headers_resolve();
 }
 
 /* The model this account would be sent: the client's, or what the
@@ -462,7 +468,10 @@ static void proxy_client_flush(proxy_req *p)
     evbuffer_add(chunk, p->out.p, p->out.len);
     evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
     evbuffer_drain(chunk, evbuffer_get_length(chunk)); /* in case libevent refused it */
-    sbuf_reset(&p->out);
+    /* freed, not kept: a held-open stream sends a small chunk now and then,
+     * and thousands of them each keeping a buffer between events add up
+     * (docs/performance.md, "Long-lived streams") */
+    sbuf_free(&p->out);
 }
 
 static void proxy_on_flush(evutil_socket_t fd, short what, void *arg) { proxy_client_flush(arg); }
@@ -598,6 +607,8 @@ static int proxy_flush_held(proxy_req *p, int all)
     int pause = proxy_client_send(p, p->pf.held.p, n);
     p->mid_event = everything && open > 0;
     sbuf_consume(&p->pf.held, n);
+    if (!p->pf.held.len)
+        sbuf_free(&p->pf.held); /* nothing waits: no buffer kept between events (as out above) */
     return pause;
 }
 
@@ -1456,7 +1467,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
                 (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
-    upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, p->hdrs, p->n_hdrs,
+    upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
                           p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
 }
@@ -1738,7 +1749,6 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->tried);
     sbuf_free(&p->url);
     sbuf_free(&p->upbody);
-    sbuf_free(&p->hstore);
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
     sbuf_free(&p->sniff);
