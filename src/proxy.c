@@ -451,6 +451,24 @@ static void proxy_on_client_drained(struct evhttp_connection *c, void *arg)
 }
 
 /* Hands what this loop turn gathered to libevent as one chunk. */
+/* Once the status line and headers are written (evhttp_send_reply_start
+ * puts them in the connection's buffer), libevent keeps the header list
+ * until the request ends and reads only "Connection" from it (whether the
+ * connection closes after). A stream held open for minutes keeps only that
+ * one: three allocations less per header (docs/performance.md). */
+static void proxy_drop_sent_headers(struct evhttp_request *req)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    struct evkeyval *h, *next;
+    for (h = oh->tqh_first; h; h = next) {
+        next = h->next.tqe_next;
+        /* the first header of that name is h itself: any earlier one was
+         * removed on the way here (Connection, kept, is never removed) */
+        if (strcasecmp(h->key, "Connection") != 0)
+            evhttp_remove_header(oh, h->key);
+    }
+}
+
 static void proxy_client_flush(proxy_req *p)
 {
     if (!p->out.len)
@@ -463,6 +481,7 @@ static void proxy_client_flush(proxy_req *p)
     if (p->reply_held) {
         p->reply_held = 0;
         evhttp_send_reply_start(p->req, p->committed_status, NULL);
+        proxy_drop_sent_headers(p->req);
     }
     struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
     evbuffer_add(chunk, p->out.p, p->out.len);
@@ -574,6 +593,7 @@ static void proxy_commit(proxy_req *p)
         return;
     }
     evhttp_send_reply_start(p->req, p->status, NULL);
+    proxy_drop_sent_headers(p->req);
 }
 
 /* The held plain answer, complete: one reply with a Content-Length instead
