@@ -1813,6 +1813,11 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->id = ++gw->next_req_id;
     p->req = req;
     p->in = *in;
+    /* request.c read what it needed from the parsed body (model, stream,
+     * ids) into in; nothing after reads the tree, so a stream held open
+     * for minutes does not keep it (docs/performance.md) */
+    json_free(p->in.doc);
+    p->in.doc = NULL;
     gw->body_bytes += in->body.len;
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = p->cached_tok = -1;
