@@ -226,6 +226,26 @@ static int proxy_forward_index(const char *name)
     return -1;
 }
 
+/* Of the client's request headers, only those proxy_build_headers
+ * forwards (on every attempt, a resumed one too) and Connection (libevent
+ * reads it when the reply ends) are needed once the request is planned.
+ * The rest (Host, Authorization with the platform key, Content-*,
+ * Accept, ...) goes: a stream held open for minutes keeps neither their
+ * memory nor the key (docs/performance.md, "Long-lived streams"). */
+static void proxy_drop_client_headers(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evkeyval *h, *next;
+    for (h = in->tqh_first; h; h = next) {
+        next = h->next.tqe_next;
+        /* the first header of that name is h itself: an earlier one was
+         * removed on the way here, and kept names are never removed */
+        if (proxy_forward_index(h->key) < 0 && strcasecmp(h->key, "Connection") != 0 &&
+            strcasecmp(h->key, "Proxy-Connection") != 0)
+            evhttp_remove_header(in, h->key);
+    }
+}
+
 static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
     proxy_n_hdrs = 0;
@@ -1841,6 +1861,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
                           p->session[0] ? p->session : NULL};
     router_plan(gw, &p->rctx, &p->plan);
     p->rctx.turn_state = NULL; /* the client's headers are not ours to keep */
+    proxy_drop_client_headers(req);
     proxy_trace_pool(p);
     proxy_next(p);
 }
