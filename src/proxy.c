@@ -134,7 +134,7 @@ static size_t proxy_n_hdrs;
 static sbuf proxy_hstore; /* storage behind proxy_hdrs */
 
 /* Finished requests kept for the next ones (loop thread only): a proxy_req
- * is 4 KiB, and glibc serves an allocation that size from its bins (with a
+ * is 3 KiB, and glibc serves an allocation that size from its bins (with a
  * malloc_consolidate pass whenever small freed chunks are waiting), which
  * cost about 7 000 instructions per request; a kept one is only zeroed. */
 #define PROXY_SPARE 128
