@@ -51,7 +51,7 @@
 
 #define UP_MAX_HEADERS 64
 #define UP_SPARE_EASY 256
-#define UP_STREAM_BUFFER 1024L  /* curl's receive buffer for a stream (its minimum) */
+#define UP_STREAM_BUFFER 2048L  /* curl's receive buffer for a stream (why 2 KiB: docs/performance.md) */
 #define UP_PLAIN_BUFFER 16384L  /* and for everything else (its default) */
 #define UPSTREAM_USER_AGENT "switchyard/0.1"
 

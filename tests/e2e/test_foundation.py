@@ -255,11 +255,11 @@ class FoundationTest(GatewayTest):
         self.assertTrue(r.will_close)
         conn.close()
 
-    def test_stream_read_from_upstream_in_1_kib_pieces_arrives_unaltered(self):
-        # a stream is read from the upstream 1 KiB at a time (upstream.c,
+    def test_stream_read_from_upstream_in_small_pieces_arrives_unaltered(self):
+        # a stream is read from the upstream 2 KiB at a time (upstream.c,
         # UP_STREAM_BUFFER): 300 deltas sent as fast as the socket takes
         # them are tens of KiB, so reads end mid-event (events of up to
-        # ~800 bytes straddle 1 KiB boundaries) and the client must still
+        # ~800 bytes straddle 2 KiB boundaries) and the client must still
         # get the same events, unaltered
         g, _ = self.one_account_gateway("ok,deltas=300")
         body = dict(RESP_BODY, stream=True)
