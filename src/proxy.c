@@ -76,9 +76,6 @@ typedef struct proxy_req {
     char att_class[32];
     char att_model[128];      /* the model sent upstream (after the account's model map) */
     sbuf url, upbody;
-    upstream_header hdrs[PROXY_MAX_HEADERS];
-    size_t n_hdrs;
-    sbuf hstore;              /* storage behind hdrs */
     proxy_mode mode;
     int status;
     double retry_after;
@@ -128,8 +125,16 @@ typedef struct proxy_req {
     size_t n_refreshed;
 } proxy_req;
 
+/* The upstream request headers of the attempt being started (loop thread
+ * only): built by proxy_build_headers and copied by upstream_start (into
+ * curl's list) right after, so no request keeps them while its answer
+ * streams, for minutes (docs/performance.md, "Long-lived streams"). */
+static upstream_header proxy_hdrs[PROXY_MAX_HEADERS];
+static size_t proxy_n_hdrs;
+static sbuf proxy_hstore; /* storage behind proxy_hdrs */
+
 /* Finished requests kept for the next ones (loop thread only): a proxy_req
- * is 4 KiB, and glibc serves an allocation that size from its bins (with a
+ * is 3 KiB, and glibc serves an allocation that size from its bins (with a
  * malloc_consolidate pass whenever small freed chunks are waiting), which
  * cost about 7 000 instructions per request; a kept one is only zeroed. */
 #define PROXY_SPARE 128
@@ -171,21 +176,22 @@ static void proxy_why(proxy_req *p, const char *name, const char *reason)
 
 static void proxy_header_add(proxy_req *p, const char *name, const char *value)
 {
-    if (p->n_hdrs >= PROXY_MAX_HEADERS)
+    (void)p;
+    if (proxy_n_hdrs >= PROXY_MAX_HEADERS)
         return;
     /* offsets, resolved once all headers are stored (hstore may move) */
-    p->hdrs[p->n_hdrs].name = (const char *)(uintptr_t)p->hstore.len;
-    sbuf_append(&p->hstore, name, strlen(name) + 1);
-    p->hdrs[p->n_hdrs].value = (const char *)(uintptr_t)p->hstore.len;
-    sbuf_append(&p->hstore, value, strlen(value) + 1);
-    p->n_hdrs++;
+    proxy_hdrs[proxy_n_hdrs].name = (const char *)(uintptr_t)proxy_hstore.len;
+    sbuf_append(&proxy_hstore, name, strlen(name) + 1);
+    proxy_hdrs[proxy_n_hdrs].value = (const char *)(uintptr_t)proxy_hstore.len;
+    sbuf_append(&proxy_hstore, value, strlen(value) + 1);
+    proxy_n_hdrs++;
 }
 
-static void proxy_headers_resolve(proxy_req *p)
+static void proxy_headers_resolve(void)
 {
-    for (size_t i = 0; i < p->n_hdrs; i++) {
-        p->hdrs[i].name = p->hstore.p + (uintptr_t)p->hdrs[i].name;
-        p->hdrs[i].value = p->hstore.p + (uintptr_t)p->hdrs[i].value;
+    for (size_t i = 0; i < proxy_n_hdrs; i++) {
+        proxy_hdrs[i].name = proxy_hstore.p + (uintptr_t)proxy_hdrs[i].name;
+        proxy_hdrs[i].value = proxy_hstore.p + (uintptr_t)proxy_hdrs[i].value;
     }
 }
 
@@ -220,10 +226,30 @@ static int proxy_forward_index(const char *name)
     return -1;
 }
 
+/* Of the client's request headers, only those proxy_build_headers
+ * forwards (on every attempt, a resumed one too) and Connection (libevent
+ * reads it when the reply ends) are needed once the request is planned.
+ * The rest (Host, Authorization with the platform key, Content-*,
+ * Accept, ...) goes: a stream held open for minutes keeps neither their
+ * memory nor the key (docs/performance.md, "Long-lived streams"). */
+static void proxy_drop_client_headers(struct evhttp_request *req)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evkeyval *h, *next;
+    for (h = in->tqh_first; h; h = next) {
+        next = h->next.tqe_next;
+        /* the first header of that name is h itself: an earlier one was
+         * removed on the way here, and kept names are never removed */
+        if (proxy_forward_index(h->key) < 0 && strcasecmp(h->key, "Connection") != 0 &&
+            strcasecmp(h->key, "Proxy-Connection") != 0)
+            evhttp_remove_header(in, h->key);
+    }
+}
+
 static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
-    p->n_hdrs = 0;
-    sbuf_reset(&p->hstore);
+    proxy_n_hdrs = 0;
+    sbuf_reset(&proxy_hstore);
     sbuf auth = SBUF_INIT;
     sbuf_puts(&auth, "Bearer ");
     sbuf_puts(&auth, pa->a.token);
@@ -250,7 +276,7 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
         if (!evhttp_find_header(in, "originator"))
             proxy_header_add(p, "originator", "codex_cli_rs");
     }
-    proxy_headers_resolve(p);
+    proxy_headers_resolve();
 }
 
 /* The model this account would be sent: the client's, or what the
@@ -445,6 +471,24 @@ static void proxy_on_client_drained(struct evhttp_connection *c, void *arg)
 }
 
 /* Hands what this loop turn gathered to libevent as one chunk. */
+/* Once the status line and headers are written (evhttp_send_reply_start
+ * puts them in the connection's buffer), libevent keeps the header list
+ * until the request ends and reads only "Connection" from it (whether the
+ * connection closes after). A stream held open for minutes keeps only that
+ * one: three allocations less per header (docs/performance.md). */
+static void proxy_drop_sent_headers(struct evhttp_request *req)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    struct evkeyval *h, *next;
+    for (h = oh->tqh_first; h; h = next) {
+        next = h->next.tqe_next;
+        /* the first header of that name is h itself: any earlier one was
+         * removed on the way here (Connection, kept, is never removed) */
+        if (strcasecmp(h->key, "Connection") != 0)
+            evhttp_remove_header(oh, h->key);
+    }
+}
+
 static void proxy_client_flush(proxy_req *p)
 {
     if (!p->out.len)
@@ -457,12 +501,16 @@ static void proxy_client_flush(proxy_req *p)
     if (p->reply_held) {
         p->reply_held = 0;
         evhttp_send_reply_start(p->req, p->committed_status, NULL);
+        proxy_drop_sent_headers(p->req);
     }
     struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
     evbuffer_add(chunk, p->out.p, p->out.len);
     evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
     evbuffer_drain(chunk, evbuffer_get_length(chunk)); /* in case libevent refused it */
-    sbuf_reset(&p->out);
+    /* freed, not kept: a held-open stream sends a small chunk now and then,
+     * and thousands of them each keeping a buffer between events add up
+     * (docs/performance.md, "Long-lived streams") */
+    sbuf_free(&p->out);
 }
 
 static void proxy_on_flush(evutil_socket_t fd, short what, void *arg) { proxy_client_flush(arg); }
@@ -565,6 +613,7 @@ static void proxy_commit(proxy_req *p)
         return;
     }
     evhttp_send_reply_start(p->req, p->status, NULL);
+    proxy_drop_sent_headers(p->req);
 }
 
 /* The held plain answer, complete: one reply with a Content-Length instead
@@ -598,6 +647,8 @@ static int proxy_flush_held(proxy_req *p, int all)
     int pause = proxy_client_send(p, p->pf.held.p, n);
     p->mid_event = everything && open > 0;
     sbuf_consume(&p->pf.held, n);
+    if (!p->pf.held.len)
+        sbuf_free(&p->pf.held); /* nothing waits: no buffer kept between events (as out above) */
     return pause;
 }
 
@@ -1456,8 +1507,8 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
                 (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
-    upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, p->hdrs, p->n_hdrs,
-                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms};
+    upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
+                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
 }
 
@@ -1738,7 +1789,6 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->tried);
     sbuf_free(&p->url);
     sbuf_free(&p->upbody);
-    sbuf_free(&p->hstore);
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
     sbuf_free(&p->sniff);
@@ -1783,6 +1833,11 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->id = ++gw->next_req_id;
     p->req = req;
     p->in = *in;
+    /* request.c read what it needed from the parsed body (model, stream,
+     * ids) into in; nothing after reads the tree, so a stream held open
+     * for minutes does not keep it (docs/performance.md) */
+    json_free(p->in.doc);
+    p->in.doc = NULL;
     gw->body_bytes += in->body.len;
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = p->cached_tok = -1;
@@ -1806,6 +1861,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
                           p->session[0] ? p->session : NULL};
     router_plan(gw, &p->rctx, &p->plan);
     p->rctx.turn_state = NULL; /* the client's headers are not ours to keep */
+    proxy_drop_client_headers(req);
     proxy_trace_pool(p);
     proxy_next(p);
 }

@@ -134,4 +134,12 @@ void sse_feed(sse_parser *p, const char *buf, size_t n)
         sbuf_reset(&p->line);
         p->skip = 1;
     }
+    if (!p->open && !p->line.len && !p->has_data) {
+        /* the feed ended between events: nothing is carried over, so no
+         * buffer is kept either (a held-open stream's events come seconds
+         * apart, and thousands of streams each keeping one add up) */
+        sbuf_free(&p->event);
+        sbuf_free(&p->data);
+        sbuf_free(&p->line);
+    }
 }

@@ -51,6 +51,8 @@
 
 #define UP_MAX_HEADERS 64
 #define UP_SPARE_EASY 256
+#define UP_STREAM_BUFFER 2048L  /* curl's receive buffer for a stream (why 2 KiB: docs/performance.md) */
+#define UP_PLAIN_BUFFER 16384L  /* and for everything else (its default) */
 #define UPSTREAM_USER_AGENT "switchyard/0.1"
 
 struct upstream {
@@ -84,8 +86,7 @@ struct upstream_req {
     long first_byte_ms;      /* this transfer's first-byte limit */
     int sent;                /* connected; the request is being sent (curl's pre-request callback ran) */
     char errbuf[CURL_ERROR_SIZE];
-    sbuf hbuf;               /* header storage: name\0value\0... */
-    size_t hoff[UP_MAX_HEADERS][2];
+    sbuf hbuf;               /* header storage: name\0value\0..., freed once handed on */
     size_t n_headers;
     int status;
     int headers_done;
@@ -388,11 +389,11 @@ static void upstream_header_store(upstream_req *r, const char *line, size_t n)
         v++;
     while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
         end--;
-    r->hoff[r->n_headers][0] = r->hbuf.len;
-    sbuf_append(&r->hbuf, line, nlen);
+    /* each cut at a NUL (a hostile upstream's), as a C string reads it, so
+     * that upstream_headers_complete finds the pairs by walking hbuf */
+    sbuf_append(&r->hbuf, line, strnlen(line, nlen));
     sbuf_append(&r->hbuf, "", 1);
-    r->hoff[r->n_headers][1] = r->hbuf.len;
-    sbuf_append(&r->hbuf, v, (size_t)(end - v));
+    sbuf_append(&r->hbuf, v, strnlen(v, (size_t)(end - v)));
     sbuf_append(&r->hbuf, "", 1);
     r->n_headers++;
 }
@@ -400,14 +401,21 @@ static void upstream_header_store(upstream_req *r, const char *line, size_t n)
 static int upstream_headers_complete(upstream_req *r)
 {
     upstream_header h[UP_MAX_HEADERS];
+    const char *q = r->hbuf.p;
     for (size_t i = 0; i < r->n_headers; i++) {
-        h[i].name = r->hbuf.p + r->hoff[i][0];
-        h[i].value = r->hbuf.p + r->hoff[i][1];
+        h[i].name = q;
+        q += strlen(q) + 1;
+        h[i].value = q;
+        q += strlen(q) + 1;
     }
     r->headers_done = 1;
     upstream_arm(r, r->u->lim.idle_timeout_ms);
     if (r->cb.on_headers && r->cb.on_headers(r->ud, r->status, h, r->n_headers) < 0)
         r->cancelled = 1;
+    /* the callback took what it needs: a stream held open for minutes
+     * keeps no copy of its response headers */
+    sbuf_free(&r->hbuf);
+    r->n_headers = 0;
     return r->cancelled ? -1 : 0;
 }
 
@@ -691,6 +699,12 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
+    /* curl keeps one receive buffer per handle, allocated at its size
+     * (reallocated when the size changes). A held-open stream owns its
+     * handle for minutes while each read brings one small event, so 16 KiB
+     * there is most of what a stream costs; a plain answer, read once and
+     * possibly large, keeps curl's default (fewer reads). */
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, spec->small_reads ? UP_STREAM_BUFFER : UP_PLAIN_BUFFER);
     if (spec->body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);

@@ -223,6 +223,57 @@ class FoundationTest(GatewayTest):
         self.assertEqual((usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]), (7, 3, 10))
         self.assertTrue(self.mock.requests("a")[0]["stream"])
 
+    def test_stream_reply_headers_arrive_and_the_connection_is_kept_alive_after(self):
+        # the gateway drops a streamed reply's header list once it is written
+        # (proxy_drop_sent_headers, keeping only Connection, which libevent
+        # reads at the end): the client still gets every header, and the
+        # connection still serves a next request
+        import http.client
+        g, _ = self.one_account_gateway()
+        conn = http.client.HTTPConnection(HOST, g.port, timeout=10)
+        hdrs = {"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"}
+        conn.request("POST", "/v1/chat/completions", json.dumps(dict(CHAT_BODY, stream=True)), hdrs)
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertIn("text/event-stream", r.getheader("content-type", ""))
+        self.assertEqual(r.getheader("x-switchyard-account"), "a")
+        self.assertEqual(r.getheader("transfer-encoding"), "chunked")
+        self.assertIn(b"data: [DONE]", r.read())
+        self.assertFalse(r.will_close, "a streamed reply closed a keep-alive connection")
+        sock = conn.sock
+        conn.request("POST", "/v1/chat/completions", json.dumps(dict(CHAT_BODY, stream=True)), hdrs)
+        r = conn.getresponse()
+        self.assertIs(conn.sock, sock, "the second request did not reuse the connection")
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.getheader("x-switchyard-account"), "a")
+        self.assertIn(b"data: [DONE]", r.read())
+        # asked to close: the connection ends with the stream
+        conn.request("POST", "/v1/chat/completions", json.dumps(dict(CHAT_BODY, stream=True)),
+                     dict(hdrs, Connection="close"))
+        r = conn.getresponse()
+        self.assertIn(b"data: [DONE]", r.read())
+        self.assertTrue(r.will_close)
+        conn.close()
+
+    def test_stream_read_from_upstream_in_small_pieces_arrives_unaltered(self):
+        # a stream is read from the upstream 2 KiB at a time (upstream.c,
+        # UP_STREAM_BUFFER): 300 deltas sent as fast as the socket takes
+        # them are tens of KiB, so reads end mid-event (events of up to
+        # ~800 bytes straddle 2 KiB boundaries) and the client must still
+        # get the same events, unaltered
+        g, _ = self.one_account_gateway("ok,deltas=300")
+        body = dict(RESP_BODY, stream=True)
+        s = g.stream("/v1/responses", body)
+        self.assertEqual(s.status, 200, s)
+        self.assertFalse(s.truncated, s)
+        direct = self.mock.call("a", "ok,deltas=300", "responses", body)
+        self.assertEqual(direct.status, 200)
+        want = parse_sse(_normalize(direct.body, "a"))
+        got = parse_sse(_normalize(s.raw, "a"))
+        self.assertGreater(len(direct.body), 16 * 1024, "the test needs many reads")
+        self.assertEqual([(e["event"], e["json"]) for e in got], [(e["event"], e["json"]) for e in want])
+        self.assertEqual(s.types().count("response.output_text.delta"), 300)
+
     def test_chat_stream_ends_with_done(self):
         g, _ = self.one_account_gateway()
         s = g.stream("/v1/chat/completions", dict(CHAT_BODY, stream=True))
