@@ -1218,7 +1218,12 @@ static int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
      * messages whole, so the body is parsed in full here, on this rare path */
     sbuf body = SBUF_INIT;
     json_value *full = json_parse(p->in.body.p, p->in.body.len, NULL, 0), *doc = NULL;
-    int built = full && resume_body_build(full, p->pf.text.p, p->pf.text.len, &body) == 0;
+    /* the prefill goes to another account: the cut account's secrets are
+     * taken out of it as out of every byte the client got */
+    sbuf text = SBUF_INIT;
+    scrub_text(&p->scrub, p->pf.text.p, p->pf.text.len, &text);
+    int built = full && resume_body_build(full, text.p ? text.p : "", text.len, &body) == 0;
+    sbuf_free(&text);
     json_free(full);
     if (!built || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
         sbuf_free(&body);

@@ -432,6 +432,7 @@ typedef struct opts {
     int echo_auth;     /* x-codex-echo: the request's Authorization (a leaky upstream) */
     long partial;      /* late_reset: bytes of an unfinished event sent before the end */
     int end;           /* late_reset: end the chunked body properly instead of closing */
+    int cut;           /* reflect_auth, chat stream: close after the echoing delta (a cut after output) */
     long tail;         /* ok stream: ms between the last event and the end of the body */
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
     long bytes;        /* big_error: size of the message */
@@ -518,6 +519,8 @@ static void opts_parse(opts *o, const char *spec)
             o->partial = atol(val);
         else if (!strcmp(tok, "end"))
             o->end = atoi(val);
+        else if (!strcmp(tok, "cut"))
+            o->cut = atoi(val);
         else if (!strcmp(tok, "tail"))
             o->tail = atol(val);
         else if (!strcmp(tok, "gzip"))
@@ -1373,6 +1376,15 @@ static void script_reflect_auth(job *j, const opts *o, endpoint ep, const rec *r
         } else {
             chat_role(&b, &g);
             chat_delta(&b, &g, 0);
+            if (o->cut) { /* whole events, then the connection drops: no finish */
+                start_sse(j, 0);
+                job_chunk(j, 0, &b);
+                job_add(j, ACT_CLOSE, 50);
+                gen_free(&g);
+                sbuf_free(&b);
+                sbuf_free(&msg);
+                return;
+            }
             chat_finish(&b, &g);
         }
         /* cut in the middle of the first copy of the secret */

@@ -462,6 +462,21 @@ class RecoveryTest(GatewayTest):
         r = g.post("/v1/chat/completions", {"model": "m"})  # a body shorter than the continuation grew
         self.assertEqual(r.status, 200, r)
 
+    def test_resume_prefill_never_carries_the_cut_accounts_token(self):
+        # a careless upstream echoed its own Authorization into the answer, then the stream was cut
+        g = self.gateway([account("a", self.mock.url("a", "reflect_auth=200,cut=1")), account("b", self.mock.url("b"))],
+                         policies=self.resume_policies())
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(g.wait_request_logs(1)[-1]["resumed"], 1)
+        reqs = self.mock.requests()
+        self.assertEqual([q["account"] for q in reqs], ["a", "b"])
+        token = g.accounts["a"]
+        self.assertIn("bad credentials", reqs[1]["prefill"])
+        self.assertNotIn(token, reqs[1]["prefill"])
+        self.assertIn("[redacted]", reqs[1]["prefill"])
+        self.assertNotIn(token.encode(), s.raw)
+
     def test_cut_chat_stream_is_not_resumed_by_default(self):
         g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))])
         s = g.stream("/v1/chat/completions", CHAT_STREAM)
