@@ -4,10 +4,15 @@
 
 #define LIMITS_TPM_NEED 1.0 /* a request needs a positive token balance, not its (unknown) size */
 
+int account_limits_over_budget(const pool_account *pa, double now)
+{
+    return pa->a.budget_usd > 0 && budget_over(&pa->budget, pa->a.budget_usd, now);
+}
+
 int account_limits_ok(const pool_account *pa, double now, char *why, size_t n)
 {
     const account *a = &pa->a;
-    if (a->budget_usd > 0 && budget_over(&pa->budget, a->budget_usd, now)) {
+    if (account_limits_over_budget(pa, now)) {
         char b[200];
         budget_describe(&pa->budget, a->budget_usd, a->budget_period, b, sizeof b);
         snprintf(why, n, "over_budget: %s", b);

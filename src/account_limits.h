@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include "pool.h"
 
+/* 1 if pa has a budget and it is used up at now. */
+int account_limits_over_budget(const pool_account *pa, double now);
 /* 1 if pa is within its limits at now; else 0 with the reason in why. */
 int account_limits_ok(const pool_account *pa, double now, char *why, size_t n);
 /* Seconds until pa is within its limits again (0: now): what a request

@@ -251,13 +251,13 @@ const char *admin_account_state(const pool_account *pa, double now)
         return "disabled";
     if (pa->a.login_error)
         return "needs_login";
-    if (pa->a.budget_usd > 0 && budget_over(&pa->budget, pa->a.budget_usd, now))
+    if (account_limits_over_budget(pa, now))
         return "over_budget";
     if (strcmp(breaker, "open") == 0)
         return "breaker_open";
     if (pa->st.cooldown_until > now)
         return "cooling";
-    if ((pa->a.max_rpm > 0 || pa->a.max_tpm > 0) && account_limits_wait_s(pa, now) > 0)
+    if (account_limits_wait_s(pa, now) > 0)
         return "rate_limited";
     if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency)
         return "busy";

@@ -12,12 +12,8 @@ double router_rest_until(const pool_account *pa, double now)
     double b = breaker_open_until(pa);
     if (pa->st.cooldown_until > b)
         b = pa->st.cooldown_until;
-    if (pa->a.max_rpm > 0 || pa->a.max_tpm > 0) { /* a local rate limit refills within the minute */
-        double w = account_limits_wait_s(pa, now);
-        if (w > 0 && now + w > b)
-            b = now + w;
-    }
-    return b;
+    double w = account_limits_wait_s(pa, now); /* a local rate limit refills within the minute */
+    return now + w > b ? now + w : b;
 }
 
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
@@ -57,7 +53,7 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
         const pool_account *pa = pool_at(gw->pool, i);
         /* needs_login and an exhausted budget: not back by themselves within a wait */
         if ((pinned && pa->a.id != pinned) || !pa->a.enabled || pa->a.login_error ||
-            (pa->a.budget_usd > 0 && budget_over(&pa->budget, pa->a.budget_usd, now)))
+            account_limits_over_budget(pa, now))
             continue;
         if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
             continue;
