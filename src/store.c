@@ -33,6 +33,8 @@
 #define STORE_OWNER_TTL_S (7 * 86400) /* owners older than this are pruned */
 #define STORE_PRUNE_EVERY_S 3600.0    /* at most one prune per this interval */
 #define STORE_OPS_MAX 64              /* queued admin changes; more are refused until the writer catches up */
+#define STORE_LOG_CHUNKS 6            /* request logs go in by 32, 16, 8, 4, 2 and 1 rows per INSERT */
+#define STORE_LOG_COLS 20             /* bound parameters per request_logs row */
 
 typedef struct log_item {
     struct log_item *next;
@@ -98,7 +100,8 @@ typedef struct store_writer {
     int notify_fd;    /* eventfd: written after a batch with logins committed */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
-    sqlite3_stmt *ins_log, *up_state, *up_owner, *prune_owners, *up_login, *up_login_err;
+    sqlite3_stmt *up_state, *up_owner, *prune_owners, *up_login, *up_login_err, *begin, *commit;
+    sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
 } store_writer;
 
 struct store {
@@ -247,10 +250,12 @@ static void store_file_tighten(const char *path, const char *suffix)
 
 /* ---------- connections and migrations ---------- */
 
-static int store_conn_open(const char *path, int busy_ms, sqlite3 **out, char *err, size_t errlen)
+/* flags: added to SQLITE_OPEN_READWRITE (SQLITE_OPEN_NOMUTEX for a
+ * connection only one thread at a time ever uses). */
+static int store_conn_open(const char *path, int busy_ms, int flags, sqlite3 **out, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | flags, NULL);
     if (rc != SQLITE_OK) {
         store_errf(err, errlen, "cannot open database %s: %s", path,
                    db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -581,7 +586,7 @@ static int store_open_db(store *s, char *err, size_t errlen)
 {
     /* Open and migrate with a busy wait (start-up is off the serving path,
      * and another process may be migrating), then drop to 0 for the loop. */
-    if (store_conn_open(s->path, STORE_BUSY_MS, &s->db, err, errlen) != 0)
+    if (store_conn_open(s->path, STORE_BUSY_MS, 0, &s->db, err, errlen) != 0)
         return -1;
     if (store_wal_enable(s->db, err, errlen) != 0 || store_migrate(s->db, err, errlen) != 0)
         return -1;
@@ -591,8 +596,15 @@ static int store_open_db(store *s, char *err, size_t errlen)
     return 0;
 }
 
+/* sqlite's memory statistics take a global mutex around every allocation
+ * of every connection; nothing here reads them. Must come before sqlite
+ * initialises, i.e. before the first connection of the process. */
+static void store_sqlite_config(void) { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }
+
 store *store_open(const char *path, char *err, size_t errlen)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, store_sqlite_config);
     if (!path || !*path) {
         store_errf(err, errlen, "empty database path");
         return NULL;
@@ -1340,11 +1352,14 @@ static const char store_sql_up_state[] =
     " success_rate_60s = excluded.success_rate_60s, latency_60s_ms = excluded.latency_60s_ms,"
     " attempts_60s = excluded.attempts_60s";
 
+/* Followed by one STORE_SQL_LOG_ROW per row: sqlite pays its per-statement
+ * costs (the AUTOINCREMENT counter read and written back, opening and
+ * closing the table) once per statement, not once per row. */
 static const char store_sql_ins_log[] =
     "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
     " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
-    " total_tokens, attempts_json, upstream_model, resumed, cached_tokens, cost_usd)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " total_tokens, attempts_json, upstream_model, resumed, cached_tokens, cost_usd) VALUES ";
+#define STORE_SQL_LOG_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" /* STORE_LOG_COLS */
 
 static const char store_sql_up_owner[] =
     "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
@@ -1398,34 +1413,40 @@ static void writer_bind_state(sqlite3_stmt *st, const account_state *a)
     sqlite3_bind_int(st, 23, a->attempts_60s);
 }
 
-static void writer_bind_log(sqlite3_stmt *st, const request_log *r)
+/* Binds every one of the row's STORE_LOG_COLS parameters, which start after
+ * parameter `base` (so a reused statement needs no clearing). The texts are
+ * owned by the row, which outlives the step: no copies. */
+static void writer_bind_log(sqlite3_stmt *st, int base, const request_log *r)
 {
-    sqlite3_bind_double(st, 1, r->ts);
-    store_bind_opt_int(st, 2, r->platform_key_id, 0);
-    sqlite3_bind_text(st, 3, r->endpoint, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, r->model, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 5, r->stream);
-    store_bind_opt_int(st, 6, r->account_id, 0);
-    sqlite3_bind_text(st, 7, r->account_name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 8, r->status);
-    sqlite3_bind_int(st, 9, r->attempts);
-    sqlite3_bind_double(st, 10, r->latency_ms);
-    sqlite3_bind_text(st, 11, r->route_strategy, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 12, r->error_class, -1, SQLITE_STATIC);
-    store_bind_opt_int(st, 13, r->input_tokens, -1);
-    store_bind_opt_int(st, 14, r->output_tokens, -1);
-    store_bind_opt_int(st, 15, r->total_tokens, -1);
-    if (r->attempts_json) /* owned by the row, which outlives the step: no copy */
-        sqlite3_bind_text(st, 16, r->attempts_json, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, base + 1, r->ts);
+    store_bind_opt_int(st, base + 2, r->platform_key_id, 0);
+    sqlite3_bind_text(st, base + 3, r->endpoint, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, base + 4, r->model, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, base + 5, r->stream);
+    store_bind_opt_int(st, base + 6, r->account_id, 0);
+    sqlite3_bind_text(st, base + 7, r->account_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, base + 8, r->status);
+    sqlite3_bind_int(st, base + 9, r->attempts);
+    sqlite3_bind_double(st, base + 10, r->latency_ms);
+    sqlite3_bind_text(st, base + 11, r->route_strategy, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, base + 12, r->error_class, -1, SQLITE_STATIC);
+    store_bind_opt_int(st, base + 13, r->input_tokens, -1);
+    store_bind_opt_int(st, base + 14, r->output_tokens, -1);
+    store_bind_opt_int(st, base + 15, r->total_tokens, -1);
+    if (r->attempts_json)
+        sqlite3_bind_text(st, base + 16, r->attempts_json, -1, SQLITE_STATIC);
     else
-        sqlite3_bind_null(st, 16);
-    store_bind_text(st, 17, r->upstream_model[0] ? r->upstream_model : NULL);
-    sqlite3_bind_int(st, 18, r->resumed ? 1 : 0);
-    store_bind_opt_int(st, 19, r->cached_tokens, -1);
+        sqlite3_bind_null(st, base + 16);
+    if (r->upstream_model[0])
+        sqlite3_bind_text(st, base + 17, r->upstream_model, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, base + 17);
+    sqlite3_bind_int(st, base + 18, r->resumed ? 1 : 0);
+    store_bind_opt_int(st, base + 19, r->cached_tokens, -1);
     if (r->cost_usd >= 0)
-        sqlite3_bind_double(st, 20, r->cost_usd);
+        sqlite3_bind_double(st, base + 20, r->cost_usd);
     else
-        sqlite3_bind_null(st, 20);
+        sqlite3_bind_null(st, base + 20);
 }
 
 /* Steps a bound statement. A constraint error belongs to that one row
@@ -1443,6 +1464,15 @@ static int writer_step(sqlite3 *db, sqlite3_stmt *st, const char *what)
         return SQLITE_OK;
     }
     return rc;
+}
+
+/* Steps a statement that returns no row (BEGIN, COMMIT): any error is the
+ * batch's. */
+static int writer_run(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* Admin changes (rare): prepared when used. Each bumps config_version
@@ -1492,6 +1522,57 @@ static void writer_bind_login(store_writer *w, const login_item *l, sqlite3_stmt
     sqlite3_bind_int64(*st, 9, l->last_refresh_at);
 }
 
+/* The INSERT of 2^k request_logs rows, prepared when first used and kept;
+ * NULL if sqlite refuses it. */
+static sqlite3_stmt *writer_ins_logs(store_writer *w, int k)
+{
+    if (!w->ins_logs[k]) {
+        sbuf sql = SBUF_INIT;
+        sbuf_puts(&sql, store_sql_ins_log);
+        for (int i = 0; i < 1 << k; i++)
+            sbuf_puts(&sql, i ? "," STORE_SQL_LOG_ROW : STORE_SQL_LOG_ROW);
+        if (sqlite3_prepare_v3(w->db, sql.p, (int)sql.len, SQLITE_PREPARE_PERSISTENT, &w->ins_logs[k], NULL) !=
+            SQLITE_OK)
+            w->ins_logs[k] = NULL;
+        sbuf_free(&sql);
+    }
+    return w->ins_logs[k];
+}
+
+/* Inserts n logs from the list at it, 2^k rows at a time (the largest 2^k
+ * that fits, k <= max_k; with max_k = STORE_LOG_CHUNKS - 1 a batch of n
+ * rows takes at most n / 32 + 5 statements). A constraint error belongs to
+ * one row, but a multi-row statement that meets one is taken back whole by
+ * sqlite; its rows then go in one by one, so only that row is skipped, as
+ * ever. */
+static int writer_insert_logs(store_writer *w, const log_item *it, size_t n, int max_k)
+{
+    int rc = SQLITE_OK;
+    while (rc == SQLITE_OK && n) {
+        int k = max_k;
+        while ((size_t)1 << k > n)
+            k--;
+        sqlite3_stmt *st = writer_ins_logs(w, k);
+        if (!st)
+            return sqlite3_errcode(w->db);
+        const log_item *first = it;
+        for (int i = 0; i < 1 << k; i++, it = it->next)
+            writer_bind_log(st, i * STORE_LOG_COLS, &it->rl);
+        n -= (size_t)1 << k;
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+        else if ((rc & 0xff) == SQLITE_CONSTRAINT && k == 0) {
+            log_warn("store: skipped a request_logs row: %s", sqlite3_errmsg(w->db));
+            rc = SQLITE_OK;
+        } else if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+            rc = writer_insert_logs(w, first, (size_t)1 << k, 0);
+        }
+    }
+    return rc;
+}
+
 static int writer_batch_rows(store_writer *w, const writer_batch *b)
 {
     int rc = SQLITE_OK;
@@ -1506,10 +1587,8 @@ static int writer_batch_rows(store_writer *w, const writer_batch *b)
         writer_bind_state(w->up_state, &b->states[i]);
         rc = writer_step(w->db, w->up_state, "account_state");
     }
-    for (const log_item *it = b->logs; rc == SQLITE_OK && it; it = it->next) {
-        writer_bind_log(w->ins_log, &it->rl);
-        rc = writer_step(w->db, w->ins_log, "request_logs");
-    }
+    if (rc == SQLITE_OK)
+        rc = writer_insert_logs(w, b->logs, b->n_logs, STORE_LOG_CHUNKS - 1);
     for (const owner_item *o = b->owners; rc == SQLITE_OK && o; o = o->next) {
         sqlite3_bind_text(w->up_owner, 1, o->response_id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(w->up_owner, 2, o->account_id);
@@ -1531,13 +1610,13 @@ static int writer_commit(store_writer *w, const writer_batch *b)
 {
     double now = writer_clock(CLOCK_MONOTONIC);
     int prune = now >= w->prune_due;
-    int rc = sqlite3_exec(w->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int rc = writer_run(w->begin);
     if (rc == SQLITE_OK)
         rc = writer_batch_rows(w, b);
     if (rc == SQLITE_OK && prune)
         rc = writer_prune(w);
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
+        rc = writer_run(w->commit); /* a deferred constraint fails here, and the batch with it */
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(w->db))
         sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
     if (rc == SQLITE_OK && prune)
@@ -1755,14 +1834,20 @@ static void *writer_main(void *arg)
 
 static int writer_prepare(store_writer *w, const char *path, char *err, size_t errlen)
 {
-    if (store_conn_open(path, STORE_BUSY_MS, &w->db, err, errlen) != 0)
+    /* The connection is the writer thread's alone (prepared here before
+     * the thread starts, closed after it ends): sqlite's per-call mutex
+     * would only cost instructions on every bind and step. */
+    if (store_conn_open(path, STORE_BUSY_MS, SQLITE_OPEN_NOMUTEX, &w->db, err, errlen) != 0)
         return -1;
-    if (sqlite3_prepare_v2(w->db, store_sql_up_state, -1, &w->up_state, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, store_sql_ins_log, -1, &w->ins_log, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, store_sql_up_owner, -1, &w->up_owner, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, store_sql_prune_owners, -1, &w->prune_owners, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, store_sql_up_login, -1, &w->up_login, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db, store_sql_up_login_err, -1, &w->up_login_err, NULL) != SQLITE_OK) {
+    const unsigned keep = SQLITE_PREPARE_PERSISTENT;
+    if (sqlite3_prepare_v3(w->db, store_sql_up_state, -1, keep, &w->up_state, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_owner, -1, keep, &w->up_owner, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_prune_owners, -1, keep, &w->prune_owners, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_login, -1, keep, &w->up_login, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_login_err, -1, keep, &w->up_login_err, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, "BEGIN IMMEDIATE", -1, keep, &w->begin, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, "COMMIT", -1, keep, &w->commit, NULL) != SQLITE_OK ||
+        !writer_ins_logs(w, 0)) {
         store_errf(err, errlen, "writer: %s", sqlite3_errmsg(w->db));
         return -1;
     }
@@ -1772,13 +1857,18 @@ static int writer_prepare(store_writer *w, const char *path, char *err, size_t e
 static void writer_conn_close(store_writer *w)
 {
     sqlite3_finalize(w->up_state);
-    sqlite3_finalize(w->ins_log);
     sqlite3_finalize(w->up_owner);
     sqlite3_finalize(w->prune_owners);
     sqlite3_finalize(w->up_login);
     sqlite3_finalize(w->up_login_err);
+    sqlite3_finalize(w->begin);
+    sqlite3_finalize(w->commit);
+    for (int k = 0; k < STORE_LOG_CHUNKS; k++) {
+        sqlite3_finalize(w->ins_logs[k]);
+        w->ins_logs[k] = NULL;
+    }
     sqlite3_close_v2(w->db);
-    w->up_state = w->ins_log = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = NULL;
+    w->up_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->begin = w->commit = NULL;
     w->db = NULL;
 }
 

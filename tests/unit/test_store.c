@@ -466,6 +466,105 @@ static void test_store_writer_commits_logs_and_states(void)
     store_close(s);
 }
 
+/* Row i of the multi-row tests: every column differs from row to row, so a
+ * parameter bound to the wrong row or column shows. */
+static request_log test_log_distinct(int i)
+{
+    request_log r = test_log(i);
+    r.platform_key_id = 1000 + i;
+    snprintf(r.endpoint, sizeof r.endpoint, "/e%d", i);
+    snprintf(r.model, sizeof r.model, "m%d", i);
+    r.account_id = 2000 + i;
+    snprintf(r.account_name, sizeof r.account_name, "a%d", i);
+    r.status = 300 + i;
+    r.attempts = 1 + i;
+    r.latency_ms = 0.5 + i;
+    snprintf(r.route_strategy, sizeof r.route_strategy, "r%d", i);
+    snprintf(r.error_class, sizeof r.error_class, "c%d", i);
+    r.input_tokens = 3000 + i;
+    r.output_tokens = 4000 + i;
+    r.total_tokens = 7000 + 2 * i;
+    char json[32];
+    snprintf(json, sizeof json, "[%d]", i);
+    r.attempts_json = strdup(json);
+    snprintf(r.upstream_model, sizeof r.upstream_model, "u%d", i);
+    r.resumed = i % 2;
+    r.cached_tokens = 5000 + i;
+    r.cost_usd = 0.25 * i;
+    return r;
+}
+
+/* The number of rows of request_logs equal, column by column, to what
+ * test_log_distinct(i) made, for i in [0, n). */
+static int64_t test_count_distinct_rows(const char *path, int n)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "WITH RECURSIVE i(v) AS (SELECT 0 UNION ALL SELECT v + 1 FROM i WHERE v + 1 < %d)"
+             " SELECT count(*) FROM i JOIN request_logs r ON r.ts = 1700000000.0 + v"
+             " AND r.platform_key_id = 1000 + v AND r.endpoint = '/e' || v AND r.model = 'm' || v"
+             " AND r.stream = v %% 2 AND r.account_id = 2000 + v AND r.account_name = 'a' || v"
+             " AND r.status = 300 + v AND r.attempts = 1 + v AND r.latency_ms = 0.5 + v"
+             " AND r.route_strategy = 'r' || v AND r.error_class = 'c' || v AND r.input_tokens = 3000 + v"
+             " AND r.output_tokens = 4000 + v AND r.total_tokens = 7000 + 2 * v"
+             " AND r.attempts_json = '[' || v || ']' AND r.upstream_model = 'u' || v"
+             " AND r.resumed = v %% 2 AND r.cached_tokens = 5000 + v AND r.cost_usd = 0.25 * v",
+             n);
+    return test_sql_int(path, sql);
+}
+
+/* 45 queued rows make one batch, written as INSERTs of 32, 8, 4 and 1
+ * rows: every column of every row lands as queued, in queue order. */
+static void test_store_writer_multi_row_inserts_keep_each_rows_values(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    for (int i = 0; i < 45; i++) {
+        request_log r = test_log_distinct(i);
+        store_writer_put_log(s, &r);
+    }
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_request_log_count(s), 45);
+    CHECK_EQ_INT(test_count_distinct_rows(path, 45), 45);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs a JOIN request_logs b ON b.id = a.id + 1"
+                                    " WHERE b.ts <= a.ts"), 0);
+    for (int i = 45; i < 52; i++) { /* a second batch: 4, 2 and 1 rows */
+        request_log r = test_log_distinct(i);
+        store_writer_put_log(s, &r);
+    }
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_count_distinct_rows(path, 52), 52);
+    store_close(s);
+}
+
+/* A row the database refuses (here a trigger's RAISE(ABORT), a constraint
+ * error) is skipped alone: the 32-row INSERT it was in is taken back by
+ * sqlite and its other rows go in one by one. */
+static void test_store_writer_skips_only_the_row_a_constraint_refuses(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    test_sql_exec(path, "CREATE TRIGGER refuse BEFORE INSERT ON request_logs WHEN NEW.model = 'm17'"
+                        " BEGIN SELECT RAISE(ABORT, 'refused'); END;");
+    store *s = test_open(path);
+    for (int i = 0; i < 40; i++) {
+        request_log r = test_log_distinct(i);
+        store_writer_put_log(s, &r);
+    }
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_request_log_count(s), 39);
+    CHECK_EQ_INT(test_count_distinct_rows(path, 40), 39);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE model = 'm17'"), 0);
+    store_writer_stats ws;
+    store_writer_stats_get(s, &ws);
+    CHECK_EQ_INT(ws.failed_commits, 0);
+    store_close(s);
+}
+
 static void test_store_writer_coalesces_state_upserts_per_account(void)
 {
     char path[128], err[256] = "";
@@ -1228,6 +1327,8 @@ int main(void)
     RUN(test_store_config_version_bumps_across_connections);
     RUN(test_store_config_version_reads_during_foreign_write_txn);
     RUN(test_store_writer_commits_logs_and_states);
+    RUN(test_store_writer_multi_row_inserts_keep_each_rows_values);
+    RUN(test_store_writer_skips_only_the_row_a_constraint_refuses);
     RUN(test_store_writer_coalesces_state_upserts_per_account);
     RUN(test_store_writer_drops_oldest_logs_when_queue_full);
     RUN(test_store_writer_skips_state_of_deleted_account);
