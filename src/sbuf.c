@@ -1,6 +1,8 @@
 /* sbuf.c: growable byte strings (see sbuf.h). */
 #include "sbuf.h"
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +85,39 @@ void sbuf_put_int(sbuf *b, long long v)
         tmp[--i] = (char)('0' + u % 10);
     while (u /= 10);
     if (v < 0)
+        tmp[--i] = '-';
+    sbuf_append(b, tmp + i, sizeof tmp - i);
+}
+
+void sbuf_put_fixed(sbuf *b, double v, int prec)
+{
+    static const uint64_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000};
+    /* Below 2^40 the product's rounding error is under 2^-13, so a fraction
+     * more than 1/1024 away from one half rounds as the exact value would
+     * (printf rounds the exact binary value); the rest is printf's. */
+    double a = prec >= 0 && prec <= 9 ? fabs(v) * (double)pow10[prec] : -1;
+    if (!(a >= 0 && a < 1099511627776.0)) { /* also NaN */
+        sbuf_printf(b, "%.*f", prec, v);
+        return;
+    }
+    uint64_t u = (uint64_t)a;
+    double frac = a - (double)u;
+    if (frac > 0.5 - 1.0 / 1024 && frac < 0.5 + 1.0 / 1024) {
+        sbuf_printf(b, "%.*f", prec, v);
+        return;
+    }
+    if (frac > 0.5)
+        u++;
+    char tmp[32];
+    size_t i = sizeof tmp;
+    for (int d = 0; d < prec; d++, u /= 10)
+        tmp[--i] = (char)('0' + u % 10);
+    if (prec)
+        tmp[--i] = '.';
+    do
+        tmp[--i] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (signbit(v))
         tmp[--i] = '-';
     sbuf_append(b, tmp + i, sizeof tmp - i);
 }

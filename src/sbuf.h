@@ -21,6 +21,9 @@ void sbuf_puts(sbuf *b, const char *s);
 void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends v in decimal: sbuf_printf(b, "%lld", v) without the format engine. */
 void sbuf_put_int(sbuf *b, long long v);
+/* Appends v as printf's "%.*f" would (prec 0..9): the usual magnitudes
+ * without the format engine, the rest (and exact ties) through it. */
+void sbuf_put_fixed(sbuf *b, double v, int prec);
 /* Appends s (n bytes) as a JSON string literal, quotes included. */
 void sbuf_json_str(sbuf *b, const char *s, size_t n);
 void sbuf_consume(sbuf *b, size_t n); /* drops the first n bytes */

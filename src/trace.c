@@ -20,14 +20,32 @@ struct trace {
     int fd;
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC: the gathering wait must not jump with the wall clock */
     sbuf queue;   /* records (see trace_event) waiting for the thread */
     int stop;
+    int idle;     /* the thread waits for a first record: trace_event must wake it */
     time_t stamp_sec; /* the second stamp[] shows; touched by the trace thread only */
     char stamp[24];   /* "YYYY-MM-DDTHH:MM:SS" */
+    size_t stamp_len;
 };
 
 static void trace_render(trace *t, const sbuf *q, sbuf *out);
+
+/* Waits TRACE_GATHER_MS (lock held) unless stop is set: records that
+ * arrive meanwhile do not wake the thread, so a busy gateway costs one
+ * timed wait and one write per window, and the loop no wake-up at all. */
+static void trace_gather(trace *t)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += TRACE_GATHER_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) == 0) {
+    }
+}
 
 static void *trace_main(void *arg)
 {
@@ -35,18 +53,13 @@ static void *trace_main(void *arg)
     sbuf out = SBUF_INIT, recs = SBUF_INIT;
     pthread_mutex_lock(&t->mu);
     for (;;) {
+        t->idle = 1;
         while (!t->queue.len && !t->stop)
             pthread_cond_wait(&t->cv, &t->mu);
+        t->idle = 0;
         if (!t->queue.len && t->stop)
             break;
-        if (!t->stop) {
-            /* gather for a moment: one write per window instead of one
-             * wake-up (futex + write + context switch) per trace line */
-            pthread_mutex_unlock(&t->mu);
-            struct timespec gather = {0, TRACE_GATHER_MS * 1000000L};
-            nanosleep(&gather, NULL);
-            pthread_mutex_lock(&t->mu);
-        }
+        trace_gather(t);
         sbuf tmp = recs;
         recs = t->queue;
         t->queue = tmp;
@@ -79,9 +92,15 @@ trace *trace_open(const char *path)
         return NULL;
     }
     trace *t = calloc(1, sizeof *t);
+    if (!t)
+        abort(); /* as sbuf: no useful work without memory */
     t->fd = fd;
     pthread_mutex_init(&t->mu, NULL);
-    pthread_cond_init(&t->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&t->thread, NULL, trace_main, t) != 0) {
         close(fd);
         free(t);
@@ -111,13 +130,13 @@ void trace_close(trace *t)
  * thread only. */
 static size_t trace_stamp(trace *t, const struct timespec *when, char *out)
 {
-    if (when->tv_sec != t->stamp_sec || !t->stamp[0]) {
+    if (when->tv_sec != t->stamp_sec || !t->stamp_len) {
         struct tm tm;
         gmtime_r(&when->tv_sec, &tm);
-        strftime(t->stamp, sizeof t->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+        t->stamp_len = strftime(t->stamp, sizeof t->stamp, "%Y-%m-%dT%H:%M:%S", &tm);
         t->stamp_sec = when->tv_sec;
     }
-    size_t off = strlen(t->stamp);
+    size_t off = t->stamp_len;
     memcpy(out, t->stamp, off);
     long ms = when->tv_nsec / 1000000;
     out[off++] = '.';
@@ -173,63 +192,101 @@ static char trace_conv(const char *f, int *prec, const char **next)
     }
 }
 
-static int trace_fmt_supported(const char *fmt)
+/* Packs the arguments fmt takes from ap into out[0..cap); returns their
+ * size, or (size_t)-1 when fmt has a conversion the thread cannot replay
+ * or they do not fit. */
+static size_t trace_pack(char *out, size_t cap, const char *fmt, va_list ap)
 {
+    size_t n = 0;
     for (const char *f = fmt; (f = strchr(f, '%'));) {
         int prec;
-        if (!trace_conv(f + 1, &prec, &f))
-            return 0;
+        char conv = trace_conv(f + 1, &prec, &f);
+        if (!conv)
+            return (size_t)-1;
+        union {
+            int d;
+            unsigned long long u;
+            size_t z;
+            double f;
+        } v;
+        size_t vlen = 0;
+        const char *s = NULL;
+        switch (conv) {
+        case 's':
+            s = va_arg(ap, const char *);
+            break;
+        case 'd':
+            v.d = va_arg(ap, int);
+            vlen = sizeof v.d;
+            break;
+        case 'u':
+            v.u = va_arg(ap, unsigned long long);
+            vlen = sizeof v.u;
+            break;
+        case 'z':
+            v.z = va_arg(ap, size_t);
+            vlen = sizeof v.z;
+            break;
+        case 'f':
+            v.f = va_arg(ap, double);
+            vlen = sizeof v.f;
+            break;
+        default: /* %% */
+            continue;
+        }
+        if (conv == 's') {
+            uint32_t len = s ? (uint32_t)strnlen(s, TRACE_LINE_MAX) : 6;
+            if (cap - n < sizeof len + len)
+                return (size_t)-1;
+            memcpy(out + n, &len, sizeof len);
+            memcpy(out + n + sizeof len, s ? s : "(null)", len);
+            n += sizeof len + len;
+        } else {
+            if (cap - n < vlen)
+                return (size_t)-1;
+            memcpy(out + n, &v, vlen);
+            n += vlen;
+        }
     }
-    return 1;
+    return n;
 }
 
-/* Appends the arguments fmt takes from ap to q. */
-static void trace_pack(sbuf *q, const char *fmt, va_list ap)
+/* One line being rendered in place at the end of the output: bytes past
+ * TRACE_LINE_MAX - 2 are cut, as the vsnprintf into a line buffer this
+ * replaces did. */
+typedef struct trace_line {
+    char *p;
+    size_t n;
+} trace_line;
+
+static void trace_put(trace_line *l, const char *s, size_t n)
 {
-    for (const char *f = fmt; (f = strchr(f, '%'));) {
-        int prec;
-        switch (trace_conv(f + 1, &prec, &f)) {
-        case 's': {
-            const char *v = va_arg(ap, const char *);
-            uint32_t n = v ? (uint32_t)strnlen(v, TRACE_LINE_MAX) : 6;
-            sbuf_append(q, &n, sizeof n);
-            sbuf_append(q, v ? v : "(null)", n);
-            break;
-        }
-        case 'd': {
-            int v = va_arg(ap, int);
-            sbuf_append(q, &v, sizeof v);
-            break;
-        }
-        case 'u': {
-            unsigned long long v = va_arg(ap, unsigned long long);
-            sbuf_append(q, &v, sizeof v);
-            break;
-        }
-        case 'z': {
-            size_t v = va_arg(ap, size_t);
-            sbuf_append(q, &v, sizeof v);
-            break;
-        }
-        case 'f': {
-            double v = va_arg(ap, double);
-            sbuf_append(q, &v, sizeof v);
-            break;
-        }
-        default:
-            break;
-        }
-    }
+    size_t room = TRACE_LINE_MAX - 2 - l->n;
+    if (n > room)
+        n = room;
+    memcpy(l->p + l->n, s, n);
+    l->n += n;
 }
 
-/* Appends the fields of one record to out (fmt: the format, a: its packed
- * arguments). */
-static void trace_unpack(const char *fmt, const char *a, sbuf *out)
+static void trace_put_uint(trace_line *l, unsigned long long u, int neg)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do
+        tmp[--i] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (neg)
+        tmp[--i] = '-';
+    trace_put(l, tmp + i, sizeof tmp - i);
+}
+
+/* Renders the fields of one record (fmt: the format, a: its packed
+ * arguments); scratch: for the rare printf-formatted number. */
+static void trace_unpack(const char *fmt, const char *a, trace_line *l, sbuf *scratch)
 {
     for (const char *f = fmt; *f;) {
         const char *pct = strchr(f, '%');
-        size_t lit = pct ? (size_t)(pct - f) : strlen(f);
-        sbuf_append(out, f, lit);
+        trace_put(l, f, pct ? (size_t)(pct - f) : strlen(f));
         if (!pct)
             break;
         int prec;
@@ -237,7 +294,7 @@ static void trace_unpack(const char *fmt, const char *a, sbuf *out)
         case 's': {
             uint32_t len;
             memcpy(&len, a, sizeof len);
-            sbuf_append(out, a + sizeof len, len);
+            trace_put(l, a + sizeof len, len);
             a += sizeof len + len;
             break;
         }
@@ -245,36 +302,34 @@ static void trace_unpack(const char *fmt, const char *a, sbuf *out)
             int x;
             memcpy(&x, a, sizeof x);
             a += sizeof x;
-            sbuf_put_int(out, x);
+            trace_put_uint(l, x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x, x < 0);
             break;
         }
-        case 'u':
-        case 'z': {
+        case 'u': {
             unsigned long long x;
-            if (pct[1] == 'z') {
-                size_t z;
-                memcpy(&z, a, sizeof z);
-                a += sizeof z;
-                x = z;
-            } else {
-                memcpy(&x, a, sizeof x);
-                a += sizeof x;
-            }
-            if (x <= (unsigned long long)LLONG_MAX)
-                sbuf_put_int(out, (long long)x);
-            else
-                sbuf_printf(out, "%llu", x);
+            memcpy(&x, a, sizeof x);
+            a += sizeof x;
+            trace_put_uint(l, x, 0);
+            break;
+        }
+        case 'z': {
+            size_t z;
+            memcpy(&z, a, sizeof z);
+            a += sizeof z;
+            trace_put_uint(l, z, 0);
             break;
         }
         case 'f': {
             double x;
             memcpy(&x, a, sizeof x);
             a += sizeof x;
-            sbuf_printf(out, "%.*f", prec, x);
+            sbuf_reset(scratch);
+            sbuf_put_fixed(scratch, x, prec);
+            trace_put(l, scratch->p, scratch->len);
             break;
         }
         case '%':
-            sbuf_append(out, "%", 1);
+            trace_put(l, "%", 1);
             break;
         default:
             break;
@@ -282,69 +337,68 @@ static void trace_unpack(const char *fmt, const char *a, sbuf *out)
     }
 }
 
-/* Turns the records in q into text lines appended to out (trace thread).
- * A line is cut at TRACE_LINE_MAX - 2 bytes before its newline, as the
- * vsnprintf into a line buffer it replaces did. */
+/* Turns the records in q into text lines appended to out (trace thread). */
 static void trace_render(trace *t, const sbuf *q, sbuf *out)
 {
+    sbuf scratch = SBUF_INIT;
     for (size_t at = 0; at + sizeof(rec_head) <= q->len;) {
         rec_head h;
         memcpy(&h, q->p + at, sizeof h);
         const char *body = q->p + at + sizeof h;
-        size_t start = out->len;
-        char stamp[32];
-        sbuf_append(out, stamp, trace_stamp(t, &h.when, stamp));
-        sbuf_append(out, h.event, strnlen(h.event, sizeof h.event));
-        sbuf_append(out, " ", 1);
+        sbuf_reserve(out, TRACE_LINE_MAX);
+        trace_line l = {out->p + out->len, 0};
+        l.n = trace_stamp(t, &h.when, l.p);
+        trace_put(&l, h.event, strnlen(h.event, sizeof h.event));
+        trace_put(&l, " ", 1);
         if (h.kind == REC_LINE)
-            sbuf_append(out, body, h.len - sizeof h);
+            trace_put(&l, body, h.len - sizeof h);
         else
-            trace_unpack(body, body + h.fmt_len, out);
-        if (out->len - start > TRACE_LINE_MAX - 2)
-            out->len = start + TRACE_LINE_MAX - 2;
-        sbuf_append(out, "\n", 1);
+            trace_unpack(body, body + h.fmt_len, &l, &scratch);
+        l.p[l.n++] = '\n';
+        out->len += l.n;
+        out->p[out->len] = '\0';
         at += h.len;
     }
+    sbuf_free(&scratch);
 }
 
 void trace_event(trace *t, const char *event, const char *fmt, ...)
 {
     if (!t)
         return;
+    /* The record is built here, outside the lock (held only for one copy):
+     * the head, the format, the packed arguments. */
+    char rec[2 * TRACE_LINE_MAX];
     rec_head h;
     memset(&h, 0, sizeof h);
     clock_gettime(CLOCK_REALTIME, &h.when);
     memcpy(h.event, event, strnlen(event, sizeof h.event - 1));
-    char text[TRACE_LINE_MAX];
-    size_t tlen = 0;
-    int packed = trace_fmt_supported(fmt);
-    if (!packed) { /* a format the thread cannot replay: formatted here */
-        va_list ap;
+    size_t flen = strlen(fmt) + 1, args = (size_t)-1;
+    va_list ap;
+    if (flen <= TRACE_LINE_MAX) {
+        memcpy(rec + sizeof h, fmt, flen);
         va_start(ap, fmt);
-        int n = vsnprintf(text, sizeof text, fmt, ap);
+        args = trace_pack(rec + sizeof h + flen, sizeof rec - sizeof h - flen, fmt, ap);
         va_end(ap);
-        tlen = n < 0 ? 0 : (size_t)n < sizeof text ? (size_t)n : sizeof text - 1;
     }
-    h.kind = packed ? REC_FIELDS : REC_LINE;
-    h.fmt_len = packed ? (uint32_t)strlen(fmt) + 1 : 0;
+    size_t body;
+    if (args != (size_t)-1) {
+        h.kind = REC_FIELDS;
+        h.fmt_len = (uint32_t)flen;
+        body = flen + args;
+    } else { /* a format the thread cannot replay: formatted here */
+        h.kind = REC_LINE;
+        va_start(ap, fmt);
+        int n = vsnprintf(rec + sizeof h, TRACE_LINE_MAX, fmt, ap);
+        va_end(ap);
+        body = n < 0 ? 0 : (size_t)n < TRACE_LINE_MAX ? (size_t)n : TRACE_LINE_MAX - 1;
+    }
+    h.len = (uint32_t)(sizeof h + body);
+    memcpy(rec, &h, sizeof h);
     pthread_mutex_lock(&t->mu);
-    int was_empty = t->queue.len == 0; /* the thread only sleeps on an empty queue */
-    if (t->queue.len < (8u << 20)) {  /* the disk is stuck: drop rather than grow without bound */
-        size_t at = t->queue.len;
-        sbuf_append(&t->queue, &h, sizeof h);
-        if (packed) {
-            sbuf_append(&t->queue, fmt, h.fmt_len);
-            va_list ap;
-            va_start(ap, fmt);
-            trace_pack(&t->queue, fmt, ap);
-            va_end(ap);
-        } else {
-            sbuf_append(&t->queue, text, tlen);
-        }
-        uint32_t len = (uint32_t)(t->queue.len - at);
-        memcpy(t->queue.p + at + offsetof(rec_head, len), &len, sizeof len);
-    }
-    if (was_empty)
+    if (t->queue.len < (8u << 20)) /* the disk is stuck: drop rather than grow without bound */
+        sbuf_append(&t->queue, rec, h.len);
+    if (t->idle) /* else it is gathering or writing, and will look again */
         pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->mu);
 }

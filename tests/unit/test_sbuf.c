@@ -1,7 +1,10 @@
-/* test_sbuf.c: sbuf_put_int writes what printf's %lld would. */
+/* test_sbuf.c: sbuf_put_int and sbuf_put_fixed write what printf's %lld
+ * and %.*f would. */
 #include "check.h"
 #include "sbuf.h"
 #include <limits.h>
+#include <math.h>
+#include <stdint.h>
 
 static void test_sbuf_put_int_matches_printf(void)
 {
@@ -18,8 +21,53 @@ static void test_sbuf_put_int_matches_printf(void)
     }
 }
 
+/* Checks one value at every precision; returns 1 when all matched. */
+static int test_fixed_same(double v)
+{
+    int same = 1;
+    for (int prec = 0; prec <= 9; prec++) {
+        sbuf a = SBUF_INIT, b = SBUF_INIT;
+        sbuf_puts(&a, "x=");
+        sbuf_put_fixed(&a, v, prec);
+        sbuf_printf(&b, "x=%.*f", prec, v);
+        if (strcmp(a.p, b.p) != 0 || a.len != b.len) {
+            fprintf(stderr, "  %.17g at %d: %s, printf %s\n", v, prec, a.p, b.p);
+            same = 0;
+        }
+        sbuf_free(&a);
+        sbuf_free(&b);
+    }
+    return same;
+}
+
+static void test_sbuf_put_fixed_matches_printf(void)
+{
+    const double vals[] = {0, -0.0, 0.05, 0.15, 0.25, 0.35, 2.675, 1.005, -0.04, -0.05, 0.5, 1.5, 2.5, -2.5,
+                           3.25, 44.5, 999.95, 1e-7, 123456789.987654321, 1099511627775.9, 1099511627776.0,
+                           1e15, 1e20, -1e20, 1e300, NAN, -NAN, INFINITY, -INFINITY, 5e-324, 9.999999999,
+                           0.0000000005, 0.00000000049999};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
+        CHECK(test_fixed_same(vals[i]));
+    /* latencies and waits as the gateway traces them, and a spread of magnitudes */
+    uint64_t x = 88172645463325252ull;
+    int bad = 0;
+    for (int i = 0; i < 200000 && bad < 5; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        double v = (double)(x >> 11) / 9007199254740992.0 * pow(10, (int)(x % 17) - 4);
+        if (x & 1)
+            v = -v;
+        if (i % 4 == 0)
+            v = (double)(x % 100000) / 1000.0; /* three decimals: ties at %.2f */
+        bad += !test_fixed_same(v);
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
 int main(void)
 {
     RUN(test_sbuf_put_int_matches_printf);
+    RUN(test_sbuf_put_fixed_matches_printf);
     return check_summary();
 }

@@ -59,6 +59,8 @@ static void test_packed_lines_read_as_printf_wrote_them(void)
          0.25);
     BOTH("NULLS", "s=%s", null);
     BOTH("LONG", "a=%s b=%s", longs, "tail");
+    BOTH("LONGER", "a=%s b=%s c=%s", longs, longs, "tail"); /* more than a record holds: formatted here */
+    BOTH("TIES", "a=%.1f b=%.1f c=%.2f d=%.0f e=%.3f", 0.15, 12.35, 2.675, 2.5, -1234.5675);
     BOTH("HEX", "not packed: %x %5d", 255u, 42); /* formatted on the caller's side */
     BOTH("AN_EVENT_NAME_LONGER_THAN_SIXTY_FOUR_CHARACTERS_IS_CUT_THERE_XXXXXXXXXXXXXXXX", "k=%s", "v");
 #undef BOTH
@@ -85,8 +87,45 @@ static void test_packed_lines_read_as_printf_wrote_them(void)
     unlink(path);
 }
 
+/* Waits up to 5 s for the file to hold n lines; returns the count seen. */
+static int wait_lines(int n)
+{
+    int seen = 0;
+    for (int i = 0; i < 500 && seen < n; i++) {
+        size_t len;
+        char *text = slurp(&len);
+        seen = 0;
+        for (size_t k = 0; k < len; k++)
+            seen += text[k] == '\n';
+        if (seen < n)
+            usleep(10000);
+    }
+    return seen;
+}
+
+/* The thread sleeps when nothing is queued and must wake for the next line:
+ * each line reaches the file while the trace stays open. */
+static void test_lines_reach_the_file_while_open_after_idle_spells(void)
+{
+    snprintf(path, sizeof path, "/tmp/test_trace.%d.log", (int)getpid());
+    unlink(path);
+    trace *t = trace_open(path);
+    CHECK(t != NULL);
+    for (int i = 1; i <= 3; i++) {
+        trace_event(t, "E", "n=%d", i);
+        CHECK_EQ_INT(wait_lines(i), i);
+        usleep(30000); /* past the gathering window: the thread goes idle */
+    }
+    for (int i = 0; i < 1000; i++) /* and a burst, as a busy gateway makes */
+        trace_event(t, "B", "n=%d", i);
+    CHECK_EQ_INT(wait_lines(1003), 1003);
+    trace_close(t);
+    unlink(path);
+}
+
 int main(void)
 {
     RUN(test_packed_lines_read_as_printf_wrote_them);
+    RUN(test_lines_reach_the_file_while_open_after_idle_spells);
     return check_summary();
 }
