@@ -1950,6 +1950,18 @@ static void store_writer_discard(store_writer *w)
     w->n_logs = w->n_states = w->cap_states = w->n_owners = w->n_ops = 0;
 }
 
+/* Whether a put must wake the writer (lock held): when it waits for a
+ * first item (once per idle spell), or when full, a batch that cuts its
+ * gathering window short; else it is gathering or committing and looks
+ * again. The caller signals after unlocking: woken under the lock, the
+ * writer would only block on it (two more futex calls, one on the loop). */
+static int writer_wake_due(store_writer *w, int full)
+{
+    int wake = w->idle || full;
+    w->idle = 0;
+    return wake;
+}
+
 void store_writer_put_state(store *s, const account_state *st)
 {
     store_writer *w = &s->w;
@@ -1969,9 +1981,10 @@ void store_writer_put_state(store *s, const account_state *st)
     w->states[i] = *st;
     w->states[i].last_error[sizeof w->states[i].last_error - 1] = '\0';
     w->queued_seq++;
-    if (w->idle)
-        pthread_cond_signal(&w->work_cv);
+    int wake = writer_wake_due(w, 0);
     pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
 }
 
 static void store_log_terminate(request_log *r)
@@ -2020,9 +2033,10 @@ void store_writer_put_log(store *s, const request_log *rl)
         w->head = it;
     w->tail = it;
     w->n_logs++;
-    if (w->idle || w->n_logs == STORE_BATCH_MAX) /* else the writer is gathering or busy */
-        pthread_cond_signal(&w->work_cv);
+    int wake = writer_wake_due(w, w->n_logs == STORE_BATCH_MAX);
     pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
     if (dropped == 1 || (dropped && dropped % 10000 == 0)) /* one line per 10000, not a flood */
         log_error("store: writer queue full (%d request logs); dropped the oldest (%llu dropped so far)",
                   STORE_LOG_QUEUE_MAX, (unsigned long long)dropped);
@@ -2074,9 +2088,10 @@ void store_writer_put_owner(store *s, const char *response_id, int64_t account_i
         w->owners_head = o;
     w->owners_tail = o;
     w->n_owners++;
-    if (w->idle || w->n_owners == STORE_BATCH_MAX)
-        pthread_cond_signal(&w->work_cv);
+    int wake = writer_wake_due(w, w->n_owners == STORE_BATCH_MAX);
     pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
     if (dropped == 1 || (dropped && dropped % 10000 == 0))
         log_error("store: writer queue full (%d response owners); dropped the oldest (%llu dropped so far)",
                   STORE_OWNER_QUEUE_MAX, (unsigned long long)dropped);

@@ -20,7 +20,7 @@ struct trace {
     int fd;
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC: the gathering wait must not jump with the wall clock */
+    pthread_cond_t cv;
     sbuf queue;   /* records (see trace_event) waiting for the thread */
     int stop;
     int idle;     /* the thread waits for a first record: trace_event must wake it */
@@ -31,22 +31,47 @@ struct trace {
 
 static void trace_render(trace *t, const sbuf *q, sbuf *out);
 
-/* Waits TRACE_GATHER_MS (lock held) unless stop is set: records that
- * arrive meanwhile do not wake the thread, so a busy gateway costs one
- * timed wait and one write per window, and the loop no wake-up at all. */
+/* Sleeps TRACE_GATHER_MS without the lock (held on entry and on return),
+ * unless stopping. A sleep, not a timed wait on the condition: records
+ * queued meanwhile need not wake anyone, and a thread that returns from a
+ * condition wait makes its next unlock a futex call. */
 static void trace_gather(trace *t)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_nsec += TRACE_GATHER_MS * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) == 0) {
-    }
+    if (t->stop)
+        return;
+    pthread_mutex_unlock(&t->mu);
+    struct timespec gather = {0, TRACE_GATHER_MS * 1000000L};
+    nanosleep(&gather, NULL);
+    pthread_mutex_lock(&t->mu);
 }
 
+/* Takes what is queued, renders it and writes it in one write (lock held
+ * on entry and on return). */
+static void trace_flush(trace *t, sbuf *recs, sbuf *out)
+{
+    sbuf tmp = *recs;
+    *recs = t->queue;
+    t->queue = tmp;
+    sbuf_reset(&t->queue);
+    pthread_mutex_unlock(&t->mu);
+    trace_render(t, recs, out);
+    sbuf_reset(recs);
+    for (size_t off = 0; off < out->len;) {
+        ssize_t w = write(t->fd, out->p + off, out->len - off);
+        if (w <= 0) {
+            log_warn("trace: write failed; %zu bytes of trace dropped", out->len - off);
+            break;
+        }
+        off += (size_t)w;
+    }
+    sbuf_reset(out);
+    pthread_mutex_lock(&t->mu);
+}
+
+/* Idle, the thread waits for a record (trace_event wakes it), then writes
+ * once per TRACE_GATHER_MS window for as long as windows bring records:
+ * a busy gateway costs one sleep and one write per window, and the loop
+ * no wake-up at all. */
 static void *trace_main(void *arg)
 {
     trace *t = arg;
@@ -57,26 +82,14 @@ static void *trace_main(void *arg)
         while (!t->queue.len && !t->stop)
             pthread_cond_wait(&t->cv, &t->mu);
         t->idle = 0;
-        if (!t->queue.len && t->stop)
-            break;
-        trace_gather(t);
-        sbuf tmp = recs;
-        recs = t->queue;
-        t->queue = tmp;
-        sbuf_reset(&t->queue);
-        pthread_mutex_unlock(&t->mu);
-        trace_render(t, &recs, &out);
-        sbuf_reset(&recs);
-        for (size_t off = 0; off < out.len;) {
-            ssize_t w = write(t->fd, out.p + off, out.len - off);
-            if (w <= 0) {
-                log_warn("trace: write failed; %zu bytes of trace dropped", out.len - off);
+        if (!t->queue.len)
+            break; /* stopping, and everything is written */
+        for (;;) {
+            trace_gather(t);
+            if (!t->queue.len)
                 break;
-            }
-            off += (size_t)w;
+            trace_flush(t, &recs, &out);
         }
-        sbuf_reset(&out);
-        pthread_mutex_lock(&t->mu);
     }
     pthread_mutex_unlock(&t->mu);
     sbuf_free(&out);
@@ -96,11 +109,7 @@ trace *trace_open(const char *path)
         abort(); /* as sbuf: no useful work without memory */
     t->fd = fd;
     pthread_mutex_init(&t->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&t->cv, NULL);
     if (pthread_create(&t->thread, NULL, trace_main, t) != 0) {
         close(fd);
         free(t);
@@ -398,9 +407,11 @@ void trace_event(trace *t, const char *event, const char *fmt, ...)
     pthread_mutex_lock(&t->mu);
     if (t->queue.len < (8u << 20)) /* the disk is stuck: drop rather than grow without bound */
         sbuf_append(&t->queue, rec, h.len);
-    if (t->idle) /* else it is gathering or writing, and will look again */
-        pthread_cond_signal(&t->cv);
+    int wake = t->idle; /* else it is gathering or writing, and will look again */
+    t->idle = 0;        /* one wake-up per idle spell */
     pthread_mutex_unlock(&t->mu);
+    if (wake) /* after the unlock: woken under our lock, the thread would only block on it */
+        pthread_cond_signal(&t->cv);
 }
 
 void trace_path_for_db(const char *db_path, char *out, unsigned long n)

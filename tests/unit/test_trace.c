@@ -114,7 +114,7 @@ static void test_lines_reach_the_file_while_open_after_idle_spells(void)
     for (int i = 1; i <= 3; i++) {
         trace_event(t, "E", "n=%d", i);
         CHECK_EQ_INT(wait_lines(i), i);
-        usleep(30000); /* past the gathering window: the thread goes idle */
+        usleep(60000); /* past two gathering windows: the thread goes idle */
     }
     for (int i = 0; i < 1000; i++) /* and a burst, as a busy gateway makes */
         trace_event(t, "B", "n=%d", i);
