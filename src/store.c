@@ -492,11 +492,51 @@ static const char store_migration_12[] =
     "ALTER TABLE account_state ADD COLUMN latency_60s_ms REAL NOT NULL DEFAULT -1;"
     "ALTER TABLE account_state ADD COLUMN attempts_60s INTEGER NOT NULL DEFAULT 0;";
 
+/* Migration 13 (issue 15): request_logs without AUTOINCREMENT. With it,
+ * every INSERT statement looked its counter up in sqlite_sequence and wrote
+ * it back (a page more in every commit): about a fifth of the writer's cost
+ * per row. Without it a new row's id is the largest id plus one, which is
+ * the same id as long as the newest rows are never deleted (nothing
+ * deletes request logs). The table is rebuilt with the same columns in the
+ * same order; ids are kept. */
+#define STORE_LOG_COLUMNS                                                                                   \
+    "ts, platform_key_id, endpoint, model, stream, account_id, account_name, status, attempts, latency_ms," \
+    " route_strategy, error_class, input_tokens, output_tokens, total_tokens, attempts_json, upstream_model," \
+    " resumed, cached_tokens, cost_usd"
+static const char store_migration_13[] =
+    "CREATE TABLE request_logs_13 ("
+    " id INTEGER PRIMARY KEY,"
+    " ts REAL NOT NULL,"
+    " platform_key_id INTEGER,"
+    " endpoint TEXT NOT NULL,"
+    " model TEXT NOT NULL,"
+    " stream INTEGER NOT NULL,"
+    " account_id INTEGER,"
+    " account_name TEXT NOT NULL,"
+    " status INTEGER NOT NULL,"
+    " attempts INTEGER NOT NULL,"
+    " latency_ms REAL NOT NULL,"
+    " route_strategy TEXT NOT NULL,"
+    " error_class TEXT NOT NULL,"
+    " input_tokens INTEGER,"
+    " output_tokens INTEGER,"
+    " total_tokens INTEGER,"
+    " attempts_json TEXT,"
+    " upstream_model TEXT,"
+    " resumed INTEGER NOT NULL DEFAULT 0,"
+    " cached_tokens INTEGER,"
+    " cost_usd REAL);"
+    "INSERT INTO request_logs_13(id, " STORE_LOG_COLUMNS ") SELECT id, " STORE_LOG_COLUMNS " FROM request_logs;"
+    "DROP TABLE request_logs;"
+    "ALTER TABLE request_logs_13 RENAME TO request_logs;"
+    "CREATE INDEX request_logs_ts ON request_logs(ts);";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
-                                               store_migration_10, store_migration_11, store_migration_12};
+                                               store_migration_10, store_migration_11, store_migration_12,
+                                               store_migration_13};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -1353,12 +1393,9 @@ static const char store_sql_up_state[] =
     " attempts_60s = excluded.attempts_60s";
 
 /* Followed by one STORE_SQL_LOG_ROW per row: sqlite pays its per-statement
- * costs (the AUTOINCREMENT counter read and written back, opening and
- * closing the table) once per statement, not once per row. */
-static const char store_sql_ins_log[] =
-    "INSERT INTO request_logs(ts, platform_key_id, endpoint, model, stream, account_id, account_name,"
-    " status, attempts, latency_ms, route_strategy, error_class, input_tokens, output_tokens,"
-    " total_tokens, attempts_json, upstream_model, resumed, cached_tokens, cost_usd) VALUES ";
+ * costs (starting and ending the statement, opening and closing the table
+ * and its index) once per statement, not once per row. */
+static const char store_sql_ins_log[] = "INSERT INTO request_logs(" STORE_LOG_COLUMNS ") VALUES ";
 #define STORE_SQL_LOG_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" /* STORE_LOG_COLS */
 
 static const char store_sql_up_owner[] =

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 12
+#define TEST_SCHEMA_VERSION 13
 
 static char test_dir[64];
 static int test_seq;
@@ -464,6 +464,52 @@ static void test_store_writer_commits_logs_and_states(void)
     free(sts);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE input_tokens IS NULL"), 1000);
     store_close(s);
+}
+
+/* A v12 database (request_logs with AUTOINCREMENT, ids with gaps) keeps
+ * its rows and ids through migration 13; the rebuilt table has no
+ * AUTOINCREMENT, no sqlite_sequence row, its ts index, and numbers the next
+ * row after the largest id. */
+static void test_store_migration_13_drops_autoincrement_and_keeps_ids(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    test_sql_exec(path,
+                  "DROP TABLE request_logs;"
+                  "CREATE TABLE request_logs (id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL,"
+                  " platform_key_id INTEGER, endpoint TEXT NOT NULL, model TEXT NOT NULL, stream INTEGER NOT NULL,"
+                  " account_id INTEGER, account_name TEXT NOT NULL, status INTEGER NOT NULL, attempts INTEGER NOT NULL,"
+                  " latency_ms REAL NOT NULL, route_strategy TEXT NOT NULL, error_class TEXT NOT NULL,"
+                  " input_tokens INTEGER, output_tokens INTEGER, total_tokens INTEGER, attempts_json TEXT,"
+                  " upstream_model TEXT, resumed INTEGER NOT NULL DEFAULT 0, cached_tokens INTEGER, cost_usd REAL);"
+                  "CREATE INDEX request_logs_ts ON request_logs(ts);"
+                  "INSERT INTO request_logs(id, ts, endpoint, model, stream, account_name, status, attempts, latency_ms,"
+                  " route_strategy, error_class, attempts_json, cost_usd) VALUES"
+                  " (3, 1700000003, '/v1/responses', 'm3', 0, 'a', 200, 1, 1.5, 'ordered', '', '[3]', 0.5),"
+                  " (7, 1700000007, '/v1/responses', 'm7', 1, 'a', 429, 2, 2.5, 'ordered', 'quota', NULL, NULL);"
+                  "DELETE FROM schema_migrations WHERE version >= 13;");
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_sequence WHERE name = 'request_logs'"), 1);
+    store *s = test_open(path);
+    CHECK(s != NULL);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), TEST_SCHEMA_VERSION);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE id = 3 AND model = 'm3'"
+                                    " AND attempts_json = '[3]' AND cost_usd = 0.5 AND resumed = 0"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE id = 7 AND status = 429"
+                                    " AND error_class = 'quota' AND attempts_json IS NULL AND stream = 1"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'request_logs'"
+                                    " AND sql LIKE '%AUTOINCREMENT%'"), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_sequence WHERE name = 'request_logs'"), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                                    " AND name = 'request_logs_ts' AND tbl_name = 'request_logs'"), 1);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    request_log r = test_log(9);
+    store_writer_put_log(s, &r);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT max(id) FROM request_logs"), 8);
+    store_close(s);
+    CHECK(test_integrity_ok(path));
 }
 
 /* Row i of the multi-row tests: every column differs from row to row, so a
@@ -1327,6 +1373,7 @@ int main(void)
     RUN(test_store_config_version_bumps_across_connections);
     RUN(test_store_config_version_reads_during_foreign_write_txn);
     RUN(test_store_writer_commits_logs_and_states);
+    RUN(test_store_migration_13_drops_autoincrement_and_keeps_ids);
     RUN(test_store_writer_multi_row_inserts_keep_each_rows_values);
     RUN(test_store_writer_skips_only_the_row_a_constraint_refuses);
     RUN(test_store_writer_coalesces_state_upserts_per_account);
