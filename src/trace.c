@@ -27,6 +27,7 @@ struct trace {
     time_t stamp_sec; /* the second stamp[] shows; touched by the trace thread only */
     char stamp[24];   /* "YYYY-MM-DDTHH:MM:SS" */
     size_t stamp_len;
+    sbuf scratch;     /* the rare number printf formats; trace thread only */
 };
 
 static void trace_render(trace *t, const sbuf *q, sbuf *out);
@@ -129,6 +130,7 @@ void trace_close(trace *t)
     pthread_join(t->thread, NULL);
     close(t->fd);
     sbuf_free(&t->queue);
+    sbuf_free(&t->scratch);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
@@ -349,7 +351,6 @@ static void trace_unpack(const char *fmt, const char *a, trace_line *l, sbuf *sc
 /* Turns the records in q into text lines appended to out (trace thread). */
 static void trace_render(trace *t, const sbuf *q, sbuf *out)
 {
-    sbuf scratch = SBUF_INIT;
     for (size_t at = 0; at + sizeof(rec_head) <= q->len;) {
         rec_head h;
         memcpy(&h, q->p + at, sizeof h);
@@ -362,13 +363,12 @@ static void trace_render(trace *t, const sbuf *q, sbuf *out)
         if (h.kind == REC_LINE)
             trace_put(&l, body, h.len - sizeof h);
         else
-            trace_unpack(body, body + h.fmt_len, &l, &scratch);
+            trace_unpack(body, body + h.fmt_len, &l, &t->scratch);
         l.p[l.n++] = '\n';
         out->len += l.n;
         out->p[out->len] = '\0';
         at += h.len;
     }
-    sbuf_free(&scratch);
 }
 
 void trace_event(trace *t, const char *event, const char *fmt, ...)
