@@ -1718,9 +1718,18 @@ static int writer_has_work(const store_writer *w)
     return w->head || w->n_states || w->owners_head || w->n_ops || w->logins_head;
 }
 
-/* Moves up to STORE_BATCH_MAX logs into the batch (lock held). */
+/* Moves up to STORE_BATCH_MAX logs into the batch (lock held; the whole
+ * list at once when it fits, so the loop's puts rarely find the lock
+ * taken). */
 static void writer_take_logs(store_writer *w, writer_batch *b)
 {
+    if (w->n_logs <= STORE_BATCH_MAX) {
+        b->logs = w->head;
+        b->n_logs = w->n_logs;
+        w->head = w->tail = NULL;
+        w->n_logs = 0;
+        return;
+    }
     log_item **tailp = &b->logs;
     while (w->head && b->n_logs < STORE_BATCH_MAX) {
         *tailp = w->head;
@@ -1734,9 +1743,17 @@ static void writer_take_logs(store_writer *w, writer_batch *b)
         w->tail = NULL;
 }
 
-/* Moves up to STORE_BATCH_MAX owners into the batch (lock held). */
+/* Moves up to STORE_BATCH_MAX owners into the batch (lock held), as
+ * writer_take_logs. */
 static void writer_take_owners(store_writer *w, writer_batch *b)
 {
+    if (w->n_owners <= STORE_BATCH_MAX) {
+        b->owners = w->owners_head;
+        b->n_owners = w->n_owners;
+        w->owners_head = w->owners_tail = NULL;
+        w->n_owners = 0;
+        return;
+    }
     owner_item **tailp = &b->owners;
     while (w->owners_head && b->n_owners < STORE_BATCH_MAX) {
         *tailp = w->owners_head;

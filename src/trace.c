@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TRACE_GATHER_MS 10 /* a trace line reaches the file at most this late */
+#define TRACE_GATHER_MS 10      /* a trace line reaches the file at most this late... */
+#define TRACE_GATHER_BUSY_MS 50 /* ...or this late while windows bring TRACE_BUSY_LINES or more */
+#define TRACE_BUSY_LINES 32     /* (about 1 000 requests a second): one write per 50 ms, not 10 */
 
 struct trace {
     int fd;
@@ -30,32 +32,32 @@ struct trace {
     sbuf scratch;     /* the rare number printf formats; trace thread only */
 };
 
-static void trace_render(trace *t, const sbuf *q, sbuf *out);
+static size_t trace_render(trace *t, const sbuf *q, sbuf *out);
 
-/* Sleeps TRACE_GATHER_MS without the lock (held on entry and on return),
- * unless stopping. A sleep, not a timed wait on the condition: records
- * queued meanwhile need not wake anyone, and a thread that returns from a
+/* Sleeps ms without the lock (held on entry and on return), unless
+ * stopping. A sleep, not a timed wait on the condition: records queued
+ * meanwhile need not wake anyone, and a thread that returns from a
  * condition wait makes its next unlock a futex call. */
-static void trace_gather(trace *t)
+static void trace_gather(trace *t, long ms)
 {
     if (t->stop)
         return;
     pthread_mutex_unlock(&t->mu);
-    struct timespec gather = {0, TRACE_GATHER_MS * 1000000L};
+    struct timespec gather = {0, ms * 1000000L};
     nanosleep(&gather, NULL);
     pthread_mutex_lock(&t->mu);
 }
 
 /* Takes what is queued, renders it and writes it in one write (lock held
- * on entry and on return). */
-static void trace_flush(trace *t, sbuf *recs, sbuf *out)
+ * on entry and on return); returns the number of lines. */
+static size_t trace_flush(trace *t, sbuf *recs, sbuf *out)
 {
     sbuf tmp = *recs;
     *recs = t->queue;
     t->queue = tmp;
     sbuf_reset(&t->queue);
     pthread_mutex_unlock(&t->mu);
-    trace_render(t, recs, out);
+    size_t lines = trace_render(t, recs, out);
     sbuf_reset(recs);
     for (size_t off = 0; off < out->len;) {
         ssize_t w = write(t->fd, out->p + off, out->len - off);
@@ -67,12 +69,14 @@ static void trace_flush(trace *t, sbuf *recs, sbuf *out)
     }
     sbuf_reset(out);
     pthread_mutex_lock(&t->mu);
+    return lines;
 }
 
 /* Idle, the thread waits for a record (trace_event wakes it), then writes
- * once per TRACE_GATHER_MS window for as long as windows bring records:
- * a busy gateway costs one sleep and one write per window, and the loop
- * no wake-up at all. */
+ * once per window for as long as windows bring records: a busy gateway
+ * costs one sleep and one write per window, and the loop no wake-up at
+ * all. Windows are TRACE_GATHER_MS, and TRACE_GATHER_BUSY_MS after one
+ * that brought TRACE_BUSY_LINES lines. */
 static void *trace_main(void *arg)
 {
     trace *t = arg;
@@ -85,11 +89,11 @@ static void *trace_main(void *arg)
         t->idle = 0;
         if (!t->queue.len)
             break; /* stopping, and everything is written */
-        for (;;) {
-            trace_gather(t);
+        for (size_t lines = 0;;) {
+            trace_gather(t, lines >= TRACE_BUSY_LINES ? TRACE_GATHER_BUSY_MS : TRACE_GATHER_MS);
             if (!t->queue.len)
                 break;
-            trace_flush(t, &recs, &out);
+            lines = trace_flush(t, &recs, &out);
         }
     }
     pthread_mutex_unlock(&t->mu);
@@ -348,10 +352,12 @@ static void trace_unpack(const char *fmt, const char *a, trace_line *l, sbuf *sc
     }
 }
 
-/* Turns the records in q into text lines appended to out (trace thread). */
-static void trace_render(trace *t, const sbuf *q, sbuf *out)
+/* Turns the records in q into text lines appended to out (trace thread);
+ * returns how many. */
+static size_t trace_render(trace *t, const sbuf *q, sbuf *out)
 {
-    for (size_t at = 0; at + sizeof(rec_head) <= q->len;) {
+    size_t lines = 0;
+    for (size_t at = 0; at + sizeof(rec_head) <= q->len; lines++) {
         rec_head h;
         memcpy(&h, q->p + at, sizeof h);
         const char *body = q->p + at + sizeof h;
@@ -369,6 +375,7 @@ static void trace_render(trace *t, const sbuf *q, sbuf *out)
         out->p[out->len] = '\0';
         at += h.len;
     }
+    return lines;
 }
 
 void trace_event(trace *t, const char *event, const char *fmt, ...)
