@@ -221,7 +221,6 @@ static size_t trace_pack(char *out, size_t cap, const char *fmt, va_list ap)
         union {
             int d;
             unsigned long long u;
-            size_t z;
             double f;
         } v;
         size_t vlen = 0;
@@ -238,9 +237,9 @@ static size_t trace_pack(char *out, size_t cap, const char *fmt, va_list ap)
             v.u = va_arg(ap, unsigned long long);
             vlen = sizeof v.u;
             break;
-        case 'z':
-            v.z = va_arg(ap, size_t);
-            vlen = sizeof v.z;
+        case 'z': /* packed as %llu's */
+            v.u = va_arg(ap, size_t);
+            vlen = sizeof v.u;
             break;
         case 'f':
             v.f = va_arg(ap, double);
@@ -320,18 +319,12 @@ static void trace_unpack(const char *fmt, const char *a, trace_line *l, sbuf *sc
             trace_put_uint(l, x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x, x < 0);
             break;
         }
-        case 'u': {
+        case 'u':
+        case 'z': { /* both packed as unsigned long long */
             unsigned long long x;
             memcpy(&x, a, sizeof x);
             a += sizeof x;
             trace_put_uint(l, x, 0);
-            break;
-        }
-        case 'z': {
-            size_t z;
-            memcpy(&z, a, sizeof z);
-            a += sizeof z;
-            trace_put_uint(l, z, 0);
             break;
         }
         case 'f': {
