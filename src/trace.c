@@ -165,20 +165,22 @@ static size_t trace_stamp(trace *t, const struct timespec *when, char *out)
 
 /* ---- records: a trace line's parts, formatted by the thread ----
  *
- * The loop only copies what a line is made of (the time, the event name,
- * the format, each argument) into the queue; the trace thread formats it.
- * Trace formats use %s, %d, %llu, %zu and %.Nf only; a format with anything
- * else is formatted by vsnprintf on the caller's side, as a whole line. */
+ * The loop only copies what a line is made of into the queue (the time,
+ * the event name's and the format's pointers: both are literals, and each
+ * argument, walked by the conversions its call site parsed once); the
+ * trace thread formats it. Trace formats use %s, %d, %llu, %zu and %.Nf
+ * only; a format with anything else is formatted by vsnprintf on the
+ * caller's side, as a whole line. */
 
 enum { REC_LINE = 0, REC_FIELDS = 1 };
 #define TRACE_LINE_MAX 4096
 
 typedef struct rec_head {
     uint32_t len;         /* of the whole record, this head included */
-    uint32_t kind;        /* REC_LINE: the text follows; REC_FIELDS: see fmt_len */
+    uint32_t kind;        /* REC_LINE: the text follows; REC_FIELDS: the packed arguments */
     struct timespec when;
-    uint32_t fmt_len;     /* REC_FIELDS: the format (NUL included) follows, then the arguments */
-    char event[65];       /* up to 64 bytes of the name, as the line always took */
+    const char *event;    /* literals (trace_event): up to 64 bytes of the name, as the line always took */
+    const char *fmt;
 } rec_head;
 
 /* The conversion at f ('%' already skipped): sets *prec (-1 none) and
@@ -207,28 +209,47 @@ static char trace_conv(const char *f, int *prec, const char **next)
     }
 }
 
-/* Packs the arguments fmt takes from ap into out[0..cap); returns their
- * size, or (size_t)-1 when fmt has a conversion the thread cannot replay
- * or they do not fit. */
-static size_t trace_pack(char *out, size_t cap, const char *fmt, va_list ap)
+/* Parses a call site's format once: the conversions that take an
+ * argument, or state -1 when the thread could not replay it. */
+static void trace_site_parse(trace_site *site, const char *fmt)
 {
-    size_t n = 0;
+    site->n = 0;
+    site->state = 1;
     for (const char *f = fmt; (f = strchr(f, '%'));) {
         int prec;
         char conv = trace_conv(f + 1, &prec, &f);
-        if (!conv)
-            return (size_t)-1;
+        if (!conv || (conv != '%' && site->n == sizeof site->conv)) {
+            site->state = -1;
+            return;
+        }
+        if (conv != '%')
+            site->conv[site->n++] = conv;
+    }
+}
+
+/* Packs the arguments the site's format takes from ap into out[0..cap);
+ * returns their size, or (size_t)-1 when they do not fit. */
+static size_t trace_pack(char *out, size_t cap, const trace_site *site, va_list ap)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < site->n; i++) {
         union {
             int d;
             unsigned long long u;
             double f;
         } v;
-        size_t vlen = 0;
-        const char *s = NULL;
-        switch (conv) {
-        case 's':
-            s = va_arg(ap, const char *);
-            break;
+        size_t vlen;
+        switch (site->conv[i]) {
+        case 's': {
+            const char *s = va_arg(ap, const char *);
+            uint32_t len = s ? (uint32_t)strnlen(s, TRACE_LINE_MAX) : 6;
+            if (cap - n < sizeof len + len)
+                return (size_t)-1;
+            memcpy(out + n, &len, sizeof len);
+            memcpy(out + n + sizeof len, s ? s : "(null)", len);
+            n += sizeof len + len;
+            continue;
+        }
         case 'd':
             v.d = va_arg(ap, int);
             vlen = sizeof v.d;
@@ -241,26 +262,15 @@ static size_t trace_pack(char *out, size_t cap, const char *fmt, va_list ap)
             v.u = va_arg(ap, size_t);
             vlen = sizeof v.u;
             break;
-        case 'f':
+        default: /* 'f' */
             v.f = va_arg(ap, double);
             vlen = sizeof v.f;
             break;
-        default: /* %% */
-            continue;
         }
-        if (conv == 's') {
-            uint32_t len = s ? (uint32_t)strnlen(s, TRACE_LINE_MAX) : 6;
-            if (cap - n < sizeof len + len)
-                return (size_t)-1;
-            memcpy(out + n, &len, sizeof len);
-            memcpy(out + n + sizeof len, s ? s : "(null)", len);
-            n += sizeof len + len;
-        } else {
-            if (cap - n < vlen)
-                return (size_t)-1;
-            memcpy(out + n, &v, vlen);
-            n += vlen;
-        }
+        if (cap - n < vlen)
+            return (size_t)-1;
+        memcpy(out + n, &v, vlen);
+        n += vlen;
     }
     return n;
 }
@@ -357,12 +367,12 @@ static size_t trace_render(trace *t, const sbuf *q, sbuf *out)
         sbuf_reserve(out, TRACE_LINE_MAX);
         trace_line l = {out->p + out->len, 0};
         l.n = trace_stamp(t, &h.when, l.p);
-        trace_put(&l, h.event, strnlen(h.event, sizeof h.event));
+        trace_put(&l, h.event, strnlen(h.event, 64));
         trace_put(&l, " ", 1);
         if (h.kind == REC_LINE)
             trace_put(&l, body, h.len - sizeof h);
         else
-            trace_unpack(body, body + h.fmt_len, &l, &t->scratch);
+            trace_unpack(h.fmt, body, &l, &t->scratch);
         l.p[l.n++] = '\n';
         out->len += l.n;
         out->p[out->len] = '\0';
@@ -371,31 +381,26 @@ static size_t trace_render(trace *t, const sbuf *q, sbuf *out)
     return lines;
 }
 
-void trace_event(trace *t, const char *event, const char *fmt, ...)
+void trace_event_at(trace *t, trace_site *site, const char *event, const char *fmt, ...)
 {
     if (!t)
         return;
+    if (!site->state)
+        trace_site_parse(site, fmt);
     /* The record is built here, outside the lock (held only for one copy):
-     * the head, the format, the packed arguments. */
+     * the head, then the packed arguments or the formatted text. */
     char rec[2 * TRACE_LINE_MAX];
-    rec_head h;
-    memset(&h, 0, sizeof h);
+    rec_head h = {.event = event, .fmt = fmt};
     clock_gettime(CLOCK_REALTIME, &h.when);
-    memcpy(h.event, event, strnlen(event, sizeof h.event - 1));
-    size_t flen = strlen(fmt) + 1, args = (size_t)-1;
+    size_t body = (size_t)-1;
     va_list ap;
-    if (flen <= TRACE_LINE_MAX) {
-        memcpy(rec + sizeof h, fmt, flen);
+    if (site->state > 0) {
         va_start(ap, fmt);
-        args = trace_pack(rec + sizeof h + flen, sizeof rec - sizeof h - flen, fmt, ap);
+        body = trace_pack(rec + sizeof h, sizeof rec - sizeof h, site, ap);
         va_end(ap);
-    }
-    size_t body;
-    if (args != (size_t)-1) {
         h.kind = REC_FIELDS;
-        h.fmt_len = (uint32_t)flen;
-        body = flen + args;
-    } else { /* a format the thread cannot replay: formatted here */
+    }
+    if (body == (size_t)-1) { /* a format the thread cannot replay, or too long: formatted here */
         h.kind = REC_LINE;
         va_start(ap, fmt);
         int n = vsnprintf(rec + sizeof h, TRACE_LINE_MAX, fmt, ap);

@@ -10,9 +10,26 @@ typedef struct trace trace;
 
 trace *trace_open(const char *path);      /* NULL on failure (logged) */
 void trace_close(trace *t);               /* flushes what is queued */
-/* fmt produces the fields; the timestamp and event name are prepended.
- * Called from one thread (the loop): the timestamp cache is not shared. */
-void trace_event(trace *t, const char *event, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* What a trace_event call site keeps between calls: its format, parsed on
+ * the first call. trace_event gives each call site its own. */
+typedef struct trace_site {
+    int state;       /* 0: not parsed yet; 1: arguments packed (conv); -1: formatted by the caller */
+    unsigned char n; /* conversions that take an argument */
+    char conv[16];   /* their letters: 's' 'd' 'u' (%llu) 'z' (%zu) 'f' (%.Nf) */
+} trace_site;
+
+void trace_event_at(trace *t, trace_site *site, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* trace_event(t, event, fmt, ...): fmt produces the fields; the timestamp
+ * and event name are prepended. The event and the format must be string
+ * literals (the line keeps them by pointer until it is written; anything
+ * else does not compile). Called from one thread (the loop): the call
+ * site's cache and the timestamp cache are not shared. */
+#define trace_event(t, event, ...)                                                                        \
+    do {                                                                                                  \
+        static trace_site trace_site_;                                                                    \
+        trace_event_at((t), &trace_site_, "" event, "" __VA_ARGS__);                                      \
+    } while (0)
 /* Path of gateway-trace.log beside the database at db_path. */
 void trace_path_for_db(const char *db_path, char *out, unsigned long n);
 
