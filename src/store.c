@@ -1600,6 +1600,8 @@ static int writer_insert_logs(store_writer *w, const log_item *it, size_t n, int
         while ((size_t)1 << k > n)
             k--;
         sqlite3_stmt *st = writer_ins_logs(w, k);
+        while (!st && k > 0) /* a longer statement sqlite would not take: shorter ones */
+            st = writer_ins_logs(w, --k);
         if (!st)
             return sqlite3_errcode(w->db);
         const log_item *first = it;
