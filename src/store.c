@@ -100,7 +100,7 @@ typedef struct store_writer {
     int notify_fd;    /* eventfd: written after a batch with logins committed */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
-    sqlite3_stmt *up_state, *up_owner, *prune_owners, *up_login, *up_login_err, *begin, *commit;
+    sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *begin, *commit;
     sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
 } store_writer;
 
@@ -1405,6 +1405,16 @@ static const char store_sql_up_state[] =
 /* Followed by one STORE_SQL_LOG_ROW per row: sqlite pays its per-statement
  * costs (starting and ending the statement, opening and closing the table
  * and its index) once per statement, not once per row. */
+/* The usual case of store_sql_up_state, the account's row being there
+ * already: a plain update by primary key, a fifth cheaper. */
+static const char store_sql_set_state[] =
+    "UPDATE account_state SET cooldown_until = ?2, ladder_step = ?3, last_429_at = ?4, last_error = ?5,"
+    " primary_used_pct = ?6, secondary_used_pct = ?7, primary_reset_at = ?8, secondary_reset_at = ?9,"
+    " success_ema = ?10, latency_ema_ms = ?11, updated_at = ?12, primary_window_s = ?13,"
+    " secondary_window_s = ?14, plan_type = ?15, has_credits = ?16, credits_unlimited = ?17,"
+    " credits_balance = ?18, usage_polled_at = ?19, usage_poll_status = ?20, success_rate_60s = ?21,"
+    " latency_60s_ms = ?22, attempts_60s = ?23 WHERE account_id = ?1";
+
 static const char store_sql_ins_log[] = "INSERT INTO request_logs(" STORE_LOG_COLUMNS ") VALUES ";
 #define STORE_SQL_LOG_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" /* STORE_LOG_COLS */
 
@@ -1633,8 +1643,12 @@ static int writer_batch_rows(store_writer *w, const writer_batch *b)
         rc = writer_step(w->db, st, "account login");
     }
     for (size_t i = 0; rc == SQLITE_OK && i < b->n_states; i++) {
-        writer_bind_state(w->up_state, &b->states[i]);
-        rc = writer_step(w->db, w->up_state, "account_state");
+        writer_bind_state(w->set_state, &b->states[i]);
+        rc = writer_step(w->db, w->set_state, "account_state");
+        if (rc == SQLITE_OK && sqlite3_changes(w->db) == 0) { /* no row yet (or no account) */
+            writer_bind_state(w->up_state, &b->states[i]);
+            rc = writer_step(w->db, w->up_state, "account_state");
+        }
     }
     if (rc == SQLITE_OK)
         rc = writer_insert_logs(w, b->logs, b->n_logs, STORE_LOG_CHUNKS - 1);
@@ -1907,6 +1921,7 @@ static int writer_prepare(store_writer *w, const char *path, char *err, size_t e
         return -1;
     const unsigned keep = SQLITE_PREPARE_PERSISTENT;
     if (sqlite3_prepare_v3(w->db, store_sql_up_state, -1, keep, &w->up_state, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_set_state, -1, keep, &w->set_state, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_owner, -1, keep, &w->up_owner, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_prune_owners, -1, keep, &w->prune_owners, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_login, -1, keep, &w->up_login, NULL) != SQLITE_OK ||
@@ -1923,6 +1938,7 @@ static int writer_prepare(store_writer *w, const char *path, char *err, size_t e
 static void writer_conn_close(store_writer *w)
 {
     sqlite3_finalize(w->up_state);
+    sqlite3_finalize(w->set_state);
     sqlite3_finalize(w->up_owner);
     sqlite3_finalize(w->prune_owners);
     sqlite3_finalize(w->up_login);
@@ -1934,7 +1950,7 @@ static void writer_conn_close(store_writer *w)
         w->ins_logs[k] = NULL;
     }
     sqlite3_close_v2(w->db);
-    w->up_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->begin = w->commit = NULL;
+    w->up_state = w->set_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->begin = w->commit = NULL;
     w->db = NULL;
 }
 

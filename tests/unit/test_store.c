@@ -611,6 +611,48 @@ static void test_store_writer_skips_only_the_row_a_constraint_refuses(void)
     store_close(s);
 }
 
+/* An account's state: inserted by the first batch, updated in place by the
+ * next (the writer's update path); every field of the second lands. */
+static void test_store_writer_updates_every_state_field_in_place(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    account_state st = test_state(a, 1);
+    store_writer_put_state(s, &st);
+    store_writer_sync(s);
+    account_state w = {.account_id = a, .cooldown_until = 11, .ladder_step = 2, .last_429_at = 12,
+                       .primary_used_pct = 13, .secondary_used_pct = 14, .primary_reset_at = 15,
+                       .secondary_reset_at = 16, .primary_window_s = 17, .secondary_window_s = 18,
+                       .has_credits = 1, .credits_unlimited = 0, .credits_balance = 19, .usage_polled_at = 20,
+                       .usage_poll_status = 204, .success_ema = 0.25, .latency_ema_ms = 21, .updated_at = 22,
+                       .success_rate_60s = 0.75, .latency_60s_ms = 23, .attempts_60s = 24};
+    snprintf(w.last_error, sizeof w.last_error, "server_error");
+    snprintf(w.plan_type, sizeof w.plan_type, "pro");
+    store_writer_put_state(s, &w);
+    store_writer_sync(s);
+    account_state *sts = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_states_load(s, &sts, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        account_state *g = &sts[0];
+        CHECK(g->cooldown_until == 11 && g->ladder_step == 2 && g->last_429_at == 12);
+        CHECK(g->primary_used_pct == 13 && g->secondary_used_pct == 14 && g->primary_reset_at == 15);
+        CHECK(g->secondary_reset_at == 16 && g->primary_window_s == 17 && g->secondary_window_s == 18);
+        CHECK(g->has_credits == 1 && g->credits_unlimited == 0 && g->credits_balance == 19);
+        CHECK(g->usage_polled_at == 20 && g->usage_poll_status == 204 && g->success_ema == 0.25);
+        CHECK(g->latency_ema_ms == 21 && g->updated_at == 22 && g->success_rate_60s == 0.75);
+        CHECK(g->latency_60s_ms == 23 && g->attempts_60s == 24);
+        CHECK_EQ_STR(g->last_error, "server_error");
+        CHECK_EQ_STR(g->plan_type, "pro");
+    }
+    free(sts);
+    store_close(s);
+}
+
 static void test_store_writer_coalesces_state_upserts_per_account(void)
 {
     char path[128], err[256] = "";
@@ -1376,6 +1418,7 @@ int main(void)
     RUN(test_store_migration_13_drops_autoincrement_and_keeps_ids);
     RUN(test_store_writer_multi_row_inserts_keep_each_rows_values);
     RUN(test_store_writer_skips_only_the_row_a_constraint_refuses);
+    RUN(test_store_writer_updates_every_state_field_in_place);
     RUN(test_store_writer_coalesces_state_upserts_per_account);
     RUN(test_store_writer_drops_oldest_logs_when_queue_full);
     RUN(test_store_writer_skips_state_of_deleted_account);
