@@ -791,3 +791,164 @@ void json_write(sbuf *out, const json_value *v)
         break;
     }
 }
+
+/* ---------- scanning without a tree ---------- */
+
+/* The same grammar as the parser above, checked in place: nothing is built,
+ * decoded or allocated. Each function returns the offset just past what it
+ * read, or 0 where json_parse would fail. */
+
+static size_t json_scan_in(const char *s, size_t len, size_t i, int depth);
+
+size_t json_scan_ws(const char *s, size_t len, size_t i)
+{
+    while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* Bytes a string may hold as they are: printable ASCII but the quote and
+ * the backslash (the parser's "plain" bytes). */
+static const unsigned char json_plain_byte[256] = {
+#define JSON_P8 1, 1, 1, 1, 1, 1, 1, 1
+#define JSON_P32 JSON_P8, JSON_P8, JSON_P8, JSON_P8
+    [0x20] = 1, 1, 0, 1, 1, 1, 1, 1, JSON_P8,        /* 0x20-0x2f; 0x22 '"' */
+    JSON_P32,                                         /* 0x30-0x4f */
+    JSON_P8, 1, 1, 1, 1, 0, 1, 1, 1,                  /* 0x50-0x5f; 0x5c '\\' */
+    JSON_P32,                                         /* 0x60-0x7f */
+#undef JSON_P32
+#undef JSON_P8
+};
+
+static size_t json_scan_string(const char *s, size_t len, size_t i)
+{
+    i++; /* '"' */
+    for (;;) {
+        while (i < len && json_plain_byte[(unsigned char)s[i]])
+            i++;
+        if (i >= len)
+            return 0;
+        unsigned char b = (unsigned char)s[i];
+        if (b == '"')
+            return i + 1;
+        if (b < 0x20)
+            return 0;
+        if (b >= 0x80) {
+            size_t n = json_utf8_len((const unsigned char *)s + i, (const unsigned char *)s + len);
+            if (!n)
+                return 0;
+            i += n;
+            continue;
+        }
+        /* backslash */
+        if (i + 1 >= len)
+            return 0;
+        switch (s[i + 1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            i += 2;
+            break;
+        case 'u': {
+            unsigned cp;
+            if (len - i < 6 || json_hex4(s + i + 2, &cp) != 0)
+                return 0;
+            i += 6; /* a surrogate pair is two of these; a lone one is still valid */
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+}
+
+static size_t json_scan_number(const char *s, size_t len, size_t i)
+{
+    size_t start = i;
+    int simple = 1;
+    if (i < len && s[i] == '-')
+        i++;
+    if (i >= len || !json_is_digit(s[i]))
+        return 0;
+    if (s[i] == '0') {
+        if (++i < len && json_is_digit(s[i]))
+            return 0;
+    } else {
+        while (i < len && json_is_digit(s[i]))
+            i++;
+    }
+    if (i < len && s[i] == '.') {
+        simple = 0;
+        if (++i >= len || !json_is_digit(s[i]))
+            return 0;
+        while (i < len && json_is_digit(s[i]))
+            i++;
+    }
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        simple = 0;
+        if (++i < len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (i >= len || !json_is_digit(s[i]))
+            return 0;
+        while (i < len && json_is_digit(s[i]))
+            i++;
+    }
+    size_t n = i - start;
+    if (simple && n - (s[start] == '-') <= 15)
+        return i;
+    char small[64]; /* out of range (inf) fails, as in json_parse_number */
+    char *tmp = n < sizeof small ? small : json_xmalloc(n + 1);
+    memcpy(tmp, s + start, n);
+    tmp[n] = '\0';
+    int inf = isinf(strtod(tmp, NULL));
+    if (tmp != small)
+        free(tmp);
+    return inf ? 0 : i;
+}
+
+/* A container at s[i] ('[' or '{'), depth levels already open around it. */
+static size_t json_scan_container(const char *s, size_t len, size_t i, int depth)
+{
+    char close = s[i] == '[' ? ']' : '}';
+    if (++depth > JSON_MAX_DEPTH)
+        return 0;
+    i = json_scan_ws(s, len, i + 1);
+    if (i < len && s[i] == close)
+        return i + 1;
+    for (;;) {
+        if (close == '}') {
+            if (i >= len || s[i] != '"' || !(i = json_scan_string(s, len, i)))
+                return 0;
+            i = json_scan_ws(s, len, i);
+            if (i >= len || s[i] != ':')
+                return 0;
+            i = json_scan_ws(s, len, i + 1);
+        }
+        if (!(i = json_scan_in(s, len, i, depth)))
+            return 0;
+        i = json_scan_ws(s, len, i);
+        if (i < len && s[i] == ',') {
+            i = json_scan_ws(s, len, i + 1);
+            continue;
+        }
+        return i < len && s[i] == close ? i + 1 : 0;
+    }
+}
+
+static size_t json_scan_in(const char *s, size_t len, size_t i, int depth)
+{
+    if (i >= len)
+        return 0;
+    switch (s[i]) {
+    case '{':
+    case '[': return json_scan_container(s, len, i, depth);
+    case '"': return json_scan_string(s, len, i);
+    case 't': return len - i >= 4 && memcmp(s + i, "true", 4) == 0 ? i + 4 : 0;
+    case 'f': return len - i >= 5 && memcmp(s + i, "false", 5) == 0 ? i + 5 : 0;
+    case 'n': return len - i >= 4 && memcmp(s + i, "null", 4) == 0 ? i + 4 : 0;
+    default: return json_scan_number(s, len, i);
+    }
+}
+
+size_t json_scan_value(const char *s, size_t len, size_t i, int depth)
+{
+    return s ? json_scan_in(s, len, i, depth) : 0;
+}

@@ -32,6 +32,15 @@ json_value *json_parse_shallow(const char *buf, size_t len, int keep_depth, char
 /* Byte span [start, end) of the value of the root object's member key in
  * buf (the last one if repeated); -1 if buf is no valid JSON object holding key. */
 int json_member_span(const char *buf, size_t len, const char *key, size_t *start, size_t *end);
+/* Scanning without a tree: json_parse's rules checked in place, nothing
+ * allocated or decoded, for a reader that wants a few facts of a document
+ * and walks it itself. json_scan_value returns the offset just past the
+ * value that starts at buf[pos] (no whitespace before it), 0 when json_parse
+ * would reject it there; depth is how many arrays and objects are open
+ * around it (the 128-level limit counts them). */
+size_t json_scan_value(const char *buf, size_t len, size_t pos, int depth);
+/* The offset of the first byte at or after pos that is not JSON whitespace. */
+size_t json_scan_ws(const char *buf, size_t len, size_t pos);
 /* Frees a whole document: v must be what json_parse returned (or NULL). */
 void json_free(json_value *v);
 

@@ -246,6 +246,233 @@ static void pf_chat_event(preflight *pf, const json_value *doc)
     pf_usage(pf, json_get(doc, "usage"));
 }
 
+/* ---------- Chat Completions without a tree ---------- */
+
+/* A chat chunk is read in one pass over its bytes (json_scan_value checks
+ * the grammar json_parse would, nothing is built): the few members the
+ * decisions need are picked out where they are, with json_get's rules
+ * (the last of a repeated name wins). Anything unusual (a "type" or
+ * "error" member, a member name with escapes, a model with escapes, a
+ * document that is no object or no valid JSON) returns 0 and the tree
+ * decides, so the outcome is the tree's. */
+typedef struct pf_scan {
+    const char *s;
+    size_t len, pos;
+} pf_scan;
+
+typedef struct pf_chat_facts {
+    const char *model;   /* the last model member's bytes (a plain string), or NULL */
+    size_t model_len;
+    int semantic, terminal;
+    const char *usage;   /* the last usage member's value (an object), or NULL */
+    size_t usage_len;
+} pf_chat_facts;
+
+static int pf_key_is(const char *k, size_t klen, const char *name)
+{
+    return strlen(name) == klen && memcmp(k, name, klen) == 0;
+}
+
+/* The next member of the object being walked (sc->pos after its '{' or
+ * after the previous value): 1 with its name and sc->pos on its value, 0 at
+ * the end ('}' read), -1 for anything the tree must decide. */
+static int pf_scan_member(pf_scan *sc, int *first, const char **key, size_t *klen)
+{
+    size_t i = json_scan_ws(sc->s, sc->len, sc->pos);
+    if (i >= sc->len)
+        return -1;
+    if (sc->s[i] == '}' && *first) {
+        sc->pos = i + 1;
+        return 0;
+    }
+    if (!*first) {
+        if (sc->s[i] == '}') {
+            sc->pos = i + 1;
+            return 0;
+        }
+        if (sc->s[i] != ',')
+            return -1;
+        i = json_scan_ws(sc->s, sc->len, i + 1);
+    }
+    *first = 0;
+    size_t e;
+    if (i >= sc->len || sc->s[i] != '"' || !(e = json_scan_value(sc->s, sc->len, i, 0)))
+        return -1;
+    *key = sc->s + i + 1;
+    *klen = e - i - 2;
+    if (memchr(*key, '\\', *klen))
+        return -1; /* escaped names: the tree decodes them */
+    i = json_scan_ws(sc->s, sc->len, e);
+    if (i >= sc->len || sc->s[i] != ':')
+        return -1;
+    sc->pos = json_scan_ws(sc->s, sc->len, i + 1);
+    return 1;
+}
+
+/* Skips the value at sc->pos (inside depth open containers); 0 if invalid. */
+static int pf_scan_skip(pf_scan *sc, int depth)
+{
+    size_t e = json_scan_value(sc->s, sc->len, sc->pos, depth);
+    sc->pos = e;
+    return e != 0;
+}
+
+/* pf_present / pf_nonempty_str of the value at sc->pos, which is then skipped. */
+static int pf_scan_present(pf_scan *sc, int depth, int *present)
+{
+    size_t at = sc->pos;
+    if (!pf_scan_skip(sc, depth))
+        return 0;
+    char c = sc->s[at];
+    *present = c != 'n' && ((c != '[' && c != '{') || json_scan_ws(sc->s, sc->len, at + 1) != sc->pos - 1);
+    return 1;
+}
+
+static int pf_scan_nonempty_str(pf_scan *sc, int depth, int *nonempty)
+{
+    size_t at = sc->pos;
+    if (!pf_scan_skip(sc, depth))
+        return 0;
+    *nonempty = sc->s[at] == '"' && sc->pos - at > 2;
+    return 1;
+}
+
+/* A delta object (depth 4): does it carry output? (pf_chat_choice) */
+static int pf_scan_delta(pf_scan *sc, int *semantic)
+{
+    int first = 1, r, content = 0, tools = 0, fcall = 0, refusal = 0;
+    const char *k;
+    size_t kl;
+    sc->pos++; /* '{' */
+    while ((r = pf_scan_member(sc, &first, &k, &kl)) == 1) {
+        int ok;
+        if (pf_key_is(k, kl, "content"))
+            ok = pf_scan_nonempty_str(sc, 4, &content);
+        else if (pf_key_is(k, kl, "refusal"))
+            ok = pf_scan_nonempty_str(sc, 4, &refusal);
+        else if (pf_key_is(k, kl, "tool_calls"))
+            ok = pf_scan_present(sc, 4, &tools);
+        else if (pf_key_is(k, kl, "function_call"))
+            ok = pf_scan_present(sc, 4, &fcall);
+        else
+            ok = pf_scan_skip(sc, 4);
+        if (!ok)
+            return 0;
+    }
+    *semantic = content || tools || fcall || refusal;
+    return r == 0;
+}
+
+/* One element of choices (depth 3). */
+static int pf_scan_choice(pf_scan *sc, int *semantic, int *terminal)
+{
+    int first = 1, r, delta = 0, finish = 0;
+    const char *k;
+    size_t kl;
+    sc->pos++; /* '{' */
+    while ((r = pf_scan_member(sc, &first, &k, &kl)) == 1) {
+        int ok;
+        if (pf_key_is(k, kl, "delta")) {
+            delta = 0;
+            ok = sc->s[sc->pos] == '{' ? pf_scan_delta(sc, &delta) : pf_scan_skip(sc, 3);
+        } else if (pf_key_is(k, kl, "finish_reason")) {
+            finish = sc->s[sc->pos] != 'n';
+            ok = pf_scan_skip(sc, 3);
+        } else {
+            ok = pf_scan_skip(sc, 3);
+        }
+        if (!ok)
+            return 0;
+    }
+    *semantic |= delta || finish;
+    *terminal |= finish;
+    return r == 0;
+}
+
+/* The choices array (depth 2). */
+static int pf_scan_choices(pf_scan *sc, pf_chat_facts *f)
+{
+    f->semantic = f->terminal = 0; /* a repeated choices: the last one counts */
+    size_t i = json_scan_ws(sc->s, sc->len, sc->pos + 1);
+    if (i < sc->len && sc->s[i] == ']') {
+        sc->pos = i + 1;
+        return 1;
+    }
+    for (;;) {
+        sc->pos = i;
+        int ok = i < sc->len && sc->s[i] == '{' ? pf_scan_choice(sc, &f->semantic, &f->terminal) : pf_scan_skip(sc, 2);
+        if (!ok)
+            return 0;
+        i = json_scan_ws(sc->s, sc->len, sc->pos);
+        if (i < sc->len && sc->s[i] == ',') {
+            i = json_scan_ws(sc->s, sc->len, i + 1);
+            continue;
+        }
+        if (i < sc->len && sc->s[i] == ']') {
+            sc->pos = i + 1;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* 1 when the chunk was a chat chunk read here; 0: the tree must decide. */
+static int pf_chat_scan(const char *data, size_t len, pf_chat_facts *f)
+{
+    pf_scan sc = {data, len, json_scan_ws(data, len, 0)};
+    memset(f, 0, sizeof *f);
+    if (sc.pos >= len || data[sc.pos] != '{')
+        return 0;
+    sc.pos++;
+    int first = 1, r;
+    const char *k;
+    size_t kl;
+    while ((r = pf_scan_member(&sc, &first, &k, &kl)) == 1) {
+        int ok;
+        size_t at = sc.pos;
+        if (pf_key_is(k, kl, "type") || pf_key_is(k, kl, "error"))
+            return 0; /* Responses API or an error: the tree's */
+        if (pf_key_is(k, kl, "choices") && data[at] == '[') {
+            ok = pf_scan_choices(&sc, f);
+        } else {
+            ok = pf_scan_skip(&sc, 1);
+            if (ok && pf_key_is(k, kl, "model")) {
+                f->model = data[at] == '"' ? data + at + 1 : NULL;
+                f->model_len = f->model ? sc.pos - at - 2 : 0;
+                if (f->model && memchr(f->model, '\\', f->model_len))
+                    return 0;
+            } else if (ok && pf_key_is(k, kl, "usage")) {
+                f->usage = data[at] == '{' ? data + at : NULL;
+                f->usage_len = sc.pos - at;
+            } else if (ok && pf_key_is(k, kl, "choices")) {
+                f->semantic = f->terminal = 0; /* not an array: no choices */
+            }
+        }
+        if (!ok)
+            return 0;
+    }
+    return r == 0 && json_scan_ws(data, len, sc.pos) == len;
+}
+
+/* pf_chat_event from what pf_chat_scan found. */
+static void pf_chat_apply(preflight *pf, const pf_chat_facts *f)
+{
+    if (f->model_len) {
+        size_t n = f->model_len < sizeof pf->model - 1 ? f->model_len : sizeof pf->model - 1;
+        memcpy(pf->model, f->model, n);
+        pf->model[n] = '\0';
+    }
+    if (f->semantic)
+        pf_semantic(pf);
+    if (f->terminal)
+        pf_terminal(pf);
+    if (f->usage) {
+        json_value *u = json_parse(f->usage, f->usage_len, NULL, 0); /* small, and valid already */
+        pf_usage(pf, u);
+        json_free(u);
+    }
+}
+
 /* ---------- dispatch ---------- */
 
 static int pf_is_done(const char *data, size_t len)
@@ -300,6 +527,11 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
     if (pf->state == PF_COMMIT && pf->saw_semantic && !(pf->keep_text && !*event) &&
         !pf_needs_parse_after_commit(event, data, len))
         return;
+    pf_chat_facts facts;
+    if (!pf->keep_text && strcmp(event, "error") != 0 && pf_chat_scan(data, len, &facts)) {
+        pf_chat_apply(pf, &facts);
+        return;
+    }
     json_value *doc = json_parse(data, len, NULL, 0);
     if (doc && doc->type != JSON_OBJECT) {
         json_free(doc);

@@ -15,6 +15,8 @@ typedef struct sse_parser {
     sbuf line;   /* partial line carried between feeds */
     sbuf event;
     sbuf data;
+    const char *dref; /* the event's one data: line, still in the bytes being fed (not copied) */
+    size_t dref_len;
     int has_data;
     int last_cr; /* previous chunk ended in CR: skip a leading LF */
     int skip;    /* the current line outgrew SSE_MAX_LINE: drop it whole */

@@ -1,5 +1,6 @@
 /* fuzz_json.c: the strict JSON parser on any bytes; what it accepts it
- * writes back, and the written text parses to the same text again. */
+ * writes back, and the written text parses to the same text again; the
+ * scanner without a tree (json_scan_value) accepts exactly the same. */
 #include "fuzz_common.h"
 #include "json.h"
 #include <string.h>
@@ -8,6 +9,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     char err[160];
     json_value *v = json_parse((const char *)data, n, err, sizeof err);
+    size_t at = json_scan_value((const char *)data, n, json_scan_ws((const char *)data, n, 0), 0);
+    FUZZ_CHECK((v != NULL) == (at && json_scan_ws((const char *)data, n, at) == n));
     if (!v)
         return 0;
     sbuf a = SBUF_INIT, b = SBUF_INIT;

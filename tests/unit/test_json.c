@@ -135,6 +135,55 @@ static void test_depth_128_accepted_129_rejected(void)
     free(deep);
 }
 
+/* json_scan_value accepts exactly what json_parse accepts (the whole
+ * document: whitespace, one value, whitespace, the end). */
+static int scan_accepts(const char *s, size_t n)
+{
+    size_t i = json_scan_ws(s, n, 0);
+    size_t e = json_scan_value(s, n, i, 0);
+    return e && json_scan_ws(s, n, e) == n;
+}
+
+static void test_scan_agrees_with_parse(void)
+{
+    static const char *const cases[] = {
+        "", " ", "{", "[", "]", "}", "[1,]", "{\"a\":1,}", "[,1]", "{,}", "[1 2]", "{\"a\" 1}",
+        "{\"a\":1 \"b\":2}", "{a:1}", "{'a':1}", "{\"a\"}", "{\"a\":}", "{1:2}",
+        "01", "-01", "00", "1.", ".5", "1e", "1e+", "+1", "-", "1.e5", "0x10", "1e400", "-1e400",
+        "NaN", "Infinity", "nul", "tru", "falsey", "True", "\"abc", "\"a\x01" "b\"", "\"\t\"",
+        "\"\\x\"", "\"\\u12G4\"", "\"\\u123\"", "\"\\", "\"\\U0041\"", "\"\xff\"", "\"\xc0\xaf\"",
+        "\"\xe0\x80\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xc3\"", "\"\x80\"", "1 2",
+        "[] x", "{} {}", "\"a\"\"b\"", "[1]]", "/* c */ 1", "[1,\n]", "\v1", "\f1",
+        "0", "-0", " 1 ", "\t\r\n1\n", "0.5e-3", "1E+2", "-0.0", "123456789012345678901234567890",
+        "1e-400", "[]", "{}", "\"\"", "[[[]]]", "{\"\":0}", "{\"a\":{\"b\":[null,true,false]}}",
+        "{\"a\":1,\"a\":2}", "\"\\/\"", "\"\x7f\"", "\"\\ud83d\\ude00 \\udc00 \\u00e9\"",
+        "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"", "{ \"k\" : [ 1 , -2.5e+3 , \"\\\"\" ] }",
+        "9999999999999999", "1" "000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+        "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+        "000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+        "00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i]);
+        json_value *v = json_parse(cases[i], n, NULL, 0);
+        if ((v != NULL) != scan_accepts(cases[i], n))
+            fprintf(stderr, "  input #%zu \"%s\": parse %s, scan disagrees\n", i, cases[i], v ? "accepts" : "rejects");
+        CHECK_EQ_INT(v != NULL, scan_accepts(cases[i], n));
+        json_free(v);
+    }
+    char *ok = nested(128, "[", "]"), *bad = nested(129, "{\"a\":", "}");
+    CHECK(scan_accepts(ok, strlen(ok)));
+    CHECK(!scan_accepts(bad, strlen(bad)));
+    CHECK_EQ_INT(json_scan_value("[1]", 3, 0, 127), 3);  /* one more level: 128 */
+    CHECK_EQ_INT(json_scan_value("[1]", 3, 0, 128), 0);  /* 129 */
+    CHECK_EQ_INT(json_scan_value("1\0", 2, 0, 0), 1);   /* where the value ends, not the input */
+    free(ok);
+    free(bad);
+    char *deep = nested(100000, "[", "]"); /* must not blow the stack */
+    CHECK(!scan_accepts(deep, strlen(deep)));
+    free(deep);
+}
+
 static void test_invalid_inputs_rejected_with_offset(void)
 {
     static const char *const bad[] = {
@@ -483,6 +532,7 @@ int main(void)
     RUN(test_escaped_key_decoded);
     RUN(test_depth_128_accepted_129_rejected);
     RUN(test_invalid_inputs_rejected_with_offset);
+    RUN(test_scan_agrees_with_parse);
     RUN(test_error_message_names_byte_offset);
     RUN(test_valid_edge_inputs_accepted);
     RUN(test_number_values);

@@ -518,6 +518,94 @@ static void test_keep_text_collects_chat_content_and_notes_tool_calls(void)
     }
 }
 
+/* Chat chunks are read without a JSON tree (pf_chat_scan); with keep_text
+ * every chunk goes through the tree. Both must reach the same verdict on
+ * each of these, one event at a time from a fresh watcher. */
+static void test_chat_chunks_read_without_a_tree_match_the_tree(void)
+{
+    static const char *const events[] = {
+        "{\"model\":\"m1\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}],\"model\":\"m2\"}",
+        "{\"choices\":[{\"delta\":{\"content\":\"hi\",\"content\":\"\"}}]}",          /* the last content counts */
+        "{\"choices\":[{\"delta\":{\"content\":\"\",\"content\":\"hi\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"hi\"},\"delta\":{}}]}",               /* the last delta counts */
+        "{\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"choices\":[]}",             /* the last choices count */
+        "{\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"choices\":{\"a\":1}}",
+        "{\"choices\":{\"a\":1},\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}",
+        "{\"choices\":[5,\"x\",null,{\"delta\":{\"tool_calls\":[ ]}},{\"delta\":{\"tool_calls\":[{}]}}]}",
+        "{\"choices\":[{\"delta\":{\"tool_calls\":{ }}}]}",
+        "{\"choices\":[{\"delta\":{\"tool_calls\":\"\"}}]}",                           /* present, if odd */
+        "{\"choices\":[{\"delta\":{\"function_call\":null,\"refusal\":\"\"}}]}",
+        "{\"choices\":[{\"delta\":{\"refusal\":\"no\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":7}}]}",
+        "{\"choices\":[{\"delta\":\"text\",\"finish_reason\":null}]}",
+        "{\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}",
+        "{\"choices\":[{\"finish_reason\":\"stop\",\"finish_reason\":null}]}",
+        "{\"choices\":[{\"finish_reason\":0}]}",
+        "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":1}}}",
+        "{\"usage\":{\"prompt_tokens\":5},\"usage\":null}",
+        "{\"usage\":{\"prompt_tokens\":1e400}}",                                       /* invalid: nothing */
+        "{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\xa9 \\u00e9\\n\\\"\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"\xc3\"}}]}",                          /* invalid UTF-8 */
+        "{\"choices\":[{\"delta\":{\"content\":\"hi\"}}]} x",                          /* trailing bytes */
+        "{\"choices\":[{\"delta\":{\"content\":\"hi\"}}],}",
+        " \t{ \"choices\" : [ { \"delta\" : { \"content\" : \"hi\" } } ] } ",
+        "{\"mod\\u0065l\":\"esc\",\"choices\":[{\"delta\":{\"cont\\u0065nt\":\"hi\"}}]}",
+        "{\"model\":\"a\\\"b\",\"choices\":[]}",
+        "{\"model\":5}",
+        "{\"model\":\"" "0123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789\"}",
+        "{\"error\":null,\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}",
+        "{\"error\":{\"message\":\"quota\"}}",
+        "{\"type\":5,\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}",
+        "[{\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}]",
+        "\"text\"",
+        "{\"choices\":[{\"delta\":{\"content\":\"hi\",\"x\":[[[[[[[[[[1]]]]]]]]]]}}]}",
+    };
+    for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
+        char ev[1024];
+        snprintf(ev, sizeof ev, "data: %s\n\n", events[i]);
+        preflight scan, tree;
+        preflight_init(&scan, API_CHAT, WINDOW);
+        preflight_init(&tree, API_CHAT, WINDOW);
+        tree.keep_text = 1;
+        feed(&scan, ev);
+        feed(&tree, ev);
+        int same = scan.state == tree.state && scan.saw_semantic == tree.saw_semantic &&
+                   scan.saw_terminal == tree.saw_terminal && scan.input_tokens == tree.input_tokens &&
+                   scan.output_tokens == tree.output_tokens && scan.total_tokens == tree.total_tokens &&
+                   scan.cached_tokens == tree.cached_tokens && strcmp(scan.model, tree.model) == 0;
+        if (!same)
+            fprintf(stderr, "  event #%zu %s: scan state %d sem %d term %d in %ld model %s; tree %d %d %d %ld %s\n", i,
+                    events[i], scan.state, scan.saw_semantic, scan.saw_terminal, scan.input_tokens, scan.model,
+                    tree.state, tree.saw_semantic, tree.saw_terminal, tree.input_tokens, tree.model);
+        CHECK(same);
+        preflight_free(&scan);
+        preflight_free(&tree);
+    }
+}
+
+/* The usual chunks, read without a tree, give the verdicts and figures of
+ * the Chat Completions shape. */
+static void test_chat_stream_read_without_a_tree(void)
+{
+    preflight pf;
+    preflight_init(&pf, API_CHAT, WINDOW);
+    CHECK_EQ_INT(feed(&pf, CHAT_ROLE), PF_HOLD);
+    CHECK_EQ_STR(pf.model, "gpt-4o");
+    CHECK_EQ_INT(feed(&pf, CHAT_TEXT), PF_COMMIT);
+    CHECK_EQ_INT(pf.saw_semantic, 1);
+    CHECK_EQ_INT(pf.saw_terminal, 0);
+    feed(&pf, "data: {\"model\":\"gpt-4o-2\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}],"
+              "\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":3}}}\n\n");
+    CHECK_EQ_INT(pf.saw_terminal, 1);
+    CHECK_EQ_STR(pf.model, "gpt-4o-2");
+    CHECK_EQ_INT(pf.input_tokens, 9);
+    CHECK_EQ_INT(pf.output_tokens, 4);
+    CHECK_EQ_INT(pf.total_tokens, 13);
+    CHECK_EQ_INT(pf.cached_tokens, 3);
+    preflight_free(&pf);
+}
+
 int main(void)
 {
     RUN(test_keep_text_collects_chat_content_and_notes_tool_calls);
@@ -555,5 +643,7 @@ int main(void)
     RUN(test_chat_error_string_is_error);
     RUN(test_chat_error_after_content_sets_late_error);
     RUN(test_long_error_fields_truncated);
+    RUN(test_chat_chunks_read_without_a_tree_match_the_tree);
+    RUN(test_chat_stream_read_without_a_tree);
     return check_summary();
 }
