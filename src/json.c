@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -820,10 +821,33 @@ static const unsigned char json_plain_byte[256] = {
 #undef JSON_P8
 };
 
+/* Eight bytes at once: a mask with the high bit of each special byte (a
+ * control byte, '"', '\\' or non-ASCII) set, 0 when none is, the usual
+ * case inside a string. Bytes above the first special one may be marked
+ * falsely (borrows), the first one never is. */
+static uint64_t json_word_special(uint64_t v)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t q = v ^ (ones * '"'), b = v ^ (ones * '\\');
+    return (v | ((q - ones) & ~q) | ((b - ones) & ~b) | ((v - ones * 0x20) & ~v)) & highs;
+}
+
 static size_t json_scan_string(const char *s, size_t len, size_t i)
 {
     i++; /* '"' */
     for (;;) {
+        while (len - i >= 8) {
+            uint64_t w, m;
+            memcpy(&w, s + i, 8);
+            if (!(m = json_word_special(w))) {
+                i += 8;
+                continue;
+            }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            i += (size_t)__builtin_ctzll(m) >> 3; /* the first special byte */
+#endif
+            break;
+        }
         while (i < len && json_plain_byte[(unsigned char)s[i]])
             i++;
         if (i >= len)
@@ -950,5 +974,7 @@ static size_t json_scan_in(const char *s, size_t len, size_t i, int depth)
 
 size_t json_scan_value(const char *s, size_t len, size_t i, int depth)
 {
+    if (s && i < len && s[i] == '"') /* names and most values */
+        return json_scan_string(s, len, i);
     return s ? json_scan_in(s, len, i, depth) : 0;
 }

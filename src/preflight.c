@@ -5,6 +5,7 @@
 #include "preflight.h"
 #include "json.h"
 #include "usage.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,13 @@ pf_state preflight_feed(preflight *pf, const char *buf, size_t n)
     if (pf->state == PF_HOLD && pf->held.len > pf->max_bytes)
         preflight_commit(pf);
     return pf->state;
+}
+
+size_t preflight_pass(preflight *pf, const char *buf, size_t n)
+{
+    sse_feed(&pf->parser, buf, n);
+    size_t open = sse_open_bytes(&pf->parser);
+    return open < n ? open : n;
 }
 
 size_t preflight_open_bytes(const preflight *pf)
@@ -268,6 +276,12 @@ typedef struct pf_chat_facts {
     size_t usage_len;
 } pf_chat_facts;
 
+/* json_scan_ws, called only when there is whitespace to skip. */
+static size_t pf_ws(const pf_scan *sc, size_t i)
+{
+    return i < sc->len && (unsigned char)sc->s[i] <= ' ' ? json_scan_ws(sc->s, sc->len, i) : i;
+}
+
 static int pf_key_is(const char *k, size_t klen, const char *name)
 {
     return strlen(name) == klen && memcmp(k, name, klen) == 0;
@@ -278,7 +292,7 @@ static int pf_key_is(const char *k, size_t klen, const char *name)
  * the end ('}' read), -1 for anything the tree must decide. */
 static int pf_scan_member(pf_scan *sc, int *first, const char **key, size_t *klen)
 {
-    size_t i = json_scan_ws(sc->s, sc->len, sc->pos);
+    size_t i = pf_ws(sc, sc->pos);
     if (i >= sc->len)
         return -1;
     if (sc->s[i] == '}' && *first) {
@@ -292,7 +306,7 @@ static int pf_scan_member(pf_scan *sc, int *first, const char **key, size_t *kle
         }
         if (sc->s[i] != ',')
             return -1;
-        i = json_scan_ws(sc->s, sc->len, i + 1);
+        i = pf_ws(sc, i + 1);
     }
     *first = 0;
     size_t e;
@@ -302,10 +316,10 @@ static int pf_scan_member(pf_scan *sc, int *first, const char **key, size_t *kle
     *klen = e - i - 2;
     if (memchr(*key, '\\', *klen))
         return -1; /* escaped names: the tree decodes them */
-    i = json_scan_ws(sc->s, sc->len, e);
+    i = pf_ws(sc, e);
     if (i >= sc->len || sc->s[i] != ':')
         return -1;
-    sc->pos = json_scan_ws(sc->s, sc->len, i + 1);
+    sc->pos = pf_ws(sc, i + 1);
     return 1;
 }
 
@@ -324,7 +338,7 @@ static int pf_scan_present(pf_scan *sc, int depth, int *present)
     if (!pf_scan_skip(sc, depth))
         return 0;
     char c = sc->s[at];
-    *present = c != 'n' && ((c != '[' && c != '{') || json_scan_ws(sc->s, sc->len, at + 1) != sc->pos - 1);
+    *present = c != 'n' && ((c != '[' && c != '{') || pf_ws(sc, at + 1) != sc->pos - 1);
     return 1;
 }
 
@@ -393,7 +407,7 @@ static int pf_scan_choice(pf_scan *sc, int *semantic, int *terminal)
 static int pf_scan_choices(pf_scan *sc, pf_chat_facts *f)
 {
     f->semantic = f->terminal = 0; /* a repeated choices: the last one counts */
-    size_t i = json_scan_ws(sc->s, sc->len, sc->pos + 1);
+    size_t i = pf_ws(sc, sc->pos + 1);
     if (i < sc->len && sc->s[i] == ']') {
         sc->pos = i + 1;
         return 1;
@@ -403,9 +417,9 @@ static int pf_scan_choices(pf_scan *sc, pf_chat_facts *f)
         int ok = i < sc->len && sc->s[i] == '{' ? pf_scan_choice(sc, &f->semantic, &f->terminal) : pf_scan_skip(sc, 2);
         if (!ok)
             return 0;
-        i = json_scan_ws(sc->s, sc->len, sc->pos);
+        i = pf_ws(sc, sc->pos);
         if (i < sc->len && sc->s[i] == ',') {
-            i = json_scan_ws(sc->s, sc->len, i + 1);
+            i = pf_ws(sc, i + 1);
             continue;
         }
         if (i < sc->len && sc->s[i] == ']') {
@@ -486,6 +500,19 @@ static int pf_is_done(const char *data, size_t len)
     return len == 6 && memcmp(data, "[DONE]", 6) == 0;
 }
 
+/* A quote at q: does it open "usage" or "error" (1), or the first
+ * "finish_reason" (noted in *f)? */
+static int pf_quote_matters(const char *q, size_t left, const char **f)
+{
+    if (left < 7 || (q[1] != 'u' && q[1] != 'e' && q[1] != 'f'))
+        return 0; /* most quotes: one look at the next byte */
+    if (left >= 7 && (memcmp(q, "\"usage\"", 7) == 0 || memcmp(q, "\"error\"", 7) == 0))
+        return 1;
+    if (!*f && left >= 15 && memcmp(q, "\"finish_reason\"", 15) == 0)
+        *f = q;
+    return 0;
+}
+
 /* After commit only usage, ids, terminal and error events matter. Text
  * deltas are most of a stream, so they are recognised without parsing:
  * a Responses event named *.delta, or a chat chunk that mentions neither
@@ -494,17 +521,34 @@ static int pf_needs_parse_after_commit(const char *event, const char *data, size
 {
     if (*event)
         return !pf_ends_with(event, ".delta");
-    /* one pass over the quotes instead of three memmem calls (each sets up
-     * a search of its own: most of the cost of a relayed delta) */
+    /* one pass, eight bytes at a time, stopping only at a quote followed
+     * by u, e or f (a chunk is mostly short strings: a search call per
+     * quote cost more than the looking) */
     const char *end = data + len, *f = NULL;
-    for (const char *q = data; (q = memchr(q, '"', (size_t)(end - q)));) {
-        size_t left = (size_t)(end - q);
-        if ((left >= 7 && (memcmp(q, "\"usage\"", 7) == 0 || memcmp(q, "\"error\"", 7) == 0)))
-            return 1;
-        if (!f && left >= 15 && memcmp(q, "\"finish_reason\"", 15) == 0)
-            f = q;
-        q++;
+    size_t i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    for (; len - i >= 9; i += 8) {
+        uint64_t w, n, u, e, x;
+        memcpy(&w, data + i, 8);
+        memcpy(&n, data + i + 1, 8); /* the byte after each */
+        w ^= ones * '"';
+        u = n ^ (ones * 'u');
+        e = n ^ (ones * 'e');
+        x = n ^ (ones * 'f');
+        /* high bits of the matching bytes; a byte above a match may be
+         * marked falsely, which only costs a failed comparison */
+        uint64_t m = ((w - ones) & ~w) & (((u - ones) & ~u) | ((e - ones) & ~e) | ((x - ones) & ~x)) & highs;
+        for (; m; m &= m - 1) {
+            size_t at = i + ((size_t)__builtin_ctzll(m) >> 3);
+            if (pf_quote_matters(data + at, len - at, &f))
+                return 1;
+        }
     }
+#endif
+    for (; i < len; i++)
+        if (data[i] == '"' && pf_quote_matters(data + i, len - i, &f))
+            return 1;
     if (!f)
         return 0;
     for (f += 15; f < end && (*f == ' ' || *f == ':' || *f == '\t'); f++)

@@ -62,6 +62,12 @@ void preflight_free(preflight *pf);
  * any semantic output. ERROR and COMMIT are final. */
 pf_state preflight_feed(preflight *pf, const char *buf, size_t n);
 
+/* After commit, with nothing held: parses buf as preflight_feed does but
+ * holds none of it (the caller relays buf itself, from its own buffer).
+ * Returns how many bytes at the end of buf belong to an unfinished event;
+ * a caller that holds those back appends them to pf->held. */
+size_t preflight_pass(preflight *pf, const char *buf, size_t n);
+
 /* The bytes at the end of pf->held that belong to an unfinished event. */
 size_t preflight_open_bytes(const preflight *pf);
 

@@ -42,6 +42,7 @@
 #define PROXY_MAX_HEADERS 40
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
 #define PROXY_EVENT_HOLD_MAX (1u << 20) /* an unfinished event held back from the client, at most */
+#define PROXY_OUT_FIRST 2048u /* client bytes of a loop turn: the first allocation (freed when sent) */
 #define PROXY_RETRY_MAX 4                /* same-account retries per request, whatever the policy says */
 #define PROXY_MAX_REFRESH 8          /* accounts refreshed after a 401 within one request */
 
@@ -479,14 +480,29 @@ static void proxy_on_client_drained(struct evhttp_connection *c, void *arg)
 static void proxy_drop_sent_headers(struct evhttp_request *req)
 {
     struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-    struct evkeyval *h, *next;
-    for (h = oh->tqh_first; h; h = next) {
-        next = h->next.tqe_next;
-        /* the first header of that name is h itself: any earlier one was
-         * removed on the way here (Connection, kept, is never removed) */
-        if (strcasecmp(h->key, "Connection") != 0)
-            evhttp_remove_header(oh, h->key);
+    struct evkeyval *h, *next, *conn = NULL;
+    int conns = 0;
+    for (h = oh->tqh_first; h; h = h->next.tqe_next)
+        if (strcasecmp(h->key, "Connection") == 0) {
+            conn = h;
+            conns++;
+        }
+    if (conns > 1) { /* unusual: each removed by name (the first of that name is h itself) */
+        for (h = oh->tqh_first; h; h = next) {
+            next = h->next.tqe_next;
+            if (strcasecmp(h->key, "Connection") != 0)
+                evhttp_remove_header(oh, h->key);
+        }
+        return;
     }
+    /* the usual: the whole list at once (a removal by name walks the list
+     * comparing names: most of the cost), then Connection again if there was one */
+    char *keep = conn ? sbuf_strdup_nonempty(conn->value) : NULL;
+    int had = conn != NULL;
+    evhttp_clear_headers(oh);
+    if (had)
+        evhttp_add_header(oh, "Connection", keep ? keep : "");
+    free(keep);
 }
 
 static void proxy_client_flush(proxy_req *p)
@@ -525,6 +541,8 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
     if (!n || p->client_gone)
         return 0;
     size_t before = p->out.len;
+    if (!p->out.cap) /* one allocation for what a loop turn usually gathers, not a doubling per event */
+        sbuf_reserve(&p->out, n > PROXY_OUT_FIRST ? n : PROXY_OUT_FIRST);
     scrub_feed(&p->scrub, buf, n, &p->out);
     if (!before && p->out.len)
         event_active(&p->flush_ev, EV_TIMEOUT, 1);
@@ -649,6 +667,25 @@ static int proxy_flush_held(proxy_req *p, int all)
     sbuf_consume(&p->pf.held, n);
     if (!p->pf.held.len)
         sbuf_free(&p->pf.held); /* nothing waits: no buffer kept between events (as out above) */
+    return pause;
+}
+
+/* A committed stream with nothing held: what curl just handed over goes
+ * out from its buffer instead of through pf->held (a copy, an allocation
+ * and a free less per event); only an unfinished event's bytes are held.
+ * The same outcome as holding buf and proxy_flush_held(p, 0). */
+static int proxy_relay_committed(proxy_req *p, const char *buf, size_t n)
+{
+    size_t open = preflight_pass(&p->pf, buf, n);
+    int everything = open > PROXY_EVENT_HOLD_MAX;
+    size_t send = everything ? n : n - open;
+    int pause = 0;
+    if (send) {
+        pause = proxy_client_send(p, buf, send);
+        p->mid_event = everything && open > 0;
+    }
+    if (send < n)
+        sbuf_append(&p->pf.held, buf + send, n - send);
     return pause;
 }
 
@@ -1125,6 +1162,8 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
             sbuf_append(&p->sniff, buf, n);
         return proxy_client_send(p, buf, n);
     case MODE_PREFLIGHT: {
+        if (p->pf.state == PF_COMMIT && p->committed && !p->resume_pending && !p->pf.held.len)
+            return proxy_relay_committed(p, buf, n);
         pf_state st = preflight_feed(&p->pf, buf, n);
         if (st == PF_ERROR && p->resume_pending) /* the resumed stream was refused: ends as interrupted */
             return 0;

@@ -124,7 +124,8 @@ void scrub_feed(scrub *s, const char *buf, size_t n, sbuf *out)
     }
     if (!s->tail.len) {
         size_t keep = scrub_scan(s, buf, n, out, 0);
-        sbuf_append(&s->tail, buf + n - keep, keep);
+        if (keep) /* (an empty append would still allocate the buffer) */
+            sbuf_append(&s->tail, buf + n - keep, keep);
         return;
     }
     sbuf_append(&s->tail, buf, n);

@@ -182,6 +182,21 @@ static void test_scan_agrees_with_parse(void)
     char *deep = nested(100000, "[", "]"); /* must not blow the stack */
     CHECK(!scan_accepts(deep, strlen(deep)));
     free(deep);
+    /* strings are scanned eight bytes at a time: every special byte at
+     * every place in a long string, and every length around a word */
+    static const char *const special[] = {"\x01", "\x1f", "\x20", "\x7f", "\x80", "\xc3\xa9", "\xc3", "\\n", "\\",
+                                          "\"", "\\u00e9", "\\u00g9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xed\xa0\x80"};
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        for (size_t at = 0; at < 24; at++) {
+            char doc[64];
+            int n = snprintf(doc, sizeof doc, "\"%.*s%s%.*s\"", (int)at, "abcdefghijklmnopqrstuvwxyz", special[k],
+                             (int)(23 - at), "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+            for (int cut = 0; cut < 2; cut++) { /* whole, and without its closing quote */
+                json_value *v = json_parse(doc, (size_t)(n - cut), NULL, 0);
+                CHECK_EQ_INT(v != NULL, scan_accepts(doc, (size_t)(n - cut)));
+                json_free(v);
+            }
+        }
 }
 
 static void test_invalid_inputs_rejected_with_offset(void)

@@ -606,6 +606,36 @@ static void test_chat_stream_read_without_a_tree(void)
     preflight_free(&pf);
 }
 
+/* After commit a chunk is parsed only when it names usage, an error or a
+ * non-null finish_reason; the quotes are looked for eight bytes at a time,
+ * so each is tried at every offset. */
+static void test_chat_usage_and_finish_after_commit_found_at_any_offset(void)
+{
+    for (int pad = 0; pad < 17; pad++) {
+        char ev[512];
+        preflight pf;
+        preflight_init(&pf, API_CHAT, WINDOW);
+        feed(&pf, CHAT_ROLE CHAT_TEXT);
+        CHECK_EQ_INT(pf.state, PF_COMMIT);
+        snprintf(ev, sizeof ev, "data: {\"id\":\"%.*s\",\"choices\":[{\"delta\":{},\"finish_reason\":null}]}\n\n", pad,
+                 "xxxxxxxxxxxxxxxxxxxx");
+        feed(&pf, ev);
+        CHECK_EQ_INT(pf.saw_terminal, 0);
+        snprintf(ev, sizeof ev, "data: {\"id\":\"%.*s\",\"choices\":[{\"delta\":{},\"finish_reason\" : \"stop\"}]}\n\n", pad,
+                 "xxxxxxxxxxxxxxxxxxxx");
+        feed(&pf, ev);
+        CHECK_EQ_INT(pf.saw_terminal, 1);
+        snprintf(ev, sizeof ev, "data: {\"id\":\"%.*s\",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":1}}\n\n",
+                 pad, "xxxxxxxxxxxxxxxxxxxx", pad + 1);
+        feed(&pf, ev);
+        CHECK_EQ_INT(pf.input_tokens, pad + 1);
+        snprintf(ev, sizeof ev, "data: {\"id\":\"%.*s\",\"error\":{\"message\":\"late\"}}\n\n", pad, "xxxxxxxxxxxxxxxxxxxx");
+        feed(&pf, ev);
+        CHECK_EQ_INT(pf.late_error, 1);
+        preflight_free(&pf);
+    }
+}
+
 int main(void)
 {
     RUN(test_keep_text_collects_chat_content_and_notes_tool_calls);
@@ -645,5 +675,6 @@ int main(void)
     RUN(test_long_error_fields_truncated);
     RUN(test_chat_chunks_read_without_a_tree_match_the_tree);
     RUN(test_chat_stream_read_without_a_tree);
+    RUN(test_chat_usage_and_finish_after_commit_found_at_any_offset);
     return check_summary();
 }
