@@ -10,10 +10,12 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define JSON_MAX_DEPTH 128
 
@@ -821,33 +823,25 @@ static const unsigned char json_plain_byte[256] = {
 #undef JSON_P8
 };
 
-/* Eight bytes at once: a mask with the high bit of each special byte (a
- * control byte, '"', '\\' or non-ASCII) set, 0 when none is, the usual
- * case inside a string. Bytes above the first special one may be marked
- * falsely (borrows), the first one never is. */
-static uint64_t json_word_special(uint64_t v)
-{
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    uint64_t q = v ^ (ones * '"'), b = v ^ (ones * '\\');
-    return (v | ((q - ones) & ~q) | ((b - ones) & ~b) | ((v - ones * 0x20) & ~v)) & highs;
-}
-
 static size_t json_scan_string(const char *s, size_t len, size_t i)
 {
     i++; /* '"' */
     for (;;) {
-        while (len - i >= 8) {
-            uint64_t w, m;
-            memcpy(&w, s + i, 8);
-            if (!(m = json_word_special(w))) {
-                i += 8;
-                continue;
+#ifdef __SSE2__
+        /* sixteen bytes at a time up to the first special one (a control
+         * byte or non-ASCII: below 0x20 as a signed byte; '"'; '\\') */
+        const __m128i ctl = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+        while (len - i >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+            __m128i sp = _mm_or_si128(_mm_cmplt_epi8(v, ctl), _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bs)));
+            unsigned m = (unsigned)_mm_movemask_epi8(sp);
+            if (m) {
+                i += (size_t)__builtin_ctz(m);
+                break;
             }
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            i += (size_t)__builtin_ctzll(m) >> 3; /* the first special byte */
-#endif
-            break;
+            i += 16;
         }
+#endif
         while (i < len && json_plain_byte[(unsigned char)s[i]])
             i++;
         if (i >= len)

@@ -5,9 +5,11 @@
 #include "preflight.h"
 #include "json.h"
 #include "usage.h"
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static void preflight_on_event(void *ud, const char *event, const char *data, size_t len);
 
@@ -506,7 +508,7 @@ static int pf_quote_matters(const char *q, size_t left, const char **f)
 {
     if (left < 7 || (q[1] != 'u' && q[1] != 'e' && q[1] != 'f'))
         return 0; /* most quotes: one look at the next byte */
-    if (left >= 7 && (memcmp(q, "\"usage\"", 7) == 0 || memcmp(q, "\"error\"", 7) == 0))
+    if (memcmp(q, "\"usage\"", 7) == 0 || memcmp(q, "\"error\"", 7) == 0)
         return 1;
     if (!*f && left >= 15 && memcmp(q, "\"finish_reason\"", 15) == 0)
         *f = q;
@@ -521,26 +523,19 @@ static int pf_needs_parse_after_commit(const char *event, const char *data, size
 {
     if (*event)
         return !pf_ends_with(event, ".delta");
-    /* one pass, eight bytes at a time, stopping only at a quote followed
+    /* one pass, sixteen bytes at a time, stopping only at a quote followed
      * by u, e or f (a chunk is mostly short strings: a search call per
-     * quote cost more than the looking) */
+     * quote, or even a look at each, cost more than the rest) */
     const char *end = data + len, *f = NULL;
     size_t i = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    for (; len - i >= 9; i += 8) {
-        uint64_t w, n, u, e, x;
-        memcpy(&w, data + i, 8);
-        memcpy(&n, data + i + 1, 8); /* the byte after each */
-        w ^= ones * '"';
-        u = n ^ (ones * 'u');
-        e = n ^ (ones * 'e');
-        x = n ^ (ones * 'f');
-        /* high bits of the matching bytes; a byte above a match may be
-         * marked falsely, which only costs a failed comparison */
-        uint64_t m = ((w - ones) & ~w) & (((u - ones) & ~u) | ((e - ones) & ~e) | ((x - ones) & ~x)) & highs;
-        for (; m; m &= m - 1) {
-            size_t at = i + ((size_t)__builtin_ctzll(m) >> 3);
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), u = _mm_set1_epi8('u'), x10 = _mm_set1_epi8(0x10), fch = _mm_set1_epi8('f');
+    for (; len - i >= 17; i += 16) {
+        __m128i w = _mm_loadu_si128((const __m128i *)(const void *)(data + i));
+        __m128i n = _mm_loadu_si128((const __m128i *)(const void *)(data + i + 1)); /* the byte after each */
+        __m128i next = _mm_or_si128(_mm_cmpeq_epi8(_mm_or_si128(n, x10), u), _mm_cmpeq_epi8(n, fch)); /* 'e' | 0x10 is 'u' */
+        for (unsigned m = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(w, quote), next)); m; m &= m - 1) {
+            size_t at = i + (size_t)__builtin_ctz(m);
             if (pf_quote_matters(data + at, len - at, &f))
                 return 1;
         }
