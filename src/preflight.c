@@ -1,7 +1,10 @@
 /* preflight.c: the hold/commit/error decision for upstream SSE streams
- * (preflight.h). Every event's data is parsed as JSON and sorted into
+ * (preflight.h). Each event's data is read as JSON and sorted into
  * semantic output, terminal, error or bookkeeping (ids, model, usage), for
- * both the Responses API and Chat Completions shapes. */
+ * both the Responses API and Chat Completions shapes. Chat chunks are read
+ * in one pass without building a tree; after commit, text deltas are
+ * recognised without reading them at all (docs/performance.md, "Streamed
+ * path"). */
 #include "preflight.h"
 #include "json.h"
 #include "usage.h"
