@@ -8,6 +8,7 @@
 #include "preflight.h"
 #include "json.h"
 #include "usage.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -277,8 +278,10 @@ typedef struct pf_chat_facts {
     const char *model;   /* the last model member's bytes (a plain string), or NULL */
     size_t model_len;
     int semantic, terminal;
-    const char *usage;   /* the last usage member's value (an object), or NULL */
-    size_t usage_len;
+    int usage;           /* the last usage member is an object: its numbers follow */
+    double in, prompt, out, completion, total; /* NAN: no such number member */
+    int in_details, prompt_details;           /* *_tokens_details present (any type) */
+    double in_cached, prompt_cached;          /* their cached_tokens, NAN: none */
 } pf_chat_facts;
 
 /* json_scan_ws, called only when there is whitespace to skip. */
@@ -435,6 +438,88 @@ static int pf_scan_choices(pf_scan *sc, pf_chat_facts *f)
     }
 }
 
+/* The number member value at sc->pos, then skipped: NAN when it is no
+ * number (json_get_num gives its default then). 0 when it is a number in a
+ * form other than a plain integer of up to 15 digits (the tree converts
+ * those), or invalid. */
+static int pf_scan_num(pf_scan *sc, int depth, double *v)
+{
+    size_t at = sc->pos;
+    if (!pf_scan_skip(sc, depth))
+        return 0;
+    const char *s = sc->s;
+    *v = NAN;
+    if (s[at] != '-' && (s[at] < '0' || s[at] > '9'))
+        return 1;
+    int neg = s[at] == '-';
+    size_t k = at + (size_t)neg;
+    if (sc->pos - k > 15)
+        return 0;
+    long long acc = 0;
+    for (; k < sc->pos; k++) {
+        if (s[k] < '0' || s[k] > '9')
+            return 0; /* a fraction or an exponent */
+        acc = acc * 10 + (s[k] - '0');
+    }
+    *v = neg ? -(double)acc : (double)acc; /* as json_parse_number: "-0" is -0.0 */
+    return 1;
+}
+
+/* A *_tokens_details object (depth 3): its last cached_tokens number. */
+static int pf_scan_details(pf_scan *sc, double *cached)
+{
+    int first = 1, r;
+    const char *k;
+    size_t kl;
+    *cached = NAN;
+    sc->pos++; /* '{' */
+    while ((r = pf_scan_member(sc, &first, &k, &kl)) == 1)
+        if (!(pf_key_is(k, kl, "cached_tokens") ? pf_scan_num(sc, 3, cached) : pf_scan_skip(sc, 3)))
+            return 0;
+    return r == 0;
+}
+
+/* The usage object (depth 2): the members usage_tokens_read reads. */
+static int pf_scan_usage(pf_scan *sc, pf_chat_facts *f)
+{
+    int first = 1, r;
+    const char *k;
+    size_t kl;
+    f->usage = 1; /* a repeated usage: the last one counts */
+    f->in = f->prompt = f->out = f->completion = f->total = f->in_cached = f->prompt_cached = NAN;
+    f->in_details = f->prompt_details = 0;
+    sc->pos++; /* '{' */
+    while ((r = pf_scan_member(sc, &first, &k, &kl)) == 1) {
+        int ok, details = 0;
+        double *num = pf_key_is(k, kl, "input_tokens")        ? &f->in
+                      : pf_key_is(k, kl, "prompt_tokens")     ? &f->prompt
+                      : pf_key_is(k, kl, "output_tokens")     ? &f->out
+                      : pf_key_is(k, kl, "completion_tokens") ? &f->completion
+                      : pf_key_is(k, kl, "total_tokens")      ? &f->total
+                                                              : NULL;
+        double *cached = NULL;
+        if (!num && pf_key_is(k, kl, "input_tokens_details")) {
+            f->in_details = details = 1;
+            cached = &f->in_cached;
+        } else if (!num && pf_key_is(k, kl, "prompt_tokens_details")) {
+            f->prompt_details = details = 1;
+            cached = &f->prompt_cached;
+        }
+        if (num)
+            ok = pf_scan_num(sc, 2, num);
+        else if (details && sc->s[sc->pos] == '{')
+            ok = pf_scan_details(sc, cached);
+        else {
+            if (details)
+                *cached = NAN; /* present but no object: no cached_tokens */
+            ok = pf_scan_skip(sc, 2);
+        }
+        if (!ok)
+            return 0;
+    }
+    return r == 0;
+}
+
 /* 1 when the chunk was a chat chunk read here; 0: the tree must decide. */
 static int pf_chat_scan(const char *data, size_t len, pf_chat_facts *f)
 {
@@ -453,6 +538,8 @@ static int pf_chat_scan(const char *data, size_t len, pf_chat_facts *f)
             return 0; /* Responses API or an error: the tree's */
         if (pf_key_is(k, kl, "choices") && data[at] == '[') {
             ok = pf_scan_choices(&sc, f);
+        } else if (pf_key_is(k, kl, "usage") && data[at] == '{') {
+            ok = pf_scan_usage(&sc, f);
         } else {
             ok = pf_scan_skip(&sc, 1);
             if (ok && pf_key_is(k, kl, "model")) {
@@ -461,8 +548,7 @@ static int pf_chat_scan(const char *data, size_t len, pf_chat_facts *f)
                 if (f->model && memchr(f->model, '\\', f->model_len))
                     return 0;
             } else if (ok && pf_key_is(k, kl, "usage")) {
-                f->usage = data[at] == '{' ? data + at : NULL;
-                f->usage_len = sc.pos - at;
+                f->usage = 0; /* not an object: nothing to read */
             } else if (ok && pf_key_is(k, kl, "choices")) {
                 f->semantic = f->terminal = 0; /* not an array: no choices */
             }
@@ -485,10 +571,16 @@ static void pf_chat_apply(preflight *pf, const pf_chat_facts *f)
         pf_semantic(pf);
     if (f->terminal)
         pf_terminal(pf);
-    if (f->usage) {
-        json_value *u = json_parse(f->usage, f->usage_len, NULL, 0); /* small, and valid already */
-        pf_usage(pf, u);
-        json_free(u);
+    if (f->usage) { /* usage_tokens_read's choices: input_tokens over prompt_tokens, and so on */
+        usage_tokens t = {pf->input_tokens, pf->output_tokens, pf->total_tokens, pf->cached_tokens};
+        double cached = f->in_details ? f->in_cached : f->prompt_details ? f->prompt_cached : NAN;
+        usage_tokens_set(&t, !isnan(f->in) ? f->in : !isnan(f->prompt) ? f->prompt : -1,
+                         !isnan(f->out) ? f->out : !isnan(f->completion) ? f->completion : -1,
+                         !isnan(f->total) ? f->total : -1, !isnan(cached) ? cached : -1);
+        pf->input_tokens = t.in;
+        pf->output_tokens = t.out;
+        pf->total_tokens = t.total;
+        pf->cached_tokens = t.cached;
     }
 }
 

@@ -24,13 +24,9 @@ long usage_count(double v)
     return (long)usage_clamp_int(v, 0, USAGE_TOKENS_MAX, -1);
 }
 
-void usage_tokens_read(const json_value *u, usage_tokens *t)
+void usage_tokens_set(usage_tokens *t, double in_v, double out_v, double total_v, double cached_v)
 {
-    if (!u || u->type != JSON_OBJECT)
-        return;
-    long in = usage_count(json_get_num(u, "input_tokens", json_get_num(u, "prompt_tokens", -1)));
-    long out = usage_count(json_get_num(u, "output_tokens", json_get_num(u, "completion_tokens", -1)));
-    long tot = usage_count(json_get_num(u, "total_tokens", -1));
+    long in = usage_count(in_v), out = usage_count(out_v), tot = usage_count(total_v);
     if (tot < 0 && in >= 0 && out >= 0)
         tot = in > USAGE_TOKENS_MAX - out ? USAGE_TOKENS_MAX : in + out;
     if (in >= 0)
@@ -39,10 +35,20 @@ void usage_tokens_read(const json_value *u, usage_tokens *t)
         t->out = out;
     if (tot >= 0)
         t->total = tot;
-    const json_value *d = json_get(u, "input_tokens_details"); /* Responses; Chat: prompt_tokens_details */
-    long cached = usage_count(json_get_num(d ? d : json_get(u, "prompt_tokens_details"), "cached_tokens", -1));
+    long cached = usage_count(cached_v);
     if (cached >= 0)
         t->cached = cached;
+}
+
+void usage_tokens_read(const json_value *u, usage_tokens *t)
+{
+    if (!u || u->type != JSON_OBJECT)
+        return;
+    const json_value *d = json_get(u, "input_tokens_details"); /* Responses; Chat: prompt_tokens_details */
+    usage_tokens_set(t, json_get_num(u, "input_tokens", json_get_num(u, "prompt_tokens", -1)),
+                     json_get_num(u, "output_tokens", json_get_num(u, "completion_tokens", -1)),
+                     json_get_num(u, "total_tokens", -1),
+                     json_get_num(d ? d : json_get(u, "prompt_tokens_details"), "cached_tokens", -1));
 }
 
 /* The whole value (spaces around allowed) as a finite number, else NAN. */

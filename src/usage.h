@@ -33,6 +33,10 @@ typedef struct usage_tokens {
  * "prompt_tokens_details".cached_tokens}); fields it finds overwrite t's,
  * others are left as they are. u may be NULL or of any type. */
 void usage_tokens_read(const json_value *u, usage_tokens *t);
+/* What usage_tokens_read does with the numbers it found: in, out, total
+ * and cached as read (-1 for none; in and out already chosen between the
+ * two namings), each a count by usage_count, total summed when missing. */
+void usage_tokens_set(usage_tokens *t, double in, double out, double total, double cached);
 
 /* A header value that must be a plain non-negative number of seconds
  * (Retry-After's delta-seconds form): the value capped at

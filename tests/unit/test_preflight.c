@@ -544,6 +544,17 @@ static void test_chat_chunks_read_without_a_tree_match_the_tree(void)
         "{\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"prompt_tokens_details\":{\"cached_tokens\":1}}}",
         "{\"usage\":{\"prompt_tokens\":5},\"usage\":null}",
         "{\"usage\":{\"prompt_tokens\":1e400}}",                                       /* invalid: nothing */
+        "{\"usage\":{\"input_tokens\":5,\"prompt_tokens\":9,\"output_tokens\":\"x\",\"completion_tokens\":2}}",
+        "{\"usage\":{\"prompt_tokens\":-3,\"completion_tokens\":-0,\"total_tokens\":7.5}}",
+        "{\"usage\":{\"prompt_tokens\":1e3,\"completion_tokens\":2E0}}",
+        "{\"usage\":{\"prompt_tokens\":123456789012345,\"completion_tokens\":1234567890123456}}",
+        "{\"usage\":{\"prompt_tokens\":1,\"input_tokens_details\":null,\"prompt_tokens_details\":{\"cached_tokens\":1}}}",
+        "{\"usage\":{\"prompt_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":4,\"cached_tokens\":\"x\"}}}",
+        "{\"usage\":{\"prompt_tokens\":1,\"prompt_tokens_details\":{\"audio_tokens\":0,\"cached_tokens\":4}}}",
+        "{\"usage\":{\"input_tokens\":1,\"input_tokens_details\":{\"cached_tokens\":1},\"input_tokens_details\":[1]}}",
+        "{\"usage\":{\"prompt_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":4}},\"usage\":{\"prompt_tokens\":2}}",
+        "{\"usage\":{\"prompt_tokens\":1},\"usage\":[]}",
+        "{\"usage\":{\"total_tokens\":3,\"input_tokens\":999999999999999,\"output_tokens\":999999999999999}}",
         "{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\xa9 \\u00e9\\n\\\"\"}}]}",
         "{\"choices\":[{\"delta\":{\"content\":\"\xc3\"}}]}",                          /* invalid UTF-8 */
         "{\"choices\":[{\"delta\":{\"content\":\"hi\"}}]} x",                          /* trailing bytes */
