@@ -20,6 +20,7 @@ typedef struct scrub {
     size_t n;
     unsigned char first[256];     /* first bytes of the secrets */
     int only_first;               /* the first byte all secrets share (memchr finds candidates), or -1 */
+    int only_second;              /* and the second byte they share, or -1 */
     sbuf tail;                    /* held back: may begin a secret the next bytes complete */
 } scrub;
 

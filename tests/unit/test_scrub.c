@@ -97,11 +97,45 @@ static void test_longer_secret_wins_over_one_inside_it(void)
     scrub_free(&s);
 }
 
+/* Candidates are found sixteen places at a time by the secret's first two
+ * bytes; a text dense with the first byte and with look-alike prefixes,
+ * the secret at every offset, whole and split at every place, comes out
+ * with the secret replaced and everything else as it was. */
+static void test_secret_at_every_offset_in_text_full_of_its_first_bytes(void)
+{
+    static const char *const secrets[][2] = {
+        {"eyJhbGciOiJSUzI1NiJ9.payload", NULL},
+        {"eyJhbGciOiJSUzI1NiJ9.payload", "eXJhbGciOiJother1"}, /* first byte shared, second not */
+    };
+    const char *filler = "eye e ey eyJ eyJh eeyyJJ eyJhbGciOiJSUzI1NiJ9.paylo the end e";
+    int bad = 0;
+    for (size_t k = 0; k < sizeof secrets / sizeof secrets[0]; k++)
+        for (size_t off = 0; off <= 40; off++) {
+            char text[256], want[256];
+            snprintf(text, sizeof text, "%.*s%s%s", (int)off, filler, secrets[k][0], filler + off);
+            snprintf(want, sizeof want, "%.*s%s%s", (int)off, filler, SCRUB_MARK, filler + off);
+            size_t n = strlen(text);
+            for (size_t cut = 0; cut <= n; cut += 7) {
+                scrub s;
+                scrub_init(&s);
+                scrub_add(&s, secrets[k][0]);
+                scrub_add(&s, secrets[k][1]);
+                sbuf out = SBUF_INIT;
+                feed_split(&s, text, cut, cut, &out);
+                bad += out.len != strlen(want) || memcmp(out.p, want, out.len) != 0;
+                sbuf_free(&out);
+                scrub_free(&s);
+            }
+        }
+    CHECK_EQ_INT(bad, 0);
+}
+
 int main(void)
 {
     RUN(test_secret_split_anywhere_across_chunks_is_redacted);
     RUN(test_look_alike_prefix_is_held_then_released);
     RUN(test_whole_texts_json_escapes_and_short_secrets);
     RUN(test_longer_secret_wins_over_one_inside_it);
+    RUN(test_secret_at_every_offset_in_text_full_of_its_first_bytes);
     return check_summary();
 }
