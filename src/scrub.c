@@ -75,21 +75,24 @@ void scrub_add(scrub *s, const char *secret)
     sbuf_free(&esc);
 }
 
+/* memchr stops for the first byte in one text before the search goes over
+ * to both first bytes sixteen places at a time: memchr is the faster while
+ * stops are few (a token's first byte is often rare: "bench-...") */
+#define SCRUB_STOPS_SIMD 8
+
 /* Appends w[0..len) to out with secrets replaced. Unless final, stops at
  * the first position where the rest of w is a proper prefix of a secret
  * and returns how many bytes it left (0 when it emitted everything). */
 static size_t scrub_scan(const scrub *s, const char *w, size_t len, sbuf *out, int final)
 {
-    size_t i = 0, run = 0;
+    size_t i = 0, run = 0, stops = 0;
     while (i < len) {
         if (s->only_first >= 0) { /* the usual case: jump to the next candidate */
             size_t at = len;
 #ifdef __SSE2__
-            if (s->only_second >= 0) {
-                /* both first bytes, sixteen places at a time: a common first
-                 * byte alone ('e' begins every JWT) stops a search at most
-                 * words; where the next byte is there to look at, one that
-                 * differs rules a place out for every secret and every prefix */
+            if (s->only_second >= 0 && stops >= SCRUB_STOPS_SIMD) {
+                /* the first byte is common in this text ('e' begins every
+                 * JWT): both first bytes, sixteen places at a time */
                 const __m128i b0 = _mm_set1_epi8((char)s->only_first), b1 = _mm_set1_epi8((char)s->only_second);
                 for (; len - i >= 17; i += 16) {
                     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(w + i));
@@ -102,13 +105,20 @@ static size_t scrub_scan(const scrub *s, const char *w, size_t len, sbuf *out, i
                 }
             }
 #endif
-            if (at == len) { /* the last bytes, or no SSE2 */
+            if (at == len) { /* memchr: fastest while the first byte is rare */
                 const char *q = memchr(w + i, s->only_first, len - i);
                 if (!q)
                     break;
                 at = (size_t)(q - w);
             }
             i = at;
+            stops++;
+            /* where the next byte is there to look at, one that differs
+             * rules the place out for every secret and every prefix */
+            if (s->only_second >= 0 && i + 1 < len && (unsigned char)w[i + 1] != s->only_second) {
+                i++;
+                continue;
+            }
         } else if (!s->first[(unsigned char)w[i]]) {
             i++;
             continue;
