@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <string.h>
 #include <strings.h>
@@ -83,6 +84,7 @@ struct upstream_req {
     upstream_callbacks cb;
     void *ud;
     struct event deadline;   /* connect backstop, then first-byte (from the request sent), then idle */
+    struct timespec last_data; /* the idle limit runs from here (CLOCK_MONOTONIC); see upstream_on_deadline */
     long first_byte_ms;      /* this transfer's first-byte limit */
     int sent;                /* connected; the request is being sent (curl's pre-request callback ran) */
     char errbuf[CURL_ERROR_SIZE];
@@ -348,11 +350,27 @@ static void upstream_end(upstream_req *r, up_result res, const char *msg)
     upstream_release(r);
 }
 
+/* Milliseconds since r's last data. */
+static long upstream_idle_ms(const upstream_req *r)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)(now.tv_sec - r->last_data.tv_sec) * 1000 + (now.tv_nsec - r->last_data.tv_nsec) / 1000000;
+}
+
+/* Once the headers are in, the deadline is the idle limit. Data does not
+ * move it (an evtimer_add per piece of a stream was a tenth of the cost of
+ * relaying it): it only notes its time, and when the deadline comes the
+ * limit is measured from the last data, the timer set again for what is
+ * left of it if data came meanwhile. */
 static void upstream_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     upstream_req *r = arg;
     if (r->paused) /* our client is slow, not the upstream: do not count it */
         return upstream_arm(r, r->u->lim.idle_timeout_ms);
+    long idle = r->headers_done ? upstream_idle_ms(r) : 0;
+    if (r->headers_done && idle < r->u->lim.idle_timeout_ms)
+        return upstream_arm(r, r->u->lim.idle_timeout_ms - (idle > 0 ? idle : 0));
     if (r->headers_done)
         upstream_end(r, UP_TIMEOUT_IDLE, "upstream idle timeout");
     else if (r->sent)
@@ -409,6 +427,7 @@ static int upstream_headers_complete(upstream_req *r)
         q += strlen(q) + 1;
     }
     r->headers_done = 1;
+    clock_gettime(CLOCK_MONOTONIC, &r->last_data);
     upstream_arm(r, r->u->lim.idle_timeout_ms);
     if (r->cb.on_headers && r->cb.on_headers(r->ud, r->status, h, r->n_headers) < 0)
         r->cancelled = 1;
@@ -450,7 +469,7 @@ static size_t upstream_write_cb(char *p, size_t size, size_t nitems, void *arg)
         return 0; /* aborts the transfer */
     if (!r->headers_done && upstream_headers_complete(r) < 0)
         return 0;
-    upstream_arm(r, r->u->lim.idle_timeout_ms);
+    clock_gettime(CLOCK_MONOTONIC, &r->last_data); /* the idle deadline is not moved: upstream_on_deadline */
     int want_pause = r->cb.on_data ? r->cb.on_data(r->ud, p, n) : 0;
     if (r->cancelled)
         return 0;

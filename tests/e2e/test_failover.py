@@ -137,6 +137,18 @@ class FailoverTest(GatewayTest):
         wait_for(lambda: self.mock.requests("a")[0]["aborted"],
                  what="the gateway to drop the stalled upstream transfer")
 
+    def test_stream_longer_than_the_idle_timeout_with_shorter_gaps_is_not_cut(self):
+        # the idle limit runs from the last piece of data, not from the first:
+        # a stream that lasts 2.4 s, a piece every 300 ms, under a 700 ms limit
+        g = self.two("slow_stream,ms=300,deltas=8", env={"SWITCHYARD_IDLE_TIMEOUT_MS": "700"})
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertFalse(s.truncated, s)
+        self.assertEqual([e for e in s.events if is_error_event(e)], [], s.types())
+        self.assertEqual(s.types()[-1], "response.completed", s.types())
+        self.assertEqual(s.types().count("response.output_text.delta"), 8, s.types())
+        self.assertEqual(self.mock.accounts_hit(), ["a"], "the stream was cut and retried")
+
     # --- failures that must not be retried
 
     def test_request_error_inside_stream_is_returned_not_retried(self):
