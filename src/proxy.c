@@ -690,12 +690,27 @@ static int proxy_relay_committed(proxy_req *p, const char *buf, size_t n)
 }
 
 /* Closes the client connection (and with it the request) without a final
- * chunk; our close callback is removed first so it cannot run on the way. */
-static void proxy_drop_client(proxy_req *p)
+ * chunk; our close callback is removed first so it cannot run on the way.
+ * reset: the answer was cut, so the close must not look like its end. An
+ * HTTP/1.0 answer (no Content-Length, no chunks) ends at the close, and
+ * evhttp_connection_free shuts the socket down with a FIN first, which the
+ * client reads as a complete body. So a TCP reset goes out instead:
+ * SO_LINGER 0, then a disconnect (connect to AF_UNSPEC), which resets an
+ * established connection at once and leaves nothing for evhttp's shutdown
+ * to send. The client reads what arrived, then ECONNRESET. */
+static void proxy_drop_client(proxy_req *p, int reset)
 {
     struct evhttp_connection *c = p->req ? evhttp_request_get_connection(p->req) : NULL;
     p->client_gone = 1;
     p->req = NULL;
+    struct bufferevent *bev = c && reset ? evhttp_connection_get_bufferevent(c) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd >= 0) {
+        struct linger lg = {1, 0};
+        struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+        if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0 || connect(fd, &unspec, sizeof unspec) != 0)
+            log_debug("req %llu: resetting the client connection: %s", (unsigned long long)p->id, strerror(errno));
+    }
     if (c) {
         evhttp_connection_set_closecb(c, NULL, NULL);
         proxy_watch_drop(p->watch);
@@ -1310,11 +1325,11 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
     } else {
         proxy_read_plain_usage(p);
         if (r != UP_OK) {
-            /* a truncated plain body must not look complete: drop the connection */
+            /* a truncated plain body must not look complete: reset the connection */
             log_warn("req %llu: upstream failed mid-body (%s); closing the client connection",
                      (unsigned long long)p->id, errmsg ? errmsg : "error");
             snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
-            proxy_drop_client(p);
+            proxy_drop_client(p, 1);
             proxy_finish(p, 502); /* the client got a cut body: a failure, whatever the status line said */
             return;
         }
@@ -1704,7 +1719,7 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
     }
     log_debug("req %llu: client hung up", (unsigned long long)p->id);
     snprintf(p->error_class, sizeof p->error_class, "client_closed");
-    proxy_drop_client(p);
+    proxy_drop_client(p, 0);
     proxy_finish(p, 499);
 }
 

@@ -184,6 +184,56 @@ class HostileTest(GatewayTest):
         self.assertEqual(status, 400)
         self.assertEqual(json.loads(body)["error"]["type"], "invalid_request_error")
 
+    def read_until_end_or_reset(self, s):
+        """(bytes read, how it ended: "fin" or "reset")."""
+        s.settimeout(20)
+        parts = []
+        while True:
+            try:
+                b = s.recv(65536)
+            except ConnectionResetError:
+                return b"".join(parts), "reset"
+            if not b:
+                return b"".join(parts), "fin"
+            parts.append(b)
+
+    def test_http10_plain_answer_cut_by_the_upstream_ends_with_a_reset_not_a_clean_close(self):
+        # an HTTP/1.0 answer without a Content-Length runs to the close: a clean
+        # close after half the body would hand the client half a body as complete
+        g = self.one("plain_cut")
+        for conn_hdr in ((), ("Connection: keep-alive",)):
+            with self.subTest(headers=conn_hdr):
+                s = connect(g)
+                s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY, version="1.0", headers=conn_hdr))
+                raw, end = self.read_until_end_or_reset(s)
+                s.close()
+                self.assertRegex(raw[:16], rb"^HTTP/1\.[01] 200 ", raw[:200])  # the cut came after the status
+                self.assertNotIn(b"content-length", raw.partition(b"\r\n\r\n")[0].lower(), raw[:400])
+                self.assertEqual(end, "reset", f"a cut close-delimited answer ended with a clean close: {raw[:400]!r}")
+        rows = g.wait_request_logs(2)
+        self.assertEqual([r["error_class"] for r in rows], ["body_interrupted"] * 2, rows)
+
+    def test_http11_plain_answer_cut_by_the_upstream_never_gets_the_final_chunk(self):
+        g = self.one("plain_cut")
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
+        raw, _ = self.read_until_end_or_reset(s)
+        s.close()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), raw[:200])
+        self.assertIn(b"transfer-encoding: chunked", head.lower(), raw[:400])
+        self.assertTrue(body, "nothing of the body was sent: the test does not cut mid-body")
+        # the body's chunks, as a client reads them: the last one must not be the 0-chunk
+        rest, sizes = body, []
+        while b"\r\n" in rest:
+            size_line, rest = rest.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            sizes.append(size)
+            if size == 0 or len(rest) < size + 2:
+                break
+            rest = rest[size + 2:]
+        self.assertNotIn(0, sizes, f"the cut answer ended with the final chunk: {raw[-200:]!r}")
+
     def test_head_answers_carry_no_body(self):
         # a body after a HEAD answer would be read as the next answer on the connection
         g = self.one()
