@@ -21,6 +21,23 @@
  * within the request timeout gets a 408 written on the socket and the
  * socket shut down; evhttp then sees the end and frees it.
  *
+ * Bodies still arriving: the body budget (SWITCHYARD_MAX_BODIES_IN_FLIGHT)
+ * is checked when a request is dispatched, but until then libevent holds
+ * its bytes, up to its own body cap, for every connection: many slow
+ * clients each part-way through a large body would pass the budget
+ * unseen. The input callback counts the bytes each connection received
+ * since its last request was dispatched (its next request's head and body,
+ * and what a client pipelines while its answer is written); dispatch and
+ * the start of an answer set the count back to what still waits in the
+ * connection's buffer. When the bytes held by requests in progress plus
+ * those still arriving pass the budget, the connection whose bytes passed
+ * it is answered 503 body_budget_exceeded on the socket and shut down, as
+ * for a slow request (unless nothing else is held: a body alone is always
+ * accepted, as at dispatch; nor while it holds CONN_BODY_ALLOWANCE or less:
+ * a request head, a GET, a small body whose dispatch decides). If an answer is being written on it (the
+ * bytes are pipelined), it stops being read instead until evhttp reads its
+ * next request: TCP then holds the client back.
+ *
  * Answers: while an answer is written, the client has nothing to say, so
  * the connection's read timeout (evhttp's idle timeout, re-armed by evhttp
  * at every chunk it writes) is lifted from its first byte until evhttp goes
@@ -52,6 +69,10 @@
 #define CONN_PAUSE_MS 250
 #define CONN_SWEEP_MS 100
 #define CONN_BACKLOG 4096
+/* arriving bytes a connection may hold past the body budget: a request's
+ * head and a small body, refused at dispatch if at all (a health probe or
+ * a GET has no body to refuse) */
+#define CONN_BODY_ALLOWANCE 16384
 
 /* libevent hands a listener's error callback the accept callback's
  * argument, which is evhttp's own; the one gateway per process is found here. */
@@ -63,6 +84,8 @@ typedef struct conn_entry {
     int over;                   /* accepted beyond the cap: answered with a refusal */
     int timed_out;              /* the 408 was sent */
     int answering;              /* an answer is being written: no read timeout */
+    int refused_body;           /* answered 503 for the body budget: nothing more is counted */
+    size_t receiving;           /* bytes received since its last request was dispatched */
     double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
     struct conn_limit *cl;
 } conn_entry;
@@ -80,6 +103,9 @@ struct conn_limit {
     struct event *resume;
     struct event *sweeper;
     int spare_fd;         /* kept open to refuse a client when out of descriptors */
+    size_t receiving;     /* the sum of the entries' receiving */
+    size_t body_budget;   /* 0: none */
+    const size_t *held;   /* bytes of bodies held by requests in progress (the server's count) */
     conn_limit_stats st;
 };
 
@@ -107,6 +133,7 @@ static double conn_limit_now(const conn_limit *cl)
 
 static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
+static void conn_limit_note_fd(conn_limit *cl, conn_entry *e);
 
 static void conn_limit_drop(conn_limit *cl, size_t i)
 {
@@ -115,6 +142,7 @@ static void conn_limit_drop(conn_limit *cl, size_t i)
         cl->by_fd[e->fd] = NULL;
     evbuffer_remove_cb(bufferevent_get_input(e->bev), conn_limit_on_input, e);
     evbuffer_remove_cb(bufferevent_get_output(e->bev), conn_limit_on_output, e);
+    cl->receiving -= e->receiving;
     bufferevent_decref(e->bev);
     if (e->over)
         cl->n_over--;
@@ -137,6 +165,46 @@ static void conn_limit_time_out(conn_limit *cl, conn_entry *e)
     cl->st.slow_requests_closed++;
     log_warn("client connection: a request still incomplete after %.0f s; answering 408 and closing",
              cl->request_timeout_s);
+    if (send(e->fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        send(e->fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(e->fd, SHUT_RDWR);
+}
+
+/* What arrived before this point belongs to a request that is dispatched
+ * or answered: only the bytes still in the connection's buffer (the start
+ * of a pipelined next request) count from here on. */
+static void conn_limit_receiving_reset(conn_entry *e)
+{
+    size_t now = evbuffer_get_length(bufferevent_get_input(e->bev));
+    e->cl->receiving = e->cl->receiving - e->receiving + now;
+    e->receiving = now;
+}
+
+/* The bytes arriving on e passed the body budget: a 503 if nothing is
+ * being written to it (as for a slow request: on the socket, then shut
+ * down), else no more reading until evhttp reads its next request. */
+static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e)
+{
+    static const char body[] = "{\"error\":{\"message\":\"the gateway holds as many bytes of request bodies as its "
+                               "budget allows; retry shortly\",\"type\":\"server_error\",\"code\":"
+                               "\"body_budget_exceeded\"}}\n";
+    if (e->answering || evbuffer_get_length(bufferevent_get_output(e->bev))) {
+        bufferevent_disable(e->bev, EV_READ);
+        return;
+    }
+    char head[224];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Retry-After: 1\r\nConnection: close\r\n\r\n",
+                      sizeof body - 1);
+    log_warn("client connection: %zu bytes of a request still arriving would pass the body budget of %zu bytes "
+             "(%zu held, %zu arriving in all); answering 503 and closing",
+             e->receiving, cl->body_budget, *cl->held, cl->receiving);
+    e->refused_body = 1;
+    e->timed_out = 1; /* its request clock stops too */
+    cl->receiving -= e->receiving;
+    e->receiving = 0;
+    cl->st.bodies_refused++;
     if (send(e->fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
         send(e->fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(e->fd, SHUT_RDWR);
@@ -209,8 +277,22 @@ static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_i
         return;
     if (!e->reading_since)
         e->reading_since = conn_limit_now(cl);
-    if (e->fd >= 0)
+    if (e->fd < 0)
+        conn_limit_note_fd(cl, e);
+    if (e->refused_body || e->fd < 0)
         return;
+    e->receiving += info->n_added;
+    cl->receiving += info->n_added;
+    if (!cl->body_budget)
+        return;
+    size_t total = *cl->held + cl->receiving;
+    if (total > cl->body_budget && total > e->receiving && e->receiving > CONN_BODY_ALLOWANCE)
+        conn_limit_refuse_body(cl, e);
+}
+
+/* The connection's descriptor, known once bytes arrive: for the request's lookup. */
+static void conn_limit_note_fd(conn_limit *cl, conn_entry *e)
+{
     int fd = bufferevent_getfd(e->bev);
     if (fd < 0)
         return;
@@ -236,6 +318,8 @@ static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_
     if (!info->n_added)
         return;
     e->reading_since = 0;
+    if (!e->answering)
+        conn_limit_receiving_reset(e);
     if (!e->answering && e->cl->idle.tv_sec) {
         e->answering = 1;
         bufferevent_set_timeouts(e->bev, NULL, &e->cl->idle);
@@ -387,10 +471,19 @@ int conn_limit_request(conn_limit *cl, struct evhttp_request *req)
     if (!e || e->bev != bev)
         return 0;
     e->reading_since = 0; /* the request is whole; the next one starts its own clock */
+    conn_limit_receiving_reset(e); /* its body is the server's to count now */
     if (e->over)
         cl->st.refused++;
     return e->over;
 }
+
+void conn_limit_set_body_budget(conn_limit *cl, size_t budget, const size_t *held)
+{
+    cl->body_budget = held ? budget : 0;
+    cl->held = held;
+}
+
+size_t conn_limit_receiving(const conn_limit *cl) { return cl ? cl->receiving : 0; }
 
 void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out)
 {
@@ -400,4 +493,5 @@ void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out)
     }
     *out = cl->st;
     out->open = cl->n;
+    out->bytes_receiving = cl->receiving;
 }

@@ -20,6 +20,8 @@ typedef struct conn_limit_stats {
     uint64_t accept_pauses;    /* times accepting paused: out of descriptors or far over the cap */
     uint64_t fd_refused;       /* connections refused with the spare descriptor while out of descriptors */
     uint64_t slow_requests_closed; /* connections closed with a 408: a request not whole in time */
+    size_t bytes_receiving;    /* bytes of requests not yet dispatched (bodies still arriving) */
+    uint64_t bodies_refused;   /* connections answered 503: their arriving bytes passed the body budget */
     int paused;                /* accepting is paused right now */
     long nofile;               /* the soft RLIMIT_NOFILE in force */
 } conn_limit_stats;
@@ -41,6 +43,12 @@ void conn_limit_free(conn_limit *cl);
  * Returns 1 if it came on a connection accepted beyond the cap: the caller
  * answers it with a refusal and closes the connection. */
 int conn_limit_request(conn_limit *cl, struct evhttp_request *req);
+/* Counts the bytes of requests still arriving against budget, together
+ * with *held (the bodies of requests in progress, kept by the caller): a
+ * connection whose bytes pass it is answered 503 body_budget_exceeded. */
+void conn_limit_set_body_budget(conn_limit *cl, size_t budget, const size_t *held);
+/* Bytes received for requests not yet dispatched, on every connection. */
+size_t conn_limit_receiving(const conn_limit *cl);
 /* Releases connections libevent has closed (a timer calls it every 100 ms). */
 void conn_limit_sweep(conn_limit *cl);
 void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out);

@@ -111,8 +111,10 @@ void health_reply(struct evhttp_request *req, gateway *gw)
                 cs.open, cs.cap, (unsigned long long)cs.refused, (unsigned long long)cs.accept_pauses,
                 (unsigned long long)cs.fd_refused, (unsigned long long)cs.slow_requests_closed,
                 cs.paused ? "false" : "true", cs.nofile);
-    sbuf_printf(&b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"budget\":%zu,\"refused\":%llu}",
-                gw->body_bytes, gw->cfg.max_bodies_in_flight, (unsigned long long)gw->refused_bodies);
+    sbuf_printf(&b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"bytes_receiving\":%zu,\"budget\":%zu,"
+                    "\"refused\":%llu}",
+                gw->body_bytes, cs.bytes_receiving, gw->cfg.max_bodies_in_flight,
+                (unsigned long long)(gw->refused_bodies + cs.bodies_refused));
     sbuf_printf(&b, ",\"log_lines_suppressed\":%lu}\n", log_suppressed());
 
     struct evbuffer *out = evbuffer_new();

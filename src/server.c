@@ -169,12 +169,14 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, proxy_inpu
         server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
         return -1;
     }
-    if (gw->body_bytes > 0 && gw->body_bytes + len > gw->cfg.max_bodies_in_flight) {
+    /* held by requests in progress, and arriving on other connections */
+    size_t others = gw->body_bytes + conn_limit_receiving(gw->conns);
+    if (others > 0 && others + len > gw->cfg.max_bodies_in_flight) {
         char msg[192];
         snprintf(msg, sizeof msg,
                  "the gateway holds %zu bytes of request bodies in flight; this %zu-byte body would pass its "
                  "budget of %zu bytes: retry shortly",
-                 gw->body_bytes, len, gw->cfg.max_bodies_in_flight);
+                 others, len, gw->cfg.max_bodies_in_flight);
         gw->refused_bodies++;
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
         server_refuse(req, in->endpoint, 503, "server_error", "body_budget_exceeded", msg);
@@ -314,5 +316,8 @@ int server_start(gateway *gw)
     upstream_set_max_connections(gw->up, conn_cap);
     gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile,
                                (double)gw->cfg.client_request_timeout_s, (int)gw->cfg.client_idle_timeout_s);
-    return gw->conns ? 0 : -1;
+    if (!gw->conns)
+        return -1;
+    conn_limit_set_body_budget(gw->conns, gw->cfg.max_bodies_in_flight, &gw->body_bytes);
+    return 0;
 }

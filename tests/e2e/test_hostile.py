@@ -648,5 +648,91 @@ class HostileTest(GatewayTest):
         self.assertEqual(g.post("/v1/responses", big).status, 200)  # nothing in flight: it fits
 
 
+    def test_bodies_still_arriving_count_in_the_budget_and_the_one_passing_it_gets_a_503(self):
+        # slow clients each part-way through a large body: what libevent holds
+        # for them counts, so together they cannot pass the budget
+        budget = 1 << 20
+        g = self.one(env={"SWITCHYARD_MAX_BODIES_IN_FLIGHT": str(budget)})
+        body = b'{"model":"gpt-test","input":"' + b"x" * (450 << 10) + b'"}'
+        sent = 400 << 10
+        conns = []
+        for _ in range(3):
+            s = connect(g)
+            s.sendall(raw_request(g, "POST", "/v1/responses", body)[:-(len(body) - sent)])
+            conns.append(s)
+        # the third 400 KiB passes the 1 MiB budget: that connection hears why at once
+        refused = []
+
+        def one_refused():
+            for s in conns:
+                s.settimeout(0.05)
+                try:
+                    if s.recv(1, socket.MSG_PEEK):
+                        refused.append(s)
+                        return True
+                except (socket.timeout, BlockingIOError):
+                    pass
+            return False
+        wait_for(one_refused, timeout=20, what="a connection over the body budget to be answered")
+        status, hl, payload, _ = read_one_response(refused[0])
+        self.assertEqual(status, 503, payload)
+        err = json.loads(payload)["error"]
+        self.assertEqual(err["code"], "body_budget_exceeded")
+        self.assertEqual(err["type"], "server_error")
+        self.assertEqual(hl.get("retry-after"), ["1"])
+        self.assertEqual(hl.get("connection"), ["close"])
+        health = g.get("/health", key=None).json()["request_bodies"]
+        self.assertLessEqual(health["bytes_in_flight"] + health["bytes_receiving"], budget, health)
+        self.assertGreaterEqual(health["bytes_receiving"], 2 * sent, health)
+        self.assertGreaterEqual(health["refused"], 1, health)
+        # the others fit: they finish and are served
+        for s in conns:
+            if s is refused[0]:
+                continue
+            s.settimeout(20)
+            s.sendall(body[sent:])
+            status, _, payload, _ = read_one_response(s)
+            self.assertEqual(status, 200, payload[:300])
+        for s in conns:
+            s.close()
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_receiving"] == 0,
+                 what="the bodies' bytes to be given back")
+
+
+    def test_bytes_pipelined_while_an_answer_is_written_count_in_the_budget_and_wait(self):
+        # a client that sends a huge next request while its stream is written: libevent
+        # would read it all into memory; past the budget the connection is not read until
+        # the answer is out, and the request is then served
+        budget = 1 << 20
+        g = self.one("slow_stream,ms=200,deltas=10", env={"SWITCHYARD_MAX_BODIES_IN_FLIGHT": str(budget)})
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", dict(RESP_BODY, stream=True)))
+        s.settimeout(20)
+        got = s.recv(16, socket.MSG_PEEK)  # the answer has begun
+        self.assertTrue(got.startswith(b"HTTP/1.1 200"), got)
+        big = b'{"model":"gpt-test","input":"' + b"x" * (3 << 20) + b'"}'
+        sender = threading.Thread(target=lambda: s.sendall(raw_request(g, "POST", "/v1/responses", big)))
+        sender.start()
+        seen = []
+
+        def stream_over():
+            h = g.get("/health", key=None).json()
+            self.assertIn("request_bodies", h, h)
+            seen.append(h["request_bodies"]["bytes_receiving"])
+            return len(self.mock.requests()) >= 2
+        wait_for(stream_over, timeout=30, what="the pipelined request to reach the upstream")
+        sender.join(30)
+        self.assertGreater(max(seen), budget // 2, f"the pipelined bytes were not counted: {seen}")
+        self.assertLessEqual(max(seen), budget + (128 << 10), f"read past the budget: {seen}")
+        status, _, payload, rest = read_one_response(s)
+        self.assertEqual(status, 200)
+        self.assertIn(b"response.completed", payload)
+        while b"\r\n\r\n" not in rest:
+            rest += s.recv(65536)
+        self.assertTrue(rest.startswith(b"HTTP/1.1 200"), rest[:300])
+        s.close()
+        self.assertEqual(self.mock.requests()[-1]["body_len"], len(big))
+
+
 if __name__ == "__main__":
     main()
