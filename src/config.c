@@ -16,6 +16,8 @@ void config_defaults(sy_config *c)
     c->max_body = 16u << 20;
     c->max_bodies_in_flight = (size_t)256 << 20;
     c->max_connections = 16384; /* 10 000 long-lived streams and room (docs/architecture.md, "Limits") */
+    c->max_connections_per_ip = -1; /* a quarter of the connection cap, at least 256 (server.c) */
+    c->per_ip_loopback = 1;
     c->client_idle_timeout_s = 30;
     c->client_request_timeout_s = 60;
     c->connect_timeout_ms = 10000;
@@ -165,6 +167,8 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_MAX_BODY", 1, 1L << 30, NULL, &c->max_body, NULL},
         {"SWITCHYARD_MAX_BODIES_IN_FLIGHT", 1, 1L << 40, NULL, &c->max_bodies_in_flight, NULL},
         {"SWITCHYARD_MAX_CONNECTIONS", 1, 1L << 20, &c->max_connections, NULL, NULL},
+        {"SWITCHYARD_MAX_CONNECTIONS_PER_IP", 0, 1L << 20, &c->max_connections_per_ip, NULL, NULL},
+        {"SWITCHYARD_MAX_CONNECTIONS_PER_IP_LOOPBACK", 0, 1, &c->per_ip_loopback, NULL, NULL},
         {"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S", 1, 86400, &c->client_idle_timeout_s, NULL, NULL},
         {"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S", 1, 86400, &c->client_request_timeout_s, NULL, NULL},
         {"SWITCHYARD_CONNECT_TIMEOUT_MS", 1, 3600000, &c->connect_timeout_ms, NULL, NULL},

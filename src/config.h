@@ -19,6 +19,8 @@ typedef struct sy_config {
     long idle_timeout_ms;
     size_t max_bodies_in_flight; /* bytes of request bodies held at once, all requests together */
     long max_connections;      /* client connections; beyond it new ones get a 503 */
+    long max_connections_per_ip; /* client connections from one address (IPv6: one /64); -1 auto, 0 none */
+    long per_ip_loopback;      /* 1: loopback clients are held to max_connections_per_ip too */
     long client_idle_timeout_s; /* a client connection reading or writing nothing this long is closed */
     long client_request_timeout_s; /* a request must arrive whole within this of its first byte */
     size_t preflight_bytes;    /* SSE hold window, bytes */

@@ -38,6 +38,17 @@
  * bytes are pipelined), it stops being read instead until evhttp reads its
  * next request: TCP then holds the client back.
  *
+ * Per address: one client address may hold at most per_ip_cap of the
+ * connections (IPv6 counts by /64, what one host is usually given; an
+ * IPv4-mapped address as IPv4), so one client cannot take every slot. The
+ * address is read (getpeername, once per connection) right after accept:
+ * evhttp gives the bufferevent its descriptor only after asking us for it,
+ * so new connections wait on a list for a zero-delay event in the same
+ * loop turn. A connection over its address's share is answered 503
+ * too_many_connections on the socket at once and shut down, before it
+ * sends anything: one that waited for its first request, as connections
+ * over the global cap do, would hold its slot while it stayed silent.
+ *
  * Answers: while an answer is written, the client has nothing to say, so
  * the connection's read timeout (evhttp's idle timeout, re-armed by evhttp
  * at every chunk it writes) is lifted from its first byte until evhttp goes
@@ -63,12 +74,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define CONN_PAUSE_MS 250
 #define CONN_SWEEP_MS 100
 #define CONN_BACKLOG 4096
+#define CONN_LINGER_S 1.0 /* a connection refused before its request is read from this long, then shut */
 /* arriving bytes a connection may hold past the body budget: a request's
  * head and a small body, refused at dispatch if at all (a health probe or
  * a GET has no body to refuse) */
@@ -78,14 +91,24 @@
  * argument, which is evhttp's own; the one gateway per process is found here. */
 static struct conn_limit *conn_limit_active;
 
+/* One client address (IPv4 as ::ffff:a.b.c.d, IPv6 its /64) and its open connections. */
+typedef struct conn_addr {
+    unsigned char key[16];
+    size_t count;
+    struct conn_addr *next;
+} conn_addr;
+
 typedef struct conn_entry {
     struct bufferevent *bev;    /* ours: one reference */
     int fd;                     /* -1 until its first bytes arrive */
     int over;                   /* accepted beyond the cap: answered with a refusal */
-    int timed_out;              /* the 408 was sent */
+    int answered;               /* a refusal (408, 503) was written on the socket and it is shut down:
+                                 * no clock, no count, and nothing it still sent is served */
     int answering;              /* an answer is being written: no read timeout */
-    int refused_body;           /* answered 503 for the body budget: nothing more is counted */
     size_t receiving;           /* bytes received since its last request was dispatched */
+    double linger_until;        /* refused before its request: shut down for reading then (monotonic s) */
+    int unresolved;             /* on cl->unresolved: its address is not known yet */
+    conn_addr *addr;            /* counted for this address; NULL: not counted */
     double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
     struct conn_limit *cl;
 } conn_entry;
@@ -106,6 +129,13 @@ struct conn_limit {
     size_t receiving;     /* the sum of the entries' receiving */
     size_t body_budget;   /* 0: none */
     const size_t *held;   /* bytes of bodies held by requests in progress (the server's count) */
+    size_t per_ip_cap;    /* 0: none */
+    int per_ip_loopback;  /* loopback clients are held to it too */
+    conn_addr **addrs;    /* hash buckets */
+    size_t n_addrs, n_buckets;
+    conn_entry **unresolved; /* accepted, address not read yet */
+    size_t n_unresolved, alloc_unresolved;
+    struct event *resolver;
     conn_limit_stats st;
 };
 
@@ -134,10 +164,74 @@ static double conn_limit_now(const conn_limit *cl)
 static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 static void conn_limit_note_fd(conn_limit *cl, conn_entry *e);
+void conn_limit_sweep(conn_limit *cl);
+
+static size_t conn_addr_hash(const unsigned char key[16])
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (int i = 0; i < 16; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+static void conn_addr_release(conn_limit *cl, conn_addr *a)
+{
+    if (--a->count)
+        return;
+    conn_addr **pp = &cl->addrs[conn_addr_hash(a->key) & (cl->n_buckets - 1)];
+    while (*pp != a)
+        pp = &(*pp)->next;
+    *pp = a->next;
+    free(a);
+    cl->n_addrs--;
+}
+
+/* The entry for key, made on first use (NULL when out of memory). */
+static conn_addr *conn_addr_get(conn_limit *cl, const unsigned char key[16])
+{
+    if (cl->n_addrs >= cl->n_buckets) {
+        size_t nb = cl->n_buckets ? cl->n_buckets * 2 : 256;
+        conn_addr **b = calloc(nb, sizeof *b);
+        if (!b && !cl->n_buckets)
+            return NULL;
+        if (b) {
+            for (size_t i = 0; i < cl->n_buckets; i++)
+                for (conn_addr *a = cl->addrs[i], *next; a; a = next) {
+                    next = a->next;
+                    conn_addr **head = &b[conn_addr_hash(a->key) & (nb - 1)];
+                    a->next = *head;
+                    *head = a;
+                }
+            free(cl->addrs);
+            cl->addrs = b;
+            cl->n_buckets = nb;
+        }
+    }
+    conn_addr **head = &cl->addrs[conn_addr_hash(key) & (cl->n_buckets - 1)];
+    for (conn_addr *a = *head; a; a = a->next)
+        if (!memcmp(a->key, key, 16))
+            return a;
+    conn_addr *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    memcpy(a->key, key, 16);
+    a->next = *head;
+    *head = a;
+    cl->n_addrs++;
+    return a;
+}
 
 static void conn_limit_drop(conn_limit *cl, size_t i)
 {
     conn_entry *e = cl->conns[i];
+    if (e->unresolved)
+        for (size_t k = 0; k < cl->n_unresolved; k++)
+            if (cl->unresolved[k] == e) {
+                cl->unresolved[k] = cl->unresolved[--cl->n_unresolved];
+                break;
+            }
+    if (e->addr)
+        conn_addr_release(cl, e->addr);
     if (e->fd >= 0 && (size_t)e->fd < cl->by_fd_len && cl->by_fd[e->fd] == e)
         cl->by_fd[e->fd] = NULL;
     evbuffer_remove_cb(bufferevent_get_input(e->bev), conn_limit_on_input, e);
@@ -161,7 +255,7 @@ static void conn_limit_time_out(conn_limit *cl, conn_entry *e)
                       "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                       "Connection: close\r\n\r\n",
                       sizeof body - 1);
-    e->timed_out = 1;
+    e->answered = 1;
     cl->st.slow_requests_closed++;
     log_warn("client connection: a request still incomplete after %.0f s; answering 408 and closing",
              cl->request_timeout_s);
@@ -200,14 +294,108 @@ static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e)
     log_warn("client connection: %zu bytes of a request still arriving would pass the body budget of %zu bytes "
              "(%zu held, %zu arriving in all); answering 503 and closing",
              e->receiving, cl->body_budget, *cl->held, cl->receiving);
-    e->refused_body = 1;
-    e->timed_out = 1; /* its request clock stops too */
+    e->answered = 1;
     cl->receiving -= e->receiving;
     e->receiving = 0;
     cl->st.bodies_refused++;
     if (send(e->fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
         send(e->fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     shutdown(e->fd, SHUT_RDWR);
+}
+
+/* The client address of e's socket as a key; 0 if it is not counted
+ * (unknown, not IP, or loopback when loopback clients are exempt). */
+static int conn_limit_addr_key(const conn_limit *cl, int fd, unsigned char key[16])
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    memset(key, 0, 16);
+    int loopback;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &in->sin_addr, 4);
+        loopback = key[12] == 127;
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+            memcpy(key, &in6->sin6_addr, 16);
+            loopback = key[12] == 127;
+        } else {
+            memcpy(key, &in6->sin6_addr, 8); /* the /64 */
+            loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+        }
+    } else {
+        return 0;
+    }
+    return !loopback || cl->per_ip_loopback;
+}
+
+/* e is one connection too many for its address: a 503 on the socket
+ * before it says anything (as when out of descriptors), then closed. */
+static void conn_limit_refuse_addr(conn_limit *cl, conn_entry *e, int fd)
+{
+    static const char body[] = "{\"error\":{\"message\":\"this client address has as many connections open as the "
+                               "gateway allows one address; close some or retry shortly\",\"type\":\"server_error\","
+                               "\"code\":\"too_many_connections\"}}\n";
+    char head[224];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                      "Retry-After: 1\r\nConnection: close\r\n\r\n",
+                      sizeof body - 1);
+    e->answered = 1;
+    cl->st.refused_per_ip++;
+    if (cl->st.refused_per_ip == 1 || cl->st.refused_per_ip % 1000 == 0)
+        log_warn("client connections: an address has %zu open, the cap per address is %zu: refusing more "
+                 "(%llu refused so far)",
+                 e->addr->count, cl->per_ip_cap, (unsigned long long)cl->st.refused_per_ip);
+    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        send(fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    /* the answer, then the end of it; the request the client sends (in
+     * one write or several) is still read, so the client is not reset
+     * before it reads the answer. The sweep shuts it down for good after
+     * CONN_LINGER_S: a silent client does not keep its slot. */
+    shutdown(fd, SHUT_WR);
+    e->linger_until = conn_limit_now(cl) + CONN_LINGER_S;
+}
+
+/* Connections accepted since the last run: their addresses are known now.
+ * Before one is refused, the connections its address already closed are
+ * released (a sweep, at most once a run): the count lags up to a sweep
+ * period behind, and a client that reconnects at once must not pay for it.
+ * Entries are taken off the front of the list one at a time, so a sweep
+ * that drops one still waiting there leaves nothing dangling. */
+static void conn_limit_on_resolve(evutil_socket_t unused, short what, void *arg)
+{
+    conn_limit *cl = arg;
+    int swept = 0;
+    while (cl->n_unresolved) { /* in the order of accept: the latest is the one too many */
+        conn_entry *e = cl->unresolved[0];
+        memmove(cl->unresolved, cl->unresolved + 1, --cl->n_unresolved * sizeof *cl->unresolved);
+        e->unresolved = 0;
+        int fd = bufferevent_getfd(e->bev);
+        unsigned char key[16];
+        if (fd < 0 || !conn_limit_addr_key(cl, fd, key) || !(e->addr = conn_addr_get(cl, key)))
+            continue;
+        if (++e->addr->count <= cl->per_ip_cap)
+            continue;
+        bufferevent_data_cb r, w;
+        bufferevent_event_cb ev;
+        bufferevent_getcb(e->bev, &r, &w, &ev, NULL);
+        if (!r && !w && !ev)
+            continue; /* evhttp let it go already: the sweep drops it */
+        if (!swept) {
+            swept = 1;
+            conn_limit_sweep(cl); /* e is live, so it stays */
+            if (e->addr->count <= cl->per_ip_cap)
+                continue;
+        }
+        if (e->fd < 0)
+            conn_limit_note_fd(cl, e);
+        conn_limit_refuse_addr(cl, e, fd);
+    }
 }
 
 void conn_limit_sweep(conn_limit *cl)
@@ -222,11 +410,15 @@ void conn_limit_sweep(conn_limit *cl)
             conn_limit_drop(cl, i);
             continue;
         }
+        if (e->linger_until && now >= e->linger_until && e->fd >= 0) {
+            e->linger_until = 0;
+            shutdown(e->fd, SHUT_RDWR);
+        }
         if (e->answering && r) { /* the answer is out; evhttp reads the next request */
             e->answering = 0;
             bufferevent_set_timeouts(e->bev, &cl->idle, &cl->idle);
         }
-        if (!e->reading_since || e->timed_out || e->fd < 0) {
+        if (!e->reading_since || e->answered || e->fd < 0) {
             i++;
             continue;
         }
@@ -279,7 +471,7 @@ static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_i
         e->reading_since = conn_limit_now(cl);
     if (e->fd < 0)
         conn_limit_note_fd(cl, e);
-    if (e->refused_body || e->fd < 0)
+    if (e->answered || e->fd < 0)
         return;
     e->receiving += info->n_added;
     cl->receiving += info->n_added;
@@ -354,6 +546,19 @@ static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
     evbuffer_add_cb(bufferevent_get_output(bev), conn_limit_on_output, e);
     cl->conns[cl->n++] = e;
     cl->n_over += (size_t)e->over;
+    if (cl->per_ip_cap && cl->resolver) {
+        if (cl->n_unresolved == cl->alloc_unresolved) {
+            size_t na = cl->alloc_unresolved ? cl->alloc_unresolved * 2 : 64;
+            conn_entry **u = realloc(cl->unresolved, na * sizeof *u);
+            if (!u)
+                abort(); /* same policy as sbuf */
+            cl->unresolved = u;
+            cl->alloc_unresolved = na;
+        }
+        cl->unresolved[cl->n_unresolved++] = e;
+        e->unresolved = 1;
+        event_active(cl->resolver, EV_TIMEOUT, 1);
+    }
     cl->st.open = cl->n;
     if (e->over)
         log_warn("client connections: %zu open, the cap is %zu: refusing new ones", cl->n, cl->cap);
@@ -437,6 +642,7 @@ conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct 
     struct timeval every = {0, CONN_SWEEP_MS * 1000};
     event_add(cl->sweeper, &every);
     cl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cl->resolver = event_new(base, -1, 0, conn_limit_on_resolve, cl);
     conn_limit_active = cl;
     evconnlistener_set_error_cb(cl->lev, conn_limit_on_accept_error);
     evhttp_set_bevcb(http, conn_limit_on_new, cl);
@@ -453,6 +659,10 @@ void conn_limit_free(conn_limit *cl)
         conn_limit_drop(cl, cl->n - 1);
     free(cl->conns);
     free(cl->by_fd);
+    free(cl->unresolved);
+    free(cl->addrs); /* empty: every entry went with its last connection */
+    if (cl->resolver)
+        event_free(cl->resolver);
     if (cl->resume)
         event_free(cl->resume);
     if (cl->sweeper)
@@ -470,17 +680,26 @@ int conn_limit_request(conn_limit *cl, struct evhttp_request *req)
     conn_entry *e = fd >= 0 && (size_t)fd < cl->by_fd_len ? cl->by_fd[fd] : NULL;
     if (!e || e->bev != bev)
         return 0;
+    if (e->answered)
+        return CONN_ANSWERED; /* its bytes were already read when the refusal went out */
     e->reading_since = 0; /* the request is whole; the next one starts its own clock */
     conn_limit_receiving_reset(e); /* its body is the server's to count now */
     if (e->over)
         cl->st.refused++;
-    return e->over;
+    return e->over ? CONN_OVER_CAP : CONN_OK;
 }
 
 void conn_limit_set_body_budget(conn_limit *cl, size_t budget, const size_t *held)
 {
     cl->body_budget = held ? budget : 0;
     cl->held = held;
+}
+
+void conn_limit_set_per_ip(conn_limit *cl, size_t cap, int loopback)
+{
+    cl->per_ip_cap = cap;
+    cl->per_ip_loopback = loopback;
+    cl->st.per_ip_cap = cap;
 }
 
 size_t conn_limit_receiving(const conn_limit *cl) { return cl ? cl->receiving : 0; }

@@ -17,6 +17,8 @@ typedef struct conn_limit_stats {
     size_t open;               /* client connections open (an upper bound between sweeps) */
     size_t cap;                /* the configured cap */
     uint64_t refused;          /* connections answered 503 because of the cap */
+    size_t per_ip_cap;         /* connections one client address may hold; 0: no such cap */
+    uint64_t refused_per_ip;   /* connections answered 503 because their address had its share */
     uint64_t accept_pauses;    /* times accepting paused: out of descriptors or far over the cap */
     uint64_t fd_refused;       /* connections refused with the spare descriptor while out of descriptors */
     uint64_t slow_requests_closed; /* connections closed with a 408: a request not whole in time */
@@ -39,14 +41,21 @@ conn_limit *conn_limit_new(struct event_base *base, struct evhttp *http, struct 
 /* Frees what is left; call after evhttp_free. */
 void conn_limit_free(conn_limit *cl);
 
+enum { CONN_OK = 0, CONN_OVER_CAP, CONN_ANSWERED };
 /* Notes that req arrived whole (its connection's request clock stops).
- * Returns 1 if it came on a connection accepted beyond the cap: the caller
- * answers it with a refusal and closes the connection. */
+ * Returns CONN_OVER_CAP if it came on a connection accepted beyond the cap:
+ * the caller answers it with a refusal and closes the connection;
+ * CONN_ANSWERED if a refusal was already written on that connection (its
+ * bytes had arrived with the ones that passed a limit): the caller serves
+ * nothing and closes it. */
 int conn_limit_request(conn_limit *cl, struct evhttp_request *req);
 /* Counts the bytes of requests still arriving against budget, together
  * with *held (the bodies of requests in progress, kept by the caller): a
  * connection whose bytes pass it is answered 503 body_budget_exceeded. */
 void conn_limit_set_body_budget(conn_limit *cl, size_t budget, const size_t *held);
+/* At most cap connections per client address (IPv6: per /64); 0: no
+ * such cap. loopback: loopback clients are held to it too. */
+void conn_limit_set_per_ip(conn_limit *cl, size_t cap, int loopback);
 /* Bytes received for requests not yet dispatched, on every connection. */
 size_t conn_limit_receiving(const conn_limit *cl);
 /* Releases connections libevent has closed (a timer calls it every 100 ms). */

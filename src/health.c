@@ -107,10 +107,10 @@ void health_reply(struct evhttp_request *req, gateway *gw)
     sbuf_printf(&b, "},\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
     sbuf_printf(&b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
                     "\"refused_out_of_descriptors\":%llu,\"slow_requests_closed\":%llu,\"accepting\":%s,"
-                    "\"descriptor_limit\":%ld}",
+                    "\"descriptor_limit\":%ld,\"per_ip_cap\":%zu,\"refused_per_ip\":%llu}",
                 cs.open, cs.cap, (unsigned long long)cs.refused, (unsigned long long)cs.accept_pauses,
                 (unsigned long long)cs.fd_refused, (unsigned long long)cs.slow_requests_closed,
-                cs.paused ? "false" : "true", cs.nofile);
+                cs.paused ? "false" : "true", cs.nofile, cs.per_ip_cap, (unsigned long long)cs.refused_per_ip);
     sbuf_printf(&b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"bytes_receiving\":%zu,\"budget\":%zu,"
                     "\"refused\":%llu}",
                 gw->body_bytes, cs.bytes_receiving, gw->cfg.max_bodies_in_flight,

@@ -217,7 +217,12 @@ static void server_handle(struct evhttp_request *req, void *arg)
     path[plen] = '\0';
     enum evhttp_cmd_type method = evhttp_request_get_command(req);
 
-    if (conn_limit_request(gw->conns, req)) {
+    int admitted = conn_limit_request(gw->conns, req);
+    if (admitted == CONN_ANSWERED) { /* refused on the socket already: the bytes written now go nowhere */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        return server_send_error(req, 503, "server_error", "refused", "the connection was already refused");
+    }
+    if (admitted == CONN_OVER_CAP) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
         return server_refuse(req, path, 503, "server_error", "too_many_connections",
@@ -319,5 +324,11 @@ int server_start(gateway *gw)
     if (!gw->conns)
         return -1;
     conn_limit_set_body_budget(gw->conns, gw->cfg.max_bodies_in_flight, &gw->body_bytes);
+    /* by default a quarter of the cap, at least 256: a cap as large as the
+     * global one would change nothing (and cost a getpeername per connection) */
+    long per_ip = gw->cfg.max_connections_per_ip;
+    if (per_ip < 0)
+        per_ip = conn_cap / 4 > 256 ? conn_cap / 4 : 256;
+    conn_limit_set_per_ip(gw->conns, per_ip < conn_cap ? (size_t)per_ip : 0, (int)gw->cfg.per_ip_loopback);
     return 0;
 }

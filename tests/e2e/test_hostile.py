@@ -501,6 +501,74 @@ class HostileTest(GatewayTest):
         self.assertGreaterEqual(health["connections"]["refused"], 1, health)
         self.assertEqual(health["connections"]["cap"], 4)
 
+    def connect_from(self, g, source):
+        s = socket.socket()
+        s.settimeout(20)
+        s.bind((source, 0))
+        s.connect((HOST, g.port))
+        return s
+
+    def test_one_client_address_cannot_take_every_connection(self):
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "8", "SWITCHYARD_MAX_CONNECTIONS_PER_IP": "3"})
+        base = settled_socket_fds(g.proc.pid)
+        idle = [self.connect_from(g, "127.0.0.1") for _ in range(3)]
+        wait_for(lambda: socket_fds(g.proc.pid) >= base + 3, what="the idle connections to be accepted")
+        s = self.connect_from(g, "127.0.0.1")
+        refused_body = dict(RESP_BODY, input="one connection too many for this address")
+        s.sendall(raw_request(g, "POST", "/v1/responses", refused_body))
+        status, hl, payload, _ = read_one_response(s)
+        s.close()
+        self.assertEqual(status, 503, payload)
+        err = json.loads(payload)["error"]
+        self.assertEqual(err["code"], "too_many_connections")
+        self.assertEqual(err["type"], "server_error")
+        self.assertIn("address", err["message"])
+        self.assertEqual(hl.get("connection"), ["close"])
+        self.assertEqual(hl.get("retry-after"), ["1"])
+        refused_len = len(json.dumps(refused_body))
+        self.assertEqual([r for r in self.mock.requests() if r["body_len"] == refused_len], [])
+        # another address still gets in (127.0.0.2 is loopback too, and counted apart)
+        o = self.connect_from(g, "127.0.0.2")
+        o.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY, headers=("Connection: close",)))
+        status, _, payload, _ = read_one_response(o)
+        o.close()
+        self.assertEqual(status, 200, payload[:300])
+        for c in idle:
+            c.close()
+        wait_for(lambda: g.post("/v1/responses", RESP_BODY).status == 200,
+                 what="the address to be served again once its connections closed")
+        health = g.get("/health", key=None).json()["connections"]
+        self.assertEqual(health["per_ip_cap"], 3, health)
+        self.assertGreaterEqual(health["refused_per_ip"], 1, health)
+
+    def test_a_silent_connection_over_its_address_share_is_answered_and_closed(self):
+        # waiting for its first request would let a client that never sends one hold the slot
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS_PER_IP": "1"})
+        settled_socket_fds(g.proc.pid)  # the harness's own check that the port accepts is let go
+        held = self.connect_from(g, "127.0.0.1")
+        s = self.connect_from(g, "127.0.0.1")
+        raw = read_to_eof(s)  # nothing sent: the answer comes, then the close
+        s.close()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 503 "), raw[:300])
+        self.assertEqual(json.loads(body)["error"]["code"], "too_many_connections")
+        held.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
+        status, _, payload, _ = read_one_response(held)
+        held.close()
+        self.assertEqual(status, 200, payload[:300])
+
+    def test_loopback_clients_can_be_exempted_from_the_per_address_cap(self):
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS_PER_IP": "2",
+                          "SWITCHYARD_MAX_CONNECTIONS_PER_IP_LOOPBACK": "0"})
+        base = settled_socket_fds(g.proc.pid)
+        idle = [connect(g) for _ in range(4)]
+        wait_for(lambda: socket_fds(g.proc.pid) >= base + 4, what="the idle connections to be accepted")
+        self.assertEqual(g.post("/v1/responses", RESP_BODY).status, 200)
+        for c in idle:
+            c.close()
+        health = g.get("/health", key=None).json()["connections"]
+        self.assertEqual(health["refused_per_ip"], 0, health)
+
     def test_out_of_descriptors_neither_spins_nor_floods_the_log_and_recovers(self):
         limit = 40
 
