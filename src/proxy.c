@@ -1470,8 +1470,9 @@ static void proxy_up_done(void *ud, up_result r, const char *errmsg)
         return proxy_resume_failed(p, r != UP_OK && errmsg ? errmsg : "the next account refused to continue the answer");
     if (p->committed)
         return proxy_done_committed(p, r, errmsg);
-    if (r == UP_LOCAL) { /* our shortage, not the account's: no cooldown, no next candidate */
-        snprintf(p->error_class, sizeof p->error_class, "gateway_out_of_descriptors");
+    if (r == UP_LOCAL || r == UP_INTERNAL) { /* our shortage, not the account's: no cooldown, no next candidate */
+        snprintf(p->error_class, sizeof p->error_class, "%s",
+                 r == UP_LOCAL ? "gateway_out_of_descriptors" : "gateway_internal");
         evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", "1");
         server_send_error(p->req, 503, "server_error", "gateway_overloaded", errmsg ? errmsg : "gateway overloaded");
         return proxy_finish(p, 503);
@@ -1569,6 +1570,9 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
                           p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
+    if (!p->up) /* out of memory, or libcurl refused it: no callback will come, so end it here */
+        proxy_up_done(p, UP_INTERNAL, "the gateway could not start the upstream request (out of memory or a libcurl "
+                                      "failure); retry shortly");
 }
 
 static void proxy_exhausted(proxy_req *p)

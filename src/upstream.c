@@ -110,6 +110,7 @@ typedef struct up_sock {
 
 static void upstream_check_done(upstream *u);
 static void upstream_req_free(upstream_req *r);
+static void upstream_end(upstream_req *r, up_result res, const char *msg);
 static void upstream_accept_encoding(upstream *u);
 static int upstream_proxy_env(void);
 
@@ -282,16 +283,15 @@ static int upstream_timer_cb(CURLM *multi, long timeout_ms, void *uarg)
 
 /* ---- deferred starts and cancels ---- */
 
-static void upstream_add_now(upstream_req *r)
+/* Hands r to curl; 0 when it refused (r is then not in the multi handle). */
+static int upstream_add_now(upstream_req *r)
 {
-    r->added = 1;
     if (curl_multi_add_handle(r->u->multi, r->easy) != CURLM_OK) {
-        r->added = 0;
-        r->cancelled = 1;
-        if (r->cb.on_done)
-            r->cb.on_done(r->ud, UP_NETWORK, "curl_multi_add_handle failed");
-        upstream_req_free(r);
+        log_warn("upstream: libcurl refused a transfer (curl_multi_add_handle failed)");
+        return -1;
     }
+    r->added = 1;
+    return 0;
 }
 
 /* Frees r unless the kick still holds it (it frees cancelled ones itself). */
@@ -313,8 +313,8 @@ static void upstream_on_kick(evutil_socket_t fd, short what, void *arg)
         r->on_pending = 0;
         if (r->cancelled)
             upstream_req_free(r);
-        else
-            upstream_add_now(r);
+        else if (upstream_add_now(r) < 0) /* its start returned already: it hears it the usual way */
+            upstream_end(r, UP_INTERNAL, "the gateway could not start the upstream request (libcurl refused it)");
     }
 }
 
@@ -504,6 +504,8 @@ static void upstream_finish(upstream_req *r, CURLcode code)
 {
     if (code != CURLE_OK && upstream_failed_locally(r, code))
         upstream_end(r, UP_LOCAL, "the gateway is out of file descriptors");
+    else if (code == CURLE_OUT_OF_MEMORY)
+        upstream_end(r, UP_INTERNAL, "the gateway ran out of memory for the upstream request");
     else if (code == CURLE_OPERATION_TIMEDOUT && !r->headers_done)
         upstream_end(r, UP_TIMEOUT_CONNECT, "upstream connect timeout");
     else if (code != CURLE_OK)
@@ -603,29 +605,46 @@ void upstream_free(upstream *u)
  * request) one byte at a time, and each of ours once: so the User-Agent and
  * Accept-Encoding headers it would add are given here, as ours, with the
  * same text (curl leaves out its own when ours are present). */
+/* Appends s to *h; -1 (and *h unchanged) when out of memory. */
+static int upstream_header_add(struct curl_slist **h, const char *s)
+{
+    struct curl_slist *n = curl_slist_append(*h, s);
+    if (!n)
+        return -1;
+    *h = n;
+    return 0;
+}
+
+/* NULL when out of memory: a request without all of its headers (its
+ * Authorization, say) must not go out. */
 static struct curl_slist *upstream_build_headers(const upstream *u, const upstream_spec *spec)
 {
     /* "Expect:" (none) stops curl from asking for a 100-continue before a
      * large body; curl never asks for one before a body of 1 KiB or less
      * (1 MiB in later versions), and each header of ours is one more
      * entry it walks for every header name it checks */
-    struct curl_slist *h = spec->body && spec->body_len > 1024 ? curl_slist_append(NULL, "Expect:") : NULL;
+    struct curl_slist *h = NULL;
+    int bad = spec->body && spec->body_len > 1024 && upstream_header_add(&h, "Expect:") < 0;
     sbuf line = SBUF_INIT;
     int has_ua = 0, has_ae = 0;
-    for (size_t i = 0; i < spec->n_headers; i++) {
+    for (size_t i = 0; i < spec->n_headers && !bad; i++) {
         has_ua |= strcasecmp(spec->headers[i].name, "User-Agent") == 0;
         has_ae |= strcasecmp(spec->headers[i].name, "Accept-Encoding") == 0;
         sbuf_reset(&line);
         sbuf_puts(&line, spec->headers[i].name);
         sbuf_append(&line, ": ", 2);
         sbuf_puts(&line, spec->headers[i].value);
-        h = curl_slist_append(h, line.p);
+        bad = upstream_header_add(&h, line.p) < 0;
     }
+    if (line.p)
+        explicit_bzero(line.p, line.len); /* the last one may be the Authorization */
     sbuf_free(&line);
-    if (!has_ua)
-        h = curl_slist_append(h, "User-Agent: " UPSTREAM_USER_AGENT);
-    if (!has_ae)
-        h = curl_slist_append(h, u->accept_encoding);
+    bad = bad || (!has_ua && upstream_header_add(&h, "User-Agent: " UPSTREAM_USER_AGENT) < 0);
+    bad = bad || (!has_ae && upstream_header_add(&h, u->accept_encoding) < 0);
+    if (bad || !h) {
+        curl_slist_free_all(h);
+        return NULL;
+    }
     return h;
 }
 
@@ -696,22 +715,22 @@ static CURL *upstream_easy(upstream *u)
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
 {
     upstream_req *r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    r->easy = upstream_easy(u);
-    if (!r->easy) {
-        free(r);
-        return NULL;
+    if (!r || !(r->easy = upstream_easy(u)) || !(r->hdrs = upstream_build_headers(u, spec))) {
+        log_warn("upstream: cannot start a request: out of memory");
+        goto fail;
     }
     r->u = u;
     r->fd_failures_at_start = u->fd_failures;
     r->cb = *cb;
     r->ud = ud;
-    r->hdrs = upstream_build_headers(u, spec);
     evtimer_assign(&r->deadline, u->base, upstream_on_deadline, r);
-    u->active++;
     CURL *e = r->easy;
-    curl_easy_setopt(e, CURLOPT_URL, spec->url);
+    /* the URL is copied (it can fail); on a reused handle a failure would
+     * leave the last transfer's URL in place, with this one's headers */
+    if (curl_easy_setopt(e, CURLOPT_URL, spec->url) != CURLE_OK) {
+        log_warn("upstream: cannot start a request: libcurl refused its URL");
+        goto fail;
+    }
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
@@ -732,14 +751,29 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
     r->first_byte_ms = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
+    if (u->in_curl) {
+        upstream_defer(r); /* a refusal then comes through on_done */
+    } else if (upstream_add_now(r) < 0) {
+        goto fail;
+    }
+    u->active++;
     /* curl enforces the connect limit itself; this is a backstop until the
      * request is sent, when the first-byte limit takes over */
     upstream_arm(r, u->lim.connect_timeout_ms + 1000);
-    if (u->in_curl)
-        upstream_defer(r);
-    else
-        upstream_add_now(r);
     return r;
+fail:
+    if (r) {
+        if (r->easy) {
+            /* no pointer into r may stay in a handle that is kept */
+            curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, NULL);
+            curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, NULL);
+            curl_easy_setopt(r->easy, CURLOPT_PRIVATE, NULL);
+            curl_easy_cleanup(r->easy);
+        }
+        curl_slist_free_all(r->hdrs);
+        free(r);
+    }
+    return NULL;
 }
 
 void upstream_cancel(upstream_req *r)

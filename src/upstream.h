@@ -28,9 +28,12 @@ typedef struct upstream_spec {
     int small_reads;                /* a long-lived stream: a 2 KiB receive buffer (UP_STREAM_BUFFER) */
 } upstream_spec;
 
-/* UP_LOCAL: the gateway itself ran out of a resource (file descriptors):
- * not the account's fault, so no cooldown and no failover. */
-typedef enum { UP_OK = 0, UP_NETWORK, UP_TIMEOUT_CONNECT, UP_TIMEOUT_FIRST_BYTE, UP_TIMEOUT_IDLE, UP_LOCAL } up_result;
+/* UP_LOCAL: the gateway itself ran out of a resource (file descriptors);
+ * UP_INTERNAL: the transfer could not be started (out of memory, libcurl
+ * refused it). Neither is the account's fault: no cooldown, no failover. */
+typedef enum {
+    UP_OK = 0, UP_NETWORK, UP_TIMEOUT_CONNECT, UP_TIMEOUT_FIRST_BYTE, UP_TIMEOUT_IDLE, UP_LOCAL, UP_INTERNAL
+} up_result;
 
 typedef struct upstream_callbacks {
     /* Status line and all headers received. Return 0 to go on, -1 to abort (no more callbacks). */
@@ -44,6 +47,10 @@ typedef struct upstream_callbacks {
 upstream *upstream_new(struct event_base *base, const upstream_limits *lim);
 void upstream_free(upstream *u);
 
+/* Starts a transfer. NULL when it cannot start now (out of memory, libcurl
+ * refused it): then no callback ever runs and the caller ends its work with
+ * an error of its own. Otherwise on_done runs exactly once, never before
+ * this returns (a start that fails later reports UP_INTERNAL there). */
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud);
 /* Aborts; no callback runs afterwards and the request is freed. */
 void upstream_cancel(upstream_req *r);

@@ -231,6 +231,8 @@ static void usage_start(usage_poll *u, usage_entry *e, const pool_account *pa)
     e->status = 0;
     sbuf_reset(&e->body);
     e->up = upstream_start(u->gw->up, &spec, &usage_cb, e);
+    if (!e->up) /* nothing will call back: the next poll is at the usual time */
+        log_warn("account %s: usage poll could not start", pa->a.name);
     explicit_bzero(auth.p, auth.len);
     sbuf_free(&auth);
 }

@@ -138,6 +138,11 @@ def switchyard_bin():
     return env_path("SWITCHYARD_BIN", "switchyard")
 
 
+def faulty_bin():
+    """The gateway built with libcurl failures on demand (tests/support/fault_curl.c)."""
+    return env_path("SWITCHYARD_FAULTY_BIN", os.path.join("tests", "switchyard_faulty"))
+
+
 def mock_bin():
     return env_path("MOCK_UPSTREAM_BIN", os.path.join("tests", "mock_upstream"))
 
@@ -595,6 +600,7 @@ class Gateway:
         self.proc = None
         self.port = None
         self.preexec = None  # optional callable run in the child before exec (e.g. a low RLIMIT_NOFILE)
+        self.bin = None  # the binary `serve` runs (default switchyard_bin(); e.g. faulty_bin())
         self.accounts = {}
         self.cli_runs = []
         for a in accounts:
@@ -641,7 +647,7 @@ class Gateway:
         last = ""
         for _ in range(attempts):
             self.port = port or free_port()
-            args = [switchyard_bin(), "serve", "--db", self.db_path, "--listen", f"{HOST}:{self.port}"]
+            args = [self.bin or switchyard_bin(), "serve", "--db", self.db_path, "--listen", f"{HOST}:{self.port}"]
             if self.policies:
                 args += ["--policies", self.policies]
             args += self.serve_args

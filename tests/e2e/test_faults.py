@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 
-from harness import GatewayTest, account, main, wait_for
+from harness import GatewayTest, account, faulty_bin, main, wait_for
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 
@@ -208,6 +208,55 @@ class FaultTest(GatewayTest):
                      what="/health to report the fallback")
         self.assertTrue(any("built-in default" in r and "boom" in r for r in h["reasons"]), h)
         self.assertGreaterEqual(h["policy_fallbacks"], 1)
+
+
+class CurlFailureTest(GatewayTest):
+    """Paths only out-of-memory or a libcurl failure reach, through the gateway built with
+    libcurl failures on demand (tests/support/fault_curl.c): a transfer that cannot start is
+    the gateway's failure, never the account's, and never leaves the request waiting."""
+
+    def faulty(self, accounts, env):
+        g = self.gateway(accounts, env=env, start=False)
+        g.bin = faulty_bin()
+        g.start()
+        return g
+
+    def cooled(self, g):
+        return g.query("SELECT account_id FROM account_state WHERE cooldown_until > ?", (time.time(),))
+
+    def assertGatewayFailure(self, g, r):
+        err = self.assertOpenAIError(r, 503)
+        self.assertEqual(err["code"], "gateway_overloaded", err)
+        self.assertEqual(r.headers.get("retry-after"), "1")
+        rows = g.wait_request_logs(1)
+        self.assertEqual((rows[-1]["status"], rows[-1]["error_class"]), (503, "gateway_internal"), rows[-1])
+
+    def test_no_curl_handle_for_a_request_ends_it_with_a_503_instead_of_a_hang(self):
+        g = self.faulty([account("a", self.mock.url("a"))], {"SY_FAULT_CURL_EASY_INIT": "1"})
+        self.assertGatewayFailure(g, g.post("/v1/responses", RESP_BODY, timeout=20))
+        self.assertEqual(self.mock.requests(), [])
+        self.assertEqual(self.cooled(g), [], "an account was cooled down for the gateway's own failure")
+        self.assertEqual(g.post("/v1/responses", RESP_BODY).status, 200)
+
+    def test_a_transfer_libcurl_refuses_ends_the_request_with_a_503_and_cools_no_account(self):
+        g = self.faulty([account("a", self.mock.url("a")), account("b", self.mock.url("b"))],
+                        {"SY_FAULT_CURL_MULTI_ADD": "1"})
+        self.assertGatewayFailure(g, g.post("/v1/responses", RESP_BODY, timeout=20))
+        self.assertEqual(self.mock.requests(), [])
+        self.assertEqual(self.cooled(g), [], "an account was cooled down for the gateway's own failure")
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+
+    def test_a_failover_libcurl_refuses_inside_a_stream_ends_with_a_503_and_cools_only_the_failed_account(self):
+        # the quota error arrives inside a's stream: b's transfer starts from within libcurl's
+        # callback, so it is queued and refused later, after its start returned
+        g = self.faulty([account("a", self.mock.url("a", "quota_stream")), account("b", self.mock.url("b"))],
+                        {"SY_FAULT_CURL_MULTI_ADD": "2"})
+        self.assertGatewayFailure(g, g.post("/v1/responses", dict(RESP_BODY, stream=True), timeout=20))
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+        self.assertEqual([r["account_id"] for r in self.cooled(g)], [g.account_id("a")],
+                         "b was cooled down for the gateway's own failure")
 
 
 if __name__ == "__main__":

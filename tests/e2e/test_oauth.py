@@ -11,7 +11,7 @@ import os
 import threading
 import time
 
-from harness import GatewayTest, account, admin_get, http_call, main, wait_for
+from harness import GatewayTest, account, admin_get, faulty_bin, http_call, main, wait_for
 
 CODEX_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
 
@@ -226,6 +226,20 @@ class OAuthTest(GatewayTest):
         self.assertEqual(self.login_row(g, "erin")["refresh_token"], "rt_erin_1")
         wait_for(lambda: "retry_in_s=1" in g.trace_text() and "retry_in_s=2" in g.trace_text(),
                  what="backoff in the trace")
+
+    def test_a_refresh_libcurl_refuses_to_start_backs_off_and_the_next_one_refreshes(self):
+        # the gateway built with libcurl failures on demand: the first transfer (the refresh
+        # of the expired login, at start) is refused by libcurl
+        g = self.login_gateway({"erin": auth_json("erin", -60)}, start=False,
+                               env={"SWITCHYARD_OAUTH_RETRY_MIN_S": "1", "SY_FAULT_CURL_MULTI_ADD": "1"})
+        g.bin = faulty_bin()
+        g.start()
+        wait_for(lambda: self.login_row(g, "erin")["refresh_token"] == "rt_erin_2", timeout=30,
+                 what="the refresh after the one that could not start")
+        self.assertIn("login refresh failed (could not start the request)", g.log_text())
+        self.assertEqual(len(self.oauth_requests()), 1)
+        r = g.post("/v1/responses", {"model": "gpt-test", "input": "hi"}, key=g.key)
+        self.assertEqual(r.status, 200, r)
 
     def test_twenty_concurrent_requests_during_a_refresh_cause_exactly_one_refresh(self):
         g = self.login_gateway({"fay": auth_json("fay", -60)}, "slow,ms=1500", unlimited=True)
