@@ -502,17 +502,12 @@ static int cli_account_add(int argc, char **argv)
     if (got == 0 && a.codex_auth) {
         const login_entry *e = &logins.v[0];
         an.token = e->access_token;
-        an.refresh_token = e->refresh_token;
-        an.id_token = e->id_token;
-        an.email = e->email;
-        an.plan_type = e->plan_type;
-        an.token_expires_at = e->expires_at;
-        an.last_refresh_at = e->last_refresh_at ? e->last_refresh_at : (int64_t)time(NULL);
+        login_entry_login(e, &an.login);
         if (!an.chatgpt_account_id)
             an.chatgpt_account_id = e->account_id;
     } else if (got == 0) {
         an.token = token.p;
-        an.token_expires_at = cli_token_expiry(token.p);
+        an.login.token_expires_at = cli_token_expiry(token.p);
     }
     if (got == 0)
         rc = cli_account_insert(cmd, a.db, &an);
@@ -954,18 +949,13 @@ static int cli_account_update(int argc, char **argv)
     } else if (a.codex_auth && (got = cli_codex_auth_read(cmd, a.codex_auth, &logins)) == 0) {
         const login_entry *e = &logins.v[0];
         p.token = e->access_token;
-        p.refresh_token = e->refresh_token;
-        p.id_token = e->id_token;
-        p.email = e->email;
-        p.plan_type = e->plan_type;
-        p.token_expires_at = e->expires_at;
-        p.last_refresh_at = e->last_refresh_at ? e->last_refresh_at : (int64_t)time(NULL);
+        login_entry_login(e, &p.login);
         if (!p.chatgpt_account_id)
             p.chatgpt_account_id = e->account_id;
     } else if (!a.codex_auth && (a.token || a.token_file) &&
                (got = cli_token_get(cmd, a.token, a.token_file, &token)) == 0) {
         p.token = token.p;
-        p.token_expires_at = cli_token_expiry(token.p);
+        p.login.token_expires_at = cli_token_expiry(token.p);
     }
     rc = got == 0 ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     store *s = got == 0 ? cli_store_open(cmd, a.db) : NULL;

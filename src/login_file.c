@@ -369,12 +369,18 @@ void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf
     an->model_map = e->model_map;
     an->sort = e->sort;
     an->max_concurrency = e->max_concurrency;
-    an->refresh_token = e->refresh_token;
-    an->id_token = e->id_token;
-    an->email = e->email;
-    an->plan_type = e->plan_type;
-    an->token_expires_at = e->expires_at;
-    an->last_refresh_at = e->last_refresh_at ? e->last_refresh_at : (int64_t)time(NULL);
+    login_entry_login(e, &an->login);
+}
+
+void login_entry_login(const login_entry *e, account_login *out)
+{
+    out->refresh_token = e->refresh_token;
+    out->id_token = e->id_token;
+    out->email = e->email;
+    out->plan_type = e->plan_type;
+    out->token_expires_at = e->expires_at;
+    /* a login without a date was current when it was read */
+    out->last_refresh_at = e->last_refresh_at ? e->last_refresh_at : (int64_t)time(NULL);
 }
 
 /* ---------- export ---------- */

@@ -38,6 +38,9 @@ void login_list_free(login_list *l); /* wipes the secrets */
 /* Fills an account_new from an entry (pointers into e). The name is e's,
  * else derived into namebuf. */
 void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf, size_t n);
+/* The login fields of an entry beside its access token (pointers into e),
+ * for adding the login or updating an account with it. */
+void login_entry_login(const login_entry *e, account_login *out);
 
 /* Writes accounts as a switchyard export (format "switchyard.accounts",
  * version 1) that login_file_read takes back. Tokens only with_secrets. */

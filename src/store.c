@@ -154,6 +154,16 @@ void store_bind_text(sqlite3_stmt *st, int i, const char *s)
         sqlite3_bind_null(st, i);
 }
 
+void store_bind_login(sqlite3_stmt *st, int i, const account_login *l)
+{
+    store_bind_text(st, i, l->refresh_token && *l->refresh_token ? l->refresh_token : NULL);
+    store_bind_text(st, i + 1, l->id_token && *l->id_token ? l->id_token : NULL);
+    store_bind_text(st, i + 2, l->email && *l->email ? l->email : NULL);
+    store_bind_text(st, i + 3, l->plan_type && *l->plan_type ? l->plan_type : NULL);
+    sqlite3_bind_int64(st, i + 4, l->token_expires_at);
+    sqlite3_bind_int64(st, i + 5, l->last_refresh_at);
+}
+
 /* 0 and -1 mean "none"/"unknown" in the structs; NULL in SQL. */
 static void store_bind_opt_int(sqlite3_stmt *st, int i, int64_t v, int64_t none)
 {
@@ -743,12 +753,7 @@ static int store_max_concurrency(const account_new *a)
 
 static void store_account_bind(sqlite3_stmt *st, const account_new *a)
 {
-    store_bind_text(st, 11, a->refresh_token && *a->refresh_token ? a->refresh_token : NULL);
-    store_bind_text(st, 12, a->id_token && *a->id_token ? a->id_token : NULL);
-    store_bind_text(st, 13, a->email && *a->email ? a->email : NULL);
-    store_bind_text(st, 14, a->plan_type && *a->plan_type ? a->plan_type : NULL);
-    sqlite3_bind_int64(st, 15, a->token_expires_at);
-    sqlite3_bind_int64(st, 16, a->last_refresh_at);
+    store_bind_login(st, 11, &a->login);
     int64_t now = store_now();
     sqlite3_bind_text(st, 1, a->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, account_kind_name(a->kind), -1, SQLITE_STATIC);

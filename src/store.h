@@ -44,14 +44,21 @@ typedef struct account {
     char budget_period[16]; /* "month" or "<N>d" */
 } account;
 
+/* A login's fields beside its access token, as account add, account update
+ * and import hand them to the store (pointers into the caller's data; see
+ * login_entry_login). In an account_patch, NULL / 0 keep what is stored. */
+typedef struct account_login {
+    const char *refresh_token, *id_token, *email, *plan_type; /* NULL: none */
+    int64_t token_expires_at, last_refresh_at;                 /* 0: unknown */
+} account_login;
+
 typedef struct account_new {
     const char *name, *base_url, *token, *chatgpt_account_id, *model_map;
     account_kind kind;
     int sort;
     int max_concurrency;   /* -1: default for the kind (1 for chatgpt, 0 otherwise) */
     int context_fallback;
-    const char *refresh_token, *id_token, *email, *plan_type; /* NULL: none */
-    int64_t token_expires_at, last_refresh_at;
+    account_login login;
     int weight;            /* 0: default (1) */
     int max_rpm, max_tpm;  /* 0: none */
     double budget_usd;     /* 0: none */
@@ -240,8 +247,7 @@ int store_owners_load(store *s, size_t max, void (*fn)(void *ud, const char *res
 /* Changes of `account update`: NULL / unset fields stay as they are. */
 typedef struct account_patch {
     const char *token, *base_url, *model_map, *chatgpt_account_id;
-    const char *refresh_token, *id_token, *email, *plan_type;
-    int64_t token_expires_at, last_refresh_at; /* 0: keep */
+    account_login login;                         /* NULL / 0 fields: keep */
     int has_sort, sort;
     int has_max_concurrency, max_concurrency;
     int has_context_fallback, context_fallback;

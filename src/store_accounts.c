@@ -56,12 +56,12 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         {"base_url", p->base_url, 0, TEXT, p->base_url != NULL},
         {"model_map", p->model_map && *p->model_map ? p->model_map : NULL, 0, TEXT, p->model_map != NULL},
         {"chatgpt_account_id", p->chatgpt_account_id, 0, TEXT, p->chatgpt_account_id != NULL},
-        {"refresh_token", p->refresh_token, 0, TEXT, p->refresh_token != NULL},
-        {"id_token", p->id_token, 0, TEXT, p->id_token != NULL},
-        {"email", p->email, 0, TEXT, p->email != NULL},
-        {"plan_type", p->plan_type, 0, TEXT, p->plan_type != NULL},
-        {"token_expires_at", NULL, (double)p->token_expires_at, INT, p->token_expires_at != 0},
-        {"last_refresh_at", NULL, (double)p->last_refresh_at, INT, p->last_refresh_at != 0},
+        {"refresh_token", p->login.refresh_token, 0, TEXT, p->login.refresh_token != NULL},
+        {"id_token", p->login.id_token, 0, TEXT, p->login.id_token != NULL},
+        {"email", p->login.email, 0, TEXT, p->login.email != NULL},
+        {"plan_type", p->login.plan_type, 0, TEXT, p->login.plan_type != NULL},
+        {"token_expires_at", NULL, (double)p->login.token_expires_at, INT, p->login.token_expires_at != 0},
+        {"last_refresh_at", NULL, (double)p->login.last_refresh_at, INT, p->login.last_refresh_at != 0},
         {"sort", NULL, p->sort, INT, p->has_sort},
         {"max_concurrency", NULL, p->max_concurrency, INT, p->has_max_concurrency},
         {"context_fallback", NULL, p->context_fallback ? 1 : 0, INT, p->has_context_fallback},
@@ -83,7 +83,7 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         sbuf_fmt_into(err, errlen, "nothing to change");
         return -1;
     }
-    if (p->token || p->refresh_token) /* a new login: whatever was refused before no longer applies */
+    if (p->token || p->login.refresh_token) /* a new login: whatever was refused before no longer applies */
         len += (size_t)snprintf(sql + len, sizeof sql - len, ", login_error = NULL");
     snprintf(sql + len, sizeof sql - len, " WHERE name = ?1");
     sqlite3 *db = store_sqlite(s);
@@ -131,7 +131,7 @@ static int store_login_find(sqlite3 *db, const account_new *a, int64_t *id)
             NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_text(st, 1, a->chatgpt_account_id, -1, SQLITE_STATIC);
-    store_bind_text(st, 2, a->email && *a->email ? a->email : NULL);
+    store_bind_text(st, 2, a->login.email && *a->login.email ? a->login.email : NULL);
     int n = 0, rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         if (n++ == 0)
@@ -182,12 +182,7 @@ static int store_login_refresh(sqlite3 *db, int64_t id, const account_new *a)
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_text(st, 2, a->token, -1, SQLITE_STATIC);
-        store_bind_text(st, 3, a->refresh_token && *a->refresh_token ? a->refresh_token : NULL);
-        store_bind_text(st, 4, a->id_token && *a->id_token ? a->id_token : NULL);
-        store_bind_text(st, 5, a->email && *a->email ? a->email : NULL);
-        store_bind_text(st, 6, a->plan_type && *a->plan_type ? a->plan_type : NULL);
-        sqlite3_bind_int64(st, 7, a->token_expires_at);
-        sqlite3_bind_int64(st, 8, a->last_refresh_at);
+        store_bind_login(st, 3, &a->login);
         rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
     }
     sqlite3_finalize(st);

@@ -38,6 +38,24 @@ class AccountsCliTest(GatewayTest):
         self.assertNotIn("rt_ann", listing)
         self.assertNotIn(auth_json("ann", 3600)["tokens"]["id_token"][:40], listing)
 
+    def test_codex_auth_update_replaces_the_whole_login_in_place(self):
+        # add and update take the login's fields through the same path (login_entry_login)
+        g = self.gateway(start=False)
+        g.cli("account", "add", "--db", g.db_path, "--name", "ann", "--codex-auth",
+              self.write(g, "old.json", auth_json("ann", 60)))
+        before = self.rows(g)[0]
+        newer = auth_json("ann", 7200, refresh="rt_ann_9", last_refresh="2025-06-01T00:00:00Z")
+        g.cli("account", "update", "--db", g.db_path, "--name", "ann", "--codex-auth",
+              self.write(g, "new.json", newer))
+        r = self.rows(g)[0]
+        self.assertEqual(r["id"], before["id"])
+        self.assertEqual((r["chatgpt_account_id"], r["email"], r["plan_type"], r["refresh_token"]),
+                         ("acct-ann", "ann@example.com", "plus", "rt_ann_9"))
+        self.assertAlmostEqual(r["token_expires_at"], time.time() + 7200, delta=120)
+        row = g.query("SELECT last_refresh_at, id_token FROM accounts")[0]
+        self.assertEqual(row["last_refresh_at"], 1748736000)  # 2025-06-01T00:00:00Z
+        self.assertEqual(row["id_token"], newer["tokens"]["id_token"])
+
     def test_import_takes_codexmanager_sub2api_arrays_and_object_streams(self):
         g = self.gateway(start=False)
         cm = {"format": "com.nik.mei.codexmanager.accounts", "version": 1, "exportedAt": 0,

@@ -1314,7 +1314,7 @@ static void test_store_refreshed_login_is_committed_and_signalled(void)
     test_db_path(path, sizeof path);
     store *s = test_open(path);
     account_new a = {.name = "c", .base_url = "https://chatgpt.com/backend-api/codex", .token = "old-access",
-                     .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .refresh_token = "rt-old"};
+                     .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .login = {.refresh_token = "rt-old"}};
     int64_t id = 0;
     CHECK_EQ_INT(store_account_add(s, &a, &id, err, sizeof err), 0);
     CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
@@ -1346,7 +1346,7 @@ static void test_store_needs_login_spares_a_login_replaced_meanwhile(void)
     test_db_path(path, sizeof path);
     store *s = test_open(path);
     account_new a = {.name = "d", .base_url = "https://chatgpt.com/backend-api/codex", .token = "acc",
-                     .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .refresh_token = "rt-current"};
+                     .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .login = {.refresh_token = "rt-current"}};
     int64_t id = 0;
     CHECK_EQ_INT(store_account_add(s, &a, &id, err, sizeof err), 0);
     CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
@@ -1359,7 +1359,7 @@ static void test_store_needs_login_spares_a_login_replaced_meanwhile(void)
     store_writer_sync(s);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts"
                                     " WHERE login_error = 'refresh_token_reused'"), 1);
-    account_patch p = {.token = "fresh", .refresh_token = "rt-fresh"};
+    account_patch p = {.token = "fresh", .login = {.refresh_token = "rt-fresh"}};
     CHECK_EQ_INT(store_account_update(s, "d", &p, err, sizeof err), 0);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE login_error IS NULL AND id = 1"), 1);
     store_close(s);
@@ -1373,7 +1373,7 @@ static void test_store_import_is_all_or_nothing_and_updates_by_account_id(void)
     store *s = test_open(path);
     account_new v[3] = {
         {.name = "e1", .base_url = "https://x.example/c", .token = "t1", .kind = ACCOUNT_CHATGPT,
-         .chatgpt_account_id = "acct-1", .email = "e1@x", .max_concurrency = -1},
+         .chatgpt_account_id = "acct-1", .login = {.email = "e1@x"}, .max_concurrency = -1},
         {.name = "e2", .base_url = "https://x.example/c", .token = "t2", .kind = ACCOUNT_CHATGPT,
          .chatgpt_account_id = "acct-2", .max_concurrency = -1},
         {.name = "e3", .base_url = "ftp://bad", .token = "t3", .kind = ACCOUNT_CHATGPT, .max_concurrency = -1},
