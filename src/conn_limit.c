@@ -244,23 +244,36 @@ static void conn_limit_drop(conn_limit *cl, size_t i)
     cl->conns[i] = cl->conns[--cl->n];
 }
 
+/* A whole answer written on the socket itself, for refusals made where no
+ * evhttp request exists to answer (before or while one arrives): the JSON
+ * error with Connection: close (and Retry-After: 1 with a 503). message,
+ * type and code are fixed texts that need no JSON escaping. */
+static void conn_limit_answer_raw(int fd, int status, const char *type, const char *code, const char *message)
+{
+    char body[320], head[256];
+    int bn = snprintf(body, sizeof body, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":\"%s\"}}\n",
+                      message, type, code);
+    if (bn < 0 || (size_t)bn >= sizeof body)
+        return;
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s"
+                      "Connection: close\r\n\r\n",
+                      status, status == 503 ? "Service Unavailable" : "Request Timeout", bn,
+                      status == 503 ? "Retry-After: 1\r\n" : "");
+    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
+        send(fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* A request that is not whole in time: answered 408 on the socket (nothing
  * else writes to it while a request is being read) and shut down. */
 static void conn_limit_time_out(conn_limit *cl, conn_entry *e)
 {
-    static const char body[] = "{\"error\":{\"message\":\"the request did not arrive whole in time\","
-                               "\"type\":\"invalid_request_error\",\"code\":\"request_timeout\"}}\n";
-    char head[192];
-    int hn = snprintf(head, sizeof head,
-                      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "Connection: close\r\n\r\n",
-                      sizeof body - 1);
     e->answered = 1;
     cl->st.slow_requests_closed++;
     log_warn("client connection: a request still incomplete after %.0f s; answering 408 and closing",
              cl->request_timeout_s);
-    if (send(e->fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
-        send(e->fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    conn_limit_answer_raw(e->fd, 408, "invalid_request_error", "request_timeout",
+                          "the request did not arrive whole in time");
     shutdown(e->fd, SHUT_RDWR);
 }
 
@@ -279,18 +292,10 @@ static void conn_limit_receiving_reset(conn_entry *e)
  * down), else no more reading until evhttp reads its next request. */
 static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e)
 {
-    static const char body[] = "{\"error\":{\"message\":\"the gateway holds as many bytes of request bodies as its "
-                               "budget allows; retry shortly\",\"type\":\"server_error\",\"code\":"
-                               "\"body_budget_exceeded\"}}\n";
     if (e->answering || evbuffer_get_length(bufferevent_get_output(e->bev))) {
         bufferevent_disable(e->bev, EV_READ);
         return;
     }
-    char head[224];
-    int hn = snprintf(head, sizeof head,
-                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "Retry-After: 1\r\nConnection: close\r\n\r\n",
-                      sizeof body - 1);
     log_warn("client connection: %zu bytes of a request still arriving would pass the body budget of %zu bytes "
              "(%zu held, %zu arriving in all); answering 503 and closing",
              e->receiving, cl->body_budget, *cl->held, cl->receiving);
@@ -298,8 +303,8 @@ static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e)
     cl->receiving -= e->receiving;
     e->receiving = 0;
     cl->st.bodies_refused++;
-    if (send(e->fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
-        send(e->fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    conn_limit_answer_raw(e->fd, 503, "server_error", "body_budget_exceeded",
+                          "the gateway holds as many bytes of request bodies as its budget allows; retry shortly");
     shutdown(e->fd, SHUT_RDWR);
 }
 
@@ -337,22 +342,15 @@ static int conn_limit_addr_key(const conn_limit *cl, int fd, unsigned char key[1
  * before it says anything (as when out of descriptors), then closed. */
 static void conn_limit_refuse_addr(conn_limit *cl, conn_entry *e, int fd)
 {
-    static const char body[] = "{\"error\":{\"message\":\"this client address has as many connections open as the "
-                               "gateway allows one address; close some or retry shortly\",\"type\":\"server_error\","
-                               "\"code\":\"too_many_connections\"}}\n";
-    char head[224];
-    int hn = snprintf(head, sizeof head,
-                      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "Retry-After: 1\r\nConnection: close\r\n\r\n",
-                      sizeof body - 1);
     e->answered = 1;
     cl->st.refused_per_ip++;
     if (cl->st.refused_per_ip == 1 || cl->st.refused_per_ip % 1000 == 0)
         log_warn("client connections: an address has %zu open, the cap per address is %zu: refusing more "
                  "(%llu refused so far)",
                  e->addr->count, cl->per_ip_cap, (unsigned long long)cl->st.refused_per_ip);
-    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
-        send(fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    conn_limit_answer_raw(fd, 503, "server_error", "too_many_connections",
+                          "this client address has as many connections open as the gateway allows one address; "
+                          "close some or retry shortly");
     /* the answer, then the end of it; the request the client sends (in
      * one write or several) is still read, so the client is not reset
      * before it reads the answer. The sweep shuts it down for good after
@@ -518,19 +516,25 @@ static void conn_limit_on_output(struct evbuffer *buf, const struct evbuffer_cb_
     }
 }
 
+/* Appends e to a growing array of entries. */
+static void conn_limit_push(conn_entry ***v, size_t *n, size_t *alloc, conn_entry *e)
+{
+    if (*n == *alloc) {
+        size_t na = *alloc ? *alloc * 2 : 256;
+        conn_entry **m = realloc(*v, na * sizeof *m);
+        if (!m)
+            abort(); /* same policy as sbuf */
+        *v = m;
+        *alloc = na;
+    }
+    (*v)[(*n)++] = e;
+}
+
 static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
 {
     conn_limit *cl = arg;
     if (cl->n >= cl->cap)
         conn_limit_sweep(cl);
-    if (cl->n == cl->alloc) {
-        size_t na = cl->alloc ? cl->alloc * 2 : 256;
-        conn_entry **c = realloc(cl->conns, na * sizeof *c);
-        if (!c)
-            abort(); /* same policy as sbuf */
-        cl->conns = c;
-        cl->alloc = na;
-    }
     conn_entry *e = calloc(1, sizeof *e);
     struct bufferevent *bev = e ? bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE) : NULL;
     if (!bev) {
@@ -544,18 +548,10 @@ static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
     e->over = cl->n >= cl->cap;
     evbuffer_add_cb(bufferevent_get_input(bev), conn_limit_on_input, e);
     evbuffer_add_cb(bufferevent_get_output(bev), conn_limit_on_output, e);
-    cl->conns[cl->n++] = e;
+    conn_limit_push(&cl->conns, &cl->n, &cl->alloc, e);
     cl->n_over += (size_t)e->over;
     if (cl->per_ip_cap && cl->resolver) {
-        if (cl->n_unresolved == cl->alloc_unresolved) {
-            size_t na = cl->alloc_unresolved ? cl->alloc_unresolved * 2 : 64;
-            conn_entry **u = realloc(cl->unresolved, na * sizeof *u);
-            if (!u)
-                abort(); /* same policy as sbuf */
-            cl->unresolved = u;
-            cl->alloc_unresolved = na;
-        }
-        cl->unresolved[cl->n_unresolved++] = e;
+        conn_limit_push(&cl->unresolved, &cl->n_unresolved, &cl->alloc_unresolved, e);
         e->unresolved = 1;
         event_active(cl->resolver, EV_TIMEOUT, 1);
     }
@@ -574,23 +570,17 @@ static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
  * so it hears why, instead of waiting in the backlog. */
 static void conn_limit_refuse_one(conn_limit *cl)
 {
-    static const char body[] = "{\"error\":{\"message\":\"the gateway is out of file descriptors; retry shortly\","
-                               "\"type\":\"server_error\",\"code\":\"too_many_connections\"}}\n";
     if (cl->spare_fd < 0)
         return;
     close(cl->spare_fd);
     cl->spare_fd = -1;
     int fd = accept4(evconnlistener_get_fd(cl->lev), NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-        char head[256], junk[4096];
-        int hn = snprintf(head, sizeof head,
-                          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                          "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
-                          sizeof body - 1);
+        char junk[4096];
         while (recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0) {
         }
-        if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
-            send(fd, body, sizeof body - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        conn_limit_answer_raw(fd, 503, "server_error", "too_many_connections",
+                              "the gateway is out of file descriptors; retry shortly");
         shutdown(fd, SHUT_WR);
         close(fd);
         cl->st.fd_refused++;
