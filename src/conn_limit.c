@@ -128,6 +128,7 @@ struct conn_limit {
     int spare_fd;         /* kept open to refuse a client when out of descriptors */
     size_t receiving;     /* the sum of the entries' receiving */
     size_t body_budget;   /* 0: none */
+    size_t max_request;   /* one request's head and body at most; 0: no such check */
     const size_t *held;   /* bytes of bodies held by requests in progress (the server's count) */
     size_t per_ip_cap;    /* 0: none */
     int per_ip_loopback;  /* loopback clients are held to it too */
@@ -258,7 +259,7 @@ static void conn_limit_answer_raw(int fd, int status, const char *type, const ch
     int hn = snprintf(head, sizeof head,
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s"
                       "Connection: close\r\n\r\n",
-                      status, status == 503 ? "Service Unavailable" : "Request Timeout", bn,
+                      status, status == 503 ? "Service Unavailable" : status == 413 ? "Payload Too Large" : "Request Timeout", bn,
                       status == 503 ? "Retry-After: 1\r\n" : "");
     if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
         send(fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -287,13 +288,39 @@ static void conn_limit_receiving_reset(conn_entry *e)
     e->receiving = now;
 }
 
-/* The bytes arriving on e passed the body budget: a 503 if nothing is
- * being written to it (as for a slow request: on the socket, then shut
- * down), else no more reading until evhttp reads its next request. */
-static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e)
+/* 1 while evhttp waits for the client's request on e: its read callback
+ * is set (not while an answer is written: then reading only watches for a
+ * close), reading is on (off while the request waits for its answer) and
+ * nothing waits to be written. Only then may a refusal be written on the
+ * socket: nothing else is being said on it. */
+static int conn_limit_reading(const conn_entry *e)
 {
-    if (e->answering || evbuffer_get_length(bufferevent_get_output(e->bev))) {
+    bufferevent_data_cb r;
+    bufferevent_getcb(e->bev, &r, NULL, NULL, NULL);
+    return r && (bufferevent_get_enabled(e->bev) & EV_READ) && !evbuffer_get_length(bufferevent_get_output(e->bev));
+}
+
+/* The bytes arriving on e passed a limit: status (413: one request too
+ * large; 503: the body budget) if e is reading a request (as for a slow
+ * request: on the socket, then shut down), else no more reading until
+ * evhttp reads its next request (which then passes the same checks). */
+static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e, int status)
+{
+    if (!conn_limit_reading(e)) {
         bufferevent_disable(e->bev, EV_READ);
+        return;
+    }
+    if (status == 413) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "request is over %zu bytes, more than a request may be (its body limit and headers)",
+                 cl->max_request);
+        log_warn("client connection: a request still arriving is over %zu bytes; answering 413 and closing",
+                 cl->max_request);
+        e->answered = 1;
+        cl->receiving -= e->receiving;
+        e->receiving = 0;
+        conn_limit_answer_raw(e->fd, 413, "invalid_request_error", "request_too_large", msg);
+        shutdown(e->fd, SHUT_RDWR);
         return;
     }
     log_warn("client connection: %zu bytes of a request still arriving would pass the body budget of %zu bytes "
@@ -425,7 +452,7 @@ void conn_limit_sweep(conn_limit *cl)
          * read callback while the answer is written, reading then only
          * watches for a close) the bytes of a pipelined next one wait on
          * the server, not the client */
-        if (!(bufferevent_get_enabled(e->bev) & EV_READ) || !r || evbuffer_get_length(bufferevent_get_output(e->bev)))
+        if (!conn_limit_reading(e))
             e->reading_since = now;
         else if (now - e->reading_since > cl->request_timeout_s)
             conn_limit_time_out(cl, e);
@@ -473,11 +500,15 @@ static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_i
         return;
     e->receiving += info->n_added;
     cl->receiving += info->n_added;
+    if (cl->max_request && e->receiving > cl->max_request) {
+        conn_limit_refuse_body(cl, e, 413);
+        return;
+    }
     if (!cl->body_budget)
         return;
     size_t total = *cl->held + cl->receiving;
     if (total > cl->body_budget && total > e->receiving && e->receiving > CONN_BODY_ALLOWANCE)
-        conn_limit_refuse_body(cl, e);
+        conn_limit_refuse_body(cl, e, 503);
 }
 
 /* The connection's descriptor, known once bytes arrive: for the request's lookup. */
@@ -679,8 +710,9 @@ int conn_limit_request(conn_limit *cl, struct evhttp_request *req)
     return e->over ? CONN_OVER_CAP : CONN_OK;
 }
 
-void conn_limit_set_body_budget(conn_limit *cl, size_t budget, const size_t *held)
+void conn_limit_set_body_limits(conn_limit *cl, size_t max_request, size_t budget, const size_t *held)
 {
+    cl->max_request = max_request;
     cl->body_budget = held ? budget : 0;
     cl->held = held;
 }

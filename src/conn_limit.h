@@ -51,8 +51,10 @@ enum { CONN_OK = 0, CONN_OVER_CAP, CONN_ANSWERED };
 int conn_limit_request(conn_limit *cl, struct evhttp_request *req);
 /* Counts the bytes of requests still arriving against budget, together
  * with *held (the bodies of requests in progress, kept by the caller): a
- * connection whose bytes pass it is answered 503 body_budget_exceeded. */
-void conn_limit_set_body_budget(conn_limit *cl, size_t budget, const size_t *held);
+ * connection whose bytes pass it is answered 503 body_budget_exceeded. A
+ * request whose bytes pass max_request (its head and body at most) is
+ * answered 413 request_too_large before the rest of it is read. */
+void conn_limit_set_body_limits(conn_limit *cl, size_t max_request, size_t budget, const size_t *held);
 /* At most cap connections per client address (IPv6: per /64); 0: no
  * such cap. loopback: loopback clients are held to it too. */
 void conn_limit_set_per_ip(conn_limit *cl, size_t cap, int loopback);

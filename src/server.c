@@ -16,6 +16,8 @@
 #include <strings.h>
 #include <time.h>
 
+#define SERVER_MAX_HEADERS (256 * 1024) /* a request's head at most */
+
 typedef struct server_route {
     const char *path;
     const char *suffix;
@@ -290,11 +292,13 @@ int server_start(gateway *gw)
     gw->http = evhttp_new(gw->base);
     if (!gw->http)
         return -1;
-    /* libevent answers bodies beyond its own cap with a bare 413; keep that
-     * cap above ours so clients normally get our JSON error. */
-    size_t cap = gw->cfg.max_body > ((size_t)1 << 29) ? gw->cfg.max_body : gw->cfg.max_body * 2 + 65536;
+    /* libevent answers bodies beyond its own cap with a bare 413; that cap
+     * stays above ours (a request's head and body, checked as its bytes
+     * arrive, conn_limit.c) so clients get our JSON error: only a declared
+     * Content-Length beyond twice ours meets libevent's */
+    size_t cap = (gw->cfg.max_body + SERVER_MAX_HEADERS) * 2;
     evhttp_set_max_body_size(gw->http, (ev_ssize_t)cap);
-    evhttp_set_max_headers_size(gw->http, 256 * 1024);
+    evhttp_set_max_headers_size(gw->http, SERVER_MAX_HEADERS);
     /* reading a request or writing an answer: a client silent this long is
      * closed (a request waiting on its upstream is not reading or writing) */
     evhttp_set_timeout(gw->http, (int)gw->cfg.client_idle_timeout_s);
@@ -323,7 +327,8 @@ int server_start(gateway *gw)
                                (double)gw->cfg.client_request_timeout_s, (int)gw->cfg.client_idle_timeout_s);
     if (!gw->conns)
         return -1;
-    conn_limit_set_body_budget(gw->conns, gw->cfg.max_bodies_in_flight, &gw->body_bytes);
+    conn_limit_set_body_limits(gw->conns, gw->cfg.max_body + SERVER_MAX_HEADERS, gw->cfg.max_bodies_in_flight,
+                               &gw->body_bytes);
     /* by default a quarter of the cap, at least 256: a cap as large as the
      * global one would change nothing (and cost a getpeername per connection) */
     long per_ip = gw->cfg.max_connections_per_ip;

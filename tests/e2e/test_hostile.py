@@ -767,6 +767,23 @@ class HostileTest(GatewayTest):
                  what="the bodies' bytes to be given back")
 
 
+    def test_a_body_over_the_limit_gets_the_json_413_before_it_is_all_sent(self):
+        # 1.5 MiB of a declared 2 MiB body with a 1 MiB limit: refused as the bytes pass the
+        # limit (and the headers' allowance), not after the whole body was read
+        g = self.one(env={"SWITCHYARD_MAX_BODY": str(1 << 20)})
+        body = b'{"model":"gpt-test","input":"' + b"x" * (2 << 20) + b'"}'
+        s = connect(g)
+        s.sendall(raw_request(g, "POST", "/v1/responses", body)[:-(len(body) - (3 << 19))])
+        status, hl, payload, _ = read_one_response(s)
+        s.close()
+        self.assertEqual(status, 413, payload[:300])
+        err = json.loads(payload)["error"]
+        self.assertEqual((err["code"], err["type"]), ("request_too_large", "invalid_request_error"))
+        self.assertEqual(hl.get("connection"), ["close"])
+        self.assertEqual(self.mock.requests(), [])
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_receiving"] == 0,
+                 what="the refused request's bytes to be given back")
+
     def test_bytes_pipelined_while_an_answer_is_written_count_in_the_budget_and_wait(self):
         # a client that sends a huge next request while its stream is written: libevent
         # would read it all into memory; past the budget the connection is not read until
