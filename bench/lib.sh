@@ -101,7 +101,8 @@ DB="$WORK/bench.db"
 "$SY" account add --db "$DB" --name bench --base-url "$BASE" --token bench-upstream-token >/dev/null
 KEY=$("$SY" key add --db "$DB" --name bench | tail -n 1)
 GPORT=$(free_port)
-"$SY" serve --db "$DB" --listen "$HOST:$GPORT" >"$WORK/gateway.log" 2>&1 &
+# the load comes from this one loopback address: no per-address connection cap
+SWITCHYARD_MAX_CONNECTIONS_PER_IP=0 "$SY" serve --db "$DB" --listen "$HOST:$GPORT" >"$WORK/gateway.log" 2>&1 &
 GPID=$!; PIDS+=("$GPID")
 wait_http "http://$HOST:$GPORT/health" 10
 GW="http://$HOST:$GPORT/v1/chat/completions"
