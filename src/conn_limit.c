@@ -717,6 +717,41 @@ void conn_limit_set_body_limits(conn_limit *cl, size_t max_request, size_t budge
     cl->held = held;
 }
 
+void conn_limit_reset(int fd)
+{
+    /* SO_LINGER 0, then a disconnect (connect to AF_UNSPEC): it resets an
+     * established connection at once, before evhttp's own shutdown could
+     * send a FIN, and leaves nothing for that shutdown to send */
+    struct linger lg = {1, 0};
+    struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+    if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0 || connect(fd, &unspec, sizeof unspec) != 0)
+        log_debug("resetting a client connection: %s", strerror(errno));
+}
+
+void conn_limit_reset_unfinished(conn_limit *cl)
+{
+    if (!cl)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < cl->n; i++) {
+        conn_entry *e = cl->conns[i];
+        bufferevent_data_cb r, w;
+        bufferevent_event_cb ev;
+        bufferevent_getcb(e->bev, &r, &w, &ev, NULL);
+        int fd = bufferevent_getfd(e->bev);
+        if (fd < 0 || (!r && !w && !ev)) /* let go already */
+            continue;
+        /* an answer being written (no read callback while it is), or its
+         * last bytes not sent yet */
+        if ((!r && w) || evbuffer_get_length(bufferevent_get_output(e->bev))) {
+            conn_limit_reset(fd);
+            n++;
+        }
+    }
+    if (n)
+        log_warn("exiting with %zu answer(s) unfinished: their connections are reset, not closed", n);
+}
+
 void conn_limit_set_per_ip(conn_limit *cl, size_t cap, int loopback)
 {
     cl->per_ip_cap = cap;

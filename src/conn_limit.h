@@ -60,6 +60,13 @@ void conn_limit_set_body_limits(conn_limit *cl, size_t max_request, size_t budge
 void conn_limit_set_per_ip(conn_limit *cl, size_t cap, int loopback);
 /* Bytes received for requests not yet dispatched, on every connection. */
 size_t conn_limit_receiving(const conn_limit *cl);
+/* Resets a client connection (TCP RST) instead of closing it cleanly: for
+ * an answer that was cut, which a clean close would let an HTTP/1.0
+ * client (whose answers end at the close) take for a whole one. */
+void conn_limit_reset(int fd);
+/* Resets every client connection with an answer unfinished (being
+ * written, or not all sent): before evhttp_free on the way out. */
+void conn_limit_reset_unfinished(conn_limit *cl);
 /* Releases connections libevent has closed (a timer calls it every 100 ms). */
 void conn_limit_sweep(conn_limit *cl);
 void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out);

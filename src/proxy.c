@@ -694,10 +694,8 @@ static int proxy_relay_committed(proxy_req *p, const char *buf, size_t n)
  * reset: the answer was cut, so the close must not look like its end. An
  * HTTP/1.0 answer (no Content-Length, no chunks) ends at the close, and
  * evhttp_connection_free shuts the socket down with a FIN first, which the
- * client reads as a complete body. So a TCP reset goes out instead:
- * SO_LINGER 0, then a disconnect (connect to AF_UNSPEC), which resets an
- * established connection at once and leaves nothing for evhttp's shutdown
- * to send. The client reads what arrived, then ECONNRESET. */
+ * client reads as a complete body. So a TCP reset goes out instead
+ * (conn_limit_reset): the client reads what arrived, then ECONNRESET. */
 static void proxy_drop_client(proxy_req *p, int reset)
 {
     struct evhttp_connection *c = p->req ? evhttp_request_get_connection(p->req) : NULL;
@@ -705,12 +703,8 @@ static void proxy_drop_client(proxy_req *p, int reset)
     p->req = NULL;
     struct bufferevent *bev = c && reset ? evhttp_connection_get_bufferevent(c) : NULL;
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd >= 0) {
-        struct linger lg = {1, 0};
-        struct sockaddr unspec = {.sa_family = AF_UNSPEC};
-        if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0 || connect(fd, &unspec, sizeof unspec) != 0)
-            log_debug("req %llu: resetting the client connection: %s", (unsigned long long)p->id, strerror(errno));
-    }
+    if (fd >= 0)
+        conn_limit_reset(fd);
     if (c) {
         evhttp_connection_set_closecb(c, NULL, NULL);
         proxy_watch_drop(p->watch);

@@ -435,7 +435,7 @@ typedef struct opts {
     int cut;           /* reflect_auth, chat stream: close after the echoing delta (a cut after output) */
     long tail;         /* ok stream: ms between the last event and the end of the body */
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
-    long bytes;        /* big_error: size of the message */
+    long bytes;        /* big_error: size of the message; ok (plain): a "pad" field of this many bytes */
     int auth;          /* auth=1: the bearer must be an unexpired, unrevoked JWT */
     long ttl;          /* oauth: lifetime of issued access tokens, seconds */
     int input_tokens;  /* usage: input tokens reported (0 = default 7) */
@@ -1246,7 +1246,7 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     sbuf_free(&b);
 }
 
-static void script_plain(job *j, gen *g, endpoint ep, long delay0)
+static void script_plain(job *j, gen *g, endpoint ep, long delay0, long pad)
 {
     sbuf b = SBUF_INIT;
     if (ep == EP_RESPONSES) {
@@ -1261,6 +1261,13 @@ static void script_plain(job *j, gen *g, endpoint ep, long delay0)
         sbuf_puts(&b, "},\"finish_reason\":\"stop\"}],\"usage\":");
         chat_usage_obj(&b, g);
         sbuf_puts(&b, "}");
+    }
+    if (pad > 0) { /* a large answer: ,"pad":"xxx..." before the closing brace */
+        b.len--;
+        sbuf_puts(&b, ",\"pad\":\"");
+        for (long i = 0; i < pad; i++)
+            sbuf_append(&b, "x", 1);
+        sbuf_puts(&b, "\"}");
     }
     reply_json(j, delay0, 200, &b);
     sbuf_free(&b);
@@ -1364,7 +1371,7 @@ static void script_reflect_auth(job *j, const opts *o, endpoint ep, const rec *r
     sbuf_reset(&g.text);
     sbuf_append(&g.text, msg.p, msg.len);
     if (!stream) {
-        script_plain(j, &g, ep, 0);
+        script_plain(j, &g, ep, 0, 0);
     } else {
         if (ep == EP_RESPONSES) {
             ev_resp_state(&b, &g, "response.created", "in_progress");
@@ -1522,7 +1529,7 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
             g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
             if (mode == S_OK && !stream)
-                script_plain(j, &g, ep, delay0);
+                script_plain(j, &g, ep, delay0, o->bytes);
             else if (ep == EP_RESPONSES)
                 script_responses_stream(j, &g, o, mode, delay0);
             else

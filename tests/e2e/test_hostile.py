@@ -5,6 +5,7 @@ process out of file descriptors, and bodies built to blow up memory."""
 import json
 import os
 import resource
+import signal
 import socket
 import struct
 import threading
@@ -212,6 +213,26 @@ class HostileTest(GatewayTest):
                 self.assertEqual(end, "reset", f"a cut close-delimited answer ended with a clean close: {raw[:400]!r}")
         rows = g.wait_request_logs(2)
         self.assertEqual([r["error_class"] for r in rows], ["body_interrupted"] * 2, rows)
+
+    def test_http10_answer_cut_by_a_forced_exit_ends_with_a_reset_not_a_clean_close(self):
+        # a large answer to a client that does not read yet: a first stop signal waits for
+        # it, a second exits at once; what was not sent must not look like the end
+        g = self.one("ok,bytes=16000000")
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(20)
+        s.connect((HOST, g.port))
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY, version="1.0"))
+        self.assertTrue(s.recv(16, socket.MSG_PEEK).startswith(b"HTTP/1."))  # the answer has begun
+        g.proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: "stopping: waiting for 1 request" in g.log_text(), what="the drain to wait for the answer")
+        g.proc.send_signal(signal.SIGTERM)
+        g.proc.wait(20)
+        raw, end = self.read_until_end_or_reset(s)
+        s.close()
+        self.assertLess(len(raw), 16000000)
+        self.assertEqual(end, "reset", f"a cut answer ended with a clean close after {len(raw)} bytes")
+        self.assertIn("answer(s) unfinished", g.log_text())
 
     def test_http11_plain_answer_cut_by_the_upstream_never_gets_the_final_chunk(self):
         g = self.one("plain_cut")
