@@ -1766,6 +1766,12 @@ static void proxy_watch_client(proxy_req *p)
 static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
 {
     proxy_req *p = arg;
+    /* libevent closes it before the answer is done (the client stopped
+     * reading for the idle timeout, or it hung up): a clean close would end
+     * an HTTP/1.0 answer as if whole. This runs before evhttp's shutdown. */
+    struct bufferevent *bev = p->committed ? evhttp_connection_get_bufferevent(c) : NULL;
+    if (bev && bufferevent_getfd(bev) >= 0)
+        conn_limit_reset(bufferevent_getfd(bev));
     p->client_gone = 1;
     proxy_watch_drop(p->watch); /* the connection goes: its descriptor with it */
     p->watch = NULL;

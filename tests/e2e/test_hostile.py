@@ -234,6 +234,23 @@ class HostileTest(GatewayTest):
         self.assertEqual(end, "reset", f"a cut answer ended with a clean close after {len(raw)} bytes")
         self.assertIn("answer(s) unfinished", g.log_text())
 
+    def test_http10_answer_cut_because_the_client_stopped_reading_ends_with_a_reset(self):
+        # the client reads nothing for longer than the idle timeout: libevent closes the
+        # connection mid-answer; what the client reads later must not look whole
+        g = self.one("ok,bytes=16000000", env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(20)
+        s.connect((HOST, g.port))
+        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY, version="1.0"))
+        self.assertTrue(s.recv(16, socket.MSG_PEEK).startswith(b"HTTP/1."))  # the answer has begun
+        rows = g.wait_request_logs(1)  # the gateway gave up on the client
+        self.assertEqual(rows[0]["status"], 499, rows[0])
+        raw, end = self.read_until_end_or_reset(s)
+        s.close()
+        self.assertLess(len(raw), 16000000)
+        self.assertEqual(end, "reset", f"a cut answer ended with a clean close after {len(raw)} bytes")
+
     def test_http11_plain_answer_cut_by_the_upstream_never_gets_the_final_chunk(self):
         g = self.one("plain_cut")
         s = connect(g)
