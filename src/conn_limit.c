@@ -35,8 +35,8 @@
  * for a slow request (unless nothing else is held: a body alone is always
  * accepted, as at dispatch; nor while it holds CONN_BODY_ALLOWANCE or less:
  * a request head, a GET, a small body whose dispatch decides). If an answer is being written on it (the
- * bytes are pipelined), it stops being read instead until evhttp reads its
- * next request: TCP then holds the client back.
+ * bytes are pipelined), it stops being read instead (a read watermark,
+ * lifted by the sweep once the answer is out): TCP holds the client back.
  *
  * Per address: one client address may hold at most per_ip_cap of the
  * connections (IPv6 counts by /64, what one host is usually given; an
@@ -107,6 +107,7 @@ typedef struct conn_entry {
     int answering;              /* an answer is being written: no read timeout */
     size_t receiving;           /* bytes received since its last request was dispatched */
     double linger_until;        /* refused before its request: shut down for reading then (monotonic s) */
+    int throttled;              /* a read watermark holds its pipelined bytes back until its next dispatch */
     int unresolved;             /* on cl->unresolved: its address is not known yet */
     conn_addr *addr;            /* counted for this address; NULL: not counted */
     double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
@@ -307,7 +308,14 @@ static int conn_limit_reading(const conn_entry *e)
 static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e, int status)
 {
     if (!conn_limit_reading(e)) {
-        bufferevent_disable(e->bev, EV_READ);
+        /* not bufferevent_disable: evhttp enables reading again with every
+         * chunk it writes (to see a close). A read watermark at what is
+         * held stops reading; the sweep lifts it once evhttp reads
+         * requests again (evhttp only looks at what waits in the buffer
+         * when more arrives). */
+        size_t held = evbuffer_get_length(bufferevent_get_input(e->bev));
+        bufferevent_setwatermark(e->bev, EV_READ, 0, held ? held : 1);
+        e->throttled = 1;
         return;
     }
     if (status == 413) {
@@ -438,6 +446,10 @@ void conn_limit_sweep(conn_limit *cl)
         if (e->linger_until && now >= e->linger_until && e->fd >= 0) {
             e->linger_until = 0;
             shutdown(e->fd, SHUT_RDWR);
+        }
+        if (e->throttled && r && !evbuffer_get_length(bufferevent_get_output(e->bev))) {
+            e->throttled = 0; /* the answer is out: the next request may arrive (and is counted) */
+            bufferevent_setwatermark(e->bev, EV_READ, 0, 0);
         }
         if (e->answering && r) { /* the answer is out; evhttp reads the next request */
             e->answering = 0;
