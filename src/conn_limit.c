@@ -107,7 +107,8 @@ typedef struct conn_entry {
     int answering;              /* an answer is being written: no read timeout */
     size_t receiving;           /* bytes received since its last request was dispatched */
     double linger_until;        /* refused before its request: shut down for reading then (monotonic s) */
-    int throttled;              /* a read watermark holds its pipelined bytes back until its next dispatch */
+    int throttled;              /* a read watermark holds its pipelined bytes back until the answer is out */
+    int discarding;             /* refused: what the client still sends is read and dropped until linger_until */
     int unresolved;             /* on cl->unresolved: its address is not known yet */
     conn_addr *addr;            /* counted for this address; NULL: not counted */
     double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
@@ -266,6 +267,23 @@ static void conn_limit_answer_raw(int fd, int status, const char *type, const ch
         send(fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* After a refusal written on the socket: the end of the answer (FIN), and
+ * what the client still sends (the rest of its request, in one write or
+ * several) is read and dropped, never buffered or served, so the client
+ * is not reset before it reads the answer. The sweep shuts it down for
+ * good after CONN_LINGER_S: a client that never stops does not keep it. */
+static void conn_limit_linger(conn_limit *cl, conn_entry *e)
+{
+    e->answered = 1;
+    e->discarding = 1;
+    cl->receiving -= e->receiving;
+    e->receiving = 0;
+    struct evbuffer *in = bufferevent_get_input(e->bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    shutdown(e->fd, SHUT_WR);
+    e->linger_until = conn_limit_now(cl) + CONN_LINGER_S;
+}
+
 /* A request that is not whole in time: answered 408 on the socket (nothing
  * else writes to it while a request is being read) and shut down. */
 static void conn_limit_time_out(conn_limit *cl, conn_entry *e)
@@ -324,23 +342,17 @@ static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e, int status)
                  cl->max_request);
         log_warn("client connection: a request still arriving is over %zu bytes; answering 413 and closing",
                  cl->max_request);
-        e->answered = 1;
-        cl->receiving -= e->receiving;
-        e->receiving = 0;
         conn_limit_answer_raw(e->fd, 413, "invalid_request_error", "request_too_large", msg);
-        shutdown(e->fd, SHUT_RDWR);
+        conn_limit_linger(cl, e);
         return;
     }
     log_warn("client connection: %zu bytes of a request still arriving would pass the body budget of %zu bytes "
              "(%zu held, %zu arriving in all); answering 503 and closing",
              e->receiving, cl->body_budget, *cl->held, cl->receiving);
-    e->answered = 1;
-    cl->receiving -= e->receiving;
-    e->receiving = 0;
     cl->st.bodies_refused++;
     conn_limit_answer_raw(e->fd, 503, "server_error", "body_budget_exceeded",
                           "the gateway holds as many bytes of request bodies as its budget allows; retry shortly");
-    shutdown(e->fd, SHUT_RDWR);
+    conn_limit_linger(cl, e);
 }
 
 /* The client address of e's socket as a key; 0 if it is not counted
@@ -377,7 +389,6 @@ static int conn_limit_addr_key(const conn_limit *cl, int fd, unsigned char key[1
  * before it says anything (as when out of descriptors), then closed. */
 static void conn_limit_refuse_addr(conn_limit *cl, conn_entry *e, int fd)
 {
-    e->answered = 1;
     cl->st.refused_per_ip++;
     if (cl->st.refused_per_ip == 1 || cl->st.refused_per_ip % 1000 == 0)
         log_warn("client connections: an address has %zu open, the cap per address is %zu: refusing more "
@@ -386,12 +397,7 @@ static void conn_limit_refuse_addr(conn_limit *cl, conn_entry *e, int fd)
     conn_limit_answer_raw(fd, 503, "server_error", "too_many_connections",
                           "this client address has as many connections open as the gateway allows one address; "
                           "close some or retry shortly");
-    /* the answer, then the end of it; the request the client sends (in
-     * one write or several) is still read, so the client is not reset
-     * before it reads the answer. The sweep shuts it down for good after
-     * CONN_LINGER_S: a silent client does not keep its slot. */
-    shutdown(fd, SHUT_WR);
-    e->linger_until = conn_limit_now(cl) + CONN_LINGER_S;
+    conn_limit_linger(cl, e);
 }
 
 /* Connections accepted since the last run: their addresses are known now.
@@ -504,6 +510,10 @@ static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_i
     conn_limit *cl = e->cl;
     if (!info->n_added)
         return;
+    if (e->discarding) { /* refused: nothing it sends is kept */
+        evbuffer_drain(buf, evbuffer_get_length(buf));
+        return;
+    }
     if (!e->reading_since)
         e->reading_since = conn_limit_now(cl);
     if (e->fd < 0)

@@ -822,6 +822,17 @@ class HostileTest(GatewayTest):
         wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_receiving"] == 0,
                  what="the refused request's bytes to be given back")
 
+    def test_a_client_sending_its_whole_oversized_body_at_once_reads_the_json_413(self):
+        # refused as the bytes pass the limit, while the client is still writing the rest:
+        # what it still sends is read and dropped, so it is not reset before it reads why
+        g = self.one(env={"SWITCHYARD_MAX_BODY": str(4 << 20)})
+        body = b'{"model":"gpt-test","input":"' + b"x" * (6 << 20) + b'"}'
+        for _ in range(3):
+            err = self.assertOpenAIError(g.post("/v1/responses", body), 413)
+            self.assertEqual(err["code"], "request_too_large")
+        self.assertEqual(self.mock.requests(), [])
+        self.assertEqual(g.post("/v1/responses", RESP_BODY).status, 200)
+
     def test_bytes_pipelined_while_an_answer_is_written_count_in_the_budget_and_wait(self):
         # a client that sends a huge next request while its stream is written: libevent
         # would read it all into memory; past the budget the connection is not read until
