@@ -214,16 +214,22 @@ class HostileTest(GatewayTest):
         rows = g.wait_request_logs(2)
         self.assertEqual([r["error_class"] for r in rows], ["body_interrupted"] * 2, rows)
 
-    def test_http10_answer_cut_by_a_forced_exit_ends_with_a_reset_not_a_clean_close(self):
-        # a large answer to a client that does not read yet: a first stop signal waits for
-        # it, a second exits at once; what was not sent must not look like the end
-        g = self.one("ok,bytes=16000000")
+    def slow_http10_reader(self, g):
+        """An HTTP/1.0 client with a tiny receive buffer whose (large) answer has begun and
+        which reads no further yet."""
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.settimeout(20)
         s.connect((HOST, g.port))
         s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY, version="1.0"))
         self.assertTrue(s.recv(16, socket.MSG_PEEK).startswith(b"HTTP/1."))  # the answer has begun
+        return s
+
+    def test_http10_answer_cut_by_a_forced_exit_ends_with_a_reset_not_a_clean_close(self):
+        # a large answer to a client that does not read yet: a first stop signal waits for
+        # it, a second exits at once; what was not sent must not look like the end
+        g = self.one("ok,bytes=16000000")
+        s = self.slow_http10_reader(g)
         g.proc.send_signal(signal.SIGTERM)
         wait_for(lambda: "stopping: waiting for 1 request" in g.log_text(), what="the drain to wait for the answer")
         g.proc.send_signal(signal.SIGTERM)
@@ -238,12 +244,7 @@ class HostileTest(GatewayTest):
         # the client reads nothing for longer than the idle timeout: libevent closes the
         # connection mid-answer; what the client reads later must not look whole
         g = self.one("ok,bytes=16000000", env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.settimeout(20)
-        s.connect((HOST, g.port))
-        s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY, version="1.0"))
-        self.assertTrue(s.recv(16, socket.MSG_PEEK).startswith(b"HTTP/1."))  # the answer has begun
+        s = self.slow_http10_reader(g)
         rows = g.wait_request_logs(1)  # the gateway gave up on the client
         self.assertEqual(rows[0]["status"], 499, rows[0])
         raw, end = self.read_until_end_or_reset(s)
