@@ -31,12 +31,15 @@
  * the start of an answer set the count back to what still waits in the
  * connection's buffer. When the bytes held by requests in progress plus
  * those still arriving pass the budget, the connection whose bytes passed
- * it is answered 503 body_budget_exceeded on the socket and shut down, as
- * for a slow request (unless nothing else is held: a body alone is always
- * accepted, as at dispatch; nor while it holds CONN_BODY_ALLOWANCE or less:
- * a request head, a GET, a small body whose dispatch decides). If an answer is being written on it (the
- * bytes are pipelined), it stops being read instead (a read watermark,
- * lifted by the sweep once the answer is out): TCP holds the client back.
+ * it is answered 503 body_budget_exceeded on the socket (unless nothing
+ * else is held: a body alone is always accepted, as at dispatch; nor while
+ * it holds CONN_BODY_ALLOWANCE or less: a request head, a GET, a small
+ * body whose dispatch decides). One request past max_request (the body
+ * limit and its head) is answered 413 the same way. After such an answer
+ * the connection lingers (conn_limit_linger) and is closed. If an answer
+ * is being written on it (the bytes are pipelined), it stops being read
+ * instead (a read watermark, lifted by the sweep once the answer is out):
+ * TCP holds the client back.
  *
  * Per address: one client address may hold at most per_ip_cap of the
  * connections (IPv6 counts by /64, what one host is usually given; an
@@ -45,9 +48,10 @@
  * evhttp gives the bufferevent its descriptor only after asking us for it,
  * so new connections wait on a list for a zero-delay event in the same
  * loop turn. A connection over its address's share is answered 503
- * too_many_connections on the socket at once and shut down, before it
- * sends anything: one that waited for its first request, as connections
- * over the global cap do, would hold its slot while it stayed silent.
+ * too_many_connections on the socket at once, lingers and is closed,
+ * before it sends anything: one that waited for its first request, as
+ * connections over the global cap do, would hold its slot while it stayed
+ * silent.
  *
  * Answers: while an answer is written, the client has nothing to say, so
  * the connection's read timeout (evhttp's idle timeout, re-armed by evhttp
@@ -81,7 +85,7 @@
 #define CONN_PAUSE_MS 250
 #define CONN_SWEEP_MS 100
 #define CONN_BACKLOG 4096
-#define CONN_LINGER_S 1.0 /* a connection refused before its request is read from this long, then shut */
+#define CONN_LINGER_S 1.0 /* after a refusal on the socket: what the client still sends is dropped this long */
 /* arriving bytes a connection may hold past the body budget: a request's
  * head and a small body, refused at dispatch if at all (a health probe or
  * a GET has no body to refuse) */
@@ -102,11 +106,11 @@ typedef struct conn_entry {
     struct bufferevent *bev;    /* ours: one reference */
     int fd;                     /* -1 until its first bytes arrive */
     int over;                   /* accepted beyond the cap: answered with a refusal */
-    int answered;               /* a refusal (408, 503) was written on the socket and it is shut down:
-                                 * no clock, no count, and nothing it still sent is served */
+    int answered;               /* a refusal (408, 413, 503) was written on the socket: no clock, no
+                                 * count, and nothing it sent is served */
     int answering;              /* an answer is being written: no read timeout */
     size_t receiving;           /* bytes received since its last request was dispatched */
-    double linger_until;        /* refused before its request: shut down for reading then (monotonic s) */
+    double linger_until;        /* refused: shut down for good then (monotonic s); 0: not lingering */
     int throttled;              /* a read watermark holds its pipelined bytes back until the answer is out */
     int discarding;             /* refused: what the client still sends is read and dropped until linger_until */
     int unresolved;             /* on cl->unresolved: its address is not known yet */
@@ -261,8 +265,11 @@ static void conn_limit_answer_raw(int fd, int status, const char *type, const ch
     int hn = snprintf(head, sizeof head,
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s"
                       "Connection: close\r\n\r\n",
-                      status, status == 503 ? "Service Unavailable" : status == 413 ? "Payload Too Large" : "Request Timeout", bn,
-                      status == 503 ? "Retry-After: 1\r\n" : "");
+                      status,
+                      status == 503   ? "Service Unavailable"
+                      : status == 413 ? "Payload Too Large"
+                                      : "Request Timeout",
+                      bn, status == 503 ? "Retry-After: 1\r\n" : "");
     if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
         send(fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
