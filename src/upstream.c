@@ -54,6 +54,8 @@
 #define UP_SPARE_EASY 256
 #define UP_STREAM_BUFFER 2048L  /* curl's receive buffer for a stream (why 2 KiB: docs/performance.md) */
 #define UP_PLAIN_BUFFER 16384L  /* and for everything else (its default) */
+#define UP_CROWD_BUFFER 1024L   /* a stream's while more than UP_CROWD transfers run: curl's minimum */
+#define UP_CROWD 1000
 #define UPSTREAM_USER_AGENT "switchyard/0.1"
 
 struct upstream {
@@ -693,6 +695,22 @@ static CURL *upstream_easy(upstream *u)
     return e;
 }
 
+/* curl's receive buffer for a transfer: allocated at its start at this
+ * size, freed at its end. A held-open stream owns it for minutes while each
+ * read brings one small event, so 16 KiB there is most of what a stream
+ * costs; a plain answer, read once and possibly large, keeps curl's default
+ * (fewer reads). A stream reads 2 KiB at a time, a burst (a canned answer,
+ * a long final event) in few reads; but with more than UP_CROWD transfers
+ * in flight, memory is what runs out first (10 000 held streams: ~9 MiB
+ * for the second KiB), so new streams get curl's 1 KiB minimum
+ * (docs/performance.md, "Long-lived streams"). */
+static long upstream_buffer_size(const upstream *u, const upstream_spec *spec)
+{
+    if (!spec->small_reads)
+        return UP_PLAIN_BUFFER;
+    return u->active > UP_CROWD ? UP_CROWD_BUFFER : UP_STREAM_BUFFER;
+}
+
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
 {
     upstream_req *r = calloc(1, sizeof *r);
@@ -718,12 +736,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
-    /* curl keeps one receive buffer per handle, allocated at its size
-     * (reallocated when the size changes). A held-open stream owns its
-     * handle for minutes while each read brings one small event, so 16 KiB
-     * there is most of what a stream costs; a plain answer, read once and
-     * possibly large, keeps curl's default (fewer reads). */
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, spec->small_reads ? UP_STREAM_BUFFER : UP_PLAIN_BUFFER);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, upstream_buffer_size(u, spec));
     if (spec->body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);
