@@ -76,7 +76,7 @@ typedef struct proxy_req {
     const char *att_outcome;
     char att_class[32];
     char att_model[128];      /* the model sent upstream (after the account's model map) */
-    sbuf url, upbody;
+    sbuf upbody;
     proxy_mode mode;
     int status;
     double retry_after;
@@ -133,6 +133,7 @@ typedef struct proxy_req {
 static upstream_header proxy_hdrs[PROXY_MAX_HEADERS];
 static size_t proxy_n_hdrs;
 static sbuf proxy_hstore; /* storage behind proxy_hdrs */
+static sbuf proxy_url;    /* the attempt's URL, the same way (curl copies it) */
 
 /* Finished requests kept for the next ones (loop thread only): a proxy_req
  * is 3 KiB, and glibc serves an allocation that size from its bins (with a
@@ -321,9 +322,9 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
     size_t blen = strlen(base);
     while (blen && base[blen - 1] == '/')
         blen--;
-    sbuf_reset(&p->url);
-    sbuf_append(&p->url, base, blen);
-    sbuf_puts(&p->url, p->in.suffix);
+    sbuf_reset(&proxy_url);
+    sbuf_append(&proxy_url, base, blen);
+    sbuf_puts(&proxy_url, p->in.suffix);
 }
 
 /* ---------- usage / state bookkeeping ---------- */
@@ -1570,7 +1571,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
                 (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
-    upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
+    upstream_spec spec = {proxy_url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
                           p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
 }
@@ -1850,7 +1851,6 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->in.body);
     sbuf_free(&p->why);
     sbuf_free(&p->tried);
-    sbuf_free(&p->url);
     sbuf_free(&p->upbody);
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
