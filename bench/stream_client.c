@@ -30,7 +30,9 @@
  *           token events read, are taken over the window; so is the busy
  *           time of the whole machine less those processes ("other_cores":
  *           well above 0 means other work disturbed the run).
- * --pid PID is sampled every 100 ms for VmRSS (peak and at window start).
+ * --pid PID is sampled every 100 ms for VmRSS (peak), and at the window's
+ * start (right after the ramp: the loop may still hold what the ramp left
+ * in flight) and end (all open all along, the ramp long over).
  *
  * Prints "STREAMCLIENT key=value ..." on stdout; errors are counted, never
  * fatal. Exit 0 if every stream ended with "data: [DONE]", 1 otherwise. */
@@ -93,7 +95,7 @@ static struct {
     uint32_t *hist;
     uint64_t hist_n, hist_over;
     int64_t delay_max;
-    long rss_kib_open, rss_kib_peak;
+    long rss_kib_open, rss_kib_peak, rss_kib_end;
     double cpu_open[4], cpu_end[4]; /* pid, pid2, self, the whole machine busy (s) */
     struct event *ramp, *sample, *deadline;
 } g;
@@ -201,6 +203,7 @@ static void conn_end(sc_conn *c, int ok)
         g.t_first_end = now_us();
         g.events_at_end = g.events;
         cpu_snap(g.cpu_end);
+        g.rss_kib_end = proc_rss_kib(g.pid);
     }
     if (g.finished == g.started && g.started == g.n)
         event_base_loopbreak(g.base);
@@ -627,7 +630,7 @@ int main(int argc, char **argv)
            "gap_excess_p99_ms=%.2f send_gap_excess_p99_ms=%.2f gap_added_p50_ms=%.2f gap_added_p99_ms=%.2f "
            "gap_added_max_ms=%.2f "
            "pid_cpu_s=%.2f pid_us_per_event=%.2f pid2_cpu_s=%.2f pid2_us_per_event=%.2f "
-           "self_cpu_s=%.2f self_us_per_event=%.2f other_cores=%.2f rss_open_kib=%ld rss_peak_kib=%ld total_s=%.1f\n",
+           "self_cpu_s=%.2f self_us_per_event=%.2f other_cores=%.2f rss_open_kib=%ld rss_peak_kib=%ld rss_end_kib=%ld total_s=%.1f\n",
            g.n, g.ok, g.n - g.ok, g.err_connect, g.err_status, g.err_truncated, g.err_other,
            g.opened, g.t_all_open ? (double)(g.t_all_open - g.t0) / 1e6 : -1.0, win_s,
            (unsigned long long)win_ev, (unsigned long long)g.events, win_s > 0 ? (double)win_ev / win_s : 0.0,
@@ -640,7 +643,7 @@ int main(int argc, char **argv)
            win_s > 0 ? ((g.cpu_end[3] - g.cpu_open[3]) - (g.cpu_end[0] - g.cpu_open[0]) - (g.cpu_end[1] - g.cpu_open[1]) -
                         (g.cpu_end[2] - g.cpu_open[2])) / win_s
                      : 0.0,
-           g.rss_kib_open, g.rss_kib_peak, (double)(t_end - g.t0) / 1e6);
+           g.rss_kib_open, g.rss_kib_peak, g.rss_kib_end, (double)(t_end - g.t0) / 1e6);
     if (g.first_error[0])
         fprintf(stderr, "stream_client: first error: %s\n", g.first_error);
     free(gaps);

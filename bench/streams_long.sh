@@ -12,7 +12,9 @@
 # per-event delay (upstream write -> client read) p50/p99/p99.9/max, the
 # p99 of each stream's largest gap between events, CPU µs per relayed event
 # of the gateway, the upstream and the load generator over the window in
-# which all streams are open, the gateway's VmRSS; then what the gateway
+# which all streams are open, the gateway's VmRSS (when the window opens,
+# right after the ramp, and when it ends, with every stream open all
+# along; and its peak); then what the gateway
 # adds (gateway run minus direct run). Figures only; never fails on a timing.
 #
 # The gateway is started with the soft descriptor limit at 1024: raising it
@@ -124,7 +126,9 @@ for label in ("direct", "gateway"):
           f"   (CPU s in the window: {proc} {r['pid_cpu_s']}"
           + (f", upstream {r['pid2_cpu_s']}" if label == "gateway" else "") + f", load generator {r['self_cpu_s']})")
     if label == "gateway":
-        print(f"  gateway VmRSS: {int(r['rss_open_kib'])/1024:.1f} MiB with all open, peak sampled {int(r['rss_peak_kib'])/1024:.1f} MiB;"
+        print(f"  gateway VmRSS: {int(r['rss_open_kib'])/1024:.1f} MiB with all open (right after the ramp),"
+              f" {int(r.get('rss_end_kib', 0))/1024:.1f} MiB at the window's end (all open all along),"
+              f" peak sampled {int(r['rss_peak_kib'])/1024:.1f} MiB;"
               f" after the run: {sys.argv[4]}")
 d, g = runs.get("direct"), runs.get("gateway")
 if d and g:

@@ -76,7 +76,7 @@ typedef struct proxy_req {
     const char *att_outcome;
     char att_class[32];
     char att_model[128];      /* the model sent upstream (after the account's model map) */
-    sbuf url, upbody;
+    sbuf upbody;
     proxy_mode mode;
     int status;
     double retry_after;
@@ -88,10 +88,10 @@ typedef struct proxy_req {
     sbuf relay;               /* the attempt's x-codex-* response headers: name\0value\0... */
     preflight pf;
     int pf_live;
-    struct event pf_timer;    /* the preflight window's time limit */
+    struct event *pf_timer;   /* the preflight window's time limit: made when armed, gone at commit */
 
     /* retries and waits (proxy_retry_later, proxy_wait_for_capacity) */
-    struct event retry_timer; /* armed while the request waits to try again */
+    struct event *retry_timer; /* armed while the request waits to try again; made on first use (most never wait) */
     int64_t retry_acct;       /* account the timer goes back to; 0: plan afresh (capacity wait) */
     int retries_total;        /* same-account retries made for this request */
     int acct_retries;         /* of those, on the current account */
@@ -133,6 +133,7 @@ typedef struct proxy_req {
 static upstream_header proxy_hdrs[PROXY_MAX_HEADERS];
 static size_t proxy_n_hdrs;
 static sbuf proxy_hstore; /* storage behind proxy_hdrs */
+static sbuf proxy_url;    /* the attempt's URL, the same way (curl copies it) */
 
 /* Finished requests kept for the next ones (loop thread only): a proxy_req
  * is 3 KiB, and glibc serves an allocation that size from its bins (with a
@@ -321,9 +322,9 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
     size_t blen = strlen(base);
     while (blen && base[blen - 1] == '/')
         blen--;
-    sbuf_reset(&p->url);
-    sbuf_append(&p->url, base, blen);
-    sbuf_puts(&p->url, p->in.suffix);
+    sbuf_reset(&proxy_url);
+    sbuf_append(&proxy_url, base, blen);
+    sbuf_puts(&proxy_url, p->in.suffix);
 }
 
 /* ---------- usage / state bookkeeping ---------- */
@@ -430,6 +431,16 @@ static void proxy_attempt_record(proxy_req *p)
                     p->status, secs * 1000.0);
 }
 
+/* Events a long stream does not need after its start are made on use and
+ * freed when done, not kept in every proxy_req (docs/performance.md,
+ * "Long-lived streams"). */
+static void proxy_pf_timer_drop(proxy_req *p)
+{
+    if (p->pf_timer)
+        event_free(p->pf_timer);
+    p->pf_timer = NULL;
+}
+
 static void proxy_attempt_end(proxy_req *p)
 {
     if (p->acct_id)
@@ -438,7 +449,7 @@ static void proxy_attempt_end(proxy_req *p)
         upstream_cancel(p->up);
         p->up = NULL;
     }
-    evtimer_del(&p->pf_timer);
+    proxy_pf_timer_drop(p);
     if (p->pf_live) {
         preflight_free(&p->pf);
         p->pf_live = 0;
@@ -600,6 +611,7 @@ static void proxy_commit(proxy_req *p)
     if (p->committed)
         return;
     p->committed = 1;
+    proxy_pf_timer_drop(p); /* its callback ignores a committed request */
     proxy_affinity_note(p);
     p->error_class[0] = '\0'; /* failures before commit are history (trace, why); report what follows */
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
@@ -840,6 +852,16 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
     proxy_next(p); /* the account was removed, disabled or is no candidate now: go on */
 }
 
+/* Starts the wait before proxy_on_retry_timer, in seconds. */
+static void proxy_retry_arm(proxy_req *p, double secs)
+{
+    if (!p->retry_timer && !(p->retry_timer = evtimer_new(p->gw->base, proxy_on_retry_timer, p)))
+        abort();
+    long ms = (long)(secs * 1000.0 + 0.5);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(p->retry_timer, &tv);
+}
+
 /* Every candidate is resting. When the soonest is back within what is left
  * of the wait budget (SWITCHYARD_CAPACITY_WAIT_MS), hold the request and
  * plan again then; a client that hangs up meanwhile ends it (proxy_finish
@@ -860,9 +882,7 @@ static int proxy_wait_for_capacity(proxy_req *p, double *back)
     trace_event(p->gw->trace, "CANDIDATE_WAIT", "req=%llu account=%s wait_ms=%.0f", (unsigned long long)p->id, name,
                 wait * 1000.0);
     p->retry_acct = 0;
-    long ms = (long)(wait * 1000.0 + 0.5);
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(&p->retry_timer, &tv);
+    proxy_retry_arm(p, wait);
     return 1;
 }
 
@@ -880,9 +900,7 @@ static void proxy_retry_later(proxy_req *p, const policy_verdict *v, int status)
                 (unsigned long long)p->id, p->acct_name, v->cls, status, v->after * 1000.0, p->acct_retries);
     proxy_attempt_end(p);
     p->retry_acct = acct;
-    long ms = (long)(v->after * 1000.0 + 0.5);
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(&p->retry_timer, &tv);
+    proxy_retry_arm(p, v->after);
 }
 
 /* The first remaining candidate declared as a larger-context fallback that
@@ -1140,7 +1158,9 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
         if (left < 1)
             left = 1;
         struct timeval tv = {left / 1000, (left % 1000) * 1000};
-        evtimer_add(&p->pf_timer, &tv);
+        if (!p->pf_timer && !(p->pf_timer = evtimer_new(p->gw->base, proxy_on_pf_timer, p)))
+            abort();
+        evtimer_add(p->pf_timer, &tv);
         return 0;
     }
     if (p->resume_pending) { /* a resumed stream must go on as a stream */
@@ -1561,7 +1581,7 @@ static void proxy_attempt(proxy_req *p, pool_account *pa)
     const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
                 (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
-    upstream_spec spec = {p->url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
+    upstream_spec spec = {proxy_url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
                           p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
     if (!p->up) /* out of memory, or libcurl refused it: no callback will come, so end it here */
@@ -1710,7 +1730,7 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
         event_del(&w->ev);
         w->on = 0;
         p->client_eof = 1;
-        if (!evtimer_pending(&p->retry_timer, NULL) && !p->wait) {
+        if (!(p->retry_timer && evtimer_pending(p->retry_timer, NULL)) && !p->wait) {
             log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
             return;
         }
@@ -1850,13 +1870,13 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->in.body);
     sbuf_free(&p->why);
     sbuf_free(&p->tried);
-    sbuf_free(&p->url);
     sbuf_free(&p->upbody);
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
     sbuf_free(&p->sniff);
-    evtimer_del(&p->pf_timer);
-    evtimer_del(&p->retry_timer);
+    proxy_pf_timer_drop(p);
+    if (p->retry_timer)
+        event_free(p->retry_timer);
     event_del(&p->flush_ev);
     sbuf_free(&p->out);
     scrub_free(&p->scrub);
@@ -1905,8 +1925,6 @@ void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
     p->t_start = gateway_now();
     p->in_tok = p->out_tok = p->tot_tok = p->cached_tok = -1;
     scrub_init(&p->scrub);
-    evtimer_assign(&p->pf_timer, gw->base, proxy_on_pf_timer, p);
-    evtimer_assign(&p->retry_timer, gw->base, proxy_on_retry_timer, p);
     event_assign(&p->flush_ev, gw->base, -1, 0, proxy_on_flush, p);
     gw->active++;
     p->evcon = evhttp_request_get_connection(req);

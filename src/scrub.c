@@ -47,7 +47,7 @@ static void scrub_add_one(scrub *s, const char *p, size_t n)
     }
     s->sec[at] = c;
     s->len[at] = n;
-    s->first[(unsigned char)c[0]] = 1;
+    s->first[(unsigned char)c[0] >> 3] |= (uint8_t)(1u << ((unsigned char)c[0] & 7));
     int same = 1, same2 = 1;
     for (size_t i = 0; i < s->n; i++) {
         same &= s->sec[i][0] == c[0];
@@ -119,7 +119,7 @@ static size_t scrub_scan(const scrub *s, const char *w, size_t len, sbuf *out, i
                 i++;
                 continue;
             }
-        } else if (!s->first[(unsigned char)w[i]]) {
+        } else if (!(s->first[(unsigned char)w[i] >> 3] & (1u << ((unsigned char)w[i] & 7)))) {
             i++;
             continue;
         }

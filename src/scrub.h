@@ -8,6 +8,7 @@
 #ifndef SY_SCRUB_H
 #define SY_SCRUB_H
 #include <stddef.h>
+#include <stdint.h>
 #include "sbuf.h"
 
 #define SCRUB_MARK "[redacted]"
@@ -18,7 +19,7 @@ typedef struct scrub {
     char *sec[SCRUB_MAX_SECRETS]; /* copies, longest first */
     size_t len[SCRUB_MAX_SECRETS];
     size_t n;
-    unsigned char first[256];     /* first bytes of the secrets */
+    uint8_t first[32];            /* first bytes of the secrets, a bit each (every stream has one: 32 bytes, not 256) */
     int only_first;               /* the first byte all secrets share (memchr finds candidates), or -1 */
     int only_second;              /* and the second byte they share, or -1 */
     sbuf tail;                    /* held back: may begin a secret the next bytes complete */

@@ -54,6 +54,8 @@
 #define UP_SPARE_EASY 256
 #define UP_STREAM_BUFFER 2048L  /* curl's receive buffer for a stream (why 2 KiB: docs/performance.md) */
 #define UP_PLAIN_BUFFER 16384L  /* and for everything else (its default) */
+#define UP_CROWD_BUFFER 1024L   /* a stream's while more than UP_CROWD transfers run: curl's minimum */
+#define UP_CROWD 1000
 #define UPSTREAM_USER_AGENT "switchyard/0.1"
 
 struct upstream {
@@ -65,6 +67,7 @@ struct upstream {
     size_t active;
     int in_curl;
     upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
+    upstream_req *settled; /* linked by settled_next: streams whose request headers go (upstream_drop_sent) */
     CURL *spare[UP_SPARE_EASY]; /* idle easy handles, their fixed options set (see upstream_easy) */
     size_t n_spare;
     struct up_sock **socks;     /* by descriptor: sockets on the loop */
@@ -98,6 +101,9 @@ struct upstream_req {
     int paused;
     int on_pending;          /* queued for the kick: the kick owns freeing it */
     upstream_req *next;
+    int small_reads;         /* a stream (upstream_spec) */
+    int on_settled;          /* queued on u->settled */
+    upstream_req *settled_next;
 };
 
 typedef struct up_sock {
@@ -115,6 +121,37 @@ static void upstream_accept_encoding(upstream *u);
 static int upstream_proxy_env(void);
 
 /* ---- loop <-> curl glue ---- */
+
+/* A stream whose answer has begun no longer needs its request's header
+ * list (curl read it when it sent the request), and holds it for as long
+ * as the answer lasts: ~0.4 KiB in a dozen allocations per held stream
+ * (docs/performance.md, "Long-lived streams"). Queued by
+ * upstream_headers_complete and freed here, once curl is off the stack. */
+static void upstream_drop_sent(upstream *u)
+{
+    while (u->settled && !u->in_curl) {
+        upstream_req *r = u->settled;
+        u->settled = r->settled_next;
+        r->settled_next = NULL;
+        r->on_settled = 0;
+        if (r->cancelled || !r->hdrs)
+            continue;
+        curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, NULL);
+        curl_slist_free_all(r->hdrs);
+        r->hdrs = NULL;
+    }
+}
+
+static void upstream_settled_remove(upstream_req *r)
+{
+    if (!r->on_settled)
+        return;
+    upstream_req **pp = &r->u->settled;
+    while (*pp != r)
+        pp = &(*pp)->settled_next;
+    *pp = r->settled_next;
+    r->on_settled = 0;
+}
 
 static void upstream_socket_action(upstream *u, curl_socket_t fd, int flags)
 {
@@ -429,6 +466,11 @@ static int upstream_headers_complete(upstream_req *r)
     r->headers_done = 1;
     clock_gettime(CLOCK_MONOTONIC, &r->last_data);
     upstream_arm(r, r->u->lim.idle_timeout_ms);
+    if (r->small_reads && r->hdrs && !r->on_settled) {
+        r->on_settled = 1;
+        r->settled_next = r->u->settled;
+        r->u->settled = r;
+    }
     if (r->cb.on_headers && r->cb.on_headers(r->ud, r->status, h, r->n_headers) < 0)
         r->cancelled = 1;
     /* the callback took what it needs: a stream held open for minutes
@@ -518,6 +560,7 @@ static void upstream_finish(upstream_req *r, CURLcode code)
 
 static void upstream_check_done(upstream *u)
 {
+    upstream_drop_sent(u);
     CURLMsg *m;
     int left;
     while ((m = curl_multi_info_read(u->multi, &left))) {
@@ -538,6 +581,7 @@ static void upstream_req_free(upstream_req *r)
     }
     r->u->active--;
     evtimer_del(&r->deadline);
+    upstream_settled_remove(r);
     if (r->u->n_spare < UP_SPARE_EASY && !r->paused) {
         /* no pointer into r may outlive it in the handle */
         curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, NULL);
@@ -712,6 +756,22 @@ static CURL *upstream_easy(upstream *u)
     return e;
 }
 
+/* curl's receive buffer for a transfer: allocated at its start at this
+ * size, freed at its end. A held-open stream owns it for minutes while each
+ * read brings one small event, so 16 KiB there is most of what a stream
+ * costs; a plain answer, read once and possibly large, keeps curl's default
+ * (fewer reads). A stream reads 2 KiB at a time, a burst (a canned answer,
+ * a long final event) in few reads; but with more than UP_CROWD transfers
+ * in flight, memory is what runs out first (10 000 held streams: ~9 MiB
+ * for the second KiB), so new streams get curl's 1 KiB minimum
+ * (docs/performance.md, "Long-lived streams"). */
+static long upstream_buffer_size(const upstream *u, const upstream_spec *spec)
+{
+    if (!spec->small_reads)
+        return UP_PLAIN_BUFFER;
+    return u->active > UP_CROWD ? UP_CROWD_BUFFER : UP_STREAM_BUFFER;
+}
+
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
 {
     upstream_req *r = calloc(1, sizeof *r);
@@ -737,12 +797,8 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
-    /* curl keeps one receive buffer per handle, allocated at its size
-     * (reallocated when the size changes). A held-open stream owns its
-     * handle for minutes while each read brings one small event, so 16 KiB
-     * there is most of what a stream costs; a plain answer, read once and
-     * possibly large, keeps curl's default (fewer reads). */
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, spec->small_reads ? UP_STREAM_BUFFER : UP_PLAIN_BUFFER);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, upstream_buffer_size(u, spec));
+    r->small_reads = spec->small_reads;
     if (spec->body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->body);

@@ -274,6 +274,24 @@ class FoundationTest(GatewayTest):
         self.assertEqual([(e["event"], e["json"]) for e in got], [(e["event"], e["json"]) for e in want])
         self.assertEqual(s.types().count("response.output_text.delta"), 300)
 
+    def test_each_stream_sends_its_own_headers_after_the_last_one_freed_its_list(self):
+        # a stream's request header list is freed once its answer begins
+        # (upstream.c, upstream_drop_sent) and its curl handle then serves
+        # the next transfer: streams and a plain answer in a row each reach
+        # the upstream with the account's token and their own headers
+        g, _ = self.one_account_gateway()
+        for i in range(3):
+            s = g.stream("/v1/responses", dict(RESP_BODY, stream=True), headers={"session-id": f"sess-{i}"})
+            self.assertEqual(s.status, 200, s)
+            self.assertFalse(s.truncated, s)
+            r = g.post("/v1/responses", RESP_BODY, headers={"session-id": f"plain-{i}"})
+            self.assertEqual(r.status, 200, r)
+        reqs = [r for r in self.mock.requests() if r["endpoint"] == "responses"]
+        self.assertEqual([r["headers"].get("session-id") for r in reqs],
+                         ["sess-0", "plain-0", "sess-1", "plain-1", "sess-2", "plain-2"])
+        for r in reqs:
+            self.assertEqual(r["headers"].get("authorization"), f"Bearer {g.accounts['a']}")
+
     def test_chat_stream_ends_with_done(self):
         g, _ = self.one_account_gateway()
         s = g.stream("/v1/chat/completions", dict(CHAT_BODY, stream=True))

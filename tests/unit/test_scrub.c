@@ -130,6 +130,31 @@ static void test_secret_at_every_offset_in_text_full_of_its_first_bytes(void)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* The first bytes of the secrets are kept as bits: secrets starting at the
+ * lowest and highest bit of one byte of that set, and at the top of the
+ * byte range, are each found among text whose other bytes share their
+ * set byte; after a reset none is. */
+static void test_secrets_with_different_first_bytes_are_each_redacted(void)
+{
+    scrub s;
+    scrub_init(&s);
+    scrub_add(&s, "@first-secret-1");     /* 0x40: bit 0 of its byte */
+    scrub_add(&s, "Gsecond-secret-2");    /* 0x47: bit 7 of the same byte */
+    scrub_add(&s, "\xff" "third-secret-3"); /* 0xff: the last bit */
+    const char *text = "A@B G@first-secret-1 FGsecond-secret-2 \xfe\xff" "third-secret-3 @firsT";
+    sbuf out = SBUF_INIT;
+    scrub_feed(&s, text, strlen(text), &out);
+    scrub_flush(&s, &out);
+    CHECK_EQ_STR(out.p, "A@B G" SCRUB_MARK " F" SCRUB_MARK " \xfe" SCRUB_MARK " @firsT");
+    sbuf_free(&out);
+    scrub_reset(&s);
+    scrub_feed(&s, "@first-secret-1", 15, &out);
+    scrub_flush(&s, &out);
+    CHECK_EQ_STR(out.p, "@first-secret-1");
+    sbuf_free(&out);
+    scrub_free(&s);
+}
+
 int main(void)
 {
     RUN(test_secret_split_anywhere_across_chunks_is_redacted);
@@ -137,5 +162,6 @@ int main(void)
     RUN(test_whole_texts_json_escapes_and_short_secrets);
     RUN(test_longer_secret_wins_over_one_inside_it);
     RUN(test_secret_at_every_offset_in_text_full_of_its_first_bytes);
+    RUN(test_secrets_with_different_first_bytes_are_each_redacted);
     return check_summary();
 }
