@@ -17,7 +17,7 @@ void config_defaults(sy_config *c)
     c->max_bodies_in_flight = (size_t)256 << 20;
     c->max_connections = 16384; /* 10 000 long-lived streams and room (docs/architecture.md, "Limits") */
     c->max_connections_per_ip = -1; /* a quarter of the connection cap, at least 256 (server.c) */
-    c->per_ip_loopback = 1;
+    c->per_ip_loopback = 0; /* loopback clients are the user's own (docs/configuration.md) */
     c->client_idle_timeout_s = 30;
     c->client_request_timeout_s = 60;
     c->connect_timeout_ms = 10000;

@@ -548,7 +548,8 @@ class HostileTest(GatewayTest):
         return s
 
     def test_one_client_address_cannot_take_every_connection(self):
-        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "8", "SWITCHYARD_MAX_CONNECTIONS_PER_IP": "3"})
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "8", "SWITCHYARD_MAX_CONNECTIONS_PER_IP": "3",
+                          "SWITCHYARD_MAX_CONNECTIONS_PER_IP_LOOPBACK": "1"})
         base = settled_socket_fds(g.proc.pid)
         idle = [self.connect_from(g, "127.0.0.1") for _ in range(3)]
         wait_for(lambda: socket_fds(g.proc.pid) >= base + 3, what="the idle connections to be accepted")
@@ -582,7 +583,7 @@ class HostileTest(GatewayTest):
 
     def test_a_silent_connection_over_its_address_share_is_answered_and_closed(self):
         # waiting for its first request would let a client that never sends one hold the slot
-        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS_PER_IP": "1"})
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS_PER_IP": "1", "SWITCHYARD_MAX_CONNECTIONS_PER_IP_LOOPBACK": "1"})
         settled_socket_fds(g.proc.pid)  # the harness's own check that the port accepts is let go
         held = self.connect_from(g, "127.0.0.1")
         s = self.connect_from(g, "127.0.0.1")
@@ -596,9 +597,8 @@ class HostileTest(GatewayTest):
         held.close()
         self.assertEqual(status, 200, payload[:300])
 
-    def test_loopback_clients_can_be_exempted_from_the_per_address_cap(self):
-        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS_PER_IP": "2",
-                          "SWITCHYARD_MAX_CONNECTIONS_PER_IP_LOOPBACK": "0"})
+    def test_loopback_clients_are_exempt_from_the_per_address_cap_by_default(self):
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS_PER_IP": "2"})
         base = settled_socket_fds(g.proc.pid)
         idle = [connect(g) for _ in range(4)]
         wait_for(lambda: socket_fds(g.proc.pid) >= base + 4, what="the idle connections to be accepted")
