@@ -2,6 +2,7 @@
  * (see pool.h). */
 #include "pool.h"
 #include "log.h"
+#include "sbuf.h"
 #include "sha256.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #define POOL_OWNERS 65536u          /* remembered response ids (FIFO) */
 #define POOL_OWNER_BUCKETS 131072u
 #define POOL_CURSORS 1024u
+#define POOL_AUTH_CACHE 16u         /* presented keys remembered by pool_auth */
 
 typedef struct pool_owner {
     uint64_t h;
@@ -33,6 +35,17 @@ typedef struct pool_cursor {
     size_t nswrr;
 } pool_cursor;
 
+/* A platform key presented before and which key it proved to be: the
+ * SHA-256 of the presented key (keys are stored only as hashes) was
+ * ~5 000 instructions of every request, a compare is a few dozen. The
+ * bytes are the secret itself, held as the request's own header holds
+ * it; they are wiped whenever the keys are reloaded and on shutdown. */
+typedef struct pool_auth_hit {
+    char *presented; /* NULL: empty slot */
+    size_t len;
+    size_t idx;      /* into keys */
+} pool_auth_hit;
+
 struct pool {
     store *st;
     pool_account *accts;
@@ -45,6 +58,8 @@ struct pool {
     pool_owner *owners;
     int32_t *buckets;
     uint32_t owner_next;
+    pool_auth_hit auth[POOL_AUTH_CACHE];
+    size_t auth_next;
 };
 
 static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id);
@@ -88,8 +103,17 @@ void pool_account_reset(pool_account *pa)
     memset(&pa->health, 0, sizeof pa->health); /* the last 60 s start over too */
 }
 
+static void pool_auth_forget(pool *p)
+{
+    for (size_t i = 0; i < POOL_AUTH_CACHE; i++) {
+        sbuf_secret_free(p->auth[i].presented);
+        p->auth[i].presented = NULL;
+    }
+}
+
 static void pool_keys_clear(pool *p)
 {
+    pool_auth_forget(p); /* the indexes point into keys */
     for (size_t i = 0; i < p->nkeys; i++)
         free(p->keys[i].k.name), free(p->keys[i].k.allowed_models);
     free(p->keys);
@@ -243,13 +267,38 @@ size_t pool_key_count(const pool *p) { return p->nkeys; }
 platform_key *pool_key_at(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i].k : NULL; }
 pool_key *pool_key_entry(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i] : NULL; }
 
+/* a == b over n bytes, in a time that depends on n only */
+static int pool_bytes_equal(const char *a, const char *b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
 pool_key *pool_auth(pool *p, const char *presented)
 {
+    size_t len = strlen(presented);
+    for (size_t i = 0; i < POOL_AUTH_CACHE; i++) {
+        const pool_auth_hit *h = &p->auth[i];
+        if (h->presented && h->len == len && pool_bytes_equal(h->presented, presented, len))
+            return p->keys[h->idx].k.revoked ? NULL : &p->keys[h->idx];
+    }
     char hex[65];
-    sha256_hex(presented, strlen(presented), hex);
+    sha256_hex(presented, len, hex);
     for (size_t i = 0; i < p->nkeys; i++)
-        if (!p->keys[i].k.revoked && strcmp(p->keys[i].k.hash, hex) == 0)
+        if (!p->keys[i].k.revoked && strcmp(p->keys[i].k.hash, hex) == 0) {
+            pool_auth_hit *h = &p->auth[p->auth_next];
+            p->auth_next = (p->auth_next + 1) % POOL_AUTH_CACHE;
+            sbuf_secret_free(h->presented);
+            h->presented = malloc(len + 1);
+            if (!h->presented)
+                return &p->keys[i];
+            memcpy(h->presented, presented, len + 1);
+            h->len = len;
+            h->idx = i;
             return &p->keys[i];
+        }
     return NULL;
 }
 
