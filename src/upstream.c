@@ -57,6 +57,18 @@
 #define UP_CROWD_BUFFER 1024L   /* a stream's while more than UP_CROWD transfers run: curl's minimum */
 #define UP_CROWD 1000
 #define UPSTREAM_USER_AGENT "switchyard/0.1"
+#define UP_URLS 64              /* parsed URLs kept (one per account and endpoint in use) */
+
+/* A URL parsed once by curl and handed to every transfer to it
+ * (CURLOPT_CURLU): curl otherwise parses the URL text again on every
+ * transfer and writes it back out through its printf engine, about
+ * 10 000 instructions per request. */
+typedef struct up_url {
+    char *url;     /* NULL: free slot */
+    uint64_t hash;
+    CURLU *h;
+    unsigned refs; /* transfers using h: it is freed only when none is */
+} up_url;
 
 struct upstream {
     struct event_base *base;
@@ -76,6 +88,8 @@ struct upstream {
     upstream *next_live;        /* this thread's upstreams, for poll() */
     int proxy_env;              /* a proxy environment variable is set: curl reads them per transfer */
     char accept_encoding[64];   /* "Accept-Encoding: " + every encoding this libcurl decodes */
+    up_url urls[UP_URLS];
+    size_t url_next;            /* the next slot to reuse */
 };
 
 static _Thread_local upstream *up_live; /* the upstreams made on this thread (their loop's) */
@@ -84,6 +98,7 @@ struct upstream_req {
     upstream *u;
     CURL *easy;
     struct curl_slist *hdrs;
+    up_url *url;             /* the parsed URL it uses, NULL if curl parses the text itself */
     upstream_callbacks cb;
     void *ud;
     struct event deadline;   /* connect backstop, then first-byte (from the request sent), then idle */
@@ -592,6 +607,8 @@ static void upstream_req_free(upstream_req *r)
         curl_easy_cleanup(r->easy);
     }
     curl_slist_free_all(r->hdrs);
+    if (r->url)
+        r->url->refs--;
     sbuf_free(&r->hbuf);
     free(r);
 }
@@ -636,6 +653,10 @@ void upstream_free(upstream *u)
     while (u->n_spare)
         curl_easy_cleanup(u->spare[--u->n_spare]);
     curl_multi_cleanup(u->multi); /* closes the kept connections through upstream_close_socket */
+    for (size_t i = 0; i < UP_URLS; i++) {
+        curl_url_cleanup(u->urls[i].h);
+        free(u->urls[i].url);
+    }
     for (size_t fd = 0; fd < u->n_socks; fd++)
         upstream_sock_drop(u, (curl_socket_t)fd);
     free(u->socks);
@@ -721,6 +742,49 @@ static int upstream_proxy_env(void)
     return 0;
 }
 
+static uint64_t upstream_url_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The parsed form of url, parsed now if it is not kept yet; NULL when curl
+ * cannot parse it (the transfer then gets the text, and curl's own error)
+ * or every slot is in use. The flags are the ones curl parses a
+ * CURLOPT_URL with. */
+static up_url *upstream_url(upstream *u, const char *url)
+{
+    uint64_t h = upstream_url_hash(url);
+    for (size_t i = 0; i < UP_URLS; i++)
+        if (u->urls[i].url && u->urls[i].hash == h && strcmp(u->urls[i].url, url) == 0)
+            return &u->urls[i];
+    up_url *slot = NULL;
+    for (size_t n = 0; n < UP_URLS && !slot; n++) {
+        up_url *c = &u->urls[(u->url_next + n) % UP_URLS];
+        if (!c->refs) {
+            slot = c;
+            u->url_next = (u->url_next + n + 1) % UP_URLS;
+        }
+    }
+    if (!slot)
+        return NULL;
+    CURLU *cu = curl_url();
+    char *copy = strdup(url);
+    if (!cu || !copy || curl_url_set(cu, CURLUPART_URL, url, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
+        curl_url_cleanup(cu);
+        free(copy);
+        return NULL;
+    }
+    curl_url_cleanup(slot->h);
+    free(slot->url);
+    slot->url = copy;
+    slot->hash = h;
+    slot->h = cu;
+    return slot;
+}
+
 /* An easy handle with the options every transfer shares. Handles are kept
  * and reused as they are (not reset): curl keeps its buffers and we skip
  * setting these again; upstream_start sets everything that differs. */
@@ -785,11 +849,19 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     r->ud = ud;
     evtimer_assign(&r->deadline, u->base, upstream_on_deadline, r);
     CURL *e = r->easy;
-    /* the URL is copied (it can fail); on a reused handle a failure would
-     * leave the last transfer's URL in place, with this one's headers */
-    if (curl_easy_setopt(e, CURLOPT_URL, spec->url) != CURLE_OK) {
-        log_warn("upstream: cannot start a request: libcurl refused its URL");
-        goto fail;
+    /* the URL: parsed once per URL and shared (upstream_url), or as text
+     * when that fails; the text is copied (it can fail): on a reused handle
+     * a failure would leave the last transfer's URL in place */
+    r->url = upstream_url(u, spec->url);
+    if (r->url) {
+        r->url->refs++;
+        curl_easy_setopt(e, CURLOPT_CURLU, r->url->h);
+    } else {
+        curl_easy_setopt(e, CURLOPT_CURLU, NULL);
+        if (curl_easy_setopt(e, CURLOPT_URL, spec->url) != CURLE_OK) {
+            log_warn("upstream: cannot start a request: libcurl refused its URL");
+            goto fail;
+        }
     }
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
@@ -827,6 +899,8 @@ fail:
             curl_easy_cleanup(r->easy);
         }
         curl_slist_free_all(r->hdrs);
+        if (r->url)
+            r->url->refs--;
         free(r);
     }
     return NULL;
