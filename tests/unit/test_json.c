@@ -298,6 +298,52 @@ static void test_input_without_nul_terminator(void)
     json_free(v);
 }
 
+/* The string scanner skips plain bytes four at a time: a quote, an escape,
+ * a control character or a UTF-8 sequence is found at every position of
+ * strings of every length around that step, and a string cut off by the
+ * end of an input without a NUL after it is unterminated. */
+static void test_string_special_bytes_found_at_every_position(void)
+{
+    for (size_t n = 0; n < 14; n++) {
+        for (size_t at = 0; at <= n; at++) {
+            /* a string of n 'a's with one special thing at `at` */
+            static const char *const things[] = {"\\n", "\\\"", "\xc3\xa9", "\x01", "\xff"};
+            static const char *const decoded[] = {"\n", "\"", "\xc3\xa9", NULL, NULL};
+            for (size_t t = 0; t < sizeof things / sizeof *things; t++) {
+                char doc[64], want[64];
+                size_t k = 0, w = 0;
+                doc[k++] = '"';
+                for (size_t i = 0; i < n; i++) {
+                    if (i == at) {
+                        memcpy(doc + k, things[t], strlen(things[t]));
+                        k += strlen(things[t]);
+                        if (decoded[t]) {
+                            memcpy(want + w, decoded[t], strlen(decoded[t]));
+                            w += strlen(decoded[t]);
+                        }
+                    }
+                    doc[k++] = 'a';
+                    want[w++] = 'a';
+                }
+                doc[k++] = '"';
+                want[w] = '\0';
+                char *b = malloc(k); /* no NUL after the input */
+                memcpy(b, doc, k);
+                json_value *v = json_parse(b, k, NULL, 0);
+                if (at < n && decoded[t])
+                    CHECK(v && v->type == JSON_STRING && v->str_len == w && memcmp(v->str, want, w) == 0);
+                else if (at < n)
+                    CHECK(v == NULL); /* a raw control byte or an invalid UTF-8 byte */
+                else
+                    CHECK(v && v->type == JSON_STRING && v->str_len == n); /* nothing special inserted */
+                json_free(v);
+                CHECK(json_parse(b, k - 1, NULL, 0) == NULL); /* the closing quote cut off */
+                free(b);
+            }
+        }
+    }
+}
+
 static void test_round_trip_compact(void)
 {
     CHECK_EQ_STR(round_trip(" { \"a\" : [ 1 , 2.5 , true , null ] , \"b\" : \"x\\ny\" , \"c\" : { } } "),
@@ -538,6 +584,7 @@ int main(void)
     RUN(test_shallow_parse_keeps_top_level_and_validates_everything);
     RUN(test_shallow_parse_of_a_huge_array_allocates_little);
     RUN(test_member_span_finds_the_top_level_value_bytes);
+    RUN(test_string_special_bytes_found_at_every_position);
     RUN(test_scalars_and_nesting_parse);
     RUN(test_all_simple_escapes_decoded);
     RUN(test_unicode_escapes_become_utf8);
