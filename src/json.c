@@ -45,6 +45,10 @@ typedef struct jparser {
     int keep_depth;       /* 0: build everything; else containers deeper than this keep no children */
     const char *span_key; /* json_member_span: the top-level member whose value span is wanted */
     size_t span_start, span_end;
+    const char *const *only; /* json_parse_members: the top-level members built (n_only of them) */
+    size_t n_only;
+    int skip;             /* > 0: the value being parsed is dropped: validated, nothing built */
+    json_value scratch;   /* the node a skipped value gets (see json_node) */
 } jparser;
 
 /* A place in the arena, to give back what a dropped value took. */
@@ -130,6 +134,17 @@ static json_value *json_new(json_doc *d, json_type t)
     return v;
 }
 
+/* A node for the value being parsed; while skipping, the parser's scratch
+ * node (written to, never linked: what a dropped value needs is no node). */
+static json_value *json_node(jparser *p, json_type t)
+{
+    if (p->skip) {
+        p->scratch.type = t;
+        return &p->scratch;
+    }
+    return json_new(p->doc, t);
+}
+
 /* First chunk about the size the tree of len input bytes takes. */
 static json_doc *json_doc_new(size_t len)
 {
@@ -185,7 +200,7 @@ static json_value *json_parse_literal(jparser *p, const char *word, json_type t)
         return NULL;
     }
     p->pos += n;
-    return json_new(p->doc, t);
+    return json_node(p, t);
 }
 
 static int json_is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -261,7 +276,7 @@ static json_value *json_parse_number(jparser *p)
         }
     }
     p->pos = i;
-    json_value *v = json_new(p->doc, JSON_NUMBER);
+    json_value *v = json_node(p, JSON_NUMBER);
     v->num = x;
     return v;
 }
@@ -375,6 +390,11 @@ static char *json_parse_string(jparser *p, size_t *out_len)
         return NULL;
     }
     const char *end = s + i, *c = s + open + 1;
+    if (plain && p->skip) { /* valid as it is and dropped: nothing to copy */
+        *out_len = (size_t)(end - c);
+        p->pos = i + 1;
+        return (char *)c; /* not NUL-terminated; the caller only checks it for NULL */
+    }
     char *buf = json_alloc(p->doc, (size_t)(end - c) + 1), *o = buf;
     if (plain) {
         memcpy(buf, c, (size_t)(end - c));
@@ -457,7 +477,7 @@ static json_value *json_parse_array(jparser *p)
 {
     if (json_enter(p) != 0)
         return NULL;
-    json_value *arr = json_new(p->doc, JSON_ARRAY), **tail = &arr->child;
+    json_value *arr = json_node(p, JSON_ARRAY), **tail = &arr->child;
     p->pos++; /* '[' */
     json_skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == ']') {
@@ -466,6 +486,7 @@ static json_value *json_parse_array(jparser *p)
         return arr;
     }
     int drop = json_drops_children(p);
+    p->skip += drop;
     for (;;) {
         json_mark m = json_mark_take(p->doc);
         json_value *v = json_parse_value(p);
@@ -491,6 +512,7 @@ static json_value *json_parse_array(jparser *p)
         if (p->pos < p->len && p->s[p->pos] == ']') {
             p->pos++;
             p->depth--;
+            p->skip -= drop;
             return arr;
         }
         json_fail_unexpected(p, "',' or ']'");
@@ -500,11 +522,20 @@ fail:
     return NULL; /* the caller frees the document */
 }
 
+/* json_parse_members: key is one of the top-level members to build. */
+static int json_member_wanted(const jparser *p, const char *key)
+{
+    for (size_t i = 0; i < p->n_only; i++)
+        if (strcmp(key, p->only[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static json_value *json_parse_object(jparser *p)
 {
     if (json_enter(p) != 0)
         return NULL;
-    json_value *obj = json_new(p->doc, JSON_OBJECT), **tail = &obj->child;
+    json_value *obj = json_node(p, JSON_OBJECT), **tail = &obj->child;
     p->pos++; /* '{' */
     json_skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == '}') {
@@ -513,6 +544,7 @@ static json_value *json_parse_object(jparser *p)
         return obj;
     }
     int drop = json_drops_children(p);
+    p->skip += drop;
     for (;;) {
         json_mark m = json_mark_take(p->doc);
         if (p->pos >= p->len || p->s[p->pos] != '"') {
@@ -534,14 +566,17 @@ static json_value *json_parse_object(jparser *p)
         p->pos++;
         json_skip_ws(p);
         size_t vstart = p->pos;
+        int unwanted = p->only && p->depth == 1 && !json_member_wanted(p, key);
+        p->skip += unwanted;
         json_value *v = json_parse_value(p);
+        p->skip -= unwanted;
         if (!v)
             goto fail;
         if (p->span_key && p->depth == 1 && strcmp(key, p->span_key) == 0) {
             p->span_start = vstart; /* the last one wins, as in json_get */
             p->span_end = p->pos;
         }
-        if (drop) {
+        if (drop || unwanted) {
             json_mark_restore(p->doc, m);
         } else {
             v->key = key;
@@ -558,6 +593,7 @@ static json_value *json_parse_object(jparser *p)
         if (p->pos < p->len && p->s[p->pos] == '}') {
             p->pos++;
             p->depth--;
+            p->skip -= drop;
             return obj;
         }
         json_fail_unexpected(p, "',' or '}'");
@@ -582,7 +618,7 @@ static json_value *json_parse_value(jparser *p)
         char *s = json_parse_string(p, &n);
         if (!s)
             return NULL;
-        json_value *v = json_new(p->doc, JSON_STRING);
+        json_value *v = json_node(p, JSON_STRING);
         v->str = s;
         v->str_len = n;
         return v;
@@ -602,19 +638,27 @@ static json_value *json_parse_with(jparser *p);
 
 json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen)
 {
-    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, err, errlen, 0, NULL, 0, 0};
+    jparser p = {.s = buf ? buf : "", .len = buf ? len : 0, .err = err, .errlen = errlen};
     return json_parse_with(&p);
 }
 
 json_value *json_parse_shallow(const char *buf, size_t len, int keep_depth, char *err, size_t errlen)
 {
-    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, err, errlen, keep_depth < 1 ? 1 : keep_depth, NULL, 0, 0};
+    jparser p = {.s = buf ? buf : "", .len = buf ? len : 0, .err = err, .errlen = errlen,
+                 .keep_depth = keep_depth < 1 ? 1 : keep_depth};
+    return json_parse_with(&p);
+}
+
+json_value *json_parse_members(const char *buf, size_t len, int keep_depth, const char *const *keys, size_t nkeys)
+{
+    jparser p = {.s = buf ? buf : "", .len = buf ? len : 0, .keep_depth = keep_depth < 1 ? 1 : keep_depth,
+                 .only = keys, .n_only = nkeys};
     return json_parse_with(&p);
 }
 
 int json_member_span(const char *buf, size_t len, const char *key, size_t *start, size_t *end)
 {
-    jparser p = {NULL, buf ? buf : "", buf ? len : 0, 0, 0, NULL, 0, 1, key, 0, 0};
+    jparser p = {.s = buf ? buf : "", .len = buf ? len : 0, .keep_depth = 1, .span_key = key};
     json_value *v = json_parse_with(&p);
     int found = v && p.span_end > p.span_start;
     json_free(v);
@@ -630,7 +674,7 @@ static json_value *json_parse_with(jparser *pp)
     jparser p = *pp;
     if (p.err && p.errlen)
         p.err[0] = '\0';
-    p.doc = json_doc_new(p.len);
+    p.doc = json_doc_new(p.only ? 0 : p.len); /* a few members: the smallest first chunk */
     json_skip_ws(&p);
     json_value *v = json_parse_value(&p);
     if (v) {

@@ -29,6 +29,11 @@ json_value *json_parse(const char *buf, size_t len, char *err, size_t errlen);
  * count and no children: memory stays small whatever the input holds.
  * json_write must not be given such a document. */
 json_value *json_parse_shallow(const char *buf, size_t len, int keep_depth, char *err, size_t errlen);
+/* json_parse_shallow that builds only the root object's members named in
+ * keys (all of them when repeated); the others are validated and dropped
+ * without being built or copied. For reading a few fields of a large
+ * answer (the usage of a plain one). */
+json_value *json_parse_members(const char *buf, size_t len, int keep_depth, const char *const *keys, size_t nkeys);
 /* Byte span [start, end) of the value of the root object's member key in
  * buf (the last one if repeated); -1 if buf is no valid JSON object holding key. */
 int json_member_span(const char *buf, size_t len, const char *key, size_t *start, size_t *end);

@@ -1216,8 +1216,10 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
 
 static void proxy_read_plain_usage(proxy_req *p)
 {
-    /* depth 3: usage.input_tokens_details.cached_tokens */
-    json_value *doc = json_parse_shallow(p->sniff.p, p->sniff.len, 3, NULL, 0);
+    /* depth 3: usage.input_tokens_details.cached_tokens; of the rest of
+     * the answer (its text) nothing is built */
+    static const char *const wanted[] = {"usage", "id"};
+    json_value *doc = json_parse_members(p->sniff.p, p->sniff.len, 3, wanted, 2);
     usage_tokens t = {p->in_tok, p->out_tok, p->tot_tok, p->cached_tok};
     usage_tokens_read(doc ? json_get(doc, "usage") : NULL, &t);
     p->in_tok = t.in;

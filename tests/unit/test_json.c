@@ -548,6 +548,39 @@ static void test_shallow_parse_keeps_top_level_and_validates_everything(void)
     CHECK(strstr(err, "trailing comma") != NULL);
 }
 
+/* json_parse_members builds the named top-level members (to the depth
+ * asked, the last of a repeated one winning in json_get) and nothing of the
+ * others, which are still validated to the last byte: escapes, UTF-8,
+ * numbers and nesting in them are checked as json_parse would. */
+static void test_members_parse_builds_named_members_and_validates_the_rest(void)
+{
+    static const char *const keys[] = {"usage", "id"};
+    const char *in = "{\"id\":\"a\",\"choices\":[{\"message\":{\"content\":\"x\\n\\u00e9\xc3\xa9\",\"n\":-1.5e3}},"
+                     "true,null],\"usage\":{\"total_tokens\":7,\"details\":{\"cached\":2}},\"id\":\"b\"}";
+    json_value *d = json_parse_members(in, strlen(in), 3, keys, 2);
+    CHECK(d != NULL);
+    CHECK_EQ_STR(json_get_str(d, "id"), "b");
+    CHECK(json_get(d, "choices") == NULL); /* not built */
+    json_value *u = json_get(d, "usage");
+    CHECK(u && json_get(u, "total_tokens") && json_get(u, "total_tokens")->num == 7);
+    json_value *det = u ? json_get(u, "details") : NULL;
+    CHECK(det && json_get(det, "cached") && json_get(det, "cached")->num == 2);
+    json_free(d);
+    static const char *const bad[] = {
+        "{\"choices\":[\"\\x\"],\"usage\":{}}",          /* bad escape in a dropped member */
+        "{\"choices\":[\"\xff\"],\"usage\":{}}",          /* bad UTF-8 */
+        "{\"choices\":[\"a\x01\"],\"usage\":{}}",         /* raw control character */
+        "{\"choices\":[01],\"usage\":{}}",                /* leading zero */
+        "{\"choices\":{\"a\":[1,]},\"usage\":{}}",         /* trailing comma, nested */
+        "{\"choices\":[\"unterminated],\"usage\":{}}",
+        "{\"choices\":1e999,\"usage\":{}}",               /* out of range */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(json_parse_members(bad[i], strlen(bad[i]), 3, keys, 2) == NULL);
+        CHECK(json_parse(bad[i], strlen(bad[i]), NULL, 0) == NULL); /* the same verdict as a full parse */
+    }
+}
+
 /* A body of 2 MiB of [0,0,...] kept whole would take 1 M nodes of 64 bytes;
  * shallow, the arena must stay within a few chunks. */
 static void test_shallow_parse_of_a_huge_array_allocates_little(void)
@@ -585,6 +618,7 @@ int main(void)
     RUN(test_shallow_parse_of_a_huge_array_allocates_little);
     RUN(test_member_span_finds_the_top_level_value_bytes);
     RUN(test_string_special_bytes_found_at_every_position);
+    RUN(test_members_parse_builds_named_members_and_validates_the_rest);
     RUN(test_scalars_and_nesting_parse);
     RUN(test_all_simple_escapes_decoded);
     RUN(test_unicode_escapes_become_utf8);
