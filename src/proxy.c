@@ -228,6 +228,22 @@ static int proxy_forward_index(const char *name)
     return -1;
 }
 
+/* Takes h out of q and frees it as evhttp_remove_header would, without
+ * looking it up again by name (a case-blind compare per header, a function
+ * call per letter in libevent). libevent allocates headers with malloc:
+ * the gateway never installs other allocators (event_set_mem_functions). */
+static void proxy_header_unlink(struct evkeyvalq *q, struct evkeyval *h)
+{
+    if (h->next.tqe_next) /* TAILQ_REMOVE */
+        h->next.tqe_next->next.tqe_prev = h->next.tqe_prev;
+    else
+        q->tqh_last = h->next.tqe_prev;
+    *h->next.tqe_prev = h->next.tqe_next;
+    free(h->key);
+    free(h->value);
+    free(h);
+}
+
 /* Of the client's request headers, only those proxy_build_headers
  * forwards (on every attempt, a resumed one too) and Connection (libevent
  * reads it when the reply ends) are needed once the request is planned.
@@ -240,11 +256,9 @@ static void proxy_drop_client_headers(struct evhttp_request *req)
     struct evkeyval *h, *next;
     for (h = in->tqh_first; h; h = next) {
         next = h->next.tqe_next;
-        /* the first header of that name is h itself: an earlier one was
-         * removed on the way here, and kept names are never removed */
         if (proxy_forward_index(h->key) < 0 && strcasecmp(h->key, "Connection") != 0 &&
             strcasecmp(h->key, "Proxy-Connection") != 0)
-            evhttp_remove_header(in, h->key);
+            proxy_header_unlink(in, h);
     }
 }
 
