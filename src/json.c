@@ -674,7 +674,9 @@ static json_value *json_parse_with(jparser *pp)
     jparser p = *pp;
     if (p.err && p.errlen)
         p.err[0] = '\0';
-    p.doc = json_doc_new(p.only ? 0 : p.len); /* a few members: the smallest first chunk */
+    /* a few members (a usage object and an id: ~600 bytes of nodes and
+     * keys) fit the first chunk whatever the size of the input */
+    p.doc = json_doc_new(p.only ? 256 : p.len);
     json_skip_ws(&p);
     json_value *v = json_parse_value(&p);
     if (v) {
