@@ -138,8 +138,12 @@ static sbuf proxy_url;    /* the attempt's URL, the same way (curl copies it) */
 /* Finished requests kept for the next ones (loop thread only): a proxy_req
  * is 3 KiB, and glibc serves an allocation that size from its bins (with a
  * malloc_consolidate pass whenever small freed chunks are waiting), which
- * cost about 7 000 instructions per request; a kept one is only zeroed. */
+ * cost about 7 000 instructions per request; a kept one is only zeroed.
+ * It keeps the small buffers every request fills (the plain
+ * answer read for its usage, the client bytes), emptied, so the next
+ * request does not allocate and grow them again; larger ones are freed. */
 #define PROXY_SPARE 128
+#define PROXY_SPARE_BUF 2048 /* largest buffer a kept request keeps */
 static proxy_req *proxy_spare[PROXY_SPARE];
 static size_t proxy_n_spare;
 
@@ -148,16 +152,32 @@ static proxy_req *proxy_req_new(void)
     if (!proxy_n_spare)
         return calloc(1, sizeof(proxy_req));
     proxy_req *p = proxy_spare[--proxy_n_spare];
+    sbuf sniff = p->sniff, out = p->out;
     memset(p, 0, sizeof *p);
+    p->sniff = sniff, p->out = out;
     return p;
+}
+
+/* b emptied, its memory kept when it is small (for proxy_req_new). */
+static void proxy_buf_keep(sbuf *b)
+{
+    if (b->cap > PROXY_SPARE_BUF)
+        sbuf_free(b);
+    else
+        sbuf_reset(b);
 }
 
 static void proxy_req_release(proxy_req *p)
 {
-    if (proxy_n_spare < PROXY_SPARE)
+    if (proxy_n_spare < PROXY_SPARE) {
+        proxy_buf_keep(&p->sniff);
+        proxy_buf_keep(&p->out);
         proxy_spare[proxy_n_spare++] = p;
-    else
-        free(p);
+        return;
+    }
+    sbuf_free(&p->sniff);
+    sbuf_free(&p->out);
+    free(p);
 }
 
 static void proxy_next(proxy_req *p);
@@ -1889,13 +1909,11 @@ static void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->upbody);
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
-    sbuf_free(&p->sniff);
     proxy_pf_timer_drop(p);
     if (p->retry_timer)
         event_free(p->retry_timer);
     event_del(&p->flush_ev);
-    sbuf_free(&p->out);
-    scrub_free(&p->scrub);
+    scrub_free(&p->scrub); /* sniff and out: proxy_req_release */
     gw->active--;
     proxy_req_release(p);
 }
