@@ -276,8 +276,10 @@ static void proxy_drop_client_headers(struct evhttp_request *req)
     struct evkeyval *h, *next;
     for (h = in->tqh_first; h; h = next) {
         next = h->next.tqe_next;
-        if (proxy_forward_index(h->key) < 0 && strcasecmp(h->key, "Connection") != 0 &&
-            strcasecmp(h->key, "Proxy-Connection") != 0)
+        char c = (char)(h->key[0] | 0x20);
+        int conn = (c == 'c' && strcasecmp(h->key, "Connection") == 0) ||
+                   (c == 'p' && strcasecmp(h->key, "Proxy-Connection") == 0);
+        if (!conn && proxy_forward_index(h->key) < 0)
             proxy_header_unlink(in, h);
     }
 }
@@ -443,6 +445,8 @@ static void proxy_attempt_record(proxy_req *p)
     }
     double secs = gateway_now() - p->t_attempt;
     sbuf *t = &p->tried;
+    if (!t->len)
+        sbuf_reserve(t, 256); /* one attempt's record at once, not grown from 64 bytes */
     sbuf_puts(t, t->len ? ",{\"account\":" : "[{\"account\":");
     sbuf_json_str(t, p->acct_name, strlen(p->acct_name));
     sbuf_puts(t, ",\"account_id\":");
