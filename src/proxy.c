@@ -1165,18 +1165,21 @@ static int proxy_up_headers(void *ud, int status, const upstream_header *h, size
     p->status = status;
     p->retry_after = -1;
     for (size_t i = 0; i < n; i++) {
-        if (strcasecmp(h[i].name, "Content-Type") == 0)
+        /* by first letter: a real upstream sends twenty-odd headers, most
+         * of them none of these */
+        char c = (char)(h[i].name[0] | 0x20);
+        if (c == 'c' && strcasecmp(h[i].name, "Content-Type") == 0)
             proxy_copy_scrubbed(p, p->resp_ctype, sizeof p->resp_ctype, h[i].value);
-        else if (strcasecmp(h[i].name, "x-request-id") == 0)
+        else if (c == 'x' && strcasecmp(h[i].name, "x-request-id") == 0)
             proxy_copy_scrubbed(p, p->resp_request_id, sizeof p->resp_request_id, h[i].value);
-        else if (strcasecmp(h[i].name, "Retry-After") == 0 && p->retry_after < 0)
+        else if (c == 'r' && strcasecmp(h[i].name, "Retry-After") == 0 && p->retry_after < 0)
             p->retry_after = usage_header_seconds(h[i].value);
-        else if (strcasecmp(h[i].name, "retry-after-ms") == 0) { /* finer, so it wins */
+        else if (c == 'r' && strcasecmp(h[i].name, "retry-after-ms") == 0) { /* finer, so it wins */
             double ms = usage_header_seconds(h[i].value);
             if (ms >= 0)
                 p->retry_after = ms / 1000.0;
         }
-        else if (strncasecmp(h[i].name, "x-codex-", 8) == 0)
+        else if (c == 'x' && strncasecmp(h[i].name, "x-codex-", 8) == 0)
             proxy_note_codex_header(p, pa, h[i].name, h[i].value, now);
     }
     if (status >= 200 && status < 300 && !proxy_ctype_is_answer(p->resp_ctype))

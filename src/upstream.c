@@ -461,10 +461,16 @@ static void upstream_header_store(upstream_req *r, const char *line, size_t n)
         end--;
     /* each cut at a NUL (a hostile upstream's), as a C string reads it, so
      * that upstream_headers_complete finds the pairs by walking hbuf */
-    sbuf_append(&r->hbuf, line, strnlen(line, nlen));
-    sbuf_append(&r->hbuf, "", 1);
-    sbuf_append(&r->hbuf, v, strnlen(v, (size_t)(end - v)));
-    sbuf_append(&r->hbuf, "", 1);
+    size_t kl = strnlen(line, nlen), vl = strnlen(v, (size_t)(end - v));
+    size_t need = kl + vl + 2;
+    sbuf_reserve(&r->hbuf, r->hbuf.cap || need > 1024 ? need : 1024); /* a first one: room for a usual set */
+    char *o = r->hbuf.p + r->hbuf.len;
+    memcpy(o, line, kl);
+    o[kl] = '\0';
+    memcpy(o + kl + 1, v, vl);
+    o[kl + 1 + vl] = '\0';
+    r->hbuf.len += kl + vl + 2;
+    r->hbuf.p[r->hbuf.len] = '\0';
     r->n_headers++;
 }
 
