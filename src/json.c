@@ -367,17 +367,22 @@ static const unsigned char json_str_stop[256] = {
     JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, /* 0x80-0xff */
 };
 
-/* 1 if any of the 8 bytes at s is one json_str_stop stops at (or, rarely,
- * a plain byte right after one that is: a borrow of the zero-byte tests
- * below carries into the next byte, never into an earlier one). */
-static int json_str_stop8(const unsigned char *s)
+/* Of the 8 bytes at s (little-endian order), the ones json_str_stop stops
+ * at have their high bit set in the result; 0 if none. Bytes after the
+ * first such byte may be marked without being one (a borrow of the
+ * zero-byte tests carries upwards, never downwards), so only the lowest
+ * mark counts: the index of the first stop byte is its bit number / 8. */
+static uint64_t json_str_stop8(const unsigned char *s)
 {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     uint64_t v, q, b;
     memcpy(&v, s, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     q = v ^ (ones * '"');
     b = v ^ (ones * '\\');
-    return (((v - ones * 0x20) | (q - ones) | (b - ones)) & ~v & high) != 0 || (v & high) != 0;
+    return ((((v - ones * 0x20) | (q - ones) | (b - ones)) & ~v) | v) & high;
 }
 
 /* Parses the string at pos (on the opening quote) into a fresh NUL-terminated
@@ -392,10 +397,14 @@ static char *json_parse_string(jparser *p, size_t *out_len)
     const char *s = p->s;
     int plain = 1; /* printable ASCII only, no escapes: the common case, copied as is */
     for (;;) {
-        while (i + 8 <= len && !json_str_stop8(u + i))
+        uint64_t m = 0;
+        while (i + 8 <= len && !(m = json_str_stop8(u + i)))
             i += 8;
-        while (i < len && !json_str_stop[u[i]])
-            i++;
+        if (m)
+            i += (size_t)__builtin_ctzll(m) >> 3;
+        else
+            while (i < len && !json_str_stop[u[i]])
+                i++;
         if (i >= len || u[i] == '"')
             break;
         plain = 0;

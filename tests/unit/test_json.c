@@ -339,6 +339,17 @@ static void test_string_special_bytes_found_at_every_position(void)
                 json_free(v);
                 CHECK(json_parse(b, k - 1, NULL, 0) == NULL); /* the closing quote cut off */
                 free(b);
+                /* the same string with bytes after it (in an array), so that
+                 * eight-byte steps reach past its closing quote */
+                char arr[96];
+                int an = snprintf(arr, sizeof arr, "[%.*s,12345678901234567]", (int)k, doc);
+                v = json_parse(arr, (size_t)an, NULL, 0);
+                if (at < n && !decoded[t])
+                    CHECK(v == NULL);
+                else
+                    CHECK(v && v->child && v->child->type == JSON_STRING &&
+                          v->child->str_len == (at < n ? w : n) && memcmp(v->child->str, want, v->child->str_len) == 0);
+                json_free(v);
             }
         }
     }
