@@ -3,6 +3,7 @@
  * recency list through the same slots, so lookups, uses and evictions are
  * O(1) and memory is fixed at max entries. */
 #include "affinity.h"
+#include "sbuf.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +27,7 @@ struct affinity {
 
 static uint64_t affinity_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    uint64_t h = sbuf_hash(s);
     return h ? h : 1;
 }
 

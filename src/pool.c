@@ -66,9 +66,7 @@ static void pool_owner_loaded(void *ud, const char *response_id, int64_t account
 
 static uint64_t pool_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    uint64_t h = sbuf_hash(s);
     return h ? h : 1;
 }
 

@@ -1424,13 +1424,8 @@ static int proxy_not_an_answer(proxy_req *p, const char *why)
 
 /* ---------- login refresh ---------- */
 
-static uint64_t proxy_token_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a: only to notice that the token changed */
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
+/* only to notice that the token changed */
+static uint64_t proxy_token_hash(const char *s) { return sbuf_hash(s); }
 
 static void proxy_attempt(proxy_req *p, pool_account *pa);
 

@@ -221,6 +221,14 @@ char *sbuf_strdup_nonempty(const char *s)
     return d;
 }
 
+uint64_t sbuf_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 void sbuf_secret_free(char *s)
 {
     if (s)

@@ -3,6 +3,7 @@
 #ifndef SY_SBUF_H
 #define SY_SBUF_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct sbuf {
     char *p;    /* always NUL-terminated when cap > 0 */
@@ -37,6 +38,9 @@ void sbuf_fmt_into(char *dst, size_t n, const char *fmt, ...) __attribute__((for
 size_t sbuf_utf8_encode(char out[4], unsigned cp);
 /* The value of a hex digit, -1 if c is not one. */
 int sbuf_hex_digit(int c);
+/* FNV-1a of the C string s (NULL hashes as ""): for hash tables and for
+ * noticing a change, never for secrecy. */
+uint64_t sbuf_hash(const char *s);
 /* A heap copy of s, or NULL when s is NULL or empty (aborts without memory). */
 char *sbuf_strdup_nonempty(const char *s);
 /* Zeroes a heap string (a token, a key) and frees it; NULL is fine. */

@@ -748,21 +748,13 @@ static int upstream_proxy_env(void)
     return 0;
 }
 
-static uint64_t upstream_url_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* The parsed form of url, parsed now if it is not kept yet; NULL when curl
  * cannot parse it (the transfer then gets the text, and curl's own error)
  * or every slot is in use. The flags are the ones curl parses a
  * CURLOPT_URL with. */
 static up_url *upstream_url(upstream *u, const char *url)
 {
-    uint64_t h = upstream_url_hash(url);
+    uint64_t h = sbuf_hash(url);
     for (size_t i = 0; i < UP_URLS; i++)
         if (u->urls[i].url && u->urls[i].hash == h && strcmp(u->urls[i].url, url) == 0)
             return &u->urls[i];

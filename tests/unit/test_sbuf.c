@@ -1,5 +1,5 @@
 /* test_sbuf.c: sbuf_put_int and sbuf_put_fixed write what printf's %lld
- * and %.*f would. */
+ * and %.*f would; sbuf_hash is FNV-1a 64. */
 #include "check.h"
 #include "sbuf.h"
 #include <limits.h>
@@ -65,9 +65,19 @@ static void test_sbuf_put_fixed_matches_printf(void)
     CHECK_EQ_INT(bad, 0);
 }
 
+/* FNV-1a 64, the published test values; NULL hashes as "". */
+static void test_sbuf_hash_is_fnv1a_64(void)
+{
+    CHECK(sbuf_hash("") == 0xcbf29ce484222325ull);
+    CHECK(sbuf_hash(NULL) == 0xcbf29ce484222325ull);
+    CHECK(sbuf_hash("a") == 0xaf63dc4c8601ec8cull);
+    CHECK(sbuf_hash("foobar") == 0x85944171f73967e8ull);
+}
+
 int main(void)
 {
     RUN(test_sbuf_put_int_matches_printf);
     RUN(test_sbuf_put_fixed_matches_printf);
+    RUN(test_sbuf_hash_is_fnv1a_64);
     return check_summary();
 }
