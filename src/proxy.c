@@ -196,17 +196,25 @@ static void proxy_why(proxy_req *p, const char *name, const char *reason)
     sbuf_printf(&p->why, "%s%s: %s", p->why.len ? "; " : "", name, reason);
 }
 
-static void proxy_header_add(proxy_req *p, const char *name, const char *value)
+/* value_prefix (may be NULL) and value make the header's value. */
+static void proxy_header_add2(const char *name, const char *value_prefix, const char *value)
 {
-    (void)p;
     if (proxy_n_hdrs >= PROXY_MAX_HEADERS)
         return;
     /* offsets, resolved once all headers are stored (hstore may move) */
     proxy_hdrs[proxy_n_hdrs].name = (const char *)(uintptr_t)proxy_hstore.len;
     sbuf_append(&proxy_hstore, name, strlen(name) + 1);
     proxy_hdrs[proxy_n_hdrs].value = (const char *)(uintptr_t)proxy_hstore.len;
+    if (value_prefix)
+        sbuf_puts(&proxy_hstore, value_prefix);
     sbuf_append(&proxy_hstore, value, strlen(value) + 1);
     proxy_n_hdrs++;
+}
+
+static void proxy_header_add(proxy_req *p, const char *name, const char *value)
+{
+    (void)p;
+    proxy_header_add2(name, NULL, value);
 }
 
 static void proxy_headers_resolve(void)
@@ -288,11 +296,7 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
     proxy_n_hdrs = 0;
     sbuf_reset(&proxy_hstore);
-    sbuf auth = SBUF_INIT;
-    sbuf_puts(&auth, "Bearer ");
-    sbuf_puts(&auth, pa->a.token);
-    proxy_header_add(p, "Authorization", auth.p);
-    sbuf_free(&auth);
+    proxy_header_add2("Authorization", "Bearer ", pa->a.token);
     if (!p->in.is_get)
         proxy_header_add(p, "Content-Type", "application/json");
     proxy_header_add(p, "Accept", p->in.stream ? "text/event-stream" : "application/json");
@@ -1922,7 +1926,8 @@ static void proxy_finish(proxy_req *p, int status)
 
 static void proxy_trace_pool(proxy_req *p)
 {
-    sbuf names = SBUF_INIT;
+    static sbuf names; /* loop thread only; kept between requests (trace_event copies what it is given) */
+    sbuf_reset(&names);
     for (size_t i = 0; i < p->plan.n; i++) {
         pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
         if (i)
@@ -1942,7 +1947,6 @@ static void proxy_trace_pool(proxy_req *p)
     for (size_t i = 0; i < p->plan.nskips; i++)
         trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
                     p->plan.skips[i].name, p->plan.skips[i].reason);
-    sbuf_free(&names);
 }
 
 void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
