@@ -3,6 +3,7 @@
 #include "usage.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 int64_t usage_clamp_int(double v, int64_t lo, int64_t hi, int64_t dflt)
@@ -40,15 +41,31 @@ void usage_tokens_set(usage_tokens *t, double in_v, double out_v, double total_v
         t->cached = cached;
 }
 
+/* The usage members usage_tokens_read looks at. */
+enum { U_IN, U_PROMPT, U_OUT, U_COMPLETION, U_TOTAL, U_IN_DETAILS, U_PROMPT_DETAILS, U_N };
+static const char *const usage_members[U_N] = {"input_tokens",      "prompt_tokens",        "output_tokens",
+                                               "completion_tokens", "total_tokens",         "input_tokens_details",
+                                               "prompt_tokens_details"};
+
+static double usage_num(const json_value *v, double dflt) { return v && v->type == JSON_NUMBER ? v->num : dflt; }
+
 void usage_tokens_read(const json_value *u, usage_tokens *t)
 {
     if (!u || u->type != JSON_OBJECT)
         return;
-    const json_value *d = json_get(u, "input_tokens_details"); /* Responses; Chat: prompt_tokens_details */
-    usage_tokens_set(t, json_get_num(u, "input_tokens", json_get_num(u, "prompt_tokens", -1)),
-                     json_get_num(u, "output_tokens", json_get_num(u, "completion_tokens", -1)),
-                     json_get_num(u, "total_tokens", -1),
-                     json_get_num(d ? d : json_get(u, "prompt_tokens_details"), "cached_tokens", -1));
+    /* one pass over the members (json_get walks them all for each name):
+     * each the last of its name, as json_get reads it */
+    const json_value *m[U_N] = {NULL};
+    for (const json_value *c = u->child; c; c = c->next)
+        for (int i = 0; i < U_N; i++)
+            if (c->key && c->key[0] == usage_members[i][0] && strcmp(c->key, usage_members[i]) == 0) {
+                m[i] = c;
+                break;
+            }
+    const json_value *d = m[U_IN_DETAILS] ? m[U_IN_DETAILS] : m[U_PROMPT_DETAILS]; /* Responses; Chat */
+    usage_tokens_set(t, usage_num(m[U_IN], usage_num(m[U_PROMPT], -1)),
+                     usage_num(m[U_OUT], usage_num(m[U_COMPLETION], -1)), usage_num(m[U_TOTAL], -1),
+                     json_get_num(d, "cached_tokens", -1));
 }
 
 /* The whole value (spaces around allowed) as a finite number, else NAN. */

@@ -56,6 +56,21 @@ static void test_usage_object_with_1e85_tokens_is_clamped(void)
     CHECK_EQ_INT(t.cached, -1);
 }
 
+/* A repeated member counts as json_get reads it, the last one, even when
+ * that one is no number (then the other API's name, else nothing). */
+static void test_usage_repeated_members_count_as_the_last_one(void)
+{
+    usage_tokens t = read_usage("{\"input_tokens\":5,\"output_tokens\":1,\"input_tokens\":9}");
+    CHECK_EQ_INT(t.in, 9);
+    t = read_usage("{\"input_tokens\":5,\"input_tokens\":\"x\",\"prompt_tokens\":3,\"output_tokens\":1}");
+    CHECK_EQ_INT(t.in, 3);
+    CHECK_EQ_INT(t.total, 4);
+    t = read_usage("{\"input_tokens_details\":7,\"prompt_tokens_details\":{\"cached_tokens\":2}}");
+    CHECK_EQ_INT(t.cached, -1); /* the Responses name is there (not an object): the Chat one is not read */
+    t = read_usage("{\"prompt_tokens_details\":{\"cached_tokens\":2},\"prompt_tokens_details\":{\"cached_tokens\":6}}");
+    CHECK_EQ_INT(t.cached, 6);
+}
+
 /* Cached input tokens come from either API's details object, clamped like the rest. */
 static void test_usage_cached_tokens_are_read_from_both_shapes_and_clamped(void)
 {
@@ -167,6 +182,7 @@ int main(void)
     RUN(test_huge_token_count_is_capped_not_wrapped);
     RUN(test_clamp_int_never_casts_out_of_range);
     RUN(test_usage_object_with_1e85_tokens_is_clamped);
+    RUN(test_usage_repeated_members_count_as_the_last_one);
     RUN(test_usage_cached_tokens_are_read_from_both_shapes_and_clamped);
     RUN(test_stream_usage_of_1e85_tokens_is_clamped);
     RUN(test_retry_after_header_is_strict_and_capped);
