@@ -10,7 +10,6 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,42 +353,45 @@ static size_t json_unicode_escape(const char *s, const char *end, unsigned *cp)
     return 5;
 }
 
-/* 1 for the bytes that end a run of plain string bytes: the closing quote,
- * a backslash, control characters and every non-ASCII byte. */
-#define JSON_ROW0 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
-#define JSON_ROW1 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
-static const unsigned char json_str_stop[256] = {
-    JSON_ROW1, JSON_ROW1,                                       /* 0x00-0x1f: control characters */
-    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,             /* 0x22 '"' */
-    JSON_ROW0, JSON_ROW0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,             /* 0x5c '\\' */
-    JSON_ROW0, JSON_ROW0,
-    JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, JSON_ROW1, /* 0x80-0xff */
+/* Bytes a string may hold as they are: printable ASCII but the quote and
+ * the backslash (the parser's "plain" bytes). */
+static const unsigned char json_plain_byte[256] = {
+#define JSON_P8 1, 1, 1, 1, 1, 1, 1, 1
+#define JSON_P32 JSON_P8, JSON_P8, JSON_P8, JSON_P8
+    [0x20] = 1, 1, 0, 1, 1, 1, 1, 1, JSON_P8,        /* 0x20-0x2f; 0x22 '"' */
+    JSON_P32,                                         /* 0x30-0x4f */
+    JSON_P8, 1, 1, 1, 1, 0, 1, 1, 1,                  /* 0x50-0x5f; 0x5c '\\' */
+    JSON_P32,                                         /* 0x60-0x7f */
+#undef JSON_P32
+#undef JSON_P8
 };
 
-/* Of the 8 bytes at s (little-endian order), the ones json_str_stop stops
- * at have their high bit set in the result; 0 if none. Bytes after the
- * first such byte may be marked without being one (a borrow of the
- * zero-byte tests carries upwards, never downwards), so only the lowest
- * mark counts: the index of the first stop byte is its bit number / 8. */
-static uint64_t json_str_stop8(const unsigned char *s)
+/* The first byte at or after i (before len) that is not a json_plain_byte,
+ * or len: sixteen bytes at a time where SSE2 is there (a control byte or a
+ * non-ASCII one is below 0x20 as a signed byte), then byte by byte. */
+static size_t json_plain_run(const char *s, size_t len, size_t i)
 {
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t v, q, b;
-    memcpy(&v, s, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
+#ifdef __SSE2__
+    const __m128i ctl = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+    while (len - i >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i sp = _mm_or_si128(_mm_cmplt_epi8(v, ctl), _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bs)));
+        unsigned m = (unsigned)_mm_movemask_epi8(sp);
+        if (m)
+            return i + (size_t)__builtin_ctz(m);
+        i += 16;
+    }
 #endif
-    q = v ^ (ones * '"');
-    b = v ^ (ones * '\\');
-    return ((((v - ones * 0x20) | (q - ones) | (b - ones)) & ~v) | v) & high;
+    while (i < len && json_plain_byte[(unsigned char)s[i]])
+        i++;
+    return i;
 }
 
 /* Parses the string at pos (on the opening quote) into a fresh NUL-terminated
  * buffer. A first scan finds the closing quote so the buffer is allocated
  * once: decoding never makes a string longer. The scan skips runs of plain
- * bytes eight at a time (json_str_stop8) and then through json_str_stop
- * (most strings of a request or an answer are nothing else). */
+ * bytes with json_plain_run (most strings of a request or an answer are
+ * nothing else). */
 static char *json_parse_string(jparser *p, size_t *out_len)
 {
     size_t open = p->pos, i = p->pos + 1, len = p->len;
@@ -397,14 +399,7 @@ static char *json_parse_string(jparser *p, size_t *out_len)
     const char *s = p->s;
     int plain = 1; /* printable ASCII only, no escapes: the common case, copied as is */
     for (;;) {
-        uint64_t m = 0;
-        while (i + 8 <= len && !(m = json_str_stop8(u + i)))
-            i += 8;
-        if (m)
-            i += (size_t)__builtin_ctzll(m) >> 3;
-        else
-            while (i < len && !json_str_stop[u[i]])
-                i++;
+        i = json_plain_run(s, len, i);
         if (i >= len || u[i] == '"')
             break;
         plain = 0;
@@ -898,40 +893,11 @@ size_t json_scan_ws(const char *s, size_t len, size_t i)
     return i;
 }
 
-/* Bytes a string may hold as they are: printable ASCII but the quote and
- * the backslash (the parser's "plain" bytes). */
-static const unsigned char json_plain_byte[256] = {
-#define JSON_P8 1, 1, 1, 1, 1, 1, 1, 1
-#define JSON_P32 JSON_P8, JSON_P8, JSON_P8, JSON_P8
-    [0x20] = 1, 1, 0, 1, 1, 1, 1, 1, JSON_P8,        /* 0x20-0x2f; 0x22 '"' */
-    JSON_P32,                                         /* 0x30-0x4f */
-    JSON_P8, 1, 1, 1, 1, 0, 1, 1, 1,                  /* 0x50-0x5f; 0x5c '\\' */
-    JSON_P32,                                         /* 0x60-0x7f */
-#undef JSON_P32
-#undef JSON_P8
-};
-
 static size_t json_scan_string(const char *s, size_t len, size_t i)
 {
     i++; /* '"' */
     for (;;) {
-#ifdef __SSE2__
-        /* sixteen bytes at a time up to the first special one (a control
-         * byte or non-ASCII: below 0x20 as a signed byte; '"'; '\\') */
-        const __m128i ctl = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
-        while (len - i >= 16) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-            __m128i sp = _mm_or_si128(_mm_cmplt_epi8(v, ctl), _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bs)));
-            unsigned m = (unsigned)_mm_movemask_epi8(sp);
-            if (m) {
-                i += (size_t)__builtin_ctz(m);
-                break;
-            }
-            i += 16;
-        }
-#endif
-        while (i < len && json_plain_byte[(unsigned char)s[i]])
-            i++;
+        i = json_plain_run(s, len, i);
         if (i >= len)
             return 0;
         unsigned char b = (unsigned char)s[i];
