@@ -373,7 +373,7 @@ static size_t json_plain_run(const char *s, size_t len, size_t i)
 {
 #ifdef __SSE2__
     const __m128i ctl = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
-    while (len - i >= 16) {
+    while (i + 16 <= len) { /* i may be past len (a backslash ended the input) */
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
         __m128i sp = _mm_or_si128(_mm_cmplt_epi8(v, ctl), _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bs)));
         unsigned m = (unsigned)_mm_movemask_epi8(sp);
