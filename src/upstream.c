@@ -137,6 +137,9 @@ static int upstream_proxy_env(void);
 
 /* ---- loop <-> curl glue ---- */
 
+/* Frees a request's header list: one block (upstream_build_headers). */
+static void upstream_headers_free(struct curl_slist *h) { free(h); }
+
 /* A stream whose answer has begun no longer needs its request's header
  * list (curl read it when it sent the request), and holds it for as long
  * as the answer lasts: ~0.4 KiB in a dozen allocations per held stream
@@ -152,7 +155,7 @@ static void upstream_drop_sent(upstream *u)
         if (r->cancelled || !r->hdrs)
             continue;
         curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, NULL);
-        curl_slist_free_all(r->hdrs);
+        upstream_headers_free(r->hdrs);
         r->hdrs = NULL;
     }
 }
@@ -612,7 +615,7 @@ static void upstream_req_free(upstream_req *r)
     } else {
         curl_easy_cleanup(r->easy);
     }
-    curl_slist_free_all(r->hdrs);
+    upstream_headers_free(r->hdrs);
     if (r->url)
         r->url->refs--;
     sbuf_free(&r->hbuf);
@@ -675,15 +678,33 @@ void upstream_free(upstream *u)
  * printf engine twice (once into a string of its own, then into the
  * request) one byte at a time, and each of ours once: so the User-Agent and
  * Accept-Encoding headers it would add are given here, as ours, with the
- * same text (curl leaves out its own when ours are present). */
-/* Appends s to *h; -1 (and *h unchanged) when out of memory. */
-static int upstream_header_add(struct curl_slist **h, const char *s)
+ * same text (curl leaves out its own when ours are present).
+ *
+ * The list is built in one allocation, its nodes first and then the
+ * "Name: value" lines: curl only reads a CURLOPT_HTTPHEADER list (it never
+ * frees or keeps it), and curl_slist_append would make two allocations per
+ * header. It is freed with upstream_headers_free, never
+ * curl_slist_free_all. */
+
+/* Node k of the n in h: the line "name: value" (or name alone when value
+ * is NULL) written at o. Returns where the next line goes. */
+static char *upstream_header_line(struct curl_slist *h, size_t n, size_t k, char *o, const char *name,
+                                  const char *value)
 {
-    struct curl_slist *n = curl_slist_append(*h, s);
-    if (!n)
-        return -1;
-    *h = n;
-    return 0;
+    h[k].data = o;
+    h[k].next = k + 1 < n ? &h[k + 1] : NULL;
+    size_t l = strlen(name);
+    memcpy(o, name, l);
+    o += l;
+    if (value) {
+        *o++ = ':';
+        *o++ = ' ';
+        l = strlen(value);
+        memcpy(o, value, l);
+        o += l;
+    }
+    *o++ = '\0';
+    return o;
 }
 
 /* NULL when out of memory: a request without all of its headers (its
@@ -694,28 +715,31 @@ static struct curl_slist *upstream_build_headers(const upstream *u, const upstre
      * large body; curl never asks for one before a body of 1 KiB or less
      * (1 MiB in later versions), and each header of ours is one more
      * entry it walks for every header name it checks */
-    struct curl_slist *h = NULL;
-    int bad = spec->body && spec->body_len > 1024 && upstream_header_add(&h, "Expect:") < 0;
-    sbuf line = SBUF_INIT;
+    static const char ua[] = "User-Agent: " UPSTREAM_USER_AGENT;
+    int expect = spec->body && spec->body_len > 1024;
     int has_ua = 0, has_ae = 0;
-    for (size_t i = 0; i < spec->n_headers && !bad; i++) {
+    size_t n = (size_t)expect, text = expect ? sizeof "Expect:" : 0;
+    for (size_t i = 0; i < spec->n_headers; i++) {
         has_ua |= strcasecmp(spec->headers[i].name, "User-Agent") == 0;
         has_ae |= strcasecmp(spec->headers[i].name, "Accept-Encoding") == 0;
-        sbuf_reset(&line);
-        sbuf_puts(&line, spec->headers[i].name);
-        sbuf_append(&line, ": ", 2);
-        sbuf_puts(&line, spec->headers[i].value);
-        bad = upstream_header_add(&h, line.p) < 0;
+        text += strlen(spec->headers[i].name) + 2 + strlen(spec->headers[i].value) + 1;
+        n++;
     }
-    if (line.p)
-        explicit_bzero(line.p, line.len); /* the last one may be the Authorization */
-    sbuf_free(&line);
-    bad = bad || (!has_ua && upstream_header_add(&h, "User-Agent: " UPSTREAM_USER_AGENT) < 0);
-    bad = bad || (!has_ae && upstream_header_add(&h, u->accept_encoding) < 0);
-    if (bad || !h) {
-        curl_slist_free_all(h);
+    n += !has_ua + !has_ae;
+    text += (has_ua ? 0 : sizeof ua) + (has_ae ? 0 : strlen(u->accept_encoding) + 1);
+    struct curl_slist *h = malloc(n * sizeof *h + text); /* n >= 1: User-Agent or one of ours */
+    if (!h)
         return NULL;
-    }
+    char *o = (char *)(h + n);
+    size_t k = 0;
+    if (expect)
+        o = upstream_header_line(h, n, k++, o, "Expect:", NULL);
+    for (size_t i = 0; i < spec->n_headers; i++)
+        o = upstream_header_line(h, n, k++, o, spec->headers[i].name, spec->headers[i].value);
+    if (!has_ua)
+        o = upstream_header_line(h, n, k++, o, ua, NULL);
+    if (!has_ae)
+        upstream_header_line(h, n, k++, o, u->accept_encoding, NULL);
     return h;
 }
 
@@ -896,7 +920,7 @@ fail:
             curl_easy_setopt(r->easy, CURLOPT_PRIVATE, NULL);
             curl_easy_cleanup(r->easy);
         }
-        curl_slist_free_all(r->hdrs);
+        upstream_headers_free(r->hdrs);
         if (r->url)
             r->url->refs--;
         free(r);
