@@ -720,9 +720,12 @@ static struct curl_slist *upstream_build_headers(const upstream *u, const upstre
     int has_ua = 0, has_ae = 0;
     size_t n = (size_t)expect, text = expect ? sizeof "Expect:" : 0;
     for (size_t i = 0; i < spec->n_headers; i++) {
-        has_ua |= strcasecmp(spec->headers[i].name, "User-Agent") == 0;
-        has_ae |= strcasecmp(spec->headers[i].name, "Accept-Encoding") == 0;
-        text += strlen(spec->headers[i].name) + 2 + strlen(spec->headers[i].value) + 1;
+        /* a name is compared in full only when its first letter matches */
+        const char *name = spec->headers[i].name;
+        char c = (char)(name[0] | 0x20);
+        has_ua |= c == 'u' && strcasecmp(name, "User-Agent") == 0;
+        has_ae |= c == 'a' && strcasecmp(name, "Accept-Encoding") == 0;
+        text += strlen(name) + 2 + strlen(spec->headers[i].value) + 1;
         n++;
     }
     n += !has_ua + !has_ae;
