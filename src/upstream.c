@@ -57,6 +57,7 @@
 #define UP_CROWD_BUFFER 1024L   /* a stream's while more than UP_CROWD transfers run: curl's minimum */
 #define UP_CROWD 1000
 #define UPSTREAM_USER_AGENT "switchyard/0.1"
+#define UP_KEEP_HBUF 2048      /* the largest header buffer a kept transfer keeps */
 #define UP_URLS 64              /* parsed URLs kept (one per account and endpoint in use) */
 
 /* A URL parsed once by curl and handed to every transfer to it
@@ -80,7 +81,7 @@ struct upstream {
     int in_curl;
     upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
     upstream_req *settled; /* linked by settled_next: streams whose request headers go (upstream_drop_sent) */
-    CURL *spare[UP_SPARE_EASY]; /* idle easy handles, their fixed options set (see upstream_easy) */
+    upstream_req *spare[UP_SPARE_EASY]; /* idle transfers with their easy handles (see upstream_req_take) */
     size_t n_spare;
     struct up_sock **socks;     /* by descriptor: sockets on the loop */
     size_t n_socks;
@@ -106,7 +107,7 @@ struct upstream_req {
     long first_byte_ms;      /* this transfer's first-byte limit */
     int sent;                /* connected; the request is being sent (curl's pre-request callback ran) */
     char errbuf[CURL_ERROR_SIZE];
-    sbuf hbuf;               /* header storage: name\0value\0..., freed once handed on */
+    sbuf hbuf;               /* header storage: name\0value\0..., emptied once handed on */
     size_t n_headers;
     int status;
     int headers_done;
@@ -131,6 +132,7 @@ typedef struct up_sock {
 
 static void upstream_check_done(upstream *u);
 static void upstream_req_free(upstream_req *r);
+static void upstream_req_destroy(upstream_req *r);
 static void upstream_end(upstream_req *r, up_result res, const char *msg);
 static void upstream_accept_encoding(upstream *u);
 static int upstream_proxy_env(void);
@@ -498,8 +500,12 @@ static int upstream_headers_complete(upstream_req *r)
     if (r->cb.on_headers && r->cb.on_headers(r->ud, r->status, h, r->n_headers) < 0)
         r->cancelled = 1;
     /* the callback took what it needs: a stream held open for minutes
-     * keeps no copy of its response headers */
-    sbuf_free(&r->hbuf);
+     * keeps no copy of its response headers; any other transfer keeps the
+     * (small) buffer for the next one on its handle */
+    if (r->small_reads || r->hbuf.cap > UP_KEEP_HBUF)
+        sbuf_free(&r->hbuf);
+    else
+        sbuf_reset(&r->hbuf);
     r->n_headers = 0;
     return r->cancelled ? -1 : 0;
 }
@@ -606,18 +612,25 @@ static void upstream_req_free(upstream_req *r)
     r->u->active--;
     evtimer_del(&r->deadline);
     upstream_settled_remove(r);
-    if (r->u->n_spare < UP_SPARE_EASY && !r->paused) {
-        /* no pointer into r may outlive it in the handle */
-        curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, NULL);
-        curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, NULL);
-        curl_easy_setopt(r->easy, CURLOPT_PRIVATE, NULL);
-        r->u->spare[r->u->n_spare++] = r->easy;
-    } else {
-        curl_easy_cleanup(r->easy);
-    }
     upstream_headers_free(r->hdrs);
+    r->hdrs = NULL;
     if (r->url)
         r->url->refs--;
+    r->url = NULL;
+    if (r->u->n_spare < UP_SPARE_EASY && !r->paused) {
+        /* kept with its handle, which points at it (upstream_req_take);
+         * the header list it pointed at is gone */
+        curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, NULL);
+        r->u->spare[r->u->n_spare++] = r;
+        return;
+    }
+    upstream_req_destroy(r);
+}
+
+/* Frees a transfer and its handle: a kept one, or one whose start failed. */
+static void upstream_req_destroy(upstream_req *r)
+{
+    curl_easy_cleanup(r->easy);
     sbuf_free(&r->hbuf);
     free(r);
 }
@@ -660,7 +673,7 @@ void upstream_free(upstream *u)
             break;
         }
     while (u->n_spare)
-        curl_easy_cleanup(u->spare[--u->n_spare]);
+        upstream_req_destroy(u->spare[--u->n_spare]);
     curl_multi_cleanup(u->multi); /* closes the kept connections through upstream_close_socket */
     for (size_t i = 0; i < UP_URLS; i++) {
         curl_url_cleanup(u->urls[i].h);
@@ -810,16 +823,38 @@ static up_url *upstream_url(upstream *u, const char *url)
     return slot;
 }
 
-/* An easy handle with the options every transfer shares. Handles are kept
- * and reused as they are (not reset): curl keeps its buffers and we skip
- * setting these again; upstream_start sets everything that differs. */
-static CURL *upstream_easy(upstream *u)
+/* A transfer and its easy handle, with the options every transfer shares.
+ * A finished transfer is kept with its handle and reused as it is (not
+ * reset): curl keeps its buffers, and we skip setting these again, the
+ * pointers to the transfer among them; upstream_start sets everything that
+ * differs. NULL when out of memory. */
+static upstream_req *upstream_req_take(upstream *u)
 {
-    if (u->n_spare)
-        return u->spare[--u->n_spare];
-    CURL *e = curl_easy_init();
-    if (!e)
+    if (u->n_spare) {
+        upstream_req *r = u->spare[--u->n_spare];
+        CURL *e = r->easy;
+        sbuf hbuf = r->hbuf; /* emptied unless the last transfer ended before its headers did */
+        memset(r, 0, sizeof *r);
+        r->easy = e;
+        r->hbuf = hbuf;
+        if (r->hbuf.cap > UP_KEEP_HBUF)
+            sbuf_free(&r->hbuf);
+        else
+            sbuf_reset(&r->hbuf);
+        return r;
+    }
+    upstream_req *r = calloc(1, sizeof *r);
+    CURL *e = r ? curl_easy_init() : NULL;
+    if (!e) {
+        free(r);
         return NULL;
+    }
+    r->easy = e;
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, u->lim.connect_timeout_ms);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
@@ -842,7 +877,7 @@ static CURL *upstream_easy(upstream *u)
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, upstream_close_socket);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
-    return e;
+    return r;
 }
 
 /* curl's receive buffer for a transfer: allocated at its start at this
@@ -863,8 +898,8 @@ static long upstream_buffer_size(const upstream *u, const upstream_spec *spec)
 
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
 {
-    upstream_req *r = calloc(1, sizeof *r);
-    if (!r || !(r->easy = upstream_easy(u)) || !(r->hdrs = upstream_build_headers(u, spec))) {
+    upstream_req *r = upstream_req_take(u);
+    if (!r || !(r->hdrs = upstream_build_headers(u, spec))) {
         log_warn("upstream: cannot start a request: out of memory");
         goto fail;
     }
@@ -888,12 +923,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
             goto fail;
         }
     }
-    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, upstream_buffer_size(u, spec));
     r->small_reads = spec->small_reads;
     if (spec->body) {
@@ -916,17 +946,12 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     return r;
 fail:
     if (r) {
-        if (r->easy) {
-            /* no pointer into r may stay in a handle that is kept */
-            curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, NULL);
-            curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, NULL);
-            curl_easy_setopt(r->easy, CURLOPT_PRIVATE, NULL);
-            curl_easy_cleanup(r->easy);
-        }
+        /* the handle goes with it: a refused start is rare, and a handle
+         * libcurl refused is not one to keep */
         upstream_headers_free(r->hdrs);
         if (r->url)
             r->url->refs--;
-        free(r);
+        upstream_req_destroy(r);
     }
     return NULL;
 }
