@@ -29,6 +29,12 @@ for pair in wrk:wrk ${BENCH_EXTRA_PKGS:-}; do
 done
 
 # ---------- build ----------
+# a build directory configured for another checkout (a removed worktree, another clone) is started afresh
+src_dir="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)"
+if [ -n "$src_dir" ] && [ "$(cd "$src_dir" 2>/dev/null && pwd -P)" != "$(cd "$ROOT" && pwd -P)" ]; then
+  log "$BUILD was configured for $src_dir: starting it afresh"
+  rm -rf "$BUILD"
+fi
 if [ "$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)" != Release ]; then
   log "configuring $BUILD (Release)"
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSY_WERROR=OFF >/dev/null
