@@ -168,18 +168,7 @@ void json_free(json_value *v)
     free(d);
 }
 
-static void json_skip_ws(jparser *p)
-{
-    /* compact JSON has none: every byte that is not whitespace is above ' ' */
-    if (p->pos < p->len && (unsigned char)p->s[p->pos] > ' ')
-        return;
-    while (p->pos < p->len) {
-        char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            return;
-        p->pos++;
-    }
-}
+static void json_skip_ws(jparser *p) { p->pos = json_scan_ws(p->s, p->len, p->pos); }
 
 /* Describes the byte at pos for error messages. */
 static void json_fail_unexpected(jparser *p, const char *what)
@@ -886,7 +875,7 @@ void json_write(sbuf *out, const json_value *v)
 
 static size_t json_scan_in(const char *s, size_t len, size_t i, int depth);
 
-size_t json_scan_ws(const char *s, size_t len, size_t i)
+size_t json_scan_ws_run(const char *s, size_t len, size_t i)
 {
     while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
         i++;

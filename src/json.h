@@ -44,8 +44,14 @@ int json_member_span(const char *buf, size_t len, const char *key, size_t *start
  * would reject it there; depth is how many arrays and objects are open
  * around it (the 128-level limit counts them). */
 size_t json_scan_value(const char *buf, size_t len, size_t pos, int depth);
-/* The offset of the first byte at or after pos that is not JSON whitespace. */
-size_t json_scan_ws(const char *buf, size_t len, size_t pos);
+/* The offset of the first byte at or after pos that is not JSON whitespace.
+ * Inline for the common case of none (compact JSON): every byte that is not
+ * whitespace is above ' '; json_scan_ws_run walks the rest. */
+size_t json_scan_ws_run(const char *buf, size_t len, size_t pos);
+static inline size_t json_scan_ws(const char *buf, size_t len, size_t pos)
+{
+    return pos < len && (unsigned char)buf[pos] > ' ' ? pos : json_scan_ws_run(buf, len, pos);
+}
 /* Frees a whole document: v must be what json_parse returned (or NULL). */
 void json_free(json_value *v);
 

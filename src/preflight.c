@@ -284,11 +284,7 @@ typedef struct pf_chat_facts {
     double in_cached, prompt_cached;          /* their cached_tokens, NAN: none */
 } pf_chat_facts;
 
-/* json_scan_ws, called only when there is whitespace to skip. */
-static size_t pf_ws(const pf_scan *sc, size_t i)
-{
-    return i < sc->len && (unsigned char)sc->s[i] <= ' ' ? json_scan_ws(sc->s, sc->len, i) : i;
-}
+static size_t pf_ws(const pf_scan *sc, size_t i) { return json_scan_ws(sc->s, sc->len, i); }
 
 static int pf_key_is(const char *k, size_t klen, const char *name)
 {
