@@ -257,21 +257,21 @@ static void conn_limit_drop(conn_limit *cl, size_t i)
  * type and code are fixed texts that need no JSON escaping. */
 static void conn_limit_answer_raw(int fd, int status, const char *type, const char *code, const char *message)
 {
-    char body[320], head[256];
+    char body[320], answer[576];
     int bn = snprintf(body, sizeof body, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"code\":\"%s\"}}\n",
                       message, type, code);
     if (bn < 0 || (size_t)bn >= sizeof body)
         return;
-    int hn = snprintf(head, sizeof head,
-                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s"
-                      "Connection: close\r\n\r\n",
-                      status,
-                      status == 503   ? "Service Unavailable"
-                      : status == 413 ? "Payload Too Large"
-                                      : "Request Timeout",
-                      bn, status == 503 ? "Retry-After: 1\r\n" : "");
-    if (send(fd, head, (size_t)hn, MSG_NOSIGNAL | MSG_DONTWAIT) == hn)
-        send(fd, body, (size_t)bn, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int n = snprintf(answer, sizeof answer,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s"
+                     "Connection: close\r\n\r\n%s",
+                     status,
+                     status == 503   ? "Service Unavailable"
+                     : status == 413 ? "Payload Too Large"
+                                     : "Request Timeout",
+                     bn, status == 503 ? "Retry-After: 1\r\n" : "", body);
+    if (n > 0 && (size_t)n < sizeof answer) /* head and body in one segment: one system call */
+        send(fd, answer, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /* After a refusal written on the socket: the end of the answer (FIN), and
