@@ -574,7 +574,7 @@ static void proxy_client_flush(proxy_req *p)
     }
     struct evbuffer *chunk = p->gw->chunk; /* libevent moves its contents out */
     evbuffer_add(chunk, p->out.p, p->out.len);
-    evhttp_send_reply_chunk_with_cb(p->req, chunk, proxy_on_client_drained, p);
+    server_reply_chunk(p->req, chunk, proxy_on_client_drained, p);
     evbuffer_drain(chunk, evbuffer_get_length(chunk)); /* in case libevent refused it */
     /* freed, not kept: a held-open stream sends a small chunk now and then,
      * and thousands of them each keeping a buffer between events add up
@@ -698,7 +698,7 @@ static void proxy_reply_whole(proxy_req *p)
     evhttp_add_header(evhttp_request_get_output_headers(p->req), "Content-Length", proxy_utoa(len, p->out.len));
     struct evbuffer *body = p->gw->chunk;
     evbuffer_add(body, p->out.p, p->out.len);
-    evhttp_send_reply(p->req, p->committed_status, NULL, body);
+    server_reply(p->req, p->committed_status, body);
     evbuffer_drain(body, evbuffer_get_length(body));
     sbuf_reset(&p->out);
 }
@@ -1066,7 +1066,7 @@ static void proxy_reply_upstream_error(proxy_req *p, int is_json)
     scrub_text(&p->scrub, p->errbody.p, p->errbody.len, &body);
     struct evbuffer *b = evbuffer_new();
     evbuffer_add(b, body.p ? body.p : "", body.len);
-    evhttp_send_reply(p->req, p->status, NULL, b);
+    server_reply(p->req, p->status, b);
     evbuffer_free(b);
     sbuf_free(&body);
     proxy_finish(p, p->status);
@@ -1286,7 +1286,7 @@ static void proxy_finish_reply(proxy_req *p, int status)
     struct evhttp_request *req = p->client_gone ? NULL : p->req;
     proxy_finish(p, status);
     if (req)
-        evhttp_send_reply_end(req);
+        server_reply_end(req);
 }
 
 /* ---------- opt-in stream resume (chat completions) ---------- */

@@ -299,6 +299,7 @@ static void serve_close(gateway *gw)
     /* a forced exit (a second stop signal), or answers still being sent:
      * their clients must not take a cut answer for a whole one */
     conn_limit_reset_unfinished(gw->conns);
+    server_stop();
     if (gw->http)
         evhttp_free(gw->http);
     oauth_free(gw->oauth);

@@ -9,7 +9,11 @@
 #include "proxy.h"
 #include "upstream.h"
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +54,91 @@ void server_date_header(struct evkeyvalq *headers)
     evhttp_add_header(headers, "Date", date);
 }
 
+/* ---------- replies written in the turn they are made ----------
+ *
+ * evhttp queues a reply in the connection's output buffer and enables the
+ * write event; the bytes go out one loop turn later, once epoll has said
+ * the socket is writable, and the write event is dropped again after: two
+ * epoll_ctl calls and a wakeup per answer (and per stream chunk), and every
+ * answer that arrives in a busy turn waits for the whole turn before its
+ * first byte leaves. A client socket almost always has room, so the reply
+ * is written in the same turn, by an event activated with the first reply
+ * of the turn: libevent runs an event made active while it runs the
+ * turn's callbacks after them, before it asks epoll again (and by then
+ * whatever evhttp or the proxy still had to do with the request is done:
+ * evhttp may free it in what follows). When all of it went out, the write event is dropped before the
+ * loop ever applies it (the epoll changelist cancels the pair) and evhttp's
+ * "written" callback runs as libevent would have run it. A partial write
+ * or an error leaves the rest to libevent, as before. */
+static struct event *server_flush_ev;
+static struct bufferevent **server_unflushed; /* each holds a reference */
+static size_t server_n_unflushed, server_alloc_unflushed;
+
+static void server_flush_one(struct bufferevent *bev)
+{
+    bufferevent_data_cb written;
+    bufferevent_getcb(bev, NULL, &written, NULL, NULL);
+    struct evbuffer *out = bufferevent_get_output(bev);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    /* a freed connection has no callbacks; one reading has writing off */
+    if (written && fd >= 0 && (bufferevent_get_enabled(bev) & EV_WRITE) && evbuffer_get_length(out) &&
+        evbuffer_write(out, fd) > 0 && !evbuffer_get_length(out)) {
+        bufferevent_disable(bev, EV_WRITE); /* evhttp enables it again with its next write */
+        bufferevent_trigger(bev, EV_WRITE, 0);
+    }
+}
+
+static void server_on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    /* a "written" callback may queue another reply: taken one at a time */
+    for (size_t i = 0; i < server_n_unflushed; i++) {
+        struct bufferevent *bev = server_unflushed[i];
+        server_flush_one(bev);
+        bufferevent_decref(bev);
+    }
+    server_n_unflushed = 0;
+}
+
+/* Takes a reference to req's connection for the flush after this callback. */
+static void server_flush_later(struct evhttp_request *req)
+{
+    struct evhttp_connection *c = server_flush_ev ? evhttp_request_get_connection(req) : NULL;
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    if (!bev)
+        return;
+    if (server_n_unflushed == server_alloc_unflushed) {
+        size_t n = server_alloc_unflushed ? server_alloc_unflushed * 2 : 64;
+        struct bufferevent **v = realloc(server_unflushed, n * sizeof *v);
+        if (!v)
+            return; /* libevent writes it, a turn later */
+        server_unflushed = v;
+        server_alloc_unflushed = n;
+    }
+    bufferevent_incref(bev);
+    server_unflushed[server_n_unflushed++] = bev;
+    if (server_n_unflushed == 1)
+        event_active(server_flush_ev, EV_TIMEOUT, 1);
+}
+
+void server_reply(struct evhttp_request *req, int status, struct evbuffer *body)
+{
+    server_flush_later(req);
+    evhttp_send_reply(req, status, NULL, body);
+}
+
+void server_reply_chunk(struct evhttp_request *req, struct evbuffer *chunk,
+                        void (*written)(struct evhttp_connection *, void *), void *arg)
+{
+    server_flush_later(req);
+    evhttp_send_reply_chunk_with_cb(req, chunk, written, arg);
+}
+
+void server_reply_end(struct evhttp_request *req)
+{
+    server_flush_later(req);
+    evhttp_send_reply_end(req);
+}
+
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message)
 {
@@ -68,7 +157,7 @@ void server_send_error(struct evhttp_request *req, int status, const char *type,
     evhttp_add_header(h, "Content-Type", "application/json");
     struct evbuffer *out = evbuffer_new();
     evbuffer_add(out, b.p, b.len);
-    evhttp_send_reply(req, status, NULL, out);
+    server_reply(req, status, out);
     evbuffer_free(out);
     sbuf_free(&b);
 }
@@ -309,14 +398,26 @@ int server_start(gateway *gw)
                                              EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH |
                                              EVHTTP_REQ_TRACE);
     evhttp_set_gencb(gw->http, server_handle, gw);
+    server_stop();
+    server_flush_ev = event_new(gw->base, -1, 0, server_on_flush, NULL);
+    if (!server_flush_ev)
+        return -1;
     struct evhttp_bound_socket *bound =
         evhttp_bind_socket_with_handle(gw->http, gw->cfg.listen_host, (ev_uint16_t)gw->cfg.listen_port);
     if (!bound) {
         log_error("cannot listen on %s:%d", gw->cfg.listen_host, gw->cfg.listen_port);
         return -1;
     }
-    long nofile = conn_limit_raise_nofile();
+    /* answers go out as they are ready, often a head and a stream's first
+     * event in one write and its next event a moment later: Nagle would
+     * hold that second write for the client's delayed ACK (40 ms). Accepted
+     * sockets inherit the option from the listener (Linux): no call per
+     * connection. */
+    int one = 1;
+    if (setsockopt(evhttp_bound_socket_get_fd(bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+        log_warn("listener: TCP_NODELAY: %s", strerror(errno));
     /* each client may hold an upstream connection too; keep room for the database and logs */
+    long nofile = conn_limit_raise_nofile(gw->cfg.max_connections * 2 + 64);
     long fit = nofile > 0 ? (nofile - 64) / 2 : gw->cfg.max_connections;
     long conn_cap = gw->cfg.max_connections < fit ? gw->cfg.max_connections : (fit < 16 ? 16 : fit);
     if (conn_cap < gw->cfg.max_connections)
@@ -336,4 +437,17 @@ int server_start(gateway *gw)
         per_ip = conn_cap / 4 > 256 ? conn_cap / 4 : 256;
     conn_limit_set_per_ip(gw->conns, per_ip < conn_cap ? (size_t)per_ip : 0, (int)gw->cfg.per_ip_loopback);
     return 0;
+}
+
+void server_stop(void)
+{
+    for (size_t i = 0; i < server_n_unflushed; i++) /* the loop is over: nothing more is written */
+        bufferevent_decref(server_unflushed[i]);
+    server_n_unflushed = 0;
+    if (server_flush_ev)
+        event_free(server_flush_ev);
+    server_flush_ev = NULL;
+    free(server_unflushed);
+    server_unflushed = NULL;
+    server_alloc_unflushed = 0;
 }

@@ -9,6 +9,19 @@
 /* Binds the listener and installs the request handler. -1 on failure. */
 int server_start(gateway *gw);
 
+/* Writes what is still queued for writing now and frees the flush event
+ * (before the loop's base is freed). */
+void server_stop(void);
+
+/* evhttp_send_reply, evhttp_send_reply_chunk_with_cb and
+ * evhttp_send_reply_end, with the bytes written on the socket in this loop
+ * turn, right after the current callback, when it takes them all
+ * (server.c says why). */
+void server_reply(struct evhttp_request *req, int status, struct evbuffer *body);
+void server_reply_chunk(struct evhttp_request *req, struct evbuffer *chunk,
+                        void (*written)(struct evhttp_connection *, void *), void *arg);
+void server_reply_end(struct evhttp_request *req);
+
 /* Sends an OpenAI-style error reply. code may be NULL (JSON null). */
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message);

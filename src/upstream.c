@@ -52,7 +52,7 @@
 
 #define UP_MAX_HEADERS 64
 #define UP_SPARE_EASY 256
-#define UP_STREAM_BUFFER 2048L  /* curl's receive buffer for a stream (why 2 KiB: docs/performance.md) */
+#define UP_STREAM_BUFFER 4096L  /* curl's receive buffer for a stream (why 4 KiB: docs/performance.md) */
 #define UP_PLAIN_BUFFER 16384L  /* and for everything else (its default) */
 #define UP_CROWD_BUFFER 1024L   /* a stream's while more than UP_CROWD transfers run: curl's minimum */
 #define UP_CROWD 1000
@@ -329,8 +329,13 @@ static int upstream_close_socket(void *uarg, curl_socket_t fd)
 static int upstream_timer_cb(CURLM *multi, long timeout_ms, void *uarg)
 {
     upstream *u = uarg;
-    if (timeout_ms < 0) {
+    if (timeout_ms <= 0) {
         evtimer_del(u->timer);
+        /* "now" (a transfer just added, say): in this loop turn, after the
+         * current callback, instead of a zero timeout that costs a trip
+         * through epoll_wait first */
+        if (timeout_ms == 0)
+            event_active(u->timer, EV_TIMEOUT, 1);
         return 0;
     }
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -884,10 +889,11 @@ static upstream_req *upstream_req_take(upstream *u)
  * size, freed at its end. A held-open stream owns it for minutes while each
  * read brings one small event, so 16 KiB there is most of what a stream
  * costs; a plain answer, read once and possibly large, keeps curl's default
- * (fewer reads). A stream reads 2 KiB at a time, a burst (a canned answer,
- * a long final event) in few reads; but with more than UP_CROWD transfers
- * in flight, memory is what runs out first (10 000 held streams: ~9 MiB
- * for the second KiB), so new streams get curl's 1 KiB minimum
+ * (fewer reads). A stream reads 4 KiB at a time, a burst (a canned answer,
+ * a long final event) in one or few reads and one write to the client;
+ * but with more than UP_CROWD transfers in flight, memory is what runs out
+ * first (10 000 held streams: ~29 MiB for the 3 KiB above curl's 1 KiB
+ * minimum), so new streams get that minimum
  * (docs/performance.md, "Long-lived streams"). */
 static long upstream_buffer_size(const upstream *u, const upstream_spec *spec)
 {
