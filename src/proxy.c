@@ -112,6 +112,7 @@ typedef struct proxy_req {
     scrub scrub;              /* the serving account's secrets, taken out of every client byte */
     sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
     struct event flush_ev;    /* active exactly while out holds bytes */
+    size_t unflushed_at;      /* 1 + its index in proxy_unflushed while out holds bytes, else 0 */
     char error_class[32];
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok, cached_tok;
@@ -558,8 +559,42 @@ static void proxy_drop_sent_headers(struct evhttp_request *req)
     free(keep);
 }
 
+/* Requests whose client bytes wait for this turn's flush, so that
+ * proxy_flush_pending can send them as soon as curl has returned from the
+ * socket read that brought them (flush_ev, which runs after the rest of
+ * the turn, stays as the fallback for bytes made elsewhere). */
+static proxy_req **proxy_unflushed;
+static size_t proxy_n_unflushed, proxy_alloc_unflushed;
+
+static void proxy_unflushed_add(proxy_req *p)
+{
+    if (p->unflushed_at)
+        return;
+    if (proxy_n_unflushed == proxy_alloc_unflushed) {
+        size_t n = proxy_alloc_unflushed ? proxy_alloc_unflushed * 2 : 64;
+        proxy_req **v = realloc(proxy_unflushed, n * sizeof *v);
+        if (!v)
+            return; /* flush_ev sends it */
+        proxy_unflushed = v;
+        proxy_alloc_unflushed = n;
+    }
+    proxy_unflushed[proxy_n_unflushed++] = p;
+    p->unflushed_at = proxy_n_unflushed;
+}
+
+static void proxy_unflushed_remove(proxy_req *p)
+{
+    if (!p->unflushed_at)
+        return;
+    proxy_req *last = proxy_unflushed[--proxy_n_unflushed];
+    proxy_unflushed[p->unflushed_at - 1] = last;
+    last->unflushed_at = p->unflushed_at;
+    p->unflushed_at = 0;
+}
+
 static void proxy_client_flush(proxy_req *p)
 {
+    proxy_unflushed_remove(p);
     if (!p->out.len)
         return;
     event_del(&p->flush_ev);
@@ -584,6 +619,12 @@ static void proxy_client_flush(proxy_req *p)
 
 static void proxy_on_flush(evutil_socket_t fd, short what, void *arg) { proxy_client_flush(arg); }
 
+void proxy_flush_pending(void)
+{
+    while (proxy_n_unflushed)
+        proxy_client_flush(proxy_unflushed[proxy_n_unflushed - 1]);
+}
+
 /* Queues bytes for the client; returns 1 when the upstream should pause.
  * curl hands a stream over in pieces (one per HTTP chunk, often one per
  * event), several per socket read: they go out as one chunk once curl has
@@ -597,8 +638,10 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
     if (!p->out.cap) /* one allocation for what a loop turn usually gathers, not a doubling per event */
         sbuf_reserve(&p->out, n > PROXY_OUT_FIRST ? n : PROXY_OUT_FIRST);
     scrub_feed(&p->scrub, buf, n, &p->out);
-    if (!before && p->out.len)
+    if (!before && p->out.len) {
         event_active(&p->flush_ev, EV_TIMEOUT, 1);
+        proxy_unflushed_add(p);
+    }
     struct evbuffer *out = proxy_client_outbuf(p);
     if (out && evbuffer_get_length(out) + p->out.len > PROXY_CLIENT_HIGH) {
         p->paused = 1;
@@ -694,6 +737,7 @@ static void proxy_reply_whole(proxy_req *p)
 {
     p->reply_held = 0;
     event_del(&p->flush_ev);
+    proxy_unflushed_remove(p);
     char len[24];
     evhttp_add_header(evhttp_request_get_output_headers(p->req), "Content-Length", proxy_utoa(len, p->out.len));
     struct evbuffer *body = p->gw->chunk;
@@ -1919,6 +1963,7 @@ static void proxy_finish(proxy_req *p, int status)
     if (p->retry_timer)
         event_free(p->retry_timer);
     event_del(&p->flush_ev);
+    proxy_unflushed_remove(p);
     scrub_free(&p->scrub); /* sniff and out: proxy_req_release */
     gw->active--;
     proxy_req_release(p);

@@ -28,4 +28,9 @@ typedef struct proxy_input {
 /* Takes over req and in (body, doc). Always answers the client eventually. */
 void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in);
 
+/* Hands the client bytes gathered in this loop turn to libevent now
+ * (server_reply_chunk) instead of at the end of the turn. Only where no
+ * proxy or curl code is on the stack: after an upstream event (serve.c). */
+void proxy_flush_pending(void);
+
 #endif

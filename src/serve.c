@@ -7,6 +7,7 @@
 #include "log.h"
 #include "admin_api.h"
 #include "oauth.h"
+#include "proxy.h"
 #include "server.h"
 #include "spend.h"
 #include "usage_poll.h"
@@ -216,6 +217,15 @@ static void serve_log_listen(gateway *gw)
              gw->cfg.route_strategy, pool_count(gw->pool));
 }
 
+/* After each upstream read: a stream's new bytes and a finished plain
+ * answer go to their client now, not after the rest of the loop turn (64
+ * answers arriving together no longer each wait for all 64 to be read). */
+static void serve_after_upstream_io(void *arg)
+{
+    proxy_flush_pending();
+    server_flush_pending();
+}
+
 static int serve_open(gateway *gw)
 {
     char err[512];
@@ -243,6 +253,8 @@ static int serve_open(gateway *gw)
     gw->trace = trace_open(tpath);
     upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms};
     gw->up = upstream_new(gw->base, &lim);
+    if (gw->up)
+        upstream_set_after_io(gw->up, serve_after_upstream_io, gw);
     gw->chunk = evbuffer_new();
     gw->usage = usage_poll_new(gw);
     gw->oauth = oauth_new(gw);

@@ -88,7 +88,9 @@ static void server_flush_one(struct bufferevent *bev)
     }
 }
 
-static void server_on_flush(evutil_socket_t fd, short what, void *arg)
+static void server_on_flush(evutil_socket_t fd, short what, void *arg) { server_flush_pending(); }
+
+void server_flush_pending(void)
 {
     /* a "written" callback may queue another reply: taken one at a time */
     for (size_t i = 0; i < server_n_unflushed; i++) {

@@ -22,6 +22,10 @@ void server_reply_chunk(struct evhttp_request *req, struct evbuffer *chunk,
                         void (*written)(struct evhttp_connection *, void *), void *arg);
 void server_reply_end(struct evhttp_request *req);
 
+/* Writes the replies queued so far now rather than at the end of the loop
+ * turn; only where no evhttp or proxy code is on the stack (serve.c). */
+void server_flush_pending(void);
+
 /* Sends an OpenAI-style error reply. code may be NULL (JSON null). */
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message);

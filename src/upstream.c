@@ -79,6 +79,8 @@ struct upstream {
     upstream_limits lim;
     size_t active;
     int in_curl;
+    void (*after_io)(void *); /* upstream_set_after_io */
+    void *after_io_arg;
     upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
     upstream_req *settled; /* linked by settled_next: streams whose request headers go (upstream_drop_sent) */
     upstream_req *spare[UP_SPARE_EASY]; /* idle transfers with their easy handles (see upstream_req_take) */
@@ -199,12 +201,18 @@ static void upstream_on_sock_event(evutil_socket_t fd, short what, void *arg)
         return;
     }
     int flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
-    upstream_socket_action(s->u, fd, flags);
+    upstream *u = s->u; /* s may be gone once curl returns */
+    upstream_socket_action(u, fd, flags);
+    if (u->after_io)
+        u->after_io(u->after_io_arg);
 }
 
 static void upstream_on_timer(evutil_socket_t fd, short what, void *arg)
 {
-    upstream_socket_action(arg, CURL_SOCKET_TIMEOUT, 0);
+    upstream *u = arg;
+    upstream_socket_action(u, CURL_SOCKET_TIMEOUT, 0);
+    if (u->after_io)
+        u->after_io(u->after_io_arg);
 }
 
 static up_sock *upstream_sock_find(const upstream *u, curl_socket_t fd)
@@ -991,6 +999,12 @@ void upstream_resume(upstream_req *r)
 }
 
 size_t upstream_active(const upstream *u) { return u->active; }
+
+void upstream_set_after_io(upstream *u, void (*fn)(void *), void *arg)
+{
+    u->after_io = fn;
+    u->after_io_arg = arg;
+}
 
 void upstream_set_max_connections(upstream *u, long n)
 {

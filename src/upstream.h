@@ -59,5 +59,9 @@ size_t upstream_active(const upstream *u);
 /* How many connections curl keeps for reuse (CURLMOPT_MAXCONNECTS): one per
  * client connection the server accepts. Transfers are not limited by it. */
 void upstream_set_max_connections(upstream *u, long n);
+/* fn(arg) runs after each socket event or timeout curl has handled, with
+ * curl and every transfer callback off the stack: where what the event
+ * brought can be sent on at once rather than at the end of the loop turn. */
+void upstream_set_after_io(upstream *u, void (*fn)(void *), void *arg);
 
 #endif
