@@ -146,25 +146,16 @@ struct conn_limit {
     conn_limit_stats st;
 };
 
-long conn_limit_raise_nofile(long want)
+long conn_limit_raise_nofile(void)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return -1;
-    if (want > 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < (rlim_t)want) {
-        /* the hard limit is short of what the connection cap needs: a
-         * process that may raise it (root, CAP_SYS_RESOURCE; up to
-         * fs.nr_open) does, as haproxy does; others keep it and the cap
-         * is lowered to fit (server.c) */
-        struct rlimit up = {(rlim_t)want, (rlim_t)want};
-        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-            rl = up;
-    }
     if (rl.rlim_cur < rl.rlim_max) {
-        rlim_t to = rl.rlim_max;
-        rl.rlim_cur = to;
+        rlim_t want = rl.rlim_max;
+        rl.rlim_cur = want;
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-            log_warn("cannot raise the descriptor limit to %llu: %s", (unsigned long long)to, strerror(errno));
+            log_warn("cannot raise the descriptor limit to %llu: %s", (unsigned long long)want, strerror(errno));
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)1 << 30 ? 1L << 30 : (long)rl.rlim_cur;

@@ -28,10 +28,8 @@ typedef struct conn_limit_stats {
     long nofile;               /* the soft RLIMIT_NOFILE in force */
 } conn_limit_stats;
 
-/* Raises the soft RLIMIT_NOFILE to the hard limit, and the hard limit
- * first to want when it is lower and the process may (root); returns the
- * soft limit now in force. */
-long conn_limit_raise_nofile(long want);
+/* Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit now in force. */
+long conn_limit_raise_nofile(void);
 
 /* Takes over accepting for http's bound socket (bound must be what
  * evhttp_bind_socket_with_handle returned), counts its connections and

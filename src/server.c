@@ -419,7 +419,7 @@ int server_start(gateway *gw)
     if (setsockopt(evhttp_bound_socket_get_fd(bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         log_warn("listener: TCP_NODELAY: %s", strerror(errno));
     /* each client may hold an upstream connection too; keep room for the database and logs */
-    long nofile = conn_limit_raise_nofile(gw->cfg.max_connections * 2 + 64);
+    long nofile = conn_limit_raise_nofile();
     long fit = nofile > 0 ? (nofile - 64) / 2 : gw->cfg.max_connections;
     long conn_cap = gw->cfg.max_connections < fit ? gw->cfg.max_connections : (fit < 16 ? 16 : fit);
     if (conn_cap < gw->cfg.max_connections)
