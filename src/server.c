@@ -376,6 +376,10 @@ static void server_handle(struct evhttp_request *req, void *arg)
         return;
     }
     proxy_start(gw, req, &in);
+    /* the request goes to its upstream now, before the next client's is
+     * read: in a burst of requests each waits for those read before it,
+     * not for the whole burst */
+    upstream_run_due(gw->up);
 }
 
 int server_start(gateway *gw)

@@ -79,6 +79,7 @@ struct upstream {
     upstream_limits lim;
     size_t active;
     int in_curl;
+    int due_now;              /* curl asked to be run at once (a zero timeout) */
     void (*after_io)(void *); /* upstream_set_after_io */
     void *after_io_arg;
     upstream_req *pending; /* linked by next: to add or to remove when curl is off the stack */
@@ -210,6 +211,7 @@ static void upstream_on_sock_event(evutil_socket_t fd, short what, void *arg)
 static void upstream_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     upstream *u = arg;
+    u->due_now = 0;
     upstream_socket_action(u, CURL_SOCKET_TIMEOUT, 0);
     if (u->after_io)
         u->after_io(u->after_io_arg);
@@ -337,11 +339,12 @@ static int upstream_close_socket(void *uarg, curl_socket_t fd)
 static int upstream_timer_cb(CURLM *multi, long timeout_ms, void *uarg)
 {
     upstream *u = uarg;
+    u->due_now = timeout_ms == 0;
     if (timeout_ms <= 0) {
         evtimer_del(u->timer);
         /* "now" (a transfer just added, say): in this loop turn, after the
-         * current callback, instead of a zero timeout that costs a trip
-         * through epoll_wait first */
+         * current callback (or sooner: upstream_run_due), instead of a zero
+         * timeout that costs a trip through epoll_wait first */
         if (timeout_ms == 0)
             event_active(u->timer, EV_TIMEOUT, 1);
         return 0;
@@ -999,6 +1002,15 @@ void upstream_resume(upstream_req *r)
 }
 
 size_t upstream_active(const upstream *u) { return u->active; }
+
+void upstream_run_due(upstream *u)
+{
+    if (!u || !u->due_now || u->in_curl)
+        return;
+    u->due_now = 0;
+    evtimer_del(u->timer); /* also takes it off the active list */
+    upstream_socket_action(u, CURL_SOCKET_TIMEOUT, 0);
+}
 
 void upstream_set_after_io(upstream *u, void (*fn)(void *), void *arg)
 {

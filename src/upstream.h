@@ -59,6 +59,11 @@ size_t upstream_active(const upstream *u);
 /* How many connections curl keeps for reuse (CURLMOPT_MAXCONNECTS): one per
  * client connection the server accepts. Transfers are not limited by it. */
 void upstream_set_max_connections(upstream *u, long n);
+/* Runs what curl asked to run at once (a transfer just added: its
+ * connection and request) now rather than at the end of the loop turn.
+ * Only where no caller of upstream_start or transfer callback is on the
+ * stack: it may call back any transfer, the new one included. */
+void upstream_run_due(upstream *u);
 /* fn(arg) runs after each socket event or timeout curl has handled, with
  * curl and every transfer callback off the stack: where what the event
  * brought can be sent on at once rather than at the end of the loop turn. */
