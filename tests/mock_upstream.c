@@ -436,6 +436,8 @@ typedef struct opts {
     long tail;         /* ok stream: ms between the last event and the end of the body */
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
     long bytes;        /* big_error: size of the message; ok (plain): a "pad" field of this many bytes */
+    int seq;           /* ok (plain): the pad counts (each 8 bytes: their offset in hex) instead of x's */
+    long pad;          /* ok (plain): the pad's size when it differs from bytes (with ok_first) */
     int auth;          /* auth=1: the bearer must be an unexpired, unrevoked JWT */
     long ttl;          /* oauth: lifetime of issued access tokens, seconds */
     int input_tokens;  /* usage: input tokens reported (0 = default 7) */
@@ -527,6 +529,10 @@ static void opts_parse(opts *o, const char *spec)
             o->gzip = atoi(val);
         else if (!strcmp(tok, "bytes"))
             o->bytes = atol(val);
+        else if (!strcmp(tok, "seq"))
+            o->seq = atoi(val);
+        else if (!strcmp(tok, "pad"))
+            o->pad = atol(val);
         else if (!strcmp(tok, "primary"))
             copy_num(o->primary, sizeof o->primary, val);
         else if (!strcmp(tok, "secondary"))
@@ -1246,7 +1252,7 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     sbuf_free(&b);
 }
 
-static void script_plain(job *j, gen *g, endpoint ep, long delay0, long pad)
+static void script_plain(job *j, gen *g, endpoint ep, long delay0, long pad, int seq)
 {
     sbuf b = SBUF_INIT;
     if (ep == EP_RESPONSES) {
@@ -1265,8 +1271,16 @@ static void script_plain(job *j, gen *g, endpoint ep, long delay0, long pad)
     if (pad > 0) { /* a large answer: ,"pad":"xxx..." before the closing brace */
         b.len--;
         sbuf_puts(&b, ",\"pad\":\"");
-        for (long i = 0; i < pad; i++)
-            sbuf_append(&b, "x", 1);
+        if (seq) { /* "00000000000000080000001000..." (cut at pad): a lost, doubled or moved piece shows */
+            for (long i = 0; i < pad; i += 8) {
+                char w[24];
+                snprintf(w, sizeof w, "%08lx", (unsigned long)i & 0xffffffffUL);
+                sbuf_append(&b, w, pad - i < 8 ? (size_t)(pad - i) : 8);
+            }
+        } else {
+            for (long i = 0; i < pad; i++)
+                sbuf_append(&b, "x", 1);
+        }
         sbuf_puts(&b, "\"}");
     }
     reply_json(j, delay0, 200, &b);
@@ -1371,7 +1385,7 @@ static void script_reflect_auth(job *j, const opts *o, endpoint ep, const rec *r
     sbuf_reset(&g.text);
     sbuf_append(&g.text, msg.p, msg.len);
     if (!stream) {
-        script_plain(j, &g, ep, 0, 0);
+        script_plain(j, &g, ep, 0, 0, 0);
     } else {
         if (ep == EP_RESPONSES) {
             ev_resp_state(&b, &g, "response.created", "in_progress");
@@ -1529,7 +1543,7 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
             g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
             if (mode == S_OK && !stream)
-                script_plain(j, &g, ep, delay0, o->bytes);
+                script_plain(j, &g, ep, delay0, o->pad > 0 ? o->pad : o->bytes, o->seq);
             else if (ep == EP_RESPONSES)
                 script_responses_stream(j, &g, o, mode, delay0);
             else

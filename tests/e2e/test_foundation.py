@@ -27,10 +27,13 @@ def _normalize(raw, name):
 class BigStreamUpstream:
     """An upstream that answers any request with one large chat completion stream, written
     as fast as the socket takes it: `deltas` numbered text deltas (about 240 bytes of SSE
-    each), finish and usage chunks, then [DONE]. The C mock caps its streams far lower."""
+    each), finish and usage chunks, then [DONE]. The C mock caps its streams far lower.
+    Every connection gets the same stream; `finished` counts those sent whole, `ended`
+    those over (whole or cut by the other side)."""
 
     def __init__(self, deltas):
         self.deltas = deltas
+        self.finished = self.ended = 0
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((HOST, 0))
@@ -58,10 +61,14 @@ class BigStreamUpstream:
         yield b"data: [DONE]\n\n"
 
     def _serve(self):
-        try:
-            conn, _ = self.sock.accept()
-        except OSError:
-            return
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn):
         with conn:
             try:
                 buf = b""
@@ -82,8 +89,11 @@ class BigStreamUpstream:
                         batch = []
                 data = b"".join(batch)
                 conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+                self.finished += 1
             except OSError:
                 pass
+            finally:
+                self.ended += 1
 
     def close(self):
         self.sock.close()
