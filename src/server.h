@@ -9,8 +9,9 @@
 /* Binds the listener and installs the request handler. -1 on failure. */
 int server_start(gateway *gw);
 
-/* Writes what is still queued for writing now and frees the flush event
- * (before the loop's base is freed). */
+/* Drops the replies still queued for the flush (the loop is over: nothing
+ * more is written; serve.c resets connections left with unsent bytes) and
+ * frees the flush event (before the loop's base is freed). */
 void server_stop(void);
 
 /* evhttp_send_reply, evhttp_send_reply_chunk_with_cb and
