@@ -757,22 +757,35 @@ void conn_limit_reset(int fd)
         log_debug("resetting a client connection: %s", strerror(errno));
 }
 
+/* e's descriptor while it holds an answer being written (no read callback
+ * while evhttp writes one) or whose last bytes are not sent yet, else -1. */
+static int conn_limit_unfinished_fd(const conn_entry *e)
+{
+    bufferevent_data_cb r, w;
+    bufferevent_event_cb ev;
+    bufferevent_getcb(e->bev, &r, &w, &ev, NULL);
+    int fd = bufferevent_getfd(e->bev);
+    if (fd < 0 || (!r && !w && !ev)) /* let go already */
+        return -1;
+    return (!r && w) || evbuffer_get_length(bufferevent_get_output(e->bev)) ? fd : -1;
+}
+
+size_t conn_limit_unfinished(const conn_limit *cl)
+{
+    size_t n = 0;
+    for (size_t i = 0; cl && i < cl->n; i++)
+        n += conn_limit_unfinished_fd(cl->conns[i]) >= 0;
+    return n;
+}
+
 void conn_limit_reset_unfinished(conn_limit *cl)
 {
     if (!cl)
         return;
     size_t n = 0;
     for (size_t i = 0; i < cl->n; i++) {
-        conn_entry *e = cl->conns[i];
-        bufferevent_data_cb r, w;
-        bufferevent_event_cb ev;
-        bufferevent_getcb(e->bev, &r, &w, &ev, NULL);
-        int fd = bufferevent_getfd(e->bev);
-        if (fd < 0 || (!r && !w && !ev)) /* let go already */
-            continue;
-        /* an answer being written (no read callback while it is), or its
-         * last bytes not sent yet */
-        if ((!r && w) || evbuffer_get_length(bufferevent_get_output(e->bev))) {
+        int fd = conn_limit_unfinished_fd(cl->conns[i]);
+        if (fd >= 0) {
             conn_limit_reset(fd);
             n++;
         }

@@ -67,6 +67,10 @@ void conn_limit_reset(int fd);
 /* Resets every client connection with an answer unfinished (being
  * written, or not all sent): before evhttp_free on the way out. */
 void conn_limit_reset_unfinished(conn_limit *cl);
+/* How many client connections have an answer unfinished in that sense:
+ * a stopping gateway waits for them (their proxies may be done already,
+ * with megabytes still on their way to a slow client). */
+size_t conn_limit_unfinished(const conn_limit *cl);
 /* Releases connections libevent has closed (a timer calls it every 100 ms). */
 void conn_limit_sweep(conn_limit *cl);
 void conn_limit_stats_get(conn_limit *cl, conn_limit_stats *out);

@@ -119,6 +119,14 @@ static void serve_on_sighup(evutil_socket_t sig, short what, void *arg)
     gateway_reload_policies(arg, "SIGHUP");
 }
 
+/* Nothing left to wait for before exiting: no request in progress, no
+ * login refresh in flight (its answer may be the only copy of a rotated
+ * refresh token), no answer still being written to its client. */
+static int serve_quiet(gateway *gw)
+{
+    return gw->active == 0 && !oauth_busy(gw->oauth) && conn_limit_unfinished(gw->conns) == 0;
+}
+
 static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
 {
     gateway *gw = arg;
@@ -128,11 +136,12 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
         return;
     }
     gw->draining = 1;
-    if (gw->active == 0 && !oauth_busy(gw->oauth)) {
+    if (serve_quiet(gw)) {
         event_base_loopexit(gw->base, NULL);
         return;
     }
-    log_info("stopping: waiting for %zu request(s) in progress", gw->active);
+    log_info("stopping: waiting for %zu request(s) in progress and %zu answer(s) being sent", gw->active,
+             conn_limit_unfinished(gw->conns));
 }
 
 /* Settings changed: the affinity table follows its idle time at once; a
@@ -194,8 +203,7 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
         malloc_trim(0);
         serve_free_after_trim = mallinfo2().fordblks;
     }
-    /* a refresh in flight is waited for: its answer may be the only copy of a rotated refresh token */
-    if (gw->draining && gw->active == 0 && !oauth_busy(gw->oauth))
+    if (gw->draining && serve_quiet(gw))
         event_base_loopexit(gw->base, NULL);
 }
 

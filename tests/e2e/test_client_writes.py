@@ -8,6 +8,7 @@ clients at once. Every answer is checked byte for byte or event by event."""
 
 import http.client
 import json
+import signal
 import socket
 import struct
 import threading
@@ -530,6 +531,35 @@ class ClientWritesTest(GatewayTest):
         self.assertEqual(len(done), n_clients * n_requests)
         self.assertEqual(len(self.mock.requests("a")), n_clients * n_requests)
         self.assertHealthy(g)
+
+    # --- 7. stopping while an answer is still on its way
+
+    def test_sigterm_waits_for_an_answer_still_being_written_to_a_slow_client(self):
+        # the proxy is done with the request as soon as the upstream's last byte is in the
+        # client's output buffer; megabytes may still be on their way to a slow reader. One
+        # SIGTERM must let them arrive (then exit), not reset the connection mid-answer.
+        g = self.one(f"ok,bytes={BIG},seq=1")
+        c = Client(g, rcvbuf=16384)
+        c.send(c.request("POST", "/v1/responses", RESP_BODY, version="1.0"))
+        # 1.6 MB/s: the last ~4 MiB (what the gateway holds once the upstream is done) take
+        # over 2 s, past the 1 s tick that checks whether the gateway may exit
+        c.recv_size, c.pause = 16384, 0.01
+        c._more("before the answer began")  # the answer has started (kept in c.buf)
+        g.proc.send_signal(signal.SIGTERM)
+        while True:  # slowly, to the end: HTTP/1.0, the body runs to a clean close
+            time.sleep(c.pause)
+            try:
+                b = c.sock.recv(c.recv_size)
+            except ConnectionResetError:
+                self.fail(f"reset after {len(c.buf)} bytes: the stop cut the answer")
+            if not b:
+                break
+            c.buf += b
+        head, _, body = bytes(c.buf).partition(b"\r\n\r\n")
+        self.assertPlainResponse((int(head.split()[1]), {}, body, "close"), pad=BIG)
+        g.proc.wait(timeout=30)
+        self.assertEqual(g.proc.returncode, 0, g.log_text()[-2000:])
+        self.assertNotIn("unfinished", g.log_text())
 
 
 if __name__ == "__main__":
