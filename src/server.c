@@ -59,17 +59,17 @@ void server_date_header(struct evkeyvalq *headers)
  * evhttp queues a reply in the connection's output buffer and enables the
  * write event; the bytes go out one loop turn later, once epoll has said
  * the socket is writable, and the write event is dropped again after: two
- * epoll_ctl calls and a wakeup per answer (and per stream chunk), and every
- * answer that arrives in a busy turn waits for the whole turn before its
- * first byte leaves. A client socket almost always has room, so the reply
- * is written in the same turn, by an event activated with the first reply
- * of the turn: libevent runs an event made active while it runs the
- * turn's callbacks after them, before it asks epoll again (and by then
- * whatever evhttp or the proxy still had to do with the request is done:
- * evhttp may free it in what follows). When all of it went out, the write event is dropped before the
- * loop ever applies it (the epoll changelist cancels the pair) and evhttp's
- * "written" callback runs as libevent would have run it. A partial write
- * or an error leaves the rest to libevent, as before. */
+ * epoll_ctl calls and a wakeup per answer (and per stream chunk). A client
+ * socket almost always has room, so each reply is queued here and written
+ * at the first point where nothing of evhttp or the proxy is on the stack
+ * (evhttp may free the request in what follows): right after the upstream
+ * event that brought it (server_flush_pending, from serve.c), else by an
+ * event activated with the first reply of the turn, which libevent runs
+ * after the turn's other callbacks and before it asks epoll again. When all
+ * of it went out, the write event is dropped before the loop ever applies
+ * it (the epoll changelist cancels the pair) and evhttp's "written"
+ * callback runs as libevent would have run it. A partial write or an
+ * error leaves the rest to libevent, as before. */
 static struct event *server_flush_ev;
 static struct bufferevent **server_unflushed; /* each holds a reference */
 static size_t server_n_unflushed, server_alloc_unflushed;
