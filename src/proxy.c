@@ -39,6 +39,8 @@
 #define PROXY_ERRBODY_MAX (16u << 10)    /* kept of an upstream error body */
 #define PROXY_SNIFF_MAX (1u << 20)       /* kept of a plain 2xx body, to read usage */
 #define PROXY_CLIENT_HIGH (4u << 20)     /* pause upstream above this much unsent to the client */
+#define PROXY_PLAIN_HOLD (1u << 20)      /* a plain answer is held whole up to this size ... */
+#define PROXY_PLAIN_HOLD_ALL (64u << 20) /* ... while all held ones together stay under this */
 #define PROXY_MAX_HEADERS 40
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
 #define PROXY_EVENT_HOLD_MAX (1u << 20) /* an unfinished event held back from the client, at most */
@@ -104,6 +106,7 @@ typedef struct proxy_req {
     /* client side */
     int committed;            /* reply started: no more failover */
     int reply_held;           /* plain: committed, status line and headers not sent yet (see proxy_commit) */
+    size_t held_counted;      /* bytes of out counted in proxy_held_bytes (proxy_plain_hold) */
     int client_gone;
     struct client_watch *watch; /* notices a client that hangs up while we wait (see proxy_watch_client) */
     int client_eof;           /* the client closed its sending side: a half-close or a hang-up */
@@ -592,6 +595,32 @@ static void proxy_unflushed_remove(proxy_req *p)
     p->unflushed_at = 0;
 }
 
+/* A plain answer is held until it is complete (up to PROXY_PLAIN_HOLD,
+ * with all held answers under PROXY_PLAIN_HOLD_ALL): its client waits for
+ * the whole of it anyway, it then goes out with a Content-Length, and an
+ * upstream that cuts it midway has told the client nothing, so the request
+ * can still go to another account (proxy_plain_cut_unseen) instead of the
+ * client getting a cut answer. A larger one is relayed as it comes. */
+static size_t proxy_held_bytes;
+
+static void proxy_hold_release(proxy_req *p)
+{
+    proxy_held_bytes -= p->held_counted;
+    p->held_counted = 0;
+}
+
+static int proxy_plain_hold(proxy_req *p)
+{
+    if (!p->reply_held || p->mode != MODE_PLAIN || p->out.len > PROXY_PLAIN_HOLD ||
+        proxy_held_bytes - p->held_counted + p->out.len > PROXY_PLAIN_HOLD_ALL) {
+        proxy_hold_release(p);
+        return 0;
+    }
+    proxy_held_bytes += p->out.len - p->held_counted;
+    p->held_counted = p->out.len;
+    return 1;
+}
+
 static void proxy_client_flush(proxy_req *p)
 {
     proxy_unflushed_remove(p);
@@ -599,9 +628,12 @@ static void proxy_client_flush(proxy_req *p)
         return;
     event_del(&p->flush_ev);
     if (p->client_gone || !p->req) {
+        proxy_hold_release(p);
         sbuf_reset(&p->out);
         return;
     }
+    if (proxy_plain_hold(p))
+        return;
     if (p->reply_held) {
         p->reply_held = 0;
         evhttp_send_reply_start(p->req, p->committed_status, NULL);
@@ -638,7 +670,7 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
     if (!p->out.cap) /* one allocation for what a loop turn usually gathers, not a doubling per event */
         sbuf_reserve(&p->out, n > PROXY_OUT_FIRST ? n : PROXY_OUT_FIRST);
     scrub_feed(&p->scrub, buf, n, &p->out);
-    if (!before && p->out.len) {
+    if (p->out.len && (!before || !p->unflushed_at)) { /* a held plain answer is looked at again */
         event_active(&p->flush_ev, EV_TIMEOUT, 1);
         proxy_unflushed_add(p);
     }
@@ -738,6 +770,7 @@ static void proxy_reply_whole(proxy_req *p)
     p->reply_held = 0;
     event_del(&p->flush_ev);
     proxy_unflushed_remove(p);
+    proxy_hold_release(p);
     char len[24];
     evhttp_add_header(evhttp_request_get_output_headers(p->req), "Content-Length", proxy_utoa(len, p->out.len));
     struct evbuffer *body = p->gw->chunk;
@@ -1407,6 +1440,37 @@ static int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
     return 1;
 }
 
+/* A plain answer cut by the upstream (or timed out) before any of it
+ * reached the client: its status line is still held (proxy_commit) and
+ * what came of its body is only in p->out, so the client has been told
+ * nothing. Not a cut answer then, but an attempt that failed before
+ * output: the policy decides as for a network error (another account, a
+ * retry), else the client gets a JSON 502/504 instead of a reset. */
+static void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg)
+{
+    char what[256];
+    snprintf(what, sizeof what, "the upstream %s its answer before any of it was relayed (%s)",
+             r == UP_NETWORK ? "cut" : "timed out in", errmsg ? errmsg : "error");
+    p->committed = 0;
+    p->reply_held = 0;
+    event_del(&p->flush_ev);
+    proxy_unflushed_remove(p);
+    proxy_hold_release(p);
+    sbuf_reset(&p->out);
+    evhttp_clear_headers(evhttp_request_get_output_headers(p->req)); /* proxy_commit's */
+    policy_event ev = {0};
+    ev.network_error = r == UP_NETWORK;
+    ev.timeout = r != UP_NETWORK;
+    ev.error_message = errmsg;
+    if (proxy_classify_and_route(p, &ev, what))
+        return;
+    if (!p->error_class[0] || strcmp(p->error_class, "network") == 0)
+        snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
+    server_send_error(p->req, r == UP_NETWORK ? 502 : 504, "upstream_error",
+                      r == UP_NETWORK ? "upstream_interrupted" : "upstream_timeout", what);
+    proxy_finish(p, r == UP_NETWORK ? 502 : 504);
+}
+
 static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
 {
     if (p->mode == MODE_PREFLIGHT) {
@@ -1428,6 +1492,8 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             proxy_record_success(p);
         }
     } else {
+        if (r != UP_OK && p->reply_held && !p->client_gone && p->req)
+            return proxy_plain_cut_unseen(p, r, errmsg);
         proxy_read_plain_usage(p);
         if (r != UP_OK) {
             /* a truncated plain body must not look complete: reset the connection */
@@ -1964,6 +2030,7 @@ static void proxy_finish(proxy_req *p, int status)
         event_free(p->retry_timer);
     event_del(&p->flush_ev);
     proxy_unflushed_remove(p);
+    proxy_hold_release(p);
     scrub_free(&p->scrub); /* sniff and out: proxy_req_release */
     gw->active--;
     proxy_req_release(p);

@@ -1497,11 +1497,20 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
         a->status = code;
         sbuf_append(&a->data, b.p ? b.p : "", b.len);
     } else if (!strcmp(sc, "plain_cut")) {
-        /* a plain JSON answer that stops halfway: chunked, then the connection closes */
+        /* a plain JSON answer that stops halfway: chunked, then the connection closes
+         * (bytes=N: an answer of about N bytes, e.g. more than the gateway holds whole) */
         gen g;
         gen_init(&g, r->account, r->model ? r->model : "gpt-test", r->n, 3);
         response_obj(&b, &g, "completed", NULL, NULL);
         gen_free(&g);
+        if (o->bytes > 0 && b.len && b.p[b.len - 1] == '}') {
+            b.len--; /* the closing brace */
+            sbuf_puts(&b, ",\"pad\":\"");
+            sbuf_reserve(&b, (size_t)o->bytes);
+            memset(b.p + b.len, 'x', (size_t)o->bytes);
+            b.len += (size_t)o->bytes;
+            sbuf_puts(&b, "\"}");
+        }
         sbuf half = SBUF_INIT;
         sbuf_append(&half, b.p, b.len / 2);
         add_header(j->req, "Content-Type", "application/json");

@@ -201,7 +201,7 @@ class HostileTest(GatewayTest):
     def test_http10_plain_answer_cut_by_the_upstream_ends_with_a_reset_not_a_clean_close(self):
         # an HTTP/1.0 answer without a Content-Length runs to the close: a clean
         # close after half the body would hand the client half a body as complete
-        g = self.one("plain_cut")
+        g = self.one("plain_cut,bytes=3000000")  # past the 1 MiB held whole: a part is relayed before the cut
         for conn_hdr in ((), ("Connection: keep-alive",)):
             with self.subTest(headers=conn_hdr):
                 s = connect(g)
@@ -253,7 +253,7 @@ class HostileTest(GatewayTest):
         self.assertEqual(end, "reset", f"a cut answer ended with a clean close after {len(raw)} bytes")
 
     def test_http11_plain_answer_cut_by_the_upstream_never_gets_the_final_chunk(self):
-        g = self.one("plain_cut")
+        g = self.one("plain_cut,bytes=3000000")  # past the 1 MiB held whole: a part is relayed before the cut
         s = connect(g)
         s.sendall(raw_request(g, "POST", "/v1/responses", RESP_BODY))
         raw, _ = self.read_until_end_or_reset(s)

@@ -3,12 +3,16 @@ committed to them, or that send what must not reach a client: streams that
 stop in the middle of a line or an event (the gateway's error event must
 stand on its own, never glued onto the half line), secrets echoed back in
 bodies, streams and headers, gzip-encoded bodies, error bodies too large to
-keep whole, and plain bodies cut short (logged as failures, not 200)."""
+keep whole, and plain bodies cut short (logged as failures, not 200; when
+nothing of them reached the client yet, another account answers)."""
 
 import json
+import socket
+import threading
+import time
 
 from harness import (GatewayTest, account, chat_text, event_type, is_error_event, main,
-                     parse_sse, response_text)
+                     parse_sse, response_text, HOST)
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
@@ -209,14 +213,129 @@ class ErrorBodyTest(GatewayTest):
                 self.assertEqual(err["code"], "upstream_error_not_json")
                 self.assertIn(excerpt, err["message"])
 
+    def test_plain_answer_cut_midway_while_held_whole_goes_to_the_next_account(self):
+        # half an answer, then 50 ms later the close: the gateway holds a plain answer
+        # whole (up to 1 MiB) before relaying it, so the client has seen nothing yet
+        g = self.gateway([account("a", self.mock.url("a", "plain_cut")), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r.body[:300])
+        self.assertEqual(json.loads(r.body)["output"][0]["content"][0]["text"], "hello from b")
+        self.assertEqual(r.headers.get("content-length"), str(len(r.body)))
+        rows = g.wait_request_logs(1)
+        self.assertEqual((rows[0]["status"], rows[0]["account_name"], rows[0]["attempts"]), (200, "b", 2), rows[0])
+
     def test_plain_body_cut_short_is_logged_as_a_failure(self):
-        g = self.one("plain_cut")
+        g = self.one("plain_cut,bytes=3000000")  # past the 1 MiB held whole: a part is relayed before the cut
         s = g.stream("/v1/responses", RESP_BODY)   # a plain answer, read as far as it goes
         self.assertTrue(s.truncated, "the client must not be handed a cut body as complete")
         rows = g.wait_request_logs(1)
         self.assertEqual(rows[0]["status"], 502, rows[0])
         self.assertEqual(rows[0]["error_class"], "body_interrupted")
         self.assertRegex(g.trace_text(), r"REQUEST_FINAL .*status=502 .*class=body_interrupted")
+
+
+class CutBeforeRelayUpstream:
+    """An upstream that answers every request with a 200 head and the first `n` bytes of a
+    JSON body announced longer, then closes: head, part and FIN in one segment (TCP_CORK
+    held until the shutdown), so the gateway reads the cut in the same read as the bytes
+    and has relayed nothing of them yet; or, with `pause`, the part and the close that
+    many seconds apart."""
+
+    def __init__(self, n=40, pause=0.0):
+        self.n, self.count, self.pad, self.pause = n, 0, 2000, pause
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((HOST, 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self):
+        return f"http://{HOST}:{self.port}/v1"
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    b = conn.recv(65536)
+                    if not b:
+                        break
+                    data += b
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = next((int(ln.split(b":")[1]) for ln in head.split(b"\r\n")
+                               if ln.lower().startswith(b"content-length:")), 0)
+                while len(body) < length:
+                    b = conn.recv(65536)
+                    if not b:
+                        break
+                    body += b
+                self.count += 1
+                answer = json.dumps({"id": "resp_cut", "object": "response", "status": "completed",
+                                     "output": [], "pad": "x" * self.pad}).encode()
+                if not self.pause:
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(len(answer)).encode() + b"\r\n\r\n" + answer[:self.n])
+                time.sleep(self.pause)  # (with a pause, the part is relayed before the cut)
+                conn.shutdown(socket.SHUT_WR)
+
+    def close(self):
+        self.sock.close()
+
+
+class CutBeforeRelayTest(GatewayTest):
+    """A plain answer the upstream cuts before any of it was relayed: nothing reached the
+    client, so it is a failure before output, not a cut answer."""
+
+    def test_plain_answer_cut_before_any_of_it_was_relayed_goes_to_the_next_account(self):
+        up = CutBeforeRelayUpstream()
+        self.addCleanup(up.close)
+        g = self.gateway([account("a", up.url()), account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r.body[:300])
+        obj = json.loads(r.body)
+        self.assertEqual(obj["output"][0]["content"][0]["text"], "hello from b")
+        self.assertEqual(r.headers.get("x-switchyard-account"), "b")
+        self.assertEqual(r.headers.get("x-switchyard-attempts"), "2")
+        self.assertEqual(up.count, 1)
+        rows = g.wait_request_logs(1)
+        self.assertEqual((rows[0]["status"], rows[0]["account_name"], rows[0]["attempts"]), (200, "b", 2), rows[0])
+
+    def test_plain_answer_cut_before_any_of_it_was_relayed_with_no_other_account_is_a_json_error(self):
+        # as for a network error before output: the account cools down and, with none
+        # left, the client gets the JSON "no account" error naming the cut, not a reset
+        up = CutBeforeRelayUpstream()
+        self.addCleanup(up.close)
+        g = self.gateway([account("a", up.url())])
+        r = g.post("/v1/responses", RESP_BODY)  # a reset would raise here
+        self.assertEqual(r.status, 503, r.body[:300])
+        err = json.loads(r.body)["error"]
+        self.assertEqual(err["code"], "no_available_account", err)
+        self.assertIn("cut its answer before any of it was relayed", err["message"])
+        self.assertNotIn(b"resp_cut", r.body)
+        self.assertEqual(up.count, 1)
+        self.assertEqual(g.get("/health", key=None).status, 200)
+
+    def test_plain_answer_cut_after_a_part_was_relayed_is_still_a_cut_answer(self):
+        # larger than the gateway holds (1 MiB) and cut after a pause: its first part
+        # reached the client before the cut, so there is no taking it back, and the client
+        # must not be handed it as whole
+        up = CutBeforeRelayUpstream(n=1_500_000, pause=0.5)
+        up.pad = 2_000_000
+        self.addCleanup(up.close)
+        g = self.gateway([account("a", up.url()), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/responses", RESP_BODY)  # a plain answer, read as far as it goes
+        self.assertEqual(s.status, 200, s)
+        self.assertTrue(s.truncated, "a cut answer was handed over as complete")
+        rows = g.wait_request_logs(1)
+        self.assertEqual((rows[0]["status"], rows[0]["error_class"]), (502, "body_interrupted"), rows[0])
+        self.assertEqual(up.count, 1)
+        self.assertEqual(self.mock.requests(), [], "replayed elsewhere after output")
 
 
 if __name__ == "__main__":
