@@ -26,7 +26,8 @@ local FAILOVER_4XX = { [401] = "auth", [403] = "auth", [404] = "not_found",
                        [408] = "timeout", [409] = "conflict" }
 local COOLDOWN_4XX = 20
 
--- Error codes inside a 200 stream that are the account's fault.
+-- Error codes inside a 200 stream (or a 200 plain body that is an error
+-- object: ev.in_stream is set for both) that are the account's fault.
 local STREAM_RATE = sy.set{ "rate_limit_exceeded", "rate_limit_error", "rate_limited" }
 local STREAM_SERVER = sy.set{ "server_error", "internal_error", "internal_server_error",
   "overloaded", "overloaded_error", "server_is_overloaded", "service_unavailable", "api_error" }

@@ -1336,22 +1336,28 @@ static int proxy_up_data(void *ud, const char *buf, size_t n)
     }
 }
 
-static void proxy_read_plain_usage(proxy_req *p)
+/* Reads the plain answer's usage (and id); returns 1 when the body is an
+ * error object instead ({"error":{...}} with HTTP 200, as some relays answer
+ * quota and rate limits; a Responses object's own "error" is null). */
+static int proxy_read_plain_usage(proxy_req *p)
 {
     /* depth 3: usage.input_tokens_details.cached_tokens; of the rest of
      * the answer (its text) nothing is built */
-    static const char *const wanted[] = {"usage", "id"};
-    json_value *doc = json_parse_members(p->sniff.p, p->sniff.len, 3, wanted, 2);
+    static const char *const wanted[] = {"usage", "id", "error"};
+    json_value *doc = json_parse_members(p->sniff.p, p->sniff.len, 3, wanted, 3);
+    const json_value *err = doc ? json_get(doc, "error") : NULL;
+    int is_error = err && err->type == JSON_OBJECT;
     usage_tokens t = {p->in_tok, p->out_tok, p->tot_tok, p->cached_tok};
     usage_tokens_read(doc ? json_get(doc, "usage") : NULL, &t);
     p->in_tok = t.in;
     p->out_tok = t.out;
     p->tot_tok = t.total;
     p->cached_tok = t.cached;
-    const char *id = doc && p->in.api == API_RESPONSES ? json_get_str(doc, "id") : NULL;
+    const char *id = doc && p->in.api == API_RESPONSES && !is_error ? json_get_str(doc, "id") : NULL;
     if (id)
         pool_owner_set(p->gw->pool, id, p->acct_id);
     json_free(doc);
+    return is_error;
 }
 
 /* Ends a started reply and the request. The request is finished first:
@@ -1471,6 +1477,40 @@ static void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg
     proxy_finish(p, r == UP_NETWORK ? 502 : 504);
 }
 
+/* A 2xx plain answer whose body is an error object, held whole and not
+ * relayed yet: classified as an error inside a 2xx answer (in_stream, as
+ * for a quota or rate-limit event inside a 200 stream: the policy fails
+ * over on those). Returned by the policy, it goes to the client as it
+ * came, status included. */
+static void proxy_plain_error_unseen(proxy_req *p)
+{
+    sbuf_reset(&p->errbody);
+    sbuf_append(&p->errbody, p->sniff.p, p->sniff.len < PROXY_ERRBODY_MAX ? p->sniff.len : PROXY_ERRBODY_MAX);
+    p->errbody_total = p->sniff.len;
+    p->committed = 0;
+    p->reply_held = 0;
+    event_del(&p->flush_ev);
+    proxy_unflushed_remove(p);
+    proxy_hold_release(p);
+    sbuf_reset(&p->out);
+    evhttp_clear_headers(evhttp_request_get_output_headers(p->req)); /* proxy_commit's */
+    p->mode = MODE_ERROR;
+    json_value *doc;
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.body = p->errbody.p;
+    ev.body_len = p->errbody.len;
+    proxy_error_fields(p->errbody.p, p->errbody.len, &doc, &ev.error_type, &ev.error_code, &ev.error_message);
+    proxy_note_resets_in(p, doc);
+    char summary[64];
+    snprintf(summary, sizeof summary, "HTTP %d with an error body", p->status);
+    int moved = proxy_classify_and_route(p, &ev, summary);
+    json_free(doc);
+    if (!moved)
+        proxy_reply_upstream_error(p, 1);
+}
+
 static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
 {
     if (p->mode == MODE_PREFLIGHT) {
@@ -1494,7 +1534,8 @@ static void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
     } else {
         if (r != UP_OK && p->reply_held && !p->client_gone && p->req)
             return proxy_plain_cut_unseen(p, r, errmsg);
-        proxy_read_plain_usage(p);
+        if (proxy_read_plain_usage(p) && r == UP_OK && p->reply_held && !p->client_gone && p->req)
+            return proxy_plain_error_unseen(p);
         if (r != UP_OK) {
             /* a truncated plain body must not look complete: reset the connection */
             log_warn("req %llu: upstream failed mid-body (%s); closing the client connection",

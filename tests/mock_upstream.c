@@ -1477,6 +1477,13 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
         job_add(j, ACT_CLOSE, 0)->rst = o->rst != 0;
     } else if (!strcmp(sc, "reflect_auth")) {
         script_reflect_auth(j, o, ep, r, stream);
+    } else if (!strcmp(sc, "error200")) {
+        /* HTTP 200 whose body is an error object, as some relays answer quota
+         * and rate limits (code=...: its code, default insufficient_quota) */
+        const char *code = o->err_code[0] ? o->err_code : "insufficient_quota";
+        error_json(&b, !strcmp(code, "insufficient_quota") ? "You exceeded your current quota." : "refused by the relay",
+                   !strcmp(code, "insufficient_quota") ? "insufficient_quota" : "relay_error", code, NULL);
+        reply_json(j, 0, 200, &b);
     } else if (!strcmp(sc, "big_error")) {
         /* an error body far above what the gateway keeps of one */
         int code = o->code >= 400 && o->code <= 599 ? o->code : 400;

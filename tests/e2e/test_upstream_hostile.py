@@ -4,7 +4,8 @@ stop in the middle of a line or an event (the gateway's error event must
 stand on its own, never glued onto the half line), secrets echoed back in
 bodies, streams and headers, gzip-encoded bodies, error bodies too large to
 keep whole, and plain bodies cut short (logged as failures, not 200; when
-nothing of them reached the client yet, another account answers)."""
+nothing of them reached the client yet, another account answers), and plain
+200 answers whose body is an error object."""
 
 import json
 import socket
@@ -232,6 +233,40 @@ class ErrorBodyTest(GatewayTest):
         self.assertEqual(rows[0]["status"], 502, rows[0])
         self.assertEqual(rows[0]["error_class"], "body_interrupted")
         self.assertRegex(g.trace_text(), r"REQUEST_FINAL .*status=502 .*class=body_interrupted")
+
+
+class ErrorIn200Test(GatewayTest):
+    """A plain HTTP 200 whose body is an error object (some relays answer quota and rate
+    limits so): held whole and not relayed yet, it is classified like an error event
+    inside a 200 stream."""
+
+    def test_quota_error_in_a_200_plain_body_goes_to_the_next_account(self):
+        for body, path in ((RESP_BODY, "/v1/responses"), (CHAT_BODY, "/v1/chat/completions")):
+            with self.subTest(path=path):
+                g = self.gateway([account("a", self.mock.url("a", "error200")), account("b", self.mock.url("b"))])
+                r = g.post(path, body)
+                self.assertEqual(r.status, 200, r.body[:300])
+                self.assertNotIn(b"exceeded your current quota", r.body)
+                self.assertEqual(r.headers.get("x-switchyard-account"), "b")
+                rows = g.wait_request_logs(1)
+                self.assertEqual((rows[0]["account_name"], rows[0]["attempts"]), ("b", 2), rows[0])
+                self.assertIn('"class":"quota"', rows[0]["attempts_json"])
+
+    def test_rate_limit_code_in_a_200_plain_body_goes_to_the_next_account(self):
+        g = self.gateway([account("a", self.mock.url("a", "error200,code=rate_limit_exceeded")),
+                          account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "b"), r.body[:300])
+
+    def test_other_error_in_a_200_plain_body_is_relayed_as_it_came(self):
+        # not the account's fault by the policy's rules: the client gets the upstream's answer
+        g = self.gateway([account("a", self.mock.url("a", "error200,code=relay_refused")),
+                          account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r.body[:300])
+        self.assertEqual(json.loads(r.body)["error"]["code"], "relay_refused")
+        self.assertEqual(r.headers.get("x-switchyard-account"), "a")
+        self.assertEqual([q["account"] for q in self.mock.requests()], ["a"])
 
 
 class CutBeforeRelayUpstream:
