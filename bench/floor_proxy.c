@@ -103,7 +103,7 @@ int main(int argc, char **argv)
     event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
     struct event_base *base = event_base_new_with_config(cfg);
     event_config_free(cfg);
-    upstream_limits lim = {5000, 60000, 60000};
+    upstream_limits lim = {5000, 60000, 60000, 0};
     g_up = upstream_new(base, &lim);
     struct evhttp *http = evhttp_new(base);
     evhttp_set_gencb(http, floor_handle, NULL);

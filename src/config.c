@@ -175,6 +175,7 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS", 1, 3600000, &c->first_byte_timeout_ms, NULL, NULL},
         {"SWITCHYARD_RESPONSE_TIMEOUT_MS", 1, 7200000, &c->response_timeout_ms, NULL, NULL},
         {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_UPSTREAM_H2C", 0, 1, &c->upstream_h2c, NULL, NULL},
         {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes, NULL},
         {"SWITCHYARD_TTFT_MS", 1, 3600000, &c->ttft_ms, NULL, NULL},
         {"SWITCHYARD_CAPACITY_WAIT_MS", 0, 600000, &c->capacity_wait_ms, NULL, NULL},

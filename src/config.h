@@ -17,6 +17,7 @@ typedef struct sy_config {
     long first_byte_timeout_ms;   /* streamed requests: headers come at once */
     long response_timeout_ms;     /* non-streamed: headers come with the whole answer */
     long idle_timeout_ms;
+    long upstream_h2c;         /* 1: http:// upstreams get HTTP/2 by prior knowledge (h2c), streams share connections */
     size_t max_bodies_in_flight; /* bytes of request bodies held at once, all requests together */
     long max_connections;      /* client connections; beyond it new ones get a 503 */
     long max_connections_per_ip; /* client connections from one address (IPv6: one /64); -1 auto, 0 none */

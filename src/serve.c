@@ -259,7 +259,8 @@ static int serve_open(gateway *gw)
     char tpath[1100];
     trace_path_for_db(gw->cfg.db_path, tpath, sizeof tpath);
     gw->trace = trace_open(tpath);
-    upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms};
+    upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms,
+                           (int)gw->cfg.upstream_h2c};
     gw->up = upstream_new(gw->base, &lim);
     if (gw->up)
         upstream_set_after_io(gw->up, serve_after_upstream_io, gw);

@@ -422,9 +422,13 @@ int server_start(gateway *gw)
     int one = 1;
     if (setsockopt(evhttp_bound_socket_get_fd(bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         log_warn("listener: TCP_NODELAY: %s", strerror(errno));
-    /* each client may hold an upstream connection too; keep room for the database and logs */
+    /* keep room for the database and logs; each client may hold an upstream
+     * connection too, unless upstream streams share connections (h2c: up to
+     * 100 per connection, so one descriptor per 50 clients is budgeted;
+     * docs/architecture.md, "Limits") */
     long nofile = conn_limit_raise_nofile();
-    long fit = nofile > 0 ? (nofile - 64) / 2 : gw->cfg.max_connections;
+    long room = nofile - 64;
+    long fit = nofile <= 0 ? gw->cfg.max_connections : gw->cfg.upstream_h2c ? room - room / 50 : room / 2;
     long conn_cap = gw->cfg.max_connections < fit ? gw->cfg.max_connections : (fit < 16 ? 16 : fit);
     if (conn_cap < gw->cfg.max_connections)
         log_warn("descriptor limit %ld: client connections capped at %ld instead of %ld", nofile, conn_cap,

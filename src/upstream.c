@@ -34,7 +34,18 @@
  * it since, curl's own recovery for a connection that dies on reuse (it
  * retries the request once on a fresh connection) takes over, as it must
  * anyway for a close right after its own poll. Every other call, and every
- * call from another thread, goes to the kernel (ppoll). */
+ * call from another thread, goes to the kernel (ppoll).
+ *
+ * Over HTTP/2 (https upstreams that offer it, and http:// ones with
+ * SWITCHYARD_UPSTREAM_H2C) several transfers share one socket. Both of the
+ * above hold for it: curl calls the socket function per socket, not per
+ * transfer (it says CURL_POLL_REMOVE only when no transfer on the
+ * connection wants it any more, so a socket is parked only when its last
+ * stream ended), removing one transfer resets its stream and keeps the
+ * connection, and curl's liveness poll is only made on a connection no
+ * transfer is using. A parked HTTP/2 connection may get readable without
+ * being closed (a PING, a GOAWAY): it leaves the loop all the same and
+ * curl's reuse check reads what came. */
 #include "upstream.h"
 #include "log.h"
 #include "sbuf.h"
@@ -69,7 +80,19 @@ typedef struct up_url {
     uint64_t hash;
     CURLU *h;
     unsigned refs; /* transfers using h: it is freed only when none is */
+    uint64_t origin; /* http:// URLs: a hash of "host:port" (0: another scheme) */
 } up_url;
+
+/* An http:// origin (host and port) spoken to in h2c: its one connection
+ * (see upstream_h2c_plan). */
+enum { UP_H2C_NONE, UP_H2C_OPENING, UP_H2C_OPEN };
+typedef struct up_origin {
+    uint64_t key;          /* up_url.origin; 0: free slot */
+    int state;
+    upstream_req *opener;  /* OPENING: the transfer opening the connection */
+    upstream_req *waiting; /* OPENING: transfers to start once it is open (linked by wait_next) */
+    curl_socket_t fd;      /* OPEN: its socket */
+} up_origin;
 
 struct upstream {
     struct event_base *base;
@@ -94,6 +117,7 @@ struct upstream {
     char accept_encoding[64];   /* "Accept-Encoding: " + every encoding this libcurl decodes */
     up_url urls[UP_URLS];
     size_t url_next;            /* the next slot to reuse */
+    up_origin origins[UP_URLS]; /* h2c origins (SWITCHYARD_UPSTREAM_H2C) */
 };
 
 static _Thread_local upstream *up_live; /* the upstreams made on this thread (their loop's) */
@@ -123,6 +147,8 @@ struct upstream_req {
     int small_reads;         /* a stream (upstream_spec) */
     int on_settled;          /* queued on u->settled */
     upstream_req *settled_next;
+    up_origin *h2c;          /* an h2c transfer: its origin */
+    upstream_req *wait_next; /* on h2c->waiting */
 };
 
 typedef struct up_sock {
@@ -131,6 +157,7 @@ typedef struct up_sock {
     short kind;     /* the events ev is registered for; 0: not on the loop */
     int owned;      /* a connection socket we opened: parked, not removed, between transfers */
     int parked;     /* curl is not interested now; still registered */
+    up_origin *h2c; /* the connection of an h2c origin */
 } up_sock;
 
 static void upstream_check_done(upstream *u);
@@ -280,6 +307,10 @@ static void upstream_sock_drop(upstream *u, curl_socket_t fd)
     up_sock *s = upstream_sock_find(u, fd);
     if (!s)
         return;
+    if (s->h2c && s->h2c->fd == fd) { /* the origin's connection is gone: the next transfer opens one */
+        s->h2c->state = UP_H2C_NONE;
+        s->h2c->fd = CURL_SOCKET_BAD;
+    }
     upstream_sock_unregister(s);
     free(s);
     u->socks[fd] = NULL;
@@ -311,21 +342,34 @@ static int upstream_sock_cb(CURL *easy, curl_socket_t fd, int what, void *uarg, 
     return 0;
 }
 
-/* curl opens its connection sockets here, so we know which ones we may park. */
+static void upstream_h2c_wake(up_origin *o);
+
+/* curl opens its connection sockets here (for the transfer uarg), so we
+ * know which ones we may park, and when an h2c origin's connection opens. */
 static curl_socket_t upstream_open_socket(void *uarg, curlsocktype purpose, struct curl_sockaddr *a)
 {
+    upstream_req *r = uarg;
+    upstream *u = r->u;
     curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd == CURL_SOCKET_BAD && (errno == EMFILE || errno == ENFILE))
-        ((upstream *)uarg)->fd_failures++;
+        u->fd_failures++;
     if (fd == CURL_SOCKET_BAD || purpose != CURLSOCKTYPE_IPCXN)
         return fd;
     /* a descriptor number is reused: whatever we knew of an earlier socket
      * with this number is stale (curl always says REMOVE before closing one,
      * so this is a safety net) */
-    upstream_sock_drop(uarg, fd);
-    up_sock *s = upstream_sock_get(uarg, fd);
+    upstream_sock_drop(u, fd);
+    up_sock *s = upstream_sock_get(u, fd);
     if (s)
         s->owned = 1;
+    up_origin *o = r->h2c;
+    if (s && o && o->opener == r) {
+        o->state = UP_H2C_OPEN;
+        o->opener = NULL;
+        o->fd = fd;
+        s->h2c = o;
+        upstream_h2c_wake(o);
+    }
     return fd;
 }
 
@@ -619,8 +663,11 @@ static void upstream_check_done(upstream *u)
     }
 }
 
+static void upstream_h2c_leave(upstream_req *r);
+
 static void upstream_req_free(upstream_req *r)
 {
+    upstream_h2c_leave(r);
     if (r->added && !r->u->in_curl) {
         curl_multi_remove_handle(r->u->multi, r->easy);
         r->added = 0;
@@ -671,6 +718,10 @@ upstream *upstream_new(struct event_base *base, const upstream_limits *lim)
      * or curl closes and reopens connections under load; the server sets it
      * to its client connection cap (upstream_set_max_connections) */
     curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 4096L);
+    /* h2c: as many streams on a connection as the server allows (curl's
+     * own cap is 100): each origin has one connection (upstream_h2c_plan) */
+    if (lim->h2c)
+        curl_multi_setopt(u->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, 1000000L);
     u->next_live = up_live;
     up_live = u;
     u->proxy_env = upstream_proxy_env();
@@ -804,6 +855,25 @@ static int upstream_proxy_env(void)
     return 0;
 }
 
+/* An http:// URL's origin, "host:port" hashed (never 0); 0 for any other scheme. */
+static uint64_t upstream_url_origin(CURLU *cu)
+{
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    uint64_t h = 0;
+    if (curl_url_get(cu, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && strcasecmp(scheme, "http") == 0 &&
+        curl_url_get(cu, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(cu, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+        char key[512];
+        snprintf(key, sizeof key, "%s:%s", host, port);
+        h = sbuf_hash(key);
+        h += !h;
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    return h;
+}
+
 /* The parsed form of url, parsed now if it is not kept yet; NULL when curl
  * cannot parse it (the transfer then gets the text, and curl's own error)
  * or every slot is in use. The flags are the ones curl parses a
@@ -836,6 +906,7 @@ static up_url *upstream_url(upstream *u, const char *url)
     slot->url = copy;
     slot->hash = h;
     slot->h = cu;
+    slot->origin = u->lim.h2c ? upstream_url_origin(cu) : 0;
     return slot;
 }
 
@@ -890,7 +961,7 @@ static upstream_req *upstream_req_take(upstream *u)
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, upstream_open_socket);
-    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, r);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, upstream_close_socket);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u);
     return r;
@@ -912,6 +983,121 @@ static long upstream_buffer_size(const upstream *u, const upstream_spec *spec)
     if (!spec->small_reads)
         return UP_PLAIN_BUFFER;
     return u->active > UP_CROWD ? UP_CROWD_BUFFER : UP_STREAM_BUFFER;
+}
+
+/* ---- h2c: http:// upstreams over HTTP/2 (SWITCHYARD_UPSTREAM_H2C) ----
+ *
+ * A transfer to an http:// URL speaks HTTP/2 from its first byte (prior
+ * knowledge: cleartext has no ALPN to ask with), as one stream of the one
+ * connection its origin (host and port) has; every other URL keeps curl's
+ * default (HTTP/2 offered over TLS by ALPN, HTTP/1.1 in clear).
+ *
+ * libcurl 7.88 (Debian 12's) cannot reuse a prior-knowledge connection:
+ * a transfer asking for prior knowledge that is given an existing HTTP/2
+ * connection layers a second HTTP/2 handler over it, which sends a new
+ * connection preface and fails with "Error in the HTTP2 framing layer",
+ * killing the connection's other streams (curl issue 10634, fixed in 8.0).
+ * So only the transfer that opens an origin's connection asks for prior
+ * knowledge, with FRESH_CONNECT so that it never reuses one; every other
+ * transfer asks for plain HTTP/2 (CURL_HTTP_VERSION_2_0), which on an
+ * existing HTTP/2 connection is just a new stream, with PIPEWAIT so that
+ * it waits for a connection still opening instead of opening its own.
+ * Transfers that start while the opener has no socket yet wait here and
+ * are handed to curl when it has (curl then finds the connection in its
+ * cache and waits for it to speak HTTP/2); if the opener ends first, the
+ * next of them opens instead. On a fresh connection CURL_HTTP_VERSION_2_0
+ * would mean HTTP/1.1 with "Upgrade: h2c", which is why it is never left to
+ * open one: the multi handle allows as many streams per connection as the
+ * server does (CURLMOPT_MAX_CONCURRENT_STREAMS, upstream_new). */
+
+/* The slot of origin key: its own, or a free one; NULL when all are in use. */
+static up_origin *upstream_h2c_origin(upstream *u, uint64_t key)
+{
+    up_origin *spare = NULL;
+    for (size_t i = 0; i < UP_URLS; i++) {
+        up_origin *o = &u->origins[i];
+        if (o->key == key)
+            return o;
+        if (!spare && (!o->key || (o->state == UP_H2C_NONE && !o->waiting)))
+            spare = o;
+    }
+    if (spare) {
+        memset(spare, 0, sizeof *spare);
+        spare->key = key;
+        spare->fd = CURL_SOCKET_BAD;
+    }
+    return spare;
+}
+
+/* Sets r's HTTP version for its origin's state: 1 when r may go to curl
+ * now, 0 when it waits for the origin's connection to open. */
+static int upstream_h2c_plan(upstream_req *r)
+{
+    up_origin *o = r->h2c;
+    if (o->state == UP_H2C_OPENING && o->opener != r) {
+        r->wait_next = o->waiting;
+        o->waiting = r;
+        return 0;
+    }
+    int open = o->state == UP_H2C_OPEN;
+    if (!open) {
+        o->state = UP_H2C_OPENING;
+        o->opener = r;
+    }
+    CURL *e = r->easy;
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, open ? (long)CURL_HTTP_VERSION_2_0 : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, (long)open);
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, (long)!open);
+    return 1;
+}
+
+/* The origin's connection opened (or its opener ended without one): its
+ * waiting transfers go to curl through the kick (curl may be on the stack). */
+static void upstream_h2c_wake(up_origin *o)
+{
+    upstream_req *w = o->waiting;
+    o->waiting = NULL;
+    while (w) {
+        upstream_req *next = w->wait_next;
+        w->wait_next = NULL;
+        if (!w->cancelled && upstream_h2c_plan(w))
+            upstream_defer(w);
+        w = next;
+    }
+}
+
+/* r ends: off its origin's waiting list; an opener without a connection
+ * hands the opening on. */
+static void upstream_h2c_leave(upstream_req *r)
+{
+    up_origin *o = r->h2c;
+    if (!o)
+        return;
+    r->h2c = NULL;
+    for (upstream_req **pp = &o->waiting; *pp; pp = &(*pp)->wait_next)
+        if (*pp == r) {
+            *pp = r->wait_next;
+            break;
+        }
+    r->wait_next = NULL;
+    if (o->opener == r) {
+        o->opener = NULL;
+        o->state = UP_H2C_NONE;
+        upstream_h2c_wake(o);
+    }
+}
+
+/* Chooses how r is spoken; 0 when it waits for its origin's connection. */
+static int upstream_h2c_start(upstream_req *r)
+{
+    r->h2c = r->url && r->url->origin ? upstream_h2c_origin(r->u, r->url->origin) : NULL;
+    if (r->h2c)
+        return upstream_h2c_plan(r);
+    /* https, or no slot left: curl's default (the handle may be a reused one) */
+    curl_easy_setopt(r->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_NONE);
+    curl_easy_setopt(r->easy, CURLOPT_PIPEWAIT, 0L);
+    curl_easy_setopt(r->easy, CURLOPT_FRESH_CONNECT, 0L);
+    return 1;
 }
 
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
@@ -941,6 +1127,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
             goto fail;
         }
     }
+    int now = u->lim.h2c ? upstream_h2c_start(r) : 1;
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, upstream_buffer_size(u, spec));
     r->small_reads = spec->small_reads;
@@ -952,7 +1139,9 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
     r->first_byte_ms = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
-    if (u->in_curl) {
+    if (!now) {
+        /* waits for its origin's connection (upstream_h2c_wake) */
+    } else if (u->in_curl) {
         upstream_defer(r); /* a refusal then comes through on_done */
     } else if (upstream_add_now(r) < 0) {
         goto fail;
@@ -964,6 +1153,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     return r;
 fail:
     if (r) {
+        upstream_h2c_leave(r);
         /* the handle goes with it: a refused start is rare, and a handle
          * libcurl refused is not one to keep */
         upstream_headers_free(r->hdrs);

@@ -14,6 +14,8 @@ typedef struct upstream_limits {
     long connect_timeout_ms;
     long first_byte_timeout_ms; /* request sent -> response headers */
     long idle_timeout_ms;       /* max gap between body bytes */
+    int h2c;                    /* 1: http:// upstreams speak HTTP/2 without TLS (prior knowledge), so
+                                 * transfers to one share connections; https:// is unchanged (ALPN) */
 } upstream_limits;
 
 typedef struct upstream_header { const char *name, *value; } upstream_header;
