@@ -17,6 +17,7 @@
 //   GET  /_stats   {"h2_sessions_open", "h2_sessions_total", "h2_sessions_max",
 //                   "h1_connections_total", "requests_h2", "requests_h1",
 //                   "streams_open", "streams_max", "last_protocol"}
+//                  (requests_*: API requests, not /_stats or /_health)
 //
 // usage: node h2c_upstream.cjs [--port N] [--host A] [--max-streams N]
 //                              [--hold-ms N] [--gap-ms N]
@@ -131,12 +132,12 @@ function hold(res, chat, holdMs, gapMs) {
 }
 
 function handle(req, res) {
-  const h2 = req.httpVersionMajor === 2;
-  if (h2) st.requests_h2++; else st.requests_h1++;
-  st.last_protocol = h2 ? 'h2' : 'http/1.1';
   const path = req.url.split('?')[0];
   if (path === '/_health') return send(res, 200, '{"ok":true}\n');
   if (path === '/_stats') return send(res, 200, JSON.stringify(st));
+  const h2 = req.httpVersionMajor === 2; // counted for the API only, not for these two
+  if (h2) st.requests_h2++; else st.requests_h1++;
+  st.last_protocol = h2 ? 'h2' : 'http/1.1';
   if (path.endsWith('/models')) return send(res, 200, MODELS);
   const chat = path.endsWith('/chat/completions');
   if ((!chat && !path.endsWith('/responses')) || req.method !== 'POST') return send(res, 404, NOT_FOUND);
