@@ -32,6 +32,13 @@
 #   BENCH_TIMEOUT       seconds before the load generator gives up on a stream
 #                       (default: hold + ramp + 30 s; raise it for a saturated run)
 #   BENCH_DIRECT=0      skip the direct run
+#   BENCH_UPSTREAM=h2c  the upstream is bench/h2c_upstream.cjs (Node.js) instead of
+#                       fast_upstream, and the gateway speaks to it in cleartext HTTP/2
+#                       (SWITCHYARD_UPSTREAM_H2C=1): every stream on one upstream
+#                       connection, so N streams need N + 64 descriptors, not 2 N + 64.
+#                       The direct run (stream_client speaks HTTP/1.1) goes to the same
+#                       Node.js process, which serves HTTP/1.1 on the same port: the
+#                       baseline is then that upstream's HTTP/1.1 side.
 #   BENCH_BUILD_DIR, BENCH_SWITCHYARD, BENCH_KEEP: as for bench/run.sh
 set -euo pipefail
 
@@ -56,18 +63,37 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
 echo "streams: $N held ${HOLD} ms, a token event every ${IVL} ms ($((N * 1000 / IVL)) events/s), opened at ${RAMP}/s"
 hard=$(ulimit -Hn)
-echo "descriptor hard limit: $hard (the gateway needs 2 x $N + 64 = $((2 * N + 64)))"
-if [ "$hard" != unlimited ] && [ "$hard" -lt $((2 * N + 64)) ]; then
-  echo "  -> below that: the gateway caps client connections at $(((hard - 64) / 2)); the rest are refused (503)"
+H2C=0; [ "${BENCH_UPSTREAM:-}" = h2c ] && H2C=1
+if [ "$H2C" = 1 ]; then
+  need=$((N + N / 49 + 64)); capnote=$(((hard - 64) - (hard - 64) / 50))
+  echo "upstream: bench/h2c_upstream.cjs (Node.js $(node --version 2>/dev/null || echo missing)), spoken to in h2c (SWITCHYARD_UPSTREAM_H2C=1)"
+  echo "descriptor hard limit: $hard (the gateway's cap with h2c: (limit - 64) less a fiftieth; $N streams need $need)"
+else
+  need=$((2 * N + 64)); capnote=$(((hard - 64) / 2))
+  echo "descriptor hard limit: $hard (the gateway needs 2 x $N + 64 = $need)"
+fi
+if [ "$hard" != unlimited ] && [ "$hard" -lt "$need" ]; then
+  echo "  -> below that: the gateway caps client connections at $capnote; the rest are refused (503)"
 fi
 echo
+
+# BENCH_UPSTREAM=h2c: the Node.js h2c upstream replaces fast_upstream for both runs
+if [ "$H2C" = 1 ]; then
+  command -v node >/dev/null || { log "BENCH_UPSTREAM=h2c needs node"; exit 1; }
+  node "$ROOT/bench/h2c_upstream.cjs" --host "$HOST" --port 0 >"$WORK/h2c.out" 2>"$WORK/h2c.err" &
+  UPID=$!; PIDS+=("$UPID")
+  for _ in $(seq 100); do grep -q '^listening on' "$WORK/h2c.out" 2>/dev/null && break; sleep 0.05; done
+  UPORT=$(awk '/^listening on/ {print $3}' "$WORK/h2c.out")
+  [ -n "$UPORT" ] || { log "h2c_upstream did not start"; cat "$WORK/h2c.err" >&2; exit 1; }
+  "$SY" account update --db "$DB" --name bench --base-url "http://$HOST:$UPORT/acct/bench/ok/v1" >/dev/null
+fi
 
 # the gateway of lib.sh runs with this shell's raised limit; restart it at
 # the default soft limit so that raising it is the gateway's own doing
 kill "$GPID" 2>/dev/null || true
 wait "$GPID" 2>/dev/null || true
 # every stream comes from this one loopback address: no per-address cap
-(ulimit -Sn 1024; SWITCHYARD_MAX_CONNECTIONS_PER_IP=0 exec "$SY" serve --db "$DB" --listen "$HOST:$GPORT" \
+(ulimit -Sn 1024; SWITCHYARD_UPSTREAM_H2C=$H2C SWITCHYARD_MAX_CONNECTIONS_PER_IP=0 exec "$SY" serve --db "$DB" --listen "$HOST:$GPORT" \
   >"$WORK/gateway-long.log" 2>&1) &
 GPID=$!; PIDS+=("$GPID")
 wait_http "http://$HOST:$GPORT/health" 10
@@ -89,11 +115,19 @@ if [ "${BENCH_DIRECT:-1}" != 0 ]; then
   run direct "$UPORT" /acct/bench/ok/v1/chat/completions none "$UPID"
   sleep 2 # let the upstream's sockets go
 fi
+# the gateway's connections to the upstream, sampled every second while the run lasts
+upconns() { ss -Htn state established "( dport = :$UPORT )" 2>/dev/null | wc -l; }
+( max=0; while :; do c=$(upconns); [ "$c" -gt "$max" ] && max=$c && echo "$max" >"$WORK/upconns.max"; sleep 1; done ) &
+SAMPLER=$!; PIDS+=("$SAMPLER")
 run gateway "$GPORT" /v1/chat/completions "$KEY" "$GPID" "$UPID"
+kill "$SAMPLER" 2>/dev/null || true
+echo "gateway -> upstream connections (ss, sampled each second): at most $(cat "$WORK/upconns.max" 2>/dev/null || echo 0) at once" \
+  "over $N streams$([ "$H2C" = 1 ] && echo ", h2c: $(curl -fsS "http://$HOST:$UPORT/_stats" 2>/dev/null)")" >>"$WORK/upconns.txt"
 sleep 2 # the gateway's 100 ms sweep counts the closed connections out
 HEALTH=$(curl -fsS "http://$HOST:$GPORT/health" || echo '{}')
 STATUS=$(grep -E '^Vm(RSS|HWM)' "/proc/$GPID/status" | tr -s ' \t' ' ' | tr '\n' ' ')
 
+cat "$WORK/upconns.txt"
 python3 - "$WORK/results.txt" "$IVL" "$HEALTH" "$STATUS" <<'EOF'
 import json, sys
 runs = {}
