@@ -423,8 +423,8 @@ int server_start(gateway *gw)
     if (setsockopt(evhttp_bound_socket_get_fd(bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
         log_warn("listener: TCP_NODELAY: %s", strerror(errno));
     /* keep room for the database and logs; each client may hold an upstream
-     * connection too, unless upstream streams share connections (h2c: up to
-     * 100 per connection, so one descriptor per 50 clients is budgeted;
+     * connection too, unless upstream streams share connections (h2c: one
+     * per origin; a fiftieth is kept for https and background connections;
      * docs/architecture.md, "Limits") */
     long nofile = conn_limit_raise_nofile();
     long room = nofile - 64;

@@ -5,6 +5,7 @@ the same upstream spoken to in HTTP/1.1 as before. The upstream is bench/h2c_ups
 each protocol and its HTTP/2 sessions). Skipped only when node is not installed."""
 
 import os
+import resource
 import shutil
 import subprocess
 
@@ -114,6 +115,19 @@ class UpstreamH2cTest(GatewayTest):
         self.assertEqual(chat_text(s.events), TEXT)
         st = self.up.stats()
         self.assertEqual((st["requests_h1"], st["requests_h2"], st["h2_sessions_total"]), (2, 0, 0), st)
+
+    def test_h2c_connection_cap_budgets_one_descriptor_per_client(self):
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (1064, 1064))
+        caps = []
+        for on in (False, True):
+            g = self.gateway([account("h2", self.up.base_url())], start=False,
+                             env={"SWITCHYARD_UPSTREAM_H2C": "1" if on else "0"})
+            g.preexec = low_limit
+            g.start()
+            caps.append(g.get("/health", key=None).json()["connections"]["cap"])
+        # HTTP/1.1: (1064 - 64) / 2; h2c: (1064 - 64) less a fiftieth
+        self.assertEqual(caps, [500, 980])
 
     def test_h2c_setting_rejects_values_other_than_0_and_1(self):
         g = self.gateway([account("h2", self.up.base_url())], env={"SWITCHYARD_UPSTREAM_H2C": "yes"}, start=False)
