@@ -30,7 +30,7 @@ done
 
 # ---------- build ----------
 # a build directory configured for another checkout (a removed worktree, another clone) is started afresh
-src_dir="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)"
+src_dir="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)" # none yet: fresh
 if [ -n "$src_dir" ] && [ "$(cd "$src_dir" 2>/dev/null && pwd -P)" != "$(cd "$ROOT" && pwd -P)" ]; then
   log "$BUILD was configured for $src_dir: starting it afresh"
   rm -rf "$BUILD"
