@@ -1446,6 +1446,19 @@ static int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
     return 1;
 }
 
+/* Takes back the commit of a plain answer held whole (nothing of it was
+ * sent): its bytes, its reply headers, its place in the flush lists. */
+static void proxy_uncommit_held(proxy_req *p)
+{
+    p->committed = 0;
+    p->reply_held = 0;
+    event_del(&p->flush_ev);
+    proxy_unflushed_remove(p);
+    proxy_hold_release(p);
+    sbuf_reset(&p->out);
+    evhttp_clear_headers(evhttp_request_get_output_headers(p->req)); /* proxy_commit's */
+}
+
 /* A plain answer cut by the upstream (or timed out) before any of it
  * reached the client: its status line is still held (proxy_commit) and
  * what came of its body is only in p->out, so the client has been told
@@ -1457,13 +1470,7 @@ static void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg
     char what[256];
     snprintf(what, sizeof what, "the upstream %s its answer before any of it was relayed (%s)",
              r == UP_NETWORK ? "cut" : "timed out in", errmsg ? errmsg : "error");
-    p->committed = 0;
-    p->reply_held = 0;
-    event_del(&p->flush_ev);
-    proxy_unflushed_remove(p);
-    proxy_hold_release(p);
-    sbuf_reset(&p->out);
-    evhttp_clear_headers(evhttp_request_get_output_headers(p->req)); /* proxy_commit's */
+    proxy_uncommit_held(p);
     policy_event ev = {0};
     ev.network_error = r == UP_NETWORK;
     ev.timeout = r != UP_NETWORK;
@@ -1487,13 +1494,7 @@ static void proxy_plain_error_unseen(proxy_req *p)
     sbuf_reset(&p->errbody);
     sbuf_append(&p->errbody, p->sniff.p, p->sniff.len < PROXY_ERRBODY_MAX ? p->sniff.len : PROXY_ERRBODY_MAX);
     p->errbody_total = p->sniff.len;
-    p->committed = 0;
-    p->reply_held = 0;
-    event_del(&p->flush_ev);
-    proxy_unflushed_remove(p);
-    proxy_hold_release(p);
-    sbuf_reset(&p->out);
-    evhttp_clear_headers(evhttp_request_get_output_headers(p->req)); /* proxy_commit's */
+    proxy_uncommit_held(p);
     p->mode = MODE_ERROR;
     json_value *doc;
     policy_event ev = {0};
