@@ -752,10 +752,10 @@ static void proxy_commit(proxy_req *p)
     }
     p->committed_status = p->status;
     if (p->mode == MODE_PLAIN) {
-        /* committed now, but the status line waits for the end of this loop
-         * turn: a plain answer that is complete by then goes out whole with
-         * a Content-Length (proxy_done_committed), one that is not as a
-         * chunked reply (proxy_client_flush) */
+        /* committed now, but the status line waits: a plain answer is held
+         * whole up to PROXY_PLAIN_HOLD and then goes out with a
+         * Content-Length (proxy_done_committed); a larger one goes out as a
+         * chunked reply as it comes (proxy_client_flush, proxy_plain_hold) */
         p->reply_held = 1;
         return;
     }
