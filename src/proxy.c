@@ -162,20 +162,12 @@ static proxy_req *proxy_req_new(void)
     return p;
 }
 
-/* b emptied, its memory kept when it is small (for proxy_req_new). */
-static void proxy_buf_keep(sbuf *b)
-{
-    if (b->cap > PROXY_SPARE_BUF)
-        sbuf_free(b);
-    else
-        sbuf_reset(b);
-}
 
 static void proxy_req_release(proxy_req *p)
 {
     if (proxy_n_spare < PROXY_SPARE) {
-        proxy_buf_keep(&p->sniff);
-        proxy_buf_keep(&p->out);
+        sbuf_keep(&p->sniff, PROXY_SPARE_BUF);
+        sbuf_keep(&p->out, PROXY_SPARE_BUF);
         proxy_spare[proxy_n_spare++] = p;
         return;
     }

@@ -50,6 +50,14 @@ void sbuf_reset(sbuf *b)
         b->p[0] = '\0';
 }
 
+void sbuf_keep(sbuf *b, size_t max)
+{
+    if (b->cap > max)
+        sbuf_free(b);
+    else
+        sbuf_reset(b);
+}
+
 void sbuf_append(sbuf *b, const void *p, size_t n)
 {
     sbuf_grow(b, n);

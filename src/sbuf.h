@@ -15,6 +15,10 @@ typedef struct sbuf {
 
 void sbuf_free(sbuf *b);
 void sbuf_reset(sbuf *b); /* len = 0, keeps memory */
+/* Empties b, keeping its memory only when it is at most max bytes (a
+ * buffer kept for reuse: a small one saves the next fill its allocations,
+ * a large one is not held on to). */
+void sbuf_keep(sbuf *b, size_t max);
 void sbuf_append(sbuf *b, const void *p, size_t n);
 /* Makes room for extra more bytes (and the NUL) without changing len. */
 void sbuf_reserve(sbuf *b, size_t extra);

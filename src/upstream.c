@@ -562,10 +562,7 @@ static int upstream_headers_complete(upstream_req *r)
     /* the callback took what it needs: a stream held open for minutes
      * keeps no copy of its response headers; any other transfer keeps the
      * (small) buffer for the next one on its handle */
-    if (r->small_reads || r->hbuf.cap > UP_KEEP_HBUF)
-        sbuf_free(&r->hbuf);
-    else
-        sbuf_reset(&r->hbuf);
+    sbuf_keep(&r->hbuf, r->small_reads ? 0 : UP_KEEP_HBUF);
     r->n_headers = 0;
     return r->cancelled ? -1 : 0;
 }
@@ -924,10 +921,7 @@ static upstream_req *upstream_req_take(upstream *u)
         memset(r, 0, sizeof *r);
         r->easy = e;
         r->hbuf = hbuf;
-        if (r->hbuf.cap > UP_KEEP_HBUF)
-            sbuf_free(&r->hbuf);
-        else
-            sbuf_reset(&r->hbuf);
+        sbuf_keep(&r->hbuf, UP_KEEP_HBUF);
         return r;
     }
     upstream_req *r = calloc(1, sizeof *r);

@@ -66,6 +66,21 @@ static void test_sbuf_put_fixed_matches_printf(void)
 }
 
 /* FNV-1a 64, the published test values; NULL hashes as "". */
+static void test_sbuf_keep_keeps_only_small_buffers(void)
+{
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "small");
+    char *mem = b.p;
+    sbuf_keep(&b, 4096);
+    CHECK_EQ_INT(b.len, 0);
+    CHECK(b.p == mem && b.cap > 0 && b.p[0] == '\0'); /* emptied, memory kept */
+    sbuf_reserve(&b, 8192);
+    sbuf_keep(&b, 4096);
+    CHECK(b.p == NULL && b.cap == 0 && b.len == 0); /* larger than max: freed */
+    sbuf_keep(&b, 0); /* an empty one stays empty */
+    CHECK(b.p == NULL && b.len == 0);
+}
+
 static void test_sbuf_hash_is_fnv1a_64(void)
 {
     CHECK(sbuf_hash("") == 0xcbf29ce484222325ull);
@@ -79,5 +94,6 @@ int main(void)
     RUN(test_sbuf_put_int_matches_printf);
     RUN(test_sbuf_put_fixed_matches_printf);
     RUN(test_sbuf_hash_is_fnv1a_64);
+    RUN(test_sbuf_keep_keeps_only_small_buffers);
     return check_summary();
 }
