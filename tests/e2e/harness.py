@@ -288,6 +288,68 @@ def chat_text(events):
     return "".join(out)
 
 
+class RawUpstream:
+    """A loopback upstream written by hand, for answers the C mock cannot give. Each
+    connection is served in its own thread: one request is read (its head, and its body
+    by Content-Length) and handed to answer(conn, head, body), which writes what it
+    likes; the connection is closed after. `ended` counts connections over (answered
+    or cut by the other side)."""
+
+    def __init__(self):
+        self.ended = 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((HOST, 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path="/v1"):
+        return f"http://{HOST}:{self.port}{path}"
+
+    def answer(self, conn, head, body):
+        raise NotImplementedError
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _read_request(conn):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            b = conn.recv(65536)
+            if not b:
+                raise ConnectionError("the request ended inside its head")
+            data += b
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(ln.split(b":")[1]) for ln in head.split(b"\r\n")
+                       if ln.lower().startswith(b"content-length:")), 0)
+        while len(body) < length:
+            b = conn.recv(65536)
+            if not b:
+                raise ConnectionError("the request ended inside its body")
+            body += b
+        return head, body
+
+    def _handle(self, conn):
+        with conn:
+            try:
+                head, body = self._read_request(conn)
+                self.answer(conn, head, body)
+            except OSError:
+                pass
+            finally:
+                self.ended += 1
+
+    def close(self):
+        self.sock.close()
+
+
 class StreamResult:
     """A whole streamed answer: status, headers, raw bytes, parsed events.
     truncated is True when the connection ended before the body did."""

@@ -5,12 +5,10 @@ streamed answers, client disconnects, secrets kept out of logs, db file mode."""
 import json
 import os
 import re
-import socket
 import stat
-import threading
 import time
 
-from harness import (GatewayTest, account, chat_text, main, parse_sse, response_text, vm_kib,
+from harness import (GatewayTest, RawUpstream, account, chat_text, main, parse_sse, response_text, vm_kib,
                      wait_for, event_type, HOST)
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
@@ -24,7 +22,7 @@ def _normalize(raw, name):
     return re.sub(rb'"(created_at|created)":\d+', rb'"\1":0', raw)
 
 
-class BigStreamUpstream:
+class BigStreamUpstream(RawUpstream):
     """An upstream that answers any request with one large chat completion stream, written
     as fast as the socket takes it: `deltas` numbered text deltas (about 240 bytes of SSE
     each), finish and usage chunks, then [DONE]. The C mock caps its streams far lower.
@@ -33,14 +31,8 @@ class BigStreamUpstream:
 
     def __init__(self, deltas):
         self.deltas = deltas
-        self.finished = self.ended = 0
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((HOST, 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        self.finished = 0
+        super().__init__()
 
     @staticmethod
     def text_of(i):
@@ -60,43 +52,19 @@ class BigStreamUpstream:
                                                "total_tokens": self.deltas + 1}))
         yield b"data: [DONE]\n\n"
 
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn):
-        with conn:
-            try:
-                buf = b""
-                while b"\r\n\r\n" not in buf:
-                    buf += conn.recv(65536)
-                head, _, rest = buf.partition(b"\r\n\r\n")
-                length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
-                while len(rest) < length:
-                    rest += conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n")
-                batch = []
-                for e in self._events():
-                    batch.append(e)
-                    if len(batch) == 512:
-                        data = b"".join(batch)
-                        conn.sendall(b"%x\r\n%s\r\n" % (len(data), data))
-                        batch = []
+    def answer(self, conn, head, body):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        batch = []
+        for e in self._events():
+            batch.append(e)
+            if len(batch) == 512:
                 data = b"".join(batch)
-                conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
-                self.finished += 1
-            except OSError:
-                pass
-            finally:
-                self.ended += 1
-
-    def close(self):
-        self.sock.close()
+                conn.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+                batch = []
+        data = b"".join(batch)
+        conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+        self.finished += 1
 
 
 class FoundationTest(GatewayTest):

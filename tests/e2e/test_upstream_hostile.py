@@ -9,11 +9,10 @@ nothing of them reached the client yet, another account answers), and plain
 
 import json
 import socket
-import threading
 import time
 
-from harness import (GatewayTest, account, chat_text, event_type, is_error_event, main,
-                     parse_sse, response_text, HOST)
+from harness import (GatewayTest, RawUpstream, account, chat_text, event_type, is_error_event, main,
+                     parse_sse, response_text)
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
@@ -269,7 +268,7 @@ class ErrorIn200Test(GatewayTest):
         self.assertEqual([q["account"] for q in self.mock.requests()], ["a"])
 
 
-class CutBeforeRelayUpstream:
+class CutBeforeRelayUpstream(RawUpstream):
     """An upstream that answers every request with a 200 head and the first `n` bytes of a
     JSON body announced longer, then closes: head, part and FIN in one segment (TCP_CORK
     held until the shutdown), so the gateway reads the cut in the same read as the bytes
@@ -278,49 +277,18 @@ class CutBeforeRelayUpstream:
 
     def __init__(self, n=40, pause=0.0):
         self.n, self.count, self.pad, self.pause = n, 0, 2000, pause
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((HOST, 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def url(self):
-        return f"http://{HOST}:{self.port}/v1"
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    b = conn.recv(65536)
-                    if not b:
-                        break
-                    data += b
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = next((int(ln.split(b":")[1]) for ln in head.split(b"\r\n")
-                               if ln.lower().startswith(b"content-length:")), 0)
-                while len(body) < length:
-                    b = conn.recv(65536)
-                    if not b:
-                        break
-                    body += b
-                self.count += 1
-                answer = json.dumps({"id": "resp_cut", "object": "response", "status": "completed",
-                                     "output": [], "pad": "x" * self.pad}).encode()
-                if not self.pause:
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                             + str(len(answer)).encode() + b"\r\n\r\n" + answer[:self.n])
-                time.sleep(self.pause)  # (with a pause, the part is relayed before the cut)
-                conn.shutdown(socket.SHUT_WR)
-
-    def close(self):
-        self.sock.close()
+    def answer(self, conn, head, body):
+        self.count += 1
+        answer = json.dumps({"id": "resp_cut", "object": "response", "status": "completed",
+                             "output": [], "pad": "x" * self.pad}).encode()
+        if not self.pause:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                     + str(len(answer)).encode() + b"\r\n\r\n" + answer[:self.n])
+        time.sleep(self.pause)  # (with a pause, the part is relayed before the cut)
+        conn.shutdown(socket.SHUT_WR)
 
 
 class CutBeforeRelayTest(GatewayTest):
