@@ -12,9 +12,9 @@
  *
  * usage: floor_proxy --port N --upstream http://127.0.0.1:P[/prefix]
  *        (port 0 picks a free one; prints "listening on PORT") */
-#include "sbuf.h"
+#include "base/sbuf.h"
 #include "tool_server.h"
-#include "upstream.h"
+#include "upstream/upstream.h"
 
 #include <event2/buffer.h>
 #include <event2/event.h>

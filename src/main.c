@@ -1,7 +1,7 @@
 /* main.c: the switchyard command line: dispatches to the subcommands. */
-#include "admin_cli.h"
-#include "cli.h"
-#include "policy.h"
+#include "admin/admin_cli.h"
+#include "admin/cli.h"
+#include "policy/policy.h"
 #include "serve.h"
 #include <stdio.h>
 #include <string.h>

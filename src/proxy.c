@@ -10,18 +10,25 @@
  * failure ends the stream with an explicit error event, never a replay.
  * proxy_finish writes the request log and trace line and frees everything. */
 #include "proxy.h"
-#include "account_limits.h"
-#include "breaker.h"
-#include "resume.h"
-#include "log.h"
-#include "metrics.h"
-#include "oauth.h"
-#include "router.h"
-#include "scrub.h"
-#include "server.h"
-#include "spend.h"
-#include "usage.h"
-#include "usage_poll.h"
+#include "route/pool.h"
+#include "policy/policy.h"
+#include "store/store.h"
+#include "obs/trace.h"
+#include "upstream/upstream.h"
+#include "route/affinity.h"
+#include "http/conn_limit.h"
+#include "route/account_limits.h"
+#include "route/breaker.h"
+#include "upstream/resume.h"
+#include "base/log.h"
+#include "obs/metrics.h"
+#include "accounts/oauth.h"
+#include "route/router.h"
+#include "base/scrub.h"
+#include "http/server.h"
+#include "route/spend.h"
+#include "upstream/usage.h"
+#include "accounts/usage_poll.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>
@@ -55,7 +62,7 @@ typedef struct proxy_req {
     uint64_t id;
     struct evhttp_request *req;
     struct evhttp_connection *evcon;
-    proxy_input in;
+    request_input in;
     route_ctx rctx;
     route_plan plan;
     char session[128];        /* session-id / session_id ("" none): session affinity */
@@ -2095,7 +2102,7 @@ static void proxy_trace_pool(proxy_req *p)
                     p->plan.skips[i].name, p->plan.skips[i].reason);
 }
 
-void proxy_start(gateway *gw, struct evhttp_request *req, proxy_input *in)
+void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
 {
     proxy_req *p = proxy_req_new();
     p->gw = gw;

@@ -1,16 +1,24 @@
 /* serve.c: start-up, signals, periodic pool refresh and shutdown of the
  * gateway (see serve.h). */
 #include "serve.h"
-#include "codex_attach.h"
-#include "gateway.h"
-#include "health.h"
-#include "log.h"
-#include "admin_api.h"
-#include "oauth.h"
+#include "codex/codex_attach.h"
+#include "core/gateway.h"
+#include "obs/metrics.h"
+#include "route/pool.h"
+#include "policy/policy.h"
+#include "store/store.h"
+#include "obs/trace.h"
+#include "upstream/upstream.h"
+#include "route/affinity.h"
+#include "http/conn_limit.h"
+#include "http/health.h"
+#include "base/log.h"
+#include "admin/admin_api.h"
+#include "accounts/oauth.h"
 #include "proxy.h"
-#include "server.h"
-#include "spend.h"
-#include "usage_poll.h"
+#include "http/server.h"
+#include "route/spend.h"
+#include "accounts/usage_poll.h"
 #include <curl/curl.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -114,9 +122,34 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
     return 0;
 }
 
+/* gw->reload_policies (core/gateway.h says what it promises): a reload
+ * comes from SIGHUP here and from the admin API. */
+static int serve_reload_policies(gateway *gw, const char *who)
+{
+    const char *dir = gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL;
+    char err[512];
+    policy_engine *fresh = policy_new(dir, err, sizeof err);
+    gw->policy_reload_at = gateway_now();
+    gw->policy_reload_ok = fresh != NULL;
+    metrics_policy_reload(fresh != NULL);
+    if (!fresh) {
+        snprintf(gw->policy_reload_error, sizeof gw->policy_reload_error, "%s", err);
+        log_error("%s: policy reload refused, the previous policy keeps serving: %s", who, err);
+        return -1;
+    }
+    gw->policy_reload_error[0] = '\0';
+    gw->policy_fallbacks_retired += policy_fallbacks(gw->policy);
+    policy_free(gw->policy);
+    gw->policy = fresh;
+    gw->policy_loaded_at = gw->policy_reload_at;
+    spend_judge_all(gw->pool, gw->policy, gw->policy_reload_at); /* the budget rule may have changed */
+    log_info("%s: policies reloaded from %s", who, policy_source(fresh));
+    return 0;
+}
+
 static void serve_on_sighup(evutil_socket_t sig, short what, void *arg)
 {
-    gateway_reload_policies(arg, "SIGHUP");
+    serve_reload_policies(arg, "SIGHUP");
 }
 
 /* Nothing left to wait for before exiting: no request in progress, no
@@ -234,9 +267,17 @@ static void serve_after_upstream_io(void *arg)
     server_flush_pending();
 }
 
+/* A refreshed login's quota windows, read with the new token. */
+static void serve_poll_after_refresh(void *arg, int64_t account_id)
+{
+    gateway *gw = arg;
+    usage_poll_soon(gw->usage, account_id);
+}
+
 static int serve_open(gateway *gw)
 {
     char err[512];
+    gw->reload_policies = serve_reload_policies;
     gw->st = store_open(gw->cfg.db_path, err, sizeof err);
     if (!gw->st) {
         log_error("cannot open database %s: %s", gw->cfg.db_path, err);
@@ -267,10 +308,11 @@ static int serve_open(gateway *gw)
     gw->chunk = evbuffer_new();
     gw->usage = usage_poll_new(gw);
     gw->oauth = oauth_new(gw);
+    oauth_on_refreshed(gw->oauth, serve_poll_after_refresh, gw);
     oauth_tick(gw->oauth); /* logins that expired while the gateway was down refresh now */
     gw->started_at = gw->policy_loaded_at = gateway_now();
     admin_token_load(gw);
-    if (server_start(gw) != 0 || admin_start(gw) != 0)
+    if (server_start(gw, proxy_start) != 0 || admin_start(gw) != 0)
         return -1;
     usage_poll_tick(gw->usage, gateway_now()); /* at start: the first polls go out now */
     return 0;

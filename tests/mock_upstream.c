@@ -35,9 +35,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "json.h"
-#include "jwt.h"
-#include "sbuf.h"
+#include "base/json.h"
+#include "base/jwt.h"
+#include "base/sbuf.h"
 #include "tool_server.h"
 
 static struct event_base *g_base;

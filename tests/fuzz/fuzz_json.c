@@ -2,7 +2,7 @@
  * writes back, and the written text parses to the same text again; the
  * scanner without a tree (json_scan_value) accepts exactly the same. */
 #include "fuzz_common.h"
-#include "json.h"
+#include "base/json.h"
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)

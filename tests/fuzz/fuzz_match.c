@@ -2,7 +2,7 @@
  * subject: errors are Lua errors (never a crash), every call ends within
  * its step budget. */
 #include "fuzz_common.h"
-#include "policy_match.h"
+#include "policy/policy_match.h"
 #include <lauxlib.h>
 #include <lualib.h>
 #include <string.h>

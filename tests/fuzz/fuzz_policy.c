@@ -5,7 +5,7 @@
  * class and cooldown, a ladder step 0..1000, a permutation of candidates, a
  * breaker state with its open seconds). */
 #include "fuzz_common.h"
-#include "policy.h"
+#include "policy/policy.h"
 #include <string.h>
 #include <unistd.h>
 

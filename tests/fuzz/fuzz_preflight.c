@@ -4,8 +4,8 @@
  * Until the first commit or error, a second watcher that reads every event
  * as a JSON tree (keep_text makes it skip the chat scan) agrees with it. */
 #include "fuzz_common.h"
-#include "preflight.h"
-#include "usage.h"
+#include "upstream/preflight.h"
+#include "upstream/usage.h"
 #include <string.h>
 
 typedef struct run {

@@ -1,12 +1,12 @@
 /* fuzz_request.c: the client body checks (request_parse) on any bytes: a
  * well-formed answer either way, routing fields NUL-terminated and typed. */
 #include "fuzz_common.h"
-#include "request.h"
+#include "http/request.h"
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
-    proxy_input in;
+    request_input in;
     memset(&in, 0, sizeof in);
     request_error err;
     int rc = request_parse((const char *)data, n, 1 << 20, &in, &err);

@@ -3,7 +3,7 @@
  * one-shot scrub of the whole text. The secret is drawn from [0-9A-Z], none
  * of which is in the marker, so the marker cannot spell part of it. */
 #include "fuzz_common.h"
-#include "scrub.h"
+#include "base/scrub.h"
 #include <string.h>
 
 typedef struct ctx {

@@ -1,8 +1,8 @@
 /* fuzz_sse.c: the event-stream parser on any bytes, cut anywhere: no crash,
  * the same events whatever the cuts, open bytes never more than was fed. */
 #include "fuzz_common.h"
-#include "sbuf.h"
-#include "sse.h"
+#include "base/sbuf.h"
+#include "base/sse.h"
 #include <string.h>
 
 typedef struct seen {

@@ -5,7 +5,7 @@
  * untouched, every successful edit reads back, and undoing them (original
  * value back, or key removed, added table removed) gives the input back
  * byte for byte. Any broken promise aborts. Seeds: corpus/toml_edit/. */
-#include "toml_edit.h"
+#include "codex/toml_edit.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,8 +2,8 @@
  * payload, Retry-After and the x-codex-* headers — from any bytes: no undefined conversion (this target
  * is built with -fsanitize=float-cast-overflow) and every result in range. */
 #include "fuzz_common.h"
-#include "usage.h"
-#include "usage_poll.h"
+#include "upstream/usage.h"
+#include "accounts/usage_poll.h"
 #include <math.h>
 #include <string.h>
 

@@ -1,0 +1,427 @@
+/* login_file.c: reading and writing login files (see login_file.h). */
+#include "accounts/login_file.h"
+#include "base/json.h"
+#include "base/jwt.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define LOGIN_FILE_MAX (64u << 20)
+#define LOGIN_CHATGPT_BASE_URL "https://chatgpt.com/backend-api/codex"
+
+/* ---------- small helpers ---------- */
+
+static void login_entry_free(login_entry *e)
+{
+    sbuf_secret_free(e->access_token);
+    sbuf_secret_free(e->refresh_token);
+    sbuf_secret_free(e->id_token);
+    free(e->name), free(e->base_url), free(e->account_id), free(e->email), free(e->plan_type), free(e->model_map);
+    memset(e, 0, sizeof *e);
+}
+
+void login_list_free(login_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        login_entry_free(&l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+int64_t login_time_parse(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *rest = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!rest)
+        return 0;
+    int64_t t = (int64_t)timegm(&tm);
+    if (*rest == '.')
+        while (*++rest >= '0' && *rest <= '9') {
+        }
+    int sh, sm;
+    if ((*rest == '+' || *rest == '-') && sscanf(rest + 1, "%2d:%2d", &sh, &sm) == 2)
+        t -= (*rest == '+' ? 1 : -1) * (int64_t)(sh * 3600 + sm * 60);
+    return t > 0 ? t : 0;
+}
+
+/* The first string member of obj among the names (NULL-terminated list). */
+static const char *login_str(const json_value *obj, const char *const *names)
+{
+    for (; obj && *names; names++) {
+        const char *v = json_get_str(obj, *names);
+        if (v && *v)
+            return v;
+    }
+    return NULL;
+}
+
+/* A time member: unix seconds (or milliseconds) as a number, or RFC 3339 text. */
+static int64_t login_time(const json_value *obj, const char *const *names)
+{
+    for (; obj && *names; names++) {
+        json_value *v = json_get(obj, *names);
+        if (v && v->type == JSON_NUMBER && v->num > 0)
+            return (int64_t)(v->num > 1e11 ? v->num / 1000 : v->num);
+        if (v && v->type == JSON_STRING)
+            return login_time_parse(v->str);
+    }
+    return 0;
+}
+
+/* ---------- one entry ---------- */
+
+static const char *const k_access[] = {"access_token", "accessToken", NULL};
+static const char *const k_refresh[] = {"refresh_token", "refreshToken", NULL};
+static const char *const k_id[] = {"id_token", "idToken", NULL};
+static const char *const k_acct[] = {"chatgpt_account_id", "account_id", "accountId", "chatgptAccountId", NULL};
+static const char *const k_email[] = {"email", NULL};
+static const char *const k_plan[] = {"plan_type", "planType", "chatgpt_plan_type", NULL};
+static const char *const k_name[] = {"name", "label", NULL};
+static const char *const k_expires[] = {"token_expires_at", "expires_at", "expiresAt", "expired", NULL};
+static const char *const k_last[] = {"last_refresh_at", "last_refresh", "lastRefresh", NULL};
+
+/* Where an entry keeps its tokens: Codex auth.json and our export put them
+ * under "tokens", sub2api under "credentials", CodexManager under
+ * "authJson"."tokens"; a flat object holds them itself. */
+static const json_value *login_token_holder(const json_value *e)
+{
+    const json_value *auth = json_get(e, "authJson");
+    if (!auth)
+        auth = json_get(e, "auth_json");
+    if (auth && json_get(auth, "tokens"))
+        return json_get(auth, "tokens");
+    if (json_get(e, "tokens"))
+        return json_get(e, "tokens");
+    if (json_get(e, "credentials"))
+        return json_get(e, "credentials");
+    return e;
+}
+
+static int login_entry_kind(const json_value *e, login_entry *le, char *err, size_t errlen)
+{
+    const char *kind = json_get_str(e, "kind");
+    const char *platform = json_get_str(e, "platform");
+    le->kind = ACCOUNT_CHATGPT;
+    if (kind && account_kind_parse(kind, &le->kind) != 0) {
+        snprintf(err, errlen, "%s: kind: '%s' is not api_key, chatgpt or aggregate", le->label, kind);
+        return -1;
+    }
+    if (platform && strcasecmp(platform, "openai") != 0) {
+        snprintf(err, errlen, "%s: platform: '%s' is not an OpenAI login", le->label, platform);
+        return -1;
+    }
+    const char *type = json_get_str(e, "type"); /* sub2api: "oauth" logins, "apikey" keys */
+    if (platform && type && strcasecmp(type, "apikey") == 0)
+        le->kind = ACCOUNT_API_KEY;
+    return 0;
+}
+
+/* Fills what the id and access tokens' claims say and the entry did not. */
+static void login_entry_claims(login_entry *le)
+{
+    jwt_claims c;
+    if (le->id_token && jwt_claims_read(le->id_token, &c) == 0) {
+        if (!le->email)
+            le->email = sbuf_strdup_nonempty(c.email);
+        if (!le->account_id)
+            le->account_id = sbuf_strdup_nonempty(c.chatgpt_account_id);
+        if (!le->plan_type)
+            le->plan_type = sbuf_strdup_nonempty(c.plan_type);
+    }
+    if (le->access_token && jwt_claims_read(le->access_token, &c) == 0) {
+        if (c.exp)
+            le->expires_at = c.exp;
+        if (!le->account_id)
+            le->account_id = sbuf_strdup_nonempty(c.chatgpt_account_id);
+    }
+}
+
+static int login_entry_numbers(const json_value *e, login_entry *le, char *err, size_t errlen)
+{
+    json_value *sort = json_get(e, "sort");
+    if (!sort)
+        sort = json_get(e, "priority");
+    json_value *conc = json_get(e, "max_concurrency");
+    if (!conc)
+        conc = json_get(e, "concurrency");
+    if (sort && sort->type != JSON_NUMBER) {
+        snprintf(err, errlen, "%s: sort: expected a number", le->label);
+        return -1;
+    }
+    if (conc && (conc->type != JSON_NUMBER || conc->num < 0)) {
+        snprintf(err, errlen, "%s: max_concurrency: expected a number >= 0", le->label);
+        return -1;
+    }
+    le->has_sort = sort != NULL;
+    le->sort = sort ? (int)sort->num : 0;
+    le->max_concurrency = conc ? (int)conc->num : -1;
+    return 0;
+}
+
+static int login_entry_read(const json_value *e, login_entry *le, char *err, size_t errlen)
+{
+    if (e->type != JSON_OBJECT) {
+        snprintf(err, errlen, "%s: expected a JSON object", le->label);
+        return -1;
+    }
+    if (login_entry_kind(e, le, err, errlen) != 0 || login_entry_numbers(e, le, err, errlen) != 0)
+        return -1;
+    const json_value *t = login_token_holder(e);
+    le->access_token = sbuf_strdup_nonempty(login_str(t, k_access));
+    if (!le->access_token && le->kind != ACCOUNT_CHATGPT)
+        le->access_token = sbuf_strdup_nonempty(json_get_str(t, "token"));
+    le->refresh_token = sbuf_strdup_nonempty(login_str(t, k_refresh));
+    le->id_token = sbuf_strdup_nonempty(login_str(t, k_id));
+    le->account_id = sbuf_strdup_nonempty(login_str(t, k_acct));
+    if (!le->account_id)
+        le->account_id = sbuf_strdup_nonempty(login_str(e, k_acct));
+    le->email = sbuf_strdup_nonempty(login_str(e, k_email));
+    if (!le->email)
+        le->email = sbuf_strdup_nonempty(login_str(t, k_email));
+    le->plan_type = sbuf_strdup_nonempty(login_str(e, k_plan));
+    le->name = sbuf_strdup_nonempty(login_str(e, k_name));
+    le->base_url = sbuf_strdup_nonempty(json_get_str(e, "base_url"));
+    json_value *mm = json_get(e, "model_map");
+    if (mm && mm->type == JSON_OBJECT) {
+        sbuf b = SBUF_INIT;
+        json_write(&b, mm);
+        le->model_map = sbuf_strdup_nonempty(b.p);
+        sbuf_free(&b);
+    }
+    le->last_refresh_at = login_time(e, k_last);
+    le->expires_at = login_time(t, k_expires);
+    if (!le->expires_at)
+        le->expires_at = login_time(e, k_expires);
+    login_entry_claims(le);
+    if (!le->access_token && json_get_str(e, "OPENAI_API_KEY")) {
+        snprintf(err, errlen, "%s: tokens.access_token: missing: this Codex login uses an API key"
+                 " (OPENAI_API_KEY), not ChatGPT; add the key with --token instead", le->label);
+        return -1;
+    }
+    if (!le->access_token) {
+        snprintf(err, errlen, "%s: access_token: missing (an export written without --with-secrets holds no tokens)",
+                 le->label);
+        return -1;
+    }
+    for (const char *p = le->access_token; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            snprintf(err, errlen, "%s: access_token: contains whitespace or control characters", le->label);
+            return -1;
+        }
+    if (le->kind == ACCOUNT_CHATGPT && !le->account_id) {
+        snprintf(err, errlen, "%s: account_id: missing (not in the entry nor in its tokens' claims)", le->label);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------- a whole file ---------- */
+
+/* The login objects of a document: an array, an export holding "accounts"
+ * (sub2api may wrap it in "data"), or one login. */
+static const json_value *login_doc_entries(const json_value *doc, int *single)
+{
+    *single = 0;
+    if (doc->type == JSON_ARRAY)
+        return doc;
+    const json_value *d = json_get(doc, "data");
+    if (d && json_get(d, "accounts"))
+        doc = d;
+    const json_value *acc = json_get(doc, "accounts");
+    if (acc && acc->type == JSON_ARRAY)
+        return acc;
+    *single = 1;
+    return doc;
+}
+
+static login_entry *login_list_push(login_list *l)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->v = realloc(l->v, l->cap * sizeof *l->v);
+        if (!l->v)
+            abort();
+    }
+    login_entry *e = &l->v[l->n++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static int login_doc_add(const char *name, const json_value *doc, size_t *index, login_list *out, char *err,
+                         size_t errlen)
+{
+    int single;
+    const json_value *entries = login_doc_entries(doc, &single);
+    const json_value *e = single ? entries : entries->child;
+    for (; e; e = single ? NULL : e->next) {
+        login_entry *le = login_list_push(out);
+        ++*index;
+        const char *label = e->type == JSON_OBJECT ? login_str(e, k_name) : NULL;
+        snprintf(le->label, sizeof le->label, "%s entry %zu%s%.40s%s", name, *index, label ? " (" : "",
+                 label ? label : "", label ? ")" : "");
+        if (login_entry_read(e, le, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* End of the JSON value starting at p (an object or array): matching
+ * brackets outside strings. Returns its length, 0 if it never closes. */
+static size_t login_value_end(const char *p, size_t len)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+int login_file_parse(const char *name, const char *text, size_t len, login_list *out, char *err, size_t errlen)
+{
+    size_t first = out->n, index = 0, off = 0;
+    int rc = 0, docs = 0;
+    while (rc == 0) {
+        while (off < len && (unsigned char)text[off] <= ' ')
+            off++;
+        if (off >= len)
+            break;
+        size_t n = text[off] == '{' || text[off] == '[' ? login_value_end(text + off, len - off) : 0;
+        char perr[128] = "";
+        json_value *doc = n ? json_parse(text + off, n, perr, sizeof perr) : NULL;
+        if (!doc) {
+            snprintf(err, errlen, "%s: not JSON after entry %zu (byte %zu): %s", name, index, off,
+                     perr[0] ? perr : "expected an object or an array");
+            rc = -1;
+            break;
+        }
+        rc = login_doc_add(name, doc, &index, out, err, errlen);
+        json_free(doc);
+        off += n;
+        docs++;
+    }
+    if (rc == 0 && index == 0) {
+        snprintf(err, errlen, "%s: holds no logins", name);
+        rc = -1;
+    }
+    if (rc != 0) { /* nothing partial */
+        for (size_t i = first; i < out->n; i++)
+            login_entry_free(&out->v[i]);
+        out->n = first;
+    }
+    (void)docs;
+    return rc;
+}
+
+int login_file_read(const char *path, login_list *out, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    sbuf b = SBUF_INIT;
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0 && b.len <= LOGIN_FILE_MAX)
+        sbuf_append(&b, buf, n);
+    int bad = ferror(f) || b.len > LOGIN_FILE_MAX;
+    fclose(f);
+    explicit_bzero(buf, sizeof buf);
+    int rc = -1;
+    if (bad)
+        snprintf(err, errlen, "cannot read %s (error or larger than %u bytes)", path, LOGIN_FILE_MAX);
+    else
+        rc = login_file_parse(path, b.p ? b.p : "", b.len, out, err, errlen);
+    sbuf_secret_wipe(&b);
+    return rc;
+}
+
+void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf, size_t n)
+{
+    memset(an, 0, sizeof *an);
+    if (e->name)
+        snprintf(namebuf, n, "%s", e->name);
+    else if (e->email)
+        snprintf(namebuf, n, "%s", e->email);
+    else
+        snprintf(namebuf, n, "chatgpt-%.12s", e->account_id ? e->account_id : "login");
+    an->name = namebuf;
+    an->kind = e->kind;
+    an->base_url = e->base_url ? e->base_url : e->kind == ACCOUNT_CHATGPT ? LOGIN_CHATGPT_BASE_URL : NULL;
+    an->token = e->access_token;
+    an->chatgpt_account_id = e->account_id;
+    an->model_map = e->model_map;
+    an->sort = e->sort;
+    an->max_concurrency = e->max_concurrency;
+    login_entry_login(e, &an->login);
+}
+
+void login_entry_login(const login_entry *e, account_login *out)
+{
+    out->refresh_token = e->refresh_token;
+    out->id_token = e->id_token;
+    out->email = e->email;
+    out->plan_type = e->plan_type;
+    out->token_expires_at = e->expires_at;
+    /* a login without a date was current when it was read */
+    out->last_refresh_at = e->last_refresh_at ? e->last_refresh_at : (int64_t)time(NULL);
+}
+
+/* ---------- export ---------- */
+
+static void login_put_str(sbuf *o, const char *key, const char *v)
+{
+    if (!v)
+        return;
+    sbuf_printf(o, ",\"%s\":", key);
+    sbuf_json_str(o, v, strlen(v));
+}
+
+void login_file_write(sbuf *out, const account *a, size_t n, int with_secrets)
+{
+    sbuf_printf(out, "{\"format\":\"switchyard.accounts\",\"version\":1,\"exported_at\":%lld,\"with_secrets\":%s,"
+                     "\"accounts\":[",
+                (long long)time(NULL), with_secrets ? "true" : "false");
+    for (size_t i = 0; i < n; i++) {
+        sbuf_puts(out, i ? ",\n" : "\n");
+        sbuf_puts(out, "{\"name\":");
+        sbuf_json_str(out, a[i].name, strlen(a[i].name));
+        sbuf_printf(out, ",\"kind\":\"%s\"", account_kind_name(a[i].kind));
+        login_put_str(out, "base_url", a[i].base_url);
+        sbuf_printf(out, ",\"sort\":%d,\"max_concurrency\":%d,\"enabled\":%s", a[i].sort, a[i].max_concurrency,
+                    a[i].enabled ? "true" : "false");
+        login_put_str(out, "chatgpt_account_id", a[i].chatgpt_account_id);
+        login_put_str(out, "email", a[i].email);
+        login_put_str(out, "plan_type", a[i].plan_type);
+        if (a[i].model_map)
+            sbuf_printf(out, ",\"model_map\":%s", a[i].model_map); /* validated JSON object */
+        sbuf_printf(out, ",\"token_expires_at\":%lld,\"last_refresh_at\":%lld", (long long)a[i].token_expires_at,
+                    (long long)a[i].last_refresh_at);
+        login_put_str(out, "needs_login", a[i].login_error);
+        if (with_secrets) {
+            sbuf_puts(out, ",\"tokens\":{\"access_token\":");
+            sbuf_json_str(out, a[i].token, strlen(a[i].token));
+            login_put_str(out, "refresh_token", a[i].refresh_token);
+            login_put_str(out, "id_token", a[i].id_token);
+            sbuf_puts(out, "}");
+        }
+        sbuf_puts(out, "}");
+    }
+    sbuf_puts(out, "\n]}\n");
+}

@@ -1,0 +1,494 @@
+/* oauth.c: login refresh, single-flight per account, on the loop (see
+ * oauth.h).
+ *
+ * One job per account being refreshed. Its life: the token endpoint is
+ * POSTed through upstream.c; a 200 with an access token is handed to the
+ * store writer at once (store_writer_put_login, committed without the group
+ * window); when the writer says the commit is durable (its eventfd, watched
+ * here) the new tokens replace the old ones in the pool and the waiting
+ * requests go on. So nothing uses a token a crash could lose, and the only
+ * window in which a crash burns a login is between the endpoint answering
+ * and the writer's commit (one fsync).
+ *
+ * A refused refresh token (HTTP 401, or refresh_token_expired / _reused /
+ * _invalidated, invalid_grant) marks the account needs_login (persisted,
+ * never retried until the login is replaced). Anything else (network, 5xx,
+ * 429, an answer without an access token) waits oauth_retry_min_s, doubling
+ * up to oauth_retry_max_s, before the next try. */
+#include "accounts/oauth.h"
+#include "core/gateway.h"
+#include "route/pool.h"
+#include "store/store.h"
+#include "obs/trace.h"
+#include "upstream/upstream.h"
+#include "base/json.h"
+#include "base/jwt.h"
+#include "base/log.h"
+#include "base/sbuf.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define OAUTH_BODY_MAX (64u << 10)
+
+typedef struct oauth_job oauth_job;
+
+struct oauth_waiter {
+    oauth_waiter *next;
+    oauth_job *job;
+    oauth_done_fn fn;
+    void *ud;
+};
+
+struct oauth_job {
+    oauth_job *next;
+    oauth *o;
+    int64_t account_id;
+    char name[64];
+    upstream_req *up;
+    int status;
+    sbuf req;             /* request body: holds the refresh token, wiped */
+    sbuf resp;            /* response body: holds the new tokens, wiped */
+    char *used_refresh;   /* the refresh token sent (needs_login only applies while it is stored) */
+    uint64_t ticket;      /* store writer ticket of the new login; 0 while the exchange runs */
+    account fresh;        /* the new login, applied to the pool once durable */
+    oauth_waiter *waiters;
+};
+
+struct oauth {
+    gateway *gw;
+    oauth_refreshed_fn on_refreshed; /* oauth_on_refreshed, or NULL */
+    void *on_refreshed_ud;
+    oauth_job *jobs;
+    struct event *notify_ev;
+};
+
+static oauth_job *oauth_job_find(oauth *o, int64_t account_id)
+{
+    for (oauth_job *j = o->jobs; j; j = j->next)
+        if (j->account_id == account_id)
+            return j;
+    return NULL;
+}
+
+/* Unlinks and frees a job after calling its waiters with the outcome. */
+static void oauth_job_end(oauth_job *j, int ok, const char *why)
+{
+    oauth *o = j->o;
+    for (oauth_job **pp = &o->jobs; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    pool_account *pa = pool_find(o->gw->pool, j->account_id);
+    if (pa)
+        pa->refreshing = 0;
+    oauth_waiter *w = j->waiters;
+    j->waiters = NULL;
+    for (oauth_waiter *x = w; x; x = x->next)
+        x->job = NULL; /* detached: a cancel now only silences it (see oauth_wait_cancel) */
+    if (j->up)
+        upstream_cancel(j->up);
+    sbuf_secret_wipe(&j->req);
+    sbuf_secret_wipe(&j->resp);
+    sbuf_secret_free(j->used_refresh);
+    store_account_clear(&j->fresh);
+    char name[64];
+    sbuf_copy_cstr(name, sizeof name, j->name);
+    free(j);
+    while (w) { /* a callback may start a new attempt (and a new job): j is gone by now */
+        oauth_waiter *next = w->next;
+        if (w->fn)
+            w->fn(w->ud, ok, why);
+        free(w);
+        w = next;
+    }
+}
+
+/* ---------- outcome ---------- */
+
+static void oauth_transient(oauth_job *j, const char *why)
+{
+    oauth *o = j->o;
+    pool_account *pa = pool_find(o->gw->pool, j->account_id);
+    double wait = 0;
+    if (pa) {
+        pa->refresh_failures++;
+        wait = (double)o->gw->cfg.oauth_retry_min_s;
+        for (int i = 1; i < pa->refresh_failures && wait < o->gw->cfg.oauth_retry_max_s; i++)
+            wait *= 2;
+        if (wait > o->gw->cfg.oauth_retry_max_s)
+            wait = (double)o->gw->cfg.oauth_retry_max_s;
+        pa->refresh_retry_at = gateway_now() + wait;
+    }
+    log_warn("account %s: login refresh failed (%s); next try in %.0fs", j->name, why, wait);
+    trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=retry reason=\"%s\" retry_in_s=%.0f", j->name, why,
+                wait);
+    oauth_job_end(j, 0, why);
+}
+
+static void oauth_needs_login(oauth_job *j, const char *reason)
+{
+    oauth *o = j->o;
+    pool_account *pa = pool_find(o->gw->pool, j->account_id);
+    if (pa) {
+        free(pa->a.login_error);
+        pa->a.login_error = sbuf_strdup_nonempty(reason);
+    }
+    store_login l = {.account_id = j->account_id, .login_error = reason, .expect_refresh = j->used_refresh};
+    store_writer_put_login(o->gw->st, &l);
+    log_warn("account %s: the refresh token was refused (%s): needs_login; run 'codex login' and import it again",
+             j->name, reason);
+    trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=needs_login reason=\"%s\"", j->name, reason);
+    char why[200];
+    snprintf(why, sizeof why, "needs_login: %.150s", reason);
+    oauth_job_end(j, 0, why);
+}
+
+/* Error code of a token endpoint answer: {"error":{"code"}} (OpenAI) or
+ * {"error":"invalid_grant"} (RFC 6749). */
+static void oauth_error_code(const sbuf *body, char *out, size_t n)
+{
+    out[0] = '\0';
+    json_value *doc = body->len ? json_parse(body->p, body->len, NULL, 0) : NULL;
+    json_value *e = doc ? json_get(doc, "error") : NULL;
+    const char *code = NULL;
+    if (e && e->type == JSON_STRING)
+        code = e->str;
+    else if (e)
+        code = json_get_str(e, "code");
+    if (!code && doc)
+        code = json_get_str(doc, "code");
+    if (code) /* an identifier, never a token: keep it short and plain */
+        for (size_t i = 0; code[i] && i + 1 < n && i < 63; i++) {
+            char c = code[i];
+            out[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ? c : '_';
+            out[i + 1] = '\0';
+        }
+    json_free(doc);
+}
+
+static int oauth_code_permanent(const char *code)
+{
+    static const char *const permanent[] = {"refresh_token_expired", "refresh_token_reused",
+                                            "refresh_token_invalidated", "invalid_grant"};
+    for (size_t i = 0; i < sizeof permanent / sizeof *permanent; i++)
+        if (strcmp(code, permanent[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A 200: queue the new login for a durable commit. */
+static void oauth_accept(oauth_job *j)
+{
+    oauth *o = j->o;
+    json_value *doc = json_parse(j->resp.p, j->resp.len, NULL, 0);
+    const char *access = doc ? json_get_str(doc, "access_token") : NULL;
+    if (!access || !*access || strpbrk(access, " \t\r\n")) {
+        json_free(doc);
+        oauth_transient(j, "the token endpoint answered 200 without a usable access_token");
+        return;
+    }
+    account *f = &j->fresh;
+    f->token = sbuf_strdup_nonempty(access);
+    f->refresh_token = sbuf_strdup_nonempty(json_get_str(doc, "refresh_token"));
+    f->id_token = sbuf_strdup_nonempty(json_get_str(doc, "id_token"));
+    double expires_in = json_get_num(doc, "expires_in", 0);
+    json_free(doc);
+    int64_t now = (int64_t)gateway_now();
+    jwt_claims c;
+    if (jwt_claims_read(f->token, &c) == 0 && c.exp)
+        f->token_expires_at = c.exp;
+    else if (expires_in > 0)
+        f->token_expires_at = now + (int64_t)expires_in;
+    if (f->id_token && jwt_claims_read(f->id_token, &c) == 0) {
+        f->email = sbuf_strdup_nonempty(c.email);
+        f->plan_type = sbuf_strdup_nonempty(c.plan_type);
+        f->chatgpt_account_id = sbuf_strdup_nonempty(c.chatgpt_account_id);
+    }
+    f->last_refresh_at = now;
+    store_login l = {j->account_id, f->token, f->refresh_token, f->id_token, f->email, f->plan_type,
+                     f->chatgpt_account_id, f->token_expires_at, f->last_refresh_at, NULL, NULL};
+    j->ticket = store_writer_put_login(o->gw->st, &l);
+    if (!j->ticket)
+        oauth_transient(j, "could not queue the new login for the database");
+}
+
+/* The new login is durable: it replaces the old one in the pool. */
+static void oauth_apply(oauth_job *j)
+{
+    oauth *o = j->o;
+    pool_account *pa = pool_find(o->gw->pool, j->account_id);
+    account *f = &j->fresh;
+    if (pa) {
+        account *a = &pa->a;
+        sbuf_secret_free(a->token);
+        a->token = f->token;
+        f->token = NULL;
+#define OAUTH_TAKE(field, wipe)                                     \
+        if (f->field) {                                             \
+            if (wipe)                                               \
+                sbuf_secret_free(a->field);                          \
+            else                                                    \
+                free(a->field);                                     \
+            a->field = f->field;                                    \
+            f->field = NULL;                                        \
+        }
+        OAUTH_TAKE(refresh_token, 1)
+        OAUTH_TAKE(id_token, 1)
+        OAUTH_TAKE(email, 0)
+        OAUTH_TAKE(plan_type, 0)
+        OAUTH_TAKE(chatgpt_account_id, 0)
+#undef OAUTH_TAKE
+        a->token_expires_at = f->token_expires_at;
+        a->last_refresh_at = f->last_refresh_at;
+        free(a->login_error);
+        a->login_error = NULL;
+        pa->refresh_failures = 0;
+        pa->refresh_retry_at = 0;
+        if (o->on_refreshed)
+            o->on_refreshed(o->on_refreshed_ud, j->account_id); /* e.g. the windows, read with the new token */
+    }
+    double left = f->token_expires_at ? (double)f->token_expires_at - gateway_now() : -1;
+    log_info("account %s: login refreshed%s", j->name, pa ? "" : " (the account was removed meanwhile)");
+    trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=ok expires_in_s=%.0f", j->name, left);
+    oauth_job_end(j, 1, NULL);
+}
+
+/* ---------- the exchange ---------- */
+
+static int oauth_up_headers(void *ud, int status, const upstream_header *h, size_t n)
+{
+    oauth_job *j = ud;
+    j->status = status;
+    return 0;
+}
+
+static int oauth_up_data(void *ud, const char *p, size_t n)
+{
+    oauth_job *j = ud;
+    if (j->resp.len + n > OAUTH_BODY_MAX)
+        return 0; /* kept short; an oversized answer fails to parse */
+    sbuf_append(&j->resp, p, n);
+    return 0;
+}
+
+static void oauth_up_done(void *ud, up_result r, const char *errmsg)
+{
+    oauth_job *j = ud;
+    j->up = NULL;
+    sbuf_secret_wipe(&j->req);
+    char why[160], code[64];
+    if (r != UP_OK) {
+        snprintf(why, sizeof why, "token endpoint unreachable: %s", errmsg ? errmsg : "network error");
+        oauth_transient(j, why);
+        return;
+    }
+    if (j->status == 200) {
+        oauth_accept(j);
+        return;
+    }
+    oauth_error_code(&j->resp, code, sizeof code);
+    if (j->status == 401 || oauth_code_permanent(code)) {
+        snprintf(why, sizeof why, "%s", code[0] ? code : "HTTP 401 from the token endpoint");
+        oauth_needs_login(j, why);
+        return;
+    }
+    snprintf(why, sizeof why, "token endpoint answered HTTP %d%s%s", j->status, code[0] ? " " : "", code);
+    oauth_transient(j, why);
+}
+
+static const upstream_callbacks oauth_up_cb = {oauth_up_headers, oauth_up_data, oauth_up_done};
+
+static const char *oauth_client_id(const account *a, char *buf, size_t n)
+{
+    jwt_claims c;
+    if (a->id_token && jwt_claims_read(a->id_token, &c) == 0 && c.client_id[0]) {
+        sbuf_copy_cstr(buf, n, c.client_id);
+        return buf;
+    }
+    return OAUTH_CODEX_CLIENT_ID;
+}
+
+static oauth_job *oauth_start(oauth *o, pool_account *pa, const char *reason)
+{
+    char cid[128];
+    oauth_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->o = o;
+    j->account_id = pa->a.id;
+    sbuf_copy_cstr(j->name, sizeof j->name, pa->a.name);
+    j->used_refresh = sbuf_strdup_nonempty(pa->a.refresh_token);
+    sbuf_puts(&j->req, "{\"client_id\":");
+    const char *client = oauth_client_id(&pa->a, cid, sizeof cid);
+    sbuf_json_str(&j->req, client, strlen(client));
+    sbuf_puts(&j->req, ",\"grant_type\":\"refresh_token\",\"refresh_token\":");
+    sbuf_json_str(&j->req, pa->a.refresh_token, strlen(pa->a.refresh_token));
+    sbuf_puts(&j->req, ",\"scope\":\"openid profile email\"}");
+    static const upstream_header hdrs[] = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+    upstream_spec spec = {o->gw->cfg.oauth_token_url, j->req.p, j->req.len, hdrs, 2, 0, 0};
+    j->next = o->jobs;
+    o->jobs = j;
+    pa->refreshing = 1;
+    trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=start reason=%s", j->name, reason);
+    log_info("account %s: refreshing its login (%s)", j->name, reason);
+    j->up = upstream_start(o->gw->up, &spec, &oauth_up_cb, j);
+    if (!j->up) {
+        oauth_transient(j, "could not start the request");
+        return NULL;
+    }
+    return j;
+}
+
+/* 1 if pa's login can be refreshed now; else 0 and why. */
+static int oauth_can_refresh(const pool_account *pa, double now, char *why, size_t n)
+{
+    if (pa->a.kind != ACCOUNT_CHATGPT || !pa->a.refresh_token)
+        snprintf(why, n, "the account has no refresh token");
+    else if (pa->a.login_error)
+        snprintf(why, n, "needs_login: %s", pa->a.login_error);
+    else if (pa->refresh_retry_at > now)
+        snprintf(why, n, "login refresh backing off for %.0fs", pa->refresh_retry_at - now);
+    else
+        return 1;
+    return 0;
+}
+
+/* ---------- committed logins ---------- */
+
+static void oauth_on_committed(evutil_socket_t fd, short what, void *arg)
+{
+    oauth *o = arg;
+    uint64_t v;
+    while (read(fd, &v, sizeof v) > 0) {
+    }
+    uint64_t done = store_writer_committed(o->gw->st);
+    for (int again = 1; again;) { /* oauth_apply unlinks the job: rescan */
+        again = 0;
+        for (oauth_job *j = o->jobs; j; j = j->next)
+            if (j->ticket && j->ticket <= done) {
+                oauth_apply(j);
+                again = 1;
+                break;
+            }
+    }
+}
+
+/* ---------- API ---------- */
+
+oauth *oauth_new(gateway *gw)
+{
+    oauth *o = calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    o->gw = gw;
+    int fd = store_writer_notify_fd(gw->st);
+    if (fd >= 0) {
+        o->notify_ev = event_new(gw->base, fd, EV_READ | EV_PERSIST, oauth_on_committed, o);
+        event_add(o->notify_ev, NULL);
+    }
+    return o;
+}
+
+void oauth_on_refreshed(oauth *o, oauth_refreshed_fn fn, void *ud)
+{
+    o->on_refreshed = fn;
+    o->on_refreshed_ud = ud;
+}
+
+void oauth_free(oauth *o)
+{
+    if (!o)
+        return;
+    while (o->jobs) {
+        oauth_job *j = o->jobs;
+        for (oauth_waiter *w = j->waiters, *next; w; w = next) {
+            next = w->next;
+            free(w);
+        }
+        j->waiters = NULL;
+        oauth_job_end(j, 0, "shutting down");
+    }
+    if (o->notify_ev)
+        event_free(o->notify_ev);
+    free(o);
+}
+
+int oauth_busy(const oauth *o) { return o && o->jobs != NULL; }
+
+void oauth_tick(oauth *o)
+{
+    gateway *gw = o->gw;
+    if (gw->draining)
+        return;
+    double now = gateway_now();
+    char why[160];
+    for (size_t i = 0; i < pool_count(gw->pool); i++) {
+        pool_account *pa = pool_at(gw->pool, i);
+        if (!pa->a.refresh_token || pa->refreshing || !pa->a.enabled || !oauth_can_refresh(pa, now, why, sizeof why))
+            continue;
+        const account *a = &pa->a;
+        const char *reason = NULL;
+        /* a token that lives shorter than twice the margin is refreshed at half its life, not at once */
+        double margin = (double)gw->cfg.oauth_refresh_margin_s;
+        double life = (double)(a->token_expires_at - a->last_refresh_at);
+        if (a->last_refresh_at && life > 0 && margin > life / 2)
+            margin = life / 2;
+        if (a->token_expires_at && now >= (double)a->token_expires_at - margin)
+            reason = a->token_expires_at <= now ? "expired" : "expiring";
+        else if (!a->token_expires_at && now >= (double)a->last_refresh_at + OAUTH_UNKNOWN_EXP_EVERY_S)
+            reason = "unknown_expiry_8_days";
+        if (reason)
+            oauth_start(o, pa, reason);
+    }
+}
+
+int oauth_refresh(oauth *o, pool_account *pa, const char *reason)
+{
+    char why[200];
+    if (!o || oauth_job_find(o, pa->a.id))
+        return o != NULL;
+    return oauth_can_refresh(pa, gateway_now(), why, sizeof why) && oauth_start(o, pa, reason) != NULL;
+}
+
+oauth_waiter *oauth_wait(oauth *o, pool_account *pa, const char *reason, oauth_done_fn fn, void *ud, char *why,
+                         size_t n)
+{
+    oauth_job *j = oauth_job_find(o, pa->a.id);
+    if (!j && !oauth_can_refresh(pa, gateway_now(), why, n))
+        return NULL;
+    if (!j && !(j = oauth_start(o, pa, reason))) {
+        snprintf(why, n, "the refresh could not start");
+        return NULL;
+    }
+    oauth_waiter *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(why, n, "out of memory");
+        return NULL;
+    }
+    w->job = j;
+    w->fn = fn;
+    w->ud = ud;
+    w->next = j->waiters;
+    j->waiters = w;
+    return w;
+}
+
+void oauth_wait_cancel(oauth *o, oauth_waiter *w)
+{
+    if (!w)
+        return;
+    if (!w->job) { /* its job is ending and calling the waiters: skip this one */
+        w->fn = NULL;
+        return;
+    }
+    for (oauth_waiter **pp = &w->job->waiters; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            free(w);
+            return;
+        }
+}

@@ -1,0 +1,1036 @@
+/* admin_api.c: the admin surface (see admin_api.h): who may use it
+ * (loopback or the admin listener; the admin token, compared in constant
+ * time), the JSON reads and actions under /admin/api/, the embedded
+ * dashboard files under /admin/ and /metrics. Every handler runs on the
+ * loop: reads come from the in-memory pool or bounded sqlite reads (WAL,
+ * busy_timeout 0); changes apply to memory at once and reach the database
+ * through the store's writer thread. Nothing here prints an account token
+ * or a platform key. */
+#include "admin/admin_api.h"
+#include "route/pool.h"
+#include "policy/policy.h"
+#include "store/store.h"
+#include "obs/trace.h"
+#include "route/account_limits.h"
+#include "route/breaker.h"
+#include "base/embedded.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "obs/metrics.h"
+#include "http/server.h"
+#include "base/sha256.h"
+#include "store/store_admin.h"
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#define ADMIN_BODY_MAX 65536
+#define ADMIN_REQUESTS_DEFAULT 50
+#define ADMIN_SCAN_MAX 20000  /* log rows one filtered page may examine; the client pages on */
+
+/* One per listener: the gateway's (loopback only) or --admin-listen. */
+typedef struct admin_ctx {
+    gateway *gw;
+    int dedicated;
+} admin_ctx;
+
+static admin_ctx admin_ctxs[2];
+
+/* ---------- access ---------- */
+
+int admin_digest_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = la != lb || la == 0;
+    size_t n = la < lb ? la : lb;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+int admin_is_loopback(const struct sockaddr *sa)
+{
+    if (!sa)
+        return 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return 1;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return 0;
+}
+
+static void admin_peer(struct evhttp_request *req, char *out, size_t n)
+{
+    struct evhttp_connection *c = evhttp_request_get_connection(req);
+    char *host = NULL;
+    ev_uint16_t port = 0;
+    if (c)
+        evhttp_connection_get_peer(c, &host, &port);
+    snprintf(out, n, "%s", host ? host : "?");
+}
+
+void admin_token_load(gateway *gw)
+{
+    char hash[65];
+    int rc = store_admin_token_get(gw->st, hash);
+    if (rc == 0)
+        snprintf(gw->admin_hash, sizeof gw->admin_hash, "%s", hash);
+    else if (rc == 1)
+        gw->admin_hash[0] = '\0';
+    /* rc -1 (busy): keep what we had */
+}
+
+/* The listener rule: on the gateway's listener only loopback clients, and
+ * only when no admin listener was configured. Replies and returns 0 when
+ * the request is refused. */
+static int admin_network_ok(const admin_ctx *ctx, struct evhttp_request *req)
+{
+    if (ctx->dedicated)
+        return 1;
+    struct evhttp_connection *c = evhttp_request_get_connection(req);
+    if (c && admin_is_loopback(evhttp_connection_get_addr(c)))
+        return 1;
+    server_send_error(req, 403, "permission_error", "admin_loopback_only",
+                      "the admin surface answers loopback clients only; start the gateway with "
+                      "--admin-listen HOST:PORT to serve it on another address");
+    return 0;
+}
+
+static const char *admin_bearer(struct evhttp_request *req)
+{
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+        return NULL;
+    auth += 7;
+    while (*auth == ' ')
+        auth++;
+    return *auth ? auth : NULL;
+}
+
+/* Network rule and admin token. Replies and returns 0 when refused. */
+static int admin_auth(const admin_ctx *ctx, struct evhttp_request *req)
+{
+    if (!admin_network_ok(ctx, req))
+        return 0;
+    const char *tok = admin_bearer(req);
+    if (!tok) {
+        server_send_error(req, 401, "invalid_request_error", "missing_admin_token",
+                          "missing admin token: send 'Authorization: Bearer <admin token>' "
+                          "(create one with 'switchyard admin token')");
+        return 0;
+    }
+    char hex[65];
+    sha256_hex(tok, strlen(tok), hex);
+    if (ctx->gw->admin_hash[0] && admin_digest_equal(hex, ctx->gw->admin_hash))
+        return 1;
+    if (pool_auth(ctx->gw->pool, tok)) {
+        server_send_error(req, 403, "permission_error", "platform_key_not_admin",
+                          "a platform key cannot use the admin API; use the admin token");
+        return 0;
+    }
+    server_send_error(req, 401, "invalid_request_error", "invalid_admin_token",
+                      ctx->gw->admin_hash[0] ? "invalid admin token"
+                                             : "no admin token is set: run 'switchyard admin token'");
+    return 0;
+}
+
+/* ---------- replies and small JSON helpers ---------- */
+
+static void admin_send(struct evhttp_request *req, int status, const char *ctype, const char *body, size_t len)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", ctype);
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add(out, body, len);
+    evhttp_send_reply(req, status, NULL, out);
+    evbuffer_free(out);
+}
+
+static void admin_send_json(struct evhttp_request *req, sbuf *b)
+{
+    sbuf_puts(b, "\n");
+    admin_send(req, 200, "application/json", b->p, b->len);
+    sbuf_free(b);
+}
+
+static void admin_str(sbuf *b, const char *s)
+{
+    if (s)
+        sbuf_json_str(b, s, strlen(s));
+    else
+        sbuf_puts(b, "null");
+}
+
+/* A JSON number; non-finite values become null. */
+static void admin_num(sbuf *b, double v)
+{
+    if (!isfinite(v))
+        sbuf_puts(b, "null");
+    else if (v == floor(v) && fabs(v) < 1e15)
+        sbuf_printf(b, "%.0f", v);
+    else
+        sbuf_printf(b, "%.3f", v);
+}
+
+static int admin_method(struct evhttp_request *req, enum evhttp_cmd_type want)
+{
+    if (evhttp_request_get_command(req) == want)
+        return 1;
+    server_send_error(req, 405, "invalid_request_error", "method_not_allowed",
+                      want == EVHTTP_REQ_GET ? "use GET for this path" : "use POST for this path");
+    return 0;
+}
+
+/* The query string's parameters (caller clears q). */
+static void admin_query(struct evhttp_request *req, struct evkeyvalq *q)
+{
+    q->tqh_first = NULL;
+    q->tqh_last = &q->tqh_first;
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+    const char *qs = u ? evhttp_uri_get_query(u) : NULL;
+    if (qs)
+        evhttp_parse_query_str(qs, q);
+}
+
+static double admin_qnum(struct evkeyvalq *q, const char *name, double dflt)
+{
+    const char *v = evhttp_find_header(q, name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    double d = strtod(v, &end);
+    return *end || !isfinite(d) ? dflt : d;
+}
+
+/* The POST body as a JSON object; replies 400 and returns NULL if it is not one. */
+static json_value *admin_body(struct evhttp_request *req)
+{
+    struct evbuffer *ib = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(ib);
+    char err[160] = "";
+    json_value *doc = NULL;
+    if (len <= ADMIN_BODY_MAX)
+        doc = json_parse(len ? (const char *)evbuffer_pullup(ib, -1) : "{}", len ? len : 2, err, sizeof err);
+    if (!doc || doc->type != JSON_OBJECT) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the body must be a JSON object: %s", doc ? "wrong type" : err[0] ? err : "too large");
+        server_send_error(req, 400, "invalid_request_error", "invalid_json", msg);
+        json_free(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+/* Logs an admin change (gateway log and trace): who, what, on what. */
+static void admin_audit(gateway *gw, struct evhttp_request *req, const char *action, const char *target)
+{
+    char peer[64];
+    admin_peer(req, peer, sizeof peer);
+    log_info("admin: %s %s (from %s)", action, target, peer);
+    trace_event(gw->trace, "ADMIN_ACTION", "action=%s target=\"%s\" peer=%s", action, target, peer);
+}
+
+/* ---------- reads ---------- */
+
+const char *admin_account_state(const pool_account *pa, double now)
+{
+    const char *breaker = breaker_state_name(pa, now);
+    if (!pa->a.enabled)
+        return "disabled";
+    if (pa->a.login_error)
+        return "needs_login";
+    if (account_limits_over_budget(pa, now))
+        return "over_budget";
+    if (strcmp(breaker, "open") == 0)
+        return "breaker_open";
+    if (pa->st.cooldown_until > now)
+        return "cooling";
+    if (account_limits_wait_s(pa, now) > 0)
+        return "rate_limited";
+    if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency)
+        return "busy";
+    if (strcmp(breaker, "half_open") == 0)
+        return "half_open";
+    return "available";
+}
+
+/* ,"key":v, or null when the value is not known */
+static void admin_opt(sbuf *b, const char *key, int known, double v)
+{
+    sbuf_printf(b, ",\"%s\":", key);
+    if (known)
+        admin_num(b, v);
+    else
+        sbuf_puts(b, "null");
+}
+
+static void admin_window(sbuf *b, const char *name, double used, double reset_at, double window_s, double now)
+{
+    sbuf_printf(b, "\"%s\":{\"used_pct\":", name);
+    if (used >= 0)
+        admin_num(b, used);
+    else
+        sbuf_puts(b, "null");
+    admin_opt(b, "reset_at", reset_at > 0, reset_at);
+    admin_opt(b, "resets_in_s", reset_at > 0, reset_at > now ? ceil(reset_at - now) : 0);
+    admin_opt(b, "window_s", window_s > 0, window_s);
+    sbuf_puts(b, "}");
+}
+
+/* -1 unknown, else a JSON boolean */
+static void admin_tristate(sbuf *b, int v) { sbuf_puts(b, v < 0 ? "null" : v ? "true" : "false"); }
+
+/* ,"weight":..,"limits":{..},"budget":{..}: the channel controls of pa. */
+static void admin_controls_json(sbuf *b, const pool_account *pa, double now)
+{
+    const account *a = &pa->a;
+    sbuf_printf(b, ",\"weight\":%d,\"limits\":{\"max_rpm\":%d,\"max_tpm\":%d,\"wait_s\":", a->weight, a->max_rpm,
+                a->max_tpm);
+    admin_num(b, account_limits_wait_s(pa, now));
+    sbuf_puts(b, "},\"budget\":");
+    if (!(a->budget_usd > 0)) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    int current = now >= pa->budget.start && now < pa->budget.end;
+    sbuf_puts(b, "{\"usd\":");
+    admin_num(b, a->budget_usd);
+    sbuf_puts(b, ",\"period\":");
+    admin_str(b, a->budget_period);
+    sbuf_puts(b, ",\"spent_usd\":");
+    admin_num(b, current ? pa->budget.spent : 0);
+    admin_opt(b, "resets_at", current, pa->budget.end);
+    sbuf_printf(b, ",\"over\":%s}", budget_over(&pa->budget, a->budget_usd, now) ? "true" : "false");
+}
+
+/* ,"login":{...}: a ChatGPT login's health (docs/accounts.md); null for
+ * other kinds. Never a token. */
+static void admin_login_json(sbuf *b, const pool_account *pa)
+{
+    const account *a = &pa->a;
+    sbuf_puts(b, ",\"login\":");
+    if (a->kind != ACCOUNT_CHATGPT) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    sbuf_puts(b, "{\"needs_login\":");
+    admin_str(b, a->login_error);
+    sbuf_puts(b, ",\"email\":");
+    admin_str(b, a->email);
+    sbuf_puts(b, ",\"plan_type\":");
+    admin_str(b, a->plan_type);
+    admin_opt(b, "access_expires_at", a->token_expires_at > 0, (double)a->token_expires_at);
+    admin_opt(b, "last_refresh_at", a->last_refresh_at > 0, (double)a->last_refresh_at);
+    sbuf_printf(b, ",\"refreshable\":%s,\"refreshing\":%s}", a->refresh_token ? "true" : "false",
+                pa->refreshing ? "true" : "false");
+}
+
+static void admin_account_json(sbuf *b, const pool_account *pa, double now)
+{
+    const account *a = &pa->a;
+    const account_state *st = &pa->st;
+    sbuf_printf(b, "{\"id\":%lld,\"name\":", (long long)a->id);
+    admin_str(b, a->name);
+    sbuf_printf(b, ",\"kind\":\"%s\",\"sort\":%d,\"enabled\":%s,\"state\":\"%s\",\"inflight\":%d,"
+                   "\"max_concurrency\":%d,\"cooldown_until\":",
+                account_kind_name(a->kind), a->sort, a->enabled ? "true" : "false", admin_account_state(pa, now),
+                pa->inflight, a->max_concurrency);
+    admin_num(b, st->cooldown_until > now ? st->cooldown_until : 0);
+    sbuf_puts(b, ",\"cooldown_remaining_s\":");
+    admin_num(b, st->cooldown_until > now ? ceil(st->cooldown_until - now) : 0);
+    sbuf_printf(b, ",\"ladder_step\":%d,\"last_429_at\":", st->ladder_step);
+    admin_num(b, st->last_429_at);
+    sbuf_puts(b, ",\"last_error\":");
+    admin_str(b, st->last_error[0] ? st->last_error : NULL);
+    sbuf_puts(b, ",\"breaker\":");
+    admin_str(b, breaker_state_name(pa, now));
+    sbuf_printf(b, ",\"fail_streak\":%d,\"health\":{\"success_rate\":", pa->breaker.fails_in_row);
+    admin_num(b, st->success_ema);
+    sbuf_puts(b, ",\"latency_ema_ms\":");
+    admin_num(b, st->latency_ema_ms);
+    health_figures h;
+    health_window_read(&pa->health, now, &h);
+    admin_opt(b, "success_rate_60s", h.attempts > 0, h.success_rate);
+    admin_opt(b, "latency_60s_ms", h.latency_ms >= 0, h.latency_ms);
+    sbuf_printf(b, ",\"attempts_60s\":%d}", h.attempts);
+    admin_controls_json(b, pa, now);
+    sbuf_puts(b, ",\"usage\":{");
+    admin_window(b, "primary", st->primary_used_pct, st->primary_reset_at, st->primary_window_s, now);
+    sbuf_puts(b, ",");
+    admin_window(b, "secondary", st->secondary_used_pct, st->secondary_reset_at, st->secondary_window_s, now);
+    sbuf_puts(b, ",\"plan_type\":");
+    admin_str(b, st->plan_type[0] ? st->plan_type : NULL);
+    sbuf_puts(b, ",\"credits\":{\"has_credits\":");
+    admin_tristate(b, st->has_credits);
+    sbuf_puts(b, ",\"unlimited\":");
+    admin_tristate(b, st->credits_unlimited);
+    admin_opt(b, "balance", st->credits_balance >= 0, st->credits_balance);
+    sbuf_puts(b, "}");
+    admin_opt(b, "polled_at", st->usage_polled_at > 0, st->usage_polled_at);
+    sbuf_printf(b, ",\"poll_status\":%d}", st->usage_poll_status);
+    admin_login_json(b, pa);
+    sbuf_puts(b, "}");
+}
+
+static void admin_get_accounts(admin_ctx *ctx, struct evhttp_request *req)
+{
+    double now = gateway_now();
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"now\":");
+    admin_num(&b, now);
+    sbuf_puts(&b, ",\"accounts\":[");
+    for (size_t i = 0; i < pool_count(ctx->gw->pool); i++) {
+        if (i)
+            sbuf_puts(&b, ",");
+        admin_account_json(&b, pool_at(ctx->gw->pool, i), now);
+    }
+    sbuf_puts(&b, "]}");
+    admin_send_json(req, &b);
+}
+
+static void admin_get_keys(admin_ctx *ctx, struct evhttp_request *req)
+{
+    pool *p = ctx->gw->pool;
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"keys\":[");
+    for (size_t i = 0; i < pool_key_count(p); i++) {
+        const platform_key *k = pool_key_at(p, i);
+        const pool_account *pref = k->preferred_account_id ? pool_find(p, k->preferred_account_id) : NULL;
+        sbuf_printf(&b, "%s{\"id\":%lld,\"name\":", i ? "," : "", (long long)k->id);
+        admin_str(&b, k->name);
+        sbuf_puts(&b, ",\"prefix\":");
+        admin_str(&b, k->prefix);
+        sbuf_printf(&b, ",\"revoked\":%s,\"preferred_account_id\":", k->revoked ? "true" : "false");
+        if (k->preferred_account_id)
+            sbuf_printf(&b, "%lld", (long long)k->preferred_account_id);
+        else
+            sbuf_puts(&b, "null");
+        sbuf_puts(&b, ",\"preferred_account\":");
+        admin_str(&b, pref ? pref->a.name : NULL);
+        sbuf_puts(&b, "}");
+    }
+    sbuf_puts(&b, "]}");
+    admin_send_json(req, &b);
+}
+
+typedef struct admin_rows {
+    sbuf *b;
+    size_t n;
+    int64_t last_id;
+} admin_rows;
+
+static void admin_log_row(void *ud, const store_log_row *r)
+{
+    admin_rows *rows = ud;
+    sbuf *b = rows->b;
+    sbuf_printf(b, "%s{\"id\":%lld,\"ts\":", rows->n++ ? "," : "", (long long)r->id);
+    admin_num(b, r->ts);
+    sbuf_printf(b, ",\"key_id\":%lld,\"key\":", (long long)r->key_id);
+    admin_str(b, r->key_name);
+    sbuf_puts(b, ",\"endpoint\":");
+    admin_str(b, r->endpoint);
+    sbuf_puts(b, ",\"model\":");
+    admin_str(b, r->model);
+    sbuf_printf(b, ",\"stream\":%s,\"account_id\":%lld,\"account\":", r->stream ? "true" : "false",
+                (long long)r->account_id);
+    admin_str(b, r->account_name);
+    sbuf_printf(b, ",\"status\":%d,\"attempts\":%d,\"latency_ms\":", r->status, r->attempts);
+    admin_num(b, r->latency_ms);
+    sbuf_puts(b, ",\"strategy\":");
+    admin_str(b, r->route_strategy);
+    sbuf_puts(b, ",\"error_class\":");
+    admin_str(b, r->error_class);
+    sbuf_printf(b, ",\"input_tokens\":%ld,\"output_tokens\":%ld,\"total_tokens\":%ld,\"tried\":", r->input_tokens,
+                r->output_tokens, r->total_tokens);
+    /* written by proxy.c as a JSON array; anything else is not passed on */
+    sbuf_puts(b, r->attempts_json[0] == '[' ? r->attempts_json : "[]");
+    sbuf_puts(b, "}");
+    rows->last_id = r->id;
+}
+
+static void admin_get_requests(admin_ctx *ctx, struct evhttp_request *req)
+{
+    struct evkeyvalq q;
+    admin_query(req, &q);
+    const char *failed = evhttp_find_header(&q, "failed");
+    store_log_filter f = {
+        .before_id = (int64_t)admin_qnum(&q, "before", 0),
+        .after_id = (int64_t)admin_qnum(&q, "after", 0),
+        .key = evhttp_find_header(&q, "key"),
+        .account = evhttp_find_header(&q, "account"),
+        .status = (int)admin_qnum(&q, "status", 0),
+        .failed = failed && (strcmp(failed, "1") == 0 || strcmp(failed, "true") == 0),
+        .since = admin_qnum(&q, "since", 0),
+        .until = admin_qnum(&q, "until", 0),
+        .limit = (int)admin_qnum(&q, "limit", ADMIN_REQUESTS_DEFAULT),
+        .scan_max = ADMIN_SCAN_MAX,
+    };
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"requests\":[");
+    admin_rows rows = {&b, 0, 0};
+    int n = store_logs_query(ctx->gw->st, &f, admin_log_row, &rows);
+    evhttp_clear_headers(&q);
+    if (n < 0) {
+        sbuf_free(&b);
+        return server_send_error(req, 503, "server_error", "database_busy", "the request log could not be read now; retry");
+    }
+    /* where the next page starts: after the last row of a full page, or
+     * below the rows this one examined when the scan bound stopped it */
+    sbuf_puts(&b, "],\"next_before\":");
+    if (rows.n && !f.after_id && (size_t)n == (size_t)(f.limit < 1 ? 1 : f.limit > 1000 ? 1000 : f.limit))
+        sbuf_printf(&b, "%lld", (long long)rows.last_id);
+    else if (f.scan_floor > 0)
+        sbuf_printf(&b, "%lld", (long long)f.scan_floor + 1);
+    else
+        sbuf_puts(&b, "null");
+    sbuf_puts(&b, "}");
+    admin_send_json(req, &b);
+}
+
+static void admin_stat_row(void *ud, const store_stat_row *r)
+{
+    admin_rows *rows = ud;
+    sbuf *b = rows->b;
+    sbuf_puts(b, rows->n++ ? ",{\"name\":" : "{\"name\":");
+    admin_str(b, r->label);
+    sbuf_printf(b, ",\"requests\":%lld,\"failed\":%lld,\"attempts\":%lld,\"failovers\":%lld,\"input_tokens\":%lld,"
+                   "\"output_tokens\":%lld,\"total_tokens\":%lld}",
+                (long long)r->requests, (long long)r->failed, (long long)r->attempts, (long long)r->failovers,
+                (long long)r->input_tokens, (long long)r->output_tokens, (long long)r->total_tokens);
+}
+
+static void admin_get_stats(admin_ctx *ctx, struct evhttp_request *req)
+{
+    struct evkeyvalq q;
+    admin_query(req, &q);
+    double now = gateway_now();
+    double since = admin_qnum(&q, "since", now - 3600), until = admin_qnum(&q, "until", 0);
+    evhttp_clear_headers(&q);
+    static const char *const groups[] = {"account", "key", "model"};
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"since\":");
+    admin_num(&b, since);
+    sbuf_puts(&b, ",\"until\":");
+    admin_num(&b, until > 0 ? until : now);
+    for (size_t g = 0; g < 3; g++) {
+        sbuf_printf(&b, ",\"by_%s\":[", groups[g]);
+        admin_rows rows = {&b, 0, 0};
+        if (store_logs_stats(ctx->gw->st, groups[g], since, until, admin_stat_row, &rows) < 0) {
+            sbuf_free(&b);
+            return server_send_error(req, 503, "server_error", "database_busy", "the request log could not be read now; retry");
+        }
+        sbuf_puts(&b, "]");
+    }
+    sbuf_puts(&b, "}");
+    admin_send_json(req, &b);
+}
+
+static void admin_bucket(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed)
+{
+    admin_rows *rows = ud;
+    sbuf_puts(rows->b, rows->n++ ? ",{\"t\":" : "{\"t\":");
+    admin_num(rows->b, t);
+    sbuf_printf(rows->b, ",\"requests\":%lld,\"failovers\":%lld,\"failed\":%lld}", (long long)requests,
+                (long long)failovers, (long long)failed);
+}
+
+static void admin_get_timeline(admin_ctx *ctx, struct evhttp_request *req)
+{
+    struct evkeyvalq q;
+    admin_query(req, &q);
+    double minutes = admin_qnum(&q, "minutes", 60), bucket = admin_qnum(&q, "bucket", 60);
+    evhttp_clear_headers(&q);
+    if (minutes < 1 || minutes > 7 * 24 * 60 || bucket < 1 || bucket > 86400)
+        return server_send_error(req, 400, "invalid_request_error", "invalid_value",
+                                 "minutes must be 1..10080 and bucket 1..86400 seconds");
+    double now = gateway_now();
+    /* aligned buckets, so the chart's columns do not shift every poll */
+    double since = floor((now - minutes * 60) / bucket) * bucket + bucket;
+    sbuf b = SBUF_INIT, items = SBUF_INIT;
+    admin_rows rows = {&items, 0, 0};
+    int from_memory = minutes == 60 && bucket == 60; /* the dashboard's view: no database scan */
+    if (from_memory)
+        since = metrics_minutes(now, admin_bucket, &rows);
+    sbuf_puts(&b, "{\"now\":");
+    admin_num(&b, now);
+    sbuf_puts(&b, ",\"since\":");
+    admin_num(&b, since);
+    sbuf_printf(&b, ",\"bucket_s\":%d,\"source\":\"%s\",\"buckets\":[", (int)bucket, from_memory ? "memory" : "database");
+    if (!from_memory && store_logs_timeline(ctx->gw->st, since, (int)bucket, admin_bucket, &rows) < 0) {
+        sbuf_free(&items);
+        sbuf_free(&b);
+        return server_send_error(req, 503, "server_error", "database_busy", "the request log could not be read now; retry");
+    }
+    if (items.len)
+        sbuf_append(&b, items.p, items.len);
+    sbuf_free(&items);
+    sbuf_puts(&b, "]}");
+    admin_send_json(req, &b);
+}
+
+static void admin_seed_minute(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed)
+{
+    metrics_minute_seed(t, requests, failovers, failed);
+}
+
+static void admin_get_policy(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"source\":");
+    admin_str(&b, policy_source(gw->policy));
+    sbuf_puts(&b, ",\"loaded_at\":");
+    admin_num(&b, gw->policy_loaded_at);
+    sbuf_puts(&b, ",\"files\":[");
+    policy_file f;
+    for (size_t i = 0; policy_file_info(gw->policy, i, &f) == 0; i++) {
+        sbuf_puts(&b, i ? ",{\"hook\":" : "{\"hook\":");
+        admin_str(&b, f.hook);
+        sbuf_puts(&b, ",\"path\":");
+        admin_str(&b, f.path);
+        sbuf_puts(&b, ",\"sha256\":");
+        admin_str(&b, f.sha256);
+        sbuf_printf(&b, ",\"fallbacks\":%llu}", (unsigned long long)f.fallbacks);
+    }
+    sbuf_printf(&b, "],\"fallbacks\":%llu,\"fallbacks_total\":%llu,\"last_fallback\":",
+                (unsigned long long)policy_fallbacks(gw->policy),
+                (unsigned long long)(gw->policy_fallbacks_retired + policy_fallbacks(gw->policy)));
+    const char *le = policy_last_error(gw->policy);
+    admin_str(&b, le && *le ? le : NULL);
+    sbuf_puts(&b, ",\"last_reload\":");
+    if (gw->policy_reload_at > 0) {
+        sbuf_puts(&b, "{\"at\":");
+        admin_num(&b, gw->policy_reload_at);
+        sbuf_printf(&b, ",\"ok\":%s,\"error\":", gw->policy_reload_ok ? "true" : "false");
+        admin_str(&b, gw->policy_reload_ok ? NULL : gw->policy_reload_error);
+        sbuf_puts(&b, "}");
+    } else {
+        sbuf_puts(&b, "null");
+    }
+    sbuf_puts(&b, "}");
+    admin_send_json(req, &b);
+}
+
+static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    double now = gateway_now();
+    store_writer_stats ws;
+    store_writer_stats_get(gw->st, &ws);
+    metrics_totals t;
+    metrics_totals_get(&t);
+    size_t by_state[METRICS_ACCOUNT_STATES] = {0};
+    for (size_t i = 0; i < pool_count(gw->pool); i++) {
+        const char *s = admin_account_state(pool_at(gw->pool, i), now);
+        for (size_t k = 0; k < METRICS_ACCOUNT_STATES; k++)
+            by_state[k] += strcmp(s, metrics_account_states[k]) == 0;
+    }
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"now\":");
+    admin_num(&b, now);
+    sbuf_puts(&b, ",\"started_at\":");
+    admin_num(&b, gw->started_at);
+    sbuf_puts(&b, ",\"listen\":");
+    char addr[96];
+    snprintf(addr, sizeof addr, "%s:%d", gw->cfg.listen_host, gw->cfg.listen_port);
+    admin_str(&b, addr);
+    sbuf_puts(&b, ",\"strategy\":");
+    admin_str(&b, gw->cfg.route_strategy);
+    sbuf_puts(&b, ",\"rotation\":");
+    admin_str(&b, gw->cfg.rotation);
+    sbuf_printf(&b, ",\"strategy_pinned\":%s,\"rotation_pinned\":%s,\"active_requests\":%zu,\"draining\":%s,"
+                    "\"accounts\":{\"total\":%zu",
+                gw->cfg.strategy_pinned ? "true" : "false", gw->cfg.rotation_pinned ? "true" : "false", gw->active,
+                gw->draining ? "true" : "false", pool_count(gw->pool));
+    for (size_t k = 0; k < METRICS_ACCOUNT_STATES; k++)
+        sbuf_printf(&b, ",\"%s\":%zu", metrics_account_states[k], by_state[k]);
+    sbuf_puts(&b, "},\"policy\":{\"source\":");
+    admin_str(&b, policy_source(gw->policy));
+    sbuf_printf(&b, ",\"fallbacks_total\":%llu},\"writer\":{\"pending_logs\":%zu,\"pending_states\":%zu,"
+                    "\"dropped_logs\":%llu,\"failed_commits\":%llu},",
+                (unsigned long long)(gw->policy_fallbacks_retired + policy_fallbacks(gw->policy)), ws.pending_logs,
+                ws.pending_states, (unsigned long long)ws.dropped_logs, (unsigned long long)ws.failed_commits);
+    sbuf_printf(&b, "\"since_start\":{\"requests\":%llu,\"attempts\":%llu,\"failovers\":%llu,"
+                    "\"preflight_switches\":%llu,\"retries\":%llu,\"waits\":%llu}}",
+                (unsigned long long)t.requests, (unsigned long long)t.attempts, (unsigned long long)t.failovers,
+                (unsigned long long)t.preflight_switches, (unsigned long long)t.retries, (unsigned long long)t.waits);
+    admin_send_json(req, &b);
+}
+
+/* ---------- actions ---------- */
+
+static void admin_ok(struct evhttp_request *req, const char *fmt_json)
+{
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, fmt_json);
+    admin_send_json(req, &b);
+}
+
+static int admin_queue(gateway *gw, struct evhttp_request *req, const store_admin_op *op)
+{
+    if (store_writer_put_admin(gw->st, op) == 0)
+        return 1;
+    server_send_error(req, 503, "server_error", "writer_busy", "too many changes are waiting to be written; retry");
+    return 0;
+}
+
+/* The account named by the body's "account" (a name, or an id as a number). */
+static pool_account *admin_body_account(gateway *gw, struct evhttp_request *req, const json_value *body)
+{
+    json_value *v = json_get(body, "account");
+    pool_account *pa = NULL;
+    if (v && v->type == JSON_STRING) {
+        for (size_t i = 0; i < pool_count(gw->pool) && !pa; i++)
+            if (strcmp(pool_at(gw->pool, i)->a.name, v->str) == 0)
+                pa = pool_at(gw->pool, i);
+    } else if (v && v->type == JSON_NUMBER) {
+        pa = pool_find(gw->pool, (int64_t)v->num);
+    } else {
+        server_send_error(req, 400, "invalid_request_error", "invalid_value",
+                          "'account' must be an account name or id");
+        return NULL;
+    }
+    if (!pa)
+        server_send_error(req, 404, "invalid_request_error", "unknown_account", "no such account");
+    return pa;
+}
+
+typedef enum { ADMIN_ENABLE, ADMIN_DISABLE, ADMIN_RESET } admin_account_action;
+
+static void admin_post_account(admin_ctx *ctx, struct evhttp_request *req, admin_account_action act)
+{
+    gateway *gw = ctx->gw;
+    json_value *body = admin_body(req);
+    pool_account *pa = body ? admin_body_account(gw, req, body) : NULL;
+    json_free(body);
+    if (!pa)
+        return;
+    if (act == ADMIN_RESET) {
+        pool_account_reset(pa);
+        pa->st.updated_at = gateway_now();
+        pool_state_save(gw->pool, pa);
+        admin_audit(gw, req, "reset_cooldown", pa->a.name);
+    } else {
+        store_admin_op op = {.kind = STORE_OP_ACCOUNT_ENABLED, .id = pa->a.id, .value = act == ADMIN_ENABLE};
+        if (!admin_queue(gw, req, &op))
+            return;
+        pa->a.enabled = act == ADMIN_ENABLE;
+        admin_audit(gw, req, act == ADMIN_ENABLE ? "enable" : "disable", pa->a.name);
+    }
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"ok\":true,\"account\":");
+    admin_account_json(&b, pa, gateway_now());
+    sbuf_puts(&b, "}");
+    admin_send_json(req, &b);
+}
+
+static void admin_post_enable(admin_ctx *ctx, struct evhttp_request *req) { admin_post_account(ctx, req, ADMIN_ENABLE); }
+static void admin_post_disable(admin_ctx *ctx, struct evhttp_request *req) { admin_post_account(ctx, req, ADMIN_DISABLE); }
+static void admin_post_reset(admin_ctx *ctx, struct evhttp_request *req) { admin_post_account(ctx, req, ADMIN_RESET); }
+
+/* {"key": id, "account": name | id | null}: null clears the preference. */
+static void admin_post_prefer(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    json_value *body = admin_body(req);
+    if (!body)
+        return;
+    json_value *kv = json_get(body, "key");
+    platform_key *key = NULL;
+    for (size_t i = 0; kv && i < pool_key_count(gw->pool); i++) {
+        platform_key *k = pool_key_at(gw->pool, i);
+        if ((kv->type == JSON_NUMBER && k->id == (int64_t)kv->num) || (kv->type == JSON_STRING && strcmp(k->name, kv->str) == 0)) {
+            key = k;
+            break;
+        }
+    }
+    json_value *av = json_get(body, "account");
+    pool_account *pa = NULL;
+    if (!key) {
+        server_send_error(req, 404, "invalid_request_error", "unknown_key", "no such platform key ('key': id or name)");
+    } else if (!av || av->type != JSON_NULL) {
+        pa = admin_body_account(gw, req, body);
+        if (!pa) {
+            json_free(body);
+            return;
+        }
+    }
+    json_free(body);
+    if (!key)
+        return;
+    store_admin_op op = {.kind = STORE_OP_KEY_PREFERRED, .id = key->id, .value = pa ? pa->a.id : 0};
+    if (!admin_queue(gw, req, &op))
+        return;
+    key->preferred_account_id = pa ? pa->a.id : 0;
+    char target[200];
+    snprintf(target, sizeof target, "key %s -> %s", key->name, pa ? pa->a.name : "(none)");
+    admin_audit(gw, req, "prefer", target);
+    admin_ok(req, "{\"ok\":true}");
+}
+
+/* {"strategy": "...", "rotation": "..."} (either or both). */
+static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    json_value *body = admin_body(req);
+    if (!body)
+        return;
+    const char *strategy = json_get_str(body, "strategy"), *rotation = json_get_str(body, "rotation");
+    const char *canon = strategy ? config_strategy_canonical(strategy) : NULL;
+    const char *bad = NULL;
+    if (!strategy && !rotation)
+        bad = "give 'strategy' (ordered | balanced | weighted) and/or 'rotation'";
+    else if (strategy && !canon)
+        bad = "unknown strategy: expected ordered, balanced or weighted";
+    else if (rotation && !config_rotation_valid(rotation))
+        bad = "unknown rotation: expected account_rotation, aggregate_api_rotation, hybrid_rotation or "
+              "hybrid_aggregate_first_rotation";
+    if (bad) {
+        json_free(body);
+        return server_send_error(req, 400, "invalid_request_error", "invalid_value", bad);
+    }
+    store_admin_op ops[2];
+    size_t n = 0;
+    if (canon) {
+        ops[n] = (store_admin_op){.kind = STORE_OP_SETTING};
+        snprintf(ops[n].key, sizeof ops[n].key, "route_strategy");
+        snprintf(ops[n].text, sizeof ops[n].text, "%s", canon);
+        n++;
+    }
+    if (rotation) {
+        ops[n] = (store_admin_op){.kind = STORE_OP_SETTING};
+        snprintf(ops[n].key, sizeof ops[n].key, "rotation");
+        snprintf(ops[n].text, sizeof ops[n].text, "%s", rotation);
+        n++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!admin_queue(gw, req, &ops[i])) {
+            json_free(body);
+            return;
+        }
+        char target[128];
+        snprintf(target, sizeof target, "%s=%s", ops[i].key, ops[i].text);
+        admin_audit(gw, req, "set", target);
+    }
+    /* the running gateway follows at once, pinned or not; a flag or
+     * environment variable wins again at the next start (the reply says so) */
+    if (canon)
+        snprintf(gw->cfg.route_strategy, sizeof gw->cfg.route_strategy, "%s", canon);
+    if (rotation)
+        snprintf(gw->cfg.rotation, sizeof gw->cfg.rotation, "%s", rotation);
+    json_free(body);
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"ok\":true,\"strategy\":");
+    admin_str(&b, gw->cfg.route_strategy);
+    sbuf_puts(&b, ",\"rotation\":");
+    admin_str(&b, gw->cfg.rotation);
+    sbuf_printf(&b, ",\"strategy_pinned\":%s,\"rotation_pinned\":%s}", gw->cfg.strategy_pinned ? "true" : "false",
+                gw->cfg.rotation_pinned ? "true" : "false");
+    admin_send_json(req, &b);
+}
+
+static void admin_post_reload(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    admin_audit(gw, req, "reload_policies", policy_source(gw->policy));
+    if (gw->reload_policies(gw, "admin") != 0) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "policy reload refused, the previous policy keeps serving: %s", gw->policy_reload_error);
+        return server_send_error(req, 422, "invalid_request_error", "policy_reload_failed", msg);
+    }
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"ok\":true,\"source\":");
+    admin_str(&b, policy_source(gw->policy));
+    sbuf_puts(&b, "}");
+    admin_send_json(req, &b);
+}
+
+/* ---------- metrics and the dashboard's files ---------- */
+
+static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    double now = gateway_now();
+    size_t n = pool_count(gw->pool);
+    metrics_account *accts = calloc(n ? n : 1, sizeof *accts);
+    for (size_t i = 0; i < n; i++) {
+        const pool_account *pa = pool_at(gw->pool, i);
+        health_figures h;
+        health_window_read(&pa->health, now, &h);
+        accts[i] = (metrics_account){pa->a.id, pa->a.name, admin_account_state(pa, now),
+                                     pa->st.cooldown_until > now ? pa->st.cooldown_until - now : 0, pa->inflight,
+                                     pa->st.primary_used_pct, pa->st.secondary_used_pct,
+                                     h.success_rate, h.latency_ms, h.attempts};
+    }
+    store_writer_stats ws;
+    store_writer_stats_get(gw->st, &ws);
+    metrics_gauges g = {accts, n, gw->policy_fallbacks_retired + policy_fallbacks(gw->policy), ws.pending_logs,
+                        ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at};
+    sbuf b = SBUF_INIT;
+    metrics_format(&b, &g);
+    free(accts);
+    admin_send(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+    sbuf_free(&b);
+}
+
+static const char *admin_ctype(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (dot && strcmp(dot, ".html") == 0)
+        return "text/html; charset=utf-8";
+    if (dot && strcmp(dot, ".css") == 0)
+        return "text/css; charset=utf-8";
+    if (dot && strcmp(dot, ".js") == 0)
+        return "text/javascript; charset=utf-8";
+    if (dot && strcmp(dot, ".svg") == 0)
+        return "image/svg+xml";
+    return "application/octet-stream";
+}
+
+/* /admin/<file> from web/<file>, embedded at build time. */
+static void admin_static(admin_ctx *ctx, struct evhttp_request *req)
+{
+    if (!admin_network_ok(ctx, req) || !admin_method(req, EVHTTP_REQ_GET))
+        return;
+    const char *uri = evhttp_request_get_uri(req);
+    size_t plen = strcspn(uri, "?");
+    char name[160];
+    if (plen == 6 || plen == 7) /* "/admin" or "/admin/" */
+        snprintf(name, sizeof name, "web/index.html");
+    else
+        snprintf(name, sizeof name, "web/%.*s", (int)(plen > 7 + 140 ? 140 : plen - 7), uri + 7);
+    const embedded_file *f = embedded_find(name);
+    if (!f)
+        return server_send_error(req, 404, "invalid_request_error", "unknown_url", "no such file");
+    if (plen == 6) { /* relative links in the page need the slash */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Location", "/admin/");
+        evhttp_send_reply(req, 302, "Found", NULL);
+        return;
+    }
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    /* nothing but our own files; the token travels in fetch headers only */
+    evhttp_add_header(h, "Content-Security-Policy",
+                      "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                      "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+    evhttp_add_header(h, "Referrer-Policy", "no-referrer");
+    admin_send(req, 200, admin_ctype(name), f->data, f->len);
+}
+
+/* ---------- routes ---------- */
+
+typedef void (*admin_handler)(admin_ctx *ctx, struct evhttp_request *req);
+
+typedef struct admin_route {
+    const char *path;
+    enum evhttp_cmd_type method;
+    admin_handler fn;
+} admin_route;
+
+static const admin_route admin_routes[] = {
+    {"/admin/api/overview", EVHTTP_REQ_GET, admin_get_overview},
+    {"/admin/api/accounts", EVHTTP_REQ_GET, admin_get_accounts},
+    {"/admin/api/keys", EVHTTP_REQ_GET, admin_get_keys},
+    {"/admin/api/requests", EVHTTP_REQ_GET, admin_get_requests},
+    {"/admin/api/stats", EVHTTP_REQ_GET, admin_get_stats},
+    {"/admin/api/timeline", EVHTTP_REQ_GET, admin_get_timeline},
+    {"/admin/api/policy", EVHTTP_REQ_GET, admin_get_policy},
+    {"/admin/api/accounts/enable", EVHTTP_REQ_POST, admin_post_enable},
+    {"/admin/api/accounts/disable", EVHTTP_REQ_POST, admin_post_disable},
+    {"/admin/api/accounts/reset", EVHTTP_REQ_POST, admin_post_reset},
+    {"/admin/api/keys/prefer", EVHTTP_REQ_POST, admin_post_prefer},
+    {"/admin/api/settings", EVHTTP_REQ_POST, admin_post_settings},
+    {"/admin/api/policy/reload", EVHTTP_REQ_POST, admin_post_reload},
+};
+
+static const admin_route *admin_route_find(struct evhttp_request *req)
+{
+    const char *uri = evhttp_request_get_uri(req);
+    size_t plen = strcspn(uri, "?");
+    for (size_t i = 0; i < sizeof admin_routes / sizeof *admin_routes; i++)
+        if (strlen(admin_routes[i].path) == plen && strncmp(uri, admin_routes[i].path, plen) == 0)
+            return &admin_routes[i];
+    return NULL;
+}
+
+static void admin_on_api(struct evhttp_request *req, void *arg)
+{
+    admin_ctx *ctx = arg;
+    const admin_route *r = admin_route_find(req);
+    if (!r) /* registered paths only reach here */
+        return server_send_error(req, 404, "invalid_request_error", "unknown_url", "unknown admin path");
+    if (admin_auth(ctx, req) && admin_method(req, r->method))
+        r->fn(ctx, req);
+}
+
+static void admin_on_metrics(struct evhttp_request *req, void *arg)
+{
+    admin_ctx *ctx = arg;
+    if (admin_network_ok(ctx, req) && admin_method(req, EVHTTP_REQ_GET))
+        admin_metrics(ctx, req);
+}
+
+static void admin_on_static(struct evhttp_request *req, void *arg) { admin_static(arg, req); }
+
+static void admin_on_other(struct evhttp_request *req, void *arg)
+{
+    server_send_error(req, 404, "invalid_request_error", "unknown_url",
+                      "this is the admin listener: it serves /admin/, /admin/api/ and /metrics");
+}
+
+static void admin_register(struct evhttp *http, admin_ctx *ctx)
+{
+    for (size_t i = 0; i < sizeof admin_routes / sizeof *admin_routes; i++)
+        evhttp_set_cb(http, admin_routes[i].path, admin_on_api, ctx);
+    evhttp_set_cb(http, "/metrics", admin_on_metrics, ctx);
+    evhttp_set_cb(http, "/admin", admin_on_static, ctx);
+    evhttp_set_cb(http, "/admin/", admin_on_static, ctx);
+    for (const embedded_file *f = embedded_files; f->name; f++)
+        if (strncmp(f->name, "web/", 4) == 0 && strcmp(f->name, "web/index.html") != 0) {
+            char path[160];
+            snprintf(path, sizeof path, "/admin/%s", f->name + 4);
+            evhttp_set_cb(http, path, admin_on_static, ctx);
+        }
+}
+
+int admin_start(gateway *gw)
+{
+    /* the chart's last hour from the request log, once, before serving */
+    double now = gateway_now();
+    store_logs_timeline(gw->st, floor(now / 60) * 60 - 59 * 60, 60, admin_seed_minute, NULL);
+    if (!gw->cfg.admin_port) {
+        admin_ctxs[0] = (admin_ctx){gw, 0};
+        admin_register(gw->http, &admin_ctxs[0]);
+        return 0;
+    }
+    gw->admin_http = evhttp_new(gw->base);
+    if (!gw->admin_http)
+        return -1;
+    evhttp_set_max_body_size(gw->admin_http, ADMIN_BODY_MAX);
+    evhttp_set_timeout(gw->admin_http, 60);
+    admin_ctxs[1] = (admin_ctx){gw, 1};
+    admin_register(gw->admin_http, &admin_ctxs[1]);
+    evhttp_set_gencb(gw->admin_http, admin_on_other, NULL);
+    if (!evhttp_bind_socket_with_handle(gw->admin_http, gw->cfg.admin_host, (ev_uint16_t)gw->cfg.admin_port)) {
+        log_error("cannot listen for the admin surface on %s:%d", gw->cfg.admin_host, gw->cfg.admin_port);
+        return -1;
+    }
+    log_info("admin surface on http://%s:%d/admin/ (not on the gateway listener)", gw->cfg.admin_host,
+             gw->cfg.admin_port);
+    return 0;
+}

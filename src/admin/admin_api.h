@@ -1,0 +1,29 @@
+/* admin_api.h: the admin surface of a running gateway: the JSON API under
+ * /admin/api/ (read the pool, keys, request logs, aggregates and policy
+ * status; enable/disable an account, reset its cooldown, set a key's
+ * preferred account, set strategy or rotation, reload policies), the
+ * dashboard's static files under /admin/ and Prometheus text at /metrics.
+ * Served on the gateway's listener to loopback clients only, or on its own
+ * listener (--admin-listen) to anyone who can reach that address. The API
+ * wants the admin token (`switchyard admin token`); a platform key gets 403. */
+#ifndef SY_ADMIN_API_H
+#define SY_ADMIN_API_H
+#include "core/gateway.h"
+#include "route/pool.h"
+
+/* Registers the admin paths on the gateway listener, or binds
+ * --admin-listen and registers them there. -1 on failure. */
+int admin_start(gateway *gw);
+/* (Re)reads the admin token's hash from the database into gw. */
+void admin_token_load(gateway *gw);
+
+/* Routing state of an account as the dashboard and metrics name it:
+ * "disabled", "breaker_open", "cooling", "busy", "half_open", "available". */
+const char *admin_account_state(const pool_account *pa, double now);
+/* Constant-time comparison of two NUL-terminated hex digests; 1 if equal. */
+int admin_digest_equal(const char *a, const char *b);
+/* 1 if sa is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x.x.x). */
+struct sockaddr;
+int admin_is_loopback(const struct sockaddr *sa);
+
+#endif

@@ -1,0 +1,483 @@
+/* admin_cli.c: `switchyard admin token` (creates or rotates the admin
+ * token: printed once, as the last line; only its sha256 is stored),
+ * `switchyard status` (the pool at a glance: from the running gateway's
+ * admin API when it can be reached with an admin token, else from the
+ * database) and `switchyard logs` (one line per request with its attempts,
+ * read from the database; --follow polls for new rows). */
+#include "admin/admin_cli.h"
+#include "admin/admin_api.h"
+#include "admin/cli.h"
+#include "core/config.h"
+#include "base/json.h"
+#include "base/sbuf.h"
+#include "base/sha256.h"
+#include "store/store_admin.h"
+#include <curl/curl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ADMIN_TOKEN_CHARS 43
+#define ADMIN_LOG_FOLLOW_MS 500
+
+/* ---------- admin token ---------- */
+
+static void admin_cli_usage_admin(FILE *f)
+{
+    fputs("usage: switchyard admin token [--db PATH]\n"
+          "  creates the admin token (or replaces it: the old one stops working within a second)\n"
+          "  and prints it once, as the last line; only its hash is stored\n",
+          f);
+}
+
+static int admin_cli_token(int argc, char **argv)
+{
+    const char *cmd = "admin token", *db = NULL;
+    int help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_admin);
+    if (rc >= 0)
+        return rc;
+    char tok[4 + ADMIN_TOKEN_CHARS + 1] = "sya-";
+    if (store_random_base62(tok + 4, ADMIN_TOKEN_CHARS) != 0) {
+        fprintf(stderr, "switchyard %s: no randomness available\n", cmd);
+        return 1;
+    }
+    tok[sizeof tok - 1] = '\0';
+    char hash[65], prefix[12], err[512];
+    sha256_hex(tok, strlen(tok), hash);
+    snprintf(prefix, sizeof prefix, "%.8s", tok);
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return 1;
+    rc = store_admin_token_set(s, hash, prefix, err, sizeof err);
+    store_close(s);
+    if (rc != 0) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+        return 1;
+    }
+    printf("admin token created (it replaces any earlier one; shown once, keep it safe).\n"
+           "Use it as 'Authorization: Bearer <token>', in the dashboard at /admin/, or as\n"
+           "SWITCHYARD_ADMIN_TOKEN for 'switchyard status':\n%s\n", tok);
+    explicit_bzero(tok, sizeof tok);
+    return 0;
+}
+
+int admin_cli_admin_main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "token") == 0)
+        return admin_cli_token(argc - 2, argv + 2);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0)) {
+        admin_cli_usage_admin(stdout);
+        return 0;
+    }
+    admin_cli_usage_admin(stderr);
+    return 2;
+}
+
+/* ---------- status ---------- */
+
+typedef struct status_row {
+    char name[64], kind[16], state[16], breaker[12], last_error[32];
+    int enabled, ladder, inflight; /* inflight -1: unknown (database) */
+    double cooldown_s, primary_pct, secondary_pct, primary_reset_s, secondary_reset_s; /* -1 unknown */
+} status_row;
+
+static void admin_cli_usage_status(FILE *f)
+{
+    fputs("usage: switchyard status [--db PATH] [--url URL] [--json]\n"
+          "  the pool at a glance. Asks the running gateway (--url, default from --admin-listen/\n"
+          "  SWITCHYARD_ADMIN_LISTEN or SWITCHYARD_LISTEN) with $SWITCHYARD_ADMIN_TOKEN; without a token\n"
+          "  or a reachable gateway it reads the database (no in-flight counts or breaker state there)\n",
+          f);
+}
+
+static size_t admin_cli_curl_write(char *p, size_t size, size_t n, void *ud)
+{
+    sbuf_append(ud, p, size * n);
+    return size * n;
+}
+
+/* GET url with the admin token; 0 and the body on HTTP 200, else -1 and why. */
+static int admin_cli_get(const char *url, const char *token, sbuf *body, char *why, size_t whylen)
+{
+    CURL *c = curl_easy_init();
+    if (!c) {
+        snprintf(why, whylen, "curl unavailable");
+        return -1;
+    }
+    sbuf auth = SBUF_INIT;
+    sbuf_printf(&auth, "Authorization: Bearer %s", token);
+    struct curl_slist *h = curl_slist_append(NULL, auth.p);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, admin_cli_curl_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (rc != CURLE_OK)
+        snprintf(why, whylen, "%s", curl_easy_strerror(rc));
+    else if (status != 200)
+        snprintf(why, whylen, "the gateway answered HTTP %ld", status);
+    curl_slist_free_all(h);
+    explicit_bzero(auth.p, auth.len);
+    sbuf_free(&auth);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK && status == 200 ? 0 : -1;
+}
+
+static double admin_cli_num(const json_value *o, const char *k, double dflt)
+{
+    json_value *v = json_get(o, k);
+    return v && v->type == JSON_NUMBER ? v->num : dflt;
+}
+
+static void admin_cli_str(const json_value *o, const char *k, char *out, size_t n)
+{
+    const char *s = json_get_str(o, k);
+    snprintf(out, n, "%s", s ? s : "-");
+}
+
+static size_t admin_cli_rows_from_api(const json_value *doc, status_row **out)
+{
+    json_value *arr = json_get(doc, "accounts");
+    size_t n = arr && arr->type == JSON_ARRAY ? arr->count : 0;
+    status_row *rows = calloc(n ? n : 1, sizeof *rows);
+    size_t i = 0;
+    for (json_value *a = arr ? arr->child : NULL; a && i < n; a = a->next, i++) {
+        status_row *r = &rows[i];
+        admin_cli_str(a, "name", r->name, sizeof r->name);
+        admin_cli_str(a, "kind", r->kind, sizeof r->kind);
+        admin_cli_str(a, "state", r->state, sizeof r->state);
+        admin_cli_str(a, "breaker", r->breaker, sizeof r->breaker);
+        admin_cli_str(a, "last_error", r->last_error, sizeof r->last_error);
+        r->enabled = json_get_bool(a, "enabled", 1);
+        r->ladder = (int)admin_cli_num(a, "ladder_step", 0);
+        r->inflight = (int)admin_cli_num(a, "inflight", -1);
+        r->cooldown_s = admin_cli_num(a, "cooldown_remaining_s", 0);
+        json_value *u = json_get(a, "usage");
+        json_value *p = u ? json_get(u, "primary") : NULL, *s = u ? json_get(u, "secondary") : NULL;
+        r->primary_pct = p ? admin_cli_num(p, "used_pct", -1) : -1;
+        r->secondary_pct = s ? admin_cli_num(s, "used_pct", -1) : -1;
+        r->primary_reset_s = p ? admin_cli_num(p, "resets_in_s", -1) : -1;
+        r->secondary_reset_s = s ? admin_cli_num(s, "resets_in_s", -1) : -1;
+    }
+    *out = rows;
+    return i;
+}
+
+static size_t admin_cli_rows_from_db(store *s, status_row **out)
+{
+    account *acc = NULL;
+    account_state *st = NULL;
+    size_t n = 0, nst = 0;
+    if (store_accounts_load(s, &acc, &n) != 0 || store_states_load(s, &st, &nst) != 0) {
+        store_accounts_free(acc, n);
+        free(st);
+        *out = NULL;
+        return (size_t)-1;
+    }
+    status_row *rows = calloc(n ? n : 1, sizeof *rows);
+    double now = gateway_now();
+    for (size_t i = 0; i < n; i++) {
+        pool_account pa;
+        memset(&pa, 0, sizeof pa);
+        pa.a = acc[i];
+        pa.st.primary_used_pct = pa.st.secondary_used_pct = -1;
+        for (size_t k = 0; k < nst; k++)
+            if (st[k].account_id == acc[i].id)
+                pa.st = st[k];
+        status_row *r = &rows[i];
+        snprintf(r->name, sizeof r->name, "%s", acc[i].name);
+        snprintf(r->kind, sizeof r->kind, "%s", account_kind_name(acc[i].kind));
+        snprintf(r->state, sizeof r->state, "%s", admin_account_state(&pa, now));
+        snprintf(r->breaker, sizeof r->breaker, "-");
+        snprintf(r->last_error, sizeof r->last_error, "%s", pa.st.last_error[0] ? pa.st.last_error : "-");
+        r->enabled = acc[i].enabled;
+        r->ladder = pa.st.ladder_step;
+        r->inflight = -1;
+        r->cooldown_s = pa.st.cooldown_until > now ? ceil(pa.st.cooldown_until - now) : 0;
+        r->primary_pct = pa.st.primary_used_pct;
+        r->secondary_pct = pa.st.secondary_used_pct;
+        r->primary_reset_s = pa.st.primary_reset_at > 0 ? fmax(0, pa.st.primary_reset_at - now) : -1;
+        r->secondary_reset_s = pa.st.secondary_reset_at > 0 ? fmax(0, pa.st.secondary_reset_at - now) : -1;
+    }
+    store_accounts_free(acc, n);
+    free(st);
+    *out = rows;
+    return n;
+}
+
+/* "1h05m", "42s", "-" */
+static void admin_cli_dur(char *out, size_t n, double s)
+{
+    if (s < 0)
+        snprintf(out, n, "-");
+    else if (s < 60)
+        snprintf(out, n, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(out, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(out, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+static void admin_cli_pct(char *out, size_t n, double pct, double reset_s)
+{
+    char r[16];
+    admin_cli_dur(r, sizeof r, reset_s);
+    if (pct < 0)
+        snprintf(out, n, "-");
+    else if (reset_s >= 0)
+        snprintf(out, n, "%.0f%% (%s)", pct, r);
+    else
+        snprintf(out, n, "%.0f%%", pct);
+}
+
+static void admin_cli_rows_print(const status_row *rows, size_t n)
+{
+    printf("%-20s %-9s %-12s %-9s %6s %-9s %8s %-14s %-14s %s\n", "ACCOUNT", "KIND", "STATE", "COOLDOWN", "LADDER",
+           "BREAKER", "INFLIGHT", "5H USED", "WEEK USED", "LAST_ERROR");
+    for (size_t i = 0; i < n; i++) {
+        const status_row *r = &rows[i];
+        char cool[16], infl[12], p[32], s[32];
+        admin_cli_dur(cool, sizeof cool, r->cooldown_s > 0 ? r->cooldown_s : -1);
+        if (r->inflight >= 0)
+            snprintf(infl, sizeof infl, "%d", r->inflight);
+        else
+            snprintf(infl, sizeof infl, "-");
+        admin_cli_pct(p, sizeof p, r->primary_pct, r->primary_reset_s);
+        admin_cli_pct(s, sizeof s, r->secondary_pct, r->secondary_reset_s);
+        printf("%-20s %-9s %-12s %-9s %6d %-9s %8s %-14s %-14s %s\n", r->name, r->kind, r->state, cool, r->ladder,
+               r->breaker, infl, p, s, r->last_error);
+    }
+}
+
+/* The database's view as JSON: {"source":"database","accounts":[...]}
+ * with the fields of the API's accounts document that the database knows. */
+static void admin_cli_rows_json(const status_row *rows, size_t n)
+{
+    sbuf o = SBUF_INIT;
+    sbuf_puts(&o, "{\"source\":\"database\",\"accounts\":[");
+    for (size_t i = 0; i < n; i++) {
+        const status_row *r = &rows[i];
+        sbuf_puts(&o, i ? ",{\"name\":" : "{\"name\":");
+        sbuf_json_str(&o, r->name, strlen(r->name));
+        sbuf_printf(&o, ",\"kind\":\"%s\",\"state\":\"%s\",\"enabled\":%s,\"cooldown_remaining_s\":%.0f,"
+                        "\"ladder_step\":%d,\"last_error\":",
+                    r->kind, r->state, r->enabled ? "true" : "false", r->cooldown_s, r->ladder);
+        if (strcmp(r->last_error, "-") == 0)
+            sbuf_puts(&o, "null");
+        else
+            sbuf_json_str(&o, r->last_error, strlen(r->last_error));
+        sbuf_puts(&o, "}");
+    }
+    sbuf_puts(&o, "]}\n");
+    fputs(o.p, stdout);
+    sbuf_free(&o);
+}
+
+/* The admin API base URL from the same settings `serve` reads. */
+static void admin_cli_default_url(char *out, size_t n)
+{
+    sy_config c;
+    config_defaults(&c);
+    config_from_env(&c);
+    const char *host = c.admin_port ? c.admin_host : c.listen_host;
+    int port = c.admin_port ? c.admin_port : c.listen_port;
+    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || !*host)
+        host = "127.0.0.1";
+    snprintf(out, n, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
+}
+
+static int admin_cli_status(int argc, char **argv)
+{
+    const char *cmd = "status", *db = NULL, *url = NULL;
+    int help = 0, json = 0;
+    const cli_opt opts[] = {{"db", &db, NULL},     {"url", &url, NULL},      {"json", NULL, &json},
+                            {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_status);
+    if (rc >= 0)
+        return rc;
+    char base[256], why[256] = "no admin token ($SWITCHYARD_ADMIN_TOKEN is not set)";
+    if (url)
+        snprintf(base, sizeof base, "%s", url);
+    else
+        admin_cli_default_url(base, sizeof base);
+    size_t bl = strlen(base);
+    while (bl && base[bl - 1] == '/')
+        base[--bl] = '\0';
+    const char *token = getenv("SWITCHYARD_ADMIN_TOKEN");
+    status_row *rows = NULL;
+    size_t n = 0;
+    if (token && *token) {
+        sbuf body = SBUF_INIT, ov = SBUF_INIT;
+        char u[300];
+        snprintf(u, sizeof u, "%s/admin/api/accounts", base);
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        int ok = admin_cli_get(u, token, &body, why, sizeof why) == 0;
+        snprintf(u, sizeof u, "%s/admin/api/overview", base);
+        if (ok)
+            admin_cli_get(u, token, &ov, why, sizeof why);
+        json_value *doc = ok ? json_parse(body.p, body.len, NULL, 0) : NULL;
+        json_value *odoc = ov.len ? json_parse(ov.p, ov.len, NULL, 0) : NULL;
+        if (doc && json) {
+            fputs(body.p, stdout);
+        } else if (doc) {
+            n = admin_cli_rows_from_api(doc, &rows);
+            printf("gateway %s (live): strategy %s, rotation %s, %.0f active request(s), policies %s\n", base,
+                   odoc ? json_get_str(odoc, "strategy") ? json_get_str(odoc, "strategy") : "?" : "?",
+                   odoc ? json_get_str(odoc, "rotation") ? json_get_str(odoc, "rotation") : "?" : "?",
+                   odoc ? admin_cli_num(odoc, "active_requests", 0) : 0,
+                   odoc && json_get(odoc, "policy") ? json_get_str(json_get(odoc, "policy"), "source") : "?");
+            admin_cli_rows_print(rows, n);
+        } else if (ok) {
+            snprintf(why, sizeof why, "the gateway's answer was not JSON");
+        }
+        json_free(doc);
+        json_free(odoc);
+        sbuf_free(&body);
+        sbuf_free(&ov);
+        curl_global_cleanup();
+        if (doc) {
+            free(rows);
+            return 0;
+        }
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return 1;
+    n = admin_cli_rows_from_db(s, &rows);
+    if (n == (size_t)-1) {
+        fprintf(stderr, "switchyard %s: cannot read accounts from %s\n", cmd, store_path(s));
+        store_close(s);
+        return 1;
+    }
+    if (json) {
+        admin_cli_rows_json(rows, n);
+    } else {
+        printf("from the database %s (gateway at %s not asked: %s)\n", store_path(s), base, why);
+        admin_cli_rows_print(rows, n);
+    }
+    free(rows);
+    store_close(s);
+    return 0;
+}
+
+int admin_cli_status_main(int argc, char **argv) { return admin_cli_status(argc - 1, argv + 1); }
+
+/* ---------- logs ---------- */
+
+static void admin_cli_usage_logs(FILE *f)
+{
+    fputs("usage: switchyard logs [--db PATH] [--follow] [--account A] [--key K] [--failed] [--limit N]\n"
+          "  one line per request (newest last) with its attempts: account(outcome class status ms) > ...\n"
+          "  --account matches requests served by or tried on A; --key takes a key name or id;\n"
+          "  --follow keeps printing new requests until interrupted\n",
+          f);
+}
+
+static void admin_cli_log_line(void *ud, const store_log_row *r)
+{
+    (void)ud;
+    char when[32];
+    time_t t = (time_t)r->ts;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    sbuf line = SBUF_INIT;
+    sbuf_printf(&line, "%s #%lld %s %s %s %d %.0fms key=%s account=%s", when, (long long)r->id, r->endpoint,
+                r->model[0] ? r->model : "-", r->stream ? "stream" : "plain", r->status, r->latency_ms,
+                r->key_name[0] ? r->key_name : "-", r->account_name[0] ? r->account_name : "-");
+    if (r->error_class[0])
+        sbuf_printf(&line, " class=%s", r->error_class);
+    if (r->total_tokens >= 0)
+        sbuf_printf(&line, " tokens=%ld", r->total_tokens);
+    json_value *arr = json_parse(r->attempts_json, strlen(r->attempts_json), NULL, 0);
+    int i = 0;
+    for (json_value *a = arr && arr->type == JSON_ARRAY ? arr->child : NULL; a; a = a->next, i++) {
+        const char *cls = json_get_str(a, "class");
+        sbuf_printf(&line, "%s%s(%s%s%s %.0f %.0fms)", i ? " > " : " tried: ", json_get_str(a, "account") ? json_get_str(a, "account") : "?",
+                    json_get_str(a, "outcome") ? json_get_str(a, "outcome") : "?", cls && *cls ? " " : "",
+                    cls && *cls ? cls : "", json_get_num(a, "status", 0), json_get_num(a, "ms", 0));
+    }
+    json_free(arr);
+    puts(line.p);
+    sbuf_free(&line);
+}
+
+static volatile sig_atomic_t admin_cli_stop;
+static void admin_cli_on_sigint(int sig) { admin_cli_stop = 1; }
+
+static void admin_cli_note_id(void *ud, const store_log_row *r)
+{
+    int64_t *last = ud;
+    admin_cli_log_line(NULL, r);
+    if (r->id > *last)
+        *last = r->id;
+}
+
+static void admin_cli_max_id(void *ud, const store_log_row *r)
+{
+    int64_t *first = ud;
+    if (!*first || r->id < *first)
+        *first = r->id;
+}
+
+static int admin_cli_logs(int argc, char **argv)
+{
+    const char *cmd = "logs", *db = NULL, *acct = NULL, *key = NULL, *limit_s = NULL;
+    int help = 0, follow = 0, failed = 0;
+    const cli_opt opts[] = {{"db", &db, NULL},         {"account", &acct, NULL}, {"key", &key, NULL},
+                            {"limit", &limit_s, NULL}, {"follow", NULL, &follow}, {"failed", NULL, &failed},
+                            {"help", NULL, &help},     {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_logs);
+    if (rc >= 0)
+        return rc;
+    int limit = limit_s ? atoi(limit_s) : 20;
+    if (limit < 1 || limit > 1000) {
+        fprintf(stderr, "switchyard %s: --limit must be 1..1000\n", cmd);
+        return 2;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return 1;
+    /* the newest `limit` rows, printed oldest first: find where they start */
+    store_log_filter f = {.key = key, .account = acct, .failed = failed, .limit = limit};
+    int64_t first = 0, last = 0;
+    if (store_logs_query(s, &f, admin_cli_max_id, &first) < 0) {
+        fprintf(stderr, "switchyard %s: cannot read request logs from %s\n", cmd, store_path(s));
+        store_close(s);
+        return 1;
+    }
+    f.after_id = first ? first - 1 : 0;
+    f.limit = 1000;
+    if (first)
+        store_logs_query(s, &f, admin_cli_note_id, &last);
+    fflush(stdout);
+    if (follow) {
+        signal(SIGINT, admin_cli_on_sigint);
+        signal(SIGTERM, admin_cli_on_sigint);
+        if (!last) { /* nothing yet: start after whatever exists now, matching or not */
+            store_log_filter any = {.limit = 1};
+            store_logs_query(s, &any, admin_cli_max_id, &last);
+        }
+        while (!admin_cli_stop) {
+            f.after_id = last;
+            store_logs_query(s, &f, admin_cli_note_id, &last);
+            fflush(stdout);
+            struct timespec ts = {0, ADMIN_LOG_FOLLOW_MS * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    store_close(s);
+    return 0;
+}
+
+int admin_cli_logs_main(int argc, char **argv) { return admin_cli_logs(argc - 1, argv + 1); }

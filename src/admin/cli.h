@@ -1,0 +1,37 @@
+/* cli.h: the administrative subcommands `switchyard account ...`,
+ * `switchyard key ...`, `switchyard config ...` and `switchyard codex ...`,
+ * which write the database synchronously. Each takes argv with argv[0] =
+ * "account" / "key" / "config" / "codex" and returns the process exit code (0 ok, 1 failure, 2 bad usage
+ * or an invalid value). The database is --db PATH, else $SWITCHYARD_DB,
+ * else ./switchyard.db. */
+#ifndef SY_CLI_H
+#define SY_CLI_H
+
+int cli_account_main(int argc, char **argv);
+int cli_key_main(int argc, char **argv);
+int cli_config_main(int argc, char **argv);
+int cli_codex_main(int argc, char **argv); /* argv[0] = "codex": attach | detach | status */
+/* `switchyard usage [--by key|account|model|day] [--since WHEN] [--json]`:
+ * requests, tokens and cost from the request log (argv[0] = "usage"). */
+int cli_spend_main(int argc, char **argv);
+
+/* --- shared with the other subcommand files (admin_cli.c) --- */
+#include <stdio.h>
+#include "store/store.h"
+
+/* One --long option: takes a value when val is set, else sets *flag. */
+typedef struct cli_opt {
+    const char *name;
+    const char **val;
+    int *flag;
+} cli_opt;
+
+/* Parses argv (options only, terminated by a NULL name); returns -1 to go
+ * on, else the exit code (usage printed on a bad option or --help). */
+int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
+                       void (*usage)(FILE *));
+/* Opens --db (else $SWITCHYARD_DB, else ./switchyard.db); NULL and a
+ * message on stderr on failure. */
+store *cli_store_open(const char *cmd, const char *db);
+
+#endif

@@ -1,0 +1,143 @@
+/* log.c: leveled logging to stderr, rate limiting of repeated lines, and
+ * redaction of secret-looking text. */
+#include "base/log.h"
+#include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static int log_threshold = LOG_INFO;
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void log_set_level(int level) { log_threshold = level; }
+
+int log_level_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Rate limit: each call site (its format string) may write LOG_BURST lines
+ * per LOG_WINDOW_S seconds; further lines in that window are counted and
+ * reported as one line when the site next writes. A fault that repeats on
+ * every loop turn (accept() failing, a disk that stays full) then costs at
+ * most 10 lines a second instead of filling the disk; an operator's burst
+ * of SIGHUPs still gets a line each. Debug lines are not
+ * limited: they are asked for. */
+#define LOG_SITES 128
+#define LOG_BURST 100
+#define LOG_WINDOW_S 10
+
+typedef struct log_site {
+    const char *fmt;
+    time_t window_start;
+    unsigned written;
+    unsigned long suppressed;
+} log_site;
+
+static log_site log_sites[LOG_SITES];
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long log_suppressed_total;
+
+/* 1 if this line may be written; *held receives the lines suppressed since
+ * the site last wrote (to be reported with this one). */
+static int log_admit(const char *fmt, time_t now, unsigned long *held)
+{
+    uintptr_t h = (uintptr_t)fmt;
+    h ^= h >> 7;
+    size_t i = (size_t)(h % LOG_SITES);
+    *held = 0;
+    pthread_mutex_lock(&log_mu);
+    log_site *s = &log_sites[i];
+    if (s->fmt != fmt) { /* a new site (or a collision: the newcomer takes the slot) */
+        s->fmt = fmt;
+        s->window_start = now;
+        s->written = 0;
+        s->suppressed = 0;
+    }
+    if (now - s->window_start >= LOG_WINDOW_S) {
+        s->window_start = now;
+        s->written = 0;
+    }
+    int ok = s->written < LOG_BURST;
+    if (ok) {
+        s->written++;
+        *held = s->suppressed;
+        s->suppressed = 0;
+    } else {
+        s->suppressed++;
+        log_suppressed_total++;
+    }
+    pthread_mutex_unlock(&log_mu);
+    return ok;
+}
+
+unsigned long log_suppressed(void)
+{
+    pthread_mutex_lock(&log_mu);
+    unsigned long n = log_suppressed_total;
+    pthread_mutex_unlock(&log_mu);
+    return n;
+}
+
+void log_msg(int level, const char *fmt, ...)
+{
+    if (level < log_threshold)
+        return;
+    char ts[32];
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    unsigned long held = 0;
+    if (level > LOG_DEBUG && !log_admit(fmt, now.tv_sec, &held))
+        return;
+    struct tm tm;
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (held)
+        fprintf(stderr, "%s.%03ldZ %-5s %s (and %lu more like it, not shown)\n", ts, now.tv_nsec / 1000000,
+                level_names[level], line, held);
+    else
+        fprintf(stderr, "%s.%03ldZ %-5s %s\n", ts, now.tv_nsec / 1000000, level_names[level], line);
+}
+
+/* A run of key-ish characters long enough to be a credential. */
+static size_t secret_run(const char *s)
+{
+    size_t n = 0;
+    while (isalnum((unsigned char)s[n]) || s[n] == '-' || s[n] == '_' || s[n] == '.')
+        n++;
+    return n;
+}
+
+void log_redact(char *dst, size_t n, const char *src)
+{
+    size_t o = 0;
+    if (n == 0)
+        return;
+    while (*src && o + 1 < n) {
+        size_t run = secret_run(src);
+        int looks_key = run >= 24 || (run >= 16 && (strncmp(src, "sk-", 3) == 0 || strncmp(src, "sy-", 3) == 0));
+        if (looks_key) {
+            const char *r = "[redacted]";
+            for (; *r && o + 1 < n; r++)
+                dst[o++] = *r;
+            src += run;
+        } else if (run) {
+            for (size_t i = 0; i < run && o + 1 < n; i++)
+                dst[o++] = *src++;
+        } else {
+            dst[o++] = *src++;
+        }
+    }
+    dst[o] = '\0';
+}

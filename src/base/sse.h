@@ -1,0 +1,44 @@
+/* sse.h: an incremental Server-Sent Events parser (WHATWG event-stream rules:
+ * LF, CRLF or CR line ends; "event:", "data:" (multi-line joined with \n),
+ * comments ignored; an event is dispatched at a blank line). */
+#ifndef SY_SSE_H
+#define SY_SSE_H
+#include <stddef.h>
+#include "base/sbuf.h"
+
+/* event is "" when the stream sent no event: field ("message" by spec). */
+typedef void (*sse_event_fn)(void *ud, const char *event, const char *data, size_t data_len);
+
+typedef struct sse_parser {
+    sse_event_fn fn;
+    void *ud;
+    sbuf line;   /* partial line carried between feeds */
+    sbuf event;
+    sbuf data;
+    const char *dref; /* the event's one data: line, still in the bytes being fed (not copied) */
+    size_t dref_len;
+    int has_data;
+    int last_cr; /* previous chunk ended in CR: skip a leading LF */
+    int skip;    /* the current line outgrew SSE_MAX_LINE: drop it whole */
+    int drop;    /* the current event outgrew SSE_MAX_EVENT: drop it, up to its blank line */
+    size_t open; /* bytes fed since the last blank line: the unfinished event */
+} sse_parser;
+
+/* A longer line is dropped unparsed (the bytes still flow to the client;
+ * only their inspection is lost), so a stream without newlines cannot grow
+ * the parser's memory without bound. */
+#define SSE_MAX_LINE (8u << 20)
+/* An event whose data: lines add up to more is dropped undispatched (its
+ * bytes still flow): many data: lines with no blank line between them must
+ * not grow the parser without bound either. */
+#define SSE_MAX_EVENT (8u << 20)
+
+void sse_init(sse_parser *p, sse_event_fn fn, void *ud);
+void sse_feed(sse_parser *p, const char *buf, size_t n);
+void sse_free(sse_parser *p);
+/* Bytes at the end of what was fed that belong to an event not finished
+ * yet (0 when the input so far ends with a blank line). A relay that sends
+ * only up to here never leaves a client with half an event. */
+size_t sse_open_bytes(const sse_parser *p);
+
+#endif

@@ -1,0 +1,870 @@
+/* toml_edit.c: the format-preserving TOML editor (see toml_edit.h). The
+ * document is kept as its bytes plus an index of statements (each key and
+ * header with its byte span and full key path). An edit splices bytes into
+ * a copy of the buffer and re-indexes it; what the edit does not own is
+ * copied byte for byte, like git's config writer. Whitespace, comments and
+ * the order of things are the user's. */
+#include "codex/toml_edit.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TE_DEPTH_MAX 64 /* nesting of arrays and inline tables */
+
+typedef enum { TE_KV, TE_HEADER, TE_AHEADER } te_kind;
+
+typedef struct te_entry {
+    te_kind kind;
+    size_t start, end;   /* the whole statement: its line start .. past its line ending (or EOF) */
+    size_t vstart, vend; /* TE_KV: the value's bytes */
+    char **path;         /* full key path: the table's path + the key's segments */
+    size_t n;
+    size_t nrel;         /* TE_KV: how many segments the key itself has */
+    int in_array;        /* under an [[array of tables]]: never edited */
+} te_entry;
+
+struct toml_doc {
+    sbuf buf;
+    size_t body; /* first byte after a UTF-8 BOM */
+    te_entry *e;
+    size_t ne, cap;
+    const char *nl; /* line ending of the file: "\r\n" if its first one is, else "\n" */
+};
+
+typedef struct te_parser {
+    const char *p;
+    size_t len, pos;
+    char *err;
+    size_t errlen;
+    int failed;
+} te_parser;
+
+/* ---------- errors and small helpers ---------- */
+
+static void te_fail(te_parser *P, const char *why)
+{
+    if (P->failed)
+        return;
+    P->failed = 1;
+    int line = 1;
+    for (size_t i = 0; i < P->pos && i < P->len; i++)
+        line += P->p[i] == '\n';
+    if (P->err && P->errlen)
+        snprintf(P->err, P->errlen, "line %d: %s", line, why);
+}
+
+static void te_errf(char *err, size_t errlen, const char *msg, const char *const *path, size_t n)
+{
+    sbuf b = SBUF_INIT;
+    for (size_t i = 0; i < n; i++) {
+        sbuf_puts(&b, i ? "." : "");
+        sbuf_puts(&b, path[i]);
+    }
+    if (err && errlen)
+        snprintf(err, errlen, msg, b.p ? b.p : "");
+    sbuf_free(&b);
+}
+
+static int te_peek(const te_parser *P, size_t off) { return P->pos + off < P->len ? (unsigned char)P->p[P->pos + off] : -1; }
+
+static void te_ws(te_parser *P)
+{
+    while (te_peek(P, 0) == ' ' || te_peek(P, 0) == '\t')
+        P->pos++;
+}
+
+/* At a line ending or EOF: consumes it and returns 1; else 0. */
+static int te_eol(te_parser *P)
+{
+    int c = te_peek(P, 0);
+    if (c == -1)
+        return 1;
+    if (c == '\n') {
+        P->pos++;
+        return 1;
+    }
+    if (c == '\r' && te_peek(P, 1) == '\n') {
+        P->pos += 2;
+        return 1;
+    }
+    return 0;
+}
+
+/* A comment runs to the line ending; control characters other than tab are
+ * not allowed in it. */
+static void te_comment(te_parser *P)
+{
+    if (te_peek(P, 0) != '#')
+        return;
+    for (int c; (c = te_peek(P, 0)) != -1 && c != '\n'; P->pos++) {
+        if (c == '\r' && te_peek(P, 1) == '\n')
+            return;
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            te_fail(P, "control character in a comment");
+            return;
+        }
+    }
+}
+
+/* Whitespace, line endings and comments (inside arrays and inline tables). */
+static void te_ws_nl(te_parser *P)
+{
+    for (;;) {
+        te_ws(P);
+        te_comment(P);
+        if (P->failed || te_peek(P, 0) == -1 || !te_eol(P))
+            return;
+    }
+}
+
+/* One escape after a backslash at P->pos (which points past the '\\');
+ * decoded into out when out is given. */
+static void te_escape(te_parser *P, sbuf *out)
+{
+    static const char from[] = "btnfr\"\\", to[] = "\b\t\n\f\r\"\\";
+    int c = te_peek(P, 0);
+    const char *hit = c > 0 ? strchr(from, c) : NULL;
+    if (hit) {
+        P->pos++;
+        if (out)
+            sbuf_append(out, &to[hit - from], 1);
+        return;
+    }
+    if (c != 'u' && c != 'U') {
+        te_fail(P, "invalid escape in a string");
+        return;
+    }
+    int digits = c == 'u' ? 4 : 8;
+    uint32_t cp = 0;
+    P->pos++;
+    for (int i = 0; i < digits; i++, P->pos++) {
+        int h = sbuf_hex_digit(te_peek(P, 0));
+        if (h < 0) {
+            te_fail(P, "invalid \\u escape in a string");
+            return;
+        }
+        cp = cp * 16 + (uint32_t)h;
+    }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        te_fail(P, "\\u escape is not a Unicode scalar value");
+        return;
+    }
+    char u[4];
+    if (out)
+        sbuf_append(out, u, sbuf_utf8_encode(u, cp));
+}
+
+/* In a multi-line basic string, a backslash followed by optional spaces
+ * and a line ending trims up to the next non-blank character. 1 if so. */
+static int te_string_line_escape(te_parser *P)
+{
+    size_t at = P->pos;
+    te_ws(P);
+    if (te_peek(P, 0) == -1 || !te_eol(P)) {
+        P->pos = at;
+        return 0;
+    }
+    for (int c; (c = te_peek(P, 0)) == ' ' || c == '\t' || c == '\n' || (c == '\r' && te_peek(P, 1) == '\n');)
+        P->pos += c == '\r' ? 2 : 1;
+    return 1;
+}
+
+/* A string of any of the four kinds at P->pos; decoded into out if given. */
+static void te_string(te_parser *P, sbuf *out)
+{
+    int q = te_peek(P, 0);
+    int multi = te_peek(P, 1) == q && te_peek(P, 2) == q;
+    P->pos += multi ? 3 : 1;
+    for (;;) {
+        int c = te_peek(P, 0);
+        if (c == -1) {
+            te_fail(P, "unterminated string");
+            return;
+        }
+        if (c == q && (!multi || (te_peek(P, 1) == q && te_peek(P, 2) == q))) {
+            P->pos += multi ? 3 : 1;
+            /* up to two more quotes belong to the content: """a""""" */
+            for (int extra = 0; multi && extra < 2 && te_peek(P, 0) == q; extra++, P->pos++)
+                if (out)
+                    sbuf_append(out, &P->p[P->pos], 1);
+            return;
+        }
+        if (c == '\\' && q == '"') {
+            P->pos++;
+            if (multi && te_string_line_escape(P))
+                continue;
+            te_escape(P, out);
+            if (P->failed)
+                return;
+            continue;
+        }
+        if (c == '\n' || c == '\r') {
+            if (!multi) {
+                te_fail(P, "line ending inside a single-line string");
+                return;
+            }
+            if (c == '\r' && te_peek(P, 1) != '\n') {
+                te_fail(P, "bare carriage return inside a string");
+                return;
+            }
+        } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            te_fail(P, "control character inside a string");
+            return;
+        }
+        if (out)
+            sbuf_append(out, &P->p[P->pos], 1);
+        P->pos++;
+    }
+}
+
+static int te_bare_char(int c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* One key segment (bare, "basic" or 'literal'), decoded into out. */
+static void te_key_seg(te_parser *P, sbuf *out)
+{
+    int c = te_peek(P, 0);
+    if (c == '"' || c == '\'') {
+        if (te_peek(P, 1) == c && te_peek(P, 2) == c) {
+            te_fail(P, "a key cannot be a multi-line string");
+            return;
+        }
+        te_string(P, out);
+        return;
+    }
+    if (!te_bare_char(c)) {
+        te_fail(P, "expected a key");
+        return;
+    }
+    while (te_bare_char(te_peek(P, 0)))
+        sbuf_append(out, &P->p[P->pos++], 1);
+}
+
+typedef struct te_path {
+    char **v;
+    size_t n, cap;
+} te_path;
+
+static void te_path_push(te_path *k, const char *s, size_t len)
+{
+    if (k->n == k->cap) {
+        k->cap = k->cap ? k->cap * 2 : 8;
+        k->v = realloc(k->v, k->cap * sizeof *k->v);
+        if (!k->v)
+            abort();
+    }
+    char *d = malloc(len + 1);
+    if (!d)
+        abort();
+    memcpy(d, s, len);
+    d[len] = '\0';
+    k->v[k->n++] = d;
+}
+
+static void te_path_free(te_path *k)
+{
+    for (size_t i = 0; i < k->n; i++)
+        free(k->v[i]);
+    free(k->v);
+    memset(k, 0, sizeof *k);
+}
+
+/* A dotted key: seg (ws '.' ws seg)*. */
+static void te_key(te_parser *P, te_path *k)
+{
+    for (;;) {
+        sbuf seg = SBUF_INIT;
+        te_key_seg(P, &seg);
+        te_path_push(k, seg.p ? seg.p : "", seg.len);
+        sbuf_free(&seg);
+        if (P->failed)
+            return;
+        te_ws(P);
+        if (te_peek(P, 0) != '.')
+            return;
+        P->pos++;
+        te_ws(P);
+    }
+}
+
+static void te_value(te_parser *P, int depth);
+
+static void te_array(te_parser *P, int depth)
+{
+    P->pos++; /* [ */
+    for (;;) {
+        te_ws_nl(P);
+        if (P->failed)
+            return;
+        if (te_peek(P, 0) == ']') {
+            P->pos++;
+            return;
+        }
+        te_value(P, depth + 1);
+        te_ws_nl(P);
+        if (P->failed)
+            return;
+        if (te_peek(P, 0) == ',') {
+            P->pos++;
+        } else if (te_peek(P, 0) != ']') {
+            te_fail(P, "expected ',' or ']' in an array");
+            return;
+        }
+    }
+}
+
+static void te_inline_table(te_parser *P, int depth)
+{
+    P->pos++; /* { */
+    te_ws_nl(P);
+    if (te_peek(P, 0) == '}') {
+        P->pos++;
+        return;
+    }
+    for (;;) {
+        te_path k = {0};
+        te_ws_nl(P);
+        te_key(P, &k);
+        te_path_free(&k);
+        te_ws(P);
+        if (!P->failed && te_peek(P, 0) != '=')
+            te_fail(P, "expected '=' after a key in an inline table");
+        if (P->failed)
+            return;
+        P->pos++;
+        te_ws(P);
+        te_value(P, depth + 1);
+        te_ws_nl(P);
+        if (P->failed)
+            return;
+        if (te_peek(P, 0) == '}') {
+            P->pos++;
+            return;
+        }
+        if (te_peek(P, 0) != ',') {
+            te_fail(P, "expected ',' or '}' in an inline table");
+            return;
+        }
+        P->pos++;
+    }
+}
+
+static int te_scalar_char(int c) { return te_bare_char(c) || c == '+' || c == '.' || c == ':'; }
+
+/* A number, boolean or date-time (checked loosely: the words true, false,
+ * inf and nan, or something that starts like a number or a date). */
+static void te_scalar(te_parser *P)
+{
+    size_t start = P->pos;
+    while (te_scalar_char(te_peek(P, 0)))
+        P->pos++;
+    /* "1979-05-27 07:32:00": a space between the date and the time */
+    if (P->pos - start == 10 && P->p[start + 4] == '-' && te_peek(P, 0) == ' ' && te_peek(P, 1) >= '0' &&
+        te_peek(P, 1) <= '9') {
+        P->pos++;
+        while (te_scalar_char(te_peek(P, 0)))
+            P->pos++;
+    }
+    size_t n = P->pos - start;
+    const char *s = P->p + start;
+    int c = n ? (unsigned char)s[0] : 0;
+    int word = (n == 4 && !memcmp(s, "true", 4)) || (n == 5 && !memcmp(s, "false", 5));
+    int special = (n == 3 && (!memcmp(s, "inf", 3) || !memcmp(s, "nan", 3))) ||
+                  (n == 4 && (c == '+' || c == '-') && (!memcmp(s + 1, "inf", 3) || !memcmp(s + 1, "nan", 3)));
+    if (n == 0)
+        te_fail(P, "expected a value");
+    else if (!word && !special && !(c >= '0' && c <= '9') && c != '+' && c != '-')
+        te_fail(P, "invalid value (a string needs quotes)");
+}
+
+static void te_value(te_parser *P, int depth)
+{
+    if (depth > TE_DEPTH_MAX) {
+        te_fail(P, "values nested too deeply");
+        return;
+    }
+    int c = te_peek(P, 0);
+    if (c == '"' || c == '\'')
+        te_string(P, NULL);
+    else if (c == '[')
+        te_array(P, depth);
+    else if (c == '{')
+        te_inline_table(P, depth);
+    else
+        te_scalar(P);
+}
+
+/* ---------- the statement index ---------- */
+
+static void te_entries_free(toml_doc *d)
+{
+    for (size_t i = 0; i < d->ne; i++) {
+        for (size_t j = 0; j < d->e[i].n; j++)
+            free(d->e[i].path[j]);
+        free(d->e[i].path);
+    }
+    free(d->e);
+    d->e = NULL;
+    d->ne = d->cap = 0;
+}
+
+static int te_path_eq(char *const *a, size_t na, const char *const *b, size_t nb)
+{
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return 0;
+    return 1;
+}
+
+/* 1 if a[0..na) is a prefix of b[0..nb) (or equal). */
+static int te_path_prefix(char *const *a, size_t na, const char *const *b, size_t nb)
+{
+    return na <= nb && te_path_eq(a, na, b, na);
+}
+
+static te_entry *te_entry_add(toml_doc *d, te_kind kind, size_t start)
+{
+    if (d->ne == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 32;
+        d->e = realloc(d->e, d->cap * sizeof *d->e);
+        if (!d->e)
+            abort();
+    }
+    te_entry *e = &d->e[d->ne++];
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->start = start;
+    return e;
+}
+
+/* 1 if path lies under one of the [[arrays of tables]] indexed so far. */
+static int te_under_array(const toml_doc *d, char *const *path, size_t n)
+{
+    for (size_t i = 0; i < d->ne; i++)
+        if (d->e[i].kind == TE_AHEADER && te_path_prefix(d->e[i].path, d->e[i].n, (const char *const *)path, n))
+            return 1;
+    return 0;
+}
+
+/* [a.b] or [[a.b]] at P->pos; the header becomes the current table. */
+static void te_header(te_parser *P, toml_doc *d, size_t start, te_path *table, int *table_in_array)
+{
+    int arr = te_peek(P, 1) == '[';
+    P->pos += arr ? 2 : 1;
+    te_ws(P);
+    te_path k = {0};
+    te_key(P, &k);
+    te_ws(P);
+    if (!P->failed && (te_peek(P, 0) != ']' || (arr && te_peek(P, 1) != ']')))
+        te_fail(P, arr ? "expected ']]' after the table name" : "expected ']' after the table name");
+    if (P->failed) {
+        te_path_free(&k);
+        return;
+    }
+    P->pos += arr ? 2 : 1;
+    int in_array = te_under_array(d, k.v, k.n);
+    te_entry *e = te_entry_add(d, arr ? TE_AHEADER : TE_HEADER, start);
+    e->in_array = in_array;
+    e->n = k.n;
+    e->path = malloc(k.n * sizeof *e->path);
+    if (!e->path)
+        abort();
+    te_path_free(table);
+    for (size_t i = 0; i < k.n; i++) {
+        e->path[i] = k.v[i];
+        te_path_push(table, k.v[i], strlen(k.v[i]));
+    }
+    free(k.v);
+    *table_in_array = in_array || arr;
+}
+
+/* key = value at P->pos, in the current table. */
+static void te_keyval(te_parser *P, toml_doc *d, size_t start, const te_path *table, int table_in_array)
+{
+    te_path k = {0};
+    for (size_t i = 0; i < table->n; i++)
+        te_path_push(&k, table->v[i], strlen(table->v[i]));
+    size_t before = k.n;
+    te_key(P, &k);
+    te_ws(P);
+    if (!P->failed && te_peek(P, 0) != '=')
+        te_fail(P, "expected '=' after a key");
+    if (!P->failed) {
+        P->pos++;
+        te_ws(P);
+    }
+    size_t vstart = P->pos;
+    if (!P->failed)
+        te_value(P, 0);
+    if (P->failed) {
+        te_path_free(&k);
+        return;
+    }
+    te_entry *e = te_entry_add(d, TE_KV, start);
+    e->vstart = vstart;
+    e->vend = P->pos;
+    e->path = k.v;
+    e->n = k.n;
+    e->nrel = k.n - before;
+    e->in_array = table_in_array;
+}
+
+/* Indexes d->buf; 0 ok, -1 with err filled. */
+static int te_index(toml_doc *d, char *err, size_t errlen)
+{
+    te_parser P = {d->buf.p ? d->buf.p : "", d->buf.len, 0, err, errlen, 0};
+    te_path table = {0};
+    int table_in_array = 0;
+    te_entries_free(d);
+    d->body = 0;
+    if (P.len >= 3 && !memcmp(P.p, "\xEF\xBB\xBF", 3))
+        d->body = P.pos = 3;
+    const char *crlf = memchr(P.p, '\n', P.len);
+    d->nl = crlf && crlf > P.p && crlf[-1] == '\r' ? "\r\n" : "\n";
+    if (memchr(P.p, '\0', P.len))
+        te_fail(&P, "the file contains a NUL byte");
+    while (!P.failed && P.pos < P.len) {
+        size_t start = P.pos;
+        te_ws(&P);
+        int c = te_peek(&P, 0);
+        if (c == '[') {
+            te_header(&P, d, start, &table, &table_in_array);
+        } else if (c != '#' && c != '\n' && c != '\r' && c != -1) {
+            te_keyval(&P, d, start, &table, table_in_array);
+        }
+        te_ws(&P);
+        te_comment(&P);
+        if (!P.failed && !te_eol(&P))
+            te_fail(&P, "unexpected text after a statement");
+        if (!P.failed && d->ne && d->e[d->ne - 1].start == start)
+            d->e[d->ne - 1].end = P.pos;
+    }
+    te_path_free(&table);
+    if (P.failed) {
+        te_entries_free(d);
+        return -1;
+    }
+    return 0;
+}
+
+toml_doc *toml_parse(const char *buf, size_t len, char *err, size_t errlen)
+{
+    toml_doc *d = calloc(1, sizeof *d);
+    if (!d)
+        abort();
+    sbuf_append(&d->buf, buf ? buf : "", len);
+    if (te_index(d, err, errlen) != 0) {
+        toml_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void toml_free(toml_doc *d)
+{
+    if (!d)
+        return;
+    te_entries_free(d);
+    sbuf_free(&d->buf);
+    free(d);
+}
+
+const char *toml_bytes(const toml_doc *d, size_t *len)
+{
+    *len = d->buf.len;
+    return d->buf.p ? d->buf.p : "";
+}
+
+/* Replaces [from, to) of the document with text and re-indexes; on a
+ * failure (which would be a bug in the editor) the document is unchanged. */
+static int te_splice(toml_doc *d, size_t from, size_t to, const char *text, size_t tlen, char *err, size_t errlen)
+{
+    sbuf nb = SBUF_INIT;
+    sbuf_append(&nb, d->buf.p, from);
+    sbuf_append(&nb, text, tlen);
+    sbuf_append(&nb, d->buf.p + to, d->buf.len - to);
+    sbuf old = d->buf;
+    d->buf = nb;
+    char e2[256] = "";
+    if (te_index(d, e2, sizeof e2) == 0) {
+        sbuf_free(&old);
+        return 0;
+    }
+    sbuf_free(&d->buf);
+    d->buf = old;
+    te_index(d, NULL, 0);
+    if (err && errlen)
+        snprintf(err, errlen, "the edit would not parse (%s); the file is left as it is", e2);
+    return -1;
+}
+
+/* ---------- lookups and edits ---------- */
+
+/* The index of the key at path, -1 absent, -2 not editable (err filled). */
+static long te_find(const toml_doc *d, const char *const *path, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < d->ne; i++) {
+        const te_entry *e = &d->e[i];
+        if (e->kind == TE_AHEADER && te_path_prefix(e->path, e->n, path, n)) {
+            te_errf(err, errlen, "%s is inside an array of tables ([[...]]), which switchyard does not edit", path, n);
+            return -2;
+        }
+        if (e->kind != TE_KV || e->in_array)
+            continue;
+        if (te_path_eq(e->path, e->n, path, n))
+            return (long)i;
+        if (te_path_prefix(e->path, e->n, path, n)) {
+            te_errf(err, errlen, "%s is inside an inline value (key = { ... }), which switchyard does not edit",
+                    path, n);
+            return -2;
+        }
+    }
+    return -1;
+}
+
+int toml_get(const toml_doc *d, const char *const *path, size_t n, sbuf *raw, char *err, size_t errlen)
+{
+    long i = te_find(d, path, n, err, errlen);
+    if (i == -2)
+        return -1;
+    if (i < 0)
+        return 0;
+    sbuf_append(raw, d->buf.p + d->e[i].vstart, d->e[i].vend - d->e[i].vstart);
+    return 1;
+}
+
+static void te_key_text(sbuf *out, const char *const *segs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *s = segs[i];
+        int bare = *s != '\0';
+        for (const char *c = s; *c && bare; c++)
+            bare = te_bare_char((unsigned char)*c);
+        sbuf_puts(out, i ? "." : "");
+        if (bare)
+            sbuf_puts(out, s);
+        else
+            toml_quote(out, s);
+    }
+}
+
+static int te_ends_nl(const toml_doc *d) { return d->buf.len > d->body && d->buf.p[d->buf.len - 1] == '\n'; }
+
+/* Where a new top-level key goes: after the last top-level key, else before
+ * the first table (and the comment lines directly above it), else at EOF. */
+static size_t te_root_insert_pos(const toml_doc *d)
+{
+    size_t pos = d->buf.len;
+    for (size_t i = 0; i < d->ne; i++) {
+        if (d->e[i].kind != TE_KV) {
+            if (i > 0)
+                return d->e[i - 1].end;
+            pos = d->e[i].start;
+            break;
+        }
+        if (i == d->ne - 1)
+            return d->e[i].end;
+    }
+    while (pos > d->body) {
+        size_t ls = pos - 1; /* pos is a line start: walk back over the previous line */
+        while (ls > d->body && d->buf.p[ls - 1] != '\n')
+            ls--;
+        size_t k = ls;
+        while (k < pos && (d->buf.p[k] == ' ' || d->buf.p[k] == '\t'))
+            k++;
+        if (k >= pos || d->buf.p[k] != '#')
+            break;
+        pos = ls;
+    }
+    return pos;
+}
+
+/* After the last key of the [table] at header index h (or the header). */
+static size_t te_table_insert_pos(const toml_doc *d, size_t h)
+{
+    size_t pos = d->e[h].end;
+    for (size_t i = h + 1; i < d->ne && d->e[i].kind == TE_KV; i++)
+        pos = d->e[i].end;
+    return pos;
+}
+
+static long te_header_find(const toml_doc *d, const char *const *path, size_t n)
+{
+    for (size_t i = 0; i < d->ne; i++)
+        if (d->e[i].kind == TE_HEADER && !d->e[i].in_array && te_path_eq(d->e[i].path, d->e[i].n, path, n))
+            return (long)i;
+    return -1;
+}
+
+/* Inserts `segs = raw` (a line) at pos, starting a line first if needed. */
+static int te_insert_line(toml_doc *d, size_t pos, const char *const *segs, size_t nseg, const char *raw,
+                          char *err, size_t errlen)
+{
+    sbuf t = SBUF_INIT;
+    if (pos == d->buf.len && pos > d->body && !te_ends_nl(d))
+        sbuf_puts(&t, d->nl);
+    te_key_text(&t, segs, nseg);
+    sbuf_printf(&t, " = %s%s", raw, d->nl);
+    int rc = te_splice(d, pos, pos, t.p, t.len, err, errlen);
+    sbuf_free(&t);
+    return rc;
+}
+
+int toml_set(toml_doc *d, const char *const *path, size_t n, const char *raw, char *err, size_t errlen)
+{
+    if (n == 0)
+        return -1;
+    long i = te_find(d, path, n, err, errlen);
+    if (i == -2)
+        return -1;
+    if (i >= 0)
+        return te_splice(d, d->e[i].vstart, d->e[i].vend, raw, strlen(raw), err, errlen);
+    for (size_t j = 0; j < d->ne; j++) {
+        if ((d->e[j].n > n || (d->e[j].kind != TE_KV && d->e[j].n == n)) &&
+            te_path_prefix((char *const *)path, n, (const char *const *)d->e[j].path, d->e[j].n)) {
+            te_errf(err, errlen, "%s is a table in this file, not a value", path, n);
+            return -1;
+        }
+    }
+    size_t np = n - 1;
+    if (np == 0)
+        return te_insert_line(d, te_root_insert_pos(d), path, 1, raw, err, errlen);
+    long h = te_header_find(d, path, np);
+    if (h >= 0)
+        return te_insert_line(d, te_table_insert_pos(d, (size_t)h), path + np, 1, raw, err, errlen);
+    /* the table exists through dotted keys (a.b.c = 1): add one more beside the last */
+    long last = -1;
+    for (size_t j = 0; j < d->ne; j++) {
+        const te_entry *e = &d->e[j];
+        if (e->kind == TE_KV && !e->in_array && e->n > np && e->n - e->nrel <= np &&
+            te_path_prefix((char *const *)path, np, (const char *const *)e->path, e->n))
+            last = (long)j;
+    }
+    if (last >= 0) {
+        const te_entry *e = &d->e[last];
+        size_t tbl = e->n - e->nrel;
+        return te_insert_line(d, e->end, path + tbl, n - tbl, raw, err, errlen);
+    }
+    /* a new [table] at the end, after a blank line of its own (even below
+     * one already there: removing the table removes exactly that line) */
+    sbuf t = SBUF_INIT;
+    if (d->buf.len > d->body) {
+        if (!te_ends_nl(d))
+            sbuf_puts(&t, d->nl);
+        sbuf_puts(&t, d->nl);
+    }
+    sbuf_puts(&t, "[");
+    te_key_text(&t, path, np);
+    sbuf_printf(&t, "]%s", d->nl);
+    te_key_text(&t, path + np, 1);
+    sbuf_printf(&t, " = %s%s", raw, d->nl);
+    int rc = te_splice(d, d->buf.len, d->buf.len, t.p, t.len, err, errlen);
+    sbuf_free(&t);
+    return rc;
+}
+
+int toml_remove(toml_doc *d, const char *const *path, size_t n, char *err, size_t errlen)
+{
+    long i = te_find(d, path, n, err, errlen);
+    if (i == -2)
+        return -1;
+    if (i < 0)
+        return 0;
+    return te_splice(d, d->e[i].start, d->e[i].end, "", 0, err, errlen) == 0 ? 1 : -1;
+}
+
+int toml_has_header(const toml_doc *d, const char *const *path, size_t n) { return te_header_find(d, path, n) >= 0; }
+
+int toml_has_table(const toml_doc *d, const char *const *path, size_t n)
+{
+    for (size_t i = 0; i < d->ne; i++)
+        if (d->e[i].n > n || (d->e[i].kind != TE_KV && d->e[i].n == n))
+            if (te_path_prefix((char *const *)path, n, (const char *const *)d->e[i].path, d->e[i].n))
+                return 1;
+    return 0;
+}
+
+int toml_remove_empty_table(toml_doc *d, const char *const *path, size_t n)
+{
+    long h = te_header_find(d, path, n);
+    if (h < 0)
+        return 0;
+    size_t from = d->e[h].start, to = (size_t)h + 1 < d->ne ? d->e[h + 1].start : d->buf.len;
+    if ((size_t)h + 1 < d->ne && d->e[h + 1].kind == TE_KV)
+        return 0;
+    for (size_t k = d->e[h].end; k < to; k++)
+        if (!strchr(" \t\r\n", d->buf.p[k]))
+            return 0; /* a comment: the user's */
+    /* the header line goes with the blank line above it (the separator
+     * attach added); blank lines below it stay, unless nothing is above */
+    const char *p = d->buf.p;
+    size_t eol = from >= d->body + 2 && !memcmp(p + from - 2, "\r\n", 2) ? 2
+                 : from >= d->body + 1 && p[from - 1] == '\n'             ? 1
+                                                                          : 0;
+    if (eol && (from - eol == d->body || p[from - eol - 1] == '\n'))
+        from -= eol;
+    if (from > d->body)
+        to = d->e[h].end;
+    return te_splice(d, from, to, "", 0, NULL, 0) == 0;
+}
+
+/* ---------- values ---------- */
+
+int toml_string_decode(const char *raw, size_t n, sbuf *out)
+{
+    if (n < 2 || (raw[0] != '"' && raw[0] != '\'') || (n >= 3 && raw[1] == raw[0] && raw[2] == raw[0]))
+        return -1;
+    sbuf tmp = SBUF_INIT;
+    te_parser P = {raw, n, 0, NULL, 0, 0};
+    te_string(&P, &tmp);
+    int ok = !P.failed && P.pos == n;
+    if (ok)
+        sbuf_append(out, tmp.p ? tmp.p : "", tmp.len);
+    sbuf_free(&tmp);
+    return ok ? 0 : -1;
+}
+
+void toml_value_norm(const char *raw, size_t n, sbuf *out)
+{
+    sbuf_puts(out, "s:");
+    if (toml_string_decode(raw, n, out) == 0)
+        return;
+    out->len -= 2;
+    sbuf_puts(out, "r:");
+    sbuf_append(out, raw, n);
+}
+
+void toml_quote(sbuf *out, const char *s)
+{
+    sbuf_puts(out, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            sbuf_printf(out, "\\%c", *c);
+        else if (*c == '\n')
+            sbuf_puts(out, "\\n");
+        else if (*c == '\t')
+            sbuf_puts(out, "\\t");
+        else if (*c < 0x20 || *c == 0x7f)
+            sbuf_printf(out, "\\u%04X", *c);
+        else
+            sbuf_append(out, c, 1);
+    }
+    sbuf_puts(out, "\"");
+}
+
+void toml_final_newline_restore(sbuf *out, const char *orig, size_t n)
+{
+    if (!n || orig[n - 1] == '\n' || out->len < 1 || out->p[out->len - 1] != '\n')
+        return;
+    const char *nl = memrchr(orig, '\n', n);
+    size_t tail = nl ? n - (size_t)(nl - orig) - 1 : n;
+    size_t cut = out->len - 1 - (out->len >= 2 && out->p[out->len - 2] == '\r');
+    if (cut >= tail && !memcmp(out->p + cut - tail, orig + n - tail, tail) &&
+        (cut == tail || out->p[cut - tail - 1] == '\n'))
+        out->len = cut, out->p[cut] = '\0';
+}

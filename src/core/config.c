@@ -1,0 +1,295 @@
+/* config.c: defaults, environment overrides and validation of settings. */
+#include "core/config.h"
+#include "base/log.h"
+#include "store/store.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void config_defaults(sy_config *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->db_path, sizeof c->db_path, "switchyard.db");
+    snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
+    c->listen_port = 8787;
+    c->max_body = 16u << 20;
+    c->max_bodies_in_flight = (size_t)256 << 20;
+    c->max_connections = 16384; /* 10 000 long-lived streams and room (docs/architecture.md, "Limits") */
+    c->max_connections_per_ip = -1; /* a quarter of the connection cap, at least 256 (server.c) */
+    c->per_ip_loopback = 0; /* loopback clients are the user's own (docs/configuration.md) */
+    c->client_idle_timeout_s = 30;
+    c->client_request_timeout_s = 60;
+    c->connect_timeout_ms = 10000;
+    c->first_byte_timeout_ms = 60000;
+    c->response_timeout_ms = 900000;
+    c->idle_timeout_ms = 120000;
+    c->preflight_bytes = 64u << 10;
+    c->ttft_ms = 60000;
+    c->capacity_wait_ms = 10000;
+    snprintf(c->route_strategy, sizeof c->route_strategy, "ordered");
+    snprintf(c->rotation, sizeof c->rotation, "hybrid_rotation");
+    c->affinity_idle_s = 3600;
+    c->affinity_max = 10000;
+    c->usage_poll_s = 600;
+    c->log_level = LOG_INFO;
+    snprintf(c->oauth_token_url, sizeof c->oauth_token_url, "https://auth.openai.com/oauth/token");
+    c->oauth_refresh_margin_s = 3600;
+    c->oauth_retry_min_s = 30;
+    c->oauth_retry_max_s = 1800;
+}
+
+#define CONFIG_AFFINITY_IDLE_RANGE 1, 30L * 86400
+#define CONFIG_AFFINITY_MAX_RANGE 1, 1L << 24
+#define CONFIG_USAGE_POLL_RANGE 0, 7L * 86400
+#define CONFIG_OAUTH_MARGIN_RANGE 0, 30L * 86400
+#define CONFIG_OAUTH_RETRY_RANGE 1, 7L * 86400
+
+/* s if it is a whole number in [min, max], else NULL. */
+static const char *config_int_canonical(const char *s, long min, long max)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v >= min && v <= max ? s : NULL;
+}
+
+const char *config_affinity_idle_canonical(const char *s) { return config_int_canonical(s, CONFIG_AFFINITY_IDLE_RANGE); }
+const char *config_affinity_max_canonical(const char *s) { return config_int_canonical(s, CONFIG_AFFINITY_MAX_RANGE); }
+const char *config_usage_poll_canonical(const char *s) { return config_int_canonical(s, CONFIG_USAGE_POLL_RANGE); }
+const char *config_oauth_margin_canonical(const char *s) { return config_int_canonical(s, CONFIG_OAUTH_MARGIN_RANGE); }
+const char *config_oauth_retry_canonical(const char *s) { return config_int_canonical(s, CONFIG_OAUTH_RETRY_RANGE); }
+
+static int config_num(const char *name, long min, long max, long *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < min || n > max) {
+        log_error("%s=%s: expected an integer in [%ld, %ld]", name, v, min, max);
+        return -1;
+    }
+    *out = n;
+    return 1;
+}
+
+const char *config_strategy_canonical(const char *s)
+{
+    if (strcmp(s, "ordered") == 0)
+        return "ordered";
+    if (strcmp(s, "balanced") == 0 || strcmp(s, "round_robin") == 0 || strcmp(s, "rr") == 0)
+        return "balanced";
+    if (strcmp(s, "weighted") == 0)
+        return "weighted";
+    return NULL;
+}
+
+int config_rotation_valid(const char *s)
+{
+    static const char *const modes[] = {"account_rotation", "aggregate_api_rotation", "hybrid_rotation",
+                                        "hybrid_aggregate_first_rotation"};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+        if (strcmp(s, modes[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* "host:port", ":port" or "port" into host (left as it is when s names
+ * none) and *port. -1 if invalid. */
+static int config_hostport(const char *s, char *host, size_t hn, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    const char *ps = colon ? colon + 1 : s;
+    char *end;
+    long p = strtol(ps, &end, 10);
+    if (*ps == '\0' || *end || p < 0 || p > 65535)
+        return -1;
+    if (colon && colon != s) {
+        size_t n = (size_t)(colon - s);
+        if (n >= hn)
+            return -1;
+        memcpy(host, s, n);
+        host[n] = '\0';
+    }
+    *port = (int)p;
+    return 0;
+}
+
+int config_set_listen(sy_config *c, const char *s)
+{
+    return config_hostport(s, c->listen_host, sizeof c->listen_host, &c->listen_port);
+}
+
+int config_set_admin_listen(sy_config *c, const char *s)
+{
+    snprintf(c->admin_host, sizeof c->admin_host, "127.0.0.1");
+    if (config_hostport(s, c->admin_host, sizeof c->admin_host, &c->admin_port) < 0 || c->admin_port == 0) {
+        c->admin_host[0] = '\0';
+        c->admin_port = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static int config_str(const char *name, char *dst, size_t n)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    if (strlen(v) >= n) {
+        log_error("%s is too long", name);
+        return -1;
+    }
+    memcpy(dst, v, strlen(v) + 1);
+    return 1;
+}
+
+int config_from_env(sy_config *c)
+{
+    long n;
+    int bad = 0;
+    bad |= config_str("SWITCHYARD_DB", c->db_path, sizeof c->db_path) < 0;
+    bad |= config_str("SWITCHYARD_POLICIES", c->policies_dir, sizeof c->policies_dir) < 0;
+    bad |= config_str("SWITCHYARD_OAUTH_TOKEN_URL", c->oauth_token_url, sizeof c->oauth_token_url) < 0;
+    const char *listen = getenv("SWITCHYARD_LISTEN");
+    if (listen && *listen && config_set_listen(c, listen) < 0) {
+        log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);
+        bad = 1;
+    }
+    const char *admin = getenv("SWITCHYARD_ADMIN_LISTEN");
+    if (admin && *admin && config_set_admin_listen(c, admin) < 0) {
+        log_error("SWITCHYARD_ADMIN_LISTEN=%s: expected host:port (port not 0)", admin);
+        bad = 1;
+    }
+    struct { const char *name; long min, max; long *dst_l; size_t *dst_z; int *pinned; } nums[] = {
+        {"SWITCHYARD_MAX_BODY", 1, 1L << 30, NULL, &c->max_body, NULL},
+        {"SWITCHYARD_MAX_BODIES_IN_FLIGHT", 1, 1L << 40, NULL, &c->max_bodies_in_flight, NULL},
+        {"SWITCHYARD_MAX_CONNECTIONS", 1, 1L << 20, &c->max_connections, NULL, NULL},
+        {"SWITCHYARD_MAX_CONNECTIONS_PER_IP", 0, 1L << 20, &c->max_connections_per_ip, NULL, NULL},
+        {"SWITCHYARD_MAX_CONNECTIONS_PER_IP_LOOPBACK", 0, 1, &c->per_ip_loopback, NULL, NULL},
+        {"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S", 1, 86400, &c->client_idle_timeout_s, NULL, NULL},
+        {"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S", 1, 86400, &c->client_request_timeout_s, NULL, NULL},
+        {"SWITCHYARD_CONNECT_TIMEOUT_MS", 1, 3600000, &c->connect_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_FIRST_BYTE_TIMEOUT_MS", 1, 3600000, &c->first_byte_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_RESPONSE_TIMEOUT_MS", 1, 7200000, &c->response_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_IDLE_TIMEOUT_MS", 1, 3600000, &c->idle_timeout_ms, NULL, NULL},
+        {"SWITCHYARD_UPSTREAM_H2C", 0, 1, &c->upstream_h2c, NULL, NULL},
+        {"SWITCHYARD_PREFLIGHT_BYTES", 0, 64L << 20, NULL, &c->preflight_bytes, NULL},
+        {"SWITCHYARD_TTFT_MS", 1, 3600000, &c->ttft_ms, NULL, NULL},
+        {"SWITCHYARD_CAPACITY_WAIT_MS", 0, 600000, &c->capacity_wait_ms, NULL, NULL},
+        {"SWITCHYARD_AFFINITY_IDLE_S", CONFIG_AFFINITY_IDLE_RANGE, &c->affinity_idle_s, NULL, &c->affinity_idle_pinned},
+        {"SWITCHYARD_AFFINITY_MAX", CONFIG_AFFINITY_MAX_RANGE, &c->affinity_max, NULL, &c->affinity_max_pinned},
+        {"SWITCHYARD_USAGE_POLL_S", CONFIG_USAGE_POLL_RANGE, &c->usage_poll_s, NULL, &c->usage_poll_pinned},
+        {"SWITCHYARD_OAUTH_REFRESH_MARGIN_S", CONFIG_OAUTH_MARGIN_RANGE, &c->oauth_refresh_margin_s, NULL,
+         &c->oauth_refresh_margin_pinned},
+        {"SWITCHYARD_OAUTH_RETRY_MIN_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_min_s, NULL, &c->oauth_retry_min_pinned},
+        {"SWITCHYARD_OAUTH_RETRY_MAX_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_max_s, NULL, &c->oauth_retry_max_pinned},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);
+        if (r < 0)
+            bad = 1;
+        else if (r > 0 && nums[i].dst_l)
+            *nums[i].dst_l = n;
+        else if (r > 0)
+            *nums[i].dst_z = (size_t)n;
+        if (r > 0 && nums[i].pinned)
+            *nums[i].pinned = 1;
+    }
+    const char *strat = getenv("SWITCHYARD_ROUTE_STRATEGY");
+    if (strat && *strat) {
+        const char *canon = config_strategy_canonical(strat);
+        if (!canon) {
+            log_error("SWITCHYARD_ROUTE_STRATEGY=%s: expected ordered, balanced or weighted", strat);
+            bad = 1;
+        } else {
+            snprintf(c->route_strategy, sizeof c->route_strategy, "%s", canon);
+            c->strategy_pinned = 1;
+        }
+    }
+    const char *rot = getenv("SWITCHYARD_ROTATION");
+    if (rot && *rot) {
+        if (!config_rotation_valid(rot)) {
+            log_error("SWITCHYARD_ROTATION=%s: unknown rotation mode", rot);
+            bad = 1;
+        } else {
+            snprintf(c->rotation, sizeof c->rotation, "%s", rot);
+            c->rotation_pinned = 1;
+        }
+    }
+    const char *lvl = getenv("SWITCHYARD_LOG_LEVEL");
+    if (lvl && *lvl) {
+        int l = log_level_parse(lvl);
+        if (l < 0) {
+            log_error("SWITCHYARD_LOG_LEVEL=%s: expected debug, info, warn or error", lvl);
+            bad = 1;
+        } else {
+            c->log_level = l;
+        }
+    }
+    return bad ? -1 : 0;
+}
+
+/* Sets dst to the database setting key, or back to the compiled default
+ * when the setting was removed; keeps dst when the database is busy. */
+static void config_setting_apply(struct store *st, const char *key, const char *what, const char *dflt, char *dst,
+                                 size_t n, const char *(*canon)(const char *))
+{
+    char v[64];
+    int r = store_setting_get(st, key, v, sizeof v);
+    if (r < 0)
+        return;
+    const char *want = r == 0 ? canon(v) : dflt;
+    if (!want || strcmp(want, dst) == 0 || strlen(want) >= n)
+        return;
+    memcpy(dst, want, strlen(want) + 1);
+    log_info("%s is now %s (%s)", what, want, r == 0 ? "database setting" : "default");
+}
+
+static const char *config_rotation_canonical(const char *s) { return config_rotation_valid(s) ? s : NULL; }
+
+/* The numeric twin of config_setting_apply. */
+static void config_setting_apply_num(struct store *st, const char *key, const char *what, long dflt, long *dst,
+                                     const char *(*canon)(const char *))
+{
+    char v[64];
+    int r = store_setting_get(st, key, v, sizeof v);
+    if (r < 0 || (r == 0 && !canon(v)))
+        return;
+    long want = r == 0 ? strtol(v, NULL, 10) : dflt;
+    if (want == *dst)
+        return;
+    *dst = want;
+    log_info("%s is now %ld (%s)", what, want, r == 0 ? "database setting" : "default");
+}
+
+void config_from_store(sy_config *c, struct store *st)
+{
+    sy_config d;
+    config_defaults(&d);
+    if (!c->strategy_pinned)
+        config_setting_apply(st, "route_strategy", "route strategy", d.route_strategy, c->route_strategy, sizeof c->route_strategy,
+                             config_strategy_canonical);
+    if (!c->rotation_pinned)
+        config_setting_apply(st, "rotation", "rotation mode", d.rotation, c->rotation, sizeof c->rotation, config_rotation_canonical);
+    if (!c->affinity_idle_pinned)
+        config_setting_apply_num(st, "affinity_idle_s", "session affinity idle time (s)", d.affinity_idle_s,
+                                 &c->affinity_idle_s, config_affinity_idle_canonical);
+    if (!c->affinity_max_pinned)
+        config_setting_apply_num(st, "affinity_max", "session affinity table size", d.affinity_max, &c->affinity_max,
+                                 config_affinity_max_canonical);
+    if (!c->usage_poll_pinned)
+        config_setting_apply_num(st, "usage_poll_s", "usage poll interval (s)", d.usage_poll_s, &c->usage_poll_s,
+                                 config_usage_poll_canonical);
+    if (!c->oauth_refresh_margin_pinned)
+        config_setting_apply_num(st, "oauth_refresh_margin_s", "login refresh margin (s)", d.oauth_refresh_margin_s,
+                                 &c->oauth_refresh_margin_s, config_oauth_margin_canonical);
+    if (!c->oauth_retry_min_pinned)
+        config_setting_apply_num(st, "oauth_retry_min_s", "login refresh first retry (s)", d.oauth_retry_min_s,
+                                 &c->oauth_retry_min_s, config_oauth_retry_canonical);
+    if (!c->oauth_retry_max_pinned)
+        config_setting_apply_num(st, "oauth_retry_max_s", "login refresh longest retry (s)", d.oauth_retry_max_s,
+                                 &c->oauth_retry_max_s, config_oauth_retry_canonical);
+}

@@ -1,0 +1,469 @@
+/* server.c: client-facing HTTP (see server.h). Everything here runs on the
+ * loop and only validates and dispatches; proxy.c does the upstream work. */
+#include "http/server.h"
+#include "route/pool.h"
+#include "store/store.h"
+#include "http/conn_limit.h"
+#include "http/health.h"
+#include "route/key_rules.h"
+#include "http/request.h"
+#include "base/log.h"
+#include "obs/metrics.h"
+#include "upstream/upstream.h"
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/keyvalq_struct.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* Where an accepted, authenticated, parsed request goes (server_start). */
+static server_handler_fn server_handler;
+
+#define SERVER_MAX_HEADERS (256 * 1024) /* a request's head at most */
+
+typedef struct server_route {
+    const char *path;
+    const char *suffix;
+    api_kind api;
+    int is_get;
+} server_route;
+
+static const server_route server_routes[] = {
+    {"/v1/chat/completions", "/chat/completions", API_CHAT, 0},
+    {"/v1/responses", "/responses", API_RESPONSES, 0},
+    {"/v1/models", "/models", API_CHAT, 1},
+};
+
+void server_date_header(struct evkeyvalq *headers)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    static time_t shown = -1;
+    static char date[48];
+    time_t now = time(NULL);
+    if (now != shown) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        /* evhttp's format (evutil_date_rfc1123) */
+        snprintf(date, sizeof date, "%s, %02d %s %4d %02d:%02d:%02d GMT", days[tm.tm_wday % 7], tm.tm_mday,
+                 months[tm.tm_mon % 12], 1900 + tm.tm_year, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        shown = now;
+    }
+    evhttp_add_header(headers, "Date", date);
+}
+
+/* ---------- replies written in the turn they are made ----------
+ *
+ * evhttp queues a reply in the connection's output buffer and enables the
+ * write event; the bytes go out one loop turn later, once epoll has said
+ * the socket is writable, and the write event is dropped again after: two
+ * epoll_ctl calls and a wakeup per answer (and per stream chunk). A client
+ * socket almost always has room, so each reply is queued here and written
+ * at the first point where nothing of evhttp or the proxy is on the stack
+ * (evhttp may free the request in what follows): right after the upstream
+ * event that brought it (server_flush_pending, from serve.c), else by an
+ * event activated with the first reply of the turn, which libevent runs
+ * after the turn's other callbacks and before it asks epoll again. When all
+ * of it went out, the write event is dropped before the loop ever applies
+ * it (the epoll changelist cancels the pair) and evhttp's "written"
+ * callback runs as libevent would have run it. A partial write or an
+ * error leaves the rest to libevent, as before. */
+static struct event *server_flush_ev;
+static struct bufferevent **server_unflushed; /* each holds a reference */
+static size_t server_n_unflushed, server_alloc_unflushed;
+
+static void server_flush_one(struct bufferevent *bev)
+{
+    bufferevent_data_cb written;
+    bufferevent_getcb(bev, NULL, &written, NULL, NULL);
+    struct evbuffer *out = bufferevent_get_output(bev);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    /* a freed connection has no callbacks; one reading has writing off */
+    if (written && fd >= 0 && (bufferevent_get_enabled(bev) & EV_WRITE) && evbuffer_get_length(out) &&
+        evbuffer_write(out, fd) > 0 && !evbuffer_get_length(out)) {
+        bufferevent_disable(bev, EV_WRITE); /* evhttp enables it again with its next write */
+        bufferevent_trigger(bev, EV_WRITE, 0);
+    }
+}
+
+static void server_on_flush(evutil_socket_t fd, short what, void *arg) { server_flush_pending(); }
+
+void server_flush_pending(void)
+{
+    /* a "written" callback may queue another reply: taken one at a time */
+    for (size_t i = 0; i < server_n_unflushed; i++) {
+        struct bufferevent *bev = server_unflushed[i];
+        server_flush_one(bev);
+        bufferevent_decref(bev);
+    }
+    server_n_unflushed = 0;
+}
+
+/* Takes a reference to req's connection for the flush after this callback. */
+static void server_flush_later(struct evhttp_request *req)
+{
+    struct evhttp_connection *c = server_flush_ev ? evhttp_request_get_connection(req) : NULL;
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    if (!bev)
+        return;
+    if (server_n_unflushed == server_alloc_unflushed) {
+        size_t n = server_alloc_unflushed ? server_alloc_unflushed * 2 : 64;
+        struct bufferevent **v = realloc(server_unflushed, n * sizeof *v);
+        if (!v)
+            return; /* libevent writes it, a turn later */
+        server_unflushed = v;
+        server_alloc_unflushed = n;
+    }
+    bufferevent_incref(bev);
+    server_unflushed[server_n_unflushed++] = bev;
+    if (server_n_unflushed == 1)
+        event_active(server_flush_ev, EV_TIMEOUT, 1);
+}
+
+void server_reply(struct evhttp_request *req, int status, struct evbuffer *body)
+{
+    server_flush_later(req);
+    evhttp_send_reply(req, status, NULL, body);
+}
+
+void server_reply_chunk(struct evhttp_request *req, struct evbuffer *chunk,
+                        void (*written)(struct evhttp_connection *, void *), void *arg)
+{
+    server_flush_later(req);
+    evhttp_send_reply_chunk_with_cb(req, chunk, written, arg);
+}
+
+void server_reply_end(struct evhttp_request *req)
+{
+    server_flush_later(req);
+    evhttp_send_reply_end(req);
+}
+
+void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
+                       const char *message)
+{
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"error\":{\"message\":");
+    sbuf_json_str(&b, message, strlen(message));
+    sbuf_puts(&b, ",\"type\":");
+    sbuf_json_str(&b, type, strlen(type));
+    sbuf_puts(&b, ",\"code\":");
+    if (code)
+        sbuf_json_str(&b, code, strlen(code));
+    else
+        sbuf_puts(&b, "null");
+    sbuf_puts(&b, "}}\n");
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add(out, b.p, b.len);
+    server_reply(req, status, out);
+    evbuffer_free(out);
+    sbuf_free(&b);
+}
+
+/* An error for a request that never reaches the proxy, counted in the
+ * metrics by endpoint and status like the proxied ones. */
+static void server_refuse(struct evhttp_request *req, const char *endpoint, int status, const char *type,
+                          const char *code, const char *message)
+{
+    metrics_request(endpoint, status);
+    server_send_error(req, status, type, code, message);
+}
+
+/* The platform key from "Authorization: Bearer K" or "x-api-key: K". */
+static const char *server_presented_key(struct evhttp_request *req)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    const char *auth = evhttp_find_header(h, "Authorization");
+    if (auth && strncasecmp(auth, "Bearer ", 7) == 0) {
+        auth += 7;
+        while (*auth == ' ')
+            auth++;
+        return *auth ? auth : NULL;
+    }
+    const char *k = evhttp_find_header(h, "x-api-key");
+    return k && *k ? k : NULL;
+}
+
+static const server_route *server_route_find(const char *path)
+{
+    for (size_t i = 0; i < sizeof server_routes / sizeof *server_routes; i++)
+        if (strcmp(path, server_routes[i].path) == 0)
+            return &server_routes[i];
+    return NULL;
+}
+
+/* Request framing libevent accepts but must not: two different
+ * Content-Length values, or Transfer-Encoding beside Content-Length or
+ * other than plain "chunked". Two parsers (ours and the next hop's) could
+ * read such a request differently, so it is refused and the connection
+ * closed, as RFC 9112 section 6.3 asks. Returns 1 when refused. */
+static int server_framing_bad(struct evhttp_request *req, const char *path)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    const char *cl = NULL, *why = NULL;
+    int te = 0;
+    for (struct evkeyval *kv = h->tqh_first; kv && !why; kv = kv->next.tqe_next) {
+        char c0 = (char)(kv->key[0] | 0x20); /* most headers are neither: skip the comparisons */
+        if (c0 != 'c' && c0 != 't')
+            continue;
+        if (strcasecmp(kv->key, "Content-Length") == 0) {
+            if (cl && strcmp(cl, kv->value) != 0)
+                why = "two different Content-Length headers";
+            cl = kv->value;
+        } else if (strcasecmp(kv->key, "Transfer-Encoding") == 0) {
+            if (te++ || strcasecmp(kv->value, "chunked") != 0)
+                why = "unsupported Transfer-Encoding (only a single 'chunked' is accepted)";
+        }
+    }
+    if (!why && cl && te)
+        why = "both Content-Length and Transfer-Encoding";
+    if (!why && cl && (!*cl || cl[strspn(cl, "0123456789")] != '\0'))
+        why = "Content-Length is not a decimal number";
+    if (!why)
+        return 0;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+    char msg[160];
+    snprintf(msg, sizeof msg, "bad request framing: %s", why);
+    server_refuse(req, path, 400, "invalid_request_error", "bad_request_framing", msg);
+    return 1;
+}
+
+/* Moves the body out of libevent's buffer piece by piece, so the two copies
+ * never exist whole at the same time (evbuffer_pullup would make a third). */
+static void server_take_body(struct evbuffer *ib, sbuf *body, size_t len)
+{
+    sbuf_reserve(body, len);
+    while (evbuffer_get_length(ib) > 0) {
+        size_t n = evbuffer_get_length(ib);
+        if (n > (1u << 20))
+            n = 1u << 20;
+        sbuf_reserve(body, n);
+        int got = evbuffer_remove(ib, body->p + body->len, n);
+        if (got <= 0)
+            break;
+        body->len += (size_t)got;
+    }
+    if (body->p)
+        body->p[body->len] = '\0';
+}
+
+/* Reads the fields routing needs; replies 400/413 and returns -1 if the body is bad. */
+static int server_parse_body(struct evhttp_request *req, gateway *gw, request_input *in)
+{
+    struct evbuffer *ib = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(ib);
+    request_error err;
+    if (len > gw->cfg.max_body) {
+        request_parse(NULL, len, gw->cfg.max_body, in, &err);
+        server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
+        return -1;
+    }
+    /* held by requests in progress, and arriving on other connections */
+    size_t others = gw->body_bytes + conn_limit_receiving(gw->conns);
+    if (others > 0 && others + len > gw->cfg.max_bodies_in_flight) {
+        char msg[192];
+        snprintf(msg, sizeof msg,
+                 "the gateway holds %zu bytes of request bodies in flight; this %zu-byte body would pass its "
+                 "budget of %zu bytes: retry shortly",
+                 others, len, gw->cfg.max_bodies_in_flight);
+        gw->refused_bodies++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        server_refuse(req, in->endpoint, 503, "server_error", "body_budget_exceeded", msg);
+        return -1;
+    }
+    server_take_body(ib, &in->body, len);
+    if (request_parse(in->body.p, in->body.len, gw->cfg.max_body, in, &err) == 0)
+        return 0;
+    server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
+    return -1;
+}
+
+/* The key's own rules (expiry, models, budget, rpm); replies and returns -1
+ * when the request is outside them. */
+static int server_key_rules(struct evhttp_request *req, const char *endpoint, pool_key *pk, const char *model)
+{
+    key_verdict v;
+    if (key_rules_check(pk, model, gateway_now(), &v) == 0)
+        return 0;
+    if (v.retry_after > 0) {
+        char ra[24];
+        snprintf(ra, sizeof ra, "%.0f", v.retry_after < 1 ? 1 : v.retry_after + 0.999);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", ra);
+    }
+    server_refuse(req, endpoint, v.status, v.type, v.code, v.message);
+    return -1;
+}
+
+static void server_handle(struct evhttp_request *req, void *arg)
+{
+    gateway *gw = arg;
+    const char *uri = evhttp_request_get_uri(req);
+    char path[256];
+    size_t plen = strcspn(uri, "?");
+    if (plen >= sizeof path)
+        plen = sizeof path - 1;
+    memcpy(path, uri, plen);
+    path[plen] = '\0';
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+
+    int admitted = conn_limit_request(gw->conns, req);
+    if (admitted == CONN_ANSWERED) { /* refused on the socket already: the bytes written now go nowhere */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        return server_send_error(req, 503, "server_error", "refused", "the connection was already refused");
+    }
+    if (admitted == CONN_OVER_CAP) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        return server_refuse(req, path, 503, "server_error", "too_many_connections",
+                             "the gateway has as many client connections open as it allows; retry shortly");
+    }
+    if (server_framing_bad(req, path))
+        return;
+    if (method == EVHTTP_REQ_HEAD) {
+        /* libevent 2.1 sends whatever body it is given even to HEAD (without
+         * a length), which a kept-alive client would read as its next
+         * answer: HEAD gets the status and headers only. */
+        int health = strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0;
+        const server_route *hr = server_route_find(path);
+        struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+        evhttp_add_header(oh, "Content-Type", "application/json");
+        if (hr)
+            evhttp_add_header(oh, "Allow", hr->is_get ? "GET" : "POST");
+        evhttp_send_reply(req, health ? 200 : hr ? 405 : 404, NULL, NULL);
+        return;
+    }
+    if (strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0)
+        return health_reply(req, gw);
+    const server_route *r = server_route_find(path);
+    if (!r)
+        return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
+                             "unknown path; this gateway serves /v1/responses, /v1/chat/completions and /v1/models");
+    if ((r->is_get && method != EVHTTP_REQ_GET) || (!r->is_get && method != EVHTTP_REQ_POST))
+        return server_refuse(req, r->path, 405, "invalid_request_error", "method_not_allowed",
+                             r->is_get ? "use GET for this path" : "use POST for this path");
+    if (gw->draining)
+        return server_refuse(req, r->path, 503, "server_error", "shutting_down", "the gateway is shutting down");
+
+    const char *presented = server_presented_key(req);
+    if (!presented)
+        return server_refuse(req, r->path, 401, "invalid_request_error", "missing_api_key",
+                             "missing platform key: send 'Authorization: Bearer <key>' (create one with 'switchyard key add')");
+    pool_key *pk = pool_auth(gw->pool, presented);
+    if (!pk)
+        return server_refuse(req, r->path, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
+    const platform_key *key = &pk->k;
+
+    request_input in;
+    memset(&in, 0, sizeof in);
+    in.key_id = key->id;
+    in.preferred_account = key->preferred_account_id;
+    in.api = r->api;
+    in.endpoint = r->path;
+    in.suffix = r->suffix;
+    in.is_get = r->is_get;
+    if (!r->is_get && server_parse_body(req, gw, &in) < 0) {
+        json_free(in.doc);
+        sbuf_free(&in.body);
+        return;
+    }
+    if (server_key_rules(req, r->path, pk, r->is_get ? NULL : in.model) < 0) {
+        json_free(in.doc);
+        sbuf_free(&in.body);
+        return;
+    }
+    server_handler(gw, req, &in);
+    /* the request goes to its upstream now, before the next client's is
+     * read: in a burst of requests each waits for those read before it,
+     * not for the whole burst */
+    upstream_run_due(gw->up);
+}
+
+int server_start(gateway *gw, server_handler_fn handle)
+{
+    server_handler = handle;
+    gw->http = evhttp_new(gw->base);
+    if (!gw->http)
+        return -1;
+    /* libevent answers bodies beyond its own cap with a bare 413; that cap
+     * stays above ours (a request's head and body, checked as its bytes
+     * arrive, conn_limit.c) so clients get our JSON error: only a declared
+     * Content-Length beyond twice ours meets libevent's */
+    size_t cap = (gw->cfg.max_body + SERVER_MAX_HEADERS) * 2;
+    evhttp_set_max_body_size(gw->http, (ev_ssize_t)cap);
+    evhttp_set_max_headers_size(gw->http, SERVER_MAX_HEADERS);
+    /* reading a request or writing an answer: a client silent this long is
+     * closed (a request waiting on its upstream is not reading or writing) */
+    evhttp_set_timeout(gw->http, (int)gw->cfg.client_idle_timeout_s);
+    /* every method libevent knows but CONNECT (whose answer it frames as a
+     * tunnel) reaches server_handle, which answers in JSON; libevent itself
+     * answers an excluded one with an HTML 501 */
+    evhttp_set_allowed_methods(gw->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
+                                             EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH |
+                                             EVHTTP_REQ_TRACE);
+    evhttp_set_gencb(gw->http, server_handle, gw);
+    server_stop();
+    server_flush_ev = event_new(gw->base, -1, 0, server_on_flush, NULL);
+    if (!server_flush_ev)
+        return -1;
+    struct evhttp_bound_socket *bound =
+        evhttp_bind_socket_with_handle(gw->http, gw->cfg.listen_host, (ev_uint16_t)gw->cfg.listen_port);
+    if (!bound) {
+        log_error("cannot listen on %s:%d", gw->cfg.listen_host, gw->cfg.listen_port);
+        return -1;
+    }
+    /* answers go out as they are ready, often a head and a stream's first
+     * event in one write and its next event a moment later: Nagle would
+     * hold that second write for the client's delayed ACK (40 ms). Accepted
+     * sockets inherit the option from the listener (Linux): no call per
+     * connection. */
+    int one = 1;
+    if (setsockopt(evhttp_bound_socket_get_fd(bound), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+        log_warn("listener: TCP_NODELAY: %s", strerror(errno));
+    /* keep room for the database and logs; each client may hold an upstream
+     * connection too, unless upstream streams share connections (h2c: one
+     * per origin; a fiftieth is kept for https and background connections;
+     * docs/architecture.md, "Limits") */
+    long nofile = conn_limit_raise_nofile();
+    long room = nofile - 64;
+    long fit = nofile <= 0 ? gw->cfg.max_connections : gw->cfg.upstream_h2c ? room - room / 50 : room / 2;
+    long conn_cap = gw->cfg.max_connections < fit ? gw->cfg.max_connections : (fit < 16 ? 16 : fit);
+    if (conn_cap < gw->cfg.max_connections)
+        log_warn("descriptor limit %ld: client connections capped at %ld instead of %ld", nofile, conn_cap,
+                 gw->cfg.max_connections);
+    upstream_set_max_connections(gw->up, conn_cap);
+    gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile,
+                               (double)gw->cfg.client_request_timeout_s, (int)gw->cfg.client_idle_timeout_s);
+    if (!gw->conns)
+        return -1;
+    conn_limit_set_body_limits(gw->conns, gw->cfg.max_body + SERVER_MAX_HEADERS, gw->cfg.max_bodies_in_flight,
+                               &gw->body_bytes);
+    /* by default a quarter of the cap, at least 256: a cap as large as the
+     * global one would change nothing (and cost a getpeername per connection) */
+    long per_ip = gw->cfg.max_connections_per_ip;
+    if (per_ip < 0)
+        per_ip = conn_cap / 4 > 256 ? conn_cap / 4 : 256;
+    conn_limit_set_per_ip(gw->conns, per_ip < conn_cap ? (size_t)per_ip : 0, (int)gw->cfg.per_ip_loopback);
+    return 0;
+}
+
+void server_stop(void)
+{
+    for (size_t i = 0; i < server_n_unflushed; i++) /* the loop is over: nothing more is written */
+        bufferevent_decref(server_unflushed[i]);
+    server_n_unflushed = 0;
+    if (server_flush_ev)
+        event_free(server_flush_ev);
+    server_flush_ev = NULL;
+    free(server_unflushed);
+    server_unflushed = NULL;
+    server_alloc_unflushed = 0;
+}

@@ -1,0 +1,441 @@
+/* metrics.c: counters and histograms of the running gateway and their
+ * Prometheus text exposition (see metrics.h). Everything is a fixed-size
+ * static table touched only by the loop thread: recording is an index
+ * computation and an increment; names and labels are only formatted when
+ * /metrics is scraped. */
+#include "obs/metrics.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define METRICS_STATUS_MAX 600      /* statuses 0..599; others count as 0 */
+#define METRICS_WORDS 32            /* distinct outcome / class words kept */
+#define METRICS_WORD_LEN 32
+#define METRICS_ATTEMPT_SLOTS 2048  /* (account, outcome, class) cells */
+#define METRICS_RETRY_SLOTS 256
+#define METRICS_MINUTES 64          /* ring of per-minute figures (60 shown) */
+
+enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_OTHER, EP_COUNT };
+static const char *const metrics_endpoints[EP_COUNT] = {"/v1/responses", "/v1/chat/completions", "/v1/models",
+                                                        "other"};
+
+/* Seconds; the same bounds for time to first byte and attempt duration. */
+static const double metrics_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+#define METRICS_BUCKETS (sizeof metrics_bounds / sizeof *metrics_bounds)
+
+typedef struct metrics_hist {
+    uint64_t counts[METRICS_BUCKETS + 1]; /* last: above every bound */
+    uint64_t n;
+    double sum;
+} metrics_hist;
+
+typedef struct metrics_words {
+    char w[METRICS_WORDS][METRICS_WORD_LEN];
+    int n;
+} metrics_words;
+
+typedef struct metrics_cell {
+    int64_t account_id;   /* 0: empty slot */
+    uint8_t outcome, cls;
+    uint64_t count;
+} metrics_cell;
+
+typedef struct metrics_minute {
+    int64_t minute;       /* unix minute; 0: unused */
+    int64_t requests, failovers, failed;
+} metrics_minute;
+
+typedef struct metrics_retry_cell {
+    int64_t account_id;
+    uint64_t count;
+} metrics_retry_cell;
+
+static struct {
+    uint64_t requests[EP_COUNT][METRICS_STATUS_MAX];
+    metrics_words outcomes, classes;
+    metrics_cell cells[METRICS_ATTEMPT_SLOTS];
+    uint64_t cells_overflow;
+    metrics_retry_cell retries[METRICS_RETRY_SLOTS];
+    uint64_t retries_total;
+    uint64_t preflight_switches;
+    uint64_t waits;
+    double wait_seconds;
+    uint64_t reloads[2]; /* [0] failed, [1] ok */
+    metrics_hist ttfb, attempt_duration;
+    metrics_minute minutes[METRICS_MINUTES];
+} M;
+
+void metrics_reset(void) { memset(&M, 0, sizeof M); }
+
+/* The index of word in the table, adding it when there is room; the last
+ * slot collects every word that did not fit ("other"). */
+static uint8_t metrics_word(metrics_words *t, const char *word)
+{
+    if (!word || !*word)
+        word = "none";
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->w[i], word) == 0)
+            return (uint8_t)i;
+    if (t->n == METRICS_WORDS - 1) {
+        memcpy(t->w[t->n], "other", 6);
+        t->n++;
+    }
+    if (t->n == METRICS_WORDS)
+        return METRICS_WORDS - 1;
+    size_t len = strlen(word);
+    if (len >= METRICS_WORD_LEN)
+        len = METRICS_WORD_LEN - 1;
+    memcpy(t->w[t->n], word, len);
+    t->w[t->n][len] = '\0';
+    return (uint8_t)t->n++;
+}
+
+static int metrics_endpoint(const char *endpoint)
+{
+    for (int i = 0; i < EP_OTHER; i++)
+        if (endpoint && strcmp(endpoint, metrics_endpoints[i]) == 0)
+            return i;
+    return EP_OTHER;
+}
+
+static void metrics_hist_add(metrics_hist *h, double v)
+{
+    if (!(v >= 0)) /* negative or NaN: not timed */
+        return;
+    size_t i = 0;
+    while (i < METRICS_BUCKETS && v > metrics_bounds[i])
+        i++;
+    h->counts[i]++;
+    h->n++;
+    h->sum += v;
+}
+
+void metrics_request(const char *endpoint, int status)
+{
+    M.requests[metrics_endpoint(endpoint)][status >= 0 && status < METRICS_STATUS_MAX ? status : 0]++;
+}
+
+void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, double seconds)
+{
+    uint8_t o = metrics_word(&M.outcomes, outcome), c = metrics_word(&M.classes, cls);
+    if (account_id <= 0)
+        account_id = -1; /* slots use 0 for empty */
+    uint64_t h = (uint64_t)account_id * 0x9E3779B97F4A7C15ull ^ ((uint64_t)o << 8 | c) * 0xff51afd7ed558ccdull;
+    for (size_t probe = 0; probe < METRICS_ATTEMPT_SLOTS; probe++) {
+        metrics_cell *cell = &M.cells[(h + probe) % METRICS_ATTEMPT_SLOTS];
+        if (cell->account_id == 0) {
+            cell->account_id = account_id;
+            cell->outcome = o;
+            cell->cls = c;
+        }
+        if (cell->account_id == account_id && cell->outcome == o && cell->cls == c) {
+            cell->count++;
+            metrics_hist_add(&M.attempt_duration, seconds);
+            return;
+        }
+    }
+    M.cells_overflow++;
+    metrics_hist_add(&M.attempt_duration, seconds);
+}
+
+void metrics_ttfb(double seconds) { metrics_hist_add(&M.ttfb, seconds); }
+void metrics_preflight_switch(void) { M.preflight_switches++; }
+
+void metrics_retry(int64_t account_id)
+{
+    M.retries_total++;
+    for (size_t i = 0; i < METRICS_RETRY_SLOTS; i++) {
+        metrics_retry_cell *r = &M.retries[((uint64_t)account_id + i) % METRICS_RETRY_SLOTS];
+        if (r->account_id == 0)
+            r->account_id = account_id;
+        if (r->account_id == account_id) {
+            r->count++;
+            return;
+        }
+    }
+}
+
+void metrics_wait(double seconds)
+{
+    M.waits++;
+    if (seconds > 0)
+        M.wait_seconds += seconds;
+}
+
+void metrics_policy_reload(int ok) { M.reloads[ok ? 1 : 0]++; }
+
+/* The slot of minute, cleared when it held an older one; NULL when it
+ * already holds a newer one (minute is out of the ring's reach). */
+static metrics_minute *metrics_minute_at(int64_t minute)
+{
+    metrics_minute *m = &M.minutes[(uint64_t)minute % METRICS_MINUTES];
+    if (m->minute > minute)
+        return NULL;
+    if (m->minute != minute)
+        *m = (metrics_minute){minute, 0, 0, 0};
+    return m;
+}
+
+void metrics_minute_request(double now, int status, int attempts)
+{
+    metrics_minute *m = metrics_minute_at((int64_t)(now / 60));
+    if (!m)
+        return;
+    m->requests++;
+    m->failovers += attempts > 1 ? attempts - 1 : 0;
+    m->failed += status < 200 || status >= 300;
+}
+
+void metrics_minute_seed(double minute_start, int64_t requests, int64_t failovers, int64_t failed)
+{
+    metrics_minute *m = metrics_minute_at((int64_t)(minute_start / 60));
+    if (!m)
+        return;
+    m->requests += requests;
+    m->failovers += failovers;
+    m->failed += failed;
+}
+
+double metrics_minutes(double now, void (*fn)(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed),
+                       void *ud)
+{
+    int64_t last = (int64_t)(now / 60);
+    for (int64_t minute = last - 59; minute <= last; minute++) {
+        const metrics_minute *m = &M.minutes[(uint64_t)minute % METRICS_MINUTES];
+        if (m->minute == minute && m->requests)
+            fn(ud, (double)minute * 60, m->requests, m->failovers, m->failed);
+    }
+    return (double)(last - 59) * 60;
+}
+
+void metrics_totals_get(metrics_totals *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int e = 0; e < EP_COUNT; e++)
+        for (int s = 0; s < METRICS_STATUS_MAX; s++)
+            out->requests += M.requests[e][s];
+    int fo = -1;
+    for (int i = 0; i < M.outcomes.n; i++)
+        if (strcmp(M.outcomes.w[i], "failover") == 0)
+            fo = i;
+    for (size_t i = 0; i < METRICS_ATTEMPT_SLOTS; i++) {
+        out->attempts += M.cells[i].count;
+        if (M.cells[i].account_id && M.cells[i].outcome == fo)
+            out->failovers += M.cells[i].count;
+    }
+    out->attempts += M.cells_overflow;
+    out->preflight_switches = M.preflight_switches;
+    out->retries = M.retries_total;
+    out->waits = M.waits;
+    out->reloads_ok = M.reloads[1];
+    out->reloads_failed = M.reloads[0];
+}
+
+/* ---------- exposition ---------- */
+
+/* A label value: backslash, double quote and newline escaped. */
+static void metrics_label(sbuf *out, const char *v)
+{
+    for (const char *s = v ? v : ""; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            sbuf_printf(out, "\\%c", *s);
+        else if (*s == '\n')
+            sbuf_puts(out, "\\n");
+        else
+            sbuf_append(out, s, 1);
+    }
+}
+
+static void metrics_head(sbuf *out, const char *name, const char *type, const char *help)
+{
+    sbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Integers as such, other values with 9 significant digits. */
+static void metrics_num(sbuf *out, double v)
+{
+    if (isnan(v))
+        sbuf_puts(out, "NaN");
+    else if (v == floor(v) && fabs(v) < 1e15)
+        sbuf_printf(out, "%.0f", v);
+    else
+        sbuf_printf(out, "%.9g", v);
+}
+
+static const char *metrics_account_name(const metrics_gauges *g, int64_t id, char *buf, size_t n)
+{
+    for (size_t i = 0; i < g->n_accounts; i++)
+        if (g->accounts[i].id == id)
+            return g->accounts[i].name;
+    snprintf(buf, n, "id:%lld", (long long)id);
+    return buf;
+}
+
+static void metrics_hist_format(sbuf *out, const char *name, const char *help, const metrics_hist *h)
+{
+    metrics_head(out, name, "histogram", help);
+    uint64_t cum = 0;
+    for (size_t i = 0; i < METRICS_BUCKETS; i++) {
+        cum += h->counts[i];
+        sbuf_printf(out, "%s_bucket{le=\"", name);
+        metrics_num(out, metrics_bounds[i]);
+        sbuf_printf(out, "\"} %llu\n", (unsigned long long)cum);
+    }
+    sbuf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum ", name, (unsigned long long)h->n, name);
+    metrics_num(out, h->sum);
+    sbuf_printf(out, "\n%s_count %llu\n", name, (unsigned long long)h->n);
+}
+
+static void metrics_requests_format(sbuf *out)
+{
+    metrics_head(out, "switchyard_requests_total", "counter", "Client requests by endpoint and final status.");
+    for (int e = 0; e < EP_COUNT; e++)
+        for (int s = 0; s < METRICS_STATUS_MAX; s++)
+            if (M.requests[e][s])
+                sbuf_printf(out, "switchyard_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
+                            metrics_endpoints[e], s, (unsigned long long)M.requests[e][s]);
+}
+
+/* Attempts by account, outcome and class; failovers are the attempts whose
+ * outcome is "failover", by account and class. */
+static void metrics_attempts_format(sbuf *out, const metrics_gauges *g, int failovers_only)
+{
+    if (failovers_only)
+        metrics_head(out, "switchyard_failovers_total", "counter",
+                     "Attempts that failed over to the next account, by account and failure class.");
+    else
+        metrics_head(out, "switchyard_upstream_attempts_total", "counter",
+                     "Upstream attempts by account, outcome and failure class.");
+    char idbuf[32];
+    for (size_t i = 0; i < METRICS_ATTEMPT_SLOTS; i++) {
+        const metrics_cell *c = &M.cells[i];
+        if (!c->account_id)
+            continue;
+        const char *outcome = M.outcomes.w[c->outcome];
+        if (failovers_only && strcmp(outcome, "failover") != 0)
+            continue;
+        sbuf_puts(out, failovers_only ? "switchyard_failovers_total{account=\"" : "switchyard_upstream_attempts_total{account=\"");
+        metrics_label(out, c->account_id > 0 ? metrics_account_name(g, c->account_id, idbuf, sizeof idbuf) : "none");
+        if (!failovers_only) {
+            sbuf_puts(out, "\",outcome=\"");
+            metrics_label(out, outcome);
+        }
+        sbuf_puts(out, "\",class=\"");
+        metrics_label(out, M.classes.w[c->cls]);
+        sbuf_printf(out, "\"} %llu\n", (unsigned long long)c->count);
+    }
+}
+
+const char *const metrics_account_states[METRICS_ACCOUNT_STATES] = {
+    "available", "busy", "cooling", "breaker_open", "half_open", "rate_limited", "over_budget", "needs_login",
+    "disabled"};
+
+static void metrics_accounts_format(sbuf *out, const metrics_gauges *g)
+{
+    metrics_head(out, "switchyard_accounts", "gauge", "Accounts by routing state.");
+    for (size_t s = 0; s < METRICS_ACCOUNT_STATES; s++) {
+        size_t n = 0;
+        for (size_t i = 0; i < g->n_accounts; i++)
+            n += strcmp(g->accounts[i].state, metrics_account_states[s]) == 0;
+        sbuf_printf(out, "switchyard_accounts{state=\"%s\"} %zu\n", metrics_account_states[s], n);
+    }
+    metrics_head(out, "switchyard_account_cooldown_seconds", "gauge", "Seconds left of each account's cooldown.");
+    for (size_t i = 0; i < g->n_accounts; i++) {
+        sbuf_puts(out, "switchyard_account_cooldown_seconds{account=\"");
+        metrics_label(out, g->accounts[i].name);
+        sbuf_puts(out, "\"} ");
+        metrics_num(out, ceil(g->accounts[i].cooldown_left));
+        sbuf_puts(out, "\n");
+    }
+    metrics_head(out, "switchyard_account_inflight", "gauge", "Requests each account is serving now.");
+    for (size_t i = 0; i < g->n_accounts; i++) {
+        sbuf_puts(out, "switchyard_account_inflight{account=\"");
+        metrics_label(out, g->accounts[i].name);
+        sbuf_printf(out, "\"} %d\n", g->accounts[i].inflight);
+    }
+    metrics_head(out, "switchyard_account_success_ratio_60s", "gauge",
+                 "Share of each account's attempts in the last 60 s that succeeded (accounts with attempts only).");
+    for (size_t i = 0; i < g->n_accounts; i++) {
+        if (g->accounts[i].attempts_60s <= 0)
+            continue;
+        sbuf_puts(out, "switchyard_account_success_ratio_60s{account=\"");
+        metrics_label(out, g->accounts[i].name);
+        sbuf_puts(out, "\"} ");
+        metrics_num(out, g->accounts[i].success_rate_60s);
+        sbuf_puts(out, "\n");
+    }
+    metrics_head(out, "switchyard_account_latency_60s_seconds", "gauge",
+                 "Mean latency of each account's successful attempts in the last 60 s.");
+    for (size_t i = 0; i < g->n_accounts; i++) {
+        if (g->accounts[i].latency_60s_ms < 0)
+            continue;
+        sbuf_puts(out, "switchyard_account_latency_60s_seconds{account=\"");
+        metrics_label(out, g->accounts[i].name);
+        sbuf_puts(out, "\"} ");
+        metrics_num(out, g->accounts[i].latency_60s_ms / 1000.0);
+        sbuf_puts(out, "\n");
+    }
+    metrics_head(out, "switchyard_account_usage_ratio", "gauge",
+                 "Used share (0..1) of each account's usage windows, where the upstream reports it.");
+    for (size_t i = 0; i < g->n_accounts; i++) {
+        const double used[2] = {g->accounts[i].primary_used_pct, g->accounts[i].secondary_used_pct};
+        for (int w = 0; w < 2; w++) {
+            if (used[w] < 0)
+                continue;
+            sbuf_puts(out, "switchyard_account_usage_ratio{account=\"");
+            metrics_label(out, g->accounts[i].name);
+            sbuf_printf(out, "\",window=\"%s\"} ", w ? "secondary" : "primary");
+            metrics_num(out, used[w] / 100.0);
+            sbuf_puts(out, "\n");
+        }
+    }
+}
+
+void metrics_format(sbuf *out, const metrics_gauges *g)
+{
+    metrics_requests_format(out);
+    metrics_attempts_format(out, g, 0);
+    metrics_attempts_format(out, g, 1);
+    metrics_head(out, "switchyard_preflight_switches_total", "counter",
+                 "Streams that switched accounts inside the preflight window.");
+    sbuf_printf(out, "switchyard_preflight_switches_total %llu\n", (unsigned long long)M.preflight_switches);
+    metrics_head(out, "switchyard_retries_total", "counter", "Attempts repeated on the same account after a delay.");
+    char idbuf[32];
+    for (size_t i = 0; i < METRICS_RETRY_SLOTS; i++)
+        if (M.retries[i].account_id) {
+            sbuf_puts(out, "switchyard_retries_total{account=\"");
+            metrics_label(out, metrics_account_name(g, M.retries[i].account_id, idbuf, sizeof idbuf));
+            sbuf_printf(out, "\"} %llu\n", (unsigned long long)M.retries[i].count);
+        }
+    metrics_head(out, "switchyard_waits_total", "counter", "Times a request waited for an account to become free.");
+    sbuf_printf(out, "switchyard_waits_total %llu\n", (unsigned long long)M.waits);
+    metrics_head(out, "switchyard_wait_seconds_total", "counter", "Seconds requests spent waiting for an account.");
+    sbuf_puts(out, "switchyard_wait_seconds_total ");
+    metrics_num(out, M.wait_seconds);
+    sbuf_puts(out, "\n");
+    metrics_accounts_format(out, g);
+    metrics_hist_format(out, "switchyard_upstream_ttfb_seconds",
+                        "Upstream time to first byte (request sent to response headers).", &M.ttfb);
+    metrics_hist_format(out, "switchyard_upstream_attempt_duration_seconds",
+                        "Upstream attempt duration, start to end.", &M.attempt_duration);
+    metrics_head(out, "switchyard_policy_fallbacks_total", "counter",
+                 "Policy hook calls decided by the built-in default (error, timeout, bad result).");
+    sbuf_printf(out, "switchyard_policy_fallbacks_total %llu\n", (unsigned long long)g->policy_fallbacks);
+    metrics_head(out, "switchyard_policy_reloads_total", "counter", "Policy reloads by result.");
+    sbuf_printf(out, "switchyard_policy_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)M.reloads[1]);
+    sbuf_printf(out, "switchyard_policy_reloads_total{result=\"error\"} %llu\n", (unsigned long long)M.reloads[0]);
+    metrics_head(out, "switchyard_writer_queue_depth", "gauge", "Rows waiting for the database writer.");
+    sbuf_printf(out, "switchyard_writer_queue_depth{kind=\"request_logs\"} %zu\n", g->writer_pending_logs);
+    sbuf_printf(out, "switchyard_writer_queue_depth{kind=\"account_states\"} %zu\n", g->writer_pending_states);
+    metrics_head(out, "switchyard_dropped_log_rows_total", "counter",
+                 "Request log rows dropped because the writer queue was full.");
+    sbuf_printf(out, "switchyard_dropped_log_rows_total %llu\n", (unsigned long long)g->dropped_logs);
+    metrics_head(out, "switchyard_writer_failed_commits_total", "counter", "Database commits that failed and were retried.");
+    sbuf_printf(out, "switchyard_writer_failed_commits_total %llu\n", (unsigned long long)g->failed_commits);
+    metrics_head(out, "switchyard_active_requests", "gauge", "Client requests in progress.");
+    sbuf_printf(out, "switchyard_active_requests %zu\n", g->active_requests);
+    metrics_head(out, "switchyard_uptime_seconds", "gauge", "Seconds since the gateway started.");
+    sbuf_puts(out, "switchyard_uptime_seconds ");
+    metrics_num(out, floor(g->uptime_s));
+    sbuf_puts(out, "\n");
+}

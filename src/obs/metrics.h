@@ -1,0 +1,85 @@
+/* metrics.h: the gateway's counters and histograms, kept as plain integers
+ * on the loop thread (no locks, no allocation on the request path) and
+ * formatted in the Prometheus text exposition format only when /metrics is
+ * scraped. Gauges (accounts by state, cooldowns, writer queue) are read at
+ * scrape time by the caller and passed in. */
+#ifndef SY_METRICS_H
+#define SY_METRICS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "base/sbuf.h"
+
+/* --- recording (loop thread only) --- */
+/* A client request ended with this status on endpoint ("/v1/responses", ...). */
+void metrics_request(const char *endpoint, int status);
+/* One upstream attempt ended. outcome is a free word ("ok", "failover",
+ * "returned", "interrupted", "client_closed", and those the failover code
+ * adds: "retry", "wait", "resume", "breaker_skip"); cls the failure class
+ * ("" or NULL for none). seconds: how long the attempt took (< 0: not timed). */
+void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, double seconds);
+/* Upstream time to first byte (request sent -> response headers). */
+void metrics_ttfb(double seconds);
+/* A stream switched accounts inside the preflight window. */
+void metrics_preflight_switch(void);
+/* The same account is tried again after a delay (retry verdict). */
+void metrics_retry(int64_t account_id);
+/* A request waited for an account to become free; seconds waited. */
+void metrics_wait(double seconds);
+/* A policy reload finished (SIGHUP or the admin API). */
+void metrics_policy_reload(int ok);
+
+/* --- the last hour per minute (the dashboard's chart) ---
+ * Requests that reached the request log, at unix time now: the failovers
+ * are the attempts beyond the first, failed the final status not 2xx. Kept
+ * in memory so the chart costs no database scan; seeded from the request
+ * log at start-up so a restart keeps the hour. */
+void metrics_minute_request(double now, int status, int attempts);
+void metrics_minute_seed(double minute_start, int64_t requests, int64_t failovers, int64_t failed);
+/* Calls fn, oldest first, for each of the 60 minutes ending with the one
+ * holding now that saw requests; returns the start of the first minute. */
+double metrics_minutes(double now, void (*fn)(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed),
+                       void *ud);
+
+/* --- formatting (at scrape time) --- */
+
+/* An account's routing state, as /metrics, the admin API and the dashboard
+ * name it (admin_account_state decides which). */
+#define METRICS_ACCOUNT_STATES 9
+extern const char *const metrics_account_states[METRICS_ACCOUNT_STATES];
+
+typedef struct metrics_account {
+    int64_t id;
+    const char *name;
+    const char *state;       /* one of metrics_account_states */
+    double cooldown_left;    /* seconds, 0 none */
+    int inflight;
+    double primary_used_pct, secondary_used_pct; /* -1 unknown */
+    double success_rate_60s, latency_60s_ms;     /* the last 60 s (health_window.c); -1 none */
+    int attempts_60s;
+} metrics_account;
+
+typedef struct metrics_gauges {
+    const metrics_account *accounts;
+    size_t n_accounts;
+    uint64_t policy_fallbacks;  /* since start, over every engine */
+    size_t writer_pending_logs, writer_pending_states;
+    uint64_t dropped_logs, failed_commits;
+    size_t active_requests;
+    double uptime_s;
+} metrics_gauges;
+
+/* Appends the whole exposition to out. Accounts named by g (by id); attempts
+ * of accounts no longer in g are labelled "id:N". */
+void metrics_format(sbuf *out, const metrics_gauges *g);
+
+/* Totals for the admin API's overview. */
+typedef struct metrics_totals {
+    uint64_t requests, attempts, failovers, preflight_switches, retries, waits;
+    uint64_t reloads_ok, reloads_failed;
+} metrics_totals;
+void metrics_totals_get(metrics_totals *out);
+
+/* Forgets everything (tests). */
+void metrics_reset(void);
+
+#endif

@@ -1,0 +1,442 @@
+/* pool.c: in-memory account pool, keys, state, cursors and response owners
+ * (see pool.h). */
+#include "route/pool.h"
+#include "base/log.h"
+#include "base/sbuf.h"
+#include "base/sha256.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POOL_OWNERS 65536u          /* remembered response ids (FIFO) */
+#define POOL_OWNER_BUCKETS 131072u
+#define POOL_CURSORS 1024u
+#define POOL_AUTH_CACHE 16u         /* presented keys remembered by pool_auth */
+
+typedef struct pool_owner {
+    uint64_t h;
+    int64_t account_id;
+    int32_t next; /* chain in its bucket, -1 end */
+} pool_owner;
+
+typedef struct pool_swrr {
+    int64_t account_id;
+    double current;
+} pool_swrr;
+
+/* Per platform key + model: the balanced cursor and the weighted
+ * strategy's smooth weighted round-robin state. */
+typedef struct pool_cursor {
+    int64_t key_id;
+    char model[128];
+    int64_t account_id;
+    pool_swrr *swrr;
+    size_t nswrr;
+} pool_cursor;
+
+/* A platform key presented before and which key it proved to be: the
+ * SHA-256 of the presented key (keys are stored only as hashes) was
+ * ~5 000 instructions of every request, a compare is a few dozen. The
+ * bytes are the secret itself, held as the request's own header holds
+ * it; they are wiped whenever the keys are reloaded and on shutdown. */
+typedef struct pool_auth_hit {
+    char *presented; /* NULL: empty slot */
+    size_t len;
+    size_t idx;      /* into keys */
+} pool_auth_hit;
+
+struct pool {
+    store *st;
+    pool_account *accts;
+    size_t n;
+    pool_key *keys;
+    size_t nkeys;
+    int64_t config_version;
+    pool_cursor cursors[POOL_CURSORS];
+    size_t ncursors, cursor_next;
+    pool_owner *owners;
+    int32_t *buckets;
+    uint32_t owner_next;
+    pool_auth_hit auth[POOL_AUTH_CACHE];
+    size_t auth_next;
+};
+
+static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id);
+
+static uint64_t pool_hash(const char *s)
+{
+    uint64_t h = sbuf_hash(s);
+    return h ? h : 1;
+}
+
+static void pool_state_default(account_state *st, int64_t id)
+{
+    memset(st, 0, sizeof *st);
+    st->account_id = id;
+    st->primary_used_pct = -1;
+    st->secondary_used_pct = -1;
+    st->has_credits = st->credits_unlimited = -1;
+    st->credits_balance = -1;
+    st->success_ema = 1.0;
+    st->success_rate_60s = st->latency_60s_ms = -1;
+}
+
+static void pool_accounts_clear(pool *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        store_account_clear(&p->accts[i].a);
+    free(p->accts);
+    p->accts = NULL;
+    p->n = 0;
+}
+
+void pool_account_reset(pool_account *pa)
+{
+    pa->st.cooldown_until = pa->st.last_429_at = 0;
+    pa->st.ladder_step = 0;
+    pa->st.last_error[0] = '\0';
+    pa->st.success_ema = 1.0;
+    memset(&pa->breaker, 0, sizeof pa->breaker);
+    memset(&pa->health, 0, sizeof pa->health); /* the last 60 s start over too */
+}
+
+static void pool_auth_forget(pool *p)
+{
+    for (size_t i = 0; i < POOL_AUTH_CACHE; i++) {
+        sbuf_secret_free(p->auth[i].presented);
+        p->auth[i].presented = NULL;
+    }
+}
+
+static void pool_keys_clear(pool *p)
+{
+    pool_auth_forget(p); /* the indexes point into keys */
+    for (size_t i = 0; i < p->nkeys; i++)
+        free(p->keys[i].k.name), free(p->keys[i].k.allowed_models);
+    free(p->keys);
+    p->keys = NULL;
+    p->nkeys = 0;
+}
+
+/* The spent-so-far of a budget, kept from the previous snapshot when the
+ * budget's period is unchanged, else summed from the request log. */
+static void pool_budget_load(pool *p, budget_state *b, const budget_state *old, const char *old_period,
+                             double usd, const char *period, int by_key, int64_t id)
+{
+    memset(b, 0, sizeof *b);
+    if (usd <= 0 || budget_period_valid(period) != 0)
+        return;
+    double now = (double)time(NULL);
+    if (old && old->end > 0 && strcmp(old_period, period) == 0) {
+        *b = *old;
+        budget_charge(b, period, 0, now); /* rolls over a finished window */
+        return;
+    }
+    budget_window(period, now, &b->start, &b->end);
+    if (store_spent_since(p->st, by_key, id, b->start, &b->spent) != 0)
+        log_warn("pool: cannot read what %s %lld spent; its budget starts from 0 this time",
+                 by_key ? "key" : "account", (long long)id);
+}
+
+static void pool_load(pool *p)
+{
+    account *a = NULL;
+    size_t n = 0;
+    platform_key *k = NULL;
+    size_t nk = 0;
+    if (store_accounts_load(p->st, &a, &n) != 0 || store_keys_load(p->st, &k, &nk) != 0) {
+        log_warn("pool: could not reload accounts/keys; keeping the previous snapshot");
+        store_accounts_free(a, n);
+        return;
+    }
+    pool_account *pa = calloc(n ? n : 1, sizeof *pa);
+    for (size_t i = 0; i < n; i++) {
+        pa[i].a = a[i];
+        pool_account *old = pool_find(p, a[i].id);
+        if (old) { /* a login refresh in flight (or backing off) survives any reload */
+            pa[i].st = old->st;
+            pa[i].inflight = old->inflight;
+            pa[i].refreshing = old->refreshing;
+            pa[i].refresh_failures = old->refresh_failures;
+            pa[i].refresh_retry_at = old->refresh_retry_at;
+            pa[i].rpm = old->rpm; /* local rate limits are load, not health: a reset keeps them */
+            pa[i].tpm = old->tpm;
+        }
+        if (old && old->a.reset_gen != a[i].reset_gen) {
+            /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
+            pool_account_reset(&pa[i]);
+            log_info("account %s: reset (cooldown, ladder and breaker cleared)", a[i].name);
+        } else if (old) {
+            pa[i].breaker = old->breaker;
+            pa[i].health = old->health;
+        } else {
+            pool_state_default(&pa[i].st, a[i].id);
+        }
+        pool_budget_load(p, &pa[i].budget, old ? &old->budget : NULL, old ? old->a.budget_period : "",
+                         a[i].budget_usd, a[i].budget_period, 0, a[i].id);
+    }
+    free(a); /* members now owned by pa */
+    pool_accounts_clear(p);
+    p->accts = pa;
+    p->n = n;
+    pool_key *pk = calloc(nk ? nk : 1, sizeof *pk);
+    for (size_t i = 0; i < nk; i++) {
+        pk[i].k = k[i];
+        const pool_key *old = NULL;
+        for (size_t j = 0; j < p->nkeys && !old; j++)
+            if (p->keys[j].k.id == k[i].id)
+                old = &p->keys[j];
+        if (old)
+            pk[i].rpm = old->rpm;
+        pool_budget_load(p, &pk[i].budget, old ? &old->budget : NULL, old ? old->k.budget_period : "",
+                         k[i].budget_usd, k[i].budget_period, 1, k[i].id);
+    }
+    free(k); /* members now owned by pk */
+    pool_keys_clear(p);
+    p->keys = pk;
+    p->nkeys = nk;
+}
+
+static void pool_states_apply(pool *p)
+{
+    account_state *s = NULL;
+    size_t n = 0;
+    if (store_states_load(p->st, &s, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        pool_account *pa = pool_find(p, s[i].account_id);
+        if (pa)
+            pa->st = s[i];
+    }
+    free(s);
+}
+
+pool *pool_new(store *st)
+{
+    pool *p = calloc(1, sizeof *p);
+    p->st = st;
+    p->owners = calloc(POOL_OWNERS, sizeof *p->owners);
+    p->buckets = malloc(POOL_OWNER_BUCKETS * sizeof *p->buckets);
+    memset(p->buckets, 0xff, POOL_OWNER_BUCKETS * sizeof *p->buckets);
+    p->config_version = store_config_version(st);
+    pool_load(p);
+    pool_states_apply(p);
+    store_owners_load(st, POOL_OWNERS, pool_owner_loaded, p);
+    return p;
+}
+
+void pool_free(pool *p)
+{
+    if (!p)
+        return;
+    pool_accounts_clear(p);
+    pool_keys_clear(p);
+    for (size_t i = 0; i < p->ncursors; i++)
+        free(p->cursors[i].swrr);
+    free(p->owners);
+    free(p->buckets);
+    free(p);
+}
+
+int pool_refresh(pool *p)
+{
+    int64_t v = store_config_version(p->st);
+    if (v < 0 || v == p->config_version)
+        return 0;
+    p->config_version = v;
+    pool_load(p);
+    log_info("pool: reloaded %zu accounts, %zu platform keys", p->n, p->nkeys);
+    return 1;
+}
+
+size_t pool_count(const pool *p) { return p->n; }
+pool_account *pool_at(pool *p, size_t i) { return i < p->n ? &p->accts[i] : NULL; }
+
+pool_account *pool_find(pool *p, int64_t id)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->accts[i].a.id == id)
+            return &p->accts[i];
+    return NULL;
+}
+
+size_t pool_key_count(const pool *p) { return p->nkeys; }
+platform_key *pool_key_at(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i].k : NULL; }
+pool_key *pool_key_entry(pool *p, size_t i) { return i < p->nkeys ? &p->keys[i] : NULL; }
+
+/* a == b over n bytes, in a time that depends on n only */
+static int pool_bytes_equal(const char *a, const char *b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+pool_key *pool_auth(pool *p, const char *presented)
+{
+    size_t len = strlen(presented);
+    for (size_t i = 0; i < POOL_AUTH_CACHE; i++) {
+        const pool_auth_hit *h = &p->auth[i];
+        if (h->presented && h->len == len && pool_bytes_equal(h->presented, presented, len))
+            return p->keys[h->idx].k.revoked ? NULL : &p->keys[h->idx];
+    }
+    char hex[65];
+    sha256_hex(presented, len, hex);
+    for (size_t i = 0; i < p->nkeys; i++)
+        if (!p->keys[i].k.revoked && strcmp(p->keys[i].k.hash, hex) == 0) {
+            pool_auth_hit *h = &p->auth[p->auth_next];
+            p->auth_next = (p->auth_next + 1) % POOL_AUTH_CACHE;
+            sbuf_secret_free(h->presented);
+            h->presented = malloc(len + 1);
+            if (!h->presented)
+                return &p->keys[i];
+            memcpy(h->presented, presented, len + 1);
+            h->len = len;
+            h->idx = i;
+            return &p->keys[i];
+        }
+    return NULL;
+}
+
+void pool_health_record(pool_account *pa, double now, int ok, double latency_ms)
+{
+    health_figures f;
+    health_window_record(&pa->health, now, ok, latency_ms);
+    health_window_read(&pa->health, now, &f);
+    pa->st.success_rate_60s = f.success_rate;
+    pa->st.latency_60s_ms = f.latency_ms;
+    pa->st.attempts_60s = f.attempts;
+}
+
+void pool_state_save(pool *p, pool_account *pa) { store_writer_put_state(p->st, &pa->st); }
+
+static pool_cursor *pool_cursor_find(const pool *p, int64_t key_id, const char *model)
+{
+    for (size_t i = 0; i < p->ncursors; i++)
+        if (p->cursors[i].key_id == key_id && strcmp(p->cursors[i].model, model) == 0)
+            return (pool_cursor *)&p->cursors[i];
+    return NULL;
+}
+
+int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model)
+{
+    const pool_cursor *c = pool_cursor_find(p, key_id, model ? model : "");
+    return c ? c->account_id : 0;
+}
+
+static pool_cursor *pool_cursor_make(pool *p, int64_t key_id, const char *model)
+{
+    model = model ? model : "";
+    pool_cursor *c = pool_cursor_find(p, key_id, model);
+    if (!c) {
+        /* bounded: the oldest slot is reused once the table is full */
+        if (p->ncursors < POOL_CURSORS)
+            c = &p->cursors[p->ncursors++];
+        else
+            c = &p->cursors[p->cursor_next++ % POOL_CURSORS];
+        free(c->swrr);
+        memset(c, 0, sizeof *c);
+        c->key_id = key_id;
+        snprintf(c->model, sizeof c->model, "%s", model);
+    }
+    return c;
+}
+
+void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id)
+{
+    pool_cursor_make(p, key_id, model)->account_id = account_id;
+}
+
+static pool_swrr *pool_swrr_find(const pool_cursor *c, int64_t account_id)
+{
+    for (size_t i = 0; c && i < c->nswrr; i++)
+        if (c->swrr[i].account_id == account_id)
+            return &c->swrr[i];
+    return NULL;
+}
+
+void pool_swrr_get(const pool *p, int64_t key_id, const char *model, const int64_t *ids, double *current, size_t n)
+{
+    const pool_cursor *c = pool_cursor_find(p, key_id, model ? model : "");
+    for (size_t i = 0; i < n; i++) {
+        const pool_swrr *e = pool_swrr_find(c, ids[i]);
+        current[i] = e ? e->current : 0;
+    }
+}
+
+void pool_swrr_advance(pool *p, int64_t key_id, const char *model, const int64_t *ids, const int *weights, size_t n,
+                       int64_t chosen)
+{
+    pool_cursor *c = pool_cursor_make(p, key_id, model);
+    double total = 0;
+    size_t pick = SIZE_MAX; /* an index: the array may move as entries are added */
+    for (size_t i = 0; i < n; i++) {
+        pool_swrr *e = pool_swrr_find(c, ids[i]);
+        if (!e) {
+            c->swrr = realloc(c->swrr, (c->nswrr + 1) * sizeof *c->swrr);
+            e = &c->swrr[c->nswrr++];
+            e->account_id = ids[i];
+            e->current = 0;
+        }
+        int w = weights[i] > 0 ? weights[i] : 0;
+        e->current += w;
+        total += w;
+        if (ids[i] == chosen)
+            pick = (size_t)(e - c->swrr);
+    }
+    if (pick != SIZE_MAX)
+        c->swrr[pick].current -= total;
+}
+
+static void pool_owner_unlink(pool *p, uint32_t slot)
+{
+    pool_owner *o = &p->owners[slot];
+    if (!o->h)
+        return;
+    int32_t *link = &p->buckets[o->h % POOL_OWNER_BUCKETS];
+    while (*link >= 0 && (uint32_t)*link != slot)
+        link = &p->owners[*link].next;
+    if (*link >= 0)
+        *link = o->next;
+    o->h = 0;
+}
+
+static void pool_owner_put(pool *p, const char *response_id, int64_t account_id)
+{
+    uint32_t slot = p->owner_next++ % POOL_OWNERS;
+    pool_owner_unlink(p, slot);
+    pool_owner *o = &p->owners[slot];
+    o->h = pool_hash(response_id);
+    o->account_id = account_id;
+    int32_t *b = &p->buckets[o->h % POOL_OWNER_BUCKETS];
+    o->next = *b;
+    *b = (int32_t)slot;
+}
+
+void pool_owner_set(pool *p, const char *response_id, int64_t account_id)
+{
+    if (!response_id || !*response_id)
+        return;
+    pool_owner_put(p, response_id, account_id);
+    store_writer_put_owner(p->st, response_id, account_id);
+}
+
+static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id)
+{
+    pool *p = ud;
+    if (pool_find(p, account_id))
+        pool_owner_put(p, response_id, account_id);
+}
+
+int64_t pool_owner_get(const pool *p, const char *response_id)
+{
+    if (!response_id || !*response_id)
+        return 0;
+    uint64_t h = pool_hash(response_id);
+    for (int32_t i = p->buckets[h % POOL_OWNER_BUCKETS]; i >= 0; i = p->owners[i].next)
+        if (p->owners[i].h == h)
+            return p->owners[i].account_id;
+    return 0;
+}

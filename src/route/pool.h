@@ -1,0 +1,107 @@
+/* pool.h: the serving-side snapshot of the account pool: accounts and
+ * platform keys loaded from the store (reloaded when another process
+ * changes them), each account's routing state (cooldown, ladder, usage,
+ * health, in-flight count), balanced-strategy cursors and the map from
+ * response ids to the account that produced them. All of it lives on the
+ * loop thread; state changes are written through the store's writer. */
+#ifndef SY_POOL_H
+#define SY_POOL_H
+#include <stdint.h>
+#include "base/budget.h"
+#include "route/health_window.h"
+#include "route/ratelimit.h"
+#include "store/store.h"
+
+/* The quota guard's last verdict on an account and the usage it saw
+ * (router.c). The other fields guard sees only change when pool_refresh
+ * builds the account anew, which clears this. */
+typedef struct pool_guard_memo {
+    uint64_t policy_gen; /* policy_generation() of the engine that decided; 0: none */
+    double primary_used_pct, secondary_used_pct;
+    double primary_reset_at, secondary_reset_at;
+    double primary_window_s, secondary_window_s;
+    char plan_type[24];
+    int has_credits, credits_unlimited;
+    double credits_balance;
+    int verdict;
+} pool_guard_memo;
+
+/* The circuit breaker's counters (breaker.c); in memory only. */
+typedef struct pool_breaker {
+    int state;               /* BREAKER_CLOSED / OPEN / HALF_OPEN (policy.h) */
+    double open_until;       /* while open: unix seconds */
+    double last_failure_at;  /* unix seconds, 0 none since start: health recovers from here */
+    int fails_in_row, successes_in_row;
+    uint32_t window;         /* the last outcomes, newest in bit 0; 1 = failure */
+    int window_n;            /* outcomes in the window */
+} pool_breaker;
+
+typedef struct pool_account {
+    account a;
+    account_state st;
+    int inflight;
+    pool_breaker breaker;
+    ratelimit rpm, tpm; /* local rate limits (account_limits.c) */
+    budget_state budget; /* spent in the budget window (loaded when a budget is set) */
+    health_window health; /* the last 60 s of attempts */
+    pool_guard_memo guard;
+    /* login refresh (oauth.c); kept across reloads like inflight */
+    int refreshing;          /* a refresh is in flight or being committed */
+    int refresh_failures;    /* transient failures in a row */
+    double refresh_retry_at; /* no refresh before this (backoff), unix seconds */
+} pool_account;
+
+/* A platform key and its runtime state (kept across reloads by id). */
+typedef struct pool_key {
+    platform_key k;
+    ratelimit rpm;     /* the key's requests-per-minute bucket (key_rules.c) */
+    budget_state budget;
+} pool_key;
+
+typedef struct pool pool;
+
+pool *pool_new(store *st); /* loads accounts, keys, states and owners; never fails */
+void pool_free(pool *p);
+/* Reloads accounts and keys when their config_version moved; keeps each
+ * account's runtime state by id. Cheap when nothing changed. Returns 1 if
+ * the configuration changed (accounts, keys or settings). */
+int pool_refresh(pool *p);
+
+size_t pool_count(const pool *p);
+pool_account *pool_at(pool *p, size_t i);      /* in sort ASC, updated_at DESC, id ASC order */
+pool_account *pool_find(pool *p, int64_t id);  /* NULL if gone */
+
+size_t pool_key_count(const pool *p);
+platform_key *pool_key_at(pool *p, size_t i);  /* NULL past the end */
+pool_key *pool_key_entry(pool *p, size_t i);   /* the key with its runtime state; NULL past the end */
+
+/* The key record for a presented platform key, or NULL. */
+pool_key *pool_auth(pool *p, const char *presented);
+
+/* An attempt on pa finished (ok with its latency, or failed): into its
+ * 60 s window, and the window's figures into its state. */
+void pool_health_record(pool_account *pa, double now, int ok, double latency_ms);
+
+/* Cooldown, 429 ladder, health and breaker back to a fresh account's (usage
+ * figures kept): `switchyard account reset` and the admin API's reset. */
+void pool_account_reset(pool_account *pa);
+
+/* Writes the account's state through the store writer. */
+void pool_state_save(pool *p, pool_account *pa);
+
+int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model);
+void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id);
+
+/* Weighted strategy: the smooth weighted round-robin "current" value of
+ * each account in ids for this key + model (0 for one not seen yet), and
+ * the step after a pick: every candidate gains its weight, the chosen one
+ * gives back the total. Accounts that were not candidates keep their value. */
+void pool_swrr_get(const pool *p, int64_t key_id, const char *model, const int64_t *ids, double *current, size_t n);
+void pool_swrr_advance(pool *p, int64_t key_id, const char *model, const int64_t *ids, const int *weights, size_t n,
+                       int64_t chosen);
+
+/* Remembers (and persists) which account holds a stored response. */
+void pool_owner_set(pool *p, const char *response_id, int64_t account_id);
+int64_t pool_owner_get(const pool *p, const char *response_id); /* 0 unknown */
+
+#endif

@@ -1,0 +1,67 @@
+/* router.h: turns the pool into the candidate list of one request: filters
+ * out accounts that cannot serve it now (disabled, endpoint unsupported,
+ * cooling down, at their concurrency limit, excluded by the quota guard),
+ * pins requests that continue a stored response (previous_response_id) or
+ * a Codex turn (x-codex-turn-state) to its owner, asks the order policy for
+ * the try order and puts a session's account first (session affinity).
+ * Pure decision: no I/O, no trace. */
+#ifndef SY_ROUTER_H
+#define SY_ROUTER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/gateway.h"
+#include "route/pool.h"
+#include "upstream/preflight.h"
+
+typedef struct route_ctx {
+    const char *endpoint;
+    api_kind api;
+    int is_get;
+    const char *model;
+    int64_t key_id;
+    int64_t preferred;
+    const char *previous_response_id;
+    const char *turn_state;   /* x-codex-turn-state, NULL none */
+    const char *session_id;   /* session-id / session_id, NULL none */
+} route_ctx;
+
+typedef struct route_skip {
+    int64_t account_id;
+    char name[64];
+    char reason[160];
+} route_skip;
+
+typedef struct route_plan {
+    int64_t *ids;          /* try order */
+    size_t n;
+    route_skip *skips;     /* accounts left out, with why */
+    size_t nskips, cap_skips;
+    char strategy[32];
+    int64_t pinned_owner;  /* owner of previous_response_id or the turn state, 0 none */
+    const char *pinned_by; /* "previous_response_id" | "x-codex-turn-state" (static), NULL none */
+    int64_t affinity_prev; /* the account that served the session's last turn, 0 none */
+    int affinity_first;    /* 1: affinity put affinity_prev first */
+} route_plan;
+
+void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan);
+void router_plan_free(route_plan *plan);
+
+/* 1 if pa can take this request now; else 0 and the reason in why. */
+int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n);
+
+/* When the soonest account that could serve ctx (pinned to `pinned` when
+ * not 0) and is now only resting (cooling down) comes back: unix seconds,
+ * with its name in name; 0 if none is resting. */
+/* Until when the account rests (unix seconds; at most now when it does
+ * not): its cooldown, its open breaker, or its local rate limits' refill. */
+double router_rest_until(const pool_account *pa, double now);
+double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n);
+
+/* Appends a skip entry (the plan grows as needed). */
+void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason);
+
+/* Remembers that account_id issued a Codex turn state: a request carrying
+ * it is pinned there (persisted with the response owners). */
+void router_turn_state_owner_set(gateway *gw, const char *turn_state, int64_t account_id);
+
+#endif

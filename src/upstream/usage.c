@@ -1,0 +1,136 @@
+/* usage.c: untrusted numbers from upstream answers, parsed strictly and
+ * clamped (see usage.h). */
+#include "upstream/usage.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int64_t usage_clamp_int(double v, int64_t lo, int64_t hi, int64_t dflt)
+{
+    if (isnan(v))
+        return dflt;
+    /* compare as doubles before any cast: a cast of an out-of-range double is undefined */
+    if (v <= (double)lo)
+        return lo;
+    if (v >= (double)hi)
+        return hi;
+    return (int64_t)v;
+}
+
+long usage_count(double v)
+{
+    if (isnan(v) || v < 0)
+        return -1;
+    return (long)usage_clamp_int(v, 0, USAGE_TOKENS_MAX, -1);
+}
+
+void usage_tokens_set(usage_tokens *t, double in_v, double out_v, double total_v, double cached_v)
+{
+    long in = usage_count(in_v), out = usage_count(out_v), tot = usage_count(total_v);
+    if (tot < 0 && in >= 0 && out >= 0)
+        tot = in > USAGE_TOKENS_MAX - out ? USAGE_TOKENS_MAX : in + out;
+    if (in >= 0)
+        t->in = in;
+    if (out >= 0)
+        t->out = out;
+    if (tot >= 0)
+        t->total = tot;
+    long cached = usage_count(cached_v);
+    if (cached >= 0)
+        t->cached = cached;
+}
+
+/* The usage members usage_tokens_read looks at. */
+enum { U_IN, U_PROMPT, U_OUT, U_COMPLETION, U_TOTAL, U_IN_DETAILS, U_PROMPT_DETAILS, U_N };
+static const char *const usage_members[U_N] = {"input_tokens",      "prompt_tokens",        "output_tokens",
+                                               "completion_tokens", "total_tokens",         "input_tokens_details",
+                                               "prompt_tokens_details"};
+
+static double usage_num(const json_value *v, double dflt) { return v && v->type == JSON_NUMBER ? v->num : dflt; }
+
+void usage_tokens_read(const json_value *u, usage_tokens *t)
+{
+    if (!u || u->type != JSON_OBJECT)
+        return;
+    /* one pass over the members (json_get walks them all for each name):
+     * each the last of its name, as json_get reads it */
+    const json_value *m[U_N] = {NULL};
+    for (const json_value *c = u->child; c; c = c->next)
+        for (int i = 0; i < U_N; i++)
+            if (c->key && c->key[0] == usage_members[i][0] && strcmp(c->key, usage_members[i]) == 0) {
+                m[i] = c;
+                break;
+            }
+    const json_value *d = m[U_IN_DETAILS] ? m[U_IN_DETAILS] : m[U_PROMPT_DETAILS]; /* Responses; Chat */
+    usage_tokens_set(t, usage_num(m[U_IN], usage_num(m[U_PROMPT], -1)),
+                     usage_num(m[U_OUT], usage_num(m[U_COMPLETION], -1)), usage_num(m[U_TOTAL], -1),
+                     json_get_num(d, "cached_tokens", -1));
+}
+
+/* The whole value (spaces around allowed) as a finite number, else NAN. */
+static double usage_parse_num(const char *v)
+{
+    if (!v)
+        return NAN;
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v)
+        return NAN;
+    while (*end == ' ' || *end == '\t')
+        end++;
+    return *end || !isfinite(d) ? NAN : d;
+}
+
+static double usage_header_capped(const char *v, double max);
+
+double usage_header_seconds(const char *v) { return usage_header_capped(v, USAGE_SECONDS_MAX); }
+
+double usage_capped(double v, double max)
+{
+    if (isnan(v) || v < 0)
+        return -1;
+    return v > max ? max : v;
+}
+
+/* A header value that is a non-negative finite number, capped at max; -1
+ * for anything else. */
+static double usage_header_capped(const char *v, double max) { return usage_capped(usage_parse_num(v), max); }
+
+int usage_header_apply(account_state *st, const char *name, const char *value, double now)
+{
+    int secondary = strncasecmp(name, "x-codex-secondary-", 18) == 0;
+    if (!secondary && strncasecmp(name, "x-codex-primary-", 16) != 0)
+        return 0;
+    const char *f = name + (secondary ? 18 : 16);
+    double v;
+    if (strcasecmp(f, "used-percent") == 0) {
+        if ((v = usage_header_capped(value, 100)) < 0)
+            return 0;
+        *(secondary ? &st->secondary_used_pct : &st->primary_used_pct) = v;
+    } else if (strcasecmp(f, "reset-at") == 0) { /* unix seconds, at most a year ahead */
+        if ((v = usage_header_capped(value, now + USAGE_SECONDS_MAX)) < 0)
+            return 0;
+        *(secondary ? &st->secondary_reset_at : &st->primary_reset_at) = v;
+    } else if (strcasecmp(f, "reset-after-seconds") == 0) {
+        if ((v = usage_header_capped(value, USAGE_SECONDS_MAX)) < 0)
+            return 0;
+        *(secondary ? &st->secondary_reset_at : &st->primary_reset_at) = now + v;
+    } else if (strcasecmp(f, "window-minutes") == 0) {
+        if ((v = usage_header_capped(value, USAGE_SECONDS_MAX / 60)) < 0)
+            return 0;
+        *(secondary ? &st->secondary_window_s : &st->primary_window_s) = v * 60;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+double usage_resets_in(const json_value *doc)
+{
+    const json_value *err = doc ? json_get(doc, "error") : NULL;
+    double r = err ? json_get_num(err, "resets_in_seconds", -1) : -1;
+    if (isnan(r) || r < 0)
+        return -1;
+    return r > USAGE_SECONDS_MAX ? USAGE_SECONDS_MAX : r;
+}

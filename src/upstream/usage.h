@@ -1,0 +1,56 @@
+/* usage.h: the numbers an upstream reports about itself — token usage
+ * objects (Responses and Chat Completions naming), the x-codex-* usage
+ * headers, Retry-After and resets_in_seconds. Every one is untrusted input:
+ * it is parsed strictly and clamped into a range before it becomes a C
+ * integer or a stored figure, so no value (1e85, inf, nan, -0, "12abc") can
+ * reach an undefined float-to-integer conversion or a nonsense state. */
+#ifndef SY_USAGE_H
+#define SY_USAGE_H
+#include <stdint.h>
+#include "base/json.h"
+#include "store/store.h"
+
+#define USAGE_TOKENS_MAX 1000000000000000L /* 1e15: far above any real count, exact in a double */
+#define USAGE_SECONDS_MAX 31536000.0       /* one year: Retry-After, resets, reset-after headers */
+
+/* A count of tokens: -1 (unknown) for a negative or NaN value, else the
+ * value truncated and capped at USAGE_TOKENS_MAX. */
+long usage_count(double v);
+
+/* -1 for a NaN or negative v, else v capped at max. */
+double usage_capped(double v, double max);
+
+/* Any double to an integer in [lo, hi]; NaN gives dflt. Never undefined. */
+int64_t usage_clamp_int(double v, int64_t lo, int64_t hi, int64_t dflt);
+
+typedef struct usage_tokens {
+    long in, out, total; /* -1 unknown */
+    long cached;         /* of in, served from the prompt cache; -1 unknown */
+} usage_tokens;
+
+/* Reads a usage object ({"input_tokens"|"prompt_tokens", "output_tokens"|
+ * "completion_tokens", "total_tokens", "input_tokens_details"|
+ * "prompt_tokens_details".cached_tokens}); fields it finds overwrite t's,
+ * others are left as they are. u may be NULL or of any type. */
+void usage_tokens_read(const json_value *u, usage_tokens *t);
+/* What usage_tokens_read does with the numbers it found: in, out, total
+ * and cached as read (-1 for none; in and out already chosen between the
+ * two namings), each a count by usage_count, total summed when missing. */
+void usage_tokens_set(usage_tokens *t, double in, double out, double total, double cached);
+
+/* A header value that must be a plain non-negative number of seconds
+ * (Retry-After's delta-seconds form): the value capped at
+ * USAGE_SECONDS_MAX, or -1 when it is anything else. */
+double usage_header_seconds(const char *v);
+
+/* Applies one x-codex-{primary,secondary}-* usage header to an account's
+ * state: used-percent (kept within 0..100), reset-at (unix seconds, at most
+ * USAGE_SECONDS_MAX ahead of now), reset-after-seconds (within
+ * 0..USAGE_SECONDS_MAX) and window-minutes (at most a year). Returns 1 if
+ * the header was one of them and its value a plain non-negative number. */
+int usage_header_apply(account_state *st, const char *name, const char *value, double now);
+
+/* error.resets_in_seconds of a JSON error document, or -1. */
+double usage_resets_in(const json_value *doc);
+
+#endif

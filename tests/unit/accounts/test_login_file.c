@@ -1,0 +1,120 @@
+/* test_login_file.c: JWT claims of a login and the login file shapes
+ * (login_file.c, jwt.c). */
+#include "check.h"
+#include "base/jwt.h"
+#include "accounts/login_file.h"
+
+/* header {"alg":"none"} . payload . sig, payloads base64url without padding */
+#define JWT_HDR "eyJhbGciOiJub25lIn0"
+/* {"exp":1900000000,"email":"a@x.io","aud":["app_X1"],"https://api.openai.com/auth":{"chatgpt_account_id":"acc-9","chatgpt_plan_type":"team"}} */
+#define JWT_FULL JWT_HDR ".eyJleHAiOjE5MDAwMDAwMDAsImVtYWlsIjoiYUB4LmlvIiwiYXVkIjpbImFwcF9YMSJdLCJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjLTkiLCJjaGF0Z3B0X3BsYW5fdHlwZSI6InRlYW0ifX0.sig"
+/* {"exp":1900000000} */
+#define JWT_EXP JWT_HDR ".eyJleHAiOjE5MDAwMDAwMDB9.sig"
+
+static void test_jwt_claims_give_expiry_identity_plan_and_client(void)
+{
+    jwt_claims c;
+    CHECK_EQ_INT(jwt_claims_read(JWT_FULL, &c), 0);
+    CHECK_EQ_INT(c.exp, 1900000000);
+    CHECK_EQ_STR(c.email, "a@x.io");
+    CHECK_EQ_STR(c.chatgpt_account_id, "acc-9");
+    CHECK_EQ_STR(c.plan_type, "team");
+    CHECK_EQ_STR(c.client_id, "app_X1");
+}
+
+static void test_jwt_claims_reject_what_is_not_a_jwt(void)
+{
+    jwt_claims c;
+    CHECK_EQ_INT(jwt_claims_read("sk-plainkey", &c), -1);
+    CHECK_EQ_INT(jwt_claims_read("a.b", &c), -1);
+    CHECK_EQ_INT(jwt_claims_read(JWT_HDR ".!!!.sig", &c), -1);
+    CHECK_EQ_INT(c.exp, 0);
+}
+
+static void test_codex_auth_json_gives_one_full_login(void)
+{
+    const char *t = "{\"OPENAI_API_KEY\":null,\"last_refresh\":\"2025-01-01T00:00:10.5Z\",\"tokens\":{"
+                    "\"id_token\":\"" JWT_FULL "\",\"access_token\":\"" JWT_EXP "\",\"refresh_token\":\"rt_1\"}}";
+    login_list l = {0};
+    char err[256] = "";
+    CHECK_EQ_INT(login_file_parse("auth.json", t, strlen(t), &l, err, sizeof err), 0);
+    CHECK_EQ_INT(l.n, 1);
+    if (l.n == 1) {
+        CHECK_EQ_STR(l.v[0].refresh_token, "rt_1");
+        CHECK_EQ_STR(l.v[0].account_id, "acc-9");
+        CHECK_EQ_STR(l.v[0].email, "a@x.io");
+        CHECK_EQ_STR(l.v[0].plan_type, "team");
+        CHECK_EQ_INT(l.v[0].expires_at, 1900000000);
+        CHECK_EQ_INT(l.v[0].last_refresh_at, 1735689610);
+        CHECK(l.v[0].kind == ACCOUNT_CHATGPT);
+    }
+    login_list_free(&l);
+}
+
+static void test_a_stream_of_objects_is_read_entry_by_entry(void)
+{
+    const char *t = "{\"name\":\"a\",\"access_token\":\"" JWT_EXP "\",\"account_id\":\"x1\"}\n"
+                    "[{\"name\":\"b\",\"accessToken\":\"tok\",\"chatgptAccountId\":\"x2\"}]";
+    login_list l = {0};
+    char err[256] = "";
+    CHECK_EQ_INT(login_file_parse("s.json", t, strlen(t), &l, err, sizeof err), 0);
+    CHECK_EQ_INT(l.n, 2);
+    if (l.n == 2) {
+        CHECK_EQ_STR(l.v[1].name, "b");
+        CHECK_EQ_STR(l.v[1].account_id, "x2");
+    }
+    login_list_free(&l);
+}
+
+static void test_bad_entries_are_named_with_their_field_and_nothing_is_kept(void)
+{
+    const char *t = "[{\"access_token\":\"t1\",\"account_id\":\"x\"},{\"name\":\"bob\",\"account_id\":\"y\"}]";
+    login_list l = {0};
+    char err[256] = "";
+    CHECK_EQ_INT(login_file_parse("f.json", t, strlen(t), &l, err, sizeof err), -1);
+    CHECK(strstr(err, "f.json entry 2 (bob): access_token: missing") != NULL);
+    CHECK_EQ_INT(l.n, 0);
+    const char *t2 = "[{\"access_token\":\"t1\"}]";
+    CHECK_EQ_INT(login_file_parse("g.json", t2, strlen(t2), &l, err, sizeof err), -1);
+    CHECK(strstr(err, "g.json entry 1: account_id: missing") != NULL);
+    const char *t3 = "[{\"platform\":\"anthropic\",\"credentials\":{\"access_token\":\"t\"}}]";
+    CHECK_EQ_INT(login_file_parse("h.json", t3, strlen(t3), &l, err, sizeof err), -1);
+    CHECK(strstr(err, "h.json entry 1: platform: 'anthropic'") != NULL);
+    CHECK_EQ_INT(login_file_parse("e.json", "  ", 2, &l, err, sizeof err), -1);
+    CHECK(strstr(err, "holds no logins") != NULL);
+    login_list_free(&l);
+}
+
+static void test_export_holds_tokens_only_with_secrets(void)
+{
+    account a = {0};
+    a.name = "n";
+    a.kind = ACCOUNT_CHATGPT;
+    a.base_url = "https://chatgpt.com/backend-api/codex";
+    a.token = "ACCESS-SECRET";
+    a.refresh_token = "REFRESH-SECRET";
+    a.chatgpt_account_id = "acc";
+    sbuf o = SBUF_INIT;
+    login_file_write(&o, &a, 1, 0);
+    CHECK(!strstr(o.p, "SECRET"));
+    sbuf_reset(&o);
+    login_file_write(&o, &a, 1, 1);
+    CHECK(strstr(o.p, "ACCESS-SECRET") && strstr(o.p, "REFRESH-SECRET"));
+    login_list l = {0};
+    char err[256] = "";
+    CHECK_EQ_INT(login_file_parse("x", o.p, o.len, &l, err, sizeof err), 0);
+    CHECK(l.n == 1 && strcmp(l.v[0].refresh_token, "REFRESH-SECRET") == 0 && strcmp(l.v[0].name, "n") == 0);
+    login_list_free(&l);
+    sbuf_free(&o);
+}
+
+int main(void)
+{
+    RUN(test_jwt_claims_give_expiry_identity_plan_and_client);
+    RUN(test_jwt_claims_reject_what_is_not_a_jwt);
+    RUN(test_codex_auth_json_gives_one_full_login);
+    RUN(test_a_stream_of_objects_is_read_entry_by_entry);
+    RUN(test_bad_entries_are_named_with_their_field_and_nothing_is_kept);
+    RUN(test_export_holds_tokens_only_with_secrets);
+    return check_summary();
+}

@@ -1,0 +1,99 @@
+/* test_pool.c: the in-memory pool's platform key check (pool_auth), which
+ * remembers the keys presented before instead of hashing them again: a
+ * remembered key still proves nothing once it is revoked, and a key that
+ * differs from a remembered one in any byte or in length is refused. */
+#include "check.h"
+#include "route/pool.h"
+#include "store/store.h"
+
+static char test_dir[64];
+
+static store *test_store(const char *name)
+{
+    char path[128], err[256] = "";
+    snprintf(path, sizeof path, "%s/%s.db", test_dir, name);
+    store *s = store_open(path, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "  store_open(%s): %s\n", path, err);
+    return s;
+}
+
+static void test_pool_auth_remembered_key_is_refused_after_revocation(void)
+{
+    store *s = test_store("revoke");
+    char ka[64], kb[64], err[256];
+    int64_t ida = 0, idb = 0;
+    CHECK_EQ_INT(store_key_add(s, "a", ka, sizeof ka, &ida, NULL, 0), 0);
+    CHECK_EQ_INT(store_key_add(s, "b", kb, sizeof kb, &idb, NULL, 0), 0);
+    pool *p = pool_new(s);
+    for (int round = 0; round < 3; round++) { /* first hashed, then remembered */
+        pool_key *a = pool_auth(p, ka), *b = pool_auth(p, kb);
+        CHECK(a && a->k.id == ida);
+        CHECK(b && b->k.id == idb);
+    }
+    CHECK_EQ_INT(store_key_revoke(s, "a", err, sizeof err), 1); /* keys revoked */
+    CHECK_EQ_INT(pool_refresh(p), 1);
+    CHECK(pool_auth(p, ka) == NULL);
+    pool_key *b = pool_auth(p, kb);
+    CHECK(b && b->k.id == idb);
+    pool_free(p);
+    store_close(s);
+}
+
+static void test_pool_auth_refuses_keys_near_a_remembered_one(void)
+{
+    store *s = test_store("near");
+    char k[64];
+    int64_t id = 0;
+    CHECK_EQ_INT(store_key_add(s, "k", k, sizeof k, &id, NULL, 0), 0);
+    pool *p = pool_new(s);
+    pool_key *ok = pool_auth(p, k);
+    CHECK(ok && ok->k.id == id);
+    size_t n = strlen(k);
+    char near[80];
+    memcpy(near, k, n + 1);
+    near[n - 1] = near[n - 1] == 'x' ? 'y' : 'x'; /* last byte differs */
+    CHECK(pool_auth(p, near) == NULL);
+    near[n - 1] = k[n - 1];
+    near[n] = 'x', near[n + 1] = '\0'; /* one byte longer */
+    CHECK(pool_auth(p, near) == NULL);
+    near[n - 1] = '\0'; /* one byte shorter */
+    CHECK(pool_auth(p, near) == NULL);
+    CHECK(pool_auth(p, "") == NULL);
+    ok = pool_auth(p, k);
+    CHECK(ok && ok->k.id == id);
+    pool_free(p);
+    store_close(s);
+}
+
+static void test_pool_auth_serves_more_keys_than_it_remembers(void)
+{
+    store *s = test_store("many");
+    enum { N = 40 }; /* more than the pool remembers */
+    char keys[N][64];
+    int64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "k%d", i);
+        CHECK_EQ_INT(store_key_add(s, name, keys[i], sizeof keys[i], &ids[i], NULL, 0), 0);
+    }
+    pool *p = pool_new(s);
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < N; i++) {
+            pool_key *k = pool_auth(p, keys[(i * 7 + round) % N]);
+            CHECK(k && k->k.id == ids[(i * 7 + round) % N]);
+        }
+    pool_free(p);
+    store_close(s);
+}
+
+int main(void)
+{
+    if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_pool") != 0)
+        return 2;
+    RUN(test_pool_auth_remembered_key_is_refused_after_revocation);
+    RUN(test_pool_auth_refuses_keys_near_a_remembered_one);
+    RUN(test_pool_auth_serves_more_keys_than_it_remembers);
+    check_tmpdir_remove(test_dir);
+    return check_summary();
+}
