@@ -1,7 +1,7 @@
 /* floor_proxy.c: the least a proxy built like switchyard can cost.
  *
  * The same plumbing as the gateway (libevent's evhttp server on one loop,
- * src/upstream.c driving libcurl's multi interface on that loop, kept-alive
+ * src/upstream/upstream.c driving libcurl's multi interface on that loop, kept-alive
  * upstream connections) and nothing else: no platform-key check, no JSON
  * parse, no policy, no request log, no trace, no failover, no preflight.
  * Each client request is forwarded to one upstream URL prefix (the client's

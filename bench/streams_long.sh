@@ -19,7 +19,7 @@
 #
 # The gateway is started with the soft descriptor limit at 1024: raising it
 # (to the hard limit) and capping connections to what fits is its own job
-# (src/conn_limit.c, src/server.c). Each stream costs it two descriptors (a
+# (src/http/conn_limit.c, src/http/server.c). Each stream costs it two descriptors (a
 # client socket and an upstream socket), so N streams need a hard limit of
 # at least 2 N + 64; below that the gateway refuses the excess with 503
 # too_many_connections, and this script says so before it starts.

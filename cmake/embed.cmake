@@ -1,7 +1,7 @@
 # Writes a C file holding every lua/*.lua, policies/*.lua and web/ file
 # (html, css, js) under ROOT as a byte array, named by its path relative to
 # ROOT (e.g. "policies/classify.lua", "web/index.html").
-# FILES may be given to embed another list instead. See src/embedded.h.
+# FILES may be given to embed another list instead. See src/base/embedded.h.
 if(NOT FILES)
   file(GLOB FILES ${ROOT}/lua/*.lua ${ROOT}/policies/*.lua
        ${ROOT}/web/*.html ${ROOT}/web/*.css ${ROOT}/web/*.js)

@@ -1,5 +1,5 @@
 -- lua/spec.lua: the assertion API and test collector of `switchyard test`
--- (the C side is src/policy_test.c). A spec file calls describe/it (or test)
+-- (the C side is src/policy/policy_test.c). A spec file calls describe/it (or test)
 -- to register cases; the runner then calls M.run(i) for each one under its
 -- own instruction budget. Everything in M.api becomes a global of the spec.
 local M = { api = {} }

@@ -8,7 +8,7 @@
 -- "open", how many seconds it stays open. After that the account is
 -- half-open: one probe request at a time (C enforces it) until this hook
 -- closes it. Numbers: the best-known desktop router's defaults.
--- The built-in C default in src/policy.c mirrors these rules.
+-- The built-in C default in src/policy/policy.c mirrors these rules.
 
 local OPEN_AFTER_FAILURES = 4    -- consecutive
 local OPEN_ERROR_RATE = 0.6      -- failures / requests in the window ...

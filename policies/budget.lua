@@ -10,7 +10,7 @@
 -- Default: over once the spend reaches the budget (the request that crosses
 -- it completes: its cost is only known afterwards). A soft limit or an
 -- overdraft is a one-line change, e.g. `b.spent >= b.usd * 1.1`.
--- The built-in C default in src/policy.c mirrors this rule.
+-- The built-in C default in src/policy/policy.c mirrors this rule.
 
 local function budget(b)
   if b.usd > 0 and b.spent >= b.usd then return "over" end

@@ -11,7 +11,7 @@
 -- to a candidate declared as a larger-context fallback; "resume" (only for
 -- after_output events: a stream cut after output reached the client)
 -- finishes the answer on the next candidate.
--- The built-in C default in src/policy.c mirrors these rules.
+-- The built-in C default in src/policy/policy.c mirrors these rules.
 
 local QUOTA_TEXTS = {
   "hit your usage limit",  -- "You've hit your usage limit" (either apostrophe)

@@ -8,7 +8,7 @@
 -- the usage poll) shows a spent window (100 % used) with a known reset time,
 -- a 429 / quota error rests exactly until that window resets instead of the
 -- ladder's guess. A larger Retry-After / resets_in_seconds wins.
--- The built-in C default in src/policy.c mirrors these rules.
+-- The built-in C default in src/policy/policy.c mirrors these rules.
 
 local LADDER = { 45, 300, 1800, 7200 }  -- seconds; stays on the last step
 local LADDER_CLASSES = sy.set{ "rate_limit", "quota" }

@@ -5,7 +5,7 @@
 -- gateway keeps the verdict until the usage or the account changes, so decide
 -- from the argument alone.
 -- Usage is in percent used; -1 means unknown and never reserves.
--- The built-in C default in src/policy.c mirrors this rule.
+-- The built-in C default in src/policy/policy.c mirrors this rule.
 
 local PRIMARY_RESERVE_AT = 95    -- 5 h window: less than 5 % left
 local SECONDARY_RESERVE_AT = 90  -- weekly window: less than 10 % left

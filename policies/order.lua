@@ -24,7 +24,7 @@
 --     + model and steps it after each pick, as nginx does), accounts whose
 --     (recovered) success rate is below HEALTH_FLOOR after the healthy ones;
 --   ctx.preferred, when present, goes first.
--- The built-in C default in src/policy.c mirrors these rules.
+-- The built-in C default in src/policy/policy.c mirrors these rules.
 
 local GROUPS = {
   account_rotation = { "account" },

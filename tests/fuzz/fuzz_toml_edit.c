@@ -1,4 +1,4 @@
-/* fuzz_toml_edit.c: libFuzzer target for the TOML editor (src/toml_edit.c).
+/* fuzz_toml_edit.c: libFuzzer target for the TOML editor (src/codex/toml_edit.c).
  * For any input: parsing never crashes and never changes the bytes; on a
  * document it accepts, the edits `codex attach` makes (model_provider and
  * the [model_providers.switchyard] keys) either succeed or leave the bytes

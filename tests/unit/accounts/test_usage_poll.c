@@ -1,4 +1,4 @@
-/* test_usage_poll.c: the pure parts of usage polling (src/usage_poll.c):
+/* test_usage_poll.c: the pure parts of usage polling (src/accounts/usage_poll.c):
  * the usage URL for an account base URL, and reading Codex's usage payload
  * (plan_type, rate_limit windows, credits) into an account's state. */
 #include "check.h"

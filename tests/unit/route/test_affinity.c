@@ -1,4 +1,4 @@
-/* test_affinity.c: the session -> account table (src/affinity.c): lookups,
+/* test_affinity.c: the session -> account table (src/route/affinity.c): lookups,
  * moves, idle expiry, the least-recently-used bound, and a randomized run
  * against a simple model. */
 #include "route/affinity.h"
