@@ -1,0 +1,773 @@
+/* cli_account.c: `switchyard account add|list|import|export|update|enable|
+ * disable|remove|reset`. Tokens can come from a file or stdin so they stay
+ * out of shell history (the secrets readers below), and no command here ever
+ * prints an upstream token; a Codex login file gives a chatgpt account its
+ * token and login. */
+#include "admin/cli_internal.h"
+#include "accounts/login_file.h"
+#include "base/jwt.h"
+#include "base/sbuf.h"
+#include "store/store.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CLI_SECRET_MAX 65536
+
+void cli_usage_account(FILE *f)
+{
+    fputs("usage: switchyard account add --name N --base-url URL (--token T | --token - | --token-file PATH)\n"
+          "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
+          "                              [--chatgpt-account-id ID] [--model-map JSON] [--context-fallback]\n"
+          "                              [--weight N] [--max-rpm N] [--max-tpm N]\n"
+          "                              [--budget USD [--budget-period month|<N>d]]\n"
+          "                              [--db PATH]\n"
+          "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
+          "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
+          "       switchyard account import FILE... [--db PATH]\n"
+          "                              (Codex auth.json files and exports of many logins; see docs/accounts.md)\n"
+          "       switchyard account export --out FILE|- [--name N] [--with-secrets] [--db PATH]\n"
+          "       switchyard account update --name N [--token T | --token-file PATH | --codex-auth FILE]\n"
+          "                              [--base-url URL] [--sort N] [--max-concurrency N] [--model-map JSON]\n"
+          "                              [--context-fallback | --no-context-fallback] [--weight N]\n"
+          "                              [--max-rpm N] [--max-tpm N] [--budget USD] [--budget-period month|<N>d]\n"
+          "       switchyard account list [--json] [--db PATH]\n"
+          "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
+          "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
+          "  long (context_length_exceeded) is sent to it once; reset clears cooldown, 429 ladder and breaker\n"
+          "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
+          f);
+}
+
+/* ---------- secrets ---------- */
+
+/* Strips surrounding whitespace (a trailing newline from a file or echo). */
+static void cli_secret_trim(sbuf *b)
+{
+    size_t start = 0;
+    while (b->len && (unsigned char)b->p[b->len - 1] <= ' ')
+        b->p[--b->len] = '\0';
+    while (start < b->len && (unsigned char)b->p[start] <= ' ')
+        start++;
+    sbuf_consume(b, start);
+}
+
+static int cli_secret_read_stream(FILE *f, sbuf *out)
+{
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        sbuf_append(out, buf, n);
+        if (out->len > CLI_SECRET_MAX)
+            break;
+    }
+    memset(buf, 0, sizeof buf);
+    return ferror(f) || out->len > CLI_SECRET_MAX ? -1 : 0;
+}
+
+/* On a terminal, reads one line with echo off so the token is not shown. */
+static int cli_secret_read_tty(sbuf *out)
+{
+    struct termios old, quiet;
+    int have_tc = tcgetattr(STDIN_FILENO, &old) == 0;
+    fputs("token (input hidden): ", stderr);
+    if (have_tc) {
+        quiet = old;
+        quiet.c_lflag &= ~(tcflag_t)ECHO;
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    }
+    int c;
+    while ((c = getchar()) != EOF && c != '\n' && out->len <= CLI_SECRET_MAX) {
+        char ch = (char)c;
+        sbuf_append(out, &ch, 1);
+    }
+    if (have_tc)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+    fputc('\n', stderr);
+    return out->len > CLI_SECRET_MAX ? -1 : 0;
+}
+
+static int cli_secret_read_file(const char *cmd, const char *path, sbuf *out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "switchyard %s: cannot read token file %s: %s\n", cmd, path, strerror(errno));
+        return -1;
+    }
+    int rc = cli_secret_read_stream(f, out);
+    fclose(f);
+    if (rc != 0)
+        fprintf(stderr, "switchyard %s: cannot read token file %s (error or larger than %d bytes)\n", cmd,
+                path, CLI_SECRET_MAX);
+    return rc;
+}
+
+/* A token goes into an HTTP header: no spaces or control characters. */
+static int cli_secret_check(const char *cmd, const sbuf *b)
+{
+    if (b->len == 0) {
+        fprintf(stderr, "switchyard %s: the token is empty\n", cmd);
+        return -1;
+    }
+    for (size_t i = 0; i < b->len; i++) {
+        unsigned char c = (unsigned char)b->p[i];
+        if (c <= ' ' || c == 0x7f) {
+            fprintf(stderr, "switchyard %s: the token contains whitespace or control characters\n", cmd);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Fills out from --token T, --token - (stdin) or --token-file PATH. */
+static int cli_token_get(const char *cmd, const char *token, const char *file, sbuf *out)
+{
+    int rc = 0;
+    if (token && file) {
+        fprintf(stderr, "switchyard %s: give either --token or --token-file, not both\n", cmd);
+        return -1;
+    }
+    if (!token && !file) {
+        fprintf(stderr, "switchyard %s: --token (or --token -, --token-file) is required\n", cmd);
+        return -1;
+    }
+    if (file)
+        rc = cli_secret_read_file(cmd, file, out);
+    else if (strcmp(token, "-") == 0 && isatty(STDIN_FILENO))
+        rc = cli_secret_read_tty(out);
+    else if (strcmp(token, "-") == 0)
+        rc = cli_secret_read_stream(stdin, out);
+    else
+        sbuf_puts(out, token);
+    if (rc != 0 && !file)
+        fprintf(stderr, "switchyard %s: cannot read the token from stdin\n", cmd);
+    if (rc == 0)
+        cli_secret_trim(out);
+    return rc == 0 ? cli_secret_check(cmd, out) : -1;
+}
+
+/* ---------- account add ---------- */
+
+typedef struct cli_account_args {
+    const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
+    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period;
+    int help, context_fallback;
+} cli_account_args;
+
+#define CLI_CHATGPT_BASE_URL "https://chatgpt.com/backend-api/codex"
+
+/* The JWT exp of a ChatGPT access token given with --token; 0 for other tokens. */
+static int64_t cli_token_expiry(const char *token)
+{
+    jwt_claims c;
+    return jwt_claims_read(token, &c) == 0 ? c.exp : 0;
+}
+
+/* Reads a Codex CLI auth.json (or any one-login file login_file reads):
+ * exactly one login, which the caller owns. */
+static int cli_codex_auth_read(const char *cmd, const char *path, login_list *out)
+{
+    char err[512] = "";
+    if (login_file_read(path, out, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+        return -1;
+    }
+    if (out->n != 1) {
+        fprintf(stderr, "switchyard %s: %s holds %zu logins; use 'switchyard account import' for several\n", cmd,
+                path, out->n);
+        return -1;
+    }
+    if (out->v[0].kind != ACCOUNT_CHATGPT) {
+        fprintf(stderr, "switchyard %s: %s is not a ChatGPT login\n", cmd, path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Shape check only; the store validates the JSON strictly. */
+static int cli_looks_like_object(const char *s)
+{
+    size_t n = strlen(s);
+    while (n && (unsigned char)s[n - 1] <= ' ')
+        n--;
+    while (n && (unsigned char)*s <= ' ')
+        s++, n--;
+    return n >= 2 && s[0] == '{' && s[n - 1] == '}';
+}
+
+/* Checks everything that does not need the token or the database, so a bad
+ * flag is reported before a token is read from stdin. */
+static int cli_account_validate(const char *cmd, const cli_account_args *a, account_new *an)
+{
+    if (a->kind && account_kind_parse(a->kind, &an->kind) != 0) {
+        fprintf(stderr, "switchyard %s: --kind must be api_key, chatgpt or aggregate, got '%s'\n", cmd, a->kind);
+        return -1;
+    }
+    if (a->codex_auth && a->kind && an->kind != ACCOUNT_CHATGPT) {
+        fprintf(stderr, "switchyard %s: --codex-auth makes a chatgpt account; drop --kind %s\n", cmd, a->kind);
+        return -1;
+    }
+    if (a->codex_auth)
+        an->kind = ACCOUNT_CHATGPT;
+    /* the ChatGPT backend has one address: chatgpt accounts need no --base-url */
+    const char *base_url = a->base_url ? a->base_url : an->kind == ACCOUNT_CHATGPT ? CLI_CHATGPT_BASE_URL : NULL;
+    if (!a->name || !*a->name || !base_url) {
+        fprintf(stderr, "switchyard %s: --name and --base-url are required\n", cmd);
+        return -1;
+    }
+    if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0) {
+        fprintf(stderr, "switchyard %s: --base-url must start with http:// or https://\n", cmd);
+        return -1;
+    }
+    if (a->model_map && !cli_looks_like_object(a->model_map)) {
+        fprintf(stderr, "switchyard %s: --model-map must be a JSON object, e.g. '{\"gpt-5\":\"gpt-5-codex\"}'\n", cmd);
+        return -1;
+    }
+    if (a->sort && cli_parse_int(cmd, "sort", a->sort, INT_MIN, &an->sort) != 0)
+        return -1;
+    if (a->max_conc && cli_parse_int(cmd, "max-concurrency", a->max_conc, 0, &an->max_concurrency) != 0)
+        return -1;
+    if (a->weight && cli_parse_int(cmd, "weight", a->weight, 1, &an->weight) != 0)
+        return -1;
+    if (a->max_rpm && cli_parse_int(cmd, "max-rpm", a->max_rpm, 0, &an->max_rpm) != 0)
+        return -1;
+    if (a->max_tpm && cli_parse_int(cmd, "max-tpm", a->max_tpm, 0, &an->max_tpm) != 0)
+        return -1;
+    if (cli_budget_parse(cmd, a->budget, a->budget_period, &an->budget_usd) != 0)
+        return -1;
+    an->budget_period = a->budget_period;
+    an->name = a->name;
+    an->base_url = base_url;
+    an->chatgpt_account_id = a->chatgpt_id;
+    an->model_map = a->model_map;
+    return 0;
+}
+
+static int cli_account_insert(const char *cmd, const char *db, const account_new *an)
+{
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    char err[512] = "";
+    int64_t id = 0;
+    int rc = store_account_add(s, an, &id, err, sizeof err);
+    if (rc == 0)
+        printf("added account %s (id %lld)\n", an->name, (long long)id);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+int cli_account_add(int argc, char **argv)
+{
+    const char *cmd = "account add";
+    cli_account_args a = {0};
+    const cli_opt opts[] = {
+        {"db", &a.db, NULL}, {"name", &a.name, NULL}, {"base-url", &a.base_url, NULL},
+        {"token", &a.token, NULL}, {"token-file", &a.token_file, NULL}, {"kind", &a.kind, NULL},
+        {"sort", &a.sort, NULL}, {"max-concurrency", &a.max_conc, NULL},
+        {"chatgpt-account-id", &a.chatgpt_id, NULL}, {"model-map", &a.model_map, NULL},
+        {"codex-auth", &a.codex_auth, NULL}, {"context-fallback", NULL, &a.context_fallback},
+        {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL},
+        {"max-tpm", &a.max_tpm, NULL}, {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
+        {"help", NULL, &a.help}, {NULL, NULL, NULL},
+    };
+    account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    an.context_fallback = a.context_fallback;
+    if (cli_account_validate(cmd, &a, &an) != 0)
+        return CLI_EXIT_USAGE;
+    sbuf token = SBUF_INIT;
+    login_list logins = {0};
+    rc = CLI_EXIT_USAGE;
+    int got;
+    if (a.codex_auth && (a.token || a.token_file)) {
+        fprintf(stderr, "switchyard %s: --codex-auth already gives the token; drop --token/--token-file\n", cmd);
+        got = -1;
+    } else if (a.codex_auth) {
+        got = cli_codex_auth_read(cmd, a.codex_auth, &logins);
+    } else {
+        got = cli_token_get(cmd, a.token, a.token_file, &token);
+    }
+    if (got == 0 && a.codex_auth) {
+        const login_entry *e = &logins.v[0];
+        an.token = e->access_token;
+        login_entry_login(e, &an.login);
+        if (!an.chatgpt_account_id)
+            an.chatgpt_account_id = e->account_id;
+    } else if (got == 0) {
+        an.token = token.p;
+        an.login.token_expires_at = cli_token_expiry(token.p);
+    }
+    if (got == 0)
+        rc = cli_account_insert(cmd, a.db, &an);
+    sbuf_secret_wipe(&token);
+    login_list_free(&logins);
+    return rc;
+}
+
+/* ---------- account list ---------- */
+
+static const account_state *cli_state_find(const account_state *st, size_t n, int64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (st[i].account_id == id)
+            return &st[i];
+    return NULL;
+}
+
+static double cli_cooldown_left(const account_state *st, double now)
+{
+    return st && st->cooldown_until > now ? st->cooldown_until - now : 0;
+}
+
+/* "42% in 2h13m": a usage window's used percent and the time to its reset. */
+static void cli_window_fmt(char *out, size_t n, double used, double reset_at, double now)
+{
+    if (used < 0) {
+        snprintf(out, n, "-");
+        return;
+    }
+    long left = reset_at > now ? (long)(reset_at - now + 0.5) : -1;
+    if (left < 0)
+        snprintf(out, n, "%.0f%%", used);
+    else if (left >= 86400)
+        snprintf(out, n, "%.0f%% in %ldd%ldh", used, left / 86400, left % 86400 / 3600);
+    else if (left >= 3600)
+        snprintf(out, n, "%.0f%% in %ldh%02ldm", used, left / 3600, left % 3600 / 60);
+    else
+        snprintf(out, n, "%.0f%% in %ldm%02lds", used, left / 60, left % 60);
+}
+
+static void cli_window_json(sbuf *o, const char *name, double used, double window_s, double reset_at, double now)
+{
+    sbuf_printf(o, ",\"%s\":", name);
+    if (used < 0) {
+        sbuf_puts(o, "null");
+        return;
+    }
+    sbuf_printf(o, "{\"used_percent\":%g,\"window_s\":%.0f,\"reset_at\":%.0f,\"resets_in_s\":%.0f}", used,
+                window_s, reset_at, reset_at > now ? reset_at - now : 0);
+}
+
+/* The usage fields of an account's JSON entry (what the headers and the
+ * usage poll said). */
+static void cli_usage_json(sbuf *o, const account_state *st, double now)
+{
+    if (!st) {
+        sbuf_puts(o, ",\"plan_type\":null,\"primary\":null,\"secondary\":null,\"credits\":null,"
+                     "\"usage_polled_at\":0,\"usage_poll_status\":0");
+        return;
+    }
+    sbuf_puts(o, ",\"plan_type\":");
+    if (st->plan_type[0])
+        sbuf_json_str(o, st->plan_type, strlen(st->plan_type));
+    else
+        sbuf_puts(o, "null");
+    cli_window_json(o, "primary", st->primary_used_pct, st->primary_window_s, st->primary_reset_at, now);
+    cli_window_json(o, "secondary", st->secondary_used_pct, st->secondary_window_s, st->secondary_reset_at, now);
+    if (st->has_credits < 0)
+        sbuf_puts(o, ",\"credits\":null");
+    else
+        sbuf_printf(o, ",\"credits\":{\"has_credits\":%s,\"unlimited\":%s,\"balance\":%g}",
+                    st->has_credits ? "true" : "false", st->credits_unlimited > 0 ? "true" : "false",
+                    st->credits_balance);
+    sbuf_printf(o, ",\"usage_polled_at\":%.0f,\"usage_poll_status\":%d", st->usage_polled_at,
+                st->usage_poll_status);
+}
+
+/* The state's 60 s figures describe the minute before its last attempt:
+ * shown while that minute is not over, and only when it held attempts. */
+static int cli_window_fresh(const account_state *st, double now)
+{
+    return st && st->attempts_60s > 0 && st->success_rate_60s >= 0 && now - st->updated_at < 60;
+}
+
+static void cli_account_json(sbuf *o, const account *a, const account_state *st, double now)
+{
+    sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)a->id);
+    sbuf_json_str(o, a->name, strlen(a->name));
+    sbuf_printf(o, ",\"kind\":\"%s\",\"base_url\":", account_kind_name(a->kind));
+    sbuf_json_str(o, a->base_url, strlen(a->base_url));
+    sbuf_printf(o, ",\"sort\":%d,\"enabled\":%s,\"max_concurrency\":%d,\"context_fallback\":%s,\"weight\":%d,"
+                   "\"max_rpm\":%d,\"max_tpm\":%d,\"budget_usd\":%.2f,\"budget_period\":\"%s\",\"cooldown_remaining_s\":%.0f,"
+                   "\"ladder_step\":%d,",
+                a->sort, a->enabled ? "true" : "false", a->max_concurrency, a->context_fallback ? "true" : "false",
+                a->weight, a->max_rpm, a->max_tpm, a->budget_usd, a->budget_period, cli_cooldown_left(st, now),
+                st ? st->ladder_step : 0);
+    if (cli_window_fresh(st, now))
+        sbuf_printf(o, "\"success_rate_60s\":%.4f,\"latency_60s_ms\":%.1f,\"attempts_60s\":%d,", st->success_rate_60s,
+                    st->latency_60s_ms, st->attempts_60s);
+    else
+        sbuf_puts(o, "\"success_rate_60s\":null,\"latency_60s_ms\":null,\"attempts_60s\":0,");
+    sbuf_puts(o, "\"last_error\":");
+    if (st && st->last_error[0])
+        sbuf_json_str(o, st->last_error, strlen(st->last_error));
+    else
+        sbuf_puts(o, "null");
+    cli_usage_json(o, st, now);
+    const char *const strs[][2] = {{"email", a->email}, {"login_plan_type", a->plan_type},
+                                   {"chatgpt_account_id", a->chatgpt_account_id}, {"needs_login", a->login_error}};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        sbuf_printf(o, ",\"%s\":", strs[i][0]);
+        if (strs[i][1])
+            sbuf_json_str(o, strs[i][1], strlen(strs[i][1]));
+        else
+            sbuf_puts(o, "null");
+    }
+    sbuf_printf(o, ",\"access_expires_at\":%lld,\"last_refresh_at\":%lld,\"refreshable\":%s}",
+                (long long)a->token_expires_at, (long long)a->last_refresh_at, a->refresh_token ? "true" : "false");
+}
+
+/* The LOGIN column: "needs_login: why", the access token's time left, or "-". */
+static void cli_login_state(const account *a, double now, char *out, size_t n)
+{
+    if (a->login_error)
+        snprintf(out, n, "needs_login: %s", a->login_error);
+    else if (a->token_expires_at && a->token_expires_at <= now)
+        snprintf(out, n, "expired%s", a->refresh_token ? " (refreshes)" : "");
+    else if (a->token_expires_at)
+        snprintf(out, n, "expires in %.0fh", (a->token_expires_at - now) / 3600.0);
+    else
+        snprintf(out, n, "%s", a->refresh_token ? "refreshable" : "-");
+}
+
+static void cli_account_row(const account *a, const account_state *st, double now)
+{
+    char cool[32] = "-", w5h[40], wk[40], plan[48], ok60[16] = "-", lat60[16] = "-";
+    double left = cli_cooldown_left(st, now);
+    if (left > 0)
+        snprintf(cool, sizeof cool, "%.0fs", left);
+    cli_window_fmt(w5h, sizeof w5h, st ? st->primary_used_pct : -1, st ? st->primary_reset_at : 0, now);
+    cli_window_fmt(wk, sizeof wk, st ? st->secondary_used_pct : -1, st ? st->secondary_reset_at : 0, now);
+    snprintf(plan, sizeof plan, "%s", st && st->plan_type[0] ? st->plan_type : "-");
+    if (st && st->usage_poll_status && st->usage_poll_status != 200) /* e.g. 401: the token was refused */
+        snprintf(plan, sizeof plan, "%s(poll %d)", st->plan_type[0] ? st->plan_type : "", st->usage_poll_status);
+    if (cli_window_fresh(st, now)) {
+        snprintf(ok60, sizeof ok60, "%.0f%%/%d", st->success_rate_60s * 100, st->attempts_60s);
+        if (st->latency_60s_ms >= 0)
+            snprintf(lat60, sizeof lat60, "%.0fms", st->latency_60s_ms);
+    }
+    printf("%-5lld %-20s %-9s %5d %-7s %7d %6d %-9s %-9s %-8s %6d %-14s %-15s %-15s %-12s %s\n", (long long)a->id,
+           a->name, account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, a->weight,
+           cool, ok60, lat60, st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan,
+           a->base_url);
+    if (a->kind == ACCOUNT_CHATGPT) {
+        char login[160];
+        cli_login_state(a, now, login, sizeof login);
+        printf("      login: %s%s%s%s%s\n", a->email ? a->email : "-", ", ", login, a->plan_type ? ", plan " : "",
+               a->plan_type ? a->plan_type : "");
+    }
+}
+
+static void cli_account_print(const account *acc, size_t n, const account_state *st, size_t nst, int json)
+{
+    double now = (double)time(NULL);
+    sbuf o = SBUF_INIT;
+    if (!json)
+        printf("%-5s %-20s %-9s %5s %-7s %7s %6s %-9s %-9s %-8s %6s %-14s %-15s %-15s %-12s %s\n", "ID", "NAME", "KIND",
+               "SORT", "ENABLED", "MAXCONC", "WEIGHT", "COOLDOWN", "OK_60S", "LAT_60S", "LADDER", "LAST_ERROR",
+               "5H_WINDOW", "WEEKLY_WINDOW", "PLAN", "BASE_URL");
+    sbuf_puts(&o, "[");
+    for (size_t i = 0; i < n; i++) {
+        const account_state *s = cli_state_find(st, nst, acc[i].id);
+        if (json) {
+            sbuf_puts(&o, i ? "," : "");
+            cli_account_json(&o, &acc[i], s, now);
+        } else {
+            cli_account_row(&acc[i], s, now);
+        }
+    }
+    sbuf_puts(&o, "]\n");
+    if (json)
+        fputs(o.p, stdout);
+    sbuf_free(&o);
+}
+
+int cli_account_list(int argc, char **argv)
+{
+    const char *cmd = "account list", *db = NULL;
+    int json = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"json", NULL, &json}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    account *acc = NULL;
+    account_state *st = NULL;
+    size_t n = 0, nst = 0;
+    rc = store_accounts_load(s, &acc, &n) == 0 && store_states_load(s, &st, &nst) == 0 ? 0 : -1;
+    if (rc == 0)
+        cli_account_print(acc, n, st, nst, json);
+    else
+        fprintf(stderr, "switchyard %s: cannot read accounts from %s\n", cmd, store_path(s));
+    store_accounts_free(acc, n);
+    free(st);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+/* ---------- account enable / disable / remove ---------- */
+
+typedef enum { CLI_ACCOUNT_ENABLE, CLI_ACCOUNT_DISABLE, CLI_ACCOUNT_REMOVE, CLI_ACCOUNT_RESET } cli_account_action;
+
+static int cli_account_change(const char *cmd, int argc, char **argv, cli_account_action action)
+{
+    static const char *const done[] = {"enabled", "disabled", "removed", "reset (cooldown, ladder, breaker) of"};
+    const char *db = NULL, *name = NULL;
+    int help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    if (action == CLI_ACCOUNT_REMOVE)
+        rc = store_account_remove(s, name, err, sizeof err);
+    else if (action == CLI_ACCOUNT_RESET)
+        rc = store_account_reset(s, name, err, sizeof err);
+    else
+        rc = store_account_set_enabled(s, name, action == CLI_ACCOUNT_ENABLE, err, sizeof err);
+    if (rc == 0)
+        printf("%s account %s\n", done[action], name);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+int cli_account_enable(int argc, char **argv)
+{
+    return cli_account_change("account enable", argc, argv, CLI_ACCOUNT_ENABLE);
+}
+
+int cli_account_disable(int argc, char **argv)
+{
+    return cli_account_change("account disable", argc, argv, CLI_ACCOUNT_DISABLE);
+}
+
+int cli_account_remove(int argc, char **argv)
+{
+    return cli_account_change("account remove", argc, argv, CLI_ACCOUNT_REMOVE);
+}
+
+int cli_account_reset(int argc, char **argv)
+{
+    return cli_account_change("account reset", argc, argv, CLI_ACCOUNT_RESET);
+}
+
+/* ---------- account import / export / update ---------- */
+
+int cli_account_import(int argc, char **argv)
+{
+    const char *cmd = "account import", *db = NULL;
+    const char *files[256];
+    int help = 0;
+    cli_pos pos = {files, 256, 0};
+    const cli_opt opts[] = {{"db", &db, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    if (cli_parse(cmd, argc, argv, opts, &pos) != 0 || (!help && pos.n == 0)) {
+        if (!help && pos.n == 0)
+            fprintf(stderr, "switchyard %s: give one or more files\n", cmd);
+        cli_usage_account(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (help) {
+        cli_usage_account(stdout);
+        return CLI_EXIT_OK;
+    }
+    login_list l = {0};
+    char err[512] = "";
+    for (int i = 0; i < pos.n; i++)
+        if (login_file_read(files[i], &l, err, sizeof err) != 0) {
+            fprintf(stderr, "switchyard %s: %s; nothing was imported\n", cmd, err);
+            login_list_free(&l);
+            return CLI_EXIT_FAIL;
+        }
+    account_new *an = calloc(l.n, sizeof *an);
+    char(*names)[128] = calloc(l.n, sizeof *names);
+    const char **labels = calloc(l.n, sizeof *labels);
+    for (size_t i = 0; i < l.n; i++) {
+        login_entry_to_account(&l.v[i], &an[i], names[i], sizeof names[i]);
+        labels[i] = l.v[i].label;
+    }
+    int rc = CLI_EXIT_FAIL, added = 0, updated = 0;
+    store *s = cli_store_open(cmd, db);
+    if (s && store_accounts_import(s, an, l.n, labels, &added, &updated, err, sizeof err) == 0) {
+        printf("imported %zu login%s: %d added, %d updated\n", l.n, l.n == 1 ? "" : "s", added, updated);
+        rc = CLI_EXIT_OK;
+    } else if (s) {
+        fprintf(stderr, "switchyard %s: %s; nothing was imported\n", cmd, err);
+    }
+    store_close(s);
+    free(labels);
+    free(names);
+    free(an);
+    login_list_free(&l);
+    return rc;
+}
+
+/* Creates (or truncates) path with mode 0600 and writes text into it. */
+static int cli_write_private(const char *cmd, const char *path, const sbuf *text)
+{
+    if (strcmp(path, "-") == 0)
+        return fwrite(text->p, 1, text->len, stdout) == text->len ? 0 : -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int rc = fd < 0 || fchmod(fd, 0600) != 0 ? -1 : 0;
+    for (size_t off = 0; rc == 0 && off < text->len;) {
+        ssize_t n = write(fd, text->p + off, text->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = -1;
+        else
+            off += (size_t)n;
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, "switchyard %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int cli_account_export(int argc, char **argv)
+{
+    const char *cmd = "account export", *db = NULL, *name = NULL, *out = NULL;
+    int secrets = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"out", &out, NULL},
+                            {"with-secrets", NULL, &secrets}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    if (!out || !*out) {
+        fprintf(stderr, "switchyard %s: --out FILE is required (--out - for stdout)\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    account *acc = NULL;
+    size_t n = 0, k = 0;
+    rc = CLI_EXIT_FAIL;
+    if (store_accounts_load(s, &acc, &n) != 0) {
+        fprintf(stderr, "switchyard %s: cannot read accounts from %s\n", cmd, store_path(s));
+    } else {
+        for (size_t i = 0; i < n; i++) /* keep the selected ones at the front */
+            if (!name || strcmp(acc[i].name, name) == 0) {
+                account t = acc[k];
+                acc[k++] = acc[i];
+                acc[i] = t;
+            }
+        sbuf text = SBUF_INIT;
+        login_file_write(&text, acc, k, secrets);
+        if (name && k == 0)
+            fprintf(stderr, "switchyard %s: no account named '%s'\n", cmd, name);
+        else if (cli_write_private(cmd, out, &text) == 0)
+            rc = CLI_EXIT_OK;
+        if (rc == CLI_EXIT_OK && strcmp(out, "-") != 0)
+            printf("exported %zu account%s to %s%s\n", k, k == 1 ? "" : "s", out,
+                   secrets ? " (with tokens: keep it private)" : " (without tokens)");
+        sbuf_secret_wipe(&text);
+    }
+    store_accounts_free(acc, n);
+    store_close(s);
+    return rc;
+}
+
+int cli_account_update(int argc, char **argv)
+{
+    const char *cmd = "account update";
+    cli_account_args a = {0};
+    int no_fallback = 0;
+    const cli_opt opts[] = {
+        {"db", &a.db, NULL}, {"name", &a.name, NULL}, {"base-url", &a.base_url, NULL},
+        {"token", &a.token, NULL}, {"token-file", &a.token_file, NULL}, {"sort", &a.sort, NULL},
+        {"max-concurrency", &a.max_conc, NULL}, {"chatgpt-account-id", &a.chatgpt_id, NULL},
+        {"model-map", &a.model_map, NULL}, {"codex-auth", &a.codex_auth, NULL}, {"help", NULL, &a.help},
+        {"context-fallback", NULL, &a.context_fallback}, {"no-context-fallback", NULL, &no_fallback},
+        {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL}, {"max-tpm", &a.max_tpm, NULL},
+        {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
+        {NULL, NULL, NULL},
+    };
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
+    if (rc >= 0)
+        return rc;
+    account_patch p = {0};
+    if (a.context_fallback && no_fallback) {
+        fprintf(stderr, "switchyard %s: give --context-fallback or --no-context-fallback, not both\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    p.has_context_fallback = a.context_fallback || no_fallback;
+    p.context_fallback = a.context_fallback;
+    if ((a.weight && cli_parse_int(cmd, "weight", a.weight, 1, &p.weight) != 0) ||
+        (a.max_rpm && cli_parse_int(cmd, "max-rpm", a.max_rpm, 0, &p.max_rpm) != 0) ||
+        (a.max_tpm && cli_parse_int(cmd, "max-tpm", a.max_tpm, 0, &p.max_tpm) != 0) ||
+        cli_budget_parse(cmd, a.budget, a.budget_period, &p.budget_usd) != 0)
+        return CLI_EXIT_USAGE;
+    p.has_weight = a.weight != NULL;
+    p.has_max_rpm = a.max_rpm != NULL;
+    p.has_max_tpm = a.max_tpm != NULL;
+    p.has_budget = a.budget != NULL;
+    p.budget_period = a.budget_period;
+    if (!a.name || !*a.name) {
+        fprintf(stderr, "switchyard %s: --name is required\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    if ((a.sort && cli_parse_int(cmd, "sort", a.sort, INT_MIN, &p.sort) != 0) ||
+        (a.max_conc && cli_parse_int(cmd, "max-concurrency", a.max_conc, 0, &p.max_concurrency) != 0))
+        return CLI_EXIT_USAGE;
+    if (a.model_map && *a.model_map && !cli_looks_like_object(a.model_map)) {
+        fprintf(stderr, "switchyard %s: --model-map must be a JSON object (or '' to clear it)\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    p.has_sort = a.sort != NULL;
+    p.has_max_concurrency = a.max_conc != NULL;
+    p.base_url = a.base_url;
+    p.model_map = a.model_map;
+    p.chatgpt_account_id = a.chatgpt_id;
+    sbuf token = SBUF_INIT;
+    login_list logins = {0};
+    int got = 0;
+    if (a.codex_auth && (a.token || a.token_file)) {
+        fprintf(stderr, "switchyard %s: give either --codex-auth or --token, not both\n", cmd);
+        got = -1;
+    } else if (a.codex_auth && (got = cli_codex_auth_read(cmd, a.codex_auth, &logins)) == 0) {
+        const login_entry *e = &logins.v[0];
+        p.token = e->access_token;
+        login_entry_login(e, &p.login);
+        if (!p.chatgpt_account_id)
+            p.chatgpt_account_id = e->account_id;
+    } else if (!a.codex_auth && (a.token || a.token_file) &&
+               (got = cli_token_get(cmd, a.token, a.token_file, &token)) == 0) {
+        p.token = token.p;
+        p.login.token_expires_at = cli_token_expiry(token.p);
+    }
+    rc = got == 0 ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
+    store *s = got == 0 ? cli_store_open(cmd, a.db) : NULL;
+    char err[512] = "";
+    if (s && store_account_update(s, a.name, &p, err, sizeof err) == 0) {
+        printf("updated account %s\n", a.name);
+        rc = CLI_EXIT_OK;
+    } else if (s) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    }
+    store_close(s);
+    sbuf_secret_wipe(&token);
+    login_list_free(&logins);
+    return rc;
+}

@@ -1,0 +1,70 @@
+/* cli_internal.h: what the subcommand files of `switchyard account|key|
+ * config|codex|usage` (cli_account.c, cli_key.c, cli_config.c, cli_codex.c,
+ * cli_usage.c) share with cli.c: the exit codes, the parsing helpers cli.c
+ * implements, and each group's subcommands and usage text, which cli.c's
+ * command table dispatches to. One header for all of them, so the group
+ * files need no headers of their own that include each other; no module
+ * outside the cli files includes it. */
+#ifndef SY_CLI_INTERNAL_H
+#define SY_CLI_INTERNAL_H
+#include "admin/cli.h"
+#include "store/store.h"
+#include <stdio.h>
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+/* --- cli.c: parsing and the store --- */
+
+/* Positional arguments a command accepts: up to max, into v. */
+typedef struct cli_pos {
+    const char **v;
+    int max, n;
+} cli_pos;
+
+/* Parses options and, when pos is given, up to pos->max positional
+ * arguments from argv[0..argc). Prints the error and returns -1 on anything
+ * unexpected. */
+int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, cli_pos *pos);
+/* Opens the store for a command that acts on --name; NULL with *rc set to
+ * the exit code when the name is missing or the store cannot be opened. */
+store *cli_store_open_named(const char *cmd, const char *db, const char *name, int *rc);
+/* --opt as an integer >= min (INT_MIN: any); prints the error and returns -1. */
+int cli_parse_int(const char *cmd, const char *opt, const char *text, int min, int *out);
+/* --budget USD (>= 0; 0 removes it) and --budget-period month|<N>d. */
+int cli_budget_parse(const char *cmd, const char *budget, const char *period, double *usd);
+
+/* --- the groups: usage texts and subcommands (argv after the subcommand's
+ * name; each returns the exit code) --- */
+
+void cli_usage_account(FILE *f); /* cli_account.c */
+int cli_account_add(int argc, char **argv);
+int cli_account_list(int argc, char **argv);
+int cli_account_enable(int argc, char **argv);
+int cli_account_disable(int argc, char **argv);
+int cli_account_remove(int argc, char **argv);
+int cli_account_reset(int argc, char **argv);
+int cli_account_import(int argc, char **argv);
+int cli_account_export(int argc, char **argv);
+int cli_account_update(int argc, char **argv);
+
+void cli_usage_key(FILE *f); /* cli_key.c */
+int cli_key_add(int argc, char **argv);
+int cli_key_update(int argc, char **argv);
+int cli_key_list(int argc, char **argv);
+int cli_key_prefer(int argc, char **argv);
+int cli_key_revoke(int argc, char **argv);
+
+void cli_usage_config(FILE *f); /* cli_config.c */
+int cli_config_set(int argc, char **argv);
+int cli_config_get(int argc, char **argv);
+int cli_config_unset(int argc, char **argv);
+int cli_config_list(int argc, char **argv);
+
+void cli_usage_codex(FILE *f); /* cli_codex.c */
+int cli_codex_attach(int argc, char **argv);
+int cli_codex_detach(int argc, char **argv);
+int cli_codex_status(int argc, char **argv);
+
+#endif

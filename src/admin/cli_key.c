@@ -1,0 +1,309 @@
+/* cli_key.c: `switchyard key add|update|list|prefer|revoke`, the platform
+ * keys clients present. A new key is printed exactly once, by `key add`, as
+ * its last line; only its hash is stored. */
+#include "admin/cli_internal.h"
+#include "base/sbuf.h"
+#include "store/store.h"
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+void cli_usage_key(FILE *f)
+{
+    fputs("usage: switchyard key add --name N [RULES] [--db PATH]\n"
+          "       switchyard key update --name KEY [RULES] [--db PATH]\n"
+          "       switchyard key list [--json] [--db PATH]\n"
+          "       switchyard key prefer --name KEY (--account ACCOUNT | --clear) [--db PATH]\n"
+          "       switchyard key revoke --name KEY [--db PATH]\n"
+          "  RULES: --models LIST    allowed models, comma-separated exact names or patterns ('gpt-5*')\n"
+          "         --all-models     allow every model again (update)\n"
+          "         --rpm N          requests per minute for this key (0 = unlimited)\n"
+          "         --expires WHEN   YYYY-MM-DD (valid through that day, UTC), YYYY-MM-DDTHH:MM:SSZ, or never\n"
+          "         --budget USD     spending budget (0 = none); --budget-period month (default) or <N>d\n"
+          "  key add prints the new key once, as its last line; only its hash is stored;\n"
+          "  prefer and revoke apply to every key with that name\n",
+          f);
+}
+
+/* ---------- key add / update / list ---------- */
+
+/* The rule flags `key add` and `key update` share. */
+typedef struct cli_key_rules {
+    const char *models, *rpm, *expires, *budget, *period;
+    int all_models;
+} cli_key_rules;
+
+
+/* "YYYY-MM-DD" (valid through that day: expires at the next midnight UTC),
+ * "YYYY-MM-DDTHH:MM:SSZ", or "never" (0). -1 if unreadable. */
+static int cli_parse_expiry(const char *text, int64_t *out)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    if (strcmp(text, "never") == 0) {
+        *out = 0;
+        return 0;
+    }
+    const char *end = strptime(text, "%Y-%m-%d", &tm);
+    int day = end && !*end;
+    if (!day) {
+        memset(&tm, 0, sizeof tm);
+        end = strptime(text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        if (!end || *end)
+            return -1;
+    }
+    int64_t t = (int64_t)timegm(&tm);
+    *out = day ? t + 86400 : t;
+    return 0;
+}
+
+/* Turns the rule flags into a key_update; prints the error and returns -1. */
+static int cli_key_rules_parse(const char *cmd, const cli_key_rules *r, key_update *u)
+{
+    memset(u, 0, sizeof *u);
+    if (r->models && r->all_models) {
+        fprintf(stderr, "switchyard %s: give --models or --all-models, not both\n", cmd);
+        return -1;
+    }
+    if (r->models && !*r->models) {
+        fprintf(stderr, "switchyard %s: --models needs at least one model name or pattern\n", cmd);
+        return -1;
+    }
+    u->set_models = r->models || r->all_models;
+    u->allowed_models = r->models;
+    if (r->rpm) {
+        if (cli_parse_int(cmd, "rpm", r->rpm, 0, &u->max_rpm) != 0)
+            return -1;
+        u->set_rpm = 1;
+    }
+    if (r->expires) {
+        if (cli_parse_expiry(r->expires, &u->expires_at) != 0) {
+            fprintf(stderr, "switchyard %s: --expires must be YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or never, got '%s'\n",
+                    cmd, r->expires);
+            return -1;
+        }
+        u->set_expires = 1;
+    }
+    if (cli_budget_parse(cmd, r->budget, r->period, &u->budget_usd) != 0)
+        return -1;
+    u->set_budget = r->budget != NULL;
+    u->set_period = r->period != NULL;
+    u->budget_period = r->period;
+    return 0;
+}
+
+int cli_key_add(int argc, char **argv)
+{
+    const char *cmd = "key add", *db = NULL, *name = NULL;
+    int help = 0;
+    cli_key_rules r = {0};
+    const cli_opt opts[] = {{"db", &db, NULL},           {"name", &name, NULL},      {"models", &r.models, NULL},
+                            {"rpm", &r.rpm, NULL},       {"expires", &r.expires, NULL}, {"budget", &r.budget, NULL},
+                            {"budget-period", &r.period, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    if (!name || !*name) {
+        fprintf(stderr, "switchyard %s: --name is required\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    key_update u;
+    if (cli_key_rules_parse(cmd, &r, &u) != 0)
+        return CLI_EXIT_USAGE;
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    char key[128], err[512] = "";
+    int64_t id = 0;
+    rc = store_key_add(s, name, key, sizeof key, &id, err, sizeof err);
+    if (rc == 0 && (u.set_models || u.set_rpm || u.set_expires || u.set_budget || u.set_period) &&
+        store_key_update(s, id, NULL, &u, err, sizeof err) < 0)
+        rc = -1; /* the key exists without its rules: say so rather than print it */
+    if (rc == 0) {
+        printf("added platform key %s (id %lld, prefix %.7s); it is shown only this once:\n", name,
+               (long long)id, key);
+        printf("%s\n", key);
+        memset(key, 0, sizeof key);
+    } else {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    }
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+int cli_key_update(int argc, char **argv)
+{
+    const char *cmd = "key update", *db = NULL, *name = NULL;
+    int help = 0;
+    cli_key_rules r = {0};
+    const cli_opt opts[] = {{"db", &db, NULL},         {"name", &name, NULL},          {"models", &r.models, NULL},
+                            {"all-models", NULL, &r.all_models}, {"rpm", &r.rpm, NULL}, {"expires", &r.expires, NULL},
+                            {"budget", &r.budget, NULL}, {"budget-period", &r.period, NULL},
+                            {"help", NULL, &help},      {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    key_update u;
+    if (cli_key_rules_parse(cmd, &r, &u) != 0)
+        return CLI_EXIT_USAGE;
+    if (!u.set_models && !u.set_rpm && !u.set_expires && !u.set_budget && !u.set_period) {
+        fprintf(stderr, "switchyard %s: nothing to change (give --models, --all-models, --rpm, --expires, --budget"
+                        " or --budget-period)\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    int n = store_key_update(s, 0, name, &u, err, sizeof err);
+    if (n > 0)
+        printf("updated key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return n > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+static void cli_key_json(sbuf *o, const platform_key *k)
+{
+    sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)k->id);
+    sbuf_json_str(o, k->name, strlen(k->name));
+    sbuf_puts(o, ",\"prefix\":");
+    sbuf_json_str(o, k->prefix, strlen(k->prefix));
+    sbuf_printf(o, ",\"revoked\":%s,\"preferred_account_id\":", k->revoked ? "true" : "false");
+    if (k->preferred_account_id)
+        sbuf_printf(o, "%lld", (long long)k->preferred_account_id);
+    else
+        sbuf_puts(o, "null");
+    sbuf_puts(o, ",\"allowed_models\":");
+    if (k->allowed_models)
+        sbuf_json_str(o, k->allowed_models, strlen(k->allowed_models));
+    else
+        sbuf_puts(o, "null");
+    sbuf_printf(o, ",\"max_rpm\":%d,\"expires_at\":%lld,\"budget_usd\":%.2f,\"budget_period\":", k->max_rpm,
+                (long long)k->expires_at, k->budget_usd);
+    sbuf_json_str(o, k->budget_period, strlen(k->budget_period));
+    sbuf_puts(o, "}");
+}
+
+static void cli_key_print(const platform_key *k, size_t n, int json)
+{
+    sbuf o = SBUF_INIT;
+    sbuf_puts(&o, "[");
+    if (!json)
+        printf("%-5s %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", "ID", "NAME", "PREFIX", "REVOKED", "PREFERRED", "RPM",
+               "EXPIRES", "BUDGET", "MODELS");
+    for (size_t i = 0; i < n; i++) {
+        if (json) {
+            sbuf_puts(&o, i ? "," : "");
+            cli_key_json(&o, &k[i]);
+            continue;
+        }
+        char pref[24] = "-";
+        if (k[i].preferred_account_id)
+            snprintf(pref, sizeof pref, "%lld", (long long)k[i].preferred_account_id);
+        char rpm[16] = "-", exp[24] = "never", budget[40] = "-";
+        if (k[i].budget_usd > 0)
+            snprintf(budget, sizeof budget, "$%.2f/%s", k[i].budget_usd, k[i].budget_period);
+        if (k[i].max_rpm)
+            snprintf(rpm, sizeof rpm, "%d", k[i].max_rpm);
+        if (k[i].expires_at) {
+            time_t t = (time_t)k[i].expires_at;
+            struct tm tm;
+            strftime(exp, sizeof exp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+        }
+        printf("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", (long long)k[i].id, k[i].name, k[i].prefix,
+               k[i].revoked ? "yes" : "no", pref, rpm, exp, budget, k[i].allowed_models ? k[i].allowed_models : "*");
+    }
+    sbuf_puts(&o, "]\n");
+    if (json)
+        fputs(o.p, stdout);
+    sbuf_free(&o);
+}
+
+int cli_key_list(int argc, char **argv)
+{
+    const char *cmd = "key list", *db = NULL;
+    int json = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"json", NULL, &json}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open(cmd, db);
+    if (!s)
+        return CLI_EXIT_FAIL;
+    platform_key *k = NULL;
+    size_t n = 0;
+    rc = store_keys_load(s, &k, &n);
+    if (rc == 0)
+        cli_key_print(k, n, json);
+    else
+        fprintf(stderr, "switchyard %s: cannot read keys from %s\n", cmd, store_path(s));
+    store_keys_free(k, n);
+    store_close(s);
+    return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+/* ---------- key prefer / revoke ---------- */
+
+static int cli_key_prefer_check(const char *cmd, const char *acct, int clear)
+{
+    if (clear == !!acct) {
+        fprintf(stderr, "switchyard %s: give either --account ACCOUNT or --clear\n", cmd);
+        return -1;
+    }
+    if (acct && !*acct) {
+        fprintf(stderr, "switchyard %s: --account needs an account name\n", cmd);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_key_prefer(int argc, char **argv)
+{
+    const char *cmd = "key prefer", *db = NULL, *name = NULL, *acct = NULL;
+    int clear = 0, help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"account", &acct, NULL},
+                            {"clear", NULL, &clear}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    if (cli_key_prefer_check(cmd, acct, clear) != 0)
+        return CLI_EXIT_USAGE;
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    int n = store_key_set_preferred_by_name(s, name, acct, err, sizeof err);
+    if (n > 0 && acct)
+        printf("key %s now prefers account %s (%d key%s)\n", name, acct, n, n == 1 ? "" : "s");
+    else if (n > 0)
+        printf("cleared the preferred account of key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return n > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
+
+int cli_key_revoke(int argc, char **argv)
+{
+    const char *cmd = "key revoke", *db = NULL, *name = NULL;
+    int help = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
+    if (rc >= 0)
+        return rc;
+    store *s = cli_store_open_named(cmd, db, name, &rc);
+    if (!s)
+        return rc;
+    char err[512] = "";
+    int n = store_key_revoke(s, name, err, sizeof err);
+    if (n > 0)
+        printf("revoked key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+    else if (n == 0)
+        printf("key %s was already revoked\n", name);
+    else
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    store_close(s);
+    return n >= 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+}
