@@ -1,11 +1,15 @@
-/* store_accounts.c: changing accounts in place (`account update`) and
- * importing many logins at once (`account import`): one transaction each,
- * so a bad entry leaves the database as it was. Tokens are never put into
- * error messages. */
+/* store_accounts.c: the accounts table (see store.h): account kinds,
+ * adding and loading accounts, enabling, resetting and removing them by
+ * name, and changing them in place (`account update`) or importing many
+ * logins at once (`account import`), each in one transaction, so a bad
+ * entry leaves the database as it was. Tokens are never put into error
+ * messages. */
 #include "store/store_internal.h"
 #include "base/budget.h"
 #include "base/sbuf.h"
+#include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int store_txn(sqlite3 *db, const char *sql) { return sqlite3_exec(db, sql, NULL, NULL, NULL); }
@@ -17,6 +21,286 @@ static int store_txn_end(sqlite3 *db, int rc)
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
         store_txn(db, "ROLLBACK");
     return rc;
+}
+
+/* ---------- kinds ---------- */
+
+const char *account_kind_name(account_kind k)
+{
+    switch (k) {
+    case ACCOUNT_API_KEY: return "api_key";
+    case ACCOUNT_CHATGPT: return "chatgpt";
+    case ACCOUNT_AGGREGATE: return "aggregate";
+    }
+    return "api_key";
+}
+
+int account_kind_parse(const char *s, account_kind *out)
+{
+    static const account_kind kinds[] = {ACCOUNT_API_KEY, ACCOUNT_CHATGPT, ACCOUNT_AGGREGATE};
+    for (size_t i = 0; s && i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(s, account_kind_name(kinds[i])) == 0) {
+            *out = kinds[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ---------- add and load ---------- */
+
+/* Strict check with sqlite's JSON1: model_map must be a JSON object. */
+int store_json_is_object(sqlite3 *db, const char *text)
+{
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (sqlite3_prepare_v2(db, "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) = 'object' ELSE 0 END",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 1; /* sqlite built without JSON: the CLI's shape check has to do */
+    sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        ok = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return ok;
+}
+
+int store_account_check(store *s, const account_new *a, char *err, size_t errlen)
+{
+    if (!a->name || !*a->name)
+        store_errf(err, errlen, "account name is required");
+    else if (!a->base_url || !*a->base_url)
+        store_errf(err, errlen, "account base_url is required");
+    else if (strncmp(a->base_url, "http://", 7) != 0 && strncmp(a->base_url, "https://", 8) != 0)
+        store_errf(err, errlen, "account base_url must start with http:// or https://");
+    else if (!a->token || !*a->token)
+        store_errf(err, errlen, "account token is required");
+    else if ((unsigned)a->kind > ACCOUNT_AGGREGATE)
+        store_errf(err, errlen, "unknown account kind");
+    else if (a->max_concurrency < -1)
+        store_errf(err, errlen, "max_concurrency must be >= 0");
+    else if (a->weight < 0 || a->max_rpm < 0 || a->max_tpm < 0 || !(a->budget_usd >= 0))
+        store_errf(err, errlen, "weight, max_rpm, max_tpm and budget must be >= 0");
+    else if (a->model_map && !store_json_is_object(s->db, a->model_map))
+        store_errf(err, errlen, "model_map must be a JSON object");
+    else
+        return 0;
+    return -1;
+}
+
+static int store_max_concurrency(const account_new *a)
+{
+    if (a->max_concurrency >= 0)
+        return a->max_concurrency;
+    return a->kind == ACCOUNT_CHATGPT ? 1 : 0; /* one OAuth session per account by default */
+}
+
+static void store_account_bind(sqlite3_stmt *st, const account_new *a)
+{
+    store_bind_login(st, 11, &a->login);
+    int64_t now = store_now();
+    sqlite3_bind_text(st, 1, a->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, account_kind_name(a->kind), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, a->base_url, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, a->token, -1, SQLITE_TRANSIENT);
+    store_bind_text(st, 5, a->chatgpt_account_id && *a->chatgpt_account_id ? a->chatgpt_account_id : NULL);
+    store_bind_text(st, 6, a->model_map && *a->model_map ? a->model_map : NULL);
+    sqlite3_bind_int(st, 7, a->sort);
+    sqlite3_bind_int(st, 8, store_max_concurrency(a));
+    sqlite3_bind_int64(st, 9, now);
+    sqlite3_bind_int64(st, 10, now);
+    sqlite3_bind_int(st, 17, a->context_fallback ? 1 : 0);
+    sqlite3_bind_int(st, 18, a->weight > 0 ? a->weight : 1);
+    sqlite3_bind_int(st, 19, a->max_rpm);
+    sqlite3_bind_int(st, 20, a->max_tpm);
+    sqlite3_bind_double(st, 21, a->budget_usd);
+    sqlite3_bind_text(st, 22, a->budget_period && *a->budget_period ? a->budget_period : "month", -1, SQLITE_STATIC);
+}
+
+/* Inserts one account on db (no busy handling, no transaction of its own). */
+int store_account_insert(sqlite3 *db, const account_new *a)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+        "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
+        " enabled, max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
+        " token_expires_at, last_refresh_at, context_fallback, weight, max_rpm, max_tpm, budget_usd, budget_period)"
+        " VALUES (?,?,?,?,?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        store_account_bind(st, a);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(db);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen)
+{
+    if (store_account_check(s, a, err, errlen) != 0)
+        return -1;
+    store_sync_write_begin(s);
+    int rc = store_account_insert(s->db, a);
+    store_sync_write_end(s);
+    if (rc == SQLITE_CONSTRAINT_UNIQUE)
+        store_errf(err, errlen, "an account named '%s' already exists", a->name);
+    else if (rc != SQLITE_OK)
+        store_errf(err, errlen, "cannot add account: %s", sqlite3_errmsg(s->db));
+    else if (id_out)
+        *id_out = sqlite3_last_insert_rowid(s->db);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+static void store_account_row(sqlite3_stmt *st, account *a)
+{
+    a->id = sqlite3_column_int64(st, 0);
+    a->name = store_col_dup(st, 1);
+    const char *kind = (const char *)sqlite3_column_text(st, 2);
+    if (account_kind_parse(kind, &a->kind) != 0)
+        a->kind = ACCOUNT_API_KEY; /* the CHECK constraint makes this unreachable */
+    a->base_url = store_col_dup(st, 3);
+    a->token = store_col_dup(st, 4);
+    a->chatgpt_account_id = store_col_dup(st, 5);
+    a->model_map = store_col_dup(st, 6);
+    a->sort = sqlite3_column_int(st, 7);
+    a->enabled = sqlite3_column_int(st, 8);
+    a->max_concurrency = sqlite3_column_int(st, 9);
+    a->created_at = sqlite3_column_int64(st, 10);
+    a->updated_at = sqlite3_column_int64(st, 11);
+    a->context_fallback = sqlite3_column_int(st, 12);
+    a->reset_gen = sqlite3_column_int64(st, 13);
+    a->refresh_token = store_col_dup(st, 14);
+    a->id_token = store_col_dup(st, 15);
+    a->email = store_col_dup(st, 16);
+    a->plan_type = store_col_dup(st, 17);
+    a->token_expires_at = sqlite3_column_int64(st, 18);
+    a->last_refresh_at = sqlite3_column_int64(st, 19);
+    a->login_error = store_col_dup(st, 20);
+    a->weight = sqlite3_column_int(st, 21);
+    a->max_rpm = sqlite3_column_int(st, 22);
+    a->max_tpm = sqlite3_column_int(st, 23);
+    a->budget_usd = sqlite3_column_double(st, 24);
+    store_col_copy(st, 25, a->budget_period, sizeof a->budget_period);
+}
+
+static void store_account_row_slot(sqlite3_stmt *st, void *slot) { store_account_row(st, slot); }
+
+int store_accounts_load(store *s, account **out, size_t *n)
+{
+    void *rows;
+    int rc = store_rows_load(s,
+        "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
+        " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token,"
+        " email, plan_type, token_expires_at, last_refresh_at, login_error, weight, max_rpm, max_tpm, budget_usd,"
+        " budget_period FROM accounts"
+        " ORDER BY sort ASC, updated_at DESC, id ASC",
+        sizeof(account), store_account_row_slot, &rows, n);
+    if (rc != 0) {
+        store_accounts_free(rows, *n);
+        rows = NULL;
+        *n = 0;
+    }
+    *out = rows;
+    return rc;
+}
+
+void store_account_clear(account *a)
+{
+    free(a->name);
+    free(a->base_url);
+    sbuf_secret_free(a->token);
+    sbuf_secret_free(a->refresh_token);
+    sbuf_secret_free(a->id_token);
+    free(a->chatgpt_account_id);
+    free(a->model_map);
+    free(a->email);
+    free(a->plan_type);
+    free(a->login_error);
+    memset(a, 0, sizeof *a);
+}
+
+void store_accounts_free(account *a, size_t n)
+{
+    for (size_t i = 0; a && i < n; i++)
+        store_account_clear(&a[i]);
+    free(a);
+}
+
+/* ---------- by name (enable, reset, remove) ---------- */
+
+int store_account_set_enabled(store *s, const char *name, int enabled, char *err, size_t errlen)
+{
+    int64_t v = enabled ? 1 : 0;
+    int changes = 0;
+    if (store_name_write_sync(s, "UPDATE accounts SET enabled = ?2 WHERE name = ?1", name, &v, &changes,
+                              enabled ? "enable account" : "disable account", err, errlen) != 0)
+        return -1;
+    if (changes == 0) {
+        store_errf(err, errlen, "no account named '%s'", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs the name-keyed statements sql[0..n) in one IMMEDIATE transaction;
+ * *changes gets the rows the statement at index `counted` changed. */
+static int store_name_txn(sqlite3 *db, const char *name, const char *const *sql, size_t n, size_t counted,
+                          int *changes)
+{
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        int c = 0;
+        rc = store_name_write(db, sql[i], name, NULL, &c);
+        if (i == counted)
+            *changes = c;
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/* store_name_txn from the CLI (sync write); -1 with err when it failed or
+ * no account has that name. */
+static int store_account_txn_sync(store *s, const char *name, const char *const *sql, size_t n, size_t counted,
+                                  const char *what, char *err, size_t errlen)
+{
+    if (!name || !*name) {
+        store_errf(err, errlen, "account name is required");
+        return -1;
+    }
+    int changes = 0;
+    store_sync_write_begin(s);
+    int rc = store_name_txn(s->db, name, sql, n, counted, &changes);
+    store_sync_write_end(s);
+    if (rc != SQLITE_OK)
+        store_errf(err, errlen, "cannot %s: %s", what, sqlite3_errmsg(s->db));
+    else if (changes == 0)
+        store_errf(err, errlen, "no account named '%s'", name);
+    return rc == SQLITE_OK && changes ? 0 : -1;
+}
+
+/* Cooldown, ladder and health back to a fresh account's; reset_gen tells a
+ * running gateway (an accounts UPDATE bumps config_version). */
+int store_account_reset(store *s, const char *name, char *err, size_t errlen)
+{
+    static const char *const sql[] = {
+        "UPDATE accounts SET reset_gen = reset_gen + 1 WHERE name = ?1",
+        "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0, last_error = '',"
+        " success_ema = 1 WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+    };
+    return store_account_txn_sync(s, name, sql, 2, 0, "reset account", err, errlen);
+}
+
+/* Owners first (no foreign key), then the account: its state cascades and
+ * platform_keys.preferred_account_id is set to NULL by the schema. */
+int store_account_remove(store *s, const char *name, char *err, size_t errlen)
+{
+    static const char *const sql[] = {
+        "DELETE FROM response_owners WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+        "DELETE FROM accounts WHERE name = ?1",
+    };
+    return store_account_txn_sync(s, name, sql, 2, 1, "remove account", err, errlen);
 }
 
 /* ---------- update ---------- */

@@ -1,5 +1,5 @@
 /* store_codex.h: the journal of `switchyard codex attach` (table
- * codex_attach, migration 4 in store.c). A row is written before the
+ * codex_attach, migration 4 in store_schema.c). A row is written before the
  * Codex config file is touched and records everything detach and crash
  * recovery need: the original bytes, their hash and mode, the hash of what
  * attach wrote, the keys it set (JSON, see codex_attach.c) and the platform

@@ -1,6 +1,6 @@
 /* store_controls.c: the store's queries for channel controls (see
- * store.h): per-key rules. Kept out of store.c, which owns the schema,
- * the connection and the writer. */
+ * store.h): per-key rules. Kept out of store.c (the connection),
+ * store_schema.c (the schema) and store_writer.c (the writer). */
 #include "store/store.h"
 #include <sqlite3.h>
 #include <stdio.h>

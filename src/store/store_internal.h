@@ -1,17 +1,155 @@
-/* store_internal.h: what store.c shares with the store's other files
- * (store_accounts.c); no other module includes it. */
+/* store_internal.h: what the store's files share with each other; no other
+ * module includes it. The store handle and the writer's queue are defined
+ * here because store.c opens and closes what store_writer.c and
+ * store_writer_commit.c run; the helpers are store.c's. */
 #ifndef SY_STORE_INTERNAL_H
 #define SY_STORE_INTERNAL_H
 #include "store/store.h"
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
+#define STORE_BUSY_MS 5000    /* busy wait for connections that are off the loop */
+#define STORE_OPS_MAX 64      /* queued admin changes; more are refused until the writer catches up */
+#define STORE_LOG_CHUNKS 6    /* request logs go in by 32, 16, 8, 4, 2 and 1 rows per INSERT */
+
+/* The request_logs columns in table order: migration 13 (store_schema.c)
+ * copies them into the rebuilt table, the writer inserts them. */
+#define STORE_LOG_COLUMNS                                                                                   \
+    "ts, platform_key_id, endpoint, model, stream, account_id, account_name, status, attempts, latency_ms," \
+    " route_strategy, error_class, input_tokens, output_tokens, total_tokens, attempts_json, upstream_model," \
+    " resumed, cached_tokens, cost_usd"
+
+/* ---------- the writer's queue and the store handle ---------- */
+
+typedef struct log_item {
+    struct log_item *next;
+    uint64_t seq;
+    request_log rl;
+} log_item;
+
+typedef struct owner_item {
+    struct owner_item *next;
+    uint64_t seq;
+    int64_t account_id;
+    double created_at;     /* unix seconds */
+    char response_id[];
+} owner_item;
+
+typedef struct login_item {
+    struct login_item *next;
+    uint64_t seq;
+    int64_t account_id;
+    char *access_token, *refresh_token, *id_token, *email, *plan_type, *chatgpt_account_id;
+    int64_t token_expires_at, last_refresh_at;
+    char *login_error, *expect_refresh;
+} login_item;
+
+/* A batch taken off the queue; committed in one transaction. */
+typedef struct writer_batch {
+    login_item *logins;
+    size_t n_logins;
+    log_item *logs;
+    size_t n_logs;
+    account_state *states;
+    size_t n_states;
+    owner_item *owners;
+    size_t n_owners;
+    store_admin_op ops[STORE_OPS_MAX];
+    size_t n_ops;
+    uint64_t seq; /* everything queued with seq <= this is in or before the batch */
+} writer_batch;
+
+typedef struct store_writer {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* writer waits for items or stop */
+    pthread_cond_t done_cv; /* store_writer_sync waits for committed_seq */
+    log_item *head, *tail;
+    size_t n_logs;
+    account_state *states; /* one coalesced upsert per account */
+    size_t n_states, cap_states;
+    uint64_t queued_seq, committed_seq;
+    uint64_t dropped_logs, failed_commits;
+    int failing;          /* the latest commit failed; cleared by the next success */
+    char last_error[128]; /* sqlite's message for the latest failure */
+    owner_item *owners_head, *owners_tail;
+    size_t n_owners;
+    uint64_t dropped_owners;
+    store_admin_op ops[STORE_OPS_MAX]; /* taken whole into each batch */
+    size_t n_ops;
+    double prune_due; /* monotonic seconds; writer thread only */
+    int running, stop;
+    int idle;         /* writer is waiting for the first item: puts must wake it */
+    int sync_waiters; /* a store_writer_sync is waiting: skip the group window */
+    login_item *logins_head, *logins_tail; /* refreshed logins: committed without the group window */
+    size_t n_logins;
+    int notify_fd;    /* eventfd: written after a batch with logins committed */
+    pthread_t thread;
+    sqlite3 *db; /* the writer's own connection */
+    sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *begin, *commit;
+    sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
+} store_writer;
+
+struct store {
+    sqlite3 *db; /* main connection: loop-thread reads, CLI writes */
+    sqlite3_stmt *config_version_st; /* kept: the loop reads config_version every second */
+    char *path;
+    store_writer w;
+};
+
+/* ---------- small helpers (store.c) ---------- */
+
+void store_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+char *store_strdup(const char *s);              /* NULL stays NULL; aborts when out of memory */
+char *store_col_dup(sqlite3_stmt *st, int i);   /* heap copy of a text column, NULL for NULL */
+void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t n); /* NULL copies as "" */
 void store_bind_text(sqlite3_stmt *st, int i, const char *s); /* NULL binds SQL NULL */
 /* The six login columns (refresh_token, id_token, email, plan_type,
  * token_expires_at, last_refresh_at) from parameter i on; "" binds NULL. */
 void store_bind_login(sqlite3_stmt *st, int i, const account_login *l);
+void store_bind_opt_int(sqlite3_stmt *st, int i, int64_t v, int64_t none); /* v == none binds NULL */
+int store_grow(void **arr, size_t *cap, size_t n, size_t elem);
+int64_t store_now(void);                        /* unix seconds */
+int store_exec(sqlite3 *db, const char *sql, char *err, size_t errlen); /* sqlite result; err filled */
+/* A connection with the store's pragmas; flags are added to
+ * SQLITE_OPEN_READWRITE. 0 ok, -1 (err filled). */
+int store_conn_open(const char *path, int busy_ms, int flags, sqlite3 **out, char *err, size_t errlen);
+/* A SELECT's rows into a growing array of elem-sized slots (see store.c). */
+typedef void (*store_row_fn)(sqlite3_stmt *st, void *slot);
+int store_rows_load(store *s, const char *sql, size_t elem, store_row_fn row_fn, void **out, size_t *n);
+/* One write with ?1 = name (and ?2 = *arg); the _sync form adds the CLI
+ * busy wait and fills err (see store.c). */
+int store_name_write(sqlite3 *db, const char *sql, const char *name, const int64_t *arg, int *changes);
+int store_name_write_sync(store *s, const char *sql, const char *name, const int64_t *arg, int *changes,
+                          const char *what, char *err, size_t errlen);
+
+/* ---------- schema (store_schema.c) ---------- */
+
+/* Brings the database to this build's schema version. 0 ok, -1 (err filled). */
+int store_migrate(sqlite3 *db, char *err, size_t errlen);
+
+/* ---------- accounts (store_accounts.c) ---------- */
+
 int store_json_is_object(sqlite3 *db, const char *text);
 int store_account_check(store *s, const account_new *a, char *err, size_t errlen);
 /* INSERT of one account on db; returns the sqlite result code. */
 int store_account_insert(sqlite3 *db, const account_new *a);
+
+/* ---------- the writer (store_writer.c, store_writer_commit.c) ---------- */
+
+/* store_writer.c: set up at open; at close stopped (draining its queue)
+ * and what was never written freed. */
+void store_writer_init(store_writer *w);
+void store_writer_stop(store_writer *w);
+void store_writer_discard(store_writer *w);
+
+/* store_writer_commit.c: the writer's connection and statements, and
+ * committing one batch (retried until it succeeds or shutdown gives up). */
+int store_writer_prepare(store_writer *w, const char *path, char *err, size_t errlen);
+void store_writer_conn_close(store_writer *w);
+void store_writer_commit_retry(store_writer *w, const writer_batch *b);
+double store_writer_clock(clockid_t id); /* seconds on that clock */
 
 #endif

@@ -1,0 +1,534 @@
+/* store_writer.c: the writer thread (see store.h): the queues the loop
+ * puts account state, request logs, response owners, logins and admin
+ * changes on (never blocking on disk), the thread that gathers them for a
+ * group-commit window and hands each batch to store_writer_commit.c, the
+ * eventfd that tells the loop a login is durable, sync, stop and the
+ * queue's stats. */
+#include "store/store_internal.h"
+#include "base/log.h"
+#include "base/sbuf.h"
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STORE_LOG_QUEUE_MAX 100000 /* pending request logs before the oldest are dropped */
+#define STORE_BATCH_MAX 2000       /* request logs per writer transaction */
+#define STORE_GROUP_MS 50          /* group-commit window: at most 20 fsyncs a second, lock free in between */
+#define STORE_OWNER_QUEUE_MAX 100000  /* pending response owners before the oldest are dropped */
+
+/* ---------- the thread: batches off the queue ---------- */
+
+static int writer_has_work(const store_writer *w)
+{
+    return w->head || w->n_states || w->owners_head || w->n_ops || w->logins_head;
+}
+
+/* Moves up to STORE_BATCH_MAX logs into the batch (lock held; the whole
+ * list at once when it fits, so the loop's puts rarely find the lock
+ * taken). */
+static void writer_take_logs(store_writer *w, writer_batch *b)
+{
+    if (w->n_logs <= STORE_BATCH_MAX) {
+        b->logs = w->head;
+        b->n_logs = w->n_logs;
+        w->head = w->tail = NULL;
+        w->n_logs = 0;
+        return;
+    }
+    log_item **tailp = &b->logs;
+    while (w->head && b->n_logs < STORE_BATCH_MAX) {
+        *tailp = w->head;
+        tailp = &w->head->next;
+        w->head = w->head->next;
+        b->n_logs++;
+        w->n_logs--;
+    }
+    *tailp = NULL;
+    if (!w->head)
+        w->tail = NULL;
+}
+
+/* Moves up to STORE_BATCH_MAX owners into the batch (lock held), as
+ * writer_take_logs. */
+static void writer_take_owners(store_writer *w, writer_batch *b)
+{
+    if (w->n_owners <= STORE_BATCH_MAX) {
+        b->owners = w->owners_head;
+        b->n_owners = w->n_owners;
+        w->owners_head = w->owners_tail = NULL;
+        w->n_owners = 0;
+        return;
+    }
+    owner_item **tailp = &b->owners;
+    while (w->owners_head && b->n_owners < STORE_BATCH_MAX) {
+        *tailp = w->owners_head;
+        tailp = &w->owners_head->next;
+        w->owners_head = w->owners_head->next;
+        b->n_owners++;
+        w->n_owners--;
+    }
+    *tailp = NULL;
+    if (!w->owners_head)
+        w->owners_tail = NULL;
+}
+
+/* Takes all coalesced states and up to STORE_BATCH_MAX logs and owners
+ * (lock held). */
+static void writer_take(store_writer *w, writer_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->states = w->states;
+    b->n_states = w->n_states;
+    w->states = NULL;
+    w->n_states = w->cap_states = 0;
+    memcpy(b->ops, w->ops, w->n_ops * sizeof *w->ops);
+    b->n_ops = w->n_ops;
+    w->n_ops = 0;
+    b->logins = w->logins_head;
+    b->n_logins = w->n_logins;
+    w->logins_head = w->logins_tail = NULL;
+    w->n_logins = 0;
+    writer_take_logs(w, b);
+    writer_take_owners(w, b);
+    /* Every state is in the batch and both queues are in seq order, so the
+     * batch covers everything queued before the first item still waiting. */
+    uint64_t next = w->queued_seq + 1;
+    if (w->head && w->head->seq < next)
+        next = w->head->seq;
+    if (w->owners_head && w->owners_head->seq < next)
+        next = w->owners_head->seq;
+    b->seq = next - 1;
+}
+
+static void writer_login_free(login_item *l)
+{
+    sbuf_secret_free(l->access_token);
+    sbuf_secret_free(l->refresh_token);
+    sbuf_secret_free(l->id_token);
+    sbuf_secret_free(l->expect_refresh);
+    free(l->email);
+    free(l->plan_type);
+    free(l->chatgpt_account_id);
+    free(l->login_error);
+    free(l);
+}
+
+static void writer_batch_free(writer_batch *b)
+{
+    for (login_item *l = b->logins, *next; l; l = next) {
+        next = l->next;
+        writer_login_free(l);
+    }
+    for (log_item *it = b->logs, *next; it; it = next) {
+        next = it->next;
+        free(it->rl.attempts_json);
+        free(it);
+    }
+    for (owner_item *o = b->owners, *next; o; o = next) {
+        next = o->next;
+        free(o);
+    }
+    free(b->states);
+}
+
+static int writer_window_open(const store_writer *w)
+{
+    return !w->stop && !w->sync_waiters && !w->n_logins && w->n_logs < STORE_BATCH_MAX &&
+           w->n_owners < STORE_BATCH_MAX;
+}
+
+/* After the first item arrives, gathers more for up to STORE_GROUP_MS (lock
+ * held): one transaction and one fsync per window instead of per request,
+ * and the write lock stays free most of the time for the CLI. */
+static void writer_gather(store_writer *w)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += STORE_GROUP_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (writer_window_open(w))
+        if (pthread_cond_timedwait(&w->work_cv, &w->mu, &until) == ETIMEDOUT)
+            break;
+}
+
+static void writer_wait_work(store_writer *w)
+{
+    w->idle = 1;
+    while (!writer_has_work(w) && !w->stop)
+        pthread_cond_wait(&w->work_cv, &w->mu);
+    w->idle = 0;
+}
+
+static void *writer_main(void *arg)
+{
+    store_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        writer_wait_work(w);
+        if (!writer_has_work(w))
+            break; /* stop requested and the queue is drained */
+        writer_gather(w);
+        writer_batch b;
+        writer_take(w, &b);
+        pthread_mutex_unlock(&w->mu);
+        store_writer_commit_retry(w, &b);
+        writer_batch_free(&b);
+        pthread_mutex_lock(&w->mu);
+        w->committed_seq = b.seq;
+        pthread_cond_broadcast(&w->done_cv);
+        if (b.n_logins && w->notify_fd >= 0) {
+            uint64_t one = 1;
+            if (write(w->notify_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+                log_warn("store: cannot signal a committed login: %s", strerror(errno));
+        }
+    }
+    w->committed_seq = w->queued_seq;
+    pthread_cond_broadcast(&w->done_cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* ---------- start / stop ---------- */
+
+void store_writer_init(store_writer *w)
+{
+    memset(w, 0, sizeof *w);
+    w->notify_fd = -1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the group window must not jump with the wall clock */
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->work_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&w->done_cv, NULL);
+}
+
+/* Signals go to the loop thread (SIGHUP reload, SIGTERM), never here. */
+static int writer_spawn(store_writer *w)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int store_writer_start(store *s, char *err, size_t errlen)
+{
+    store_writer *w = &s->w;
+    if (w->running) {
+        store_errf(err, errlen, "writer already running");
+        return -1;
+    }
+    if (!sqlite3_threadsafe()) { /* two threads use two connections of one library */
+        store_errf(err, errlen, "sqlite3 was built without thread support");
+        return -1;
+    }
+    if (store_writer_prepare(w, s->path, err, errlen) != 0) {
+        store_writer_conn_close(w);
+        return -1;
+    }
+    w->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->notify_fd < 0) {
+        store_errf(err, errlen, "cannot create the writer's eventfd: %s", strerror(errno));
+        store_writer_conn_close(w);
+        return -1;
+    }
+    int rc = writer_spawn(w);
+    if (rc != 0) {
+        store_errf(err, errlen, "cannot start writer thread: %s", strerror(rc));
+        store_writer_conn_close(w);
+        return -1;
+    }
+    w->running = 1;
+    return 0;
+}
+
+void store_writer_stop(store_writer *w)
+{
+    if (!w->running)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->work_cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    w->running = 0;
+    store_writer_conn_close(w);
+    if (w->notify_fd >= 0)
+        close(w->notify_fd);
+    w->notify_fd = -1;
+}
+
+/* Frees whatever was queued but never written (writer never started). */
+void store_writer_discard(store_writer *w)
+{
+    writer_batch lb = {.logins = w->logins_head};
+    if (w->logins_head)
+        log_warn("store: closing with %zu refreshed logins never written (writer not started)", w->n_logins);
+    writer_batch_free(&lb);
+    w->logins_head = w->logins_tail = NULL;
+    w->n_logins = 0;
+    if (w->head || w->n_states || w->owners_head)
+        log_warn("store: closing with %zu request logs, %zu state updates and %zu response owners never written"
+                 " (writer not started)", w->n_logs, w->n_states, w->n_owners);
+    writer_batch b = {.logs = w->head, .states = w->states, .owners = w->owners_head};
+    writer_batch_free(&b);
+    w->head = w->tail = NULL;
+    w->owners_head = w->owners_tail = NULL;
+    w->states = NULL;
+    w->n_logs = w->n_states = w->cap_states = w->n_owners = w->n_ops = 0;
+}
+
+/* ---------- puts (the loop's side) ---------- */
+
+/* Whether a put must wake the writer (lock held): when it waits for a
+ * first item (once per idle spell), or when full, a batch that cuts its
+ * gathering window short; else it is gathering or committing and looks
+ * again. The caller signals after unlocking: woken under the lock, the
+ * writer would only block on it (two more futex calls, one on the loop). */
+static int writer_wake_due(store_writer *w, int full)
+{
+    int wake = w->idle || full;
+    w->idle = 0;
+    return wake;
+}
+
+void store_writer_put_state(store *s, const account_state *st)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    size_t i = 0;
+    while (i < w->n_states && w->states[i].account_id != st->account_id)
+        i++;
+    void *states = w->states;
+    if (i == w->n_states && store_grow(&states, &w->cap_states, w->n_states, sizeof *w->states) != 0) {
+        pthread_mutex_unlock(&w->mu);
+        log_error("store: out of memory; dropped a state update");
+        return;
+    }
+    w->states = states;
+    if (i == w->n_states)
+        w->n_states++;
+    w->states[i] = *st;
+    w->states[i].last_error[sizeof w->states[i].last_error - 1] = '\0';
+    w->queued_seq++;
+    int wake = writer_wake_due(w, 0);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
+}
+
+static void store_log_terminate(request_log *r)
+{
+    r->endpoint[sizeof r->endpoint - 1] = '\0';
+    r->model[sizeof r->model - 1] = '\0';
+    r->upstream_model[sizeof r->upstream_model - 1] = '\0';
+    r->account_name[sizeof r->account_name - 1] = '\0';
+    r->route_strategy[sizeof r->route_strategy - 1] = '\0';
+    r->error_class[sizeof r->error_class - 1] = '\0';
+}
+
+/* Drops the oldest queued log (lock held); returns the new dropped total. */
+static uint64_t writer_drop_oldest(store_writer *w)
+{
+    log_item *old = w->head;
+    w->head = old->next;
+    if (!w->head)
+        w->tail = NULL;
+    w->n_logs--;
+    free(old->rl.attempts_json);
+    free(old);
+    return ++w->dropped_logs;
+}
+
+void store_writer_put_log(store *s, const request_log *rl)
+{
+    store_writer *w = &s->w;
+    log_item *it = malloc(sizeof *it);
+    if (!it) {
+        log_error("store: out of memory; dropped a request log");
+        free(rl->attempts_json);
+        return;
+    }
+    it->next = NULL;
+    it->rl = *rl;
+    store_log_terminate(&it->rl);
+    uint64_t dropped = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->n_logs >= STORE_LOG_QUEUE_MAX)
+        dropped = writer_drop_oldest(w);
+    it->seq = ++w->queued_seq;
+    if (w->tail)
+        w->tail->next = it;
+    else
+        w->head = it;
+    w->tail = it;
+    w->n_logs++;
+    int wake = writer_wake_due(w, w->n_logs == STORE_BATCH_MAX);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
+    if (dropped == 1 || (dropped && dropped % 10000 == 0)) /* one line per 10000, not a flood */
+        log_error("store: writer queue full (%d request logs); dropped the oldest (%llu dropped so far)",
+                  STORE_LOG_QUEUE_MAX, (unsigned long long)dropped);
+}
+
+/* Drops the oldest queued owner (lock held); returns the new dropped total. */
+static uint64_t writer_drop_oldest_owner(store_writer *w)
+{
+    owner_item *old = w->owners_head;
+    w->owners_head = old->next;
+    if (!w->owners_head)
+        w->owners_tail = NULL;
+    w->n_owners--;
+    free(old);
+    return ++w->dropped_owners;
+}
+
+static owner_item *writer_owner_new(const char *response_id, int64_t account_id)
+{
+    size_t len = strlen(response_id);
+    owner_item *o = malloc(sizeof *o + len + 1);
+    if (!o)
+        return NULL;
+    o->next = NULL;
+    o->account_id = account_id;
+    o->created_at = store_writer_clock(CLOCK_REALTIME);
+    memcpy(o->response_id, response_id, len + 1);
+    return o;
+}
+
+void store_writer_put_owner(store *s, const char *response_id, int64_t account_id)
+{
+    store_writer *w = &s->w;
+    if (!response_id || !*response_id || strlen(response_id) > STORE_OWNER_ID_MAX || account_id <= 0)
+        return;
+    owner_item *o = writer_owner_new(response_id, account_id);
+    if (!o) {
+        log_error("store: out of memory; dropped a response owner");
+        return;
+    }
+    uint64_t dropped = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->n_owners >= STORE_OWNER_QUEUE_MAX)
+        dropped = writer_drop_oldest_owner(w);
+    o->seq = ++w->queued_seq;
+    if (w->owners_tail)
+        w->owners_tail->next = o;
+    else
+        w->owners_head = o;
+    w->owners_tail = o;
+    w->n_owners++;
+    int wake = writer_wake_due(w, w->n_owners == STORE_BATCH_MAX);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
+    if (dropped == 1 || (dropped && dropped % 10000 == 0))
+        log_error("store: writer queue full (%d response owners); dropped the oldest (%llu dropped so far)",
+                  STORE_OWNER_QUEUE_MAX, (unsigned long long)dropped);
+}
+
+int store_writer_put_admin(store *s, const store_admin_op *op)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    int ok = w->n_ops < STORE_OPS_MAX;
+    if (ok) {
+        w->ops[w->n_ops] = *op;
+        w->ops[w->n_ops].key[sizeof op->key - 1] = '\0';
+        w->ops[w->n_ops].text[sizeof op->text - 1] = '\0';
+        w->n_ops++;
+        w->queued_seq++;
+        if (w->idle)
+            pthread_cond_signal(&w->work_cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok ? 0 : -1;
+}
+
+uint64_t store_writer_put_login(store *s, const store_login *l)
+{
+    store_writer *w = &s->w;
+    login_item *it = calloc(1, sizeof *it);
+    if (!it || !l->account_id || (!l->login_error && !l->access_token)) {
+        free(it);
+        return 0;
+    }
+    it->account_id = l->account_id;
+    it->access_token = store_strdup(l->access_token);
+    it->refresh_token = store_strdup(l->refresh_token);
+    it->id_token = store_strdup(l->id_token);
+    it->email = store_strdup(l->email);
+    it->plan_type = store_strdup(l->plan_type);
+    it->chatgpt_account_id = store_strdup(l->chatgpt_account_id);
+    it->token_expires_at = l->token_expires_at;
+    it->last_refresh_at = l->last_refresh_at;
+    it->login_error = store_strdup(l->login_error);
+    it->expect_refresh = store_strdup(l->expect_refresh);
+    pthread_mutex_lock(&w->mu);
+    uint64_t seq = it->seq = ++w->queued_seq;
+    if (w->logins_tail)
+        w->logins_tail->next = it;
+    else
+        w->logins_head = it;
+    w->logins_tail = it;
+    w->n_logins++;
+    pthread_cond_signal(&w->work_cv); /* idle or gathering: a login does not wait for the window */
+    pthread_mutex_unlock(&w->mu);
+    return seq;
+}
+
+/* ---------- commits, sync and stats ---------- */
+
+uint64_t store_writer_committed(store *s)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    uint64_t c = w->committed_seq;
+    pthread_mutex_unlock(&w->mu);
+    return c;
+}
+
+int store_writer_notify_fd(store *s) { return s->w.notify_fd; }
+
+void store_writer_sync(store *s)
+{
+    store_writer *w = &s->w;
+    if (!w->running)
+        return; /* nothing would ever commit; blocking forever helps no one */
+    pthread_mutex_lock(&w->mu);
+    uint64_t target = w->queued_seq;
+    w->sync_waiters++;
+    pthread_cond_signal(&w->work_cv); /* cut a gathering window short */
+    while (w->committed_seq < target)
+        pthread_cond_wait(&w->done_cv, &w->mu);
+    w->sync_waiters--;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void store_writer_stats_get(store *s, store_writer_stats *out)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    out->pending_logs = w->n_logs;
+    out->pending_states = w->n_states;
+    out->dropped_logs = w->dropped_logs;
+    out->failed_commits = w->failed_commits;
+    out->pending_owners = w->n_owners;
+    out->dropped_owners = w->dropped_owners;
+    out->failing = w->failing;
+    snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,423 @@
+/* store_writer_commit.c: the writer thread's side of sqlite: its own
+ * connection and prepared statements, binding account state, request
+ * logs, response owners, logins and admin changes, and committing one
+ * batch in one transaction (pruning old owners when due), retried with
+ * backoff until it succeeds. store_writer.c owns the queue and the thread
+ * that hands batches here. */
+#include "store/store_internal.h"
+#include "base/log.h"
+#include "base/sbuf.h"
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <time.h>
+
+#define STORE_OWNER_TTL_S (7 * 86400) /* owners older than this are pruned */
+#define STORE_PRUNE_EVERY_S 3600.0    /* at most one prune per this interval */
+#define STORE_LOG_COLS 20             /* bound parameters per request_logs row */
+
+/* ---------- statements and one batch ---------- */
+
+/* The EXISTS guard skips state for an account deleted (by the CLI) while
+ * the server still held it in memory, instead of failing the batch on the
+ * foreign key. */
+static const char store_sql_up_state[] =
+    "INSERT INTO account_state(account_id, cooldown_until, ladder_step, last_429_at, last_error,"
+    " primary_used_pct, secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema,"
+    " latency_ema_ms, updated_at, primary_window_s, secondary_window_s, plan_type, has_credits,"
+    " credits_unlimited, credits_balance, usage_polled_at, usage_poll_status, success_rate_60s, latency_60s_ms,"
+    " attempts_60s)"
+    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23"
+    " WHERE EXISTS (SELECT 1 FROM accounts WHERE id = ?1)"
+    " ON CONFLICT(account_id) DO UPDATE SET cooldown_until = excluded.cooldown_until,"
+    " ladder_step = excluded.ladder_step, last_429_at = excluded.last_429_at,"
+    " last_error = excluded.last_error, primary_used_pct = excluded.primary_used_pct,"
+    " secondary_used_pct = excluded.secondary_used_pct, primary_reset_at = excluded.primary_reset_at,"
+    " secondary_reset_at = excluded.secondary_reset_at, success_ema = excluded.success_ema,"
+    " latency_ema_ms = excluded.latency_ema_ms, updated_at = excluded.updated_at,"
+    " primary_window_s = excluded.primary_window_s, secondary_window_s = excluded.secondary_window_s,"
+    " plan_type = excluded.plan_type, has_credits = excluded.has_credits,"
+    " credits_unlimited = excluded.credits_unlimited, credits_balance = excluded.credits_balance,"
+    " usage_polled_at = excluded.usage_polled_at, usage_poll_status = excluded.usage_poll_status,"
+    " success_rate_60s = excluded.success_rate_60s, latency_60s_ms = excluded.latency_60s_ms,"
+    " attempts_60s = excluded.attempts_60s";
+
+/* Followed by one STORE_SQL_LOG_ROW per row: sqlite pays its per-statement
+ * costs (starting and ending the statement, opening and closing the table
+ * and its index) once per statement, not once per row. */
+/* The usual case of store_sql_up_state, the account's row being there
+ * already: a plain update by primary key, a fifth cheaper. */
+static const char store_sql_set_state[] =
+    "UPDATE account_state SET cooldown_until = ?2, ladder_step = ?3, last_429_at = ?4, last_error = ?5,"
+    " primary_used_pct = ?6, secondary_used_pct = ?7, primary_reset_at = ?8, secondary_reset_at = ?9,"
+    " success_ema = ?10, latency_ema_ms = ?11, updated_at = ?12, primary_window_s = ?13,"
+    " secondary_window_s = ?14, plan_type = ?15, has_credits = ?16, credits_unlimited = ?17,"
+    " credits_balance = ?18, usage_polled_at = ?19, usage_poll_status = ?20, success_rate_60s = ?21,"
+    " latency_60s_ms = ?22, attempts_60s = ?23 WHERE account_id = ?1";
+
+static const char store_sql_ins_log[] = "INSERT INTO request_logs(" STORE_LOG_COLUMNS ") VALUES ";
+#define STORE_SQL_LOG_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" /* STORE_LOG_COLS */
+
+static const char store_sql_up_owner[] =
+    "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT(response_id) DO UPDATE SET account_id = excluded.account_id, created_at = excluded.created_at";
+
+static const char store_sql_prune_owners[] = "DELETE FROM response_owners WHERE created_at < ?1";
+
+/* A refreshed login. NULLs keep what is stored (a token endpoint may leave
+ * out the refresh or id token). updated_at is left alone: the routing order
+ * does not change. */
+static const char store_sql_up_login[] =
+    "UPDATE accounts SET token = ?2, refresh_token = coalesce(?3, refresh_token),"
+    " id_token = coalesce(?4, id_token), email = coalesce(?5, email), plan_type = coalesce(?6, plan_type),"
+    " chatgpt_account_id = coalesce(?7, chatgpt_account_id), token_expires_at = ?8, last_refresh_at = ?9,"
+    " login_error = NULL WHERE id = ?1";
+
+static const char store_sql_up_login_err[] =
+    "UPDATE accounts SET login_error = ?2 WHERE id = ?1 AND refresh_token IS ?3";
+
+double store_writer_clock(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void writer_bind_state(sqlite3_stmt *st, const account_state *a)
+{
+    sqlite3_bind_int64(st, 1, a->account_id);
+    sqlite3_bind_double(st, 2, a->cooldown_until);
+    sqlite3_bind_int(st, 3, a->ladder_step);
+    sqlite3_bind_double(st, 4, a->last_429_at);
+    sqlite3_bind_text(st, 5, a->last_error, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 6, a->primary_used_pct);
+    sqlite3_bind_double(st, 7, a->secondary_used_pct);
+    sqlite3_bind_double(st, 8, a->primary_reset_at);
+    sqlite3_bind_double(st, 9, a->secondary_reset_at);
+    sqlite3_bind_double(st, 10, a->success_ema);
+    sqlite3_bind_double(st, 11, a->latency_ema_ms);
+    sqlite3_bind_double(st, 12, a->updated_at);
+    sqlite3_bind_double(st, 13, a->primary_window_s);
+    sqlite3_bind_double(st, 14, a->secondary_window_s);
+    sqlite3_bind_text(st, 15, a->plan_type, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 16, a->has_credits);
+    sqlite3_bind_int(st, 17, a->credits_unlimited);
+    sqlite3_bind_double(st, 18, a->credits_balance);
+    sqlite3_bind_double(st, 19, a->usage_polled_at);
+    sqlite3_bind_int(st, 20, a->usage_poll_status);
+    sqlite3_bind_double(st, 21, a->success_rate_60s);
+    sqlite3_bind_double(st, 22, a->latency_60s_ms);
+    sqlite3_bind_int(st, 23, a->attempts_60s);
+}
+
+/* Binds every one of the row's STORE_LOG_COLS parameters, which start after
+ * parameter `base` (so a reused statement needs no clearing). The texts are
+ * owned by the row, which outlives the step: no copies. */
+static void writer_bind_log(sqlite3_stmt *st, int base, const request_log *r)
+{
+    sqlite3_bind_double(st, base + 1, r->ts);
+    store_bind_opt_int(st, base + 2, r->platform_key_id, 0);
+    sqlite3_bind_text(st, base + 3, r->endpoint, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, base + 4, r->model, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, base + 5, r->stream);
+    store_bind_opt_int(st, base + 6, r->account_id, 0);
+    sqlite3_bind_text(st, base + 7, r->account_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, base + 8, r->status);
+    sqlite3_bind_int(st, base + 9, r->attempts);
+    sqlite3_bind_double(st, base + 10, r->latency_ms);
+    sqlite3_bind_text(st, base + 11, r->route_strategy, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, base + 12, r->error_class, -1, SQLITE_STATIC);
+    store_bind_opt_int(st, base + 13, r->input_tokens, -1);
+    store_bind_opt_int(st, base + 14, r->output_tokens, -1);
+    store_bind_opt_int(st, base + 15, r->total_tokens, -1);
+    if (r->attempts_json)
+        sqlite3_bind_text(st, base + 16, r->attempts_json, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, base + 16);
+    if (r->upstream_model[0])
+        sqlite3_bind_text(st, base + 17, r->upstream_model, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, base + 17);
+    sqlite3_bind_int(st, base + 18, r->resumed ? 1 : 0);
+    store_bind_opt_int(st, base + 19, r->cached_tokens, -1);
+    if (r->cost_usd >= 0)
+        sqlite3_bind_double(st, base + 20, r->cost_usd);
+    else
+        sqlite3_bind_null(st, base + 20);
+}
+
+/* Steps a bound statement. A constraint error belongs to that one row
+ * (retrying would fail forever), so it is skipped; anything else fails the
+ * batch. */
+static int writer_step(sqlite3 *db, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc == SQLITE_DONE)
+        return SQLITE_OK;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+        log_warn("store: skipped a %s row: %s", what, sqlite3_errmsg(db));
+        return SQLITE_OK;
+    }
+    return rc;
+}
+
+/* Steps a statement that returns no row (BEGIN, COMMIT): any error is the
+ * batch's. */
+static int writer_run(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Admin changes (rare): prepared when used. Each bumps config_version
+ * through the tables' triggers, so the pool reloads what was written. */
+static int writer_admin_op(store_writer *w, const store_admin_op *op)
+{
+    static const char *const sql[] = {
+        [STORE_OP_ACCOUNT_ENABLED] = "UPDATE accounts SET enabled = ?2 WHERE id = ?1",
+        [STORE_OP_KEY_PREFERRED] = "UPDATE platform_keys SET preferred_account_id = ?2 WHERE id = ?1",
+        [STORE_OP_SETTING] = "INSERT INTO settings(key, value, updated_at) VALUES (?3, ?4, ?5)"
+                             " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+    };
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(w->db, sql[op->kind], -1, &st, NULL) != SQLITE_OK)
+        return sqlite3_errcode(w->db);
+    if (op->kind != STORE_OP_SETTING) {
+        sqlite3_bind_int64(st, 1, op->id);
+        store_bind_opt_int(st, 2, op->value, op->kind == STORE_OP_KEY_PREFERRED ? 0 : -1);
+    } else {
+        sqlite3_bind_text(st, 3, op->key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, op->text, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 5, (int64_t)store_writer_clock(CLOCK_REALTIME));
+    }
+    int rc = writer_step(w->db, st, "admin change");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static void writer_bind_login(store_writer *w, const login_item *l, sqlite3_stmt **st)
+{
+    if (l->login_error) {
+        *st = w->up_login_err;
+        sqlite3_bind_int64(*st, 1, l->account_id);
+        sqlite3_bind_text(*st, 2, l->login_error, -1, SQLITE_STATIC);
+        store_bind_text(*st, 3, l->expect_refresh);
+        return;
+    }
+    *st = w->up_login;
+    sqlite3_bind_int64(*st, 1, l->account_id);
+    sqlite3_bind_text(*st, 2, l->access_token, -1, SQLITE_STATIC);
+    store_bind_text(*st, 3, l->refresh_token);
+    store_bind_text(*st, 4, l->id_token);
+    store_bind_text(*st, 5, l->email);
+    store_bind_text(*st, 6, l->plan_type);
+    store_bind_text(*st, 7, l->chatgpt_account_id);
+    sqlite3_bind_int64(*st, 8, l->token_expires_at);
+    sqlite3_bind_int64(*st, 9, l->last_refresh_at);
+}
+
+/* The INSERT of 2^k request_logs rows, prepared when first used and kept;
+ * NULL if sqlite refuses it. */
+static sqlite3_stmt *writer_ins_logs(store_writer *w, int k)
+{
+    if (!w->ins_logs[k]) {
+        sbuf sql = SBUF_INIT;
+        sbuf_puts(&sql, store_sql_ins_log);
+        for (int i = 0; i < 1 << k; i++)
+            sbuf_puts(&sql, i ? "," STORE_SQL_LOG_ROW : STORE_SQL_LOG_ROW);
+        if (sqlite3_prepare_v3(w->db, sql.p, (int)sql.len, SQLITE_PREPARE_PERSISTENT, &w->ins_logs[k], NULL) !=
+            SQLITE_OK)
+            w->ins_logs[k] = NULL;
+        sbuf_free(&sql);
+    }
+    return w->ins_logs[k];
+}
+
+/* Inserts n logs from the list at it, 2^k rows at a time (the largest 2^k
+ * that fits, k <= max_k; with max_k = STORE_LOG_CHUNKS - 1 a batch of n
+ * rows takes at most n / 32 + 5 statements). A constraint error belongs to
+ * one row, but a multi-row statement that meets one is taken back whole by
+ * sqlite; its rows then go in one by one, so only that row is skipped, as
+ * ever. */
+static int writer_insert_logs(store_writer *w, const log_item *it, size_t n, int max_k)
+{
+    int rc = SQLITE_OK;
+    while (rc == SQLITE_OK && n) {
+        int k = max_k;
+        while ((size_t)1 << k > n)
+            k--;
+        sqlite3_stmt *st = writer_ins_logs(w, k);
+        while (!st && k > 0) /* a longer statement sqlite would not take: shorter ones */
+            st = writer_ins_logs(w, --k);
+        if (!st)
+            return sqlite3_errcode(w->db);
+        const log_item *first = it;
+        for (int i = 0; i < 1 << k; i++, it = it->next)
+            writer_bind_log(st, i * STORE_LOG_COLS, &it->rl);
+        n -= (size_t)1 << k;
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+        else if ((rc & 0xff) == SQLITE_CONSTRAINT && k == 0) {
+            log_warn("store: skipped a request_logs row: %s", sqlite3_errmsg(w->db));
+            rc = SQLITE_OK;
+        } else if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+            rc = writer_insert_logs(w, first, (size_t)1 << k, 0);
+        }
+    }
+    return rc;
+}
+
+static int writer_batch_rows(store_writer *w, const writer_batch *b)
+{
+    int rc = SQLITE_OK;
+    for (size_t i = 0; rc == SQLITE_OK && i < b->n_ops; i++)
+        rc = writer_admin_op(w, &b->ops[i]);
+    for (const login_item *l = b->logins; rc == SQLITE_OK && l; l = l->next) {
+        sqlite3_stmt *st;
+        writer_bind_login(w, l, &st);
+        rc = writer_step(w->db, st, "account login");
+    }
+    for (size_t i = 0; rc == SQLITE_OK && i < b->n_states; i++) {
+        writer_bind_state(w->set_state, &b->states[i]);
+        rc = writer_step(w->db, w->set_state, "account_state");
+        if (rc == SQLITE_OK && sqlite3_changes(w->db) == 0) { /* no row yet (or no account) */
+            writer_bind_state(w->up_state, &b->states[i]);
+            rc = writer_step(w->db, w->up_state, "account_state");
+        }
+    }
+    if (rc == SQLITE_OK)
+        rc = writer_insert_logs(w, b->logs, b->n_logs, STORE_LOG_CHUNKS - 1);
+    for (const owner_item *o = b->owners; rc == SQLITE_OK && o; o = o->next) {
+        sqlite3_bind_text(w->up_owner, 1, o->response_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(w->up_owner, 2, o->account_id);
+        sqlite3_bind_double(w->up_owner, 3, o->created_at);
+        rc = writer_step(w->db, w->up_owner, "response_owners");
+    }
+    return rc;
+}
+
+static int writer_prune(store_writer *w)
+{
+    sqlite3_bind_double(w->prune_owners, 1, store_writer_clock(CLOCK_REALTIME) - STORE_OWNER_TTL_S);
+    return writer_step(w->db, w->prune_owners, "response_owners prune");
+}
+
+/* One transaction for the whole batch, with the owner prune when it is due;
+ * rolled back on any failure. */
+static int writer_commit(store_writer *w, const writer_batch *b)
+{
+    double now = store_writer_clock(CLOCK_MONOTONIC);
+    int prune = now >= w->prune_due;
+    int rc = writer_run(w->begin);
+    if (rc == SQLITE_OK)
+        rc = writer_batch_rows(w, b);
+    if (rc == SQLITE_OK && prune)
+        rc = writer_prune(w);
+    if (rc == SQLITE_OK)
+        rc = writer_run(w->commit); /* a deferred constraint fails here, and the batch with it */
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(w->db))
+        sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == SQLITE_OK && prune)
+        w->prune_due = now + STORE_PRUNE_EVERY_S;
+    return rc;
+}
+
+static int writer_stopping(store_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int stop = w->stop;
+    pthread_mutex_unlock(&w->mu);
+    return stop;
+}
+
+static void writer_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Commits b, retrying with backoff on failure (disk full, I/O error, a lock
+ * held past the busy timeout) so nothing queued is lost to a transient
+ * problem. Only at shutdown does it give up, after a few more tries. */
+void store_writer_commit_retry(store_writer *w, const writer_batch *b)
+{
+    unsigned delay_ms = 100;
+    for (int failures = 0;; failures++) {
+        int rc = writer_commit(w, b);
+        if (rc == SQLITE_OK) {
+            if (failures) {
+                log_info("store: writer recovered after %d failed commits", failures);
+                pthread_mutex_lock(&w->mu);
+                w->failing = 0;
+                pthread_mutex_unlock(&w->mu);
+            }
+            return;
+        }
+        pthread_mutex_lock(&w->mu);
+        w->failed_commits++;
+        w->failing = 1;
+        snprintf(w->last_error, sizeof w->last_error, "%s (sqlite code %d)", sqlite3_errmsg(w->db), rc);
+        pthread_mutex_unlock(&w->mu);
+        if (failures == 0 || failures % 20 == 0)
+            log_error("store: writer commit failed (%s); keeping %zu request logs, %zu state updates and %zu"
+                      " response owners, retrying", sqlite3_errmsg(w->db), b->n_logs, b->n_states, b->n_owners);
+        if (writer_stopping(w) && failures >= 3) {
+            log_error("store: shutting down; dropped %zu request logs, %zu state updates and %zu response owners"
+                      " that could not be written", b->n_logs, b->n_states, b->n_owners);
+            return;
+        }
+        writer_sleep_ms(delay_ms);
+        delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
+    }
+}
+
+/* ---------- the writer's connection ---------- */
+
+int store_writer_prepare(store_writer *w, const char *path, char *err, size_t errlen)
+{
+    /* The connection is the writer thread's alone (prepared here before
+     * the thread starts, closed after it ends): sqlite's per-call mutex
+     * would only cost instructions on every bind and step. */
+    if (store_conn_open(path, STORE_BUSY_MS, SQLITE_OPEN_NOMUTEX, &w->db, err, errlen) != 0)
+        return -1;
+    const unsigned keep = SQLITE_PREPARE_PERSISTENT;
+    if (sqlite3_prepare_v3(w->db, store_sql_up_state, -1, keep, &w->up_state, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_set_state, -1, keep, &w->set_state, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_owner, -1, keep, &w->up_owner, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_prune_owners, -1, keep, &w->prune_owners, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_login, -1, keep, &w->up_login, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_login_err, -1, keep, &w->up_login_err, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, "BEGIN IMMEDIATE", -1, keep, &w->begin, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, "COMMIT", -1, keep, &w->commit, NULL) != SQLITE_OK ||
+        !writer_ins_logs(w, 0)) {
+        store_errf(err, errlen, "writer: %s", sqlite3_errmsg(w->db));
+        return -1;
+    }
+    return 0;
+}
+
+void store_writer_conn_close(store_writer *w)
+{
+    sqlite3_finalize(w->up_state);
+    sqlite3_finalize(w->set_state);
+    sqlite3_finalize(w->up_owner);
+    sqlite3_finalize(w->prune_owners);
+    sqlite3_finalize(w->up_login);
+    sqlite3_finalize(w->up_login_err);
+    sqlite3_finalize(w->begin);
+    sqlite3_finalize(w->commit);
+    for (int k = 0; k < STORE_LOG_CHUNKS; k++) {
+        sqlite3_finalize(w->ins_logs[k]);
+        w->ins_logs[k] = NULL;
+    }
+    sqlite3_close_v2(w->db);
+    w->up_state = w->set_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->begin = w->commit = NULL;
+    w->db = NULL;
+}
