@@ -242,7 +242,7 @@ int store_settings_load(store *s, void (*fn)(void *ud, const char *key, const ch
 int store_owners_load(store *s, size_t max, void (*fn)(void *ud, const char *response_id, int64_t account_id),
                       void *ud);
 
-/* --- logins (src/store_accounts.c) --- */
+/* --- logins (src/store/store_accounts.c) --- */
 
 /* Changes of `account update`: NULL / unset fields stay as they are. */
 typedef struct account_patch {
