@@ -1,0 +1,270 @@
+/* proxy_attempt.c: choosing and starting an attempt, the first stage of
+ * each try of a request (the life of a request: proxy.c). proxy_next takes
+ * the next candidate of the route plan that can serve now (or, with none
+ * left, waits for a resting account or answers 503); proxy_attempt builds
+ * that account's upstream request (URL, headers, the body with its model
+ * map) and starts the transfer, whose answer proxy_relay.c takes in. */
+#include "proxy_internal.h"
+#include "base/json.h"
+#include "http/server.h"
+#include "obs/trace.h"
+#include "route/account_limits.h"
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define PROXY_MAX_HEADERS 40
+
+/* ---------- the upstream request ---------- */
+
+/* The upstream request headers of the attempt being started (loop thread
+ * only): built by proxy_build_headers and copied by upstream_start (into
+ * curl's list) right after, so no request keeps them while its answer
+ * streams, for minutes (docs/performance.md, "Long-lived streams"). */
+static upstream_header proxy_hdrs[PROXY_MAX_HEADERS];
+static size_t proxy_n_hdrs;
+static sbuf proxy_hstore; /* storage behind proxy_hdrs */
+static sbuf proxy_url;    /* the attempt's URL, the same way (curl copies it) */
+
+/* value_prefix (may be NULL) and value make the header's value. */
+static void proxy_header_add2(const char *name, const char *value_prefix, const char *value)
+{
+    if (proxy_n_hdrs >= PROXY_MAX_HEADERS)
+        return;
+    /* offsets, resolved once all headers are stored (hstore may move) */
+    proxy_hdrs[proxy_n_hdrs].name = (const char *)(uintptr_t)proxy_hstore.len;
+    sbuf_append(&proxy_hstore, name, strlen(name) + 1);
+    proxy_hdrs[proxy_n_hdrs].value = (const char *)(uintptr_t)proxy_hstore.len;
+    if (value_prefix)
+        sbuf_puts(&proxy_hstore, value_prefix);
+    sbuf_append(&proxy_hstore, value, strlen(value) + 1);
+    proxy_n_hdrs++;
+}
+
+static void proxy_header_add(proxy_req *p, const char *name, const char *value)
+{
+    (void)p;
+    proxy_header_add2(name, NULL, value);
+}
+
+static void proxy_headers_resolve(void)
+{
+    for (size_t i = 0; i < proxy_n_hdrs; i++) {
+        proxy_hdrs[i].name = proxy_hstore.p + (uintptr_t)proxy_hdrs[i].name;
+        proxy_hdrs[i].value = proxy_hstore.p + (uintptr_t)proxy_hdrs[i].value;
+    }
+}
+
+/* Client headers passed upstream as they are: the ones Codex and the SDKs
+ * use for features, sticky routing and prompt-cache affinity (Codex 0.171
+ * sends session-id, thread-id, x-client-request-id, x-codex-window-id,
+ * x-codex-turn-metadata and x-codex-beta-features; later turns add
+ * x-codex-turn-state, sub-agents x-openai-subagent and
+ * x-codex-parent-thread-id). Auth, hop-by-hop, Accept-Encoding (curl
+ * negotiates its own) and per-account headers are never forwarded. */
+static const char *const proxy_forward_headers[] = {
+    "OpenAI-Beta", "originator", "session_id", "session-id", "conversation_id", "thread-id",
+    "x-client-request-id", "version", "User-Agent",
+    "x-codex-turn-state", "x-codex-turn-metadata", "x-codex-beta-features", "x-codex-window-id",
+    "x-codex-parent-thread-id", "x-openai-subagent",
+    "x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-runtime",
+};
+#define PROXY_N_FORWARD (sizeof proxy_forward_headers / sizeof *proxy_forward_headers)
+_Static_assert(PROXY_N_FORWARD <= 32, "proxy_build_headers keeps a 32-bit mask of forwarded headers");
+
+/* The index of a client header in proxy_forward_headers, -1 if it is not
+ * forwarded. Most headers a client sends (Host, Authorization,
+ * Content-*, Accept*) are turned away by their first letter. */
+int proxy_forward_index(const char *name)
+{
+    char c = (char)(name[0] | 0x20);
+    if (c == 'a' || c == 'h')
+        return -1;
+    for (size_t i = 0; i < PROXY_N_FORWARD; i++)
+        if ((proxy_forward_headers[i][0] | 0x20) == c && strcasecmp(name, proxy_forward_headers[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void proxy_build_headers(proxy_req *p, const pool_account *pa)
+{
+    proxy_n_hdrs = 0;
+    sbuf_reset(&proxy_hstore);
+    proxy_header_add2("Authorization", "Bearer ", pa->a.token);
+    if (!p->in.is_get)
+        proxy_header_add(p, "Content-Type", "application/json");
+    proxy_header_add(p, "Accept", p->in.stream ? "text/event-stream" : "application/json");
+    struct evkeyvalq *in = evhttp_request_get_input_headers(p->req);
+    /* one pass over what the client sent; the first of a repeated header wins */
+    uint32_t seen = 0;
+    for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next) {
+        int i = proxy_forward_index(kv->key);
+        if (i < 0 || (seen & (1u << i)))
+            continue;
+        seen |= 1u << i;
+        proxy_header_add(p, proxy_forward_headers[i], kv->value);
+    }
+    if (pa->a.kind == ACCOUNT_CHATGPT) {
+        if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)
+            proxy_header_add(p, "ChatGPT-Account-Id", pa->a.chatgpt_account_id);
+        if (!evhttp_find_header(in, "OpenAI-Beta"))
+            proxy_header_add(p, "OpenAI-Beta", "responses=experimental");
+        if (!evhttp_find_header(in, "originator"))
+            proxy_header_add(p, "originator", "codex_cli_rs");
+    }
+    proxy_headers_resolve();
+}
+
+/* The model this account would be sent: the client's, or what the
+ * account's model map turns it into. Writes it to out; 1 if mapped. */
+int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_t n)
+{
+    sbuf_copy_cstr(out, n, p->in.model);
+    if (!pa->a.model_map || !p->in.model[0])
+        return 0;
+    json_value *map = json_parse(pa->a.model_map, strlen(pa->a.model_map), NULL, 0);
+    const char *to = map ? json_get_str(map, p->in.model) : NULL;
+    if (to)
+        sbuf_copy_cstr(out, n, to);
+    json_free(map);
+    return to != NULL;
+}
+
+/* The request body for this account: the client's, or with the model
+ * rewritten by the account's model map (the only change ever made between
+ * attempts: the user's intent is preserved). Only the model's bytes change:
+ * the rest of the client's body goes upstream as it came. Returns the body
+ * to send. */
+static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
+{
+    char to[128];
+    size_t start, end;
+    if (!proxy_model_for(p, pa, to, sizeof to) ||
+        json_member_span(p->in.body.p, p->in.body.len, "model", &start, &end) != 0)
+        return &p->in.body;
+    sbuf_copy_cstr(p->att_model, sizeof p->att_model, to);
+    sbuf_reset(&p->upbody);
+    sbuf_append(&p->upbody, p->in.body.p, start);
+    sbuf_json_str(&p->upbody, to, strlen(to));
+    sbuf_append(&p->upbody, p->in.body.p + end, p->in.body.len - end);
+    return &p->upbody;
+}
+
+static void proxy_build_url(proxy_req *p, const pool_account *pa)
+{
+    const char *base = pa->a.base_url;
+    size_t blen = strlen(base);
+    while (blen && base[blen - 1] == '/')
+        blen--;
+    sbuf_reset(&proxy_url);
+    sbuf_append(&proxy_url, base, blen);
+    sbuf_puts(&proxy_url, p->in.suffix);
+}
+
+/* the answer goes to proxy_relay.c (its head and bytes) and its end to
+ * proxy_recover.c (proxy_up_done: a failure is sorted out there first) */
+static const upstream_callbacks proxy_up_cb = {proxy_up_headers, proxy_up_data, proxy_up_done};
+
+/* ---------- candidates ---------- */
+
+void proxy_attempt(proxy_req *p, pool_account *pa)
+{
+    p->attempts++;
+    if (pa->a.id != p->last_acct_id)
+        p->acct_retries = 0;
+    p->acct_id = p->last_acct_id = pa->a.id;
+    p->acct_kind = pa->a.kind;
+    sbuf_copy_cstr(p->acct_name, sizeof p->acct_name, pa->a.name);
+    p->t_attempt = gateway_now();
+    p->att_outcome = NULL;
+    p->att_class[0] = '\0';
+    sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
+    p->status = 0;
+    p->retry_after = -1;
+    p->not_answer = NULL;
+    p->mode = MODE_NONE;
+    p->resp_ctype[0] = p->resp_request_id[0] = '\0';
+    sbuf_reset(&p->relay);
+    sbuf_reset(&p->errbody);
+    p->errbody_total = 0;
+    sbuf_reset(&p->sniff);
+    pa->inflight++;
+    scrub_reset(&p->scrub);
+    scrub_add(&p->scrub, pa->a.token); /* copied: the pool may rebuild the account meanwhile */
+    p->sent_token_hash = proxy_token_hash(pa->a.token);
+    account_limits_start(pa, p->t_attempt);
+    /* balanced rotates sessions: a turn kept on its session's account by
+     * affinity does not move the cursor that new sessions start from */
+    if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
+        pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
+    proxy_build_url(p, pa);
+    proxy_build_headers(p, pa);
+    const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
+    trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
+                (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
+    upstream_spec spec = {proxy_url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
+                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
+    p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
+    if (!p->up) /* out of memory, or libcurl refused it: no callback will come, so end it here */
+        proxy_up_done(p, UP_INTERNAL, "the gateway could not start the upstream request (out of memory or a libcurl "
+                                      "failure); retry shortly");
+}
+
+static void proxy_exhausted(proxy_req *p)
+{
+    if (p->committed) /* a resumed stream with nobody left to finish it */
+        return proxy_resume_failed(p, "no account was left to finish the answer");
+    double back;
+    if (proxy_wait_for_capacity(p, &back))
+        return;
+    for (size_t i = 0; i < p->plan.nskips; i++)
+        proxy_why(p, p->plan.skips[i].name, p->plan.skips[i].reason);
+    sbuf msg = SBUF_INIT;
+    if (!pool_count(p->gw->pool))
+        sbuf_puts(&msg, "no upstream accounts are configured (add one with 'switchyard account add')");
+    else if (p->plan.pinned_owner && !p->plan.n && !p->attempts)
+        sbuf_printf(&msg, "%s belongs to an account that cannot serve now: %s", p->plan.pinned_by, p->why.p);
+    else
+        sbuf_printf(&msg, "all upstream accounts are unavailable: %s", p->why.len ? p->why.p : "none eligible");
+    snprintf(p->error_class, sizeof p->error_class, "exhausted");
+    if (back) { /* when to come back: the soonest account's return */
+        char ra[32];
+        snprintf(ra, sizeof ra, "%.0f", ceil(back - gateway_now()) > 1 ? ceil(back - gateway_now()) : 1);
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", ra);
+    }
+    server_send_error(p->req, 503, "server_error", "no_available_account", msg.p);
+    sbuf_free(&msg);
+    proxy_finish(p, 503);
+}
+
+void proxy_next(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    while (p->next < p->plan.n) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[p->next++]);
+        if (!pa)
+            continue;
+        if (!router_available(pa, &p->rctx, now, why, sizeof why)) {
+            router_skip_add(&p->plan, pa, why);
+            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"",
+                        (unsigned long long)p->id, pa->a.name, why);
+            continue;
+        }
+        if (pa->refreshing) { /* its refresh token is in use: others first, else wait for it */
+            if (!p->deferred_acct)
+                p->deferred_acct = pa->a.id;
+            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"refreshing its login\"",
+                        (unsigned long long)p->id, pa->a.name);
+            continue;
+        }
+        proxy_attempt(p, pa);
+        return;
+    }
+    if (proxy_wait_deferred(p))
+        return;
+    proxy_exhausted(p);
+}

@@ -1,0 +1,279 @@
+/* proxy_finish.c: the end of an attempt and of the request, and their
+ * records (the life of a request: proxy.c). An attempt's end goes into the
+ * request's attempts record and the metrics; a committed answer's end
+ * records the account's success and the usage, sends the last of the
+ * reply; proxy_finish, the one way out of every request, writes the
+ * request log row and trace line, charges the spend and frees it all. */
+#include "proxy_internal.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "http/server.h"
+#include "obs/metrics.h"
+#include "obs/trace.h"
+#include "route/account_limits.h"
+#include "route/breaker.h"
+#include "route/spend.h"
+#include "store/store.h"
+#include "upstream/usage.h"
+#include <stdio.h>
+#include <string.h>
+
+/* ---------- attempt outcomes ---------- */
+
+/* What a decision made of the current attempt: "failover", "returned"
+ * (its error went to the client unchanged), "retry" (the same account
+ * again), "context_fallback", "resume", "login_refresh" (a 401 that
+ * refreshed the login; the same account again). proxy_attempt_record writes it
+ * when the attempt ends; attempts that end without a decision get their
+ * outcome there (ok, error, client_closed, abandoned). */
+void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
+{
+    p->att_outcome = outcome;
+    sbuf_copy_cstr(p->att_class, sizeof p->att_class, cls ? cls : "");
+}
+
+/* ---------- attempt teardown ---------- */
+
+/* The one place an attempt's end is recorded: an object appended to the
+ * request's attempts record (stored with its log row) and the attempt
+ * counters of metrics. */
+static void proxy_attempt_record(proxy_req *p)
+{
+    const char *outcome = p->att_outcome, *cls = p->att_class;
+    if (!outcome) {
+        if (p->client_gone)
+            outcome = "client_closed", cls = "client_closed";
+        else if (p->committed)
+            outcome = p->error_class[0] ? "error" : "ok", cls = p->error_class;
+        else
+            outcome = "abandoned";
+    }
+    double secs = gateway_now() - p->t_attempt;
+    sbuf *t = &p->tried;
+    if (!t->len)
+        sbuf_reserve(t, 256); /* one attempt's record at once, not grown from 64 bytes */
+    sbuf_puts(t, t->len ? ",{\"account\":" : "[{\"account\":");
+    sbuf_json_str(t, p->acct_name, strlen(p->acct_name));
+    sbuf_puts(t, ",\"account_id\":");
+    sbuf_put_int(t, p->acct_id);
+    sbuf_puts(t, ",\"model\":");
+    sbuf_json_str(t, p->att_model, strlen(p->att_model));
+    sbuf_puts(t, ",\"outcome\":");
+    sbuf_json_str(t, outcome, strlen(outcome));
+    sbuf_puts(t, ",\"class\":");
+    sbuf_json_str(t, cls, strlen(cls));
+    sbuf_puts(t, ",\"status\":");
+    sbuf_put_int(t, p->status);
+    sbuf_puts(t, ",\"ms\":");
+    sbuf_put_int(t, (long long)(secs * 1000.0 + 0.5));
+    sbuf_puts(t, "}");
+    metrics_attempt(p->acct_id, outcome, cls, secs);
+    if (strcmp(outcome, "ok") != 0) /* a served attempt is the request's last: REQUEST_FINAL tells it */
+        trace_event(p->gw->trace, "ATTEMPT_END", "req=%llu attempt=%d account=%s model=%s outcome=%s class=%s status=%d ms=%.1f",
+                    (unsigned long long)p->id, p->attempts, p->acct_name, p->att_model, outcome, *cls ? cls : "-",
+                    p->status, secs * 1000.0);
+}
+
+void proxy_attempt_end(proxy_req *p)
+{
+    if (p->acct_id)
+        proxy_attempt_record(p);
+    if (p->up) {
+        upstream_cancel(p->up);
+        p->up = NULL;
+    }
+    proxy_pf_timer_drop(p);
+    if (p->pf_live) {
+        preflight_free(&p->pf);
+        p->pf_live = 0;
+    }
+    pool_account *pa = proxy_account(p);
+    if (pa && p->acct_id && pa->inflight > 0)
+        pa->inflight--;
+    p->acct_id = 0;
+    p->mode = MODE_NONE;
+}
+
+/* ---------- the end of a committed answer ---------- */
+
+static void proxy_record_success(proxy_req *p)
+{
+    pool_account *pa = proxy_account(p);
+    if (!pa)
+        return;
+    double ms = (gateway_now() - p->t_attempt) * 1000.0;
+    breaker_record(p->gw, pa, 1, gateway_now());
+    pa->st.success_ema = pa->st.success_ema * 0.9 + 0.1;
+    pool_health_record(pa, p->t_attempt + ms / 1000.0, 1, ms);
+    pa->st.latency_ema_ms = pa->st.latency_ema_ms > 0 ? pa->st.latency_ema_ms * 0.8 + ms * 0.2 : ms;
+    pa->st.updated_at = gateway_now();
+    pool_state_save(p->gw->pool, pa);
+}
+
+/* Reads the plain answer's usage (and id); returns 1 when the body is an
+ * error object instead ({"error":{...}} with HTTP 200, as some relays answer
+ * quota and rate limits; a Responses object's own "error" is null). */
+static int proxy_read_plain_usage(proxy_req *p)
+{
+    /* depth 3: usage.input_tokens_details.cached_tokens; of the rest of
+     * the answer (its text) nothing is built */
+    static const char *const wanted[] = {"usage", "id", "error"};
+    json_value *doc = json_parse_members(p->sniff.p, p->sniff.len, 3, wanted, 3);
+    const json_value *err = doc ? json_get(doc, "error") : NULL;
+    int is_error = err && err->type == JSON_OBJECT;
+    usage_tokens t = {p->in_tok, p->out_tok, p->tot_tok, p->cached_tok};
+    usage_tokens_read(doc ? json_get(doc, "usage") : NULL, &t);
+    p->in_tok = t.in;
+    p->out_tok = t.out;
+    p->tot_tok = t.total;
+    p->cached_tok = t.cached;
+    const char *id = doc && p->in.api == API_RESPONSES && !is_error ? json_get_str(doc, "id") : NULL;
+    if (id)
+        pool_owner_set(p->gw->pool, id, p->acct_id);
+    json_free(doc);
+    return is_error;
+}
+
+/* Ends a started reply and the request. The request is finished first:
+ * evhttp_send_reply_end closes a connection that is not kept alive at once
+ * when everything was written already (an HTTP/1.0 stream), and the close
+ * callback would otherwise finish the request a second time. */
+void proxy_finish_reply(proxy_req *p, int status)
+{
+    struct evhttp_request *req = p->client_gone ? NULL : p->req;
+    proxy_finish(p, status);
+    if (req)
+        server_reply_end(req);
+}
+
+/* A committed answer's transfer ended (proxy_up_done): its usage and the
+ * account's success are recorded and the rest goes out. One cut short ends
+ * with an explicit error or a reset, unless proxy_recover.c can still save
+ * it (a stream resumed elsewhere, a plain answer nobody saw yet). */
+void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
+{
+    if (p->mode == MODE_PREFLIGHT) {
+        p->in_tok = p->pf.input_tokens;
+        p->out_tok = p->pf.output_tokens;
+        p->tot_tok = p->pf.total_tokens;
+        p->cached_tok = p->pf.cached_tokens;
+        if (p->pf.response_id[0])
+            pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
+        if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) { /* it carries its own error event */
+            sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
+            proxy_flush_held(p, 1);
+        } else if (r != UP_OK || !p->pf.saw_terminal) {
+            if (proxy_try_resume(p, r, errmsg))
+                return;
+            proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
+        } else {
+            proxy_flush_held(p, 1);
+            proxy_record_success(p);
+        }
+    } else {
+        if (r != UP_OK && p->reply_held && !p->client_gone && p->req)
+            return proxy_plain_cut_unseen(p, r, errmsg);
+        if (proxy_read_plain_usage(p) && r == UP_OK && p->reply_held && !p->client_gone && p->req)
+            return proxy_plain_error_unseen(p);
+        if (r != UP_OK) {
+            /* a truncated plain body must not look complete: reset the connection */
+            log_warn("req %llu: upstream failed mid-body (%s); closing the client connection",
+                     (unsigned long long)p->id, errmsg ? errmsg : "error");
+            snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
+            proxy_drop_client(p, 1);
+            proxy_finish(p, 502); /* the client got a cut body: a failure, whatever the status line said */
+            return;
+        }
+        proxy_record_success(p);
+    }
+    scrub_flush(&p->scrub, &p->out); /* what was held back as the possible start of a secret */
+    if (p->reply_held && !p->client_gone && p->req) {
+        proxy_reply_whole(p);
+        proxy_finish(p, p->status);
+        return;
+    }
+    proxy_client_flush(p);
+    proxy_finish_reply(p, p->status);
+}
+
+/* ---------- the end of the request ---------- */
+
+void proxy_finish(proxy_req *p, int status)
+{
+    gateway *gw = p->gw;
+    oauth_wait_cancel(gw->oauth, p->wait);
+    p->wait = NULL;
+    proxy_attempt_end(p);
+    if (p->evcon && !p->client_gone) {
+        /* the connection keeps its watch for its next request (see
+         * proxy_watch_client); its close now only drops the watch */
+        if (p->watch)
+            p->watch->p = NULL, p->watch->stale = 0;
+        evhttp_connection_set_closecb(p->evcon, p->watch ? proxy_watch_closed : NULL, p->watch);
+    } else {
+        proxy_watch_drop(p->watch);
+    }
+    p->watch = NULL;
+    double ms = (gateway_now() - p->t_start) * 1000.0;
+    request_log rl;
+    memset(&rl, 0, sizeof rl);
+    rl.ts = p->t_start;
+    rl.platform_key_id = p->in.key_id;
+    sbuf_copy_cstr(rl.endpoint, sizeof rl.endpoint, p->in.endpoint);
+    sbuf_copy_cstr(rl.model, sizeof rl.model, p->in.model);
+    rl.stream = p->in.stream;
+    if (p->attempts)
+        sbuf_copy_cstr(rl.upstream_model, sizeof rl.upstream_model, p->att_model);
+    rl.status = status;
+    rl.attempts = p->attempts;
+    rl.latency_ms = ms;
+    sbuf_copy_cstr(rl.route_strategy, sizeof rl.route_strategy, p->plan.strategy);
+    sbuf_copy_cstr(rl.error_class, sizeof rl.error_class, status >= 200 && status < 300 && !p->error_class[0] ? "" : p->error_class);
+    rl.input_tokens = p->in_tok;
+    rl.output_tokens = p->out_tok;
+    rl.total_tokens = p->tot_tok;
+    rl.resumed = p->resumed;
+    rl.cached_tokens = p->cached_tok;
+    /* priced as the model the serving account was sent (after its model map) */
+    rl.cost_usd = spend_cost(gw->policy, p->attempts ? p->att_model : p->in.model, p->in_tok, p->cached_tok,
+                             p->out_tok);
+    spend_charge(gw->pool, gw->policy, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
+    if (p->attempts) {
+        sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
+        rl.account_id = p->last_acct_id;
+        pool_account *last = pool_find(gw->pool, p->last_acct_id);
+        if (last)
+            account_limits_usage(last, p->tot_tok, p->t_start + ms / 1000.0);
+    }
+    if (p->tried.len) {
+        sbuf_puts(&p->tried, "]");
+        rl.attempts_json = p->tried.p; /* the writer takes it over */
+        p->tried = (sbuf)SBUF_INIT;
+    }
+    store_writer_put_log(gw->st, &rl);
+    metrics_request(p->in.endpoint, status);
+    metrics_minute_request(p->t_start, status, p->attempts);
+    trace_event(gw->trace, "REQUEST_FINAL", "req=%llu account=%s status=%d attempts=%d latency_ms=%.1f class=%s%s",
+                (unsigned long long)p->id, p->attempts ? p->acct_name : "-", status, p->attempts, ms,
+                p->error_class[0] ? p->error_class : "-", p->resumed ? " resumed=1" : "");
+    router_plan_free(&p->plan);
+    json_free(p->in.doc);
+    gw->body_bytes -= p->in.body.len;
+    if (p->in.body.len >= GATEWAY_TRIM_BODY)
+        gw->trim_due = 1;
+    sbuf_free(&p->in.body);
+    sbuf_free(&p->why);
+    sbuf_free(&p->tried);
+    sbuf_free(&p->upbody);
+    sbuf_free(&p->errbody);
+    sbuf_free(&p->relay);
+    proxy_pf_timer_drop(p);
+    if (p->retry_timer)
+        event_free(p->retry_timer);
+    event_del(&p->flush_ev);
+    proxy_unflushed_remove(p);
+    proxy_hold_release(p);
+    scrub_free(&p->scrub); /* sniff and out: proxy_req_release */
+    gw->active--;
+    proxy_req_release(p);
+}

@@ -1,0 +1,203 @@
+/* proxy_internal.h: what the stages of one client request share, and
+ * nothing else includes. The life of a request (see proxy.c) is cut into
+ * stages, a file each:
+ *
+ *   proxy.c          the entry (proxy_start), the request's memory and the
+ *                    client's connection (the hang-up watch, the close)
+ *   proxy_attempt.c  choose a candidate and start an attempt on it
+ *   proxy_relay.c    hold, commit and relay the answer to the client (and
+ *                    proxy_flush_pending of proxy.h, by the list it empties)
+ *   proxy_recover.c  a failed attempt: retry, wait, fail over, resume
+ *   proxy_finish.c   the end of an attempt and of the request: its records
+ *
+ * The stages call each other in a loop (an attempt fails, recovery starts
+ * the next attempt), so they share this one header instead of a header each
+ * (two headers that include each other would be a module cycle). It holds
+ * the per-request struct and the functions one stage calls in another; each
+ * is described where it is defined. The public face stays proxy.h. */
+#ifndef SY_PROXY_INTERNAL_H
+#define SY_PROXY_INTERNAL_H
+#include "proxy.h"
+#include "accounts/oauth.h"
+#include "base/sbuf.h"
+#include "base/scrub.h"
+#include "policy/policy.h"
+#include "route/pool.h"
+#include "route/router.h"
+#include "upstream/preflight.h"
+#include "upstream/upstream.h"
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <event2/http.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROXY_ERRBODY_MAX (16u << 10)    /* kept of an upstream error body */
+#define PROXY_MAX_REFRESH 8          /* accounts refreshed after a 401 within one request */
+
+typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
+
+typedef struct proxy_req {
+    gateway *gw;
+    uint64_t id;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    request_input in;
+    route_ctx rctx;
+    route_plan plan;
+    char session[128];        /* session-id / session_id ("" none): session affinity */
+    size_t next;              /* next plan index to try */
+    int attempts;
+    sbuf why;                 /* per-candidate failure summary, for the 503 */
+    sbuf tried;               /* the attempts record: a JSON array, one object per attempt */
+    double t_start;
+
+    /* current attempt */
+    upstream_req *up;
+    int64_t acct_id;
+    int64_t last_acct_id;     /* account of the latest attempt, kept for the log */
+    char acct_name[64];
+    account_kind acct_kind;
+    double t_attempt;
+    /* How the current attempt ended, set where that is decided (a free
+     * word: "failover", "returned", ...); NULL: proxy_attempt_record
+     * derives it from the request's state. */
+    const char *att_outcome;
+    char att_class[32];
+    char att_model[128];      /* the model sent upstream (after the account's model map) */
+    sbuf upbody;
+    proxy_mode mode;
+    int status;
+    double retry_after;
+    sbuf errbody;
+    size_t errbody_total;     /* bytes of the error body the upstream sent (errbody keeps the first 16 KiB) */
+    sbuf sniff;
+    char resp_ctype[128];
+    char resp_request_id[128];
+    sbuf relay;               /* the attempt's x-codex-* response headers: name\0value\0... */
+    preflight pf;
+    int pf_live;
+    struct event *pf_timer;   /* the preflight window's time limit: made when armed, gone at commit */
+
+    /* retries and waits (proxy_retry_later, proxy_wait_for_capacity) */
+    struct event *retry_timer; /* armed while the request waits to try again; made on first use (most never wait) */
+    int64_t retry_acct;       /* account the timer goes back to; 0: plan afresh (capacity wait) */
+    int retries_total;        /* same-account retries made for this request */
+    int acct_retries;         /* of those, on the current account */
+    double waited_s;          /* time spent waiting for capacity */
+    int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
+    int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
+    int resume_pending;       /* that attempt has shown no output yet: any failure ends the stream */
+    int committed_status;     /* the status the client got */
+
+    /* client side */
+    int committed;            /* reply started: no more failover */
+    int reply_held;           /* plain: committed, status line and headers not sent yet (see proxy_commit) */
+    size_t held_counted;      /* bytes of out counted in proxy_held_bytes (proxy_plain_hold) */
+    int client_gone;
+    struct client_watch *watch; /* notices a client that hangs up while we wait (see proxy_watch_client) */
+    int client_eof;           /* the client closed its sending side: a half-close or a hang-up */
+    int paused;
+    int mid_event;            /* the client has part of an event that is not finished */
+    scrub scrub;              /* the serving account's secrets, taken out of every client byte */
+    sbuf out;                 /* client bytes of this loop turn, sent as one chunk by flush_ev */
+    struct event flush_ev;    /* active exactly while out holds bytes */
+    size_t unflushed_at;      /* 1 + its index in proxy_unflushed while out holds bytes, else 0 */
+    char error_class[32];
+    const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
+    long in_tok, out_tok, tot_tok, cached_tok;
+
+    /* login refresh (oauth.c) */
+    oauth_waiter *wait;       /* waiting for an account's login refresh */
+    int64_t wait_acct;        /* that account */
+    int wait_after_401;       /* the wait follows a 401 from it (else the account was busy refreshing) */
+    int64_t deferred_acct;    /* first candidate skipped because its login was refreshing */
+    uint64_t sent_token_hash; /* of the token the current attempt sent */
+    int64_t refreshed[PROXY_MAX_REFRESH]; /* accounts already refreshed after a 401 in this request */
+    size_t n_refreshed;
+} proxy_req;
+
+/* The hang-up watch of a client's connection (proxy.c, proxy_watch_client,
+ * says why it belongs to the connection and not to the request). */
+typedef struct client_watch {
+    struct event ev;
+    struct evhttp_connection *evcon;
+    proxy_req *p;             /* the request it watches for; NULL between requests */
+    int on;                   /* ev is on the loop */
+    int stale;                /* ev was already active when the request arrived: that wake-up was for its bytes */
+} client_watch;
+
+/* ---------- small helpers, inline in every stage ---------- */
+
+static inline pool_account *proxy_account(proxy_req *p) { return pool_find(p->gw->pool, p->acct_id); }
+
+/* Adds "name: reason" to the summary a 503 gives. */
+static inline void proxy_why(proxy_req *p, const char *name, const char *reason)
+{
+    sbuf_printf(&p->why, "%s%s: %s", p->why.len ? "; " : "", name, reason);
+}
+
+/* only to notice that the token changed */
+static inline uint64_t proxy_token_hash(const char *s) { return sbuf_hash(s); }
+
+/* Events a long stream does not need after its start are made on use and
+ * freed when done, not kept in every proxy_req (docs/performance.md,
+ * "Long-lived streams"). */
+static inline void proxy_pf_timer_drop(proxy_req *p)
+{
+    if (p->pf_timer)
+        event_free(p->pf_timer);
+    p->pf_timer = NULL;
+}
+
+/* ---------- proxy.c: the entry, the request's memory, the client's connection ---------- */
+
+void proxy_req_release(proxy_req *p);
+void proxy_watch_drop(client_watch *w);
+void proxy_watch_closed(struct evhttp_connection *c, void *arg);
+void proxy_drop_client(proxy_req *p, int reset);
+
+/* ---------- proxy_attempt.c: choose and start an attempt ---------- */
+
+int proxy_forward_index(const char *name);
+int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_t n);
+void proxy_attempt(proxy_req *p, pool_account *pa);
+void proxy_next(proxy_req *p);
+
+/* ---------- proxy_relay.c: hold, commit and relay ---------- */
+
+int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n);
+int proxy_up_data(void *ud, const char *buf, size_t n);
+void proxy_unflushed_remove(proxy_req *p);
+void proxy_hold_release(proxy_req *p);
+void proxy_client_flush(proxy_req *p);
+void proxy_on_flush(evutil_socket_t fd, short what, void *arg);
+void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh);
+void proxy_commit(proxy_req *p);
+void proxy_uncommit_held(proxy_req *p);
+void proxy_reply_whole(proxy_req *p);
+int proxy_flush_held(proxy_req *p, int all);
+void proxy_stream_interrupted(proxy_req *p, const char *why);
+
+/* ---------- proxy_recover.c: a failed attempt ---------- */
+
+void proxy_up_done(void *ud, up_result r, const char *errmsg);
+int proxy_candidates_left(proxy_req *p, int same_model);
+int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary);
+int proxy_wait_for_capacity(proxy_req *p, double *back);
+int proxy_wait_deferred(proxy_req *p);
+void proxy_on_stream_error(proxy_req *p);
+void proxy_resume_failed(proxy_req *p, const char *why);
+int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg);
+void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg);
+void proxy_plain_error_unseen(proxy_req *p);
+
+/* ---------- proxy_finish.c: the end of an attempt and of the request ---------- */
+
+void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls);
+void proxy_attempt_end(proxy_req *p);
+void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg);
+void proxy_finish_reply(proxy_req *p, int status);
+void proxy_finish(proxy_req *p, int status);
+
+#endif

@@ -1,0 +1,667 @@
+/* proxy_recover.c: an attempt that failed before the client was told
+ * anything, and what the request does next (the life of a request:
+ * proxy.c). The policy classifies the failure; the request then retries
+ * the same account later, refreshes its login after a 401, goes to a
+ * larger-context fallback, cools the account down and fails over to the
+ * next candidate, waits for a resting account, or returns the error as it
+ * came. After commit there is no replay, with one exception: a cut chat
+ * stream may resume on another account (opt-in). */
+#include "proxy_internal.h"
+#include "accounts/usage_poll.h"
+#include "base/json.h"
+#include "http/server.h"
+#include "obs/metrics.h"
+#include "obs/trace.h"
+#include "route/account_limits.h"
+#include "route/breaker.h"
+#include "upstream/resume.h"
+#include "upstream/usage.h"
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROXY_RETRY_MAX 4                /* same-account retries per request, whatever the policy says */
+
+/* ---------- the account's side of a failure ---------- */
+
+/* Applies a failover verdict to the account: cooldown (from classify, or
+ * from the cooldown hook for ladder classes) and health. */
+static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
+{
+    pool_account *pa = proxy_account(p);
+    if (!pa)
+        return 0;
+    double now = gateway_now();
+    double secs = v->cooldown;
+    if (secs < 0) {
+        /* classify left the duration to the ladder: this failure is a step on it */
+        policy_state ps = {pa->a.id, pa->st.ladder_step, pa->st.last_429_at, pa->st.cooldown_until, p->retry_after,
+                           pa->st.primary_used_pct, pa->st.primary_reset_at, pa->st.secondary_used_pct,
+                           pa->st.secondary_reset_at};
+        int step = pa->st.ladder_step;
+        policy_cooldown(p->gw->policy, &ps, v->cls, now, &secs, &step);
+        pa->st.ladder_step = step;
+        pa->st.last_429_at = now;
+        if (pa->a.kind == ACCOUNT_CHATGPT) /* learn the windows as they are now */
+            usage_poll_soon(p->gw->usage, pa->a.id);
+    }
+    if (secs > 0 && now + secs > pa->st.cooldown_until)
+        pa->st.cooldown_until = now + secs;
+    sbuf_copy_cstr(pa->st.last_error, sizeof pa->st.last_error, v->cls);
+    if (v->drain_bucket)
+        account_limits_drain(pa, now);
+    breaker_record(p->gw, pa, 0, now);
+    pa->st.success_ema = pa->st.success_ema * 0.9;
+    pool_health_record(pa, now, 0, 0);
+    pa->st.updated_at = now;
+    pool_state_save(p->gw->pool, pa);
+    return secs;
+}
+
+/* ---------- failure handling ---------- */
+
+static void proxy_error_fields(const char *body, size_t len, json_value **doc, const char **type,
+                               const char **code, const char **message)
+{
+    *doc = body && len ? json_parse(body, len, NULL, 0) : NULL;
+    *type = *code = *message = NULL;
+    json_value *err = *doc ? json_get(*doc, "error") : NULL;
+    if (err && err->type == JSON_STRING) {
+        *message = err->str;
+        return;
+    }
+    json_value *src = err ? err : *doc;
+    if (!src)
+        return;
+    *type = json_get_str(src, "type");
+    *code = json_get_str(src, "code");
+    *message = json_get_str(src, "message");
+    if (!err && *doc) { /* responses API response.failed: {"response":{"error":{...}}} */
+        json_value *resp = json_get(*doc, "response");
+        json_value *rerr = resp ? json_get(resp, "error") : NULL;
+        if (rerr) {
+            *code = json_get_str(rerr, "code");
+            *message = json_get_str(rerr, "message");
+        }
+    }
+}
+
+/* ChatGPT's usage-limit errors say when the window resets
+ * (error.resets_in_seconds); it serves as a Retry-After hint. */
+static void proxy_note_resets_in(proxy_req *p, const json_value *doc)
+{
+    double r = usage_resets_in(doc);
+    if (r > p->retry_after)
+        p->retry_after = r;
+}
+
+/* ---------- retries on the same account ---------- */
+
+/* Remaining candidates of the plan that could serve now; with same_model,
+ * only those that would be sent the same model as the current account (a
+ * model map changes the user's intent: such a candidate is no equivalent). */
+int proxy_candidates_left(proxy_req *p, int same_model)
+{
+    char cur[128], m[128], why[160];
+    pool_account *self = proxy_account(p);
+    if (self)
+        proxy_model_for(p, self, cur, sizeof cur);
+    else
+        sbuf_copy_cstr(cur, sizeof cur, p->in.model);
+    double now = gateway_now();
+    int n = 0;
+    for (size_t i = p->next; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (!pa || pa->a.id == p->acct_id || !router_available(pa, &p->rctx, now, why, sizeof why))
+            continue;
+        if (same_model)
+            proxy_model_for(p, pa, m, sizeof m);
+        n += !same_model || strcmp(m, cur) == 0;
+    }
+    return n;
+}
+
+static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
+{
+    proxy_req *p = arg;
+    if (!p->retry_acct) { /* the end of a wait for capacity: plan afresh */
+        trace_event(p->gw->trace, "CANDIDATE_POOL_AGAIN", "req=%llu waited_ms=%.0f", (unsigned long long)p->id,
+                    p->waited_s * 1000.0);
+        router_plan_free(&p->plan);
+        /* the request is still the client's (a hang-up ends the wait): its
+         * turn state pins this plan as it pinned the first */
+        p->rctx.turn_state = p->req ? evhttp_find_header(evhttp_request_get_input_headers(p->req), "x-codex-turn-state")
+                                    : NULL;
+        router_plan(p->gw, &p->rctx, &p->plan);
+        p->rctx.turn_state = NULL;
+        p->next = 0;
+        sbuf_reset(&p->why);
+        proxy_next(p);
+        return;
+    }
+    pool_account *pa = pool_find(p->gw->pool, p->retry_acct);
+    p->retry_acct = 0;
+    /* still a candidate? The wait gave its limits (concurrency, rpm, the
+     * breaker's one probe) to others, and other requests may have cooled it */
+    char why[160];
+    if (pa && router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
+        proxy_attempt(p, pa);
+        return;
+    }
+    if (pa) {
+        proxy_why(p, pa->a.name, why);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, why);
+    }
+    proxy_next(p); /* the account was removed, disabled or is no candidate now: go on */
+}
+
+/* Starts the wait before proxy_on_retry_timer, in seconds. */
+static void proxy_retry_arm(proxy_req *p, double secs)
+{
+    if (!p->retry_timer && !(p->retry_timer = evtimer_new(p->gw->base, proxy_on_retry_timer, p)))
+        abort();
+    long ms = (long)(secs * 1000.0 + 0.5);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(p->retry_timer, &tv);
+}
+
+/* Every candidate is resting. When the soonest is back within what is left
+ * of the wait budget (SWITCHYARD_CAPACITY_WAIT_MS), hold the request and
+ * plan again then; a client that hangs up meanwhile ends it (proxy_finish
+ * removes the timer). Returns 1 if waiting, else 0 with *back set to the
+ * soonest return (0: none is resting). */
+int proxy_wait_for_capacity(proxy_req *p, double *back)
+{
+    char name[64] = "";
+    double now = gateway_now();
+    *back = router_soonest_return(p->gw, &p->rctx, p->plan.pinned_owner, now, name, sizeof name);
+    if (!*back || p->client_gone || p->client_eof)
+        return 0;
+    double wait = *back - now + 0.01; /* just past the end of the cooldown */
+    if (wait > p->gw->cfg.capacity_wait_ms / 1000.0 - p->waited_s)
+        return 0;
+    p->waited_s += wait;
+    metrics_wait(wait);
+    trace_event(p->gw->trace, "CANDIDATE_WAIT", "req=%llu account=%s wait_ms=%.0f", (unsigned long long)p->id, name,
+                wait * 1000.0);
+    p->retry_acct = 0;
+    proxy_retry_arm(p, wait);
+    return 1;
+}
+
+/* A retry verdict: end this attempt without cooling the account down and
+ * start it again on the same account after v->after seconds. The body is
+ * sent again as it was. A client that hangs up meanwhile ends the request
+ * (proxy_finish removes the timer). */
+static void proxy_retry_later(proxy_req *p, const policy_verdict *v, int status)
+{
+    int64_t acct = p->acct_id;
+    p->retries_total++;
+    p->acct_retries++;
+    metrics_retry(acct);
+    trace_event(p->gw->trace, "CANDIDATE_RETRY", "req=%llu account=%s class=%s status=%d after_ms=%.0f retry=%d",
+                (unsigned long long)p->id, p->acct_name, v->cls, status, v->after * 1000.0, p->acct_retries);
+    proxy_attempt_end(p);
+    p->retry_acct = acct;
+    proxy_retry_arm(p, v->after);
+}
+
+/* The first remaining candidate declared as a larger-context fallback that
+ * could serve now: its plan index, or -1. */
+static long proxy_context_fallback_at(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    for (size_t i = p->next; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (pa && pa->a.context_fallback && pa->a.id != p->acct_id &&
+            router_available(pa, &p->rctx, now, why, sizeof why))
+            return (long)i;
+    }
+    return -1;
+}
+
+/* A context_fallback verdict: the request was too long for this account.
+ * It goes once to the next larger-context fallback, skipping equivalent
+ * candidates (they would refuse it too); this account is not cooled down or
+ * blamed. Returns 1 if it moved on, 0 if none is left (the error is returned). */
+static int proxy_go_context_fallback(proxy_req *p, const policy_verdict *v)
+{
+    long at = proxy_context_fallback_at(p);
+    if (at < 0)
+        return 0;
+    pool_account *to = pool_find(p->gw->pool, p->plan.ids[at]);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=context_fallback class=%s status=%d to=%s",
+                (unsigned long long)p->id, p->acct_name, v->cls, p->status, to ? to->a.name : "-");
+    proxy_attempt_outcome(p, "context_fallback", v->cls);
+    proxy_why(p, p->acct_name, "the request is longer than its context window");
+    p->ctx_fallback_used = 1;
+    proxy_attempt_end(p);
+    p->next = (size_t)at;
+    proxy_next(p);
+    return 1;
+}
+
+/* Classifies the current attempt's failure. Returns 1 if the request moved
+ * on (a retry of the same account, or the next candidate), 0 if the failure
+ * should reach the client. */
+int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary)
+{
+    policy_verdict v;
+    ev->account_kind = account_kind_name(p->acct_kind);
+    ev->endpoint = p->in.endpoint;
+    ev->retry_after = p->retry_after;
+    ev->retries = p->acct_retries;
+    ev->alternatives = proxy_candidates_left(p, 1);
+    ev->random = (double)random() / ((double)RAND_MAX + 1.0);
+    ev->context_fallbacks = !p->ctx_fallback_used && proxy_context_fallback_at(p) >= 0;
+    policy_classify(p->gw->policy, ev, &v);
+    sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
+    if (v.action == VERDICT_CONTEXT_FALLBACK) {
+        if (!p->ctx_fallback_used && proxy_go_context_fallback(p, &v))
+            return 1;
+        proxy_attempt_outcome(p, "returned", v.cls); /* none left: the error goes to the client */
+        return 0;
+    }
+    if (v.action == VERDICT_RETRY && p->retries_total < PROXY_RETRY_MAX && !p->client_eof) {
+        proxy_attempt_outcome(p, "retry", v.cls);
+        proxy_retry_later(p, &v, ev->status);
+        return 1;
+    }
+    if (v.action == VERDICT_RETRY) { /* out of retries (or see proxy_on_client_readable): fail over,
+                                       * resting as the cooldown hook says */
+        v.action = VERDICT_FAILOVER;
+        v.failover = 1;
+        v.cooldown = -1;
+    }
+    proxy_attempt_outcome(p, v.failover ? "failover" : "returned", v.cls);
+    if (!v.failover)
+        return 0;
+    double secs = proxy_cool_down(p, &v);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s, class %s, cooling down %.0fs", summary, v.cls, secs);
+    scrub_cstr(&p->scrub, detail, sizeof detail); /* the summary may quote the upstream's error code */
+    proxy_why(p, p->acct_name, detail);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=failover class=%s status=%d cooldown_s=%.0f",
+                (unsigned long long)p->id, p->acct_name, v.cls, ev->status, secs);
+    proxy_attempt_end(p);
+    proxy_next(p);
+    return 1;
+}
+
+/* The upstream's error goes to the client as it came, status included,
+ * when it is JSON. One too large to keep whole (it would arrive cut,
+ * invalid JSON) or not JSON at all (an HTML error page, an empty body) is
+ * replaced by an OpenAI-shaped error that says so, with the same status. */
+static void proxy_reply_upstream_error(proxy_req *p, int is_json)
+{
+    int too_large = p->errbody_total > p->errbody.len;
+    if (too_large || !is_json) {
+        sbuf msg = SBUF_INIT, text = SBUF_INIT;
+        if (too_large) {
+            sbuf_printf(&msg, "account %s answered HTTP %d with an error body of %zu bytes, too large to relay "
+                        "(the gateway keeps %u)", p->acct_name, p->status, p->errbody_total, PROXY_ERRBODY_MAX);
+        } else {
+            /* a printable excerpt of what came, secrets out */
+            scrub_text(&p->scrub, p->errbody.p, p->errbody.len < 512 ? p->errbody.len : 512, &text);
+            for (size_t i = 0; i < text.len; i++)
+                if ((unsigned char)text.p[i] < 0x20 || (unsigned char)text.p[i] > 0x7e)
+                    text.p[i] = ' ';
+            sbuf_printf(&msg, "account %s answered HTTP %d with a body that is not JSON%s%.*s", p->acct_name,
+                        p->status, text.len ? ": " : " (empty)", (int)(text.len < 200 ? text.len : 200),
+                        text.len ? text.p : "");
+        }
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "x-switchyard-account", p->acct_name);
+        server_send_error(p->req, p->status, "upstream_error",
+                          too_large ? "upstream_error_too_large" : "upstream_error_not_json", msg.p);
+        sbuf_free(&msg);
+        sbuf_free(&text);
+        proxy_finish(p, p->status);
+        return;
+    }
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
+    evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
+    proxy_relay_headers(p, oh);
+    evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
+    sbuf body = SBUF_INIT;
+    scrub_text(&p->scrub, p->errbody.p, p->errbody.len, &body);
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, body.p ? body.p : "", body.len);
+    server_reply(p->req, p->status, b);
+    evbuffer_free(b);
+    sbuf_free(&body);
+    proxy_finish(p, p->status);
+}
+
+void proxy_on_stream_error(proxy_req *p)
+{
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.body = p->pf.error_body.p;
+    ev.body_len = p->pf.error_body.len;
+    ev.error_type = p->pf.error_type[0] ? p->pf.error_type : NULL;
+    ev.error_code = p->pf.error_code[0] ? p->pf.error_code : NULL;
+    ev.error_message = p->pf.error_message.len ? p->pf.error_message.p : NULL;
+    char summary[160], what[64];
+    sbuf_copy_cstr(what, sizeof what, ev.error_code ? ev.error_code : (ev.error_type ? ev.error_type : "error"));
+    scrub_cstr(&p->scrub, what, sizeof what); /* it may end in a token cut short by the 63-byte field */
+    snprintf(summary, sizeof summary, "error event in the 200 stream (%s)", what);
+    if (proxy_classify_and_route(p, &ev, summary)) {
+        metrics_preflight_switch();
+        return;
+    }
+    /* the policy returns it: the client gets the stream as upstream sent it */
+    proxy_commit(p);
+    proxy_flush_held(p, 1); /* the rest is relayed unparsed */
+}
+
+/* ---------- opt-in stream resume (chat completions) ---------- */
+
+/* The resumed attempt failed before any output of its own (refused the
+ * prefill, errored, or nothing was left to try): the client gets the
+ * explicit interrupted error, never a masked one. */
+void proxy_resume_failed(proxy_req *p, const char *why)
+{
+    trace_event(p->gw->trace, "STREAM_RESUME_FAILED", "req=%llu account=%s why=\"%s\"", (unsigned long long)p->id,
+                p->acct_id ? p->acct_name : "-", why);
+    p->resume_pending = 0;
+    proxy_stream_interrupted(p, why);
+    proxy_client_flush(p);
+    proxy_finish_reply(p, p->committed_status);
+}
+
+/* A chat stream was cut after text (no tool call) reached the client. When
+ * the policy says resume, the request goes on on the next candidate with the
+ * delivered text as an assistant prefill; only the continuation is relayed
+ * in the same client stream. Returns 1 if it went on. */
+int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
+{
+    if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
+        p->mid_event || !proxy_candidates_left(p, 0))
+        return 0; /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.after_output = 1;
+    ev.delivered_chars = (long)p->pf.text.len;
+    ev.tool_call = p->pf.saw_tool_call;
+    ev.network_error = r == UP_NETWORK || r == UP_OK;
+    ev.timeout = r != UP_OK && r != UP_NETWORK;
+    ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
+    ev.retry_after = -1;
+    ev.account_kind = account_kind_name(p->acct_kind);
+    ev.endpoint = p->in.endpoint;
+    policy_verdict v;
+    policy_classify(p->gw->policy, &ev, &v);
+    if (v.action != VERDICT_RESUME)
+        return 0;
+    /* the client's doc is shallow (request.c); the continuation needs the
+     * messages whole, so the body is parsed in full here, on this rare path */
+    sbuf body = SBUF_INIT;
+    json_value *full = json_parse(p->in.body.p, p->in.body.len, NULL, 0), *doc = NULL;
+    /* the prefill goes to another account: the cut account's secrets are
+     * taken out of it as out of every byte the client got */
+    sbuf text = SBUF_INIT;
+    scrub_text(&p->scrub, p->pf.text.p, p->pf.text.len, &text);
+    int built = full && resume_body_build(full, text.p ? text.p : "", text.len, &body) == 0;
+    sbuf_free(&text);
+    json_free(full);
+    if (!built || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
+        sbuf_free(&body);
+        return 0;
+    }
+    json_free(p->in.doc); /* the continuation request replaces the client's for the next attempts */
+    p->in.doc = doc;
+    p->gw->body_bytes += body.len - p->in.body.len; /* held in its place (proxy_finish gives back body.len) */
+    sbuf_free(&p->in.body);
+    p->in.body = body;
+    if (v.cooldown != 0)
+        proxy_cool_down(p, &v);
+    trace_event(p->gw->trace, "STREAM_RESUME", "req=%llu account=%s delivered_chars=%zu class=%s",
+                (unsigned long long)p->id, p->acct_name, p->pf.text.len, v.cls);
+    proxy_attempt_outcome(p, "resume", v.cls);
+    p->resumed = 1;
+    p->resume_pending = 1;
+    sbuf_reset(&p->pf.held); /* an unfinished event of the cut stream never reaches the client */
+    proxy_client_flush(p);
+    proxy_attempt_end(p);
+    proxy_next(p);
+    return 1;
+}
+
+/* ---------- answers that failed before the client saw them ---------- */
+
+/* A plain answer cut by the upstream (or timed out) before any of it
+ * reached the client: its status line is still held (proxy_commit) and
+ * what came of its body is only in p->out, so the client has been told
+ * nothing. Not a cut answer then, but an attempt that failed before
+ * output: the policy decides as for a network error (another account, a
+ * retry), else the client gets a JSON 502/504 instead of a reset. */
+void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg)
+{
+    char what[256];
+    snprintf(what, sizeof what, "the upstream %s its answer before any of it was relayed (%s)",
+             r == UP_NETWORK ? "cut" : "timed out in", errmsg ? errmsg : "error");
+    proxy_uncommit_held(p);
+    policy_event ev = {0};
+    ev.network_error = r == UP_NETWORK;
+    ev.timeout = r != UP_NETWORK;
+    ev.error_message = errmsg;
+    if (proxy_classify_and_route(p, &ev, what))
+        return;
+    if (!p->error_class[0] || strcmp(p->error_class, "network") == 0)
+        snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
+    server_send_error(p->req, r == UP_NETWORK ? 502 : 504, "upstream_error",
+                      r == UP_NETWORK ? "upstream_interrupted" : "upstream_timeout", what);
+    proxy_finish(p, r == UP_NETWORK ? 502 : 504);
+}
+
+/* A 2xx plain answer whose body is an error object, held whole and not
+ * relayed yet: classified as an error inside a 2xx answer (in_stream, as
+ * for a quota or rate-limit event inside a 200 stream: the policy fails
+ * over on those). Returned by the policy, it goes to the client as it
+ * came, status included. */
+void proxy_plain_error_unseen(proxy_req *p)
+{
+    sbuf_reset(&p->errbody);
+    sbuf_append(&p->errbody, p->sniff.p, p->sniff.len < PROXY_ERRBODY_MAX ? p->sniff.len : PROXY_ERRBODY_MAX);
+    p->errbody_total = p->sniff.len;
+    proxy_uncommit_held(p);
+    p->mode = MODE_ERROR;
+    json_value *doc;
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.body = p->errbody.p;
+    ev.body_len = p->errbody.len;
+    proxy_error_fields(p->errbody.p, p->errbody.len, &doc, &ev.error_type, &ev.error_code, &ev.error_message);
+    proxy_note_resets_in(p, doc);
+    char summary[64];
+    snprintf(summary, sizeof summary, "HTTP %d with an error body", p->status);
+    int moved = proxy_classify_and_route(p, &ev, summary);
+    json_free(doc);
+    if (!moved)
+        proxy_reply_upstream_error(p, 1);
+}
+
+/* Classifies a clean 2xx end that carried no answer. Returns 1 if the
+ * request moved on; else the client gets a 502 (never the empty success). */
+static int proxy_not_an_answer(proxy_req *p, const char *why)
+{
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.not_answer = why;
+    ev.in_stream = p->mode == MODE_PREFLIGHT;
+    p->not_answer = why;
+    char summary[96];
+    snprintf(summary, sizeof summary, "HTTP %d but %s", p->status,
+             strcmp(why, "empty_body") == 0 ? "an empty body" : "a stream with no output and no end");
+    if (proxy_classify_and_route(p, &ev, summary))
+        return 1;
+    snprintf(p->error_class, sizeof p->error_class, "bad_answer");
+    server_send_error(p->req, 502, "upstream_error", "upstream_empty_answer", summary);
+    proxy_finish(p, 502);
+    return 1;
+}
+
+/* ---------- login refresh ---------- */
+
+/* The refresh this request waited for ended: try the account again when it
+ * now holds a fresh login, else go on with the next candidate. */
+static void proxy_on_login_refreshed(void *ud, int ok, const char *why)
+{
+    proxy_req *p = ud;
+    p->wait = NULL;
+    pool_account *pa = pool_find(p->gw->pool, p->wait_acct);
+    char reason[200];
+    if (ok && pa && router_available(pa, &p->rctx, gateway_now(), reason, sizeof reason)) {
+        proxy_attempt(p, pa);
+        return;
+    }
+    if (pa) {
+        if (!ok)
+            snprintf(reason, sizeof reason, "%slogin refresh failed: %.150s", p->wait_after_401 ? "HTTP 401; " : "",
+                     why ? why : "error");
+        proxy_why(p, pa->a.name, reason);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, reason);
+    }
+    proxy_next(p);
+}
+
+/* 1 if this request already refreshed the account after a 401 (or has
+ * done so for as many accounts as it may); else records it and returns 0. */
+static int proxy_refreshed_before(proxy_req *p, int64_t id)
+{
+    for (size_t i = 0; i < p->n_refreshed; i++)
+        if (p->refreshed[i] == id)
+            return 1;
+    if (p->n_refreshed == PROXY_MAX_REFRESH)
+        return 1;
+    p->refreshed[p->n_refreshed++] = id;
+    return 0;
+}
+
+/* A 401 from a chatgpt account usually means its access token expired or
+ * was revoked: refresh the login once and send the same request to the
+ * same account again, so the client never sees the 401. Returns 1 when the
+ * request waits for the refresh (or retried at once because the token was
+ * replaced meanwhile), 0 when the 401 goes to the classify policy. */
+static int proxy_refresh_on_401(proxy_req *p)
+{
+    pool_account *pa = proxy_account(p);
+    if (p->status != 401 || !pa || pa->a.kind != ACCOUNT_CHATGPT || proxy_refreshed_before(p, pa->a.id))
+        return 0;
+    proxy_attempt_outcome(p, "login_refresh", "auth"); /* this 401 led to a refresh and a retry */
+    if (proxy_token_hash(pa->a.token) != p->sent_token_hash) { /* another request refreshed it already */
+        proxy_attempt_end(p);
+        proxy_attempt(p, pa);
+        return 1;
+    }
+    char why[200];
+    oauth_waiter *w = oauth_wait(p->gw->oauth, pa, "upstream_401", proxy_on_login_refreshed, p, why, sizeof why);
+    if (!w) {
+        proxy_attempt_outcome(p, NULL, NULL); /* classify decides and records it */
+        return 0;
+    }
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=refreshing_login status=401",
+                (unsigned long long)p->id, pa->a.name);
+    p->wait = w;
+    p->wait_acct = pa->a.id;
+    p->wait_after_401 = 1;
+    proxy_attempt_end(p);
+    return 1;
+}
+
+/* Every other candidate failed or was skipped: wait for the first one that
+ * was only skipped because its login was refreshing. 1 if waiting. */
+int proxy_wait_deferred(proxy_req *p)
+{
+    pool_account *pa = p->deferred_acct ? pool_find(p->gw->pool, p->deferred_acct) : NULL;
+    p->deferred_acct = 0;
+    char why[200];
+    if (!pa || !pa->refreshing)
+        return 0;
+    oauth_waiter *w = oauth_wait(p->gw->oauth, pa, "request_waiting", proxy_on_login_refreshed, p, why, sizeof why);
+    if (!w)
+        return 0;
+    p->wait = w;
+    p->wait_acct = pa->a.id;
+    p->wait_after_401 = 0;
+    return 1;
+}
+
+/* ---------- the end of a transfer ---------- */
+
+/* The upstream callback for a transfer's end. A committed answer ends in
+ * proxy_finish.c (proxy_done_committed); anything else failed before the
+ * client saw it, or carried no answer, and is sorted out here. */
+void proxy_up_done(void *ud, up_result r, const char *errmsg)
+{
+    proxy_req *p = ud;
+    p->up = NULL; /* freed by upstream right after this returns */
+    if (p->resume_pending) /* the resumed attempt ended before any output of its own */
+        return proxy_resume_failed(p, r != UP_OK && errmsg ? errmsg : "the next account refused to continue the answer");
+    if (p->committed)
+        return proxy_done_committed(p, r, errmsg);
+    if (r == UP_LOCAL || r == UP_INTERNAL) { /* our shortage, not the account's: no cooldown, no next candidate */
+        snprintf(p->error_class, sizeof p->error_class, "%s",
+                 r == UP_LOCAL ? "gateway_out_of_descriptors" : "gateway_internal");
+        evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", "1");
+        server_send_error(p->req, 503, "server_error", "gateway_overloaded", errmsg ? errmsg : "gateway overloaded");
+        return proxy_finish(p, 503);
+    }
+    if (r != UP_OK) {
+        policy_event ev = {0};
+        ev.network_error = r == UP_NETWORK;
+        ev.timeout = r != UP_NETWORK;
+        ev.error_message = errmsg;
+        if (proxy_classify_and_route(p, &ev, errmsg ? errmsg : "network error"))
+            return;
+        server_send_error(p->req, r == UP_NETWORK ? 502 : 504, "upstream_error",
+                          r == UP_NETWORK ? "upstream_unreachable" : "upstream_timeout", errmsg ? errmsg : "upstream failed");
+        return proxy_finish(p, r == UP_NETWORK ? 502 : 504);
+    }
+    if (p->mode == MODE_ERROR) {
+        if (proxy_refresh_on_401(p))
+            return;
+        json_value *doc;
+        policy_event ev = {0};
+        ev.status = p->status;
+        ev.body = p->errbody.p;
+        ev.body_len = p->errbody.len;
+        ev.not_answer = p->not_answer;
+        proxy_error_fields(p->errbody.p, p->errbody.len, &doc, &ev.error_type, &ev.error_code, &ev.error_message);
+        proxy_note_resets_in(p, doc);
+        char summary[224];
+        if (p->not_answer)
+            snprintf(summary, sizeof summary, "HTTP %d with Content-Type %s, not an answer", p->status,
+                     p->resp_ctype[0] ? p->resp_ctype : "-");
+        else
+            snprintf(summary, sizeof summary, "HTTP %d", p->status);
+        int is_json = doc != NULL;
+        int moved = proxy_classify_and_route(p, &ev, summary);
+        json_free(doc);
+        if (!moved)
+            proxy_reply_upstream_error(p, is_json);
+        return;
+    }
+    /* a 2xx that ended cleanly without being an answer: an empty body, or a
+     * stream with no semantic and no terminal event. Never a success. */
+    if ((p->mode == MODE_PLAIN && !p->committed) ||
+        (p->mode == MODE_PREFLIGHT && p->pf_live && !p->pf.saw_semantic && !p->pf.saw_terminal)) {
+        if (proxy_not_an_answer(p, p->mode == MODE_PLAIN ? "empty_body" : "no_output"))
+            return;
+    }
+    /* 2xx SSE that ended inside the preflight window */
+    if (p->mode == MODE_PREFLIGHT && p->pf_live) {
+        preflight_commit(&p->pf);
+        proxy_commit(p);
+        proxy_flush_held(p, 0);
+    }
+    proxy_done_committed(p, r, errmsg);
+}
