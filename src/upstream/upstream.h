@@ -27,7 +27,7 @@ typedef struct upstream_spec {
     const upstream_header *headers; /* extra request headers */
     size_t n_headers;
     long first_byte_timeout_ms;     /* 0: the limit given to upstream_new */
-    int small_reads;                /* a stream: a 2 KiB receive buffer (1 KiB in a crowd, see upstream.c) */
+    int small_reads;                /* a stream: a 2 KiB receive buffer (1 KiB in a crowd, see upstream_transfer.c) */
 } upstream_spec;
 
 /* UP_LOCAL: the gateway itself ran out of a resource (file descriptors);

@@ -1,0 +1,388 @@
+/* policy_defaults.c: the built-in defaults, the rules of the bundled
+ * policies/<hook>.lua in C. They decide whenever there is no engine or a
+ * hook errs, times out, runs out of memory or answers something malformed
+ * (policy.c), so a broken policy never stops the gateway; they are also
+ * what the bundled order.lua answers for one candidate (policy_order).
+ * Each mirrors its Lua file, and unit.policy.test_policy holds the two to
+ * the same answers on a sweep of inputs. */
+#include "policy/policy_internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const quota_texts[] = {
+    "hit your usage limit", "usage_limit_reached", "quota exceeded", "insufficient_quota", NULL};
+static const char *const deactivated_texts[] = {"account_deactivated", "deactivated", NULL};
+static const char *const stream_rate_codes[] = {
+    "rate_limit_exceeded", "rate_limit_error", "rate_limited", NULL};
+static const char *const stream_server_codes[] = {
+    "server_error", "internal_error", "internal_server_error", "overloaded", "overloaded_error",
+    "server_is_overloaded", "service_unavailable", "api_error", NULL};
+static const double cooldown_ladder[] = {45, 300, 1800, 7200};
+#define LADDER_STEPS 4
+#define LADDER_RESET_AFTER 1800.0
+
+/* ASCII case-insensitive search of needle in s[0..n). */
+static int text_has(const char *s, size_t n, const char *needle)
+{
+    size_t m = strlen(needle);
+    if (!s || m > n)
+        return 0;
+    for (size_t i = 0; i + m <= n; i++)
+        if (strncasecmp(s + i, needle, m) == 0)
+            return 1;
+    return 0;
+}
+
+static int str_has_any(const char *s, size_t n, const char *const *list)
+{
+    for (; *list; list++)
+        if (text_has(s, n, *list))
+            return 1;
+    return 0;
+}
+
+static int event_mentions(const policy_event *ev, const char *const *list)
+{
+    size_t blen = ev->body_len < POLICY_BODY_MAX ? ev->body_len : POLICY_BODY_MAX;
+    const char *f[] = {ev->error_message, ev->error_code, ev->error_type};
+    if (ev->body && str_has_any(ev->body, blen, list))
+        return 1;
+    for (int i = 0; i < 3; i++)
+        if (f[i] && str_has_any(f[i], strlen(f[i]), list))
+            return 1;
+    return 0;
+}
+
+static int code_is(const policy_event *ev, const char *const *list)
+{
+    for (; *list; list++)
+        if ((ev->error_code && strcasecmp(ev->error_code, *list) == 0) ||
+            (ev->error_type && strcasecmp(ev->error_type, *list) == 0))
+            return 1;
+    return 0;
+}
+
+/* Also fills a verdict read from classify.lua (policy_hooks.c). */
+void policy_verdict_act(policy_verdict *v, policy_action action, const char *cls, double cooldown, double after)
+{
+    v->action = action;
+    v->failover = action == VERDICT_FAILOVER;
+    v->drain_bucket = 0;
+    snprintf(v->cls, sizeof v->cls, "%s", cls);
+    v->cooldown = cooldown;
+    v->after = after;
+}
+
+static void verdict_set(policy_verdict *v, int failover, const char *cls, double cooldown)
+{
+    policy_verdict_act(v, failover ? VERDICT_FAILOVER : VERDICT_RETURN, cls, cooldown, 0);
+}
+
+static const char *const capacity_texts[] = {
+    "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded", NULL};
+static const char *const context_texts[] = {
+    "context_length_exceeded", "maximum context length", "context window", NULL};
+
+/* A short Retry-After worth waiting for on the same account (classify.lua's wait_out). */
+static int classify_wait_out(const policy_event *ev)
+{
+    return ev->retry_after > 0 && ev->retry_after <= 5 && ev->alternatives == 0 && ev->retries < 2;
+}
+
+/* classify.lua's server_trouble. */
+static void classify_server(const policy_event *ev, policy_verdict *out)
+{
+    if (ev->retry_after > 0) {
+        if (classify_wait_out(ev))
+            policy_verdict_act(out, VERDICT_RETRY, "server", 0, ev->retry_after);
+        else
+            verdict_set(out, 1, "server", 30);
+    } else if (ev->retries < 1) {
+        policy_verdict_act(out, VERDICT_RETRY, "server", 0, 0.12 + (0.9 - 0.12) * ev->random);
+    } else {
+        verdict_set(out, 1, "server", 30);
+    }
+}
+
+/* Mirrors policies/classify.lua. */
+void policy_classify_default(const policy_event *ev, policy_verdict *out)
+{
+    int s = ev->status;
+    if (ev->after_output)
+        verdict_set(out, 0, "interrupted", 0); /* classify.lua's RESUME_CHAT_STREAMS is off by default */
+    else if (event_mentions(ev, quota_texts))
+        verdict_set(out, 1, "quota", -1);
+    else if (event_mentions(ev, deactivated_texts))
+        verdict_set(out, 1, "deactivated", 20);
+    else if (ev->timeout)
+        verdict_set(out, 1, "timeout", 20);
+    else if (ev->network_error)
+        verdict_set(out, 1, "network", 20);
+    else if (ev->not_answer)
+        verdict_set(out, 1, "bad_answer", 30);
+    else if (ev->in_stream && code_is(ev, stream_rate_codes))
+        verdict_set(out, 1, "rate_limit", -1);
+    else if (ev->in_stream && (code_is(ev, stream_server_codes) || event_mentions(ev, capacity_texts)))
+        classify_server(ev, out);
+    else if (ev->in_stream)
+        verdict_set(out, 0, "stream", 0);
+    else if (s == 0)
+        verdict_set(out, 1, "network", 20);
+    else if (s == 429 && classify_wait_out(ev))
+        policy_verdict_act(out, VERDICT_RETRY, "rate_limit", 0, ev->retry_after);
+    else if (s == 429)
+        verdict_set(out, 1, "rate_limit", -1);
+    else if (s == 401 || s == 403)
+        verdict_set(out, 1, "auth", 20);
+    else if (s == 404)
+        verdict_set(out, 1, "not_found", 20);
+    else if (s == 408)
+        verdict_set(out, 1, "timeout", 20);
+    else if (s == 409)
+        verdict_set(out, 1, "conflict", 20);
+    else if (s >= 400 && s < 500 && ev->context_fallbacks > 0 && event_mentions(ev, context_texts))
+        policy_verdict_act(out, VERDICT_CONTEXT_FALLBACK, "context_length", 0, 0);
+    else if (s >= 400 && s < 500)
+        verdict_set(out, 0, "request", 0);
+    else if (s >= 200 && s < 300)
+        verdict_set(out, 0, "ok", 0);
+    else
+        classify_server(ev, out);
+}
+
+/* The latest reset time among the windows known to be spent (used >= 100 %)
+ * that lies in the future; 0 when none. */
+static double cooldown_window_reset(const policy_state *st, double now)
+{
+    double t = 0;
+    if (st->primary_used_pct >= 100 && st->primary_reset_at > now)
+        t = st->primary_reset_at;
+    if (st->secondary_used_pct >= 100 && st->secondary_reset_at > now && st->secondary_reset_at > t)
+        t = st->secondary_reset_at;
+    return t;
+}
+
+/* Mirrors policies/cooldown.lua. */
+void policy_cooldown_default(const policy_state *st, const char *cls, double now,
+                             double *seconds, int *ladder_step)
+{
+    int step = st->ladder_step;
+    double secs = 20;
+    if (cls && (strcmp(cls, "rate_limit") == 0 || strcmp(cls, "quota") == 0)) {
+        double back = st->last_429_at > st->cooldown_until ? st->last_429_at : st->cooldown_until;
+        if (step <= 0 || (back > 0 && now - back > LADDER_RESET_AFTER))
+            step = 1;
+        else
+            step = step + 1 < LADDER_STEPS ? step + 1 : LADDER_STEPS;
+        double reset = cooldown_window_reset(st, now);
+        secs = reset > 0 ? reset - now : cooldown_ladder[step - 1];
+    } else if (cls && strcmp(cls, "server") == 0) {
+        secs = 30;
+    }
+    if (st->retry_after > secs)
+        secs = st->retry_after;
+    if (!(secs <= POLICY_COOLDOWN_MAX))
+        secs = POLICY_COOLDOWN_MAX;
+    *seconds = secs;
+    *ladder_step = step;
+}
+
+/* Mirrors policies/guard.lua. */
+int policy_guard_default(const policy_candidate *c)
+{
+    if (c->primary_used_pct >= 95.0 || c->secondary_used_pct >= 90.0)
+        return GUARD_RESERVE;
+    return GUARD_NORMAL;
+}
+
+/* Mirrors policies/budget.lua. */
+int policy_budget_default(const policy_budget *b) { return b->usd > 0 && b->spent >= b->usd; }
+
+/* --- order (mirrors policies/order.lua) --- */
+
+static int cand_before(const policy_candidate *a, const policy_candidate *b)
+{
+    if (a->sort != b->sort)
+        return a->sort < b->sort;
+    if (a->updated_at != b->updated_at)
+        return a->updated_at > b->updated_at;
+    return a->id < b->id;
+}
+
+/* The success rate recovered towards 1 with a 60 s half-life since it last changed. */
+static double cand_recovered(const policy_candidate *c)
+{
+    if (c->success_rate >= 1 || c->health_age_s <= 0)
+        return c->success_rate;
+    return 1 - (1 - c->success_rate) * pow(0.5, c->health_age_s / 60.0);
+}
+
+/* P2C health comparison: is a clearly healthier than b? Ties and unknown
+ * latency (0: no history) say no, so the head of the sort order keeps its turn. */
+static int cand_healthier(const policy_candidate *a, const policy_candidate *b)
+{
+    double ra = cand_recovered(a), rb = cand_recovered(b);
+    if (fabs(ra - rb) > 0.05)
+        return ra > rb;
+    if (a->inflight != b->inflight)
+        return a->inflight < b->inflight;
+    return a->latency_ema_ms > 0 && b->latency_ema_ms > 0 && a->latency_ema_ms * 2 <= b->latency_ema_ms &&
+           b->latency_ema_ms - a->latency_ema_ms >= 250;
+}
+
+static uint32_t order_rand(uint32_t s) { return (uint32_t)(((uint64_t)s * 1103515245u + 12345u) & 0x7fffffff); }
+
+/* Groups tried, in order: 0 = accounts (non-aggregate kinds), 1 = aggregates. */
+static int order_groups(const char *rotation, int *g)
+{
+    if (rotation && strcmp(rotation, "account_rotation") == 0)
+        return g[0] = 0, 1;
+    if (rotation && strcmp(rotation, "aggregate_api_rotation") == 0)
+        return g[0] = 1, 1;
+    if (rotation && strcmp(rotation, "hybrid_aggregate_first_rotation") == 0)
+        return g[0] = 1, g[1] = 0, 2;
+    return g[0] = 0, g[1] = 1, 2; /* hybrid_rotation, and anything unknown */
+}
+
+/* Segment rank: normal segments of each group in order, then the reserves;
+ * -1 when the rotation mode leaves the candidate's group out. */
+static int order_rank(const policy_candidate *c, const int *g, int ng)
+{
+    int grp = c->kind && strcmp(c->kind, "aggregate") == 0;
+    for (int i = 0; i < ng; i++)
+        if (g[i] == grp)
+            return (c->reserve ? ng : 0) + i;
+    return -1;
+}
+
+/* Reverses a[lo..hi). */
+static void order_reverse(size_t *a, size_t lo, size_t hi)
+{
+    while (hi > lo + 1) {
+        size_t t = a[lo];
+        a[lo++] = a[--hi];
+        a[hi] = t;
+    }
+}
+
+/* balanced: by id, starting at the first id after the cursor (wrapping). */
+static void order_round_robin(const policy_candidate *c, size_t *seg, size_t len, int64_t cursor)
+{
+    for (size_t i = 1; i < len; i++)
+        for (size_t j = i; j > 0 && c[seg[j]].id < c[seg[j - 1]].id; j--) {
+            size_t t = seg[j];
+            seg[j] = seg[j - 1];
+            seg[j - 1] = t;
+        }
+    size_t start = 0;
+    while (start < len && c[seg[start]].id <= cursor)
+        start++;
+    if (start == len || start == 0)
+        return;
+    order_reverse(seg, 0, start);
+    order_reverse(seg, start, len);
+    order_reverse(seg, 0, len);
+}
+
+/* weighted: does a go before b? Healthy (recovered success rate >= 0.5)
+ * before failing, then the larger current_weight + weight (smooth weighted
+ * round-robin); ties keep the base order (the sort is stable). */
+static int cand_heavier(const policy_candidate *a, const policy_candidate *b)
+{
+    int da = cand_recovered(a) < 0.5, db = cand_recovered(b) < 0.5;
+    if (da != db)
+        return db;
+    return a->current_weight + a->weight > b->current_weight + b->weight;
+}
+
+static void order_weighted(const policy_candidate *c, size_t *seg, size_t len)
+{
+    for (size_t i = 1; i < len; i++)
+        for (size_t j = i; j > 0 && cand_heavier(&c[seg[j]], &c[seg[j - 1]]); j--) {
+            size_t t = seg[j];
+            seg[j] = seg[j - 1];
+            seg[j - 1] = t;
+        }
+}
+
+/* ordered: power of two choices among the first three. Returns the new seed. */
+static uint32_t order_p2c(const policy_candidate *c, size_t *seg, size_t len, uint32_t seed)
+{
+    size_t k = len < 3 ? len : 3;
+    if (k < 2)
+        return seed;
+    uint32_t r1 = order_rand(seed), r2 = order_rand(r1);
+    size_t i = r1 % k, j = r2 % (k - 1);
+    if (j >= i)
+        j++;
+    size_t lo = i < j ? i : j, hi = i < j ? j : i;
+    size_t win = cand_healthier(&c[seg[hi]], &c[seg[lo]]) ? hi : lo;
+    if (win == 0 || !cand_healthier(&c[seg[win]], &c[seg[0]]))
+        return r2; /* the head keeps its turn unless the winner is clearly healthier */
+    size_t v = seg[win];
+    memmove(seg + 1, seg, win * sizeof *seg);
+    seg[0] = v;
+    return r2;
+}
+
+size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm)
+{
+    int g[2], ng = order_groups(ctx->rotation, g);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (order_rank(&c[i], g, ng) >= 0)
+            perm[m++] = i;
+    for (size_t i = 1; i < m; i++)
+        for (size_t j = i; j > 0; j--) {
+            const policy_candidate *a = &c[perm[j]], *b = &c[perm[j - 1]];
+            int ra = order_rank(a, g, ng), rb = order_rank(b, g, ng);
+            if (ra > rb || (ra == rb && !cand_before(a, b)))
+                break;
+            size_t t = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = t;
+        }
+    int balanced = ctx->strategy && strcmp(ctx->strategy, "balanced") == 0;
+    int weighted = ctx->strategy && strcmp(ctx->strategy, "weighted") == 0;
+    uint32_t seed = ctx->seed;
+    for (size_t a = 0; a < m;) {
+        int r = order_rank(&c[perm[a]], g, ng);
+        size_t b = a;
+        while (b < m && order_rank(&c[perm[b]], g, ng) == r)
+            b++;
+        if (r < ng && balanced)
+            order_round_robin(c, perm + a, b - a, ctx->cursor);
+        else if (r < ng && weighted)
+            order_weighted(c, perm + a, b - a);
+        else if (r < ng)
+            seed = order_p2c(c, perm + a, b - a, seed);
+        a = b;
+    }
+    for (size_t i = 0; ctx->preferred && i < m; i++)
+        if (c[perm[i]].id == ctx->preferred) {
+            size_t v = perm[i];
+            memmove(perm + 1, perm, i * sizeof *perm);
+            perm[0] = v;
+            break;
+        }
+    return m;
+}
+
+/* Mirrors policies/breaker.lua. */
+void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds)
+{
+    *open_seconds = 0;
+    if (st->state == BREAKER_CLOSED) {
+        int open = !success && (st->consecutive_failures >= 4 ||
+                                (st->window_requests >= 10 && st->window_failures >= 0.6 * st->window_requests));
+        *state = open ? BREAKER_OPEN : BREAKER_CLOSED;
+    } else if (!success) {
+        *state = BREAKER_OPEN;
+    } else {
+        *state = st->consecutive_successes >= 2 ? BREAKER_CLOSED : BREAKER_HALF_OPEN;
+    }
+    if (*state == BREAKER_OPEN)
+        *open_seconds = 60;
+}

@@ -1,0 +1,459 @@
+/* policy_hooks.c: the policy engine's code that runs inside the sandbox
+ * (policy_sandbox.c, under its instruction, time and memory limits, so an
+ * error or out-of-memory anywhere here is caught there): each hook's
+ * argument table built from the C structs, its result read back with
+ * strict validation (anything malformed is a Lua error, and policy.c falls
+ * back to the built-in default), and, at load, each hook function taken
+ * out of its file's return value and kept in the registry. policy.c hands
+ * the policy_<hook>_run functions to sandbox_run. */
+#include "policy/policy_internal.h"
+#include <lauxlib.h>
+#include <string.h>
+
+static const char *const breaker_names[] = {"closed", "open", "half_open", NULL};
+
+#define PRICE_MAX 1e6 /* USD per million tokens: anything above is a typo */
+
+static char hook_keys[HOOK_COUNT]; /* registry keys (addresses) of the loaded hooks */
+
+/* ======================= C structs -> Lua tables ======================= */
+
+static void set_str(lua_State *L, const char *k, const char *v)
+{
+    if (!v)
+        return;
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_num(lua_State *L, const char *k, double v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_bool(lua_State *L, const char *k, int v)
+{
+    lua_pushboolean(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void event_push(lua_State *L, const policy_event *ev)
+{
+    lua_createtable(L, 0, 20);
+    set_int(L, "status", ev->status);
+    if (ev->body) {
+        lua_pushlstring(L, ev->body, ev->body_len < POLICY_BODY_MAX ? ev->body_len : POLICY_BODY_MAX);
+        lua_setfield(L, -2, "body");
+    }
+    set_str(L, "error_type", ev->error_type);
+    set_str(L, "error_code", ev->error_code);
+    set_str(L, "error_message", ev->error_message);
+    set_bool(L, "network_error", ev->network_error);
+    set_bool(L, "timeout", ev->timeout);
+    set_bool(L, "in_stream", ev->in_stream);
+    set_num(L, "retry_after", ev->retry_after);
+    set_str(L, "account_kind", ev->account_kind);
+    set_str(L, "endpoint", ev->endpoint);
+    set_str(L, "not_answer", ev->not_answer);
+    set_int(L, "retries", ev->retries);
+    set_int(L, "alternatives", ev->alternatives);
+    set_num(L, "random", ev->random);
+    set_int(L, "context_fallbacks", ev->context_fallbacks);
+    set_bool(L, "after_output", ev->after_output);
+    set_int(L, "delivered_chars", ev->delivered_chars);
+    set_bool(L, "tool_call", ev->tool_call);
+}
+
+static void state_push(lua_State *L, const policy_state *st)
+{
+    lua_createtable(L, 0, 9);
+    set_int(L, "account_id", st->account_id);
+    set_int(L, "ladder_step", st->ladder_step);
+    set_num(L, "last_429_at", st->last_429_at);
+    set_num(L, "cooldown_until", st->cooldown_until);
+    set_num(L, "retry_after", st->retry_after);
+    set_num(L, "primary_used_pct", st->primary_used_pct);
+    set_num(L, "primary_reset_at", st->primary_reset_at);
+    set_num(L, "secondary_used_pct", st->secondary_used_pct);
+    set_num(L, "secondary_reset_at", st->secondary_reset_at);
+}
+
+/* A table of nrec slots holding the account's identity and usage. That is
+ * all guard sees (not health), so a verdict holds until the usage changes
+ * (see router_guard); order's candidates add health and the reserve mark. */
+static void account_push(lua_State *L, const policy_candidate *c, int nrec)
+{
+    lua_createtable(L, 0, nrec);
+    set_int(L, "id", c->id);
+    set_str(L, "name", c->name);
+    set_str(L, "kind", c->kind);
+    set_int(L, "sort", c->sort);
+    set_int(L, "updated_at", c->updated_at);
+    set_num(L, "primary_used_pct", c->primary_used_pct);
+    set_num(L, "secondary_used_pct", c->secondary_used_pct);
+    set_int(L, "max_concurrency", c->max_concurrency);
+}
+
+/* current_weight only goes in for the weighted strategy: without it a
+ * candidate has 16 fields, which fit the 16-slot table (17 would take 32,
+ * and a bigger table per candidate per request costs allocation and GC). */
+static void candidate_push(lua_State *L, const policy_candidate *c, int weighted)
+{
+    account_push(L, c, weighted ? 18 : 17);
+    set_num(L, "success_rate", c->success_rate);
+    set_num(L, "health_age_s", c->health_age_s);
+    set_num(L, "latency_ema_ms", c->latency_ema_ms);
+    set_int(L, "inflight", c->inflight);
+    set_bool(L, "reserve", c->reserve);
+    set_int(L, "weight", c->weight);
+    if (weighted)
+        set_num(L, "current_weight", c->current_weight);
+    set_num(L, "success_rate_60s", c->success_rate_60s);
+    set_num(L, "latency_60s_ms", c->latency_60s_ms);
+    set_int(L, "attempts_60s", c->attempts_60s);
+}
+
+static void budget_push(lua_State *L, const policy_budget *b)
+{
+    lua_createtable(L, 0, 8);
+    set_str(L, "kind", b->kind);
+    set_str(L, "name", b->name);
+    set_str(L, "period", b->period);
+    set_num(L, "usd", b->usd);
+    set_num(L, "spent", b->spent);
+    set_num(L, "start", b->start);
+    set_num(L, "resets_at", b->resets_at);
+    set_num(L, "now", b->now);
+}
+
+static void breaker_state_push(lua_State *L, const policy_breaker_state *st)
+{
+    lua_createtable(L, 0, 7);
+    set_int(L, "account_id", st->account_id);
+    set_str(L, "kind", st->kind);
+    set_str(L, "state", breaker_names[st->state >= 0 && st->state <= 2 ? st->state : 0]);
+    set_int(L, "consecutive_failures", st->consecutive_failures);
+    set_int(L, "consecutive_successes", st->consecutive_successes);
+    set_int(L, "window_requests", st->window_requests);
+    set_int(L, "window_failures", st->window_failures);
+}
+
+static void ctx_push(lua_State *L, const policy_order_ctx *ctx)
+{
+    lua_createtable(L, 0, 7);
+    set_str(L, "strategy", ctx->strategy);
+    set_str(L, "rotation", ctx->rotation);
+    set_str(L, "model", ctx->model);
+    set_int(L, "platform_key_id", ctx->platform_key_id);
+    set_int(L, "cursor", ctx->cursor);
+    set_int(L, "preferred", ctx->preferred);
+    set_int(L, "seed", (lua_Integer)ctx->seed);
+}
+
+/* ======================= Lua results -> C (strict) ======================= */
+
+/* Pushes t[k] without metamethods; returns its type. */
+static int raw_field(lua_State *L, int t, const char *k)
+{
+    lua_pushstring(L, k);
+    return lua_rawget(L, t);
+}
+
+/* The index of s in the NULL-terminated names, or -1 (also for s NULL). */
+static int name_index(const char *s, const char *const *names)
+{
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int class_valid(const char *s, size_t n)
+{
+    if (n == 0 || n >= sizeof(((policy_verdict *)0)->cls))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] <= ' ' || s[i] > '~')
+            return 0;
+    return 1;
+}
+
+static void verdict_parse(lua_State *L, int t, policy_verdict *out)
+{
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", NULL};
+    int act = name_index(raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL, actions);
+    if (act < 0)
+        luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\" or \"resume\"");
+    int failover = act == VERDICT_FAILOVER;
+    size_t n = 0;
+    const char *cls = raw_field(L, t, "class") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+    if (!cls || !class_valid(cls, n))
+        luaL_error(L, "classify: class must be a string of 1..31 printable characters");
+    double cd = failover ? -1 : 0;
+    int ct = raw_field(L, t, "cooldown");
+    if (ct == LUA_TNUMBER)
+        cd = lua_tonumber(L, -1);
+    else if (ct != LUA_TNIL)
+        luaL_error(L, "classify: cooldown must be a number or nil");
+    if (!(cd == -1 || (cd >= 0 && cd <= POLICY_COOLDOWN_MAX)))
+        luaL_error(L, "classify: cooldown must be -1 or 0..%d seconds", (int)POLICY_COOLDOWN_MAX);
+    double after = 0;
+    if (act == VERDICT_RETRY) {
+        int at = raw_field(L, t, "after");
+        after = at == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+        if (!(after >= 0 && after <= POLICY_RETRY_AFTER_MAX))
+            luaL_error(L, "classify: retry needs after = 0..%d seconds", (int)POLICY_RETRY_AFTER_MAX);
+        if (cd < 0)
+            cd = 0;
+    }
+    policy_verdict_act(out, (policy_action)act, cls, cd, after);
+    int dt = raw_field(L, t, "drain_bucket");
+    if (dt != LUA_TNIL && dt != LUA_TBOOLEAN)
+        luaL_error(L, "classify: drain_bucket must be a boolean or nil");
+    out->drain_bucket = lua_toboolean(L, -1);
+}
+
+static void cooldown_parse(lua_State *L, int first, int old_step, double *seconds, int *step)
+{
+    if (lua_type(L, first) != LUA_TNUMBER)
+        luaL_error(L, "cooldown returned %s, expected seconds (and the ladder step)", luaL_typename(L, first));
+    double s = lua_tonumber(L, first);
+    if (!(s >= 0 && s <= POLICY_COOLDOWN_MAX))
+        luaL_error(L, "cooldown: seconds must be 0..%d", (int)POLICY_COOLDOWN_MAX);
+    int isint = 0;
+    lua_Integer st = old_step;
+    if (lua_type(L, first + 1) == LUA_TNUMBER)
+        st = lua_tointegerx(L, first + 1, &isint);
+    else if (lua_type(L, first + 1) == LUA_TNIL)
+        isint = 1;
+    if (!isint || st < 0 || st > POLICY_STEP_MAX)
+        luaL_error(L, "cooldown: ladder step must be an integer 0..%d or nil", POLICY_STEP_MAX);
+    *seconds = s;
+    *step = (int)st;
+}
+
+static void breaker_parse(lua_State *L, int first, int *state, double *open_seconds)
+{
+    int st = name_index(lua_type(L, first) == LUA_TSTRING ? lua_tostring(L, first) : NULL, breaker_names);
+    if (st < 0)
+        luaL_error(L, "breaker must return \"closed\", \"open\" or \"half_open\" (and seconds when open)");
+    double secs = 0;
+    if (st == BREAKER_OPEN) {
+        secs = lua_type(L, first + 1) == LUA_TNUMBER ? lua_tonumber(L, first + 1) : -1;
+        if (!(secs >= 0 && secs <= POLICY_COOLDOWN_MAX))
+            luaL_error(L, "breaker: \"open\" needs its seconds, 0..%d", (int)POLICY_COOLDOWN_MAX);
+    }
+    *state = st;
+    *open_seconds = secs;
+}
+
+static int guard_parse(lua_State *L, int t)
+{
+    static const char *const names[] = {"normal", "reserve", "exclude", NULL};
+    int g = name_index(lua_type(L, t) == LUA_TSTRING ? lua_tostring(L, t) : NULL, names);
+    return g >= 0 ? g : luaL_error(L, "guard must return \"normal\", \"reserve\" or \"exclude\"");
+}
+
+static double price_field(lua_State *L, int t, const char *k, double dflt)
+{
+    int ty = raw_field(L, t, k);
+    double v = ty == LUA_TNUMBER ? lua_tonumber(L, -1) : dflt;
+    lua_pop(L, 1);
+    if (ty != LUA_TNUMBER && (ty != LUA_TNIL || dflt < 0))
+        luaL_error(L, "price: '%s' must be a number (USD per million tokens)", k);
+    if (!(v >= 0 && v <= PRICE_MAX))
+        luaL_error(L, "price: '%s' must be 0..%d", k, (int)PRICE_MAX);
+    return v;
+}
+
+/* nil -> unknown (0); a table {input, cached_input?, output} -> 1. */
+static int price_parse(lua_State *L, int t, policy_price *out)
+{
+    if (lua_type(L, t) == LUA_TNIL)
+        return 0;
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "price returned %s, expected nil or {input=, cached_input=, output=}", luaL_typename(L, t));
+    out->input = price_field(L, t, "input", -1);
+    out->output = price_field(L, t, "output", -1);
+    out->cached_input = price_field(L, t, "cached_input", out->input);
+    return 1;
+}
+
+/* Maps each returned id (or candidate table) to an unused index into c. */
+static size_t order_parse(lua_State *L, int t, const policy_candidate *c, size_t n, size_t *perm)
+{
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "order returned %s, expected a list of candidate ids", luaL_typename(L, t));
+    size_t len = lua_rawlen(L, t);
+    if (len > n)
+        luaL_error(L, "order returned %d ids for %d candidates", (int)len, (int)n);
+    unsigned char *used = lua_newuserdatauv(L, n ? n : 1, 0);
+    memset(used, 0, n);
+    for (size_t i = 0; i < len; i++) {
+        int ty = lua_rawgeti(L, t, (lua_Integer)i + 1), isint = 0;
+        if (ty == LUA_TTABLE) {
+            lua_pushliteral(L, "id");
+            ty = lua_rawget(L, -2);
+            lua_remove(L, -2);
+        }
+        lua_Integer id = ty == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
+        if (!isint)
+            luaL_error(L, "order: entry %d is %s, expected a candidate id", (int)i + 1, luaL_typename(L, -1));
+        lua_pop(L, 1);
+        size_t k = 0, seen = 0;
+        for (; k < n; k++)
+            if (c[k].id == id && !(seen = used[k]))
+                break;
+        if (k == n)
+            luaL_error(L, "order: %s candidate id %I", seen ? "duplicate" : "unknown", id);
+        used[k] = 1;
+        perm[i] = k;
+    }
+    return len;
+}
+
+/* ======================= calling the hooks ======================= */
+
+static void hook_push(lua_State *L, int hook)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &hook_keys[hook]) == LUA_TNIL)
+        luaL_error(L, "hook %s is not loaded", policy_hook_names[hook]);
+}
+
+int policy_classify_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_CLASSIFY);
+    event_push(L, h->ev);
+    lua_call(L, 1, 1);
+    verdict_parse(L, lua_gettop(L), h->verdict);
+    return 0;
+}
+
+int policy_cooldown_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_COOLDOWN);
+    state_push(L, h->st);
+    lua_pushstring(L, h->cls ? h->cls : "");
+    lua_pushnumber(L, h->now);
+    lua_call(L, 3, 2);
+    cooldown_parse(L, lua_gettop(L) - 1, h->st->ladder_step, &h->seconds, &h->step);
+    return 0;
+}
+
+int policy_guard_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_GUARD);
+    account_push(L, h->c, 16);
+    /* the rest of what the usage endpoint says; order does not need it */
+    set_num(L, "primary_reset_at", h->c->primary_reset_at);
+    set_num(L, "secondary_reset_at", h->c->secondary_reset_at);
+    set_num(L, "primary_window_s", h->c->primary_window_s);
+    set_num(L, "secondary_window_s", h->c->secondary_window_s);
+    lua_pushstring(L, h->c->plan_type ? h->c->plan_type : "");
+    lua_setfield(L, -2, "plan_type");
+    set_int(L, "has_credits", h->c->has_credits);
+    set_int(L, "credits_unlimited", h->c->credits_unlimited);
+    set_num(L, "credits_balance", h->c->credits_balance);
+    lua_call(L, 1, 1);
+    h->guard = guard_parse(L, lua_gettop(L));
+    return 0;
+}
+
+int policy_order_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_ORDER);
+    int weighted = h->ctx->strategy && strcmp(h->ctx->strategy, "weighted") == 0;
+    lua_createtable(L, (int)h->n, 0);
+    for (size_t i = 0; i < h->n; i++) {
+        candidate_push(L, &h->c[i], weighted);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    ctx_push(L, h->ctx);
+    lua_call(L, 2, 1);
+    h->count = order_parse(L, lua_gettop(L), h->c, h->n, h->perm);
+    return 0;
+}
+
+int policy_breaker_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_BREAKER);
+    breaker_state_push(L, h->bst);
+    lua_pushstring(L, h->success ? "success" : "failure");
+    lua_pushnumber(L, h->now);
+    lua_call(L, 3, 2);
+    breaker_parse(L, lua_gettop(L) - 1, &h->bstate, &h->open_seconds);
+    return 0;
+}
+
+int policy_budget_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    const policy_budget *b = h->budget;
+    hook_push(L, HOOK_BUDGET);
+    budget_push(L, b);
+    lua_call(L, 1, 1);
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    if (!v || (strcmp(v, "ok") != 0 && strcmp(v, "over") != 0))
+        luaL_error(L, "budget must return \"ok\" or \"over\"");
+    h->over = strcmp(v, "over") == 0;
+    return 0;
+}
+
+int policy_price_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_PRICE);
+    lua_pushstring(L, h->model);
+    lua_call(L, 1, 1);
+    h->price_known = price_parse(L, lua_gettop(L), &h->price);
+    return 0;
+}
+
+/* ======================= taking the hooks out of their files ======================= */
+
+/* Leaves the hook function of the chunk's return value on top. */
+static void hook_extract(lua_State *L, load_call *c)
+{
+    const char *name = policy_hook_names[c->hook], *file = c->pe->files[c->hook];
+    if (lua_type(L, -1) == LUA_TFUNCTION)
+        return;
+    if (lua_type(L, -1) != LUA_TTABLE)
+        luaL_error(L, "%s: must return a function or a table {version = 1, %s = function ... end}, got %s",
+                   file, name, luaL_typename(L, -1));
+    int t = lua_gettop(L), isint = 0;
+    int vt = raw_field(L, t, "version");
+    lua_Integer v = vt == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
+    if (vt != LUA_TNIL && (!isint || v != 1))
+        luaL_error(L, "%s: unsupported policy version (this gateway speaks version 1)", file);
+    if (raw_field(L, t, name) != LUA_TFUNCTION)
+        luaL_error(L, "%s: returned table has no function '%s'", file, name);
+}
+
+int policy_load_run(lua_State *L)
+{
+    load_call *c = sandbox_ud(L);
+    sandbox_push_env(L);
+    sandbox_load(L, c->chunk, c->src, c->len);
+    lua_call(L, 0, 1);
+    hook_extract(L, c);
+    lua_Debug ar;
+    lua_pushvalue(L, -1);
+    lua_getinfo(L, ">S", &ar);
+    c->pe->lines[c->hook] = ar.linedefined > 0 ? ar.linedefined : 1;
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &hook_keys[c->hook]);
+    return 0;
+}
