@@ -234,7 +234,7 @@ class FoundationTest(GatewayTest):
         conn.close()
 
     def test_stream_read_from_upstream_in_small_pieces_arrives_unaltered(self):
-        # a stream is read from the upstream 2 KiB at a time (upstream.c,
+        # a stream is read from the upstream 2 KiB at a time (upstream_transfer.c,
         # UP_STREAM_BUFFER): 300 deltas sent as fast as the socket takes
         # them are tens of KiB, so reads end mid-event (events of up to
         # ~800 bytes straddle 2 KiB boundaries) and the client must still
