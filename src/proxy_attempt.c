@@ -7,6 +7,7 @@
 #include "proxy_internal.h"
 #include "base/json.h"
 #include "http/server.h"
+#include "obs/metrics.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include <event2/http.h>
@@ -89,6 +90,23 @@ int proxy_forward_index(const char *name)
     return -1;
 }
 
+/* The attempt takes the conversation off the account that issued its turn
+ * state (it cannot serve, or failed over): the trace names the move, the
+ * client's answer will say it (x-switchyard-moved), /metrics counts it. */
+static void proxy_note_move(proxy_req *p, const pool_account *pa)
+{
+    if (!p->moved_from[0]) {
+        const pool_account *owner = pool_find(p->gw->pool, p->plan.turn_owner);
+        if (owner)
+            sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, owner->a.name);
+        else
+            snprintf(p->moved_from, sizeof p->moved_from, "#%lld", (long long)p->plan.turn_owner);
+    }
+    metrics_conversation_move();
+    trace_event(p->gw->trace, "CONVERSATION_MOVE", "req=%llu attempt=%d from=%s to=%s by=x-codex-turn-state stripped=turn_state",
+                (unsigned long long)p->id, p->attempts, p->moved_from, pa->a.name);
+}
+
 static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
     proxy_n_hdrs = 0;
@@ -100,9 +118,13 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
     struct evkeyvalq *in = evhttp_request_get_input_headers(p->req);
     /* one pass over what the client sent; the first of a repeated header wins */
     uint32_t seen = 0;
+    /* a turn state goes only to the account that issued it (router.h) */
+    int foreign_turn = p->plan.turn_owner && p->plan.turn_owner != pa->a.id;
     for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next) {
         int i = proxy_forward_index(kv->key);
         if (i < 0 || (seen & (1u << i)))
+            continue;
+        if (foreign_turn && strcasecmp(kv->key, "x-codex-turn-state") == 0)
             continue;
         seen |= 1u << i;
         proxy_header_add(p, proxy_forward_headers[i], kv->value);
@@ -205,6 +227,8 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
     const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
                 (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
+    if (p->plan.turn_owner && p->plan.turn_owner != pa->a.id)
+        proxy_note_move(p, pa);
     upstream_spec spec = {proxy_url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
                           p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);

@@ -56,6 +56,7 @@ typedef struct proxy_req {
     upstream_req *up;
     int64_t acct_id;
     int64_t last_acct_id;     /* account of the latest attempt, kept for the log */
+    char moved_from[64];      /* the conversation moved off this account (its turn state's), "" none */
     char acct_name[64];
     account_kind acct_kind;
     double t_attempt;
@@ -173,6 +174,7 @@ void proxy_hold_release(proxy_req *p);
 void proxy_client_flush(proxy_req *p);
 void proxy_on_flush(evutil_socket_t fd, short what, void *arg);
 void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh);
+void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh);
 void proxy_commit(proxy_req *p);
 void proxy_uncommit_held(proxy_req *p);
 void proxy_reply_whole(proxy_req *p);

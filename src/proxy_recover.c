@@ -326,6 +326,7 @@ static void proxy_reply_upstream_error(proxy_req *p, int is_json)
     evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
     proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
+    proxy_moved_header(p, oh);
     sbuf body = SBUF_INIT;
     scrub_text(&p->scrub, p->errbody.p, p->errbody.len, &body);
     struct evbuffer *b = evbuffer_new();

@@ -221,6 +221,18 @@ void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh)
     }
 }
 
+/* x-switchyard-moved: <from>-><to> and what was stripped for the move
+ * (counts, never content) on an answer whose conversation moved. */
+void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh)
+{
+    if (!p->moved_from[0] || strcmp(p->moved_from, p->acct_name) == 0)
+        return;
+    char v[160];
+    snprintf(v, sizeof v, "%s->%s", p->moved_from, p->acct_name);
+    evhttp_add_header(oh, "x-switchyard-moved", v);
+    evhttp_add_header(oh, "x-switchyard-stripped", "turn_state=1");
+}
+
 /* The session now belongs to the account that answered its turn; the trace
  * says when that is a different account than last time. */
 static void proxy_affinity_note(proxy_req *p)
@@ -263,6 +275,7 @@ void proxy_commit(proxy_req *p)
         evhttp_add_header(oh, "Cache-Control", "no-cache");
     proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
+    proxy_moved_header(p, oh);
     char n[24];
     evhttp_add_header(oh, "x-switchyard-attempts", proxy_utoa(n, (size_t)(p->attempts > 0 ? p->attempts : 0)));
     server_date_header(oh);

@@ -1062,6 +1062,36 @@ static void add_header(struct evhttp_request *req, const char *k, const char *v)
     evhttp_add_header(evhttp_request_get_output_headers(req), k, v);
 }
 
+/* Turn states are per account, as on separate backends: the mock
+ * remembers which account issued each one, and an account refuses a turn
+ * state another account issued (turn_state_foreign). Unknown ones pass. */
+#define MAX_TURN_STATES 256
+static struct {
+    char value[64], account[128];
+} g_turn_states[MAX_TURN_STATES];
+static size_t g_n_turn_states;
+
+static void turn_state_issued(const char *value, const char *account)
+{
+    for (size_t i = 0; i < g_n_turn_states; i++)
+        if (!strcmp(g_turn_states[i].value, value))
+            return;
+    if (g_n_turn_states == MAX_TURN_STATES)
+        return;
+    snprintf(g_turn_states[g_n_turn_states].value, sizeof g_turn_states[0].value, "%s", value);
+    snprintf(g_turn_states[g_n_turn_states].account, sizeof g_turn_states[0].account, "%s", account);
+    g_n_turn_states++;
+}
+
+/* 1 when value was issued by another account than account. */
+static int turn_state_foreign(const char *value, const char *account)
+{
+    for (size_t i = 0; value && i < g_n_turn_states; i++)
+        if (!strcmp(g_turn_states[i].value, value))
+            return strcmp(g_turn_states[i].account, account) != 0;
+    return 0;
+}
+
 /* Rate-limit headers (a reset time given as primary_reset_at goes out as
  * today's absolute -reset-at header, else the older -reset-after-seconds),
  * and the turn state. */
@@ -2014,7 +2044,13 @@ static void handle(struct evhttp_request *req, void *arg)
         event_add(j->watch, NULL);
     }
     evhttp_connection_set_closecb(j->evcon, job_close_cb, j);
-    if (ep == EP_USAGE)
+    if (o.turn_state[0])
+        turn_state_issued(o.turn_state, name);
+    if (ep != EP_USAGE && turn_state_foreign(evhttp_find_header(hin, "x-codex-turn-state"), name)) {
+        error_json(&out, "mock_upstream: this x-codex-turn-state was issued by another account",
+                   "invalid_request_error", "invalid_turn_state", NULL);
+        reply_json(j, 0, 400, &out);
+    } else if (ep == EP_USAGE)
         script_usage(j, name, &o, r);
     else
         script_build(j, &o, ep, r, f.stream);

@@ -58,6 +58,7 @@ static struct {
     metrics_retry_cell retries[METRICS_RETRY_SLOTS];
     uint64_t retries_total;
     uint64_t preflight_switches;
+    uint64_t conversation_moves;
     uint64_t waits;
     double wait_seconds;
     uint64_t reloads[2]; /* [0] failed, [1] ok */
@@ -140,6 +141,7 @@ void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, d
 
 void metrics_ttfb(double seconds) { metrics_hist_add(&M.ttfb, seconds); }
 void metrics_preflight_switch(void) { M.preflight_switches++; }
+void metrics_conversation_move(void) { M.conversation_moves++; }
 
 void metrics_retry(int64_t account_id)
 {
@@ -399,6 +401,10 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     metrics_head(out, "switchyard_preflight_switches_total", "counter",
                  "Streams that switched accounts inside the preflight window.");
     sbuf_printf(out, "switchyard_preflight_switches_total %llu\n", (unsigned long long)M.preflight_switches);
+    metrics_head(out, "switchyard_conversation_moves_total", "counter",
+                 "Attempts that took a conversation to another account than the one holding its turn state.");
+    sbuf_printf(out, "switchyard_conversation_moves_total{by=\"x-codex-turn-state\"} %llu\n",
+                (unsigned long long)M.conversation_moves);
     metrics_head(out, "switchyard_retries_total", "counter", "Attempts repeated on the same account after a delay.");
     char idbuf[32];
     for (size_t i = 0; i < METRICS_RETRY_SLOTS; i++)

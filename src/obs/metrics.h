@@ -21,6 +21,9 @@ void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, d
 void metrics_ttfb(double seconds);
 /* A stream switched accounts inside the preflight window. */
 void metrics_preflight_switch(void);
+/* A conversation moved: an attempt went to another account than the one
+ * its turn state names (by: what tied it, "x-codex-turn-state"). */
+void metrics_conversation_move(void);
 /* The same account is tried again after a delay (retry verdict). */
 void metrics_retry(int64_t account_id);
 /* A request waited for an account to become free; seconds waited. */

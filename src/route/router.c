@@ -169,8 +169,10 @@ void router_turn_state_owner_set(gateway *gw, const char *turn_state, int64_t ac
     pool_owner_set(gw->pool, key, account_id);
 }
 
-/* The account a continuation must reach: the owner of previous_response_id,
- * else the account that issued the turn state. */
+/* The account a continuation must reach: the owner of previous_response_id.
+ * Else the account that issued the turn state, which is a sticky-routing
+ * hint, not a contract: it goes first while it can serve (router_turn_first)
+ * and the turn moves on without the header when it cannot. */
 static void router_pin(gateway *gw, const route_ctx *ctx, route_plan *plan)
 {
     int64_t owner = pool_owner_get(gw->pool, ctx->previous_response_id);
@@ -183,10 +185,9 @@ static void router_pin(gateway *gw, const route_ctx *ctx, route_plan *plan)
         char key[72];
         router_turn_state_key(ctx->turn_state, key);
         owner = pool_owner_get(gw->pool, key);
-        if (owner && pool_find(gw->pool, owner)) {
-            plan->pinned_owner = owner;
+        plan->turn_owner = owner; /* even when removed since: nobody else gets its turn state */
+        if (owner && pool_find(gw->pool, owner))
             plan->pinned_by = "x-codex-turn-state";
-        }
     }
 }
 
@@ -212,6 +213,31 @@ static void router_affinity(gateway *gw, const route_ctx *ctx, route_plan *plan,
         plan->affinity_first = 1;
         return;
     }
+}
+
+/* The account that issued the request's turn state goes first when order
+ * kept it, unless it is in reserve while normal accounts remain (the rule
+ * affinity follows); before session affinity, which it overrides. */
+static void router_turn_first(route_plan *plan, const policy_candidate *cands, pool_account **pas,
+                              const size_t *perm, size_t k)
+{
+    if (!plan->turn_owner || !plan->n || plan->ids[0] == plan->turn_owner)
+        return;
+    int first_reserve = 0, owner_reserve = -1;
+    for (size_t i = 0; i < k; i++) {
+        if (pas[perm[i]]->a.id == plan->ids[0])
+            first_reserve = cands[perm[i]].reserve;
+        if (pas[perm[i]]->a.id == plan->turn_owner)
+            owner_reserve = cands[perm[i]].reserve;
+    }
+    if (owner_reserve < 0 || (owner_reserve && !first_reserve))
+        return;
+    for (size_t i = 1; i < plan->n; i++)
+        if (plan->ids[i] == plan->turn_owner) {
+            memmove(&plan->ids[1], &plan->ids[0], i * sizeof *plan->ids);
+            plan->ids[0] = plan->turn_owner;
+            return;
+        }
 }
 
 #define ROUTER_STACK 16 /* pools up to this size plan without the heap */
@@ -312,8 +338,8 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
         used[perm[i]] = 1;
     }
     router_affinity(gw, ctx, plan, cands, pas, perm, k, now);
-    if (plan->n && plan->ids[0] == plan->affinity_prev)
-        plan->affinity_first = 1;
+    router_turn_first(plan, cands, pas, perm, k);
+    plan->affinity_first = plan->n && plan->affinity_prev && plan->ids[0] == plan->affinity_prev;
     for (size_t i = 0; i < n; i++)
         if (!used[i])
             router_skip_add(plan, pas[i], "left out by the order policy (rotation mode)");

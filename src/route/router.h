@@ -1,9 +1,10 @@
 /* router.h: turns the pool into the candidate list of one request: filters
  * out accounts that cannot serve it now (disabled, endpoint unsupported,
  * cooling down, at their concurrency limit, excluded by the quota guard),
- * pins requests that continue a stored response (previous_response_id) or
- * a Codex turn (x-codex-turn-state) to its owner, asks the order policy for
- * the try order and puts a session's account first (session affinity).
+ * pins requests that continue a stored response (previous_response_id) to
+ * its owner, asks the order policy for the try order, and puts first the
+ * account that issued a Codex turn state (x-codex-turn-state: a preference,
+ * never a wall) or else a session's account (session affinity).
  * Pure decision: no I/O, no trace. */
 #ifndef SY_ROUTER_H
 #define SY_ROUTER_H
@@ -37,8 +38,10 @@ typedef struct route_plan {
     route_skip *skips;     /* accounts left out, with why */
     size_t nskips, cap_skips;
     char strategy[32];
-    int64_t pinned_owner;  /* owner of previous_response_id or the turn state, 0 none */
+    int64_t pinned_owner;  /* owner of previous_response_id (the only account tried), 0 none */
     const char *pinned_by; /* "previous_response_id" | "x-codex-turn-state" (static), NULL none */
+    int64_t turn_owner;    /* the account that issued the request's turn state, 0 none or unknown: it goes
+                            * first while it can serve; any other account gets the request without it */
     int64_t affinity_prev; /* the account that served the session's last turn, 0 none */
     int affinity_first;    /* 1: affinity put affinity_prev first */
 } route_plan;
@@ -61,7 +64,7 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
 void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason);
 
 /* Remembers that account_id issued a Codex turn state: a request carrying
- * it is pinned there (persisted with the response owners). */
+ * it goes there first (persisted with the response owners). */
 void router_turn_state_owner_set(gateway *gw, const char *turn_state, int64_t account_id);
 
 #endif

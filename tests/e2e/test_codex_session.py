@@ -1,8 +1,9 @@
 """test_codex_session.py: what keeps a Codex session whole across the pool:
 the client headers Codex sends reach the upstream (and nothing else does),
 the serving account's x-codex-* rate-limit headers and turn state come back
-to the client, a request carrying a turn state stays on the account that
-issued it, and session affinity keeps a session's turns on one account under
+to the client, a request carrying a turn state goes first to the account
+that issued it and moves on without it when that account cannot serve, and
+session affinity keeps a session's turns on one account under
 both strategies, moves it when that account fails over, and forgets it after
 its idle time or when the table is full.
 
@@ -14,7 +15,7 @@ affinity (strict round-robin by id)."""
 import re
 import time
 
-from harness import GatewayTest, account, main, wait_for
+from harness import GatewayTest, account, http_call, main, wait_for
 
 RESP = {"model": "gpt-test", "input": "hi"}
 BALANCED = {"SWITCHYARD_ROUTE_STRATEGY": "balanced"}
@@ -111,17 +112,55 @@ class HeaderTest(GatewayTest):
         # an unknown turn state pins nothing
         self.assertEqual(served_by(g.post("/v1/responses", RESP, headers={"x-codex-turn-state": "nope"})), "b")
 
-    def test_turn_state_owner_cooling_down_gives_a_503_naming_it(self):
+    def test_turn_state_owner_that_cannot_serve_moves_the_turn_without_its_turn_state(self):
+        # separate backends: the mock refuses a turn state another account issued
         g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=1,turn_state=ts-a")),
-                          account("b", self.mock.url("b"))], env=BALANCED)
+                          account("b", self.mock.url("b", "ok,turn_state=ts-b")),
+                          account("c", self.mock.url("c", "ok,turn_state=ts-c"))], env=BALANCED)
         self.assertEqual(served_by(g.post("/v1/responses", RESP)), "a")
-        self.assertEqual(served_by(g.post("/v1/responses", RESP)), "b")
-        r = g.post("/v1/responses", RESP, headers={"x-codex-turn-state": "ts-a"})  # a answers 429 now
-        self.assertOpenAIError(r, 503)
-        r = g.post("/v1/responses", RESP, headers={"x-codex-turn-state": "ts-a"})  # a is cooling down
-        self.assertOpenAIError(r, 503)
-        self.assertIn("x-codex-turn-state belongs to an account that cannot serve now", r.json()["error"]["message"])
-        self.assertEqual(self.mock.accounts_hit(), ["a", "b", "a"])
+        # a answers 429 now: the turn goes on to b, without a's turn state
+        r = g.post("/v1/responses", RESP, headers={"x-codex-turn-state": "ts-a"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(served_by(r), "b")
+        self.assertEqual(r.headers.get("x-switchyard-moved"), "a->b")
+        self.assertEqual(r.headers.get("x-switchyard-stripped"), "turn_state=1")
+        self.assertEqual(r.headers.get("x-codex-turn-state"), "ts-b")  # what the client echoes next
+        # a is cooling down: the same turn state goes straight to the next account
+        r = g.post("/v1/responses", RESP, headers={"x-codex-turn-state": "ts-a"})
+        self.assertEqual(r.status, 200, r)
+        self.assertIn(served_by(r), ("b", "c"))
+        self.assertEqual(r.headers.get("x-switchyard-moved"), "a->" + served_by(r))
+        # b's turn state pins b from then on (round-robin alone would alternate b and c)
+        who = [served_by(g.post("/v1/responses", RESP, headers={"x-codex-turn-state": "ts-b"})) for _ in range(3)]
+        self.assertEqual(who, ["b"] * 3)
+        reqs = self.mock.requests()
+        self.assertEqual([x["account"] for x in reqs][:3], ["a", "a", "b"])
+        sent = [(x["account"], x["headers"].get("x-codex-turn-state")) for x in reqs[1:]]
+        self.assertEqual(sent[0], ("a", "ts-a"))      # the owner first, with its turn state
+        for acct, ts in sent[1:3]:
+            self.assertNotEqual(acct, "a")
+            self.assertIsNone(ts)                      # moved: never another account's turn state
+        self.assertEqual(sent[3:], [("b", "ts-b")] * 3)
+        self.assertFalse([x for x in reqs if x["account"] != "a" and x["headers"].get("x-codex-turn-state") == "ts-a"])
+        text = wait_for(lambda: (lambda t: t if t.count("REQUEST_FINAL") >= 6 else None)(g.trace_text()),
+                        what="six REQUEST_FINAL lines")
+        self.assertEqual(text.count("pinned_by=x-codex-turn-state"), 5, text)
+        moves = [ln for ln in text.splitlines() if "CONVERSATION_MOVE" in ln]
+        self.assertEqual(len(moves), 2, text)
+        self.assertIn("from=a to=b by=x-codex-turn-state stripped=turn_state", moves[0])
+        m = http_call(g.port, "GET", "/metrics")
+        self.assertEqual(m.status, 200, m)
+        self.assertIn('switchyard_conversation_moves_total{by="x-codex-turn-state"} 2', m.text)
+
+    def test_mock_refuses_a_turn_state_another_account_issued(self):
+        # the strictness the test above relies on: proven against the mock directly
+        g = self.gateway([account("a", self.mock.url("a", "ok,turn_state=ts-a")),
+                          account("b", self.mock.url("b", "ok,turn_state=ts-b"))])
+        self.assertEqual(served_by(g.post("/v1/responses", RESP)), "a")
+        r = http_call(self.mock.port, "POST", "/acct/b/ok/v1/responses", RESP,
+                      headers={"x-codex-turn-state": "ts-a"})
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json()["error"]["code"], "invalid_turn_state")
 
 
 class AffinityTest(GatewayTest):
