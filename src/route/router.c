@@ -191,6 +191,14 @@ static void router_pin(gateway *gw, const route_ctx *ctx, route_plan *plan)
     }
 }
 
+/* Moves the plan's i-th account to the front, the others keeping their order. */
+static void router_put_first(route_plan *plan, size_t i)
+{
+    int64_t id = plan->ids[i];
+    memmove(&plan->ids[1], &plan->ids[0], i * sizeof *plan->ids);
+    plan->ids[0] = id;
+}
+
 /* Session affinity: the account that served the session's last turn goes
  * first whatever the strategy, as long as order kept it and it is not in
  * reserve while normal accounts remain (prompt caches are per account, but
@@ -208,8 +216,7 @@ static void router_affinity(gateway *gw, const route_ctx *ctx, route_plan *plan,
             continue;
         if (cands[perm[i]].reserve && !cands[perm[0]].reserve)
             return;
-        memmove(&plan->ids[1], &plan->ids[0], i * sizeof *plan->ids);
-        plan->ids[0] = plan->affinity_prev;
+        router_put_first(plan, i);
         plan->affinity_first = 1;
         return;
     }
@@ -234,8 +241,7 @@ static void router_turn_first(route_plan *plan, const policy_candidate *cands, p
         return;
     for (size_t i = 1; i < plan->n; i++)
         if (plan->ids[i] == plan->turn_owner) {
-            memmove(&plan->ids[1], &plan->ids[0], i * sizeof *plan->ids);
-            plan->ids[0] = plan->turn_owner;
+            router_put_first(plan, i);
             return;
         }
 }
