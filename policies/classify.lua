@@ -3,14 +3,18 @@
 -- in_stream, retry_after, account_kind, endpoint, not_answer, retries,
 -- alternatives, random, context_fallbacks, after_output, delivered_chars,
 -- tool_call); returns
--- {action = "failover" | "return" | "retry" | "context_fallback" | "resume",
+-- {action = "failover" | "return" | "retry" | "context_fallback" | "resume" | "strip_retry",
 --  class = "...", cooldown = seconds | -1, after = seconds}.
 -- cooldown = -1 asks the cooldown hook (the 429/quota ladder).
 -- "retry" tries the same account again after `after` seconds (the request
 -- body is sent again unchanged); "context_fallback" sends the request once
 -- to a candidate declared as a larger-context fallback; "resume" (only for
 -- after_output events: a stream cut after output reached the client)
--- finishes the answer on the next candidate.
+-- finishes the answer on the next candidate; "strip_retry" (the upstream
+-- refused an account-bound blob: encrypted reasoning or compaction another
+-- account minted) resends once to the same account with every blob not known
+-- to be its own removed (policies/strip.lua decides how); the gateway never
+-- does it twice for one request, and a second refusal reaches the client.
 -- The built-in C default in src/policy/policy.c mirrors these rules.
 
 local QUOTA_TEXTS = {
@@ -20,6 +24,14 @@ local QUOTA_TEXTS = {
   "insufficient_quota",
 }
 local DEACTIVATED_TEXTS = { "account_deactivated", "deactivated" }
+-- An account-bound blob the account cannot read: "The encrypted content
+-- gAAA… could not be verified." (code invalid_encrypted_content or null),
+-- "…for item rs_…", "…did not match the target organization", "Encrypted
+-- function output content could not be decrypted or decoded."
+local ENCRYPTED_CODE = { "invalid_encrypted_content" }
+local ENCRYPTED_WORD = { "encrypted" }
+local ENCRYPTED_TEXTS = { "could not be verified", "could not be decrypted",
+                          "did not match the target organization" }
 
 -- 4xx statuses that mean "this account, not this request": try the next one.
 local FAILOVER_4XX = { [401] = "auth", [403] = "auth", [404] = "not_found",
@@ -97,6 +109,10 @@ local function classify(ev)
       return { action = "resume", class = "interrupted", cooldown = 20 }
     end
     return give_back("interrupted")  -- the client gets the explicit interrupted error
+  end
+  if (ev.status == 400 or ev.in_stream) and (mentions(ev, ENCRYPTED_CODE)
+      or (mentions(ev, ENCRYPTED_WORD) and mentions(ev, ENCRYPTED_TEXTS))) then
+    return { action = "strip_retry", class = "invalid_encrypted_content", cooldown = 0 }
   end
   if mentions(ev, QUOTA_TEXTS) then return failover("quota", -1) end
   if mentions(ev, DEACTIVATED_TEXTS) then return failover("deactivated", COOLDOWN_4XX) end

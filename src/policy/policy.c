@@ -18,10 +18,10 @@
 #include <unistd.h>
 
 const char *const policy_hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "price",    "budget"};
+                                                   "breaker",  "price",    "budget", "strip"};
 /* The file each hook lives in (prices.lua holds a table of data first). */
 static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "prices",   "budget"};
+                                                   "breaker",  "prices",   "budget", "strip"};
 
 /* ======================= calling the hooks ======================= */
 
@@ -93,6 +93,17 @@ int policy_guard(policy_engine *pe, const policy_candidate *c)
     if (pe)
         engine_fallback(pe, HOOK_GUARD, why);
     return policy_guard_default(c);
+}
+
+int policy_strip(policy_engine *pe, const policy_blob *b)
+{
+    char why[512];
+    hook_call h = {.pe = pe, .blob = b};
+    if (pe && hook_run(pe, policy_strip_run, &h, why, sizeof why) == 0)
+        return h.strip;
+    if (pe)
+        engine_fallback(pe, HOOK_STRIP, why);
+    return policy_strip_default(b);
 }
 
 size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
@@ -203,7 +214,7 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     if (dir) {
         snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
         if (hook >= HOOK_BREAKER && access(path, F_OK) != 0)
-            dir = NULL; /* a policy dir from before breaker / prices / budget existed: the bundled file */
+            dir = NULL; /* a policy dir from before breaker / prices / budget / strip existed: the bundled file */
         else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
     }
@@ -363,6 +374,24 @@ static int check_budget(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_strip(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_blob bs[] = {
+        {.item_type = "reasoning", .origin = "a", .origin_kind = "chatgpt", .target = "b", .target_kind = "chatgpt"},
+        {.item_type = "compaction", .origin = "a", .origin_kind = "chatgpt", .target = "b", .target_kind = "api_key"},
+        {.item_type = "function_call_output", .in_part = 1, .origin = "", .origin_kind = "", .target = "b",
+         .target_kind = "chatgpt", .strip_retry = 1},
+        {.item_type = "", .origin = "", .origin_kind = "", .target = "c", .target_kind = "aggregate"},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+        hook_call h = {.pe = pe, .blob = &bs[i]};
+        if (hook_run(pe, policy_strip_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_STRIP, why, err, errlen);
+    }
+    return 0;
+}
+
 static int check_price(policy_engine *pe, char *err, size_t errlen)
 {
     const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
@@ -395,7 +424,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
         check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen) || check_price(pe, err, errlen) ||
-        check_budget(pe, err, errlen))
+        check_budget(pe, err, errlen) || check_strip(pe, err, errlen))
         goto fail;
     /* would this classify resume a cut text-only chat stream? */
     policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,

@@ -69,6 +69,8 @@ typedef enum {
     VERDICT_RETRY,             /* the same account again after `after` seconds */
     VERDICT_CONTEXT_FALLBACK,  /* the next larger-context fallback candidate, once */
     VERDICT_RESUME,            /* after_output only: finish the stream on the next candidate */
+    VERDICT_STRIP_RETRY,       /* the upstream refused an account-bound blob: resend once to the same
+                                * account with every blob not known to be its own removed */
 } policy_action;
 
 typedef struct policy_verdict {
@@ -85,6 +87,30 @@ void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *
 /* 1 when the loaded classify would resume a cut text-only chat stream
  * (asked once at load), so the gateway keeps the delivered text only then. */
 int policy_may_resume(const policy_engine *pe);
+
+/* --- strip: what an account-bound blob becomes on its way to an account --- */
+/* A blob is an opaque string only the account that minted it can read (a
+ * reasoning item's encrypted_content, a compaction item, an encrypted
+ * content part). The C side finds them and rewrites the body; the hook
+ * decides, per blob, from what it is and where it came from. It is asked
+ * only for a blob the target did not mint: one another account minted, and
+ * (on a strip-retry, after the target refused a blob) one of unknown
+ * origin; the target's own blobs always stay, and a blob of unknown origin
+ * otherwise passes untouched. */
+enum { STRIP_KEEP = 0, STRIP_DROP = 1, STRIP_TEXT = 2 };
+typedef struct policy_blob {
+    const char *item_type;     /* the input item's type: "reasoning", "compaction", "function_call_output", ... ("" none) */
+    int in_part;               /* the blob is an element of an array inside the item (an encrypted content part) */
+    const char *origin;        /* the account that minted it, "" unknown */
+    const char *origin_kind;   /* its kind, "" unknown */
+    const char *target;        /* the account the request goes to */
+    const char *target_kind;
+    int strip_retry;           /* the target already refused a blob of this request */
+} policy_blob;
+
+/* STRIP_KEEP (send it), STRIP_DROP (remove the item, or the part) or
+ * STRIP_TEXT (replace it with a text the model can read). */
+int policy_strip(policy_engine *pe, const policy_blob *b);
 
 /* --- cooldown: how long an account rests after a failure --- */
 typedef struct policy_state {

@@ -84,6 +84,10 @@ static const char *const capacity_texts[] = {
     "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded", NULL};
 static const char *const context_texts[] = {
     "context_length_exceeded", "maximum context length", "context window", NULL};
+static const char *const encrypted_code[] = {"invalid_encrypted_content", NULL};
+static const char *const encrypted_word[] = {"encrypted", NULL};
+static const char *const encrypted_texts[] = {
+    "could not be verified", "could not be decrypted", "did not match the target organization", NULL};
 
 /* A short Retry-After worth waiting for on the same account (classify.lua's wait_out). */
 static int classify_wait_out(const policy_event *ev)
@@ -112,6 +116,10 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
     int s = ev->status;
     if (ev->after_output)
         verdict_set(out, 0, "interrupted", 0); /* classify.lua's RESUME_CHAT_STREAMS is off by default */
+    else if ((s == 400 || ev->in_stream) &&
+             (event_mentions(ev, encrypted_code) ||
+              (event_mentions(ev, encrypted_word) && event_mentions(ev, encrypted_texts))))
+        policy_verdict_act(out, VERDICT_STRIP_RETRY, "invalid_encrypted_content", 0, 0);
     else if (event_mentions(ev, quota_texts))
         verdict_set(out, 1, "quota", -1);
     else if (event_mentions(ev, deactivated_texts))
@@ -199,6 +207,21 @@ int policy_guard_default(const policy_candidate *c)
 
 /* Mirrors policies/budget.lua. */
 int policy_budget_default(const policy_budget *b) { return b->usd > 0 && b->spent >= b->usd; }
+
+/* --- strip (mirrors policies/strip.lua) --- */
+
+int policy_strip_default(const policy_blob *b)
+{
+    const char *origin = b->origin ? b->origin : "", *target = b->target ? b->target : "";
+    const char *type = b->item_type ? b->item_type : "";
+    if (*origin && strcmp(origin, target) == 0)
+        return STRIP_KEEP;
+    if (!*origin && !b->strip_retry)
+        return STRIP_KEEP;
+    if (b->in_part || strcmp(type, "compaction") == 0 || strcmp(type, "compaction_summary") == 0)
+        return STRIP_TEXT;
+    return STRIP_DROP;
+}
 
 /* --- order (mirrors policies/order.lua) --- */
 

@@ -189,10 +189,12 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
 {
     if (lua_type(L, t) != LUA_TTABLE)
         luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
-    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", NULL};
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry",
+                                          NULL};
     int act = name_index(raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL, actions);
     if (act < 0)
-        luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\" or \"resume\"");
+        luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\", "
+                      "\"resume\" or \"strip_retry\"");
     int failover = act == VERDICT_FAILOVER;
     size_t n = 0;
     const char *cls = raw_field(L, t, "class") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
@@ -420,6 +422,28 @@ int policy_price_run(lua_State *L)
     lua_pushstring(L, h->model);
     lua_call(L, 1, 1);
     h->price_known = price_parse(L, lua_gettop(L), &h->price);
+    return 0;
+}
+
+int policy_strip_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    const policy_blob *b = h->blob;
+    hook_push(L, HOOK_STRIP);
+    lua_createtable(L, 0, 7);
+    set_str(L, "item_type", b->item_type ? b->item_type : "");
+    set_bool(L, "in_part", b->in_part);
+    set_str(L, "origin", b->origin ? b->origin : "");
+    set_str(L, "origin_kind", b->origin_kind ? b->origin_kind : "");
+    set_str(L, "target", b->target ? b->target : "");
+    set_str(L, "target_kind", b->target_kind ? b->target_kind : "");
+    set_bool(L, "strip_retry", b->strip_retry);
+    lua_call(L, 1, 1);
+    static const char *const names[] = {"keep", "drop", "text", NULL};
+    int s = name_index(lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL, names);
+    if (s < 0)
+        luaL_error(L, "strip must return \"keep\", \"drop\" or \"text\"");
+    h->strip = s;
     return 0;
 }
 

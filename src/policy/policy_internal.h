@@ -22,7 +22,8 @@
 #define POLICY_STEP_MAX 1000
 #define POLICY_RETRY_AFTER_MAX 60.0
 
-enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_COUNT };
+enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_STRIP,
+       HOOK_COUNT };
 /* "classify", ...: by HOOK_* (policy.c) */
 extern const char *const policy_hook_names[HOOK_COUNT];
 #define PRICE_MEMO 64
@@ -72,6 +73,8 @@ typedef struct hook_call {
     int price_known;
     const policy_budget *budget;
     int over;
+    const policy_blob *blob;
+    int strip;
 } hook_call;
 
 /* Loading one hook file (policy.c, engine_load_hook -> policy_load_run). */
@@ -90,6 +93,7 @@ int policy_order_run(lua_State *L);
 int policy_breaker_run(lua_State *L);
 int policy_budget_run(lua_State *L);
 int policy_price_run(lua_State *L);
+int policy_strip_run(lua_State *L);
 /* ... and with a load_call: runs the chunk, keeps its hook function in the
  * registry (where policy_<hook>_run finds it) and notes its line. */
 int policy_load_run(lua_State *L);
@@ -101,6 +105,7 @@ void policy_cooldown_default(const policy_state *st, const char *cls, double now
                              int *ladder_step);
 int policy_guard_default(const policy_candidate *c);
 int policy_budget_default(const policy_budget *b);
+int policy_strip_default(const policy_blob *b);
 size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm);
 void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds);
 

@@ -165,7 +165,7 @@ static int bridge_classify(lua_State *L)
     ev.tool_call = opt_bool(L, 1, "tool_call");
     policy_verdict v;
     policy_classify(bridge_engine(L), &ev, &v);
-    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume"};
+    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry"};
     lua_createtable(L, 0, 4);
     lua_pushstring(L, actions[v.action]);
     lua_setfield(L, -2, "action");
@@ -205,6 +205,24 @@ static int bridge_cooldown(lua_State *L)
     push_num(L, secs);
     lua_pushinteger(L, step);
     return 2;
+}
+
+/* strip(blob) -> "keep" | "drop" | "text" */
+static int bridge_strip(lua_State *L)
+{
+    static const char *const names[] = {"keep", "drop", "text"};
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_blob b = {0};
+    b.item_type = opt_str(L, 1, "item_type", NULL);
+    b.in_part = opt_bool(L, 1, "in_part");
+    b.origin = opt_str(L, 1, "origin", NULL);
+    b.origin_kind = opt_str(L, 1, "origin_kind", NULL);
+    b.target = opt_str(L, 1, "target", NULL);
+    b.target_kind = opt_str(L, 1, "target_kind", NULL);
+    b.strip_retry = opt_bool(L, 1, "strip_retry");
+    int s = policy_strip(bridge_engine(L), &b);
+    lua_pushstring(L, s >= 0 && s <= 2 ? names[s] : "?");
+    return 1;
 }
 
 /* guard(candidate) -> "normal" | "reserve" | "exclude" */
@@ -339,7 +357,7 @@ static int spec_install_run(lua_State *L)
     static const luaL_Reg bridges[] = {
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
         {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
-        {"price", bridge_price}, {"budget", bridge_budget},
+        {"price", bridge_price}, {"budget", bridge_budget}, {"strip", bridge_strip},
         {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {

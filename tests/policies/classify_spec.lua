@@ -7,6 +7,39 @@ local function verdict(ev)
 end
 
 describe("classify", function()
+  describe("an account-bound blob the account cannot read is stripped and resent once", function()
+    local shapes = {
+      { "invalid_encrypted_content code", { error_code = "invalid_encrypted_content",
+          error_message = "The encrypted content gAAAAABo could not be verified." } },
+      { "code null, same message", { error_message = "The encrypted content gAAAAABo could not be verified." } },
+      { "for item rs_", { error_message = "The encrypted content for item rs_0a18 could not be verified. "
+          .. "Reason: Encrypted content could not be decrypted or parsed." } },
+      { "another organization", { error_message = "The encrypted content gAAAA could not be verified. "
+          .. "Reason: Encrypted content organization_id did not match the target organization." } },
+      { "function output", { error_code = "invalid_encrypted_content",
+          error_message = "Encrypted function output content could not be decrypted or decoded." } },
+    }
+    for _, case in ipairs(shapes) do
+      it("HTTP 400: " .. case[1], function()
+        local o = { status = 400, error_type = "invalid_request_error" }
+        for k, v in pairs(case[2]) do o[k] = v end
+        local action, class, cooldown = verdict(E(o))
+        expect(action).to_be("strip_retry")
+        expect(class).to_be("invalid_encrypted_content")
+        expect(cooldown).to_be(0)
+      end)
+      it("response.failed inside a 200 stream: " .. case[1], function()
+        local o = { status = 200, in_stream = true }
+        for k, v in pairs(case[2]) do o[k] = v end
+        expect((verdict(E(o)))).to_be("strip_retry")
+      end)
+    end
+    it("another 400 that mentions no encrypted content is still returned as is", function()
+      expect((verdict(E{ status = 400, error_code = "invalid_value", error_message = "could not be verified" })))
+        .to_be("return")
+    end)
+  end)
+
   describe("account-level 4xx fail over for ~20 s", function()
     for _, case in ipairs({ { 401, "auth" }, { 403, "auth" }, { 404, "not_found" },
                             { 408, "timeout" }, { 409, "conflict" } }) do
