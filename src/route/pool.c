@@ -417,8 +417,8 @@ static void pool_owner_put(pool *p, const char *response_id, int64_t account_id)
 
 void pool_owner_set(pool *p, const char *response_id, int64_t account_id)
 {
-    if (!response_id || !*response_id)
-        return;
+    if (!response_id || !*response_id || pool_owner_get(p, response_id) == account_id)
+        return; /* known already: no second slot, no second row (a turn state comes back every turn) */
     pool_owner_put(p, response_id, account_id);
     store_writer_put_owner(p->st, response_id, account_id);
 }

@@ -47,6 +47,13 @@ typedef struct preflight {
     sbuf text;             /* choices[0].delta.content, concatenated, at most PREFLIGHT_TEXT_MAX */
     int text_overflow;     /* more than that: no resume */
     int saw_tool_call;
+
+    /* Responses streams, when asked: called with each finished output
+     * item's event data (response.output_item.done) that carries an
+     * "encrypted_content" member: the proxy records who minted the blobs
+     * (upstream/blobs.h). NULL: not asked. */
+    void (*on_item_blobs)(void *ud, const char *data, size_t len);
+    void *item_blobs_ud;
 } preflight;
 
 #define PREFLIGHT_TEXT_MAX (256u << 10)
