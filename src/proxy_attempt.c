@@ -7,7 +7,6 @@
 #include "proxy_internal.h"
 #include "base/json.h"
 #include "http/server.h"
-#include "obs/metrics.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include <event2/http.h>
@@ -90,23 +89,6 @@ int proxy_forward_index(const char *name)
     return -1;
 }
 
-/* The attempt takes the conversation off the account that issued its turn
- * state (it cannot serve, or failed over): the trace names the move, the
- * client's answer will say it (x-switchyard-moved), /metrics counts it. */
-static void proxy_note_move(proxy_req *p, const pool_account *pa)
-{
-    if (!p->moved_from[0]) {
-        const pool_account *owner = pool_find(p->gw->pool, p->plan.turn_owner);
-        if (owner)
-            sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, owner->a.name);
-        else
-            snprintf(p->moved_from, sizeof p->moved_from, "#%lld", (long long)p->plan.turn_owner);
-    }
-    metrics_conversation_move();
-    trace_event(p->gw->trace, "CONVERSATION_MOVE", "req=%llu attempt=%d from=%s to=%s by=x-codex-turn-state stripped=turn_state",
-                (unsigned long long)p->id, p->attempts, p->moved_from, pa->a.name);
-}
-
 static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
     proxy_n_hdrs = 0;
@@ -155,23 +137,24 @@ int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_
     return to != NULL;
 }
 
-/* The request body for this account: the client's, or with the model
- * rewritten by the account's model map (the only change ever made between
- * attempts: the user's intent is preserved). Only the model's bytes change:
- * the rest of the client's body goes upstream as it came. Returns the body
- * to send. */
+/* The request body for this account: the client's, without the
+ * account-bound blobs this account cannot read (proxy_move.c) and with the
+ * model rewritten by the account's model map (the only changes ever made
+ * between attempts: the user's intent is preserved). Only those bytes
+ * change: the rest of the client's body goes upstream as it came. Returns
+ * the body to send. */
 static const sbuf *proxy_body_for(proxy_req *p, const pool_account *pa)
 {
     char to[128];
     size_t start, end;
-    if (!proxy_model_for(p, pa, to, sizeof to) ||
-        json_member_span(p->in.body.p, p->in.body.len, "model", &start, &end) != 0)
-        return &p->in.body;
+    const sbuf *body = proxy_blobs_for(p, pa); /* the client's, or without what this account cannot read */
+    if (!proxy_model_for(p, pa, to, sizeof to) || json_member_span(body->p, body->len, "model", &start, &end) != 0)
+        return body;
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, to);
     sbuf_reset(&p->upbody);
-    sbuf_append(&p->upbody, p->in.body.p, start);
+    sbuf_append(&p->upbody, body->p, start);
     sbuf_json_str(&p->upbody, to, strlen(to));
-    sbuf_append(&p->upbody, p->in.body.p + end, p->in.body.len - end);
+    sbuf_append(&p->upbody, body->p + end, body->len - end);
     return &p->upbody;
 }
 

@@ -131,6 +131,8 @@ static int proxy_read_plain_usage(proxy_req *p)
     if (id)
         pool_owner_set(p->gw->pool, id, p->acct_id);
     json_free(doc);
+    if (!is_error)
+        proxy_blobs_minted(p, p->sniff.p, p->sniff.len);
     return is_error;
 }
 
@@ -265,6 +267,7 @@ void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->why);
     sbuf_free(&p->tried);
     sbuf_free(&p->upbody);
+    proxy_blobs_free(p);
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
     proxy_pf_timer_drop(p);

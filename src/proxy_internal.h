@@ -9,6 +9,7 @@
  *                    proxy_flush_pending of proxy.h, by the list it empties)
  *   proxy_recover.c  a failed attempt: retry, wait, fail over, resume
  *   proxy_finish.c   the end of an attempt and of the request: its records
+ *   proxy_move.c     what travels with a conversation that changes accounts
  *
  * The stages call each other in a loop (an attempt fails, recovery starts
  * the next attempt), so they share this one header instead of a header each
@@ -24,6 +25,7 @@
 #include "policy/policy.h"
 #include "route/pool.h"
 #include "route/router.h"
+#include "upstream/blobs.h"
 #include "upstream/preflight.h"
 #include "upstream/upstream.h"
 #include <event2/event.h>
@@ -57,6 +59,14 @@ typedef struct proxy_req {
     int64_t acct_id;
     int64_t last_acct_id;     /* account of the latest attempt, kept for the log */
     char moved_from[64];      /* the conversation moved off this account (its turn state's), "" none */
+    int strip_turn_state;     /* an attempt went without the client's turn state */
+    /* account-bound blobs of the request's input (proxy_move.c) */
+    int blobs_scanned;
+    blob_scan blobs;          /* n == 0: none */
+    int64_t *blob_origin;     /* per blob: the account that minted it, 0 unknown */
+    sbuf blobbody;            /* the body without what the latest attempt stripped */
+    int stripped_drop, stripped_text; /* what the latest attempt stripped */
+    int strip_retried;        /* the strip_retry verdict was used: at most once per request */
     char acct_name[64];
     account_kind acct_kind;
     double t_attempt;
@@ -174,7 +184,6 @@ void proxy_hold_release(proxy_req *p);
 void proxy_client_flush(proxy_req *p);
 void proxy_on_flush(evutil_socket_t fd, short what, void *arg);
 void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh);
-void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh);
 void proxy_commit(proxy_req *p);
 void proxy_uncommit_held(proxy_req *p);
 void proxy_reply_whole(proxy_req *p);
@@ -201,5 +210,14 @@ void proxy_attempt_end(proxy_req *p);
 void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg);
 void proxy_finish_reply(proxy_req *p, int status);
 void proxy_finish(proxy_req *p, int status);
+
+/* proxy_move.c */
+void proxy_note_move(proxy_req *p, const pool_account *pa);
+const sbuf *proxy_blobs_for(proxy_req *p, const pool_account *pa);
+int proxy_strip_retry_possible(const proxy_req *p);
+void proxy_blobs_free(proxy_req *p);
+void proxy_blobs_minted(proxy_req *p, const char *json, size_t len);
+void proxy_item_blobs(void *ud, const char *data, size_t len);
+void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh);
 
 #endif

@@ -209,6 +209,22 @@ static void proxy_retry_later(proxy_req *p, const policy_verdict *v, int status)
     proxy_retry_arm(p, v->after);
 }
 
+/* A strip_retry verdict: the account refused a blob it cannot read. The
+ * same account again at once, with every blob not known to be its own
+ * left out as the strip policy says (proxy_move.c); once per request, so a
+ * second refusal reaches the client. The account is not cooled down. */
+static void proxy_strip_retry(proxy_req *p, const policy_verdict *v, int status)
+{
+    int64_t acct = p->acct_id;
+    p->strip_retried = 1;
+    metrics_strip_retry();
+    trace_event(p->gw->trace, "CANDIDATE_STRIP_RETRY", "req=%llu account=%s class=%s status=%d",
+                (unsigned long long)p->id, p->acct_name, v->cls, status);
+    proxy_attempt_end(p);
+    p->retry_acct = acct;
+    proxy_retry_arm(p, 0);
+}
+
 /* The first remaining candidate declared as a larger-context fallback that
  * could serve now: its plan index, or -1. */
 static long proxy_context_fallback_at(proxy_req *p)
@@ -265,6 +281,15 @@ int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary
             return 1;
         proxy_attempt_outcome(p, "returned", v.cls); /* none left: the error goes to the client */
         return 0;
+    }
+    if (v.action == VERDICT_STRIP_RETRY) {
+        if (!proxy_strip_retry_possible(p) || p->client_eof) { /* nothing left to strip, or done once */
+            proxy_attempt_outcome(p, "returned", v.cls);
+            return 0;
+        }
+        proxy_attempt_outcome(p, "strip_retry", v.cls);
+        proxy_strip_retry(p, &v, ev->status);
+        return 1;
     }
     if (v.action == VERDICT_RETRY && p->retries_total < PROXY_RETRY_MAX && !p->client_eof) {
         proxy_attempt_outcome(p, "retry", v.cls);

@@ -221,18 +221,6 @@ void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh)
     }
 }
 
-/* x-switchyard-moved: <from>-><to> and what was stripped for the move
- * (counts, never content) on an answer whose conversation moved. */
-void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh)
-{
-    if (!p->moved_from[0] || strcmp(p->moved_from, p->acct_name) == 0)
-        return;
-    char v[160];
-    snprintf(v, sizeof v, "%s->%s", p->moved_from, p->acct_name);
-    evhttp_add_header(oh, "x-switchyard-moved", v);
-    evhttp_add_header(oh, "x-switchyard-stripped", "turn_state=1");
-}
-
 /* The session now belongs to the account that answered its turn; the trace
  * says when that is a different account than last time. */
 static void proxy_affinity_note(proxy_req *p)
@@ -503,6 +491,10 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         p->pf_live = 1;
         /* the delivered text is kept only when the policy could resume this stream */
         p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy);
+        if (p->in.api == API_RESPONSES) { /* who minted the blobs of its output items (proxy_move.c) */
+            p->pf.on_item_blobs = proxy_item_blobs;
+            p->pf.item_blobs_ud = p;
+        }
         long left = p->gw->cfg.ttft_ms - (long)((gateway_now() - p->t_attempt) * 1000.0);
         if (left < 1)
             left = 1;

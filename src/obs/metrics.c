@@ -58,7 +58,8 @@ static struct {
     metrics_retry_cell retries[METRICS_RETRY_SLOTS];
     uint64_t retries_total;
     uint64_t preflight_switches;
-    uint64_t conversation_moves;
+    uint64_t conversation_moves[2]; /* by turn state, by blobs */
+    uint64_t blobs_dropped, blobs_replaced, strip_retries;
     uint64_t waits;
     double wait_seconds;
     uint64_t reloads[2]; /* [0] failed, [1] ok */
@@ -141,7 +142,13 @@ void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, d
 
 void metrics_ttfb(double seconds) { metrics_hist_add(&M.ttfb, seconds); }
 void metrics_preflight_switch(void) { M.preflight_switches++; }
-void metrics_conversation_move(void) { M.conversation_moves++; }
+void metrics_conversation_move(int by_blobs) { M.conversation_moves[by_blobs ? 1 : 0]++; }
+void metrics_blobs_stripped(int dropped, int replaced)
+{
+    M.blobs_dropped += (uint64_t)(dropped > 0 ? dropped : 0);
+    M.blobs_replaced += (uint64_t)(replaced > 0 ? replaced : 0);
+}
+void metrics_strip_retry(void) { M.strip_retries++; }
 
 void metrics_retry(int64_t account_id)
 {
@@ -402,9 +409,18 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
                  "Streams that switched accounts inside the preflight window.");
     sbuf_printf(out, "switchyard_preflight_switches_total %llu\n", (unsigned long long)M.preflight_switches);
     metrics_head(out, "switchyard_conversation_moves_total", "counter",
-                 "Attempts that took a conversation to another account than the one holding its turn state.");
+                 "Attempts that took a conversation to another account than the one that holds it (its turn state or its blobs).");
     sbuf_printf(out, "switchyard_conversation_moves_total{by=\"x-codex-turn-state\"} %llu\n",
-                (unsigned long long)M.conversation_moves);
+                (unsigned long long)M.conversation_moves[0]);
+    sbuf_printf(out, "switchyard_conversation_moves_total{by=\"blobs\"} %llu\n",
+                (unsigned long long)M.conversation_moves[1]);
+    metrics_head(out, "switchyard_blobs_stripped_total", "counter",
+                 "Account-bound blobs left out of a request for an account that did not mint them, by what became of them.");
+    sbuf_printf(out, "switchyard_blobs_stripped_total{action=\"dropped\"} %llu\n", (unsigned long long)M.blobs_dropped);
+    sbuf_printf(out, "switchyard_blobs_stripped_total{action=\"replaced\"} %llu\n", (unsigned long long)M.blobs_replaced);
+    metrics_head(out, "switchyard_strip_retries_total", "counter",
+                 "Requests resent to the same account without the blobs it refused.");
+    sbuf_printf(out, "switchyard_strip_retries_total %llu\n", (unsigned long long)M.strip_retries);
     metrics_head(out, "switchyard_retries_total", "counter", "Attempts repeated on the same account after a delay.");
     char idbuf[32];
     for (size_t i = 0; i < METRICS_RETRY_SLOTS; i++)

@@ -22,8 +22,13 @@ void metrics_ttfb(double seconds);
 /* A stream switched accounts inside the preflight window. */
 void metrics_preflight_switch(void);
 /* A conversation moved: an attempt went to another account than the one
- * its turn state names (by: what tied it, "x-codex-turn-state"). */
-void metrics_conversation_move(void);
+ * that holds it: by_blobs 0, the account its turn state names; 1, the
+ * account that minted blobs it carries. */
+void metrics_conversation_move(int by_blobs);
+/* Blobs an attempt left out for its account: dropped (the item or part
+ * removed) or replaced by text; and the strip-retries after a refusal. */
+void metrics_blobs_stripped(int dropped, int replaced);
+void metrics_strip_retry(void);
 /* The same account is tried again after a delay (retry verdict). */
 void metrics_retry(int64_t account_id);
 /* A request waited for an account to become free; seconds waited. */

@@ -1,0 +1,214 @@
+/* proxy_move.c: what travels with a conversation when one of its requests
+ * goes to another account than the one that holds it (the life of a
+ * request: proxy.c; docs/architecture.md "How a conversation moves").
+ *
+ * - The turn state (x-codex-turn-state) is readable only where it was made:
+ *   an attempt on another account goes without it (proxy_attempt.c drops
+ *   the header) and the move is traced here.
+ * - Account-bound blobs (encrypted reasoning, compaction items, encrypted
+ *   parts: upstream/blobs.h) are found once per request; before each
+ *   attempt every blob the target did not mint is put to the strip policy
+ *   (policies/strip.lua), and the body is rewritten only when one goes. A
+ *   blob of unknown origin passes untouched, unless the target has already
+ *   refused one (the strip-retry, at most once per request).
+ * - Who minted what is recorded from the answers relayed: each finished
+ *   output item of a stream, the whole body of a plain answer.
+ * - The answer says what happened: x-switchyard-moved: <from>-><to> and
+ *   x-switchyard-stripped: counts, never content. */
+#include "proxy_internal.h"
+#include "obs/metrics.h"
+#include "obs/trace.h"
+#include "upstream/blobs.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* what replaces a blob the strip policy turns into text */
+#define PROXY_BLOB_NOTE \
+    "[Earlier context produced under another account was removed here: it is encrypted for that account only.]"
+
+#define PROXY_STRIP_MEMO 8 /* distinct (item type, part, origin) answers kept per attempt */
+
+/* The conversation leaves the account named from (its turn state's, or the
+ * minter of a blob it carries): the first such account is the one the
+ * answer names. */
+static void proxy_move_from(proxy_req *p, int64_t from)
+{
+    if (p->moved_from[0])
+        return;
+    const pool_account *owner = pool_find(p->gw->pool, from);
+    if (owner)
+        sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, owner->a.name);
+    else
+        snprintf(p->moved_from, sizeof p->moved_from, "#%lld", (long long)from);
+}
+
+void proxy_note_move(proxy_req *p, const pool_account *pa)
+{
+    proxy_move_from(p, p->plan.turn_owner);
+    p->strip_turn_state = 1;
+    metrics_conversation_move(0);
+    trace_event(p->gw->trace, "CONVERSATION_MOVE",
+                "req=%llu attempt=%d from=%s to=%s by=x-codex-turn-state stripped=turn_state",
+                (unsigned long long)p->id, p->attempts, p->moved_from, pa->a.name);
+}
+
+/* Finds the request's blobs and who minted each, once per request. */
+static void proxy_blobs_find(proxy_req *p)
+{
+    p->blobs_scanned = 1;
+    if (p->in.api != API_RESPONSES || p->in.is_get || !p->in.body.len)
+        return;
+    if (blobs_scan(p->in.body.p, p->in.body.len, &p->blobs) != 0 || !p->blobs.n) {
+        blobs_scan_free(&p->blobs); /* malformed or beyond the limits: the body goes as it came */
+        return;
+    }
+    p->blob_origin = calloc(p->blobs.n, sizeof *p->blob_origin);
+    if (!p->blob_origin) {
+        blobs_scan_free(&p->blobs);
+        return;
+    }
+    for (size_t i = 0; i < p->blobs.n; i++)
+        p->blob_origin[i] = pool_owner_get(p->gw->pool, p->blobs.v[i].key);
+}
+
+/* The strip policy's answer for blob i on its way to pa, asked once per
+ * distinct (item type, part, origin) of the attempt. */
+static int proxy_blob_action(proxy_req *p, const pool_account *pa, size_t i, int64_t memo_origin[],
+                             const blob_ref *memo_ref[], int memo_act[], size_t *nmemo)
+{
+    const blob_ref *b = &p->blobs.v[i];
+    int64_t origin = p->blob_origin[i];
+    if (origin == pa->a.id || (!origin && !p->strip_retried))
+        return BLOB_KEEP; /* its own, or of unknown origin: untouched */
+    for (size_t k = 0; k < *nmemo; k++)
+        if (memo_origin[k] == origin && memo_ref[k]->in_part == b->in_part &&
+            strcmp(memo_ref[k]->item_type, b->item_type) == 0)
+            return memo_act[k];
+    const pool_account *from = origin ? pool_find(p->gw->pool, origin) : NULL;
+    char oname[32];
+    if (origin && !from)
+        snprintf(oname, sizeof oname, "#%lld", (long long)origin); /* removed since: still not the target */
+    policy_blob pb = {
+        .item_type = b->item_type,
+        .in_part = b->in_part,
+        .origin = from ? from->a.name : origin ? oname : "",
+        .origin_kind = from ? account_kind_name(from->a.kind) : "",
+        .target = pa->a.name,
+        .target_kind = account_kind_name(pa->a.kind),
+        .strip_retry = p->strip_retried,
+    };
+    int act = policy_strip(p->gw->policy, &pb);
+    if (*nmemo < PROXY_STRIP_MEMO) {
+        memo_origin[*nmemo] = origin;
+        memo_ref[*nmemo] = b;
+        memo_act[(*nmemo)++] = act;
+    }
+    return act;
+}
+
+const sbuf *proxy_blobs_for(proxy_req *p, const pool_account *pa)
+{
+    p->stripped_drop = p->stripped_text = 0;
+    if (!p->blobs_scanned)
+        proxy_blobs_find(p);
+    if (!p->blobs.n)
+        return &p->in.body;
+    int64_t memo_origin[PROXY_STRIP_MEMO];
+    const blob_ref *memo_ref[PROXY_STRIP_MEMO];
+    int memo_act[PROXY_STRIP_MEMO];
+    size_t nmemo = 0;
+    int64_t foreign = 0;
+    int any = 0;
+    for (size_t i = 0; i < p->blobs.n; i++) {
+        int act = proxy_blob_action(p, pa, i, memo_origin, memo_ref, memo_act, &nmemo);
+        p->blobs.v[i].action = act;
+        if (act == BLOB_KEEP)
+            continue;
+        any = 1;
+        if (act == BLOB_DROP)
+            p->stripped_drop++;
+        else
+            p->stripped_text++;
+        if (!foreign && p->blob_origin[i] && p->blob_origin[i] != pa->a.id)
+            foreign = p->blob_origin[i];
+    }
+    if (!any)
+        return &p->in.body;
+    sbuf_reset(&p->blobbody);
+    int changed = blobs_rewrite(p->in.body.p, p->in.body.len, &p->blobs, PROXY_BLOB_NOTE, &p->blobbody);
+    if (changed <= 0) {
+        p->stripped_drop = p->stripped_text = 0;
+        return &p->in.body;
+    }
+    if (foreign) {
+        proxy_move_from(p, foreign);
+        metrics_conversation_move(1);
+    }
+    metrics_blobs_stripped(p->stripped_drop, p->stripped_text);
+    trace_event(p->gw->trace, "BLOBS_STRIPPED",
+                "req=%llu attempt=%d account=%s from=%s dropped=%d text=%d strip_retry=%d",
+                (unsigned long long)p->id, p->attempts, pa->a.name, foreign ? p->moved_from : "-",
+                p->stripped_drop, p->stripped_text, p->strip_retried);
+    return &p->blobbody;
+}
+
+int proxy_strip_retry_possible(const proxy_req *p)
+{
+    if (p->strip_retried)
+        return 0;
+    for (size_t i = 0; i < p->blobs.n; i++)
+        if (p->blob_origin[i] != p->acct_id)
+            return 1; /* one not known to be this account's: the resend can leave it out */
+    return 0;
+}
+
+void proxy_blobs_free(proxy_req *p)
+{
+    blobs_scan_free(&p->blobs);
+    free(p->blob_origin);
+    p->blob_origin = NULL;
+    sbuf_free(&p->blobbody);
+}
+
+/* ---------- who minted what ---------- */
+
+static void proxy_blob_minted(void *ud, const char *key)
+{
+    proxy_req *p = ud;
+    pool_owner_set(p->gw->pool, key, p->acct_id);
+}
+
+void proxy_blobs_minted(proxy_req *p, const char *json, size_t len)
+{
+    if (p->in.api == API_RESPONSES)
+        blobs_minted(json, len, proxy_blob_minted, p);
+}
+
+void proxy_item_blobs(void *ud, const char *data, size_t len)
+{
+    proxy_blobs_minted(ud, data, len);
+}
+
+/* ---------- what the answer says ---------- */
+
+void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh)
+{
+    char v[160];
+    if (p->moved_from[0] && strcmp(p->moved_from, p->acct_name) != 0) {
+        snprintf(v, sizeof v, "%s->%s", p->moved_from, p->acct_name);
+        evhttp_add_header(oh, "x-switchyard-moved", v);
+    }
+    int ts = p->strip_turn_state && p->acct_id != p->plan.turn_owner;
+    if (!ts && !p->stripped_drop && !p->stripped_text)
+        return;
+    int n = 0;
+    v[0] = '\0';
+    if (ts)
+        n += snprintf(v + n, sizeof v - (size_t)n, "turn_state=1");
+    if (p->stripped_drop)
+        n += snprintf(v + n, sizeof v - (size_t)n, "%sdropped=%d", n ? "," : "", p->stripped_drop);
+    if (p->stripped_text)
+        n += snprintf(v + n, sizeof v - (size_t)n, "%sreplaced=%d", n ? "," : "", p->stripped_text);
+    evhttp_add_header(oh, "x-switchyard-stripped", v);
+}
