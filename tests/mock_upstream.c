@@ -17,7 +17,13 @@
  * recorded for GET /_requests (POST /_reset hides the ones seen so far).
  * The mock notices a client that goes away (write error via the connection's
  * close callback, or EOF seen by a peek watcher on the socket), marks the
- * request aborted and drops its script. See tests/e2e/README.md. */
+ * request aborted and drops its script.
+ *
+ * Accounts behave as separate, strict backends: each refuses a turn state,
+ * an encrypted_content blob (reasoning=1, compaction=1 mint them) or a
+ * previous_response_id that is not its own, in OpenAI's shapes, and keeps
+ * its own stored responses (GET/DELETE responses/{id}). See
+ * tests/e2e/README.md. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -34,10 +40,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/json.h"
 #include "base/jwt.h"
 #include "base/sbuf.h"
+#include "base/sha256.h"
 #include "tool_server.h"
 
 static struct event_base *g_base;
@@ -56,6 +64,14 @@ typedef struct rec {
     uint64_t body_hash;
     int completed, aborted;
     int usage;         /* a usage poll: listed by /_usage_polls, not /_requests */
+    int side;          /* GET/DELETE of a stored response: not counted by ok_first/times */
+    /* /responses: what the input carried (see reqinfo) */
+    char *blobs;       /* JSON array: each encrypted_content seen, who minted it */
+    char *input_types; /* JSON array of the input items' types, in order */
+    char *refused;     /* the code this account refused the request with (blob, previous id), or NULL */
+    long input_items;
+    int chain;         /* stored responses followed from previous_response_id */
+    int store;         /* -1 not said, 0 store:false, 1 store:true */
 } rec;
 
 static rec **g_recs;
@@ -88,6 +104,7 @@ static rec *rec_new(void)
     }
     g_recs[g_nrecs++] = r;
     r->n = ++g_counter;
+    r->store = -1;
     return r;
 }
 
@@ -108,6 +125,9 @@ static void rec_free(rec *r)
     free(r->refresh_token);
     free(r->client_id);
     free(r->grant_type);
+    free(r->blobs);
+    free(r->input_types);
+    free(r->refused);
     free(r);
 }
 
@@ -165,6 +185,13 @@ static void recs_json(sbuf *b, int usage)
         json_str_or_null(b, r->client_id);
         sbuf_puts(b, ",\"grant_type\":");
         json_str_or_null(b, r->grant_type);
+        sbuf_puts(b, ",\"blobs\":");
+        sbuf_puts(b, r->blobs ? r->blobs : "[]");
+        sbuf_puts(b, ",\"input_types\":");
+        sbuf_puts(b, r->input_types ? r->input_types : "[]");
+        sbuf_printf(b, ",\"input_items\":%ld,\"chain\":%d,\"store\":%s,\"refused\":", r->input_items,
+                    r->chain, r->store < 0 ? "null" : r->store ? "true" : "false");
+        json_str_or_null(b, r->refused);
         sbuf_printf(b, ",\"completed\":%s,\"aborted\":%s}", r->completed ? "true" : "false",
                     r->aborted ? "true" : "false");
     }
@@ -442,6 +469,11 @@ typedef struct opts {
     long ttl;          /* oauth: lifetime of issued access tokens, seconds */
     int input_tokens;  /* usage: input tokens reported (0 = default 7) */
     int cached;        /* usage: of them cached */
+    int reasoning;     /* /responses: a reasoning item with encrypted_content before the message */
+    int compaction;    /* /responses: a compaction item with encrypted_content before the message */
+    char enc_err[16];  /* the shape of the refusal of a foreign blob (see enc_refuse) */
+    int accept_foreign; /* take encrypted_content of any origin */
+    int echo_input;    /* /responses text ends with " [chain=D items=N]" */
 } opts;
 
 static int numeric(const char *v)
@@ -563,6 +595,16 @@ static void opts_parse(opts *o, const char *spec)
             o->input_tokens = atoi(val);
         else if (!strcmp(tok, "cached"))
             o->cached = atoi(val);
+        else if (!strcmp(tok, "reasoning"))
+            o->reasoning = atoi(val);
+        else if (!strcmp(tok, "compaction"))
+            o->compaction = atoi(val);
+        else if (!strcmp(tok, "enc_err"))
+            copy_word(o->enc_err, sizeof o->enc_err, val);
+        else if (!strcmp(tok, "accept_foreign"))
+            o->accept_foreign = atoi(val);
+        else if (!strcmp(tok, "echo_input"))
+            o->echo_input = atoi(val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -773,6 +815,10 @@ typedef struct gen {
     int npieces;
     sbuf text;
     int input_tokens, cached_tokens;
+    /* items before the message (reasoning=1, compaction=1): empty blob = none */
+    char rs_id[192], cmp_id[192];
+    sbuf rs_blob, cmp_blob;
+    int msg_index; /* the message's output_index: after the items above */
 } gen;
 
 static void gen_init(gen *g, const char *name, const char *model, long n, int npieces)
@@ -806,6 +852,21 @@ static void gen_free(gen *g)
         sbuf_free(&g->pieces[i]);
     free(g->pieces);
     sbuf_free(&g->text);
+    sbuf_free(&g->rs_blob);
+    sbuf_free(&g->cmp_blob);
+}
+
+/* One more text delta at the end (echo_input's marker). */
+static void gen_add_piece(gen *g, const char *text)
+{
+    sbuf *p = realloc(g->pieces, (size_t)(g->npieces + 1) * sizeof *p);
+    if (!p)
+        abort();
+    g->pieces = p;
+    sbuf piece = SBUF_INIT;
+    sbuf_puts(&piece, text);
+    g->pieces[g->npieces++] = piece;
+    sbuf_puts(&g->text, text);
 }
 
 static void js(sbuf *b, const char *s) { sbuf_json_str(b, s, strlen(s)); }
@@ -843,6 +904,48 @@ static void message_item(sbuf *b, const gen *g, int done)
     }
 }
 
+/* A reasoning or compaction item; the output_item.added event carries it
+ * without its encrypted_content, the done event and the response whole. */
+static void reasoning_item(sbuf *b, const gen *g, int done)
+{
+    sbuf_puts(b, "{\"type\":\"reasoning\",\"id\":");
+    js(b, g->rs_id);
+    if (!done) {
+        sbuf_puts(b, ",\"summary\":[]}");
+        return;
+    }
+    sbuf_puts(b, ",\"summary\":[{\"type\":\"summary_text\",\"text\":\"thinking\"}],\"encrypted_content\":");
+    sbuf_json_str(b, g->rs_blob.p, g->rs_blob.len);
+    sbuf_puts(b, "}");
+}
+
+static void compaction_item(sbuf *b, const gen *g, int done)
+{
+    sbuf_puts(b, "{\"type\":\"compaction\",\"id\":");
+    js(b, g->cmp_id);
+    if (done) {
+        sbuf_puts(b, ",\"encrypted_content\":");
+        sbuf_json_str(b, g->cmp_blob.p, g->cmp_blob.len);
+    }
+    sbuf_puts(b, "}");
+}
+
+/* The completed output array: [reasoning,] [compaction,] message. */
+static void output_items(sbuf *b, const gen *g)
+{
+    sbuf_puts(b, "[");
+    if (g->rs_blob.len) {
+        reasoning_item(b, g, 1);
+        sbuf_puts(b, ",");
+    }
+    if (g->cmp_blob.len) {
+        compaction_item(b, g, 1);
+        sbuf_puts(b, ",");
+    }
+    message_item(b, g, 1);
+    sbuf_puts(b, "]");
+}
+
 /* The response object; status "in_progress", "completed" or "failed". */
 static void response_obj(sbuf *b, const gen *g, const char *status, const char *err_code,
                          const char *err_msg)
@@ -865,9 +968,8 @@ static void response_obj(sbuf *b, const gen *g, const char *status, const char *
     }
     sbuf_puts(b, ",\"output\":");
     if (done) {
-        sbuf_puts(b, "[");
-        message_item(b, g, 1);
-        sbuf_puts(b, "],\"usage\":");
+        output_items(b, g);
+        sbuf_puts(b, ",\"usage\":");
         usage_resp(b, g, g->npieces);
     } else {
         sbuf_puts(b, "[],\"usage\":null");
@@ -884,11 +986,35 @@ static void ev_resp_state(sbuf *b, gen *g, const char *type, const char *status)
     sse_close(b);
 }
 
+/* output_item.added and .done of the items before the message. */
+static void ev_pre_items(sbuf *b, gen *g)
+{
+    int idx = 0;
+    for (int k = 0; k < 2; k++) {
+        const sbuf *blob = k == 0 ? &g->rs_blob : &g->cmp_blob;
+        if (!blob->len)
+            continue;
+        for (int done = 0; done < 2; done++) {
+            const char *type = done ? "response.output_item.done" : "response.output_item.added";
+            sse_open(b, type);
+            sbuf_printf(b, "{\"type\":\"%s\",\"sequence_number\":%d,\"output_index\":%d,\"item\":", type,
+                        g->seq++, idx);
+            if (k == 0)
+                reasoning_item(b, g, done);
+            else
+                compaction_item(b, g, done);
+            sbuf_puts(b, "}");
+            sse_close(b);
+        }
+        idx++;
+    }
+}
+
 static void ev_item_added(sbuf *b, gen *g)
 {
     sse_open(b, "response.output_item.added");
     sbuf_printf(b, "{\"type\":\"response.output_item.added\",\"sequence_number\":%d,"
-                   "\"output_index\":0,\"item\":", g->seq++);
+                   "\"output_index\":%d,\"item\":", g->seq++, g->msg_index);
     message_item(b, g, 0);
     sbuf_puts(b, "}");
     sse_close(b);
@@ -899,8 +1025,8 @@ static void ev_part(sbuf *b, gen *g, const char *type, int done)
     sse_open(b, type);
     sbuf_printf(b, "{\"type\":\"%s\",\"sequence_number\":%d,\"item_id\":", type, g->seq++);
     js(b, g->msg_id);
-    sbuf_puts(b, ",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"output_text\","
-                 "\"text\":");
+    sbuf_printf(b, ",\"output_index\":%d,\"content_index\":0,\"part\":{\"type\":\"output_text\","
+                   "\"text\":", g->msg_index);
     if (done)
         sbuf_json_str(b, g->text.p, g->text.len);
     else
@@ -915,7 +1041,7 @@ static void ev_delta(sbuf *b, gen *g, int i)
     sbuf_printf(b, "{\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"item_id\":",
                 g->seq++);
     js(b, g->msg_id);
-    sbuf_puts(b, ",\"output_index\":0,\"content_index\":0,\"delta\":");
+    sbuf_printf(b, ",\"output_index\":%d,\"content_index\":0,\"delta\":", g->msg_index);
     sbuf_json_str(b, g->pieces[i].p, g->pieces[i].len);
     sbuf_puts(b, "}");
     sse_close(b);
@@ -927,7 +1053,7 @@ static void ev_text_done(sbuf *b, gen *g)
     sbuf_printf(b, "{\"type\":\"response.output_text.done\",\"sequence_number\":%d,\"item_id\":",
                 g->seq++);
     js(b, g->msg_id);
-    sbuf_puts(b, ",\"output_index\":0,\"content_index\":0,\"text\":");
+    sbuf_printf(b, ",\"output_index\":%d,\"content_index\":0,\"text\":", g->msg_index);
     sbuf_json_str(b, g->text.p, g->text.len);
     sbuf_puts(b, "}");
     sse_close(b);
@@ -937,7 +1063,7 @@ static void ev_item_done(sbuf *b, gen *g)
 {
     sse_open(b, "response.output_item.done");
     sbuf_printf(b, "{\"type\":\"response.output_item.done\",\"sequence_number\":%d,"
-                   "\"output_index\":0,\"item\":", g->seq++);
+                   "\"output_index\":%d,\"item\":", g->seq++, g->msg_index);
     message_item(b, g, 1);
     sbuf_puts(b, "}");
     sse_close(b);
@@ -1009,18 +1135,32 @@ static void chat_finish(sbuf *b, const gen *g)
     sbuf_puts(b, "data: [DONE]\n\n");
 }
 
-static void error_json(sbuf *b, const char *message, const char *type, const char *code,
-                       const char *extra)
+static void error_json_full(sbuf *b, const char *message, const char *type, const char *param,
+                            const char *code, const char *extra)
 {
     sbuf_puts(b, "{\"error\":{\"message\":");
     js(b, message);
     sbuf_puts(b, ",\"type\":");
     js(b, type);
-    sbuf_puts(b, ",\"param\":null,\"code\":");
+    sbuf_puts(b, ",\"param\":");
+    json_str_or_null(b, param);
+    sbuf_puts(b, ",\"code\":");
     json_str_or_null(b, code);
     if (extra)
         sbuf_puts(b, extra);
     sbuf_puts(b, "}}");
+}
+
+static void error_json(sbuf *b, const char *message, const char *type, const char *code,
+                       const char *extra)
+{
+    error_json_full(b, message, type, NULL, code, extra);
+}
+
+static void error_json_param(sbuf *b, const char *message, const char *type, const char *param,
+                             const char *code)
+{
+    error_json_full(b, message, type, param, code, NULL);
 }
 
 static void chat_error_chunk(sbuf *b, const char *message, const char *type, const char *code)
@@ -1055,7 +1195,7 @@ static void status_error(sbuf *b, int code)
 
 /* ---------- building the answer ---------- */
 
-typedef enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_USAGE, EP_UNKNOWN } endpoint;
+typedef enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_USAGE, EP_STORED, EP_UNKNOWN } endpoint;
 
 static void add_header(struct evhttp_request *req, const char *k, const char *v)
 {
@@ -1090,6 +1230,399 @@ static int turn_state_foreign(const char *value, const char *account)
         if (!strcmp(g_turn_states[i].value, value))
             return strcmp(g_turn_states[i].account, account) != 0;
     return 0;
+}
+
+/* ---------- encrypted content: each account its own key ----------
+ *
+ * Blobs look like Fernet tokens (what OpenAI's encrypted_content is): URL-safe
+ * base64 with padding of 0x80 | 8-byte time | 16-byte IV | ciphertext |
+ * 32-byte HMAC-SHA256. The plaintext names the account that minted it and is
+ * encrypted under one mock-wide key (so the mock can say who minted a blob it
+ * is shown); the HMAC is keyed per account, derived from a secret drawn at
+ * start. A blob verifies for an account only if that account minted it in
+ * this mock process: another account's blob, an edited one or one the mock
+ * never made are refused, as separate backends refuse them. */
+
+static uint8_t g_secret[32];
+
+static void secret_init(void)
+{
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(g_secret, 1, sizeof g_secret, f) : 0;
+    if (f)
+        fclose(f);
+    if (got != sizeof g_secret) { /* no urandom: time, pid and an address still differ per process */
+        char seed[96];
+        snprintf(seed, sizeof seed, "%ld %ld %p", (long)time(NULL), (long)getpid(), (void *)&seed);
+        sha256(seed, strlen(seed), g_secret);
+    }
+}
+
+/* sha256(secret | label | name): the mock-wide "enc" key or an account's "mac" key. */
+static void key_derive(const char *label, const char *name, uint8_t out[32])
+{
+    sbuf b = SBUF_INIT;
+    sbuf_append(&b, g_secret, sizeof g_secret);
+    sbuf_puts(&b, label);
+    sbuf_append(&b, "|", 1);
+    sbuf_puts(&b, name);
+    sha256(b.p, b.len, out);
+    sbuf_free(&b);
+}
+
+static void hmac_sha256(const uint8_t key[32], const void *msg, size_t n, uint8_t out[32])
+{
+    uint8_t pad[64], inner[32];
+    sbuf b = SBUF_INIT;
+    for (int i = 0; i < 64; i++)
+        pad[i] = (uint8_t)((i < 32 ? key[i] : 0) ^ 0x36);
+    sbuf_append(&b, pad, sizeof pad);
+    sbuf_append(&b, msg, n);
+    sha256(b.p, b.len, inner);
+    sbuf_reset(&b);
+    for (int i = 0; i < 64; i++)
+        pad[i] = (uint8_t)((i < 32 ? key[i] : 0) ^ 0x5c);
+    sbuf_append(&b, pad, sizeof pad);
+    sbuf_append(&b, inner, sizeof inner);
+    sha256(b.p, b.len, out);
+    sbuf_free(&b);
+}
+
+/* XORs p with the keystream sha256(enc key | iv | block number). */
+static void blob_crypt(uint8_t *p, size_t n, const uint8_t iv[16])
+{
+    uint8_t key[32], in[52], ks[32];
+    key_derive("enc", "", key);
+    memcpy(in, key, 32);
+    memcpy(in + 32, iv, 16);
+    for (size_t off = 0, blk = 0; off < n; off += 32, blk++) {
+        in[48] = (uint8_t)(blk >> 24);
+        in[49] = (uint8_t)(blk >> 16);
+        in[50] = (uint8_t)(blk >> 8);
+        in[51] = (uint8_t)blk;
+        sha256(in, sizeof in, ks);
+        for (size_t i = 0; i < 32 && off + i < n; i++)
+            p[off + i] ^= ks[i];
+    }
+}
+
+static void b64url(sbuf *out, const char *p, size_t n);
+
+#define BLOB_HEAD 25 /* version, time, IV */
+#define BLOB_MAC 32
+#define BLOB_MAX_CHARS 65536 /* longer strings are nobody's blob: not decoded */
+
+/* A new blob minted by account: kind "reasoning" or "compaction", n the
+ * request's number; about `size` bytes of plaintext. Unique per call. */
+static void blob_mint(sbuf *out, const char *account, const char *kind, long n, size_t size)
+{
+    static long serial;
+    serial++;
+    sbuf raw = SBUF_INIT, pt = SBUF_INIT;
+    sbuf_printf(&pt, "mock-ec|%zu|%s|%s|%ld|%ld|", strlen(account), account, kind, n, serial);
+    while (pt.len < size)
+        sbuf_puts(&pt, "thinking ");
+    size_t padn = 16 - pt.len % 16; /* PKCS#7, as Fernet's AES-CBC: the ciphertext is whole blocks */
+    for (size_t i = 0; i < padn; i++) {
+        char c = (char)padn;
+        sbuf_append(&pt, &c, 1);
+    }
+    uint8_t head[BLOB_HEAD], d[32], mac[BLOB_MAC], key[32];
+    uint64_t t = (uint64_t)time(NULL);
+    head[0] = 0x80;
+    for (int i = 0; i < 8; i++)
+        head[1 + i] = (uint8_t)(t >> (56 - 8 * i));
+    char ivseed[48];
+    snprintf(ivseed, sizeof ivseed, "iv|%ld", serial);
+    key_derive(ivseed, account, d);
+    memcpy(head + 9, d, 16);
+    blob_crypt((uint8_t *)pt.p, pt.len, head + 9);
+    sbuf_append(&raw, head, sizeof head);
+    sbuf_append(&raw, pt.p, pt.len);
+    key_derive("mac", account, key);
+    hmac_sha256(key, raw.p, raw.len, mac);
+    sbuf_append(&raw, mac, sizeof mac);
+    b64url(out, raw.p, raw.len);
+    for (size_t i = 0; i < (3 - raw.len % 3) % 3; i++)
+        sbuf_append(out, "=", 1);
+    sbuf_free(&raw);
+    sbuf_free(&pt);
+}
+
+/* URL-safe base64, '=' padding optional. -1 on any other character. */
+static int b64url_decode(const char *s, size_t n, sbuf *out)
+{
+    while (n > 0 && s[n - 1] == '=')
+        n--;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+              : c >= '0' && c <= '9' ? c - '0' + 52 : c == '-' ? 62 : c == '_' ? 63 : -1;
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            char byte = (char)((acc >> bits) & 0xff);
+            sbuf_append(out, &byte, 1);
+        }
+    }
+    return 0;
+}
+
+/* 1 when the mock minted blob v (whole and unedited): its account in by. */
+static int blob_minter(const char *v, size_t n, char *by, size_t byn)
+{
+    sbuf raw = SBUF_INIT;
+    int ok = 0;
+    if (n > BLOB_MAX_CHARS || b64url_decode(v, n, &raw) < 0 || raw.len < BLOB_HEAD + 16 + BLOB_MAC ||
+        (raw.len - BLOB_HEAD - BLOB_MAC) % 16 || (uint8_t)raw.p[0] != 0x80)
+        goto out;
+    size_t ctn = raw.len - BLOB_HEAD - BLOB_MAC;
+    char *pt = malloc(ctn + 1);
+    if (!pt)
+        abort();
+    memcpy(pt, raw.p + BLOB_HEAD, ctn);
+    pt[ctn] = '\0';
+    blob_crypt((uint8_t *)pt, ctn, (const uint8_t *)raw.p + 9);
+    char *end = NULL;
+    if (!strncmp(pt, "mock-ec|", 8)) {
+        unsigned long len = strtoul(pt + 8, &end, 10);
+        size_t room = end && *end == '|' ? (size_t)(pt + ctn - (end + 1)) : 0; /* bytes after the '|' */
+        if (len < byn && len < room && end[1 + len] == '|') {
+            memcpy(by, end + 1, len);
+            by[len] = '\0';
+            uint8_t key[32], mac[BLOB_MAC];
+            key_derive("mac", by, key);
+            hmac_sha256(key, raw.p, raw.len - BLOB_MAC, mac);
+            ok = memcmp(mac, raw.p + raw.len - BLOB_MAC, BLOB_MAC) == 0;
+        }
+    }
+    free(pt);
+out:
+    sbuf_free(&raw);
+    if (!ok && byn)
+        by[0] = '\0';
+    return ok;
+}
+
+/* "gAAA...DQ==": the blob as OpenAI's error messages show it (first and
+ * last 4 characters; bytes other than printable ASCII become '?'). */
+static void blob_abbrev(sbuf *b, const char *v)
+{
+    size_t n = strlen(v);
+    char s[12];
+    size_t k = 0;
+    for (size_t i = 0; i < 4 && i < n; i++)
+        s[k++] = v[i] >= ' ' && v[i] < 127 ? v[i] : '?';
+    memcpy(s + k, "...", 3);
+    k += 3;
+    for (size_t i = n > 4 ? n - 4 : 0; i < n && k < sizeof s; i++)
+        s[k++] = v[i] >= ' ' && v[i] < 127 ? v[i] : '?';
+    sbuf_append(b, s, k);
+}
+
+/* ---------- stored responses, per account ----------
+ *
+ * Every /responses answer that completes, unless the request said
+ * "store": false, is kept under its account: GET and DELETE /responses/{id}
+ * and previous_response_id see only their own account's. Kept across
+ * POST /_reset (like turn states); the oldest go first past the bounds. */
+
+typedef struct stored {
+    char id[192], account[128], prev[192];
+    char *response; /* the completed response object */
+    char *input;    /* the request's input items, a JSON array */
+} stored;
+
+#define STORED_MAX 4096
+#define STORED_BYTES_MAX ((size_t)32 << 20)
+static stored *g_stored[STORED_MAX];
+static size_t g_nstored, g_stored_bytes;
+
+static void stored_drop(size_t i)
+{
+    stored *s = g_stored[i];
+    g_stored_bytes -= strlen(s->response) + strlen(s->input);
+    free(s->response);
+    free(s->input);
+    free(s);
+    memmove(&g_stored[i], &g_stored[i + 1], (g_nstored - i - 1) * sizeof g_stored[0]);
+    g_nstored--;
+}
+
+static stored *stored_find(const char *account, const char *id, size_t *at)
+{
+    for (size_t i = 0; id && i < g_nstored; i++)
+        if (!strcmp(g_stored[i]->id, id) && !strcmp(g_stored[i]->account, account)) {
+            if (at)
+                *at = i;
+            return g_stored[i];
+        }
+    return NULL;
+}
+
+static void stored_add(const char *account, const char *id, const char *prev, const char *response,
+                       const char *input)
+{
+    size_t bytes = strlen(response) + strlen(input);
+    while (g_nstored > 0 && (g_nstored == STORED_MAX || g_stored_bytes + bytes > STORED_BYTES_MAX))
+        stored_drop(0);
+    if (bytes > STORED_BYTES_MAX)
+        return;
+    stored *s = calloc(1, sizeof *s);
+    if (!s)
+        abort();
+    snprintf(s->id, sizeof s->id, "%s", id);
+    snprintf(s->account, sizeof s->account, "%s", account);
+    snprintf(s->prev, sizeof s->prev, "%s", prev ? prev : "");
+    s->response = xstrdup(response);
+    s->input = xstrdup(input);
+    g_stored[g_nstored++] = s;
+    g_stored_bytes += bytes;
+}
+
+/* How many of account's stored responses the chain from id follows (0: id is not its). */
+static int stored_chain(const char *account, const char *id)
+{
+    int depth = 0;
+    for (const stored *s = stored_find(account, id, NULL); s && (size_t)depth <= g_nstored;
+         s = s->prev[0] ? stored_find(account, s->prev, NULL) : NULL)
+        depth++;
+    return depth;
+}
+
+static void stored_free_all(void)
+{
+    while (g_nstored > 0)
+        stored_drop(g_nstored - 1);
+}
+
+/* ---------- what a /responses request carries ---------- */
+
+typedef struct reqinfo {
+    int want_reasoning; /* "include" holds "reasoning.encrypted_content" */
+    int store;          /* "store" is not false */
+    int prev_missing;   /* previous_response_id is none of this account's stored responses */
+    char *input;        /* the input items as a JSON array (a string input: one user message) */
+    char *bad_blob;     /* the first encrypted_content this account did not mint */
+    char *bad_item;     /* the id of the input item holding it, or NULL */
+} reqinfo;
+
+static void reqinfo_free(reqinfo *ri)
+{
+    free(ri->input);
+    free(ri->bad_blob);
+    free(ri->bad_item);
+}
+
+#define BLOBS_LISTED 256
+
+typedef struct blob_walk {
+    const char *account;
+    const json_value *item; /* the input item being walked */
+    reqinfo *ri;
+    sbuf list;              /* rec->blobs */
+    int n;
+} blob_walk;
+
+static void blob_seen(blob_walk *w, const json_value *v)
+{
+    char by[128];
+    int mine = blob_minter(v->str, v->str_len, by, sizeof by);
+    int own = mine && !strcmp(by, w->account);
+    const char *item_id = json_get_str(w->item, "id"), *item_type = json_get_str(w->item, "type");
+    if (!own && !w->ri->bad_blob) {
+        w->ri->bad_blob = xstrdup(v->str);
+        w->ri->bad_item = xstrdup(item_id);
+    }
+    if (w->n++ >= BLOBS_LISTED)
+        return;
+    char prefix[17];
+    size_t k = 0;
+    for (; k < 16 && k < v->str_len; k++)
+        prefix[k] = v->str[k] >= ' ' && v->str[k] < 127 ? v->str[k] : '?';
+    prefix[k] = '\0';
+    sbuf_puts(&w->list, w->n > 1 ? ",{\"prefix\":" : "{\"prefix\":");
+    js(&w->list, prefix);
+    sbuf_puts(&w->list, ",\"by\":");
+    json_str_or_null(&w->list, mine ? by : NULL);
+    sbuf_printf(&w->list, ",\"own\":%s,\"len\":%zu,\"item\":", own ? "true" : "false", v->str_len);
+    json_str_or_null(&w->list, item_id);
+    sbuf_puts(&w->list, ",\"item_type\":");
+    json_str_or_null(&w->list, item_type);
+    sbuf_puts(&w->list, "}");
+}
+
+/* Every "encrypted_content" string under v, at any depth (json_parse bounds the depth). */
+static void blobs_walk(blob_walk *w, const json_value *v)
+{
+    for (const json_value *c = v->child; c; c = c->next) {
+        if (c->type == JSON_STRING && c->key && !strcmp(c->key, "encrypted_content"))
+            blob_seen(w, c);
+        else if (c->type == JSON_ARRAY || c->type == JSON_OBJECT)
+            blobs_walk(w, c);
+    }
+}
+
+/* Reads a /responses body: what it asks for, its input items and their
+ * blobs (into r for /_requests), and whether previous_response_id is one of
+ * account's stored responses. A body that is no JSON object leaves it all unset. */
+static void reqinfo_read(reqinfo *ri, rec *r, const char *account, const char *body, size_t n)
+{
+    json_value *doc = json_parse(body, n, NULL, 0);
+    if (!doc || doc->type != JSON_OBJECT) {
+        json_free(doc);
+        return;
+    }
+    const json_value *inc = json_get(doc, "include"), *st = json_get(doc, "store");
+    for (const json_value *c = inc && inc->type == JSON_ARRAY ? inc->child : NULL; c; c = c->next)
+        if (c->type == JSON_STRING && !strcmp(c->str, "reasoning.encrypted_content"))
+            ri->want_reasoning = 1;
+    r->store = !st ? -1 : st->type == JSON_FALSE ? 0 : st->type == JSON_TRUE ? 1 : -1;
+    ri->store = r->store != 0;
+    const json_value *in = json_get(doc, "input");
+    sbuf types = SBUF_INIT, items = SBUF_INIT;
+    sbuf_puts(&types, "[");
+    if (in && in->type == JSON_STRING) {
+        r->input_items = 1;
+        sbuf_puts(&types, "\"message\"");
+        sbuf_puts(&items, "[{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":");
+        sbuf_json_str(&items, in->str, in->str_len);
+        sbuf_puts(&items, "}]}]");
+    } else if (in && in->type == JSON_ARRAY) {
+        blob_walk w = {account, NULL, ri, SBUF_INIT, 0};
+        sbuf_puts(&w.list, "[");
+        for (const json_value *it = in->child; it; it = it->next) {
+            const char *t = json_get_str(it, "type");
+            if (!t)
+                t = it->type == JSON_OBJECT && json_get(it, "role") ? "message" : "unknown";
+            if (r->input_items++ < 1000) {
+                sbuf_puts(&types, r->input_items > 1 ? "," : "");
+                js(&types, t);
+            }
+            w.item = it;
+            if (it->type == JSON_OBJECT || it->type == JSON_ARRAY)
+                blobs_walk(&w, it);
+        }
+        sbuf_puts(&w.list, "]");
+        r->blobs = xstrdup(w.list.p);
+        sbuf_free(&w.list);
+        json_write(&items, in);
+    }
+    sbuf_puts(&types, "]");
+    r->input_types = xstrdup(types.p);
+    ri->input = xstrdup(items.len ? items.p : "[]");
+    sbuf_free(&types);
+    sbuf_free(&items);
+    if (r->prev_id) {
+        r->chain = stored_chain(account, r->prev_id);
+        ri->prev_missing = r->chain == 0;
+    }
+    json_free(doc);
 }
 
 /* Rate-limit headers (a reset time given as primary_reset_at goes out as
@@ -1187,6 +1720,11 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         job_add(j, ACT_END, 0);
         sbuf_free(&b);
         return;
+    }
+    if (g->rs_blob.len || g->cmp_blob.len) {
+        ev_pre_items(&b, g);
+        job_chunk(j, gap, &b);
+        sbuf_reset(&b);
     }
     ev_item_added(&b, g);
     job_chunk(j, gap, &b);
@@ -1457,10 +1995,133 @@ static void script_reflect_auth(job *j, const opts *o, endpoint ep, const rec *r
     sbuf_free(&msg);
 }
 
-/* Fills j with the script for scenario o on endpoint ep. */
 static int bearer_valid(const char *authz);
 
-static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int stream)
+/* ---------- a strict backend's refusals and its stored responses ---------- */
+
+/* Refuses, as OpenAI does, a request whose previous_response_id is none of
+ * this account's stored responses, or whose input carries encrypted content
+ * this account did not mint (unless accept_foreign=1). enc_err picks the
+ * shape: default (code invalid_encrypted_content), null_code, item, org,
+ * fn_output, stream (a 200 stream that fails; only when streamed). Returns 1
+ * when it answered. */
+static int refuse_request(job *j, const opts *o, rec *r, const reqinfo *ri, int stream)
+{
+    sbuf b = SBUF_INIT, msg = SBUF_INIT;
+    if (r->prev_id && ri->prev_missing) {
+        sbuf_printf(&msg, "Previous response with id '%s' not found.", r->prev_id);
+        error_json_param(&b, msg.p, "invalid_request_error", "previous_response_id", "previous_response_not_found");
+        reply_json(j, 0, 400, &b);
+        r->refused = xstrdup("previous_response_not_found");
+        sbuf_free(&b);
+        sbuf_free(&msg);
+        return 1;
+    }
+    if (!ri->bad_blob || o->accept_foreign)
+        return 0;
+    const char *v = o->enc_err;
+    const char *code = "invalid_encrypted_content";
+    if (v[0] && strcmp(v, "null_code") && strcmp(v, "item") && strcmp(v, "org") && strcmp(v, "fn_output") &&
+        strcmp(v, "stream")) {
+        fprintf(stderr, "mock_upstream: unknown enc_err '%s', using the default shape\n", v);
+        v = "";
+    }
+    if (!strcmp(v, "fn_output")) {
+        sbuf_puts(&msg, "Encrypted function output content could not be decrypted or decoded.");
+    } else if (!strcmp(v, "item") && ri->bad_item) {
+        sbuf_printf(&msg, "The encrypted content for item %s could not be verified. Reason: Encrypted content "
+                          "could not be decrypted or parsed.", ri->bad_item);
+    } else {
+        sbuf_puts(&msg, "The encrypted content ");
+        blob_abbrev(&msg, ri->bad_blob);
+        sbuf_puts(&msg, " could not be verified.");
+        if (!strcmp(v, "item")) /* an item without an id: the blob instead */
+            sbuf_puts(&msg, " Reason: Encrypted content could not be decrypted or parsed.");
+        else if (!strcmp(v, "org"))
+            sbuf_puts(&msg, " Reason: Encrypted content organization_id did not match the target organization.");
+    }
+    r->refused = xstrdup(code);
+    if (!strcmp(v, "stream") && stream) {
+        gen g;
+        gen_init(&g, r->account, r->model ? r->model : "gpt-test", r->n, 3);
+        start_sse(j, 0);
+        ev_resp_state(&b, &g, "response.created", "in_progress");
+        ev_failed(&b, &g, code, msg.p);
+        job_chunk(j, 0, &b);
+        job_add(j, ACT_END, 0);
+        gen_free(&g);
+    } else {
+        error_json_param(&b, msg.p, "invalid_request_error", NULL, !strcmp(v, "null_code") ? NULL : code);
+        reply_json(j, 0, 400, &b);
+    }
+    sbuf_free(&b);
+    sbuf_free(&msg);
+    return 1;
+}
+
+/* The items a /responses answer carries before its message (reasoning=1 or
+ * an include of reasoning.encrypted_content; compaction=1), and echo_input's
+ * marker at the end of the text. */
+static void gen_responses_extras(gen *g, const opts *o, const rec *r, const reqinfo *ri)
+{
+    if (o->reasoning || ri->want_reasoning) {
+        snprintf(g->rs_id, sizeof g->rs_id, "rs_%s_%ld", r->account, r->n);
+        blob_mint(&g->rs_blob, r->account, "reasoning", r->n, 480);
+        g->msg_index++;
+    }
+    if (o->compaction) {
+        snprintf(g->cmp_id, sizeof g->cmp_id, "cmp_%s_%ld", r->account, r->n);
+        blob_mint(&g->cmp_blob, r->account, "compaction", r->n, 1400);
+        g->msg_index++;
+    }
+    if (o->echo_input) {
+        char mark[96];
+        snprintf(mark, sizeof mark, " [chain=%d items=%ld]", r->chain, r->input_items);
+        gen_add_piece(g, mark);
+    }
+}
+
+typedef enum { STORED_GET, STORED_DELETE, STORED_INPUT_ITEMS, STORED_OTHER } stored_op;
+
+/* GET /responses/{id}, DELETE /responses/{id}, GET /responses/{id}/input_items:
+ * this account's stored response, else 404 as OpenAI answers. The scenario
+ * does not apply; auth=1 does. */
+static void script_stored(job *j, const opts *o, const rec *r, stored_op op, const char *id)
+{
+    sbuf b = SBUF_INIT, msg = SBUF_INIT;
+    size_t at = 0;
+    stored *s = op == STORED_OTHER ? NULL : stored_find(r->account, id, &at);
+    if (o->auth && !bearer_valid(r->authorization)) {
+        error_json(&b, "Your authentication token has expired. Please try signing in again.",
+                   "invalid_request_error", "token_expired", NULL);
+        reply_json(j, 0, 401, &b);
+    } else if (op == STORED_OTHER) {
+        error_json(&b, "mock_upstream: unknown endpoint", "invalid_request_error", "unknown_url", NULL);
+        reply_json(j, 0, 404, &b);
+    } else if (!s) {
+        sbuf_printf(&msg, "Response with id '%s' not found.", id);
+        error_json(&b, msg.p, "invalid_request_error", NULL, NULL);
+        reply_json(j, 0, 404, &b);
+    } else if (op == STORED_GET) {
+        sbuf_puts(&b, s->response);
+        reply_json(j, 0, 200, &b);
+    } else if (op == STORED_INPUT_ITEMS) {
+        sbuf_printf(&b, "{\"object\":\"list\",\"data\":%s,\"has_more\":false}", s->input);
+        reply_json(j, 0, 200, &b);
+    } else {
+        sbuf_puts(&b, "{\"id\":");
+        js(&b, s->id);
+        sbuf_puts(&b, ",\"object\":\"response.deleted\",\"deleted\":true}");
+        stored_drop(at);
+        reply_json(j, 0, 200, &b);
+    }
+    sbuf_free(&b);
+    sbuf_free(&msg);
+}
+
+/* Fills j with the script for scenario o on endpoint ep. */
+
+static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream, const reqinfo *ri)
 {
     sbuf b = SBUF_INIT;
     const char *sc = o->scenario;
@@ -1576,6 +2237,8 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
             fprintf(stderr, "mock_upstream: unknown scenario '%s'\n", sc);
             error_json(&b, "mock_upstream: unknown scenario", "mock_config_error", "unknown_scenario", NULL);
             reply_json(j, 0, 500, &b);
+        } else if (ep == EP_RESPONSES && refuse_request(j, o, r, ri, stream)) {
+            /* refused like a strict backend: a foreign blob or previous response */
         } else {
             stream_mode mode = modes[found].mode;
             long delay0 = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : 0;
@@ -1587,6 +2250,8 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
             if (o->input_tokens > 0)
                 g.input_tokens = o->input_tokens;
             g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
+            if (ep == EP_RESPONSES)
+                gen_responses_extras(&g, o, r, ri);
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
             if (mode == S_OK && !stream)
                 script_plain(j, &g, ep, delay0, o->pad > 0 ? o->pad : o->bytes, o->seq);
@@ -1594,6 +2259,13 @@ static void script_build(job *j, const opts *o, endpoint ep, const rec *r, int s
                 script_responses_stream(j, &g, o, mode, delay0);
             else
                 script_chat_stream(j, &g, o, mode, delay0);
+            /* a response that completes is kept, unless store:false */
+            if (ep == EP_RESPONSES && ri->store && (mode == S_OK || mode == S_STALL || mode == S_SLOW)) {
+                sbuf resp = SBUF_INIT;
+                response_obj(&resp, &g, "completed", NULL, NULL);
+                stored_add(r->account, g.resp_id, r->prev_id, resp.p, ri->input ? ri->input : "[]");
+                sbuf_free(&resp);
+            }
             gen_free(&g);
         }
     }
@@ -1691,7 +2363,9 @@ static const char *method_name(enum evhttp_cmd_type t)
     }
 }
 
-static endpoint endpoint_parse(const char *rest)
+/* Endpoint of the path after the spec; for responses/{id}[/input_items]
+ * (EP_STORED) the id goes to id (up to idn - 1 bytes) and *items says which. */
+static endpoint endpoint_parse(const char *rest, char *id, size_t idn, int *items)
 {
     if (!strcmp(rest, "backend-api/wham/usage") || !strcmp(rest, "api/codex/usage"))
         return EP_USAGE;
@@ -1701,6 +2375,15 @@ static endpoint endpoint_parse(const char *rest)
         rest += 18;
     if (!strcmp(rest, "responses"))
         return EP_RESPONSES;
+    if (!strncmp(rest, "responses/", 10) && rest[10] && rest[10] != '/') {
+        const char *p = rest + 10, *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (slash && strcmp(slash, "/input_items") != 0)
+            return EP_UNKNOWN;
+        snprintf(id, idn, "%.*s", (int)n, p);
+        *items = slash != NULL;
+        return EP_STORED;
+    }
     if (!strcmp(rest, "chat/completions"))
         return EP_CHAT;
     if (!strcmp(rest, "models"))
@@ -1715,6 +2398,7 @@ static const char *endpoint_name(endpoint ep)
     case EP_CHAT: return "chat/completions";
     case EP_MODELS: return "models";
     case EP_USAGE: return "usage";
+    case EP_STORED: return "responses_get";
     default: return "unknown";
     }
 }
@@ -1984,18 +2668,27 @@ static void handle(struct evhttp_request *req, void *arg)
 
     opts o;
     opts_parse(&o, spec);
-    endpoint ep = endpoint_parse(rest);
-    if (o.ok_first > 0 && ep != EP_USAGE) {
+    char stored_id[192] = "";
+    int input_items = 0;
+    endpoint ep = endpoint_parse(rest, stored_id, sizeof stored_id, &input_items);
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    stored_op sop = ep != EP_STORED ? STORED_OTHER
+                    : input_items   ? (cmd == EVHTTP_REQ_GET ? STORED_INPUT_ITEMS : STORED_OTHER)
+                    : cmd == EVHTTP_REQ_GET    ? STORED_GET
+                    : cmd == EVHTTP_REQ_DELETE ? STORED_DELETE
+                                               : STORED_OTHER;
+    if (o.ok_first > 0 && ep != EP_USAGE && ep != EP_STORED) {
         int seen = 0;
         for (size_t i = g_first_visible; i < g_nrecs; i++)
-            seen += !g_recs[i]->usage && !strcmp(g_recs[i]->account, name);
+            seen += !g_recs[i]->usage && !g_recs[i]->side && !strcmp(g_recs[i]->account, name);
         if (seen < o.ok_first)
             snprintf(o.scenario, sizeof o.scenario, "ok");
     }
-    if (o.times > 0 && ep != EP_USAGE) { /* a flaky upstream: after `times` requests it behaves */
+    if (o.times > 0 && ep != EP_USAGE && ep != EP_STORED) { /* a flaky upstream: after `times` requests it behaves */
         int seen = 0;
         for (size_t i = g_first_visible; i < g_nrecs; i++)
-            seen += !g_recs[i]->usage && !strcmp(g_recs[i]->account, name) && !strcmp(g_recs[i]->spec, spec);
+            seen += !g_recs[i]->usage && !g_recs[i]->side && !strcmp(g_recs[i]->account, name) &&
+                    !strcmp(g_recs[i]->spec, spec);
         if (seen >= o.times) {
             snprintf(o.scenario, sizeof o.scenario, "ok");
             o.retry_after[0] = o.retry_after_ms[0] = '\0';
@@ -2013,9 +2706,12 @@ static void handle(struct evhttp_request *req, void *arg)
     r->account = xstrdup(name);
     r->scenario = xstrdup(o.scenario);
     r->spec = xstrdup(spec);
-    r->endpoint = xstrdup(endpoint_name(ep));
+    static const char *const stored_ep[] = {"responses_get", "responses_delete", "responses_input_items",
+                                             "responses_id"};
+    r->endpoint = xstrdup(ep == EP_STORED ? stored_ep[sop] : endpoint_name(ep));
     r->path = xstrdup(uri);
-    r->method = xstrdup(method_name(evhttp_request_get_command(req)));
+    r->method = xstrdup(method_name(cmd));
+    r->side = ep == EP_STORED;
     r->authorization = xstrdup(evhttp_find_header(hin, "Authorization"));
     r->chatgpt_account_id = xstrdup(evhttp_find_header(hin, "ChatGPT-Account-Id"));
     r->headers = headers_json(hin);
@@ -2027,6 +2723,9 @@ static void handle(struct evhttp_request *req, void *arg)
     r->has_body_hash = blen > 0;
     r->body_hash = fnv1a(body, blen);
     r->prefill = prefill_find(body, blen);
+    reqinfo ri = {.store = 1};
+    if (ep == EP_RESPONSES)
+        reqinfo_read(&ri, r, name, body, blen);
     sbuf_free(&f.model);
     sbuf_free(&f.prev_id);
 
@@ -2052,8 +2751,11 @@ static void handle(struct evhttp_request *req, void *arg)
         reply_json(j, 0, 400, &out);
     } else if (ep == EP_USAGE)
         script_usage(j, name, &o, r);
+    else if (ep == EP_STORED)
+        script_stored(j, &o, r, sop, stored_id);
     else
-        script_build(j, &o, ep, r, f.stream);
+        script_build(j, &o, ep, r, f.stream, &ri);
+    reqinfo_free(&ri);
     job_run(j);
 
 done:
@@ -2068,6 +2770,7 @@ int main(int argc, char **argv)
     if (tool_server_args(argc, argv, "mock_upstream", &host, &port) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
+    secret_init();
     g_base = event_base_new();
     struct evhttp *http = evhttp_new(g_base);
     if (!g_base || !http) {
@@ -2091,6 +2794,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < g_nrecs; i++)
         rec_free(g_recs[i]);
     usage_clear();
+    stored_free_all();
     free(g_recs);
     for (size_t i = 0; i < g_nused; i++)
         free(g_used_rt[i]);

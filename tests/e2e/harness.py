@@ -525,6 +525,19 @@ class Mock:
         path = f"/acct/{name}/{scenario}" + ("/v1/" if v1 else "/") + endpoint
         return http_call(self.port, "POST", path, body)
 
+    def blobs_sent(self, account=None):
+        """The encrypted_content values the recorded /responses requests carried
+        (to account, or to any): dicts with prefix (first 16 chars), by (the
+        account that minted it, None if the mock never did), own, len, item,
+        item_type, and n/account of the request that carried it."""
+        return [dict(b, n=r["n"], account=r["account"]) for r in self.requests(account)
+                for b in r.get("blobs") or []]
+
+    def stored(self, name, resp_id, scenario="ok", v1=True, method="GET"):
+        """GET (or method="DELETE") /responses/{resp_id} on account name."""
+        path = f"/acct/{name}/{scenario}" + ("/v1/" if v1 else "/") + f"responses/{resp_id}"
+        return http_call(self.port, method, path)
+
 
 # ---------------------------------------------------------------- gateway
 
