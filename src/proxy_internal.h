@@ -61,6 +61,10 @@ typedef struct proxy_req {
     char moved_from[64];      /* the conversation moved off this account (its turn state's), "" none */
     int strip_turn_state;     /* an attempt went without the client's turn state */
     /* account-bound blobs of the request's input (proxy_move.c) */
+    int blobs_looked;         /* the quick look (blobs_quick) is done */
+    int blobs_unsure;         /* it could not tell: scan whatever the target */
+    int64_t *quick_origin;    /* per "encrypted_content" found by the quick look: its minter, 0 unknown */
+    size_t quick_n, quick_cap;
     int blobs_scanned;
     blob_scan blobs;          /* n == 0: none */
     int64_t *blob_origin;     /* per blob: the account that minted it, 0 unknown */

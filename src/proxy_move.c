@@ -53,12 +53,43 @@ void proxy_note_move(proxy_req *p, const pool_account *pa)
                 (unsigned long long)p->id, p->attempts, p->moved_from, pa->a.name);
 }
 
+static void proxy_quick_key(void *ud, const char *key)
+{
+    proxy_req *p = ud;
+    if (p->quick_n == p->quick_cap) {
+        size_t cap = p->quick_cap ? p->quick_cap * 2 : 16;
+        int64_t *v = realloc(p->quick_origin, cap * sizeof *v);
+        if (!v)
+            abort(); /* as sbuf: no useful work without memory */
+        p->quick_origin = v;
+        p->quick_cap = cap;
+    }
+    p->quick_origin[p->quick_n++] = pool_owner_get(p->gw->pool, key);
+}
+
+/* Does the body need the full scan for pa: does it (maybe) carry a blob pa
+ * did not mint that the strip policy would be asked about? The quick look
+ * (a memmem, once per request) answers for almost every request: none, or
+ * only pa's own and unknown ones. */
+static int proxy_blobs_need_scan(proxy_req *p, const pool_account *pa)
+{
+    if (!p->blobs_looked) {
+        p->blobs_looked = 1;
+        if (p->in.api == API_RESPONSES && !p->in.is_get && p->in.body.len)
+            p->blobs_unsure = blobs_quick(p->in.body.p, p->in.body.len, proxy_quick_key, p) < 0;
+    }
+    if (p->blobs_unsure)
+        return 1;
+    for (size_t i = 0; i < p->quick_n; i++)
+        if (p->quick_origin[i] != pa->a.id && (p->quick_origin[i] || p->strip_retried))
+            return 1;
+    return 0;
+}
+
 /* Finds the request's blobs and who minted each, once per request. */
 static void proxy_blobs_find(proxy_req *p)
 {
     p->blobs_scanned = 1;
-    if (p->in.api != API_RESPONSES || p->in.is_get || !p->in.body.len)
-        return;
     if (blobs_scan(p->in.body.p, p->in.body.len, &p->blobs) != 0 || !p->blobs.n) {
         blobs_scan_free(&p->blobs); /* malformed or beyond the limits: the body goes as it came */
         return;
@@ -110,6 +141,8 @@ static int proxy_blob_action(proxy_req *p, const pool_account *pa, size_t i, int
 const sbuf *proxy_blobs_for(proxy_req *p, const pool_account *pa)
 {
     p->stripped_drop = p->stripped_text = 0;
+    if (!p->blobs_scanned && !proxy_blobs_need_scan(p, pa))
+        return &p->in.body; /* no blob the policy would be asked about: nothing parsed, nothing copied */
     if (!p->blobs_scanned)
         proxy_blobs_find(p);
     if (!p->blobs.n)
@@ -157,8 +190,10 @@ int proxy_strip_retry_possible(const proxy_req *p)
 {
     if (p->strip_retried)
         return 0;
-    for (size_t i = 0; i < p->blobs.n; i++)
-        if (p->blob_origin[i] != p->acct_id)
+    if (p->blobs_unsure)
+        return 1;
+    for (size_t i = 0; i < p->quick_n; i++)
+        if (p->quick_origin[i] != p->acct_id)
             return 1; /* one not known to be this account's: the resend can leave it out */
     return 0;
 }
@@ -168,6 +203,8 @@ void proxy_blobs_free(proxy_req *p)
     blobs_scan_free(&p->blobs);
     free(p->blob_origin);
     p->blob_origin = NULL;
+    free(p->quick_origin);
+    p->quick_origin = NULL;
     sbuf_free(&p->blobbody);
 }
 

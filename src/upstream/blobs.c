@@ -333,6 +333,42 @@ size_t blobs_minted(const char *json, size_t len, void (*fn)(void *ud, const cha
 
 /* ---------- requests ---------- */
 
+int blobs_quick(const char *body, size_t len, void (*fn)(void *ud, const char *key), void *ud)
+{
+    int n = 0;
+    const char *p = body, *end = body + len;
+    while (p && p < end) {
+        const char *t = memmem(p, (size_t)(end - p), blobs_needle, BLOBS_NEEDLE_LEN);
+        if (!t)
+            break;
+        const char *q = t + BLOBS_NEEDLE_LEN;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+            q++;
+        if (q == end)
+            return -1;
+        if (*q != ':') { /* the token was a string value (a part's "type"), not a member name */
+            p = t + BLOBS_NEEDLE_LEN;
+            continue;
+        }
+        for (q++; q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'); q++)
+            ;
+        if (q == end || *q != '"')
+            return -1;
+        const char *v = ++q;
+        while (q < end && *q != '"' && *q != '\\')
+            q++;
+        if (q == end || *q != '"')
+            return -1; /* an escape in the value, or a cut body: only a scan can say */
+        char key[BLOBS_KEY_SIZE];
+        blobs_key(v, (size_t)(q - v), key);
+        if (fn)
+            fn(ud, key);
+        n++;
+        p = q + 1;
+    }
+    return n;
+}
+
 /* A blob at the string s[val..end) of the current item; 0 past the limit. */
 static int scan_add(bwalk *w, size_t val, size_t end, int in_part, size_t part_off)
 {

@@ -44,6 +44,19 @@ void blobs_key(const char *s, size_t n, char key[BLOBS_KEY_SIZE]);
  * found before the error. */
 size_t blobs_minted(const char *json, size_t len, void (*fn)(void *ud, const char *key), void *ud);
 
+/* Requests, the cheap first look: calls fn(ud, key) for the value after
+ * each "encrypted_content" member name found by memmem alone (no parse; the
+ * same bytes as a string value, a part's "type", are passed over) and
+ * returns how many it found; -1 when one is not followed by a plain string
+ * (an escape inside it, another type, a cut body): the caller must then
+ * assume any blob may be there and scan. The key equals blobs_key of the
+ * value for every real blob; the token at the end of another member's name
+ * (`"note \"encrypted_content"`) yields a key of no blob, which can only
+ * make the caller scan when it need not. So the proxy learns, for about the
+ * price of the memmem, whether a request carries any blob its target did
+ * not mint, and pays for blobs_scan only then. */
+int blobs_quick(const char *body, size_t len, void (*fn)(void *ud, const char *key), void *ud);
+
 enum { BLOB_KEEP = 0, BLOB_DROP = 1, BLOB_TEXT = 2 };
 
 typedef struct blob_ref {

@@ -24,6 +24,19 @@ static int has_key(const blob_scan *sc, const char *key, int kept)
     return 0;
 }
 
+typedef struct quick_keys {
+    size_t n;
+    char k[64][BLOBS_KEY_SIZE];
+} quick_keys;
+
+static void quick_key(void *ud, const char *key)
+{
+    quick_keys *q = ud;
+    if (q->n < 64)
+        memcpy(q->k[q->n], key, BLOBS_KEY_SIZE);
+    q->n++;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     const char *body = (const char *)data;
@@ -39,6 +52,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     FUZZ_CHECK(minted == calls);
     if (rc == 0)
         FUZZ_CHECK(minted >= sc.n);
+
+    /* the quick look never misses a blob the scan finds (when it is sure) */
+    static quick_keys q;
+    q.n = 0;
+    int qn = blobs_quick(body, n, quick_key, &q);
+    FUZZ_CHECK(qn < 0 || (size_t)qn == q.n);
+    if (rc == 0 && qn >= 0 && q.n <= 64)
+        for (size_t i = 0; i < sc.n; i++) {
+            int found = 0;
+            for (size_t k = 0; k < q.n && !found; k++)
+                found = strcmp(q.k[k], sc.v[i].key) == 0;
+            FUZZ_CHECK(found);
+        }
 
     sbuf out = SBUF_INIT;
     FUZZ_CHECK(blobs_rewrite(body, n, &sc, "note \"x\"", &out) == 0); /* all KEEP */

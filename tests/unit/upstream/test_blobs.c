@@ -653,6 +653,57 @@ static void test_huge_blob_is_scanned_and_keyed_by_its_ends(void)
     free(s);
 }
 
+/* ---------- the quick look ---------- */
+
+static void test_quick_look_finds_the_keys_the_scan_finds(void)
+{
+    const char *b = jq("{'model':'m','include':['reasoning.encrypted_content'],'input':["
+                       "{'type':'reasoning','id':'rs_1','summary':[],'encrypted_content':'gAAAAAone'},"
+                       "{'type':'message','role':'user','content':'hi'},"
+                       "{'type':'function_call_output','call_id':'c','output':[{'type':'encrypted_content',"
+                       "'encrypted_content' : 'gAAAAAtwo'}]}]}");
+    keys g = {0};
+    CHECK_EQ_INT(blobs_quick(b, strlen(b), collect, &g), 2);
+    blob_scan sc = {0};
+    CHECK_EQ_INT(blobs_scan(b, strlen(b), &sc), 0);
+    CHECK_EQ_INT((int)sc.n, 2);
+    CHECK_EQ_STR(g.k[0], sc.v[0].key);
+    CHECK_EQ_STR(g.k[1], sc.v[1].key);
+    blobs_scan_free(&sc);
+}
+
+static void test_quick_look_without_the_token_finds_nothing(void)
+{
+    const char *b = jq("{'include':['reasoning.encrypted_content'],'input':'hi'}");
+    keys g = {0};
+    CHECK_EQ_INT(blobs_quick(b, strlen(b), collect, &g), 0);
+    CHECK_EQ_INT(g.n, 0);
+}
+
+static void test_quick_look_is_unsure_of_escapes_other_types_and_cut_bodies(void)
+{
+    const char *esc = "{\"input\":[{\"encrypted_content\":\"gAAA\\u0041\"}]}";
+    const char *num = jq("{'input':[{'encrypted_content':12}]}");
+    const char *cut = jq("{'input':[{'encrypted_content':'gAAAA");
+    CHECK_EQ_INT(blobs_quick(esc, strlen(esc), NULL, NULL), -1);
+    CHECK_EQ_INT(blobs_quick(num, strlen(num), NULL, NULL), -1);
+    CHECK_EQ_INT(blobs_quick(cut, strlen(cut), NULL, NULL), -1);
+}
+
+static void test_quick_look_may_see_a_token_inside_a_member_name_which_only_costs_a_scan(void)
+{
+    /* a member named `note \"encrypted_content`: the token's bytes appear,
+     * followed by a colon; the quick look counts it (the caller then scans),
+     * the scan finds no blob */
+    const char *b = "{\"input\":[{\"role\":\"user\",\"content\":\"hi\",\"note \\\"encrypted_content\":\"x\"}]}";
+    CHECK(parses(b, strlen(b)));
+    CHECK_EQ_INT(blobs_quick(b, strlen(b), NULL, NULL), 1);
+    blob_scan sc = {0};
+    CHECK_EQ_INT(blobs_scan(b, strlen(b), &sc), 0);
+    CHECK_EQ_INT((int)sc.n, 0);
+    blobs_scan_free(&sc);
+}
+
 int main(void)
 {
     RUN(test_body_without_encrypted_content_is_not_parsed);
@@ -680,6 +731,10 @@ int main(void)
     RUN(test_100000_items_pass_and_one_more_is_refused);
     RUN(test_10000_blobs_pass_and_one_more_is_refused);
     RUN(test_huge_blob_is_scanned_and_keyed_by_its_ends);
+    RUN(test_quick_look_finds_the_keys_the_scan_finds);
+    RUN(test_quick_look_without_the_token_finds_nothing);
+    RUN(test_quick_look_is_unsure_of_escapes_other_types_and_cut_bodies);
+    RUN(test_quick_look_may_see_a_token_inside_a_member_name_which_only_costs_a_scan);
     for (int i = 0; i < jq_n; i++)
         free(jq_pool[i]);
     return check_summary();
