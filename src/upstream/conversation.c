@@ -21,16 +21,21 @@ typedef struct conv_iter {
     const char *buf;
     size_t len, pos;
     int object; /* members of an object, else elements of an array */
+    int depth;  /* containers open around each element where it will be written */
     int first;
 } conv_iter;
 
 /* 0 when buf (whitespace around allowed) opens an object (object 1) or an
- * array (object 0); -1 otherwise. */
-static int conv_open(conv_iter *it, const char *buf, size_t len, int object)
+ * array (object 0); -1 otherwise. depth: how many containers enclose its
+ * elements in the document they are written into (json_parse's 128-level
+ * limit counts them there: an item of a recorded array lands one level
+ * deeper in a rebuilt body, inside its input array, and must still parse). */
+static int conv_open(conv_iter *it, const char *buf, size_t len, int object, int depth)
 {
     it->buf = buf;
     it->len = buf ? len : 0;
     it->object = object;
+    it->depth = depth;
     it->first = 1;
     size_t p = json_scan_ws(buf, it->len, 0);
     if (!buf || p >= it->len || buf[p] != (object ? '{' : '['))
@@ -58,7 +63,7 @@ static int conv_next(conv_iter *it, conv_span *s)
         p = json_scan_ws(b, len, p + 1);
     }
     if (it->object) {
-        size_t e = p < len && b[p] == '"' ? json_scan_value(b, len, p, 1) : 0;
+        size_t e = p < len && b[p] == '"' ? json_scan_value(b, len, p, it->depth) : 0;
         if (!e)
             return -1;
         s->ks = p;
@@ -68,7 +73,7 @@ static int conv_next(conv_iter *it, conv_span *s)
             return -1;
         p = json_scan_ws(b, len, p + 1);
     }
-    size_t e = json_scan_value(b, len, p, 1);
+    size_t e = json_scan_value(b, len, p, it->depth);
     if (!e)
         return -1;
     s->vs = p;
@@ -131,7 +136,7 @@ static int conv_body_read(const char *buf, size_t len, conv_body *m)
     conv_span s;
     int r;
     memset(m, 0, sizeof *m);
-    if (conv_open(&it, buf, len, 1) != 0)
+    if (conv_open(&it, buf, len, 1, 1) != 0)
         return -1;
     while ((r = conv_next(&it, &s)) == 1) {
         /* the key's first byte rules most members out (an escape may be any) */
@@ -171,7 +176,7 @@ static int conv_put_input_items(sbuf *out, const char *b, const conv_span *s, si
     conv_iter it;
     conv_span e;
     int r;
-    if (conv_open(&it, b + s->vs, s->ve - s->vs, 0) != 0)
+    if (conv_open(&it, b + s->vs, s->ve - s->vs, 0, 2) != 0) /* in the root object's input array */
         return -1;
     while ((r = conv_next(&it, &e)) == 1 && *items <= CONVERSATION_MAX_ITEMS) {
         if (!*first)
@@ -254,8 +259,8 @@ static int conv_put_input(sbuf *out, size_t mark, const conv_link *chain, size_t
             r = conv_put_array_items(out, chain[k].output_json, chain[k].output_len, &items, &first);
         }
         if (r != 0) {
-            sbuf_fmt_into(msg, sizeof msg, "the recorded %s of turn %zu (%s) is not a JSON array", what, k + 1,
-                          chain[k].response_id);
+            sbuf_fmt_into(msg, sizeof msg, "the recorded %s of turn %zu (%s) is not a JSON array (or nests too deep)",
+                          what, k + 1, chain[k].response_id);
             return conv_fail(out, mark, err, errlen, msg);
         }
         if (items > CONVERSATION_MAX_ITEMS)
@@ -306,7 +311,7 @@ int conversation_rebuild(const conv_link *chain, size_t n, const char *body, siz
     conv_iter it;
     conv_span s;
     int first = 1;
-    conv_open(&it, body, len, 1);
+    conv_open(&it, body, len, 1, 1);
     sbuf_append(out, "{", 1);
     while (conv_next(&it, &s) == 1) {
         int ours = conv_key_is(body, &s, "input") || conv_key_is(body, &s, "previous_response_id");

@@ -213,6 +213,40 @@ static void test_rebuild_refuses_a_recorded_turn_that_is_not_an_array(void)
     sbuf_free(&out);
 }
 
+/* A recorded item lands one level deeper in the rebuilt body (inside its
+ * input array): one that would then nest past json_parse's 128 levels is
+ * refused, so every rebuilt body parses; one level less goes through. */
+static void test_rebuild_refuses_an_item_that_would_nest_too_deep_in_the_body(void)
+{
+    sbuf arr = SBUF_INIT, out = SBUF_INIT;
+    char err[256];
+    for (int levels = 127; levels >= 126; levels--) {
+        sbuf_reset(&arr);
+        sbuf_puts(&arr, "[");
+        for (int i = 0; i < levels; i++)
+            sbuf_puts(&arr, "[");
+        for (int i = 0; i < levels; i++)
+            sbuf_puts(&arr, "]");
+        sbuf_puts(&arr, "]");
+        json_value *alone = json_parse(arr.p, arr.len, NULL, 0);
+        CHECK(alone != NULL); /* 128 levels at most on its own */
+        json_free(alone);
+        conv_link chain[] = {{(char *)"r1", 1, NULL, arr.p, arr.len, (char *)"[]", 2, 0}};
+        sbuf_reset(&out);
+        int rc = test_rebuild(chain, 1, "{\"previous_response_id\":\"r1\"}", &out, err, sizeof err);
+        CHECK_EQ_INT(rc, levels == 127 ? -1 : 0);
+        if (rc == 0) {
+            json_value *doc = json_parse(out.p, out.len, NULL, 0);
+            CHECK(doc != NULL);
+            json_free(doc);
+        } else {
+            CHECK(test_err_has(err, "nests too deep"));
+        }
+    }
+    sbuf_free(&arr);
+    sbuf_free(&out);
+}
+
 /* Whatever it was given before stays; nothing of a failed rebuild is left. */
 static void test_rebuild_leaves_out_as_it_was_when_it_fails_midway(void)
 {
@@ -389,6 +423,7 @@ int main(void)
     RUN(test_rebuild_refuses_a_body_that_is_not_one_json_object);
     RUN(test_rebuild_refuses_a_chain_that_is_not_the_requests);
     RUN(test_rebuild_refuses_a_recorded_turn_that_is_not_an_array);
+    RUN(test_rebuild_refuses_an_item_that_would_nest_too_deep_in_the_body);
     RUN(test_rebuild_leaves_out_as_it_was_when_it_fails_midway);
     RUN(test_rebuild_refuses_huge_chains);
     RUN(test_record_input_turns_a_string_into_a_one_message_array);
