@@ -22,6 +22,9 @@ void cli_usage_config(FILE *f)
           "        oauth_refresh_margin_s  refresh a login this long before it expires (default 3600)\n"
           "        oauth_retry_min_s       first wait after a failed refresh, doubling (default 30)\n"
           "        oauth_retry_max_s       longest wait between failed refreshes (default 1800)\n"
+          "        conversation_max_rows   stored conversation turns kept, 0 none (default 20000)\n"
+          "        conversation_max_bytes  their bytes kept, 0 none (default 268435456)\n"
+          "        conversation_max_days   days a stored turn is kept (default 30)\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
           f);
 }
@@ -48,6 +51,9 @@ static const cli_setting cli_settings[] = {
     {"oauth_refresh_margin_s", config_oauth_margin_canonical, "whole seconds, 0 to 2592000"},
     {"oauth_retry_min_s", config_oauth_retry_canonical, "whole seconds, 1 to 604800"},
     {"oauth_retry_max_s", config_oauth_retry_canonical, "whole seconds, 1 to 604800"},
+    {"conversation_max_rows", config_conversation_rows_canonical, "a whole number of turns, 0 (none) to 100000000"},
+    {"conversation_max_bytes", config_conversation_bytes_canonical, "whole bytes, 0 (none) to 1099511627776"},
+    {"conversation_max_days", config_conversation_days_canonical, "whole days, 1 to 3650"},
 };
 #define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])
 

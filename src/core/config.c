@@ -1,4 +1,6 @@
-/* config.c: defaults, environment overrides and validation of settings. */
+/* config.c: defaults, environment overrides and validation of settings;
+ * the settings stored in the database, and handing the conversation
+ * retention to the store's writer. */
 #include "core/config.h"
 #include "base/log.h"
 #include "store/store.h"
@@ -37,6 +39,9 @@ void config_defaults(sy_config *c)
     c->oauth_refresh_margin_s = 3600;
     c->oauth_retry_min_s = 30;
     c->oauth_retry_max_s = 1800;
+    c->conversation_max_rows = STORE_CONV_MAX_ROWS_DEFAULT;
+    c->conversation_max_bytes = STORE_CONV_MAX_BYTES_DEFAULT;
+    c->conversation_max_days = STORE_CONV_MAX_DAYS_DEFAULT;
 }
 
 #define CONFIG_AFFINITY_IDLE_RANGE 1, 30L * 86400
@@ -44,6 +49,9 @@ void config_defaults(sy_config *c)
 #define CONFIG_USAGE_POLL_RANGE 0, 7L * 86400
 #define CONFIG_OAUTH_MARGIN_RANGE 0, 30L * 86400
 #define CONFIG_OAUTH_RETRY_RANGE 1, 7L * 86400
+#define CONFIG_CONV_ROWS_RANGE 0, 100000000L
+#define CONFIG_CONV_BYTES_RANGE 0, 1L << 40
+#define CONFIG_CONV_DAYS_RANGE 1, 3650
 
 /* s if it is a whole number in [min, max], else NULL. */
 static const char *config_int_canonical(const char *s, long min, long max)
@@ -58,6 +66,9 @@ const char *config_affinity_max_canonical(const char *s) { return config_int_can
 const char *config_usage_poll_canonical(const char *s) { return config_int_canonical(s, CONFIG_USAGE_POLL_RANGE); }
 const char *config_oauth_margin_canonical(const char *s) { return config_int_canonical(s, CONFIG_OAUTH_MARGIN_RANGE); }
 const char *config_oauth_retry_canonical(const char *s) { return config_int_canonical(s, CONFIG_OAUTH_RETRY_RANGE); }
+const char *config_conversation_rows_canonical(const char *s) { return config_int_canonical(s, CONFIG_CONV_ROWS_RANGE); }
+const char *config_conversation_bytes_canonical(const char *s) { return config_int_canonical(s, CONFIG_CONV_BYTES_RANGE); }
+const char *config_conversation_days_canonical(const char *s) { return config_int_canonical(s, CONFIG_CONV_DAYS_RANGE); }
 
 static int config_num(const char *name, long min, long max, long *out)
 {
@@ -186,6 +197,12 @@ int config_from_env(sy_config *c)
          &c->oauth_refresh_margin_pinned},
         {"SWITCHYARD_OAUTH_RETRY_MIN_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_min_s, NULL, &c->oauth_retry_min_pinned},
         {"SWITCHYARD_OAUTH_RETRY_MAX_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_max_s, NULL, &c->oauth_retry_max_pinned},
+        {"SWITCHYARD_CONVERSATION_MAX_ROWS", CONFIG_CONV_ROWS_RANGE, &c->conversation_max_rows, NULL,
+         &c->conversation_max_rows_pinned},
+        {"SWITCHYARD_CONVERSATION_MAX_BYTES", CONFIG_CONV_BYTES_RANGE, &c->conversation_max_bytes, NULL,
+         &c->conversation_max_bytes_pinned},
+        {"SWITCHYARD_CONVERSATION_MAX_DAYS", CONFIG_CONV_DAYS_RANGE, &c->conversation_max_days, NULL,
+         &c->conversation_max_days_pinned},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
         int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);
@@ -292,4 +309,15 @@ void config_from_store(sy_config *c, struct store *st)
     if (!c->oauth_retry_max_pinned)
         config_setting_apply_num(st, "oauth_retry_max_s", "login refresh longest retry (s)", d.oauth_retry_max_s,
                                  &c->oauth_retry_max_s, config_oauth_retry_canonical);
+    if (!c->conversation_max_rows_pinned)
+        config_setting_apply_num(st, "conversation_max_rows", "stored conversation turns kept", d.conversation_max_rows,
+                                 &c->conversation_max_rows, config_conversation_rows_canonical);
+    if (!c->conversation_max_bytes_pinned)
+        config_setting_apply_num(st, "conversation_max_bytes", "stored conversation bytes kept",
+                                 d.conversation_max_bytes, &c->conversation_max_bytes, config_conversation_bytes_canonical);
+    if (!c->conversation_max_days_pinned)
+        config_setting_apply_num(st, "conversation_max_days", "stored conversation days kept", d.conversation_max_days,
+                                 &c->conversation_max_days, config_conversation_days_canonical);
+    store_conversation_limits_set(st, &(store_conversation_limits){c->conversation_max_rows, c->conversation_max_bytes,
+                                                                   c->conversation_max_days});
 }

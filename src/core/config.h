@@ -37,10 +37,14 @@ typedef struct sy_config {
     long oauth_refresh_margin_s;   /* refresh this long before the access token expires */
     long oauth_retry_min_s;        /* first wait after a transient refresh failure (doubles) */
     long oauth_retry_max_s;        /* cap of that wait */
+    long conversation_max_rows;    /* stored conversation turns kept (store.h retention); 0 records none */
+    long conversation_max_bytes;   /* their input and output bytes together; 0 records none */
+    long conversation_max_days;    /* turns older than this are deleted */
     int strategy_pinned;       /* set by flag or environment: database settings do not apply */
     int rotation_pinned;
     int affinity_idle_pinned, affinity_max_pinned, usage_poll_pinned;
     int oauth_refresh_margin_pinned, oauth_retry_min_pinned, oauth_retry_max_pinned;
+    int conversation_max_rows_pinned, conversation_max_bytes_pinned, conversation_max_days_pinned;
 } sy_config;
 
 void config_defaults(sy_config *c);
@@ -61,13 +65,19 @@ const char *config_affinity_max_canonical(const char *s);
 const char *config_usage_poll_canonical(const char *s);
 const char *config_oauth_margin_canonical(const char *s); /* oauth_refresh_margin_s: 0..30 days */
 const char *config_oauth_retry_canonical(const char *s);  /* oauth_retry_min_s / _max_s: 1 s..7 days */
+const char *config_conversation_rows_canonical(const char *s);  /* conversation_max_rows: 0..100000000 */
+const char *config_conversation_bytes_canonical(const char *s); /* conversation_max_bytes: 0..2^40 */
+const char *config_conversation_days_canonical(const char *s);  /* conversation_max_days: 1..3650 */
 
 struct store;
 /* Applies the `switchyard config` settings (route_strategy, rotation,
  * affinity_idle_s, affinity_max, usage_poll_s, oauth_refresh_margin_s,
- * oauth_retry_min_s, oauth_retry_max_s) from
+ * oauth_retry_min_s, oauth_retry_max_s, conversation_max_rows,
+ * conversation_max_bytes, conversation_max_days) from
  * the database to the fields no flag or environment variable pinned. Keeps
- * the current value when the database is busy or the value is invalid. */
+ * the current value when the database is busy or the value is invalid.
+ * Then hands the conversation retention to the store's writer (the store
+ * cannot read the settings itself: it sits below core/). */
 void config_from_store(sy_config *c, struct store *st);
 
 #endif

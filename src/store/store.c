@@ -4,7 +4,7 @@
  * wait that brackets the CLI's synchronous writes, config_version, and the
  * small helpers the store's other files share (store_internal.h). The
  * queries live with their tables (store_accounts.c, store_keys.c,
- * store_state.c, store_settings.c, ...), the writer thread in
+ * store_state.c, store_settings.c, store_conversations.c, ...), the writer thread in
  * store_writer.c and store_writer_commit.c. Tokens and platform keys are
  * never logged. */
 #include "store/store.h"
@@ -303,6 +303,8 @@ void store_close(store *s)
     pthread_cond_destroy(&s->w.work_cv);
     pthread_cond_destroy(&s->w.done_cv);
     sqlite3_finalize(s->config_version_st);
+    sqlite3_finalize(s->conv_get_st);
+    sqlite3_finalize(s->conv_has_st);
     sqlite3_close_v2(s->db);
     free(s->path);
     free(s);

@@ -1,5 +1,5 @@
 /* store.h: sqlite persistence (accounts, platform keys, account state,
- * request logs, settings, response-id owners) in WAL mode with versioned
+ * request logs, settings, response-id owners, conversations) in WAL mode with versioned
  * migrations. The loop thread only
  * reads (with busy_timeout 0); every write from the serving path goes through
  * an in-process writer thread with its own connection, so no commit, busy
@@ -280,6 +280,55 @@ void store_writer_put_log(store *s, const request_log *rl);     /* insert (takes
  * most once an hour. Ids longer than STORE_OWNER_ID_MAX are ignored. */
 #define STORE_OWNER_ID_MAX 512
 void store_writer_put_owner(store *s, const char *response_id, int64_t account_id);
+/* --- conversations (issue 21; reading them back: store_conversations.h) ---
+ * A turn relayed on the Responses API with store: true: the response's id,
+ * the account that answered, the response it continued (NULL or "" for
+ * none) and what it added to the conversation, the request's input and the
+ * response's output, each a JSON array text (upstream/conversation.h
+ * extracts them). Everything is copied; never blocks on disk. Ids of 1 to
+ * STORE_CONV_ID_MAX bytes and account_id > 0, else ignored. The same id
+ * again replaces the row. Turns and deletes wait in one queue, in order;
+ * beyond STORE_CONV_QUEUE_MAX of them or STORE_CONV_QUEUE_BYTES bytes the
+ * oldest are dropped (dropped_conversations), and so is a turn larger than
+ * the retention's max_bytes or STORE_CONV_TURN_MAX (it could never be
+ * kept). With max_rows or max_bytes 0 nothing is recorded. */
+#define STORE_CONV_ID_MAX 127
+#define STORE_CONV_QUEUE_MAX 10000
+#define STORE_CONV_QUEUE_BYTES ((size_t)128 << 20)
+#define STORE_CONV_TURN_MAX ((size_t)64 << 20)
+void store_writer_put_conversation(store *s, const char *response_id, int64_t account_id,
+                                   const char *previous_response_id, const char *input_json, size_t input_len,
+                                   const char *output_json, size_t output_len);
+/* Deletes the turn of response_id (DELETE /v1/responses/{id}), through the
+ * same queue, after any turn queued before it. 0 queued, -1 not an id that
+ * could have been stored. Later turns that continued it stay: their chain
+ * then has a missing link, as it has upstream. */
+int store_conversation_delete(store *s, const char *response_id);
+/* The retention, applied by the writer thread (never the loop): at most
+ * max_rows turns, max_bytes of input and output together, none older than
+ * max_days; the oldest go first. The writer sweeps after
+ * STORE_CONV_SWEEP_EVERY_N recorded turns or, with any recorded,
+ * STORE_CONV_SWEEP_EVERY_S seconds after the last sweep, deleting at most
+ * STORE_CONV_SWEEP_ROWS rows per commit (an unfinished sweep goes on in
+ * the next commit, one group window later), so no commit stalls for long.
+ * Reads treat turns older than max_days as gone even before a sweep. */
+typedef struct store_conversation_limits {
+    int64_t max_rows, max_bytes, max_days;
+} store_conversation_limits;
+#define STORE_CONV_MAX_ROWS_DEFAULT 20000
+#define STORE_CONV_MAX_BYTES_DEFAULT ((int64_t)256 << 20)
+#define STORE_CONV_MAX_DAYS_DEFAULT 30
+#define STORE_CONV_SWEEP_EVERY_N 64
+#define STORE_CONV_SWEEP_EVERY_S 30.0
+#define STORE_CONV_SWEEP_ROWS 256
+/* Replaces the limits (negative values count as 0, max_days at least 1);
+ * a change makes the writer sweep at once. */
+void store_conversation_limits_set(store *s, const store_conversation_limits *l);
+void store_conversation_limits_get(store *s, store_conversation_limits *out);
+/* Makes the writer sweep now, whatever is due (tests, an operator's
+ * command); store_writer_sync then waits for that sweep's first commit. */
+void store_conversation_sweep_now(store *s);
+
 /* A change asked for through the admin API, written by the writer thread
  * (the tables' triggers then bump config_version, so the pool reloads it). */
 typedef enum { STORE_OP_ACCOUNT_ENABLED, STORE_OP_KEY_PREFERRED, STORE_OP_SETTING } store_admin_op_kind;
@@ -323,6 +372,10 @@ typedef struct store_writer_stats {
     uint64_t failed_commits; /* batch commits that failed (and were retried) */
     size_t pending_owners;   /* response owners queued */
     uint64_t dropped_owners; /* oldest response owners dropped because the queue was full */
+    size_t pending_conversations;   /* conversation turns and deletes queued */
+    uint64_t dropped_conversations; /* turns dropped: the queue was full, or too large to keep */
+    uint64_t swept_conversations;   /* turns the retention deleted */
+    uint64_t conversation_sweeps;   /* commits that swept (a sweep deletes at most STORE_CONV_SWEEP_ROWS) */
     int failing;             /* the latest commit failed (disk full, I/O error, ...); it is being retried */
     char last_error[128];    /* the latest failure, e.g. "database or disk is full (sqlite code 13)" */
 } store_writer_stats;

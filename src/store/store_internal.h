@@ -38,6 +38,21 @@ typedef struct owner_item {
     char response_id[];
 } owner_item;
 
+/* A conversation turn to store (del 0) or a response id whose turn to
+ * delete (del 1), in one allocation: the strings follow the struct. */
+typedef struct conv_item {
+    struct conv_item *next;
+    uint64_t seq;
+    int del;
+    int64_t account_id;
+    double created_at;     /* unix seconds */
+    const char *prev;      /* into the allocation; NULL: the conversation's first turn */
+    const char *input, *output;
+    size_t input_len, output_len;
+    size_t size;           /* bytes of the allocation, for the queue's bound */
+    char response_id[];
+} conv_item;
+
 typedef struct login_item {
     struct login_item *next;
     uint64_t seq;
@@ -59,6 +74,10 @@ typedef struct writer_batch {
     size_t n_owners;
     store_admin_op ops[STORE_OPS_MAX];
     size_t n_ops;
+    conv_item *convs;
+    size_t n_convs;
+    store_conversation_limits conv_limits; /* as they were when the batch was taken */
+    int conv_sweep;                        /* sweep the conversations in this commit whatever is due */
     uint64_t seq; /* everything queued with seq <= this is in or before the batch */
 } writer_batch;
 
@@ -86,15 +105,24 @@ typedef struct store_writer {
     login_item *logins_head, *logins_tail; /* refreshed logins: committed without the group window */
     size_t n_logins;
     int notify_fd;    /* eventfd: written after a batch with logins committed */
+    conv_item *conv_head, *conv_tail; /* conversation turns and deletes, in order */
+    size_t n_convs, conv_bytes;
+    uint64_t dropped_convs, swept_convs, conv_sweeps;
+    store_conversation_limits conv_limits;
+    int conv_sweep_wake;  /* a sweep is wanted even without rows to commit (limits changed, a sweep unfinished) */
+    size_t conv_inserts;  /* writer thread only: turns committed since the last sweep */
+    double conv_sweep_due; /* writer thread only: monotonic seconds of the next timed sweep */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
     sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *begin, *commit;
     sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
+    sqlite3_stmt *up_conv, *del_conv, *conv_expire, *conv_totals, *conv_oldest, *conv_del_rowid;
 } store_writer;
 
 struct store {
     sqlite3 *db; /* main connection: loop-thread reads, CLI writes */
     sqlite3_stmt *config_version_st; /* kept: the loop reads config_version every second */
+    sqlite3_stmt *conv_get_st, *conv_has_st; /* kept: read per request (store_conversations.c) */
     char *path;
     store_writer w;
 };

@@ -247,12 +247,34 @@ static const char store_migration_13[] =
     "ALTER TABLE request_logs_13 RENAME TO request_logs;"
     "CREATE INDEX request_logs_ts ON request_logs(ts);";
 
+/* Migration 14 (issue 21): the conversations the gateway relayed on the
+ * Responses API with store: true, one row per response, so that a
+ * conversation can go on on another account when the one that owns its
+ * previous_response_id cannot serve (store_conversations.h). input_json
+ * and output_json are JSON array texts (the request's input items, the
+ * response's output items); bytes is their length together, what the
+ * retention counts. No foreign key on account_id: the conversation is
+ * meant to outlive its account. The index leads with created_at (the
+ * retention deletes the oldest first) and carries bytes, so the writer's
+ * sweep sums the table's size from the index alone, never touching the
+ * rows' text. */
+static const char store_migration_14[] =
+    "CREATE TABLE conversations ("
+    " response_id TEXT PRIMARY KEY,"
+    " account_id INTEGER NOT NULL,"
+    " previous_response_id TEXT,"
+    " input_json TEXT NOT NULL,"
+    " output_json TEXT NOT NULL,"
+    " bytes INTEGER NOT NULL,"
+    " created_at REAL NOT NULL);"
+    "CREATE INDEX conversations_created_at ON conversations(created_at, bytes);";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
-                                               store_migration_13};
+                                               store_migration_13, store_migration_14};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

@@ -1,6 +1,6 @@
 /* store_writer.c: the writer thread (see store.h): the queues the loop
- * puts account state, request logs, response owners, logins and admin
- * changes on (never blocking on disk), the thread that gathers them for a
+ * puts account state, request logs, response owners, conversation turns,
+ * logins and admin changes on (never blocking on disk), the thread that gathers them for a
  * group-commit window and hands each batch to store_writer_commit.c, the
  * eventfd that tells the loop a login is durable, sync, stop and the
  * queue's stats. */
@@ -22,12 +22,15 @@
 #define STORE_BATCH_MAX 2000       /* request logs per writer transaction */
 #define STORE_GROUP_MS 50          /* group-commit window: at most 20 fsyncs a second, lock free in between */
 #define STORE_OWNER_QUEUE_MAX 100000  /* pending response owners before the oldest are dropped */
+#define STORE_CONV_BATCH_MAX 256      /* conversation turns per writer transaction */
+#define STORE_CONV_BATCH_BYTES ((size_t)16 << 20) /* and their bytes (at least one turn) */
 
 /* ---------- the thread: batches off the queue ---------- */
 
 static int writer_has_work(const store_writer *w)
 {
-    return w->head || w->n_states || w->owners_head || w->n_ops || w->logins_head;
+    return w->head || w->n_states || w->owners_head || w->n_ops || w->logins_head || w->conv_head ||
+           w->conv_sweep_wake;
 }
 
 /* Moves up to STORE_BATCH_MAX logs into the batch (lock held; the whole
@@ -79,6 +82,32 @@ static void writer_take_owners(store_writer *w, writer_batch *b)
         w->owners_tail = NULL;
 }
 
+/* Moves conversation turns into the batch (lock held): up to
+ * STORE_CONV_BATCH_MAX of them and STORE_CONV_BATCH_BYTES, at least one,
+ * so one commit writes a bounded amount. */
+static void writer_take_convs(store_writer *w, writer_batch *b)
+{
+    conv_item **tailp = &b->convs;
+    size_t bytes = 0;
+    while (w->conv_head && b->n_convs < STORE_CONV_BATCH_MAX &&
+           (b->n_convs == 0 || bytes + w->conv_head->size <= STORE_CONV_BATCH_BYTES)) {
+        conv_item *c = w->conv_head;
+        *tailp = c;
+        tailp = &c->next;
+        w->conv_head = c->next;
+        bytes += c->size;
+        w->conv_bytes -= c->size;
+        b->n_convs++;
+        w->n_convs--;
+    }
+    *tailp = NULL;
+    if (!w->conv_head)
+        w->conv_tail = NULL;
+    b->conv_limits = w->conv_limits;
+    b->conv_sweep = w->conv_sweep_wake;
+    w->conv_sweep_wake = 0;
+}
+
 /* Takes all coalesced states and up to STORE_BATCH_MAX logs and owners
  * (lock held). */
 static void writer_take(store_writer *w, writer_batch *b)
@@ -97,13 +126,16 @@ static void writer_take(store_writer *w, writer_batch *b)
     w->n_logins = 0;
     writer_take_logs(w, b);
     writer_take_owners(w, b);
-    /* Every state is in the batch and both queues are in seq order, so the
+    writer_take_convs(w, b);
+    /* Every state is in the batch and the queues are in seq order, so the
      * batch covers everything queued before the first item still waiting. */
     uint64_t next = w->queued_seq + 1;
     if (w->head && w->head->seq < next)
         next = w->head->seq;
     if (w->owners_head && w->owners_head->seq < next)
         next = w->owners_head->seq;
+    if (w->conv_head && w->conv_head->seq < next)
+        next = w->conv_head->seq;
     b->seq = next - 1;
 }
 
@@ -135,13 +167,17 @@ static void writer_batch_free(writer_batch *b)
         next = o->next;
         free(o);
     }
+    for (conv_item *c = b->convs, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
     free(b->states);
 }
 
 static int writer_window_open(const store_writer *w)
 {
     return !w->stop && !w->sync_waiters && !w->n_logins && w->n_logs < STORE_BATCH_MAX &&
-           w->n_owners < STORE_BATCH_MAX;
+           w->n_owners < STORE_BATCH_MAX && w->n_convs < STORE_CONV_BATCH_MAX && w->conv_bytes < STORE_CONV_BATCH_BYTES;
 }
 
 /* After the first item arrives, gathers more for up to STORE_GROUP_MS (lock
@@ -204,6 +240,8 @@ void store_writer_init(store_writer *w)
 {
     memset(w, 0, sizeof *w);
     w->notify_fd = -1;
+    w->conv_limits = (store_conversation_limits){STORE_CONV_MAX_ROWS_DEFAULT, STORE_CONV_MAX_BYTES_DEFAULT,
+                                                 STORE_CONV_MAX_DAYS_DEFAULT};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the group window must not jump with the wall clock */
@@ -280,15 +318,16 @@ void store_writer_discard(store_writer *w)
     writer_batch_free(&lb);
     w->logins_head = w->logins_tail = NULL;
     w->n_logins = 0;
-    if (w->head || w->n_states || w->owners_head)
-        log_warn("store: closing with %zu request logs, %zu state updates and %zu response owners never written"
-                 " (writer not started)", w->n_logs, w->n_states, w->n_owners);
-    writer_batch b = {.logs = w->head, .states = w->states, .owners = w->owners_head};
+    if (w->head || w->n_states || w->owners_head || w->conv_head)
+        log_warn("store: closing with %zu request logs, %zu state updates, %zu response owners and %zu conversation"
+                 " turns never written (writer not started)", w->n_logs, w->n_states, w->n_owners, w->n_convs);
+    writer_batch b = {.logs = w->head, .states = w->states, .owners = w->owners_head, .convs = w->conv_head};
     writer_batch_free(&b);
     w->head = w->tail = NULL;
     w->owners_head = w->owners_tail = NULL;
+    w->conv_head = w->conv_tail = NULL;
     w->states = NULL;
-    w->n_logs = w->n_states = w->cap_states = w->n_owners = w->n_ops = 0;
+    w->n_logs = w->n_states = w->cap_states = w->n_owners = w->n_ops = w->n_convs = w->conv_bytes = 0;
 }
 
 /* ---------- puts (the loop's side) ---------- */
@@ -440,6 +479,169 @@ void store_writer_put_owner(store *s, const char *response_id, int64_t account_i
                   STORE_OWNER_QUEUE_MAX, (unsigned long long)dropped);
 }
 
+/* ---------- conversations ---------- */
+
+/* 1 when id could be a stored response id: 1 to STORE_CONV_ID_MAX bytes. */
+static int writer_conv_id_ok(const char *id)
+{
+    return id && *id && strlen(id) <= STORE_CONV_ID_MAX;
+}
+
+/* One allocation holding the item and its strings; NULL without memory. */
+static conv_item *writer_conv_new(int del, const char *id, int64_t account_id, const char *prev, const char *in,
+                                  size_t in_len, const char *out, size_t out_len)
+{
+    size_t id_len = strlen(id), prev_len = prev ? strlen(prev) + 1 : 0;
+    size_t size = sizeof(conv_item) + id_len + 1 + prev_len + (del ? 0 : in_len + 1 + out_len + 1);
+    conv_item *c = malloc(size);
+    if (!c)
+        return NULL;
+    memset(c, 0, sizeof *c);
+    c->del = del;
+    c->account_id = account_id;
+    c->created_at = store_writer_clock(CLOCK_REALTIME);
+    c->size = size;
+    memcpy(c->response_id, id, id_len + 1);
+    char *p = c->response_id + id_len + 1;
+    if (prev) {
+        memcpy(p, prev, prev_len);
+        c->prev = p;
+        p += prev_len;
+    }
+    if (!del) {
+        memcpy(p, in, in_len);
+        p[in_len] = '\0';
+        c->input = p;
+        c->input_len = in_len;
+        p += in_len + 1;
+        memcpy(p, out, out_len);
+        p[out_len] = '\0';
+        c->output = p;
+        c->output_len = out_len;
+    }
+    return c;
+}
+
+/* Drops the oldest queued conversation item (lock held). */
+static void writer_drop_oldest_conv(store_writer *w)
+{
+    conv_item *old = w->conv_head;
+    w->conv_head = old->next;
+    if (!w->conv_head)
+        w->conv_tail = NULL;
+    w->n_convs--;
+    w->conv_bytes -= old->size;
+    w->dropped_convs++;
+    free(old);
+}
+
+static void writer_conv_dropped_log(uint64_t dropped, const char *why)
+{
+    if (dropped == 1 || (dropped && dropped % 1000 == 0)) /* one line per 1000, not a flood */
+        log_error("store: %s; dropped a conversation turn (%llu dropped so far)", why, (unsigned long long)dropped);
+}
+
+/* Queues c (taking it), dropping the oldest while the queue is over its
+ * bounds. */
+static void writer_conv_queue(store_writer *w, conv_item *c)
+{
+    uint64_t dropped = 0;
+    pthread_mutex_lock(&w->mu);
+    uint64_t before = w->dropped_convs;
+    while (w->conv_head && (w->n_convs >= STORE_CONV_QUEUE_MAX || w->conv_bytes + c->size > STORE_CONV_QUEUE_BYTES))
+        writer_drop_oldest_conv(w);
+    if (w->dropped_convs != before)
+        dropped = w->dropped_convs;
+    c->seq = ++w->queued_seq;
+    if (w->conv_tail)
+        w->conv_tail->next = c;
+    else
+        w->conv_head = c;
+    w->conv_tail = c;
+    w->n_convs++;
+    w->conv_bytes += c->size;
+    int wake = writer_wake_due(w, w->n_convs == STORE_CONV_BATCH_MAX || w->conv_bytes >= STORE_CONV_BATCH_BYTES);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
+    writer_conv_dropped_log(dropped, "writer queue of conversation turns full");
+}
+
+void store_writer_put_conversation(store *s, const char *response_id, int64_t account_id,
+                                   const char *previous_response_id, const char *input_json, size_t input_len,
+                                   const char *output_json, size_t output_len)
+{
+    store_writer *w = &s->w;
+    const char *prev = previous_response_id && *previous_response_id ? previous_response_id : NULL;
+    if (!writer_conv_id_ok(response_id) || account_id <= 0 || !input_json || !output_json ||
+        (prev && !writer_conv_id_ok(prev)))
+        return;
+    pthread_mutex_lock(&w->mu);
+    store_conversation_limits l = w->conv_limits;
+    int too_big = input_len > STORE_CONV_TURN_MAX || output_len > STORE_CONV_TURN_MAX - input_len ||
+                  (int64_t)(input_len + output_len) > l.max_bytes;
+    uint64_t dropped = too_big && l.max_rows > 0 && l.max_bytes > 0 ? ++w->dropped_convs : 0;
+    pthread_mutex_unlock(&w->mu);
+    if (l.max_rows <= 0 || l.max_bytes <= 0)
+        return; /* recording is off */
+    if (too_big) {
+        writer_conv_dropped_log(dropped, "a conversation turn is larger than the retention keeps");
+        return;
+    }
+    conv_item *c = writer_conv_new(0, response_id, account_id, prev, input_json, input_len, output_json, output_len);
+    if (!c) {
+        log_error("store: out of memory; dropped a conversation turn");
+        return;
+    }
+    writer_conv_queue(w, c);
+}
+
+int store_conversation_delete(store *s, const char *response_id)
+{
+    if (!writer_conv_id_ok(response_id))
+        return -1;
+    conv_item *c = writer_conv_new(1, response_id, 0, NULL, NULL, 0, NULL, 0);
+    if (!c) {
+        log_error("store: out of memory; a conversation turn was not deleted");
+        return -1;
+    }
+    writer_conv_queue(&s->w, c);
+    return 0;
+}
+
+void store_conversation_limits_set(store *s, const store_conversation_limits *l)
+{
+    store_writer *w = &s->w;
+    store_conversation_limits v = {l->max_rows < 0 ? 0 : l->max_rows, l->max_bytes < 0 ? 0 : l->max_bytes,
+                                   l->max_days < 1 ? 1 : l->max_days};
+    pthread_mutex_lock(&w->mu);
+    int changed = memcmp(&v, &w->conv_limits, sizeof v) != 0;
+    if (changed)
+        w->conv_limits = v;
+    pthread_mutex_unlock(&w->mu);
+    if (changed)
+        store_conversation_sweep_now(s);
+}
+
+void store_conversation_sweep_now(store *s)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    w->conv_sweep_wake = 1;
+    w->queued_seq++; /* a store_writer_sync now waits for the sweep */
+    int wake = writer_wake_due(w, 0);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
+}
+
+void store_conversation_limits_get(store *s, store_conversation_limits *out)
+{
+    pthread_mutex_lock(&s->w.mu);
+    *out = s->w.conv_limits;
+    pthread_mutex_unlock(&s->w.mu);
+}
+
 int store_writer_put_admin(store *s, const store_admin_op *op)
 {
     store_writer *w = &s->w;
@@ -528,6 +730,10 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->failed_commits = w->failed_commits;
     out->pending_owners = w->n_owners;
     out->dropped_owners = w->dropped_owners;
+    out->pending_conversations = w->n_convs;
+    out->dropped_conversations = w->dropped_convs;
+    out->swept_conversations = w->swept_convs;
+    out->conversation_sweeps = w->conv_sweeps;
     out->failing = w->failing;
     snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);
     pthread_mutex_unlock(&w->mu);

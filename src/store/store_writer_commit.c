@@ -1,8 +1,9 @@
 /* store_writer_commit.c: the writer thread's side of sqlite: its own
  * connection and prepared statements, binding account state, request
- * logs, response owners, logins and admin changes, and committing one
- * batch in one transaction (pruning old owners when due), retried with
- * backoff until it succeeds. store_writer.c owns the queue and the thread
+ * logs, response owners, conversation turns, logins and admin changes, and
+ * committing one batch in one transaction (pruning old owners and sweeping
+ * the conversations' retention when due), retried with backoff until it
+ * succeeds. store_writer.c owns the queue and the thread
  * that hands batches here. */
 #include "store/store_internal.h"
 #include "base/log.h"
@@ -11,6 +12,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define STORE_OWNER_TTL_S (7 * 86400) /* owners older than this are pruned */
@@ -64,6 +66,25 @@ static const char store_sql_up_owner[] =
     " ON CONFLICT(response_id) DO UPDATE SET account_id = excluded.account_id, created_at = excluded.created_at";
 
 static const char store_sql_prune_owners[] = "DELETE FROM response_owners WHERE created_at < ?1";
+
+/* Conversation turns (store.h). The same response id again replaces the
+ * row: a turn recorded twice (a retry) keeps its latest record. */
+static const char store_sql_up_conv[] =
+    "INSERT INTO conversations(response_id, account_id, previous_response_id, input_json, output_json, bytes,"
+    " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    " ON CONFLICT(response_id) DO UPDATE SET account_id = excluded.account_id,"
+    " previous_response_id = excluded.previous_response_id, input_json = excluded.input_json,"
+    " output_json = excluded.output_json, bytes = excluded.bytes, created_at = excluded.created_at";
+static const char store_sql_del_conv[] = "DELETE FROM conversations WHERE response_id = ?1";
+/* The retention's sweep: the expired first, then the oldest while over a
+ * limit, each step bounded; the sums and the walk read the
+ * (created_at, bytes) index only, never the rows' text. */
+static const char store_sql_conv_expire[] =
+    "DELETE FROM conversations WHERE rowid IN"
+    " (SELECT rowid FROM conversations WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)";
+static const char store_sql_conv_totals[] = "SELECT count(*), coalesce(sum(bytes), 0) FROM conversations";
+static const char store_sql_conv_oldest[] = "SELECT rowid, bytes FROM conversations ORDER BY created_at LIMIT ?1";
+static const char store_sql_conv_del_rowid[] = "DELETE FROM conversations WHERE rowid = ?1";
 
 /* A refreshed login. NULLs keep what is stored (a token endpoint may leave
  * out the refresh or id token). updated_at is left alone: the routing order
@@ -273,6 +294,24 @@ static int writer_insert_logs(store_writer *w, const log_item *it, size_t n, int
     return rc;
 }
 
+static int writer_conv_row(store_writer *w, const conv_item *c)
+{
+    if (c->del) {
+        sqlite3_bind_text(w->del_conv, 1, c->response_id, -1, SQLITE_STATIC);
+        return writer_step(w->db, w->del_conv, "conversations delete");
+    }
+    sqlite3_stmt *st = w->up_conv;
+    sqlite3_bind_text(st, 1, c->response_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, c->account_id);
+    store_bind_text(st, 3, c->prev);
+    /* lengths below STORE_CONV_TURN_MAX (64 MiB): they fit an int */
+    sqlite3_bind_text(st, 4, c->input, (int)c->input_len, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, c->output, (int)c->output_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (int64_t)(c->input_len + c->output_len));
+    sqlite3_bind_double(st, 7, c->created_at);
+    return writer_step(w->db, st, "conversations");
+}
+
 static int writer_batch_rows(store_writer *w, const writer_batch *b)
 {
     int rc = SQLITE_OK;
@@ -299,6 +338,8 @@ static int writer_batch_rows(store_writer *w, const writer_batch *b)
         sqlite3_bind_double(w->up_owner, 3, o->created_at);
         rc = writer_step(w->db, w->up_owner, "response_owners");
     }
+    for (const conv_item *c = b->convs; rc == SQLITE_OK && c; c = c->next)
+        rc = writer_conv_row(w, c);
     return rc;
 }
 
@@ -308,23 +349,114 @@ static int writer_prune(store_writer *w)
     return writer_step(w->db, w->prune_owners, "response_owners prune");
 }
 
-/* One transaction for the whole batch, with the owner prune when it is due;
- * rolled back on any failure. */
+/* What one sweep did: rows deleted, and whether limits are still exceeded
+ * (or the expired not all gone) so that the next commit goes on. */
+typedef struct conv_sweep {
+    int64_t deleted;
+    int more;
+} conv_sweep;
+
+/* The oldest rows while over max_rows or max_bytes, at most budget of
+ * them; their rowids are collected first, then deleted. */
+static int writer_conv_trim(store_writer *w, const store_conversation_limits *l, int budget, conv_sweep *out)
+{
+    int64_t rows, bytes, ids[STORE_CONV_SWEEP_ROWS];
+    int k = 0, rc = sqlite3_step(w->conv_totals);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(w->conv_totals);
+        return rc;
+    }
+    rows = sqlite3_column_int64(w->conv_totals, 0);
+    bytes = sqlite3_column_int64(w->conv_totals, 1);
+    sqlite3_reset(w->conv_totals);
+    if (rows <= l->max_rows && bytes <= l->max_bytes)
+        return SQLITE_OK;
+    sqlite3_bind_int(w->conv_oldest, 1, budget);
+    while ((rows > l->max_rows || bytes > l->max_bytes) && k < budget &&
+           (rc = sqlite3_step(w->conv_oldest)) == SQLITE_ROW) {
+        ids[k++] = sqlite3_column_int64(w->conv_oldest, 0);
+        rows--;
+        bytes -= sqlite3_column_int64(w->conv_oldest, 1);
+    }
+    sqlite3_reset(w->conv_oldest);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return rc;
+    rc = SQLITE_OK;
+    for (int i = 0; rc == SQLITE_OK && i < k; i++) {
+        sqlite3_bind_int64(w->conv_del_rowid, 1, ids[i]);
+        rc = writer_step(w->db, w->conv_del_rowid, "conversations sweep");
+    }
+    out->deleted += k;
+    out->more = rows > l->max_rows || bytes > l->max_bytes;
+    return rc;
+}
+
+/* The conversations' retention (store.h), inside the batch's transaction. */
+static int writer_conv_sweep(store_writer *w, const store_conversation_limits *l, conv_sweep *out)
+{
+    int budget = STORE_CONV_SWEEP_ROWS;
+    memset(out, 0, sizeof *out);
+    sqlite3_bind_double(w->conv_expire, 1, store_writer_clock(CLOCK_REALTIME) - (double)l->max_days * 86400.0);
+    sqlite3_bind_int(w->conv_expire, 2, budget);
+    int rc = writer_step(w->db, w->conv_expire, "conversations expiry");
+    if (rc != SQLITE_OK)
+        return rc;
+    out->deleted = sqlite3_changes(w->db);
+    budget -= (int)out->deleted;
+    if (budget <= 0) {
+        out->more = 1;
+        return SQLITE_OK;
+    }
+    return writer_conv_trim(w, l, budget, out);
+}
+
+/* Whether this batch sweeps the conversations: when asked to (limits
+ * changed, the last sweep unfinished), after STORE_CONV_SWEEP_EVERY_N
+ * recorded turns, or when turns were recorded and the timed sweep is due. */
+static int writer_conv_sweep_due(const store_writer *w, const writer_batch *b, size_t puts, double now)
+{
+    size_t recorded = w->conv_inserts + puts;
+    return b->conv_sweep || recorded >= STORE_CONV_SWEEP_EVERY_N || (recorded && now >= w->conv_sweep_due);
+}
+
+/* One transaction for the whole batch, with the owner prune and the
+ * conversations' sweep when they are due; rolled back on any failure. */
 static int writer_commit(store_writer *w, const writer_batch *b)
 {
     double now = store_writer_clock(CLOCK_MONOTONIC);
     int prune = now >= w->prune_due;
+    size_t puts = 0;
+    for (const conv_item *c = b->convs; c; c = c->next)
+        puts += !c->del;
+    int sweep = writer_conv_sweep_due(w, b, puts, now);
+    conv_sweep swept = {0, 0};
     int rc = writer_run(w->begin);
     if (rc == SQLITE_OK)
         rc = writer_batch_rows(w, b);
     if (rc == SQLITE_OK && prune)
         rc = writer_prune(w);
+    if (rc == SQLITE_OK && sweep)
+        rc = writer_conv_sweep(w, &b->conv_limits, &swept);
     if (rc == SQLITE_OK)
         rc = writer_run(w->commit); /* a deferred constraint fails here, and the batch with it */
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(w->db))
         sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-    if (rc == SQLITE_OK && prune)
+    if (rc != SQLITE_OK)
+        return rc;
+    if (prune)
         w->prune_due = now + STORE_PRUNE_EVERY_S;
+    w->conv_inserts += puts;
+    if (sweep) {
+        w->conv_inserts = 0;
+        w->conv_sweep_due = now + STORE_CONV_SWEEP_EVERY_S;
+    }
+    if (sweep) {
+        pthread_mutex_lock(&w->mu);
+        w->conv_sweeps++;
+        w->swept_convs += (uint64_t)swept.deleted;
+        w->conv_sweep_wake |= swept.more;
+        pthread_mutex_unlock(&w->mu);
+    }
     return rc;
 }
 
@@ -366,11 +498,13 @@ void store_writer_commit_retry(store_writer *w, const writer_batch *b)
         snprintf(w->last_error, sizeof w->last_error, "%s (sqlite code %d)", sqlite3_errmsg(w->db), rc);
         pthread_mutex_unlock(&w->mu);
         if (failures == 0 || failures % 20 == 0)
-            log_error("store: writer commit failed (%s); keeping %zu request logs, %zu state updates and %zu"
-                      " response owners, retrying", sqlite3_errmsg(w->db), b->n_logs, b->n_states, b->n_owners);
+            log_error("store: writer commit failed (%s); keeping %zu request logs, %zu state updates, %zu"
+                      " response owners and %zu conversation turns, retrying", sqlite3_errmsg(w->db), b->n_logs,
+                      b->n_states, b->n_owners, b->n_convs);
         if (writer_stopping(w) && failures >= 3) {
-            log_error("store: shutting down; dropped %zu request logs, %zu state updates and %zu response owners"
-                      " that could not be written", b->n_logs, b->n_states, b->n_owners);
+            log_error("store: shutting down; dropped %zu request logs, %zu state updates, %zu response owners and"
+                      " %zu conversation turns that could not be written", b->n_logs, b->n_states, b->n_owners,
+                      b->n_convs);
             return;
         }
         writer_sleep_ms(delay_ms);
@@ -394,6 +528,12 @@ int store_writer_prepare(store_writer *w, const char *path, char *err, size_t er
         sqlite3_prepare_v3(w->db, store_sql_prune_owners, -1, keep, &w->prune_owners, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_login, -1, keep, &w->up_login, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_login_err, -1, keep, &w->up_login_err, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_conv, -1, keep, &w->up_conv, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_del_conv, -1, keep, &w->del_conv, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_conv_expire, -1, keep, &w->conv_expire, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_conv_totals, -1, keep, &w->conv_totals, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_conv_oldest, -1, keep, &w->conv_oldest, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_conv_del_rowid, -1, keep, &w->conv_del_rowid, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, "BEGIN IMMEDIATE", -1, keep, &w->begin, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, "COMMIT", -1, keep, &w->commit, NULL) != SQLITE_OK ||
         !writer_ins_logs(w, 0)) {
@@ -413,6 +553,12 @@ void store_writer_conn_close(store_writer *w)
     sqlite3_finalize(w->up_login_err);
     sqlite3_finalize(w->begin);
     sqlite3_finalize(w->commit);
+    sqlite3_stmt **conv[] = {&w->up_conv, &w->del_conv, &w->conv_expire, &w->conv_totals, &w->conv_oldest,
+                             &w->conv_del_rowid};
+    for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
+        sqlite3_finalize(*conv[i]);
+        *conv[i] = NULL;
+    }
     for (int k = 0; k < STORE_LOG_CHUNKS; k++) {
         sqlite3_finalize(w->ins_logs[k]);
         w->ins_logs[k] = NULL;

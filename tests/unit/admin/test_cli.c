@@ -10,6 +10,7 @@
 #include "check.h"
 #include "admin/cli.h"
 #include "base/sha256.h"
+#include "core/config.h"
 #include "store/store.h"
 #include <fcntl.h>
 #include <stdarg.h>
@@ -388,6 +389,43 @@ static void test_cli_config_rejects_unknown_keys_and_bad_values(void)
     CHECK_EQ_INT(test_setting("rotation", v, sizeof v), 1);
 }
 
+/* The conversation retention: validated by `config set`, and what a
+ * gateway reads with config_from_store reaches the store's writer; an
+ * environment variable pins its setting. */
+static void test_cli_config_conversation_limits_are_checked_and_reach_the_store(void)
+{
+    test_out o;
+    char v[64];
+    test_fresh_db();
+    test_run(cli_config_main, &o, "config", "set", "conversation_max_rows", "500", NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    test_run(cli_config_main, &o, "config", "set", "conversation_max_days", "7", NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    test_run(cli_config_main, &o, "config", "set", "conversation_max_rows", "-1", NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    test_run(cli_config_main, &o, "config", "set", "conversation_max_days", "0", NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    test_run(cli_config_main, &o, "config", "set", "conversation_max_bytes", "1099511627777", NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    CHECK_EQ_INT(test_setting("conversation_max_rows", v, sizeof v), 0);
+    CHECK_EQ_STR(v, "500");
+    store *s = test_store();
+    if (!s)
+        return;
+    sy_config c;
+    config_defaults(&c);
+    setenv("SWITCHYARD_CONVERSATION_MAX_DAYS", "3", 1);
+    CHECK_EQ_INT(config_from_env(&c), 0);
+    unsetenv("SWITCHYARD_CONVERSATION_MAX_DAYS");
+    config_from_store(&c, s);
+    store_conversation_limits l;
+    store_conversation_limits_get(s, &l);
+    CHECK_EQ_INT(l.max_rows, 500);
+    CHECK_EQ_INT(l.max_bytes, STORE_CONV_MAX_BYTES_DEFAULT);
+    CHECK_EQ_INT(l.max_days, 3); /* the environment over the database setting */
+    store_close(s);
+}
+
 static void test_cli_config_checks_argument_counts(void)
 {
     test_out o;
@@ -470,6 +508,7 @@ int main(void)
     RUN(test_cli_key_prefer_sets_and_clears_the_account);
     RUN(test_cli_key_revoke_marks_the_key_revoked);
     RUN(test_cli_config_set_get_unset_list);
+    RUN(test_cli_config_conversation_limits_are_checked_and_reach_the_store);
     RUN(test_cli_config_rejects_unknown_keys_and_bad_values);
     RUN(test_cli_config_checks_argument_counts);
     RUN(test_cli_config_set_bumps_config_version);
