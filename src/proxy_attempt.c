@@ -224,6 +224,8 @@ static void proxy_exhausted(proxy_req *p)
 {
     if (p->committed) /* a resumed stream with nobody left to finish it */
         return proxy_resume_failed(p, "no account was left to finish the answer");
+    if (proxy_chain_move(p)) /* its stored response's account cannot serve: rebuilt for another */
+        return;
     double back;
     if (proxy_wait_for_capacity(p, &back))
         return;

@@ -131,8 +131,11 @@ static int proxy_read_plain_usage(proxy_req *p)
     if (id)
         pool_owner_set(p->gw->pool, id, p->acct_id);
     json_free(doc);
-    if (!is_error)
+    if (!is_error) {
         proxy_blobs_minted(p, p->sniff.p, p->sniff.len);
+        if (p->in.api == API_RESPONSES && !p->in.is_get && !p->in.store_off)
+            proxy_turn_record(p, p->sniff.p, p->sniff.len);
+    }
     return is_error;
 }
 

@@ -71,6 +71,9 @@ typedef struct proxy_req {
     sbuf blobbody;            /* the body without what the latest attempt stripped */
     int stripped_drop, stripped_text; /* what the latest attempt stripped */
     int strip_retried;        /* the strip_retry verdict was used: at most once per request */
+    /* a stored conversation (previous_response_id) rebuilt for another account */
+    int chain_tried;          /* the rebuild was tried (once per request) */
+    sbuf turn_input;          /* the client's own input items, kept when the body was rebuilt */
     char acct_name[64];
     account_kind acct_kind;
     double t_attempt;
@@ -223,5 +226,8 @@ void proxy_blobs_free(proxy_req *p);
 void proxy_blobs_minted(proxy_req *p, const char *json, size_t len);
 void proxy_item_blobs(void *ud, const char *data, size_t len);
 void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh);
+void proxy_turn_completed(void *ud, const char *data, size_t len);
+void proxy_turn_record(proxy_req *p, const char *response_json, size_t len);
+int proxy_chain_move(proxy_req *p);
 
 #endif

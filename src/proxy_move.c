@@ -13,12 +13,21 @@
  *   refused one (the strip-retry, at most once per request).
  * - Who minted what is recorded from the answers relayed: each finished
  *   output item of a stream, the whole body of a plain answer.
+ * - A response relayed with store (the API's default) is recorded as a
+ *   turn: its input items, output items and the response it continued
+ *   (store/store_conversations.h). When the owner of a request's
+ *   previous_response_id cannot serve, the request is rebuilt from that
+ *   record as one whole input without previous_response_id and goes to the
+ *   next account (then its blobs are stripped as above); the new account's
+ *   response id carries the chain on from there.
  * - The answer says what happened: x-switchyard-moved: <from>-><to> and
  *   x-switchyard-stripped: counts, never content. */
 #include "proxy_internal.h"
 #include "obs/metrics.h"
 #include "obs/trace.h"
+#include "store/store_conversations.h"
 #include "upstream/blobs.h"
+#include "upstream/conversation.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +214,7 @@ void proxy_blobs_free(proxy_req *p)
     p->blob_origin = NULL;
     free(p->quick_origin);
     p->quick_origin = NULL;
+    sbuf_free(&p->turn_input);
     sbuf_free(&p->blobbody);
 }
 
@@ -225,6 +235,85 @@ void proxy_blobs_minted(proxy_req *p, const char *json, size_t len)
 void proxy_item_blobs(void *ud, const char *data, size_t len)
 {
     proxy_blobs_minted(ud, data, len);
+}
+
+/* ---------- stored conversations ---------- */
+
+#define PROXY_CHAIN_DEPTH 1000               /* turns followed back from a previous_response_id */
+#define PROXY_CHAIN_BYTES ((size_t)32 << 20) /* of recorded input and output read for one rebuild */
+
+void proxy_turn_record(proxy_req *p, const char *response_json, size_t len)
+{
+    sbuf out = SBUF_INIT, in = SBUF_INIT;
+    char id[CONVERSATION_ID_MAX], prev[CONVERSATION_ID_MAX];
+    int store_flag = 1;
+    if (conversation_record_output(response_json, len, &out, id) == 0 &&
+        (p->turn_input.len ||
+         conversation_record_input(p->in.body.p, p->in.body.len, &in, prev, &store_flag) == 0) && store_flag) {
+        const sbuf *input = p->turn_input.len ? &p->turn_input : &in;
+        store_writer_put_conversation(p->gw->st, id, p->acct_id, p->in.previous_response_id, input->p, input->len,
+                                      out.p, out.len);
+    }
+    sbuf_free(&out);
+    sbuf_free(&in);
+}
+
+void proxy_turn_completed(void *ud, const char *data, size_t len)
+{
+    proxy_turn_record(ud, data, len);
+}
+
+/* The request continues a stored response whose account cannot serve (its
+ * plan is spent): rebuild it from the gateway's record as a whole input
+ * without previous_response_id, and plan again without the pin. 1 when
+ * the request goes on; 0 when it cannot (not recorded, expired, too long,
+ * malformed: why says so, and the 503 names it). Once per request. */
+int proxy_chain_move(proxy_req *p)
+{
+    if (p->chain_tried || p->committed || !p->plan.pinned_owner || !p->in.previous_response_id[0] ||
+        !p->plan.pinned_by || strcmp(p->plan.pinned_by, "previous_response_id") != 0)
+        return 0;
+    p->chain_tried = 1;
+    conv_link *chain = NULL;
+    size_t n = 0;
+    char err[256], prev[CONVERSATION_ID_MAX];
+    int store_flag = 1;
+    sbuf body = SBUF_INIT;
+    int64_t owner = p->plan.pinned_owner;
+    if (store_conversation_chain(p->gw->st, p->in.previous_response_id, PROXY_CHAIN_DEPTH, PROXY_CHAIN_BYTES,
+                                 &chain, &n, err, sizeof err) != 0 ||
+        conversation_rebuild(chain, n, p->in.body.p, p->in.body.len, &body, err, sizeof err) != 0 ||
+        conversation_record_input(p->in.body.p, p->in.body.len, &p->turn_input, prev, &store_flag) != 0) {
+        store_conversation_chain_free(chain, n);
+        sbuf_free(&body);
+        sbuf_free(&p->turn_input);
+        char why[320];
+        snprintf(why, sizeof why, "the conversation cannot move to another account: %s", err);
+        proxy_why(p, "previous_response_id", why);
+        trace_event(p->gw->trace, "CONVERSATION_MOVE_REFUSED", "req=%llu by=previous_response_id reason=\"%s\"",
+                    (unsigned long long)p->id, err);
+        return 0;
+    }
+    store_conversation_chain_free(chain, n);
+    /* the rebuilt body is the request from here: every account is sent it
+     * (blobs stripped for each as usual) */
+    p->gw->body_bytes += body.len;
+    p->gw->body_bytes -= p->in.body.len;
+    sbuf_free(&p->in.body);
+    p->in.body = body;
+    proxy_blobs_free(p);
+    p->blobs_looked = p->blobs_scanned = p->blobs_unsure = 0;
+    p->quick_n = p->quick_cap = 0;
+    proxy_move_from(p, owner);
+    metrics_conversation_move(2);
+    trace_event(p->gw->trace, "CONVERSATION_MOVE", "req=%llu from=%s by=previous_response_id turns=%zu bytes=%zu",
+                (unsigned long long)p->id, p->moved_from, n, p->in.body.len);
+    p->rctx.previous_response_id = NULL;
+    router_plan_free(&p->plan);
+    router_plan(p->gw, &p->rctx, &p->plan);
+    p->next = 0;
+    proxy_next(p);
+    return 1;
 }
 
 /* ---------- what the answer says ---------- */

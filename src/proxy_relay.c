@@ -491,9 +491,10 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         p->pf_live = 1;
         /* the delivered text is kept only when the policy could resume this stream */
         p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy);
-        if (p->in.api == API_RESPONSES) { /* who minted the blobs of its output items (proxy_move.c) */
+        if (p->in.api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
             p->pf.on_item_blobs = proxy_item_blobs;
-            p->pf.item_blobs_ud = p;
+            p->pf.on_completed = p->in.store_off ? NULL : proxy_turn_completed;
+            p->pf.hooks_ud = p;
         }
         long left = p->gw->cfg.ttft_ms - (long)((gateway_now() - p->t_attempt) * 1000.0);
         if (left < 1)

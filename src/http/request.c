@@ -62,5 +62,7 @@ int request_parse(const char *body, size_t len, size_t max_body, request_input *
         return -1;
     const char *prev = json_get_str(in->doc, "previous_response_id");
     sbuf_copy_cstr(in->previous_response_id, sizeof in->previous_response_id, prev ? prev : "");
+    json_value *st = json_get(in->doc, "store");
+    in->store_off = st && st->type == JSON_FALSE;
     return 0;
 }

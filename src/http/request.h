@@ -21,6 +21,7 @@ typedef struct request_input {
     int stream;
     char model[128];
     char previous_response_id[128];
+    int store_off;              /* "store": false (the Responses API stores by default) */
     json_value *doc;            /* parsed body, owned by the proxy from here (NULL for GET) */
     sbuf body;                  /* raw body, owned by the proxy from here */
 } request_input;

@@ -58,7 +58,7 @@ static struct {
     metrics_retry_cell retries[METRICS_RETRY_SLOTS];
     uint64_t retries_total;
     uint64_t preflight_switches;
-    uint64_t conversation_moves[2]; /* by turn state, by blobs */
+    uint64_t conversation_moves[3]; /* by turn state, by blobs, by previous_response_id */
     uint64_t blobs_dropped, blobs_replaced, strip_retries;
     uint64_t waits;
     double wait_seconds;
@@ -142,7 +142,7 @@ void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, d
 
 void metrics_ttfb(double seconds) { metrics_hist_add(&M.ttfb, seconds); }
 void metrics_preflight_switch(void) { M.preflight_switches++; }
-void metrics_conversation_move(int by_blobs) { M.conversation_moves[by_blobs ? 1 : 0]++; }
+void metrics_conversation_move(int by) { M.conversation_moves[by >= 0 && by <= 2 ? by : 0]++; }
 void metrics_blobs_stripped(int dropped, int replaced)
 {
     M.blobs_dropped += (uint64_t)(dropped > 0 ? dropped : 0);
@@ -414,6 +414,8 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
                 (unsigned long long)M.conversation_moves[0]);
     sbuf_printf(out, "switchyard_conversation_moves_total{by=\"blobs\"} %llu\n",
                 (unsigned long long)M.conversation_moves[1]);
+    sbuf_printf(out, "switchyard_conversation_moves_total{by=\"previous_response_id\"} %llu\n",
+                (unsigned long long)M.conversation_moves[2]);
     metrics_head(out, "switchyard_blobs_stripped_total", "counter",
                  "Account-bound blobs left out of a request for an account that did not mint them, by what became of them.");
     sbuf_printf(out, "switchyard_blobs_stripped_total{action=\"dropped\"} %llu\n", (unsigned long long)M.blobs_dropped);

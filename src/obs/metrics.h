@@ -22,9 +22,10 @@ void metrics_ttfb(double seconds);
 /* A stream switched accounts inside the preflight window. */
 void metrics_preflight_switch(void);
 /* A conversation moved: an attempt went to another account than the one
- * that holds it: by_blobs 0, the account its turn state names; 1, the
- * account that minted blobs it carries. */
-void metrics_conversation_move(int by_blobs);
+ * that holds it: by 0, the account its turn state names; 1, the account
+ * that minted blobs it carries; 2, the owner of its previous_response_id
+ * (the request rebuilt from the gateway's record). */
+void metrics_conversation_move(int by);
 /* Blobs an attempt left out for its account: dropped (the item or part
  * removed) or replaced by text; and the strip-retries after a refusal. */
 void metrics_blobs_stripped(int dropped, int replaced);

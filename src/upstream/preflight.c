@@ -656,7 +656,7 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
     }
     if (pf->on_item_blobs && (!*event || strcmp(event, "response.output_item.done") == 0) &&
         memmem(data, len, "\"encrypted_content\"", 19))
-        pf->on_item_blobs(pf->item_blobs_ud, data, len);
+        pf->on_item_blobs(pf->hooks_ud, data, len);
     if (pf->state == PF_COMMIT && pf->saw_semantic && !(pf->keep_text && !*event) &&
         !pf_needs_parse_after_commit(event, data, len))
         return;
@@ -673,6 +673,8 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
     const char *type = doc ? json_get_str(doc, "type") : NULL;
     if (type)
         pf_response_info(pf, doc); /* ids and usage ride on many event kinds */
+    if (type && pf->on_completed && strcmp(type, "response.completed") == 0)
+        pf->on_completed(pf->hooks_ud, data, len);
     if (strcmp(event, "error") == 0 || (doc && pf_is_error_doc(doc)))
         pf_error(pf, doc, data, len);
     else if (type)

@@ -53,7 +53,10 @@ typedef struct preflight {
      * "encrypted_content" member: the proxy records who minted the blobs
      * (upstream/blobs.h). NULL: not asked. */
     void (*on_item_blobs)(void *ud, const char *data, size_t len);
-    void *item_blobs_ud;
+    void *hooks_ud;
+    /* ... and with response.completed's event data (the whole response):
+     * the proxy records a stored conversation's turn. NULL: not asked. */
+    void (*on_completed)(void *ud, const char *data, size_t len);
 } preflight;
 
 #define PREFLIGHT_TEXT_MAX (256u << 10)
