@@ -22,7 +22,9 @@
  * Accounts behave as separate, strict backends: each refuses a turn state,
  * an encrypted_content blob (reasoning=1, compaction=1 mint them) or a
  * previous_response_id that is not its own, in OpenAI's shapes, and keeps
- * its own stored responses (GET/DELETE responses/{id}). See
+ * its own stored responses (GET/DELETE responses/{id}). With tool_call=1 an
+ * answer is a function call until the input ends with its output, so a real
+ * client (Codex) runs a tool and comes back within the turn. See
  * tests/e2e/README.md. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -69,6 +71,9 @@ typedef struct rec {
     char *blobs;       /* JSON array: each encrypted_content seen, who minted it */
     char *input_types; /* JSON array of the input items' types, in order */
     char *refused;     /* the code this account refused the request with (blob, previous id), or NULL */
+    char *last_input_type; /* the last input item's type, or NULL without input items */
+    char *tool_outputs;    /* JSON array: call_ids of the function_call_output / custom_tool_call_output items */
+    char *tool_call;       /* tool_call=1: the call_id of the function call the answer carried, or NULL */
     long input_items;
     int chain;         /* stored responses followed from previous_response_id */
     int store;         /* -1 not said, 0 store:false, 1 store:true */
@@ -127,6 +132,9 @@ static void rec_free(rec *r)
     free(r->grant_type);
     free(r->blobs);
     free(r->input_types);
+    free(r->last_input_type);
+    free(r->tool_outputs);
+    free(r->tool_call);
     free(r->refused);
     free(r);
 }
@@ -189,6 +197,12 @@ static void recs_json(sbuf *b, int usage)
         sbuf_puts(b, r->blobs ? r->blobs : "[]");
         sbuf_puts(b, ",\"input_types\":");
         sbuf_puts(b, r->input_types ? r->input_types : "[]");
+        sbuf_puts(b, ",\"last_input_type\":");
+        json_str_or_null(b, r->last_input_type);
+        sbuf_puts(b, ",\"tool_outputs\":");
+        sbuf_puts(b, r->tool_outputs ? r->tool_outputs : "[]");
+        sbuf_puts(b, ",\"tool_call\":");
+        json_str_or_null(b, r->tool_call);
         sbuf_printf(b, ",\"input_items\":%ld,\"chain\":%d,\"store\":%s,\"refused\":", r->input_items,
                     r->chain, r->store < 0 ? "null" : r->store ? "true" : "false");
         json_str_or_null(b, r->refused);
@@ -474,6 +488,8 @@ typedef struct opts {
     char enc_err[16];  /* the shape of the refusal of a foreign blob (see enc_refuse) */
     int accept_foreign; /* take encrypted_content of any origin */
     int echo_input;    /* /responses text ends with " [chain=D items=N]" */
+    int tool_call;     /* /responses: a function call instead of the message, unless the input ends with its output */
+    char tool[64];     /* the function call's name (default exec_command, the shell tool Codex 0.171 registers) */
 } opts;
 
 static int numeric(const char *v)
@@ -605,6 +621,10 @@ static void opts_parse(opts *o, const char *spec)
             o->accept_foreign = atoi(val);
         else if (!strcmp(tok, "echo_input"))
             o->echo_input = atoi(val);
+        else if (!strcmp(tok, "tool_call"))
+            o->tool_call = atoi(val);
+        else if (!strcmp(tok, "tool"))
+            copy_word(o->tool, sizeof o->tool, val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -819,6 +839,9 @@ typedef struct gen {
     char rs_id[192], cmp_id[192];
     sbuf rs_blob, cmp_blob;
     int msg_index; /* the message's output_index: after the items above */
+    /* tool_call=1: a function call at msg_index in place of the message (empty call_id = none) */
+    char fc_id[192], call_id[192], tool[64];
+    sbuf fc_args;
 } gen;
 
 static void gen_init(gen *g, const char *name, const char *model, long n, int npieces)
@@ -854,6 +877,7 @@ static void gen_free(gen *g)
     sbuf_free(&g->text);
     sbuf_free(&g->rs_blob);
     sbuf_free(&g->cmp_blob);
+    sbuf_free(&g->fc_args);
 }
 
 /* One more text delta at the end (echo_input's marker). */
@@ -930,7 +954,25 @@ static void compaction_item(sbuf *b, const gen *g, int done)
     sbuf_puts(b, "}");
 }
 
-/* The completed output array: [reasoning,] [compaction,] message. */
+/* A function call item; in progress its arguments are still empty, as the
+ * output_item.added event of the real API shows it. */
+static void function_call_item(sbuf *b, const gen *g, int done)
+{
+    sbuf_puts(b, "{\"type\":\"function_call\",\"id\":");
+    js(b, g->fc_id);
+    sbuf_puts(b, ",\"call_id\":");
+    js(b, g->call_id);
+    sbuf_puts(b, ",\"name\":");
+    js(b, g->tool);
+    sbuf_puts(b, ",\"arguments\":");
+    if (done)
+        sbuf_json_str(b, g->fc_args.p, g->fc_args.len);
+    else
+        sbuf_puts(b, "\"\"");
+    sbuf_printf(b, ",\"status\":\"%s\"}", done ? "completed" : "in_progress");
+}
+
+/* The completed output array: [reasoning,] [compaction,] message or function call. */
 static void output_items(sbuf *b, const gen *g)
 {
     sbuf_puts(b, "[");
@@ -942,7 +984,10 @@ static void output_items(sbuf *b, const gen *g)
         compaction_item(b, g, 1);
         sbuf_puts(b, ",");
     }
-    message_item(b, g, 1);
+    if (g->call_id[0])
+        function_call_item(b, g, 1);
+    else
+        message_item(b, g, 1);
     sbuf_puts(b, "]");
 }
 
@@ -1065,6 +1110,48 @@ static void ev_item_done(sbuf *b, gen *g)
     sbuf_printf(b, "{\"type\":\"response.output_item.done\",\"sequence_number\":%d,"
                    "\"output_index\":%d,\"item\":", g->seq++, g->msg_index);
     message_item(b, g, 1);
+    sbuf_puts(b, "}");
+    sse_close(b);
+}
+
+/* A function call's events: output_item.added, its arguments in two
+ * deltas, function_call_arguments.done, output_item.done. */
+static void ev_function_call(sbuf *b, gen *g)
+{
+    sse_open(b, "response.output_item.added");
+    sbuf_printf(b, "{\"type\":\"response.output_item.added\",\"sequence_number\":%d,"
+                   "\"output_index\":%d,\"item\":", g->seq++, g->msg_index);
+    function_call_item(b, g, 0);
+    sbuf_puts(b, "}");
+    sse_close(b);
+    size_t half = g->fc_args.len / 2;
+    for (int k = 0; k < 2; k++) {
+        sse_open(b, "response.function_call_arguments.delta");
+        sbuf_printf(b, "{\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":%d,"
+                       "\"item_id\":", g->seq++);
+        js(b, g->fc_id);
+        sbuf_printf(b, ",\"output_index\":%d,\"delta\":", g->msg_index);
+        if (k == 0)
+            sbuf_json_str(b, g->fc_args.p, half);
+        else
+            sbuf_json_str(b, g->fc_args.p + half, g->fc_args.len - half);
+        sbuf_puts(b, "}");
+        sse_close(b);
+    }
+    sse_open(b, "response.function_call_arguments.done");
+    sbuf_printf(b, "{\"type\":\"response.function_call_arguments.done\",\"sequence_number\":%d,"
+                   "\"item_id\":", g->seq++);
+    js(b, g->fc_id);
+    sbuf_puts(b, ",\"name\":");
+    js(b, g->tool);
+    sbuf_printf(b, ",\"output_index\":%d,\"arguments\":", g->msg_index);
+    sbuf_json_str(b, g->fc_args.p, g->fc_args.len);
+    sbuf_puts(b, "}");
+    sse_close(b);
+    sse_open(b, "response.output_item.done");
+    sbuf_printf(b, "{\"type\":\"response.output_item.done\",\"sequence_number\":%d,"
+                   "\"output_index\":%d,\"item\":", g->seq++, g->msg_index);
+    function_call_item(b, g, 1);
     sbuf_puts(b, "}");
     sse_close(b);
 }
@@ -1505,6 +1592,7 @@ static void stored_free_all(void)
 
 typedef struct reqinfo {
     int want_reasoning; /* "include" holds "reasoning.encrypted_content" */
+    int after_tool;     /* the last input item is a function_call_output or custom_tool_call_output */
     int store;          /* "store" is not false */
     int prev_missing;   /* previous_response_id is none of this account's stored responses */
     char *input;        /* the input items as a JSON array (a string input: one user message) */
@@ -1589,13 +1677,17 @@ static void reqinfo_read(reqinfo *ri, rec *r, const char *account, const char *b
     sbuf_puts(&types, "[");
     if (in && in->type == JSON_STRING) {
         r->input_items = 1;
+        r->last_input_type = xstrdup("message");
         sbuf_puts(&types, "\"message\"");
         sbuf_puts(&items, "[{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":");
         sbuf_json_str(&items, in->str, in->str_len);
         sbuf_puts(&items, "}]}]");
     } else if (in && in->type == JSON_ARRAY) {
         blob_walk w = {account, NULL, ri, SBUF_INIT, 0};
+        sbuf outputs = SBUF_INIT;
+        int noutputs = 0;
         sbuf_puts(&w.list, "[");
+        sbuf_puts(&outputs, "[");
         for (const json_value *it = in->child; it; it = it->next) {
             const char *t = json_get_str(it, "type");
             if (!t)
@@ -1604,13 +1696,25 @@ static void reqinfo_read(reqinfo *ri, rec *r, const char *account, const char *b
                 sbuf_puts(&types, r->input_items > 1 ? "," : "");
                 js(&types, t);
             }
+            int is_output = !strcmp(t, "function_call_output") || !strcmp(t, "custom_tool_call_output");
+            if (is_output && noutputs++ < 1000) {
+                sbuf_puts(&outputs, noutputs > 1 ? "," : "");
+                json_str_or_null(&outputs, json_get_str(it, "call_id"));
+            }
+            if (!it->next) {
+                r->last_input_type = xstrdup(t);
+                ri->after_tool = is_output;
+            }
             w.item = it;
             if (it->type == JSON_OBJECT || it->type == JSON_ARRAY)
                 blobs_walk(&w, it);
         }
         sbuf_puts(&w.list, "]");
+        sbuf_puts(&outputs, "]");
         r->blobs = xstrdup(w.list.p);
+        r->tool_outputs = xstrdup(outputs.p);
         sbuf_free(&w.list);
+        sbuf_free(&outputs);
         json_write(&items, in);
     }
     sbuf_puts(&types, "]");
@@ -1725,6 +1829,16 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         ev_pre_items(&b, g);
         job_chunk(j, gap, &b);
         sbuf_reset(&b);
+    }
+    if (g->call_id[0]) { /* tool_call=1 (only set for the modes that complete) */
+        ev_function_call(&b, g);
+        job_chunk(j, gap, &b);
+        sbuf_reset(&b);
+        ev_resp_state(&b, g, "response.completed", "completed");
+        job_chunk(j, gap, &b);
+        job_add(j, ACT_END, o->tail);
+        sbuf_free(&b);
+        return;
     }
     ev_item_added(&b, g);
     job_chunk(j, gap, &b);
@@ -2060,9 +2174,11 @@ static int refuse_request(job *j, const opts *o, rec *r, const reqinfo *ri, int 
 }
 
 /* The items a /responses answer carries before its message (reasoning=1 or
- * an include of reasoning.encrypted_content; compaction=1), and echo_input's
+ * an include of reasoning.encrypted_content; compaction=1), the function
+ * call that replaces the message (tool_call=1, in an answer that completes,
+ * while the input does not end with a tool's output), and echo_input's
  * marker at the end of the text. */
-static void gen_responses_extras(gen *g, const opts *o, const rec *r, const reqinfo *ri)
+static void gen_responses_extras(gen *g, const opts *o, rec *r, const reqinfo *ri, int completes)
 {
     if (o->reasoning || ri->want_reasoning) {
         snprintf(g->rs_id, sizeof g->rs_id, "rs_%s_%ld", r->account, r->n);
@@ -2073,6 +2189,15 @@ static void gen_responses_extras(gen *g, const opts *o, const rec *r, const reqi
         snprintf(g->cmp_id, sizeof g->cmp_id, "cmp_%s_%ld", r->account, r->n);
         blob_mint(&g->cmp_blob, r->account, "compaction", r->n, 1400);
         g->msg_index++;
+    }
+    if (o->tool_call && completes && !ri->after_tool) {
+        snprintf(g->fc_id, sizeof g->fc_id, "fc_%s_%ld", r->account, r->n);
+        snprintf(g->call_id, sizeof g->call_id, "call_%s_%ld", r->account, r->n);
+        snprintf(g->tool, sizeof g->tool, "%s", o->tool[0] ? o->tool : "exec_command");
+        /* exec_command takes a command line; the older shell tools an argv */
+        sbuf_puts(&g->fc_args, !strcmp(g->tool, "exec_command") ? "{\"cmd\":\"echo hi\"}"
+                                                               : "{\"command\":[\"echo\",\"hi\"]}");
+        r->tool_call = xstrdup(g->call_id);
     }
     if (o->echo_input) {
         char mark[96];
@@ -2251,7 +2376,7 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
                 g.input_tokens = o->input_tokens;
             g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
             if (ep == EP_RESPONSES)
-                gen_responses_extras(&g, o, r, ri);
+                gen_responses_extras(&g, o, r, ri, mode == S_OK || mode == S_STALL || mode == S_SLOW);
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
             if (mode == S_OK && !stream)
                 script_plain(j, &g, ep, delay0, o->pad > 0 ? o->pad : o->bytes, o->seq);

@@ -3,9 +3,14 @@ CLI (npm @openai/codex) pointed at the gateway through a custom model
 provider completes a prompt while the first accounts of the pool are
 exhausted (one answers 429, one sends a quota error inside its 200 stream,
 one rejects its token), and the headers Codex sends (session, thread, window,
-turn metadata, beta features) reach the upstream. Codex is installed from the npm registry into .cache/codex of the
-source tree on first use; if npm or the registry is unavailable the test is
-skipped and says why."""
+turn metadata, beta features) reach the upstream; and a session whose turn
+holds encrypted reasoning and a tool call moves to another account in the
+middle of the turn (between the function call and its follow-up), and back,
+each account receiving only its own blobs and turn states (the mock's
+tool_call=1: a function call until the input ends with its output; Codex
+0.171 runs it with its exec_command tool). Codex is installed from the npm
+registry into .cache/codex of the source tree on first use; if npm or the
+registry is unavailable the test is skipped and says why."""
 
 import json
 import os
@@ -13,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import GatewayTest, account, main, npm_package, wait_for
+from harness import GatewayTest, account, main, npm_package, source_dir, wait_for
 from test_oauth import auth_json
 
 CODEX_VERSION = os.environ.get("SWITCHYARD_CODEX_VERSION", "0.171.0")
@@ -25,10 +30,17 @@ def codex_bin():
 
 class CodexCliTest(GatewayTest):
 
-    def run_codex(self, exe, g, prompt="say hello"):
-        """Runs `codex exec` against gateway g; returns the CompletedProcess."""
-        home = tempfile.mkdtemp(prefix="sy-codex-home-")
-        self.addCleanup(shutil.rmtree, home, True)
+    def run_codex(self, exe, g, prompt="say hello", home=None, work=None, args=("exec",)):
+        """Runs `codex exec` (or the subcommand args, e.g. ("exec", "resume",
+        "--last")) against gateway g; home and work are Codex's home and
+        working directory (fresh ones when None: give the same ones again to
+        go on with a session). Returns the CompletedProcess."""
+        if home is None:
+            home = tempfile.mkdtemp(prefix="sy-codex-home-")
+            self.addCleanup(shutil.rmtree, home, True)
+        if work is None:
+            work = tempfile.mkdtemp(prefix="sy-codex-work-")
+            self.addCleanup(shutil.rmtree, work, True)
         with open(os.path.join(home, "config.toml"), "w") as f:
             f.write('model = "gpt-test"\n'
                     'model_provider = "switchyard"\n'
@@ -38,9 +50,7 @@ class CodexCliTest(GatewayTest):
                     'env_key = "SWITCHYARD_KEY"\n'
                     'wire_api = "responses"\n')
         env = dict(os.environ, CODEX_HOME=home, SWITCHYARD_KEY=g.key, NO_COLOR="1")
-        work = tempfile.mkdtemp(prefix="sy-codex-work-")
-        self.addCleanup(shutil.rmtree, work, True)
-        return subprocess.run([exe, "exec", "--skip-git-repo-check", prompt], cwd=work, env=env,
+        return subprocess.run([exe, *args, "--skip-git-repo-check", prompt], cwd=work, env=env,
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
     def test_codex_completes_a_prompt_through_an_imported_login_whose_access_token_expired(self):
@@ -113,6 +123,116 @@ class CodexCliTest(GatewayTest):
         # the session id Codex sent is the one the gateway keeps its account by
         text = wait_for(lambda: (lambda t: t if "AFFINITY" in t else None)(g.trace_text()), what="AFFINITY")
         self.assertIn(f"session={h['session-id']} account={reqs[0]['account']}", text)
+
+    # --- a conversation moves between accounts with its reasoning and tool calls
+
+    def responses(self, account=None):
+        return [r for r in self.mock.requests(account) if r["endpoint"] == "responses"]
+
+    def codex_ok(self, p, final):
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out[-3000:])
+        self.assertIn(final, p.stdout, out[-3000:])
+
+    def assertOnlyOwnBlobs(self):
+        """Every request every account received carried only blobs that account minted."""
+        for r in self.responses():
+            foreign = [(b["by"], b["item_type"]) for b in r["blobs"] if not b["own"]]
+            self.assertEqual(foreign, [], f"request {r['n']} to {r['account']} carried blobs of others")
+
+    def assertToolTurnMovedAtoB(self, g):
+        """The turn's first request served by a (reasoning + a function call), its follow-up (a's
+        reasoning, the call and its output) refused by a and sent on to b without a's blob."""
+        a = self.responses("a")
+        self.assertEqual(len(a), 2, [(r["n"], r["scenario"]) for r in a])
+        call = a[0]["tool_call"]
+        self.assertTrue(call, "a answered its first request without a function call")
+        self.assertEqual(a[1]["scenario"], "status", a[1])       # the follow-up: a answered 429
+        self.assertEqual(a[1]["tool_outputs"], [call])
+        # the follow-up as Codex sent it: a's own reasoning item, the call and its output
+        self.assertEqual([(bl["by"], bl["item_type"]) for bl in a[1]["blobs"]], [("a", "reasoning")])
+        self.assertEqual(a[1]["input_types"][-3:], ["reasoning", "function_call", "function_call_output"])
+        b = self.responses("b")
+        self.assertEqual(len(b), 1, b)
+        self.assertEqual([bl for bl in b[0]["blobs"] if bl["by"] == "a"], [], "a's blob reached b")
+        self.assertEqual(b[0]["refused"], None)
+        self.assertEqual(b[0]["tool_outputs"], [call])
+        self.assertEqual(b[0]["last_input_type"], "function_call_output")
+        self.assertEqual(b[0]["input_types"][-2:], ["function_call", "function_call_output"])
+        self.assertNotIn("reasoning", b[0]["input_types"])
+        self.assertEqual(b[0]["tool_call"], None)                 # b answered with the final message
+        text = wait_for(lambda: (lambda t: t if "BLOBS_STRIPPED" in t else None)(g.trace_text()),
+                        what="a BLOBS_STRIPPED line")
+        self.assertIn("account=b from=a dropped=1 text=0 strip_retry=0", text)
+        return a, b
+
+    def test_codex_session_with_reasoning_and_a_tool_call_moves_to_another_account_mid_turn(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=1,reasoning=1,tool_call=1")),
+                          account("b", self.mock.url("b", "ok,reasoning=1,tool_call=1"))])
+        p = self.run_codex(exe, g)
+        self.codex_ok(p, "hello from b")
+        self.assertToolTurnMovedAtoB(g)
+        self.assertOnlyOwnBlobs()
+
+    def test_codex_turn_state_stays_with_its_account_when_the_turn_moves(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=1,reasoning=1,tool_call=1,"
+                                                          "turn_state=ts-a")),
+                          account("b", self.mock.url("b", "ok,reasoning=1,tool_call=1,turn_state=ts-b"))])
+        p = self.run_codex(exe, g)
+        self.codex_ok(p, "hello from b")
+        a, b = self.assertToolTurnMovedAtoB(g)
+        # Codex sent a's turn state back within the turn; a got it, b never did
+        self.assertEqual(a[1]["headers"].get("x-codex-turn-state"), "ts-a")
+        self.assertNotIn("x-codex-turn-state", b[0]["headers"])
+        text = wait_for(lambda: (lambda t: t if "CONVERSATION_MOVE" in t else None)(g.trace_text()),
+                        what="a CONVERSATION_MOVE line")
+        self.assertRegex(text, r"CONVERSATION_MOVE .*from=a to=b by=x-codex-turn-state stripped=turn_state")
+
+    def test_codex_conversation_moved_twice_gives_each_account_only_its_own_blobs(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        # a serves its 1st request and from its 3rd on, b its 1st and from its 3rd on: turn 1
+        # moves a -> b between the function call and its follow-up, turn 2 (codex exec resume)
+        # comes to b, which fails, and goes back to a. A 429 rests no time here, so a can
+        # take turn 2 back.
+        with open(os.path.join(source_dir(), "policies", "cooldown.lua")) as f:
+            cooldown = f.read()
+        self.assertIn("local LADDER = { 45, 300, 1800, 7200 }", cooldown)
+        pol = self.policy_copy({"cooldown.lua": cooldown.replace("local LADDER = { 45, 300, 1800, 7200 }",
+                                                                 "local LADDER = { 0, 0, 0, 0 }")})
+        spec = "status=429,ok_first=1,times=2,reasoning=1,tool_call=1"
+        g = self.gateway([account("a", self.mock.url("a", spec)), account("b", self.mock.url("b", spec))],
+                         policies=pol)
+        home = tempfile.mkdtemp(prefix="sy-codex-home-")
+        self.addCleanup(shutil.rmtree, home, True)
+        work = tempfile.mkdtemp(prefix="sy-codex-work-")
+        self.addCleanup(shutil.rmtree, work, True)
+        p = self.run_codex(exe, g, home=home, work=work)
+        self.codex_ok(p, "hello from b")
+        self.assertToolTurnMovedAtoB(g)
+        turn1 = len(self.responses())
+        p = self.run_codex(exe, g, "say hello again", home=home, work=work, args=("exec", "resume", "--last"))
+        self.codex_ok(p, "hello from a")
+        reqs = self.responses()[turn1:]
+        # turn 2: b refused it (429) with its own blob in hand, a took it without b's blob,
+        # answered with a function call, and the follow-up stayed on a
+        self.assertEqual([(r["account"], r["scenario"]) for r in reqs],
+                         [("b", "status"), ("a", "ok"), ("a", "ok")], reqs)
+        self.assertEqual(sorted(bl["by"] for bl in reqs[0]["blobs"]), ["b"])   # the 429'd try held b's
+        back = reqs[1]
+        self.assertEqual([bl["by"] for bl in back["blobs"]], ["a"])            # a's own from turn 1, b's gone
+        self.assertTrue(back["tool_call"])
+        self.assertEqual(reqs[2]["tool_outputs"][-1], back["tool_call"])
+        self.assertOnlyOwnBlobs()
+        # the gateway knew b minted the blob it kept from a (turn 2's follow-up, on a by affinity)
+        self.assertIn("account=a from=b dropped=1", g.trace_text())
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 strict backends (tests/mock_upstream.c): encrypted reasoning and compaction
 blobs verify only for the account that minted them and are refused by any
 other in OpenAI's shapes; stored responses, previous_response_id, GET and
-DELETE /responses/{id} are per account. These tests call the mock directly
+DELETE /responses/{id} are per account; tool_call=1 answers a function call
+until the input ends with its output. These tests call the mock directly
 (no gateway), so the gateway-side tests can lean on what they prove."""
 
 from harness import GatewayTest, event_type, http_call, main, parse_sse
@@ -276,6 +277,65 @@ class MockBackendsTest(GatewayTest):
             self.assertEqual(self.mock.stored("a", rid, scenario="status=500,ok_first=2").status, 200)
         self.assertEqual(self.post("a", "status=500,ok_first=2", BODY).status, 200)
         self.assertEqual(self.post("a", "status=500,ok_first=2", BODY).status, 500)
+
+    # --- tool_call=1: a function call until the input ends with its output
+
+    def test_tool_call_answers_a_function_call_and_after_its_output_the_message(self):
+        r = self.post("a", "ok,reasoning=1,tool_call=1", BODY)
+        self.assertEqual(r.status, 200, r)
+        out = r.json()["output"]
+        n = int(r.json()["id"].rsplit("_", 1)[1])
+        self.assertEqual([o["type"] for o in out], ["reasoning", "function_call"])
+        call = out[1]
+        self.assertEqual(call, {"type": "function_call", "id": f"fc_a_{n}", "call_id": f"call_a_{n}",
+                                "name": "exec_command", "arguments": '{"cmd":"echo hi"}', "status": "completed"})
+        rec = self.mock.requests("a")[-1]
+        self.assertEqual((rec["tool_call"], rec["last_input_type"], rec["tool_outputs"]),
+                         (f"call_a_{n}", "message", []))
+        history = [{"role": "user", "content": "hi"}] + out
+        for kind in ("function_call_output", "custom_tool_call_output"):
+            follow = dict(BODY, input=history + [{"type": kind, "call_id": call["call_id"], "output": "hi\n"}])
+            r2 = self.post("a", "ok,reasoning=1,tool_call=1", follow)
+            self.assertEqual(r2.status, 200, r2)
+            self.assertEqual([o["type"] for o in r2.json()["output"]], ["reasoning", "message"])
+            rec = self.mock.requests("a")[-1]
+            self.assertEqual((rec["tool_call"], rec["last_input_type"], rec["tool_outputs"]),
+                             (None, kind, [call["call_id"]]))
+        # a later user message asks again: another call
+        again = dict(BODY, input=history + [{"type": "function_call_output", "call_id": call["call_id"],
+                                             "output": "hi"}, {"role": "user", "content": "more"}])
+        self.assertEqual(self.post("a", "ok,tool_call=1,tool=shell", again).json()["output"][0]["arguments"],
+                         '{"command":["echo","hi"]}')
+
+    def test_tool_call_streams_the_function_call_events(self):
+        r = self.post("a", "ok,reasoning=1,tool_call=1", dict(BODY, stream=True))
+        self.assertEqual(r.status, 200, r)
+        evs = parse_sse(r.body)
+        self.assertEqual([event_type(e) for e in evs], [
+            "response.created", "response.in_progress",
+            "response.output_item.added", "response.output_item.done",
+            "response.output_item.added", "response.function_call_arguments.delta",
+            "response.function_call_arguments.delta", "response.function_call_arguments.done",
+            "response.output_item.done", "response.completed"])
+        added, d1, d2, args_done, done, completed = (e["json"] for e in evs[4:])
+        n = int(evs[0]["json"]["response"]["id"].rsplit("_", 1)[1])
+        self.assertEqual((added["output_index"], added["item"]),
+                         (1, {"type": "function_call", "id": f"fc_a_{n}", "call_id": f"call_a_{n}",
+                              "name": "exec_command", "arguments": "", "status": "in_progress"}))
+        self.assertEqual({d1["item_id"], d2["item_id"], args_done["item_id"]}, {f"fc_a_{n}"})
+        self.assertEqual(d1["delta"] + d2["delta"], '{"cmd":"echo hi"}')
+        self.assertEqual((args_done["arguments"], args_done["output_index"]), ('{"cmd":"echo hi"}', 1))
+        self.assertEqual(done["item"], dict(added["item"], arguments='{"cmd":"echo hi"}', status="completed"))
+        self.assertEqual([o["type"] for o in completed["response"]["output"]], ["reasoning", "function_call"])
+        self.assertEqual(completed["response"]["output"][1], done["item"])
+        self.assertEqual([e["json"]["sequence_number"] for e in evs], list(range(len(evs))))
+
+    def test_tool_call_applies_only_where_the_scenario_answers(self):
+        r = self.post("a", "status=429,tool_call=1", BODY)
+        self.assertEqual(r.status, 429, r)
+        self.assertIsNone(self.mock.requests("a")[-1]["tool_call"])
+        r = self.post("a", "late_error,tool_call=1", dict(BODY, stream=True))
+        self.assertNotIn("response.function_call_arguments.done", [event_type(e) for e in parse_sse(r.body)])
 
 
 if __name__ == "__main__":
