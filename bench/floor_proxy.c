@@ -77,7 +77,7 @@ static void floor_handle(struct evhttp_request *req, void *arg)
     const char *body = (const char *)evbuffer_pullup(in, -1);
     /* streams read in small pieces, as the gateway does (the bench bodies spell it so) */
     int stream = body && memmem(body, len, "\"stream\":true", 14) != NULL;
-    upstream_spec spec = {url, body, len, hdrs, 2, 0, stream};
+    upstream_spec spec = {url, body, len, hdrs, 2, 0, stream, NULL};
     if (!upstream_start(g_up, &spec, &floor_cb, f)) {
         evhttp_send_error(req, 502, NULL);
         free(f);

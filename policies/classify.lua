@@ -129,6 +129,9 @@ local function classify(ev)
     if wait_out(ev) then return retry("rate_limit", ev.retry_after) end
     return failover("rate_limit", -1)
   end
+  -- a stored response that is not there (GET/DELETE /v1/responses/{id} at
+  -- its owner) is the answer, not the account's fault
+  if s == 404 and ev.endpoint == "/v1/responses/{id}" then return give_back("not_found") end
   if FAILOVER_4XX[s] then return failover(FAILOVER_4XX[s], COOLDOWN_4XX) end
   if s >= 400 and s < 500 then
     if ev.context_fallbacks > 0 and mentions(ev, CONTEXT_TEXTS) then

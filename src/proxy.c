@@ -18,6 +18,7 @@
  * and the client's connection: its headers once planned, the watch that
  * notices a hang-up, the close. */
 #include "proxy_internal.h"
+#include "http/server.h"
 #include "base/log.h"
 #include "http/conn_limit.h"
 #include "obs/trace.h"
@@ -341,9 +342,20 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
         session = evhttp_find_header(hin, "session_id");
     if (session && strlen(session) < sizeof p->session && !strpbrk(session, " \t\"\r\n"))
         memcpy(p->session, session, strlen(session) + 1);
+    /* a stored response (GET/DELETE /v1/responses/{id}) is pinned to its
+     * owner as a continuation of it would be */
+    const char *pin = p->in.response_id[0] ? p->in.response_id : p->in.previous_response_id;
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
-                          p->in.previous_response_id, evhttp_find_header(hin, "x-codex-turn-state"),
-                          p->session[0] ? p->session : NULL};
+                          pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL};
+    if (p->in.response_id[0] && !pool_owner_get(gw->pool, p->in.response_id)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "Response with id '%s' not found: it was not relayed through this gateway, or is "
+                                  "no longer known to it", p->in.response_id);
+        proxy_drop_client_headers(req);
+        server_send_error(req, 404, "invalid_request_error", "response_not_found", msg);
+        proxy_finish(p, 404);
+        return;
+    }
     router_plan(gw, &p->rctx, &p->plan);
     p->rctx.turn_state = NULL; /* the client's headers are not ours to keep */
     proxy_drop_client_headers(req);

@@ -167,6 +167,7 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
     sbuf_reset(&proxy_url);
     sbuf_append(&proxy_url, base, blen);
     sbuf_puts(&proxy_url, p->in.suffix);
+    sbuf_puts(&proxy_url, p->in.response_id); /* GET/DELETE /v1/responses/{id}; "" otherwise */
 }
 
 /* the answer goes to proxy_relay.c (its head and bytes) and its end to
@@ -207,13 +208,15 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
         pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
     proxy_build_url(p, pa);
     proxy_build_headers(p, pa);
+    sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, p->chain_from); /* what this attempt moves: set below */
     const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
                 (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
     if (p->plan.turn_owner && p->plan.turn_owner != pa->a.id)
         proxy_note_move(p, pa);
     upstream_spec spec = {proxy_url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
-                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream};
+                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream,
+                          p->in.is_delete ? "DELETE" : NULL};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
     if (!p->up) /* out of memory, or libcurl refused it: no callback will come, so end it here */
         proxy_up_done(p, UP_INTERNAL, "the gateway could not start the upstream request (out of memory or a libcurl "

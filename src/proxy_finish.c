@@ -219,6 +219,8 @@ void proxy_finish(proxy_req *p, int status)
         proxy_watch_drop(p->watch);
     }
     p->watch = NULL;
+    if (p->in.is_delete && status >= 200 && status < 300) /* the upstream deleted it: so does the record */
+        store_conversation_delete(gw->st, p->in.response_id);
     double ms = (gateway_now() - p->t_start) * 1000.0;
     request_log rl;
     memset(&rl, 0, sizeof rl);

@@ -58,7 +58,8 @@ typedef struct proxy_req {
     upstream_req *up;
     int64_t acct_id;
     int64_t last_acct_id;     /* account of the latest attempt, kept for the log */
-    char moved_from[64];      /* the conversation moved off this account (its turn state's), "" none */
+    char moved_from[64];      /* this attempt takes the conversation off that account, "" none */
+    char chain_from[64];      /* the owner of previous_response_id the request was rebuilt away from */
     int strip_turn_state;     /* an attempt went without the client's turn state */
     /* account-bound blobs of the request's input (proxy_move.c) */
     int blobs_looked;         /* the quick look (blobs_quick) is done */

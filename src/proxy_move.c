@@ -38,18 +38,24 @@
 
 #define PROXY_STRIP_MEMO 8 /* distinct (item type, part, origin) answers kept per attempt */
 
-/* The conversation leaves the account named from (its turn state's, or the
- * minter of a blob it carries): the first such account is the one the
- * answer names. */
+/* An account's name, or #<id> for one removed since. */
+static void proxy_account_name(proxy_req *p, int64_t id, char *out, size_t n)
+{
+    const pool_account *pa = pool_find(p->gw->pool, id);
+    if (pa)
+        sbuf_copy_cstr(out, n, pa->a.name);
+    else
+        snprintf(out, n, "#%lld", (long long)id);
+}
+
+/* This attempt takes the conversation off the account named from (its
+ * stored response's owner, its turn state's, or the minter of a blob it
+ * carries): the first such account of the attempt is the one the answer
+ * names. */
 static void proxy_move_from(proxy_req *p, int64_t from)
 {
-    if (p->moved_from[0])
-        return;
-    const pool_account *owner = pool_find(p->gw->pool, from);
-    if (owner)
-        sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, owner->a.name);
-    else
-        snprintf(p->moved_from, sizeof p->moved_from, "#%lld", (long long)from);
+    if (!p->moved_from[0])
+        proxy_account_name(p, from, p->moved_from, sizeof p->moved_from);
 }
 
 void proxy_note_move(proxy_req *p, const pool_account *pa)
@@ -183,15 +189,17 @@ const sbuf *proxy_blobs_for(proxy_req *p, const pool_account *pa)
         p->stripped_drop = p->stripped_text = 0;
         return &p->in.body;
     }
+    char fname[64] = "-";
     if (foreign) {
+        proxy_account_name(p, foreign, fname, sizeof fname);
         proxy_move_from(p, foreign);
         metrics_conversation_move(1);
     }
     metrics_blobs_stripped(p->stripped_drop, p->stripped_text);
     trace_event(p->gw->trace, "BLOBS_STRIPPED",
                 "req=%llu attempt=%d account=%s from=%s dropped=%d text=%d strip_retry=%d",
-                (unsigned long long)p->id, p->attempts, pa->a.name, foreign ? p->moved_from : "-",
-                p->stripped_drop, p->stripped_text, p->strip_retried);
+                (unsigned long long)p->id, p->attempts, pa->a.name, fname, p->stripped_drop, p->stripped_text,
+                p->strip_retried);
     return &p->blobbody;
 }
 
@@ -304,7 +312,9 @@ int proxy_chain_move(proxy_req *p)
     proxy_blobs_free(p);
     p->blobs_looked = p->blobs_scanned = p->blobs_unsure = 0;
     p->quick_n = p->quick_cap = 0;
+    p->moved_from[0] = '\0';
     proxy_move_from(p, owner);
+    sbuf_copy_cstr(p->chain_from, sizeof p->chain_from, p->moved_from);
     metrics_conversation_move(2);
     trace_event(p->gw->trace, "CONVERSATION_MOVE", "req=%llu from=%s by=previous_response_id turns=%zu bytes=%zu",
                 (unsigned long long)p->id, p->moved_from, n, p->in.body.len);

@@ -329,7 +329,7 @@ static oauth_job *oauth_start(oauth *o, pool_account *pa, const char *reason)
     sbuf_json_str(&j->req, pa->a.refresh_token, strlen(pa->a.refresh_token));
     sbuf_puts(&j->req, ",\"scope\":\"openid profile email\"}");
     static const upstream_header hdrs[] = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
-    upstream_spec spec = {o->gw->cfg.oauth_token_url, j->req.p, j->req.len, hdrs, 2, 0, 0};
+    upstream_spec spec = {o->gw->cfg.oauth_token_url, j->req.p, j->req.len, hdrs, 2, 0, 0, NULL};
     j->next = o->jobs;
     o->jobs = j;
     pa->refreshing = 1;

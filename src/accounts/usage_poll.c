@@ -230,7 +230,7 @@ static void usage_start(usage_poll *u, usage_entry *e, const pool_account *pa)
     h[nh++] = (upstream_header){"originator", "codex_cli_rs"};
     if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)
         h[nh++] = (upstream_header){"ChatGPT-Account-Id", pa->a.chatgpt_account_id};
-    upstream_spec spec = {url, NULL, 0, h, nh, USAGE_TIMEOUT_MS, 0};
+    upstream_spec spec = {url, NULL, 0, h, nh, USAGE_TIMEOUT_MS, 0, NULL};
     e->status = 0;
     sbuf_reset(&e->body);
     e->up = upstream_start(u->gw->up, &spec, &usage_cb, e);

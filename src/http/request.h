@@ -22,6 +22,8 @@ typedef struct request_input {
     char model[128];
     char previous_response_id[128];
     int store_off;              /* "store": false (the Responses API stores by default) */
+    char response_id[128];      /* GET or DELETE /v1/responses/{id}: the id ("" otherwise) */
+    int is_delete;              /* DELETE /v1/responses/{id} */
     json_value *doc;            /* parsed body, owned by the proxy from here (NULL for GET) */
     sbuf body;                  /* raw body, owned by the proxy from here */
 } request_input;

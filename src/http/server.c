@@ -39,6 +39,24 @@ static const server_route server_routes[] = {
     {"/v1/responses", "/responses", API_RESPONSES, 0},
     {"/v1/models", "/models", API_CHAT, 1},
 };
+/* GET and DELETE /v1/responses/{id}: a stored response, at the account that
+ * owns it (its path is the suffix and the id) */
+static const server_route server_response_route = {"/v1/responses/{id}", "/responses/", API_RESPONSES, 1};
+#define SERVER_RESPONSE_PREFIX "/v1/responses/"
+
+/* The id of /v1/responses/<id> into out: 1..127 of [A-Za-z0-9_-]. 0 / -1. */
+static int server_response_id(const char *path, char *out, size_t n)
+{
+    size_t pl = sizeof SERVER_RESPONSE_PREFIX - 1;
+    if (strncmp(path, SERVER_RESPONSE_PREFIX, pl) != 0)
+        return -1;
+    const char *id = path + pl;
+    size_t len = strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+    if (!len || id[len] || len >= n)
+        return -1;
+    memcpy(out, id, len + 1);
+    return 0;
+}
 
 void server_date_header(struct evkeyvalq *headers)
 {
@@ -198,6 +216,9 @@ static const server_route *server_route_find(const char *path)
     for (size_t i = 0; i < sizeof server_routes / sizeof *server_routes; i++)
         if (strcmp(path, server_routes[i].path) == 0)
             return &server_routes[i];
+    char id[128];
+    if (server_response_id(path, id, sizeof id) == 0)
+        return &server_response_route;
     return NULL;
 }
 
@@ -337,7 +358,7 @@ static void server_handle(struct evhttp_request *req, void *arg)
         struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
         evhttp_add_header(oh, "Content-Type", "application/json");
         if (hr)
-            evhttp_add_header(oh, "Allow", hr->is_get ? "GET" : "POST");
+            evhttp_add_header(oh, "Allow", hr == &server_response_route ? "GET, DELETE" : hr->is_get ? "GET" : "POST");
         evhttp_send_reply(req, health ? 200 : hr ? 405 : 404, NULL, NULL);
         return;
     }
@@ -347,9 +368,12 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
                              "unknown path; this gateway serves /v1/responses, /v1/chat/completions and /v1/models");
-    if ((r->is_get && method != EVHTTP_REQ_GET) || (!r->is_get && method != EVHTTP_REQ_POST))
+    int stored = r == &server_response_route;
+    if (stored ? method != EVHTTP_REQ_GET && method != EVHTTP_REQ_DELETE
+               : (r->is_get && method != EVHTTP_REQ_GET) || (!r->is_get && method != EVHTTP_REQ_POST))
         return server_refuse(req, r->path, 405, "invalid_request_error", "method_not_allowed",
-                             r->is_get ? "use GET for this path" : "use POST for this path");
+                             stored ? "use GET or DELETE for this path"
+                             : r->is_get ? "use GET for this path" : "use POST for this path");
     if (gw->draining)
         return server_refuse(req, r->path, 503, "server_error", "shutting_down", "the gateway is shutting down");
 
@@ -370,6 +394,10 @@ static void server_handle(struct evhttp_request *req, void *arg)
     in.endpoint = r->path;
     in.suffix = r->suffix;
     in.is_get = r->is_get;
+    if (stored) {
+        server_response_id(path, in.response_id, sizeof in.response_id);
+        in.is_delete = method == EVHTTP_REQ_DELETE;
+    }
     if (!r->is_get && server_parse_body(req, gw, &in) < 0) {
         json_free(in.doc);
         sbuf_free(&in.body);

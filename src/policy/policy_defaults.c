@@ -142,6 +142,8 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
         policy_verdict_act(out, VERDICT_RETRY, "rate_limit", 0, ev->retry_after);
     else if (s == 429)
         verdict_set(out, 1, "rate_limit", -1);
+    else if (s == 404 && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)
+        verdict_set(out, 0, "not_found", 0);
     else if (s == 401 || s == 403)
         verdict_set(out, 1, "auth", 20);
     else if (s == 404)

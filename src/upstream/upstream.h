@@ -28,6 +28,7 @@ typedef struct upstream_spec {
     size_t n_headers;
     long first_byte_timeout_ms;     /* 0: the limit given to upstream_new */
     int small_reads;                /* a stream: a 2 KiB receive buffer (1 KiB in a crowd, see upstream_transfer.c) */
+    const char *method;             /* "DELETE"; NULL: POST with a body, GET without */
 } upstream_spec;
 
 /* UP_LOCAL: the gateway itself ran out of a resource (file descriptors);

@@ -602,6 +602,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     } else {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, spec->method); /* a kept handle forgets the last one: NULL */
     r->first_byte_ms = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
     if (!now) {
         /* waits for its origin's connection (upstream_h2c_wake) */

@@ -232,5 +232,129 @@ class UntouchedTest(GatewayTest):
         self.assertEqual(rec["body_len"], len(json.dumps(turn(h, "second")).encode()))
 
 
+
+def text_of(resp):
+    return "".join(c.get("text", "") for i in resp.json()["output"] if i["type"] == "message"
+                   for c in i["content"])
+
+
+def text_of_stream(s):
+    return "".join((ev["json"] or {}).get("delta", "") for ev in s.events
+                   if (ev["json"] or {}).get("type") == "response.output_text.delta")
+
+
+def chained(prev, text, stream=False):
+    body = {"model": "gpt-test", "input": text}
+    if prev:
+        body["previous_response_id"] = prev
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def completed_id(s):
+    for ev in s.events:
+        j = ev["json"] or {}
+        if j.get("type") == "response.completed":
+            return j["response"]["id"]
+    raise AssertionError(f"no response.completed in {s!r}")
+
+
+class ChainTest(GatewayTest):
+    """previous_response_id chains: the gateway records each turn it relays with
+    store (the default) and rebuilds the chain for another account when the
+    owner cannot serve."""
+
+    def chain_of_three_moving_mid_chain(self, stream, restart=False):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=2,echo_input=1")),
+                          account("b", self.mock.url("b", "ok,echo_input=1"))])
+
+        def ask(prev, text):
+            if stream:
+                s = g.stream("/v1/responses", chained(prev, text, stream=True))
+                self.assertEqual(s.status, 200, s)
+                return s, completed_id(s), text_of_stream(s)
+            r = g.post("/v1/responses", chained(prev, text))
+            self.assertEqual(r.status, 200, r)
+            return r, r.json()["id"], text_of(r)
+
+        r1, id1, t1 = ask(None, "one")
+        self.assertEqual(served_by(r1), "a")
+        self.assertIn("[chain=0 items=1]", t1)
+        r2, id2, t2 = ask(id1, "two")
+        self.assertEqual(served_by(r2), "a")
+        self.assertIn("[chain=1 items=1]", t2)        # a follows its own stored chain
+        g.wait_request_logs(2)
+        if restart:
+            wait_for(lambda: len(g.query("SELECT response_id FROM conversations")) >= 2,
+                     what="two recorded turns")
+            g.restart()
+        # a answers 429 now: the third turn is rebuilt from the gateway's record for b
+        r3, id3, t3 = ask(id2, "three")
+        self.assertEqual(served_by(r3), "b")
+        self.assertEqual(r3.headers.get("x-switchyard-moved"), "a->b")
+        self.assertIn("[chain=0 items=5]", t3)         # one, out1, two, out2, three; no previous_response_id
+        self.assertTrue(id3.startswith("resp_b_"), id3)
+        breq = self.mock.requests("b")[-1]
+        self.assertIsNone(breq["previous_response_id"])
+        self.assertEqual(breq["input_items"], 5)
+        # the chain goes on at b, natively
+        r4, id4, t4 = ask(id3, "four")
+        self.assertEqual(served_by(r4), "b")
+        self.assertIn("[chain=1 items=1]", t4)
+        text = wait_for(lambda: (lambda t: t if t.count("REQUEST_FINAL") >= 4 else None)(g.trace_text()),
+                        what="four REQUEST_FINAL lines")
+        self.assertIn("by=previous_response_id turns=2", text)
+        m = http_call(g.port, "GET", "/metrics").text
+        self.assertIn('switchyard_conversation_moves_total{by="previous_response_id"} 1', m)
+
+    def test_a_chain_of_three_turns_moves_mid_chain_plain(self):
+        self.chain_of_three_moving_mid_chain(stream=False)
+
+    def test_a_chain_of_three_turns_moves_mid_chain_streamed(self):
+        self.chain_of_three_moving_mid_chain(stream=True)
+
+    def test_the_record_survives_a_restart_between_turns(self):
+        self.chain_of_three_moving_mid_chain(stream=False, restart=True)
+
+    def test_a_chain_the_gateway_did_not_store_cannot_move_and_says_why(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=1")),
+                          account("b", self.mock.url("b"))])
+        r1 = g.post("/v1/responses", {"model": "gpt-test", "input": "one", "store": False})
+        self.assertEqual(served_by(r1), "a")
+        r2 = g.post("/v1/responses", chained(r1.json()["id"], "two"))
+        self.assertOpenAIError(r2, 503)
+        self.assertIn("cannot move to another account", r2.json()["error"]["message"])
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a"])   # never b with a chain it cannot read
+
+    def test_an_unknown_previous_response_id_reaches_an_upstream_that_says_so(self):
+        g = self.gateway([account("a", self.mock.url("a"))])
+        r = g.post("/v1/responses", chained("resp_nobody_1", "two"))
+        self.assertOpenAIError(r, 400)
+        self.assertEqual(r.json()["error"]["code"], "previous_response_not_found")
+
+    def test_get_and_delete_of_a_stored_response_go_to_its_account(self):
+        g = self.gateway([account("a", self.mock.url("a")), account("b", self.mock.url("b"))],
+                         env=BALANCED)
+        ida = g.post("/v1/responses", chained(None, "one")).json()["id"]
+        idb = g.post("/v1/responses", chained(None, "two")).json()["id"]
+        self.assertTrue(ida.startswith("resp_a_") and idb.startswith("resp_b_"), (ida, idb))
+        for rid, acct in ((idb, "b"), (ida, "a")):
+            r = g.get(f"/v1/responses/{rid}")
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual((served_by(r), r.json()["id"]), (acct, rid))
+        r = g.request("DELETE", f"/v1/responses/{ida}")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json(), {"id": ida, "object": "response.deleted", "deleted": True})
+        r = g.get(f"/v1/responses/{ida}")                      # gone at a: its 404, a not cooled down
+        self.assertOpenAIError(r, 404)
+        self.assertEqual(served_by(g.post("/v1/responses", chained(None, "x"))), "a")
+        r = g.get("/v1/responses/resp_never_relayed")
+        self.assertOpenAIError(r, 404)
+        self.assertEqual(r.json()["error"]["code"], "response_not_found")
+        self.assertOpenAIError(g.post("/v1/responses/" + ida, {}), 405)
+        wait_for(lambda: not g.query("SELECT 1 FROM conversations WHERE response_id = ?", (ida,)),
+                 what="the deleted turn gone from the record")
+
 if __name__ == "__main__":
     main()
