@@ -36,6 +36,8 @@ per_call() { # case n
 }
 printf '%-48s %14s\n' "case" "instructions"
 printf '%-48s %14s\n' "(a) no \"encrypted_content\": blobs_scan (memmem)" "$(per_call plain_scan 200)"
+printf '%-48s %14s\n' "(a') the same body: blobs_quick" "$(per_call plain_quick 200)"
+printf '%-48s %14s\n' "(q) Codex-sized body: blobs_quick (every request)" "$(per_call codex_quick 50)"
 printf '%-48s %14s\n' "(b) Codex-sized body: blobs_scan" "$(per_call codex_scan 20)"
 printf '%-48s %14s\n' "(c) blobs_scan + blobs_rewrite dropping 40" "$(per_call codex_scan_keys_rewrite 20)"
 printf '%-48s %14s\n' "    json_scan_value of the same body" "$(per_call codex_validate 20)"

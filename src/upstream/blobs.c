@@ -355,9 +355,8 @@ int blobs_quick(const char *body, size_t len, void (*fn)(void *ud, const char *k
         if (q == end || *q != '"')
             return -1;
         const char *v = ++q;
-        while (q < end && *q != '"' && *q != '\\')
-            q++;
-        if (q == end || *q != '"')
+        q = memchr(v, '"', (size_t)(end - v));
+        if (!q || memchr(v, '\\', (size_t)(q - v)))
             return -1; /* an escape in the value, or a cut body: only a scan can say */
         char key[BLOBS_KEY_SIZE];
         blobs_key(v, (size_t)(q - v), key);
