@@ -80,126 +80,55 @@ void blobs_key(const char *s, size_t n, char key[BLOBS_KEY_SIZE])
 
 /* ---------- decoding a string's contents ---------- */
 
-typedef void (*blobs_sink)(void *ud, const unsigned char *p, size_t n);
-
-static unsigned blobs_hex4(const char *s)
+/* The value of the JSON string whose raw contents are raw[0..n), its
+ * quotes at raw[-1] and raw[n] (json_scan_value accepted it): decoded by
+ * json_parse, the one decoder of the tree, for the rare value with an
+ * escape. NULL only without memory. */
+static json_value *blobs_decode(const char *raw, size_t n)
 {
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++)
-        v = v << 4 | (unsigned)sbuf_hex_digit((unsigned char)s[i]);
+    json_value *v = json_parse(raw - 1, n + 2, NULL, 0);
+    if (v && v->type != JSON_STRING) {
+        json_free(v);
+        v = NULL;
+    }
     return v;
-}
-
-/* Decodes raw[0..n), the contents of a string json_scan_value accepted
- * (so every escape is complete and its hex valid), into put, as json_parse
- * decodes: a surrogate pair joined, a lone surrogate U+FFFD. */
-static void blobs_unescape(const char *raw, size_t n, blobs_sink put, void *ud)
-{
-    size_t i = 0;
-    while (i < n) {
-        const char *bs = memchr(raw + i, '\\', n - i);
-        size_t run = bs ? (size_t)(bs - raw) - i : n - i;
-        if (run)
-            put(ud, (const unsigned char *)raw + i, run);
-        i += run;
-        if (i >= n)
-            break;
-        char e = raw[i + 1], ch;
-        switch (e) {
-        case 'b': ch = '\b'; break;
-        case 'f': ch = '\f'; break;
-        case 'n': ch = '\n'; break;
-        case 'r': ch = '\r'; break;
-        case 't': ch = '\t'; break;
-        case 'u': {
-            unsigned cp = blobs_hex4(raw + i + 2);
-            i += 6;
-            if (cp >= 0xD800 && cp <= 0xDBFF && n - i >= 6 && raw[i] == '\\' && raw[i + 1] == 'u') {
-                unsigned lo = blobs_hex4(raw + i + 2);
-                if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    i += 6;
-                }
-            }
-            if (cp >= 0xD800 && cp <= 0xDFFF)
-                cp = 0xFFFD;
-            char out[4];
-            put(ud, (const unsigned char *)out, sbuf_utf8_encode(out, cp));
-            continue;
-        }
-        default: ch = e; break; /* '"', '\\', '/' */
-        }
-        put(ud, (const unsigned char *)&ch, 1);
-        i += 2;
-    }
-}
-
-/* The decoded value's length, first 64 and last 64 bytes (a ring). */
-typedef struct blobs_ends {
-    unsigned char head[64], ring[64];
-    size_t n;
-} blobs_ends;
-
-static void blobs_ends_put(void *ud, const unsigned char *p, size_t k)
-{
-    blobs_ends *e = ud;
-    for (size_t i = 0; i < k; i++, e->n++) {
-        if (e->n < 64)
-            e->head[e->n] = p[i];
-        e->ring[e->n & 63] = p[i];
-    }
 }
 
 /* The key of the string whose raw contents (between the quotes) are raw[0..n). */
 static void blobs_key_raw(const char *raw, size_t n, char key[BLOBS_KEY_SIZE])
 {
-    if (!memchr(raw, '\\', n)) { /* base64url: the usual case, bytes are the value */
+    json_value *v = memchr(raw, '\\', n) ? blobs_decode(raw, n) : NULL;
+    if (v) /* escaped: the decoded value's key */
+        blobs_key(v->str, v->str_len, key);
+    else /* base64url: the usual case, bytes are the value */
         blobs_key(raw, n, key);
-        return;
-    }
-    blobs_ends e;
-    e.n = 0;
-    blobs_unescape(raw, n, blobs_ends_put, &e);
-    size_t h = e.n < 64 ? e.n : 64;
-    unsigned char tail[64];
-    for (size_t i = 0; i < h; i++)
-        tail[i] = e.ring[(e.n - h + i) & 63];
-    blobs_key_of(e.n, e.head, tail, h, key);
+    json_free(v);
 }
 
-/* A short decoded string, cut to fit on a character boundary. */
-typedef struct blobs_short {
-    char *buf;
-    size_t cap, n; /* cap includes the NUL */
-} blobs_short;
-
-static void blobs_short_put(void *ud, const unsigned char *p, size_t k)
-{
-    blobs_short *t = ud;
-    size_t room = t->cap - 1 - t->n;
-    if (k > room)
-        k = room;
-    memcpy(t->buf + t->n, p, k);
-    t->n += k;
-}
-
+/* A short decoded string into buf, cut to fit on a character boundary. */
 static void blobs_short_decode(const char *raw, size_t n, char *buf, size_t cap)
 {
-    blobs_short t = {buf, cap, 0};
-    blobs_unescape(raw, n, blobs_short_put, &t);
-    /* the decoded text is UTF-8 (json_scan_value checked the raw bytes and
-     * the decoder writes nothing else): a cut leaves at most one character
+    json_value *v = memchr(raw, '\\', n) ? blobs_decode(raw, n) : NULL;
+    const char *s = v ? v->str : raw;
+    size_t len = v ? v->str_len : n;
+    size_t k = len < cap - 1 ? len : cap - 1;
+    /* the text is UTF-8 (json_scan_value checked the raw bytes and the
+     * decoder writes nothing else): a cut leaves at most one character
      * unfinished, whose lead byte is at most 3 bytes back */
-    size_t k = t.n;
-    while (k > 0 && ((unsigned char)buf[k - 1] & 0xC0) == 0x80)
-        k--;
-    if (k > 0) {
-        unsigned char c = (unsigned char)buf[k - 1];
-        size_t want = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        if (k - 1 + want > t.n)
-            t.n = k - 1;
+    if (k < len) {
+        size_t b = k;
+        while (b > 0 && ((unsigned char)s[b - 1] & 0xC0) == 0x80)
+            b--;
+        if (b > 0) {
+            unsigned char c = (unsigned char)s[b - 1];
+            size_t want = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            if (b - 1 + want > k)
+                k = b - 1;
+        }
     }
-    buf[t.n] = '\0';
+    memcpy(buf, s, k);
+    buf[k] = '\0';
+    json_free(v);
 }
 
 /* ---------- the walk ---------- */
