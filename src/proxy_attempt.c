@@ -9,9 +9,11 @@
 #include "http/server.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
+#include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -223,6 +225,77 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
                                       "failure); retry shortly");
 }
 
+/* Every account that serves this endpoint is out: asks the exhausted
+ * policy whether they are all out for their plans' usage, and if so answers
+ * as the ChatGPT backend does when a plan is spent (Codex then shows a usage
+ * limit and its reset time instead of retrying). 1 when answered. */
+static int proxy_usage_limit_reply(proxy_req *p)
+{
+    double now = gateway_now();
+    size_t total = pool_count(p->gw->pool), n = 0;
+    policy_out_account *v = calloc(total ? total : 1, sizeof *v);
+    char(*why)[160] = calloc(total ? total : 1, sizeof *why);
+    if (!v || !why) {
+        free(v);
+        free(why);
+        return 0;
+    }
+    for (size_t i = 0; i < total; i++) {
+        const pool_account *pa = pool_at(p->gw->pool, i);
+        if (!pa->a.enabled || (pa->a.kind == ACCOUNT_CHATGPT && p->in.api == API_CHAT && !p->in.is_get))
+            continue; /* not part of this endpoint's pool */
+        why[n][0] = '\0';
+        router_available(pa, &p->rctx, now, why[n], sizeof why[n]);
+        v[n] = (policy_out_account){pa->a.name, account_kind_name(pa->a.kind), why[n], pa->st.last_error,
+                                    router_rest_until(pa, now), pa->st.primary_used_pct, pa->st.secondary_used_pct,
+                                    pa->st.primary_reset_at, pa->st.secondary_reset_at, pa->st.plan_type};
+        n++;
+    }
+    policy_exhausted ex = {p->in.endpoint, now, v, n};
+    double at = 0;
+    char plan[32];
+    int limit = policy_exhausted_answer(p->gw->policy, &ex, &at, plan, sizeof plan);
+    free(v);
+    free(why);
+    if (!limit)
+        return 0;
+    long in = at > now ? (long)ceil(at - now) : 0;
+    sbuf msg = SBUF_INIT, body = SBUF_INIT;
+    sbuf_puts(&msg, "You've hit your usage limit: every account of this gateway's pool has reached its usage limit.");
+    if (in > 0)
+        sbuf_printf(&msg, " The first is back in %ld min.", (in + 59) / 60);
+    sbuf_puts(&body, "{\"error\":{\"message\":");
+    sbuf_json_str(&body, msg.p, msg.len);
+    sbuf_puts(&body, ",\"type\":\"usage_limit_reached\",\"code\":\"usage_limit_reached\",\"param\":null");
+    if (plan[0]) {
+        sbuf_puts(&body, ",\"plan_type\":");
+        sbuf_json_str(&body, plan, strlen(plan));
+    }
+    if (in > 0)
+        sbuf_printf(&body, ",\"resets_at\":%.0f,\"resets_in_seconds\":%ld", ceil(at), in);
+    sbuf_puts(&body, "}}");
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
+    evhttp_add_header(oh, "Content-Type", "application/json");
+    if (in > 0) {
+        char ra[32];
+        snprintf(ra, sizeof ra, "%ld", in);
+        evhttp_add_header(oh, "Retry-After", ra);
+    }
+    struct evbuffer *b = evbuffer_new();
+    if (b)
+        evbuffer_add(b, body.p, body.len);
+    server_reply(p->req, 429, b);
+    if (b)
+        evbuffer_free(b);
+    snprintf(p->error_class, sizeof p->error_class, "usage_limit");
+    trace_event(p->gw->trace, "POOL_USAGE_LIMIT", "req=%llu accounts=%zu resets_in_s=%ld", (unsigned long long)p->id,
+                n, in);
+    sbuf_free(&msg);
+    sbuf_free(&body);
+    proxy_finish(p, 429);
+    return 1;
+}
+
 static void proxy_exhausted(proxy_req *p)
 {
     if (p->committed) /* a resumed stream with nobody left to finish it */
@@ -231,6 +304,8 @@ static void proxy_exhausted(proxy_req *p)
         return;
     double back;
     if (proxy_wait_for_capacity(p, &back))
+        return;
+    if (pool_count(p->gw->pool) && proxy_usage_limit_reply(p))
         return;
     for (size_t i = 0; i < p->plan.nskips; i++)
         proxy_why(p, p->plan.skips[i].name, p->plan.skips[i].reason);

@@ -18,10 +18,10 @@
 #include <unistd.h>
 
 const char *const policy_hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "price",    "budget", "strip"};
+                                                   "breaker",  "price",    "budget", "strip", "exhausted"};
 /* The file each hook lives in (prices.lua holds a table of data first). */
 static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "prices",   "budget", "strip"};
+                                                   "breaker",  "prices",   "budget", "strip", "exhausted"};
 
 /* ======================= calling the hooks ======================= */
 
@@ -104,6 +104,21 @@ int policy_strip(policy_engine *pe, const policy_blob *b)
     if (pe)
         engine_fallback(pe, HOOK_STRIP, why);
     return policy_strip_default(b);
+}
+
+int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, double *resets_at, char *plan_type,
+                            size_t plan_n)
+{
+    char why[512];
+    hook_call h = {.pe = pe, .ex = ex};
+    if (pe && hook_run(pe, policy_exhausted_run, &h, why, sizeof why) == 0) {
+        *resets_at = h.resets_at;
+        snprintf(plan_type, plan_n, "%s", h.plan_type);
+        return h.usage_limit;
+    }
+    if (pe)
+        engine_fallback(pe, HOOK_EXHAUSTED, why);
+    return policy_exhausted_default(ex, resets_at, plan_type, plan_n);
 }
 
 size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
@@ -214,7 +229,7 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     if (dir) {
         snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
         if (hook >= HOOK_BREAKER && access(path, F_OK) != 0)
-            dir = NULL; /* a policy dir from before breaker / prices / budget / strip existed: the bundled file */
+            dir = NULL; /* a policy dir from before breaker / prices / budget / strip / exhausted existed: the bundled file */
         else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
     }
@@ -392,6 +407,30 @@ static int check_strip(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_exhausted(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_out_account accts[] = {
+        {.name = "a", .kind = "chatgpt", .why = "cooling down for 280s after quota", .last_class = "quota",
+         .until = 1700000280, .primary_used_pct = 100, .secondary_used_pct = 40, .primary_reset_at = 1700003600,
+         .plan_type = "plus"},
+        {.name = "b", .kind = "api_key", .why = "cooling down for 20s after network", .last_class = "network",
+         .until = 1700000020, .primary_used_pct = -1, .secondary_used_pct = -1, .plan_type = ""},
+    };
+    const policy_exhausted exs[] = {
+        {.endpoint = "/v1/responses", .now = 1700000000, .accounts = accts, .n = 1},
+        {.endpoint = "/v1/responses", .now = 1700000000, .accounts = accts, .n = 2},
+        {.endpoint = "/v1/chat/completions", .now = 1700000000, .accounts = accts, .n = 1},
+        {.endpoint = "/v1/responses", .now = 1700000000, .accounts = accts, .n = 0},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof exs / sizeof exs[0]; i++) {
+        hook_call h = {.pe = pe, .ex = &exs[i]};
+        if (hook_run(pe, policy_exhausted_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_EXHAUSTED, why, err, errlen);
+    }
+    return 0;
+}
+
 static int check_price(policy_engine *pe, char *err, size_t errlen)
 {
     const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
@@ -424,7 +463,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
         check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen) || check_price(pe, err, errlen) ||
-        check_budget(pe, err, errlen) || check_strip(pe, err, errlen))
+        check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen))
         goto fail;
     /* would this classify resume a cut text-only chat stream? */
     policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,

@@ -112,6 +112,31 @@ typedef struct policy_blob {
  * STRIP_TEXT (replace it with a text the model can read). */
 int policy_strip(policy_engine *pe, const policy_blob *b);
 
+/* --- exhausted: what a client is told when no account can serve --- */
+typedef struct policy_out_account {
+    const char *name, *kind;
+    const char *why;           /* the router's reason, e.g. "cooling down for 280s after quota" */
+    const char *last_class;    /* its last failure class ("quota", "rate_limit", ...; "" none) */
+    double until;              /* when it can serve again (unix seconds), 0 unknown */
+    double primary_used_pct, secondary_used_pct; /* -1 unknown */
+    double primary_reset_at, secondary_reset_at; /* 0 unknown */
+    const char *plan_type;     /* "" unknown */
+} policy_out_account;
+
+typedef struct policy_exhausted {
+    const char *endpoint;
+    double now;
+    const policy_out_account *accounts; /* the enabled accounts that serve the endpoint */
+    size_t n;
+} policy_exhausted;
+
+/* 1: answer as the ChatGPT backend does when a plan is spent (HTTP 429,
+ * error.type usage_limit_reached, resets_at), which Codex shows as a usage
+ * limit with its reset time; *resets_at the time to name (0 unknown) and
+ * plan_type the plan to name ("" none). 0: today's 503 no_available_account. */
+int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, double *resets_at, char *plan_type,
+                            size_t plan_n);
+
 /* --- cooldown: how long an account rests after a failure --- */
 typedef struct policy_state {
     int64_t account_id;

@@ -210,6 +210,48 @@ int policy_guard_default(const policy_candidate *c)
 /* Mirrors policies/budget.lua. */
 int policy_budget_default(const policy_budget *b) { return b->usd > 0 && b->spent >= b->usd; }
 
+/* --- exhausted (mirrors policies/exhausted.lua) --- */
+
+/* The time an account out for its plan's usage is back: its rest, or the
+ * reset of a window it has spent, whichever is later; -1 when it is out
+ * for another reason (policies/exhausted.lua's out_for_usage). */
+static double exhausted_back(const policy_out_account *a, double now)
+{
+    const char *c = a->last_class ? a->last_class : "";
+    int resting = a->until > now && (strcmp(c, "quota") == 0 || strcmp(c, "rate_limit") == 0);
+    int p = a->primary_used_pct >= 100, s = a->secondary_used_pct >= 100;
+    if (!resting && !p && !s)
+        return -1;
+    double t = a->until > now ? a->until : 0;
+    if (p && a->primary_reset_at > t)
+        t = a->primary_reset_at;
+    if (s && a->secondary_reset_at > t)
+        t = a->secondary_reset_at;
+    return t;
+}
+
+int policy_exhausted_default(const policy_exhausted *ex, double *resets_at, char *plan_type, size_t plan_n)
+{
+    *resets_at = 0;
+    snprintf(plan_type, plan_n, "%s", "");
+    if (!ex->endpoint || strcmp(ex->endpoint, "/v1/responses") != 0 || ex->n == 0)
+        return 0;
+    double soonest = 0;
+    const char *plan = "";
+    for (size_t i = 0; i < ex->n; i++) {
+        double t = exhausted_back(&ex->accounts[i], ex->now);
+        if (t < 0)
+            return 0; /* one is out for something else: not a usage limit */
+        if (t > 0 && (soonest == 0 || t < soonest)) {
+            soonest = t;
+            plan = ex->accounts[i].plan_type ? ex->accounts[i].plan_type : "";
+        }
+    }
+    *resets_at = soonest;
+    snprintf(plan_type, plan_n, "%s", plan);
+    return 1;
+}
+
 /* --- strip (mirrors policies/strip.lua) --- */
 
 int policy_strip_default(const policy_blob *b)

@@ -447,6 +447,61 @@ int policy_strip_run(lua_State *L)
     return 0;
 }
 
+int policy_exhausted_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    const policy_exhausted *ex = h->ex;
+    hook_push(L, HOOK_EXHAUSTED);
+    lua_createtable(L, 0, 3);
+    set_str(L, "endpoint", ex->endpoint ? ex->endpoint : "");
+    set_num(L, "now", ex->now);
+    lua_createtable(L, (int)ex->n, 0);
+    for (size_t i = 0; i < ex->n; i++) {
+        const policy_out_account *a = &ex->accounts[i];
+        lua_createtable(L, 0, 10);
+        set_str(L, "name", a->name ? a->name : "");
+        set_str(L, "kind", a->kind ? a->kind : "");
+        set_str(L, "why", a->why ? a->why : "");
+        set_str(L, "last_class", a->last_class ? a->last_class : "");
+        set_num(L, "back_at", a->until);
+        set_num(L, "primary_used_pct", a->primary_used_pct);
+        set_num(L, "secondary_used_pct", a->secondary_used_pct);
+        set_num(L, "primary_reset_at", a->primary_reset_at);
+        set_num(L, "secondary_reset_at", a->secondary_reset_at);
+        set_str(L, "plan_type", a->plan_type ? a->plan_type : "");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "accounts");
+    lua_call(L, 1, 1);
+    int t = lua_gettop(L);
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "exhausted returned %s, expected a table {shape=...}", luaL_typename(L, t));
+    static const char *const shapes[] = {"unavailable", "usage_limit", NULL};
+    int shape = name_index(raw_field(L, t, "shape") == LUA_TSTRING ? lua_tostring(L, -1) : NULL, shapes);
+    if (shape < 0)
+        luaL_error(L, "exhausted: shape must be \"unavailable\" or \"usage_limit\"");
+    h->usage_limit = shape == 1;
+    double at = 0;
+    int ty = raw_field(L, t, "resets_at");
+    if (ty == LUA_TNUMBER)
+        at = lua_tonumber(L, -1);
+    else if (ty != LUA_TNIL)
+        luaL_error(L, "exhausted: resets_at must be a number or nil");
+    if (!(at >= 0 && at <= 4102444800.0)) /* 2100-01-01 */
+        luaL_error(L, "exhausted: resets_at must be unix seconds, 0..4102444800");
+    h->resets_at = at;
+    size_t pn = 0;
+    ty = raw_field(L, t, "plan_type");
+    const char *plan = ty == LUA_TSTRING ? lua_tolstring(L, -1, &pn) : "";
+    if (ty != LUA_TSTRING && ty != LUA_TNIL)
+        luaL_error(L, "exhausted: plan_type must be a string or nil");
+    if (pn && !class_valid(plan, pn))
+        luaL_error(L, "exhausted: plan_type must be 0..31 printable characters");
+    memcpy(h->plan_type, plan, pn);
+    h->plan_type[pn] = '\0';
+    return 0;
+}
+
 /* ======================= taking the hooks out of their files ======================= */
 
 /* Leaves the hook function of the chunk's return value on top. */

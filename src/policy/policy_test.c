@@ -225,6 +225,44 @@ static int bridge_strip(lua_State *L)
     return 1;
 }
 
+/* exhausted({endpoint, now, accounts}) -> {shape, resets_at, plan_type} */
+static int bridge_exhausted(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_exhausted ex = {0};
+    ex.endpoint = opt_str(L, 1, "endpoint", NULL);
+    ex.now = opt_num(L, 1, "now", 0);
+    if (field(L, 1, "accounts") != LUA_TTABLE)
+        return luaL_error(L, "exhausted: accounts must be a table");
+    int at = lua_gettop(L);
+    size_t n = (size_t)luaL_len(L, at);
+    policy_out_account *v = lua_newuserdatauv(L, (n ? n : 1) * sizeof *v, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, at, (lua_Integer)i + 1);
+        int t = lua_gettop(L);
+        luaL_checktype(L, t, LUA_TTABLE);
+        v[i] = (policy_out_account){opt_str(L, t, "name", NULL), opt_str(L, t, "kind", NULL), opt_str(L, t, "why", NULL),
+                                    opt_str(L, t, "last_class", NULL), opt_num(L, t, "back_at", 0),
+                                    opt_num(L, t, "primary_used_pct", -1), opt_num(L, t, "secondary_used_pct", -1),
+                                    opt_num(L, t, "primary_reset_at", 0), opt_num(L, t, "secondary_reset_at", 0),
+                                    opt_str(L, t, "plan_type", NULL)};
+        lua_pop(L, 1); /* the strings stay alive in the argument table */
+    }
+    ex.accounts = v;
+    ex.n = n;
+    double resets = 0;
+    char plan[32];
+    int limit = policy_exhausted_answer(bridge_engine(L), &ex, &resets, plan, sizeof plan);
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, limit ? "usage_limit" : "unavailable");
+    lua_setfield(L, -2, "shape");
+    push_num(L, resets);
+    lua_setfield(L, -2, "resets_at");
+    lua_pushstring(L, plan);
+    lua_setfield(L, -2, "plan_type");
+    return 1;
+}
+
 /* guard(candidate) -> "normal" | "reserve" | "exclude" */
 static int bridge_guard(lua_State *L)
 {
@@ -358,6 +396,7 @@ static int spec_install_run(lua_State *L)
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
         {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
         {"price", bridge_price}, {"budget", bridge_budget}, {"strip", bridge_strip},
+        {"exhausted", bridge_exhausted},
         {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {

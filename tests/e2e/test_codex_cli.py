@@ -235,5 +235,18 @@ class CodexCliTest(GatewayTest):
         self.assertIn("account=a from=b dropped=1", g.trace_text())
 
 
+    def test_codex_shows_a_usage_limit_when_the_whole_pool_is_out_of_quota(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway([account("a", self.mock.url("a", "quota429,resets=7200")),
+                          account("b", self.mock.url("b", "quota429,resets=3600"))])
+        p = self.run_codex(exe, g)
+        out = p.stdout + p.stderr
+        self.assertNotEqual(p.returncode, 0, out[-3000:])
+        self.assertIn("usage limit", out.lower(), out[-3000:])
+        # Codex took it as a spent plan: no retry of the turn (a 503 is retried several times)
+        self.assertEqual(sorted(self.mock.accounts_hit()), ["a", "b"], out[-2000:])
+
 if __name__ == "__main__":
     main()

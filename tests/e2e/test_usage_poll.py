@@ -158,7 +158,9 @@ class UsagePollTest(GatewayTest):
         g = self.gateway([self.cg("cg1", "quota429,resets=1")])
         self.wait_polled(g, "cg1")
         r = g.post("/v1/responses", RESP)
-        self.assertOpenAIError(r, 503)
+        self.assertOpenAIError(r, 429)  # a spent plan: usage_limit_reached, back when the window resets
+        self.assertAlmostEqual(r.json()["error"]["resets_at"], reset, delta=1)
+        self.assertEqual(r.json()["error"]["plan_type"], "plus")
         st = wait_for(lambda: self.state(g, "cg1", "s.cooldown_until > 0"), what="the cooldown")
         # the ladder would say 45 s; the spent window resets at `reset`
         self.assertAlmostEqual(st["cooldown_until"], reset, delta=1)
