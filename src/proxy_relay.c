@@ -7,6 +7,7 @@
  * with the upstream paused while the client is behind. Every byte of
  * every answer passes here: the hot path (docs/performance.md). */
 #include "proxy_internal.h"
+#include "route/pool_usage.h"
 #include "http/server.h"
 #include "obs/metrics.h"
 #include "obs/trace.h"
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <strings.h>
 
 #define PROXY_SNIFF_MAX (1u << 20)       /* kept of a plain 2xx body, to read usage */
@@ -209,12 +211,51 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
 /* The serving account's x-codex-* headers (rate-limit windows, credits,
  * turn state) go back to the client: Codex shows them and sends the turn
  * state back on its next request, which must then reach this account. */
+/* One window of the pool's usage as the x-codex-<which>-* headers. */
+static void proxy_pool_window_headers(struct evkeyvalq *oh, const char *which, const pool_window *w, double now)
+{
+    char name[48], v[32];
+    snprintf(name, sizeof name, "x-codex-%s-used-percent", which);
+    snprintf(v, sizeof v, "%.0f", floor(w->used_pct + 0.5));
+    evhttp_add_header(oh, name, v);
+    if (w->window_s > 0) {
+        snprintf(name, sizeof name, "x-codex-%s-window-minutes", which);
+        snprintf(v, sizeof v, "%.0f", floor(w->window_s / 60 + 0.5));
+        evhttp_add_header(oh, name, v);
+    }
+    if (w->reset_at > now) {
+        snprintf(name, sizeof name, "x-codex-%s-reset-at", which);
+        snprintf(v, sizeof v, "%.0f", ceil(w->reset_at));
+        evhttp_add_header(oh, name, v);
+        snprintf(name, sizeof name, "x-codex-%s-reset-after-seconds", which);
+        snprintf(v, sizeof v, "%.0f", ceil(w->reset_at - now));
+        evhttp_add_header(oh, name, v);
+    }
+}
+
+/* A usage window header of the serving account: the client gets the
+ * pool's windows instead (route/pool_usage.h). */
+static int proxy_is_window_header(const char *name)
+{
+    return strncasecmp(name, "x-codex-primary-", 16) == 0 || strncasecmp(name, "x-codex-secondary-", 18) == 0;
+}
+
 void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh)
 {
+    const pool_usage *u = NULL;
+    if (p->in.api == API_RESPONSES) {
+        double now = gateway_now();
+        u = pool_usage_get(p->gw->pool, now);
+        if (u->primary.known)
+            proxy_pool_window_headers(oh, "primary", &u->primary, now);
+        if (u->secondary.known)
+            proxy_pool_window_headers(oh, "secondary", &u->secondary, now);
+    }
     for (size_t off = 0; off < p->relay.len;) {
         const char *name = p->relay.p + off;
         const char *value = name + strlen(name) + 1;
-        evhttp_add_header(oh, name, value);
+        if (!u || !proxy_is_window_header(name))
+            evhttp_add_header(oh, name, value);
         if (strcasecmp(name, "x-codex-turn-state") == 0 && p->status >= 200 && p->status < 300)
             router_turn_state_owner_set(p->gw, value, p->acct_id); /* the next turn comes back here */
         off = (size_t)(value - p->relay.p) + strlen(value) + 1;

@@ -6,6 +6,7 @@
 #include "http/conn_limit.h"
 #include "http/health.h"
 #include "route/key_rules.h"
+#include "route/pool_usage.h"
 #include "http/request.h"
 #include "base/log.h"
 #include "obs/metrics.h"
@@ -324,6 +325,53 @@ static int server_key_rules(struct evhttp_request *req, const char *endpoint, po
     return -1;
 }
 
+/* The platform key the request presents, or NULL once it is refused (401). */
+static pool_key *server_authorize(struct evhttp_request *req, gateway *gw, const char *endpoint)
+{
+    const char *presented = server_presented_key(req);
+    if (!presented) {
+        server_refuse(req, endpoint, 401, "invalid_request_error", "missing_api_key",
+                      "missing platform key: send 'Authorization: Bearer <key>' (create one with 'switchyard key add')");
+        return NULL;
+    }
+    pool_key *pk = pool_auth(gw->pool, presented);
+    if (!pk)
+        server_refuse(req, endpoint, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
+    return pk;
+}
+
+/* GET /wham/usage and /api/codex/usage (as Codex asks the ChatGPT backend,
+ * with the gateway's base URL in front or not): what the pool as a whole
+ * can still do, for any valid platform key (route/pool_usage.h). */
+static int server_usage_path(const char *path)
+{
+    static const char *const paths[] = {"/wham/usage", "/api/codex/usage", "/backend-api/wham/usage",
+                                        "/v1/wham/usage", "/v1/api/codex/usage"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+        if (strcmp(path, paths[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void server_usage_reply(struct evhttp_request *req, gateway *gw, enum evhttp_cmd_type method)
+{
+    if (method != EVHTTP_REQ_GET)
+        return server_refuse(req, "other", 405, "invalid_request_error", "method_not_allowed", "use GET for this path");
+    if (!server_authorize(req, gw, "other"))
+        return;
+    double now = gateway_now();
+    sbuf b = SBUF_INIT;
+    pool_usage_json(pool_usage_get(gw->pool, now), now, &b);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+    struct evbuffer *out = evbuffer_new();
+    if (out)
+        evbuffer_add(out, b.p, b.len);
+    server_reply(req, 200, out);
+    if (out)
+        evbuffer_free(out);
+    sbuf_free(&b);
+}
+
 static void server_handle(struct evhttp_request *req, void *arg)
 {
     gateway *gw = arg;
@@ -364,6 +412,8 @@ static void server_handle(struct evhttp_request *req, void *arg)
     }
     if (strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0)
         return health_reply(req, gw);
+    if (server_usage_path(path))
+        return server_usage_reply(req, gw, method);
     const server_route *r = server_route_find(path);
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
@@ -377,13 +427,9 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (gw->draining)
         return server_refuse(req, r->path, 503, "server_error", "shutting_down", "the gateway is shutting down");
 
-    const char *presented = server_presented_key(req);
-    if (!presented)
-        return server_refuse(req, r->path, 401, "invalid_request_error", "missing_api_key",
-                             "missing platform key: send 'Authorization: Bearer <key>' (create one with 'switchyard key add')");
-    pool_key *pk = pool_auth(gw->pool, presented);
+    pool_key *pk = server_authorize(req, gw, r->path);
     if (!pk)
-        return server_refuse(req, r->path, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
+        return;
     const platform_key *key = &pk->k;
 
     request_input in;

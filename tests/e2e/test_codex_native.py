@@ -58,5 +58,39 @@ class PoolUsageLimitTest(GatewayTest):
         self.assertIn("a:", r.json()["error"]["message"])
 
 
+
+class PoolLimitsTest(GatewayTest):
+    """What Codex shows as its limits describes the pool: the usage endpoint
+    (/wham/usage, /api/codex/usage) and the x-codex-primary/secondary-*
+    headers of every answer give the share of the pool's window spent (100
+    minus the average left per account) and the soonest reset."""
+
+    def test_usage_endpoint_and_headers_describe_a_pool_of_three_at_different_usage(self):
+        g = self.gateway([account("a", self.mock.url("a", "ok,primary=20,secondary=10")),
+                          account("b", self.mock.url("b", "ok,primary=60,secondary=30")),
+                          account("c", self.mock.url("c", "ok,primary=100,primary_reset=600,secondary=50"))],
+                         env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        for _ in range(3):
+            self.assertEqual(g.post("/v1/responses", RESP).status, 200)
+        before = time.time()
+        for path in ("/wham/usage", "/api/codex/usage", "/backend-api/wham/usage"):
+            r = g.get(path)
+            self.assertEqual(r.status, 200, r)
+            u = r.json()
+            pw, sw = u["rate_limit"]["primary_window"], u["rate_limit"]["secondary_window"]
+            self.assertEqual(pw["used_percent"], 60)           # 100 - (80 + 40 + 0) / 3
+            self.assertEqual(sw["used_percent"], 30)           # 100 - (90 + 70 + 50) / 3
+            self.assertEqual(pw["limit_window_seconds"], 300 * 60)
+            self.assertLessEqual(pw["reset_after_seconds"], 601)  # c's reset comes first
+            self.assertGreater(pw["reset_at"], before + 500)
+            self.assertEqual(u["rate_limit"]["limit_reached"], False)
+            self.assertEqual(u["pool"], {"accounts": 3, "reporting": 3})
+        r = g.post("/v1/responses", RESP)
+        self.assertEqual(r.headers.get("x-codex-primary-used-percent"), "60")
+        self.assertEqual(r.headers.get("x-codex-secondary-used-percent"), "30")
+        # the endpoint wants a platform key
+        self.assertOpenAIError(g.get("/wham/usage", key=None), 401)
+        self.assertOpenAIError(g.request("POST", "/wham/usage", {}), 405)
+
 if __name__ == "__main__":
     main()

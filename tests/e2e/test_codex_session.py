@@ -49,7 +49,9 @@ class HeaderTest(GatewayTest):
         self.assertNotEqual(got.get("accept-encoding"), "zstd")
         self.assertEqual(got["authorization"], f"Bearer {g.accounts['a']}")
 
-    def test_serving_accounts_rate_limit_headers_and_turn_state_reach_the_client(self):
+    def test_the_pools_rate_limit_headers_and_the_serving_accounts_turn_state_reach_the_client(self):
+        # the usage windows describe the pool (route/pool_usage.h): a spent
+        # (100 %) and b at 42 % leave 29 % of the primary window on average
         g = self.gateway([account("a", self.mock.url("a", "status=429,primary=100,turn_state=ts-a")),
                           account("b", self.mock.url("b", "ok,primary=42,secondary=7,turn_state=ts-b"))],
                          env=BALANCED)
@@ -57,8 +59,8 @@ class HeaderTest(GatewayTest):
             r = g.post("/v1/responses", dict(RESP, stream=stream), stream=stream)
             self.assertEqual(r.status, 200, r)
             self.assertEqual(served_by(r), "b")
-            self.assertEqual(r.headers.get("x-codex-primary-used-percent"), "42")
-            self.assertEqual(r.headers.get("x-codex-secondary-used-percent"), "7")
+            self.assertEqual(r.headers.get("x-codex-primary-used-percent"), "71")
+            self.assertEqual(r.headers.get("x-codex-secondary-used-percent"), "7")  # only b reports one
             self.assertEqual(r.headers.get("x-codex-primary-window-minutes"), "300")
             self.assertEqual(r.headers.get("x-codex-turn-state"), "ts-b")
 
