@@ -219,8 +219,10 @@ void proxy_finish(proxy_req *p, int status)
         proxy_watch_drop(p->watch);
     }
     p->watch = NULL;
-    if (p->in.is_delete && status >= 200 && status < 300) /* the upstream deleted it: so does the record */
+    if (p->in.is_delete && status >= 200 && status < 300) { /* the upstream deleted it: so does the record */
         store_conversation_delete(gw->st, p->in.response_id);
+        proxy_turn_forget(p->in.response_id);
+    }
     double ms = (gateway_now() - p->t_start) * 1000.0;
     request_log rl;
     memset(&rl, 0, sizeof rl);
@@ -273,6 +275,7 @@ void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->tried);
     sbuf_free(&p->upbody);
     proxy_blobs_free(p);
+    sbuf_free(&p->turn_input);
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
     proxy_pf_timer_drop(p);

@@ -230,5 +230,6 @@ void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh);
 void proxy_turn_completed(void *ud, const char *data, size_t len);
 void proxy_turn_record(proxy_req *p, const char *response_json, size_t len);
 int proxy_chain_move(proxy_req *p);
+void proxy_turn_forget(const char *id);
 
 #endif

@@ -222,7 +222,6 @@ void proxy_blobs_free(proxy_req *p)
     p->blob_origin = NULL;
     free(p->quick_origin);
     p->quick_origin = NULL;
-    sbuf_free(&p->turn_input);
     sbuf_free(&p->blobbody);
 }
 
@@ -250,6 +249,101 @@ void proxy_item_blobs(void *ud, const char *data, size_t len)
 #define PROXY_CHAIN_DEPTH 1000               /* turns followed back from a previous_response_id */
 #define PROXY_CHAIN_BYTES ((size_t)32 << 20) /* of recorded input and output read for one rebuild */
 
+/* The turns this process recorded last, newest wins: the writer commits a
+ * turn some milliseconds after its answer, and a client may send the next
+ * turn at once; a chain is read from here first and from the database for
+ * what is older. Loop thread only. */
+#define PROXY_RECENT 64
+static conv_link proxy_recent[PROXY_RECENT];
+static size_t proxy_recent_next;
+
+static char *proxy_dup(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (!d)
+        abort(); /* as sbuf: no useful work without memory */
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static void proxy_recent_clear(conv_link *l)
+{
+    free(l->response_id);
+    free(l->previous_response_id);
+    free(l->input_json);
+    free(l->output_json);
+    memset(l, 0, sizeof *l);
+}
+
+static void proxy_recent_put(const char *id, int64_t acct, const char *prev, const sbuf *in, const sbuf *out)
+{
+    conv_link *l = &proxy_recent[proxy_recent_next++ % PROXY_RECENT];
+    proxy_recent_clear(l);
+    l->response_id = proxy_dup(id, strlen(id));
+    l->account_id = acct;
+    l->previous_response_id = prev && *prev ? proxy_dup(prev, strlen(prev)) : NULL;
+    l->input_json = proxy_dup(in->p, in->len);
+    l->input_len = in->len;
+    l->output_json = proxy_dup(out->p, out->len);
+    l->output_len = out->len;
+}
+
+static const conv_link *proxy_recent_find(const char *id)
+{
+    for (size_t k = 1; k <= PROXY_RECENT && k <= proxy_recent_next; k++) {
+        const conv_link *l = &proxy_recent[(proxy_recent_next - k) % PROXY_RECENT];
+        if (l->response_id && strcmp(l->response_id, id) == 0)
+            return l;
+    }
+    return NULL;
+}
+
+void proxy_turn_forget(const char *id)
+{
+    for (size_t i = 0; i < PROXY_RECENT; i++)
+        if (proxy_recent[i].response_id && strcmp(proxy_recent[i].response_id, id) == 0)
+            proxy_recent_clear(&proxy_recent[i]);
+}
+
+/* The chain that ends at id, oldest first: the recent turns, then the
+ * database for what is older. *older is the store's part (free it with
+ * store_conversation_chain_free); the links point into both. 0 / -1. */
+static int proxy_chain_read(proxy_req *p, const char *id, conv_link **links, size_t *n, conv_link **older,
+                            size_t *nolder, char *err, size_t errlen)
+{
+    const conv_link *mine[PROXY_RECENT];
+    size_t k = 0;
+    const conv_link *l;
+    while (id && k < PROXY_RECENT && (l = proxy_recent_find(id))) {
+        for (size_t j = 0; j < k; j++)
+            if (mine[j] == l) {
+                snprintf(err, errlen, "the stored conversation of %.60s loops: %.60s comes back",
+                         p->in.previous_response_id, id);
+                return -1;
+            }
+        mine[k++] = l;
+        id = l->previous_response_id;
+    }
+    *older = NULL;
+    *nolder = 0;
+    if (id && store_conversation_chain(p->gw->st, id, PROXY_CHAIN_DEPTH > k ? PROXY_CHAIN_DEPTH - k : 1,
+                                       PROXY_CHAIN_BYTES, older, nolder, err, errlen) != 0)
+        return -1;
+    *n = *nolder + k;
+    *links = calloc(*n ? *n : 1, sizeof **links);
+    if (!*links) {
+        store_conversation_chain_free(*older, *nolder);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < *nolder; i++)
+        (*links)[i] = (*older)[i];
+    for (size_t j = 0; j < k; j++) /* mine is newest first */
+        (*links)[*nolder + j] = *mine[k - 1 - j];
+    return 0;
+}
+
 void proxy_turn_record(proxy_req *p, const char *response_json, size_t len)
 {
     sbuf out = SBUF_INIT, in = SBUF_INIT;
@@ -261,6 +355,7 @@ void proxy_turn_record(proxy_req *p, const char *response_json, size_t len)
         const sbuf *input = p->turn_input.len ? &p->turn_input : &in;
         store_writer_put_conversation(p->gw->st, id, p->acct_id, p->in.previous_response_id, input->p, input->len,
                                       out.p, out.len);
+        proxy_recent_put(id, p->acct_id, p->in.previous_response_id, input, &out);
     }
     sbuf_free(&out);
     sbuf_free(&in);
@@ -282,17 +377,17 @@ int proxy_chain_move(proxy_req *p)
         !p->plan.pinned_by || strcmp(p->plan.pinned_by, "previous_response_id") != 0)
         return 0;
     p->chain_tried = 1;
-    conv_link *chain = NULL;
-    size_t n = 0;
+    conv_link *chain = NULL, *older = NULL;
+    size_t n = 0, nolder = 0;
     char err[256], prev[CONVERSATION_ID_MAX];
     int store_flag = 1;
     sbuf body = SBUF_INIT;
     int64_t owner = p->plan.pinned_owner;
-    if (store_conversation_chain(p->gw->st, p->in.previous_response_id, PROXY_CHAIN_DEPTH, PROXY_CHAIN_BYTES,
-                                 &chain, &n, err, sizeof err) != 0 ||
+    if (proxy_chain_read(p, p->in.previous_response_id, &chain, &n, &older, &nolder, err, sizeof err) != 0 ||
         conversation_rebuild(chain, n, p->in.body.p, p->in.body.len, &body, err, sizeof err) != 0 ||
         conversation_record_input(p->in.body.p, p->in.body.len, &p->turn_input, prev, &store_flag) != 0) {
-        store_conversation_chain_free(chain, n);
+        free(chain);
+        store_conversation_chain_free(older, nolder);
         sbuf_free(&body);
         sbuf_free(&p->turn_input);
         char why[320];
@@ -302,7 +397,8 @@ int proxy_chain_move(proxy_req *p)
                     (unsigned long long)p->id, err);
         return 0;
     }
-    store_conversation_chain_free(chain, n);
+    free(chain);
+    store_conversation_chain_free(older, nolder);
     /* the rebuilt body is the request from here: every account is sent it
      * (blobs stripped for each as usual) */
     p->gw->body_bytes += body.len;

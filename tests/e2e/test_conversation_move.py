@@ -267,7 +267,8 @@ class ChainTest(GatewayTest):
 
     def chain_of_three_moving_mid_chain(self, stream, restart=False):
         g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=2,echo_input=1")),
-                          account("b", self.mock.url("b", "ok,echo_input=1"))])
+                          account("b", self.mock.url("b", "status=429,ok_first=2,echo_input=1")),
+                          account("c", self.mock.url("c", "ok,echo_input=1"))])
 
         def ask(prev, text):
             if stream:
@@ -298,15 +299,26 @@ class ChainTest(GatewayTest):
         breq = self.mock.requests("b")[-1]
         self.assertIsNone(breq["previous_response_id"])
         self.assertEqual(breq["input_items"], 5)
+        # the record keeps the client's own turn, not the rebuilt whole (a later move must not repeat items)
+        rec = wait_for(lambda: g.query("SELECT input_json, previous_response_id FROM conversations "
+                                       "WHERE response_id = ?", (id3,)), what="the moved turn recorded")
+        self.assertEqual(len(json.loads(rec[0]["input_json"])), 1, rec[0]["input_json"])
+        self.assertEqual(rec[0]["previous_response_id"], id2)
         # the chain goes on at b, natively
         r4, id4, t4 = ask(id3, "four")
         self.assertEqual(served_by(r4), "b")
         self.assertIn("[chain=1 items=1]", t4)
-        text = wait_for(lambda: (lambda t: t if t.count("REQUEST_FINAL") >= 4 else None)(g.trace_text()),
-                        what="four REQUEST_FINAL lines")
+        # b answers 429 now: moved a second time, the whole conversation once, nothing repeated
+        r5, id5, t5 = ask(id4, "five")
+        self.assertEqual(served_by(r5), "c")
+        self.assertEqual(r5.headers.get("x-switchyard-moved"), "b->c")
+        self.assertIn("[chain=0 items=9]", t5)         # one..four with their outputs, then five
+        text = wait_for(lambda: (lambda t: t if t.count("REQUEST_FINAL") >= 5 else None)(g.trace_text()),
+                        what="five REQUEST_FINAL lines")
         self.assertIn("by=previous_response_id turns=2", text)
+        self.assertIn("by=previous_response_id turns=4", text)
         m = http_call(g.port, "GET", "/metrics").text
-        self.assertIn('switchyard_conversation_moves_total{by="previous_response_id"} 1', m)
+        self.assertIn('switchyard_conversation_moves_total{by="previous_response_id"} 2', m)
 
     def test_a_chain_of_three_turns_moves_mid_chain_plain(self):
         self.chain_of_three_moving_mid_chain(stream=False)
