@@ -4,8 +4,15 @@
 -- alternatives, random, context_fallbacks, after_output, delivered_chars,
 -- tool_call); returns
 -- {action = "failover" | "return" | "retry" | "context_fallback" | "resume" | "strip_retry",
---  class = "...", cooldown = seconds | -1, after = seconds}.
+--  class = "...", cooldown = seconds | -1, after = seconds, state = "..."}.
 -- cooldown = -1 asks the cooldown hook (the 429/quota ladder).
+-- state (with "failover" only) takes the account out of the pool in that
+-- state until an operator acts (`switchyard account reset`, or a changed
+-- login through `account update` / `account import`): for refusals that
+-- waiting does not heal. A plain word (a-z, 0-9, _); the gateway knows what
+-- "deactivated_workspace", "workspace_denied" and "region_unsupported" mean
+-- and what to do about them (src/route/hold.c), and shows any other as a
+-- refusal to look into. The request itself fails over as for any failover.
 -- "retry" tries the same account again after `after` seconds (the request
 -- body is sent again unchanged); "context_fallback" sends the request once
 -- to a candidate declared as a larger-context fallback; "resume" (only for
@@ -24,6 +31,24 @@ local QUOTA_TEXTS = {
   "insufficient_quota",
 }
 local DEACTIVATED_TEXTS = { "account_deactivated", "deactivated" }
+-- Refusals of the account that waiting does not heal, as the ChatGPT backend
+-- and the API send them (on 401, 402 or 403): the account is held out of the
+-- pool in that state until an operator acts.
+--   402 {"detail":{"code":"deactivated_workspace"}}: the ChatGPT workspace was
+--       deactivated (or "This workspace has been deactivated ...").
+--   403 {"detail":{"code":"invalid_workspace_selected"}}: the login's
+--       workspace may not use Codex.
+--   403 {"error":{"code":"unsupported_country_region_territory","message":
+--       "Country, region, or territory not supported","type":"request_forbidden"}},
+--       or a 401 "Workspace is not authorized in this region.": the upstream
+--       does not serve the gateway's country or region.
+local HELD = {
+  { "deactivated_workspace", { "deactivated_workspace", "workspace is deactivated",
+                               "workspace has been deactivated" } },
+  { "workspace_denied", { "invalid_workspace_selected", "workspace_access_denied" } },
+  { "region_unsupported", { "unsupported_country_region_territory", "not authorized in this region" } },
+}
+local HELD_STATUS = sy.set{ 401, 402, 403 }
 -- An account-bound blob the account cannot read: "The encrypted content
 -- gAAA… could not be verified." (code invalid_encrypted_content or null),
 -- "…for item rs_…", "…did not match the target organization", "Encrypted
@@ -77,6 +102,15 @@ local function mentions(ev, list)
       or sy.contains_any(ev.error_code, list) or sy.contains_any(ev.error_type, list)
 end
 
+-- The state a refusal holds the account in, or nil.
+local function held_state(ev)
+  if not HELD_STATUS[ev.status] then return nil end
+  for _, h in ipairs(HELD) do
+    if mentions(ev, h[2]) then return h[1] end
+  end
+  return nil
+end
+
 local function stream_code(ev, set)
   return set[sy.lower(ev.error_code)] or set[sy.lower(ev.error_type)]
 end
@@ -114,6 +148,8 @@ local function classify(ev)
       or (mentions(ev, ENCRYPTED_WORD) and mentions(ev, ENCRYPTED_TEXTS))) then
     return { action = "strip_retry", class = "invalid_encrypted_content", cooldown = 0 }
   end
+  local held = held_state(ev)
+  if held then return { action = "failover", class = held, cooldown = 0, state = held } end
   if mentions(ev, QUOTA_TEXTS) then return failover("quota", -1) end
   if mentions(ev, DEACTIVATED_TEXTS) then return failover("deactivated", COOLDOWN_4XX) end
   if ev.timeout then return failover("timeout", 20) end

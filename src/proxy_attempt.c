@@ -329,7 +329,7 @@ static void proxy_exhausted(proxy_req *p)
 
 void proxy_next(proxy_req *p)
 {
-    char why[160];
+    char why[ROUTER_WHY_MAX];
     double now = gateway_now();
     while (p->next < p->plan.n) {
         pool_account *pa = pool_find(p->gw->pool, p->plan.ids[p->next++]);

@@ -14,6 +14,8 @@
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include "route/breaker.h"
+#include "route/hold.h"
+#include "base/log.h"
 #include "upstream/resume.h"
 #include "upstream/usage.h"
 #include <event2/buffer.h>
@@ -60,6 +62,47 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
     return secs;
 }
 
+/* A failover verdict with a state: the account leaves the pool until an
+ * operator acts (route/hold.h). Only while it holds the login this attempt
+ * was sent with: a login changed meanwhile may be the fix (the store
+ * checks the same when it writes). Held in memory at once, so the router
+ * skips it from now on, and written through the store, so a restart keeps
+ * it (a pool reload in the moment before the write commits forgets it
+ * until the reload that commit causes). Returns 1 when the account is
+ * held. */
+static int proxy_hold(proxy_req *p, const policy_verdict *v, const policy_event *ev, const char *summary)
+{
+    pool_account *pa = proxy_account(p);
+    if (!pa || !v->state[0] || proxy_token_hash(pa->a.token) != p->sent_token_hash)
+        return 0;
+    if (pa->a.hold) /* another request held it first */
+        return 1;
+    const char *said = ev->error_code ? ev->error_code : ev->error_type ? ev->error_type : ev->error_message;
+    char detail[STORE_HOLD_DETAIL_MAX + 1];
+    snprintf(detail, sizeof detail, "%s%s%.120s", summary, said ? " " : "", said ? said : "");
+    scrub_cstr(&p->scrub, detail, sizeof detail); /* the upstream's words may quote a secret */
+    store_hold h = {pa->a.id, v->state, detail, pa->a.token, pa->a.reset_gen};
+    if (!store_writer_put_hold(p->gw->st, &h))
+        log_warn("account %s: cannot queue its hold for the store; it is held until the gateway stops", pa->a.name);
+    char *state = strdup(v->state), *det = strdup(detail);
+    if (!state || !det) {
+        free(state);
+        free(det);
+        return 0;
+    }
+    pa->a.hold = state;
+    free(pa->a.hold_detail);
+    pa->a.hold_detail = det;
+    pa->a.hold_since = (int64_t)gateway_now();
+    char fix[HOLD_TEXT_MAX];
+    hold_fix(v->state, pa->a.name, fix, sizeof fix);
+    log_warn("account %s: held out of the pool (%s: %s, %s); %s", pa->a.name, v->state, hold_describe(v->state).what,
+             detail, fix);
+    trace_event(p->gw->trace, "ACCOUNT_HOLD", "req=%llu account=%s state=%s status=%d", (unsigned long long)p->id,
+                pa->a.name, v->state, ev->status);
+    return 1;
+}
+
 /* ---------- failure handling ---------- */
 
 static void proxy_error_fields(const char *body, size_t len, json_value **doc, const char **type,
@@ -72,6 +115,14 @@ static void proxy_error_fields(const char *body, size_t len, json_value **doc, c
         *message = err->str;
         return;
     }
+    /* the ChatGPT backend's own errors: {"detail":{"code":...}} or {"detail":"text"} */
+    json_value *detail = !err && *doc ? json_get(*doc, "detail") : NULL;
+    if (detail && detail->type == JSON_STRING) {
+        *message = detail->str;
+        return;
+    }
+    if (detail && detail->type == JSON_OBJECT)
+        err = detail;
     json_value *src = err ? err : *doc;
     if (!src)
         return;
@@ -145,7 +196,7 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
     p->retry_acct = 0;
     /* still a candidate? The wait gave its limits (concurrency, rpm, the
      * breaker's one probe) to others, and other requests may have cooled it */
-    char why[160];
+    char why[ROUTER_WHY_MAX];
     if (pa && router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
         proxy_attempt(p, pa);
         return;
@@ -307,7 +358,11 @@ int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary
         return 0;
     double secs = proxy_cool_down(p, &v);
     char detail[256];
-    snprintf(detail, sizeof detail, "%s, class %s, cooling down %.0fs", summary, v.cls, secs);
+    if (v.state[0] && proxy_hold(p, &v, ev, summary))
+        snprintf(detail, sizeof detail, "%s, class %s, held out of the pool: %s", summary, v.cls,
+                 hold_describe(v.state).what);
+    else
+        snprintf(detail, sizeof detail, "%s, class %s, cooling down %.0fs", summary, v.cls, secs);
     scrub_cstr(&p->scrub, detail, sizeof detail); /* the summary may quote the upstream's error code */
     proxy_why(p, p->acct_name, detail);
     trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=failover class=%s status=%d cooldown_s=%.0f",

@@ -490,6 +490,7 @@ typedef struct opts {
     int echo_input;    /* /responses text ends with " [chain=D items=N]" */
     int tool_call;     /* /responses: a function call instead of the message, unless the input ends with its output */
     char tool[64];     /* the function call's name (default exec_command, the shell tool Codex 0.171 registers) */
+    char err[32];      /* status: the body of an account refusal in the upstream's shape (account_refusal) */
 } opts;
 
 static int numeric(const char *v)
@@ -625,6 +626,8 @@ static void opts_parse(opts *o, const char *spec)
             o->tool_call = atoi(val);
         else if (!strcmp(tok, "tool"))
             copy_word(o->tool, sizeof o->tool, val);
+        else if (!strcmp(tok, "err"))
+            copy_word(o->err, sizeof o->err, val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -1278,6 +1281,24 @@ static void status_error(sbuf *b, int code)
         else
             error_json(b, "Mock upstream error.", "mock_error", "mock_error", NULL);
     }
+}
+
+/* status=<code>,err=<shape>: the account refused in the upstream's own
+ * words, shapes waiting does not heal: the ChatGPT backend's deactivated
+ * workspace (402) and workspace that may not use Codex (403), and the
+ * API's unsupported region (403). 0 when err names none. */
+static int account_refusal(sbuf *b, const char *err)
+{
+    if (!strcmp(err, "deactivated_workspace"))
+        sbuf_puts(b, "{\"detail\":{\"code\":\"deactivated_workspace\"}}");
+    else if (!strcmp(err, "workspace_denied"))
+        sbuf_puts(b, "{\"detail\":{\"code\":\"invalid_workspace_selected\"}}");
+    else if (!strcmp(err, "region"))
+        error_json(b, "Country, region, or territory not supported", "request_forbidden",
+                   "unsupported_country_region_territory", NULL);
+    else
+        return 0;
+    return 1;
 }
 
 /* ---------- building the answer ---------- */
@@ -2264,7 +2285,8 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         reply_json(j, 0, 401, &b);
     } else if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
-        status_error(&b, code);
+        if (!account_refusal(&b, o->err))
+            status_error(&b, code);
         reply_json(j, 0, code, &b);
     } else if (!strcmp(sc, "quota429")) {
         char extra[96];

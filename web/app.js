@@ -185,7 +185,7 @@ function renderSummary(ov) {
   const items = [
     ["requests", s.requests], ["failovers", s.failovers], ["preflight switches", s.preflight_switches],
     ["in flight", ov.active_requests], ["available", a.available + " / " + a.total], ["cooling", a.cooling],
-    ["breaker open", a.breaker_open], ["disabled", a.disabled], ["policy fallbacks", ov.policy.fallbacks_total],
+    ["breaker open", a.breaker_open], ["held", a.held || 0], ["disabled", a.disabled], ["policy fallbacks", ov.policy.fallbacks_total],
     ["log queue", ov.writer.pending_logs], ["dropped logs", ov.writer.dropped_logs],
     ["up", dur(ov.now - ov.started_at)],
   ];
@@ -237,9 +237,11 @@ function renderPool() {
   keepFocus($("#pool"), renderPoolRows);
 }
 
-/* The error column: a refused login says what to do; else the last failure's class. */
+/* The error column: a refused login or a hold (out of the pool until an
+   operator acts) says what to do; else the last failure's class. */
 function lastError(a) {
   if (a.login && a.login.needs_login) return "log in again: " + a.login.needs_login;
+  if (a.hold) return a.hold.state + ": " + a.hold.what + ". To fix: " + a.hold.fix;
   return a.last_error || "–";
 }
 
@@ -265,11 +267,11 @@ function renderPoolRows() {
       el("td", { class: "c-week" }, usageBar(a.usage.secondary)),
       el("td", { class: "num c-health", text: Math.round(a.health.success_rate * 100) + "%" }),
       el("td", { class: "num c-health", text: a.health.latency_ema_ms ? Math.round(a.health.latency_ema_ms) + " ms" : "–" }),
-      el("td", { class: "c-err", text: lastError(a) }),
+      el("td", { class: a.hold ? "c-err held" : "c-err", text: lastError(a), title: a.hold && a.hold.detail ? "upstream said: " + a.hold.detail : undefined }),
       el("td", { class: "actions" },
         a.enabled ? actionButton("Disable", "disable", a) : actionButton("Enable", "enable", a),
-        actionButton("Reset", "reset", a, { disabled: !(left > 0 || a.ladder_step || a.fail_streak),
-          title: "clear the cooldown, the 429 ladder and the breaker" })));
+        actionButton("Reset", "reset", a, { disabled: !(left > 0 || a.ladder_step || a.fail_streak || a.hold),
+          title: a.hold ? "put the account back in the pool (after the fix)" : "clear the cooldown, the 429 ladder and the breaker" })));
   }));
 }
 

@@ -251,7 +251,8 @@ void usage_poll_tick(usage_poll *u, double now)
             continue;
         usage_entry *e = usage_find(u, pa->a.id, 1);
         e->live = 1;
-        if (e->up || pa->refreshing || pa->a.login_error) /* its token is being replaced, or is dead */
+        /* its token is being replaced, or is dead; a held account is refused until an operator acts */
+        if (e->up || pa->refreshing || pa->a.login_error || pa->a.hold)
             continue;
         if (every > 0 && e->next_at > now + (double)every) /* the interval was shortened */
             e->next_at = now + (double)every;

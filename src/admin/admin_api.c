@@ -13,6 +13,7 @@
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include "route/breaker.h"
+#include "route/hold.h"
 #include "base/embedded.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -255,6 +256,8 @@ const char *admin_account_state(const pool_account *pa, double now)
         return "disabled";
     if (pa->a.login_error)
         return "needs_login";
+    if (pa->a.hold) /* which hold, and what to do: the account's "hold" (admin_hold_json) */
+        return "held";
     if (account_limits_over_budget(pa, now))
         return "over_budget";
     if (strcmp(breaker, "open") == 0)
@@ -341,6 +344,30 @@ static void admin_login_json(sbuf *b, const pool_account *pa)
                 pa->refreshing ? "true" : "false");
 }
 
+/* ,"hold":{...}: why the account is out of the pool until an operator acts
+ * and what to do (route/hold.h); null when it is not held. */
+static void admin_hold_json(sbuf *b, const account *a)
+{
+    sbuf_puts(b, ",\"hold\":");
+    if (!a->hold) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    hold_info h = hold_describe(a->hold);
+    char fix[HOLD_TEXT_MAX];
+    hold_fix(a->hold, a->name, fix, sizeof fix);
+    sbuf_puts(b, "{\"state\":");
+    admin_str(b, a->hold);
+    sbuf_puts(b, ",\"what\":");
+    admin_str(b, h.what);
+    sbuf_puts(b, ",\"fix\":");
+    admin_str(b, fix);
+    sbuf_puts(b, ",\"detail\":");
+    admin_str(b, a->hold_detail);
+    admin_opt(b, "since", a->hold_since > 0, (double)a->hold_since);
+    sbuf_puts(b, "}");
+}
+
 static void admin_account_json(sbuf *b, const pool_account *pa, double now)
 {
     const account *a = &pa->a;
@@ -385,6 +412,7 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     admin_opt(b, "polled_at", st->usage_polled_at > 0, st->usage_polled_at);
     sbuf_printf(b, ",\"poll_status\":%d}", st->usage_poll_status);
     admin_login_json(b, pa);
+    admin_hold_json(b, a);
     sbuf_puts(b, "}");
 }
 
@@ -722,6 +750,15 @@ static void admin_post_account(admin_ctx *ctx, struct evhttp_request *req, admin
     if (!pa)
         return;
     if (act == ADMIN_RESET) {
+        if (pa->a.hold) { /* written as `account reset` does: a reload, a restart find it cleared */
+            store_admin_op op = {.kind = STORE_OP_ACCOUNT_UNHOLD, .id = pa->a.id};
+            if (!admin_queue(gw, req, &op))
+                return;
+            free(pa->a.hold);
+            free(pa->a.hold_detail);
+            pa->a.hold = pa->a.hold_detail = NULL;
+            pa->a.hold_since = 0;
+        }
         pool_account_reset(pa);
         pa->st.updated_at = gateway_now();
         pool_state_save(gw->pool, pa);

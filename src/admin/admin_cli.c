@@ -8,6 +8,7 @@
 #include "admin/admin_api.h"
 #include "admin/cli.h"
 #include "core/config.h"
+#include "route/hold.h"
 #include "base/json.h"
 #include "base/sbuf.h"
 #include "base/sha256.h"
@@ -83,6 +84,7 @@ int admin_cli_admin_main(int argc, char **argv)
 
 typedef struct status_row {
     char name[64], kind[16], state[16], breaker[12], last_error[32];
+    char hold[32], hold_what[96], hold_fix[HOLD_TEXT_MAX]; /* hold "": not held (route/hold.h) */
     int enabled, ladder, inflight; /* inflight -1: unknown (database) */
     double cooldown_s, primary_pct, secondary_pct, primary_reset_s, secondary_reset_s; /* -1 unknown */
 } status_row;
@@ -168,6 +170,12 @@ static size_t admin_cli_rows_from_api(const json_value *doc, status_row **out)
         r->secondary_pct = s ? admin_cli_num(s, "used_pct", -1) : -1;
         r->primary_reset_s = p ? admin_cli_num(p, "resets_in_s", -1) : -1;
         r->secondary_reset_s = s ? admin_cli_num(s, "resets_in_s", -1) : -1;
+        json_value *h = json_get(a, "hold");
+        if (h && h->type == JSON_OBJECT && json_get_str(h, "state")) {
+            snprintf(r->hold, sizeof r->hold, "%s", json_get_str(h, "state"));
+            admin_cli_str(h, "what", r->hold_what, sizeof r->hold_what);
+            admin_cli_str(h, "fix", r->hold_fix, sizeof r->hold_fix);
+        }
     }
     *out = rows;
     return i;
@@ -208,6 +216,11 @@ static size_t admin_cli_rows_from_db(store *s, status_row **out)
         r->secondary_pct = pa.st.secondary_used_pct;
         r->primary_reset_s = pa.st.primary_reset_at > 0 ? fmax(0, pa.st.primary_reset_at - now) : -1;
         r->secondary_reset_s = pa.st.secondary_reset_at > 0 ? fmax(0, pa.st.secondary_reset_at - now) : -1;
+        if (acc[i].hold) {
+            snprintf(r->hold, sizeof r->hold, "%s", acc[i].hold);
+            snprintf(r->hold_what, sizeof r->hold_what, "%s", hold_describe(acc[i].hold).what);
+            hold_fix(acc[i].hold, acc[i].name, r->hold_fix, sizeof r->hold_fix);
+        }
     }
     store_accounts_free(acc, n);
     free(st);
@@ -257,6 +270,10 @@ static void admin_cli_rows_print(const status_row *rows, size_t n)
         printf("%-20s %-9s %-12s %-9s %6d %-9s %8s %-14s %-14s %s\n", r->name, r->kind, r->state, cool, r->ladder,
                r->breaker, infl, p, s, r->last_error);
     }
+    for (size_t i = 0; i < n; i++) /* held accounts wait for an operator: what happened, what to do */
+        if (rows[i].hold[0])
+            printf("held: %s (%s): %s\n  to fix: %s\n", rows[i].name, rows[i].hold, rows[i].hold_what,
+                   rows[i].hold_fix);
 }
 
 /* The database's view as JSON: {"source":"database","accounts":[...]}
@@ -276,6 +293,17 @@ static void admin_cli_rows_json(const status_row *rows, size_t n)
             sbuf_puts(&o, "null");
         else
             sbuf_json_str(&o, r->last_error, strlen(r->last_error));
+        sbuf_puts(&o, ",\"hold\":");
+        if (r->hold[0]) {
+            const char *const f[][2] = {{"state", r->hold}, {"what", r->hold_what}, {"fix", r->hold_fix}};
+            for (size_t k = 0; k < 3; k++) {
+                sbuf_printf(&o, "%s\"%s\":", k ? "," : "{", f[k][0]);
+                sbuf_json_str(&o, f[k][1], strlen(f[k][1]));
+            }
+            sbuf_puts(&o, "}");
+        } else {
+            sbuf_puts(&o, "null");
+        }
         sbuf_puts(&o, "}");
     }
     sbuf_puts(&o, "]}\n");

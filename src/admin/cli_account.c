@@ -7,6 +7,7 @@
 #include "accounts/login_file.h"
 #include "base/jwt.h"
 #include "base/sbuf.h"
+#include "route/hold.h"
 #include "store/store.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +42,7 @@ void cli_usage_account(FILE *f)
           "       switchyard account list [--json] [--db PATH]\n"
           "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
           "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
-          "  long (context_length_exceeded) is sent to it once; reset clears cooldown, 429 ladder and breaker\n"
+          "  long (context_length_exceeded) is sent to it once; reset clears cooldown, 429 ladder, breaker and a hold\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
           f);
 }
@@ -393,6 +394,29 @@ static int cli_window_fresh(const account_state *st, double now)
     return st && st->attempts_60s > 0 && st->success_rate_60s >= 0 && now - st->updated_at < 60;
 }
 
+/* ,"hold": null, or the state the account is held in, what happened and
+ * what to do (route/hold.h), as the admin API tells it. */
+static void cli_hold_json(sbuf *o, const account *a)
+{
+    sbuf_puts(o, ",\"hold\":");
+    if (!a->hold) {
+        sbuf_puts(o, "null");
+        return;
+    }
+    hold_info h = hold_describe(a->hold);
+    char fix[HOLD_TEXT_MAX];
+    hold_fix(a->hold, a->name, fix, sizeof fix);
+    const char *const strs[][2] = {{"state", a->hold}, {"what", h.what}, {"fix", fix}, {"detail", a->hold_detail}};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        sbuf_printf(o, "%s\"%s\":", i ? "," : "{", strs[i][0]);
+        if (strs[i][1])
+            sbuf_json_str(o, strs[i][1], strlen(strs[i][1]));
+        else
+            sbuf_puts(o, "null");
+    }
+    sbuf_printf(o, ",\"since\":%lld}", (long long)a->hold_since);
+}
+
 static void cli_account_json(sbuf *o, const account *a, const account_state *st, double now)
 {
     sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)a->id);
@@ -425,8 +449,10 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
         else
             sbuf_puts(o, "null");
     }
-    sbuf_printf(o, ",\"access_expires_at\":%lld,\"last_refresh_at\":%lld,\"refreshable\":%s}",
+    sbuf_printf(o, ",\"access_expires_at\":%lld,\"last_refresh_at\":%lld,\"refreshable\":%s",
                 (long long)a->token_expires_at, (long long)a->last_refresh_at, a->refresh_token ? "true" : "false");
+    cli_hold_json(o, a);
+    sbuf_puts(o, "}");
 }
 
 /* The LOGIN column: "needs_login: why", the access token's time left, or "-". */
@@ -467,6 +493,16 @@ static void cli_account_row(const account *a, const account_state *st, double no
         cli_login_state(a, now, login, sizeof login);
         printf("      login: %s%s%s%s%s\n", a->email ? a->email : "-", ", ", login, a->plan_type ? ", plan " : "",
                a->plan_type ? a->plan_type : "");
+    }
+    if (a->hold) { /* out of the pool until an operator acts: say why and what to do */
+        char when[32] = "-", fix[HOLD_TEXT_MAX];
+        time_t t = (time_t)a->hold_since;
+        struct tm tm;
+        if (t > 0 && gmtime_r(&t, &tm))
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        hold_fix(a->hold, a->name, fix, sizeof fix);
+        printf("      HELD: %s since %s (%s): %s\n      to fix: %s\n", a->hold, when,
+               a->hold_detail ? a->hold_detail : "-", hold_describe(a->hold).what, fix);
     }
 }
 
@@ -525,7 +561,7 @@ typedef enum { CLI_ACCOUNT_ENABLE, CLI_ACCOUNT_DISABLE, CLI_ACCOUNT_REMOVE, CLI_
 
 static int cli_account_change(const char *cmd, int argc, char **argv, cli_account_action action)
 {
-    static const char *const done[] = {"enabled", "disabled", "removed", "reset (cooldown, ladder, breaker) of"};
+    static const char *const done[] = {"enabled", "disabled", "removed", "reset (cooldown, ladder, breaker, hold) of"};
     const char *db = NULL, *name = NULL;
     int help = 0;
     const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};

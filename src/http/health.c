@@ -41,7 +41,7 @@ static void health_reason(sbuf *r, const char *text)
 static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
 {
     double now = gateway_now(), soonest = 0;
-    size_t n = pool_count(gw->pool), usable = 0, disabled = 0, logins = 0, resting = 0;
+    size_t n = pool_count(gw->pool), usable = 0, disabled = 0, logins = 0, held = 0, resting = 0;
     for (size_t i = 0; i < n; i++) {
         pool_account *pa = pool_at(gw->pool, i);
         double back = router_rest_until(pa, now);
@@ -49,6 +49,8 @@ static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
             disabled++;
         else if (pa->a.login_error)
             logins++;
+        else if (pa->a.hold)
+            held++;
         else if (back > now) {
             resting++;
             if (!soonest || back - now < soonest)
@@ -59,16 +61,17 @@ static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
     *usable_out = usable;
     if (usable)
         return;
-    char msg[240];
+    char msg[320];
     if (!n)
         snprintf(msg, sizeof msg, "no account can serve: there are no accounts (add one with 'switchyard account add')");
     else if (disabled == n)
         snprintf(msg, sizeof msg, "no account can serve: all %zu accounts are disabled", n);
     else {
         int k = snprintf(msg, sizeof msg,
-                         "no account can serve: %zu disabled, %zu needing a new login, %zu cooling down, with an "
-                         "open breaker or at a local rate limit",
-                         disabled, logins, resting);
+                         "no account can serve: %zu disabled, %zu needing a new login, %zu held until an operator "
+                         "acts (see switchyard account list), %zu cooling down, with an open breaker or at a local "
+                         "rate limit",
+                         disabled, logins, held, resting);
         if (resting && k > 0 && (size_t)k < sizeof msg)
             snprintf(msg + k, sizeof msg - (size_t)k, " (the first is back in %.0fs)", soonest);
     }

@@ -337,7 +337,7 @@ static void metrics_attempts_format(sbuf *out, const metrics_gauges *g, int fail
 
 const char *const metrics_account_states[METRICS_ACCOUNT_STATES] = {
     "available", "busy", "cooling", "breaker_open", "half_open", "rate_limited", "over_budget", "needs_login",
-    "disabled"};
+    "held", "disabled"};
 
 static void metrics_accounts_format(sbuf *out, const metrics_gauges *g)
 {

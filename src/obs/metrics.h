@@ -53,7 +53,7 @@ double metrics_minutes(double now, void (*fn)(void *ud, double t, int64_t reques
 
 /* An account's routing state, as /metrics, the admin API and the dashboard
  * name it (admin_account_state decides which). */
-#define METRICS_ACCOUNT_STATES 9
+#define METRICS_ACCOUNT_STATES 10
 extern const char *const metrics_account_states[METRICS_ACCOUNT_STATES];
 
 typedef struct metrics_account {

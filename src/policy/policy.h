@@ -80,6 +80,12 @@ typedef struct policy_verdict {
     double cooldown;           /* seconds chosen by classify, or -1: ask the cooldown hook */
     double after;              /* VERDICT_RETRY: seconds to wait, 0..60 */
     int drain_bucket;          /* empty the account's local rpm bucket (the upstream says it is at its limit) */
+    /* VERDICT_FAILOVER only: the account leaves the pool in this state until
+     * an operator acts (`switchyard account reset`, a changed login), for a
+     * refusal waiting does not heal, e.g. "deactivated_workspace",
+     * "workspace_denied", "region_unsupported" (route/hold.h says what each
+     * means and what to do). 1..31 of [a-z0-9_]; "" none. */
+    char state[32];
 } policy_verdict;
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);

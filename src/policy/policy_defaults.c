@@ -14,6 +14,13 @@
 static const char *const quota_texts[] = {
     "hit your usage limit", "usage_limit_reached", "quota exceeded", "insufficient_quota", NULL};
 static const char *const deactivated_texts[] = {"account_deactivated", "deactivated", NULL};
+/* Refusals waiting does not heal (classify.lua's HELD): the account leaves
+ * the pool in that state until an operator acts. */
+static const char *const held_deactivated[] = {
+    "deactivated_workspace", "workspace is deactivated", "workspace has been deactivated", NULL};
+static const char *const held_workspace[] = {"invalid_workspace_selected", "workspace_access_denied", NULL};
+static const char *const held_region[] = {
+    "unsupported_country_region_territory", "not authorized in this region", NULL};
 static const char *const stream_rate_codes[] = {
     "rate_limit_exceeded", "rate_limit_error", "rate_limited", NULL};
 static const char *const stream_server_codes[] = {
@@ -70,6 +77,7 @@ void policy_verdict_act(policy_verdict *v, policy_action action, const char *cls
     v->action = action;
     v->failover = action == VERDICT_FAILOVER;
     v->drain_bucket = 0;
+    v->state[0] = '\0';
     snprintf(v->cls, sizeof v->cls, "%s", cls);
     v->cooldown = cooldown;
     v->after = after;
@@ -110,17 +118,36 @@ static void classify_server(const policy_event *ev, policy_verdict *out)
     }
 }
 
+/* classify.lua's held_state: the state an account is held in for this
+ * refusal (401, 402 or 403 naming it), or NULL. */
+static const char *classify_held(const policy_event *ev)
+{
+    if (ev->status != 401 && ev->status != 402 && ev->status != 403)
+        return NULL;
+    if (event_mentions(ev, held_deactivated))
+        return "deactivated_workspace";
+    if (event_mentions(ev, held_workspace))
+        return "workspace_denied";
+    if (event_mentions(ev, held_region))
+        return "region_unsupported";
+    return NULL;
+}
+
 /* Mirrors policies/classify.lua. */
 void policy_classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
+    const char *held = ev->after_output ? NULL : classify_held(ev);
     if (ev->after_output)
         verdict_set(out, 0, "interrupted", 0); /* classify.lua's RESUME_CHAT_STREAMS is off by default */
     else if ((s == 400 || ev->in_stream) &&
              (event_mentions(ev, encrypted_code) ||
               (event_mentions(ev, encrypted_word) && event_mentions(ev, encrypted_texts))))
         policy_verdict_act(out, VERDICT_STRIP_RETRY, "invalid_encrypted_content", 0, 0);
-    else if (event_mentions(ev, quota_texts))
+    else if (held) {
+        verdict_set(out, 1, held, 0);
+        snprintf(out->state, sizeof out->state, "%s", held);
+    } else if (event_mentions(ev, quota_texts))
         verdict_set(out, 1, "quota", -1);
     else if (event_mentions(ev, deactivated_texts))
         verdict_set(out, 1, "deactivated", 20);

@@ -185,6 +185,19 @@ static int class_valid(const char *s, size_t n)
     return 1;
 }
 
+/* A hold's state name (policy.h): it is stored with the account, shown by
+ * the CLI and the dashboard and written into log lines, so it is kept a
+ * plain word. */
+static int state_valid(const char *s, size_t n)
+{
+    if (n == 0 || n >= sizeof(((policy_verdict *)0)->state))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+            return 0;
+    return 1;
+}
+
 static void verdict_parse(lua_State *L, int t, policy_verdict *out)
 {
     if (lua_type(L, t) != LUA_TTABLE)
@@ -222,6 +235,15 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
     if (dt != LUA_TNIL && dt != LUA_TBOOLEAN)
         luaL_error(L, "classify: drain_bucket must be a boolean or nil");
     out->drain_bucket = lua_toboolean(L, -1);
+    int stt = raw_field(L, t, "state");
+    if (stt == LUA_TNIL)
+        return;
+    const char *state = stt == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+    if (!state || !state_valid(state, n))
+        luaL_error(L, "classify: state must be a string of 1..31 characters a-z, 0-9 and _");
+    if (!failover)
+        luaL_error(L, "classify: state goes with action \"failover\" only");
+    memcpy(out->state, state, n + 1);
 }
 
 static void cooldown_parse(lua_State *L, int first, int old_step, double *seconds, int *step)

@@ -181,6 +181,10 @@ static int bridge_classify(lua_State *L)
         lua_pushboolean(L, 1);
         lua_setfield(L, -2, "drain_bucket");
     }
+    if (v.state[0]) {
+        lua_pushstring(L, v.state);
+        lua_setfield(L, -2, "state");
+    }
     return 1;
 }
 

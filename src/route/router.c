@@ -6,6 +6,7 @@
 #include "route/affinity.h"
 #include "route/account_limits.h"
 #include "route/breaker.h"
+#include "route/hold.h"
 #include "base/sha256.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
     }
     if (pa->a.login_error) {
         snprintf(why, n, "needs_login: %s", pa->a.login_error);
+        return 0;
+    }
+    if (pa->a.hold) { /* out until an operator acts: the reason says what to do */
+        hold_reason(pa->a.hold, pa->a.name, why, n);
         return 0;
     }
     if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get) {
@@ -55,8 +60,8 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
     double soonest = 0;
     for (size_t i = 0; i < pool_count(gw->pool); i++) {
         const pool_account *pa = pool_at(gw->pool, i);
-        /* needs_login and an exhausted budget: not back by themselves within a wait */
-        if ((pinned && pa->a.id != pinned) || !pa->a.enabled || pa->a.login_error ||
+        /* needs_login, a hold and an exhausted budget: not back by themselves within a wait */
+        if ((pinned && pa->a.id != pinned) || !pa->a.enabled || pa->a.login_error || pa->a.hold ||
             account_limits_over_budget(pa, now))
             continue;
         if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
@@ -300,7 +305,7 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
     size_t *perm = heap ? calloc(total, sizeof *perm) : perm_s;
     char *used = heap ? calloc(total, 1) : used_s;
     double now = gateway_now();
-    char why[160];
+    char why[ROUTER_WHY_MAX];
 
     router_pin(gw, ctx, plan);
 

@@ -1,6 +1,7 @@
 /* router.h: turns the pool into the candidate list of one request: filters
- * out accounts that cannot serve it now (disabled, endpoint unsupported,
- * cooling down, at their concurrency limit, excluded by the quota guard),
+ * out accounts that cannot serve it now (disabled, needing a login, held
+ * until an operator acts, endpoint unsupported, cooling down, at their
+ * concurrency limit, excluded by the quota guard),
  * pins requests that continue a stored response (previous_response_id) to
  * its owner, asks the order policy for the try order, and puts first the
  * account that issued a Codex turn state (x-codex-turn-state: a preference,
@@ -26,10 +27,14 @@ typedef struct route_ctx {
     const char *session_id;   /* session-id / session_id, NULL none */
 } route_ctx;
 
+/* Room for a skip reason: a held account's names its state and the fix
+ * (route/hold.h). */
+#define ROUTER_WHY_MAX 256
+
 typedef struct route_skip {
     int64_t account_id;
     char name[64];
-    char reason[160];
+    char reason[ROUTER_WHY_MAX];
 } route_skip;
 
 typedef struct route_plan {

@@ -42,6 +42,11 @@ typedef struct account {
     int max_rpm, max_tpm;  /* local rate limits per minute, 0 = none (ratelimit.c) */
     double budget_usd;     /* 0 = none (budget.c) */
     char budget_period[16]; /* "month" or "<N>d" */
+    /* Held out of the pool until an operator acts (route/hold.h): the
+     * upstream refused the account for a reason waiting does not heal. */
+    char *hold;            /* the state (classify's verdict state), e.g. "deactivated_workspace"; NULL when not held */
+    char *hold_detail;     /* what the upstream said, e.g. "HTTP 402 deactivated_workspace"; NULL none */
+    int64_t hold_since;    /* unix seconds; 0 when not held */
 } account;
 
 /* A login's fields beside its access token, as account add, account update
@@ -172,7 +177,7 @@ int64_t store_request_log_count(store *s);
  * drops its state and response owners and clears it as any key's preferred
  * account; its request logs stay. */
 int store_account_set_enabled(store *s, const char *name, int enabled, char *err, size_t errlen);
-/* Clears the account's cooldown, 429 ladder and health, and bumps its
+/* Clears the account's cooldown, 429 ladder, health and hold, and bumps its
  * reset_gen so a running gateway clears its in-memory state (breaker too). */
 int store_account_reset(store *s, const char *name, char *err, size_t errlen);
 int store_account_remove(store *s, const char *name, char *err, size_t errlen);
@@ -258,15 +263,18 @@ typedef struct account_patch {
     const char *budget_period;                   /* NULL: keep; "month" or "<N>d" */
 } account_patch;
 /* Changes the named account in place (id, state, history and order kept).
- * A new token clears needs_login. -1 with err on an unknown name or a bad
- * value. */
+ * A new token clears needs_login; a token or refresh token that differs
+ * from the stored one also clears the hold (a changed login). -1 with err
+ * on an unknown name or a bad value. */
 int store_account_update(store *s, const char *name, const account_patch *p, char *err, size_t errlen);
 
 /* Adds or updates logins in one transaction: an entry whose ChatGPT account
  * id (and e-mail, when both sides have one) matches an existing chatgpt
  * account updates that account's login in place, as does a key entry
- * (api_key, aggregate) whose name and kind match (token and base URL); any
- * other entry is added under its name. All or nothing: on any failure nothing is written and err
+ * (api_key, aggregate) whose name and kind match (token and base URL); an
+ * update whose token or refresh token differs from the stored one clears
+ * the account's hold (a changed login); any other entry is added under its
+ * name. All or nothing: on any failure nothing is written and err
  * names the entry (1-based) and why. labels[i] names entry i in errors. */
 int store_accounts_import(store *s, const account_new *list, size_t n, const char *const *labels, int *added,
                           int *updated, char *err, size_t errlen);
@@ -331,7 +339,14 @@ void store_conversation_sweep_now(store *s);
 
 /* A change asked for through the admin API, written by the writer thread
  * (the tables' triggers then bump config_version, so the pool reloads it). */
-typedef enum { STORE_OP_ACCOUNT_ENABLED, STORE_OP_KEY_PREFERRED, STORE_OP_SETTING } store_admin_op_kind;
+/* ACCOUNT_UNHOLD (the admin API's reset of a held account) clears the hold
+ * and bumps reset_gen, as `switchyard account reset` does. */
+typedef enum {
+    STORE_OP_ACCOUNT_ENABLED,
+    STORE_OP_KEY_PREFERRED,
+    STORE_OP_SETTING,
+    STORE_OP_ACCOUNT_UNHOLD
+} store_admin_op_kind;
 typedef struct store_admin_op {
     store_admin_op_kind kind;
     int64_t id;         /* account id (ENABLED) or key id (PREFERRED) */
@@ -356,6 +371,23 @@ typedef struct store_login {
     const char *expect_refresh;
 } store_login;
 uint64_t store_writer_put_login(store *s, const store_login *l);
+/* An account held out of the pool (route/hold.h): state is the hold's name
+ * (at most STORE_HOLD_STATE_MAX bytes), detail what the upstream said (cut
+ * to STORE_HOLD_DETAIL_MAX bytes). Written only while the account's token
+ * is still expect_token and its reset_gen still expect_gen, so an account
+ * whose login was changed, or that was reset, since the failed attempt is
+ * not held. Strings are copied; committed at once, in order with the
+ * logins. Returns the ticket as store_writer_put_login does, 0 when it
+ * could not be queued. */
+#define STORE_HOLD_STATE_MAX 31
+#define STORE_HOLD_DETAIL_MAX 200
+typedef struct store_hold {
+    int64_t account_id;
+    const char *state, *detail;
+    const char *expect_token;
+    int64_t expect_gen;
+} store_hold;
+uint64_t store_writer_put_hold(store *s, const store_hold *h);
 uint64_t store_writer_committed(store *s);
 /* An eventfd that becomes readable after a batch holding logins committed
  * (read it to reset). -1 before store_writer_start. */

@@ -180,6 +180,9 @@ static void store_account_row(sqlite3_stmt *st, account *a)
     a->max_tpm = sqlite3_column_int(st, 23);
     a->budget_usd = sqlite3_column_double(st, 24);
     store_col_copy(st, 25, a->budget_period, sizeof a->budget_period);
+    a->hold = store_col_dup(st, 26);
+    a->hold_detail = a->hold ? store_col_dup(st, 27) : NULL;
+    a->hold_since = a->hold ? sqlite3_column_int64(st, 28) : 0;
 }
 
 static void store_account_row_slot(sqlite3_stmt *st, void *slot) { store_account_row(st, slot); }
@@ -191,7 +194,7 @@ int store_accounts_load(store *s, account **out, size_t *n)
         "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
         " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token,"
         " email, plan_type, token_expires_at, last_refresh_at, login_error, weight, max_rpm, max_tpm, budget_usd,"
-        " budget_period FROM accounts"
+        " budget_period, hold, hold_detail, hold_since FROM accounts"
         " ORDER BY sort ASC, updated_at DESC, id ASC",
         sizeof(account), store_account_row_slot, &rows, n);
     if (rc != 0) {
@@ -215,6 +218,8 @@ void store_account_clear(account *a)
     free(a->email);
     free(a->plan_type);
     free(a->login_error);
+    free(a->hold);
+    free(a->hold_detail);
     memset(a, 0, sizeof *a);
 }
 
@@ -280,12 +285,13 @@ static int store_account_txn_sync(store *s, const char *name, const char *const 
     return rc == SQLITE_OK && changes ? 0 : -1;
 }
 
-/* Cooldown, ladder and health back to a fresh account's; reset_gen tells a
- * running gateway (an accounts UPDATE bumps config_version). */
+/* Cooldown, ladder, health and hold back to a fresh account's; reset_gen
+ * tells a running gateway (an accounts UPDATE bumps config_version) and
+ * voids a hold it has not written yet (store_writer_put_hold). */
 int store_account_reset(store *s, const char *name, char *err, size_t errlen)
 {
     static const char *const sql[] = {
-        "UPDATE accounts SET reset_gen = reset_gen + 1 WHERE name = ?1",
+        "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD " WHERE name = ?1",
         "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0, last_error = '',"
         " success_ema = 1 WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
     };
@@ -355,11 +361,16 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         {"budget_usd", NULL, p->budget_usd, REAL, p->has_budget},
         {"budget_period", p->budget_period, 0, TEXT, p->budget_period != NULL},
     };
-    char sql[1024] = "UPDATE accounts SET id = id";
+    char sql[1536] = "UPDATE accounts SET id = id";
     size_t len = strlen(sql);
     int nset = 0, param = 2;
+    char tok_param[16] = "token", rt_param[16] = "refresh_token"; /* the new values, or the column: unchanged */
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (f[i].set) {
+            if (strcmp(f[i].col, "token") == 0)
+                snprintf(tok_param, sizeof tok_param, "?%d", param);
+            else if (strcmp(f[i].col, "refresh_token") == 0)
+                snprintf(rt_param, sizeof rt_param, "?%d", param);
             len += (size_t)snprintf(sql + len, sizeof sql - len, ", %s = ?%d", f[i].col, param++);
             nset++;
         }
@@ -367,8 +378,16 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         sbuf_fmt_into(err, errlen, "nothing to change");
         return -1;
     }
-    if (p->token || p->login.refresh_token) /* a new login: whatever was refused before no longer applies */
+    if (p->token || p->login.refresh_token) { /* a new login: whatever was refused before no longer applies */
         len += (size_t)snprintf(sql + len, sizeof sql - len, ", login_error = NULL");
+        /* the hold too, when the login really changed (the SET sees the old row) */
+        char same[96];
+        snprintf(same, sizeof same, "token IS %s AND refresh_token IS %s", tok_param, rt_param);
+        len += (size_t)snprintf(sql + len, sizeof sql - len,
+                                ", hold = CASE WHEN %s THEN hold END, hold_detail = CASE WHEN %s THEN hold_detail END,"
+                                " hold_since = CASE WHEN %s THEN hold_since ELSE 0 END",
+                                same, same, same);
+    }
     snprintf(sql + len, sizeof sql - len, " WHERE name = ?1");
     sqlite3 *db = store_sqlite(s);
     sqlite3_stmt *st = NULL;
@@ -444,7 +463,8 @@ static int store_key_account_find(sqlite3 *db, const account_new *a, int64_t *id
 static int store_key_account_refresh(sqlite3 *db, int64_t id, const account_new *a)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "UPDATE accounts SET token = ?2, base_url = ?3 WHERE id = ?1", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(db, "UPDATE accounts SET token = ?2, base_url = ?3, " STORE_SQL_HOLD_IF("token IS ?2")
+                                    " WHERE id = ?1", -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_text(st, 2, a->token, -1, SQLITE_STATIC);
@@ -461,7 +481,8 @@ static int store_login_refresh(sqlite3 *db, int64_t id, const account_new *a)
     int rc = sqlite3_prepare_v2(db,
         "UPDATE accounts SET token = ?2, refresh_token = coalesce(?3, refresh_token),"
         " id_token = coalesce(?4, id_token), email = coalesce(?5, email), plan_type = coalesce(?6, plan_type),"
-        " token_expires_at = ?7, last_refresh_at = max(last_refresh_at, ?8), login_error = NULL WHERE id = ?1",
+        " token_expires_at = ?7, last_refresh_at = max(last_refresh_at, ?8), login_error = NULL, "
+        STORE_SQL_HOLD_IF("token IS ?2 AND refresh_token IS coalesce(?3, refresh_token)") " WHERE id = ?1",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, id);

@@ -22,6 +22,14 @@
     " route_strategy, error_class, input_tokens, output_tokens, total_tokens, attempts_json, upstream_model," \
     " resumed, cached_tokens, cost_usd"
 
+/* The SET clause that clears an account's hold (store.h), and the one that
+ * keeps it only while `same` (an SQL condition on the row's old values:
+ * the login is unchanged) holds: a changed login clears it. */
+#define STORE_SQL_UNHOLD "hold = NULL, hold_detail = NULL, hold_since = 0"
+#define STORE_SQL_HOLD_IF(same)                                                                       \
+    "hold = CASE WHEN " same " THEN hold END, hold_detail = CASE WHEN " same " THEN hold_detail END," \
+    " hold_since = CASE WHEN " same " THEN hold_since ELSE 0 END"
+
 /* ---------- the writer's queue and the store handle ---------- */
 
 typedef struct log_item {
@@ -60,6 +68,9 @@ typedef struct login_item {
     char *access_token, *refresh_token, *id_token, *email, *plan_type, *chatgpt_account_id;
     int64_t token_expires_at, last_refresh_at;
     char *login_error, *expect_refresh;
+    /* a hold instead (store_writer_put_hold): hold set, the others NULL */
+    char *hold, *hold_detail, *expect_token;
+    int64_t expect_gen, hold_since;
 } login_item;
 
 /* A batch taken off the queue; committed in one transaction. */
@@ -114,7 +125,7 @@ typedef struct store_writer {
     double conv_sweep_due; /* writer thread only: monotonic seconds of the next timed sweep */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
-    sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *begin, *commit;
+    sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *up_hold, *begin, *commit;
     sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
     sqlite3_stmt *up_conv, *del_conv, *conv_expire, *conv_totals, *conv_oldest, *conv_del_rowid;
 } store_writer;

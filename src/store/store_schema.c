@@ -269,12 +269,24 @@ static const char store_migration_14[] =
     " created_at REAL NOT NULL);"
     "CREATE INDEX conversations_created_at ON conversations(created_at, bytes);";
 
+/* Migration 15 (issue 22): an account held out of the pool until an
+ * operator acts (route/hold.h): the upstream refused it for a reason
+ * waiting does not heal (a deactivated ChatGPT workspace, a workspace that
+ * may not use Codex, a region the upstream does not serve). Columns of
+ * accounts, as needs_login's login_error: an account row is what a reset,
+ * an update or an import changes, and the running gateway reloads it
+ * (config_version) whoever wrote it. NULL: not held. */
+static const char store_migration_15[] =
+    "ALTER TABLE accounts ADD COLUMN hold TEXT;"
+    "ALTER TABLE accounts ADD COLUMN hold_detail TEXT;"
+    "ALTER TABLE accounts ADD COLUMN hold_since INTEGER NOT NULL DEFAULT 0;";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
-                                               store_migration_13, store_migration_14};
+                                               store_migration_13, store_migration_14, store_migration_15};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

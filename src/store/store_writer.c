@@ -149,6 +149,9 @@ static void writer_login_free(login_item *l)
     free(l->plan_type);
     free(l->chatgpt_account_id);
     free(l->login_error);
+    sbuf_secret_free(l->expect_token);
+    free(l->hold);
+    free(l->hold_detail);
     free(l);
 }
 
@@ -660,6 +663,42 @@ int store_writer_put_admin(store *s, const store_admin_op *op)
     return ok ? 0 : -1;
 }
 
+/* Queues a login item: committed without the group window. Its ticket. */
+static uint64_t writer_login_queue(store_writer *w, login_item *it)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t seq = it->seq = ++w->queued_seq;
+    if (w->logins_tail)
+        w->logins_tail->next = it;
+    else
+        w->logins_head = it;
+    w->logins_tail = it;
+    w->n_logins++;
+    pthread_cond_signal(&w->work_cv); /* idle or gathering: a login does not wait for the window */
+    pthread_mutex_unlock(&w->mu);
+    return seq;
+}
+
+uint64_t store_writer_put_hold(store *s, const store_hold *h)
+{
+    if (!h->account_id || !h->state || !*h->state || !h->expect_token)
+        return 0;
+    login_item *it = calloc(1, sizeof *it);
+    if (!it)
+        return 0;
+    it->account_id = h->account_id;
+    it->hold = strndup(h->state, STORE_HOLD_STATE_MAX);
+    it->hold_detail = h->detail ? strndup(h->detail, STORE_HOLD_DETAIL_MAX) : NULL;
+    it->expect_token = store_strdup(h->expect_token);
+    it->expect_gen = h->expect_gen;
+    it->hold_since = store_now();
+    if (!it->hold || (h->detail && !it->hold_detail)) {
+        writer_login_free(it);
+        return 0;
+    }
+    return writer_login_queue(&s->w, it);
+}
+
 uint64_t store_writer_put_login(store *s, const store_login *l)
 {
     store_writer *w = &s->w;
@@ -679,17 +718,7 @@ uint64_t store_writer_put_login(store *s, const store_login *l)
     it->last_refresh_at = l->last_refresh_at;
     it->login_error = store_strdup(l->login_error);
     it->expect_refresh = store_strdup(l->expect_refresh);
-    pthread_mutex_lock(&w->mu);
-    uint64_t seq = it->seq = ++w->queued_seq;
-    if (w->logins_tail)
-        w->logins_tail->next = it;
-    else
-        w->logins_head = it;
-    w->logins_tail = it;
-    w->n_logins++;
-    pthread_cond_signal(&w->work_cv); /* idle or gathering: a login does not wait for the window */
-    pthread_mutex_unlock(&w->mu);
-    return seq;
+    return writer_login_queue(w, it);
 }
 
 /* ---------- commits, sync and stats ---------- */

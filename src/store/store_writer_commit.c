@@ -98,6 +98,12 @@ static const char store_sql_up_login[] =
 static const char store_sql_up_login_err[] =
     "UPDATE accounts SET login_error = ?2 WHERE id = ?1 AND refresh_token IS ?3";
 
+/* A hold (store_writer_put_hold): only while the login and the reset
+ * generation are the ones the failed attempt had. */
+static const char store_sql_up_hold[] =
+    "UPDATE accounts SET hold = ?2, hold_detail = ?3, hold_since = ?4"
+    " WHERE id = ?1 AND token IS ?5 AND reset_gen = ?6";
+
 double store_writer_clock(clockid_t id)
 {
     struct timespec ts;
@@ -203,13 +209,16 @@ static int writer_admin_op(store_writer *w, const store_admin_op *op)
         [STORE_OP_KEY_PREFERRED] = "UPDATE platform_keys SET preferred_account_id = ?2 WHERE id = ?1",
         [STORE_OP_SETTING] = "INSERT INTO settings(key, value, updated_at) VALUES (?3, ?4, ?5)"
                              " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        [STORE_OP_ACCOUNT_UNHOLD] = "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD
+                                    " WHERE id = ?1",
     };
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(w->db, sql[op->kind], -1, &st, NULL) != SQLITE_OK)
         return sqlite3_errcode(w->db);
     if (op->kind != STORE_OP_SETTING) {
         sqlite3_bind_int64(st, 1, op->id);
-        store_bind_opt_int(st, 2, op->value, op->kind == STORE_OP_KEY_PREFERRED ? 0 : -1);
+        if (sqlite3_bind_parameter_count(st) >= 2)
+            store_bind_opt_int(st, 2, op->value, op->kind == STORE_OP_KEY_PREFERRED ? 0 : -1);
     } else {
         sqlite3_bind_text(st, 3, op->key, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 4, op->text, -1, SQLITE_STATIC);
@@ -222,6 +231,16 @@ static int writer_admin_op(store_writer *w, const store_admin_op *op)
 
 static void writer_bind_login(store_writer *w, const login_item *l, sqlite3_stmt **st)
 {
+    if (l->hold) {
+        *st = w->up_hold;
+        sqlite3_bind_int64(*st, 1, l->account_id);
+        sqlite3_bind_text(*st, 2, l->hold, -1, SQLITE_STATIC);
+        store_bind_text(*st, 3, l->hold_detail);
+        sqlite3_bind_int64(*st, 4, l->hold_since);
+        sqlite3_bind_text(*st, 5, l->expect_token, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(*st, 6, l->expect_gen);
+        return;
+    }
     if (l->login_error) {
         *st = w->up_login_err;
         sqlite3_bind_int64(*st, 1, l->account_id);
@@ -528,6 +547,7 @@ int store_writer_prepare(store_writer *w, const char *path, char *err, size_t er
         sqlite3_prepare_v3(w->db, store_sql_prune_owners, -1, keep, &w->prune_owners, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_login, -1, keep, &w->up_login, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_login_err, -1, keep, &w->up_login_err, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_hold, -1, keep, &w->up_hold, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_conv, -1, keep, &w->up_conv, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_del_conv, -1, keep, &w->del_conv, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_conv_expire, -1, keep, &w->conv_expire, NULL) != SQLITE_OK ||
@@ -551,6 +571,7 @@ void store_writer_conn_close(store_writer *w)
     sqlite3_finalize(w->prune_owners);
     sqlite3_finalize(w->up_login);
     sqlite3_finalize(w->up_login_err);
+    sqlite3_finalize(w->up_hold);
     sqlite3_finalize(w->begin);
     sqlite3_finalize(w->commit);
     sqlite3_stmt **conv[] = {&w->up_conv, &w->del_conv, &w->conv_expire, &w->conv_totals, &w->conv_oldest,
@@ -564,6 +585,7 @@ void store_writer_conn_close(store_writer *w)
         w->ins_logs[k] = NULL;
     }
     sqlite3_close_v2(w->db);
-    w->up_state = w->set_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->begin = w->commit = NULL;
+    w->up_state = w->set_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->up_hold = w->begin =
+        w->commit = NULL;
     w->db = NULL;
 }

@@ -88,6 +88,46 @@ describe("classify", function()
     end)
   end)
 
+  describe("refusals waiting does not heal hold the account until an operator acts", function()
+    local shapes = {
+      { "402 deactivated workspace (ChatGPT backend)", "deactivated_workspace",
+        { status = 402, body = '{"detail":{"code":"deactivated_workspace"}}', error_code = "deactivated_workspace" } },
+      { "403 with the deactivated-workspace message", "deactivated_workspace",
+        { status = 403, error_message = "This workspace has been deactivated and can no longer be used." } },
+      { "403 invalid_workspace_selected (ChatGPT backend)", "workspace_denied",
+        { status = 403, body = '{"detail":{"code":"invalid_workspace_selected"}}',
+          error_code = "invalid_workspace_selected" } },
+      { "403 workspace_access_denied", "workspace_denied",
+        { status = 403, error_code = "workspace_access_denied" } },
+      { "403 unsupported_country_region_territory (API)", "region_unsupported",
+        { status = 403, error_type = "request_forbidden", error_code = "unsupported_country_region_territory",
+          error_message = "Country, region, or territory not supported" } },
+      { "401 workspace not authorized in this region", "region_unsupported",
+        { status = 401, body = "Workspace is not authorized in this region.",
+          error_message = "Workspace is not authorized in this region." } },
+    }
+    for _, case in ipairs(shapes) do
+      it(case[1] .. " -> failover, state " .. case[2] .. ", no cooldown", function()
+        eq(classify(E(case[3])), { action = "failover", class = case[2], cooldown = 0, state = case[2] })
+      end)
+    end
+    it("the same code on a 400 (the request, not the account) holds nothing", function()
+      local v = classify(E{ status = 400, error_code = "unsupported_country_region_territory" })
+      expect(v.state).to_be(nil)
+      expect(v.action).to_be("return")
+    end)
+    it("a deactivated workspace wins over a quota text in the same body", function()
+      local v = classify(E{ status = 402, body = '{"detail":{"code":"deactivated_workspace"}} quota exceeded' })
+      expect(v.state).to_be("deactivated_workspace")
+    end)
+    it("a plain 403 is still a 20 s auth cooldown, not a hold", function()
+      eq(classify(E{ status = 403 }), { action = "failover", class = "auth", cooldown = 20 })
+    end)
+    it("account_deactivated stays a cooldown", function()
+      expect(classify(E{ status = 401, error_code = "account_deactivated" }).state).to_be(nil)
+    end)
+  end)
+
   describe("5xx retry the same account once after 120-900 ms of jitter, then fail over as server for 30 s", function()
     for _, s in ipairs({ 500, 502, 503, 504, 529 }) do
       it(tostring(s) .. " first time: retry", function()

@@ -389,21 +389,34 @@ static void test_garbage_classify_results_fall_back(void)
         "  if s == 423 then return { action = 'failover', class = 'two words' } end\n"
         "  if s == 424 then return setmetatable({}, { __index = function() return 'failover' end }) end\n"
         "  if s == 425 then return { action = 'failover', class = 'x', cooldown = '5' } end\n"
+        "  if s == 426 then return { action = 'return', class = 'x', state = 'held_for_good' } end\n"
+        "  if s == 427 then return { action = 'failover', class = 'x', state = 'Two Words' } end\n"
+        "  if s == 428 then return { action = 'failover', class = 'x', state = string.rep('s', 32) } end\n"
+        "  if s == 432 then return { action = 'failover', class = 'x', state = 7 } end\n"
+        "  if s == 433 then return { action = 'failover', class = 'x', state = '' } end\n"
+        "  if s == 434 then return { action = 'failover', class = 'x', cooldown = 0, state = 'my_own_1' } end\n"
         "  return { action = 'failover', class = 'lua' }\n"
         "end\n");
     CHECK(pe != NULL);
-    for (int s = 418; s <= 425; s++) {
+    const int garbage[] = {418, 419, 420, 421, 422, 423, 424, 425, 426, 427, 428, 432, 433};
+    for (size_t i = 0; i < sizeof garbage / sizeof *garbage; i++) {
+        int s = garbage[i];
         policy_verdict v, d;
         classify_status(pe, s, &v);
         classify_status(NULL, s, &d);
         CHECK_EQ_STR(v.cls, d.cls);
         CHECK_EQ_INT(v.failover, d.failover);
     }
-    CHECK_EQ_INT(policy_fallbacks(pe), 8);
+    CHECK_EQ_INT(policy_fallbacks(pe), 13);
     policy_verdict v;
     classify_status(pe, 500, &v);
     CHECK_EQ_STR(v.cls, "lua");
     CHECK(v.cooldown == -1); /* failover without a cooldown asks the cooldown hook */
+    CHECK_EQ_STR(v.state, "");
+    classify_status(pe, 434, &v); /* a policy's own state is taken as it is */
+    CHECK_EQ_INT(v.action, VERDICT_FAILOVER);
+    CHECK_EQ_STR(v.state, "my_own_1");
+    CHECK_EQ_INT(policy_fallbacks(pe), 13);
     policy_free(pe);
 }
 
@@ -591,6 +604,34 @@ static void test_classify_default_numbers(void)
     policy_classify(pe, &ev, &v);
     CHECK_EQ_INT(v.failover, 1);
     CHECK_EQ_STR(v.cls, "deactivated");
+    CHECK_EQ_STR(v.state, ""); /* a cooldown, not a hold */
+    /* refusals waiting does not heal hold the account, in the shapes the upstreams send */
+    struct { int status; const char *body, *code, *message, *state; } held[] = {
+        {402, "{\"detail\":{\"code\":\"deactivated_workspace\"}}", "deactivated_workspace", NULL,
+         "deactivated_workspace"},
+        {403, "This workspace has been deactivated and can no longer be used.", NULL, NULL, "deactivated_workspace"},
+        {403, "{\"detail\":{\"code\":\"invalid_workspace_selected\"}}", "invalid_workspace_selected", NULL,
+         "workspace_denied"},
+        {403, "{\"error\":{\"code\":\"unsupported_country_region_territory\",\"message\":\"Country, region, or "
+              "territory not supported\",\"param\":null,\"type\":\"request_forbidden\"}}",
+         "unsupported_country_region_territory", "Country, region, or territory not supported", "region_unsupported"},
+        {401, NULL, NULL, "Workspace is not authorized in this region.", "region_unsupported"},
+    };
+    for (size_t i = 0; i < sizeof held / sizeof *held; i++) {
+        ev = event(held[i].status);
+        ev.body = held[i].body;
+        ev.body_len = held[i].body ? strlen(held[i].body) : 0;
+        ev.error_code = held[i].code;
+        ev.error_message = held[i].message;
+        policy_classify(pe, &ev, &v);
+        CHECK_EQ_INT(v.action, VERDICT_FAILOVER);
+        CHECK_EQ_STR(v.cls, held[i].state);
+        CHECK_EQ_STR(v.state, held[i].state);
+        CHECK(v.cooldown == 0);
+        ev.status = 400; /* only an account-level status (401, 402, 403) holds */
+        policy_classify(pe, &ev, &v);
+        CHECK_EQ_STR(v.state, "");
+    }
     ev = event(400);
     ev.error_code = "context_length_exceeded";
     policy_classify(pe, &ev, &v);
@@ -729,9 +770,11 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
 {
     policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
     CHECK(pe != NULL);
-    const int statuses[] = {0, 200, 201, 301, 400, 401, 403, 404, 408, 409, 413, 422, 429, 499, 500, 503, 599, 600};
+    const int statuses[] = {0, 200, 201, 301, 400, 401, 402, 403, 404, 408, 409, 413, 422, 429, 499, 500, 503, 599, 600};
     const char *texts[] = {NULL, "You've hit your usage limit", "account_deactivated", "context_length_exceeded",
-                           "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine", "the model is at capacity", "maximum context length"};
+                           "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine", "the model is at capacity", "maximum context length",
+                           "deactivated_workspace", "INVALID_WORKSPACE_SELECTED", "unsupported_country_region_territory",
+                           "Workspace is not authorized in this region.", "workspace_access_denied"};
     int mismatches = 0;
     for (size_t s = 0; s < sizeof statuses / sizeof statuses[0]; s++)
         for (int flags = 0; flags < 8; flags++)
@@ -766,7 +809,7 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     policy_classify(pe, &ev, &a);
                     policy_classify(NULL, &ev, &b);
                     if (a.action != b.action || a.failover != b.failover || strcmp(a.cls, b.cls) != 0 ||
-                        a.cooldown != b.cooldown || fabs(a.after - b.after) > 1e-9) {
+                        a.cooldown != b.cooldown || fabs(a.after - b.after) > 1e-9 || strcmp(a.state, b.state) != 0) {
                         if (mismatches++ < 5)
                             fprintf(stderr, "  classify status=%d flags=%d text=%s where=%d: lua %s/%d c %s/%d\n",
                                     statuses[s], flags, x ? x : "-", where, a.cls, a.failover, b.cls, b.failover);

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 14
+#define TEST_SCHEMA_VERSION 15
 
 static char test_dir[64];
 static int test_seq;
@@ -472,6 +472,10 @@ static void test_store_writer_commits_logs_and_states(void)
  * row after the largest id. */
 /* Undoes migration 14 (the stored conversations). */
 #define TEST_DROP_MIGRATION_14 " DROP TABLE conversations;"
+/* Undoes migration 15 (an account's hold). */
+#define TEST_DROP_MIGRATION_15                                                                              \
+    " ALTER TABLE accounts DROP COLUMN hold; ALTER TABLE accounts DROP COLUMN hold_detail;"                 \
+    " ALTER TABLE accounts DROP COLUMN hold_since;"
 
 static void test_store_migration_13_drops_autoincrement_and_keeps_ids(void)
 {
@@ -491,7 +495,7 @@ static void test_store_migration_13_drops_autoincrement_and_keeps_ids(void)
                   " route_strategy, error_class, attempts_json, cost_usd) VALUES"
                   " (3, 1700000003, '/v1/responses', 'm3', 0, 'a', 200, 1, 1.5, 'ordered', '', '[3]', 0.5),"
                   " (7, 1700000007, '/v1/responses', 'm7', 1, 'a', 429, 2, 2.5, 'ordered', 'quota', NULL, NULL);"
-                  TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
+                  TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_sequence WHERE name = 'request_logs'"), 1);
     store *s = test_open(path);
     CHECK(s != NULL);
@@ -899,7 +903,7 @@ static void test_store_sync_without_writer_returns(void)
     " ALTER TABLE platform_keys DROP COLUMN expires_at;"
 
 /* Undoes every migration after 5, newest first (13 only rebuilt a table). */
-#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
+#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
 
 /* ---------- migration 3: usage columns ---------- */
 
@@ -1368,6 +1372,90 @@ static void test_store_needs_login_spares_a_login_replaced_meanwhile(void)
     store_close(s);
 }
 
+/* A hold lands only while the account still has the token the failed
+ * attempt sent and the reset generation it had; a reset clears it; an
+ * update or import clears it when the login really changed, not when the
+ * same token comes again. It loads with the account. */
+static void test_store_hold_lands_only_on_the_same_login_and_a_changed_login_clears_it(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new a = {.name = "h", .base_url = "https://chatgpt.com/backend-api/codex", .token = "tok-1",
+                     .kind = ACCOUNT_CHATGPT, .chatgpt_account_id = "ws-h", .max_concurrency = -1,
+                     .login = {.refresh_token = "rt-1"}};
+    int64_t id = 0;
+    CHECK_EQ_INT(store_account_add(s, &a, &id, err, sizeof err), 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    const char *held = "SELECT count(*) FROM accounts WHERE hold = 'deactivated_workspace'"
+                       " AND hold_detail = 'HTTP 402 deactivated_workspace' AND hold_since > 0";
+    store_hold stale_token = {id, "deactivated_workspace", "HTTP 402 deactivated_workspace", "tok-0", 0};
+    store_hold stale_gen = {id, "deactivated_workspace", "HTTP 402 deactivated_workspace", "tok-1", 7};
+    CHECK(store_writer_put_hold(s, &stale_token) > 0);
+    CHECK(store_writer_put_hold(s, &stale_gen) > 0);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE hold IS NULL AND hold_since = 0"), 1);
+    store_hold real = {id, "deactivated_workspace", "HTTP 402 deactivated_workspace", "tok-1", 0};
+    CHECK(store_writer_put_hold(s, &real) > 0);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, held), 1);
+    account *acc = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_accounts_load(s, &acc, &n), 0);
+    CHECK(n == 1 && acc[0].hold && strcmp(acc[0].hold, "deactivated_workspace") == 0 && acc[0].hold_since > 0);
+    store_accounts_free(acc, n);
+    /* the same token again (an update, an import of the same login) is no fix */
+    account_patch same = {.token = "tok-1"};
+    CHECK_EQ_INT(store_account_update(s, "h", &same, err, sizeof err), 0);
+    account_new again = a;
+    int added = 0, updated = 0;
+    const char *label = "entry 1";
+    CHECK_EQ_INT(store_accounts_import(s, &again, 1, &label, &added, &updated, err, sizeof err), 0);
+    CHECK_EQ_INT(updated, 1);
+    CHECK_EQ_INT(test_sql_int(path, held), 1);
+    /* a reset clears it (and bumps reset_gen, voiding holds written for the old generation) */
+    CHECK_EQ_INT(store_account_reset(s, "h", err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE hold IS NULL AND hold_detail IS NULL"
+                                    " AND hold_since = 0 AND reset_gen = 1"), 1);
+    store_writer_put_hold(s, &real); /* generation 0: too old now */
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE hold IS NULL"), 1);
+    real.expect_gen = 1;
+    store_writer_put_hold(s, &real);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, held), 1);
+    /* a new refresh token alone is a changed login */
+    account_patch rt = {.login = {.refresh_token = "rt-2"}};
+    CHECK_EQ_INT(store_account_update(s, "h", &rt, err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE hold IS NULL AND hold_since = 0"), 1);
+    store_writer_put_hold(s, &real);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, held), 1);
+    /* an import bringing another token clears it */
+    again.token = "tok-2";
+    CHECK_EQ_INT(store_accounts_import(s, &again, 1, &label, &added, &updated, err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE hold IS NULL AND token = 'tok-2'"), 1);
+    /* and so does an update with a new token, whatever else it changes */
+    real.expect_token = "tok-2";
+    store_writer_put_hold(s, &real);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, held), 1);
+    account_patch tok = {.base_url = "https://chatgpt.com/backend-api/codex", .token = "tok-3", .has_sort = 1,
+                         .sort = 5};
+    CHECK_EQ_INT(store_account_update(s, "h", &tok, err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE hold IS NULL AND sort = 5"), 1);
+    /* the admin API's reset goes through the writer */
+    real.expect_token = "tok-3";
+    store_writer_put_hold(s, &real);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, held), 1);
+    store_admin_op op = {.kind = STORE_OP_ACCOUNT_UNHOLD, .id = id};
+    CHECK_EQ_INT(store_writer_put_admin(s, &op), 0);
+    store_writer_sync(s);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE hold IS NULL AND reset_gen = 2"), 1);
+    store_close(s);
+}
+
 /* One bad entry rolls the whole import back; a matching login updates in place. */
 static void test_store_import_is_all_or_nothing_and_updates_by_account_id(void)
 {
@@ -1403,6 +1491,7 @@ int main(void)
     RUN(test_store_migrations_are_idempotent_on_reopen);
     RUN(test_store_refreshed_login_is_committed_and_signalled);
     RUN(test_store_needs_login_spares_a_login_replaced_meanwhile);
+    RUN(test_store_hold_lands_only_on_the_same_login_and_a_changed_login_clears_it);
     RUN(test_store_import_is_all_or_nothing_and_updates_by_account_id);
     RUN(test_store_refuses_newer_schema);
     RUN(test_store_files_are_mode_0600);
