@@ -8,6 +8,7 @@
 #include "route/key_rules.h"
 #include "route/pool_usage.h"
 #include "http/request.h"
+#include "http/body_decode.h"
 #include "base/log.h"
 #include "obs/metrics.h"
 #include "upstream/upstream.h"
@@ -278,12 +279,76 @@ static void server_take_body(struct evbuffer *ib, sbuf *body, size_t len)
         body->p[body->len] = '\0';
 }
 
-/* Reads the fields routing needs; replies 400/413 and returns -1 if the body is bad. */
+/* The codings of every Content-Encoding line, in order, into c. Replies 415
+ * and returns -1 for one the gateway does not decode. */
+static int server_body_codings(struct evhttp_request *req, const char *endpoint, body_codings *c)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    char why[256];
+    c->n = 0;
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
+        if ((kv->key[0] | 0x20) != 'c' || strcasecmp(kv->key, "Content-Encoding") != 0)
+            continue;
+        if (body_decode_codings(kv->value, c, why, sizeof why) != BODY_DECODE_OK) {
+            server_refuse(req, endpoint, 415, "invalid_request_error", "unsupported_content_encoding", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A body sent compressed (Content-Encoding: zstd, as Codex sends with a
+ * ChatGPT login; gzip; deflate) is decoded here, before anything reads it:
+ * the body limit and the in-flight budget hold for the DECODED size, and
+ * decoding stops the moment it passes whichever is smaller, so a small
+ * body that would inflate to gigabytes costs that much and no more. The
+ * upstream gets the decoded body (the client's Content-Encoding is not a
+ * forwarded header). room: what the in-flight budget has left. Replies
+ * 400/413/503 and returns -1 when the body cannot be taken. */
+static int server_decode_body(struct evhttp_request *req, gateway *gw, request_input *in, const body_codings *c,
+                              size_t len, size_t room)
+{
+    sbuf raw = SBUF_INIT;
+    server_take_body(evhttp_request_get_input_buffer(req), &raw, len);
+    size_t limit = gw->cfg.max_body < room ? gw->cfg.max_body : room;
+    char why[256];
+    body_decode_rc rc = body_decode(c, raw.p ? raw.p : "", raw.len, limit, &in->body, why, sizeof why);
+    sbuf_free(&raw);
+    if (len >= GATEWAY_TRIM_BODY || (rc != BODY_DECODE_OK && in->body.len >= GATEWAY_TRIM_BODY))
+        gw->trim_due = 1; /* large blocks freed here (a refused body is freed by the caller) */
+    if (rc == BODY_DECODE_OK) {
+        log_debug("%s: a %zu-byte %s-encoded body decoded to %zu bytes", in->endpoint, len,
+                  body_decode_name(c->c[c->n - 1]), in->body.len);
+        return 0;
+    }
+    if (rc == BODY_DECODE_TOO_LARGE && limit < gw->cfg.max_body) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "the gateway holds %zu bytes of request bodies in flight; this body decodes to more than the %zu "
+                 "bytes left of its budget of %zu bytes: retry shortly",
+                 gw->cfg.max_bodies_in_flight - room, room, gw->cfg.max_bodies_in_flight);
+        gw->refused_bodies++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        server_refuse(req, in->endpoint, 503, "server_error", "body_budget_exceeded", msg);
+    } else if (rc == BODY_DECODE_TOO_LARGE) {
+        server_refuse(req, in->endpoint, 413, "invalid_request_error", "request_too_large", why);
+    } else if (rc == BODY_DECODE_UNSUPPORTED) {
+        server_refuse(req, in->endpoint, 415, "invalid_request_error", "unsupported_content_encoding", why);
+    } else {
+        server_refuse(req, in->endpoint, 400, "invalid_request_error", "invalid_body_encoding", why);
+    }
+    return -1;
+}
+
+/* Reads the fields routing needs; replies 400/413/415 and returns -1 if the body is bad. */
 static int server_parse_body(struct evhttp_request *req, gateway *gw, request_input *in)
 {
     struct evbuffer *ib = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(ib);
     request_error err;
+    body_codings codings;
+    if (server_body_codings(req, in->endpoint, &codings) < 0)
+        return -1;
     if (len > gw->cfg.max_body) {
         request_parse(NULL, len, gw->cfg.max_body, in, &err);
         server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
@@ -302,7 +367,13 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, request_in
         server_refuse(req, in->endpoint, 503, "server_error", "body_budget_exceeded", msg);
         return -1;
     }
-    server_take_body(ib, &in->body, len);
+    if (codings.n) {
+        size_t room = others > 0 ? gw->cfg.max_bodies_in_flight - others : SIZE_MAX;
+        if (server_decode_body(req, gw, in, &codings, len, room) < 0)
+            return -1;
+    } else {
+        server_take_body(ib, &in->body, len);
+    }
     if (request_parse(in->body.p, in->body.len, gw->cfg.max_body, in, &err) == 0)
         return 0;
     server_refuse(req, in->endpoint, err.status, "invalid_request_error", err.code, err.message);
