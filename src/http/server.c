@@ -7,6 +7,7 @@
 #include "http/health.h"
 #include "route/key_rules.h"
 #include "http/request.h"
+#include "http/ws.h"
 #include "base/log.h"
 #include "obs/metrics.h"
 #include "upstream/upstream.h"
@@ -324,6 +325,23 @@ static int server_key_rules(struct evhttp_request *req, const char *endpoint, po
     return -1;
 }
 
+/* GET /v1/responses asking for a WebSocket: authenticated like any
+ * request (a 401 before the upgrade), then the connection is ws.c's. */
+static void server_websocket(struct evhttp_request *req, gateway *gw, const char *path)
+{
+    if (gw->draining)
+        return server_refuse(req, path, 503, "server_error", "shutting_down", "the gateway is shutting down");
+    const char *presented = server_presented_key(req);
+    if (!presented)
+        return server_refuse(req, path, 401, "invalid_request_error", "missing_api_key",
+                             "missing platform key: send 'Authorization: Bearer <key>' (create one with 'switchyard key add')");
+    if (!pool_auth(gw->pool, presented))
+        return server_refuse(req, path, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
+    ws_refusal why;
+    if (ws_upgrade(gw, req, &why) != 0)
+        return server_refuse(req, path, why.status, "invalid_request_error", why.code, why.message);
+}
+
 static void server_handle(struct evhttp_request *req, void *arg)
 {
     gateway *gw = arg;
@@ -365,6 +383,9 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (strcmp(path, "/health") == 0 || strcmp(path, "/healthz") == 0)
         return health_reply(req, gw);
     const server_route *r = server_route_find(path);
+    if (method == EVHTTP_REQ_GET && r && r->api == API_RESPONSES && r != &server_response_route &&
+        ws_is_upgrade(req))
+        return server_websocket(req, gw, r->path);
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
                              "unknown path; this gateway serves /v1/responses, /v1/chat/completions and /v1/models");
@@ -485,6 +506,7 @@ int server_start(gateway *gw, server_handler_fn handle)
 
 void server_stop(void)
 {
+    ws_stop_all(); /* before evhttp_free, which would free their connections under them */
     for (size_t i = 0; i < server_n_unflushed; i++) /* the loop is over: nothing more is written */
         bufferevent_decref(server_unflushed[i]);
     server_n_unflushed = 0;
