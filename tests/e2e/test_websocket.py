@@ -10,7 +10,9 @@ account and an upstream error as an error event with its status; ping and
 pong; a client that closes mid-turn (the upstream request is cancelled);
 fragmented client messages; an oversized message (closed with 1009); a
 client that never reads (cut off, the gateway fine); the connection's age
-limit (closed with 1001); a GET without the upgrade still a 405."""
+limit (closed with 1001); a stopping gateway (the turn in progress ends,
+idle connections are closed with 1001, it exits cleanly); a GET without
+the upgrade still a 405."""
 
 import base64
 import hashlib
@@ -431,6 +433,27 @@ class WebSocketTest(GatewayTest):
             pass
         self.assertGreater(got, 0)
         self.assertGatewayServes(g)
+
+    def test_a_stopping_gateway_finishes_the_turn_and_closes_its_websockets(self):
+        g = self.one("slow_stream,ms=100,deltas=10")
+        idle = self.ws(g)
+        busy = self.ws(g)
+        busy.send_json(create([user("hi")]))
+        self.assertEqual(busy.recv_json()["type"], "response.created")
+        stopper = threading.Thread(target=g.stop)
+        stopper.start()
+        self.assertEqual(idle.wait_close(), 1001)  # at once: nothing runs on it
+        events = [busy.recv_json()]
+        while events[-1]["type"] not in TERMINAL:
+            events.append(busy.recv_json())
+        self.assertEqual(events[-1]["type"], "response.completed")  # the turn in progress ends whole
+        try:
+            busy.wait_close()
+        except (Closed, OSError):
+            pass  # the gateway may be gone before its close frame
+        stopper.join(20)
+        self.assertFalse(stopper.is_alive())
+        self.assertEqual(g.proc.returncode, 0)
 
     def test_a_connection_past_its_age_is_closed_with_1001(self):
         g = self.one(env={"SWITCHYARD_WS_MAX_AGE_S": "2"})
