@@ -552,6 +552,9 @@ static void ws_on_message(ws_conn *c, const char *msg, size_t len)
     c->last_active = ws_now();
     ws_request r;
     ws_frame_kind kind = ws_frame_request(msg, len, c->last.response_id ? &c->last : NULL, &r);
+    static const char *const kinds[] = {"a turn", "a warm-up", "an acknowledgement", "a bad message"};
+    log_debug("websocket: %s (%zu bytes)%s", kinds[kind], len,
+              r.chained ? ", continuing the last response: sent whole" : "");
     if (kind == WS_FRAME_IGNORE) {
         ws_request_free(&r);
         return;

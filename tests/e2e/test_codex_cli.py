@@ -135,7 +135,12 @@ class CodexCliTest(GatewayTest):
         g = self.gateway([account("a", self.mock.url("a", "ok,tool_call=1"))])
         p = self.run_codex(exe, g, websockets=True)
         self.codex_ok(p, "hello from a")
-        self.assertIn("websocket: a Responses connection opened", g.log_text())
+        log = g.log_text()
+        self.assertIn("websocket: a Responses connection opened", log)
+        # Codex 0.171: a warm-up (generate: false, answered by the gateway), then turns that
+        # each continue the last response over the socket (previous_response_id + new items)
+        self.assertIn("websocket: a warm-up", log)
+        self.assertIn("continuing the last response: sent whole", log)
         reqs = self.responses()
         self.assertGreaterEqual(len(reqs), 2, reqs)
         for r in reqs:  # sent whole: the upstream never sees the socket's previous_response_id
