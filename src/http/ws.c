@@ -564,7 +564,11 @@ static void ws_on_message(ws_conn *c, const char *msg, size_t len)
         ws_request_free(&r);
         return;
     }
-    if (c->busy || c->turn_evcon) {
+    if (!c->busy && c->turn_evcon) { /* the last turn's client, not freed yet: no evhttp code is on the stack here */
+        evhttp_connection_free(c->turn_evcon);
+        c->turn_evcon = NULL;
+    }
+    if (c->busy) {
         ws_send_error(c, 400, "invalid_request_error", "response_in_progress",
                       "a response is in progress on this connection: send the next one after its last event");
         ws_request_free(&r);
@@ -716,22 +720,35 @@ static void ws_on_gone(struct evhttp_connection *evcon, void *arg)
     ws_free(c);
 }
 
-/* The address the client reached: the turn's requests go there. */
+/* Where the turn's requests go: the address the client reached, or
+ * loopback when the gateway listens on every address (a client that came
+ * over the network would otherwise make the gateway's own address a
+ * client, counted against one address's share of connections). */
 static int ws_local_address(ws_conn *c, int fd)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
         return -1;
+    const char *lh = c->gw->cfg.listen_host;
+    int any4 = !strcmp(lh, "0.0.0.0") || !*lh, any6 = !strcmp(lh, "::") || !strcmp(lh, "[::]");
     if (ss.ss_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a->sin_addr, c->local_host, sizeof c->local_host);
+        if (any4 || any6)
+            sbuf_copy_cstr(c->local_host, sizeof c->local_host, "127.0.0.1");
+        else
+            inet_ntop(AF_INET, &a->sin_addr, c->local_host, sizeof c->local_host);
         c->local_port = ntohs(a->sin_port);
         return 0;
     }
     if (ss.ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, c->local_host, sizeof c->local_host);
+        if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && (any4 || any6))
+            sbuf_copy_cstr(c->local_host, sizeof c->local_host, "127.0.0.1");
+        else if (any6)
+            sbuf_copy_cstr(c->local_host, sizeof c->local_host, "::1");
+        else
+            inet_ntop(AF_INET6, &a->sin6_addr, c->local_host, sizeof c->local_host);
         c->local_port = ntohs(a->sin6_port);
         return 0;
     }
@@ -773,7 +790,8 @@ int ws_upgrade(gateway *gw, struct evhttp_request *req, ws_refusal *why)
     struct wslay_event_callbacks cb = {ws_recv_cb, ws_send_cb, NULL, NULL, NULL, NULL, ws_on_msg};
     c->tick = event_new(gw->base, -1, EV_PERSIST, ws_on_tick, c);
     c->later = event_new(gw->base, -1, 0, ws_on_later, c);
-    if (ws_local_address(c, fd) != 0 || !c->tick || !c->later || wslay_event_context_server_init(&c->ctx, &cb, c) != 0) {
+    if (ws_local_address(c, fd) != 0 || !c->tick || !c->later ||
+        wslay_event_context_server_init(&c->ctx, &cb, c) != 0) {
         if (c->tick)
             event_free(c->tick);
         if (c->later)

@@ -18,6 +18,17 @@ static const char *piece(const char **p, const char *end, size_t *len)
     return s;
 }
 
+/* The bytes with a NUL after them (strndup would stop at a NUL inside). */
+static char *copy(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (!d)
+        abort();
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     const char *p = (const char *)data, *end = p + n;
@@ -26,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     const char *in = piece(&p, end, &ilen);
     const char *out = piece(&p, end, &olen);
     const char *events = piece(&p, end, &elen);
-    char *ibuf = strndup(in, ilen), *obuf = strndup(out, olen);
+    char *ibuf = copy(in, ilen), *obuf = copy(out, olen);
     conv_link last;
     memset(&last, 0, sizeof last);
     last.response_id = "resp_last";

@@ -12,7 +12,8 @@ static json_value *parse(const sbuf *b) { return json_parse(b->p, b->len, NULL, 
 
 static void test_create_drops_type_and_forces_stream(void)
 {
-    const char *f = "{\"type\":\"response.create\",\"model\":\"gpt-5\",\"input\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+    const char *f = "{\"type\":\"response.create\",\"model\":\"gpt-5\","
+                    "\"input\":[{\"role\":\"user\",\"content\":\"hi\"}],"
                     "\"stream\":false,\"store\":false,\"temperature\":0.10}";
     ws_request r;
     CHECK_EQ_INT(ws_frame_request(f, strlen(f), NULL, &r), WS_FRAME_CREATE);
@@ -52,7 +53,8 @@ static conv_link last_turn(void)
     l.response_id = "resp_1";
     l.input_json = "[{\"role\":\"user\",\"content\":\"one\"}]";
     l.input_len = strlen(l.input_json);
-    l.output_json = "[{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"two\"}]}]";
+    l.output_json = "[{\"type\":\"message\",\"role\":\"assistant\","
+                    "\"content\":[{\"type\":\"output_text\",\"text\":\"two\"}]}]";
     l.output_len = strlen(l.output_json);
     return l;
 }
@@ -81,7 +83,8 @@ static void test_continuation_of_the_last_response_is_rebuilt_whole(void)
 static void test_unknown_previous_response_id_passes_unchanged(void)
 {
     conv_link l = last_turn();
-    const char *f = "{\"type\":\"response.create\",\"model\":\"m\",\"previous_response_id\":\"resp_other\",\"input\":[]}";
+    const char *f = "{\"type\":\"response.create\",\"model\":\"m\","
+                    "\"previous_response_id\":\"resp_other\",\"input\":[]}";
     ws_request r;
     CHECK_EQ_INT(ws_frame_request(f, strlen(f), &l, &r), WS_FRAME_CREATE);
     CHECK_EQ_INT(r.chained, 0);
