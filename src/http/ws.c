@@ -301,8 +301,11 @@ static char *ws_strndup(const char *s, size_t n)
 static void ws_last_set(ws_conn *c, const char *id, const sbuf *input, const char *output, size_t output_len)
 {
     ws_last_clear(c);
-    if (!input->len || input->len + output_len > CONVERSATION_MAX_BYTES)
-        return; /* a continuation would be over the limit: it passes as it is */
+    /* a continuation rebuilt from more than a body may be would be refused
+     * (413): it is not kept, and the next turn's previous_response_id passes
+     * as it is */
+    if (!input->len || input->len + output_len > c->gw->cfg.max_body)
+        return;
     c->last.response_id = ws_strndup(id, strlen(id));
     c->last.input_json = ws_strndup(input->p, input->len);
     c->last.input_len = input->len;
@@ -540,7 +543,7 @@ static void ws_turn_reset(ws_conn *c)
     sse_free(&c->sse);
     sse_init(&c->sse, ws_on_sse, c);
     ws_collect_free(&c->collect);
-    ws_collect_init(&c->collect, CONVERSATION_MAX_BYTES);
+    ws_collect_init(&c->collect, c->gw->cfg.max_body);
     sbuf_reset(&c->turn_input);
     sbuf_keep(&c->turn_err, 4096);
     c->turn_paused = 0;
@@ -801,7 +804,7 @@ int ws_upgrade(gateway *gw, struct evhttp_request *req, ws_refusal *why)
     }
     wslay_event_config_set_max_recv_msg_length(c->ctx, gw->cfg.max_body);
     sse_init(&c->sse, ws_on_sse, c);
-    ws_collect_init(&c->collect, CONVERSATION_MAX_BYTES);
+    ws_collect_init(&c->collect, c->gw->cfg.max_body);
     c->opened_at = c->last_active = ws_now();
 
     /* from here on the connection is this module's */

@@ -4,7 +4,8 @@ end with a small client written here (stdlib sockets, masked frames): the
 handshake and its refusals (a bad key, a wrong version, no platform key:
 401 before any upgrade); a turn streamed back one text message per event;
 two turns on one connection; a turn that continues the last response
-(previous_response_id and only the new items) sent upstream whole; Codex's
+(previous_response_id and only the new items) sent upstream whole, to
+another account too when the first one fails; Codex's
 warm-up (generate: false) answered without an upstream; failover to another
 account and an upstream error as an error event with its status; ping and
 pong; a client that closes mid-turn (the upstream request is cancelled);
@@ -331,6 +332,19 @@ class WebSocketTest(GatewayTest):
         self.assertEqual(text_of(events), "hello from b")
         self.assertFalse([e for e in events if e["type"] == "error"], events)
         self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+
+    def test_a_continuation_moves_to_another_account_whole(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,retry_after=600,ok_first=1")),
+                          account("b", self.mock.url("b", "ok"))])
+        c = self.ws(g)
+        first = c.turn(create([user("one")]))
+        self.assertEqual(text_of(first), "hello from a")
+        second = c.turn(create([user("two")], previous_response_id=first[-1]["response"]["id"]))
+        self.assertEqual(text_of(second), "hello from b")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "a", "b"])
+        moved = self.mock.requests("b")[0]
+        self.assertEqual(moved["input_items"], 3, moved)
+        self.assertIsNone(moved["previous_response_id"], moved)
 
     def test_an_upstream_error_is_an_error_event_with_its_status(self):
         g = self.one("status=400,times=1")
