@@ -11,7 +11,8 @@ account and an upstream error as an error event with its status; ping and
 pong; a client that closes mid-turn (the upstream request is cancelled);
 fragmented client messages; an oversized message (closed with 1009); a
 client that never reads (cut off, the gateway fine); the connection's age
-limit (closed with 1001); a stopping gateway (the turn in progress ends,
+limit (closed with 1001) and the idle one (1000); the connection cap,
+which a WebSocket counts against until it closes; a stopping gateway (the turn in progress ends,
 idle connections are closed with 1001, it exits cleanly); a GET without
 the upgrade still a 405."""
 
@@ -468,6 +469,28 @@ class WebSocketTest(GatewayTest):
         stopper.join(20)
         self.assertFalse(stopper.is_alive())
         self.assertEqual(g.proc.returncode, 0)
+
+    def test_a_websocket_counts_against_the_connection_cap_until_it_closes(self):
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "2"})
+        c = self.ws(g)
+        events = c.turn(create([user("hi")]))  # its loopback request takes the second place, then gives it back
+        self.assertEqual(events[-1]["type"], "response.completed")
+        # the second place (once the turn's loopback connection is released: a sweep, 100 ms)
+        other = wait_for(lambda: (lambda w: w if w.status == 101 else None)(self.ws(g)), what="a second place")
+        third = self.ws(g)
+        self.assertEqual(third.status, 503, third.body)
+        self.assertEqual(json.loads(third.body)["error"]["code"], "too_many_connections")
+        c.send_close(1000)
+        self.assertEqual(c.wait_close(), 1000)
+        c.close()
+        other.close()
+        third.close()
+        wait_for(lambda: self.ws(g).status == 101, what="the places given back")
+
+    def test_an_idle_connection_is_closed_with_1000(self):
+        g = self.one(env={"SWITCHYARD_WS_IDLE_S": "1"})
+        c = self.ws(g)
+        self.assertEqual(c.wait_close(), 1000)
 
     def test_a_connection_past_its_age_is_closed_with_1001(self):
         g = self.one(env={"SWITCHYARD_WS_MAX_AGE_S": "2"})
