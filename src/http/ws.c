@@ -62,7 +62,10 @@
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11" /* RFC 6455 section 1.3 */
 #define WS_MAX_AGE_S 3600.0   /* OpenAI's endpoint closes its connections after 60 minutes */
-#define WS_IDLE_S 900.0       /* no turn and no message this long: closed */
+/* no turn and no message this long: closed. As long as the age: Codex sees
+ * a close between turns only when its next request fails, and with no
+ * stream retries (what codex attach writes) it then stays on HTTP */
+#define WS_IDLE_S 3600.0
 #define WS_CLOSE_GRACE_S 5.0  /* after our close frame: the peer's, at most this long */
 #define WS_HIGH_WATER ((size_t)1 << 20)
 #define WS_LOW_WATER ((size_t)256 << 10)
