@@ -339,7 +339,8 @@ static void server_websocket(struct evhttp_request *req, gateway *gw, const char
         return server_refuse(req, path, 401, "invalid_request_error", "invalid_api_key", "invalid platform key");
     ws_refusal why;
     if (ws_upgrade(gw, req, &why) != 0)
-        return server_refuse(req, path, why.status, "invalid_request_error", why.code, why.message);
+        return server_refuse(req, path, why.status, why.status >= 500 ? "server_error" : "invalid_request_error",
+                             why.code, why.message);
 }
 
 static void server_handle(struct evhttp_request *req, void *arg)
