@@ -5,10 +5,12 @@ set -e
 # chromium: the dashboard's real-browser test (tests/e2e/test_dashboard.py);
 # clang-14, libclang-rt-14-dev: the libFuzzer stage (scripts/fuzz.sh);
 # libzstd-dev, zlib1g-dev: compressed request bodies (src/http/body_decode.c),
-# zstd: the command-line tool that makes them in tests/e2e/test_compressed_bodies.py
+# zstd: the command-line tool that makes them in tests/e2e/test_compressed_bodies.py;
+# libwslay-dev: WebSocket framing for the Responses WebSocket (src/http/ws.c);
+# libssl-dev: libcrypto's SHA-1 for its handshake
 PKGS="build-essential cmake pkg-config liblua5.4-dev lua5.4 libevent-dev \
 libcurl4-openssl-dev libsqlite3-dev sqlite3 lua-cjson lua-cjson-dev python3 curl chromium \
-clang-14 libclang-rt-14-dev libzstd-dev zlib1g-dev zstd"
+clang-14 libclang-rt-14-dev libzstd-dev zlib1g-dev zstd libwslay-dev libssl-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

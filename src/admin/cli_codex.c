@@ -12,12 +12,13 @@
 
 void cli_usage_codex(FILE *f)
 {
-    fputs("usage: switchyard codex attach [--codex-home DIR] [--gateway URL] [--db PATH]\n"
+    fputs("usage: switchyard codex attach [--codex-home DIR] [--gateway URL] [--websockets] [--db PATH]\n"
           "       switchyard codex detach [--codex-home DIR] [--force] [--db PATH]\n"
           "       switchyard codex status [--codex-home DIR] [--db PATH]\n"
           "  the Codex home defaults to $CODEX_HOME, else ~/.codex; the gateway URL to the listen\n"
           "  address ($SWITCHYARD_LISTEN, else 127.0.0.1:8787). attach points Codex at the gateway\n"
-          "  with a platform key of its own; detach hands config.toml back (see docs/codex.md)\n",
+          "  with a platform key of its own (--websockets: over the gateway's Responses WebSocket,\n"
+          "  supports_websockets = true); detach hands config.toml back (see docs/codex.md)\n",
           f);
 }
 
@@ -25,7 +26,7 @@ void cli_usage_codex(FILE *f)
 
 typedef struct cli_codex_args {
     const char *db, *home, *gateway;
-    int force, help;
+    int force, help, websockets;
 } cli_codex_args;
 
 /* Parses the codex options (force only for detach) and opens the store;
@@ -33,19 +34,20 @@ typedef struct cli_codex_args {
 static store *cli_codex_open(const char *cmd, int argc, char **argv, cli_codex_args *a, int create, char *home,
                              size_t n, int *rc)
 {
-    int nope = 0;
+    int nope = 0, nows = 0;
     const cli_opt opts[] = {{"db", &a->db, NULL},
                             {"codex-home", &a->home, NULL},
                             {"gateway", &a->gateway, NULL},
                             {"force", NULL, strcmp(cmd, "codex detach") == 0 ? &a->force : &nope},
+                            {"websockets", NULL, strcmp(cmd, "codex attach") == 0 ? &a->websockets : &nows},
                             {"help", NULL, &a->help},
                             {NULL, NULL, NULL}};
     *rc = cli_parse_or_usage(cmd, argc, argv, opts, &a->help, cli_usage_codex);
     if (*rc >= 0)
         return NULL;
-    if (nope || (a->gateway && strcmp(cmd, "codex attach") != 0)) {
-        fprintf(stderr, "switchyard %s: %s applies to %s only\n", cmd, nope ? "--force" : "--gateway",
-                nope ? "detach" : "attach");
+    if (nope || nows || (a->gateway && strcmp(cmd, "codex attach") != 0)) {
+        fprintf(stderr, "switchyard %s: %s applies to %s only\n", cmd,
+                nope ? "--force" : nows ? "--websockets" : "--gateway", nope ? "detach" : "attach");
         *rc = CLI_EXIT_USAGE;
         return NULL;
     }
@@ -97,7 +99,7 @@ int cli_codex_attach(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     sbuf report = SBUF_INIT;
-    rc = codex_attach(s, home, gw, &report, err, sizeof err);
+    rc = codex_attach_ws(s, home, gw, a.websockets, &report, err, sizeof err);
     return cli_codex_done(cmd, s, rc, &report, err);
 }
 

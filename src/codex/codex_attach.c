@@ -298,12 +298,12 @@ static int ca_active_profile(const toml_doc *d, sbuf *name)
 }
 
 /* Plans the keys attach sets: their original values and what is written. */
-static int ca_plan_make(const toml_doc *d, const char *base_url, const char *token, ca_plan *p, char *err,
-                        size_t errlen)
+static int ca_plan_make(const toml_doc *d, const char *base_url, const char *token, int websockets, ca_plan *p,
+                        char *err, size_t errlen)
 {
     static const char *const fields[][2] = {
         {"name", NULL}, {"base_url", NULL}, {"wire_api", "\"responses\""}, {"experimental_bearer_token", NULL},
-        {"request_max_retries", "0"}, {"stream_max_retries", "0"}, {"supports_websockets", "false"},
+        {"request_max_retries", "0"}, {"stream_max_retries", "0"}, {"supports_websockets", NULL},
     };
     const char *mp[] = {"model_provider"};
     const char *tbl[] = {"model_providers", CA_PROVIDER};
@@ -323,6 +323,8 @@ static int ca_plan_make(const toml_doc *d, const char *base_url, const char *tok
         k = ca_plan_add(p, path, 3);
         if (fields[i][1])
             sbuf_puts(&k->written, fields[i][1]);
+        else if (!strcmp(fields[i][0], "supports_websockets"))
+            sbuf_puts(&k->written, websockets ? "true" : "false");
         else if (!strcmp(fields[i][0], "name"))
             toml_quote(&k->written, CA_PROVIDER);
         else if (!strcmp(fields[i][0], "base_url"))
@@ -575,8 +577,8 @@ static int ca_attach_write(store *s, codex_journal *j, const char *key_hash, con
 }
 
 /* Fills j from the file and the plan, and the edited bytes into out. */
-static int ca_attach_prepare(codex_journal *j, const char *base_url, const char *token, ca_plan *p, sbuf *out,
-                             char *err, size_t errlen)
+static int ca_attach_prepare(codex_journal *j, const char *base_url, const char *token, int websockets, ca_plan *p,
+                             sbuf *out, char *err, size_t errlen)
 {
     int present = 0;
     j->original_mode = 0600;
@@ -591,7 +593,7 @@ static int ca_attach_prepare(codex_journal *j, const char *base_url, const char 
         return -1;
     }
     char eerr[384] = "";
-    int rc = ca_plan_make(d, base_url, token, p, eerr, sizeof eerr);
+    int rc = ca_plan_make(d, base_url, token, websockets, p, eerr, sizeof eerr);
     if (rc == 0)
         rc = ca_plan_apply(d, p, eerr, sizeof eerr);
     if (rc == 0) {
@@ -610,7 +612,8 @@ static int ca_detach_locked(store *s, const char *home, int force, sbuf *report,
 static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *report, char *err, size_t errlen);
 static int ca_status_locked(store *s, const char *home, sbuf *report, char *err, size_t errlen);
 
-static int ca_attach_locked(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
+static int ca_attach_locked(store *s, const char *home, const char *gateway, int websockets, sbuf *report, char *err,
+                            size_t errlen)
 {
     char base_url[512];
     size_t glen = strlen(gateway);
@@ -648,7 +651,7 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, sbu
         return -1;
     ca_plan p = {0};
     sbuf bytes = SBUF_INIT;
-    int rc = ca_attach_prepare(&j, base_url, key, &p, &bytes, err, errlen);
+    int rc = ca_attach_prepare(&j, base_url, key, websockets, &p, &bytes, err, errlen);
     memset(key, 0, sizeof key);
     if (rc == 0) {
         ca_plan_seal(&p);
@@ -887,12 +890,18 @@ int codex_recover_all(store *s, sbuf *report)
     return rc;
 }
 
-int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
+int codex_attach_ws(store *s, const char *home, const char *gateway, int websockets, sbuf *report, char *err,
+                    size_t errlen)
 {
     int fd = ca_lock(s, err, errlen);
-    int rc = fd < 0 ? -1 : ca_attach_locked(s, home, gateway, report, err, errlen);
+    int rc = fd < 0 ? -1 : ca_attach_locked(s, home, gateway, websockets, report, err, errlen);
     ca_unlock(fd);
     return rc;
+}
+
+int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen)
+{
+    return codex_attach_ws(s, home, gateway, 0, report, err, errlen);
 }
 
 int codex_detach(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen)

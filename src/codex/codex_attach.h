@@ -26,6 +26,11 @@ void codex_gateway_url(const char *host, int port, char *out, size_t n);
 int codex_recover_all(store *s, sbuf *report);
 /* gateway is the gateway's URL (http://host:port); base_url gets "/v1". */
 int codex_attach(store *s, const char *home, const char *gateway, sbuf *report, char *err, size_t errlen);
+/* codex_attach with the provider's supports_websockets set to websockets
+ * (codex_attach: false): Codex then talks to the gateway's Responses
+ * WebSocket (http/ws.h) first, HTTP after it. */
+int codex_attach_ws(store *s, const char *home, const char *gateway, int websockets, sbuf *report, char *err,
+                    size_t errlen);
 /* force restores the original even over a file the journal does not
  * recognise (the current file is kept as a backup first). 0 ok (also when
  * not attached), -1 error or refused. */

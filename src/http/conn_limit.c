@@ -114,6 +114,7 @@ typedef struct conn_entry {
     int throttled;              /* a read watermark holds its pipelined bytes back until the answer is out */
     int discarding;             /* refused: what the client still sends is read and dropped until linger_until */
     int unresolved;             /* on cl->unresolved: its address is not known yet */
+    int upgraded;               /* a WebSocket now (conn_limit_upgrade): only counted */
     conn_addr *addr;            /* counted for this address; NULL: not counted */
     double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
     struct conn_limit *cl;
@@ -456,6 +457,10 @@ void conn_limit_sweep(conn_limit *cl)
             conn_limit_drop(cl, i);
             continue;
         }
+        if (e->upgraded) {
+            i++;
+            continue;
+        }
         if (e->linger_until && now >= e->linger_until && e->fd >= 0) {
             e->linger_until = 0;
             shutdown(e->fd, SHUT_RDWR);
@@ -739,6 +744,24 @@ int conn_limit_request(conn_limit *cl, struct evhttp_request *req)
     return e->over ? CONN_OVER_CAP : CONN_OK;
 }
 
+void conn_limit_upgrade(conn_limit *cl, struct evhttp_request *req)
+{
+    struct evhttp_connection *c = cl ? evhttp_request_get_connection(req) : NULL;
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    conn_entry *e = fd >= 0 && (size_t)fd < cl->by_fd_len ? cl->by_fd[fd] : NULL;
+    if (!e || e->bev != bev)
+        return;
+    e->upgraded = 1;
+    evbuffer_remove_cb(bufferevent_get_input(bev), conn_limit_on_input, e);
+    evbuffer_remove_cb(bufferevent_get_output(bev), conn_limit_on_output, e);
+    cl->receiving -= e->receiving;
+    e->receiving = 0;
+    e->reading_since = 0;
+    e->answering = 0;
+    e->throttled = 0;
+}
+
 void conn_limit_set_body_limits(conn_limit *cl, size_t max_request, size_t budget, const size_t *held)
 {
     cl->max_request = max_request;
@@ -765,7 +788,7 @@ static int conn_limit_unfinished_fd(const conn_entry *e)
     bufferevent_event_cb ev;
     bufferevent_getcb(e->bev, &r, &w, &ev, NULL);
     int fd = bufferevent_getfd(e->bev);
-    if (fd < 0 || (!r && !w && !ev)) /* let go already */
+    if (fd < 0 || (!r && !w && !ev) || e->upgraded) /* let go already, or not HTTP any more */
         return -1;
     return (!r && w) || evbuffer_get_length(bufferevent_get_output(e->bev)) ? fd : -1;
 }

@@ -49,6 +49,11 @@ enum { CONN_OK = 0, CONN_OVER_CAP, CONN_ANSWERED };
  * bytes had arrived with the ones that passed a limit): the caller serves
  * nothing and closes it. */
 int conn_limit_request(conn_limit *cl, struct evhttp_request *req);
+/* req's connection leaves HTTP: a WebSocket took it over (http/ws.c). It
+ * stays counted (against the cap and its address) until it closes, but no
+ * request clock, body accounting, answer timeouts or refusal on the
+ * socket apply to it any more, and a stopping gateway does not wait for it. */
+void conn_limit_upgrade(conn_limit *cl, struct evhttp_request *req);
 /* Counts the bytes of requests still arriving against budget, together
  * with *held (the bodies of requests in progress, kept by the caller): a
  * connection whose bytes pass it is answered 503 body_budget_exceeded. A

@@ -9,6 +9,7 @@
 #include "route/pool_usage.h"
 #include "http/request.h"
 #include "http/body_decode.h"
+#include "http/ws.h"
 #include "base/log.h"
 #include "obs/metrics.h"
 #include "upstream/upstream.h"
@@ -443,6 +444,20 @@ static void server_usage_reply(struct evhttp_request *req, gateway *gw, enum evh
     sbuf_free(&b);
 }
 
+/* GET /v1/responses asking for a WebSocket: authenticated like any
+ * request (a 401 before the upgrade), then the connection is ws.c's. */
+static void server_websocket(struct evhttp_request *req, gateway *gw, const char *path)
+{
+    if (gw->draining)
+        return server_refuse(req, path, 503, "server_error", "shutting_down", "the gateway is shutting down");
+    if (!server_authorize(req, gw, path))
+        return;
+    ws_refusal why;
+    if (ws_upgrade(gw, req, &why) != 0)
+        return server_refuse(req, path, why.status, why.status >= 500 ? "server_error" : "invalid_request_error",
+                             why.code, why.message);
+}
+
 static void server_handle(struct evhttp_request *req, void *arg)
 {
     gateway *gw = arg;
@@ -486,6 +501,9 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (server_usage_path(path))
         return server_usage_reply(req, gw, method);
     const server_route *r = server_route_find(path);
+    if (method == EVHTTP_REQ_GET && r && r->api == API_RESPONSES && r != &server_response_route &&
+        ws_is_upgrade(req))
+        return server_websocket(req, gw, r->path);
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
                              "unknown path; this gateway serves /v1/responses, /v1/chat/completions and /v1/models");
@@ -602,6 +620,7 @@ int server_start(gateway *gw, server_handler_fn handle)
 
 void server_stop(void)
 {
+    ws_stop_all(); /* before evhttp_free, which would free their connections under them */
     for (size_t i = 0; i < server_n_unflushed; i++) /* the loop is over: nothing more is written */
         bufferevent_decref(server_unflushed[i]);
     server_n_unflushed = 0;

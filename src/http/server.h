@@ -17,8 +17,9 @@ typedef void (*server_handler_fn)(gateway *gw, struct evhttp_request *req, reque
 int server_start(gateway *gw, server_handler_fn handle);
 
 /* Drops the replies still queued for the flush (the loop is over: nothing
- * more is written; serve.c resets connections left with unsent bytes) and
- * frees the flush event (before the loop's base is freed). */
+ * more is written; serve.c resets connections left with unsent bytes),
+ * lets go of the WebSockets still open (http/ws.h) and frees the flush
+ * event (before the loop's base is freed; before evhttp_free). */
 void server_stop(void);
 
 /* evhttp_send_reply, evhttp_send_reply_chunk_with_cb and

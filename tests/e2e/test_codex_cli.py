@@ -30,11 +30,13 @@ def codex_bin():
 
 class CodexCliTest(GatewayTest):
 
-    def run_codex(self, exe, g, prompt="say hello", home=None, work=None, args=("exec",)):
+    def run_codex(self, exe, g, prompt="say hello", home=None, work=None, args=("exec",), websockets=False):
         """Runs `codex exec` (or the subcommand args, e.g. ("exec", "resume",
         "--last")) against gateway g; home and work are Codex's home and
         working directory (fresh ones when None: give the same ones again to
-        go on with a session). Returns the CompletedProcess."""
+        go on with a session); websockets: the provider has supports_websockets
+        = true (Codex talks over the gateway's Responses WebSocket). Returns the
+        CompletedProcess."""
         if home is None:
             home = tempfile.mkdtemp(prefix="sy-codex-home-")
             self.addCleanup(shutil.rmtree, home, True)
@@ -48,7 +50,8 @@ class CodexCliTest(GatewayTest):
                     'name = "switchyard"\n'
                     f'base_url = "http://127.0.0.1:{g.port}/v1"\n'
                     'env_key = "SWITCHYARD_KEY"\n'
-                    'wire_api = "responses"\n')
+                    'wire_api = "responses"\n'
+                    + ('supports_websockets = true\n' if websockets else ''))
         env = dict(os.environ, CODEX_HOME=home, SWITCHYARD_KEY=g.key, NO_COLOR="1")
         return subprocess.run([exe, *args, "--skip-git-repo-check", prompt], cwd=work, env=env,
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -123,6 +126,28 @@ class CodexCliTest(GatewayTest):
         # the session id Codex sent is the one the gateway keeps its account by
         text = wait_for(lambda: (lambda t: t if "AFFINITY" in t else None)(g.trace_text()), what="AFFINITY")
         self.assertIn(f"session={h['session-id']} account={reqs[0]['account']}", text)
+
+    def test_codex_completes_a_session_over_the_gateways_websocket(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        # a tool call makes the session two requests: the follow-up continues the first response
+        g = self.gateway([account("a", self.mock.url("a", "ok,tool_call=1"))])
+        p = self.run_codex(exe, g, websockets=True)
+        self.codex_ok(p, "hello from a")
+        log = g.log_text()
+        self.assertIn("websocket: a Responses connection opened", log)
+        # Codex 0.171: a warm-up (generate: false, answered by the gateway), then turns that
+        # each continue the last response over the socket (previous_response_id + new items)
+        self.assertIn("websocket: a warm-up", log)
+        self.assertIn("continuing the last response: sent whole", log)
+        reqs = self.responses()
+        self.assertGreaterEqual(len(reqs), 2, reqs)
+        for r in reqs:  # sent whole: the upstream never sees the socket's previous_response_id
+            self.assertIsNone(r["previous_response_id"], r)
+            self.assertTrue(r["stream"], r)
+        self.assertGreater(reqs[-1]["input_items"], reqs[0]["input_items"], reqs)
+        self.assertEqual(reqs[-1]["last_input_type"], "function_call_output", reqs[-1])
 
     # --- a conversation moves between accounts with its reasoning and tool calls
 

@@ -314,6 +314,27 @@ static void test_attach_writes_the_provider_table_codex_needs(void)
     CHECK(access(cfg, F_OK) != 0); /* there was no file: there is none again */
 }
 
+static void test_attach_with_websockets_writes_supports_websockets_true_and_detach_restores(void)
+{
+    fresh();
+    const char *orig = "[model_providers.switchyard]\nsupports_websockets = false # mine\n";
+    write_file(cfg, orig, strlen(orig));
+    store *s = open_db();
+    CHECK(s != NULL);
+    char err[512] = "";
+    sbuf r = SBUF_INIT;
+    CHECK_EQ_INT(codex_attach_ws(s, home, GW, 1, &r, err, sizeof err), 0);
+    sbuf_free(&r);
+    store_close(s);
+    size_t n = 0;
+    char *text = read_file(cfg, &n);
+    CHECK(text && strstr(text, "supports_websockets = true # mine\n"));
+    CHECK(text && !strstr(text, "supports_websockets = false"));
+    free(text);
+    CHECK_EQ_INT(run(OP_DETACH, NULL), 0);
+    CHECK(file_is(cfg, orig, strlen(orig)));
+}
+
 static void test_attach_refuses_a_file_it_cannot_parse_and_leaves_it_untouched(void)
 {
     static const char *const bad[] = {"model = gpt-5\n", "[mcp_servers.x\ncommand = \"a\"\n",
@@ -568,6 +589,7 @@ int main(void)
     RUN(test_a_key_the_user_changed_while_attached_keeps_the_users_value);
     RUN(test_attach_sets_the_active_profiles_provider_and_restores_it);
     RUN(test_attach_writes_the_provider_table_codex_needs);
+    RUN(test_attach_with_websockets_writes_supports_websockets_true_and_detach_restores);
     RUN(test_attach_refuses_a_file_it_cannot_parse_and_leaves_it_untouched);
     RUN(test_detach_refuses_a_replaced_file_unless_forced_and_keeps_a_backup);
     RUN(test_attach_twice_is_a_no_op_and_each_home_has_its_own_journal);
