@@ -254,6 +254,7 @@ void proxy_item_blobs(void *ud, const char *data, size_t len)
  * turn at once; a chain is read from here first and from the database for
  * what is older. Loop thread only. */
 #define PROXY_RECENT 64
+#define PROXY_RECENT_TURN_MAX ((size_t)1 << 20) /* a larger turn is read from the database only */
 static conv_link proxy_recent[PROXY_RECENT];
 static size_t proxy_recent_next;
 
@@ -276,15 +277,18 @@ static void proxy_recent_clear(conv_link *l)
     memset(l, 0, sizeof *l);
 }
 
-static void proxy_recent_put(const char *id, int64_t acct, const char *prev, const sbuf *in, const sbuf *out)
+static void proxy_recent_put(const char *id, int64_t acct, const char *prev, const char *in, size_t in_len,
+                             const sbuf *out)
 {
+    if (in_len + out->len > PROXY_RECENT_TURN_MAX)
+        return;
     conv_link *l = &proxy_recent[proxy_recent_next++ % PROXY_RECENT];
     proxy_recent_clear(l);
     l->response_id = proxy_dup(id, strlen(id));
     l->account_id = acct;
     l->previous_response_id = prev && *prev ? proxy_dup(prev, strlen(prev)) : NULL;
-    l->input_json = proxy_dup(in->p, in->len);
-    l->input_len = in->len;
+    l->input_json = proxy_dup(in, in_len);
+    l->input_len = in_len;
     l->output_json = proxy_dup(out->p, out->len);
     l->output_len = out->len;
 }
@@ -344,19 +348,30 @@ static int proxy_chain_read(proxy_req *p, const char *id, conv_link **links, siz
     return 0;
 }
 
+/* Records the turn the answer response_json completes (a store'd request,
+ * proxy_relay.c / proxy_finish.c). A turn above PROXY_TURN_RECORD_MAX is
+ * not recorded (its conversation cannot move; the 503 says so): each kept
+ * turn costs a copy for the writer, and a 16 MiB body must not cost two. */
+#define PROXY_TURN_RECORD_MAX ((size_t)8 << 20)
+
 void proxy_turn_record(proxy_req *p, const char *response_json, size_t len)
 {
     sbuf out = SBUF_INIT, in = SBUF_INIT;
     char id[CONVERSATION_ID_MAX], prev[CONVERSATION_ID_MAX];
     int store_flag = 1;
-    if (conversation_record_output(response_json, len, &out, id) == 0 &&
-        (p->turn_input.len ||
-         conversation_record_input(p->in.body.p, p->in.body.len, &in, prev, &store_flag) == 0) && store_flag) {
-        const sbuf *input = p->turn_input.len ? &p->turn_input : &in;
-        store_writer_put_conversation(p->gw->st, id, p->acct_id, p->in.previous_response_id, input->p, input->len,
-                                      out.p, out.len);
-        proxy_recent_put(id, p->acct_id, p->in.previous_response_id, input, &out);
+    const sbuf *input = p->turn_input.len ? &p->turn_input : &p->in.body;
+    if (input->len + len > PROXY_TURN_RECORD_MAX ||
+        conversation_record_output(response_json, len, &out, id) != 0 ||
+        (!p->turn_input.len && conversation_record_input(p->in.body.p, p->in.body.len, &in, prev, &store_flag) != 0) ||
+        !store_flag) {
+        sbuf_free(&out);
+        sbuf_free(&in);
+        return;
     }
+    input = p->turn_input.len ? &p->turn_input : &in;
+    store_writer_put_conversation(p->gw->st, id, p->acct_id, p->in.previous_response_id, input->p, input->len, out.p,
+                                  out.len);
+    proxy_recent_put(id, p->acct_id, p->in.previous_response_id, input->p, input->len, &out);
     sbuf_free(&out);
     sbuf_free(&in);
 }
