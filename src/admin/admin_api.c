@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "obs/metrics.h"
 #include "http/server.h"
+#include "http/ws.h"
 #include "base/sha256.h"
 #include "store/store_admin.h"
 #include <event2/buffer.h>
@@ -918,7 +919,8 @@ static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
     store_writer_stats ws;
     store_writer_stats_get(gw->st, &ws);
     metrics_gauges g = {accts, n, gw->policy_fallbacks_retired + policy_fallbacks(gw->policy), ws.pending_logs,
-                        ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at};
+                        ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at,
+                        ws_open_count()};
     sbuf b = SBUF_INIT;
     metrics_format(&b, &g);
     free(accts);

@@ -42,6 +42,7 @@
 #include "base/log.h"
 #include "base/sbuf.h"
 #include "base/sse.h"
+#include "obs/metrics.h"
 #include "upstream/conversation.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -587,6 +588,7 @@ static void ws_on_message(ws_conn *c, const char *msg, size_t len)
         ws_request_free(&r);
         return;
     }
+    metrics_websocket_turn(kind == WS_FRAME_WARMUP);
     if (kind == WS_FRAME_WARMUP) {
         ws_warmup(c, &r);
         ws_request_free(&r);

@@ -59,6 +59,7 @@ static struct {
     uint64_t retries_total;
     uint64_t preflight_switches;
     uint64_t conversation_moves[3]; /* by turn state, by blobs, by previous_response_id */
+    uint64_t websocket_turns[2];    /* upstream turns, warm-ups */
     uint64_t blobs_dropped, blobs_replaced, strip_retries;
     uint64_t waits;
     double wait_seconds;
@@ -142,6 +143,7 @@ void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, d
 
 void metrics_ttfb(double seconds) { metrics_hist_add(&M.ttfb, seconds); }
 void metrics_preflight_switch(void) { M.preflight_switches++; }
+void metrics_websocket_turn(int warmup) { M.websocket_turns[warmup ? 1 : 0]++; }
 void metrics_conversation_move(int by) { M.conversation_moves[by >= 0 && by <= 2 ? by : 0]++; }
 void metrics_blobs_stripped(int dropped, int replaced)
 {
@@ -458,6 +460,12 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     sbuf_printf(out, "switchyard_writer_failed_commits_total %llu\n", (unsigned long long)g->failed_commits);
     metrics_head(out, "switchyard_active_requests", "gauge", "Client requests in progress.");
     sbuf_printf(out, "switchyard_active_requests %zu\n", g->active_requests);
+    metrics_head(out, "switchyard_websockets_open", "gauge", "Responses API WebSocket connections open.");
+    sbuf_printf(out, "switchyard_websockets_open %zu\n", g->websockets_open);
+    metrics_head(out, "switchyard_websocket_turns_total", "counter",
+                 "response.create messages served over a WebSocket: by an upstream turn, or a warm-up the gateway answered.");
+    sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"turn\"} %llu\n", (unsigned long long)M.websocket_turns[0]);
+    sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"warmup\"} %llu\n", (unsigned long long)M.websocket_turns[1]);
     metrics_head(out, "switchyard_uptime_seconds", "gauge", "Seconds since the gateway started.");
     sbuf_puts(out, "switchyard_uptime_seconds ");
     metrics_num(out, floor(g->uptime_s));

@@ -1,7 +1,8 @@
 /* metrics.h: the gateway's counters and histograms, kept as plain integers
  * on the loop thread (no locks, no allocation on the request path) and
  * formatted in the Prometheus text exposition format only when /metrics is
- * scraped. Gauges (accounts by state, cooldowns, writer queue) are read at
+ * scraped. Gauges (accounts by state, cooldowns, writer queue, WebSockets
+ * open) are read at
  * scrape time by the caller and passed in. */
 #ifndef SY_METRICS_H
 #define SY_METRICS_H
@@ -34,6 +35,9 @@ void metrics_strip_retry(void);
 void metrics_retry(int64_t account_id);
 /* A request waited for an account to become free; seconds waited. */
 void metrics_wait(double seconds);
+/* A response.create message over a WebSocket was served: by an upstream
+ * turn (warmup 0) or as Codex's warm-up, answered by the gateway (1). */
+void metrics_websocket_turn(int warmup);
 /* A policy reload finished (SIGHUP or the admin API). */
 void metrics_policy_reload(int ok);
 
@@ -75,6 +79,7 @@ typedef struct metrics_gauges {
     uint64_t dropped_logs, failed_commits;
     size_t active_requests;
     double uptime_s;
+    size_t websockets_open; /* Responses WebSocket connections (http/ws.h) */
 } metrics_gauges;
 
 /* Appends the whole exposition to out. Accounts named by g (by id); attempts

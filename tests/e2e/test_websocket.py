@@ -11,7 +11,8 @@ account and an upstream error as an error event with its status; ping and
 pong; a client that closes mid-turn (the upstream request is cancelled);
 fragmented client messages; an oversized message (closed with 1009); a
 client that never reads (cut off, the gateway fine); the connection's age
-limit (closed with 1001) and the idle one (1000); the connection cap,
+limit (closed with 1001) and the idle one (1000); /metrics counting the
+open sockets and their turns; the connection cap,
 which a WebSocket counts against until it closes; a stopping gateway (the turn in progress ends,
 idle connections are closed with 1001, it exits cleanly); a GET without
 the upgrade still a 405."""
@@ -26,7 +27,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import HOST, GatewayTest, account, main, wait_for
+from harness import HOST, GatewayTest, account, admin_get, main, wait_for
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 BETA = "responses_websockets=2026-02-06"
@@ -486,6 +487,29 @@ class WebSocketTest(GatewayTest):
         other.close()
         third.close()
         wait_for(lambda: self.ws(g).status == 101, what="the places given back")
+
+    def test_metrics_count_the_open_websocket_and_its_turns(self):
+        g = self.one()
+
+        def sample(text, name):
+            for line in text.splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+            raise AssertionError(f"{name} not in /metrics")
+
+        self.assertEqual(sample(admin_get(g, "/metrics").text, "switchyard_websockets_open"), 0)
+        c = self.ws(g)
+        self.assertEqual(c.turn(create([user("hi")], generate=False))[-1]["type"], "response.completed")
+        self.assertEqual(c.turn(create([user("hi")]))[-1]["type"], "response.completed")
+        text = admin_get(g, "/metrics").text
+        self.assertEqual(sample(text, "switchyard_websockets_open"), 1)
+        self.assertEqual(sample(text, 'switchyard_websocket_turns_total{kind="turn"}'), 1)
+        self.assertEqual(sample(text, 'switchyard_websocket_turns_total{kind="warmup"}'), 1)
+        c.send_close(1000)
+        self.assertEqual(c.wait_close(), 1000)
+        c.close()
+        wait_for(lambda: sample(admin_get(g, "/metrics").text, "switchyard_websockets_open") == 0,
+                 what="the socket no longer counted")
 
     def test_an_idle_connection_is_closed_with_1000(self):
         g = self.one(env={"SWITCHYARD_WS_IDLE_S": "1"})

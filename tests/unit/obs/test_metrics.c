@@ -15,7 +15,7 @@ static const metrics_account test_accounts[] = {
 
 static char *test_format(sbuf *out)
 {
-    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9};
+    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2};
     sbuf_reset(out);
     metrics_format(out, &g);
     return out->p;
@@ -98,6 +98,9 @@ static void test_metrics_gauges_accounts_policy_and_writer(void)
     metrics_policy_reload(1);
     metrics_policy_reload(0);
     metrics_policy_reload(1);
+    metrics_websocket_turn(0);
+    metrics_websocket_turn(0);
+    metrics_websocket_turn(1);
     const char *t = test_format(&b);
     CHECK(test_has(t, "switchyard_accounts{state=\"available\"} 1\n"));
     CHECK(test_has(t, "switchyard_accounts{state=\"cooling\"} 2\n"));
@@ -116,6 +119,9 @@ static void test_metrics_gauges_accounts_policy_and_writer(void)
     CHECK(test_has(t, "switchyard_writer_queue_depth{kind=\"request_logs\"} 5\n"));
     CHECK(test_has(t, "switchyard_dropped_log_rows_total 9\n"));
     CHECK(test_has(t, "switchyard_uptime_seconds 123\n"));
+    CHECK(test_has(t, "switchyard_websockets_open 2\n"));
+    CHECK(test_has(t, "switchyard_websocket_turns_total{kind=\"turn\"} 2\n"));
+    CHECK(test_has(t, "switchyard_websocket_turns_total{kind=\"warmup\"} 1\n"));
     /* every sample line belongs to a family announced by HELP and TYPE */
     for (const char *line = t; *line; line = strchr(line, '\n') + 1) {
         if (*line != '#') {
