@@ -82,25 +82,42 @@ int model_list_normalize(const char *in, sbuf *out, char *err, size_t errlen)
     }
 }
 
-int model_list_parse_upstream(const char *body, size_t len, sbuf *ids)
+int model_list_parse_upstream(const char *body, size_t len, sbuf *ids, sbuf *codex)
 {
     if (!body)
         return -1;
     json_value *root = json_parse(body, len, NULL, 0);
     json_value *data = root ? json_get(root, "data") : NULL;
     json_value *models = root ? json_get(root, "models") : NULL;
-    int codex = !(data && data->type == JSON_ARRAY) && models && models->type == JSON_ARRAY;
-    json_value *arr = codex ? models : data;
+    int is_codex = !(data && data->type == JSON_ARRAY) && models && models->type == JSON_ARRAY;
+    json_value *arr = is_codex ? models : data;
     if (!arr || arr->type != JSON_ARRAY) {
         json_free(root);
         return -1;
     }
-    size_t count = 0;
+    size_t count = 0, kept = 0;
+    sbuf seen = SBUF_INIT; /* this answer's ids: ids may hold others' before it */
+    if (is_codex && codex)
+        sbuf_puts(codex, "[");
     for (json_value *it = arr->child; it && count < MODEL_LIST_MAX; it = it->next) {
-        const char *id = it->type == JSON_OBJECT ? json_get_str(it, codex ? "slug" : "id") : NULL;
-        if (id && model_list_name_ok(id, strlen(id)))
-            model_list_add(ids, id, strlen(id), &count);
+        const char *id = it->type == JSON_OBJECT ? json_get_str(it, is_codex ? "slug" : "id") : NULL;
+        if (!id || !model_list_name_ok(id, strlen(id)) || (seen.len && model_list_has(seen.p, id)))
+            continue;
+        model_list_add(&seen, id, strlen(id), &count);
+        if (!ids->len || !model_list_has(ids->p, id)) {
+            if (ids->len)
+                sbuf_append(ids, ",", 1);
+            sbuf_puts(ids, id);
+        }
+        if (is_codex && codex) {
+            if (kept++)
+                sbuf_puts(codex, ",");
+            json_write(codex, it);
+        }
     }
+    if (is_codex && codex)
+        sbuf_puts(codex, "]");
+    sbuf_free(&seen);
     json_free(root);
-    return codex;
+    return is_codex;
 }

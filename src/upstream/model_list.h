@@ -25,9 +25,12 @@ int model_list_normalize(const char *in, sbuf *out, char *err, size_t errlen);
 
 /* Reads an upstream's GET /models answer: the OpenAI list
  * {"data":[{"id":...}]} or the ChatGPT backend's Codex form
- * {"models":[{"slug":...}]}. Appends the ids (comma-separated, duplicates
- * and bad names skipped) to ids. 1 when the answer was the Codex form, 0 the
- * OpenAI form, -1 neither (ids untouched). */
-int model_list_parse_upstream(const char *body, size_t len, sbuf *ids);
+ * {"models":[{"slug":...}, ...]} (codex-rs ModelsResponse / ModelInfo).
+ * Appends the ids (comma-separated, duplicates and bad names skipped) to
+ * ids, and, for the Codex form when codex is not NULL, the model objects
+ * kept (those with a good, new slug) as a JSON array text to codex. 1 when
+ * the answer was the Codex form, 0 the OpenAI form, -1 neither (nothing
+ * appended). */
+int model_list_parse_upstream(const char *body, size_t len, sbuf *ids, sbuf *codex);
 
 #endif

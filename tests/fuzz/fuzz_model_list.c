@@ -3,6 +3,7 @@
  * the list then holds. */
 #include "fuzz_common.h"
 #include "upstream/model_list.h"
+#include "base/json.h"
 #include <string.h>
 
 /* Every comma-separated name of csv is non-empty, short and a member. */
@@ -27,7 +28,7 @@ static void check_list(const char *csv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     sbuf ids = SBUF_INIT;
-    int r = model_list_parse_upstream((const char *)data, n, &ids);
+    int r = model_list_parse_upstream((const char *)data, n, &ids, NULL);
     FUZZ_CHECK(r >= -1 && r <= 1);
     if (r >= 0)
         check_list(ids.p ? ids.p : "");

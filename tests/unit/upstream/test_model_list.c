@@ -46,17 +46,31 @@ static void test_openai_list_answer_gives_ids(void)
     sbuf ids = SBUF_INIT;
     const char *b = "{\"object\":\"list\",\"data\":[{\"id\":\"gpt-5\",\"object\":\"model\"},{\"id\":\"o3\"},"
                     "{\"id\":\"gpt-5\"},{\"id\":\"bad name\"},{\"nope\":1},7]}";
-    CHECK_EQ_INT(model_list_parse_upstream(b, strlen(b), &ids), 0);
+    CHECK_EQ_INT(model_list_parse_upstream(b, strlen(b), &ids, NULL), 0);
     CHECK_EQ_STR(ids.p, "gpt-5,o3");
     sbuf_free(&ids);
 }
 
-static void test_codex_models_answer_gives_slugs(void)
+static void test_codex_models_answer_gives_slugs_and_the_objects_kept(void)
+{
+    sbuf ids = SBUF_INIT, objs = SBUF_INIT;
+    const char *b = "{\"models\":[{\"slug\":\"gpt-5-codex\",\"display_name\":\"GPT-5 Codex\",\"priority\":1},"
+                    "{\"slug\":\"gpt-5\"},{\"slug\":\"gpt-5\",\"dup\":true},{\"slug\":\"\"},[1]]}";
+    CHECK_EQ_INT(model_list_parse_upstream(b, strlen(b), &ids, &objs), 1);
+    CHECK_EQ_STR(ids.p, "gpt-5-codex,gpt-5");
+    CHECK_EQ_STR(objs.p, "[{\"slug\":\"gpt-5-codex\",\"display_name\":\"GPT-5 Codex\",\"priority\":1},"
+                         "{\"slug\":\"gpt-5\"}]");
+    sbuf_free(&ids);
+    sbuf_free(&objs);
+}
+
+static void test_ids_are_appended_to_a_list_without_duplicates(void)
 {
     sbuf ids = SBUF_INIT;
-    const char *b = "{\"models\":[{\"slug\":\"gpt-5-codex\",\"display_name\":\"GPT-5 Codex\"},{\"slug\":\"gpt-5\"}]}";
-    CHECK_EQ_INT(model_list_parse_upstream(b, strlen(b), &ids), 1);
-    CHECK_EQ_STR(ids.p, "gpt-5-codex,gpt-5");
+    sbuf_puts(&ids, "o3,gpt-5");
+    const char *b = "{\"data\":[{\"id\":\"gpt-5\"},{\"id\":\"o4\"}]}";
+    CHECK_EQ_INT(model_list_parse_upstream(b, strlen(b), &ids, NULL), 0);
+    CHECK_EQ_STR(ids.p, "o3,gpt-5,o4");
     sbuf_free(&ids);
 }
 
@@ -65,7 +79,7 @@ static void test_answer_of_another_shape_is_not_a_list(void)
     sbuf ids = SBUF_INIT;
     const char *bad[] = {"", "{", "[]", "{\"data\":{}}", "{\"models\":\"x\"}", "{\"error\":{\"message\":\"no\"}}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        CHECK_EQ_INT(model_list_parse_upstream(bad[i], strlen(bad[i]), &ids), -1);
+        CHECK_EQ_INT(model_list_parse_upstream(bad[i], strlen(bad[i]), &ids, NULL), -1);
     CHECK_EQ_INT((long long)ids.len, 0);
     sbuf_free(&ids);
 }
@@ -76,7 +90,8 @@ int main(void)
     RUN(test_override_is_trimmed_and_deduplicated);
     RUN(test_override_with_bad_names_is_refused);
     RUN(test_openai_list_answer_gives_ids);
-    RUN(test_codex_models_answer_gives_slugs);
+    RUN(test_codex_models_answer_gives_slugs_and_the_objects_kept);
+    RUN(test_ids_are_appended_to_a_list_without_duplicates);
     RUN(test_answer_of_another_shape_is_not_a_list);
     return check_summary();
 }
