@@ -65,9 +65,12 @@ int model_list_normalize(const char *in, sbuf *out, char *err, size_t errlen)
             s++, n--;
         while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
             n--;
+        if (!n) {
+            sbuf_fmt_into(err, errlen, "an empty model name in the list (two commas in a row, or one at an end)");
+            return -1;
+        }
         if (!model_list_name_ok(s, n)) {
-            sbuf_fmt_into(err, errlen, n ? "bad model name '%.*s' (no spaces, quotes or control bytes; at most %d bytes)"
-                                         : "an empty model name in the list%.*s (at most %d bytes a name)",
+            sbuf_fmt_into(err, errlen, "bad model name '%.*s' (no spaces, quotes or control bytes; at most %d bytes)",
                           (int)(n > 64 ? 64 : n), s, MODEL_LIST_NAME_MAX);
             return -1;
         }
