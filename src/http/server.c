@@ -457,6 +457,21 @@ static int server_query_client_version(const char *uri)
     return 0;
 }
 
+/* The query of a /models request passed through, into out ("" when there
+ * is none or it is longer than out or holds a byte outside the URL-safe
+ * set: the upstream gets no query rather than one the gateway did not
+ * check). */
+static void server_models_query(const char *uri, char *out, size_t n)
+{
+    const char *q = strchr(uri, '?');
+    out[0] = '\0';
+    if (!q || !q[1] || strlen(q) >= n)
+        return;
+    if (strspn(q + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~=&%+") != strlen(q + 1))
+        return;
+    memcpy(out, q, strlen(q) + 1);
+}
+
 /* GET /v1/models (and /models): answered by the gateway from the pool's
  * model lists (route/model_catalog.h), in Codex's form when the client
  * asks with ?client_version=. 0 when nothing is known: the request is
@@ -582,8 +597,11 @@ static void server_handle(struct evhttp_request *req, void *arg)
         sbuf_free(&in.body);
         return;
     }
-    if (!stored && r->is_get && strcmp(r->suffix, "/models") == 0 && server_models_reply(req, gw, key))
-        return;
+    if (!stored && r->is_get && strcmp(r->suffix, "/models") == 0) {
+        if (server_models_reply(req, gw, key))
+            return;
+        server_models_query(evhttp_request_get_uri(req), in.query, sizeof in.query);
+    }
     server_handler(gw, req, &in);
     /* the request goes to its upstream now, before the next client's is
      * read: in a burst of requests each waits for those read before it,

@@ -149,6 +149,11 @@ class ModelCatalogTest(GatewayTest):
         self.assertIsNone(r.headers.get("x-switchyard-catalog"))
         self.assertEqual([m["id"] for m in r.json()["data"]], ["gpt-test"])
         self.assertEqual(len(self.model_polls("a")), 1)  # the client's own request, passed through
+        r = g.get("/v1/models?client_version=0.99.0")  # Codex's form asked for: the query goes along
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.model_polls("a")[-1]["path"], "/acct/a/ok/v1/models?client_version=0.99.0")
+        g.get("/v1/models?x=<script>")  # a query outside the URL-safe set is not forwarded
+        self.assertEqual(self.model_polls("a")[-1]["path"], "/acct/a/ok/v1/models")
 
     def test_key_allowed_models_narrow_the_catalog(self):
         g = self.gateway([account("a", self.mock.url("a"), args=["--models", "gpt-5,o3,o4-mini"])])
