@@ -49,6 +49,15 @@ local HELD = {
   { "region_unsupported", { "unsupported_country_region_territory", "not authorized in this region" } },
 }
 local HELD_STATUS = sy.set{ 401, 402, 403 }
+-- A model this account does not serve: the ChatGPT backend's 400 "The 'x'
+-- model is not supported when using Codex with a ChatGPT account.", the
+-- API's 404 model_not_found ("The model `x` does not exist or you do not
+-- have access to it."). Class "model_unsupported": the gateway remembers
+-- that the account does not serve the model (in memory, until a reset) and
+-- moves the request on; the account is not cooled down and its health and
+-- breaker are untouched (it is fine for every other model).
+local MODEL_TEXTS = { "model_not_found", "not supported when using codex with a chatgpt account",
+                      "does not exist or you do not have access to it" }
 -- An account-bound blob the account cannot read: "The encrypted content
 -- gAAA… could not be verified." (code invalid_encrypted_content or null),
 -- "…for item rs_…", "…did not match the target organization", "Encrypted
@@ -147,6 +156,9 @@ local function classify(ev)
   if (ev.status == 400 or ev.in_stream) and (mentions(ev, ENCRYPTED_CODE)
       or (mentions(ev, ENCRYPTED_WORD) and mentions(ev, ENCRYPTED_TEXTS))) then
     return { action = "strip_retry", class = "invalid_encrypted_content", cooldown = 0 }
+  end
+  if (ev.status == 400 or ev.status == 404 or ev.in_stream) and mentions(ev, MODEL_TEXTS) then
+    return { action = "failover", class = "model_unsupported", cooldown = 0 }
   end
   local held = held_state(ev)
   if held then return { action = "failover", class = held, cooldown = 0, state = held } end

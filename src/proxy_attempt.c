@@ -170,6 +170,7 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
     sbuf_append(&proxy_url, base, blen);
     sbuf_puts(&proxy_url, p->in.suffix);
     sbuf_puts(&proxy_url, p->in.response_id); /* GET/DELETE /v1/responses/{id}; "" otherwise */
+    sbuf_puts(&proxy_url, p->in.query);       /* GET /v1/models?client_version=...; "" otherwise */
 }
 
 /* the answer goes to proxy_relay.c (its head and bytes) and its end to

@@ -103,6 +103,37 @@ static int proxy_hold(proxy_req *p, const policy_verdict *v, const policy_event 
     return 1;
 }
 
+/* The upstream refused the request's model for this account (classify's
+ * class "model_unsupported"): the account is remembered (in memory) as not
+ * serving it, so the router skips it for that model from now on, and the
+ * request moves on without cooling the account down: it is fine for every
+ * other model. 1 when the request moved on; 0 when no other account could
+ * take it: the upstream's refusal goes to the client as it came (a 503
+ * "no account" would hide that the model is what is missing). */
+static int proxy_model_refused(proxy_req *p, int status)
+{
+    pool_account *pa = proxy_account(p);
+    if (pa)
+        pool_account_refuse_model(pa, p->in.model);
+    if (!pa || !proxy_candidates_left(p, 0)) {
+        proxy_attempt_outcome(p, "returned", "model_unsupported");
+        return 0;
+    }
+    proxy_attempt_outcome(p, "failover", "model_unsupported");
+    char detail[256];
+    snprintf(detail, sizeof detail, "HTTP %d, class model_unsupported: model %.80s not served on this account",
+             status, p->in.model);
+    scrub_cstr(&p->scrub, detail, sizeof detail);
+    proxy_why(p, p->acct_name, detail);
+    log_info("account %s: the upstream refused model %.80s; not sent there again until a reset", pa->a.name,
+             p->in.model);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=model_unsupported status=%d",
+                (unsigned long long)p->id, p->acct_name, status);
+    proxy_attempt_end(p);
+    proxy_next(p);
+    return 1;
+}
+
 /* ---------- failure handling ---------- */
 
 static void proxy_error_fields(const char *body, size_t len, json_value **doc, const char **type,
@@ -353,6 +384,8 @@ int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary
         v.failover = 1;
         v.cooldown = -1;
     }
+    if (v.failover && strcmp(v.cls, "model_unsupported") == 0 && p->in.model[0])
+        return proxy_model_refused(p, ev->status);
     proxy_attempt_outcome(p, v.failover ? "failover" : "returned", v.cls);
     if (!v.failover)
         return 0;

@@ -19,6 +19,7 @@
 #include "http/server.h"
 #include "route/spend.h"
 #include "accounts/usage_poll.h"
+#include "accounts/model_poll.h"
 #include <curl/curl.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -229,6 +230,7 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
         spend_judge_all(gw->pool, gw->policy, gateway_now()); /* a budget may have changed */
     }
     usage_poll_tick(gw->usage, gateway_now());
+    model_poll_tick(gw->models, gateway_now());
     health_tick(gw);
     oauth_tick(gw->oauth);
     if (serve_heap_slack(gw) || gw->trim_due) { /* hand freed pages back (a few ms at most, once a second) */
@@ -307,6 +309,7 @@ static int serve_open(gateway *gw)
         upstream_set_after_io(gw->up, serve_after_upstream_io, gw);
     gw->chunk = evbuffer_new();
     gw->usage = usage_poll_new(gw);
+    gw->models = model_poll_new(gw);
     gw->oauth = oauth_new(gw);
     oauth_on_refreshed(gw->oauth, serve_poll_after_refresh, gw);
     oauth_tick(gw->oauth); /* logins that expired while the gateway was down refresh now */
@@ -315,6 +318,7 @@ static int serve_open(gateway *gw)
     if (server_start(gw, proxy_start) != 0 || admin_start(gw) != 0)
         return -1;
     usage_poll_tick(gw->usage, gateway_now()); /* at start: the first polls go out now */
+    model_poll_tick(gw->models, gateway_now());
     return 0;
 }
 
@@ -367,6 +371,7 @@ static void serve_close(gateway *gw)
         evhttp_free(gw->http);
     oauth_free(gw->oauth);
     usage_poll_free(gw->usage);
+    model_poll_free(gw->models);
     if (gw->admin_http)
         evhttp_free(gw->admin_http);
     conn_limit_free(gw->conns);

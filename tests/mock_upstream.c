@@ -491,6 +491,7 @@ typedef struct opts {
     int tool_call;     /* /responses: a function call instead of the message, unless the input ends with its output */
     char tool[64];     /* the function call's name (default exec_command, the shell tool Codex 0.171 registers) */
     char err[32];      /* status: the body of an account refusal in the upstream's shape (account_refusal) */
+    char models[256];  /* models=a+b: the models this account serves (see models_refuse) */
 } opts;
 
 static int numeric(const char *v)
@@ -520,6 +521,35 @@ static void copy_word(char *dst, size_t n, const char *v)
                      : '_';
     }
     dst[i] = '\0';
+}
+
+/* models=a+b: names of [A-Za-z0-9_.-] joined by '+'; anything else is dropped. */
+static void copy_models(char *dst, size_t n, const char *v)
+{
+    size_t i = 0;
+    for (; *v && i + 1 < n; v++) {
+        char c = *v;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+            c == '.' || c == '+')
+            dst[i++] = c;
+    }
+    dst[i] = '\0';
+}
+
+/* 1 if model is one of the '+'-joined names of list. */
+static int models_has(const char *list, const char *model)
+{
+    size_t m = strlen(model);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, '+');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == m && !strncmp(p, model, m))
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
 }
 
 /* Parses "scenario[=code][,opt=val...]". Unknown options are ignored. */
@@ -618,6 +648,8 @@ static void opts_parse(opts *o, const char *spec)
             o->compaction = atoi(val);
         else if (!strcmp(tok, "enc_err"))
             copy_word(o->enc_err, sizeof o->enc_err, val);
+        else if (!strcmp(tok, "models"))
+            copy_models(o->models, sizeof o->models, val);
         else if (!strcmp(tok, "accept_foreign"))
             o->accept_foreign = atoi(val);
         else if (!strcmp(tok, "echo_input"))
@@ -2265,6 +2297,59 @@ static void script_stored(job *j, const opts *o, const rec *r, stored_op op, con
     sbuf_free(&msg);
 }
 
+/* The account's own model list (models=a+b): GET models answers it, in
+ * the Codex form {"models":[{"slug":...}]} when asked with client_version
+ * (as the ChatGPT backend), else as the OpenAI list; a request for another
+ * model is refused as the upstream does: the ChatGPT backend's 400 on a
+ * ChatGPT-style path, the API's 404 model_not_found on a /v1/ one. 1 when
+ * it answered. */
+static int models_answer(job *j, const opts *o, endpoint ep, const rec *r)
+{
+    if (!o->models[0] || (ep != EP_MODELS && ep != EP_RESPONSES && ep != EP_CHAT))
+        return 0;
+    if (ep != EP_MODELS && (!r->model || models_has(o->models, r->model)))
+        return 0;
+    sbuf b = SBUF_INIT, msg = SBUF_INIT;
+    int codex = r->path && strstr(r->path, "client_version=") != NULL;
+    if (ep == EP_MODELS) {
+        sbuf_puts(&b, codex ? "{\"models\":[" : "{\"object\":\"list\",\"data\":[");
+        int k = 0;
+        for (const char *p = o->models; *p;) {
+            const char *e = strchr(p, '+');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (n) {
+                if (k++)
+                    sbuf_puts(&b, ",");
+                if (codex)
+                    sbuf_printf(&b, "{\"slug\":\"%.*s\",\"display_name\":\"%.*s\",\"visibility\":\"list\","
+                                    "\"supported_in_api\":true,\"priority\":%d,\"base_instructions\":\"mock\"}",
+                                (int)n, p, (int)n, p, k);
+                else
+                    sbuf_printf(&b, "{\"id\":\"%.*s\",\"object\":\"model\",\"created\":1700000000,"
+                                    "\"owned_by\":\"mock\"}", (int)n, p);
+            }
+            if (!e)
+                break;
+            p = e + 1;
+        }
+        sbuf_puts(&b, "]}");
+        reply_json(j, 0, 200, &b);
+    } else if (r->path && !strstr(r->path, "/v1/")) {
+        sbuf_printf(&msg, "The '%s' model is not supported when using Codex with a ChatGPT account.", r->model);
+        sbuf_puts(&b, "{\"detail\":");
+        js(&b, msg.p);
+        sbuf_puts(&b, "}");
+        reply_json(j, 0, 400, &b);
+    } else {
+        sbuf_printf(&msg, "The model `%s` does not exist or you do not have access to it.", r->model);
+        error_json(&b, msg.p, "invalid_request_error", "model_not_found", NULL);
+        reply_json(j, 0, 404, &b);
+    }
+    sbuf_free(&b);
+    sbuf_free(&msg);
+    return 1;
+}
+
 /* Fills j with the script for scenario o on endpoint ep. */
 
 static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream, const reqinfo *ri)
@@ -2279,6 +2364,10 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
     if (o->retry_after_ms[0])
         add_header(j->req, "retry-after-ms", o->retry_after_ms);
 
+    if (!(o->auth && !bearer_valid(r->authorization)) && models_answer(j, o, ep, r)) {
+        sbuf_free(&b);
+        return;
+    }
     if (o->auth && !bearer_valid(r->authorization)) {
         error_json(&b, "Your authentication token has expired. Please try signing in again.",
                    "invalid_request_error", "token_expired", NULL);

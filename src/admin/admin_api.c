@@ -414,7 +414,14 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     sbuf_printf(b, ",\"poll_status\":%d}", st->usage_poll_status);
     admin_login_json(b, pa);
     admin_hold_json(b, a);
-    sbuf_puts(b, "}");
+    /* the models it serves (docs/accounts.md): the operator's list, the one its upstream gave, the refused */
+    sbuf_puts(b, ",\"models\":{\"override\":");
+    admin_str(b, a->models);
+    sbuf_puts(b, ",\"upstream\":");
+    admin_str(b, pa->models_upstream);
+    sbuf_puts(b, ",\"refused\":");
+    admin_str(b, pa->models_refused);
+    sbuf_puts(b, "}}");
 }
 
 static void admin_get_accounts(admin_ctx *ctx, struct evhttp_request *req)

@@ -9,6 +9,7 @@
 #include "base/sbuf.h"
 #include "route/hold.h"
 #include "store/store.h"
+#include "upstream/model_list.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,7 +29,7 @@ void cli_usage_account(FILE *f)
           "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
           "                              [--chatgpt-account-id ID] [--model-map JSON] [--context-fallback]\n"
           "                              [--weight N] [--max-rpm N] [--max-tpm N]\n"
-          "                              [--budget USD [--budget-period month|<N>d]]\n"
+          "                              [--budget USD [--budget-period month|<N>d]] [--models a,b,c]\n"
           "                              [--db PATH]\n"
           "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
           "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
@@ -39,10 +40,13 @@ void cli_usage_account(FILE *f)
           "                              [--base-url URL] [--sort N] [--max-concurrency N] [--model-map JSON]\n"
           "                              [--context-fallback | --no-context-fallback] [--weight N]\n"
           "                              [--max-rpm N] [--max-tpm N] [--budget USD] [--budget-period month|<N>d]\n"
+          "                              [--models a,b,c | --models '']\n"
           "       switchyard account list [--json] [--db PATH]\n"
           "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
           "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
           "  long (context_length_exceeded) is sent to it once; reset clears cooldown, 429 ladder, breaker and a hold\n"
+          "  --models lists the models the account serves (requests for others skip it); without it the\n"
+          "  list the upstream's /models gives is used, and '' clears it\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
           f);
 }
@@ -158,9 +162,22 @@ static int cli_token_get(const char *cmd, const char *token, const char *file, s
 
 typedef struct cli_account_args {
     const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
-    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period;
+    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period, *models;
     int help, context_fallback;
 } cli_account_args;
+
+/* Normalizes --models into buf (the caller frees it); -1 after a message. */
+static int cli_models_parse(const char *cmd, const char *in, sbuf *buf)
+{
+    char err[256] = "";
+    if (!in)
+        return 0;
+    if (model_list_normalize(in, buf, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: --models: %s\n", cmd, err);
+        return -1;
+    }
+    return 0;
+}
 
 #define CLI_CHATGPT_BASE_URL "https://chatgpt.com/backend-api/codex"
 
@@ -279,7 +296,7 @@ int cli_account_add(int argc, char **argv)
         {"codex-auth", &a.codex_auth, NULL}, {"context-fallback", NULL, &a.context_fallback},
         {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL},
         {"max-tpm", &a.max_tpm, NULL}, {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
-        {"help", NULL, &a.help}, {NULL, NULL, NULL},
+        {"models", &a.models, NULL}, {"help", NULL, &a.help}, {NULL, NULL, NULL},
     };
     account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
@@ -288,6 +305,12 @@ int cli_account_add(int argc, char **argv)
     an.context_fallback = a.context_fallback;
     if (cli_account_validate(cmd, &a, &an) != 0)
         return CLI_EXIT_USAGE;
+    sbuf models = SBUF_INIT;
+    if (cli_models_parse(cmd, a.models, &models) != 0) {
+        sbuf_free(&models);
+        return CLI_EXIT_USAGE;
+    }
+    an.models = models.p;
     sbuf token = SBUF_INIT;
     login_list logins = {0};
     rc = CLI_EXIT_USAGE;
@@ -312,6 +335,7 @@ int cli_account_add(int argc, char **argv)
     }
     if (got == 0)
         rc = cli_account_insert(cmd, a.db, &an);
+    sbuf_free(&models);
     sbuf_secret_wipe(&token);
     login_list_free(&logins);
     return rc;
@@ -452,6 +476,11 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
     sbuf_printf(o, ",\"access_expires_at\":%lld,\"last_refresh_at\":%lld,\"refreshable\":%s",
                 (long long)a->token_expires_at, (long long)a->last_refresh_at, a->refresh_token ? "true" : "false");
     cli_hold_json(o, a);
+    sbuf_puts(o, ",\"models\":");
+    if (a->models)
+        sbuf_json_str(o, a->models, strlen(a->models));
+    else
+        sbuf_puts(o, "null");
     sbuf_puts(o, "}");
 }
 
@@ -494,6 +523,8 @@ static void cli_account_row(const account *a, const account_state *st, double no
         printf("      login: %s%s%s%s%s\n", a->email ? a->email : "-", ", ", login, a->plan_type ? ", plan " : "",
                a->plan_type ? a->plan_type : "");
     }
+    if (a->models)
+        printf("      models: %s\n", a->models);
     if (a->hold) { /* out of the pool until an operator acts: say why and what to do */
         char when[32] = "-", fix[HOLD_TEXT_MAX];
         time_t t = (time_t)a->hold_since;
@@ -738,7 +769,7 @@ int cli_account_update(int argc, char **argv)
         {"context-fallback", NULL, &a.context_fallback}, {"no-context-fallback", NULL, &no_fallback},
         {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL}, {"max-tpm", &a.max_tpm, NULL},
         {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
-        {NULL, NULL, NULL},
+        {"models", &a.models, NULL}, {NULL, NULL, NULL},
     };
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
     if (rc >= 0)
@@ -793,6 +824,10 @@ int cli_account_update(int argc, char **argv)
         p.token = token.p;
         p.login.token_expires_at = cli_token_expiry(token.p);
     }
+    sbuf models = SBUF_INIT;
+    if (got == 0 && cli_models_parse(cmd, a.models, &models) != 0)
+        got = -1; /* a usage error: nothing is written */
+    p.models = a.models ? (models.p ? models.p : "") : NULL;
     rc = got == 0 ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     store *s = got == 0 ? cli_store_open(cmd, a.db) : NULL;
     char err[512] = "";
@@ -803,6 +838,7 @@ int cli_account_update(int argc, char **argv)
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
     }
     store_close(s);
+    sbuf_free(&models);
     sbuf_secret_wipe(&token);
     login_list_free(&logins);
     return rc;

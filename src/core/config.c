@@ -34,6 +34,7 @@ void config_defaults(sy_config *c)
     c->affinity_idle_s = 3600;
     c->affinity_max = 10000;
     c->usage_poll_s = 600;
+    c->model_poll_s = 900;
     c->log_level = LOG_INFO;
     snprintf(c->oauth_token_url, sizeof c->oauth_token_url, "https://auth.openai.com/oauth/token");
     c->oauth_refresh_margin_s = 3600;
@@ -193,6 +194,7 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_AFFINITY_IDLE_S", CONFIG_AFFINITY_IDLE_RANGE, &c->affinity_idle_s, NULL, &c->affinity_idle_pinned},
         {"SWITCHYARD_AFFINITY_MAX", CONFIG_AFFINITY_MAX_RANGE, &c->affinity_max, NULL, &c->affinity_max_pinned},
         {"SWITCHYARD_USAGE_POLL_S", CONFIG_USAGE_POLL_RANGE, &c->usage_poll_s, NULL, &c->usage_poll_pinned},
+        {"SWITCHYARD_MODEL_POLL_S", CONFIG_USAGE_POLL_RANGE, &c->model_poll_s, NULL, NULL},
         {"SWITCHYARD_OAUTH_REFRESH_MARGIN_S", CONFIG_OAUTH_MARGIN_RANGE, &c->oauth_refresh_margin_s, NULL,
          &c->oauth_refresh_margin_pinned},
         {"SWITCHYARD_OAUTH_RETRY_MIN_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_min_s, NULL, &c->oauth_retry_min_pinned},

@@ -32,6 +32,7 @@ typedef struct sy_config {
     long affinity_idle_s;      /* a session unseen this long loses its account */
     long affinity_max;         /* sessions remembered (least recently used go first) */
     long usage_poll_s;         /* chatgpt usage polling interval; 0 off */
+    long model_poll_s;         /* accounts' GET {base}/models interval (model_poll.c); 0 off */
     int log_level;
     char oauth_token_url[512];     /* OAuth token endpoint for login refresh */
     long oauth_refresh_margin_s;   /* refresh this long before the access token expires */

@@ -21,6 +21,7 @@ struct store;
 struct trace;
 struct upstream;
 struct usage_poll;
+struct model_poll;
 
 typedef struct gateway {
     sy_config cfg;
@@ -35,6 +36,7 @@ typedef struct gateway {
     struct affinity *affinity;       /* session id -> account of its last turn (router.c, proxy.c) */
     size_t affinity_max;      /* the size it was made with */
     struct usage_poll *usage; /* usage_poll.c */
+    struct model_poll *models; /* model_poll.c */
     struct oauth *oauth;      /* login refresh (oauth.c) */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     struct conn_limit *conns;        /* client connection count, cap, accept back-off */

@@ -7,6 +7,7 @@
 #include "http/health.h"
 #include "route/key_rules.h"
 #include "route/pool_usage.h"
+#include "route/model_catalog.h"
 #include "http/request.h"
 #include "http/body_decode.h"
 #include "http/ws.h"
@@ -41,6 +42,7 @@ static const server_route server_routes[] = {
     {"/v1/chat/completions", "/chat/completions", API_CHAT, 0},
     {"/v1/responses", "/responses", API_RESPONSES, 0},
     {"/v1/models", "/models", API_CHAT, 1},
+    {"/models", "/models", API_CHAT, 1}, /* Codex's picker with the gateway's root as its base URL */
 };
 /* GET and DELETE /v1/responses/{id}: a stored response, at the account that
  * owns it (its path is the suffix and the id) */
@@ -444,6 +446,58 @@ static void server_usage_reply(struct evhttp_request *req, gateway *gw, enum evh
     sbuf_free(&b);
 }
 
+/* 1 if the query of uri has a client_version parameter (Codex asking for
+ * its own model-info form). */
+static int server_query_client_version(const char *uri)
+{
+    const char *q = strchr(uri, '?');
+    for (const char *p = q; p && *p; p = strchr(p + 1, '&'))
+        if (strncmp(p + 1, "client_version=", 15) == 0)
+            return 1;
+    return 0;
+}
+
+/* The query of a /models request passed through, into out ("" when there
+ * is none or it is longer than out or holds a byte outside the URL-safe
+ * set: the upstream gets no query rather than one the gateway did not
+ * check). */
+static void server_models_query(const char *uri, char *out, size_t n)
+{
+    const char *q = strchr(uri, '?');
+    out[0] = '\0';
+    if (!q || !q[1] || strlen(q) >= n)
+        return;
+    if (strspn(q + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~=&%+") != strlen(q + 1))
+        return;
+    memcpy(out, q, strlen(q) + 1);
+}
+
+/* GET /v1/models (and /models): answered by the gateway from the pool's
+ * model lists (route/model_catalog.h), in Codex's form when the client
+ * asks with ?client_version=. 0 when nothing is known: the request is
+ * passed through to an account as any other. */
+static int server_models_reply(struct evhttp_request *req, gateway *gw, const platform_key *key)
+{
+    sbuf b = SBUF_INIT;
+    const char *allowed = key->allowed_models;
+    size_t known = server_query_client_version(evhttp_request_get_uri(req))
+                       ? model_catalog_codex(gw->pool, allowed, &b)
+                       : model_catalog_openai(gw->pool, allowed, &b);
+    if (known) {
+        struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+        evhttp_add_header(oh, "Content-Type", "application/json");
+        evhttp_add_header(oh, "x-switchyard-catalog", "pool");
+        struct evbuffer *out = evbuffer_new();
+        if (out)
+            evbuffer_add(out, b.p, b.len);
+        server_reply(req, 200, out);
+        if (out)
+            evbuffer_free(out);
+    }
+    sbuf_free(&b);
+    return known > 0;
+}
+
 /* GET /v1/responses asking for a WebSocket: authenticated like any
  * request (a 401 before the upgrade), then the connection is ws.c's. */
 static void server_websocket(struct evhttp_request *req, gateway *gw, const char *path)
@@ -542,6 +596,11 @@ static void server_handle(struct evhttp_request *req, void *arg)
         json_free(in.doc);
         sbuf_free(&in.body);
         return;
+    }
+    if (!stored && r->is_get && strcmp(r->suffix, "/models") == 0) {
+        if (server_models_reply(req, gw, key))
+            return;
+        server_models_query(evhttp_request_get_uri(req), in.query, sizeof in.query);
     }
     server_handler(gw, req, &in);
     /* the request goes to its upstream now, before the next client's is

@@ -13,6 +13,9 @@
 
 static const char *const quota_texts[] = {
     "hit your usage limit", "usage_limit_reached", "quota exceeded", "insufficient_quota", NULL};
+/* classify.lua's MODEL_TEXTS: the account does not serve the model. */
+static const char *const model_texts[] = {"model_not_found", "not supported when using codex with a chatgpt account",
+                                          "does not exist or you do not have access to it", NULL};
 static const char *const deactivated_texts[] = {"account_deactivated", "deactivated", NULL};
 /* Refusals waiting does not heal (classify.lua's HELD): the account leaves
  * the pool in that state until an operator acts. */
@@ -144,6 +147,8 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
              (event_mentions(ev, encrypted_code) ||
               (event_mentions(ev, encrypted_word) && event_mentions(ev, encrypted_texts))))
         policy_verdict_act(out, VERDICT_STRIP_RETRY, "invalid_encrypted_content", 0, 0);
+    else if ((s == 400 || s == 404 || ev->in_stream) && event_mentions(ev, model_texts))
+        verdict_set(out, 1, "model_unsupported", 0);
     else if (held) {
         verdict_set(out, 1, held, 0);
         snprintf(out->state, sizeof out->state, "%s", held);

@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "base/sbuf.h"
 #include "base/sha256.h"
+#include "upstream/model_list.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,8 +85,12 @@ static void pool_state_default(account_state *st, int64_t id)
 
 static void pool_accounts_clear(pool *p)
 {
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
         store_account_clear(&p->accts[i].a);
+        free(p->accts[i].models_upstream);
+        free(p->accts[i].models_codex_json);
+        free(p->accts[i].models_refused);
+    }
     free(p->accts);
     p->accts = NULL;
     p->n = 0;
@@ -99,6 +104,49 @@ void pool_account_reset(pool_account *pa)
     pa->st.success_ema = 1.0;
     memset(&pa->breaker, 0, sizeof pa->breaker);
     memset(&pa->health, 0, sizeof pa->health); /* the last 60 s start over too */
+    free(pa->models_refused); /* a refusal may have been a plan's: the operator asks again */
+    pa->models_refused = NULL;
+}
+
+const char *pool_account_models(const pool_account *pa)
+{
+    return pa->a.models && *pa->a.models ? pa->a.models : pa->models_upstream;
+}
+
+int pool_account_serves(const pool_account *pa, const char *model)
+{
+    if (!model || !*model)
+        return 1;
+    if (model_list_has(pa->models_refused, model))
+        return 0;
+    const char *list = pool_account_models(pa);
+    return !list || model_list_has(list, model);
+}
+
+/* At most this many refused models are remembered per account (a client
+ * naming a new model each time must not grow it without bound). */
+#define POOL_REFUSED_MAX 64
+
+void pool_account_refuse_model(pool_account *pa, const char *model)
+{
+    if (!model || !*model || strlen(model) > MODEL_LIST_NAME_MAX || strchr(model, ',') ||
+        model_list_has(pa->models_refused, model))
+        return;
+    size_t count = 0;
+    for (const char *c = pa->models_refused; c && *c; c++)
+        count += *c == ',';
+    if (pa->models_refused && count + 1 >= POOL_REFUSED_MAX) { /* full: forget the oldest */
+        char *comma = strchr(pa->models_refused, ',');
+        memmove(pa->models_refused, comma + 1, strlen(comma + 1) + 1);
+    }
+    sbuf b = SBUF_INIT;
+    if (pa->models_refused && *pa->models_refused) {
+        sbuf_puts(&b, pa->models_refused);
+        sbuf_puts(&b, ",");
+    }
+    sbuf_puts(&b, model);
+    free(pa->models_refused);
+    pa->models_refused = b.p;
 }
 
 static void pool_auth_forget(pool *p)
@@ -160,6 +208,10 @@ static void pool_load(pool *p)
             pa[i].refreshing = old->refreshing;
             pa[i].refresh_failures = old->refresh_failures;
             pa[i].refresh_retry_at = old->refresh_retry_at;
+            pa[i].models_upstream = old->models_upstream; /* moved: the old snapshot is cleared below */
+            pa[i].models_codex_json = old->models_codex_json;
+            pa[i].models_refused = old->models_refused;
+            old->models_upstream = old->models_codex_json = old->models_refused = NULL;
             pa[i].rpm = old->rpm; /* local rate limits are load, not health: a reset keeps them */
             pa[i].tpm = old->tpm;
         }

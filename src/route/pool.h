@@ -49,6 +49,11 @@ typedef struct pool_account {
     int refreshing;          /* a refresh is in flight or being committed */
     int refresh_failures;    /* transient failures in a row */
     double refresh_retry_at; /* no refresh before this (backoff), unix seconds */
+    /* The models it serves, in memory, kept across reloads (a.models, the
+     * operator's override, wins over both; upstream/model_list.h): */
+    char *models_upstream;   /* learned from its GET {base}/models (model_poll.c), NULL unknown */
+    char *models_codex_json; /* the Codex-form answer's "models" array text, NULL none */
+    char *models_refused;    /* models the upstream refused for it this run; NULL none; reset clears */
 } pool_account;
 
 /* A platform key and its runtime state (kept across reloads by id). */
@@ -85,6 +90,14 @@ void pool_health_record(pool_account *pa, double now, int ok, double latency_ms)
 /* Cooldown, 429 ladder, health and breaker back to a fresh account's (usage
  * figures kept): `switchyard account reset` and the admin API's reset. */
 void pool_account_reset(pool_account *pa);
+
+/* The list of models pa serves: the override, else the learned list; NULL
+ * unknown (it serves everything but what it refused). */
+const char *pool_account_models(const pool_account *pa);
+/* 1 if pa may be sent model: listed (or no list known) and not refused. */
+int pool_account_serves(const pool_account *pa, const char *model);
+/* Remembers (in memory) that the upstream refused model for pa. */
+void pool_account_refuse_model(pool_account *pa, const char *model);
 
 /* Writes the account's state through the store writer. */
 void pool_state_save(pool *p, pool_account *pa);

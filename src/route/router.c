@@ -8,6 +8,7 @@
 #include "route/breaker.h"
 #include "route/hold.h"
 #include "base/sha256.h"
+#include "upstream/model_list.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,22 @@ double router_rest_until(const pool_account *pa, double now)
         b = pa->st.cooldown_until;
     double w = account_limits_wait_s(pa, now); /* a local rate limit refills within the minute */
     return now + w > b ? now + w : b;
+}
+
+/* 1 (with why) when pa does not serve the request's model: not in its list
+ * (the operator's --models or the upstream's /models; an unknown list
+ * serves everything) or refused by its upstream this run. Not a failure:
+ * nothing cools down. */
+static int router_model_skip(const pool_account *pa, const route_ctx *ctx, char *why, size_t n)
+{
+    if (ctx->is_get || !ctx->model || !*ctx->model || pool_account_serves(pa, ctx->model))
+        return 0;
+    if (model_list_has(pa->models_refused, ctx->model))
+        snprintf(why, n, "model %.80s refused by its upstream (not served on this account)", ctx->model);
+    else
+        snprintf(why, n, "does not serve model %.80s (%s list)", ctx->model,
+                 pa->a.models && *pa->a.models ? "its --models" : "its upstream's /models");
+    return 1;
 }
 
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
@@ -39,6 +56,8 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
         snprintf(why, n, "chatgpt accounts serve /v1/responses only");
         return 0;
     }
+    if (router_model_skip(pa, ctx, why, n))
+        return 0;
     if (pa->st.cooldown_until > now) {
         snprintf(why, n, "cooling down for %.0fs after %s", pa->st.cooldown_until - now,
                  pa->st.last_error[0] ? pa->st.last_error : "an error");
@@ -65,6 +84,8 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
             account_limits_over_budget(pa, now))
             continue;
         if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
+            continue;
+        if (!ctx->is_get && !pool_account_serves(pa, ctx->model))
             continue;
         double back = router_rest_until(pa, now);
         if (back > now && (!soonest || back < soonest)) {

@@ -47,6 +47,7 @@ typedef struct account {
     char *hold;            /* the state (classify's verdict state), e.g. "deactivated_workspace"; NULL when not held */
     char *hold_detail;     /* what the upstream said, e.g. "HTTP 402 deactivated_workspace"; NULL none */
     int64_t hold_since;    /* unix seconds; 0 when not held */
+    char *models;          /* the operator's model list, comma-separated exact names; NULL: no override */
 } account;
 
 /* A login's fields beside its access token, as account add, account update
@@ -68,6 +69,7 @@ typedef struct account_new {
     int max_rpm, max_tpm;  /* 0: none */
     double budget_usd;     /* 0: none */
     const char *budget_period; /* NULL: "month" */
+    const char *models;    /* NULL or "": no override */
 } account_new;
 
 typedef struct platform_key {
@@ -261,6 +263,7 @@ typedef struct account_patch {
     int has_budget;
     double budget_usd;                           /* 0: none */
     const char *budget_period;                   /* NULL: keep; "month" or "<N>d" */
+    const char *models;                          /* NULL: keep; "": clear the override */
 } account_patch;
 /* Changes the named account in place (id, state, history and order kept).
  * A new token clears needs_login; a token or refresh token that differs

@@ -114,6 +114,7 @@ static void store_account_bind(sqlite3_stmt *st, const account_new *a)
     sqlite3_bind_int(st, 20, a->max_tpm);
     sqlite3_bind_double(st, 21, a->budget_usd);
     sqlite3_bind_text(st, 22, a->budget_period && *a->budget_period ? a->budget_period : "month", -1, SQLITE_STATIC);
+    store_bind_text(st, 23, a->models && *a->models ? a->models : NULL);
 }
 
 /* Inserts one account on db (no busy handling, no transaction of its own). */
@@ -123,8 +124,8 @@ int store_account_insert(sqlite3 *db, const account_new *a)
     int rc = sqlite3_prepare_v2(db,
         "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
         " enabled, max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
-        " token_expires_at, last_refresh_at, context_fallback, weight, max_rpm, max_tpm, budget_usd, budget_period)"
-        " VALUES (?,?,?,?,?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " token_expires_at, last_refresh_at, context_fallback, weight, max_rpm, max_tpm, budget_usd, budget_period,"
+        " models) VALUES (?,?,?,?,?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         store_account_bind(st, a);
@@ -183,6 +184,7 @@ static void store_account_row(sqlite3_stmt *st, account *a)
     a->hold = store_col_dup(st, 26);
     a->hold_detail = a->hold ? store_col_dup(st, 27) : NULL;
     a->hold_since = a->hold ? sqlite3_column_int64(st, 28) : 0;
+    a->models = store_col_dup(st, 29);
 }
 
 static void store_account_row_slot(sqlite3_stmt *st, void *slot) { store_account_row(st, slot); }
@@ -194,7 +196,7 @@ int store_accounts_load(store *s, account **out, size_t *n)
         "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
         " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token,"
         " email, plan_type, token_expires_at, last_refresh_at, login_error, weight, max_rpm, max_tpm, budget_usd,"
-        " budget_period, hold, hold_detail, hold_since FROM accounts"
+        " budget_period, hold, hold_detail, hold_since, models FROM accounts"
         " ORDER BY sort ASC, updated_at DESC, id ASC",
         sizeof(account), store_account_row_slot, &rows, n);
     if (rc != 0) {
@@ -220,6 +222,7 @@ void store_account_clear(account *a)
     free(a->login_error);
     free(a->hold);
     free(a->hold_detail);
+    free(a->models);
     memset(a, 0, sizeof *a);
 }
 
@@ -360,6 +363,7 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         {"max_tpm", NULL, p->max_tpm, INT, p->has_max_tpm},
         {"budget_usd", NULL, p->budget_usd, REAL, p->has_budget},
         {"budget_period", p->budget_period, 0, TEXT, p->budget_period != NULL},
+        {"models", p->models && *p->models ? p->models : NULL, 0, TEXT, p->models != NULL},
     };
     char sql[1536] = "UPDATE accounts SET id = id";
     size_t len = strlen(sql);

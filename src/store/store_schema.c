@@ -281,12 +281,19 @@ static const char store_migration_15[] =
     "ALTER TABLE accounts ADD COLUMN hold_detail TEXT;"
     "ALTER TABLE accounts ADD COLUMN hold_since INTEGER NOT NULL DEFAULT 0;";
 
+/* Migration 16 (issue 22): an operator's list of the models an account
+ * serves (`account add/update --models a,b,c`): comma-separated exact
+ * names; NULL: no override (the list learned from the upstream's /models,
+ * kept in memory, or every model when none is known). */
+static const char store_migration_16[] = "ALTER TABLE accounts ADD COLUMN models TEXT;";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
-                                               store_migration_13, store_migration_14, store_migration_15};
+                                               store_migration_13, store_migration_14, store_migration_15,
+                                               store_migration_16};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

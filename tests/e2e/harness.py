@@ -657,7 +657,9 @@ class PyUpstream:
 class Gateway:
     """One gateway with its own temp dir, database and logs."""
 
-    DEFAULT_ENV = {"SWITCHYARD_LOG_LEVEL": "debug"}
+    # the model poll (GET {base}/models of every account, at start) is off unless a test turns it
+    # on (test_model_catalog.py): other tests count the requests their mock upstream got
+    DEFAULT_ENV = {"SWITCHYARD_LOG_LEVEL": "debug", "SWITCHYARD_MODEL_POLL_S": "0"}
     PASS_ENV = {"SWITCHYARD_BIN", "MOCK_UPSTREAM_BIN", "SWITCHYARD_SRC", "SWITCHYARD_CODEX_VERSION"}
 
     def __init__(self, accounts=(), env=None, policies=None, key_name="e2e", serve_args=()):

@@ -50,6 +50,24 @@ describe("classify", function()
     end
   end)
 
+  describe("a model the account does not serve fails over as model_unsupported, no cooldown", function()
+    local shapes = {
+      { 400, { error_message = "The 'gpt-5.1-codex-max' model is not supported when using Codex with a ChatGPT account." } },
+      { 404, { error_code = "model_not_found", error_type = "invalid_request_error" } },
+      { 404, { error_message = "The model `o9` does not exist or you do not have access to it." } },
+    }
+    for _, case in ipairs(shapes) do
+      it(case[1] .. " " .. (case[2].error_code or case[2].error_message), function()
+        local o = { status = case[1] }
+        for k, v in pairs(case[2]) do o[k] = v end
+        eq(classify(E(o)), { action = "failover", class = "model_unsupported", cooldown = 0 })
+      end)
+    end
+    it("a 404 that names no model stays not_found", function()
+      expect((select(2, verdict(E{ status = 404, error_message = "Not Found" })))).to_be("not_found")
+    end)
+  end)
+
   it("429 fails over and asks the cooldown ladder (-1)", function()
     eq(classify(E{ status = 429 }), { action = "failover", class = "rate_limit", cooldown = -1 })
   end)

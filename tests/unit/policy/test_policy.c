@@ -151,6 +151,36 @@ static void test_null_engine_uses_builtin_defaults(void)
     CHECK_EQ_INT(policy_fallbacks(NULL), 0);
 }
 
+/* The built-in classify (classify.lua's mirror) names a model the account
+ * does not serve model_unsupported with no cooldown; a plain 404 stays
+ * not_found and another 400 is returned. */
+static void test_builtin_classify_marks_an_unserved_model_without_cooldown(void)
+{
+    policy_verdict v;
+    const char *said[][2] = {
+        {"400", "The 'gpt-5.1-codex-max' model is not supported when using Codex with a ChatGPT account."},
+        {"404", "The model `o9` does not exist or you do not have access to it."},
+    };
+    for (size_t i = 0; i < sizeof said / sizeof *said; i++) {
+        policy_event ev = event(atoi(said[i][0]));
+        ev.error_message = said[i][1];
+        policy_classify(NULL, &ev, &v);
+        CHECK_EQ_INT(v.failover, 1);
+        CHECK_EQ_STR(v.cls, "model_unsupported");
+        CHECK(v.cooldown == 0);
+    }
+    policy_event code = event(404);
+    code.error_code = "model_not_found";
+    policy_classify(NULL, &code, &v);
+    CHECK_EQ_STR(v.cls, "model_unsupported");
+    classify_status(NULL, 404, &v);
+    CHECK_EQ_STR(v.cls, "not_found");
+    policy_event other = event(400);
+    other.error_message = "Unsupported parameter: temperature";
+    policy_classify(NULL, &other, &v);
+    CHECK_EQ_INT(v.failover, 0);
+}
+
 /* ------------------------------------------------------ runaway policies */
 
 static void test_infinite_loop_policy_falls_back_and_engine_survives(void)
@@ -1037,6 +1067,7 @@ int main(void)
     RUN(test_engine_loads_from_a_dir);
     RUN(test_bare_function_and_table_forms_both_load);
     RUN(test_null_engine_uses_builtin_defaults);
+    RUN(test_builtin_classify_marks_an_unserved_model_without_cooldown);
     RUN(test_infinite_loop_policy_falls_back_and_engine_survives);
     RUN(test_pcall_cannot_swallow_the_instruction_limit);
     RUN(test_memory_bomb_falls_back_with_nomem);

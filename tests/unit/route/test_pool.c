@@ -87,8 +87,45 @@ static void test_pool_auth_serves_more_keys_than_it_remembers(void)
     store_close(s);
 }
 
+/* What an account serves: the operator's list wins over the learned one,
+ * an unknown list serves everything, a refused model is out until a reset,
+ * and the refused list stays bounded (the oldest is forgotten). */
+static void test_pool_account_serves_by_override_learned_list_and_refusals(void)
+{
+    pool_account pa;
+    memset(&pa, 0, sizeof pa);
+    CHECK_EQ_INT(pool_account_serves(&pa, "anything"), 1);
+    pa.models_upstream = strdup("m-a,m-b");
+    CHECK_EQ_INT(pool_account_serves(&pa, "m-b"), 1);
+    CHECK_EQ_INT(pool_account_serves(&pa, "m-c"), 0);
+    pa.a.models = strdup("m-c");
+    CHECK_EQ_INT(pool_account_serves(&pa, "m-c"), 1);
+    CHECK_EQ_INT(pool_account_serves(&pa, "m-a"), 0);
+    pool_account_refuse_model(&pa, "m-c");
+    CHECK_EQ_INT(pool_account_serves(&pa, "m-c"), 0);
+    CHECK_EQ_INT(pool_account_serves(&pa, ""), 1); /* no model named: nothing to check */
+    char name[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof name, "x-%d", i);
+        pool_account_refuse_model(&pa, name);
+    }
+    CHECK_EQ_INT(pool_account_serves(&pa, "m-c"), 1); /* forgotten: the list is bounded */
+    size_t commas = 0;
+    for (const char *c = pa.models_refused; *c; c++)
+        commas += *c == ',';
+    CHECK(commas < 64);
+    CHECK(strstr(pa.models_refused, "x-199") != NULL);
+    pool_account_refuse_model(&pa, "a,b"); /* not a model name: ignored */
+    CHECK(strstr(pa.models_refused, "a,b") == NULL);
+    pool_account_reset(&pa);
+    CHECK(pa.models_refused == NULL);
+    free(pa.a.models);
+    free(pa.models_upstream);
+}
+
 int main(void)
 {
+    RUN(test_pool_account_serves_by_override_learned_list_and_refusals);
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_pool") != 0)
         return 2;
     RUN(test_pool_auth_remembered_key_is_refused_after_revocation);

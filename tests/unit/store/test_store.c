@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 15
+#define TEST_SCHEMA_VERSION 16
 
 static char test_dir[64];
 static int test_seq;
@@ -472,6 +472,8 @@ static void test_store_writer_commits_logs_and_states(void)
  * row after the largest id. */
 /* Undoes migration 14 (the stored conversations). */
 #define TEST_DROP_MIGRATION_14 " DROP TABLE conversations;"
+/* Undoes migration 16 (an account's --models). */
+#define TEST_DROP_MIGRATION_16 " ALTER TABLE accounts DROP COLUMN models;"
 /* Undoes migration 15 (an account's hold). */
 #define TEST_DROP_MIGRATION_15                                                                              \
     " ALTER TABLE accounts DROP COLUMN hold; ALTER TABLE accounts DROP COLUMN hold_detail;"                 \
@@ -495,7 +497,7 @@ static void test_store_migration_13_drops_autoincrement_and_keeps_ids(void)
                   " route_strategy, error_class, attempts_json, cost_usd) VALUES"
                   " (3, 1700000003, '/v1/responses', 'm3', 0, 'a', 200, 1, 1.5, 'ordered', '', '[3]', 0.5),"
                   " (7, 1700000007, '/v1/responses', 'm7', 1, 'a', 429, 2, 2.5, 'ordered', 'quota', NULL, NULL);"
-                  TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
+                  TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_sequence WHERE name = 'request_logs'"), 1);
     store *s = test_open(path);
     CHECK(s != NULL);
@@ -903,7 +905,7 @@ static void test_store_sync_without_writer_returns(void)
     " ALTER TABLE platform_keys DROP COLUMN expires_at;"
 
 /* Undoes every migration after 5, newest first (13 only rebuilt a table). */
-#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
+#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
 
 /* ---------- migration 3: usage columns ---------- */
 
@@ -1372,6 +1374,31 @@ static void test_store_needs_login_spares_a_login_replaced_meanwhile(void)
     store_close(s);
 }
 
+/* An account's --models override is stored on add, loads with the
+ * account, is replaced by update and cleared by an empty update. */
+static void test_store_account_models_override_is_stored_replaced_and_cleared(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new a = {.name = "m", .base_url = "https://api.example/v1", .token = "t", .kind = ACCOUNT_API_KEY,
+                     .max_concurrency = -1, .models = "gpt-5,o3"};
+    CHECK_EQ_INT(store_account_add(s, &a, NULL, err, sizeof err), 0);
+    account *acc = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_accounts_load(s, &acc, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_STR(n ? acc[0].models : NULL, "gpt-5,o3");
+    store_accounts_free(acc, n);
+    account_patch p = {.models = "gpt-5-codex"};
+    CHECK_EQ_INT(store_account_update(s, "m", &p, err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE models = 'gpt-5-codex'"), 1);
+    account_patch clear = {.models = ""};
+    CHECK_EQ_INT(store_account_update(s, "m", &clear, err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE models IS NULL"), 1);
+    store_close(s);
+}
+
 /* A hold lands only while the account still has the token the failed
  * attempt sent and the reset generation it had; a reset clears it; an
  * update or import clears it when the login really changed, not when the
@@ -1531,6 +1558,7 @@ int main(void)
     RUN(test_store_owners_queued_before_start_are_committed);
     RUN(test_store_writer_prunes_old_owners_at_most_hourly);
     RUN(test_store_account_enable_disable_by_name);
+    RUN(test_store_account_models_override_is_stored_replaced_and_cleared);
     RUN(test_store_account_remove_cleans_up_references);
     RUN(test_store_account_reset_clears_cooldown_ladder_and_bumps_reset_gen);
     RUN(test_store_key_prefer_and_revoke_by_name);

@@ -1,0 +1,29 @@
+/* model_poll.h: learns the models each account serves. For every enabled
+ * account without an operator's --models list it GETs {base}/models (with
+ * ?client_version= for chatgpt accounts, as Codex asks the ChatGPT backend)
+ * at start and every model_poll_s seconds. A list answer (the OpenAI list
+ * or the Codex form, upstream/model_list.h) becomes the account's
+ * models_upstream in memory, where the router and the catalog see it; a
+ * 404 (no such endpoint) makes the list unknown again (the account serves
+ * every model); other failures keep what was known. Polls are transfers on
+ * the gateway's curl multi, as usage_poll.c's: nothing blocks the loop. */
+#ifndef SY_MODEL_POLL_H
+#define SY_MODEL_POLL_H
+#include <stddef.h>
+#include "core/gateway.h"
+
+/* The client_version the poll sends the ChatGPT backend (it answers the
+ * Codex form only with one). */
+#define MODEL_POLL_CLIENT_VERSION "0.98.0"
+
+typedef struct model_poll model_poll;
+
+model_poll *model_poll_new(gateway *gw);
+void model_poll_free(model_poll *m); /* cancels polls in flight; before upstream_free */
+/* Starts the polls that are due (the serve tick calls it every second). */
+void model_poll_tick(model_poll *m, double now);
+
+/* The models URL for an account base URL into out (NUL-terminated). */
+void model_poll_url(const char *base_url, int chatgpt, char *out, size_t n);
+
+#endif

@@ -1,0 +1,167 @@
+"""test_model_catalog.py: the models each account serves, end to end: an
+operator's `--models` list, the list learned from each account's upstream
+GET /models (the model poll, SWITCHYARD_MODEL_POLL_S), an upstream's refusal
+of a model for an account (the ChatGPT backend's "not supported when using
+Codex with a ChatGPT account", the API's 404 model_not_found), and GET
+/v1/models answered by the gateway from the pool (the OpenAI list, or
+Codex's own form with ?client_version=) or passed through when nothing is
+known.
+
+The mock's option models=a+b makes an account serve only those models: its
+GET models answers them (the Codex form when asked with client_version) and
+it refuses any other model as its upstream would. Who served a request is
+read from x-switchyard-account and checked against the mock's records."""
+
+import json
+
+from harness import GatewayTest, account, main, wait_for
+
+POLL = {"SWITCHYARD_MODEL_POLL_S": "3600"}
+
+
+def body(model):
+    return {"model": model, "input": "hi"}
+
+
+class ModelCatalogTest(GatewayTest):
+
+    def posts(self, name):
+        return [r for r in self.mock.requests(name) if r["method"] == "POST"]
+
+    def model_polls(self, name=None):
+        return [r for r in self.mock.requests(name) if r["endpoint"] == "models" and r["method"] == "GET"]
+
+    def wait_model_polls(self, names):
+        return wait_for(lambda: {r["account"] for r in self.model_polls()} >= set(names) or None,
+                        what=f"model polls of {names}")
+
+    def codex_url(self, name, scenario="ok"):
+        return self.mock.url(name, scenario, v1=False) + "/backend-api/codex"
+
+    # ---------------------------------------------------------- --models
+
+    def test_models_override_skips_the_account_for_other_models_without_cooling_it(self):
+        g = self.gateway([account("only-o3", self.mock.url("only-o3"), args=["--models", "o3, o4-mini"]),
+                          account("any", self.mock.url("any"))])
+        r = g.post("/v1/responses", body("gpt-test"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "any")
+        self.assertEqual(self.posts("only-o3"), [])
+        r = g.post("/v1/responses", body("o3"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "only-o3")  # not cooled down by the skip
+        listed = {a["name"]: a for a in json.loads(g.cli("account", "list", "--json", "--db", g.db_path).stdout)}
+        self.assertEqual(listed["only-o3"]["models"], "o3,o4-mini")
+        self.assertIsNone(listed["any"]["models"])
+        self.assertIn("models: o3,o4-mini", g.cli("account", "list", "--db", g.db_path).stdout)
+
+    def test_models_update_replaces_and_clears_the_list_and_bad_names_are_refused(self):
+        g = self.gateway([account("a", self.mock.url("a"), args=["--models", "o3"])], start=False)
+        bad = g.cli("account", "update", "--db", g.db_path, "--name", "a", "--models", "o3,,x", check=False)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        self.assertIn("--models", bad.stderr)
+        g.cli("account", "update", "--db", g.db_path, "--name", "a", "--models", "gpt-test")
+        self.assertEqual(json.loads(g.cli("account", "list", "--json", "--db", g.db_path).stdout)[0]["models"],
+                         "gpt-test")
+        g.cli("account", "update", "--db", g.db_path, "--name", "a", "--models", "")
+        self.assertIsNone(json.loads(g.cli("account", "list", "--json", "--db", g.db_path).stdout)[0]["models"])
+
+    def test_no_account_serving_the_model_is_a_503_naming_why(self):
+        g = self.gateway([account("a", self.mock.url("a"), args=["--models", "o3"])])
+        r = g.post("/v1/responses", body("gpt-test"))
+        self.assertEqual(r.status, 503, r)
+        self.assertIn("does not serve model gpt-test", r.json()["error"]["message"])
+        self.assertEqual(self.mock.requests("a"), [])
+
+    # ---------------------------------------------------------- refusals
+
+    def test_chatgpt_refusal_of_a_model_moves_on_and_is_remembered_without_cooldown(self):
+        g = self.gateway([account("cg", self.mock.url("cg", "ok,models=gpt-x", v1=False)),
+                          account("api", self.mock.url("api"))])
+        for _ in range(2):
+            r = g.post("/v1/responses", body("gpt-test"))
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.headers["x-switchyard-account"], "api")
+        self.assertEqual(len(self.posts("cg")), 1)  # refused once, then skipped
+        r = g.post("/v1/responses", body("gpt-x"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "cg")  # no cooldown: it still serves gpt-x
+        self.assertIn("account cg: the upstream refused model gpt-test", g.log_text())
+
+    def test_api_model_not_found_moves_on_and_the_last_refusal_reaches_the_client(self):
+        g = self.gateway([account("a", self.mock.url("a", "ok,models=o3")),
+                          account("b", self.mock.url("b", "ok,models=o3"))])
+        r = g.post("/v1/responses", body("gpt-test"))
+        self.assertEqual(r.status, 404, r)  # the upstream's own answer, not a 503
+        self.assertEqual(r.json()["error"]["code"], "model_not_found")
+        self.assertEqual((len(self.posts("a")), len(self.posts("b"))), (1, 1))
+        r = g.post("/v1/responses", body("o3"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "a")
+
+    # ---------------------------------------------------------- the poll and the catalog
+
+    def test_model_poll_learns_each_accounts_list_and_routes_by_it(self):
+        g = self.gateway([account("a", self.mock.url("a", "ok,models=m-a")),
+                          account("b", self.mock.url("b", "ok,models=m-b+m-c"))], env=POLL)
+        self.wait_model_polls(["a", "b"])
+        poll = self.model_polls("a")[0]
+        self.assertEqual(poll["path"], "/acct/a/ok,models=m-a/v1/models")
+        self.assertEqual(poll["authorization"], f"Bearer {g.accounts['a']}")
+
+        def served_by_b():
+            r = g.post("/v1/responses", body("m-c"))
+            return r if r.status == 200 and r.headers["x-switchyard-account"] == "b" else None
+        wait_for(served_by_b, what="m-c routed to b once its list is known")
+        self.assertEqual(self.posts("a"), [])
+
+        r = g.get("/v1/models")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers.get("x-switchyard-catalog"), "pool")
+        data = r.json()
+        self.assertEqual(data["object"], "list")
+        self.assertEqual([m["id"] for m in data["data"]], ["m-a", "m-b", "m-c"])
+        self.assertEqual({m["object"] for m in data["data"]}, {"model"})
+
+    def test_codex_catalog_is_built_from_the_codex_form_answers(self):
+        g = self.gateway([account("cg1", self.codex_url("cg1", "ok,models=gpt-5-codex+gpt-5"), kind="chatgpt"),
+                          account("cg2", self.codex_url("cg2", "ok,models=gpt-5+gpt-5-mini"), kind="chatgpt")],
+                         env=POLL)
+        self.wait_model_polls(["cg1", "cg2"])
+        self.assertIn("client_version=", self.model_polls("cg1")[0]["path"])
+
+        def catalog():
+            r = g.get("/v1/models?client_version=0.99.0")
+            return r if r.status == 200 and r.headers.get("x-switchyard-catalog") == "pool" else None
+        r = wait_for(catalog, what="the Codex catalog")
+        models = r.json()["models"]
+        self.assertEqual([m["slug"] for m in models], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
+        self.assertEqual(models[0]["display_name"], "gpt-5-codex")  # the upstream's object, whole
+        r = g.get("/models?client_version=0.99.0")
+        self.assertEqual([m["slug"] for m in r.json()["models"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
+        r = g.get("/v1/models")  # the OpenAI list from the same lists
+        self.assertEqual([m["id"] for m in r.json()["data"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
+
+    def test_models_pass_through_to_an_account_when_no_list_is_known(self):
+        g = self.gateway([account("a", self.mock.url("a"))])
+        r = g.get("/v1/models")
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(r.headers.get("x-switchyard-catalog"))
+        self.assertEqual([m["id"] for m in r.json()["data"]], ["gpt-test"])
+        self.assertEqual(len(self.model_polls("a")), 1)  # the client's own request, passed through
+        r = g.get("/v1/models?client_version=0.99.0")  # Codex's form asked for: the query goes along
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.model_polls("a")[-1]["path"], "/acct/a/ok/v1/models?client_version=0.99.0")
+        g.get("/v1/models?x=<script>")  # a query outside the URL-safe set is not forwarded
+        self.assertEqual(self.model_polls("a")[-1]["path"], "/acct/a/ok/v1/models")
+
+    def test_key_allowed_models_narrow_the_catalog(self):
+        g = self.gateway([account("a", self.mock.url("a"), args=["--models", "gpt-5,o3,o4-mini"])])
+        g.cli("key", "update", "--db", g.db_path, "--name", "e2e", "--models", "o*")
+        r = wait_for(lambda: (lambda x: x if [m["id"] for m in x.json()["data"]] == ["o3", "o4-mini"] else None)(
+            g.get("/v1/models")), what="the key's models applied")
+        self.assertEqual(r.status, 200, r)
+
+
+if __name__ == "__main__":
+    main()
