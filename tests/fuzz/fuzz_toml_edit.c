@@ -44,7 +44,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     fz_check(fz_bytes_are(d, in, size));
     const char *tbl[] = {"model_providers", "switchyard"};
-    int had_table = toml_has_table(d, tbl, 2);
+    /* as codex attach decides (codex_attach.c): the [table] header is what an
+     * undo removes; a table that exists only through a sub-table
+     * ([model_providers.switchyard.x]) or dotted keys gets a header of its own */
+    int had_table = toml_has_header(d, tbl, 2);
     sbuf orig[FZ_N_KEYS];
     int had[FZ_N_KEYS], set[FZ_N_KEYS];
     for (int i = 0; i < FZ_N_KEYS; i++) {
