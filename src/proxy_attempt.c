@@ -265,9 +265,9 @@ static int proxy_usage_limit_reply(proxy_req *p)
     sbuf_puts(&msg, "You've hit your usage limit: every account of this gateway's pool has reached its usage limit.");
     if (in > 0)
         sbuf_printf(&msg, " The first is back in %ld min.", (in + 59) / 60);
-    sbuf_puts(&body, "{\"error\":{\"message\":");
-    sbuf_json_str(&body, msg.p, msg.len);
-    sbuf_puts(&body, ",\"type\":\"usage_limit_reached\",\"code\":\"usage_limit_reached\",\"param\":null");
+    sbuf_puts(&body, "{\"error\":{");
+    json_error_members(&body, msg.p, "usage_limit_reached", "usage_limit_reached");
+    sbuf_puts(&body, ",\"param\":null");
     if (plan[0]) {
         sbuf_puts(&body, ",\"plan_type\":");
         sbuf_json_str(&body, plan, strlen(plan));

@@ -7,6 +7,7 @@
  * with the upstream paused while the client is behind. Every byte of
  * every answer passes here: the hot path (docs/performance.md). */
 #include "proxy_internal.h"
+#include "base/json.h"
 #include "route/pool_usage.h"
 #include "http/server.h"
 #include "obs/metrics.h"
@@ -418,9 +419,9 @@ void proxy_stream_interrupted(proxy_req *p, const char *why)
         sbuf_json_str(&ev, msg.p, msg.len);
         sbuf_puts(&ev, "}}}\n\n");
     } else {
-        sbuf_puts(&ev, "data: {\"error\":{\"message\":");
-        sbuf_json_str(&ev, msg.p, msg.len);
-        sbuf_puts(&ev, ",\"type\":\"upstream_error\",\"code\":\"upstream_stream_interrupted\"}}\n\n");
+        sbuf_puts(&ev, "data: {\"error\":{");
+        json_error_members(&ev, msg.p, "upstream_error", "upstream_stream_interrupted");
+        sbuf_puts(&ev, "}}\n\n");
     }
     proxy_client_send(p, ev.p, ev.len);
     sbuf_free(&ev);

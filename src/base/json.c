@@ -1015,3 +1015,16 @@ size_t json_scan_value(const char *s, size_t len, size_t i, int depth)
         return json_scan_string(s, len, i);
     return s ? json_scan_in(s, len, i, depth) : 0;
 }
+
+void json_error_members(sbuf *out, const char *message, const char *type, const char *code)
+{
+    sbuf_puts(out, "\"message\":");
+    sbuf_json_str(out, message, strlen(message));
+    sbuf_puts(out, ",\"type\":");
+    sbuf_json_str(out, type, strlen(type));
+    sbuf_puts(out, ",\"code\":");
+    if (code)
+        sbuf_json_str(out, code, strlen(code));
+    else
+        sbuf_puts(out, "null");
+}

@@ -68,4 +68,10 @@ int json_set_str(json_value *obj, const char *key, const char *val);
 /* Serializes v compactly into out (appending). */
 void json_write(sbuf *out, const json_value *v);
 
+/* The members of an OpenAI-style error object, without its braces:
+ * "message":M,"type":T,"code":C (code NULL: null), so a caller can add
+ * members of its own (the gateway's errors, its stream error events, the
+ * WebSocket error frames: one spelling of the ecosystem's shape). */
+void json_error_members(sbuf *out, const char *message, const char *type, const char *code);
+
 #endif

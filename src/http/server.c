@@ -9,6 +9,7 @@
 #include "route/pool_usage.h"
 #include "route/model_catalog.h"
 #include "http/request.h"
+#include "base/json.h"
 #include "http/body_decode.h"
 #include "http/ws.h"
 #include "base/log.h"
@@ -173,15 +174,8 @@ void server_send_error(struct evhttp_request *req, int status, const char *type,
                        const char *message)
 {
     sbuf b = SBUF_INIT;
-    sbuf_puts(&b, "{\"error\":{\"message\":");
-    sbuf_json_str(&b, message, strlen(message));
-    sbuf_puts(&b, ",\"type\":");
-    sbuf_json_str(&b, type, strlen(type));
-    sbuf_puts(&b, ",\"code\":");
-    if (code)
-        sbuf_json_str(&b, code, strlen(code));
-    else
-        sbuf_puts(&b, "null");
+    sbuf_puts(&b, "{\"error\":{");
+    json_error_members(&b, message, type, code);
     sbuf_puts(&b, "}}\n");
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", "application/json");

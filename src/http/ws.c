@@ -267,15 +267,8 @@ static void ws_send_error(ws_conn *c, int status, const char *type, const char *
     sbuf b = SBUF_INIT;
     sbuf_puts(&b, "{\"type\":\"error\",\"status\":");
     sbuf_put_int(&b, status);
-    sbuf_puts(&b, ",\"error\":{\"type\":");
-    sbuf_json_str(&b, type, strlen(type));
-    sbuf_puts(&b, ",\"code\":");
-    if (code)
-        sbuf_json_str(&b, code, strlen(code));
-    else
-        sbuf_puts(&b, "null");
-    sbuf_puts(&b, ",\"message\":");
-    sbuf_json_str(&b, message, strlen(message));
+    sbuf_puts(&b, ",\"error\":{");
+    json_error_members(&b, message, type, code);
     sbuf_puts(&b, "}}");
     ws_send_text(c, b.p, b.len);
     sbuf_free(&b);

@@ -623,8 +623,25 @@ static void test_member_span_finds_the_top_level_value_bytes(void)
     CHECK_EQ_INT(json_member_span("[1]", 3, "model", &a, &e), -1);
 }
 
+static void test_error_members_write_the_openai_error_shape_escaped(void)
+{
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{");
+    json_error_members(&b, "a \"quoted\"\nline", "invalid_request_error", NULL);
+    sbuf_puts(&b, "}");
+    CHECK_EQ_STR(b.p, "{\"message\":\"a \\\"quoted\\\"\\nline\",\"type\":\"invalid_request_error\",\"code\":null}");
+    json_value *v = json_parse(b.p, b.len, NULL, 0);
+    CHECK(v && strcmp(json_get_str(v, "message"), "a \"quoted\"\nline") == 0);
+    json_free(v);
+    sbuf_reset(&b);
+    json_error_members(&b, "m", "t", "c");
+    CHECK_EQ_STR(b.p, "\"message\":\"m\",\"type\":\"t\",\"code\":\"c\"");
+    sbuf_free(&b);
+}
+
 int main(void)
 {
+    RUN(test_error_members_write_the_openai_error_shape_escaped);
     RUN(test_shallow_parse_keeps_top_level_and_validates_everything);
     RUN(test_shallow_parse_of_a_huge_array_allocates_little);
     RUN(test_member_span_finds_the_top_level_value_bytes);
