@@ -3,6 +3,7 @@
  * transfer in flight; the account is always found again by id, because a
  * pool reload may move it (the pool keeps the learned list across reloads). */
 #include "accounts/model_poll.h"
+#include "accounts/account_get.h"
 #include "route/pool.h"
 #include "upstream/model_list.h"
 #include "upstream/upstream.h"
@@ -155,27 +156,10 @@ static void model_start(model_poll *m, model_entry *e, const pool_account *pa)
 {
     char url[2048];
     model_poll_url(pa->a.base_url, pa->a.kind == ACCOUNT_CHATGPT, url, sizeof url);
-    sbuf auth = SBUF_INIT;
-    sbuf_puts(&auth, "Bearer ");
-    sbuf_puts(&auth, pa->a.token);
-    upstream_header h[4];
-    size_t nh = 0;
-    h[nh++] = (upstream_header){"Authorization", auth.p};
-    h[nh++] = (upstream_header){"Accept", "application/json"};
-    if (pa->a.kind == ACCOUNT_CHATGPT) {
-        h[nh++] = (upstream_header){"originator", "codex_cli_rs"};
-        if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)
-            h[nh++] = (upstream_header){"ChatGPT-Account-Id", pa->a.chatgpt_account_id};
-    }
-    upstream_spec spec = {url, NULL, 0, h, nh, MODEL_TIMEOUT_MS, 0, NULL};
     e->status = 0;
     e->too_large = 0;
     sbuf_reset(&e->body);
-    e->up = upstream_start(m->gw->up, &spec, &model_cb, e);
-    if (!e->up)
-        log_warn("account %s: model poll could not start", pa->a.name);
-    explicit_bzero(auth.p, auth.len);
-    sbuf_free(&auth);
+    e->up = account_get_start(m->gw->up, pa, url, MODEL_TIMEOUT_MS, &model_cb, e, "model poll");
 }
 
 void model_poll_tick(model_poll *m, double now)

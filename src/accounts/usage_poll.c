@@ -3,6 +3,7 @@
  * flight; the account itself is always found again by id, because a pool
  * reload may move it. */
 #include "accounts/usage_poll.h"
+#include "accounts/account_get.h"
 #include "route/pool.h"
 #include "store/store.h"
 #include "upstream/upstream.h"
@@ -220,24 +221,11 @@ static void usage_start(usage_poll *u, usage_entry *e, const pool_account *pa)
 {
     char url[2048];
     usage_poll_url(pa->a.base_url, url, sizeof url);
-    sbuf auth = SBUF_INIT;
-    sbuf_puts(&auth, "Bearer ");
-    sbuf_puts(&auth, pa->a.token);
-    upstream_header h[4];
-    size_t nh = 0;
-    h[nh++] = (upstream_header){"Authorization", auth.p};
-    h[nh++] = (upstream_header){"Accept", "application/json"};
-    h[nh++] = (upstream_header){"originator", "codex_cli_rs"};
-    if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)
-        h[nh++] = (upstream_header){"ChatGPT-Account-Id", pa->a.chatgpt_account_id};
-    upstream_spec spec = {url, NULL, 0, h, nh, USAGE_TIMEOUT_MS, 0, NULL};
     e->status = 0;
     sbuf_reset(&e->body);
-    e->up = upstream_start(u->gw->up, &spec, &usage_cb, e);
-    if (!e->up) /* nothing will call back: the next poll is at the usual time */
-        log_warn("account %s: usage poll could not start", pa->a.name);
-    explicit_bzero(auth.p, auth.len);
-    sbuf_free(&auth);
+    /* chatgpt accounts only (usage_poll_tick); when it cannot start, nothing
+     * will call back: the next poll is at the usual time */
+    e->up = account_get_start(u->gw->up, pa, url, USAGE_TIMEOUT_MS, &usage_cb, e, "usage poll");
 }
 
 void usage_poll_tick(usage_poll *u, double now)
