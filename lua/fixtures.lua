@@ -62,7 +62,7 @@ end
 function F.state(o)
   return merge({ account_id = 1, ladder_step = 0, last_429_at = 0, cooldown_until = 0,
                  retry_after = -1, primary_used_pct = -1, primary_reset_at = 0,
-                 secondary_used_pct = -1, secondary_reset_at = 0 }, o)
+                 secondary_used_pct = -1, secondary_reset_at = 0, family = "" }, o)
 end
 
 -- The breaker's view of an account; counts include the outcome being judged.

@@ -346,7 +346,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
      * owner as a continuation of it would be */
     const char *pin = p->in.response_id[0] ? p->in.response_id : p->in.previous_response_id;
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
-                          pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL};
+                          pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL, ""};
     if (p->in.response_id[0] && !pool_owner_get(gw->pool, p->in.response_id)) {
         char msg[256];
         snprintf(msg, sizeof msg, "Response with id '%s' not found: it was not relayed through this gateway, or is "
@@ -356,6 +356,8 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
         proxy_finish(p, 404);
         return;
     }
+    if (!in->is_get)
+        pool_family_of(gw->pool, p->in.model, p->rctx.family, sizeof p->rctx.family);
     router_plan(gw, &p->rctx, &p->plan);
     p->rctx.turn_state = NULL; /* the client's headers are not ours to keep */
     proxy_drop_client_headers(req);

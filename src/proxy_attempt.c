@@ -250,6 +250,13 @@ static int proxy_usage_limit_reply(proxy_req *p)
         v[n] = (policy_out_account){pa->a.name, account_kind_name(pa->a.kind), why[n], pa->st.last_error,
                                     router_rest_until(pa, now), pa->st.primary_used_pct, pa->st.secondary_used_pct,
                                     pa->st.primary_reset_at, pa->st.secondary_reset_at, pa->st.plan_type};
+        const account_family *fam = pool_family_cooling(pa, p->rctx.model, p->rctx.family, now);
+        if (fam && fam->until > v[n].until) { /* out for its limit family's usage: the family's figures */
+            v[n].last_class = "rate_limit";
+            v[n].until = fam->until;
+            v[n].primary_used_pct = fam->primary_used_pct, v[n].secondary_used_pct = fam->secondary_used_pct;
+            v[n].primary_reset_at = fam->primary_reset_at, v[n].secondary_reset_at = fam->secondary_reset_at;
+        }
         n++;
     }
     policy_exhausted ex = {p->in.endpoint, now, v, n};

@@ -28,6 +28,7 @@
 #include "upstream/blobs.h"
 #include "upstream/preflight.h"
 #include "upstream/upstream.h"
+#include "upstream/usage.h"
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <event2/http.h>
@@ -88,6 +89,11 @@ typedef struct proxy_req {
     proxy_mode mode;
     int status;
     double retry_after;
+    /* the attempt's answer named a limit family other than the account's
+     * main one (x-codex-active-limit): its name and its windows as the
+     * answer gave them; "" none (the answer was about the whole account) */
+    char limit_family[ACCOUNT_FAMILY_MAX];
+    usage_windows family_w;
     sbuf errbody;
     size_t errbody_total;     /* bytes of the error body the upstream sent (errbody keeps the first 16 KiB) */
     sbuf sniff;

@@ -28,20 +28,72 @@
 
 /* ---------- the account's side of a failure ---------- */
 
+/* A usage limit of one limit family of the account (store.h,
+ * account_family): the answer named the family (x-codex-active-limit), or
+ * the request's model is known to be metered in one. Only that family
+ * rests: no account cooldown, no breaker or health mark (the account is
+ * fine for every other model). Returns the seconds it rests. */
+static double proxy_cool_family(proxy_req *p, pool_account *pa, const policy_verdict *v, const char *family)
+{
+    double now = gateway_now(), secs = v->cooldown;
+    account_family *f = pool_family_slot(pa, family);
+    if (strlen(p->in.model) < sizeof f->model)
+        memcpy(f->model, p->in.model, strlen(p->in.model) + 1);
+    if (p->limit_family[0]) { /* this answer's figures of the family */
+        f->primary_used_pct = p->family_w.primary_used_pct;
+        f->secondary_used_pct = p->family_w.secondary_used_pct;
+        f->primary_reset_at = p->family_w.primary_reset_at;
+        f->secondary_reset_at = p->family_w.secondary_reset_at;
+    }
+    if (secs < 0) { /* the ladder, the family's own */
+        policy_state ps = {.account_id = pa->a.id, .ladder_step = f->ladder_step, .last_429_at = f->last_429_at,
+                           .cooldown_until = f->until, .retry_after = p->retry_after,
+                           .primary_used_pct = f->primary_used_pct, .primary_reset_at = f->primary_reset_at,
+                           .secondary_used_pct = f->secondary_used_pct, .secondary_reset_at = f->secondary_reset_at,
+                           .family = family};
+        int step = f->ladder_step;
+        policy_cooldown(p->gw->policy, &ps, v->cls, now, &secs, &step);
+        f->ladder_step = step;
+        f->last_429_at = now;
+    }
+    if (secs > 0 && now + secs > f->until)
+        f->until = now + secs;
+    snprintf(p->rctx.family, sizeof p->rctx.family, "%s", family); /* the next candidates are judged by it */
+    sbuf_copy_cstr(pa->st.last_error, sizeof pa->st.last_error, v->cls);
+    pa->st.updated_at = now;
+    pool_state_save(p->gw->pool, pa);
+    trace_event(p->gw->trace, "FAMILY_COOLDOWN", "req=%llu account=%s family=%s model=%s cooldown_s=%.0f",
+                (unsigned long long)p->id, pa->a.name, family, p->in.model, secs);
+    return secs;
+}
+
 /* Applies a failover verdict to the account: cooldown (from classify, or
- * from the cooldown hook for ladder classes) and health. */
+ * from the cooldown hook for ladder classes) and health; a usage limit of
+ * one limit family cools only that family (proxy_cool_family). */
 static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
 {
     pool_account *pa = proxy_account(p);
     if (!pa)
         return 0;
+    if (strcmp(v->cls, "rate_limit") == 0 || strcmp(v->cls, "quota") == 0) {
+        char family[ACCOUNT_FAMILY_MAX];
+        if (p->limit_family[0])
+            memcpy(family, p->limit_family, sizeof family);
+        else
+            pool_family_of(p->gw->pool, p->in.model, family, sizeof family);
+        if (family[0])
+            return proxy_cool_family(p, pa, v, family);
+    }
     double now = gateway_now();
     double secs = v->cooldown;
     if (secs < 0) {
         /* classify left the duration to the ladder: this failure is a step on it */
-        policy_state ps = {pa->a.id, pa->st.ladder_step, pa->st.last_429_at, pa->st.cooldown_until, p->retry_after,
-                           pa->st.primary_used_pct, pa->st.primary_reset_at, pa->st.secondary_used_pct,
-                           pa->st.secondary_reset_at};
+        policy_state ps = {.account_id = pa->a.id, .ladder_step = pa->st.ladder_step,
+                           .last_429_at = pa->st.last_429_at, .cooldown_until = pa->st.cooldown_until,
+                           .retry_after = p->retry_after, .primary_used_pct = pa->st.primary_used_pct,
+                           .primary_reset_at = pa->st.primary_reset_at,
+                           .secondary_used_pct = pa->st.secondary_used_pct,
+                           .secondary_reset_at = pa->st.secondary_reset_at, .family = ""};
         int step = pa->st.ladder_step;
         policy_cooldown(p->gw->policy, &ps, v->cls, now, &secs, &step);
         pa->st.ladder_step = step;

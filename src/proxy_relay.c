@@ -466,9 +466,9 @@ static void proxy_copy_scrubbed(proxy_req *p, char *dst, size_t cap, const char 
 }
 
 /* An x-codex-* response header: kept for the client (bounded, only what
- * is safe in a header value, never one echoing the account's token) and
- * read for usage. */
-static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *name, const char *value, double now)
+ * is safe in a header value, never one echoing the account's token); read
+ * for usage after all of them (proxy_note_usage). */
+static void proxy_note_codex_header(proxy_req *p, const char *name, const char *value)
 {
     size_t nl = strlen(name), vl = strlen(value);
     sbuf scrubbed = SBUF_INIT; /* any change: it holds the token (or the start of it) */
@@ -479,8 +479,51 @@ static void proxy_note_codex_header(proxy_req *p, pool_account *pa, const char *
         sbuf_append(&p->relay, name, nl + 1);
         sbuf_append(&p->relay, value, vl + 1);
     }
-    if (pa)
-        usage_header_apply(&pa->st, name, value, now);
+}
+
+/* The usage an answer reports. Its x-codex-primary/secondary-* headers are
+ * the windows of the limit that metered the request: the account's main
+ * one, unless x-codex-active-limit names another family (a model metered
+ * apart, e.g. a faster one with its own window), whose windows they then
+ * are (with its own x-codex-<family>-* headers, which win): those are kept
+ * for the attempt (p->limit_family, a 429 cools only that family,
+ * proxy_recover.c) and leave the account's figures alone. The model's
+ * family is learned for the pool (pool_family_learn). */
+static void proxy_note_usage(proxy_req *p, pool_account *pa, const upstream_header *h, size_t n,
+                             const char *active, double now)
+{
+    char fam[ACCOUNT_FAMILY_MAX] = "";
+    if (active && (!usage_family_name(active, strlen(active), fam, sizeof fam) || strcmp(fam, "codex") == 0))
+        fam[0] = '\0';
+    if (active && p->in.model[0])
+        pool_family_learn(p->gw->pool, p->in.model, fam);
+    usage_windows main_w = USAGE_WINDOWS_UNKNOWN, own = USAGE_WINDOWS_UNKNOWN;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = h[i].name;
+        if ((name[0] | 0x20) != 'x' || strncasecmp(name, "x-codex-", 8) != 0)
+            continue;
+        if (!fam[0]) {
+            usage_header_apply(&pa->st, name, h[i].value, now);
+            continue;
+        }
+        if (usage_windows_apply(&main_w, name, h[i].value, now))
+            continue;
+        char other[ACCOUNT_FAMILY_MAX];
+        usage_windows w = own;
+        if (usage_family_header(&w, other, sizeof other, name, h[i].value, now) && strcmp(other, fam) == 0)
+            own = w;
+    }
+    if (!fam[0])
+        return;
+    /* the family's own headers win over the main ones, field by field */
+    if (own.primary_used_pct < 0) own.primary_used_pct = main_w.primary_used_pct;
+    if (own.secondary_used_pct < 0) own.secondary_used_pct = main_w.secondary_used_pct;
+    if (own.primary_reset_at <= 0) own.primary_reset_at = main_w.primary_reset_at;
+    if (own.secondary_reset_at <= 0) own.secondary_reset_at = main_w.secondary_reset_at;
+    if (own.primary_window_s <= 0) own.primary_window_s = main_w.primary_window_s;
+    if (own.secondary_window_s <= 0) own.secondary_window_s = main_w.secondary_window_s;
+    memcpy(p->limit_family, fam, sizeof fam);
+    p->family_w = own;
 }
 
 /* Is a 2xx with this Content-Type an answer of the API? JSON or an event
@@ -502,6 +545,9 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
     metrics_ttfb(now - p->t_attempt);
     p->status = status;
     p->retry_after = -1;
+    p->limit_family[0] = '\0';
+    const char *active = NULL; /* x-codex-active-limit */
+    int codex = 0;
     for (size_t i = 0; i < n; i++) {
         /* by first letter: a real upstream sends twenty-odd headers, most
          * of them none of these */
@@ -517,9 +563,15 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
             if (ms >= 0)
                 p->retry_after = ms / 1000.0;
         }
-        else if (c == 'x' && strncasecmp(h[i].name, "x-codex-", 8) == 0)
-            proxy_note_codex_header(p, pa, h[i].name, h[i].value, now);
+        else if (c == 'x' && strncasecmp(h[i].name, "x-codex-", 8) == 0) {
+            proxy_note_codex_header(p, h[i].name, h[i].value);
+            codex = 1;
+            if (strcasecmp(h[i].name + 8, "active-limit") == 0)
+                active = h[i].value;
+        }
     }
+    if (codex && pa)
+        proxy_note_usage(p, pa, h, n, active, now);
     if (status >= 200 && status < 300 && !proxy_ctype_is_answer(p->resp_ctype))
         p->not_answer = "content_type"; /* e.g. a text/html challenge page: collected like an error */
     if (status < 200 || status >= 300 || p->not_answer) {

@@ -250,6 +250,37 @@ static void admin_audit(gateway *gw, struct evhttp_request *req, const char *act
 
 /* ---------- reads ---------- */
 
+void admin_families_json(sbuf *b, const account_state *st, double now)
+{
+    int n = 0;
+    sbuf_puts(b, "[");
+    for (int i = 0; st && i < ACCOUNT_FAMILIES; i++) {
+        const account_family *f = &st->fam[i];
+        if (!f->family[0] || f->until <= now)
+            continue;
+        sbuf_puts(b, n++ ? ",{\"family\":" : "{\"family\":");
+        sbuf_json_str(b, f->family, strlen(f->family));
+        sbuf_puts(b, ",\"model\":");
+        if (f->model[0])
+            sbuf_json_str(b, f->model, strlen(f->model));
+        else
+            sbuf_puts(b, "null");
+        sbuf_printf(b, ",\"until\":%.0f,\"remaining_s\":%.0f,\"ladder_step\":%d}", ceil(f->until),
+                    ceil(f->until - now), f->ladder_step);
+    }
+    sbuf_puts(b, "]");
+}
+
+void admin_families_text(const account_state *st, double now, sbuf *out)
+{
+    for (int i = 0; st && i < ACCOUNT_FAMILIES; i++) {
+        const account_family *f = &st->fam[i];
+        if (f->family[0] && f->until > now)
+            sbuf_printf(out, "%s%s for %.0fs after a 429 for %s", out->len ? "; " : "", f->family,
+                        ceil(f->until - now), f->model[0] ? f->model : "one of its models");
+    }
+}
+
 const char *admin_account_state(const pool_account *pa, double now)
 {
     const char *breaker = breaker_state_name(pa, now);
@@ -384,6 +415,8 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     admin_num(b, st->cooldown_until > now ? ceil(st->cooldown_until - now) : 0);
     sbuf_printf(b, ",\"ladder_step\":%d,\"last_429_at\":", st->ladder_step);
     admin_num(b, st->last_429_at);
+    sbuf_puts(b, ",\"family_cooldowns\":");
+    admin_families_json(b, st, now);
     sbuf_puts(b, ",\"last_error\":");
     admin_str(b, st->last_error[0] ? st->last_error : NULL);
     sbuf_puts(b, ",\"breaker\":");

@@ -20,6 +20,12 @@ void admin_token_load(gateway *gw);
 /* Routing state of an account as the dashboard and metrics name it:
  * "disabled", "breaker_open", "cooling", "busy", "half_open", "available". */
 const char *admin_account_state(const pool_account *pa, double now);
+/* The limit families of st resting now (store.h, account_family), for the
+ * accounts documents: a JSON array of {family, model, until, remaining_s,
+ * ladder_step} appended to b ([] none); and as one line of text per family
+ * for the tables ("<family> for <secs>s after a 429 for <model>"; "" none). */
+void admin_families_json(sbuf *b, const account_state *st, double now);
+void admin_families_text(const account_state *st, double now, sbuf *out);
 /* Constant-time comparison of two NUL-terminated hex digests; 1 if equal. */
 int admin_digest_equal(const char *a, const char *b);
 /* 1 if sa is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x.x.x). */

@@ -87,6 +87,7 @@ typedef struct status_row {
     char hold[32], hold_what[96], hold_fix[HOLD_TEXT_MAX]; /* hold "": not held (route/hold.h) */
     int enabled, ladder, inflight; /* inflight -1: unknown (database) */
     double cooldown_s, primary_pct, secondary_pct, primary_reset_s, secondary_reset_s; /* -1 unknown */
+    char families[256]; /* limit families resting (admin_families_text), "" none */
 } status_row;
 
 static void admin_cli_usage_status(FILE *f)
@@ -170,6 +171,16 @@ static size_t admin_cli_rows_from_api(const json_value *doc, status_row **out)
         r->secondary_pct = s ? admin_cli_num(s, "used_pct", -1) : -1;
         r->primary_reset_s = p ? admin_cli_num(p, "resets_in_s", -1) : -1;
         r->secondary_reset_s = s ? admin_cli_num(s, "resets_in_s", -1) : -1;
+        json_value *fams = json_get(a, "family_cooldowns");
+        sbuf ft = SBUF_INIT;
+        for (json_value *f = fams && fams->type == JSON_ARRAY ? fams->child : NULL; f; f = f->next) {
+            const char *fn = json_get_str(f, "family"), *fm = json_get_str(f, "model");
+            if (fn)
+                sbuf_printf(&ft, "%s%.40s for %.0fs after a 429 for %.60s", ft.len ? "; " : "", fn,
+                            admin_cli_num(f, "remaining_s", 0), fm ? fm : "one of its models");
+        }
+        snprintf(r->families, sizeof r->families, "%s", ft.len ? ft.p : "");
+        sbuf_free(&ft);
         json_value *h = json_get(a, "hold");
         if (h && h->type == JSON_OBJECT && json_get_str(h, "state")) {
             snprintf(r->hold, sizeof r->hold, "%s", json_get_str(h, "state"));
@@ -216,6 +227,10 @@ static size_t admin_cli_rows_from_db(store *s, status_row **out)
         r->secondary_pct = pa.st.secondary_used_pct;
         r->primary_reset_s = pa.st.primary_reset_at > 0 ? fmax(0, pa.st.primary_reset_at - now) : -1;
         r->secondary_reset_s = pa.st.secondary_reset_at > 0 ? fmax(0, pa.st.secondary_reset_at - now) : -1;
+        sbuf ft = SBUF_INIT;
+        admin_families_text(&pa.st, now, &ft);
+        snprintf(r->families, sizeof r->families, "%s", ft.len ? ft.p : "");
+        sbuf_free(&ft);
         if (acc[i].hold) {
             snprintf(r->hold, sizeof r->hold, "%s", acc[i].hold);
             snprintf(r->hold_what, sizeof r->hold_what, "%s", hold_describe(acc[i].hold).what);
@@ -270,6 +285,9 @@ static void admin_cli_rows_print(const status_row *rows, size_t n)
         printf("%-20s %-9s %-12s %-9s %6d %-9s %8s %-14s %-14s %s\n", r->name, r->kind, r->state, cool, r->ladder,
                r->breaker, infl, p, s, r->last_error);
     }
+    for (size_t i = 0; i < n; i++) /* a 429 for one limit family: the account serves its other models */
+        if (rows[i].families[0])
+            printf("limit family cooling down: %s: %s\n", rows[i].name, rows[i].families);
     for (size_t i = 0; i < n; i++) /* held accounts wait for an operator: what happened, what to do */
         if (rows[i].hold[0])
             printf("held: %s (%s): %s\n  to fix: %s\n", rows[i].name, rows[i].hold, rows[i].hold_what,

@@ -4,6 +4,7 @@
  * prints an upstream token; a Codex login file gives a chatgpt account its
  * token and login. */
 #include "admin/cli_internal.h"
+#include "admin/admin_api.h"
 #include "accounts/login_file.h"
 #include "base/jwt.h"
 #include "base/sbuf.h"
@@ -453,6 +454,9 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
                 a->sort, a->enabled ? "true" : "false", a->max_concurrency, a->context_fallback ? "true" : "false",
                 a->weight, a->max_rpm, a->max_tpm, a->budget_usd, a->budget_period, cli_cooldown_left(st, now),
                 st ? st->ladder_step : 0);
+    sbuf_puts(o, "\"family_cooldowns\":");
+    admin_families_json(o, st, now);
+    sbuf_puts(o, ",");
     if (cli_window_fresh(st, now))
         sbuf_printf(o, "\"success_rate_60s\":%.4f,\"latency_60s_ms\":%.1f,\"attempts_60s\":%d,", st->success_rate_60s,
                     st->latency_60s_ms, st->attempts_60s);
@@ -517,6 +521,11 @@ static void cli_account_row(const account *a, const account_state *st, double no
            a->name, account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, a->weight,
            cool, ok60, lat60, st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan,
            a->base_url);
+    sbuf fam = SBUF_INIT;
+    admin_families_text(st, now, &fam);
+    if (fam.len) /* a 429 for one limit family: the account serves its other models */
+        printf("      limit family cooling down: %s\n", fam.p);
+    sbuf_free(&fam);
     if (a->kind == ACCOUNT_CHATGPT) {
         char login[160];
         cli_login_state(a, now, login, sizeof login);

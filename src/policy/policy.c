@@ -304,6 +304,9 @@ static int check_cooldown(policy_engine *pe, char *err, size_t errlen)
         {.account_id = 3, .ladder_step = 4, .last_429_at = 1700000000 - 7200, .retry_after = -1},
         {.account_id = 4, .retry_after = -1, .primary_used_pct = 100, .primary_reset_at = 1700000000 + 600,
          .secondary_used_pct = -1},
+        {.account_id = 5, .ladder_step = 1, .last_429_at = 1700000000 - 60, .retry_after = -1,
+         .primary_used_pct = 100, .primary_reset_at = 1700000000 + 900, .secondary_used_pct = -1,
+         .family = "codex_bengalfox"},
     };
     const char *classes[] = {"rate_limit", "quota", "server", "network"};
     char why[512];

@@ -154,6 +154,11 @@ typedef struct policy_state {
     double primary_reset_at;   /* unix seconds, 0 unknown */
     double secondary_used_pct;
     double secondary_reset_at;
+    /* The limit family the failure is about: "" (or NULL) the whole account;
+     * else the family's name (e.g. "codex_bengalfox"): only that family of
+     * the account rests, and the ladder and the windows above are the
+     * family's own (store.h, account_family). */
+    const char *family;
 } policy_state;
 
 /* Writes the cooldown seconds and the new ladder step. */

@@ -73,8 +73,9 @@ static void event_push(lua_State *L, const policy_event *ev)
 
 static void state_push(lua_State *L, const policy_state *st)
 {
-    lua_createtable(L, 0, 9);
+    lua_createtable(L, 0, 10);
     set_int(L, "account_id", st->account_id);
+    set_str(L, "family", st->family ? st->family : "");
     set_int(L, "ladder_step", st->ladder_step);
     set_num(L, "last_429_at", st->last_429_at);
     set_num(L, "cooldown_until", st->cooldown_until);

@@ -202,6 +202,7 @@ static int bridge_cooldown(lua_State *L)
     st.primary_reset_at = opt_num(L, 1, "primary_reset_at", 0);
     st.secondary_used_pct = opt_num(L, 1, "secondary_used_pct", -1);
     st.secondary_reset_at = opt_num(L, 1, "secondary_reset_at", 0);
+    st.family = opt_str(L, 1, "family", NULL);
     const char *cls = luaL_checkstring(L, 2);
     double now = luaL_checknumber(L, 3), secs;
     int step;

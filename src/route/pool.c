@@ -14,6 +14,12 @@
 #define POOL_OWNER_BUCKETS 131072u
 #define POOL_CURSORS 1024u
 #define POOL_AUTH_CACHE 16u         /* presented keys remembered by pool_auth */
+#define POOL_MODEL_FAMILIES 32u     /* models whose limit family is known (pool_family_learn) */
+
+typedef struct pool_model_family {
+    char model[ACCOUNT_FAMILY_MODEL_MAX]; /* "" free */
+    char family[ACCOUNT_FAMILY_MAX];
+} pool_model_family;
 
 typedef struct pool_owner {
     uint64_t h;
@@ -61,6 +67,8 @@ struct pool {
     uint32_t owner_next;
     pool_auth_hit auth[POOL_AUTH_CACHE];
     size_t auth_next;
+    pool_model_family families[POOL_MODEL_FAMILIES];
+    size_t nfamilies, family_next;
 };
 
 static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id);
@@ -98,6 +106,7 @@ static void pool_accounts_clear(pool *p)
 
 void pool_account_reset(pool_account *pa)
 {
+    memset(pa->st.fam, 0, sizeof pa->st.fam);
     pa->st.cooldown_until = pa->st.last_429_at = 0;
     pa->st.ladder_step = 0;
     pa->st.last_error[0] = '\0';
@@ -363,6 +372,76 @@ void pool_health_record(pool_account *pa, double now, int ok, double latency_ms)
 }
 
 void pool_state_save(pool *p, pool_account *pa) { store_writer_put_state(p->st, &pa->st); }
+
+/* ---------- limit families ---------- */
+
+static pool_model_family *pool_family_find(const pool *p, const char *model)
+{
+    for (size_t i = 0; i < p->nfamilies; i++)
+        if (strcmp(p->families[i].model, model) == 0)
+            return (pool_model_family *)&p->families[i];
+    return NULL;
+}
+
+void pool_family_learn(pool *p, const char *model, const char *family)
+{
+    if (!model || !*model || strlen(model) >= ACCOUNT_FAMILY_MODEL_MAX)
+        return;
+    int main_family = !family || !*family || strcmp(family, "codex") == 0;
+    pool_model_family *f = pool_family_find(p, model);
+    if (main_family) {
+        if (f)
+            f->family[0] = '\0'; /* kept as a slot; an empty family is no family */
+        return;
+    }
+    if (strlen(family) >= ACCOUNT_FAMILY_MAX)
+        return;
+    if (!f)
+        f = p->nfamilies < POOL_MODEL_FAMILIES ? &p->families[p->nfamilies++]
+                                               : &p->families[p->family_next++ % POOL_MODEL_FAMILIES];
+    snprintf(f->model, sizeof f->model, "%s", model);
+    snprintf(f->family, sizeof f->family, "%s", family);
+}
+
+int pool_family_of(const pool *p, const char *model, char *out, size_t cap)
+{
+    const pool_model_family *f = p->nfamilies && model ? pool_family_find(p, model) : NULL;
+    snprintf(out, cap, "%s", f ? f->family : "");
+    return out[0] != '\0';
+}
+
+const account_family *pool_family_cooling(const pool_account *pa, const char *model, const char *family,
+                                          double now)
+{
+    for (int i = 0; i < ACCOUNT_FAMILIES; i++) {
+        const account_family *f = &pa->st.fam[i];
+        if (f->family[0] && f->until > now &&
+            ((family && *family && strcmp(f->family, family) == 0) ||
+             (model && *model && f->model[0] && strcmp(f->model, model) == 0)))
+            return f;
+    }
+    return NULL;
+}
+
+account_family *pool_family_slot(pool_account *pa, const char *family)
+{
+    account_family *pick = NULL;
+    for (int i = 0; i < ACCOUNT_FAMILIES; i++) {
+        account_family *f = &pa->st.fam[i];
+        if (f->family[0] && strcmp(f->family, family) == 0)
+            return f;
+        if (!f->family[0]) {
+            if (!pick || pick->family[0])
+                pick = f;
+        } else if (!pick || (pick->family[0] && f->until < pick->until)) {
+            pick = f;
+        }
+    }
+    memset(pick, 0, sizeof *pick);
+    snprintf(pick->family, sizeof pick->family, "%s", family);
+    pick->primary_used_pct = pick->secondary_used_pct = -1;
+    return pick;
+}
 
 static pool_cursor *pool_cursor_find(const pool *p, int64_t key_id, const char *model)
 {

@@ -99,6 +99,23 @@ int pool_account_serves(const pool_account *pa, const char *model);
 /* Remembers (in memory) that the upstream refused model for pa. */
 void pool_account_refuse_model(pool_account *pa, const char *model);
 
+/* --- limit families (store.h, account_family; docs/codex.md) --- */
+/* Which family a model is metered in, learned from answers that name it
+ * (x-codex-active-limit), pool-wide (the backend's families are the same
+ * for every account) and in memory: a bounded table, the oldest entry
+ * giving way. family "" (or the main family's "codex") forgets the model. */
+void pool_family_learn(pool *p, const char *model, const char *family);
+/* Copies the model's family into out (cap bytes); 0 (out "") when unknown. */
+int pool_family_of(const pool *p, const char *model, char *out, size_t cap);
+/* The slot of pa resting now for a request of model (whose family is
+ * family, "" or NULL unknown): a slot of that family, or of that model;
+ * NULL when none rests. */
+const account_family *pool_family_cooling(const pool_account *pa, const char *model, const char *family,
+                                          double now);
+/* The slot for family: its own, else a free one, else the one whose
+ * cooldown ended first (cleared, windows unknown). Never NULL. */
+account_family *pool_family_slot(pool_account *pa, const char *family);
+
 /* Writes the account's state through the store writer. */
 void pool_state_save(pool *p, pool_account *pa);
 

@@ -22,6 +22,12 @@ double router_rest_until(const pool_account *pa, double now)
     return now + w > b ? now + w : b;
 }
 
+double router_family_until(const pool_account *pa, const route_ctx *ctx, double now)
+{
+    const account_family *f = ctx->is_get ? NULL : pool_family_cooling(pa, ctx->model, ctx->family, now);
+    return f ? f->until : 0;
+}
+
 /* 1 (with why) when pa does not serve the request's model: not in its list
  * (the operator's --models or the upstream's /models; an unknown list
  * serves everything) or refused by its upstream this run. Not a failure:
@@ -63,6 +69,12 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
                  pa->st.last_error[0] ? pa->st.last_error : "an error");
         return 0;
     }
+    const account_family *fam;
+    if (!ctx->is_get && (fam = pool_family_cooling(pa, ctx->model, ctx->family, now)) != NULL) {
+        snprintf(why, n, "limit family %s cooling down for %.0fs after a 429 for %.80s", fam->family,
+                 fam->until - now, fam->model[0] ? fam->model : "one of its models");
+        return 0;
+    }
     if (!breaker_available(pa, now, why, n))
         return 0;
     if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
@@ -87,7 +99,9 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
             continue;
         if (!ctx->is_get && !pool_account_serves(pa, ctx->model))
             continue;
-        double back = router_rest_until(pa, now);
+        double back = router_rest_until(pa, now), fam = router_family_until(pa, ctx, now);
+        if (fam > back)
+            back = fam;
         if (back > now && (!soonest || back < soonest)) {
             soonest = back;
             sbuf_copy_cstr(name, n, pa->a.name);

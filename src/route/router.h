@@ -25,6 +25,7 @@ typedef struct route_ctx {
     const char *previous_response_id;
     const char *turn_state;   /* x-codex-turn-state, NULL none */
     const char *session_id;   /* session-id / session_id, NULL none */
+    char family[ACCOUNT_FAMILY_MAX]; /* the model's limit family if known (pool_family_of), "" none */
 } route_ctx;
 
 /* Room for a skip reason: a held account's names its state and the fix
@@ -63,6 +64,9 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
 /* Until when the account rests (unix seconds; at most now when it does
  * not): its cooldown, its open breaker, or its local rate limits' refill. */
 double router_rest_until(const pool_account *pa, double now);
+/* Until when pa's limit family of this request's model rests (a 429 for
+ * that family: only it cools, store.h account_family); 0 when it does not. */
+double router_family_until(const pool_account *pa, const route_ctx *ctx, double now);
 double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n);
 
 /* Appends a skip entry (the plan grows as needed). */

@@ -8,6 +8,7 @@
 #define SY_STORE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "base/sbuf.h"
 
 typedef struct store store;
 
@@ -87,6 +88,26 @@ typedef struct platform_key {
     char budget_period[16]; /* "month" or "<N>d" */
 } platform_key;
 
+/* A cooldown of one limit family of an account. The ChatGPT backend meters
+ * some models apart from the account's main limit ("codex"): a family of
+ * its own (x-codex-<family>-* headers, x-codex-active-limit naming it on
+ * an answer for such a model). A 429 for a model of such a family cools
+ * only that family: the account keeps serving other models. A few slots
+ * per account (the oldest cooldown gives way); persisted with the state
+ * (account_state.family_cooldowns, a JSON array). docs/codex.md. */
+#define ACCOUNT_FAMILIES 4
+#define ACCOUNT_FAMILY_MAX 32        /* a family name's room, NUL included */
+#define ACCOUNT_FAMILY_MODEL_MAX 64  /* a model name's room, NUL included */
+typedef struct account_family {
+    char family[ACCOUNT_FAMILY_MAX];  /* the limit id, e.g. "codex_bengalfox"; "" a free slot */
+    char model[ACCOUNT_FAMILY_MODEL_MAX]; /* the model whose 429 cooled it ("" one too long to keep) */
+    double until;                     /* unix seconds; the family rests until then */
+    double last_429_at;               /* the family's own 429 ladder */
+    int ladder_step;
+    double primary_used_pct, secondary_used_pct; /* the family's windows as its 429 said; -1 unknown */
+    double primary_reset_at, secondary_reset_at; /* unix seconds, 0 unknown */
+} account_family;
+
 /* Persisted routing state of one account; the in-memory copy is authoritative
  * while serving and is written through the writer thread on every change. */
 typedef struct account_state {
@@ -112,7 +133,15 @@ typedef struct account_state {
     double success_rate_60s; /* -1 no attempts */
     double latency_60s_ms;   /* -1 none */
     int attempts_60s;
+    account_family fam[ACCOUNT_FAMILIES]; /* cooldowns per limit family (above) */
 } account_state;
+
+/* The family slots of st as the JSON array stored in
+ * account_state.family_cooldowns (appended to out; "" when none is used),
+ * and back: text that is not such an array, or slots that do not fit,
+ * leave st's slots as they are (cleared first). */
+void store_families_json(const account_state *st, sbuf *out);
+void store_families_parse(account_state *st, const char *text);
 
 typedef struct request_log {
     double ts;

@@ -296,7 +296,7 @@ int store_account_reset(store *s, const char *name, char *err, size_t errlen)
     static const char *const sql[] = {
         "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD " WHERE name = ?1",
         "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0, last_error = '',"
-        " success_ema = 1 WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+        " success_ema = 1, family_cooldowns = '' WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
     };
     return store_account_txn_sync(s, name, sql, 2, 0, "reset account", err, errlen);
 }

@@ -287,13 +287,20 @@ static const char store_migration_15[] =
  * kept in memory, or every model when none is known). */
 static const char store_migration_16[] = "ALTER TABLE accounts ADD COLUMN models TEXT;";
 
+/* Migration 17 (issue 22): cooldowns per limit family of an account
+ * (store.h, account_family): a JSON array of the used slots; '' none. A
+ * column of the state, as cooldown_until: written by the serving path
+ * through the writer, cleared by `account reset`. */
+static const char store_migration_17[] =
+    "ALTER TABLE account_state ADD COLUMN family_cooldowns TEXT NOT NULL DEFAULT '';";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
                                                store_migration_13, store_migration_14, store_migration_15,
-                                               store_migration_16};
+                                               store_migration_16, store_migration_17};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

@@ -4,11 +4,82 @@
  * on the main connection with busy_timeout 0: in WAL mode they never wait
  * for the writer. */
 #include "store/store_internal.h"
+#include "base/json.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 /* ---------- account state ---------- */
+
+/* A family or model name as stored: printable ASCII without quotes or
+ * backslashes, shorter than its room (what the serving path keeps; the
+ * stored text is checked again on load, as any stored text). */
+static int store_family_name_ok(const char *v, size_t room)
+{
+    size_t n = v ? strlen(v) : room;
+    if (n >= room)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] <= ' ' || v[i] > '~' || v[i] == '"' || v[i] == '\\')
+            return 0;
+    return 1;
+}
+
+void store_families_json(const account_state *st, sbuf *out)
+{
+    int first = 1;
+    for (int i = 0; i < ACCOUNT_FAMILIES; i++) {
+        const account_family *f = &st->fam[i];
+        if (!f->family[0])
+            continue;
+        sbuf_puts(out, first ? "[{\"family\":" : ",{\"family\":");
+        first = 0;
+        sbuf_json_str(out, f->family, strlen(f->family));
+        sbuf_puts(out, ",\"model\":");
+        sbuf_json_str(out, f->model, strlen(f->model));
+        sbuf_printf(out, ",\"until\":%.3f,\"last_429_at\":%.3f,\"ladder_step\":%d,\"primary_used_pct\":%.2f,"
+                         "\"secondary_used_pct\":%.2f,\"primary_reset_at\":%.0f,\"secondary_reset_at\":%.0f}",
+                    f->until, f->last_429_at, f->ladder_step, f->primary_used_pct, f->secondary_used_pct,
+                    f->primary_reset_at, f->secondary_reset_at);
+    }
+    if (!first)
+        sbuf_puts(out, "]");
+}
+
+/* A stored number, finite and within [lo, hi], else dflt. */
+static double store_family_num(const json_value *o, const char *key, double lo, double hi, double dflt)
+{
+    double v = json_get_num(o, key, dflt);
+    return isfinite(v) && v >= lo && v <= hi ? v : dflt;
+}
+
+void store_families_parse(account_state *st, const char *text)
+{
+    memset(st->fam, 0, sizeof st->fam);
+    json_value *doc = text && *text ? json_parse(text, strlen(text), NULL, 0) : NULL;
+    int k = 0;
+    for (const json_value *o = doc && doc->type == JSON_ARRAY ? doc->child : NULL; o && k < ACCOUNT_FAMILIES;
+         o = o->next) {
+        const char *fam = json_get_str(o, "family"), *model = json_get_str(o, "model");
+        if (!fam || !*fam || !store_family_name_ok(fam, ACCOUNT_FAMILY_MAX) ||
+            (model && *model && !store_family_name_ok(model, ACCOUNT_FAMILY_MODEL_MAX)))
+            continue;
+        account_family *f = &st->fam[k++];
+        snprintf(f->family, sizeof f->family, "%s", fam);
+        snprintf(f->model, sizeof f->model, "%s", model ? model : "");
+        f->until = store_family_num(o, "until", 0, 1e11, 0);
+        f->last_429_at = store_family_num(o, "last_429_at", 0, 1e11, 0);
+        f->ladder_step = (int)store_family_num(o, "ladder_step", 0, 100, 0);
+        f->primary_used_pct = store_family_num(o, "primary_used_pct", -1, 100, -1);
+        f->secondary_used_pct = store_family_num(o, "secondary_used_pct", -1, 100, -1);
+        f->primary_reset_at = store_family_num(o, "primary_reset_at", 0, 1e11, 0);
+        f->secondary_reset_at = store_family_num(o, "secondary_reset_at", 0, 1e11, 0);
+    }
+    json_free(doc);
+}
 
 static void store_state_row(sqlite3_stmt *st, void *slot)
 {
@@ -36,6 +107,7 @@ static void store_state_row(sqlite3_stmt *st, void *slot)
     a->success_rate_60s = sqlite3_column_double(st, 20);
     a->latency_60s_ms = sqlite3_column_double(st, 21);
     a->attempts_60s = sqlite3_column_int(st, 22);
+    store_families_parse(a, (const char *)sqlite3_column_text(st, 23));
 }
 
 int store_states_load(store *s, account_state **out, size_t *n)
@@ -45,8 +117,8 @@ int store_states_load(store *s, account_state **out, size_t *n)
         "SELECT account_id, cooldown_until, ladder_step, last_429_at, last_error, primary_used_pct,"
         " secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema, latency_ema_ms,"
         " updated_at, primary_window_s, secondary_window_s, plan_type, has_credits, credits_unlimited,"
-        " credits_balance, usage_polled_at, usage_poll_status, success_rate_60s, latency_60s_ms, attempts_60s"
-        " FROM account_state ORDER BY account_id",
+        " credits_balance, usage_polled_at, usage_poll_status, success_rate_60s, latency_60s_ms, attempts_60s,"
+        " family_cooldowns FROM account_state ORDER BY account_id",
         sizeof(account_state), store_state_row, &rows, n);
     if (rc != 0) {
         free(rows);

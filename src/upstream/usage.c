@@ -97,33 +97,100 @@ double usage_capped(double v, double max)
  * for anything else. */
 static double usage_header_capped(const char *v, double max) { return usage_capped(usage_parse_num(v), max); }
 
+/* One window field ("used-percent", "reset-at", "reset-after-seconds",
+ * "window-minutes") into the window's three numbers. */
+static int usage_field_apply(double *used, double *reset_at, double *window_s, const char *f, const char *value,
+                             double now)
+{
+    double v;
+    if (strcasecmp(f, "used-percent") == 0) {
+        if ((v = usage_header_capped(value, 100)) < 0)
+            return 0;
+        *used = v;
+    } else if (strcasecmp(f, "reset-at") == 0) { /* unix seconds, at most a year ahead */
+        if ((v = usage_header_capped(value, now + USAGE_SECONDS_MAX)) < 0)
+            return 0;
+        *reset_at = v;
+    } else if (strcasecmp(f, "reset-after-seconds") == 0) {
+        if ((v = usage_header_capped(value, USAGE_SECONDS_MAX)) < 0)
+            return 0;
+        *reset_at = now + v;
+    } else if (strcasecmp(f, "window-minutes") == 0) {
+        if ((v = usage_header_capped(value, USAGE_SECONDS_MAX / 60)) < 0)
+            return 0;
+        *window_s = v * 60;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 int usage_header_apply(account_state *st, const char *name, const char *value, double now)
 {
     int secondary = strncasecmp(name, "x-codex-secondary-", 18) == 0;
     if (!secondary && strncasecmp(name, "x-codex-primary-", 16) != 0)
         return 0;
     const char *f = name + (secondary ? 18 : 16);
-    double v;
-    if (strcasecmp(f, "used-percent") == 0) {
-        if ((v = usage_header_capped(value, 100)) < 0)
-            return 0;
-        *(secondary ? &st->secondary_used_pct : &st->primary_used_pct) = v;
-    } else if (strcasecmp(f, "reset-at") == 0) { /* unix seconds, at most a year ahead */
-        if ((v = usage_header_capped(value, now + USAGE_SECONDS_MAX)) < 0)
-            return 0;
-        *(secondary ? &st->secondary_reset_at : &st->primary_reset_at) = v;
-    } else if (strcasecmp(f, "reset-after-seconds") == 0) {
-        if ((v = usage_header_capped(value, USAGE_SECONDS_MAX)) < 0)
-            return 0;
-        *(secondary ? &st->secondary_reset_at : &st->primary_reset_at) = now + v;
-    } else if (strcasecmp(f, "window-minutes") == 0) {
-        if ((v = usage_header_capped(value, USAGE_SECONDS_MAX / 60)) < 0)
-            return 0;
-        *(secondary ? &st->secondary_window_s : &st->primary_window_s) = v * 60;
-    } else {
+    return secondary ? usage_field_apply(&st->secondary_used_pct, &st->secondary_reset_at, &st->secondary_window_s, f,
+                                         value, now)
+                     : usage_field_apply(&st->primary_used_pct, &st->primary_reset_at, &st->primary_window_s, f,
+                                         value, now);
+}
+
+int usage_windows_apply(usage_windows *w, const char *name, const char *value, double now)
+{
+    int secondary = strncasecmp(name, "x-codex-secondary-", 18) == 0;
+    if (!secondary && strncasecmp(name, "x-codex-primary-", 16) != 0)
         return 0;
+    const char *f = name + (secondary ? 18 : 16);
+    return secondary ? usage_field_apply(&w->secondary_used_pct, &w->secondary_reset_at, &w->secondary_window_s, f,
+                                         value, now)
+                     : usage_field_apply(&w->primary_used_pct, &w->primary_reset_at, &w->primary_window_s, f, value,
+                                         now);
+}
+
+int usage_family_name(const char *in, size_t len, char *out, size_t cap)
+{
+    if (!in || len == 0 || len >= cap)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        if (c == '-')
+            c = '_';
+        else if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+            return 0;
+        out[i] = c;
     }
+    out[len] = '\0';
     return 1;
+}
+
+int usage_family_header(usage_windows *w, char *fam, size_t cap, const char *name, const char *value, double now)
+{
+    if (strncasecmp(name, "x-codex-", 8) != 0)
+        return 0;
+    /* the last "-primary-" / "-secondary-": a family's name may itself
+     * hold those words (x-codex-secondary-primary-used-percent is the
+     * family "codex_secondary"), a field never does */
+    const char *mid = NULL, *f = NULL;
+    int secondary = 0;
+    for (const char *s = name + 7; (s = strchr(s, '-')) != NULL; s++) {
+        if (strncasecmp(s, "-primary-", 9) == 0)
+            mid = s, f = s + 9, secondary = 0;
+        else if (strncasecmp(s, "-secondary-", 11) == 0)
+            mid = s, f = s + 11, secondary = 1;
+    }
+    if (!mid || mid == name + 7) /* x-codex-primary-*: the main family's */
+        return 0;
+    /* the family is the limit id: "codex" and the name between */
+    if (!usage_family_name(name + 2, (size_t)(mid - name - 2), fam, cap))
+        return 0;
+    return secondary ? usage_field_apply(&w->secondary_used_pct, &w->secondary_reset_at, &w->secondary_window_s, f,
+                                         value, now)
+                     : usage_field_apply(&w->primary_used_pct, &w->primary_reset_at, &w->primary_window_s, f, value,
+                                         now);
 }
 
 double usage_resets_in(const json_value *doc)

@@ -50,6 +50,33 @@ double usage_header_seconds(const char *v);
  * the header was one of them and its value a plain non-negative number. */
 int usage_header_apply(account_state *st, const char *name, const char *value, double now);
 
+/* The windows of one limit family as an answer's headers give them (the
+ * fields of account_state usage_header_apply sets, for a family other than
+ * the account's main one). */
+typedef struct usage_windows {
+    double primary_used_pct, secondary_used_pct; /* -1 unknown */
+    double primary_reset_at, secondary_reset_at; /* unix seconds, 0 unknown */
+    double primary_window_s, secondary_window_s; /* 0 unknown */
+} usage_windows;
+#define USAGE_WINDOWS_UNKNOWN ((usage_windows){-1, -1, 0, 0, 0, 0})
+
+/* usage_header_apply into w instead of an account's state. */
+int usage_windows_apply(usage_windows *w, const char *name, const char *value, double now);
+
+/* A limit family's name as Codex spells a limit id (codex-rs
+ * rate_limits.rs): lowercase, '-' as '_' ("codex-bengalfox" and
+ * "CODEX_BENGALFOX" are "codex_bengalfox"). 1 and the name in out (of
+ * cap bytes) when in[0..len) is 1..cap-1 bytes of [A-Za-z0-9_-]; else 0. */
+int usage_family_name(const char *in, size_t len, char *out, size_t cap);
+
+/* The header of another limit family's window,
+ * x-codex-<name>-{primary,secondary}-<field> (x-codex-bengalfox-primary-
+ * used-percent: family "codex_bengalfox"), applied to w as
+ * usage_header_apply applies the main family's; the family in fam. 1 when
+ * it was one and its value good. The main family's own headers
+ * (x-codex-primary-*) are not: 0. */
+int usage_family_header(usage_windows *w, char *fam, size_t cap, const char *name, const char *value, double now);
+
 /* error.resets_in_seconds of a JSON error document, or -1. */
 double usage_resets_in(const json_value *doc);
 
