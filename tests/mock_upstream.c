@@ -492,6 +492,11 @@ typedef struct opts {
     char tool[64];     /* the function call's name (default exec_command, the shell tool Codex 0.171 registers) */
     char err[32];      /* status: the body of an account refusal in the upstream's shape (account_refusal) */
     char models[256];  /* models=a+b: the models this account serves (see models_refuse) */
+    /* a model metered in a limit family of its own (family_answer): family=<name> (the
+     * x-codex-<name>-* headers, limit id codex_<name>), family_model=<model> (the model
+     * it meters), family_until=<unix s> (its window is spent until then: a 429) */
+    char family[32], family_model[64], family_until[24];
+    char rate_limits[24]; /* /responses streams: a codex.rate_limits event first, this primary used % */
 } opts;
 
 static int numeric(const char *v)
@@ -660,6 +665,14 @@ static void opts_parse(opts *o, const char *spec)
             copy_word(o->tool, sizeof o->tool, val);
         else if (!strcmp(tok, "err"))
             copy_word(o->err, sizeof o->err, val);
+        else if (!strcmp(tok, "family"))
+            copy_word(o->family, sizeof o->family, val);
+        else if (!strcmp(tok, "family_model"))
+            copy_word(o->family_model, sizeof o->family_model, val);
+        else if (!strcmp(tok, "family_until"))
+            copy_num(o->family_until, sizeof o->family_until, val);
+        else if (!strcmp(tok, "rate_limits"))
+            copy_num(o->rate_limits, sizeof o->rate_limits, val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -2350,6 +2363,43 @@ static int models_answer(job *j, const opts *o, endpoint ep, const rec *r)
     return 1;
 }
 
+/* A request for the model of the account's limit family (family=...): the
+ * family's headers as the ChatGPT backend sends them (x-codex-<name>-*, the
+ * main x-codex-primary-* carrying the active limit's numbers too, and
+ * x-codex-active-limit naming it, last), and while its window is spent
+ * (before family_until) a 429 usage_limit_reached. 1 when it answered. */
+static int family_answer(job *j, const opts *o, const rec *r)
+{
+    if (!o->family[0] || !o->family_model[0] || !r->model || strcmp(r->model, o->family_model) != 0)
+        return 0;
+    double until = atof(o->family_until);
+    int spent = (double)time(NULL) < until;
+    char name[96];
+    const char *used = spent ? "100" : "10";
+    snprintf(name, sizeof name, "x-codex-%s-primary-used-percent", o->family);
+    add_header(j->req, name, used);
+    snprintf(name, sizeof name, "x-codex-%s-primary-window-minutes", o->family);
+    add_header(j->req, name, "15");
+    add_header(j->req, "x-codex-primary-used-percent", used);
+    add_header(j->req, "x-codex-primary-window-minutes", "15");
+    if (until > 0) {
+        snprintf(name, sizeof name, "x-codex-%s-primary-reset-at", o->family);
+        add_header(j->req, name, o->family_until);
+        add_header(j->req, "x-codex-primary-reset-at", o->family_until);
+    }
+    snprintf(name, sizeof name, "codex_%s", o->family);
+    add_header(j->req, "x-codex-active-limit", name);
+    if (!spent)
+        return 0;
+    sbuf b = SBUF_INIT;
+    char extra[96];
+    snprintf(extra, sizeof extra, ",\"plan_type\":\"pro\",\"resets_at\":%.0f", until);
+    error_json(&b, QUOTA_MSG, "usage_limit_reached", "usage_limit_reached", extra);
+    reply_json(j, 0, 429, &b);
+    sbuf_free(&b);
+    return 1;
+}
+
 /* Fills j with the script for scenario o on endpoint ep. */
 
 static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream, const reqinfo *ri)
@@ -2365,6 +2415,10 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         add_header(j->req, "retry-after-ms", o->retry_after_ms);
 
     if (!(o->auth && !bearer_valid(r->authorization)) && models_answer(j, o, ep, r)) {
+        sbuf_free(&b);
+        return;
+    }
+    if (family_answer(j, o, r)) {
         sbuf_free(&b);
         return;
     }

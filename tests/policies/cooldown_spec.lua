@@ -138,4 +138,21 @@ describe("cooldown", function()
       expect((cooldown(S{ primary_used_pct = 100, primary_reset_at = NOW + 4321 }, "server", NOW))).to_be(30)
     end)
   end)
+  -- A limit family's 429 (state.family names it): the state's ladder and
+  -- windows are the family's own, and the same rules decide.
+  describe("a limit family", function()
+    it("rests until the family's spent window resets", function()
+      local secs, step = cooldown(S{ family = "codex_bengalfox", primary_used_pct = 100,
+                                     primary_reset_at = NOW + 900 }, "quota", NOW)
+      expect(secs).to_be(900)
+      expect(step).to_be(1)
+    end)
+
+    it("climbs its own ladder", function()
+      local secs, step = cooldown(S{ family = "codex_bengalfox", ladder_step = 1, last_429_at = NOW - 60 },
+                                  "rate_limit", NOW)
+      expect(secs).to_be(300)
+      expect(step).to_be(2)
+    end)
+  end)
 end)

@@ -123,8 +123,44 @@ static void test_pool_account_serves_by_override_learned_list_and_refusals(void)
     free(pa.models_upstream);
 }
 
+/* Family slots: a family rests for its own models (by family, or by the
+ * model whose 429 cooled it), not for others; the slots are bounded (the
+ * cooldown that ended first gives way) and a reset clears them. */
+static void test_pool_family_slots_cool_one_family_and_stay_bounded(void)
+{
+    pool_account pa;
+    memset(&pa, 0, sizeof pa);
+    CHECK(pool_family_cooling(&pa, "m-fast", "codex_fast", 100) == NULL);
+    account_family *f = pool_family_slot(&pa, "codex_fast");
+    CHECK_EQ_STR(f->family, "codex_fast");
+    CHECK(f->primary_used_pct == -1);
+    snprintf(f->model, sizeof f->model, "m-fast");
+    f->until = 200;
+    CHECK(pool_family_cooling(&pa, "m-fast", "", 100) == f);       /* by its model */
+    CHECK(pool_family_cooling(&pa, "m-other", "codex_fast", 100) == f); /* by the family */
+    CHECK(pool_family_cooling(&pa, "m-other", "", 100) == NULL);
+    CHECK(pool_family_cooling(&pa, "m-other", "codex_else", 100) == NULL);
+    CHECK(pool_family_cooling(&pa, "m-fast", "codex_fast", 200) == NULL); /* over */
+    CHECK(pool_family_slot(&pa, "codex_fast") == f);
+    char name[32];
+    for (int i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "codex_f%d", i);
+        account_family *g = pool_family_slot(&pa, name);
+        g->until = 300 + i;
+    }
+    int used = 0;
+    for (int i = 0; i < ACCOUNT_FAMILIES; i++)
+        used += pa.st.fam[i].family[0] != '\0';
+    CHECK_EQ_INT(used, ACCOUNT_FAMILIES);
+    CHECK(pool_family_cooling(&pa, "x", "codex_f5", 250) != NULL); /* the newest stays */
+    CHECK(pool_family_cooling(&pa, "m-fast", "codex_fast", 150) == NULL); /* the first ended first: gone */
+    pool_account_reset(&pa);
+    CHECK(pool_family_cooling(&pa, "x", "codex_f5", 250) == NULL);
+}
+
 int main(void)
 {
+    RUN(test_pool_family_slots_cool_one_family_and_stay_bounded);
     RUN(test_pool_account_serves_by_override_learned_list_and_refusals);
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_pool") != 0)
         return 2;

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 16
+#define TEST_SCHEMA_VERSION 17
 
 static char test_dir[64];
 static int test_seq;
@@ -472,6 +472,8 @@ static void test_store_writer_commits_logs_and_states(void)
  * row after the largest id. */
 /* Undoes migration 14 (the stored conversations). */
 #define TEST_DROP_MIGRATION_14 " DROP TABLE conversations;"
+/* Undoes migration 17 (the family cooldowns). */
+#define TEST_DROP_MIGRATION_17 " ALTER TABLE account_state DROP COLUMN family_cooldowns;"
 /* Undoes migration 16 (an account's --models). */
 #define TEST_DROP_MIGRATION_16 " ALTER TABLE accounts DROP COLUMN models;"
 /* Undoes migration 15 (an account's hold). */
@@ -497,7 +499,7 @@ static void test_store_migration_13_drops_autoincrement_and_keeps_ids(void)
                   " route_strategy, error_class, attempts_json, cost_usd) VALUES"
                   " (3, 1700000003, '/v1/responses', 'm3', 0, 'a', 200, 1, 1.5, 'ordered', '', '[3]', 0.5),"
                   " (7, 1700000007, '/v1/responses', 'm7', 1, 'a', 429, 2, 2.5, 'ordered', 'quota', NULL, NULL);"
-                  TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
+                  TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_sequence WHERE name = 'request_logs'"), 1);
     store *s = test_open(path);
     CHECK(s != NULL);
@@ -640,6 +642,10 @@ static void test_store_writer_updates_every_state_field_in_place(void)
                        .success_rate_60s = 0.75, .latency_60s_ms = 23, .attempts_60s = 24};
     snprintf(w.last_error, sizeof w.last_error, "server_error");
     snprintf(w.plan_type, sizeof w.plan_type, "pro");
+    snprintf(w.fam[1].family, sizeof w.fam[1].family, "codex_fast");
+    snprintf(w.fam[1].model, sizeof w.fam[1].model, "m-fast");
+    w.fam[1].until = 25, w.fam[1].last_429_at = 26, w.fam[1].ladder_step = 3;
+    w.fam[1].primary_used_pct = 100, w.fam[1].secondary_used_pct = -1, w.fam[1].primary_reset_at = 27;
     store_writer_put_state(s, &w);
     store_writer_sync(s);
     account_state *sts = NULL;
@@ -657,9 +663,39 @@ static void test_store_writer_updates_every_state_field_in_place(void)
         CHECK(g->latency_60s_ms == 23 && g->attempts_60s == 24);
         CHECK_EQ_STR(g->last_error, "server_error");
         CHECK_EQ_STR(g->plan_type, "pro");
+        /* the family slot comes back (compacted to the first) */
+        CHECK_EQ_STR(g->fam[0].family, "codex_fast");
+        CHECK_EQ_STR(g->fam[0].model, "m-fast");
+        CHECK(g->fam[0].until == 25 && g->fam[0].last_429_at == 26 && g->fam[0].ladder_step == 3);
+        CHECK(g->fam[0].primary_used_pct == 100 && g->fam[0].secondary_used_pct == -1);
+        CHECK(g->fam[0].primary_reset_at == 27 && g->fam[1].family[0] == '\0');
     }
     free(sts);
     store_close(s);
+}
+
+/* Stored family slots are untrusted text: what is not an array of good
+ * slots loads as none (or only the good ones), never past the slots. */
+static void test_store_families_parse_keeps_only_good_slots(void)
+{
+    account_state st;
+    memset(&st, 0, sizeof st);
+    store_families_parse(&st, "[{\"family\":\"codex_a\",\"model\":\"m\",\"until\":5,\"ladder_step\":1e300},"
+                              "{\"family\":\"bad name\"},{\"family\":\"codex_b\",\"primary_used_pct\":500},"
+                              "{\"family\":\"c3\"},{\"family\":\"c4\"},{\"family\":\"c5\"}]");
+    CHECK_EQ_STR(st.fam[0].family, "codex_a");
+    CHECK(st.fam[0].until == 5 && st.fam[0].ladder_step == 0);
+    CHECK_EQ_STR(st.fam[1].family, "codex_b");
+    CHECK(st.fam[1].primary_used_pct == -1);
+    CHECK_EQ_STR(st.fam[3].family, "c4");
+    store_families_parse(&st, "{\"family\":\"codex_a\"}");
+    CHECK(st.fam[0].family[0] == '\0');
+    store_families_parse(&st, "[1,2,");
+    CHECK(st.fam[0].family[0] == '\0');
+    sbuf out = SBUF_INIT;
+    store_families_json(&st, &out);
+    CHECK_EQ_INT(out.len, 0);
+    sbuf_free(&out);
 }
 
 static void test_store_writer_coalesces_state_upserts_per_account(void)
@@ -905,7 +941,7 @@ static void test_store_sync_without_writer_returns(void)
     " ALTER TABLE platform_keys DROP COLUMN expires_at;"
 
 /* Undoes every migration after 5, newest first (13 only rebuilt a table). */
-#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
+#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
 
 /* ---------- migration 3: usage columns ---------- */
 
@@ -1516,6 +1552,7 @@ int main(void)
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_store") != 0)
         return 2;
     RUN(test_store_migrations_are_idempotent_on_reopen);
+    RUN(test_store_families_parse_keeps_only_good_slots);
     RUN(test_store_refreshed_login_is_committed_and_signalled);
     RUN(test_store_needs_login_spares_a_login_replaced_meanwhile);
     RUN(test_store_hold_lands_only_on_the_same_login_and_a_changed_login_clears_it);

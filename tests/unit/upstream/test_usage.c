@@ -177,8 +177,44 @@ static void test_usage_payload_figures_are_clamped(void)
     CHECK(st.credits_balance == 3); /* "nan" is no number */
 }
 
+/* Limit families as Codex names them (codex-rs rate_limits.rs): the
+ * header prefix after "x-", '-' as '_'; the main family's own headers are
+ * not another family's, and a family's name may hold "secondary". */
+static void test_family_headers_name_their_family_and_fill_its_windows(void)
+{
+    usage_windows w = USAGE_WINDOWS_UNKNOWN;
+    char fam[ACCOUNT_FAMILY_MAX];
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "x-codex-bengalfox-primary-used-percent", "80", 1000), 1);
+    CHECK_EQ_STR(fam, "codex_bengalfox");
+    CHECK(w.primary_used_pct == 80);
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "X-Codex-BengalFox-Secondary-Reset-After-Seconds", "60",
+                                     1000), 1);
+    CHECK_EQ_STR(fam, "codex_bengalfox");
+    CHECK(w.secondary_reset_at == 1060);
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "x-codex-secondary-primary-window-minutes", "15", 1000), 1);
+    CHECK_EQ_STR(fam, "codex_secondary");
+    CHECK(w.primary_window_s == 900);
+    /* the main family's headers, another header of the family, bad values and names: none */
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "x-codex-primary-used-percent", "80", 1000), 0);
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "x-codex-secondary-used-percent", "80", 1000), 0);
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "x-codex-bengalfox-limit-name", "GPT-5.3", 1000), 0);
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "x-codex-bengalfox-primary-used-percent", "1e999", 1000), 0);
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam, "x-codex-b f-primary-used-percent", "1", 1000), 0);
+    CHECK_EQ_INT(usage_family_header(&w, fam, sizeof fam,
+                                     "x-codex-a-very-long-family-name-beyond-its-room-primary-used-percent", "1", 1000), 0);
+    CHECK(w.primary_used_pct == 80);
+    CHECK_EQ_INT(usage_family_name("Codex-Bengalfox", 15, fam, sizeof fam), 1);
+    CHECK_EQ_STR(fam, "codex_bengalfox");
+    CHECK_EQ_INT(usage_family_name("codex bengalfox", 15, fam, sizeof fam), 0);
+    CHECK_EQ_INT(usage_family_name("", 0, fam, sizeof fam), 0);
+    usage_windows m = USAGE_WINDOWS_UNKNOWN;
+    CHECK_EQ_INT(usage_windows_apply(&m, "x-codex-primary-used-percent", "100", 1000), 1);
+    CHECK(m.primary_used_pct == 100);
+}
+
 int main(void)
 {
+    RUN(test_family_headers_name_their_family_and_fill_its_windows);
     RUN(test_huge_token_count_is_capped_not_wrapped);
     RUN(test_clamp_int_never_casts_out_of_range);
     RUN(test_usage_object_with_1e85_tokens_is_clamped);
