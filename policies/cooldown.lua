@@ -1,8 +1,10 @@
 -- policies/cooldown.lua: how long an account rests after a failure. Called
 -- as cooldown(state, class, now) with state = {account_id, ladder_step,
 -- last_429_at, cooldown_until, retry_after, primary_used_pct,
--- primary_reset_at, secondary_used_pct, secondary_reset_at}; returns
--- seconds, new_ladder_step.
+-- primary_reset_at, secondary_used_pct, secondary_reset_at, family}; returns
+-- seconds, new_ladder_step. family "" is the whole account; a name (e.g.
+-- "codex_bengalfox") is one limit family of it, and then the ladder, the
+-- cooldown and the windows in state are that family's own (only it rests).
 -- 429 and quota climb a ladder (reset after 30 min in service without one); other
 -- classes rest a fixed time. When the account's usage (rate-limit headers or
 -- the usage poll) shows a spent window (100 % used) with a known reset time,
