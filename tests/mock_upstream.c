@@ -496,7 +496,6 @@ typedef struct opts {
      * x-codex-<name>-* headers, limit id codex_<name>), family_model=<model> (the model
      * it meters), family_until=<unix s> (its window is spent until then: a 429) */
     char family[32], family_model[64], family_until[24];
-    char rate_limits[24]; /* /responses streams: a codex.rate_limits event first, this primary used % */
 } opts;
 
 static int numeric(const char *v)
@@ -671,8 +670,6 @@ static void opts_parse(opts *o, const char *spec)
             copy_word(o->family_model, sizeof o->family_model, val);
         else if (!strcmp(tok, "family_until"))
             copy_num(o->family_until, sizeof o->family_until, val);
-        else if (!strcmp(tok, "rate_limits"))
-            copy_num(o->rate_limits, sizeof o->rate_limits, val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
