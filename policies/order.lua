@@ -25,6 +25,14 @@
 --     (recovered) success rate is below HEALTH_FLOOR after the healthy ones;
 --   ctx.preferred, when present, goes first.
 -- The built-in C default in src/policy/policy.c mirrors these rules.
+--
+-- How far one request may go, read once when this file loads (no call per
+-- request): MAX_ATTEMPTS attempts at most (failovers and same-account
+-- retries alike), and no new attempt or wait for capacity once MAX_SECONDS
+-- have passed since the request arrived (until output reached the client;
+-- an attempt already running is not cut). A pool of thousands of failing
+-- accounts then answers within a bound instead of trying every one; the
+-- rest still rest or recover for the next request.
 
 local GROUPS = {
   account_rotation = { "account" },
@@ -38,6 +46,8 @@ local LATENCY_FACTOR = 2     -- latency decides only when one is at least this m
 local LATENCY_MIN_GAP = 250  -- ... and faster by at least this many ms (loopback noise is no health)
 local HEALTH_HALF_LIFE = 60  -- seconds: half of the lost success rate comes back
 local HEALTH_FLOOR = 0.5     -- weighted: a success rate below this demotes the account
+local MAX_ATTEMPTS = 16      -- attempts per request, 1..1000
+local MAX_SECONDS = 120      -- seconds per request before its answer starts, 1..3600
 
 local function group_of(c)
   return c.kind == "aggregate" and "aggregate" or "account"
@@ -144,4 +154,4 @@ local function order(candidates, ctx)
   return ids
 end
 
-return { version = 1, order = order }
+return { version = 1, order = order, max_attempts = MAX_ATTEMPTS, max_seconds = MAX_SECONDS }

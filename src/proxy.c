@@ -312,6 +312,9 @@ static void proxy_trace_pool(proxy_req *p)
     for (size_t i = 0; i < p->plan.nskips; i++)
         trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
                     p->plan.skips[i].name, p->plan.skips[i].reason);
+    if (p->plan.skips_more || p->plan.beyond) /* a pool of thousands: counted, not listed */
+        trace_event(p->gw->trace, "CANDIDATE_SKIP_MORE", "req=%llu skipped=%zu beyond_max_attempts=%zu",
+                    (unsigned long long)p->id, p->plan.skips_more, p->plan.beyond);
 }
 
 void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)

@@ -179,8 +179,45 @@ static const upstream_callbacks proxy_up_cb = {proxy_up_headers, proxy_up_data, 
 
 /* ---------- candidates ---------- */
 
+static void proxy_exhausted(proxy_req *p);
+
+/* order.lua's bounds on one request (policy_request_bounds): past them no
+ * new attempt starts before output has reached the client, and the request
+ * ends with what it has. Continuations after output are not bounded here:
+ * classify decides those, once per cut. */
+static int proxy_out_of_bounds(proxy_req *p)
+{
+    if (p->committed)
+        return 0;
+    int max_attempts;
+    double max_seconds, spent = gateway_now() - p->t_start;
+    policy_request_bounds(p->gw->policy, &max_attempts, &max_seconds);
+    if (p->attempts >= max_attempts)
+        snprintf(p->bound, sizeof p->bound, "gave up after %d attempts (max_attempts in order.lua)", p->attempts);
+    else if (spent >= max_seconds)
+        snprintf(p->bound, sizeof p->bound, "gave up after %.0f s and %d attempts (max_seconds in order.lua)", spent,
+                 p->attempts);
+    else
+        return 0;
+    return 1;
+}
+
+double proxy_time_left(proxy_req *p)
+{
+    int max_attempts;
+    double max_seconds;
+    policy_request_bounds(p->gw->policy, &max_attempts, &max_seconds);
+    return p->t_start + max_seconds - gateway_now();
+}
+
 void proxy_attempt(proxy_req *p, pool_account *pa)
 {
+    if (proxy_out_of_bounds(p)) {
+        trace_event(p->gw->trace, "REQUEST_BOUNDED", "req=%llu attempts=%d reason=\"%s\"", (unsigned long long)p->id,
+                    p->attempts, p->bound);
+        proxy_exhausted(p);
+        return;
+    }
     p->attempts++;
     if (pa->a.id != p->last_acct_id)
         p->acct_retries = 0;
@@ -230,10 +267,16 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
  * policy whether they are all out for their plans' usage, and if so answers
  * as the ChatGPT backend does when a plan is spent (Codex then shows a usage
  * limit and its reset time instead of retrying). 1 when answered. */
+/* The exhausted hook sees at most this many accounts (the first in pool
+ * order): a pool of thousands would take longer than a hook may run. */
+#define PROXY_EXHAUSTED_MAX 256
+
 static int proxy_usage_limit_reply(proxy_req *p)
 {
     double now = gateway_now();
     size_t total = pool_count(p->gw->pool), n = 0;
+    if (total > PROXY_EXHAUSTED_MAX)
+        total = PROXY_EXHAUSTED_MAX;
     policy_out_account *v = calloc(total ? total : 1, sizeof *v);
     char(*why)[160] = calloc(total ? total : 1, sizeof *why);
     if (!v || !why) {
@@ -308,17 +351,23 @@ static void proxy_exhausted(proxy_req *p)
 {
     if (p->committed) /* a resumed stream with nobody left to finish it */
         return proxy_resume_failed(p, "no account was left to finish the answer");
-    if (proxy_chain_move(p)) /* its stored response's account cannot serve: rebuilt for another */
+    double back = 0;
+    if (!p->bound[0] && proxy_chain_move(p)) /* its stored response's account cannot serve: rebuilt for another */
         return;
-    double back;
-    if (proxy_wait_for_capacity(p, &back))
+    if (!p->bound[0] && proxy_wait_for_capacity(p, &back))
         return;
-    if (pool_count(p->gw->pool) && proxy_usage_limit_reply(p))
+    /* bounded: accounts were left untried, so the pool is not known to be spent */
+    if (pool_count(p->gw->pool) && !p->bound[0] && proxy_usage_limit_reply(p))
         return;
     for (size_t i = 0; i < p->plan.nskips; i++)
         proxy_why(p, p->plan.skips[i].name, p->plan.skips[i].reason);
+    if (p->plan.skips_more || p->plan.beyond)
+        sbuf_printf(&p->why, "%sand %zu more account(s) not tried", p->why.len ? "; " : "",
+                    p->plan.skips_more + p->plan.beyond);
     sbuf msg = SBUF_INIT;
-    if (!pool_count(p->gw->pool))
+    if (p->bound[0])
+        sbuf_printf(&msg, "%s: %s", p->bound, p->why.len ? p->why.p : "none eligible");
+    else if (!pool_count(p->gw->pool))
         sbuf_puts(&msg, "no upstream accounts are configured (add one with 'switchyard account add')");
     else if (p->plan.pinned_owner && !p->plan.n && !p->attempts)
         sbuf_printf(&msg, "%s belongs to an account that cannot serve now: %s", p->plan.pinned_by, p->why.p);
@@ -361,5 +410,7 @@ void proxy_next(proxy_req *p)
     }
     if (proxy_wait_deferred(p))
         return;
+    if (p->plan.beyond && !p->committed && !p->bound[0]) /* the plan stopped at max_attempts accounts */
+        snprintf(p->bound, sizeof p->bound, "gave up after %d attempts (max_attempts in order.lua)", p->attempts);
     proxy_exhausted(p);
 }

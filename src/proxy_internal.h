@@ -129,6 +129,7 @@ typedef struct proxy_req {
     struct event flush_ev;    /* active exactly while out holds bytes */
     size_t unflushed_at;      /* 1 + its index in proxy_unflushed while out holds bytes, else 0 */
     char error_class[32];
+    char bound[96];           /* set when order.lua's bounds stopped the request (proxy_out_of_bounds) */
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok, cached_tok;
 
@@ -188,6 +189,9 @@ int proxy_forward_index(const char *name);
 int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_t n);
 void proxy_attempt(proxy_req *p, pool_account *pa);
 void proxy_next(proxy_req *p);
+/* Seconds left before order.lua's max_seconds ends the request's failover
+ * (negative once past). */
+double proxy_time_left(proxy_req *p);
 
 /* ---------- proxy_relay.c: hold, commit and relay ---------- */
 

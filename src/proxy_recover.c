@@ -315,7 +315,7 @@ int proxy_wait_for_capacity(proxy_req *p, double *back)
     if (!*back || p->client_gone || p->client_eof)
         return 0;
     double wait = *back - now + 0.01; /* just past the end of the cooldown */
-    if (wait > p->gw->cfg.capacity_wait_ms / 1000.0 - p->waited_s)
+    if (wait > p->gw->cfg.capacity_wait_ms / 1000.0 - p->waited_s || wait >= proxy_time_left(p))
         return 0;
     p->waited_s += wait;
     metrics_wait(wait);

@@ -121,6 +121,35 @@ int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, doubl
     return policy_exhausted_default(ex, resets_at, plan_type, plan_n);
 }
 
+/* A pool past POLICY_ORDER_WINDOW candidates: the built-in order picks the
+ * first POLICY_ORDER_WINDOW and the hook orders those. Building 20 000
+ * argument tables per request took longer than a hook may run (and the
+ * request makes max_attempts attempts at most anyway). */
+#define POLICY_ORDER_WINDOW 256
+
+static size_t policy_order_window(policy_engine *pe, const policy_candidate *c, size_t n,
+                                  const policy_order_ctx *ctx, size_t *perm)
+{
+    size_t k = policy_order_default(c, n, ctx, perm);
+    if (k > POLICY_ORDER_WINDOW)
+        k = POLICY_ORDER_WINDOW;
+    policy_candidate *w = malloc(k * sizeof *w);
+    size_t *sub = malloc(k * sizeof *sub), *wperm = malloc(k * sizeof *wperm);
+    if (!w || !sub || !wperm) {
+        free(w), free(sub), free(wperm);
+        return k; /* the built-in order's first k */
+    }
+    for (size_t i = 0; i < k; i++) {
+        sub[i] = perm[i];
+        w[i] = c[perm[i]];
+    }
+    size_t m = policy_order(pe, w, k, ctx, wperm);
+    for (size_t i = 0; i < m; i++)
+        perm[i] = sub[wperm[i]];
+    free(w), free(sub), free(wperm);
+    return m;
+}
+
 size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
                     const policy_order_ctx *ctx, size_t *perm)
 {
@@ -129,19 +158,27 @@ size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
     hook_call h = {.pe = pe, .c = c, .n = n, .perm = perm, .ctx = ctx ? ctx : &none};
     if (n == 0)
         return 0;
-    /* One candidate under the bundled order.lua: the plan cannot change (no
-     * choice to make; only the rotation may leave it out), and the C mirror
-     * of that file answers the same for a fraction of the cost of building
-     * the argument tables and entering Lua (a quarter of the gateway's own
-     * instructions per request with one account). Any other order.lua is
-     * always called. */
-    if (n == 1 && pe && pe->order_bundled)
+    /* The bundled order.lua: its C mirror answers the same (the unit test
+     * test_c_defaults_match_lua_guard_and_order compares them on thousands
+     * of random pools) for a fraction of the cost of building the argument
+     * tables and entering Lua (a quarter of the gateway's own instructions
+     * per request with one account, more with every candidate). Any other
+     * order.lua is always called. */
+    if (pe && pe->order_bundled)
         return policy_order_default(c, n, h.ctx, perm);
+    if (pe && n > POLICY_ORDER_WINDOW)
+        return policy_order_window(pe, c, n, h.ctx, perm);
     if (pe && hook_run(pe, policy_order_run, &h, why, sizeof why) == 0)
         return h.count;
     if (pe)
         engine_fallback(pe, HOOK_ORDER, why);
     return policy_order_default(c, n, h.ctx, perm);
+}
+
+void policy_request_bounds(const policy_engine *pe, int *max_attempts, double *max_seconds)
+{
+    *max_attempts = pe ? pe->max_attempts : POLICY_MAX_ATTEMPTS_DEFAULT;
+    *max_seconds = pe ? pe->max_seconds : POLICY_MAX_SECONDS_DEFAULT;
 }
 
 void policy_breaker(policy_engine *pe, const policy_breaker_state *st, int success, double now,
@@ -456,6 +493,8 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
     static uint64_t generations;
     pe->generation = ++generations; /* engines are made on the loop thread (start-up, SIGHUP) */
     snprintf(pe->source, sizeof pe->source, "%s", dir ? dir : "embedded");
+    pe->max_attempts = POLICY_MAX_ATTEMPTS_DEFAULT;
+    pe->max_seconds = POLICY_MAX_SECONDS_DEFAULT;
     pe->sb = sandbox_new(POLICY_MEM_LIMIT, POLICY_INSTR_LIMIT, POLICY_TIME_MS, err, errlen);
     if (!pe->sb)
         goto fail;

@@ -214,6 +214,15 @@ typedef struct policy_order_ctx {
 size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
                     const policy_order_ctx *ctx, size_t *perm);
 
+/* How far one request may go (order.lua's max_attempts and max_seconds,
+ * read when the file loads: no call per request): at most max_attempts
+ * attempts (failovers and same-account retries alike), and no new attempt
+ * or wait after max_seconds since the request arrived, until output has
+ * reached the client. pe NULL: the built-in defaults. */
+#define POLICY_MAX_ATTEMPTS_DEFAULT 16
+#define POLICY_MAX_SECONDS_DEFAULT 120.0
+void policy_request_bounds(const policy_engine *pe, int *max_attempts, double *max_seconds);
+
 /* --- breaker: the circuit breaker of every account --- */
 enum { BREAKER_CLOSED = 0, BREAKER_OPEN = 1, BREAKER_HALF_OPEN = 2 };
 

@@ -527,6 +527,27 @@ int policy_exhausted_run(lua_State *L)
 
 /* ======================= taking the hooks out of their files ======================= */
 
+/* order.lua's optional max_attempts (an integer, 1..1000) and max_seconds
+ * (1..3600): how far one request may go (policy_request_bounds). Absent:
+ * the built-in defaults; anything else fails the load, so a typo is never
+ * a silent default. */
+static void hook_request_bounds(lua_State *L, int t, policy_engine *pe, const char *file)
+{
+    int isint = 0;
+    int ty = raw_field(L, t, "max_attempts");
+    lua_Integer a = ty == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
+    if (ty != LUA_TNIL && (!isint || a < 1 || a > POLICY_ATTEMPTS_MAX))
+        luaL_error(L, "%s: max_attempts must be an integer 1..%d", file, POLICY_ATTEMPTS_MAX);
+    lua_pop(L, 1);
+    ty = raw_field(L, t, "max_seconds");
+    double secs = ty == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+    if (ty != LUA_TNIL && !(secs >= 1 && secs <= POLICY_SECONDS_MAX))
+        luaL_error(L, "%s: max_seconds must be a number of seconds 1..%d", file, (int)POLICY_SECONDS_MAX);
+    lua_pop(L, 1);
+    pe->max_attempts = a ? (int)a : POLICY_MAX_ATTEMPTS_DEFAULT;
+    pe->max_seconds = secs > 0 ? secs : POLICY_MAX_SECONDS_DEFAULT;
+}
+
 /* Leaves the hook function of the chunk's return value on top. */
 static void hook_extract(lua_State *L, load_call *c)
 {
@@ -543,6 +564,8 @@ static void hook_extract(lua_State *L, load_call *c)
         luaL_error(L, "%s: unsupported policy version (this gateway speaks version 1)", file);
     if (raw_field(L, t, name) != LUA_TFUNCTION)
         luaL_error(L, "%s: returned table has no function '%s'", file, name);
+    if (c->hook == HOOK_ORDER)
+        hook_request_bounds(L, t, c->pe, file);
 }
 
 int policy_load_run(lua_State *L)

@@ -21,6 +21,8 @@
 #define POLICY_COOLDOWN_MAX 2592000.0 /* 30 days */
 #define POLICY_STEP_MAX 1000
 #define POLICY_RETRY_AFTER_MAX 60.0
+#define POLICY_ATTEMPTS_MAX 1000
+#define POLICY_SECONDS_MAX 3600.0
 
 enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_STRIP,
        HOOK_EXHAUSTED, HOOK_COUNT };
@@ -48,6 +50,8 @@ struct policy_engine {
     char last_error[512];
     price_memo prices[PRICE_MEMO];
     size_t nprices, price_next;
+    int max_attempts;             /* order.lua's request bounds (policy_request_bounds) */
+    double max_seconds;
     int order_bundled;            /* order.lua is the bundled text (from the binary or a copy of it) */
 };
 

@@ -112,6 +112,10 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
 
 void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason)
 {
+    if (plan->nskips >= ROUTER_SKIPS_MAX) {
+        plan->skips_more++;
+        return;
+    }
     if (plan->nskips == plan->cap_skips) {
         plan->cap_skips = plan->cap_skips ? plan->cap_skips * 2 : 8;
         plan->skips = realloc(plan->skips, plan->cap_skips * sizeof *plan->skips);
@@ -386,6 +390,14 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
     router_affinity(gw, ctx, plan, cands, pas, perm, k, now);
     router_turn_first(plan, cands, pas, perm, k);
     plan->affinity_first = plan->n && plan->affinity_prev && plan->ids[0] == plan->affinity_prev;
+    /* a request makes max_attempts attempts at most: the plan need not hold more accounts */
+    int max_attempts;
+    double max_seconds;
+    policy_request_bounds(gw->policy, &max_attempts, &max_seconds);
+    if (plan->n > (size_t)max_attempts) {
+        plan->beyond = plan->n - (size_t)max_attempts;
+        plan->n = (size_t)max_attempts;
+    }
     for (size_t i = 0; i < n; i++)
         if (!used[i])
             router_skip_add(plan, pas[i], "left out by the order policy (rotation mode)");

@@ -41,8 +41,10 @@ typedef struct route_skip {
 typedef struct route_plan {
     int64_t *ids;          /* try order */
     size_t n;
-    route_skip *skips;     /* accounts left out, with why */
+    route_skip *skips;     /* accounts left out, with why: the first ROUTER_SKIPS_MAX */
     size_t nskips, cap_skips;
+    size_t skips_more;     /* further accounts left out, counted only (a pool of thousands) */
+    size_t beyond;         /* candidates past the policy's max_attempts: not in ids */
     char strategy[32];
     int64_t pinned_owner;  /* owner of previous_response_id (the only account tried), 0 none */
     const char *pinned_by; /* "previous_response_id" | "x-codex-turn-state" (static), NULL none */
@@ -69,7 +71,9 @@ double router_rest_until(const pool_account *pa, double now);
 double router_family_until(const pool_account *pa, const route_ctx *ctx, double now);
 double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n);
 
-/* Appends a skip entry (the plan grows as needed). */
+/* Appends a skip entry (the plan grows as needed, up to ROUTER_SKIPS_MAX
+ * entries; past that skips_more counts them). */
+#define ROUTER_SKIPS_MAX 32
 void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason);
 
 /* Remembers that account_id issued a Codex turn state: a request carrying

@@ -967,7 +967,7 @@ static void test_c_defaults_match_lua_guard_and_order(void)
     policy_free(pe);
 }
 
-static void test_one_candidate_order_skips_lua_only_when_it_cannot_matter(void)
+static void test_bundled_order_runs_as_its_c_mirror_and_a_policy_of_its_own_is_always_asked(void)
 {
     policy_engine *bundled = policy_new(NULL, load_err, sizeof load_err);
     policy_engine *copy = engine_with_order_copy();
@@ -1002,6 +1002,78 @@ static void test_one_candidate_order_skips_lua_only_when_it_cannot_matter(void)
     policy_free(bundled);
     policy_free(copy);
     policy_free(drops);
+}
+
+/* order.lua's max_attempts / max_seconds bound one request; absent: the
+ * built-in numbers; out of range or of the wrong type: the file is refused
+ * (a typo must not silently become the default). */
+static void test_request_bounds_come_from_order_lua_and_bad_ones_are_refused(void)
+{
+    int a = 0;
+    double secs = 0;
+    policy_request_bounds(NULL, &a, &secs);
+    CHECK_EQ_INT(a, POLICY_MAX_ATTEMPTS_DEFAULT);
+    CHECK(secs == POLICY_MAX_SECONDS_DEFAULT);
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    policy_request_bounds(pe, &a, &secs);
+    CHECK_EQ_INT(a, 16); /* the bundled order.lua's numbers */
+    CHECK(secs == 120);
+    policy_free(pe);
+    pe = engine_with("order", "return {version = 1, order = function(c, ctx) return {} end,"
+                              " max_attempts = 3, max_seconds = 2.5}\n");
+    CHECK(pe != NULL);
+    policy_request_bounds(pe, &a, &secs);
+    CHECK_EQ_INT(a, 3);
+    CHECK(secs == 2.5);
+    policy_free(pe);
+    pe = engine_with("order", "return function(c, ctx) return {} end\n");
+    CHECK(pe != NULL);
+    policy_request_bounds(pe, &a, &secs);
+    CHECK_EQ_INT(a, POLICY_MAX_ATTEMPTS_DEFAULT);
+    CHECK(secs == POLICY_MAX_SECONDS_DEFAULT);
+    policy_free(pe);
+    refused("order", "return {order = function() return {} end, max_attempts = 0}\n", "/order.lua", "max_attempts");
+    refused("order", "return {order = function() return {} end, max_attempts = 1.5}\n", "/order.lua", "max_attempts");
+    refused("order", "return {order = function() return {} end, max_attempts = '8'}\n", "/order.lua", "max_attempts");
+    refused("order", "return {order = function() return {} end, max_seconds = 0}\n", "/order.lua", "max_seconds");
+    refused("order", "return {order = function() return {} end, max_seconds = 1e9}\n", "/order.lua", "max_seconds");
+    refused("order", "return {order = function() return {} end, max_seconds = 0/0}\n", "/order.lua", "max_seconds");
+}
+
+/* A policy order of its own over 5 000 candidates is asked about the
+ * first 256 of the built-in order (a hook over every one would pass its
+ * time limit on every request and fall back anyway). */
+static void test_a_policy_order_over_a_huge_pool_sees_a_window_and_never_falls_back(void)
+{
+    policy_engine *pe = engine_with("order",
+        "return function(c, ctx)\n"
+        "  if #c > 256 then error('saw ' .. #c) end\n"
+        "  local ids = {}\n"
+        "  for i = #c, 1, -1 do ids[#ids + 1] = c[i].id end\n"
+        "  return ids\n"
+        "end\n");
+    CHECK(pe != NULL);
+    enum { N = 5000 };
+    policy_candidate *c = calloc(N, sizeof *c);
+    size_t *perm = calloc(N, sizeof *perm), *def = calloc(N, sizeof *def);
+    for (int i = 0; i < N; i++)
+        c[i] = (policy_candidate){.id = i + 1, .name = "x", .kind = "api_key", .sort = i % 7, .updated_at = 1,
+                                  .primary_used_pct = -1, .secondary_used_pct = -1, .success_rate = 1, .weight = 1};
+    policy_order_ctx ctx = {.strategy = "ordered", .rotation = "account_rotation", .seed = 7};
+    size_t k = policy_order(pe, c, N, &ctx, perm);
+    size_t kd = policy_order(NULL, c, N, &ctx, def);
+    CHECK_EQ_INT((int)k, 256);
+    CHECK_EQ_INT((int)kd, N);
+    int same = 1;
+    for (size_t i = 0; i < k; i++) /* the hook reversed the built-in order's first 256 */
+        same &= perm[i] == def[255 - i];
+    CHECK(same);
+    CHECK_EQ_INT((int)policy_fallbacks(pe), 0);
+    free(c);
+    free(perm);
+    free(def);
+    policy_free(pe);
 }
 
 static void test_c_default_matches_lua_breaker(void)
@@ -1089,7 +1161,9 @@ int main(void)
     RUN(test_guard_and_order_default_rules);
     RUN(test_c_defaults_match_lua_classify_and_cooldown);
     RUN(test_c_defaults_match_lua_guard_and_order);
-    RUN(test_one_candidate_order_skips_lua_only_when_it_cannot_matter);
+    RUN(test_bundled_order_runs_as_its_c_mirror_and_a_policy_of_its_own_is_always_asked);
+    RUN(test_request_bounds_come_from_order_lua_and_bad_ones_are_refused);
+    RUN(test_a_policy_order_over_a_huge_pool_sees_a_window_and_never_falls_back);
     RUN(test_c_default_matches_lua_breaker);
     RUN(test_c_default_matches_lua_budget);
     RUN(test_many_calls_do_not_grow_or_fail);
