@@ -184,6 +184,7 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
 static void serve_settings_changed(gateway *gw)
 {
     config_from_store(&gw->cfg, gw->st);
+    trace_rotation(gw->trace, gw->cfg.trace_max_bytes, (int)gw->cfg.trace_files);
     affinity_set_idle(gw->affinity, (double)gw->cfg.affinity_idle_s);
     if ((size_t)gw->cfg.affinity_max != gw->affinity_max) {
         affinity_free(gw->affinity);
@@ -302,6 +303,7 @@ static int serve_open(gateway *gw)
     char tpath[1100];
     trace_path_for_db(gw->cfg.db_path, tpath, sizeof tpath);
     gw->trace = trace_open(tpath);
+    trace_rotation(gw->trace, gw->cfg.trace_max_bytes, (int)gw->cfg.trace_files);
     upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms,
                            (int)gw->cfg.upstream_h2c};
     gw->up = upstream_new(gw->base, &lim);

@@ -25,6 +25,10 @@ void cli_usage_config(FILE *f)
           "        conversation_max_rows   stored conversation turns kept, 0 none (default 20000)\n"
           "        conversation_max_bytes  their bytes kept, 0 none (default 268435456)\n"
           "        conversation_max_days   days a stored turn is kept (default 30)\n"
+          "        request_log_max_rows    request log rows kept, the oldest go first (default 1000000)\n"
+          "        request_log_max_days    days a request log row is kept (default 90)\n"
+          "        trace_max_bytes         gateway-trace.log rotates past this size (default 67108864)\n"
+          "        trace_files             rotated trace logs kept (default 4)\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
           f);
 }
@@ -54,6 +58,10 @@ static const cli_setting cli_settings[] = {
     {"conversation_max_rows", config_conversation_rows_canonical, "a whole number of turns, 0 (none) to 100000000"},
     {"conversation_max_bytes", config_conversation_bytes_canonical, "whole bytes, 0 (none) to 1099511627776"},
     {"conversation_max_days", config_conversation_days_canonical, "whole days, 1 to 3650"},
+    {"request_log_max_rows", config_log_rows_canonical, "a whole number of rows, 1000 to 1000000000"},
+    {"request_log_max_days", config_log_days_canonical, "whole days, 1 to 3650"},
+    {"trace_max_bytes", config_trace_bytes_canonical, "whole bytes, 65536 to 1099511627776"},
+    {"trace_files", config_trace_files_canonical, "a whole number of files, 1 to 100"},
 };
 #define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])
 

@@ -1,6 +1,6 @@
 /* config.c: defaults, environment overrides and validation of settings;
- * the settings stored in the database, and handing the conversation
- * retention to the store's writer. */
+ * the settings stored in the database, and handing the conversation and
+ * request log retention to the store's writer. */
 #include "core/config.h"
 #include "base/log.h"
 #include "store/store.h"
@@ -43,6 +43,10 @@ void config_defaults(sy_config *c)
     c->conversation_max_rows = STORE_CONV_MAX_ROWS_DEFAULT;
     c->conversation_max_bytes = STORE_CONV_MAX_BYTES_DEFAULT;
     c->conversation_max_days = STORE_CONV_MAX_DAYS_DEFAULT;
+    c->request_log_max_rows = STORE_LOG_MAX_ROWS_DEFAULT;
+    c->request_log_max_days = STORE_LOG_MAX_DAYS_DEFAULT;
+    c->trace_max_bytes = 64L << 20; /* with 4 files kept: at most 320 MiB of trace on a workstation's disk */
+    c->trace_files = 4;
 }
 
 #define CONFIG_AFFINITY_IDLE_RANGE 1, 30L * 86400
@@ -53,6 +57,10 @@ void config_defaults(sy_config *c)
 #define CONFIG_CONV_ROWS_RANGE 0, 100000000L
 #define CONFIG_CONV_BYTES_RANGE 0, 1L << 40
 #define CONFIG_CONV_DAYS_RANGE 1, 3650
+#define CONFIG_LOG_ROWS_RANGE 1000, 1000000000L
+#define CONFIG_LOG_DAYS_RANGE 1, 3650
+#define CONFIG_TRACE_BYTES_RANGE 1L << 16, 1L << 40
+#define CONFIG_TRACE_FILES_RANGE 1, 100
 
 /* s if it is a whole number in [min, max], else NULL. */
 static const char *config_int_canonical(const char *s, long min, long max)
@@ -70,6 +78,10 @@ const char *config_oauth_retry_canonical(const char *s) { return config_int_cano
 const char *config_conversation_rows_canonical(const char *s) { return config_int_canonical(s, CONFIG_CONV_ROWS_RANGE); }
 const char *config_conversation_bytes_canonical(const char *s) { return config_int_canonical(s, CONFIG_CONV_BYTES_RANGE); }
 const char *config_conversation_days_canonical(const char *s) { return config_int_canonical(s, CONFIG_CONV_DAYS_RANGE); }
+const char *config_log_rows_canonical(const char *s) { return config_int_canonical(s, CONFIG_LOG_ROWS_RANGE); }
+const char *config_log_days_canonical(const char *s) { return config_int_canonical(s, CONFIG_LOG_DAYS_RANGE); }
+const char *config_trace_bytes_canonical(const char *s) { return config_int_canonical(s, CONFIG_TRACE_BYTES_RANGE); }
+const char *config_trace_files_canonical(const char *s) { return config_int_canonical(s, CONFIG_TRACE_FILES_RANGE); }
 
 static int config_num(const char *name, long min, long max, long *out)
 {
@@ -205,6 +217,12 @@ int config_from_env(sy_config *c)
          &c->conversation_max_bytes_pinned},
         {"SWITCHYARD_CONVERSATION_MAX_DAYS", CONFIG_CONV_DAYS_RANGE, &c->conversation_max_days, NULL,
          &c->conversation_max_days_pinned},
+        {"SWITCHYARD_REQUEST_LOG_MAX_ROWS", CONFIG_LOG_ROWS_RANGE, &c->request_log_max_rows, NULL,
+         &c->request_log_max_rows_pinned},
+        {"SWITCHYARD_REQUEST_LOG_MAX_DAYS", CONFIG_LOG_DAYS_RANGE, &c->request_log_max_days, NULL,
+         &c->request_log_max_days_pinned},
+        {"SWITCHYARD_TRACE_MAX_BYTES", CONFIG_TRACE_BYTES_RANGE, &c->trace_max_bytes, NULL, &c->trace_max_bytes_pinned},
+        {"SWITCHYARD_TRACE_FILES", CONFIG_TRACE_FILES_RANGE, &c->trace_files, NULL, &c->trace_files_pinned},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
         int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);
@@ -322,4 +340,17 @@ void config_from_store(sy_config *c, struct store *st)
                                  &c->conversation_max_days, config_conversation_days_canonical);
     store_conversation_limits_set(st, &(store_conversation_limits){c->conversation_max_rows, c->conversation_max_bytes,
                                                                    c->conversation_max_days});
+    if (!c->request_log_max_rows_pinned)
+        config_setting_apply_num(st, "request_log_max_rows", "request log rows kept", d.request_log_max_rows,
+                                 &c->request_log_max_rows, config_log_rows_canonical);
+    if (!c->request_log_max_days_pinned)
+        config_setting_apply_num(st, "request_log_max_days", "request log days kept", d.request_log_max_days,
+                                 &c->request_log_max_days, config_log_days_canonical);
+    store_log_limits_set(st, &(store_log_limits){c->request_log_max_rows, c->request_log_max_days});
+    if (!c->trace_max_bytes_pinned)
+        config_setting_apply_num(st, "trace_max_bytes", "trace log size before rotation", d.trace_max_bytes,
+                                 &c->trace_max_bytes, config_trace_bytes_canonical);
+    if (!c->trace_files_pinned)
+        config_setting_apply_num(st, "trace_files", "rotated trace logs kept", d.trace_files, &c->trace_files,
+                                 config_trace_files_canonical);
 }

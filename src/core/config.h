@@ -41,11 +41,16 @@ typedef struct sy_config {
     long conversation_max_rows;    /* stored conversation turns kept (store.h retention); 0 records none */
     long conversation_max_bytes;   /* their input and output bytes together; 0 records none */
     long conversation_max_days;    /* turns older than this are deleted */
+    long request_log_max_rows;     /* request_logs rows kept (store.h, store_log_limits) */
+    long request_log_max_days;     /* request_logs rows older than this are deleted */
+    long trace_max_bytes;          /* gateway-trace.log rotates past this size (obs/trace.h) */
+    long trace_files;              /* rotated trace files kept beside the live one */
     int strategy_pinned;       /* set by flag or environment: database settings do not apply */
     int rotation_pinned;
     int affinity_idle_pinned, affinity_max_pinned, usage_poll_pinned;
     int oauth_refresh_margin_pinned, oauth_retry_min_pinned, oauth_retry_max_pinned;
     int conversation_max_rows_pinned, conversation_max_bytes_pinned, conversation_max_days_pinned;
+    int request_log_max_rows_pinned, request_log_max_days_pinned, trace_max_bytes_pinned, trace_files_pinned;
 } sy_config;
 
 void config_defaults(sy_config *c);
@@ -69,15 +74,21 @@ const char *config_oauth_retry_canonical(const char *s);  /* oauth_retry_min_s /
 const char *config_conversation_rows_canonical(const char *s);  /* conversation_max_rows: 0..100000000 */
 const char *config_conversation_bytes_canonical(const char *s); /* conversation_max_bytes: 0..2^40 */
 const char *config_conversation_days_canonical(const char *s);  /* conversation_max_days: 1..3650 */
+const char *config_log_rows_canonical(const char *s);    /* request_log_max_rows: 1000..1000000000 */
+const char *config_log_days_canonical(const char *s);    /* request_log_max_days: 1..3650 */
+const char *config_trace_bytes_canonical(const char *s); /* trace_max_bytes: 64 KiB..1 TiB */
+const char *config_trace_files_canonical(const char *s); /* trace_files: 1..100 */
 
 struct store;
 /* Applies the `switchyard config` settings (route_strategy, rotation,
  * affinity_idle_s, affinity_max, usage_poll_s, oauth_refresh_margin_s,
  * oauth_retry_min_s, oauth_retry_max_s, conversation_max_rows,
- * conversation_max_bytes, conversation_max_days) from
+ * conversation_max_bytes, conversation_max_days, request_log_max_rows,
+ * request_log_max_days, trace_max_bytes, trace_files) from
  * the database to the fields no flag or environment variable pinned. Keeps
  * the current value when the database is busy or the value is invalid.
- * Then hands the conversation retention to the store's writer (the store
+ * Then hands the conversation and request log retention to the store's
+ * writer (the trace's rotation is the caller's: serve.c) (the store
  * cannot read the settings itself: it sits below core/). */
 void config_from_store(sy_config *c, struct store *st);
 

@@ -1,7 +1,8 @@
-/* trace.c: the gateway-trace.log writer (see trace.h). */
+/* trace.c: the gateway-trace.log writer and its rotation (see trace.h). */
 #include "obs/trace.h"
 #include "base/log.h"
 #include "base/sbuf.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +20,10 @@
 
 struct trace {
     int fd;
+    char *path;
+    long long size;      /* of the live file; trace thread only (after open) */
+    long long max_bytes; /* rotate past this (trace_rotation; under mu) */
+    int files;           /* rotated files kept: path.1 .. path.<files> */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -46,6 +52,37 @@ static void trace_gather(trace *t, long ms)
     pthread_mutex_lock(&t->mu);
 }
 
+/* The live file has grown past max_bytes: path.<files-1> becomes
+ * path.<files> (the oldest is replaced), ..., path becomes path.1, and a new
+ * path is opened. On the trace thread, so the loop never waits on these
+ * renames. A failure keeps writing to the file it has. */
+static void trace_rotate(trace *t, int files)
+{
+    size_t n = strlen(t->path) + 16;
+    char *from = malloc(n), *to = malloc(n);
+    if (!from || !to)
+        abort();
+    for (int i = files; i >= 1; i--) {
+        if (i == 1)
+            snprintf(from, n, "%s", t->path);
+        else
+            snprintf(from, n, "%s.%d", t->path, i - 1);
+        snprintf(to, n, "%s.%d", t->path, i);
+        if (rename(from, to) != 0 && errno != ENOENT)
+            log_warn("trace: cannot rotate %s to %s: %s", from, to, strerror(errno));
+    }
+    int fd = open(t->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        log_warn("trace: cannot open %s after rotating: %s; writing on to %s.1", t->path, strerror(errno), t->path);
+    } else {
+        close(t->fd);
+        t->fd = fd;
+        t->size = 0;
+    }
+    free(from);
+    free(to);
+}
+
 /* Takes what is queued, renders it and writes it in one write (lock held
  * on entry and on return); returns the number of lines. */
 static size_t trace_flush(trace *t, sbuf *recs, sbuf *out)
@@ -54,9 +91,13 @@ static size_t trace_flush(trace *t, sbuf *recs, sbuf *out)
     *recs = t->queue;
     t->queue = tmp;
     sbuf_reset(&t->queue);
+    long long max_bytes = t->max_bytes;
+    int files = t->files;
     pthread_mutex_unlock(&t->mu);
     size_t lines = trace_render(t, recs, out);
     sbuf_reset(recs);
+    if (max_bytes > 0 && t->size > 0 && t->size + (long long)out->len > max_bytes)
+        trace_rotate(t, files);
     for (size_t off = 0; off < out->len;) {
         ssize_t w = write(t->fd, out->p + off, out->len - off);
         if (w <= 0) {
@@ -64,6 +105,7 @@ static size_t trace_flush(trace *t, sbuf *recs, sbuf *out)
             break;
         }
         off += (size_t)w;
+        t->size += w;
     }
     sbuf_reset(out);
     pthread_mutex_lock(&t->mu);
@@ -111,14 +153,30 @@ trace *trace_open(const char *path)
     if (!t)
         abort(); /* as sbuf: no useful work without memory */
     t->fd = fd;
+    struct stat sb;
+    t->size = fstat(fd, &sb) == 0 ? (long long)sb.st_size : 0;
+    t->path = strdup(path);
+    if (!t->path)
+        abort();
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     if (pthread_create(&t->thread, NULL, trace_main, t) != 0) {
         close(fd);
+        free(t->path);
         free(t);
         return NULL;
     }
     return t;
+}
+
+void trace_rotation(trace *t, long long max_bytes, int files)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->max_bytes = max_bytes;
+    t->files = files < 1 ? 1 : files;
+    pthread_mutex_unlock(&t->mu);
 }
 
 void trace_close(trace *t)
@@ -131,6 +189,7 @@ void trace_close(trace *t)
     pthread_mutex_unlock(&t->mu);
     pthread_join(t->thread, NULL);
     close(t->fd);
+    free(t->path);
     sbuf_free(&t->queue);
     sbuf_free(&t->scratch);
     pthread_mutex_destroy(&t->mu);

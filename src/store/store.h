@@ -369,6 +369,24 @@ void store_conversation_limits_get(store *s, store_conversation_limits *out);
  * command); store_writer_sync then waits for that sweep's first commit. */
 void store_conversation_sweep_now(store *s);
 
+/* The request logs' retention, applied by the writer thread (never the
+ * loop) in the commits that write request logs and at least every
+ * STORE_LOG_SWEEP_EVERY_S seconds: none older than max_days, at most
+ * max_rows (the oldest go first); at most STORE_LOG_SWEEP_ROWS rows per
+ * commit, so no commit stalls (an unfinished sweep goes on in the next).
+ * Under a steady 180 requests/s the table grew 8.5 MB a minute without
+ * bound. */
+typedef struct store_log_limits {
+    int64_t max_rows, max_days;
+} store_log_limits;
+#define STORE_LOG_MAX_ROWS_DEFAULT 1000000 /* about 1 GB of database at the rows' usual size */
+#define STORE_LOG_MAX_DAYS_DEFAULT 90
+#define STORE_LOG_SWEEP_EVERY_S 30.0
+#define STORE_LOG_SWEEP_ROWS 2048
+/* Replaces the limits (max_rows at least 1000, max_days at least 1); a
+ * change makes the writer sweep at once. */
+void store_log_limits_set(store *s, const store_log_limits *l);
+
 /* A change asked for through the admin API, written by the writer thread
  * (the tables' triggers then bump config_version, so the pool reloads it). */
 /* ACCOUNT_UNHOLD (the admin API's reset of a held account) clears the hold
@@ -439,6 +457,7 @@ typedef struct store_writer_stats {
     size_t pending_conversations;   /* conversation turns and deletes queued */
     uint64_t dropped_conversations; /* turns dropped: the queue was full, or too large to keep */
     uint64_t swept_conversations;   /* turns the retention deleted */
+    uint64_t swept_logs;            /* request_logs rows the retention deleted */
     uint64_t conversation_sweeps;   /* commits that swept (a sweep deletes at most STORE_CONV_SWEEP_ROWS) */
     int failing;             /* the latest commit failed (disk full, I/O error, ...); it is being retried */
     char last_error[128];    /* the latest failure, e.g. "database or disk is full (sqlite code 13)" */

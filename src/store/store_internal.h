@@ -89,6 +89,8 @@ typedef struct writer_batch {
     size_t n_convs;
     store_conversation_limits conv_limits; /* as they were when the batch was taken */
     int conv_sweep;                        /* sweep the conversations in this commit whatever is due */
+    store_log_limits log_limits;           /* the request logs' retention when the batch was taken */
+    int log_sweep;                         /* sweep the request logs in this commit whatever is due */
     uint64_t seq; /* everything queued with seq <= this is in or before the batch */
 } writer_batch;
 
@@ -123,11 +125,16 @@ typedef struct store_writer {
     int conv_sweep_wake;  /* a sweep is wanted even without rows to commit (limits changed, a sweep unfinished) */
     size_t conv_inserts;  /* writer thread only: turns committed since the last sweep */
     double conv_sweep_due; /* writer thread only: monotonic seconds of the next timed sweep */
+    store_log_limits log_limits;
+    int log_sweep_wake;    /* the request logs' sweep is wanted now (limits changed, a sweep unfinished) */
+    uint64_t swept_logs;
+    double log_sweep_due;  /* writer thread only: monotonic seconds of the next timed sweep */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
     sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *up_hold, *begin, *commit;
     sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
     sqlite3_stmt *up_conv, *del_conv, *conv_expire, *conv_totals, *conv_oldest, *conv_del_rowid;
+    sqlite3_stmt *log_expire, *log_trim;
 } store_writer;
 
 struct store {

@@ -30,7 +30,7 @@
 static int writer_has_work(const store_writer *w)
 {
     return w->head || w->n_states || w->owners_head || w->n_ops || w->logins_head || w->conv_head ||
-           w->conv_sweep_wake;
+           w->conv_sweep_wake || w->log_sweep_wake;
 }
 
 /* Moves up to STORE_BATCH_MAX logs into the batch (lock held; the whole
@@ -106,6 +106,9 @@ static void writer_take_convs(store_writer *w, writer_batch *b)
     b->conv_limits = w->conv_limits;
     b->conv_sweep = w->conv_sweep_wake;
     w->conv_sweep_wake = 0;
+    b->log_limits = w->log_limits;
+    b->log_sweep = w->log_sweep_wake;
+    w->log_sweep_wake = 0;
 }
 
 /* Takes all coalesced states and up to STORE_BATCH_MAX logs and owners
@@ -245,6 +248,7 @@ void store_writer_init(store_writer *w)
     w->notify_fd = -1;
     w->conv_limits = (store_conversation_limits){STORE_CONV_MAX_ROWS_DEFAULT, STORE_CONV_MAX_BYTES_DEFAULT,
                                                  STORE_CONV_MAX_DAYS_DEFAULT};
+    w->log_limits = (store_log_limits){STORE_LOG_MAX_ROWS_DEFAULT, STORE_LOG_MAX_DAYS_DEFAULT};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the group window must not jump with the wall clock */
@@ -638,6 +642,23 @@ void store_conversation_sweep_now(store *s)
         pthread_cond_signal(&w->work_cv);
 }
 
+void store_log_limits_set(store *s, const store_log_limits *l)
+{
+    store_writer *w = &s->w;
+    store_log_limits v = {l->max_rows < 1000 ? 1000 : l->max_rows, l->max_days < 1 ? 1 : l->max_days};
+    pthread_mutex_lock(&w->mu);
+    int changed = memcmp(&v, &w->log_limits, sizeof v) != 0, wake = 0;
+    if (changed) {
+        w->log_limits = v;
+        w->log_sweep_wake = 1;
+        w->queued_seq++; /* a store_writer_sync now waits for the sweep */
+        wake = writer_wake_due(w, 0);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->work_cv);
+}
+
 void store_conversation_limits_get(store *s, store_conversation_limits *out)
 {
     pthread_mutex_lock(&s->w.mu);
@@ -762,6 +783,7 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->pending_conversations = w->n_convs;
     out->dropped_conversations = w->dropped_convs;
     out->swept_conversations = w->swept_convs;
+    out->swept_logs = w->swept_logs;
     out->conversation_sweeps = w->conv_sweeps;
     out->failing = w->failing;
     snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);

@@ -85,6 +85,14 @@ static const char store_sql_conv_expire[] =
 static const char store_sql_conv_totals[] = "SELECT count(*), coalesce(sum(bytes), 0) FROM conversations";
 static const char store_sql_conv_oldest[] = "SELECT rowid, bytes FROM conversations ORDER BY created_at LIMIT ?1";
 static const char store_sql_conv_del_rowid[] = "DELETE FROM conversations WHERE rowid = ?1";
+/* The request logs' retention: by age through the ts index, by count from
+ * the rowid (rows are appended with the largest rowid + 1), each bounded. */
+static const char store_sql_log_expire[] =
+    "DELETE FROM request_logs WHERE rowid IN"
+    " (SELECT rowid FROM request_logs WHERE ts < ?1 ORDER BY ts LIMIT ?2)";
+static const char store_sql_log_trim[] =
+    "DELETE FROM request_logs WHERE rowid IN (SELECT rowid FROM request_logs"
+    " WHERE rowid <= (SELECT max(rowid) FROM request_logs) - ?1 ORDER BY rowid LIMIT ?2)";
 
 /* A refreshed login. NULLs keep what is stored (a token endpoint may leave
  * out the refresh or id token). updated_at is left alone: the routing order
@@ -436,6 +444,30 @@ static int writer_conv_sweep(store_writer *w, const store_conversation_limits *l
     return writer_conv_trim(w, l, budget, out);
 }
 
+/* The request logs' retention (store.h), inside the batch's transaction:
+ * the expired, then the oldest past max_rows, STORE_LOG_SWEEP_ROWS at most;
+ * *more when that budget was used up (the next commit goes on). */
+static int writer_log_sweep(store_writer *w, const store_log_limits *l, int64_t *deleted, int *more)
+{
+    int budget = STORE_LOG_SWEEP_ROWS;
+    sqlite3_bind_double(w->log_expire, 1, store_writer_clock(CLOCK_REALTIME) - (double)l->max_days * 86400.0);
+    sqlite3_bind_int(w->log_expire, 2, budget);
+    int rc = writer_step(w->db, w->log_expire, "request_logs expiry");
+    if (rc != SQLITE_OK)
+        return rc;
+    *deleted = sqlite3_changes(w->db);
+    budget -= (int)*deleted;
+    if (budget > 0) {
+        sqlite3_bind_int64(w->log_trim, 1, l->max_rows);
+        sqlite3_bind_int(w->log_trim, 2, budget);
+        if ((rc = writer_step(w->db, w->log_trim, "request_logs trim")) != SQLITE_OK)
+            return rc;
+        *deleted += sqlite3_changes(w->db);
+    }
+    *more = *deleted >= STORE_LOG_SWEEP_ROWS;
+    return SQLITE_OK;
+}
+
 /* Whether this batch sweeps the conversations: when asked to (limits
  * changed, the last sweep unfinished), after STORE_CONV_SWEEP_EVERY_N
  * recorded turns, or when turns were recorded and the timed sweep is due. */
@@ -456,6 +488,8 @@ static int writer_commit(store_writer *w, const writer_batch *b)
         puts += !c->del;
     int sweep = writer_conv_sweep_due(w, b, puts, now);
     conv_sweep swept = {0, 0};
+    int log_sweep = b->log_sweep || (b->n_logs && now >= w->log_sweep_due), log_more = 0;
+    int64_t logs_deleted = 0;
     int rc = writer_run(w->begin);
     if (rc == SQLITE_OK)
         rc = writer_batch_rows(w, b);
@@ -463,6 +497,8 @@ static int writer_commit(store_writer *w, const writer_batch *b)
         rc = writer_prune(w);
     if (rc == SQLITE_OK && sweep)
         rc = writer_conv_sweep(w, &b->conv_limits, &swept);
+    if (rc == SQLITE_OK && log_sweep)
+        rc = writer_log_sweep(w, &b->log_limits, &logs_deleted, &log_more);
     if (rc == SQLITE_OK)
         rc = writer_run(w->commit); /* a deferred constraint fails here, and the batch with it */
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(w->db))
@@ -481,6 +517,13 @@ static int writer_commit(store_writer *w, const writer_batch *b)
         w->conv_sweeps++;
         w->swept_convs += (uint64_t)swept.deleted;
         w->conv_sweep_wake |= swept.more;
+        pthread_mutex_unlock(&w->mu);
+    }
+    if (log_sweep) {
+        w->log_sweep_due = now + STORE_LOG_SWEEP_EVERY_S;
+        pthread_mutex_lock(&w->mu);
+        w->swept_logs += (uint64_t)logs_deleted;
+        w->log_sweep_wake |= log_more;
         pthread_mutex_unlock(&w->mu);
     }
     return rc;
@@ -561,6 +604,8 @@ int store_writer_prepare(store_writer *w, const char *path, char *err, size_t er
         sqlite3_prepare_v3(w->db, store_sql_conv_totals, -1, keep, &w->conv_totals, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_conv_oldest, -1, keep, &w->conv_oldest, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_conv_del_rowid, -1, keep, &w->conv_del_rowid, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_log_expire, -1, keep, &w->log_expire, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_log_trim, -1, keep, &w->log_trim, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, "BEGIN IMMEDIATE", -1, keep, &w->begin, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, "COMMIT", -1, keep, &w->commit, NULL) != SQLITE_OK ||
         !writer_ins_logs(w, 0)) {
@@ -581,8 +626,8 @@ void store_writer_conn_close(store_writer *w)
     sqlite3_finalize(w->up_hold);
     sqlite3_finalize(w->begin);
     sqlite3_finalize(w->commit);
-    sqlite3_stmt **conv[] = {&w->up_conv, &w->del_conv, &w->conv_expire, &w->conv_totals, &w->conv_oldest,
-                             &w->conv_del_rowid};
+    sqlite3_stmt **conv[] = {&w->up_conv,     &w->del_conv,       &w->conv_expire, &w->conv_totals,
+                             &w->conv_oldest, &w->conv_del_rowid, &w->log_expire,  &w->log_trim};
     for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
         sqlite3_finalize(*conv[i]);
         *conv[i] = NULL;
