@@ -383,8 +383,9 @@ typedef struct store_log_limits {
 #define STORE_LOG_MAX_DAYS_DEFAULT 90
 #define STORE_LOG_SWEEP_EVERY_S 30.0
 #define STORE_LOG_SWEEP_ROWS 2048
-/* Replaces the limits (max_rows at least 1000, max_days at least 1); a
- * change makes the writer sweep at once. */
+/* Replaces the limits (each at least 1); a change makes the writer sweep
+ * at once. Until the first call there is no retention (a CLI command or a
+ * test opening the store deletes nothing). */
 void store_log_limits_set(store *s, const store_log_limits *l);
 
 /* A change asked for through the admin API, written by the writer thread

@@ -248,7 +248,9 @@ void store_writer_init(store_writer *w)
     w->notify_fd = -1;
     w->conv_limits = (store_conversation_limits){STORE_CONV_MAX_ROWS_DEFAULT, STORE_CONV_MAX_BYTES_DEFAULT,
                                                  STORE_CONV_MAX_DAYS_DEFAULT};
-    w->log_limits = (store_log_limits){STORE_LOG_MAX_ROWS_DEFAULT, STORE_LOG_MAX_DAYS_DEFAULT};
+    /* no retention until the gateway's settings give it (config_from_store):
+     * a CLI command or a test opening the store never deletes a row */
+    w->log_limits = (store_log_limits){0, 0};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the group window must not jump with the wall clock */
@@ -645,7 +647,7 @@ void store_conversation_sweep_now(store *s)
 void store_log_limits_set(store *s, const store_log_limits *l)
 {
     store_writer *w = &s->w;
-    store_log_limits v = {l->max_rows < 1000 ? 1000 : l->max_rows, l->max_days < 1 ? 1 : l->max_days};
+    store_log_limits v = {l->max_rows < 1 ? 1 : l->max_rows, l->max_days < 1 ? 1 : l->max_days};
     pthread_mutex_lock(&w->mu);
     int changed = memcmp(&v, &w->log_limits, sizeof v) != 0, wake = 0;
     if (changed) {

@@ -488,7 +488,8 @@ static int writer_commit(store_writer *w, const writer_batch *b)
         puts += !c->del;
     int sweep = writer_conv_sweep_due(w, b, puts, now);
     conv_sweep swept = {0, 0};
-    int log_sweep = b->log_sweep || (b->n_logs && now >= w->log_sweep_due), log_more = 0;
+    int log_sweep = b->log_limits.max_rows > 0 && (b->log_sweep || (b->n_logs && now >= w->log_sweep_due)),
+        log_more = 0;
     int64_t logs_deleted = 0;
     int rc = writer_run(w->begin);
     if (rc == SQLITE_OK)
