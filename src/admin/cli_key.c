@@ -11,18 +11,63 @@
 void cli_usage_key(FILE *f)
 {
     fputs("usage: switchyard key add --name N [RULES] [--db PATH]\n"
-          "       switchyard key update --name KEY [RULES] [--db PATH]\n"
+          "       switchyard key update KEY [RULES] [--db PATH]\n"
           "       switchyard key list [--json] [--db PATH]\n"
-          "       switchyard key prefer --name KEY (--account ACCOUNT | --clear) [--db PATH]\n"
-          "       switchyard key revoke --name KEY [--db PATH]\n"
+          "       switchyard key prefer KEY (--account ACCOUNT | --clear) [--db PATH]\n"
+          "       switchyard key revoke KEY [--db PATH]\n"
+          "  KEY:   --name NAME | --id ID | --prefix PREFIX (as key list shows it, or more of the key)\n"
           "  RULES: --models LIST    allowed models, comma-separated exact names or patterns ('gpt-5*')\n"
           "         --all-models     allow every model again (update)\n"
           "         --rpm N          requests per minute for this key (0 = unlimited)\n"
           "         --expires WHEN   YYYY-MM-DD (valid through that day, UTC), YYYY-MM-DDTHH:MM:SSZ, or never\n"
           "         --budget USD     spending budget (0 = none); --budget-period month (default) or <N>d\n"
           "  key add prints the new key once, as its last line; only its hash is stored;\n"
-          "  prefer and revoke apply to every key with that name\n",
+          "  names are unique among live keys; a name two old keys share must be chosen by --id\n",
           f);
+}
+
+/* ---------- choosing a key ---------- */
+
+/* The key --name, --id or --prefix names (exactly one of them): opens the
+ * store and returns it with *id set; NULL with *rc the exit code, the
+ * reason printed. */
+static store *cli_key_open_selected(const char *cmd, const char *db, const char *name, const char *idtext,
+                                    const char *prefix, int64_t *id, int *rc)
+{
+    int given = !!name + !!idtext + !!prefix;
+    if (given != 1) {
+        fprintf(stderr, "switchyard %s: name the key with one of --name, --id or --prefix\n", cmd);
+        *rc = CLI_EXIT_USAGE;
+        return NULL;
+    }
+    if ((name && !*name) || (prefix && !*prefix)) {
+        fprintf(stderr, "switchyard %s: --%s needs a value\n", cmd, name ? "name" : "prefix");
+        *rc = CLI_EXIT_USAGE;
+        return NULL;
+    }
+    int64_t want = 0;
+    if (idtext) {
+        int v = 0;
+        if (cli_parse_int(cmd, "id", idtext, 1, &v) != 0) {
+            *rc = CLI_EXIT_USAGE;
+            return NULL;
+        }
+        want = v;
+    }
+    store *s = cli_store_open(cmd, db);
+    if (!s) {
+        *rc = CLI_EXIT_FAIL;
+        return NULL;
+    }
+    char err[512] = "";
+    int found = store_key_select(s, want, prefix, name, id, err, sizeof err);
+    if (found != 1) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+        store_close(s);
+        *rc = CLI_EXIT_FAIL;
+        return NULL;
+    }
+    return s;
 }
 
 /* ---------- key add / update / list ---------- */
@@ -113,8 +158,15 @@ int cli_key_add(int argc, char **argv)
     store *s = cli_store_open(cmd, db);
     if (!s)
         return CLI_EXIT_FAIL;
-    char key[128], err[512] = "";
+    char key[128], err[512] = "", prefix[16];
     int64_t id = 0;
+    if (store_key_live_by_name(s, name, &id, prefix) == 1) {
+        fprintf(stderr, "switchyard %s: a key named '%s' exists (id %lld, prefix %s); choose another name, or revoke "
+                        "it first with 'switchyard key revoke --id %lld'\n", cmd, name, (long long)id, prefix,
+                (long long)id);
+        store_close(s);
+        return CLI_EXIT_FAIL;
+    }
     rc = store_key_add(s, name, key, sizeof key, &id, err, sizeof err);
     if (rc == 0 && (u.set_models || u.set_rpm || u.set_expires || u.set_budget || u.set_period) &&
         store_key_update(s, id, NULL, &u, err, sizeof err) < 0)
@@ -133,10 +185,11 @@ int cli_key_add(int argc, char **argv)
 
 int cli_key_update(int argc, char **argv)
 {
-    const char *cmd = "key update", *db = NULL, *name = NULL;
+    const char *cmd = "key update", *db = NULL, *name = NULL, *idtext = NULL, *prefix = NULL;
     int help = 0;
     cli_key_rules r = {0};
     const cli_opt opts[] = {{"db", &db, NULL},         {"name", &name, NULL},          {"models", &r.models, NULL},
+                            {"id", &idtext, NULL},     {"prefix", &prefix, NULL},
                             {"all-models", NULL, &r.all_models}, {"rpm", &r.rpm, NULL}, {"expires", &r.expires, NULL},
                             {"budget", &r.budget, NULL}, {"budget-period", &r.period, NULL},
                             {"help", NULL, &help},      {NULL, NULL, NULL}};
@@ -151,13 +204,14 @@ int cli_key_update(int argc, char **argv)
                         " or --budget-period)\n", cmd);
         return CLI_EXIT_USAGE;
     }
-    store *s = cli_store_open_named(cmd, db, name, &rc);
+    int64_t id = 0;
+    store *s = cli_key_open_selected(cmd, db, name, idtext, prefix, &id, &rc);
     if (!s)
         return rc;
     char err[512] = "";
-    int n = store_key_update(s, 0, name, &u, err, sizeof err);
+    int n = store_key_update(s, id, NULL, &u, err, sizeof err);
     if (n > 0)
-        printf("updated key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+        printf("updated key id %lld\n", (long long)id);
     else
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
     store_close(s);
@@ -261,47 +315,51 @@ static int cli_key_prefer_check(const char *cmd, const char *acct, int clear)
 
 int cli_key_prefer(int argc, char **argv)
 {
-    const char *cmd = "key prefer", *db = NULL, *name = NULL, *acct = NULL;
+    const char *cmd = "key prefer", *db = NULL, *name = NULL, *acct = NULL, *idtext = NULL, *prefix = NULL;
     int clear = 0, help = 0;
-    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"account", &acct, NULL},
-                            {"clear", NULL, &clear}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    const cli_opt opts[] = {{"db", &db, NULL},       {"name", &name, NULL},     {"id", &idtext, NULL},
+                            {"prefix", &prefix, NULL}, {"account", &acct, NULL}, {"clear", NULL, &clear},
+                            {"help", NULL, &help},   {NULL, NULL, NULL}};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
     if (rc >= 0)
         return rc;
     if (cli_key_prefer_check(cmd, acct, clear) != 0)
         return CLI_EXIT_USAGE;
-    store *s = cli_store_open_named(cmd, db, name, &rc);
+    int64_t id = 0;
+    store *s = cli_key_open_selected(cmd, db, name, idtext, prefix, &id, &rc);
     if (!s)
         return rc;
     char err[512] = "";
-    int n = store_key_set_preferred_by_name(s, name, acct, err, sizeof err);
-    if (n > 0 && acct)
-        printf("key %s now prefers account %s (%d key%s)\n", name, acct, n, n == 1 ? "" : "s");
-    else if (n > 0)
-        printf("cleared the preferred account of key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+    int ok = store_key_prefer(s, id, acct, err, sizeof err) == 0;
+    if (ok && acct)
+        printf("key id %lld now prefers account %s\n", (long long)id, acct);
+    else if (ok)
+        printf("cleared the preferred account of key id %lld\n", (long long)id);
     else
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
     store_close(s);
-    return n > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
 int cli_key_revoke(int argc, char **argv)
 {
-    const char *cmd = "key revoke", *db = NULL, *name = NULL;
+    const char *cmd = "key revoke", *db = NULL, *name = NULL, *idtext = NULL, *prefix = NULL;
     int help = 0;
-    const cli_opt opts[] = {{"db", &db, NULL}, {"name", &name, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    const cli_opt opts[] = {{"db", &db, NULL},         {"name", &name, NULL}, {"id", &idtext, NULL},
+                            {"prefix", &prefix, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, cli_usage_key);
     if (rc >= 0)
         return rc;
-    store *s = cli_store_open_named(cmd, db, name, &rc);
+    int64_t id = 0;
+    store *s = cli_key_open_selected(cmd, db, name, idtext, prefix, &id, &rc);
     if (!s)
         return rc;
     char err[512] = "";
-    int n = store_key_revoke(s, name, err, sizeof err);
+    int n = store_key_revoke_id(s, id, err, sizeof err);
     if (n > 0)
-        printf("revoked key %s (%d key%s)\n", name, n, n == 1 ? "" : "s");
+        printf("revoked key id %lld\n", (long long)id);
     else if (n == 0)
-        printf("key %s was already revoked\n", name);
+        printf("key id %lld was already revoked\n", (long long)id);
     else
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
     store_close(s);

@@ -212,12 +212,19 @@ int store_account_set_enabled(store *s, const char *name, int enabled, char *err
  * reset_gen so a running gateway clears its in-memory state (breaker too). */
 int store_account_reset(store *s, const char *name, char *err, size_t errlen);
 int store_account_remove(store *s, const char *name, char *err, size_t errlen);
-/* Key names need not be unique: these apply to every key of that name and
- * return how many keys changed (>= 1 for prefer; 0 from revoke means all
- * were already revoked). account_name NULL clears the preference. */
-int store_key_set_preferred_by_name(store *s, const char *key_name, const char *account_name,
-                                    char *err, size_t errlen);
-int store_key_revoke(store *s, const char *name, char *err, size_t errlen);
+/* Keys are named by the CLI with --id, --prefix or --name. store_key_select
+ * finds the one key a selector means (id > 0; else prefix, matching the
+ * start `key list` shows or more of the key; else name, a live key before
+ * revoked ones): 1 with *out, 0 no such key, -1 when two live keys match
+ * (a name from before names were unique, a short prefix) or on error; err
+ * says which. store_key_add refuses a name a live key has. */
+int store_key_select(store *s, int64_t id, const char *prefix, const char *name, int64_t *out, char *err,
+                     size_t errlen);
+int store_key_live_by_name(store *s, const char *name, int64_t *id, char prefix[16]);
+/* The key's preferred account by name (NULL clears it): 0, -1 (err). */
+int store_key_prefer(store *s, int64_t key_id, const char *account_name, char *err, size_t errlen);
+/* 1 revoked, 0 it already was, -1 (err) */
+int store_key_revoke_id(store *s, int64_t id, char *err, size_t errlen);
 
 /* --- for the query files of other tables (store_codex.c); CLI path only ---
  * The main connection, and the busy wait a synchronous write brackets

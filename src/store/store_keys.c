@@ -168,43 +168,100 @@ static int store_account_id_by_name(store *s, const char *name, int64_t *id)
     return rc;
 }
 
-int store_key_set_preferred_by_name(store *s, const char *key_name, const char *account_name,
-                                    char *err, size_t errlen)
+int store_key_prefer(store *s, int64_t key_id, const char *account_name, char *err, size_t errlen)
 {
     int64_t acc = 0;
     int found = account_name ? store_account_id_by_name(s, account_name, &acc) : 1;
     if (found <= 0) {
-        if (found == 0)
-            store_errf(err, errlen, "no account named '%s'", account_name);
-        else
-            store_errf(err, errlen, "cannot look up account: %s", sqlite3_errmsg(s->db));
+        store_errf(err, errlen, found == 0 ? "no account named '%s'" : "cannot look up account '%s'", account_name);
         return -1;
     }
-    int changes = 0;
-    if (store_name_write_sync(s, "UPDATE platform_keys SET preferred_account_id = ?2 WHERE name = ?1", key_name,
-                              account_name ? &acc : NULL, &changes, "set the preferred account", err, errlen) != 0)
+    if (store_key_set_preferred(s, key_id, acc) != 0) {
+        store_errf(err, errlen, "cannot set the preferred account: %s", sqlite3_errmsg(s->db));
         return -1;
-    if (changes == 0)
-        store_errf(err, errlen, "no key named '%s'", key_name);
-    return changes ? changes : -1;
+    }
+    return 0;
 }
 
-int store_key_revoke(store *s, const char *name, char *err, size_t errlen)
+/* The live (not revoked) key called name: 1 with its id and prefix, 0 none,
+ * -1 on error. */
+int store_key_live_by_name(store *s, const char *name, int64_t *id, char prefix[16])
 {
-    int changes = 0;
-    if (store_name_write_sync(s, "UPDATE platform_keys SET revoked = 1 WHERE name = ?1 AND revoked = 0", name,
-                              NULL, &changes, "revoke key", err, errlen) != 0)
-        return -1;
-    if (changes)
-        return changes;
-    int64_t known = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM platform_keys WHERE name = ?", -1, &st, NULL) == SQLITE_OK) {
+    int found = -1;
+    if (sqlite3_prepare_v2(s->db, "SELECT id, prefix FROM platform_keys WHERE name = ?1 AND revoked = 0 ORDER BY id",
+                           -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        known = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+        int rc = sqlite3_step(st);
+        found = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+        if (found == 1) {
+            *id = sqlite3_column_int64(st, 0);
+            store_col_copy(st, 1, prefix, 16);
+        }
     }
     sqlite3_finalize(st);
-    if (known <= 0)
-        store_errf(err, errlen, known == 0 ? "no key named '%s'" : "cannot look up key '%s'", name);
-    return known > 0 ? 0 : -1;
+    return found;
+}
+
+/* One selector's matches: id > 0 that key; else a prefix (the start of the
+ * key as `key list` shows it, or more of it); else a name, among the live
+ * keys first and the revoked ones when no live key has it. */
+int store_key_select(store *s, int64_t id, const char *prefix, const char *name, int64_t *out, char *err,
+                     size_t errlen)
+{
+    static const char *const sql[] = {
+        "SELECT id, revoked FROM platform_keys WHERE id = ?1",
+        "SELECT id, revoked FROM platform_keys WHERE ?2 LIKE prefix || '%' OR prefix LIKE ?2 || '%'"
+        " ORDER BY revoked, id",
+        "SELECT id, revoked FROM platform_keys WHERE name = ?3 ORDER BY revoked, id",
+    };
+    int which = id > 0 ? 0 : prefix ? 1 : 2;
+    const char *what = which == 0 ? "id" : which == 1 ? "prefix" : "name";
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql[which], -1, &st, NULL) != SQLITE_OK) {
+        store_errf(err, errlen, "cannot look up keys: %s", sqlite3_errmsg(s->db));
+        return -1;
+    }
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_text(st, 2, prefix ? prefix : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, name ? name : "", -1, SQLITE_STATIC);
+    int64_t ids[2] = {0, 0};
+    int revoked[2] = {0, 0}, n = 0;
+    while (n < 2 && sqlite3_step(st) == SQLITE_ROW) {
+        revoked[n] = sqlite3_column_int(st, 1);
+        ids[n++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    if (n == 0) {
+        if (which == 0)
+            store_errf(err, errlen, "no key with id %lld", (long long)id);
+        else
+            store_errf(err, errlen, "no key with %s '%s'", what, which == 1 ? prefix : name);
+        return 0;
+    }
+    if (n == 2 && revoked[0] == revoked[1]) { /* two live keys (or, with none live, two revoked) match */
+        store_errf(err, errlen, "more than one key has %s '%s' (ids %lld, %lld, ...): give --id (see 'switchyard "
+                                "key list')", what, which == 1 ? prefix : name, (long long)ids[0], (long long)ids[1]);
+        return -1;
+    }
+    *out = ids[0];
+    return 1;
+}
+
+int store_key_revoke_id(store *s, int64_t id, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "UPDATE platform_keys SET revoked = 1 WHERE id = ?1 AND revoked = 0", -1, &st,
+                                NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, id);
+        store_sync_write_begin(s);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+        store_sync_write_end(s);
+    }
+    int changed = rc == SQLITE_OK ? sqlite3_changes(s->db) : -1;
+    if (changed < 0)
+        store_errf(err, errlen, "cannot revoke key: %s", sqlite3_errmsg(s->db));
+    sqlite3_finalize(st);
+    return changed;
 }

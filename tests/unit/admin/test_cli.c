@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "store/store.h"
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -298,7 +299,7 @@ static void test_cli_key_prefer_sets_and_clears_the_account(void)
     CHECK_EQ_INT(test_key_preferred(NULL), 2);
     test_run(cli_key_main, &o, "key", "prefer", "--name", "nokey", "--account", "first", NULL);
     CHECK_EQ_INT(o.rc, 1);
-    CHECK(strstr(o.err, "no key named 'nokey'") != NULL);
+    CHECK(strstr(o.err, "no key with name 'nokey'") != NULL);
     test_run(cli_key_main, &o, "key", "prefer", "--name", "k", NULL); /* neither --account nor --clear */
     CHECK_EQ_INT(o.rc, 2);
     test_run(cli_key_main, &o, "key", "prefer", "--name", "k", "--account", "first", "--clear", NULL);
@@ -325,6 +326,42 @@ static void test_cli_key_revoke_marks_the_key_revoked(void)
     CHECK_EQ_INT(o.rc, 1);
     test_run(cli_key_main, &o, "key", "list", NULL);
     CHECK(strstr(o.out, "yes") != NULL);
+}
+
+/* Names are unique among live keys; --id and --prefix name one key; a
+ * name two keys share (from before) is refused, never applied to both. */
+static void test_cli_key_names_are_unique_and_id_or_prefix_choose_one_key(void)
+{
+    test_out o;
+    test_fresh_db();
+    test_run(cli_key_main, &o, "key", "add", "--name", "laptop", NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    test_run(cli_key_main, &o, "key", "add", "--name", "laptop", NULL);
+    CHECK_EQ_INT(o.rc, 1);
+    CHECK(strstr(o.err, "a key named 'laptop' exists (id 1, prefix sy-") != NULL);
+    CHECK(strstr(o.err, "key revoke --id 1") != NULL);
+    /* two live keys of one name, as an older gateway allowed */
+    char *err = NULL;
+    sqlite3 *db = NULL;
+    CHECK_EQ_INT(sqlite3_open(test_db, &db), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_exec(db, "INSERT INTO platform_keys(name, hash, prefix, created_at)"
+                                  " VALUES ('laptop', 'h2', 'sy-Zzzz', 1)", NULL, NULL, &err), SQLITE_OK);
+    sqlite3_close(db);
+    test_run(cli_key_main, &o, "key", "revoke", "--name", "laptop", NULL);
+    CHECK_EQ_INT(o.rc, 1);
+    CHECK(strstr(o.err, "more than one key has name 'laptop'") != NULL);
+    test_run(cli_key_main, &o, "key", "revoke", "--prefix", "sy-Zzzz", NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.out, "revoked key id 2") != NULL);
+    int revoked = -1;
+    CHECK_EQ_INT(test_key_preferred(&revoked), 0);
+    CHECK_EQ_INT(revoked, 0); /* the first laptop key still serves */
+    test_run(cli_key_main, &o, "key", "update", "--id", "1", "--rpm", "5", NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    test_run(cli_key_main, &o, "key", "revoke", "--id", "1", "--name", "laptop", NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    test_run(cli_key_main, &o, "key", "revoke", "--id", "x", NULL);
+    CHECK_EQ_INT(o.rc, 2);
 }
 
 /* ---------- config ---------- */
@@ -507,6 +544,7 @@ int main(void)
     RUN(test_cli_key_add_prints_the_key_as_last_line);
     RUN(test_cli_key_prefer_sets_and_clears_the_account);
     RUN(test_cli_key_revoke_marks_the_key_revoked);
+    RUN(test_cli_key_names_are_unique_and_id_or_prefix_choose_one_key);
     RUN(test_cli_config_set_get_unset_list);
     RUN(test_cli_config_conversation_limits_are_checked_and_reach_the_store);
     RUN(test_cli_config_rejects_unknown_keys_and_bad_values);

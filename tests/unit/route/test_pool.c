@@ -31,7 +31,7 @@ static void test_pool_auth_remembered_key_is_refused_after_revocation(void)
         CHECK(a && a->k.id == ida);
         CHECK(b && b->k.id == idb);
     }
-    CHECK_EQ_INT(store_key_revoke(s, "a", err, sizeof err), 1); /* keys revoked */
+    CHECK_EQ_INT(store_key_revoke_id(s, ida, err, sizeof err), 1); /* keys revoked */
     CHECK_EQ_INT(pool_refresh(p), 1);
     CHECK(pool_auth(p, ka) == NULL);
     pool_key *b = pool_auth(p, kb);

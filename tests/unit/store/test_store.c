@@ -1292,8 +1292,9 @@ static void test_store_account_remove_cleans_up_references(void)
     store *s = test_open(path);
     int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
     int64_t b = test_add_account(s, "b", 0, ACCOUNT_API_KEY);
-    store_key_add(s, "k", key, sizeof key, NULL, NULL, 0);
-    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "k", "a", err, sizeof err), 1);
+    int64_t kid = 0;
+    store_key_add(s, "k", key, sizeof key, &kid, NULL, 0);
+    CHECK_EQ_INT(store_key_prefer(s, kid, "a", err, sizeof err), 0);
     CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
     account_state st = test_state(a, 1);
     store_writer_put_state(s, &st);
@@ -1314,30 +1315,55 @@ static void test_store_account_remove_cleans_up_references(void)
     store_close(s);
 }
 
-static void test_store_key_prefer_and_revoke_by_name(void)
+/* A selector names one key: by id, by prefix (as `key list` shows it, or
+ * more of the key), or by name, a live key before revoked ones; two live
+ * keys of one name (from before names were unique) or a prefix two keys
+ * share are refused, never both changed. */
+static void test_store_key_select_prefer_and_revoke_one_key(void)
 {
-    char path[128], err[256] = "", key[64];
+    char path[128], err[256] = "", key1[64], key2[64], key3[64];
     test_db_path(path, sizeof path);
     store *s = test_open(path);
-    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY);
-    store_key_add(s, "team", key, sizeof key, NULL, NULL, 0);
-    store_key_add(s, "team", key, sizeof key, NULL, NULL, 0);
-    store_key_add(s, "solo", key, sizeof key, NULL, NULL, 0);
-    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "team", "a", err, sizeof err), 2);
-    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE preferred_account_id = 1"), 2);
+    int64_t a = test_add_account(s, "a", 0, ACCOUNT_API_KEY), t1 = 0, t2 = 0, solo = 0, got = 0;
+    store_key_add(s, "team", key1, sizeof key1, &t1, NULL, 0);
+    store_key_add(s, "team", key2, sizeof key2, &t2, NULL, 0);
+    store_key_add(s, "solo", key3, sizeof key3, &solo, NULL, 0);
+    CHECK_EQ_INT(store_key_select(s, 0, NULL, "team", &got, err, sizeof err), -1);
+    CHECK(strstr(err, "more than one key has name 'team'") != NULL);
+    CHECK_EQ_INT(store_key_select(s, t2, NULL, NULL, &got, err, sizeof err), 1);
+    CHECK(got == t2);
+    CHECK_EQ_INT(store_key_select(s, 0, NULL, "solo", &got, err, sizeof err), 1);
+    CHECK(got == solo);
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "%.7s", key3);
+    CHECK_EQ_INT(store_key_select(s, 0, prefix, NULL, &got, err, sizeof err), 1);
+    CHECK(got == solo);
+    CHECK_EQ_INT(store_key_select(s, 0, key3, NULL, &got, err, sizeof err), 1); /* the whole key works too */
+    CHECK(got == solo);
+    CHECK_EQ_INT(store_key_select(s, 0, "sy-", NULL, &got, err, sizeof err), -1); /* every key starts so */
+    CHECK_EQ_INT(store_key_select(s, 0, NULL, "nope", &got, err, sizeof err), 0);
+    CHECK(strstr(err, "no key with name 'nope'") != NULL);
+    CHECK_EQ_INT(store_key_select(s, 99, NULL, NULL, &got, err, sizeof err), 0);
+    CHECK_EQ_INT(store_key_prefer(s, t1, "a", err, sizeof err), 0);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE preferred_account_id = 1"), 1);
     CHECK_EQ_INT(a, 1);
-    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "team", "nope", err, sizeof err), -1);
+    CHECK_EQ_INT(store_key_prefer(s, t1, "nope", err, sizeof err), -1);
     CHECK(strstr(err, "no account named") != NULL);
-    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "nope", "a", err, sizeof err), -1);
-    CHECK(strstr(err, "no key named") != NULL);
-    CHECK_EQ_INT(store_key_set_preferred_by_name(s, "team", NULL, err, sizeof err), 2);
+    CHECK_EQ_INT(store_key_prefer(s, t1, NULL, err, sizeof err), 0);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE preferred_account_id IS NULL"), 3);
     int64_t v0 = store_config_version(s);
-    CHECK_EQ_INT(store_key_revoke(s, "solo", err, sizeof err), 1);
+    CHECK_EQ_INT(store_key_revoke_id(s, t1, err, sizeof err), 1);
     CHECK(store_config_version(s) > v0);
-    CHECK_EQ_INT(store_key_revoke(s, "solo", err, sizeof err), 0); /* already revoked */
-    CHECK_EQ_INT(store_key_revoke(s, "nope", err, sizeof err), -1);
+    CHECK_EQ_INT(store_key_revoke_id(s, t1, err, sizeof err), 0); /* already revoked */
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM platform_keys WHERE revoked = 1"), 1);
+    /* one live key of that name is left: the name finds it, and a new key may not take the name */
+    CHECK_EQ_INT(store_key_select(s, 0, NULL, "team", &got, err, sizeof err), 1);
+    CHECK(got == t2);
+    CHECK_EQ_INT(store_key_live_by_name(s, "team", &got, prefix), 1);
+    CHECK(got == t2);
+    CHECK_EQ_INT(store_key_revoke_id(s, t2, err, sizeof err), 1);
+    CHECK_EQ_INT(store_key_live_by_name(s, "team", &got, prefix), 0);
+    CHECK_EQ_INT(store_key_select(s, 0, NULL, "team", &got, err, sizeof err), -1); /* two revoked: which? */
     store_close(s);
 }
 
@@ -1598,7 +1624,7 @@ int main(void)
     RUN(test_store_account_models_override_is_stored_replaced_and_cleared);
     RUN(test_store_account_remove_cleans_up_references);
     RUN(test_store_account_reset_clears_cooldown_ladder_and_bumps_reset_gen);
-    RUN(test_store_key_prefer_and_revoke_by_name);
+    RUN(test_store_key_select_prefer_and_revoke_one_key);
     check_tmpdir_remove(test_dir);
     return check_summary();
 }
