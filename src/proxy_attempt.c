@@ -221,9 +221,10 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
                           p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream,
                           p->in.is_delete ? "DELETE" : NULL};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
-    if (!p->up) /* out of memory, or libcurl refused it: no callback will come, so end it here */
-        proxy_up_done(p, UP_INTERNAL, "the gateway could not start the upstream request (out of memory or a libcurl "
-                                      "failure); retry shortly");
+    if (!p->up) /* out of memory, libcurl refused it, or a header value upstream_start will not send: no
+                 * callback will come, so end it here */
+        proxy_up_done(p, UP_INTERNAL, "the gateway could not start the upstream request (out of memory, a libcurl "
+                                      "failure or a header value with a control character); retry shortly");
 }
 
 /* Every account that serves this endpoint is out: asks the exhausted
