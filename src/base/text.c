@@ -71,18 +71,3 @@ void text_escape(sbuf *out, const char *s, size_t n, const char *also)
         }
     }
 }
-
-void text_put_utf8(sbuf *out, const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t k = sbuf_utf8_len(s + i, n - i);
-        if (!k || (text_is_control(u + i, k) && u[i] != '\n')) {
-            sbuf_append(out, "\xEF\xBF\xBD", 3);
-            i += k ? k : 1;
-        } else {
-            sbuf_append(out, s + i, k);
-            i += k;
-        }
-    }
-}

@@ -28,9 +28,4 @@ int text_header_value_ok(const char *s);
  * given, and nothing in it can end the line, move the cursor or start an
  * escape sequence. */
 void text_escape(sbuf *out, const char *s, size_t n, const char *also);
-/* Appends s with each byte that is not part of valid UTF-8 replaced by
- * U+FFFD, and each control character but LF too (a Prometheus label value
- * may hold any UTF-8; LF is the caller's to escape). */
-void text_put_utf8(sbuf *out, const char *s, size_t n);
-
 #endif
