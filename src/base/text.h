@@ -28,4 +28,5 @@ int text_header_value_ok(const char *s);
  * given, and nothing in it can end the line, move the cursor or start an
  * escape sequence. */
 void text_escape(sbuf *out, const char *s, size_t n, const char *also);
+
 #endif
