@@ -6,6 +6,7 @@
  * map) and starts the transfer, whose answer proxy_relay.c takes in. */
 #include "proxy_internal.h"
 #include "base/json.h"
+#include "base/text.h"
 #include "http/server.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
@@ -109,6 +110,8 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
         if (i < 0 || (seen & (1u << i)))
             continue;
         if (foreign_turn && strcasecmp(kv->key, "x-codex-turn-state") == 0)
+            continue;
+        if (!text_header_value_ok(kv->value)) /* a control character (an ESC, say) is no header value to pass on */
             continue;
         seen |= 1u << i;
         proxy_header_add(p, proxy_forward_headers[i], kv->value);
