@@ -107,12 +107,16 @@ static int login_entry_kind(const json_value *e, login_entry *le, char *err, siz
     const char *kind = json_get_str(e, "kind");
     const char *platform = json_get_str(e, "platform");
     le->kind = ACCOUNT_CHATGPT;
-    if (kind && account_kind_parse(kind, &le->kind) != 0) {
-        snprintf(err, errlen, "%s: kind: '%s' is not api_key, chatgpt or aggregate", le->label, kind);
-        return -1;
-    }
-    if (platform && strcasecmp(platform, "openai") != 0) {
-        snprintf(err, errlen, "%s: platform: '%s' is not an OpenAI login", le->label, platform);
+    const char *bad = kind && account_kind_parse(kind, &le->kind) != 0 ? kind
+                      : platform && strcasecmp(platform, "openai") != 0 ? platform : NULL;
+    if (bad) { /* the value is quoted on the terminal: escaped, cut on a character */
+        sbuf esc = SBUF_INIT;
+        text_escape(&esc, bad, sbuf_utf8_cut(bad, strlen(bad), 40), NULL);
+        if (bad == kind)
+            snprintf(err, errlen, "%s: kind: '%s' is not api_key, chatgpt or aggregate", le->label, esc.p);
+        else
+            snprintf(err, errlen, "%s: platform: '%s' is not an OpenAI login", le->label, esc.p);
+        sbuf_free(&esc);
         return -1;
     }
     const char *type = json_get_str(e, "type"); /* sub2api: "oauth" logins, "apikey" keys */

@@ -201,7 +201,7 @@ int oauth_answer_parse(const char *body, size_t len, int64_t now, account *f, ch
     jwt_claims c;
     if (jwt_claims_read(f->token, &c) == 0 && c.exp)
         f->token_expires_at = c.exp;
-    else if (expires_in > 0)
+    else if (expires_in > 0 && expires_in < 1e9) /* a cast of 1e300 is undefined: beyond ~30 years is no lifetime */
         f->token_expires_at = now + (int64_t)expires_in;
     if (f->id_token && jwt_claims_read(f->id_token, &c) == 0) {
         /* the claims become a header (ChatGPT-Account-Id), log and terminal
