@@ -65,8 +65,10 @@ static int64_t login_time(const json_value *obj, const char *const *names)
 {
     for (; obj && *names; names++) {
         json_value *v = json_get(obj, *names);
-        if (v && v->type == JSON_NUMBER && v->num > 0)
-            return (int64_t)(v->num > 1e11 ? v->num / 1000 : v->num);
+        if (v && v->type == JSON_NUMBER && v->num > 0) { /* beyond year ~33000: no time (and no undefined cast) */
+            double t = v->num > 1e11 ? v->num / 1000 : v->num;
+            return t < 1e12 ? (int64_t)t : 0;
+        }
         if (v && v->type == JSON_STRING)
             return login_time_parse(v->str);
     }
@@ -153,11 +155,12 @@ static int login_entry_numbers(const json_value *e, login_entry *le, char *err, 
     json_value *conc = json_get(e, "max_concurrency");
     if (!conc)
         conc = json_get(e, "concurrency");
-    if (sort && sort->type != JSON_NUMBER) {
-        snprintf(err, errlen, "%s: sort: expected a number", le->label);
+    /* within int: casting a double beyond it is undefined */
+    if (sort && (sort->type != JSON_NUMBER || !(sort->num > -2147483648.0 && sort->num < 2147483648.0))) {
+        snprintf(err, errlen, "%s: sort: expected a number (a 32-bit integer)", le->label);
         return -1;
     }
-    if (conc && (conc->type != JSON_NUMBER || conc->num < 0)) {
+    if (conc && (conc->type != JSON_NUMBER || !(conc->num >= 0 && conc->num < 2147483648.0))) {
         snprintf(err, errlen, "%s: max_concurrency: expected a number >= 0", le->label);
         return -1;
     }
