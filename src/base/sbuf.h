@@ -42,7 +42,7 @@ void sbuf_copy_cstr(char *dst, size_t n, const char *src);
  * 2..4, or 0 when it is none (a stray or cut-short sequence, an overlong
  * form, a surrogate, above U+10FFFF). */
 size_t sbuf_utf8_len(const char *s, size_t n);
-/* How many of the n bytes at s to keep to keep at most max: max, or less
+/* How many of the n bytes at s to keep when at most max may stay: max, or less
  * so as not to end inside a UTF-8 character (for "%.*s" and fixed-size
  * copies of names and models). n itself when n <= max. */
 size_t sbuf_utf8_cut(const char *s, size_t n, size_t max);
