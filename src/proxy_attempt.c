@@ -6,6 +6,7 @@
  * map) and starts the transfer, whose answer proxy_relay.c takes in. */
 #include "proxy_internal.h"
 #include "base/json.h"
+#include "base/text.h"
 #include "http/server.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
@@ -109,6 +110,8 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
         if (i < 0 || (seen & (1u << i)))
             continue;
         if (foreign_turn && strcasecmp(kv->key, "x-codex-turn-state") == 0)
+            continue;
+        if (!text_header_value_ok(kv->value)) /* a control character (an ESC, say) is no header value to pass on */
             continue;
         seen |= 1u << i;
         proxy_header_add(p, proxy_forward_headers[i], kv->value);
@@ -258,9 +261,10 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
                           p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream,
                           p->in.is_delete ? "DELETE" : NULL};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
-    if (!p->up) /* out of memory, or libcurl refused it: no callback will come, so end it here */
-        proxy_up_done(p, UP_INTERNAL, "the gateway could not start the upstream request (out of memory or a libcurl "
-                                      "failure); retry shortly");
+    if (!p->up) /* out of memory, libcurl refused it, or a header value upstream_start will not send: no
+                 * callback will come, so end it here */
+        proxy_up_done(p, UP_INTERNAL, "the gateway could not start the upstream request (out of memory, a libcurl "
+                                      "failure or a header value with a control character); retry shortly");
 }
 
 /* Every account that serves this endpoint is out: asks the exhausted

@@ -481,6 +481,7 @@ typedef struct opts {
     long pad;          /* ok (plain): the pad's size when it differs from bytes (with ok_first) */
     int auth;          /* auth=1: the bearer must be an unexpired, unrevoked JWT */
     long ttl;          /* oauth: lifetime of issued access tokens, seconds */
+    int hostile_claims; /* oauth: the id_token's claims carry CR LF (account id), ESC (email), LF (plan) */
     int input_tokens;  /* usage: input tokens reported (0 = default 7) */
     int cached;        /* usage: of them cached */
     int reasoning;     /* /responses: a reasoning item with encrypted_content before the message */
@@ -642,6 +643,8 @@ static void opts_parse(opts *o, const char *spec)
             o->auth = atoi(val);
         else if (!strcmp(tok, "ttl"))
             o->ttl = atol(val);
+        else if (!strcmp(tok, "hostile_claims"))
+            o->hostile_claims = atoi(val);
         else if (!strcmp(tok, "input_tokens"))
             o->input_tokens = atoi(val);
         else if (!strcmp(tok, "cached"))
@@ -2756,6 +2759,7 @@ typedef struct oauth_pending {
     struct event *timer;
     rec *r;
     long ttl;
+    int hostile;
     char *rt;
 } oauth_pending;
 
@@ -2770,7 +2774,7 @@ static int oauth_client_gone(struct evhttp_request *req)
     return fd >= 0 && recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-static void oauth_reply(struct evhttp_request *req, rec *r, const char *rt, long ttl)
+static void oauth_reply(struct evhttp_request *req, rec *r, const char *rt, long ttl, int hostile)
 {
     sbuf out = SBUF_INIT;
     int status = 200;
@@ -2800,10 +2804,17 @@ static void oauth_reply(struct evhttp_request *req, rec *r, const char *rt, long
                  "\"acct-%s\"}}", (long long)time(NULL) + ttl, name, next_gen, name);
         sbuf_puts(&out, "{\"access_token\":\"");
         jwt_make(&out, payload);
-        snprintf(payload, sizeof payload,
-                 "{\"email\":\"%s@example.com\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
-                 "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\",\"chatgpt_plan_type\":\"pro\"}}",
-                 name, name);
+        if (hostile) /* the claims a hostile token endpoint could put in a refreshed login */
+            snprintf(payload, sizeof payload,
+                     "{\"email\":\"%s@example.com\\u001b[2J\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
+                     "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\\r\\nX-Injected: 1\","
+                     "\"chatgpt_plan_type\":\"pro\\nREQUEST_FINAL forged\"}}",
+                     name, name);
+        else
+            snprintf(payload, sizeof payload,
+                     "{\"email\":\"%s@example.com\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
+                     "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\",\"chatgpt_plan_type\":\"pro\"}}",
+                     name, name);
         sbuf_puts(&out, "\",\"id_token\":\"");
         jwt_make(&out, payload);
         sbuf_printf(&out, "\",\"refresh_token\":\"rt_%s_%ld\",\"expires_in\":%ld,\"token_type\":\"Bearer\"}",
@@ -2821,7 +2832,7 @@ static void oauth_timer_cb(evutil_socket_t fd, short what, void *arg)
         op->r->aborted = 1;
         evhttp_connection_free(evhttp_request_get_connection(op->req));
     } else {
-        oauth_reply(op->req, op->r, op->rt, op->ttl);
+        oauth_reply(op->req, op->r, op->rt, op->ttl, op->hostile);
     }
     event_free(op->timer);
     free(op->rt);
@@ -2830,7 +2841,10 @@ static void oauth_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* POST /oauth/<spec>/token: spec "ok", "slow,ms=N" (answers after N ms,
  * rotating only if the client is still there), "down" (503), "reset"
- * (closes the connection); ttl=S sets the issued tokens' lifetime. */
+ * (closes the connection); ttl=S sets the issued tokens' lifetime;
+ * hostile_claims=1 issues an id_token whose claims carry control
+ * characters (account id "acct-NAME\r\nX-Injected: 1", an ESC in the
+ * e-mail, a newline in the plan). */
 static void oauth_handle(struct evhttp_request *req, const char *spec)
 {
     opts o;
@@ -2871,12 +2885,13 @@ static void oauth_handle(struct evhttp_request *req, const char *spec)
         op->req = req;
         op->r = r;
         op->ttl = o.ttl;
+        op->hostile = o.hostile_claims;
         op->rt = xstrdup(rt ? rt : "");
         op->timer = evtimer_new(g_base, oauth_timer_cb, op);
         struct timeval tv = {(o.ms >= 0 ? o.ms : 2000) / 1000, ((o.ms >= 0 ? o.ms : 2000) % 1000) * 1000};
         evtimer_add(op->timer, &tv);
     } else {
-        oauth_reply(req, r, rt ? rt : "", o.ttl);
+        oauth_reply(req, r, rt ? rt : "", o.ttl, o.hostile_claims);
     }
     sbuf_free(&out);
     json_free(doc);

@@ -2,6 +2,7 @@
 #include "accounts/login_file.h"
 #include "base/json.h"
 #include "base/jwt.h"
+#include "base/text.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +65,10 @@ static int64_t login_time(const json_value *obj, const char *const *names)
 {
     for (; obj && *names; names++) {
         json_value *v = json_get(obj, *names);
-        if (v && v->type == JSON_NUMBER && v->num > 0)
-            return (int64_t)(v->num > 1e11 ? v->num / 1000 : v->num);
+        if (v && v->type == JSON_NUMBER && v->num > 0) { /* beyond year ~33000: no time (and no undefined cast) */
+            double t = v->num > 1e11 ? v->num / 1000 : v->num;
+            return t < 1e12 ? (int64_t)t : 0;
+        }
         if (v && v->type == JSON_STRING)
             return login_time_parse(v->str);
     }
@@ -106,12 +109,16 @@ static int login_entry_kind(const json_value *e, login_entry *le, char *err, siz
     const char *kind = json_get_str(e, "kind");
     const char *platform = json_get_str(e, "platform");
     le->kind = ACCOUNT_CHATGPT;
-    if (kind && account_kind_parse(kind, &le->kind) != 0) {
-        snprintf(err, errlen, "%s: kind: '%s' is not api_key, chatgpt or aggregate", le->label, kind);
-        return -1;
-    }
-    if (platform && strcasecmp(platform, "openai") != 0) {
-        snprintf(err, errlen, "%s: platform: '%s' is not an OpenAI login", le->label, platform);
+    const char *bad = kind && account_kind_parse(kind, &le->kind) != 0 ? kind
+                      : platform && strcasecmp(platform, "openai") != 0 ? platform : NULL;
+    if (bad) { /* the value is quoted on the terminal: escaped, cut on a character */
+        sbuf esc = SBUF_INIT;
+        text_escape(&esc, bad, sbuf_utf8_cut(bad, strlen(bad), 40), NULL);
+        if (bad == kind)
+            snprintf(err, errlen, "%s: kind: '%s' is not api_key, chatgpt or aggregate", le->label, esc.p);
+        else
+            snprintf(err, errlen, "%s: platform: '%s' is not an OpenAI login", le->label, esc.p);
+        sbuf_free(&esc);
         return -1;
     }
     const char *type = json_get_str(e, "type"); /* sub2api: "oauth" logins, "apikey" keys */
@@ -148,17 +155,43 @@ static int login_entry_numbers(const json_value *e, login_entry *le, char *err, 
     json_value *conc = json_get(e, "max_concurrency");
     if (!conc)
         conc = json_get(e, "concurrency");
-    if (sort && sort->type != JSON_NUMBER) {
-        snprintf(err, errlen, "%s: sort: expected a number", le->label);
+    /* within int: casting a double beyond it is undefined */
+    if (sort && (sort->type != JSON_NUMBER || !(sort->num > -2147483648.0 && sort->num < 2147483648.0))) {
+        snprintf(err, errlen, "%s: sort: expected a number (a 32-bit integer)", le->label);
         return -1;
     }
-    if (conc && (conc->type != JSON_NUMBER || conc->num < 0)) {
+    if (conc && (conc->type != JSON_NUMBER || !(conc->num >= 0 && conc->num < 2147483648.0))) {
         snprintf(err, errlen, "%s: max_concurrency: expected a number >= 0", le->label);
         return -1;
     }
     le->has_sort = sort != NULL;
     le->sort = sort ? (int)sort->num : 0;
     le->max_concurrency = conc ? (int)conc->num : -1;
+    return 0;
+}
+
+/* What an entry names (and its tokens' claims said) becomes a header
+ * (ChatGPT-Account-Id), an account name, log and terminal lines: a value
+ * with a control character or invalid UTF-8 refuses the file. */
+static int login_entry_check(const login_entry *le, char *err, size_t errlen)
+{
+    const struct {
+        const char *what, *v;
+    } f[] = {{"name", le->name},   {"account_id", le->account_id}, {"email", le->email},
+             {"plan_type", le->plan_type}, {"base_url", le->base_url}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        const char *why = text_check_str(f[i].v);
+        if (why) {
+            snprintf(err, errlen, "%s: %s: %s", le->label, f[i].what, why);
+            return -1;
+        }
+    }
+    /* tokens go in JSON bodies only, but a token never holds one either */
+    const char *bad = text_check_str(le->refresh_token) ? "refresh_token" : text_check_str(le->id_token) ? "id_token" : NULL;
+    if (bad) {
+        snprintf(err, errlen, "%s: %s: contains a control character or invalid UTF-8", le->label, bad);
+        return -1;
+    }
     return 0;
 }
 
@@ -212,6 +245,8 @@ static int login_entry_read(const json_value *e, login_entry *le, char *err, siz
             snprintf(err, errlen, "%s: access_token: contains whitespace or control characters", le->label);
             return -1;
         }
+    if (login_entry_check(le, err, errlen) != 0)
+        return -1;
     if (le->kind == ACCOUNT_CHATGPT && !le->account_id) {
         snprintf(err, errlen, "%s: account_id: missing (not in the entry nor in its tokens' claims)", le->label);
         return -1;
@@ -261,8 +296,13 @@ static int login_doc_add(const char *name, const json_value *doc, size_t *index,
         login_entry *le = login_list_push(out);
         ++*index;
         const char *label = e->type == JSON_OBJECT ? login_str(e, k_name) : NULL;
-        snprintf(le->label, sizeof le->label, "%s entry %zu%s%.40s%s", name, *index, label ? " (" : "",
-                 label ? label : "", label ? ")" : "");
+        /* the label goes into error lines on the terminal: the name escaped, cut on a character */
+        sbuf esc = SBUF_INIT;
+        if (label)
+            text_escape(&esc, label, sbuf_utf8_cut(label, strlen(label), 40), NULL);
+        snprintf(le->label, sizeof le->label, "%s entry %zu%s%s%s", name, *index, label ? " (" : "",
+                 label ? esc.p : "", label ? ")" : "");
+        sbuf_free(&esc);
         if (login_entry_read(e, le, err, errlen) != 0)
             return -1;
     }
@@ -355,12 +395,12 @@ int login_file_read(const char *path, login_list *out, char *err, size_t errlen)
 void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf, size_t n)
 {
     memset(an, 0, sizeof *an);
-    if (e->name)
-        snprintf(namebuf, n, "%s", e->name);
-    else if (e->email)
-        snprintf(namebuf, n, "%s", e->email);
-    else
-        snprintf(namebuf, n, "chatgpt-%.12s", e->account_id ? e->account_id : "login");
+    if (e->name || e->email) { /* cut on a character, not inside one */
+        sbuf_copy_cstr(namebuf, n, e->name ? e->name : e->email);
+    } else {
+        const char *id = e->account_id ? e->account_id : "login";
+        snprintf(namebuf, n, "chatgpt-%.*s", (int)sbuf_utf8_cut(id, strlen(id), 12), id);
+    }
     an->name = namebuf;
     an->kind = e->kind;
     an->base_url = e->base_url ? e->base_url : e->kind == ACCOUNT_CHATGPT ? LOGIN_CHATGPT_BASE_URL : NULL;

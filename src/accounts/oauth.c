@@ -25,6 +25,7 @@
 #include "base/jwt.h"
 #include "base/log.h"
 #include "base/sbuf.h"
+#include "base/text.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,35 +181,62 @@ static int oauth_code_permanent(const char *code)
     return 0;
 }
 
-/* A 200: queue the new login for a durable commit. */
-static void oauth_accept(oauth_job *j)
+int oauth_answer_parse(const char *body, size_t len, int64_t now, account *f, char *note, size_t n)
 {
-    oauth *o = j->o;
-    json_value *doc = json_parse(j->resp.p, j->resp.len, NULL, 0);
+    sbuf_fmt_into(note, n, "%s", "");
+    json_value *doc = len ? json_parse(body, len, NULL, 0) : NULL;
     const char *access = doc ? json_get_str(doc, "access_token") : NULL;
-    if (!access || !*access || strpbrk(access, " \t\r\n")) {
+    int bad = !access || !*access;
+    for (const char *p = access; !bad && *p; p++) /* it becomes the Authorization header */
+        bad = (unsigned char)*p <= ' ' || *p == 0x7f;
+    if (bad) {
         json_free(doc);
-        oauth_transient(j, "the token endpoint answered 200 without a usable access_token");
-        return;
+        return -1;
     }
-    account *f = &j->fresh;
     f->token = sbuf_strdup_nonempty(access);
     f->refresh_token = sbuf_strdup_nonempty(json_get_str(doc, "refresh_token"));
     f->id_token = sbuf_strdup_nonempty(json_get_str(doc, "id_token"));
     double expires_in = json_get_num(doc, "expires_in", 0);
     json_free(doc);
-    int64_t now = (int64_t)gateway_now();
     jwt_claims c;
     if (jwt_claims_read(f->token, &c) == 0 && c.exp)
         f->token_expires_at = c.exp;
-    else if (expires_in > 0)
+    else if (expires_in > 0 && expires_in < 1e9) /* a cast of 1e300 is undefined: beyond ~30 years is no lifetime */
         f->token_expires_at = now + (int64_t)expires_in;
     if (f->id_token && jwt_claims_read(f->id_token, &c) == 0) {
-        f->email = sbuf_strdup_nonempty(c.email);
-        f->plan_type = sbuf_strdup_nonempty(c.plan_type);
-        f->chatgpt_account_id = sbuf_strdup_nonempty(c.chatgpt_account_id);
+        /* the claims become a header (ChatGPT-Account-Id), log and terminal
+         * lines: one that is no fit value is left out (the stored one
+         * stays), the tokens are kept (the refresh token is spent) */
+        const struct {
+            const char *what, *v;
+            char **to;
+        } claims[] = {{"email", c.email, &f->email},
+                      {"chatgpt_plan_type", c.plan_type, &f->plan_type},
+                      {"chatgpt_account_id", c.chatgpt_account_id, &f->chatgpt_account_id}};
+        for (size_t i = 0; i < sizeof claims / sizeof *claims; i++) {
+            const char *why = text_check_str(claims[i].v);
+            if (!why)
+                *claims[i].to = sbuf_strdup_nonempty(claims[i].v);
+            else if (note && n && !note[0])
+                sbuf_fmt_into(note, n, "the id_token's %s claim %s: left out", claims[i].what, why);
+        }
     }
     f->last_refresh_at = now;
+    return 0;
+}
+
+/* A 200: queue the new login for a durable commit. */
+static void oauth_accept(oauth_job *j)
+{
+    oauth *o = j->o;
+    account *f = &j->fresh;
+    char note[160];
+    if (oauth_answer_parse(j->resp.p, j->resp.len, (int64_t)gateway_now(), f, note, sizeof note) != 0) {
+        oauth_transient(j, "the token endpoint answered 200 without a usable access_token");
+        return;
+    }
+    if (note[0])
+        log_warn("account %s: login refresh: %s", j->name, note);
     store_login l = {j->account_id, f->token, f->refresh_token, f->id_token, f->email, f->plan_type,
                      f->chatgpt_account_id, f->token_expires_at, f->last_refresh_at, NULL, NULL};
     j->ticket = store_writer_put_login(o->gw->st, &l);

@@ -52,4 +52,15 @@ oauth_waiter *oauth_wait(oauth *o, pool_account *pa, const char *reason, oauth_d
                          size_t n);
 void oauth_wait_cancel(oauth *o, oauth_waiter *w); /* fn will not be called */
 
+/* A token endpoint's 200 body, read into f (zeroed by the caller): its
+ * token, refresh_token, id_token and token_expires_at (the access token's
+ * exp, else now + expires_in), and email, plan_type and chatgpt_account_id
+ * from the id token's claims. Pure (no network, no pool), so fuzzed.
+ * Returns -1 when the body holds no usable access token (one with
+ * whitespace or a control character is not: it becomes a header). A claim
+ * with a control character or invalid UTF-8 (text_check) is left out, the
+ * stored value stays, and note says so ("" otherwise; note may be NULL):
+ * the tokens are kept, as the refresh token they replace is spent. */
+int oauth_answer_parse(const char *body, size_t len, int64_t now, account *f, char *note, size_t n);
+
 #endif

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "accounts/oauth.h"
 #include "base/sbuf.h"
+#include "base/text.h"
 #include "upstream/usage.h"
 #include <math.h>
 #include <stdio.h>
@@ -137,7 +138,7 @@ int usage_poll_apply(account_state *st, const char *body, size_t len, double now
         return -1;
     }
     const char *plan = json_get_str(doc, "plan_type");
-    if (plan)
+    if (plan && !text_check_str(plan)) /* shown by status and account list: one with a control character is left out */
         sbuf_copy_cstr(st->plan_type, sizeof st->plan_type, plan);
     json_value *rl = json_get(doc, "rate_limit");
     if (rl && rl->type == JSON_OBJECT) {

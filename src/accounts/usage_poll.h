@@ -26,7 +26,8 @@ void usage_poll_soon(usage_poll *u, int64_t account_id);
 
 /* The usage URL for an account base URL, into out (NUL-terminated). */
 void usage_poll_url(const char *base_url, char *out, size_t n);
-/* Applies a usage payload (JSON text) to st; 0 ok, -1 not a usage payload. */
+/* Applies a usage payload (JSON text) to st; 0 ok, -1 not a usage payload.
+ * A plan_type with a control character or invalid UTF-8 is left out. */
 int usage_poll_apply(account_state *st, const char *body, size_t len, double now);
 
 #endif

@@ -282,16 +282,17 @@ static void admin_cli_rows_print(const status_row *rows, size_t n)
             snprintf(infl, sizeof infl, "-");
         admin_cli_pct(p, sizeof p, r->primary_pct, r->primary_reset_s);
         admin_cli_pct(s, sizeof s, r->secondary_pct, r->secondary_reset_s);
-        printf("%-20s %-9s %-12s %-9s %6d %-9s %8s %-14s %-14s %s\n", r->name, r->kind, r->state, cool, r->ladder,
+        cli_line("%-20s %-9s %-12s %-9s %6d %-9s %8s %-14s %-14s %s", r->name, r->kind, r->state, cool, r->ladder,
                r->breaker, infl, p, s, r->last_error);
     }
     for (size_t i = 0; i < n; i++) /* a 429 for one limit family: the account serves its other models */
         if (rows[i].families[0])
             printf("limit family cooling down: %s: %s\n", rows[i].name, rows[i].families);
     for (size_t i = 0; i < n; i++) /* held accounts wait for an operator: what happened, what to do */
-        if (rows[i].hold[0])
-            printf("held: %s (%s): %s\n  to fix: %s\n", rows[i].name, rows[i].hold, rows[i].hold_what,
-                   rows[i].hold_fix);
+        if (rows[i].hold[0]) {
+            cli_line("held: %s (%s): %s", rows[i].name, rows[i].hold, rows[i].hold_what);
+            cli_line("  to fix: %s", rows[i].hold_fix);
+        }
 }
 
 /* The database's view as JSON: {"source":"database","accounts":[...]}
@@ -377,7 +378,7 @@ static int admin_cli_status(int argc, char **argv)
             fputs(body.p, stdout);
         } else if (doc) {
             n = admin_cli_rows_from_api(doc, &rows);
-            printf("gateway %s (live): strategy %s, rotation %s, %.0f active request(s), policies %s\n", base,
+            cli_line("gateway %s (live): strategy %s, rotation %s, %.0f active request(s), policies %s", base,
                    odoc ? json_get_str(odoc, "strategy") ? json_get_str(odoc, "strategy") : "?" : "?",
                    odoc ? json_get_str(odoc, "rotation") ? json_get_str(odoc, "rotation") : "?" : "?",
                    odoc ? admin_cli_num(odoc, "active_requests", 0) : 0,
@@ -454,7 +455,7 @@ static void admin_cli_log_line(void *ud, const store_log_row *r)
                     cls && *cls ? cls : "", json_get_num(a, "status", 0), json_get_num(a, "ms", 0));
     }
     json_free(arr);
-    puts(line.p);
+    cli_line("%s", line.p); /* model, names and classes escaped: one row, one line */
     sbuf_free(&line);
 }
 

@@ -7,9 +7,11 @@
 #include "admin/cli.h"
 #include "admin/cli_internal.h"
 #include "base/budget.h"
+#include "base/text.h"
 #include "store/store.h"
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,4 +212,26 @@ int cli_codex_main(int argc, char **argv)
     static const cli_sub subs[] = {{"attach", cli_codex_attach}, {"detach", cli_codex_detach},
                                    {"status", cli_codex_status}, {NULL, NULL}};
     return cli_dispatch("codex", argc, argv, subs, cli_usage_codex);
+}
+
+void cli_line(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    char *raw = malloc((size_t)n + 1);
+    if (!raw)
+        abort();
+    va_start(ap, fmt);
+    vsnprintf(raw, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sbuf esc = SBUF_INIT;
+    text_escape(&esc, raw, (size_t)n, NULL);
+    sbuf_append(&esc, "\n", 1);
+    fwrite(esc.p, 1, esc.len, stdout);
+    sbuf_free(&esc);
+    free(raw);
 }

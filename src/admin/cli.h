@@ -33,5 +33,12 @@ int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *op
 /* Opens --db (else $SWITCHYARD_DB, else ./switchyard.db); NULL and a
  * message on stderr on failure. */
 store *cli_store_open(const char *cmd, const char *db);
+/* Prints one line (fmt holds no newline; one is added) to stdout with the
+ * control characters and invalid UTF-8 of what it was given escaped
+ * (text_escape): names, models, e-mails and plans come from outside (an
+ * import file, a client, a usage endpoint) and must not move the cursor,
+ * start an escape sequence or forge another line on the operator's
+ * terminal. For every table row and line that shows such values. */
+void cli_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -517,7 +517,7 @@ static void cli_account_row(const account *a, const account_state *st, double no
         if (st->latency_60s_ms >= 0)
             snprintf(lat60, sizeof lat60, "%.0fms", st->latency_60s_ms);
     }
-    printf("%-5lld %-20s %-9s %5d %-7s %7d %6d %-9s %-9s %-8s %6d %-14s %-15s %-15s %-12s %s\n", (long long)a->id,
+    cli_line("%-5lld %-20s %-9s %5d %-7s %7d %6d %-9s %-9s %-8s %6d %-14s %-15s %-15s %-12s %s", (long long)a->id,
            a->name, account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, a->weight,
            cool, ok60, lat60, st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan,
            a->base_url);
@@ -529,11 +529,11 @@ static void cli_account_row(const account *a, const account_state *st, double no
     if (a->kind == ACCOUNT_CHATGPT) {
         char login[160];
         cli_login_state(a, now, login, sizeof login);
-        printf("      login: %s%s%s%s%s\n", a->email ? a->email : "-", ", ", login, a->plan_type ? ", plan " : "",
+        cli_line("      login: %s%s%s%s%s", a->email ? a->email : "-", ", ", login, a->plan_type ? ", plan " : "",
                a->plan_type ? a->plan_type : "");
     }
     if (a->models)
-        printf("      models: %s\n", a->models);
+        cli_line("      models: %s", a->models);
     if (a->hold) { /* out of the pool until an operator acts: say why and what to do */
         char when[32] = "-", fix[HOLD_TEXT_MAX];
         time_t t = (time_t)a->hold_since;
@@ -541,8 +541,9 @@ static void cli_account_row(const account *a, const account_state *st, double no
         if (t > 0 && gmtime_r(&t, &tm))
             strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
         hold_fix(a->hold, a->name, fix, sizeof fix);
-        printf("      HELD: %s since %s (%s): %s\n      to fix: %s\n", a->hold, when,
-               a->hold_detail ? a->hold_detail : "-", hold_describe(a->hold).what, fix);
+        cli_line("      HELD: %s since %s (%s): %s", a->hold, when, a->hold_detail ? a->hold_detail : "-",
+                 hold_describe(a->hold).what);
+        cli_line("      to fix: %s", fix);
     }
 }
 

@@ -266,7 +266,7 @@ static void cli_key_print(const platform_key *k, size_t n, int json)
             struct tm tm;
             strftime(exp, sizeof exp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
         }
-        printf("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", (long long)k[i].id, k[i].name, k[i].prefix,
+        cli_line("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s", (long long)k[i].id, k[i].name, k[i].prefix,
                k[i].revoked ? "yes" : "no", pref, rpm, exp, budget, k[i].allowed_models ? k[i].allowed_models : "*");
     }
     sbuf_puts(&o, "]\n");

@@ -44,7 +44,7 @@ static void cli_spend_row(void *ud, const usage_row *r)
 {
     cli_spend_out *out = ud;
     if (!out->json) {
-        printf("%-32s %9lld %12lld %12lld %12lld %12lld %12.4f%s\n", r->group, (long long)r->requests,
+        cli_line("%-32s %9lld %12lld %12lld %12lld %12lld %12.4f%s", r->group, (long long)r->requests,
                (long long)r->input_tokens, (long long)r->cached_tokens, (long long)r->output_tokens,
                (long long)r->total_tokens, r->cost_usd, r->unpriced ? " *" : "");
     } else {

@@ -1,6 +1,7 @@
 /* log.c: leveled logging to stderr, rate limiting of repeated lines, and
  * redaction of secret-looking text. */
 #include "base/log.h"
+#include "base/text.h"
 #include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -101,13 +102,20 @@ void log_msg(int level, const char *fmt, ...)
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    /* one message, one line: the values in it (names, models, what an
+     * upstream said) have their control characters escaped */
+    sbuf esc = SBUF_INIT;
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    text_escape(&esc, line, len, NULL);
+    const char *text = esc.p ? esc.p : "";
     if (held)
         fprintf(stderr, "%s.%03ldZ %-5s %s (and %lu more like it, not shown)\n", ts, now.tv_nsec / 1000000,
-                level_names[level], line, held);
+                level_names[level], text, held);
     else
-        fprintf(stderr, "%s.%03ldZ %-5s %s\n", ts, now.tv_nsec / 1000000, level_names[level], line);
+        fprintf(stderr, "%s.%03ldZ %-5s %s\n", ts, now.tv_nsec / 1000000, level_names[level], text);
+    sbuf_free(&esc);
 }
 
 /* A run of key-ish characters long enough to be a credential. */

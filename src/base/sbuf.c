@@ -144,11 +144,20 @@ void sbuf_json_str(sbuf *b, const char *s, size_t n)
         case '\r': sbuf_append(b, "\\r", 2); break;
         case '\t': sbuf_append(b, "\\t", 2); break;
         default:
-            if (c < 0x20) {
+            if (c < 0x20 || c == 0x7f) { /* DEL too: the text may end up on a terminal */
                 char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
                 sbuf_append(b, esc, 6);
-            } else {
+            } else if (c < 0x80) {
                 sbuf_append(b, &s[i], 1);
+            } else {
+                /* JSON is UTF-8 (RFC 8259 8.1): bytes that are not (a name
+                 * cut mid-character, a stored value from before the entry
+                 * checks) become U+FFFD rather than an invalid document */
+                size_t k = sbuf_utf8_len(s + i, n - i);
+                if (k)
+                    sbuf_append(b, &s[i], k), i += k - 1;
+                else
+                    sbuf_append(b, "\xEF\xBF\xBD", 3);
             }
         }
     }
@@ -169,9 +178,61 @@ void sbuf_consume(sbuf *b, size_t n)
 void sbuf_copy_cstr(char *dst, size_t n, const char *src)
 {
     size_t len = src ? strnlen(src, n - 1) : 0;
+    if (len == n - 1 && src[len])
+        len = sbuf_utf8_cut(src, len + 1, n - 1); /* cut short: never inside a character */
     if (len)
         memcpy(dst, src, len);
     dst[len] = '\0';
+}
+
+size_t sbuf_utf8_len(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (!n)
+        return 0;
+    unsigned char c = u[0];
+    if (c < 0x80)
+        return 1;
+    size_t k;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+        k = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        k = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong */
+        else if (c == 0xED)
+            hi = 0x9F; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 4;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xF4)
+            hi = 0x8F; /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (n < k || u[1] < lo || u[1] > hi)
+        return 0;
+    for (size_t i = 2; i < k; i++)
+        if (u[i] < 0x80 || u[i] > 0xBF)
+            return 0;
+    return k;
+}
+
+size_t sbuf_utf8_cut(const char *s, size_t n, size_t max)
+{
+    if (n <= max)
+        return n;
+    /* back over continuation bytes (at most three) to the lead byte of the
+     * character the cut falls in, and leave that character out when its
+     * lead says it goes on past max; only s[0..max] is read */
+    size_t at = max;
+    for (int back = 0; back < 3 && at > 0 && ((unsigned char)s[at] & 0xC0) == 0x80; back++)
+        at--;
+    unsigned char lead = (unsigned char)s[at];
+    size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return at < max && want > max - at ? at : max;
 }
 
 size_t sbuf_utf8_encode(char out[4], unsigned cp)

@@ -29,12 +29,23 @@ void sbuf_put_int(sbuf *b, long long v);
 /* Appends v as printf's "%.*f" would (prec 0..9): the usual magnitudes
  * without the format engine, the rest (and exact ties) through it. */
 void sbuf_put_fixed(sbuf *b, double v, int prec);
-/* Appends s (n bytes) as a JSON string literal, quotes included. */
+/* Appends s (n bytes) as a JSON string literal, quotes included: control
+ * characters and DEL escaped, bytes that are not valid UTF-8 written as
+ * U+FFFD, so the output is always valid JSON text. */
 void sbuf_json_str(sbuf *b, const char *s, size_t n);
 void sbuf_consume(sbuf *b, size_t n); /* drops the first n bytes */
-/* Copies the C string src into dst[n] (n > 0), cut short to fit, always
- * NUL-terminated: snprintf(dst, n, "%s", src) without the format engine. */
+/* Copies the C string src into dst[n] (n > 0), always NUL-terminated: as
+ * snprintf(dst, n, "%s", src), but cut short (when it does not fit) on a
+ * UTF-8 character boundary, never inside a character. */
 void sbuf_copy_cstr(char *dst, size_t n, const char *src);
+/* The length of the well-formed UTF-8 character at s[0..n): 1 for ASCII,
+ * 2..4, or 0 when it is none (a stray or cut-short sequence, an overlong
+ * form, a surrogate, above U+10FFFF). */
+size_t sbuf_utf8_len(const char *s, size_t n);
+/* How many of the n bytes at s to keep when at most max may stay: max, or less
+ * so as not to end inside a UTF-8 character (for "%.*s" and fixed-size
+ * copies of names and models). n itself when n <= max. */
+size_t sbuf_utf8_cut(const char *s, size_t n, size_t max);
 /* snprintf(dst, n, fmt, ...) that does nothing when dst is NULL or n is 0:
  * for the optional "char *err, size_t errlen" of APIs that explain failures. */
 void sbuf_fmt_into(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -1,5 +1,6 @@
 /* request.c: client body validation and the routing fields (see request.h). */
 #include "http/request.h"
+#include "base/text.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +54,10 @@ int request_parse(const char *body, size_t len, size_t max_body, request_input *
     const char *model = json_get_str(in->doc, "model");
     if (json_get(in->doc, "model") && !model)
         return request_fail(err, 400, "invalid_value", "'model' must be a string");
+    /* the model becomes log and trace fields, request log rows and terminal
+     * lines; no model name holds a control character (nor a NUL) */
+    if (model && text_check(model, json_get(in->doc, "model")->str_len))
+        return request_fail(err, 400, "invalid_value", "'model' must not contain control characters");
     sbuf_copy_cstr(in->model, sizeof in->model, model ? model : "");
     json_value *sv = json_get(in->doc, "stream");
     if (sv && sv->type != JSON_TRUE && sv->type != JSON_FALSE && sv->type != JSON_NULL)

@@ -4,6 +4,7 @@
  * computation and an increment; names and labels are only formatted when
  * /metrics is scraped. */
 #include "obs/metrics.h"
+#include "base/sbuf.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -85,11 +86,7 @@ static uint8_t metrics_word(metrics_words *t, const char *word)
     }
     if (t->n == METRICS_WORDS)
         return METRICS_WORDS - 1;
-    size_t len = strlen(word);
-    if (len >= METRICS_WORD_LEN)
-        len = METRICS_WORD_LEN - 1;
-    memcpy(t->w[t->n], word, len);
-    t->w[t->n][len] = '\0';
+    sbuf_copy_cstr(t->w[t->n], METRICS_WORD_LEN, word); /* cut on a character, never inside one */
     return (uint8_t)t->n++;
 }
 
@@ -244,16 +241,27 @@ void metrics_totals_get(metrics_totals *out)
 
 /* ---------- exposition ---------- */
 
-/* A label value: backslash, double quote and newline escaped. */
+/* A label value as the exposition format has it: backslash, double quote
+ * and newline escaped; and valid UTF-8, which the format requires (one bad
+ * byte and Prometheus rejects the whole scrape): what is not, and the
+ * other control characters, written as U+FFFD. */
 static void metrics_label(sbuf *out, const char *v)
 {
-    for (const char *s = v ? v : ""; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            sbuf_printf(out, "\\%c", *s);
-        else if (*s == '\n')
+    const char *s = v ? v : "";
+    for (size_t i = 0, n = strlen(s); i < n;) {
+        size_t k = sbuf_utf8_len(s + i, n - i);
+        char c = s[i];
+        if (k > 1 && !((unsigned char)c == 0xC2 && (unsigned char)s[i + 1] < 0xA0))
+            sbuf_append(out, s + i, k); /* a character, not a C1 control */
+        else if (c == '\\' || c == '"')
+            sbuf_append(out, "\\", 1), sbuf_append(out, &c, 1);
+        else if (c == '\n')
             sbuf_puts(out, "\\n");
+        else if (k == 1 && (unsigned char)c >= 0x20 && c != 0x7f)
+            sbuf_append(out, &c, 1);
         else
-            sbuf_append(out, s, 1);
+            sbuf_puts(out, "\xEF\xBF\xBD"); /* U+FFFD */
+        i += k ? k : 1;
     }
 }
 

@@ -2,6 +2,7 @@
 #include "obs/trace.h"
 #include "base/log.h"
 #include "base/sbuf.h"
+#include "base/text.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -344,7 +345,7 @@ static void trace_put(trace_line *l, const char *s, size_t n)
 {
     size_t room = TRACE_LINE_MAX - 2 - l->n;
     if (n > room)
-        n = room;
+        n = sbuf_utf8_cut(s, n, room);
     memcpy(l->p + l->n, s, n);
     l->n += n;
 }
@@ -361,6 +362,17 @@ static void trace_put_uint(trace_line *l, unsigned long long u, int neg)
     trace_put(l, tmp + i, sizeof tmp - i);
 }
 
+/* A string field: what text_escape makes of it, so that no value can end
+ * the line (a forged REQUEST_FINAL after a newline), put an escape
+ * sequence on the terminal of whoever reads the file, or close a quoted
+ * field early ("\"" as \x22). */
+static void trace_put_text(trace_line *l, const char *s, size_t n, sbuf *scratch)
+{
+    sbuf_reset(scratch);
+    text_escape(scratch, s, n, "\"");
+    trace_put(l, scratch->p, scratch->len);
+}
+
 /* Renders the fields of one record (fmt: the format, a: its packed
  * arguments); scratch: for the rare printf-formatted number. */
 static void trace_unpack(const char *fmt, const char *a, trace_line *l, sbuf *scratch)
@@ -372,10 +384,10 @@ static void trace_unpack(const char *fmt, const char *a, trace_line *l, sbuf *sc
             break;
         int prec;
         switch (trace_conv(pct + 1, &prec, &f)) {
-        case 's': {
+        case 's': { /* outside values (a model, a session id, a name): escaped */
             uint32_t len;
             memcpy(&len, a, sizeof len);
-            trace_put(l, a + sizeof len, len);
+            trace_put_text(l, a + sizeof len, len, scratch);
             a += sizeof len + len;
             break;
         }
@@ -426,8 +438,11 @@ static size_t trace_render(trace *t, const sbuf *q, sbuf *out)
         l.n = trace_stamp(t, &h.when, l.p);
         trace_put(&l, h.event, strnlen(h.event, 64));
         trace_put(&l, " ", 1);
-        if (h.kind == REC_LINE)
-            trace_put(&l, body, h.len - sizeof h);
+        if (h.kind == REC_LINE) { /* formatted whole on the caller's side: controls escaped, quotes are the format's */
+            sbuf_reset(&t->scratch);
+            text_escape(&t->scratch, body, h.len - sizeof h, NULL);
+            trace_put(&l, t->scratch.p, t->scratch.len);
+        }
         else
             trace_unpack(h.fmt, body, &l, &t->scratch);
         l.p[l.n++] = '\n';

@@ -2,7 +2,10 @@
  * CANDIDATE_START, CANDIDATE_SKIP, REQUEST_FINAL; TOKEN_REFRESH from oauth.c) as space-separated
  * key=value fields after a timestamp and the event name. Lines are queued
  * and appended by a background thread so the loop never waits on disk.
- * Callers pass account names and reasons only: never a token or key. */
+ * Callers pass account names and reasons only: never a token or key.
+ * String arguments are written escaped (text_escape: control characters,
+ * invalid UTF-8 and '"' as \xNN), so one line is one event whatever the
+ * values hold. */
 #ifndef SY_TRACE_H
 #define SY_TRACE_H
 

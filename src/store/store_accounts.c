@@ -7,6 +7,7 @@
 #include "store/store_internal.h"
 #include "base/budget.h"
 #include "base/sbuf.h"
+#include "base/text.h"
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +65,39 @@ int store_json_is_object(sqlite3 *db, const char *text)
     return ok;
 }
 
+/* The texts an account is made of become headers (the token, the ChatGPT
+ * account id), names, log and terminal lines: a control character (or
+ * invalid UTF-8) in one is refused here, whichever way it came in (the
+ * command line, an import, an update). A token may hold no whitespace
+ * either. -1 with err naming the field. */
+static int store_account_texts_check(const char *name, const char *token, const char *base_url,
+                                     const char *chatgpt_account_id, const account_login *l, char *err, size_t errlen)
+{
+    const struct {
+        const char *what, *v;
+    } f[] = {{"account name", name},           {"base_url", base_url},
+             {"chatgpt_account_id", chatgpt_account_id}, {"email", l->email},
+             {"plan_type", l->plan_type},       {"refresh_token", l->refresh_token},
+             {"id_token", l->id_token}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        const char *why = text_check_str(f[i].v);
+        if (why) {
+            sbuf_fmt_into(err, errlen, "%s %s", f[i].what, why);
+            return -1;
+        }
+    }
+    for (const char *p = token; p && *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            sbuf_fmt_into(err, errlen, "the token contains whitespace or a control character");
+            return -1;
+        }
+    return 0;
+}
+
 int store_account_check(store *s, const account_new *a, char *err, size_t errlen)
 {
+    if (store_account_texts_check(a->name, a->token, a->base_url, a->chatgpt_account_id, &a->login, err, errlen) != 0)
+        return -1;
     if (!a->name || !*a->name)
         store_errf(err, errlen, "account name is required");
     else if (!a->base_url || !*a->base_url)
@@ -316,6 +348,8 @@ int store_account_remove(store *s, const char *name, char *err, size_t errlen)
 
 static int store_patch_check(store *s, const account_patch *p, char *err, size_t errlen)
 {
+    if (store_account_texts_check(NULL, p->token, p->base_url, p->chatgpt_account_id, &p->login, err, errlen) != 0)
+        return -1;
     if (p->base_url && strncmp(p->base_url, "http://", 7) != 0 && strncmp(p->base_url, "https://", 8) != 0)
         sbuf_fmt_into(err, errlen, "base_url must start with http:// or https://");
     else if (p->token && !*p->token)

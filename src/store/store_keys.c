@@ -4,6 +4,7 @@
  * name. Rules and budgets of a key are changed in store_controls.c. */
 #include "store/store_internal.h"
 #include "base/sha256.h"
+#include "base/text.h"
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -81,6 +82,10 @@ int store_key_add(store *s, const char *name, char *key_out, size_t keylen, int6
     char hash[65], prefix[16];
     if (!name || !*name) {
         store_errf(err, errlen, "key name is required");
+        return -1;
+    }
+    if (text_check_str(name)) { /* shown in logs, the trace and on terminals */
+        store_errf(err, errlen, "key name %s", text_check_str(name));
         return -1;
     }
     if (store_key_generate(key, keylen < sizeof key ? keylen : sizeof key, hash, prefix, err, errlen) != 0)

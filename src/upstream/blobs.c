@@ -552,22 +552,11 @@ static void rw_item(brewrite *r, const blob_ref *v, size_t m)
     }
 }
 
-/* note as a JSON string literal that json_parse accepts: bytes that are not
- * UTF-8 would make the body invalid, so then every byte above ASCII is '?'. */
+/* note as a JSON string literal that json_parse accepts: sbuf_json_str
+ * writes bytes that are not UTF-8 as U+FFFD. */
 static void rw_note(sbuf *lit, const char *note)
 {
-    size_t n = note ? strlen(note) : 0;
-    sbuf_json_str(lit, note ? note : "", n);
-    if (json_scan_value(lit->p, lit->len, 0, 0) == lit->len)
-        return;
-    char *ascii = malloc(n + 1);
-    if (!ascii)
-        abort();
-    for (size_t i = 0; i < n; i++)
-        ascii[i] = (unsigned char)note[i] < 0x80 ? note[i] : '?';
-    sbuf_reset(lit);
-    sbuf_json_str(lit, ascii, n);
-    free(ascii);
+    sbuf_json_str(lit, note ? note : "", note ? strlen(note) : 0);
 }
 
 int blobs_rewrite(const char *body, size_t len, const blob_scan *scan, const char *note, sbuf *out)

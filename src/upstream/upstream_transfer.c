@@ -7,6 +7,7 @@
  * going out, and its end (the handle kept for the next transfer). curl is
  * on the stack in those callbacks, so they make no multi calls. */
 #include "upstream/upstream_internal.h"
+#include "base/text.h"
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -566,6 +567,15 @@ static int upstream_h2c_start(upstream_req *r)
 
 upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstream_callbacks *cb, void *ud)
 {
+    /* the last line of defence: a value with a CR or LF would end its
+     * header line and start one of the sender's choosing (values are
+     * checked where they enter: text.h); such a request is not sent */
+    for (size_t i = 0; i < spec->n_headers; i++)
+        if (!text_header_value_ok(spec->headers[i].value)) {
+            log_warn("upstream: refused to send a request: its %s header holds a control character",
+                     spec->headers[i].name);
+            return NULL;
+        }
     upstream_req *r = upstream_req_take(u);
     if (!r || !(r->hdrs = upstream_build_headers(u, spec))) {
         log_warn("upstream: cannot start a request: out of memory");
