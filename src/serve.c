@@ -205,6 +205,7 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
         return;
     }
     gw->draining = 1;
+    oauth_drain(gw->oauth); /* a refresh in flight gets a short while, not its whole deadline */
     if (serve_quiet(gw)) {
         event_base_loopexit(gw->base, NULL);
         return;
