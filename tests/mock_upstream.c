@@ -492,6 +492,7 @@ typedef struct opts {
     char tool[64];     /* the function call's name (default exec_command, the shell tool Codex 0.171 registers) */
     char err[32];      /* status: the body of an account refusal in the upstream's shape (account_refusal) */
     char models[256];  /* models=a+b: the models this account serves (see models_refuse) */
+    long big_header;   /* any scenario: an x-big response header of this many bytes (0: none, at most 64 MiB) */
 } opts;
 
 static int numeric(const char *v)
@@ -638,6 +639,8 @@ static void opts_parse(opts *o, const char *spec)
             o->auth = atoi(val);
         else if (!strcmp(tok, "ttl"))
             o->ttl = atol(val);
+        else if (!strcmp(tok, "big_header"))
+            o->big_header = atol(val) > 0 && atol(val) <= (64L << 20) ? atol(val) : 0;
         else if (!strcmp(tok, "input_tokens"))
             o->input_tokens = atoi(val);
         else if (!strcmp(tok, "cached"))
@@ -2363,6 +2366,15 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         add_header(j->req, "Retry-After", o->retry_after);
     if (o->retry_after_ms[0])
         add_header(j->req, "retry-after-ms", o->retry_after_ms);
+    if (o->big_header) { /* one header line larger than a client may take (libcurl: 100 KiB) */
+        char *v = malloc((size_t)o->big_header + 1);
+        if (!v)
+            abort();
+        memset(v, 'x', (size_t)o->big_header);
+        v[o->big_header] = '\0';
+        add_header(j->req, "x-big", v);
+        free(v);
+    }
 
     if (!(o->auth && !bearer_valid(r->authorization)) && models_answer(j, o, ep, r)) {
         sbuf_free(&b);
