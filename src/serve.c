@@ -28,6 +28,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,34 @@ static int serve_reload_policies(gateway *gw, const char *who)
     return 0;
 }
 
+/* SIGHUP, SIGTERM and SIGINT are held (blocked, so one that comes stays
+ * pending) from the first thing serve does until the loop's handlers for
+ * them exist, and again from the end of the loop to the exit: a reload in
+ * the first milliseconds of start-up must not kill the gateway (the
+ * default action of SIGHUP), and a stop signal after the loop must not
+ * kill it before the writer has committed every queued request log. The
+ * threads started meanwhile (the writer, the trace) inherit the mask, so
+ * the signals only ever reach the loop's thread. */
+static void serve_hold_signals(int hold)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+/* At the very end, with everything committed: the handlers are gone (the
+ * loop's events freed), and a late signal is ignored rather than taken by
+ * a thread curl started while they were unblocked. */
+static void serve_ignore_signals(void)
+{
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+}
+
 static void serve_on_sighup(evutil_socket_t sig, short what, void *arg)
 {
     serve_reload_policies(arg, "SIGHUP");
@@ -161,15 +190,22 @@ static int serve_quiet(gateway *gw)
     return gw->active == 0 && !oauth_busy(gw->oauth) && conn_limit_unfinished(gw->conns) == 0;
 }
 
+/* The first stop signal drains: no new work, the requests in progress
+ * finish. A second one hurries: the loop ends now, the requests still in
+ * progress end as their clients' connections close (each with its log
+ * row), and the exit still waits for the writer to commit every queued row
+ * (serve_close); further signals change nothing (serve_hold_signals). */
 static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
 {
     gateway *gw = arg;
     if (gw->draining) {
-        log_warn("second stop signal: exiting now");
+        log_warn("second stop signal: closing the connections in progress now; queued request logs are still "
+                 "committed before the exit");
         event_base_loopbreak(gw->base);
         return;
     }
     gw->draining = 1;
+    oauth_drain(gw->oauth); /* a refresh in flight gets a short while, not its whole deadline */
     if (serve_quiet(gw)) {
         event_base_loopexit(gw->base, NULL);
         return;
@@ -390,6 +426,7 @@ static void serve_close(gateway *gw)
 int serve_main(int argc, char **argv)
 {
     static gateway gw;
+    serve_hold_signals(1); /* first: until the loop's handlers exist */
     serve_codex cx = {0};
     char codex_home[PATH_MAX] = "", err[512] = "";
     config_defaults(&gw.cfg);
@@ -427,14 +464,22 @@ int serve_main(int argc, char **argv)
         evsignal_add(intr, NULL);
         event_add(tick, &sec);
         serve_log_listen(&gw);
+        serve_hold_signals(0); /* one that came during start-up is handled now */
         event_base_dispatch(gw.base);
+        serve_hold_signals(1);
         if (cx.attach) /* Codex must not be left pointing at a stopped gateway */
             serve_codex_run(&gw, codex_home, 0);
         log_info("stopped");
-        event_free(hup), event_free(term), event_free(intr), event_free(tick);
+        event_free(tick);
         rc = 0;
+        serve_close(&gw);
+        /* freed only now: freeing restores the default actions, which
+         * would kill a gateway still committing */
+        event_free(hup), event_free(term), event_free(intr);
+    } else {
+        serve_close(&gw);
     }
-    serve_close(&gw);
+    serve_ignore_signals();
     event_base_free(gw.base);
     curl_global_cleanup();
     return rc;

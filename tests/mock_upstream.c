@@ -497,6 +497,7 @@ typedef struct opts {
      * x-codex-<name>-* headers, limit id codex_<name>), family_model=<model> (the model
      * it meters), family_until=<unix s> (its window is spent until then: a 429) */
     char family[32], family_model[64], family_until[24];
+    long big_header;   /* any scenario: an x-big response header of this many bytes (0: none, at most 64 MiB) */
 } opts;
 
 static int numeric(const char *v)
@@ -645,6 +646,8 @@ static void opts_parse(opts *o, const char *spec)
             o->ttl = atol(val);
         else if (!strcmp(tok, "hostile_claims"))
             o->hostile_claims = atoi(val);
+        else if (!strcmp(tok, "big_header"))
+            o->big_header = atol(val) > 0 && atol(val) <= (64L << 20) ? atol(val) : 0;
         else if (!strcmp(tok, "input_tokens"))
             o->input_tokens = atoi(val);
         else if (!strcmp(tok, "cached"))
@@ -2413,6 +2416,15 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         add_header(j->req, "Retry-After", o->retry_after);
     if (o->retry_after_ms[0])
         add_header(j->req, "retry-after-ms", o->retry_after_ms);
+    if (o->big_header) { /* one header line larger than a client may take (libcurl: 100 KiB) */
+        char *v = malloc((size_t)o->big_header + 1);
+        if (!v)
+            abort();
+        memset(v, 'x', (size_t)o->big_header);
+        v[o->big_header] = '\0';
+        add_header(j->req, "x-big", v);
+        free(v);
+    }
 
     if (!(o->auth && !bearer_valid(r->authorization)) && models_answer(j, o, ep, r)) {
         sbuf_free(&b);

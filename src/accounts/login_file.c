@@ -4,6 +4,7 @@
 #include "base/jwt.h"
 #include "base/text.h"
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,10 +66,10 @@ static int64_t login_time(const json_value *obj, const char *const *names)
 {
     for (; obj && *names; names++) {
         json_value *v = json_get(obj, *names);
-        if (v && v->type == JSON_NUMBER && v->num > 0) { /* beyond year ~33000: no time (and no undefined cast) */
-            double t = v->num > 1e11 ? v->num / 1000 : v->num;
-            return t < 1e12 ? (int64_t)t : 0;
-        }
+        int64_t t;
+        if (v && v->type == JSON_NUMBER && v->num > 0)
+            /* seconds, or milliseconds past 1e11; a time past year 9999 is no time */
+            return json_num_to_int64(v->num > 1e11 ? v->num / 1000 : v->num, 1, 253402300799, &t) == 0 ? t : 0;
         if (v && v->type == JSON_STRING)
             return login_time_parse(v->str);
     }
@@ -155,18 +156,18 @@ static int login_entry_numbers(const json_value *e, login_entry *le, char *err, 
     json_value *conc = json_get(e, "max_concurrency");
     if (!conc)
         conc = json_get(e, "concurrency");
-    /* within int: casting a double beyond it is undefined */
-    if (sort && (sort->type != JSON_NUMBER || !(sort->num > -2147483648.0 && sort->num < 2147483648.0))) {
-        snprintf(err, errlen, "%s: sort: expected a number (a 32-bit integer)", le->label);
+    int64_t sv = 0, cv = -1; /* range-checked before they become ints (json_num_to_int64) */
+    if (sort && (sort->type != JSON_NUMBER || json_num_to_int64(sort->num, INT_MIN, INT_MAX, &sv) != 0)) {
+        snprintf(err, errlen, "%s: sort: expected an integer number", le->label);
         return -1;
     }
-    if (conc && (conc->type != JSON_NUMBER || !(conc->num >= 0 && conc->num < 2147483648.0))) {
-        snprintf(err, errlen, "%s: max_concurrency: expected a number >= 0", le->label);
+    if (conc && (conc->type != JSON_NUMBER || json_num_to_int64(conc->num, 0, INT_MAX, &cv) != 0)) {
+        snprintf(err, errlen, "%s: max_concurrency: expected an integer number >= 0", le->label);
         return -1;
     }
     le->has_sort = sort != NULL;
-    le->sort = sort ? (int)sort->num : 0;
-    le->max_concurrency = conc ? (int)conc->num : -1;
+    le->sort = (int)sv;
+    le->max_concurrency = (int)cv;
     return 0;
 }
 

@@ -13,8 +13,12 @@
  * A refused refresh token (HTTP 401, or refresh_token_expired / _reused /
  * _invalidated, invalid_grant) marks the account needs_login (persisted,
  * never retried until the login is replaced). Anything else (network, 5xx,
- * 429, an answer without an access token) waits oauth_retry_min_s, doubling
- * up to oauth_retry_max_s, before the next try. */
+ * 429, an answer without an access token, an exchange longer than
+ * oauth_timeout_ms) waits oauth_retry_min_s, doubling up to
+ * oauth_retry_max_s, before the next try. So does a 200 whose token has no
+ * usable life (already expired, or about to): its token is kept, but it
+ * must not schedule the next refresh for the next tick, or a broken
+ * endpoint is asked every second forever. */
 #include "accounts/oauth.h"
 #include "core/gateway.h"
 #include "route/pool.h"
@@ -30,9 +34,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OAUTH_BODY_MAX (64u << 10)
+/* A refreshed token that lives shorter than this (already expired, or
+ * about to) is no schedule for the next refresh, which would be due at the
+ * next tick: the next one backs off as after a failure. A token that lives
+ * a few seconds is refreshed at half its life, as the endpoint asks. */
+#define OAUTH_MIN_LIFE_S 2
+/* expires_in beyond this (or a JWT exp further out) is taken as this: a
+ * login is refreshed at least monthly, and no outside number reaches a cast. */
+#define OAUTH_MAX_LIFE_S (30 * 86400)
+/* Once the gateway is stopping, an exchange in flight gets at most this
+ * much longer (its answer may hold the only copy of a rotated refresh
+ * token, but the exit does not wait on a stalled endpoint). */
+#define OAUTH_DRAIN_GRACE_MS 5000
 
 typedef struct oauth_job oauth_job;
 
@@ -49,6 +66,8 @@ struct oauth_job {
     int64_t account_id;
     char name[64];
     upstream_req *up;
+    struct event *deadline; /* the exchange's whole time (oauth_timeout_ms) */
+    double due;             /* when it fires (monotonic seconds) */
     int status;
     sbuf req;             /* request body: holds the refresh token, wiped */
     sbuf resp;            /* response body: holds the new tokens, wiped */
@@ -92,6 +111,8 @@ static void oauth_job_end(oauth_job *j, int ok, const char *why)
         x->job = NULL; /* detached: a cancel now only silences it (see oauth_wait_cancel) */
     if (j->up)
         upstream_cancel(j->up);
+    if (j->deadline)
+        event_free(j->deadline);
     sbuf_secret_wipe(&j->req);
     sbuf_secret_wipe(&j->resp);
     sbuf_secret_free(j->used_refresh);
@@ -110,20 +131,26 @@ static void oauth_job_end(oauth_job *j, int ok, const char *why)
 
 /* ---------- outcome ---------- */
 
+/* One more refresh that did not give a usable login: the next waits
+ * oauth_retry_min_s, doubling per consecutive one up to oauth_retry_max_s.
+ * Returns the wait. */
+static double oauth_back_off(oauth *o, pool_account *pa)
+{
+    pa->refresh_failures++;
+    double wait = (double)o->gw->cfg.oauth_retry_min_s;
+    for (int i = 1; i < pa->refresh_failures && wait < o->gw->cfg.oauth_retry_max_s; i++)
+        wait *= 2;
+    if (wait > o->gw->cfg.oauth_retry_max_s)
+        wait = (double)o->gw->cfg.oauth_retry_max_s;
+    pa->refresh_retry_at = gateway_now() + wait;
+    return wait;
+}
+
 static void oauth_transient(oauth_job *j, const char *why)
 {
     oauth *o = j->o;
     pool_account *pa = pool_find(o->gw->pool, j->account_id);
-    double wait = 0;
-    if (pa) {
-        pa->refresh_failures++;
-        wait = (double)o->gw->cfg.oauth_retry_min_s;
-        for (int i = 1; i < pa->refresh_failures && wait < o->gw->cfg.oauth_retry_max_s; i++)
-            wait *= 2;
-        if (wait > o->gw->cfg.oauth_retry_max_s)
-            wait = (double)o->gw->cfg.oauth_retry_max_s;
-        pa->refresh_retry_at = gateway_now() + wait;
-    }
+    double wait = pa ? oauth_back_off(o, pa) : 0;
     log_warn("account %s: login refresh failed (%s); next try in %.0fs", j->name, why, wait);
     trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=retry reason=\"%s\" retry_in_s=%.0f", j->name, why,
                 wait);
@@ -196,13 +223,16 @@ int oauth_answer_parse(const char *body, size_t len, int64_t now, account *f, ch
     f->token = sbuf_strdup_nonempty(access);
     f->refresh_token = sbuf_strdup_nonempty(json_get_str(doc, "refresh_token"));
     f->id_token = sbuf_strdup_nonempty(json_get_str(doc, "id_token"));
-    double expires_in = json_get_num(doc, "expires_in", 0);
+    int64_t expires_in = 0; /* an outside number: 1e300, NaN or a negative one is no expiry */
+    json_get_int64(doc, "expires_in", 1, INT64_MAX, &expires_in);
     json_free(doc);
     jwt_claims c;
     if (jwt_claims_read(f->token, &c) == 0 && c.exp)
         f->token_expires_at = c.exp;
-    else if (expires_in > 0 && expires_in < 1e9) /* a cast of 1e300 is undefined: beyond ~30 years is no lifetime */
-        f->token_expires_at = now + (int64_t)expires_in;
+    else if (expires_in > 0)
+        f->token_expires_at = now + (expires_in < OAUTH_MAX_LIFE_S ? expires_in : OAUTH_MAX_LIFE_S);
+    if (f->token_expires_at > now + OAUTH_MAX_LIFE_S)
+        f->token_expires_at = now + OAUTH_MAX_LIFE_S;
     if (f->id_token && jwt_claims_read(f->id_token, &c) == 0) {
         /* the claims become a header (ChatGPT-Account-Id), log and terminal
          * lines: one that is no fit value is left out (the stored one
@@ -244,6 +274,12 @@ static void oauth_accept(oauth_job *j)
         oauth_transient(j, "could not queue the new login for the database");
 }
 
+/* 1 if f's token expires too soon to schedule the next refresh by. */
+static int oauth_short_lived(const account *f)
+{
+    return f->token_expires_at && (double)f->token_expires_at - gateway_now() < OAUTH_MIN_LIFE_S;
+}
+
 /* The new login is durable: it replaces the old one in the pool. */
 static void oauth_apply(oauth_job *j)
 {
@@ -274,13 +310,22 @@ static void oauth_apply(oauth_job *j)
         a->last_refresh_at = f->last_refresh_at;
         free(a->login_error);
         a->login_error = NULL;
-        pa->refresh_failures = 0;
-        pa->refresh_retry_at = 0;
+        if (!oauth_short_lived(f)) { /* a short-lived one backs off below, counting the ones before */
+            pa->refresh_failures = 0;
+            pa->refresh_retry_at = 0;
+        }
         if (o->on_refreshed)
             o->on_refreshed(o->on_refreshed_ud, j->account_id); /* e.g. the windows, read with the new token */
     }
     double left = f->token_expires_at ? (double)f->token_expires_at - gateway_now() : -1;
     log_info("account %s: login refreshed%s", j->name, pa ? "" : " (the account was removed meanwhile)");
+    if (pa && oauth_short_lived(f)) { /* no schedule: back off, never a loop */
+        double wait = oauth_back_off(o, pa);
+        log_warn("account %s: the token endpoint's new token expires in %.0fs; the next refresh waits %.0fs",
+                 j->name, left, wait);
+        trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=short_lived expires_in_s=%.0f retry_in_s=%.0f",
+                    j->name, left, wait);
+    }
     trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=ok expires_in_s=%.0f", j->name, left);
     oauth_job_end(j, 1, NULL);
 }
@@ -330,6 +375,39 @@ static void oauth_up_done(void *ud, up_result r, const char *errmsg)
 
 static const upstream_callbacks oauth_up_cb = {oauth_up_headers, oauth_up_data, oauth_up_done};
 
+/* The exchange took longer than oauth_timeout_ms (an endpoint that trickles
+ * its answer never trips the idle limit): abandoned as a failure, so the
+ * requests waiting for it fail over or get their error. */
+static void oauth_on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    oauth_job *j = arg;
+    if (!j->up)
+        return; /* answered; committing */
+    upstream_cancel(j->up);
+    j->up = NULL;
+    sbuf_secret_wipe(&j->req);
+    char why[160];
+    if (j->o->gw->draining)
+        snprintf(why, sizeof why, "the token endpoint did not answer before the gateway stopped");
+    else
+        snprintf(why, sizeof why, "the token endpoint did not answer within %ldms", j->o->gw->cfg.oauth_timeout_ms);
+    oauth_transient(j, why);
+}
+
+static double oauth_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void oauth_arm(oauth_job *j, long ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    j->due = oauth_mono() + ms / 1000.0;
+    evtimer_add(j->deadline, &tv);
+}
+
 static const char *oauth_client_id(const account *a, char *buf, size_t n)
 {
     jwt_claims c;
@@ -363,11 +441,14 @@ static oauth_job *oauth_start(oauth *o, pool_account *pa, const char *reason)
     pa->refreshing = 1;
     trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=start reason=%s", j->name, reason);
     log_info("account %s: refreshing its login (%s)", j->name, reason);
-    j->up = upstream_start(o->gw->up, &spec, &oauth_up_cb, j);
+    j->deadline = evtimer_new(o->gw->base, oauth_on_deadline, j);
+    j->up = j->deadline ? upstream_start(o->gw->up, &spec, &oauth_up_cb, j) : NULL;
     if (!j->up) {
         oauth_transient(j, "could not start the request");
         return NULL;
     }
+    long ms = o->gw->cfg.oauth_timeout_ms; /* a stopping gateway does not wait on it long (oauth_drain) */
+    oauth_arm(j, o->gw->draining && ms > OAUTH_DRAIN_GRACE_MS ? OAUTH_DRAIN_GRACE_MS : ms);
     return j;
 }
 
@@ -446,6 +527,15 @@ void oauth_free(oauth *o)
 }
 
 int oauth_busy(const oauth *o) { return o && o->jobs != NULL; }
+
+void oauth_drain(oauth *o)
+{
+    if (!o || o->gw->cfg.oauth_timeout_ms <= OAUTH_DRAIN_GRACE_MS)
+        return;
+    for (oauth_job *j = o->jobs; j; j = j->next)
+        if (j->up && j->due - oauth_mono() > OAUTH_DRAIN_GRACE_MS / 1000.0)
+            oauth_arm(j, OAUTH_DRAIN_GRACE_MS);
+}
 
 void oauth_tick(oauth *o)
 {

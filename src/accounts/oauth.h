@@ -40,6 +40,10 @@ void oauth_on_refreshed(oauth *o, oauth_refreshed_fn fn, void *ud);
 void oauth_tick(oauth *o);
 /* 1 while a refresh is in flight or committing (shutdown waits for it). */
 int oauth_busy(const oauth *o);
+/* The gateway is stopping: an exchange in flight gets at most a few more
+ * seconds (instead of the rest of oauth_timeout_ms) before it is
+ * abandoned, so the exit never waits long on a stalled endpoint. */
+void oauth_drain(oauth *o);
 
 /* Refreshes pa's login, or joins the refresh in flight, and calls fn when
  * it ends. Returns NULL (why filled) when no refresh can run now: no refresh

@@ -220,6 +220,14 @@ static double admin_qnum(struct evkeyvalq *q, const char *name, double dflt)
     return *end || !isfinite(d) ? dflt : d;
 }
 
+/* A query value as an integer within [lo, hi]; dflt when absent, not a
+ * number or out of range (1e300 is not cast: json_num_to_int64). */
+static int64_t admin_qint(struct evkeyvalq *q, const char *name, int64_t dflt, int64_t lo, int64_t hi)
+{
+    int64_t v;
+    return json_num_to_int64(admin_qnum(q, name, (double)dflt), lo, hi, &v) == 0 ? v : dflt;
+}
+
 /* The POST body as a JSON object; replies 400 and returns NULL if it is not one. */
 static json_value *admin_body(struct evhttp_request *req)
 {
@@ -539,15 +547,15 @@ static void admin_get_requests(admin_ctx *ctx, struct evhttp_request *req)
     admin_query(req, &q);
     const char *failed = evhttp_find_header(&q, "failed");
     store_log_filter f = {
-        .before_id = (int64_t)admin_qnum(&q, "before", 0),
-        .after_id = (int64_t)admin_qnum(&q, "after", 0),
+        .before_id = admin_qint(&q, "before", 0, 0, INT64_MAX),
+        .after_id = admin_qint(&q, "after", 0, 0, INT64_MAX),
         .key = evhttp_find_header(&q, "key"),
         .account = evhttp_find_header(&q, "account"),
-        .status = (int)admin_qnum(&q, "status", 0),
+        .status = (int)admin_qint(&q, "status", 0, 0, 999),
         .failed = failed && (strcmp(failed, "1") == 0 || strcmp(failed, "true") == 0),
         .since = admin_qnum(&q, "since", 0),
         .until = admin_qnum(&q, "until", 0),
-        .limit = (int)admin_qnum(&q, "limit", ADMIN_REQUESTS_DEFAULT),
+        .limit = (int)admin_qint(&q, "limit", ADMIN_REQUESTS_DEFAULT, 0, INT32_MAX),
         .scan_max = ADMIN_SCAN_MAX,
     };
     sbuf b = SBUF_INIT;
@@ -802,7 +810,8 @@ static pool_account *admin_body_account(gateway *gw, struct evhttp_request *req,
             if (strcmp(pool_at(gw->pool, i)->a.name, v->str) == 0)
                 pa = pool_at(gw->pool, i);
     } else if (v && v->type == JSON_NUMBER) {
-        pa = pool_find(gw->pool, (int64_t)v->num);
+        int64_t id;
+        pa = json_num_to_int64(v->num, 1, INT64_MAX, &id) == 0 ? pool_find(gw->pool, id) : NULL;
     } else {
         server_send_error(req, 400, "invalid_request_error", "invalid_value",
                           "'account' must be an account name or id");
@@ -864,9 +873,12 @@ static void admin_post_prefer(admin_ctx *ctx, struct evhttp_request *req)
         return;
     json_value *kv = json_get(body, "key");
     platform_key *key = NULL;
+    int64_t kid = 0; /* an id too large for one names no key */
+    if (kv && kv->type == JSON_NUMBER && json_num_to_int64(kv->num, 1, INT64_MAX, &kid) != 0)
+        kid = 0;
     for (size_t i = 0; kv && i < pool_key_count(gw->pool); i++) {
         platform_key *k = pool_key_at(gw->pool, i);
-        if ((kv->type == JSON_NUMBER && k->id == (int64_t)kv->num) || (kv->type == JSON_STRING && strcmp(k->name, kv->str) == 0)) {
+        if ((kv->type == JSON_NUMBER && kid && k->id == kid) || (kv->type == JSON_STRING && strcmp(k->name, kv->str) == 0)) {
             key = k;
             break;
         }

@@ -14,6 +14,7 @@
 #include "base/sha256.h"
 #include "store/store_admin.h"
 #include <curl/curl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -142,6 +143,14 @@ static double admin_cli_num(const json_value *o, const char *k, double dflt)
     return v && v->type == JSON_NUMBER ? v->num : dflt;
 }
 
+/* An integer member of the gateway's answer: dflt unless it fits an int
+ * (json_num_to_int64: a cast of 1e300 is undefined). */
+static int admin_cli_int(const json_value *o, const char *k, int dflt)
+{
+    int64_t v;
+    return json_get_int64(o, k, INT_MIN, INT_MAX, &v) == 0 ? (int)v : dflt;
+}
+
 static void admin_cli_str(const json_value *o, const char *k, char *out, size_t n)
 {
     const char *s = json_get_str(o, k);
@@ -162,8 +171,8 @@ static size_t admin_cli_rows_from_api(const json_value *doc, status_row **out)
         admin_cli_str(a, "breaker", r->breaker, sizeof r->breaker);
         admin_cli_str(a, "last_error", r->last_error, sizeof r->last_error);
         r->enabled = json_get_bool(a, "enabled", 1);
-        r->ladder = (int)admin_cli_num(a, "ladder_step", 0);
-        r->inflight = (int)admin_cli_num(a, "inflight", -1);
+        r->ladder = admin_cli_int(a, "ladder_step", 0);
+        r->inflight = admin_cli_int(a, "inflight", -1);
         r->cooldown_s = admin_cli_num(a, "cooldown_remaining_s", 0);
         json_value *u = json_get(a, "usage");
         json_value *p = u ? json_get(u, "primary") : NULL, *s = u ? json_get(u, "secondary") : NULL;
@@ -246,6 +255,8 @@ static size_t admin_cli_rows_from_db(store *s, status_row **out)
 /* "1h05m", "42s", "-" */
 static void admin_cli_dur(char *out, size_t n, double s)
 {
+    if (s > 99999 * 3600.0) /* an answer's number: the casts below stay within int */
+        s = 99999 * 3600.0;
     if (s < 0)
         snprintf(out, n, "-");
     else if (s < 60)

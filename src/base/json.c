@@ -752,6 +752,25 @@ double json_get_num(const json_value *obj, const char *key, double dflt)
     return v && v->type == JSON_NUMBER ? v->num : dflt;
 }
 
+int json_num_to_int64(double d, int64_t lo, int64_t hi, int64_t *out)
+{
+    /* compared as doubles before the cast: -2^63 and 2^63 are exact
+     * doubles, and NaN fails both comparisons */
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        return -1;
+    int64_t v = (int64_t)d;
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int json_get_int64(const json_value *obj, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    json_value *v = json_get(obj, key);
+    return v && v->type == JSON_NUMBER ? json_num_to_int64(v->num, lo, hi, out) : -1;
+}
+
 static char *json_strdup(json_doc *d, const char *s, size_t n)
 {
     char *c = json_alloc(d, n + 1);

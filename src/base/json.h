@@ -4,6 +4,7 @@
 #ifndef SY_JSON_H
 #define SY_JSON_H
 #include <stddef.h>
+#include <stdint.h>
 #include "base/sbuf.h"
 
 typedef enum { JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } json_type;
@@ -60,6 +61,15 @@ json_value *json_at(const json_value *arr, size_t i);           /* NULL if out o
 const char *json_get_str(const json_value *obj, const char *key); /* string member or NULL */
 int json_get_bool(const json_value *obj, const char *key, int dflt);
 double json_get_num(const json_value *obj, const char *key, double dflt);
+/* The one conversion of an outside number (a JSON number, a query value
+ * read with strtod) to an integer: 0 with *out set to d truncated toward
+ * zero when d is finite and that integer lies within [lo, hi]; -1 (out
+ * untouched) otherwise. A C cast of a double outside the integer's range
+ * (1e300, NaN) is undefined behaviour, so nothing else casts them. */
+int json_num_to_int64(double d, int64_t lo, int64_t hi, int64_t *out);
+/* json_num_to_int64 of obj's number member key: -1 when it is absent, not
+ * a number, or out of [lo, hi]. */
+int json_get_int64(const json_value *obj, const char *key, int64_t lo, int64_t hi, int64_t *out);
 
 /* Replaces (or adds) the string member key of obj with val. obj must be a
  * document root (what json_parse returned). Returns 0, -1 if obj is not an object. */

@@ -40,6 +40,7 @@ void config_defaults(sy_config *c)
     c->oauth_refresh_margin_s = 3600;
     c->oauth_retry_min_s = 30;
     c->oauth_retry_max_s = 1800;
+    c->oauth_timeout_ms = 20000;
     c->conversation_max_rows = STORE_CONV_MAX_ROWS_DEFAULT;
     c->conversation_max_bytes = STORE_CONV_MAX_BYTES_DEFAULT;
     c->conversation_max_days = STORE_CONV_MAX_DAYS_DEFAULT;
@@ -211,6 +212,7 @@ int config_from_env(sy_config *c)
          &c->oauth_refresh_margin_pinned},
         {"SWITCHYARD_OAUTH_RETRY_MIN_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_min_s, NULL, &c->oauth_retry_min_pinned},
         {"SWITCHYARD_OAUTH_RETRY_MAX_S", CONFIG_OAUTH_RETRY_RANGE, &c->oauth_retry_max_s, NULL, &c->oauth_retry_max_pinned},
+        {"SWITCHYARD_OAUTH_TIMEOUT_MS", 100, 600000, &c->oauth_timeout_ms, NULL, NULL},
         {"SWITCHYARD_CONVERSATION_MAX_ROWS", CONFIG_CONV_ROWS_RANGE, &c->conversation_max_rows, NULL,
          &c->conversation_max_rows_pinned},
         {"SWITCHYARD_CONVERSATION_MAX_BYTES", CONFIG_CONV_BYTES_RANGE, &c->conversation_max_bytes, NULL,

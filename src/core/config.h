@@ -38,6 +38,7 @@ typedef struct sy_config {
     long oauth_refresh_margin_s;   /* refresh this long before the access token expires */
     long oauth_retry_min_s;        /* first wait after a transient refresh failure (doubles) */
     long oauth_retry_max_s;        /* cap of that wait */
+    long oauth_timeout_ms;         /* one refresh exchange, whole (a trickling token endpoint) */
     long conversation_max_rows;    /* stored conversation turns kept (store.h retention); 0 records none */
     long conversation_max_bytes;   /* their input and output bytes together; 0 records none */
     long conversation_max_days;    /* turns older than this are deleted */

@@ -1,4 +1,6 @@
-/* account_limits.c: per-account rpm / tpm buckets (see account_limits.h). */
+/* account_limits.c: per-account rpm / tpm buckets (see account_limits.h).
+ * The buckets run on ratelimit_now() (monotonic); the `now` callers pass
+ * (unix seconds) is for the budget, whose windows are calendar ones. */
 #include "route/account_limits.h"
 #include <stdio.h>
 
@@ -18,14 +20,14 @@ int account_limits_ok(const pool_account *pa, double now, char *why, size_t n)
         snprintf(why, n, "over_budget: %s", b);
         return 0;
     }
-    if (a->max_rpm > 0 && ratelimit_level(&pa->rpm, a->max_rpm, now) < 1) {
+    if (a->max_rpm > 0 && ratelimit_level(&pa->rpm, a->max_rpm, ratelimit_now()) < 1) {
         snprintf(why, n, "rate_limited_locally: %d requests per minute reached (next in %.1fs)", a->max_rpm,
-                 ratelimit_wait_s(&pa->rpm, a->max_rpm, 1, now));
+                 ratelimit_wait_s(&pa->rpm, a->max_rpm, 1, ratelimit_now()));
         return 0;
     }
-    if (a->max_tpm > 0 && ratelimit_level(&pa->tpm, a->max_tpm, now) < LIMITS_TPM_NEED) {
+    if (a->max_tpm > 0 && ratelimit_level(&pa->tpm, a->max_tpm, ratelimit_now()) < LIMITS_TPM_NEED) {
         snprintf(why, n, "rate_limited_locally: %d tokens per minute reached (next in %.1fs)", a->max_tpm,
-                 ratelimit_wait_s(&pa->tpm, a->max_tpm, LIMITS_TPM_NEED, now));
+                 ratelimit_wait_s(&pa->tpm, a->max_tpm, LIMITS_TPM_NEED, ratelimit_now()));
         return 0;
     }
     return 1;
@@ -33,23 +35,24 @@ int account_limits_ok(const pool_account *pa, double now, char *why, size_t n)
 
 double account_limits_wait_s(const pool_account *pa, double now)
 {
-    double r = ratelimit_wait_s(&pa->rpm, pa->a.max_rpm, 1, now);
-    double t = ratelimit_wait_s(&pa->tpm, pa->a.max_tpm, LIMITS_TPM_NEED, now);
+    double mono = ratelimit_now();
+    double r = ratelimit_wait_s(&pa->rpm, pa->a.max_rpm, 1, mono);
+    double t = ratelimit_wait_s(&pa->tpm, pa->a.max_tpm, LIMITS_TPM_NEED, mono);
     return r > t ? r : t;
 }
 
 void account_limits_start(pool_account *pa, double now)
 {
-    ratelimit_take(&pa->rpm, pa->a.max_rpm, 1, now);
+    ratelimit_take(&pa->rpm, pa->a.max_rpm, 1, ratelimit_now());
 }
 
 void account_limits_drain(pool_account *pa, double now)
 {
-    ratelimit_drain(&pa->rpm, pa->a.max_rpm, now);
+    ratelimit_drain(&pa->rpm, pa->a.max_rpm, ratelimit_now());
 }
 
 void account_limits_usage(pool_account *pa, long tokens, double now)
 {
     if (tokens > 0)
-        ratelimit_take(&pa->tpm, pa->a.max_tpm, (double)tokens, now);
+        ratelimit_take(&pa->tpm, pa->a.max_tpm, (double)tokens, ratelimit_now());
 }

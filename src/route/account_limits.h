@@ -4,7 +4,10 @@
  * token buckets (`account add --max-rpm/--max-tpm`). An account at a limit is not a candidate now
  * (reason "rate_limited_locally"); requests take from the rpm bucket when
  * they start, tokens are taken after the fact from the reported usage. A
- * 429 from the upstream changes no bucket: the cooldown ladder handles it. */
+ * 429 from the upstream changes no bucket: the cooldown ladder handles it.
+ * `now` is unix seconds, for the budget (calendar windows); the buckets
+ * read the monotonic clock themselves (ratelimit_now), so a step of the
+ * wall clock leaves them as they are. */
 #ifndef SY_ACCOUNT_LIMITS_H
 #define SY_ACCOUNT_LIMITS_H
 #include <stddef.h>

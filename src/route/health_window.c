@@ -30,8 +30,14 @@ void health_window_record(health_window *w, double now, int ok, double latency_m
 {
     int64_t sec = (int64_t)now;
     health_window_slide(w, sec);
-    if (sec < w->head - (HEALTH_WINDOW_S - 1))
-        return; /* older than the window (a clock step back): nowhere to count it */
+    if (sec < w->head - (HEALTH_WINDOW_S - 1)) {
+        /* older than the window: the wall clock stepped back by more than
+         * a minute. What the window holds is "the last minute" of a time
+         * that is not now any more: start it over here, rather than count
+         * nothing until the clock catches up */
+        memset(w, 0, sizeof *w);
+        w->head = sec;
+    }
     int i = (int)(sec % HEALTH_WINDOW_S);
     if (ok) {
         w->slot[i].ok++;
@@ -49,8 +55,8 @@ void health_window_read(const health_window *w, double now, health_figures *out)
     int64_t sec = (int64_t)now;
     uint32_t ok = w->ok, failed = w->failed;
     double lat = w->latency_ms;
-    if (sec - w->head >= HEALTH_WINDOW_S) {
-        ok = failed = 0; /* everything it holds is a minute old */
+    if (sec - w->head >= HEALTH_WINDOW_S || sec < w->head - (HEALTH_WINDOW_S - 1)) {
+        ok = failed = 0; /* everything it holds is a minute old (or, the clock stepped back, a minute ahead) */
     } else {
         /* leave out the seconds that dropped out since the last record */
         for (int64_t s = w->head - HEALTH_WINDOW_S + 1; s <= sec - HEALTH_WINDOW_S; s++) {

@@ -67,14 +67,15 @@ int key_rules_check(pool_key *pk, const char *model, double now, key_verdict *ou
         return key_deny(out, 429, "insufficient_quota", "insufficient_quota");
     }
     if (k->max_rpm > 0) {
-        if (!ratelimit_allows(&pk->rpm, k->max_rpm, 1, now)) {
-            out->retry_after = ratelimit_wait_s(&pk->rpm, k->max_rpm, 1, now);
+        double mono = ratelimit_now(); /* an interval: the monotonic clock (ratelimit.h) */
+        if (!ratelimit_allows(&pk->rpm, k->max_rpm, 1, mono)) {
+            out->retry_after = ratelimit_wait_s(&pk->rpm, k->max_rpm, 1, mono);
             snprintf(out->message, sizeof out->message,
                      "platform key '%s' is limited to %d requests per minute; retry in %.1fs", k->name, k->max_rpm,
                      out->retry_after);
             return key_deny(out, 429, "requests", "rate_limit_exceeded");
         }
-        ratelimit_take(&pk->rpm, k->max_rpm, 1, now);
+        ratelimit_take(&pk->rpm, k->max_rpm, 1, mono);
     }
     return 0;
 }

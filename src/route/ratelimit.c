@@ -1,5 +1,19 @@
-/* ratelimit.c: token buckets (see ratelimit.h). */
+/* ratelimit.c: token buckets and the clock they run on (see ratelimit.h). */
 #include "route/ratelimit.h"
+#include <time.h>
+
+static double (*ratelimit_clock)(void); /* a test's clock, or NULL */
+
+double ratelimit_now(void)
+{
+    if (ratelimit_clock)
+        return ratelimit_clock();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1.0 + (double)ts.tv_sec + ts.tv_nsec / 1e9; /* never 0, the stamp of a bucket never used */
+}
+
+void ratelimit_set_clock(double (*now)(void)) { ratelimit_clock = now; }
 
 double ratelimit_level(const ratelimit *b, int per_minute, double now)
 {
@@ -7,6 +21,7 @@ double ratelimit_level(const ratelimit *b, int per_minute, double now)
         return 1e300;
     if (b->per_minute != per_minute || b->stamp <= 0)
         return per_minute;
+    /* now behind the stamp: the clock stepped back; nothing refilled yet */
     double l = b->level + (now > b->stamp ? (now - b->stamp) * per_minute / 60.0 : 0);
     return l > per_minute ? per_minute : l;
 }
@@ -28,6 +43,8 @@ void ratelimit_refill(ratelimit *b, int per_minute, double now)
         if (b->level > per_minute)
             b->level = per_minute;
         b->stamp = now;
+    } else if (now < b->stamp) {
+        b->stamp = now; /* the clock stepped back: the refill goes on from here, not from the old stamp */
     }
 }
 

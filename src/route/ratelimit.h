@@ -3,8 +3,12 @@
  * holds up to `per_minute` units and refills at per_minute / 60 per second;
  * a request takes one unit when it starts, tokens are taken after the fact
  * (from the usage the upstream reported), so a bucket may go negative and
- * then stays empty until the refill has paid the debt. Plain state, no
- * clock of its own: callers pass `now` (unix seconds). */
+ * then stays empty until the refill has paid the debt. Plain state; callers
+ * pass `now`, which is ratelimit_now(): a bucket measures an interval, so
+ * it runs on the monotonic clock, and a step of the wall clock (NTP, an
+ * operator's `date -s`) neither empties nor fills it. A `now` behind the
+ * bucket's stamp (a clock that stepped back anyway) restarts the refill
+ * from there: never a bucket stuck empty until the clock catches up. */
 #ifndef SY_RATELIMIT_H
 #define SY_RATELIMIT_H
 
@@ -13,6 +17,12 @@ typedef struct ratelimit {
     double stamp;      /* when level was last brought up to date, 0 never */
     int per_minute;    /* the limit the level was computed for; 0 = unlimited */
 } ratelimit;
+
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC), or on the clock a test
+ * set with ratelimit_set_clock. */
+double ratelimit_now(void);
+/* Tests: the clock ratelimit_now reads (NULL: the monotonic clock again). */
+void ratelimit_set_clock(double (*now)(void));
 
 /* The level b would have at now, without changing b. */
 double ratelimit_level(const ratelimit *b, int per_minute, double now);

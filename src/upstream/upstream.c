@@ -349,10 +349,28 @@ static int upstream_failed_locally(const upstream_req *r, CURLcode code)
     return 0;
 }
 
+/* 1 if a failed transfer failed on what the upstream sent: curl answers a
+ * response header line or a header block larger than it takes (100 KiB in
+ * libcurl 7.88) with CURLE_OUT_OF_MEMORY ("Rejected N bytes header"), and
+ * later versions with CURLE_TOO_LARGE. Once the upstream has begun its
+ * answer (its status line came), an out-of-memory is taken as that: the
+ * account's fault, failed over like a network error, where a real
+ * shortage of ours would end the request with a 503 and no failover. */
+static int upstream_answer_too_large(const upstream_req *r, CURLcode code)
+{
+#if LIBCURL_VERSION_NUM >= 0x080600
+    if (code == CURLE_TOO_LARGE)
+        return 1;
+#endif
+    return code == CURLE_OUT_OF_MEMORY && r->status > 0;
+}
+
 static void upstream_finish(upstream_req *r, CURLcode code)
 {
     if (code != CURLE_OK && upstream_failed_locally(r, code))
         upstream_end(r, UP_LOCAL, "the gateway is out of file descriptors");
+    else if (code != CURLE_OK && upstream_answer_too_large(r, code))
+        upstream_end(r, UP_NETWORK, "the upstream's response headers are larger than the gateway takes");
     else if (code == CURLE_OUT_OF_MEMORY)
         upstream_end(r, UP_INTERNAL, "the gateway ran out of memory for the upstream request");
     else if (code == CURLE_OPERATION_TIMEDOUT && !r->headers_done)

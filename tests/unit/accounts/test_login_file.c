@@ -108,6 +108,38 @@ static void test_export_holds_tokens_only_with_secrets(void)
     sbuf_free(&o);
 }
 
+/* sort, max_concurrency and times of an import are outside numbers: one that does not fit
+ * its integer (1e300, a negative concurrency) refuses the entry instead of being cast */
+static void test_numbers_that_do_not_fit_refuse_the_entry(void)
+{
+    static const char *const bad[] = {
+        "[{\"name\":\"a\",\"access_token\":\"t\",\"account_id\":\"x\",\"sort\":1e300}]",
+        "[{\"name\":\"a\",\"access_token\":\"t\",\"account_id\":\"x\",\"sort\":-3e9}]",
+        "[{\"name\":\"a\",\"access_token\":\"t\",\"account_id\":\"x\",\"max_concurrency\":1e300}]",
+        "[{\"name\":\"a\",\"access_token\":\"t\",\"account_id\":\"x\",\"concurrency\":-1}]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        login_list l = {0};
+        char err[256] = "";
+        CHECK_EQ_INT(login_file_parse("n.json", bad[i], strlen(bad[i]), &l, err, sizeof err), -1);
+        CHECK(strstr(err, "n.json entry 1 (a): ") != NULL);
+        CHECK_EQ_INT(l.n, 0);
+        login_list_free(&l);
+    }
+    const char *ok = "[{\"name\":\"a\",\"access_token\":\"t\",\"account_id\":\"x\",\"sort\":-7,"
+                     "\"max_concurrency\":3,\"expires_at\":1e300,\"last_refresh\":1e300}]";
+    login_list l = {0};
+    char err[256] = "";
+    CHECK_EQ_INT(login_file_parse("o.json", ok, strlen(ok), &l, err, sizeof err), 0);
+    CHECK_EQ_INT(l.n, 1);
+    if (l.n == 1) {
+        CHECK_EQ_INT(l.v[0].sort, -7);
+        CHECK_EQ_INT(l.v[0].max_concurrency, 3);
+        CHECK_EQ_INT(l.v[0].expires_at, 0); /* a time past year 9999 is no time */
+    }
+    login_list_free(&l);
+}
+
 int main(void)
 {
     RUN(test_jwt_claims_give_expiry_identity_plan_and_client);
@@ -116,5 +148,6 @@ int main(void)
     RUN(test_a_stream_of_objects_is_read_entry_by_entry);
     RUN(test_bad_entries_are_named_with_their_field_and_nothing_is_kept);
     RUN(test_export_holds_tokens_only_with_secrets);
+    RUN(test_numbers_that_do_not_fit_refuse_the_entry);
     return check_summary();
 }

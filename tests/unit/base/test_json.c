@@ -3,6 +3,8 @@
  * compact serializer, including a multi-megabyte document. */
 #include "check.h"
 #include <malloc.h>
+#include <math.h>
+#include <stdint.h>
 #include "base/json.h"
 #include <stdlib.h>
 #include <time.h>
@@ -639,6 +641,32 @@ static void test_error_members_write_the_openai_error_shape_escaped(void)
     sbuf_free(&b);
 }
 
+/* an outside number becomes an integer only when it is finite and fits: 1e300, NaN and the
+ * edges of int64 are refused, never cast (a cast out of range is undefined) */
+static void test_num_to_int64_refuses_what_does_not_fit(void)
+{
+    int64_t v = 42;
+    CHECK(json_num_to_int64(1e300, INT64_MIN, INT64_MAX, &v) == -1);
+    CHECK(json_num_to_int64(-1e300, INT64_MIN, INT64_MAX, &v) == -1);
+    CHECK(json_num_to_int64(NAN, INT64_MIN, INT64_MAX, &v) == -1);
+    CHECK(json_num_to_int64(INFINITY, INT64_MIN, INT64_MAX, &v) == -1);
+    CHECK(json_num_to_int64(9223372036854775808.0, INT64_MIN, INT64_MAX, &v) == -1);
+    CHECK_EQ_INT(v, 42); /* untouched on a refusal */
+    CHECK(json_num_to_int64(-9223372036854775808.0, INT64_MIN, INT64_MAX, &v) == 0);
+    CHECK(v == INT64_MIN);
+    CHECK(json_num_to_int64(3e9, INT32_MIN, INT32_MAX, &v) == -1);
+    CHECK(json_num_to_int64(-7.9, -10, 10, &v) == 0 && v == -7); /* truncated toward zero */
+    CHECK(json_num_to_int64(10.5, -10, 10, &v) == 0 && v == 10);
+    CHECK(json_num_to_int64(11, -10, 10, &v) == -1);
+    json_value *doc = json_parse("{\"a\":1e300,\"b\":\"7\",\"c\":7}", 25, NULL, 0);
+    CHECK(doc != NULL);
+    CHECK(json_get_int64(doc, "a", 0, 100, &v) == -1);
+    CHECK(json_get_int64(doc, "b", 0, 100, &v) == -1);
+    CHECK(json_get_int64(doc, "missing", 0, 100, &v) == -1);
+    CHECK(json_get_int64(doc, "c", 0, 100, &v) == 0 && v == 7);
+    json_free(doc);
+}
+
 int main(void)
 {
     RUN(test_error_members_write_the_openai_error_shape_escaped);
@@ -671,5 +699,6 @@ int main(void)
     RUN(test_accessors_check_types);
     RUN(test_large_document_is_linear);
     RUN(test_set_str_repeatedly_grows_the_arena);
+    RUN(test_num_to_int64_refuses_what_does_not_fit);
     return check_summary();
 }

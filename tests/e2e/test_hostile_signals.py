@@ -1,0 +1,151 @@
+"""test_hostile_signals.py: signals at the worst moments. A burst of stop signals under
+load (the first drains, the second hurries, the rest arrive while the gateway is
+committing its request logs) must lose no row of a request whose answer reached its
+client; reload and stop signals in the first milliseconds of start-up, before the
+loop's handlers exist, must neither kill the gateway nor be lost."""
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from harness import (GatewayTest, HOST, START_TIMEOUT, _live_procs, account, free_port, main, port_accepts,
+                     switchyard_bin, wait_for)
+
+RESP_BODY = {"model": "gpt-test", "input": "hi"}
+
+
+def sigpipe_ignored(pid):
+    """1 once the process has set SIGPIPE to SIG_IGN (serve does it early, before any of its
+    start-up work): from then on the process runs our code, not the loader's."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigIgn:"):
+                    return int(line.split()[1], 16) >> (signal.SIGPIPE - 1) & 1
+    except OSError:
+        pass
+    return 0
+
+
+class SignalTest(GatewayTest):
+
+    def spawn(self, g):
+        """Starts g's gateway without waiting for it to listen; returns the process."""
+        g.port = g.port or free_port()
+        args = [switchyard_bin(), "serve", "--db", g.db_path, "--listen", f"{HOST}:{g.port}"]
+        log = open(g.log_path, "ab")
+        g.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=g.env, cwd=g.dir)
+        log.close()
+        _live_procs.append(g.proc)
+        return g.proc
+
+    def storm_during_start(self, g, sig):
+        """Sends sig every half millisecond from the moment serve runs its own code until the
+        gateway listens (or exits); returns how many were sent."""
+        proc = self.spawn(g)
+        wait_for(lambda: sigpipe_ignored(proc.pid) or proc.poll() is not None, timeout=START_TIMEOUT,
+                 interval=0.0002, what="serve to start running")
+        sent = 0
+        deadline = time.monotonic() + START_TIMEOUT
+        while proc.poll() is None and not port_accepts(g.port) and time.monotonic() < deadline:
+            for _ in range(20):
+                try:
+                    proc.send_signal(sig)
+                    sent += 1
+                except ProcessLookupError:
+                    break
+                time.sleep(0.0005)
+        return sent
+
+    def test_a_sighup_storm_during_start_up_does_not_kill_the_gateway(self):
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        sent = self.storm_during_start(g, signal.SIGHUP)
+        self.assertGreater(sent, 0)
+        self.assertIsNone(g.proc.poll(), f"the gateway died of SIGHUP during start-up (rc={g.proc.poll()})")
+        wait_for(lambda: port_accepts(g.port), what="the gateway to listen")
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertEqual(r.status, 200, r)
+        # a SIGHUP held during start-up is a reload once the loop runs, not lost
+        wait_for(lambda: "SIGHUP: policies reloaded" in g.log_text(), what="the held SIGHUP's reload")
+
+    def test_a_sigterm_during_start_up_stops_the_gateway_cleanly_once_started(self):
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        self.storm_during_start(g, signal.SIGTERM)
+        rc = g.proc.wait(timeout=30)
+        self.assertEqual(rc, 0, f"killed by signal {-rc}" if rc < 0 else f"rc={rc}")
+        self.assertIn("stopped", g.log_text())
+
+    def test_a_burst_of_stop_signals_under_load_loses_no_answered_request_log(self):
+        g = self.gateway([account("a", self.mock.url("a", "ok,gap=20"))],
+                         env={"SWITCHYARD_LOG_LEVEL": "info"})
+        answered = {"plain": 0, "stream": 0}
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def plain_client():
+            conn = http.client.HTTPConnection(HOST, g.port, timeout=30)
+            while not stop.is_set():
+                try:
+                    conn.request("POST", "/v1/responses", json.dumps(RESP_BODY),
+                                 {"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
+                    r = conn.getresponse()
+                    body = r.read()
+                except (OSError, http.client.HTTPException):
+                    return
+                if r.status == 200 and b"hello from a" in body:
+                    with lock:
+                        answered["plain"] += 1
+
+        def stream_client():
+            while not stop.is_set():
+                conn = http.client.HTTPConnection(HOST, g.port, timeout=30)
+                try:
+                    conn.request("POST", "/v1/responses", json.dumps(dict(RESP_BODY, stream=True)),
+                                 {"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
+                    r = conn.getresponse()
+                    if r.status == 200:  # committed to the client: its row is owed, whatever happens next
+                        with lock:
+                            answered["stream"] += 1
+                    r.read()
+                except (OSError, http.client.HTTPException):
+                    return
+                finally:
+                    conn.close()
+
+        threads = [threading.Thread(target=plain_client) for _ in range(6)]
+        threads += [threading.Thread(target=stream_client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: answered["plain"] >= 200 and answered["stream"] >= 8, timeout=60,
+                 what="load to build up")
+        # a stop signal every 2 ms until the process is gone: the first drains, the second
+        # hurries, the rest arrive while it closes its connections and commits
+        sent = 0
+        deadline = time.monotonic() + 30
+        while g.proc.poll() is None and time.monotonic() < deadline:
+            try:
+                g.proc.send_signal(signal.SIGTERM)
+                sent += 1
+            except ProcessLookupError:
+                break
+            time.sleep(0.002)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        rc = g.proc.wait(timeout=30)
+        self.assertGreaterEqual(sent, 3)
+        rows = g.request_logs()
+        ok_plain = sum(1 for r in rows if not r["stream"] and r["status"] == 200)
+        streams = sum(1 for r in rows if r["stream"])
+        why = f"answered {answered}, rows: {ok_plain} plain 200, {streams} streams; rc={rc} after {sent} SIGTERMs"
+        self.assertGreaterEqual(ok_plain, answered["plain"], why)
+        self.assertGreaterEqual(streams, answered["stream"], why)
+        self.assertEqual(rc, 0, why)
+
+
+if __name__ == "__main__":
+    main()
