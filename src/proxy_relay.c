@@ -455,6 +455,47 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
     proxy_flush_held(p, 0);
 }
 
+/* The request's reasoning effort, for the first_token hook: Responses
+ * reasoning.effort (or chat's reasoning object, as some relays take it),
+ * else chat reasoning_effort; "" when reasoning is asked for without an
+ * effort; NULL when the request says nothing of it. The client's doc is
+ * shallow (request.c): the reasoning object is read from its own span of
+ * the body, only when there is one. */
+static const char *proxy_reasoning_effort(const proxy_req *p, char *buf, size_t n)
+{
+    const json_value *doc = p->in.doc;
+    const char *effort = doc ? json_get_str(doc, "reasoning_effort") : NULL;
+    if (effort) {
+        sbuf_copy_cstr(buf, n, effort);
+        return buf;
+    }
+    const json_value *r = doc ? json_get(doc, "reasoning") : NULL;
+    if (!r || r->type == JSON_NULL)
+        return NULL;
+    buf[0] = '\0';
+    size_t a, b;
+    if (r->type == JSON_OBJECT && r->count &&
+        json_member_span(p->in.body.p, p->in.body.len, "reasoning", &a, &b) == 0) {
+        json_value *obj = json_parse(p->in.body.p + a, b - a, NULL, 0);
+        const char *e = obj ? json_get_str(obj, "effort") : NULL;
+        if (e)
+            sbuf_copy_cstr(buf, n, e);
+        json_free(obj);
+    }
+    return buf;
+}
+
+/* The time-to-first-token limit of this attempt, in ms: the first_token
+ * policy's answer for the request and account, capped by SWITCHYARD_TTFT_MS. */
+static long proxy_first_token_ms(const proxy_req *p)
+{
+    char effort[32];
+    policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p, effort, sizeof effort),
+                             p->in.stream, account_kind_name(p->acct_kind)};
+    double ms = policy_first_token_limit(p->gw->policy, &ft) * 1000.0;
+    return ms < (double)p->gw->cfg.ttft_ms ? (long)ms : p->gw->cfg.ttft_ms;
+}
+
 /* An upstream header value the client will see: scrubbed whole, then cut
  * to fit (cutting first could leave the start of a token). */
 static void proxy_copy_scrubbed(proxy_req *p, char *dst, size_t cap, const char *value)
@@ -538,7 +579,7 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
             p->pf.on_completed = p->in.store_off ? NULL : proxy_turn_completed;
             p->pf.hooks_ud = p;
         }
-        long left = p->gw->cfg.ttft_ms - (long)((gateway_now() - p->t_attempt) * 1000.0);
+        long left = proxy_first_token_ms(p) - (long)((gateway_now() - p->t_attempt) * 1000.0);
         if (left < 1)
             left = 1;
         struct timeval tv = {left / 1000, (left % 1000) * 1000};

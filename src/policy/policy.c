@@ -1,4 +1,4 @@
-/* policy.c: the policy engine (see policy.h), its life: loads the seven
+/* policy.c: the policy engine (see policy.h), its life: loads the
  * hook files into one sandbox (policy_sandbox.c), self-checks them on
  * fixtures, calls them under the sandbox's limits (the argument tables and
  * the strict reading of results are policy_hooks.c) and falls back to the
@@ -18,10 +18,12 @@
 #include <unistd.h>
 
 const char *const policy_hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "price",    "budget", "strip", "exhausted"};
+                                                   "breaker",  "price",    "budget", "strip", "exhausted",
+                                                   "first_token"};
 /* The file each hook lives in (prices.lua holds a table of data first). */
 static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "prices",   "budget", "strip", "exhausted"};
+                                                   "breaker",  "prices",   "budget", "strip", "exhausted",
+                                                   "first_token"};
 
 /* ======================= calling the hooks ======================= */
 
@@ -104,6 +106,17 @@ int policy_strip(policy_engine *pe, const policy_blob *b)
     if (pe)
         engine_fallback(pe, HOOK_STRIP, why);
     return policy_strip_default(b);
+}
+
+double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
+{
+    char why[512];
+    hook_call h = {.pe = pe, .ft = ft};
+    if (pe && hook_run(pe, policy_first_token_run, &h, why, sizeof why) == 0)
+        return h.seconds;
+    if (pe)
+        engine_fallback(pe, HOOK_FIRST_TOKEN, why);
+    return policy_first_token_default(ft);
 }
 
 int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, double *resets_at, char *plan_type,
@@ -229,7 +242,8 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     if (dir) {
         snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
         if (hook >= HOOK_BREAKER && access(path, F_OK) != 0)
-            dir = NULL; /* a policy dir from before breaker / prices / budget / strip / exhausted existed: the bundled file */
+            dir = NULL; /* a policy dir from before breaker / prices / budget / strip / exhausted / first_token
+                        * existed: the bundled file */
         else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
     }
@@ -431,6 +445,22 @@ static int check_exhausted(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_first_token(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_first_token fts[] = {
+        {.endpoint = "/v1/chat/completions", .model = "gpt-4o", .stream = 1, .account_kind = "api_key"},
+        {.endpoint = "/v1/responses", .model = "gpt-5", .reasoning = "high", .stream = 1, .account_kind = "chatgpt"},
+        {.endpoint = "/v1/responses", .model = "", .reasoning = "", .stream = 0, .account_kind = "aggregate"},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof fts / sizeof fts[0]; i++) {
+        hook_call h = {.pe = pe, .ft = &fts[i]};
+        if (hook_run(pe, policy_first_token_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_FIRST_TOKEN, why, err, errlen);
+    }
+    return 0;
+}
+
 static int check_price(policy_engine *pe, char *err, size_t errlen)
 {
     const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
@@ -463,7 +493,8 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
         check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen) || check_price(pe, err, errlen) ||
-        check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen))
+        check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen) ||
+        check_first_token(pe, err, errlen))
         goto fail;
     /* would this classify resume a cut text-only chat stream? */
     policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,

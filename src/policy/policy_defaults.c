@@ -299,6 +299,37 @@ int policy_strip_default(const policy_blob *b)
     return STRIP_DROP;
 }
 
+/* --- first_token (mirrors policies/first_token.lua) --- */
+
+#define FIRST_TOKEN_CHAT 15.0       /* a stream with nothing to think about */
+#define FIRST_TOKEN_REASONING 180.0 /* a reasoning model may think for minutes before its first event */
+
+/* A model that reasons by default: the o-series, gpt-5 (not its -chat
+ * variants) and the codex models; a provider prefix ("openai/") is skipped. */
+static int first_token_reasoning_model(const char *model)
+{
+    const char *m = model ? model : "", *slash = strrchr(m, '/');
+    char low[128];
+    size_t n = 0;
+    for (m = slash ? slash + 1 : m; *m && n + 1 < sizeof low; m++)
+        low[n++] = (char)(*m >= 'A' && *m <= 'Z' ? *m + 32 : *m);
+    low[n] = '\0';
+    if (strstr(low, "chat"))
+        return 0;
+    return strncmp(low, "o1", 2) == 0 || strncmp(low, "o3", 2) == 0 || strncmp(low, "o4", 2) == 0 ||
+           strncmp(low, "gpt-5", 5) == 0 || strstr(low, "codex") != NULL;
+}
+
+double policy_first_token_default(const policy_first_token *ft)
+{
+    const char *effort = ft->reasoning;
+    if (effort && strcmp(effort, "none") == 0)
+        return FIRST_TOKEN_CHAT;
+    if (effort || first_token_reasoning_model(ft->model))
+        return FIRST_TOKEN_REASONING;
+    return FIRST_TOKEN_CHAT;
+}
+
 /* --- order (mirrors policies/order.lua) --- */
 
 static int cand_before(const policy_candidate *a, const policy_candidate *b)

@@ -23,7 +23,7 @@
 #define POLICY_RETRY_AFTER_MAX 60.0
 
 enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_STRIP,
-       HOOK_EXHAUSTED, HOOK_COUNT };
+       HOOK_EXHAUSTED, HOOK_FIRST_TOKEN, HOOK_COUNT };
 /* "classify", ...: by HOOK_* (policy.c) */
 extern const char *const policy_hook_names[HOOK_COUNT];
 #define PRICE_MEMO 64
@@ -79,6 +79,7 @@ typedef struct hook_call {
     int usage_limit;
     double resets_at;
     char plan_type[32];
+    const policy_first_token *ft;
 } hook_call;
 
 /* Loading one hook file (policy.c, engine_load_hook -> policy_load_run). */
@@ -99,6 +100,7 @@ int policy_budget_run(lua_State *L);
 int policy_price_run(lua_State *L);
 int policy_strip_run(lua_State *L);
 int policy_exhausted_run(lua_State *L);
+int policy_first_token_run(lua_State *L);
 /* ... and with a load_call: runs the chunk, keeps its hook function in the
  * registry (where policy_<hook>_run finds it) and notes its line. */
 int policy_load_run(lua_State *L);
@@ -112,6 +114,7 @@ int policy_guard_default(const policy_candidate *c);
 int policy_budget_default(const policy_budget *b);
 int policy_strip_default(const policy_blob *b);
 int policy_exhausted_default(const policy_exhausted *ex, double *resets_at, char *plan_type, size_t plan_n);
+double policy_first_token_default(const policy_first_token *ft);
 size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm);
 void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds);
 

@@ -239,7 +239,8 @@ static void pf_chat_choice(preflight *pf, const json_value *choice)
         pf_chat_keep(pf, delta);
     if (delta && delta->type == JSON_OBJECT &&
         (pf_nonempty_str(json_get(delta, "content")) || pf_present(json_get(delta, "tool_calls")) ||
-         pf_present(json_get(delta, "function_call")) || pf_nonempty_str(json_get(delta, "refusal"))))
+         pf_present(json_get(delta, "function_call")) || pf_nonempty_str(json_get(delta, "refusal")) ||
+         pf_nonempty_str(json_get(delta, "reasoning_content")) || pf_nonempty_str(json_get(delta, "reasoning"))))
         pf_semantic(pf);
     const json_value *fr = json_get(choice, "finish_reason");
     if (fr && fr->type != JSON_NULL) {
@@ -358,7 +359,7 @@ static int pf_scan_nonempty_str(pf_scan *sc, int depth, int *nonempty)
 /* A delta object (depth 4): does it carry output? (pf_chat_choice) */
 static int pf_scan_delta(pf_scan *sc, int *semantic)
 {
-    int first = 1, r, content = 0, tools = 0, fcall = 0, refusal = 0;
+    int first = 1, r, content = 0, tools = 0, fcall = 0, refusal = 0, rc = 0, rs = 0;
     const char *k;
     size_t kl;
     sc->pos++; /* '{' */
@@ -368,6 +369,10 @@ static int pf_scan_delta(pf_scan *sc, int *semantic)
             ok = pf_scan_nonempty_str(sc, 4, &content);
         else if (pf_key_is(k, kl, "refusal"))
             ok = pf_scan_nonempty_str(sc, 4, &refusal);
+        else if (pf_key_is(k, kl, "reasoning_content")) /* a reasoning model's visible thinking: progress */
+            ok = pf_scan_nonempty_str(sc, 4, &rc);
+        else if (pf_key_is(k, kl, "reasoning"))
+            ok = pf_scan_nonempty_str(sc, 4, &rs);
         else if (pf_key_is(k, kl, "tool_calls"))
             ok = pf_scan_present(sc, 4, &tools);
         else if (pf_key_is(k, kl, "function_call"))
@@ -377,7 +382,7 @@ static int pf_scan_delta(pf_scan *sc, int *semantic)
         if (!ok)
             return 0;
     }
-    *semantic = content || tools || fcall || refusal;
+    *semantic = content || tools || fcall || refusal || rc || rs;
     return r == 0;
 }
 

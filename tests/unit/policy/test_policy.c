@@ -894,6 +894,30 @@ static void test_c_default_matches_lua_budget(void)
     policy_free(pe);
 }
 
+static void test_c_default_matches_lua_first_token(void)
+{
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    const char *const endpoints[] = {"/v1/chat/completions", "/v1/responses", NULL};
+    const char *const models[] = {"gpt-4o", "gpt-5", "GPT-5.1-Codex", "gpt-5-chat-latest", "o3-mini", "openai/o4",
+                                  "o1/", "", "codex", "gpt-test", NULL};
+    const char *const efforts[] = {NULL, "", "none", "minimal", "high", "None"};
+    const char *const kinds[] = {"api_key", "chatgpt", NULL};
+    int mismatches = 0, calls = 0;
+    for (int e = 0; e < 3; e++)
+        for (int m = 0; m < 11; m++)
+            for (int r = 0; r < 6; r++)
+                for (int k = 0; k < 3; k++) {
+                    policy_first_token ft = {endpoints[e], models[m], efforts[r], k & 1, kinds[k]};
+                    mismatches += policy_first_token_limit(pe, &ft) != policy_first_token_limit(NULL, &ft);
+                    calls++;
+                }
+    CHECK(calls > 500);
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
 /* The bundled order.lua, as a file of its own (not byte-identical to the
  * bundled one, so the engine always calls it: see policy_order). */
 static policy_engine *engine_with_order_copy(void)
@@ -1092,6 +1116,7 @@ int main(void)
     RUN(test_one_candidate_order_skips_lua_only_when_it_cannot_matter);
     RUN(test_c_default_matches_lua_breaker);
     RUN(test_c_default_matches_lua_budget);
+    RUN(test_c_default_matches_lua_first_token);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }
