@@ -108,6 +108,11 @@ typedef struct proxy_req {
     int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
     int resume_pending;       /* that attempt has shown no output yet: any failure ends the stream */
     int committed_status;     /* the status the client got */
+    /* the request's reasoning effort, for the first_token hook (proxy_relay.c):
+     * REASONING_NONE (nothing said), _SET (effort holds it, "" none named) or
+     * _UNREAD (a reasoning object, read from the body when a stream first needs it) */
+    enum { REASONING_NONE, REASONING_SET, REASONING_UNREAD } reasoning;
+    char effort[32];
 
     /* client side */
     int committed;            /* reply started: no more failover */
@@ -197,6 +202,7 @@ void proxy_uncommit_held(proxy_req *p);
 void proxy_reply_whole(proxy_req *p);
 int proxy_flush_held(proxy_req *p, int all);
 void proxy_stream_interrupted(proxy_req *p, const char *why);
+void proxy_reasoning_note(proxy_req *p, const json_value *doc);
 
 /* ---------- proxy_recover.c: a failed attempt ---------- */
 
@@ -216,6 +222,13 @@ void proxy_plain_error_unseen(proxy_req *p);
 void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls);
 void proxy_attempt_end(proxy_req *p);
 void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg);
+/* The client went away during a stream (its status for the log): 499, or,
+ * when the stream's terminal event (Responses response.completed or
+ * .incomplete, chat finish_reason / [DONE]) was already handed to the
+ * client with no error after it, the committed status, the stream's usage
+ * taken and the attempt recorded as served. Clients close as soon as they
+ * read [DONE] (httpx before the chunked terminator). */
+int proxy_client_left_status(proxy_req *p);
 void proxy_finish_reply(proxy_req *p, int status);
 void proxy_finish(proxy_req *p, int status);
 

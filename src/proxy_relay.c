@@ -455,42 +455,42 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
     proxy_flush_held(p, 0);
 }
 
-/* The request's reasoning effort, for the first_token hook: Responses
- * reasoning.effort (or chat's reasoning object, as some relays take it),
- * else chat reasoning_effort; "" when reasoning is asked for without an
- * effort; NULL when the request says nothing of it. The client's doc is
- * shallow (request.c): the reasoning object is read from its own span of
- * the body, only when there is one. */
-static const char *proxy_reasoning_effort(const proxy_req *p, char *buf, size_t n)
+/* What the client's (shallow, request.c) doc says of reasoning: chat's
+ * reasoning_effort, or a reasoning object (Responses; some chat relays),
+ * whose effort is read from the body only when a stream first asks
+ * (proxy_first_token_ms). Called at the request's start, before the doc goes. */
+void proxy_reasoning_note(proxy_req *p, const json_value *doc)
 {
-    const json_value *doc = p->in.doc;
     const char *effort = doc ? json_get_str(doc, "reasoning_effort") : NULL;
-    if (effort) {
-        sbuf_copy_cstr(buf, n, effort);
-        return buf;
+    const json_value *r = doc && !effort ? json_get(doc, "reasoning") : NULL;
+    p->reasoning = effort || (r && r->type != JSON_NULL) ? REASONING_SET : REASONING_NONE;
+    sbuf_copy_cstr(p->effort, sizeof p->effort, effort ? effort : "");
+    if (r && r->type == JSON_OBJECT && r->count)
+        p->reasoning = REASONING_UNREAD;
+}
+
+/* The request's reasoning effort for the first_token hook: NULL when it
+ * says nothing of reasoning, "" when it asks for reasoning naming no effort. */
+static const char *proxy_reasoning_effort(proxy_req *p)
+{
+    if (p->reasoning == REASONING_UNREAD) { /* once per request, and only for a stream */
+        size_t a, b;
+        if (json_member_span(p->in.body.p, p->in.body.len, "reasoning", &a, &b) == 0) {
+            json_value *obj = json_parse(p->in.body.p + a, b - a, NULL, 0);
+            const char *e = obj ? json_get_str(obj, "effort") : NULL;
+            sbuf_copy_cstr(p->effort, sizeof p->effort, e ? e : "");
+            json_free(obj);
+        }
+        p->reasoning = REASONING_SET;
     }
-    const json_value *r = doc ? json_get(doc, "reasoning") : NULL;
-    if (!r || r->type == JSON_NULL)
-        return NULL;
-    buf[0] = '\0';
-    size_t a, b;
-    if (r->type == JSON_OBJECT && r->count &&
-        json_member_span(p->in.body.p, p->in.body.len, "reasoning", &a, &b) == 0) {
-        json_value *obj = json_parse(p->in.body.p + a, b - a, NULL, 0);
-        const char *e = obj ? json_get_str(obj, "effort") : NULL;
-        if (e)
-            sbuf_copy_cstr(buf, n, e);
-        json_free(obj);
-    }
-    return buf;
+    return p->reasoning == REASONING_SET ? p->effort : NULL;
 }
 
 /* The time-to-first-token limit of this attempt, in ms: the first_token
  * policy's answer for the request and account, capped by SWITCHYARD_TTFT_MS. */
-static long proxy_first_token_ms(const proxy_req *p)
+static long proxy_first_token_ms(proxy_req *p)
 {
-    char effort[32];
-    policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p, effort, sizeof effort),
+    policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p),
                              p->in.stream, account_kind_name(p->acct_kind)};
     double ms = policy_first_token_limit(p->gw->policy, &ft) * 1000.0;
     return ms < (double)p->gw->cfg.ttft_ms ? (long)ms : p->gw->cfg.ttft_ms;

@@ -475,6 +475,9 @@ typedef struct opts {
     int end;           /* late_reset: end the chunked body properly instead of closing */
     int cut;           /* reflect_auth, chat stream: close after the echoing delta (a cut after output) */
     long tail;         /* ok stream: ms between the last event and the end of the body */
+    int think;         /* /responses stream: this many reasoning summary deltas (each after gap, or
+                        * think_ms) after response.in_progress (after a stall's silence) */
+    long think_ms;
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
     long bytes;        /* big_error: size of the message; ok (plain): a "pad" field of this many bytes */
     int seq;           /* ok (plain): the pad counts (each 8 bytes: their offset in hex) instead of x's */
@@ -604,6 +607,10 @@ static void opts_parse(opts *o, const char *spec)
             o->cut = atoi(val);
         else if (!strcmp(tok, "tail"))
             o->tail = atol(val);
+        else if (!strcmp(tok, "think"))
+            o->think = atoi(val);
+        else if (!strcmp(tok, "think_ms"))
+            o->think_ms = atol(val);
         else if (!strcmp(tok, "gzip"))
             o->gzip = atoi(val);
         else if (!strcmp(tok, "bytes"))
@@ -1877,6 +1884,15 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         job_add(j, ACT_END, 0);
         sbuf_free(&b);
         return;
+    }
+    for (int i = 0; i < o->think && i < 1000; i++) { /* a reasoning model showing its work */
+        sse_open(&b, "response.reasoning_summary_text.delta");
+        sbuf_printf(&b, "{\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":%d,"
+                        "\"item_id\":\"rs_think\",\"output_index\":0,\"summary_index\":0,\"delta\":\"step %d. \"}",
+                    g->seq++, i + 1);
+        sse_close(&b);
+        job_chunk(j, o->think_ms > 0 ? o->think_ms : gap, &b);
+        sbuf_reset(&b);
     }
     if (g->rs_blob.len || g->cmp_blob.len) {
         ev_pre_items(&b, g);
