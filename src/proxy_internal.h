@@ -106,7 +106,10 @@ typedef struct proxy_req {
     double waited_s;          /* time spent waiting for capacity */
     int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
     int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
-    int resume_pending;       /* that attempt has shown no output yet: any failure ends the stream */
+    int resume_pending;       /* that attempt has shown no output yet: a failure goes to the next
+                               * candidate that takes a prefill, with none left the cut is the error */
+    char cut_account[64];     /* while resume_pending: the account whose stream was cut ... */
+    char cut_why[160];        /* ... and how: the error the client gets when nobody can continue */
     int committed_status;     /* the status the client got */
     /* the request's reasoning effort, for the first_token hook (proxy_relay.c):
      * REASONING_NONE (nothing said), _SET (effort holds it, "" none named) or
@@ -213,6 +216,7 @@ int proxy_wait_for_capacity(proxy_req *p, double *back);
 int proxy_wait_deferred(proxy_req *p);
 void proxy_on_stream_error(proxy_req *p);
 void proxy_resume_failed(proxy_req *p, const char *why);
+int proxy_prefill_refused(const proxy_req *p, const pool_account *pa);
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_error_unseen(proxy_req *p);

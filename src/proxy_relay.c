@@ -411,7 +411,8 @@ void proxy_stream_interrupted(proxy_req *p, const char *why)
     if (p->mid_event)
         sbuf_puts(&ev, "\n\n");
     p->mid_event = 0;
-    sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s", p->acct_name, why);
+    sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s",
+                p->cut_account[0] ? p->cut_account : p->acct_name, why); /* a resume that failed: the cut */
     if (p->in.api == API_RESPONSES) {
         sbuf_puts(&ev, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":");
         sbuf_json_str(&ev, p->pf.response_id, strlen(p->pf.response_id));
@@ -629,6 +630,7 @@ int proxy_up_data(void *ud, const char *buf, size_t n)
         }
         if (st == PF_COMMIT) {
             p->resume_pending = 0; /* a resumed stream goes on */
+            p->cut_account[0] = '\0';
             proxy_commit(p);
             return proxy_flush_held(p, 0);
         }

@@ -478,6 +478,9 @@ typedef struct opts {
     int think;         /* /responses stream: this many reasoning summary deltas (each after gap, or
                         * think_ms) after response.in_progress (after a stall's silence) */
     long think_ms;
+    int no_prefill;    /* prefill=0: a request ending in an assistant message (a stream resume's
+                        * prefill) is refused with a 400 in the shape of an Anthropic model behind
+                        * an OpenAI-compatible relay */
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
     long bytes;        /* big_error: size of the message; ok (plain): a "pad" field of this many bytes */
     int seq;           /* ok (plain): the pad counts (each 8 bytes: their offset in hex) instead of x's */
@@ -611,6 +614,8 @@ static void opts_parse(opts *o, const char *spec)
             o->think = atoi(val);
         else if (!strcmp(tok, "think_ms"))
             o->think_ms = atol(val);
+        else if (!strcmp(tok, "prefill"))
+            o->no_prefill = atoi(val) == 0;
         else if (!strcmp(tok, "gzip"))
             o->gzip = atoi(val);
         else if (!strcmp(tok, "bytes"))
@@ -2388,6 +2393,10 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         error_json(&b, "Your authentication token has expired. Please try signing in again.",
                    "invalid_request_error", "token_expired", NULL);
         reply_json(j, 0, 401, &b);
+    } else if (o->no_prefill && r->prefill) {
+        error_json_param(&b, "This model does not support assistant message prefill. The conversation must end "
+                             "with a user message.", "invalid_request_error", "messages", NULL);
+        reply_json(j, 0, 400, &b);
     } else if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
         if (!account_refusal(&b, o->err))

@@ -141,8 +141,11 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
     const char *held = ev->after_output ? NULL : classify_held(ev);
-    if (ev->after_output)
-        verdict_set(out, 0, "interrupted", 0); /* classify.lua's RESUME_CHAT_STREAMS is off by default */
+    if (ev->after_output && ev->endpoint && strcmp(ev->endpoint, "/v1/chat/completions") == 0 && !ev->tool_call &&
+        ev->delivered_chars > 0)
+        policy_verdict_act(out, VERDICT_RESUME, "interrupted", 20, 0); /* classify.lua's RESUME_CHAT_STREAMS */
+    else if (ev->after_output)
+        verdict_set(out, 0, "interrupted", 0);
     else if ((s == 400 || ev->in_stream) &&
              (event_mentions(ev, encrypted_code) ||
               (event_mentions(ev, encrypted_word) && event_mentions(ev, encrypted_texts))))

@@ -819,8 +819,9 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     ev.not_answer = rnd(10) == 0 ? "empty_body" : NULL;
                     ev.random = rnd(1000) / 1000.0;
                     ev.after_output = rnd(8) == 0;
-                    ev.delivered_chars = ev.after_output ? 40 : 0;
+                    ev.delivered_chars = ev.after_output ? (long)rnd(3) * 20 : 0;
                     ev.tool_call = rnd(2);
+                    ev.endpoint = (const char *const[]){"/v1/chat/completions", "/v1/responses", NULL}[rnd(3)];
                     ev.network_error = flags & 1;
                     ev.timeout = (flags >> 1) & 1;
                     ev.in_stream = (flags >> 2) & 1;
