@@ -217,6 +217,9 @@ int proxy_wait_deferred(proxy_req *p);
 void proxy_on_stream_error(proxy_req *p);
 void proxy_resume_failed(proxy_req *p, const char *why);
 int proxy_prefill_refused(const proxy_req *p, const pool_account *pa);
+/* 1 when a candidate is left that could take a continuation now (serves
+ * now, has not refused a prefill). */
+int proxy_resume_possible(proxy_req *p);
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_error_unseen(proxy_req *p);

@@ -482,18 +482,17 @@ int proxy_prefill_refused(const proxy_req *p, const pool_account *pa)
     return p->resume_pending && pa->prefill_refused;
 }
 
-/* Candidates left that could take the continuation now. */
-static int proxy_resume_candidates(proxy_req *p)
+/* see proxy_internal.h */
+int proxy_resume_possible(proxy_req *p)
 {
     char why[160];
     double now = gateway_now();
-    int n = 0;
     for (size_t i = p->next; i < p->plan.n; i++) {
         pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
-        n += pa && pa->a.id != p->acct_id && !pa->prefill_refused &&
-             router_available(pa, &p->rctx, now, why, sizeof why);
+        if (pa && pa->a.id != p->acct_id && !pa->prefill_refused && router_available(pa, &p->rctx, now, why, sizeof why))
+            return 1;
     }
-    return n;
+    return 0;
 }
 
 /* Nobody could finish the cut stream (every candidate refused the prefill,
@@ -541,7 +540,7 @@ static void proxy_resume_next(proxy_req *p, up_result r)
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
 {
     if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
-        p->mid_event || !proxy_resume_candidates(p))
+        p->mid_event || !proxy_resume_possible(p))
         return 0; /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
     policy_event ev = {0};
     ev.status = p->status;

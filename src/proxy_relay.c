@@ -573,8 +573,11 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         p->mode = MODE_PREFLIGHT;
         preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
         p->pf_live = 1;
-        /* the delivered text is kept only when the policy could resume this stream */
-        p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy);
+        /* the delivered text is kept only when the policy could resume this
+         * stream and someone could take it now (reading each chunk's text
+         * costs; a pool of one never resumes) */
+        p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy) &&
+                          proxy_resume_possible(p);
         if (p->in.api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
             p->pf.on_item_blobs = proxy_item_blobs;
             p->pf.on_completed = p->in.store_off ? NULL : proxy_turn_completed;

@@ -108,12 +108,39 @@ int policy_strip(policy_engine *pe, const policy_blob *b)
     return policy_strip_default(b);
 }
 
+/* The memo key of a first_token request: 0 when it does not fit, or a
+ * field holds the separator (two requests must never share a key): asked
+ * every time then. */
+static int first_token_key(const policy_first_token *ft, char *key, size_t n)
+{
+    const char *f[] = {ft->endpoint, ft->model, ft->reasoning, ft->account_kind};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i] && strchr(f[i], '\x1f'))
+            return 0;
+    int len = snprintf(key, n, "%c%s\x1f%s\x1f%s\x1f%s", '0' + (ft->stream ? 1 : 0) + (ft->reasoning ? 2 : 0),
+                       ft->endpoint ? ft->endpoint : "", ft->model ? ft->model : "",
+                       ft->reasoning ? ft->reasoning : "", ft->account_kind ? ft->account_kind : "");
+    return len > 0 && (size_t)len < n;
+}
+
 double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
 {
-    char why[512];
+    char why[512], key[sizeof pe->first_tokens[0].key];
+    int memo = pe && first_token_key(ft, key, sizeof key);
+    for (size_t i = 0; memo && i < pe->nfirst_tokens; i++)
+        if (strcmp(pe->first_tokens[i].key, key) == 0)
+            return pe->first_tokens[i].seconds;
     hook_call h = {.pe = pe, .ft = ft};
-    if (pe && hook_run(pe, policy_first_token_run, &h, why, sizeof why) == 0)
+    if (pe && hook_run(pe, policy_first_token_run, &h, why, sizeof why) == 0) {
+        if (memo) {
+            first_token_memo *m = pe->nfirst_tokens < FIRST_TOKEN_MEMO
+                                      ? &pe->first_tokens[pe->nfirst_tokens++]
+                                      : &pe->first_tokens[pe->first_token_next++ % FIRST_TOKEN_MEMO];
+            memcpy(m->key, key, sizeof key);
+            m->seconds = h.seconds;
+        }
         return h.seconds;
+    }
     if (pe)
         engine_fallback(pe, HOOK_FIRST_TOKEN, why);
     return policy_first_token_default(ft);

@@ -35,6 +35,15 @@ typedef struct price_memo {
     policy_price p;
 } price_memo;
 
+#define FIRST_TOKEN_MEMO 32
+/* first_token() answers, kept per engine like prices (the hook is pure: the
+ * same request shape gets the same answer until a reload). The key is the
+ * request's fields joined, "\x1f"-separated, with a flags byte. */
+typedef struct first_token_memo {
+    char key[200];
+    double seconds;
+} first_token_memo;
+
 struct policy_engine {
     sandbox *sb;
     uint64_t generation;
@@ -49,6 +58,8 @@ struct policy_engine {
     price_memo prices[PRICE_MEMO];
     size_t nprices, price_next;
     int order_bundled;            /* order.lua is the bundled text (from the binary or a copy of it) */
+    first_token_memo first_tokens[FIRST_TOKEN_MEMO];
+    size_t nfirst_tokens, first_token_next;
 };
 
 /* One hook call: its arguments in, its result out. policy.c fills one and
