@@ -88,11 +88,12 @@ local WAIT_RETRY_AFTER_MAX = 5
 local WAIT_RETRIES = 2
 local CAPACITY_TEXTS = { "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded" }
 local CONTEXT_TEXTS = { "context_length_exceeded", "maximum context length", "context window" }
--- Opt-in (the product's rule is never to replay after output): set to true
--- to let a chat-completions stream cut after text only (no tool call) be
--- finished on the next candidate, the delivered text sent as an assistant
--- prefill. The gateway only keeps that text when this policy would resume.
-local RESUME_CHAT_STREAMS = false
+-- A chat-completions stream cut after text only (no tool call in flight) is
+-- finished on the next candidate that takes an assistant prefill, the
+-- delivered text sent as that prefill; only the continuation reaches the
+-- client. Set to false to end every cut stream with the explicit interrupted
+-- error instead. The gateway only keeps that text when this policy would resume.
+local RESUME_CHAT_STREAMS = true
 
 local function retry(class, after)
   return { action = "retry", class = class, after = after }

@@ -195,9 +195,11 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
         }
     }
     log_debug("req %llu: client hung up", (unsigned long long)p->id);
-    snprintf(p->error_class, sizeof p->error_class, "client_closed");
+    int status = proxy_client_left_status(p);
+    if (status == 499)
+        snprintf(p->error_class, sizeof p->error_class, "client_closed");
     proxy_drop_client(p, 0);
-    proxy_finish(p, 499);
+    proxy_finish(p, status);
 }
 
 static void proxy_watch_client(proxy_req *p)
@@ -279,12 +281,14 @@ static void proxy_on_client_close(struct evhttp_connection *c, void *arg)
     proxy_watch_drop(p->watch); /* the connection goes: its descriptor with it */
     p->watch = NULL;
     log_debug("req %llu: client went away", (unsigned long long)p->id);
-    snprintf(p->error_class, sizeof p->error_class, "client_closed");
+    int status = proxy_client_left_status(p);
+    if (status == 499)
+        snprintf(p->error_class, sizeof p->error_class, "client_closed");
     /* libevent detached the request from the connection; it is ours to free */
     if (p->req && !evhttp_request_get_connection(p->req))
         evhttp_request_free(p->req);
     p->req = NULL;
-    proxy_finish(p, 499);
+    proxy_finish(p, status);
 }
 
 /* ---------- the entry ---------- */
@@ -327,6 +331,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
     /* request.c read what it needed from the parsed body (model, stream,
      * ids) into in; nothing after reads the tree, so a stream held open
      * for minutes does not keep it (docs/performance.md) */
+    proxy_reasoning_note(p, p->in.doc);
     json_free(p->in.doc);
     p->in.doc = NULL;
     gw->body_bytes += in->body.len;

@@ -402,6 +402,11 @@ void proxy_next(proxy_req *p)
                         (unsigned long long)p->id, pa->a.name, why);
             continue;
         }
+        if (proxy_prefill_refused(p, pa)) { /* a continuation goes only where a prefill is taken */
+            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"refuses an assistant prefill\"",
+                        (unsigned long long)p->id, pa->a.name);
+            continue;
+        }
         if (pa->refreshing) { /* its refresh token is in use: others first, else wait for it */
             if (!p->deferred_acct)
                 p->deferred_acct = pa->a.id;

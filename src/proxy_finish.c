@@ -155,15 +155,33 @@ void proxy_finish_reply(proxy_req *p, int status)
  * account's success are recorded and the rest goes out. One cut short ends
  * with an explicit error or a reset, unless proxy_recover.c can still save
  * it (a stream resumed elsewhere, a plain answer nobody saw yet). */
+/* A stream's usage and response id, as its events told them. */
+static void proxy_stream_usage(proxy_req *p)
+{
+    p->in_tok = p->pf.input_tokens;
+    p->out_tok = p->pf.output_tokens;
+    p->tot_tok = p->pf.total_tokens;
+    p->cached_tok = p->pf.cached_tokens;
+    if (p->pf.response_id[0])
+        pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
+}
+
+/* see proxy_internal.h */
+int proxy_client_left_status(proxy_req *p)
+{
+    if (!p->committed || p->mode != MODE_PREFLIGHT || !p->pf_live || !p->pf.saw_terminal ||
+        p->pf.state == PF_ERROR || p->pf.late_error || p->resume_pending || p->out.len || p->error_class[0])
+        return 499;
+    proxy_stream_usage(p);
+    proxy_record_success(p);
+    proxy_attempt_outcome(p, "ok", "");
+    return p->committed_status;
+}
+
 void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
 {
     if (p->mode == MODE_PREFLIGHT) {
-        p->in_tok = p->pf.input_tokens;
-        p->out_tok = p->pf.output_tokens;
-        p->tot_tok = p->pf.total_tokens;
-        p->cached_tok = p->pf.cached_tokens;
-        if (p->pf.response_id[0])
-            pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
+        proxy_stream_usage(p);
         if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) { /* it carries its own error event */
             sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
             proxy_flush_held(p, 1);

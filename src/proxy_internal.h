@@ -112,8 +112,16 @@ typedef struct proxy_req {
     double waited_s;          /* time spent waiting for capacity */
     int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
     int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
-    int resume_pending;       /* that attempt has shown no output yet: any failure ends the stream */
+    int resume_pending;       /* that attempt has shown no output yet: a failure goes to the next
+                               * candidate that takes a prefill, with none left the cut is the error */
+    char cut_account[64];     /* while resume_pending: the account whose stream was cut ... */
+    char cut_why[160];        /* ... and how: the error the client gets when nobody can continue */
     int committed_status;     /* the status the client got */
+    /* the request's reasoning effort, for the first_token hook (proxy_relay.c):
+     * REASONING_NONE (nothing said), _SET (effort holds it, "" none named) or
+     * _UNREAD (a reasoning object, read from the body when a stream first needs it) */
+    enum { REASONING_NONE, REASONING_SET, REASONING_UNREAD } reasoning;
+    char effort[32];
 
     /* client side */
     int committed;            /* reply started: no more failover */
@@ -207,6 +215,7 @@ void proxy_uncommit_held(proxy_req *p);
 void proxy_reply_whole(proxy_req *p);
 int proxy_flush_held(proxy_req *p, int all);
 void proxy_stream_interrupted(proxy_req *p, const char *why);
+void proxy_reasoning_note(proxy_req *p, const json_value *doc);
 
 /* ---------- proxy_recover.c: a failed attempt ---------- */
 
@@ -217,6 +226,10 @@ int proxy_wait_for_capacity(proxy_req *p, double *back);
 int proxy_wait_deferred(proxy_req *p);
 void proxy_on_stream_error(proxy_req *p);
 void proxy_resume_failed(proxy_req *p, const char *why);
+int proxy_prefill_refused(const proxy_req *p, const pool_account *pa);
+/* 1 when a candidate is left that could take a continuation now (serves
+ * now, has not refused a prefill). */
+int proxy_resume_possible(proxy_req *p);
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_error_unseen(proxy_req *p);
@@ -226,6 +239,13 @@ void proxy_plain_error_unseen(proxy_req *p);
 void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls);
 void proxy_attempt_end(proxy_req *p);
 void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg);
+/* The client went away during a stream (its status for the log): 499, or,
+ * when the stream's terminal event (Responses response.completed or
+ * .incomplete, chat finish_reason / [DONE]) was already handed to the
+ * client with no error after it, the committed status, the stream's usage
+ * taken and the attempt recorded as served. Clients close as soon as they
+ * read [DONE] (httpx before the chunked terminator). */
+int proxy_client_left_status(proxy_req *p);
 void proxy_finish_reply(proxy_req *p, int status);
 void proxy_finish(proxy_req *p, int status);
 

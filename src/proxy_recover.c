@@ -525,19 +525,64 @@ void proxy_on_stream_error(proxy_req *p)
     proxy_flush_held(p, 1); /* the rest is relayed unparsed */
 }
 
-/* ---------- opt-in stream resume (chat completions) ---------- */
+/* ---------- stream resume (text-only chat streams) ---------- */
 
-/* The resumed attempt failed before any output of its own (refused the
- * prefill, errored, or nothing was left to try): the client gets the
- * explicit interrupted error, never a masked one. */
+/* 1 when pa must not get this request because it is a continuation (a
+ * stream resume's prefill) and pa refused one before. */
+int proxy_prefill_refused(const proxy_req *p, const pool_account *pa)
+{
+    return p->resume_pending && pa->prefill_refused;
+}
+
+/* see proxy_internal.h */
+int proxy_resume_possible(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    for (size_t i = p->next; i < p->plan.n; i++) {
+        pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
+        if (pa && pa->a.id != p->acct_id && !pa->prefill_refused && router_available(pa, &p->rctx, now, why, sizeof why))
+            return 1;
+    }
+    return 0;
+}
+
+/* Nobody could finish the cut stream (every candidate refused the prefill,
+ * failed before any output of its own, or none was left): the client gets
+ * the explicit interrupted error naming the original cut, never the
+ * fallback's refusal, which would mask what happened. */
 void proxy_resume_failed(proxy_req *p, const char *why)
 {
     trace_event(p->gw->trace, "STREAM_RESUME_FAILED", "req=%llu account=%s why=\"%s\"", (unsigned long long)p->id,
                 p->acct_id ? p->acct_name : "-", why);
     p->resume_pending = 0;
-    proxy_stream_interrupted(p, why);
+    proxy_stream_interrupted(p, p->cut_why[0] ? p->cut_why : why);
+    p->cut_account[0] = '\0';
     proxy_client_flush(p);
     proxy_finish_reply(p, p->committed_status);
+}
+
+/* The resumed attempt ended before any output of its own. A 400 or 422
+ * answer is the upstream refusing the assistant prefill (the continuation
+ * differs from the client's request only by it): the account is remembered
+ * as refusing prefills, for this and every later resume. Then the next
+ * candidate that takes a prefill gets the continuation; with none left,
+ * proxy_exhausted ends the stream with the original cut. */
+static void proxy_resume_next(proxy_req *p, up_result r)
+{
+    pool_account *pa = proxy_account(p);
+    int refused = r == UP_OK && p->mode == MODE_ERROR && (p->status == 400 || p->status == 422);
+    if (refused && pa && !pa->prefill_refused) {
+        pa->prefill_refused = 1;
+        log_info("account %s: refused an assistant prefill (HTTP %d); no stream is resumed there again until a reset",
+                 pa->a.name, p->status);
+    }
+    trace_event(p->gw->trace, "STREAM_RESUME_FAILED", "req=%llu account=%s why=\"%s\" status=%d",
+                (unsigned long long)p->id, p->acct_name,
+                refused ? "refused the prefill" : r != UP_OK ? "failed before any output" : "no output", p->status);
+    proxy_attempt_outcome(p, refused ? "prefill_refused" : "resume_failed", refused ? "prefill" : "resume");
+    proxy_attempt_end(p);
+    proxy_next(p);
 }
 
 /* A chat stream was cut after text (no tool call) reached the client. When
@@ -547,7 +592,7 @@ void proxy_resume_failed(proxy_req *p, const char *why)
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
 {
     if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
-        p->mid_event || !proxy_candidates_left(p, 0))
+        p->mid_event || !proxy_resume_possible(p))
         return 0; /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
     policy_event ev = {0};
     ev.status = p->status;
@@ -589,6 +634,8 @@ int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
         proxy_cool_down(p, &v);
     trace_event(p->gw->trace, "STREAM_RESUME", "req=%llu account=%s delivered_chars=%zu class=%s",
                 (unsigned long long)p->id, p->acct_name, p->pf.text.len, v.cls);
+    sbuf_copy_cstr(p->cut_account, sizeof p->cut_account, p->acct_name);
+    sbuf_copy_cstr(p->cut_why, sizeof p->cut_why, r != UP_OK && errmsg ? errmsg : "the upstream closed the stream early");
     proxy_attempt_outcome(p, "resume", v.cls);
     p->resumed = 1;
     p->resume_pending = 1;
@@ -771,7 +818,7 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg)
     proxy_req *p = ud;
     p->up = NULL; /* freed by upstream right after this returns */
     if (p->resume_pending) /* the resumed attempt ended before any output of its own */
-        return proxy_resume_failed(p, r != UP_OK && errmsg ? errmsg : "the next account refused to continue the answer");
+        return proxy_resume_next(p, r);
     if (p->committed)
         return proxy_done_committed(p, r, errmsg);
     if (r == UP_LOCAL || r == UP_INTERNAL) { /* our shortage, not the account's: no cooldown, no next candidate */

@@ -411,7 +411,8 @@ void proxy_stream_interrupted(proxy_req *p, const char *why)
     if (p->mid_event)
         sbuf_puts(&ev, "\n\n");
     p->mid_event = 0;
-    sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s", p->acct_name, why);
+    sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s",
+                p->cut_account[0] ? p->cut_account : p->acct_name, why); /* a resume that failed: the cut */
     if (p->in.api == API_RESPONSES) {
         sbuf_puts(&ev, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":");
         sbuf_json_str(&ev, p->pf.response_id, strlen(p->pf.response_id));
@@ -453,6 +454,47 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
     preflight_commit(&p->pf);
     proxy_commit(p);
     proxy_flush_held(p, 0);
+}
+
+/* What the client's (shallow, request.c) doc says of reasoning: chat's
+ * reasoning_effort, or a reasoning object (Responses; some chat relays),
+ * whose effort is read from the body only when a stream first asks
+ * (proxy_first_token_ms). Called at the request's start, before the doc goes. */
+void proxy_reasoning_note(proxy_req *p, const json_value *doc)
+{
+    const char *effort = doc ? json_get_str(doc, "reasoning_effort") : NULL;
+    const json_value *r = doc && !effort ? json_get(doc, "reasoning") : NULL;
+    p->reasoning = effort || (r && r->type != JSON_NULL) ? REASONING_SET : REASONING_NONE;
+    sbuf_copy_cstr(p->effort, sizeof p->effort, effort ? effort : "");
+    if (r && r->type == JSON_OBJECT && r->count)
+        p->reasoning = REASONING_UNREAD;
+}
+
+/* The request's reasoning effort for the first_token hook: NULL when it
+ * says nothing of reasoning, "" when it asks for reasoning naming no effort. */
+static const char *proxy_reasoning_effort(proxy_req *p)
+{
+    if (p->reasoning == REASONING_UNREAD) { /* once per request, and only for a stream */
+        size_t a, b;
+        if (json_member_span(p->in.body.p, p->in.body.len, "reasoning", &a, &b) == 0) {
+            json_value *obj = json_parse(p->in.body.p + a, b - a, NULL, 0);
+            const char *e = obj ? json_get_str(obj, "effort") : NULL;
+            sbuf_copy_cstr(p->effort, sizeof p->effort, e ? e : "");
+            json_free(obj);
+        }
+        p->reasoning = REASONING_SET;
+    }
+    return p->reasoning == REASONING_SET ? p->effort : NULL;
+}
+
+/* The time-to-first-token limit of this attempt, in ms: the first_token
+ * policy's answer for the request and account, capped by SWITCHYARD_TTFT_MS. */
+static long proxy_first_token_ms(proxy_req *p)
+{
+    policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p),
+                             p->in.stream, account_kind_name(p->acct_kind)};
+    double ms = policy_first_token_limit(p->gw->policy, &ft) * 1000.0;
+    return ms < (double)p->gw->cfg.ttft_ms ? (long)ms : p->gw->cfg.ttft_ms;
 }
 
 /* An upstream header value the client will see: scrubbed whole, then cut
@@ -583,14 +625,17 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         p->mode = MODE_PREFLIGHT;
         preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
         p->pf_live = 1;
-        /* the delivered text is kept only when the policy could resume this stream */
-        p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy);
+        /* the delivered text is kept only when the policy could resume this
+         * stream and someone could take it now (reading each chunk's text
+         * costs; a pool of one never resumes) */
+        p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy) &&
+                          proxy_resume_possible(p);
         if (p->in.api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
             p->pf.on_item_blobs = proxy_item_blobs;
             p->pf.on_completed = p->in.store_off ? NULL : proxy_turn_completed;
             p->pf.hooks_ud = p;
         }
-        long left = p->gw->cfg.ttft_ms - (long)((gateway_now() - p->t_attempt) * 1000.0);
+        long left = proxy_first_token_ms(p) - (long)((gateway_now() - p->t_attempt) * 1000.0);
         if (left < 1)
             left = 1;
         struct timeval tv = {left / 1000, (left % 1000) * 1000};
@@ -640,6 +685,7 @@ int proxy_up_data(void *ud, const char *buf, size_t n)
         }
         if (st == PF_COMMIT) {
             p->resume_pending = 0; /* a resumed stream goes on */
+            p->cut_account[0] = '\0';
             proxy_commit(p);
             return proxy_flush_held(p, 0);
         }

@@ -475,6 +475,12 @@ typedef struct opts {
     int end;           /* late_reset: end the chunked body properly instead of closing */
     int cut;           /* reflect_auth, chat stream: close after the echoing delta (a cut after output) */
     long tail;         /* ok stream: ms between the last event and the end of the body */
+    int think;         /* /responses stream: this many reasoning summary deltas (each after gap, or
+                        * think_ms) after response.in_progress (after a stall's silence) */
+    long think_ms;
+    int no_prefill;    /* prefill=0: a request ending in an assistant message (a stream resume's
+                        * prefill) is refused with a 400 in the shape of an Anthropic model behind
+                        * an OpenAI-compatible relay */
     int gzip;          /* 1: gzip the body (Content-Encoding: gzip); 2: label it x-bogus */
     long bytes;        /* big_error: size of the message; ok (plain): a "pad" field of this many bytes */
     int seq;           /* ok (plain): the pad counts (each 8 bytes: their offset in hex) instead of x's */
@@ -610,6 +616,12 @@ static void opts_parse(opts *o, const char *spec)
             o->cut = atoi(val);
         else if (!strcmp(tok, "tail"))
             o->tail = atol(val);
+        else if (!strcmp(tok, "think"))
+            o->think = atoi(val);
+        else if (!strcmp(tok, "think_ms"))
+            o->think_ms = atol(val);
+        else if (!strcmp(tok, "prefill"))
+            o->no_prefill = atoi(val) == 0;
         else if (!strcmp(tok, "gzip"))
             o->gzip = atoi(val);
         else if (!strcmp(tok, "bytes"))
@@ -1894,6 +1906,15 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         sbuf_free(&b);
         return;
     }
+    for (int i = 0; i < o->think && i < 1000; i++) { /* a reasoning model showing its work */
+        sse_open(&b, "response.reasoning_summary_text.delta");
+        sbuf_printf(&b, "{\"type\":\"response.reasoning_summary_text.delta\",\"sequence_number\":%d,"
+                        "\"item_id\":\"rs_think\",\"output_index\":0,\"summary_index\":0,\"delta\":\"step %d. \"}",
+                    g->seq++, i + 1);
+        sse_close(&b);
+        job_chunk(j, o->think_ms > 0 ? o->think_ms : gap, &b);
+        sbuf_reset(&b);
+    }
     if (g->rs_blob.len || g->cmp_blob.len) {
         ev_pre_items(&b, g);
         job_chunk(j, gap, &b);
@@ -2438,6 +2459,10 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         error_json(&b, "Your authentication token has expired. Please try signing in again.",
                    "invalid_request_error", "token_expired", NULL);
         reply_json(j, 0, 401, &b);
+    } else if (o->no_prefill && r->prefill) {
+        error_json_param(&b, "This model does not support assistant message prefill. The conversation must end "
+                             "with a user message.", "invalid_request_error", "messages", NULL);
+        reply_json(j, 0, 400, &b);
     } else if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
         if (!account_refusal(&b, o->err))

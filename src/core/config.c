@@ -27,7 +27,7 @@ void config_defaults(sy_config *c)
     c->response_timeout_ms = 900000;
     c->idle_timeout_ms = 120000;
     c->preflight_bytes = 64u << 10;
-    c->ttft_ms = 60000;
+    c->ttft_ms = 600000; /* a cap: the first_token policy decides per request */
     c->capacity_wait_ms = 10000;
     snprintf(c->route_strategy, sizeof c->route_strategy, "ordered");
     snprintf(c->rotation, sizeof c->rotation, "hybrid_rotation");

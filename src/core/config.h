@@ -25,7 +25,7 @@ typedef struct sy_config {
     long client_idle_timeout_s; /* a client connection reading or writing nothing this long is closed */
     long client_request_timeout_s; /* a request must arrive whole within this of its first byte */
     size_t preflight_bytes;    /* SSE hold window, bytes */
-    long ttft_ms;              /* time-to-first-token limit: a stream with no semantic event by then fails over */
+    long ttft_ms;              /* cap on the time-to-first-token limit (the first_token policy's answer) */
     long capacity_wait_ms;     /* how long a request may wait for a cooling account to come back */
     char route_strategy[32];   /* "ordered" | "balanced" */
     char rotation[40];         /* key rotation mode */

@@ -1,4 +1,4 @@
-/* policy.c: the policy engine (see policy.h), its life: loads the seven
+/* policy.c: the policy engine (see policy.h), its life: loads the
  * hook files into one sandbox (policy_sandbox.c), self-checks them on
  * fixtures, calls them under the sandbox's limits (the argument tables and
  * the strict reading of results are policy_hooks.c) and falls back to the
@@ -18,10 +18,12 @@
 #include <unistd.h>
 
 const char *const policy_hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "price",    "budget", "strip", "exhausted"};
+                                                   "breaker",  "price",    "budget", "strip", "exhausted",
+                                                   "first_token"};
 /* The file each hook lives in (prices.lua holds a table of data first). */
 static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
-                                                   "breaker",  "prices",   "budget", "strip", "exhausted"};
+                                                   "breaker",  "prices",   "budget", "strip", "exhausted",
+                                                   "first_token"};
 
 /* ======================= calling the hooks ======================= */
 
@@ -104,6 +106,44 @@ int policy_strip(policy_engine *pe, const policy_blob *b)
     if (pe)
         engine_fallback(pe, HOOK_STRIP, why);
     return policy_strip_default(b);
+}
+
+/* The memo key of a first_token request: 0 when it does not fit, or a
+ * field holds the separator (two requests must never share a key): asked
+ * every time then. */
+static int first_token_key(const policy_first_token *ft, char *key, size_t n)
+{
+    const char *f[] = {ft->endpoint, ft->model, ft->reasoning, ft->account_kind};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i] && strchr(f[i], '\x1f'))
+            return 0;
+    int len = snprintf(key, n, "%c%s\x1f%s\x1f%s\x1f%s", '0' + (ft->stream ? 1 : 0) + (ft->reasoning ? 2 : 0),
+                       ft->endpoint ? ft->endpoint : "", ft->model ? ft->model : "",
+                       ft->reasoning ? ft->reasoning : "", ft->account_kind ? ft->account_kind : "");
+    return len > 0 && (size_t)len < n;
+}
+
+double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
+{
+    char why[512], key[sizeof pe->first_tokens[0].key];
+    int memo = pe && first_token_key(ft, key, sizeof key);
+    for (size_t i = 0; memo && i < pe->nfirst_tokens; i++)
+        if (strcmp(pe->first_tokens[i].key, key) == 0)
+            return pe->first_tokens[i].seconds;
+    hook_call h = {.pe = pe, .ft = ft};
+    if (pe && hook_run(pe, policy_first_token_run, &h, why, sizeof why) == 0) {
+        if (memo) {
+            first_token_memo *m = pe->nfirst_tokens < FIRST_TOKEN_MEMO
+                                      ? &pe->first_tokens[pe->nfirst_tokens++]
+                                      : &pe->first_tokens[pe->first_token_next++ % FIRST_TOKEN_MEMO];
+            memcpy(m->key, key, sizeof key);
+            m->seconds = h.seconds;
+        }
+        return h.seconds;
+    }
+    if (pe)
+        engine_fallback(pe, HOOK_FIRST_TOKEN, why);
+    return policy_first_token_default(ft);
 }
 
 int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, double *resets_at, char *plan_type,
@@ -266,7 +306,8 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     if (dir) {
         snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
         if (hook >= HOOK_BREAKER && access(path, F_OK) != 0)
-            dir = NULL; /* a policy dir from before breaker / prices / budget / strip / exhausted existed: the bundled file */
+            dir = NULL; /* a policy dir from before breaker / prices / budget / strip / exhausted / first_token
+                        * existed: the bundled file */
         else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
     }
@@ -471,6 +512,22 @@ static int check_exhausted(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_first_token(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_first_token fts[] = {
+        {.endpoint = "/v1/chat/completions", .model = "gpt-4o", .stream = 1, .account_kind = "api_key"},
+        {.endpoint = "/v1/responses", .model = "gpt-5", .reasoning = "high", .stream = 1, .account_kind = "chatgpt"},
+        {.endpoint = "/v1/responses", .model = "", .reasoning = "", .stream = 0, .account_kind = "aggregate"},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof fts / sizeof fts[0]; i++) {
+        hook_call h = {.pe = pe, .ft = &fts[i]};
+        if (hook_run(pe, policy_first_token_run, &h, why, sizeof why) != 0)
+            return check_fail(pe, HOOK_FIRST_TOKEN, why, err, errlen);
+    }
+    return 0;
+}
+
 static int check_price(policy_engine *pe, char *err, size_t errlen)
 {
     const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
@@ -505,7 +562,8 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
             goto fail;
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
         check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen) || check_price(pe, err, errlen) ||
-        check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen))
+        check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen) ||
+        check_first_token(pe, err, errlen))
         goto fail;
     /* would this classify resume a cut text-only chat stream? */
     policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,

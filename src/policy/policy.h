@@ -1,7 +1,7 @@
 /* policy.h: the Lua 5.4 policy engine. The C core keeps all state and calls
- * seven hooks with plain-table snapshots: classify, cooldown, guard, order,
- * breaker, budget (policies/<hook>.lua, each returning its function) and
- * price (policies/prices.lua). Every call runs in a
+ * its hooks with plain-table snapshots: classify, cooldown, guard, order,
+ * breaker, budget, strip, exhausted, first_token (policies/<hook>.lua, each
+ * returning its function) and price (policies/prices.lua). Every call runs in a
  * sandbox under an instruction-count hook and a memory cap; on any error,
  * timeout, out-of-memory or malformed result the built-in safe default (the
  * same rules in C) decides and a warning is logged. The engine never fails
@@ -117,6 +117,28 @@ typedef struct policy_blob {
 /* STRIP_KEEP (send it), STRIP_DROP (remove the item, or the part) or
  * STRIP_TEXT (replace it with a text the model can read). */
 int policy_strip(policy_engine *pe, const policy_blob *b);
+
+/* --- first_token: how long a stream may show no output before it fails over --- */
+/* Asked once per streamed attempt, when its headers came: a stream that
+ * shows no progress (docs/policies.md, "Slow first token": a text, refusal,
+ * reasoning or tool-call delta, an output item, a terminal event) within
+ * that many seconds fails over before anything reached the client.
+ * Keepalives, comments and bookkeeping events (response.created,
+ * response.in_progress) are no progress. */
+typedef struct policy_first_token {
+    const char *endpoint;      /* "/v1/responses", "/v1/chat/completions" */
+    const char *model;         /* as the client asked ("" none) */
+    const char *reasoning;     /* the request's reasoning effort (Responses reasoning.effort, chat
+                                * reasoning_effort); "" when it asks for reasoning without an effort;
+                                * NULL when it says nothing of reasoning */
+    int stream;                /* the client asked for a stream */
+    const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
+} policy_first_token;
+
+#define POLICY_FIRST_TOKEN_MAX 3600.0 /* seconds; the hook answers 1..this */
+
+/* The silence limit in seconds (1..POLICY_FIRST_TOKEN_MAX). */
+double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft);
 
 /* --- exhausted: what a client is told when no account can serve --- */
 typedef struct policy_out_account {

@@ -141,8 +141,11 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
     const char *held = ev->after_output ? NULL : classify_held(ev);
-    if (ev->after_output)
-        verdict_set(out, 0, "interrupted", 0); /* classify.lua's RESUME_CHAT_STREAMS is off by default */
+    if (ev->after_output && ev->endpoint && strcmp(ev->endpoint, "/v1/chat/completions") == 0 && !ev->tool_call &&
+        ev->delivered_chars > 0)
+        policy_verdict_act(out, VERDICT_RESUME, "interrupted", 20, 0); /* classify.lua's RESUME_CHAT_STREAMS */
+    else if (ev->after_output)
+        verdict_set(out, 0, "interrupted", 0);
     else if ((s == 400 || ev->in_stream) &&
              (event_mentions(ev, encrypted_code) ||
               (event_mentions(ev, encrypted_word) && event_mentions(ev, encrypted_texts))))
@@ -297,6 +300,37 @@ int policy_strip_default(const policy_blob *b)
     if (b->in_part || strcmp(type, "compaction") == 0 || strcmp(type, "compaction_summary") == 0)
         return STRIP_TEXT;
     return STRIP_DROP;
+}
+
+/* --- first_token (mirrors policies/first_token.lua) --- */
+
+#define FIRST_TOKEN_CHAT 15.0       /* a stream with nothing to think about */
+#define FIRST_TOKEN_REASONING 180.0 /* a reasoning model may think for minutes before its first event */
+
+/* A model that reasons by default: the o-series, gpt-5 (not its -chat
+ * variants) and the codex models; a provider prefix ("openai/") is skipped. */
+static int first_token_reasoning_model(const char *model)
+{
+    const char *m = model ? model : "", *slash = strrchr(m, '/');
+    char low[128];
+    size_t n = 0;
+    for (m = slash ? slash + 1 : m; *m && n + 1 < sizeof low; m++)
+        low[n++] = (char)(*m >= 'A' && *m <= 'Z' ? *m + 32 : *m);
+    low[n] = '\0';
+    if (strstr(low, "chat"))
+        return 0;
+    return strncmp(low, "o1", 2) == 0 || strncmp(low, "o3", 2) == 0 || strncmp(low, "o4", 2) == 0 ||
+           strncmp(low, "gpt-5", 5) == 0 || strstr(low, "codex") != NULL;
+}
+
+double policy_first_token_default(const policy_first_token *ft)
+{
+    const char *effort = ft->reasoning;
+    if (effort && strcmp(effort, "none") == 0)
+        return FIRST_TOKEN_CHAT;
+    if (effort || first_token_reasoning_model(ft->model))
+        return FIRST_TOKEN_REASONING;
+    return FIRST_TOKEN_CHAT;
 }
 
 /* --- order (mirrors policies/order.lua) --- */

@@ -525,6 +525,25 @@ int policy_exhausted_run(lua_State *L)
     return 0;
 }
 
+int policy_first_token_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    const policy_first_token *ft = h->ft;
+    hook_push(L, HOOK_FIRST_TOKEN);
+    lua_createtable(L, 0, 5);
+    set_str(L, "endpoint", ft->endpoint ? ft->endpoint : "");
+    set_str(L, "model", ft->model ? ft->model : "");
+    set_str(L, "reasoning", ft->reasoning); /* nil: the request says nothing of reasoning */
+    set_bool(L, "stream", ft->stream);
+    set_str(L, "account_kind", ft->account_kind ? ft->account_kind : "");
+    lua_call(L, 1, 1);
+    double secs = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    if (!(secs >= 1 && secs <= POLICY_FIRST_TOKEN_MAX))
+        luaL_error(L, "first_token must return seconds, 1..%d", (int)POLICY_FIRST_TOKEN_MAX);
+    h->seconds = secs;
+    return 0;
+}
+
 /* ======================= taking the hooks out of their files ======================= */
 
 /* order.lua's optional max_attempts (an integer, 1..1000) and max_seconds

@@ -25,7 +25,7 @@
 #define POLICY_SECONDS_MAX 3600.0
 
 enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_STRIP,
-       HOOK_EXHAUSTED, HOOK_COUNT };
+       HOOK_EXHAUSTED, HOOK_FIRST_TOKEN, HOOK_COUNT };
 /* "classify", ...: by HOOK_* (policy.c) */
 extern const char *const policy_hook_names[HOOK_COUNT];
 #define PRICE_MEMO 64
@@ -36,6 +36,15 @@ typedef struct price_memo {
     int known;
     policy_price p;
 } price_memo;
+
+#define FIRST_TOKEN_MEMO 32
+/* first_token() answers, kept per engine like prices (the hook is pure: the
+ * same request shape gets the same answer until a reload). The key is the
+ * request's fields joined, "\x1f"-separated, with a flags byte. */
+typedef struct first_token_memo {
+    char key[200];
+    double seconds;
+} first_token_memo;
 
 struct policy_engine {
     sandbox *sb;
@@ -53,6 +62,8 @@ struct policy_engine {
     int max_attempts;             /* order.lua's request bounds (policy_request_bounds) */
     double max_seconds;
     int order_bundled;            /* order.lua is the bundled text (from the binary or a copy of it) */
+    first_token_memo first_tokens[FIRST_TOKEN_MEMO];
+    size_t nfirst_tokens, first_token_next;
 };
 
 /* One hook call: its arguments in, its result out. policy.c fills one and
@@ -83,6 +94,7 @@ typedef struct hook_call {
     int usage_limit;
     double resets_at;
     char plan_type[32];
+    const policy_first_token *ft;
 } hook_call;
 
 /* Loading one hook file (policy.c, engine_load_hook -> policy_load_run). */
@@ -103,6 +115,7 @@ int policy_budget_run(lua_State *L);
 int policy_price_run(lua_State *L);
 int policy_strip_run(lua_State *L);
 int policy_exhausted_run(lua_State *L);
+int policy_first_token_run(lua_State *L);
 /* ... and with a load_call: runs the chunk, keeps its hook function in the
  * registry (where policy_<hook>_run finds it) and notes its line. */
 int policy_load_run(lua_State *L);
@@ -116,6 +129,7 @@ int policy_guard_default(const policy_candidate *c);
 int policy_budget_default(const policy_budget *b);
 int policy_strip_default(const policy_blob *b);
 int policy_exhausted_default(const policy_exhausted *ex, double *resets_at, char *plan_type, size_t plan_n);
+double policy_first_token_default(const policy_first_token *ft);
 size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm);
 void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds);
 

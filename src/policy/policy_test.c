@@ -230,6 +230,20 @@ static int bridge_strip(lua_State *L)
     return 1;
 }
 
+/* first_token({endpoint, model, reasoning, stream, account_kind}) -> seconds */
+static int bridge_first_token(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_first_token ft = {0};
+    ft.endpoint = opt_str(L, 1, "endpoint", NULL);
+    ft.model = opt_str(L, 1, "model", NULL);
+    ft.reasoning = opt_str(L, 1, "reasoning", NULL);
+    ft.stream = opt_bool(L, 1, "stream");
+    ft.account_kind = opt_str(L, 1, "account_kind", NULL);
+    push_num(L, policy_first_token_limit(bridge_engine(L), &ft));
+    return 1;
+}
+
 /* exhausted({endpoint, now, accounts}) -> {shape, resets_at, plan_type} */
 static int bridge_exhausted(lua_State *L)
 {
@@ -401,7 +415,7 @@ static int spec_install_run(lua_State *L)
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
         {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
         {"price", bridge_price}, {"budget", bridge_budget}, {"strip", bridge_strip},
-        {"exhausted", bridge_exhausted},
+        {"exhausted", bridge_exhausted}, {"first_token", bridge_first_token},
         {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {

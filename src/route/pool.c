@@ -140,6 +140,7 @@ void pool_account_reset(pool_account *pa)
     memset(&pa->health, 0, sizeof pa->health); /* the last 60 s start over too */
     free(pa->models_refused); /* a refusal may have been a plan's: the operator asks again */
     pa->models_refused = NULL;
+    pa->prefill_refused = 0;
 }
 
 const char *pool_account_models(const pool_account *pa)
@@ -261,6 +262,7 @@ static void pool_load(pool *p)
             pa[i].models_upstream = old->models_upstream; /* moved: the old snapshot is cleared below */
             pa[i].models_codex_json = old->models_codex_json;
             pa[i].models_refused = old->models_refused;
+            pa[i].prefill_refused = old->prefill_refused;
             old->models_upstream = old->models_codex_json = old->models_refused = NULL;
             pa[i].rpm = old->rpm; /* local rate limits are load, not health: a reset keeps them */
             pa[i].tpm = old->tpm;

@@ -54,6 +54,8 @@ typedef struct pool_account {
     char *models_upstream;   /* learned from its GET {base}/models (model_poll.c), NULL unknown */
     char *models_codex_json; /* the Codex-form answer's "models" array text, NULL none */
     char *models_refused;    /* models the upstream refused for it this run; NULL none; reset clears */
+    int prefill_refused;     /* it refused a stream resume's assistant prefill this run: never sent one
+                              * again (kept across reloads; reset clears) */
 } pool_account;
 
 /* A platform key and its runtime state (kept across reloads by id). */

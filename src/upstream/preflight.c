@@ -239,7 +239,8 @@ static void pf_chat_choice(preflight *pf, const json_value *choice)
         pf_chat_keep(pf, delta);
     if (delta && delta->type == JSON_OBJECT &&
         (pf_nonempty_str(json_get(delta, "content")) || pf_present(json_get(delta, "tool_calls")) ||
-         pf_present(json_get(delta, "function_call")) || pf_nonempty_str(json_get(delta, "refusal"))))
+         pf_present(json_get(delta, "function_call")) || pf_nonempty_str(json_get(delta, "refusal")) ||
+         pf_nonempty_str(json_get(delta, "reasoning_content")) || pf_nonempty_str(json_get(delta, "reasoning"))))
         pf_semantic(pf);
     const json_value *fr = json_get(choice, "finish_reason");
     if (fr && fr->type != JSON_NULL) {
@@ -282,6 +283,13 @@ typedef struct pf_chat_facts {
     double in, prompt, out, completion, total; /* NAN: no such number member */
     int in_details, prompt_details;           /* *_tokens_details present (any type) */
     double in_cached, prompt_cached;          /* their cached_tokens, NAN: none */
+    /* keep_text (pf_chat_keep): of the one choice, when its index is 0 and
+     * its delta an object: the content string's bytes (no escapes), a tool call */
+    int choices;         /* elements of the last choices array */
+    int keep;            /* that one choice is kept */
+    const char *text;    /* its content, NULL: none or not a string */
+    size_t text_len;
+    int tool;
 } pf_chat_facts;
 
 static size_t pf_ws(const pf_scan *sc, size_t i) { return json_scan_ws(sc->s, sc->len, i); }
@@ -355,19 +363,33 @@ static int pf_scan_nonempty_str(pf_scan *sc, int depth, int *nonempty)
     return 1;
 }
 
-/* A delta object (depth 4): does it carry output? (pf_chat_choice) */
-static int pf_scan_delta(pf_scan *sc, int *semantic)
+static int pf_scan_num(pf_scan *sc, int depth, double *v);
+
+/* A delta object (depth 4): does it carry output? (pf_chat_choice) And,
+ * for keep_text, its content string and whether it holds a tool call:
+ * content with an escape returns 0 (the tree decodes it). */
+static int pf_scan_delta(pf_scan *sc, int *semantic, pf_chat_facts *f)
 {
-    int first = 1, r, content = 0, tools = 0, fcall = 0, refusal = 0;
+    int first = 1, r, content = 0, tools = 0, fcall = 0, refusal = 0, rc = 0, rs = 0;
     const char *k;
     size_t kl;
     sc->pos++; /* '{' */
     while ((r = pf_scan_member(sc, &first, &k, &kl)) == 1) {
         int ok;
-        if (pf_key_is(k, kl, "content"))
+        if (pf_key_is(k, kl, "content")) {
+            size_t at = sc->pos;
             ok = pf_scan_nonempty_str(sc, 4, &content);
+            f->text = ok && sc->s[at] == '"' ? sc->s + at + 1 : NULL;
+            f->text_len = f->text ? sc->pos - at - 2 : 0;
+            if (f->text && memchr(f->text, '\\', f->text_len))
+                return 0;
+        }
         else if (pf_key_is(k, kl, "refusal"))
             ok = pf_scan_nonempty_str(sc, 4, &refusal);
+        else if (pf_key_is(k, kl, "reasoning_content")) /* a reasoning model's visible thinking: progress */
+            ok = pf_scan_nonempty_str(sc, 4, &rc);
+        else if (pf_key_is(k, kl, "reasoning"))
+            ok = pf_scan_nonempty_str(sc, 4, &rs);
         else if (pf_key_is(k, kl, "tool_calls"))
             ok = pf_scan_present(sc, 4, &tools);
         else if (pf_key_is(k, kl, "function_call"))
@@ -377,22 +399,31 @@ static int pf_scan_delta(pf_scan *sc, int *semantic)
         if (!ok)
             return 0;
     }
-    *semantic = content || tools || fcall || refusal;
+    *semantic = content || tools || fcall || refusal || rc || rs;
+    f->tool = tools || fcall;
     return r == 0;
 }
 
 /* One element of choices (depth 3). */
-static int pf_scan_choice(pf_scan *sc, int *semantic, int *terminal)
+static int pf_scan_choice(pf_scan *sc, int *semantic, int *terminal, pf_chat_facts *f)
 {
-    int first = 1, r, delta = 0, finish = 0;
+    int first = 1, r, delta = 0, finish = 0, delta_obj = 0;
+    double index = 0;
     const char *k;
     size_t kl;
+    f->text = NULL, f->text_len = 0, f->tool = 0;
     sc->pos++; /* '{' */
     while ((r = pf_scan_member(sc, &first, &k, &kl)) == 1) {
         int ok;
         if (pf_key_is(k, kl, "delta")) {
             delta = 0;
-            ok = sc->s[sc->pos] == '{' ? pf_scan_delta(sc, &delta) : pf_scan_skip(sc, 3);
+            f->text = NULL, f->text_len = 0, f->tool = 0;
+            delta_obj = sc->s[sc->pos] == '{';
+            ok = delta_obj ? pf_scan_delta(sc, &delta, f) : pf_scan_skip(sc, 3);
+        } else if (pf_key_is(k, kl, "index")) {
+            ok = pf_scan_num(sc, 3, &index);
+            if (isnan(index))
+                index = 0; /* json_get_num's default */
         } else if (pf_key_is(k, kl, "finish_reason")) {
             finish = sc->s[sc->pos] != 'n';
             ok = pf_scan_skip(sc, 3);
@@ -404,6 +435,7 @@ static int pf_scan_choice(pf_scan *sc, int *semantic, int *terminal)
     }
     *semantic |= delta || finish;
     *terminal |= finish;
+    f->keep = delta_obj && index == 0;
     return r == 0;
 }
 
@@ -411,6 +443,7 @@ static int pf_scan_choice(pf_scan *sc, int *semantic, int *terminal)
 static int pf_scan_choices(pf_scan *sc, pf_chat_facts *f)
 {
     f->semantic = f->terminal = 0; /* a repeated choices: the last one counts */
+    f->choices = f->keep = 0;
     size_t i = pf_ws(sc, sc->pos + 1);
     if (i < sc->len && sc->s[i] == ']') {
         sc->pos = i + 1;
@@ -418,7 +451,10 @@ static int pf_scan_choices(pf_scan *sc, pf_chat_facts *f)
     }
     for (;;) {
         sc->pos = i;
-        int ok = i < sc->len && sc->s[i] == '{' ? pf_scan_choice(sc, &f->semantic, &f->terminal) : pf_scan_skip(sc, 2);
+        int obj = i < sc->len && sc->s[i] == '{';
+        int ok = obj ? pf_scan_choice(sc, &f->semantic, &f->terminal, f) : pf_scan_skip(sc, 2);
+        if (++f->choices > 1 || !obj)
+            f->keep = 0; /* keep_text reads one choice only here */
         if (!ok)
             return 0;
         i = pf_ws(sc, sc->pos);
@@ -547,6 +583,7 @@ static int pf_chat_scan(const char *data, size_t len, pf_chat_facts *f)
                 f->usage = 0; /* not an object: nothing to read */
             } else if (ok && pf_key_is(k, kl, "choices")) {
                 f->semantic = f->terminal = 0; /* not an array: no choices */
+                f->choices = f->keep = 0;
             }
         }
         if (!ok)
@@ -555,9 +592,25 @@ static int pf_chat_scan(const char *data, size_t len, pf_chat_facts *f)
     return r == 0 && json_scan_ws(data, len, sc.pos) == len;
 }
 
+/* pf_chat_keep from what pf_chat_scan found. */
+static void pf_chat_keep_facts(preflight *pf, const pf_chat_facts *f)
+{
+    if (f->tool)
+        pf->saw_tool_call = 1;
+    if (!f->text || pf->text_overflow)
+        return;
+    if (pf->text.len + f->text_len > PREFLIGHT_TEXT_MAX) {
+        pf->text_overflow = 1;
+        return;
+    }
+    sbuf_append(&pf->text, f->text, f->text_len);
+}
+
 /* pf_chat_event from what pf_chat_scan found. */
 static void pf_chat_apply(preflight *pf, const pf_chat_facts *f)
 {
+    if (pf->keep_text && f->keep)
+        pf_chat_keep_facts(pf, f);
     if (f->model_len) {
         size_t n = f->model_len < sizeof pf->model - 1 ? f->model_len : sizeof pf->model - 1;
         memcpy(pf->model, f->model, n);
@@ -661,7 +714,8 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
         !pf_needs_parse_after_commit(event, data, len))
         return;
     pf_chat_facts facts;
-    if (!pf->keep_text && strcmp(event, "error") != 0 && pf_chat_scan(data, len, &facts)) {
+    if (!pf->tree_only && strcmp(event, "error") != 0 && pf_chat_scan(data, len, &facts) &&
+        (!pf->keep_text || facts.choices <= 1)) {
         pf_chat_apply(pf, &facts);
         return;
     }

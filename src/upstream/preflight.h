@@ -47,6 +47,7 @@ typedef struct preflight {
     sbuf text;             /* choices[0].delta.content, concatenated, at most PREFLIGHT_TEXT_MAX */
     int text_overflow;     /* more than that: no resume */
     int saw_tool_call;
+    int tree_only;         /* tests: every chat chunk read as a JSON tree (the scan's reference) */
 
     /* Responses streams, when asked: called with each finished output
      * item's event data (response.output_item.done) that carries an

@@ -423,11 +423,10 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(self.served_by(r), "a", "the turn left the account that owns its state")
         wait_for(lambda: "CANDIDATE_POOL_AGAIN" in g.trace_text(), what="the wait for capacity")
 
-    # --- opt-in stream resume (chat completions)
+    # --- stream resume (text-only chat streams; on by default)
 
     def resume_policies(self):
-        return self.short_policies(edits=[(r'local RESUME_CHAT_STREAMS = false', 'local RESUME_CHAT_STREAMS = true',
-                                           "classify.lua")])
+        return self.short_policies()
 
     def test_cut_chat_stream_is_finished_on_the_next_account_when_the_policy_allows(self):
         g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))],
@@ -478,8 +477,11 @@ class RecoveryTest(GatewayTest):
         self.assertIn("[redacted]", reqs[1]["prefill"])
         self.assertNotIn(token.encode(), s.raw)
 
-    def test_cut_chat_stream_is_not_resumed_by_default(self):
-        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))])
+    def test_cut_chat_stream_is_not_resumed_when_the_policy_turns_resume_off(self):
+        pol = self.short_policies(edits=[(r'local RESUME_CHAT_STREAMS = true', 'local RESUME_CHAT_STREAMS = false',
+                                          "classify.lua")])
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))],
+                         policies=pol)
         s = g.stream("/v1/chat/completions", CHAT_STREAM)
         errs = [e for e in s.events if is_error_event(e)]
         self.assertEqual(len(errs), 1, s.events)

@@ -2,7 +2,8 @@
  * anywhere, for both APIs: states only move forward, held bytes cover the
  * unfinished event, usage is -1 or a clamped count, a forced commit holds.
  * Until the first commit or error, a second watcher that reads every event
- * as a JSON tree (keep_text makes it skip the chat scan) agrees with it. */
+ * as a JSON tree (tree_only) agrees with it, the text kept for a stream
+ * resume included. */
 #include "fuzz_common.h"
 #include "upstream/preflight.h"
 #include "upstream/usage.h"
@@ -12,7 +13,7 @@ typedef struct run {
     preflight pf;
     pf_state last;
     int forced;
-    preflight tree; /* keep_text: chat chunks read as trees */
+    preflight tree; /* tree_only: chat chunks read as trees */
     int same;       /* both still holding: compared after every feed */
 } run;
 
@@ -24,6 +25,8 @@ static void same_verdicts(const preflight *a, const preflight *b)
     FUZZ_CHECK(strcmp(a->model, b->model) == 0 && strcmp(a->response_id, b->response_id) == 0);
     FUZZ_CHECK(strcmp(a->error_type, b->error_type) == 0 && strcmp(a->error_code, b->error_code) == 0);
     FUZZ_CHECK(a->error_message.len == b->error_message.len && a->events == b->events);
+    FUZZ_CHECK(a->saw_tool_call == b->saw_tool_call && a->text_overflow == b->text_overflow &&
+               a->text.len == b->text.len && (!a->text.len || memcmp(a->text.p, b->text.p, a->text.len) == 0));
 }
 
 static void feed(void *ud, const char *p, size_t len)
@@ -34,7 +37,7 @@ static void feed(void *ud, const char *p, size_t len)
         preflight_feed(&r->tree, p, len);
         if (st == PF_HOLD)
             same_verdicts(&r->pf, &r->tree);
-        else /* events after the commit in this piece: keep_text reads more of them */
+        else /* events after the commit in this piece: the tree reads more of them */
             FUZZ_CHECK(st == r->tree.state);
         r->same = st == PF_HOLD;
     }
@@ -58,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     run r = {.last = PF_HOLD, .same = 1};
     preflight_init(&r.pf, data[0] & 1 ? API_RESPONSES : API_CHAT, (data[0] & 2) ? 256 : 64 << 10);
     preflight_init(&r.tree, r.pf.api, r.pf.max_bytes);
-    r.tree.keep_text = 1;
+    r.tree.tree_only = 1;
+    r.pf.keep_text = r.tree.keep_text = data[0] & 4 ? 1 : 0;
     fuzz_chunks(data + 1, n - 1, data[0], feed, &r);
     long t[3] = {r.pf.input_tokens, r.pf.output_tokens, r.pf.total_tokens};
     for (int i = 0; i < 3; i++)

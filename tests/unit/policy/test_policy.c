@@ -819,8 +819,9 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     ev.not_answer = rnd(10) == 0 ? "empty_body" : NULL;
                     ev.random = rnd(1000) / 1000.0;
                     ev.after_output = rnd(8) == 0;
-                    ev.delivered_chars = ev.after_output ? 40 : 0;
+                    ev.delivered_chars = ev.after_output ? (long)rnd(3) * 20 : 0;
                     ev.tool_call = rnd(2);
+                    ev.endpoint = (const char *const[]){"/v1/chat/completions", "/v1/responses", NULL}[rnd(3)];
                     ev.network_error = flags & 1;
                     ev.timeout = (flags >> 1) & 1;
                     ev.in_stream = (flags >> 2) & 1;
@@ -889,6 +890,30 @@ static void test_c_default_matches_lua_budget(void)
             policy_budget b = {"key", "k", "month", usds[u], spents[sp], 0, 1, 0};
             mismatches += policy_budget_over(pe, &b) != policy_budget_over(NULL, &b);
         }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
+static void test_c_default_matches_lua_first_token(void)
+{
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    const char *const endpoints[] = {"/v1/chat/completions", "/v1/responses", NULL};
+    const char *const models[] = {"gpt-4o", "gpt-5", "GPT-5.1-Codex", "gpt-5-chat-latest", "o3-mini", "openai/o4",
+                                  "o1/", "", "codex", "gpt-test", NULL};
+    const char *const efforts[] = {NULL, "", "none", "minimal", "high", "None"};
+    const char *const kinds[] = {"api_key", "chatgpt", NULL};
+    int mismatches = 0, calls = 0;
+    for (int e = 0; e < 3; e++)
+        for (int m = 0; m < 11; m++)
+            for (int r = 0; r < 6; r++)
+                for (int k = 0; k < 3; k++) {
+                    policy_first_token ft = {endpoints[e], models[m], efforts[r], k & 1, kinds[k]};
+                    mismatches += policy_first_token_limit(pe, &ft) != policy_first_token_limit(NULL, &ft);
+                    calls++;
+                }
+    CHECK(calls > 500);
     CHECK_EQ_INT(mismatches, 0);
     CHECK_EQ_INT(policy_fallbacks(pe), 0);
     policy_free(pe);
@@ -1166,6 +1191,7 @@ int main(void)
     RUN(test_a_policy_order_over_a_huge_pool_sees_a_window_and_never_falls_back);
     RUN(test_c_default_matches_lua_breaker);
     RUN(test_c_default_matches_lua_budget);
+    RUN(test_c_default_matches_lua_first_token);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }

@@ -518,9 +518,10 @@ static void test_keep_text_collects_chat_content_and_notes_tool_calls(void)
     }
 }
 
-/* Chat chunks are read without a JSON tree (pf_chat_scan); with keep_text
- * every chunk goes through the tree. Both must reach the same verdict on
- * each of these, one event at a time from a fresh watcher. */
+/* Chat chunks are read without a JSON tree (pf_chat_scan); with tree_only
+ * every chunk goes through the tree. Both must reach the same verdict, and
+ * keep the same text, on each of these, one event at a time from a fresh
+ * watcher (with keep_text, as a stream resume reads them). */
 static void test_chat_chunks_read_without_a_tree_match_the_tree(void)
 {
     static const char *const events[] = {
@@ -571,6 +572,15 @@ static void test_chat_chunks_read_without_a_tree_match_the_tree(void)
         "[{\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}]",
         "\"text\"",
         "{\"choices\":[{\"delta\":{\"content\":\"hi\",\"x\":[[[[[[[[[[1]]]]]]]]]]}}]}",
+        "{\"choices\":[{\"index\":1,\"delta\":{\"content\":\"one\"}}]}",          /* not choice 0: not kept */
+        "{\"choices\":[{\"index\":0,\"index\":\"x\",\"delta\":{\"content\":\"zero\"}}]}",
+        "{\"choices\":[{\"index\":0.0,\"delta\":{\"content\":\"frac\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"a\"}},{\"index\":0,\"delta\":{\"content\":\"b\"}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"t\",\"tool_calls\":[{\"index\":0}]}}]}",
+        "{\"choices\":[{\"delta\":{\"function_call\":{\"name\":\"f\"}},\"delta\":{\"content\":\"x\"}}]}",
+        "{\"choices\":[{\"delta\":{\"reasoning_content\":\"thinking\"}}]}",
+        "{\"choices\":[{\"delta\":{\"reasoning\":\"thinking\",\"reasoning_content\":\"\"}}]}",
+        "{\"choices\":[{\"delta\":{\"reasoning\":{\"text\":\"x\"}}}]}",
     };
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
         char ev[1024];
@@ -578,10 +588,13 @@ static void test_chat_chunks_read_without_a_tree_match_the_tree(void)
         preflight scan, tree;
         preflight_init(&scan, API_CHAT, WINDOW);
         preflight_init(&tree, API_CHAT, WINDOW);
-        tree.keep_text = 1;
+        tree.tree_only = 1;
+        scan.keep_text = tree.keep_text = 1;
         feed(&scan, ev);
         feed(&tree, ev);
         int same = scan.state == tree.state && scan.saw_semantic == tree.saw_semantic &&
+                   scan.text.len == tree.text.len && (!scan.text.len || !memcmp(scan.text.p, tree.text.p, scan.text.len)) &&
+                   scan.saw_tool_call == tree.saw_tool_call &&
                    scan.saw_terminal == tree.saw_terminal && scan.input_tokens == tree.input_tokens &&
                    scan.output_tokens == tree.output_tokens && scan.total_tokens == tree.total_tokens &&
                    scan.cached_tokens == tree.cached_tokens && strcmp(scan.model, tree.model) == 0;

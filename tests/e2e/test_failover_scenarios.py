@@ -1,0 +1,182 @@
+"""test_failover_scenarios.py: the failover benchmark's last scenarios, each
+shaped like the fault it names: a slow first token (headers at once, the
+first token late), a stream cut mid-answer, a fallback that refuses an
+assistant prefill, and a client that closes right after the terminal event.
+docs/policies.md ("Slow first token", "Stream resume", "Accounting") says
+what the gateway does in each."""
+
+import json
+import os
+import re
+import socket
+import time
+
+from harness import (GatewayTest, account, chat_text, is_error_event, main, response_text, source_dir, wait_for)
+
+CHAT_STREAM = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+RESP_STREAM = {"model": "gpt-test", "input": "hi", "stream": True}
+
+
+class SlowFirstTokenTest(GatewayTest):
+
+    def test_silent_chat_stream_fails_over_within_the_first_token_limit(self):
+        # headers at once, the first token after 20 s: the default limit of a
+        # non-reasoning chat stream is 15 s
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=20000")), account("b", self.mock.url("b"))])
+        t0 = time.monotonic()
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        took = time.monotonic() - t0
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(chat_text(s.events), "hello from b")
+        self.assertEqual([e for e in s.events if is_error_event(e)], [])
+        self.assertGreater(took, 14.0)
+        self.assertLess(took, 17.5, "the silent stream was not failed over within the 15 s limit")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual([(t["account"], t["class"]) for t in json.loads(row["attempts_json"])],
+                         [("a", "timeout"), ("b", "")])
+
+    def test_reasoning_request_is_not_cut_while_silent_longer_than_a_chat_stream_nor_while_it_shows_progress(self):
+        # silent 16 s (past the chat limit), then reasoning summary deltas, then the answer
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=16000,think=3,think_ms=1000")),
+                          account("b", self.mock.url("b"))])
+        body = dict(RESP_STREAM, reasoning={"effort": "high", "summary": "auto"})
+        s = g.stream("/v1/responses", body)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(response_text(s.events), "hello from a")
+        self.assertEqual(s.types().count("response.reasoning_summary_text.delta"), 3, s.types())
+        self.assertEqual(s.types()[-1], "response.completed")
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+
+
+class ClientClosesAfterDoneTest(GatewayTest):
+
+    def raw_stream_until(self, g, path, body, marker):
+        """POSTs a stream on a raw socket, reads until marker, closes at once (unread bytes: a reset)."""
+        payload = json.dumps(body).encode()
+        req = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {g.key}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode() + payload
+        sock = socket.create_connection(("127.0.0.1", g.port), timeout=20)
+        try:
+            sock.sendall(req)
+            got = b""
+            while marker not in got:
+                b = sock.recv(65536)
+                if not b:
+                    break
+                got += b
+        finally:
+            sock.close()
+        self.assertIn(marker, got)
+        return got
+
+    def test_stream_whose_client_closes_right_after_done_is_logged_as_served_with_its_usage(self):
+        # the upstream ends its body a little after [DONE] (tail): the client is gone by then
+        g = self.gateway([account("a", self.mock.url("a", "ok,tail=150"))])
+        n = 30
+        for i in range(n):
+            if i % 3 == 2:
+                self.raw_stream_until(g, "/v1/responses", RESP_STREAM, b"event: response.completed")
+            else:
+                self.raw_stream_until(g, "/v1/chat/completions", CHAT_STREAM, b"data: [DONE]")
+        rows = g.wait_request_logs(n)
+        self.assertEqual([r["status"] for r in rows], [200] * n, [(r["status"], r["error_class"]) for r in rows])
+        for r in rows:
+            self.assertGreater(r["total_tokens"] or 0, 0, r)
+            self.assertEqual(r["error_class"] or "", "", r)
+            self.assertEqual([t["outcome"] for t in json.loads(r["attempts_json"])], ["ok"], r)
+
+
+class CutMidAnswerTest(GatewayTest):
+
+    def assertResumedWhole(self, g, s, cut="a", to="b"):
+        self.assertEqual(s.status, 200, s)
+        self.assertFalse(s.truncated, s)
+        self.assertEqual([e for e in s.events if is_error_event(e)], [], "the client saw the cut")
+        # the delivered "hello from", then the continuation (the mock's answer is its whole text)
+        self.assertEqual(chat_text(s.events), "hello from" + f"hello from {to}")
+        self.assertEqual(s.events[-1]["data"].strip(), "[DONE]")
+        self.assertNotIn(b"xxxx", s.raw, "the cut stream's unfinished event reached the client")
+        reqs = self.mock.requests()
+        self.assertEqual(reqs[-1]["account"], to)
+        self.assertEqual(reqs[-1]["prefill"], "hello from", "the prefill is not exactly the delivered text")
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual((row["status"], row["resumed"], row["error_class"] or ""), (200, 1, ""), row)
+        self.assertEqual(g.log_account_name(row), to)
+        return row
+
+    def test_stream_cut_mid_answer_is_finished_on_the_next_account_by_default(self):
+        # two deltas, then half an event, then the connection closes
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2,partial=8")),
+                          account("b", self.mock.url("b"))])
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        row = self.assertResumedWhole(g, s)
+        self.assertEqual(row["attempts"], 2, row)
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(row["attempts_json"])],
+                         [("a", "resume"), ("b", "ok")])
+        self.assertGreater(row["total_tokens"] or 0, 0, row)
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+
+    def test_stream_that_stalls_after_output_is_finished_on_the_next_account(self):
+        # two deltas, then silence past the idle limit
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2,ms=20000")),
+                          account("b", self.mock.url("b"))], env={"SWITCHYARD_IDLE_TIMEOUT_MS": "1500"})
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        row = self.assertResumedWhole(g, s)
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(row["attempts_json"])],
+                         [("a", "resume"), ("b", "ok")])
+
+
+
+class FallbackRefusesPrefillTest(GatewayTest):
+
+    def no_resume_cooldown(self):
+        """The bundled policies, the cut account not rested (so every request here starts on it)."""
+        with open(os.path.join(source_dir(), "policies", "classify.lua")) as f:
+            text = f.read()
+        text, n = re.subn(r'action = "resume", class = "interrupted", cooldown = 20',
+                          'action = "resume", class = "interrupted", cooldown = 0', text)
+        self.assertEqual(n, 1)
+        return self.policy_copy({"classify.lua": text})
+
+    def test_refusal_is_learned_and_the_next_continuation_skips_that_account(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),
+                          account("b", self.mock.url("b", "ok,prefill=0")),
+                          account("c", self.mock.url("c"))], policies=self.no_resume_cooldown())
+        for _ in range(2):
+            s = g.stream("/v1/chat/completions", CHAT_STREAM)
+            self.assertEqual(s.status, 200, s)
+            self.assertEqual([e for e in s.events if is_error_event(e)], [], s.raw)
+            self.assertEqual(chat_text(s.events), "hello from" + "hello from c")
+        # b refused the first continuation with its 400; the second never went there
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b", "c", "a", "c"])
+        rows = g.wait_request_logs(2)
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(rows[0]["attempts_json"])],
+                         [("a", "resume"), ("b", "prefill_refused"), ("c", "ok")])
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(rows[1]["attempts_json"])],
+                         [("a", "resume"), ("c", "ok")])
+        self.assertEqual([(r["status"], r["resumed"]) for r in rows], [(200, 1), (200, 1)])
+        self.assertIn('account=b reason="refuses an assistant prefill"', g.trace_text())
+
+    def test_when_nobody_can_continue_the_original_cut_is_the_error(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),
+                          account("b", self.mock.url("b", "ok,prefill=0"))])
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(chat_text(s.events), "hello from")
+        errs = [e for e in s.events if is_error_event(e)]
+        self.assertEqual(len(errs), 1, s.events)
+        err = errs[0]["json"]["error"]
+        self.assertEqual(err["code"], "upstream_stream_interrupted")
+        self.assertIn("from account a ", err["message"])
+        self.assertNotIn("prefill", err["message"], "the fallback's refusal masked the cut")
+        self.assertNotIn(b"[DONE]", s.raw)
+        self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual(row["error_class"], "stream_interrupted", row)
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(row["attempts_json"])],
+                         [("a", "resume"), ("b", "prefill_refused")])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+-- first_token_spec.lua: policies/first_token.lua: how long a stream may
+-- show no progress before it fails over.
+local function R(o)
+  local r = { endpoint = "/v1/chat/completions", model = "gpt-4o", stream = true, account_kind = "api_key" }
+  for k, v in pairs(o or {}) do r[k] = v end
+  return r
+end
+
+describe("first_token", function()
+  it("a silent chat stream of a non-reasoning model fails over after 15 s", function()
+    eq(first_token(R{}), 15)
+    eq(first_token(R{ endpoint = "/v1/responses", model = "gpt-4.1", account_kind = "chatgpt" }), 15)
+    eq(first_token(R{ model = "gpt-test" }), 15)
+  end)
+  it("a request asking for reasoning keeps the long limit, whatever the model", function()
+    eq(first_token(R{ reasoning = "high" }), 180)
+    eq(first_token(R{ reasoning = "minimal", endpoint = "/v1/responses" }), 180)
+    eq(first_token(R{ reasoning = "" }), 180) -- reasoning asked for without an effort
+  end)
+  it("reasoning effort none is a chat stream even on a reasoning model", function()
+    eq(first_token(R{ model = "gpt-5", reasoning = "none" }), 15)
+  end)
+  it("a reasoning model keeps the long limit when the request says nothing of reasoning", function()
+    for _, m in ipairs({ "o1", "o3-mini", "o4-mini", "gpt-5", "gpt-5.1-codex", "GPT-5", "openai/o3", "codex-mini-latest" }) do
+      eq(first_token(R{ model = m }), 180)
+    end
+  end)
+  it("the chat variants of reasoning families answer at once", function()
+    eq(first_token(R{ model = "gpt-5-chat-latest" }), 15)
+  end)
+  it("a request without a model is a chat stream", function()
+    eq(first_token(R{ model = "" }), 15)
+  end)
+end)
