@@ -240,7 +240,7 @@ class RoutingTest(GatewayTest):
                 names = [strategy + n for n in "abcd"]
                 g = self.gw(self.oks(names), env={"SWITCHYARD_ROUTE_STRATEGY": strategy}, start=False)
                 p = g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", names[3])
-                self.assertIn("1 key", p.stdout)
+                self.assertIn("now prefers account " + names[3], p.stdout)
                 g.start()
                 self.assertEqual(self.send(g, 6), [names[3]] * 6, "the preferred account was not first")
                 self.assertEqual(self.mock.accounts_hit(), [names[3]] * 6)
