@@ -187,6 +187,8 @@ function renderSummary(ov) {
     ["in flight", ov.active_requests], ["available", a.available + " / " + a.total], ["cooling", a.cooling],
     ["breaker open", a.breaker_open], ["held", a.held || 0], ["disabled", a.disabled], ["policy fallbacks", ov.policy.fallbacks_total],
     ["log queue", ov.writer.pending_logs], ["dropped logs", ov.writer.dropped_logs],
+    /* the database file deleted, replaced, unreadable or truncated under the gateway, or writes failing */
+    ["database", ov.writer.file_problem || (ov.writer.failing ? "writes failing: " + ov.writer.last_error : "ok")],
     ["up", dur(ov.now - ov.started_at)],
   ];
   const dl = $("#summary");

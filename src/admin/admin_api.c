@@ -23,6 +23,8 @@
 #include "base/sha256.h"
 #include "store/store_admin.h"
 #include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <arpa/inet.h>
@@ -773,9 +775,14 @@ static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
     sbuf_puts(&b, "},\"policy\":{\"source\":");
     admin_str(&b, policy_source(gw->policy));
     sbuf_printf(&b, ",\"fallbacks_total\":%llu},\"writer\":{\"pending_logs\":%zu,\"pending_states\":%zu,"
-                    "\"dropped_logs\":%llu,\"failed_commits\":%llu},",
+                    "\"dropped_logs\":%llu,\"failed_commits\":%llu,\"failing\":%s,\"last_error\":",
                 (unsigned long long)(gw->policy_fallbacks_retired + policy_fallbacks(gw->policy)), ws.pending_logs,
-                ws.pending_states, (unsigned long long)ws.dropped_logs, (unsigned long long)ws.failed_commits);
+                ws.pending_states, (unsigned long long)ws.dropped_logs, (unsigned long long)ws.failed_commits,
+                ws.failing ? "true" : "false");
+    admin_str(&b, ws.failing ? ws.last_error : "");
+    sbuf_puts(&b, ",\"file_problem\":"); /* "" while the database file is fine */
+    admin_str(&b, ws.file_problem);
+    sbuf_puts(&b, "},");
     sbuf_printf(&b, "\"since_start\":{\"requests\":%llu,\"attempts\":%llu,\"failovers\":%llu,"
                     "\"preflight_switches\":%llu,\"retries\":%llu,\"waits\":%llu}}",
                 (unsigned long long)t.requests, (unsigned long long)t.attempts, (unsigned long long)t.failovers,
@@ -792,11 +799,97 @@ static void admin_ok(struct evhttp_request *req, const char *fmt_json)
     admin_send_json(req, &b);
 }
 
-static int admin_queue(gateway *gw, struct evhttp_request *req, const store_admin_op *op)
+/* ---------- changes that wait for the writer ---------- */
+
+/* A change the writer's queue cannot take now (STORE_OPS_MAX changes
+ * already waiting for a commit: many dashboards or scripts saving at once)
+ * waits here instead of an immediate 503, and its handler runs again from
+ * the start, in arrival order, after the writer's next commits. Nothing is
+ * applied before the queue takes a request's changes, so running a handler
+ * again is safe. 503 writer_busy only past ADMIN_WAIT_MAX waiting requests
+ * or ADMIN_WAIT_S of waiting. A request whose client went away meanwhile is
+ * answered into the void (libevent frees it). */
+#define ADMIN_WAIT_MAX 256
+#define ADMIN_WAIT_S 10.0
+#define ADMIN_WAIT_POLL_US 5000
+
+typedef void (*admin_handler)(admin_ctx *ctx, struct evhttp_request *req);
+
+typedef struct admin_waiter {
+    admin_ctx *ctx;
+    struct evhttp_request *req;
+    admin_handler fn;
+    double deadline;
+} admin_waiter;
+
+static struct {
+    admin_waiter q[ADMIN_WAIT_MAX]; /* a ring, oldest at head */
+    size_t head, n;
+    struct event timer;
+    int timer_ready;
+    admin_handler running; /* the handler being run, to run it again */
+    int retry;             /* running a waiter again: a full queue keeps it in its place */
+    int still_full;
+} admin_wait;
+
+static void admin_busy(struct evhttp_request *req)
 {
-    if (store_writer_put_admin(gw->st, op) == 0)
-        return 1;
     server_send_error(req, 503, "server_error", "writer_busy", "too many changes are waiting to be written; retry");
+}
+
+static void admin_wait_run(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+    double now = gateway_now();
+    while (admin_wait.n) {
+        admin_waiter w = admin_wait.q[admin_wait.head];
+        if (now < w.deadline) {
+            admin_wait.retry = 1;
+            admin_wait.still_full = 0;
+            admin_wait.running = w.fn;
+            w.fn(w.ctx, w.req);
+            admin_wait.retry = 0;
+            admin_wait.running = NULL;
+            if (admin_wait.still_full)
+                break;
+        } else {
+            admin_busy(w.req);
+        }
+        admin_wait.head = (admin_wait.head + 1) % ADMIN_WAIT_MAX;
+        admin_wait.n--;
+    }
+    struct timeval tv = {0, ADMIN_WAIT_POLL_US};
+    if (admin_wait.n)
+        evtimer_add(&admin_wait.timer, &tv);
+}
+
+/* Queues ops[0..n) all or none: 1 queued (the caller applies them to the
+ * running gateway now); 0 not (the request waits, or was answered 503). */
+static int admin_queue(admin_ctx *ctx, struct evhttp_request *req, const store_admin_op *ops, size_t n)
+{
+    gateway *gw = ctx->gw;
+    if (admin_wait.retry) {
+        if (store_writer_put_admin_ops(gw->st, ops, n) == 0)
+            return 1;
+        admin_wait.still_full = 1;
+        return 0;
+    }
+    /* behind earlier waiters, never ahead of them: the last change sent is the last applied */
+    if (!admin_wait.n && store_writer_put_admin_ops(gw->st, ops, n) == 0)
+        return 1;
+    if (!admin_wait.running || admin_wait.n == ADMIN_WAIT_MAX) {
+        admin_busy(req);
+        return 0;
+    }
+    if (!admin_wait.timer_ready) {
+        evtimer_assign(&admin_wait.timer, gw->base, admin_wait_run, NULL);
+        admin_wait.timer_ready = 1;
+    }
+    admin_wait.q[(admin_wait.head + admin_wait.n++) % ADMIN_WAIT_MAX] =
+        (admin_waiter){ctx, req, admin_wait.running, gateway_now() + ADMIN_WAIT_S};
+    struct timeval tv = {0, ADMIN_WAIT_POLL_US};
+    if (!evtimer_pending(&admin_wait.timer, NULL))
+        evtimer_add(&admin_wait.timer, &tv);
     return 0;
 }
 
@@ -835,7 +928,7 @@ static void admin_post_account(admin_ctx *ctx, struct evhttp_request *req, admin
     if (act == ADMIN_RESET) {
         if (pa->a.hold) { /* written as `account reset` does: a reload, a restart find it cleared */
             store_admin_op op = {.kind = STORE_OP_ACCOUNT_UNHOLD, .id = pa->a.id};
-            if (!admin_queue(gw, req, &op))
+            if (!admin_queue(ctx, req, &op, 1))
                 return;
             free(pa->a.hold);
             free(pa->a.hold_detail);
@@ -848,7 +941,7 @@ static void admin_post_account(admin_ctx *ctx, struct evhttp_request *req, admin
         admin_audit(gw, req, "reset_cooldown", pa->a.name);
     } else {
         store_admin_op op = {.kind = STORE_OP_ACCOUNT_ENABLED, .id = pa->a.id, .value = act == ADMIN_ENABLE};
-        if (!admin_queue(gw, req, &op))
+        if (!admin_queue(ctx, req, &op, 1))
             return;
         pa->a.enabled = act == ADMIN_ENABLE;
         admin_audit(gw, req, act == ADMIN_ENABLE ? "enable" : "disable", pa->a.name);
@@ -898,7 +991,7 @@ static void admin_post_prefer(admin_ctx *ctx, struct evhttp_request *req)
     if (!key)
         return;
     store_admin_op op = {.kind = STORE_OP_KEY_PREFERRED, .id = key->id, .value = pa ? pa->a.id : 0};
-    if (!admin_queue(gw, req, &op))
+    if (!admin_queue(ctx, req, &op, 1))
         return;
     key->preferred_account_id = pa ? pa->a.id : 0;
     char target[200];
@@ -942,11 +1035,13 @@ static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
         snprintf(ops[n].text, sizeof ops[n].text, "%s", rotation);
         n++;
     }
+    /* all or nothing: both settings go in one writer transaction, or neither
+     * is queued; the running gateway follows once the queue took them */
+    if (!admin_queue(ctx, req, ops, n)) {
+        json_free(body);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (!admin_queue(gw, req, &ops[i])) {
-            json_free(body);
-            return;
-        }
         char target[128];
         snprintf(target, sizeof target, "%s=%s", ops[i].key, ops[i].text);
         admin_audit(gw, req, "set", target);
@@ -1058,8 +1153,6 @@ static void admin_static(admin_ctx *ctx, struct evhttp_request *req)
 
 /* ---------- routes ---------- */
 
-typedef void (*admin_handler)(admin_ctx *ctx, struct evhttp_request *req);
-
 typedef struct admin_route {
     const char *path;
     enum evhttp_cmd_type method;
@@ -1098,8 +1191,11 @@ static void admin_on_api(struct evhttp_request *req, void *arg)
     const admin_route *r = admin_route_find(req);
     if (!r) /* registered paths only reach here */
         return server_send_error(req, 404, "invalid_request_error", "unknown_url", "unknown admin path");
-    if (admin_auth(ctx, req) && admin_method(req, r->method))
+    if (admin_auth(ctx, req) && admin_method(req, r->method)) {
+        admin_wait.running = r->fn;
         r->fn(ctx, req);
+        admin_wait.running = NULL;
+    }
 }
 
 static void admin_on_metrics(struct evhttp_request *req, void *arg)

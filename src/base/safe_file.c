@@ -10,19 +10,55 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A path that does not open for want of its target: a dangling symlink is
+ * there (the user's link, to be kept), not absent. */
+static int sf_dangling_link(const char *path)
+{
+    struct stat lb;
+    return lstat(path, &lb) == 0 && S_ISLNK(lb.st_mode);
+}
+
 int safe_file_read(const char *path, sbuf *out, int *present, int *mode, char *err, size_t errlen)
 {
     *present = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+     * whatever it is, fstat below refuses it before a byte is read */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
+        if (errno == ENOENT && sf_dangling_link(path)) {
+            char target[PATH_MAX] = "";
+            ssize_t tn = readlink(path, target, sizeof target - 1);
+            target[tn > 0 ? tn : 0] = '\0';
+            sbuf_fmt_into(err, errlen,
+                          "%s is a symlink to %s, which does not exist; create the target (or remove the link) "
+                          "and try again",
+                          path, target);
+            return -1;
+        }
         if (errno == ENOENT)
             return 0;
         sbuf_fmt_into(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        sbuf_fmt_into(err, errlen, "%s is not a regular file", path);
+    if (fstat(fd, &sb) != 0) {
+        sbuf_fmt_into(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        const char *what = S_ISFIFO(sb.st_mode)  ? "a FIFO"
+                           : S_ISDIR(sb.st_mode) ? "a directory"
+                           : S_ISSOCK(sb.st_mode) ? "a socket"
+                           : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                        : "not a regular file";
+        sbuf_fmt_into(err, errlen, "%s is %s, not a regular file; it was left untouched", path, what);
+        close(fd);
+        return -1;
+    }
+    if (sb.st_size > (off_t)SAFE_FILE_MAX) {
+        sbuf_fmt_into(err, errlen, "%s is %lld bytes, more than the %u MiB switchyard reads; it was left untouched",
+                      path, (long long)sb.st_size, SAFE_FILE_MAX >> 20);
         close(fd);
         return -1;
     }
@@ -30,9 +66,17 @@ int safe_file_read(const char *path, sbuf *out, int *present, int *mode, char *e
         *mode = (int)(sb.st_mode & 07777);
     char buf[8192];
     ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    size_t before = out->len;
+    while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
         if (n > 0)
             sbuf_append(out, buf, (size_t)n);
+        if (out->len - before > SAFE_FILE_MAX) { /* it grew while read */
+            close(fd);
+            sbuf_fmt_into(err, errlen, "%s grew past the %u MiB switchyard reads; it was left untouched", path,
+                          SAFE_FILE_MAX >> 20);
+            return -1;
+        }
+    }
     close(fd);
     if (n < 0) {
         sbuf_fmt_into(err, errlen, "cannot read %s: %s", path, strerror(errno));

@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include "base/sbuf.h"
 
-/* event is "" when the stream sent no event: field ("message" by spec). */
+/* event is "" when the stream sent no event: field ("message" by spec).
+ * data is data_len bytes, not NUL-terminated, valid only during the call
+ * (see sse_feed). */
 typedef void (*sse_event_fn)(void *ud, const char *event, const char *data, size_t data_len);
 
 typedef struct sse_parser {
@@ -34,6 +36,14 @@ typedef struct sse_parser {
 #define SSE_MAX_EVENT (8u << 20)
 
 void sse_init(sse_parser *p, sse_event_fn fn, void *ud);
+/* The borrowed-buffer contract: buf is the caller's, n bytes, NOT
+ * NUL-terminated (a network buffer); the parser reads buf[0..n) only, and
+ * keeps no pointer into it once sse_feed returns (what an unfinished line
+ * or event needs is copied), so the caller may free or reuse it then.
+ * Events found in this feed are dispatched during the call: their data may
+ * point into buf (the usual one-data:-line event is not copied), is
+ * data_len bytes, not NUL-terminated, and valid only during the callback;
+ * event is a NUL-terminated name, valid as long. */
 void sse_feed(sse_parser *p, const char *buf, size_t n);
 void sse_free(sse_parser *p);
 /* Bytes at the end of what was fed that belong to an event not finished

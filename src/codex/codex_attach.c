@@ -61,6 +61,10 @@ static void ca_before_rename(void *step)
     ca_crash_point(at);
 }
 
+/* The mode of a config.toml that holds the attach's platform key: the
+ * owner's bits only (0644 becomes 0600), whatever the original's. */
+static int ca_secret_mode(int mode) { return (mode & 0700) | 0600; }
+
 static int ca_file_replace(const char *path, const char *p, size_t n, int mode, const char *step, char *err,
                            size_t errlen)
 {
@@ -121,7 +125,9 @@ void codex_gateway_url(const char *host, int port, char *out, size_t n)
 }
 
 /* The config file of a home; a symlink (dotfile managers) is followed so the
- * rename replaces its target, not the link. */
+ * rename replaces its target, not the link. A dangling one stays the link's
+ * path: safe_file_read refuses it, so attach never puts a file in its place
+ * (and detach never deletes it). */
 static void ca_config_path(const char *home, char *out, size_t n)
 {
     char p[CODEX_PATH_MAX], real[PATH_MAX];
@@ -565,7 +571,8 @@ static int ca_attach_write(store *s, codex_journal *j, const char *key_hash, con
     if (store_codex_begin(s, j, "codex-attach", key_hash, err, errlen) != 0)
         return -1;
     ca_crash_point("attach_after_journal");
-    if (ca_file_replace(j->config_path, bytes, len, j->original_mode, "attach", err, errlen) != 0) {
+    /* the file now holds a key: never world- or group-readable */
+    if (ca_file_replace(j->config_path, bytes, len, ca_secret_mode(j->original_mode), "attach", err, errlen) != 0) {
         char e2[256] = "", first[512];
         snprintf(first, sizeof first, "%s", err ? err : "");
         if (store_codex_close(s, j, "rolled_back", e2, sizeof e2) != 0)
@@ -608,6 +615,20 @@ static int ca_attach_prepare(codex_journal *j, const char *base_url, const char 
     return rc;
 }
 
+/* An attached file written group- or world-readable (by a version before
+ * attach set the mode, or by hand): made owner-only, since it holds the
+ * key. Only a regular file, never through a link's new target. */
+static void ca_tighten(const codex_journal *j, sbuf *report)
+{
+    int fd = open(j->config_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) &&
+        fchmod(fd, (mode_t)ca_secret_mode((int)(sb.st_mode & 07777))) == 0)
+        sbuf_printf(report, "made %s readable by its owner only (it holds the platform key)\n", j->config_path);
+    if (fd >= 0)
+        close(fd);
+}
+
 static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
 static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *report, char *err, size_t errlen);
 static int ca_status_locked(store *s, const char *home, sbuf *report, char *err, size_t errlen);
@@ -627,6 +648,8 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, int
         return -1;
     if (found) {
         int same = !strcmp(j.gateway_url, base_url);
+        if (same)
+            ca_tighten(&j, report);
         store_codex_journal_free(&j);
         if (same) {
             sbuf tmp = SBUF_INIT;
@@ -707,16 +730,48 @@ static int ca_restore_keys(const codex_journal *j, const ca_plan *p, const ca_vi
     return rc;
 }
 
+/* 1 if restore holds no bearer token but the original's (or none): it may
+ * get the original's mode back. A token the user set while attached keeps
+ * the file owner-only. */
+static int ca_restore_secret_is_original(const ca_plan *p, const sbuf *restore)
+{
+    toml_doc *d = toml_parse(restore->p ? restore->p : "", restore->len, NULL, 0);
+    int ok = d != NULL;
+    for (size_t i = 0; d && i < p->n; i++) {
+        const ca_key *k = &p->k[i];
+        if (strcmp(k->path[k->n - 1], "experimental_bearer_token") != 0)
+            continue;
+        sbuf cur = SBUF_INIT, a = SBUF_INIT, b = SBUF_INIT;
+        int r = toml_get(d, k->path, k->n, &cur, NULL, 0);
+        if (r == 1 && k->orig_present) {
+            toml_value_norm(cur.p, cur.len, &a);
+            toml_value_norm(k->orig.p, k->orig.len, &b);
+            ok = a.len == b.len && memcmp(a.p, b.p, a.len) == 0;
+        } else {
+            ok = r == 0;
+        }
+        if (cur.p)
+            memset(cur.p, 0, cur.len);
+        sbuf_free(&cur), sbuf_free(&a), sbuf_free(&b);
+    }
+    toml_free(d);
+    return ok;
+}
+
 /* Writes the restore (or removes the file), journal first. */
-static int ca_detach_write(store *s, codex_journal *j, const ca_view *v, const sbuf *restore, int restore_present,
-                           char *err, size_t errlen)
+static int ca_detach_write(store *s, codex_journal *j, const ca_plan *p, const ca_view *v, const sbuf *restore,
+                           int restore_present, char *err, size_t errlen)
 {
     char rsha[65];
     ca_sha(restore, restore_present, rsha);
     if (store_codex_set_state(s, j->id, "detaching", rsha, v->sha, err, errlen) != 0)
         return -1;
     ca_crash_point("detach_after_journal");
+    /* the original's mode comes back with the original's secrets; a mode
+     * the user chose since attach stays */
     int mode = v->present ? v->mode : j->original_mode;
+    if (v->present && v->mode == ca_secret_mode(j->original_mode) && ca_restore_secret_is_original(p, restore))
+        mode = j->original_mode;
     int rc = restore_present ? ca_file_replace(j->config_path, restore->p, restore->len, mode, "detach", err, errlen)
                              : safe_file_remove(j->config_path, err, errlen);
     if (rc != 0) {
@@ -733,7 +788,7 @@ static int ca_backup(const codex_journal *j, const ca_view *v, sbuf *report, cha
         return 0;
     char path[CODEX_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s.switchyard-backup-%lld", j->config_path, (long long)time(NULL));
-    if (ca_file_replace(path, v->bytes.p, v->bytes.len, v->mode, "backup", err, errlen) != 0)
+    if (ca_file_replace(path, v->bytes.p, v->bytes.len, ca_secret_mode(v->mode), "backup", err, errlen) != 0)
         return -1;
     sbuf_printf(report, "kept the file as it was in %s\n", path);
     return 0;
@@ -777,7 +832,7 @@ static int ca_detach_journal(store *s, codex_journal *j, int force, sbuf *report
             sbuf_puts(report, "restored the keys attach set; everything else stays as you have it\n");
     }
     if (rc == 0)
-        rc = ca_detach_write(s, j, &v, &restore, restore_present, err, errlen);
+        rc = ca_detach_write(s, j, &p, &v, &restore, restore_present, err, errlen);
     if (rc == 0)
         sbuf_printf(report, "detached: %s (key %s revoked)\n", j->config_path, j->key_prefix);
     sbuf_free(&restore);

@@ -11,6 +11,10 @@
 #include <string.h>
 
 #define TE_DEPTH_MAX 64 /* nesting of arrays and inline tables */
+/* Parts of one dotted key or table name: every key entry holds its table's
+ * path plus its own, so the parts bound the work per statement (a Codex
+ * config's deepest names have four). */
+#define TE_SEGS_MAX 128
 
 typedef enum { TE_KV, TE_HEADER, TE_AHEADER } te_kind;
 
@@ -24,12 +28,24 @@ typedef struct te_entry {
     int in_array;        /* under an [[array of tables]]: never edited */
 } te_entry;
 
+/* The [[arrays of tables]] seen so far while indexing, each distinct path
+ * once, hashed, so "is this header under an array?" costs a lookup per
+ * prefix of its name instead of a scan of every earlier statement (which
+ * made 40,000 tables take seconds). Slots hold entry index + 1. */
+typedef struct te_aset {
+    size_t *slot;
+    uint64_t *hash;
+    size_t cap, n;
+} te_aset;
+
 struct toml_doc {
     sbuf buf;
     size_t body; /* first byte after a UTF-8 BOM */
     te_entry *e;
     size_t ne, cap;
     const char *nl; /* line ending of the file: "\r\n" if its first one is, else "\n" */
+    te_aset arrays; /* while indexing */
+    size_t work;    /* path comparisons of the last indexing (toml_index_work) */
 };
 
 typedef struct te_parser {
@@ -275,7 +291,11 @@ static void te_path_free(te_path *k)
 /* A dotted key: seg (ws '.' ws seg)*. */
 static void te_key(te_parser *P, te_path *k)
 {
-    for (;;) {
+    for (size_t parts = 0;; parts++) {
+        if (parts == TE_SEGS_MAX) {
+            te_fail(P, "a key or table name of more than 128 parts");
+            return;
+        }
         sbuf seg = SBUF_INIT;
         te_key_seg(P, &seg);
         te_path_push(k, seg.p ? seg.p : "", seg.len);
@@ -442,13 +462,81 @@ static te_entry *te_entry_add(toml_doc *d, te_kind kind, size_t start)
     return e;
 }
 
-/* 1 if path lies under one of the [[arrays of tables]] indexed so far. */
-static int te_under_array(const toml_doc *d, char *const *path, size_t n)
+static uint64_t te_hash_seg(uint64_t h, const char *seg)
 {
-    for (size_t i = 0; i < d->ne; i++)
-        if (d->e[i].kind == TE_AHEADER && te_path_prefix(d->e[i].path, d->e[i].n, (const char *const *)path, n))
+    for (const unsigned char *c = (const unsigned char *)seg; *c; c++)
+        h = (h ^ *c) * 1099511628211u;
+    return (h ^ 0xff) * 1099511628211u; /* the separator */
+}
+
+/* The array header whose path is path[0..n) (hash h), or -1. */
+static long te_aset_find(toml_doc *d, uint64_t h, char *const *path, size_t n)
+{
+    const te_aset *a = &d->arrays;
+    for (size_t i = a->cap ? h & (a->cap - 1) : 0; a->cap && a->slot[i]; i = (i + 1) & (a->cap - 1)) {
+        const te_entry *e = &d->e[a->slot[i] - 1];
+        if (a->hash[i] != h)
+            continue;
+        d->work++;
+        if (te_path_eq(e->path, e->n, (const char *const *)path, n))
+            return (long)(a->slot[i] - 1);
+    }
+    return -1;
+}
+
+static void te_aset_put(te_aset *a, uint64_t h, size_t entry)
+{
+    if (2 * (a->n + 1) > a->cap) {
+        te_aset b = {0};
+        b.cap = a->cap ? a->cap * 2 : 16;
+        b.slot = calloc(b.cap, sizeof *b.slot);
+        b.hash = calloc(b.cap, sizeof *b.hash);
+        if (!b.slot || !b.hash)
+            abort();
+        for (size_t i = 0; i < a->cap; i++)
+            if (a->slot[i])
+                te_aset_put(&b, a->hash[i], a->slot[i] - 1);
+        free(a->slot);
+        free(a->hash);
+        *a = b;
+    }
+    size_t i = h & (a->cap - 1);
+    while (a->slot[i])
+        i = (i + 1) & (a->cap - 1);
+    a->slot[i] = entry + 1;
+    a->hash[i] = h;
+    a->n++;
+}
+
+static void te_aset_free(te_aset *a)
+{
+    free(a->slot);
+    free(a->hash);
+    memset(a, 0, sizeof *a);
+}
+
+/* 1 if path lies under one of the [[arrays of tables]] indexed so far: a
+ * lookup of each of its prefixes. */
+static int te_under_array(toml_doc *d, char *const *path, size_t n)
+{
+    uint64_t h = 1469598103934665603u;
+    for (size_t i = 0; i < n; i++) {
+        h = te_hash_seg(h, path[i]);
+        if (te_aset_find(d, h, path, i + 1) >= 0)
             return 1;
+    }
     return 0;
+}
+
+/* Records the [[array]] header at entry index i (each path once). */
+static void te_array_seen(toml_doc *d, size_t i)
+{
+    const te_entry *e = &d->e[i];
+    uint64_t h = 1469598103934665603u;
+    for (size_t k = 0; k < e->n; k++)
+        h = te_hash_seg(h, e->path[k]);
+    if (te_aset_find(d, h, e->path, e->n) < 0)
+        te_aset_put(&d->arrays, h, i);
 }
 
 /* [a.b] or [[a.b]] at P->pos; the header becomes the current table. */
@@ -480,6 +568,8 @@ static void te_header(te_parser *P, toml_doc *d, size_t start, te_path *table, i
         te_path_push(table, k.v[i], strlen(k.v[i]));
     }
     free(k.v);
+    if (arr)
+        te_array_seen(d, d->ne - 1);
     *table_in_array = in_array || arr;
 }
 
@@ -521,6 +611,8 @@ static int te_index(toml_doc *d, char *err, size_t errlen)
     te_path table = {0};
     int table_in_array = 0;
     te_entries_free(d);
+    te_aset_free(&d->arrays);
+    d->work = 0;
     d->body = 0;
     if (P.len >= 3 && !memcmp(P.p, "\xEF\xBB\xBF", 3))
         d->body = P.pos = 3;
@@ -545,6 +637,7 @@ static int te_index(toml_doc *d, char *err, size_t errlen)
             d->e[d->ne - 1].end = P.pos;
     }
     te_path_free(&table);
+    te_aset_free(&d->arrays);
     if (P.failed) {
         te_entries_free(d);
         return -1;
@@ -573,6 +666,8 @@ void toml_free(toml_doc *d)
     sbuf_free(&d->buf);
     free(d);
 }
+
+size_t toml_index_work(const toml_doc *d) { return d->work; }
 
 const char *toml_bytes(const toml_doc *d, size_t *len)
 {

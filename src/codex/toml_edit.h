@@ -18,6 +18,11 @@ typedef struct toml_doc toml_doc;
  * this editor understands. */
 toml_doc *toml_parse(const char *buf, size_t len, char *err, size_t errlen);
 void toml_free(toml_doc *d);
+/* The path comparisons the last parse or edit's indexing made: a test's
+ * measure that indexing stays linear in the number of statements. Keys and
+ * table names of more than 128 parts are refused, so each statement's work
+ * is bounded. */
+size_t toml_index_work(const toml_doc *d);
 /* The current bytes of the document (after any edits). */
 const char *toml_bytes(const toml_doc *d, size_t *len);
 

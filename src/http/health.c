@@ -1,6 +1,7 @@
 /* health.c: /health (see health.h). "degraded" means the gateway still
  * proxies but something needs a look: database writes failing (a full
- * disk), no account able to serve, policy hooks falling back to the
+ * disk; the database file deleted, replaced, made unreadable or
+ * truncated under it), no account able to serve, policy hooks falling back to the
  * built-in default. The fields of the first version (status, accounts,
  * active_requests, policy) keep their meaning. */
 #include "http/health.h"
@@ -88,6 +89,8 @@ void health_reply(struct evhttp_request *req, gateway *gw)
         snprintf(msg, sizeof msg, "database writes failing, retried and kept in memory meanwhile: %s", ws.last_error);
         health_reason(&reasons, msg);
     }
+    if (ws.file_problem[0]) /* requests still work, but what they write may be lost */
+        health_reason(&reasons, ws.file_problem);
     size_t usable;
     health_accounts(gw, &reasons, &usable);
     double since = gw->fb_at ? gateway_now() - gw->fb_at : -1;
@@ -111,6 +114,8 @@ void health_reply(struct evhttp_request *req, gateway *gw)
                 ws.failing ? "true" : "false", (unsigned long long)ws.failed_commits, ws.pending_logs,
                 (unsigned long long)ws.dropped_logs);
     sbuf_json_str(&b, ws.last_error, strlen(ws.last_error));
+    sbuf_puts(&b, ",\"file_problem\":");
+    sbuf_json_str(&b, ws.file_problem, strlen(ws.file_problem));
     sbuf_printf(&b, "},\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
     sbuf_printf(&b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
                     "\"refused_out_of_descriptors\":%llu,\"slow_requests_closed\":%llu,\"accepting\":%s,"

@@ -414,6 +414,10 @@ typedef struct store_admin_op {
 } store_admin_op;
 /* Queues op; -1 when too many changes are already waiting. Never blocks on disk. */
 int store_writer_put_admin(store *s, const store_admin_op *op);
+/* Queues ops[0..n) all or none: 0, all queued and committed in one
+ * transaction (a batch takes the queued changes whole); -1, none queued,
+ * when they do not all fit now (retry after the writer's next commit). */
+int store_writer_put_admin_ops(store *s, const store_admin_op *ops, size_t n);
 /* A refreshed login (tokens set, login_error cleared) or, when login_error
  * is set, the account marked needs_login (tokens untouched; only while its
  * refresh token is still expect_refresh, so a login imported meanwhile is
@@ -469,6 +473,10 @@ typedef struct store_writer_stats {
     uint64_t conversation_sweeps;   /* commits that swept (a sweep deletes at most STORE_CONV_SWEEP_ROWS) */
     int failing;             /* the latest commit failed (disk full, I/O error, ...); it is being retried */
     char last_error[128];    /* the latest failure, e.g. "database or disk is full (sqlite code 13)" */
+    /* what happened to the database file while the gateway runs (deleted,
+     * replaced, made unreadable, truncated), "" while it is fine: checked
+     * every second by the writer thread, logged once per change */
+    char file_problem[192];
 } store_writer_stats;
 void store_writer_stats_get(store *s, store_writer_stats *out);
 

@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #define STORE_BUSY_MS 5000    /* busy wait for connections that are off the loop */
@@ -106,6 +107,13 @@ typedef struct store_writer {
     uint64_t dropped_logs, failed_commits;
     int failing;          /* the latest commit failed; cleared by the next success */
     char last_error[128]; /* sqlite's message for the latest failure */
+    char fail_msg[100];   /* writer thread only: the failing call's message, taken before the ROLLBACK */
+    /* the database file, watched by the writer thread (store_writer_watch) */
+    char *path;           /* NULL: nothing to watch (in memory) */
+    dev_t dev;            /* its identity when the writer opened it */
+    ino_t ino;
+    double watch_due;     /* monotonic seconds; writer thread only */
+    char file_problem[192]; /* what happened to the file, "" while it is fine */
     owner_item *owners_head, *owners_tail;
     size_t n_owners;
     uint64_t dropped_owners;
@@ -196,6 +204,11 @@ void store_writer_discard(store_writer *w);
 int store_writer_prepare(store_writer *w, const char *path, char *err, size_t errlen);
 void store_writer_conn_close(store_writer *w);
 void store_writer_commit_retry(store_writer *w, const writer_batch *b);
+/* Every STORE_WATCH_S (writer thread, off the loop): does the database path
+ * still name the file the writer has open, readable and writable, with an
+ * SQLite header? A change is logged once and kept in file_problem. */
+void store_writer_watch(store_writer *w);
+#define STORE_WATCH_S 1.0
 double store_writer_clock(clockid_t id); /* seconds on that clock */
 
 #endif

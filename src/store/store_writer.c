@@ -203,11 +203,21 @@ static void writer_gather(store_writer *w)
             break;
 }
 
+/* Waits for work or stop, and wakes every STORE_WATCH_S for the watch of
+ * the database file (lock held). */
 static void writer_wait_work(store_writer *w)
 {
     w->idle = 1;
-    while (!writer_has_work(w) && !w->stop)
-        pthread_cond_wait(&w->work_cv, &w->mu);
+    while (!writer_has_work(w) && !w->stop) {
+        if (!w->path) {
+            pthread_cond_wait(&w->work_cv, &w->mu);
+            continue;
+        }
+        double due = w->watch_due;
+        struct timespec until = {(time_t)due, (long)((due - (double)(time_t)due) * 1e9)};
+        if (pthread_cond_timedwait(&w->work_cv, &w->mu, &until) == ETIMEDOUT)
+            break;
+    }
     w->idle = 0;
 }
 
@@ -217,8 +227,14 @@ static void *writer_main(void *arg)
     pthread_mutex_lock(&w->mu);
     for (;;) {
         writer_wait_work(w);
-        if (!writer_has_work(w))
-            break; /* stop requested and the queue is drained */
+        pthread_mutex_unlock(&w->mu);
+        store_writer_watch(w); /* when due: a stat and a read of 16 bytes, off the loop */
+        pthread_mutex_lock(&w->mu);
+        if (!writer_has_work(w)) {
+            if (w->stop)
+                break; /* stop requested and the queue is drained */
+            continue;
+        }
         writer_gather(w);
         writer_batch b;
         writer_take(w, &b);
@@ -668,16 +684,20 @@ void store_conversation_limits_get(store *s, store_conversation_limits *out)
     pthread_mutex_unlock(&s->w.mu);
 }
 
-int store_writer_put_admin(store *s, const store_admin_op *op)
+int store_writer_put_admin_ops(store *s, const store_admin_op *ops, size_t n)
 {
     store_writer *w = &s->w;
     pthread_mutex_lock(&w->mu);
-    int ok = w->n_ops < STORE_OPS_MAX;
-    if (ok) {
-        w->ops[w->n_ops] = *op;
-        w->ops[w->n_ops].key[sizeof op->key - 1] = '\0';
-        w->ops[w->n_ops].text[sizeof op->text - 1] = '\0';
+    /* all or none: the batch takes the queued changes whole, so the ops of
+     * one call commit in one transaction */
+    int ok = n <= STORE_OPS_MAX - w->n_ops;
+    for (size_t i = 0; ok && i < n; i++) {
+        w->ops[w->n_ops] = ops[i];
+        w->ops[w->n_ops].key[sizeof ops[i].key - 1] = '\0';
+        w->ops[w->n_ops].text[sizeof ops[i].text - 1] = '\0';
         w->n_ops++;
+    }
+    if (ok && n) {
         w->queued_seq++;
         if (w->idle)
             pthread_cond_signal(&w->work_cv);
@@ -685,6 +705,8 @@ int store_writer_put_admin(store *s, const store_admin_op *op)
     pthread_mutex_unlock(&w->mu);
     return ok ? 0 : -1;
 }
+
+int store_writer_put_admin(store *s, const store_admin_op *op) { return store_writer_put_admin_ops(s, op, 1); }
 
 /* Queues a login item: committed without the group window. Its ticket. */
 static uint64_t writer_login_queue(store_writer *w, login_item *it)
@@ -789,5 +811,6 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->conversation_sweeps = w->conv_sweeps;
     out->failing = w->failing;
     snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);
+    snprintf(out->file_problem, sizeof out->file_problem, "%s", w->file_problem);
     pthread_mutex_unlock(&w->mu);
 }

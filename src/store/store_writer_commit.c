@@ -12,8 +12,11 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define STORE_OWNER_TTL_S (7 * 86400) /* owners older than this are pruned */
 #define STORE_PRUNE_EVERY_S 3600.0    /* at most one prune per this interval */
@@ -502,6 +505,17 @@ static int writer_commit(store_writer *w, const writer_batch *b)
         rc = writer_log_sweep(w, &b->log_limits, &logs_deleted, &log_more);
     if (rc == SQLITE_OK)
         rc = writer_run(w->commit); /* a deferred constraint fails here, and the batch with it */
+    if (rc != SQLITE_OK) {
+        /* the message now: the ROLLBACK below resets it to "not an error" */
+        const char *msg = sqlite3_errmsg(w->db);
+        int sys = sqlite3_system_errno(w->db);
+        if (!msg || !strcmp(msg, "not an error"))
+            msg = sqlite3_errstr(rc);
+        if (sys)
+            snprintf(w->fail_msg, sizeof w->fail_msg, "%s: %s", msg, strerror(sys));
+        else
+            snprintf(w->fail_msg, sizeof w->fail_msg, "%s", msg);
+    }
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(w->db))
         sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
@@ -565,11 +579,11 @@ void store_writer_commit_retry(store_writer *w, const writer_batch *b)
         pthread_mutex_lock(&w->mu);
         w->failed_commits++;
         w->failing = 1;
-        snprintf(w->last_error, sizeof w->last_error, "%s (sqlite code %d)", sqlite3_errmsg(w->db), rc);
+        snprintf(w->last_error, sizeof w->last_error, "%s (sqlite code %d)", w->fail_msg, rc);
         pthread_mutex_unlock(&w->mu);
         if (failures == 0 || failures % 20 == 0)
             log_error("store: writer commit failed (%s); keeping %zu request logs, %zu state updates, %zu"
-                      " response owners and %zu conversation turns, retrying", sqlite3_errmsg(w->db), b->n_logs,
+                      " response owners and %zu conversation turns, retrying", w->fail_msg, b->n_logs,
                       b->n_states, b->n_owners, b->n_convs);
         if (writer_stopping(w) && failures >= 3) {
             log_error("store: shutting down; dropped %zu request logs, %zu state updates, %zu response owners and"
@@ -583,6 +597,69 @@ void store_writer_commit_retry(store_writer *w, const writer_batch *b)
 }
 
 /* ---------- the writer's connection ---------- */
+
+/* What is wrong with the database file, into out ("" when nothing). */
+static void writer_file_check(const store_writer *w, char *out, size_t n)
+{
+    struct stat sb;
+    out[0] = '\0';
+    if (stat(w->path, &sb) != 0) {
+        if (errno == ENOENT)
+            snprintf(out, n, "the database file %s was deleted; what is written now is lost when the gateway stops",
+                     w->path);
+        else
+            snprintf(out, n, "the database file %s cannot be checked: %s", w->path, strerror(errno));
+        return;
+    }
+    if (sb.st_dev != w->dev || sb.st_ino != w->ino) {
+        snprintf(out, n, "the database file %s was replaced by another file; the gateway still writes the one it "
+                 "opened", w->path);
+        return;
+    }
+    /* root passes access(), so the mode bits are checked as well */
+    if ((sb.st_mode & (S_IRUSR | S_IWUSR)) != (S_IRUSR | S_IWUSR) || access(w->path, R_OK | W_OK) != 0) {
+        snprintf(out, n, "the database file %s is no longer readable and writable (mode %04o); a restart "
+                 "could not open it", w->path, (unsigned)(sb.st_mode & 07777));
+        return;
+    }
+    /* the header through sqlite's own handle: opening and closing another
+     * descriptor of the file would drop this process's POSIX locks on it,
+     * and another connection could then take the WAL for its own and
+     * delete it */
+    char head[16];
+    sqlite3_file *fp = NULL;
+    sqlite3_int64 size = -1;
+    if (sqlite3_file_control(w->db, "main", SQLITE_FCNTL_FILE_POINTER, &fp) != SQLITE_OK || !fp || !fp->pMethods)
+        return;
+    if (fp->pMethods->xFileSize(fp, &size) != SQLITE_OK)
+        return;
+    int got = size >= (sqlite3_int64)sizeof head ? fp->pMethods->xRead(fp, head, (int)sizeof head, 0) : SQLITE_IOERR;
+    if (got != SQLITE_OK || memcmp(head, "SQLite format 3", 16) != 0)
+        snprintf(out, n, "the database file %s was truncated or overwritten (%lld bytes, %s)", w->path,
+                 (long long)size, got != SQLITE_OK ? "no SQLite header" : "not an SQLite header");
+}
+
+void store_writer_watch(store_writer *w)
+{
+    double now = store_writer_clock(CLOCK_MONOTONIC);
+    if (!w->path || now < w->watch_due)
+        return;
+    w->watch_due = now + STORE_WATCH_S;
+    char problem[sizeof w->file_problem];
+    writer_file_check(w, problem, sizeof problem);
+    pthread_mutex_lock(&w->mu);
+    int changed = strcmp(problem, w->file_problem) != 0;
+    char before[sizeof w->file_problem];
+    if (changed) {
+        snprintf(before, sizeof before, "%s", w->file_problem);
+        snprintf(w->file_problem, sizeof w->file_problem, "%s", problem);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (changed && problem[0]) /* once per change, not per commit or request */
+        log_error("store: %s", problem);
+    else if (changed)
+        log_info("store: the database file %s is as the gateway opened it again (%s no longer)", w->path, before);
+}
 
 int store_writer_prepare(store_writer *w, const char *path, char *err, size_t errlen)
 {
@@ -613,11 +690,23 @@ int store_writer_prepare(store_writer *w, const char *path, char *err, size_t er
         store_errf(err, errlen, "writer: %s", sqlite3_errmsg(w->db));
         return -1;
     }
+    /* the file's identity now, for the watch (an in-memory or URI
+     * database has no path to watch) */
+    struct stat sb;
+    if (path && *path && strcmp(path, ":memory:") != 0 && strncmp(path, "file:", 5) != 0 && stat(path, &sb) == 0) {
+        free(w->path);
+        w->path = strdup(path);
+        w->dev = sb.st_dev;
+        w->ino = sb.st_ino;
+        w->watch_due = store_writer_clock(CLOCK_MONOTONIC) + STORE_WATCH_S;
+    }
     return 0;
 }
 
 void store_writer_conn_close(store_writer *w)
 {
+    free(w->path);
+    w->path = NULL;
     sqlite3_finalize(w->up_state);
     sqlite3_finalize(w->set_state);
     sqlite3_finalize(w->up_owner);

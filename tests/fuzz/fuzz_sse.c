@@ -1,8 +1,14 @@
 /* fuzz_sse.c: the event-stream parser on any bytes, cut anywhere: no crash,
- * the same events whatever the cuts, open bytes never more than was fed. */
+ * the same events whatever the cuts, open bytes never more than was fed.
+ * Each feed gets its own copy of exactly its bytes, not NUL-terminated and
+ * freed when sse_feed returns, as the proxy's network buffers are (sse.h,
+ * "borrowed"): ASan then catches a read past a chunk's end (the fuzzer's
+ * and the replayer's input buffers are larger, or run on into the next
+ * chunk) and a pointer kept into a feed after it returned. */
 #include "fuzz_common.h"
 #include "base/sbuf.h"
 #include "base/sse.h"
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct seen {
@@ -22,7 +28,13 @@ static void on_event(void *ud, const char *event, const char *data, size_t len)
 static void feed(void *ud, const char *p, size_t len)
 {
     seen *s = ud;
-    sse_feed(&s->p, p, len);
+    char *copy = malloc(len ? len : 1);
+    FUZZ_CHECK(copy != NULL);
+    if (len)
+        memcpy(copy, p, len);
+    sse_feed(&s->p, copy, len);
+    memset(copy, 0xA5, len); /* a stale borrowed pointer reads garbage, not the event */
+    free(copy);
     s->fed += len;
     FUZZ_CHECK(sse_open_bytes(&s->p) <= s->fed);
 }

@@ -185,8 +185,9 @@ static void test_attach_then_detach_is_byte_identical_for_every_shape(void)
         CHECK(token_is_live_key());
         CHECK_EQ_INT(run(OP_STATUS, NULL), CODEX_ATTACHED);
         struct stat sb;
-        CHECK(stat(cfg, &sb) == 0 && (sb.st_mode & 0777) == 0640);
+        CHECK(stat(cfg, &sb) == 0 && (sb.st_mode & 0777) == 0600); /* it holds the key */
         CHECK_EQ_INT(run(OP_DETACH, &r), 0);
+        CHECK(stat(cfg, &sb) == 0 && (sb.st_mode & 0777) == 0640); /* the original's mode is back */
         if (!file_is(cfg, corpus[i], strlen(corpus[i]))) {
             fprintf(stderr, "  corpus[%zu]: %s\n", i, r.p);
             CHECK(0);

@@ -231,6 +231,52 @@ static void test_value_norm_compares_strings_by_content(void)
     sbuf_free(&a), sbuf_free(&b), sbuf_free(&c), sbuf_free(&q), sbuf_free(&back);
 }
 
+/* 60,000 headers, a third of them repeated [[arrays]] and a third tables
+ * under them: indexing compares paths a bounded number of times per
+ * header (it scanned every earlier statement per header, quadratic: a
+ * 40,000-table config.toml took seconds to attach), and an edit, which
+ * re-indexes, stays as cheap. */
+static void test_indexing_work_is_linear_in_the_number_of_tables(void)
+{
+    enum { N = 20000 };
+    sbuf t = SBUF_INIT;
+    for (int i = 0; i < N; i++)
+        sbuf_printf(&t, "[t%d]\nk = %d\n[[items]]\nname = \"%d\"\n[items.sub]\nx = 1\n[[a%d]]\n", i, i, i, i);
+    toml_doc *d = parse_ok(t.p);
+    CHECK(d != NULL);
+    if (d) {
+        printf("  %d headers: %zu path comparisons\n", 4 * N, toml_index_work(d));
+        CHECK(toml_index_work(d) <= 8u * N);
+        CHECK_EQ_INT(toml_set(d, SY_URL, 3, "\"http://x/v1\"", NULL, 0), 0);
+        CHECK(toml_index_work(d) <= 8u * N);
+        const char *items[] = {"items", "sub", "x"};
+        CHECK_EQ_INT(toml_set(d, items, 3, "2", NULL, 0), -1); /* still under the array */
+    }
+    toml_free(d);
+    sbuf_free(&t);
+}
+
+static void test_a_name_of_more_than_128_parts_is_refused(void)
+{
+    sbuf t = SBUF_INIT;
+    sbuf_puts(&t, "[a");
+    for (int i = 0; i < 128; i++)
+        sbuf_puts(&t, ".a");
+    sbuf_puts(&t, "]\n");
+    char err[256] = "";
+    CHECK(toml_parse(t.p, t.len, err, sizeof err) == NULL);
+    CHECK(strstr(err, "128 parts") != NULL);
+    sbuf_reset(&t);
+    sbuf_puts(&t, "[a");
+    for (int i = 0; i < 126; i++)
+        sbuf_puts(&t, ".a");
+    sbuf_puts(&t, "]\nk = 1\n");
+    toml_doc *d = parse_ok(t.p);
+    CHECK(d != NULL);
+    toml_free(d);
+    sbuf_free(&t);
+}
+
 int main(void)
 {
     RUN(test_round_trip_of_real_world_shapes_is_byte_identical);
@@ -244,5 +290,7 @@ int main(void)
     RUN(test_array_of_tables_is_never_edited);
     RUN(test_empty_table_removal_keeps_a_table_with_user_comments);
     RUN(test_value_norm_compares_strings_by_content);
+    RUN(test_indexing_work_is_linear_in_the_number_of_tables);
+    RUN(test_a_name_of_more_than_128_parts_is_refused);
     return check_summary();
 }
