@@ -73,6 +73,25 @@ class ModelCatalogTest(GatewayTest):
         self.assertIn("does not serve model gpt-test", r.json()["error"]["message"])
         self.assertEqual(self.mock.requests("a"), [])
 
+    def test_models_list_is_checked_against_the_name_the_model_map_sends(self):
+        # routing asks whether an account serves the model it would be sent:
+        # after its --model-map, not the client's name
+        g = self.gateway([account("wrong", self.mock.url("wrong"), sort=1,
+                                  args=["--models", "fast,m-b", "--model-map", '{"fast":"m-z"}']),
+                          account("mapped", self.mock.url("mapped"), sort=2,
+                                  args=["--models", "m-a", "--model-map", '{"fast":"m-a"}'])])
+        r = g.post("/v1/responses", body("fast"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "mapped")  # "wrong" would be sent m-z
+        self.assertEqual([x["model"] for x in self.posts("mapped")], ["m-a"])
+        self.assertEqual(self.posts("wrong"), [])
+        r = g.post("/v1/responses", body("m-b"))  # a name the map leaves alone: its list as before
+        self.assertEqual(r.headers["x-switchyard-account"], "wrong")
+        g.cli("account", "disable", "--db", g.db_path, "--name", "mapped")
+        wait_for(lambda: g.post("/v1/responses", body("fast")).status == 503 or None, what="mapped disabled")
+        r = g.post("/v1/responses", body("fast"))
+        self.assertIn("its --model-map sends m-z", r.json()["error"]["message"])
+
     # ---------------------------------------------------------- refusals
 
     def test_chatgpt_refusal_of_a_model_moves_on_and_is_remembered_without_cooldown(self):
