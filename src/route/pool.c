@@ -343,6 +343,18 @@ static void pool_states_apply(pool *p)
     free(s);
 }
 
+/* A learned model list kept from the last run (store_models_load). */
+static void pool_models_loaded(void *ud, int64_t account_id, const char *ids, const char *codex)
+{
+    pool_account *pa = pool_find(ud, account_id);
+    if (!pa)
+        return;
+    free(pa->models_upstream);
+    free(pa->models_codex_json);
+    pa->models_upstream = ids ? strdup(ids) : NULL;
+    pa->models_codex_json = codex && *codex ? strdup(codex) : NULL;
+}
+
 pool *pool_new(store *st)
 {
     pool *p = calloc(1, sizeof *p);
@@ -353,6 +365,7 @@ pool *pool_new(store *st)
     p->config_version = store_config_version(st);
     pool_load(p);
     pool_states_apply(p);
+    store_models_load(st, pool_models_loaded, p);
     store_owners_load(st, POOL_OWNERS, pool_owner_loaded, p);
     return p;
 }

@@ -51,7 +51,7 @@ typedef struct pool_account {
     double refresh_retry_at; /* no refresh before this (backoff), unix seconds */
     /* The models it serves, in memory, kept across reloads (a.models, the
      * operator's override, wins over both; upstream/model_list.h): */
-    char *models_upstream;   /* learned from its GET {base}/models (model_poll.c), NULL unknown */
+    char *models_upstream;   /* learned from its GET {base}/models (model_poll.c; stored, read back at start), NULL unknown */
     char *models_codex_json; /* the Codex-form answer's "models" array text, NULL none */
     char *models_refused;    /* models the upstream refused for it this run; NULL none; reset clears */
 } pool_account;
