@@ -149,6 +149,7 @@ static void test_models_list_travels_through_export_and_import(void)
         CHECK(strstr(err, "b.json entry 1 (k): models: ") != NULL);
         CHECK_EQ_INT(l.n, 0);
     }
+    login_list_free(&l);
     sbuf_free(&o);
 }
 
