@@ -131,15 +131,7 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
  * account's model map turns it into. Writes it to out; 1 if mapped. */
 int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_t n)
 {
-    sbuf_copy_cstr(out, n, p->in.model);
-    if (!pa->a.model_map || !p->in.model[0])
-        return 0;
-    json_value *map = json_parse(pa->a.model_map, strlen(pa->a.model_map), NULL, 0);
-    const char *to = map ? json_get_str(map, p->in.model) : NULL;
-    if (to)
-        sbuf_copy_cstr(out, n, to);
-    json_free(map);
-    return to != NULL;
+    return pool_account_model_for(pa, p->in.model, out, n);
 }
 
 /* The request body for this account: the client's, without the

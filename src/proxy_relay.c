@@ -9,6 +9,7 @@
 #include "proxy_internal.h"
 #include "base/json.h"
 #include "route/pool_usage.h"
+#include "route/rate_event.h"
 #include "http/server.h"
 #include "obs/metrics.h"
 #include "obs/trace.h"
@@ -209,6 +210,24 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
     return 0;
 }
 
+/* Whole events for the client (preflight's and a committed stream's):
+ * a codex.rate_limits event among them is told in the pool's numbers, as
+ * the answer's x-codex-* headers are (route/rate_event.h). A stream
+ * without one pays a memmem per send; one after an event cut short
+ * (mid_event) goes as it is. */
+static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
+{
+    if (p->in.api != API_RESPONSES || p->mid_event || !memmem(buf, n, "codex.rate_limits", 17))
+        return proxy_client_send(p, buf, n);
+    double now = gateway_now();
+    sbuf ev = SBUF_INIT;
+    int pause = rate_event_rewrite_sse(buf, n, pool_usage_get(p->gw->pool, now), now, &ev)
+                    ? proxy_client_send(p, ev.p, ev.len)
+                    : proxy_client_send(p, buf, n);
+    sbuf_free(&ev);
+    return pause;
+}
+
 /* The serving account's x-codex-* headers (rate-limit windows, credits,
  * turn state) go back to the client: Codex shows them and sends the turn
  * state back on its next request, which must then reach this account. */
@@ -373,7 +392,7 @@ int proxy_flush_held(proxy_req *p, int all)
     size_t n = everything ? p->pf.held.len : p->pf.held.len - open;
     if (!n)
         return 0;
-    int pause = proxy_client_send(p, p->pf.held.p, n);
+    int pause = proxy_client_send_events(p, p->pf.held.p, n);
     p->mid_event = everything && open > 0;
     sbuf_consume(&p->pf.held, n);
     if (!p->pf.held.len)
@@ -392,7 +411,7 @@ static int proxy_relay_committed(proxy_req *p, const char *buf, size_t n)
     size_t send = everything ? n : n - open;
     int pause = 0;
     if (send) {
-        pause = proxy_client_send(p, buf, send);
+        pause = proxy_client_send_events(p, buf, send);
         p->mid_event = everything && open > 0;
     }
     if (send < n)

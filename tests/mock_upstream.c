@@ -504,6 +504,10 @@ typedef struct opts {
      * it meters), family_until=<unix s> (its window is spent until then: a 429) */
     char family[32], family_model[64], family_until[24];
     long big_header;   /* any scenario: an x-big response header of this many bytes (0: none, at most 64 MiB) */
+    /* rate_event=1: a /responses stream starts with a codex.rate_limits event carrying this
+     * account's primary/secondary numbers, as the ChatGPT backend's do; rate_event=<name>:
+     * the event of the limit <name> (its metered_limit_name) instead */
+    char rate_event[32];
 } opts;
 
 static int numeric(const char *v)
@@ -688,6 +692,8 @@ static void opts_parse(opts *o, const char *spec)
             copy_word(o->family_model, sizeof o->family_model, val);
         else if (!strcmp(tok, "family_until"))
             copy_num(o->family_until, sizeof o->family_until, val);
+        else if (!strcmp(tok, "rate_event"))
+            copy_word(o->rate_event, sizeof o->rate_event, val);
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -1874,11 +1880,43 @@ static void late_end(job *j, const opts *o, const char *prefix)
 /* Stream scripts. `mode` picks where the stream goes wrong. */
 typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET, S_NO_OUTPUT } stream_mode;
 
+/* One window of the codex.rate_limits event (rate_event=): the account's
+ * used percent, window and reset as its headers give them, or null. */
+static void ev_rate_window(sbuf *b, const char *used, const char *window, const char *reset_at, const char *reset,
+                           const char *dflt_window, long dflt_reset)
+{
+    if (!used[0]) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    sbuf_printf(b, "{\"used_percent\":%s,\"window_minutes\":%s,\"reset_at\":%.0f}", used,
+                window[0] ? window : dflt_window,
+                reset_at[0] ? atof(reset_at) : (double)time(NULL) + (reset[0] ? atof(reset) : (double)dflt_reset));
+}
+
+/* rate_event=: the codex.rate_limits event the ChatGPT backend starts a
+ * Responses stream with (codex-rs codex-api/src/rate_limits.rs reads it). */
+static void ev_rate_limits(sbuf *b, const opts *o)
+{
+    sse_open(b, "codex.rate_limits");
+    sbuf_puts(b, "{\"type\":\"codex.rate_limits\",\"plan_type\":\"plus\",");
+    if (strcmp(o->rate_event, "1") != 0)
+        sbuf_printf(b, "\"metered_limit_name\":\"%s\",", o->rate_event);
+    sbuf_puts(b, "\"rate_limits\":{\"allowed\":true,\"limit_reached\":false,\"primary\":");
+    ev_rate_window(b, o->primary, o->primary_window, o->primary_reset_at, o->primary_reset, "300", 3600);
+    sbuf_puts(b, ",\"secondary\":");
+    ev_rate_window(b, o->secondary, o->secondary_window, o->secondary_reset_at, o->secondary_reset, "10080", 86400);
+    sbuf_puts(b, "},\"credits\":null}");
+    sse_close(b);
+}
+
 static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
 {
     sbuf b = SBUF_INIT;
     long gap = o->gap;
     start_sse(j, delay0);
+    if (o->rate_event[0])
+        ev_rate_limits(&b, o);
     ev_resp_state(&b, g, "response.created", "in_progress");
     job_chunk(j, 0, &b);
     sbuf_reset(&b);

@@ -3,6 +3,7 @@
 #include "base/json.h"
 #include "base/jwt.h"
 #include "base/text.h"
+#include "upstream/model_list.h"
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ static void login_entry_free(login_entry *e)
     sbuf_secret_free(e->refresh_token);
     sbuf_secret_free(e->id_token);
     free(e->name), free(e->base_url), free(e->account_id), free(e->email), free(e->plan_type), free(e->model_map);
+    free(e->models);
     memset(e, 0, sizeof *e);
 }
 
@@ -196,6 +198,37 @@ static int login_entry_check(const login_entry *le, char *err, size_t errlen)
     return 0;
 }
 
+/* "models": the --models list as switchyard's export writes it ("a,b"),
+ * or an array of names; checked as --models is (model_list_normalize). */
+static int login_entry_models(const json_value *m, login_entry *le, char *err, size_t errlen)
+{
+    if (!m || m->type == JSON_NULL)
+        return 0;
+    sbuf in = SBUF_INIT, out = SBUF_INIT;
+    char why[160] = "expected a string of comma-separated model names or an array of names";
+    int ok = m->type == JSON_STRING;
+    if (ok)
+        sbuf_puts(&in, m->str);
+    else if (m->type == JSON_ARRAY) {
+        ok = 1;
+        for (const json_value *v = m->child; v && ok; v = v->next) {
+            ok = v->type == JSON_STRING && !strchr(v->str, ',');
+            if (ok) {
+                sbuf_puts(&in, in.len ? "," : "");
+                sbuf_puts(&in, v->str);
+            }
+        }
+    }
+    ok = ok && model_list_normalize(in.p ? in.p : "", &out, why, sizeof why) == 0;
+    if (ok)
+        le->models = sbuf_strdup_nonempty(out.p);
+    else
+        snprintf(err, errlen, "%s: models: %s", le->label, why);
+    sbuf_free(&in);
+    sbuf_free(&out);
+    return ok ? 0 : -1;
+}
+
 static int login_entry_read(const json_value *e, login_entry *le, char *err, size_t errlen)
 {
     if (e->type != JSON_OBJECT) {
@@ -226,6 +259,8 @@ static int login_entry_read(const json_value *e, login_entry *le, char *err, siz
         le->model_map = sbuf_strdup_nonempty(b.p);
         sbuf_free(&b);
     }
+    if (login_entry_models(json_get(e, "models"), le, err, errlen) != 0)
+        return -1;
     le->last_refresh_at = login_time(e, k_last);
     le->expires_at = login_time(t, k_expires);
     if (!le->expires_at)
@@ -408,6 +443,7 @@ void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf
     an->token = e->access_token;
     an->chatgpt_account_id = e->account_id;
     an->model_map = e->model_map;
+    an->models = e->models;
     an->sort = e->sort;
     an->max_concurrency = e->max_concurrency;
     login_entry_login(e, &an->login);
@@ -452,6 +488,7 @@ void login_file_write(sbuf *out, const account *a, size_t n, int with_secrets)
         login_put_str(out, "plan_type", a[i].plan_type);
         if (a[i].model_map)
             sbuf_printf(out, ",\"model_map\":%s", a[i].model_map); /* validated JSON object */
+        login_put_str(out, "models", a[i].models && *a[i].models ? a[i].models : NULL);
         sbuf_printf(out, ",\"token_expires_at\":%lld,\"last_refresh_at\":%lld", (long long)a[i].token_expires_at,
                     (long long)a[i].last_refresh_at);
         login_put_str(out, "needs_login", a[i].login_error);

@@ -18,6 +18,7 @@ typedef struct login_entry {
     char *base_url;        /* NULL: the kind's default */
     char *access_token, *refresh_token, *id_token; /* secrets */
     char *account_id, *email, *plan_type, *model_map;
+    char *models;          /* the operator's --models list ("a,b"), normalized; NULL none */
     int64_t expires_at, last_refresh_at;
     int has_sort, sort;
     int max_concurrency;   /* -1: the kind's default */

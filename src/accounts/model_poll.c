@@ -1,4 +1,5 @@
-/* model_poll.c: per-account model list polling (see model_poll.h). One
+/* model_poll.c: per-account model list polling (see model_poll.h); a list
+ * that changed is stored (store_writer_put_models) for the next start. One
  * entry per polled account holds when its next poll is due and the
  * transfer in flight; the account is always found again by id, because a
  * pool reload may move it (the pool keeps the learned list across reloads). */
@@ -100,9 +101,19 @@ static int model_on_data(void *ud, const char *p, size_t n)
     return 0;
 }
 
-/* Sets an account's learned list (ids NULL: unknown) and Codex objects. */
-static void model_set(pool_account *pa, sbuf *ids, sbuf *codex)
+static int model_same(const char *a, const char *b)
 {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Sets an account's learned list (ids NULL: unknown) and Codex objects;
+ * a change is stored (read back at the next start, so a restart routes by
+ * it before its first poll answers). */
+static void model_set(store *st, pool_account *pa, sbuf *ids, sbuf *codex)
+{
+    const char *new_ids = ids ? (ids->p ? ids->p : "") : NULL;
+    const char *new_codex = codex && codex->len ? codex->p : NULL;
+    int changed = !model_same(pa->models_upstream, new_ids) || !model_same(pa->models_codex_json, new_codex);
     free(pa->models_upstream);
     free(pa->models_codex_json);
     pa->models_upstream = NULL;
@@ -115,6 +126,8 @@ static void model_set(pool_account *pa, sbuf *ids, sbuf *codex)
         pa->models_codex_json = codex->p;
         *codex = (sbuf)SBUF_INIT;
     }
+    if (changed)
+        store_writer_put_models(st, pa->a.id, pa->models_upstream, pa->models_codex_json);
 }
 
 static void model_on_done(void *ud, up_result r, const char *errmsg)
@@ -134,7 +147,7 @@ static void model_on_done(void *ud, up_result r, const char *errmsg)
         sbuf ids = SBUF_INIT, codex = SBUF_INIT;
         int form = model_list_parse_upstream(e->body.p ? e->body.p : "", e->body.len, &ids, &codex);
         if (form >= 0) {
-            model_set(pa, &ids, &codex);
+            model_set(gw->st, pa, &ids, &codex);
             log_debug("model poll: account %s: %s", pa->a.name, pa->models_upstream);
         } else {
             log_warn("model poll: account %s: /models answered something that is not a model list", pa->a.name);
@@ -142,7 +155,7 @@ static void model_on_done(void *ud, up_result r, const char *errmsg)
         sbuf_free(&ids);
         sbuf_free(&codex);
     } else if (status == 404) { /* no models endpoint: nothing known, it serves everything */
-        model_set(pa, NULL, NULL);
+        model_set(gw->st, pa, NULL, NULL);
     } else {
         log_info("model poll: account %s: HTTP %d%s", pa->a.name, status, e->too_large ? " (answer too large)" : "");
     }

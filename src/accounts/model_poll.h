@@ -3,7 +3,8 @@
  * ?client_version= for chatgpt accounts, as Codex asks the ChatGPT backend)
  * at start and every model_poll_s seconds. A list answer (the OpenAI list
  * or the Codex form, upstream/model_list.h) becomes the account's
- * models_upstream in memory, where the router and the catalog see it; a
+ * models_upstream in memory, where the router and the catalog see it (and
+ * is stored when it changed, read back at the next start); a
  * 404 (no such endpoint) makes the list unknown again (the account serves
  * every model); other failures keep what was known. Polls are transfers on
  * the gateway's curl multi, as usage_poll.c's: nothing blocks the loop. */

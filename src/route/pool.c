@@ -1,6 +1,7 @@
 /* pool.c: in-memory account pool, keys, state, cursors and response owners
  * (see pool.h). */
 #include "route/pool.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/sbuf.h"
 #include "base/sha256.h"
@@ -156,6 +157,35 @@ int pool_account_serves(const pool_account *pa, const char *model)
         return 0;
     const char *list = pool_account_models(pa);
     return !list || model_list_has(list, model);
+}
+
+int pool_account_model_for(const pool_account *pa, const char *model, char *out, size_t n)
+{
+    sbuf_copy_cstr(out, n, model ? model : "");
+    if (!pa->a.model_map || !model || !*model)
+        return 0;
+    json_value *map = json_parse(pa->a.model_map, strlen(pa->a.model_map), NULL, 0);
+    const char *to = map ? json_get_str(map, model) : NULL;
+    if (to)
+        sbuf_copy_cstr(out, n, to);
+    json_free(map);
+    return to != NULL;
+}
+
+int pool_account_serves_request(const pool_account *pa, const char *model)
+{
+    if (!model || !*model)
+        return 1;
+    if (model_list_has(pa->models_refused, model))
+        return 0;
+    const char *list = pool_account_models(pa);
+    if (!list)
+        return 1;
+    if (!pa->a.model_map) /* the usual: the name goes upstream as it came */
+        return model_list_has(list, model);
+    char to[MODEL_LIST_NAME_MAX + 1];
+    pool_account_model_for(pa, model, to, sizeof to);
+    return model_list_has(list, to);
 }
 
 /* At most this many refused models are remembered per account (a client
@@ -315,6 +345,18 @@ static void pool_states_apply(pool *p)
     free(s);
 }
 
+/* A learned model list kept from the last run (store_models_load). */
+static void pool_models_loaded(void *ud, int64_t account_id, const char *ids, const char *codex)
+{
+    pool_account *pa = pool_find(ud, account_id);
+    if (!pa)
+        return;
+    free(pa->models_upstream);
+    free(pa->models_codex_json);
+    pa->models_upstream = ids ? strdup(ids) : NULL;
+    pa->models_codex_json = codex && *codex ? strdup(codex) : NULL;
+}
+
 pool *pool_new(store *st)
 {
     pool *p = calloc(1, sizeof *p);
@@ -325,6 +367,7 @@ pool *pool_new(store *st)
     p->config_version = store_config_version(st);
     pool_load(p);
     pool_states_apply(p);
+    store_models_load(st, pool_models_loaded, p);
     store_owners_load(st, POOL_OWNERS, pool_owner_loaded, p);
     return p;
 }

@@ -51,7 +51,7 @@ typedef struct pool_account {
     double refresh_retry_at; /* no refresh before this (backoff), unix seconds */
     /* The models it serves, in memory, kept across reloads (a.models, the
      * operator's override, wins over both; upstream/model_list.h): */
-    char *models_upstream;   /* learned from its GET {base}/models (model_poll.c), NULL unknown */
+    char *models_upstream;   /* learned from its GET {base}/models (model_poll.c; stored, read back at start), NULL unknown */
     char *models_codex_json; /* the Codex-form answer's "models" array text, NULL none */
     char *models_refused;    /* models the upstream refused for it this run; NULL none; reset clears */
     int prefill_refused;     /* it refused a stream resume's assistant prefill this run: never sent one
@@ -98,6 +98,16 @@ void pool_account_reset(pool_account *pa);
 const char *pool_account_models(const pool_account *pa);
 /* 1 if pa may be sent model: listed (or no list known) and not refused. */
 int pool_account_serves(const pool_account *pa, const char *model);
+/* The model pa is sent for the client's model: what its model map
+ * (--model-map) turns it into, else the same name; into out (n bytes).
+ * 1 if mapped. */
+int pool_account_model_for(const pool_account *pa, const char *model, char *out, size_t n);
+/* 1 if pa may be sent a request for the client's model: the name it would
+ * be sent (pool_account_model_for) is in its list, or no list is known,
+ * and its upstream did not refuse the client's model (refusals are kept by
+ * the client's name). What routing asks; pool_account_serves is the
+ * catalog's question about a name of the list itself. */
+int pool_account_serves_request(const pool_account *pa, const char *model);
 /* Remembers (in memory) that the upstream refused model for pa. */
 void pool_account_refuse_model(pool_account *pa, const char *model);
 

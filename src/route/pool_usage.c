@@ -86,6 +86,11 @@ static void window_json(sbuf *out, const pool_window *w, double now)
     sbuf_puts(out, "}");
 }
 
+int pool_usage_spent(const pool_usage *u)
+{
+    return (u->primary.known && u->primary.used_pct >= 100) || (u->secondary.known && u->secondary.used_pct >= 100);
+}
+
 void pool_usage_json(const pool_usage *u, double now, sbuf *out)
 {
     sbuf_puts(out, "{\"plan_type\":");
@@ -94,8 +99,7 @@ void pool_usage_json(const pool_usage *u, double now, sbuf *out)
     else
         sbuf_puts(out, "null");
     sbuf_puts(out, ",\"rate_limit\":{\"allowed\":");
-    int spent = (u->primary.known && u->primary.used_pct >= 100) ||
-                (u->secondary.known && u->secondary.used_pct >= 100);
+    int spent = pool_usage_spent(u);
     sbuf_puts(out, spent ? "false" : "true");
     sbuf_printf(out, ",\"limit_reached\":%s,\"primary_window\":", spent ? "true" : "false");
     window_json(out, &u->primary, now);

@@ -35,6 +35,10 @@ typedef struct pool_usage {
 /* The pool's usage as of now; valid until the next call (loop thread). */
 const pool_usage *pool_usage_get(pool *p, double now);
 
+/* 1 when a window of the pool is spent (used 100 %): the usage endpoint's
+ * and the stream event's limit_reached (and not allowed). */
+int pool_usage_spent(const pool_usage *u);
+
 /* The usage endpoint's answer (/wham/usage, /api/codex/usage) for u. */
 void pool_usage_json(const pool_usage *u, double now, sbuf *out);
 

@@ -34,10 +34,14 @@ double router_family_until(const pool_account *pa, const route_ctx *ctx, double 
  * nothing cools down. */
 static int router_model_skip(const pool_account *pa, const route_ctx *ctx, char *why, size_t n)
 {
-    if (ctx->is_get || !ctx->model || !*ctx->model || pool_account_serves(pa, ctx->model))
+    if (ctx->is_get || !ctx->model || !*ctx->model || pool_account_serves_request(pa, ctx->model))
         return 0;
+    char to[MODEL_LIST_NAME_MAX + 1];
     if (model_list_has(pa->models_refused, ctx->model))
         snprintf(why, n, "model %.80s refused by its upstream (not served on this account)", ctx->model);
+    else if (pool_account_model_for(pa, ctx->model, to, sizeof to))
+        snprintf(why, n, "does not serve model %.80s (its --model-map sends %.80s, not in %s list)", ctx->model, to,
+                 pa->a.models && *pa->a.models ? "its --models" : "its upstream's /models");
     else
         snprintf(why, n, "does not serve model %.80s (%s list)", ctx->model,
                  pa->a.models && *pa->a.models ? "its --models" : "its upstream's /models");
@@ -97,7 +101,7 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
             continue;
         if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
             continue;
-        if (!ctx->is_get && !pool_account_serves(pa, ctx->model))
+        if (!ctx->is_get && !pool_account_serves_request(pa, ctx->model))
             continue;
         double back = router_rest_until(pa, now), fam = router_family_until(pa, ctx, now);
         if (fam > back)

@@ -196,6 +196,12 @@ int store_key_set_preferred(store *s, int64_t key_id, int64_t account_id);
 int store_keys_load(store *s, platform_key **out, size_t *n);
 void store_keys_free(platform_key *k, size_t n);
 int store_states_load(store *s, account_state **out, size_t *n);
+/* The model lists learned from the accounts' upstreams (migration 18):
+ * fn per account with one, ids the comma-separated list (NULL unknown),
+ * codex the Codex form's "models" array text (NULL none). 0 ok, -1 error.
+ * Never waits for a lock. */
+int store_models_load(store *s, void (*fn)(void *ud, int64_t account_id, const char *ids, const char *codex),
+                      void *ud);
 /* A counter bumped (by triggers) whenever accounts or platform_keys change,
  * from any process: the server polls it to reload its snapshot. -1 on error. */
 int64_t store_config_version(store *s);
@@ -450,6 +456,11 @@ typedef struct store_hold {
     int64_t expect_gen;
 } store_hold;
 uint64_t store_writer_put_hold(store *s, const store_hold *h);
+/* An account's learned model list changed (ids NULL: unknown; codex NULL:
+ * no Codex form): written to account_state (store_models_load reads it
+ * back at start). Strings are copied; committed at once, in order with the
+ * logins. The ticket as store_writer_put_login's, 0 when not queued. */
+uint64_t store_writer_put_models(store *s, int64_t account_id, const char *ids, const char *codex);
 uint64_t store_writer_committed(store *s);
 /* An eventfd that becomes readable after a batch holding logins committed
  * (read it to reset). -1 before store_writer_start. */

@@ -72,6 +72,9 @@ typedef struct login_item {
     /* a hold instead (store_writer_put_hold): hold set, the others NULL */
     char *hold, *hold_detail, *expect_token;
     int64_t expect_gen, hold_since;
+    /* a learned model list instead (store_writer_put_models): models set */
+    int models;
+    char *models_ids, *models_codex;
 } login_item;
 
 /* A batch taken off the queue; committed in one transaction. */
@@ -139,7 +142,8 @@ typedef struct store_writer {
     double log_sweep_due;  /* writer thread only: monotonic seconds of the next timed sweep */
     pthread_t thread;
     sqlite3 *db; /* the writer's own connection */
-    sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *up_hold, *begin, *commit;
+    sqlite3_stmt *up_state, *set_state, *up_owner, *prune_owners, *up_login, *up_login_err, *up_hold, *up_models, *begin,
+        *commit;
     sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
     sqlite3_stmt *up_conv, *del_conv, *conv_expire, *conv_totals, *conv_oldest, *conv_del_rowid;
     sqlite3_stmt *log_expire, *log_trim;

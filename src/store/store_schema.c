@@ -294,13 +294,24 @@ static const char store_migration_16[] = "ALTER TABLE accounts ADD COLUMN models
 static const char store_migration_17[] =
     "ALTER TABLE account_state ADD COLUMN family_cooldowns TEXT NOT NULL DEFAULT '';";
 
+/* Migration 18 (issue 22): the model list an account's upstream gave on
+ * GET {base}/models (accounts/model_poll.c), kept so a restart routes and
+ * answers the catalog by it before the first poll answers: the list
+ * (comma-separated; NULL unknown) and the Codex form's "models" array
+ * (NULL none). Columns of the state, not of accounts: the gateway learns
+ * them, writes them through the writer (only when they change) and no
+ * operator's change is involved, so no config_version bump. */
+static const char store_migration_18[] =
+    "ALTER TABLE account_state ADD COLUMN models_learned TEXT;"
+    "ALTER TABLE account_state ADD COLUMN models_codex TEXT;";
+
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
                                                store_migration_13, store_migration_14, store_migration_15,
-                                               store_migration_16, store_migration_17};
+                                               store_migration_16, store_migration_17, store_migration_18};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

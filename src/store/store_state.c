@@ -129,6 +129,23 @@ int store_states_load(store *s, account_state **out, size_t *n)
     return rc;
 }
 
+int store_models_load(store *s, void (*fn)(void *ud, int64_t account_id, const char *ids, const char *codex),
+                      void *ud)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (sqlite3_prepare_v2(s->db,
+            "SELECT account_id, models_learned, models_codex FROM account_state"
+            " WHERE models_learned IS NOT NULL OR models_codex IS NOT NULL ORDER BY account_id",
+            -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn(ud, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1),
+           (const char *)sqlite3_column_text(st, 2));
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
 /* ---------- request logs ---------- */
 
 /* One integer from a single-row query; -1 on any error, SQLITE_BUSY

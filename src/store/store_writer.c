@@ -155,6 +155,8 @@ static void writer_login_free(login_item *l)
     sbuf_secret_free(l->expect_token);
     free(l->hold);
     free(l->hold_detail);
+    free(l->models_ids);
+    free(l->models_codex);
     free(l);
 }
 
@@ -741,6 +743,18 @@ uint64_t store_writer_put_hold(store *s, const store_hold *h)
         writer_login_free(it);
         return 0;
     }
+    return writer_login_queue(&s->w, it);
+}
+
+uint64_t store_writer_put_models(store *s, int64_t account_id, const char *ids, const char *codex)
+{
+    login_item *it = account_id ? calloc(1, sizeof *it) : NULL;
+    if (!it)
+        return 0;
+    it->account_id = account_id;
+    it->models = 1;
+    it->models_ids = store_strdup(ids);
+    it->models_codex = store_strdup(codex);
     return writer_login_queue(&s->w, it);
 }
 

@@ -115,6 +115,14 @@ static const char store_sql_up_hold[] =
     "UPDATE accounts SET hold = ?2, hold_detail = ?3, hold_since = ?4"
     " WHERE id = ?1 AND token IS ?5 AND reset_gen = ?6";
 
+/* A learned model list (store_writer_put_models); the EXISTS guard as
+ * store_sql_up_state's. */
+static const char store_sql_up_models[] =
+    "INSERT INTO account_state(account_id, models_learned, models_codex) SELECT ?1, ?2, ?3"
+    " WHERE EXISTS (SELECT 1 FROM accounts WHERE id = ?1)"
+    " ON CONFLICT(account_id) DO UPDATE SET models_learned = excluded.models_learned,"
+    " models_codex = excluded.models_codex";
+
 double store_writer_clock(clockid_t id)
 {
     struct timespec ts;
@@ -249,6 +257,13 @@ static int writer_admin_op(store_writer *w, const store_admin_op *op)
 
 static void writer_bind_login(store_writer *w, const login_item *l, sqlite3_stmt **st)
 {
+    if (l->models) {
+        *st = w->up_models;
+        sqlite3_bind_int64(*st, 1, l->account_id);
+        store_bind_text(*st, 2, l->models_ids);
+        store_bind_text(*st, 3, l->models_codex);
+        return;
+    }
     if (l->hold) {
         *st = w->up_hold;
         sqlite3_bind_int64(*st, 1, l->account_id);
@@ -676,6 +691,7 @@ int store_writer_prepare(store_writer *w, const char *path, char *err, size_t er
         sqlite3_prepare_v3(w->db, store_sql_up_login, -1, keep, &w->up_login, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_login_err, -1, keep, &w->up_login_err, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_hold, -1, keep, &w->up_hold, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(w->db, store_sql_up_models, -1, keep, &w->up_models, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_up_conv, -1, keep, &w->up_conv, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_del_conv, -1, keep, &w->del_conv, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(w->db, store_sql_conv_expire, -1, keep, &w->conv_expire, NULL) != SQLITE_OK ||
@@ -714,6 +730,7 @@ void store_writer_conn_close(store_writer *w)
     sqlite3_finalize(w->up_login);
     sqlite3_finalize(w->up_login_err);
     sqlite3_finalize(w->up_hold);
+    sqlite3_finalize(w->up_models);
     sqlite3_finalize(w->begin);
     sqlite3_finalize(w->commit);
     sqlite3_stmt **conv[] = {&w->up_conv,     &w->del_conv,       &w->conv_expire, &w->conv_totals,
@@ -727,7 +744,7 @@ void store_writer_conn_close(store_writer *w)
         w->ins_logs[k] = NULL;
     }
     sqlite3_close_v2(w->db);
-    w->up_state = w->set_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->up_hold = w->begin =
+    w->up_state = w->set_state = w->up_owner = w->prune_owners = w->up_login = w->up_login_err = w->up_hold = w->up_models = w->begin =
         w->commit = NULL;
     w->db = NULL;
 }

@@ -109,12 +109,14 @@ class AccountsCliTest(GatewayTest):
     def test_export_is_private_tokenless_by_default_and_import_takes_it_back(self):
         g = self.gateway(start=False)
         g.cli("account", "import", "--db", g.db_path, self.write(g, "a.json", auth_json("exp", 3600)))
+        g.cli("account", "update", "--db", g.db_path, "--name", "exp@example.com", "--models", "gpt-5-codex, o3")
         plain = os.path.join(g.dir, "plain.json")
         g.cli("account", "export", "--db", g.db_path, "--out", plain)
         self.assertEqual(stat.S_IMODE(os.stat(plain).st_mode), 0o600)
         text = open(plain).read()
         self.assertNotIn("rt_exp", text)
         self.assertNotIn("access_token", text)
+        self.assertEqual(json.loads(text)["accounts"][0]["models"], "gpt-5-codex,o3")  # the --models list
         full = os.path.join(g.dir, "full.json")
         g.cli("account", "export", "--db", g.db_path, "--out", full, "--with-secrets", "--name", "exp@example.com")
         self.assertEqual(stat.S_IMODE(os.stat(full).st_mode), 0o600)
@@ -123,6 +125,7 @@ class AccountsCliTest(GatewayTest):
         out = g2.cli("account", "import", "--db", g2.db_path, full).stdout
         self.assertIn("1 added", out)
         self.assertEqual(self.rows(g2)[0]["refresh_token"], "rt_exp_1")
+        self.assertEqual(g2.query("SELECT models FROM accounts")[0]["models"], "gpt-5-codex,o3")
         p = g2.cli("account", "import", "--db", g2.db_path, plain, check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("access_token: missing", p.stderr)

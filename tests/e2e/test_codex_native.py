@@ -92,5 +92,56 @@ class PoolLimitsTest(GatewayTest):
         self.assertOpenAIError(g.get("/wham/usage", key=None), 401)
         self.assertOpenAIError(g.request("POST", "/wham/usage", {}), 405)
 
+    def rate_event(self, r):
+        ev = [e["json"] for e in r.events if e["event"] == "codex.rate_limits"]
+        self.assertEqual(len(ev), 1, r)
+        self.assertEqual(ev[0]["type"], "codex.rate_limits")
+        return ev[0]
+
+    def test_stream_rate_limits_event_tells_the_pool_numbers_of_the_headers(self):
+        # each account's stream starts with a codex.rate_limits event of its
+        # own numbers (mock rate_event=1); the client sees the pool's, equal
+        # to the x-codex-* headers of the same answer (route/rate_event.h)
+        spec = "ok,rate_event=1,primary=%d,secondary=%d,primary_reset=%d"
+        g = self.gateway([account("a", self.mock.url("a", spec % (20, 10, 3600))),
+                          account("b", self.mock.url("b", spec % (60, 30, 3600))),
+                          account("c", self.mock.url("c", spec % (100, 50, 600)))],
+                         env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        for _ in range(3):
+            self.assertEqual(g.post("/v1/responses", RESP).status, 200)
+        for _ in range(3):  # whichever account serves, the event is the pool's
+            r = g.post("/v1/responses", dict(RESP, stream=True), stream=True)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.types()[0], "codex.rate_limits", r.types())
+            self.assertEqual(r.types()[-1], "response.completed", r.types())
+            ev = self.rate_event(r)
+            rl = ev["rate_limits"]
+            h = r.headers
+            self.assertEqual(rl["primary"]["used_percent"], 60)  # 100 - (80 + 40 + 0) / 3
+            self.assertEqual(rl["secondary"]["used_percent"], 30)
+            for which in ("primary", "secondary"):
+                w = rl[which]
+                self.assertEqual(str(w["used_percent"]), h.get(f"x-codex-{which}-used-percent"))
+                self.assertEqual(str(w["window_minutes"]), h.get(f"x-codex-{which}-window-minutes"))
+                self.assertEqual(str(w["reset_at"]), h.get(f"x-codex-{which}-reset-at"))
+            self.assertEqual((rl["allowed"], rl["limit_reached"]), (True, False))
+            self.assertEqual((ev["plan_type"], ev["credits"]), ("plus", None))  # the rest as it came
+
+    def test_a_limit_familys_own_rate_limits_event_passes_unchanged(self):
+        g = self.gateway([account("a", self.mock.url("a", "ok,rate_event=codex_x,primary=20")),
+                          account("b", self.mock.url("b", "ok,primary=80"))],
+                         env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        self.assertEqual(g.post("/v1/responses", RESP).status, 200)
+        self.assertEqual(g.post("/v1/responses", RESP).status, 200)
+        for _ in range(4):  # balanced: a serves one of them
+            r = g.post("/v1/responses", dict(RESP, stream=True), stream=True)
+            if r.headers.get("x-switchyard-account") == "a":
+                break
+        self.assertEqual(r.headers.get("x-switchyard-account"), "a", r)
+        self.assertEqual(r.headers.get("x-codex-primary-used-percent"), "50")  # the pool's
+        ev = self.rate_event(r)
+        self.assertEqual(ev["metered_limit_name"], "codex_x")
+        self.assertEqual(ev["rate_limits"]["primary"]["used_percent"], 20)  # the account's, as sent
+
 if __name__ == "__main__":
     main()

@@ -73,6 +73,25 @@ class ModelCatalogTest(GatewayTest):
         self.assertIn("does not serve model gpt-test", r.json()["error"]["message"])
         self.assertEqual(self.mock.requests("a"), [])
 
+    def test_models_list_is_checked_against_the_name_the_model_map_sends(self):
+        # routing asks whether an account serves the model it would be sent:
+        # after its --model-map, not the client's name
+        g = self.gateway([account("wrong", self.mock.url("wrong"), sort=1,
+                                  args=["--models", "fast,m-b", "--model-map", '{"fast":"m-z"}']),
+                          account("mapped", self.mock.url("mapped"), sort=2,
+                                  args=["--models", "m-a", "--model-map", '{"fast":"m-a"}'])])
+        r = g.post("/v1/responses", body("fast"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "mapped")  # "wrong" would be sent m-z
+        self.assertEqual([x["model"] for x in self.posts("mapped")], ["m-a"])
+        self.assertEqual(self.posts("wrong"), [])
+        r = g.post("/v1/responses", body("m-b"))  # a name the map leaves alone: its list as before
+        self.assertEqual(r.headers["x-switchyard-account"], "wrong")
+        g.cli("account", "disable", "--db", g.db_path, "--name", "mapped")
+        wait_for(lambda: g.post("/v1/responses", body("fast")).status == 503 or None, what="mapped disabled")
+        r = g.post("/v1/responses", body("fast"))
+        self.assertIn("its --model-map sends m-z", r.json()["error"]["message"])
+
     # ---------------------------------------------------------- refusals
 
     def test_chatgpt_refusal_of_a_model_moves_on_and_is_remembered_without_cooldown(self):
@@ -141,6 +160,29 @@ class ModelCatalogTest(GatewayTest):
         self.assertEqual([m["slug"] for m in r.json()["models"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
         r = g.get("/v1/models")  # the OpenAI list from the same lists
         self.assertEqual([m["id"] for m in r.json()["data"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
+
+    def test_learned_lists_survive_a_restart_before_any_poll(self):
+        g = self.gateway([account("cg1", self.codex_url("cg1", "ok,models=gpt-5-codex+gpt-5"), kind="chatgpt"),
+                          account("cg2", self.codex_url("cg2", "ok,models=gpt-5+gpt-5-mini"), kind="chatgpt")],
+                         env=POLL)
+        self.wait_model_polls(["cg1", "cg2"])
+        wait_for(lambda: g.get("/v1/models").headers.get("x-switchyard-catalog") == "pool" or None,
+                 what="the catalog")
+        wait_for(lambda: len(g.query("SELECT 1 FROM account_state WHERE models_learned IS NOT NULL")) == 2 or None,
+                 what="the learned lists stored")
+        g.env["SWITCHYARD_MODEL_POLL_S"] = "0"  # no poll after the restart: what it knows was stored
+        g.restart()
+        polls = len(self.model_polls())
+        r = g.get("/v1/models?client_version=0.99.0")
+        self.assertEqual(r.headers.get("x-switchyard-catalog"), "pool", r)
+        self.assertEqual([m["slug"] for m in r.json()["models"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
+        r = g.get("/v1/models")
+        self.assertEqual([m["id"] for m in r.json()["data"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
+        r = g.post("/v1/responses", body("gpt-5-mini"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "cg2")
+        self.assertEqual(self.posts("cg1"), [])  # routed by the stored list, not by a refusal
+        self.assertEqual(len(self.model_polls()), polls)
 
     def test_models_pass_through_to_an_account_when_no_list_is_known(self):
         g = self.gateway([account("a", self.mock.url("a"))])

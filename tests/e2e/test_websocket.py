@@ -288,6 +288,23 @@ class WebSocketTest(GatewayTest):
         rows = g.wait_request_logs(1)
         self.assertEqual(rows[0]["status"], 200, rows)
 
+    def test_a_turns_rate_limits_event_tells_the_pools_numbers(self):
+        # the turn takes the HTTP path, so its codex.rate_limits event is the
+        # pool's as over SSE (route/rate_event.h), the same as /wham/usage says
+        g = self.gateway([account("a", self.mock.url("a", "ok,rate_event=1,primary=20,secondary=10")),
+                          account("b", self.mock.url("b", "ok,rate_event=1,primary=60,secondary=30"))],
+                         env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        for _ in range(2):
+            self.assertGatewayServes(g)
+        c = self.ws(g)
+        events = c.turn(create([user("hi")]))
+        self.assertEqual(events[0]["type"], "codex.rate_limits", events[:2])
+        pool = g.get("/wham/usage").json()["rate_limit"]
+        self.assertEqual(events[0]["rate_limits"]["primary"]["used_percent"], 40)  # 100 - (80 + 40) / 2
+        self.assertEqual(events[0]["rate_limits"]["primary"]["used_percent"], pool["primary_window"]["used_percent"])
+        self.assertEqual(events[0]["rate_limits"]["secondary"]["used_percent"], 20)
+        self.assertEqual(events[-1]["type"], "response.completed")
+
     def test_two_turns_on_one_connection(self):
         g = self.one()
         c = self.ws(g)

@@ -140,6 +140,51 @@ static void test_numbers_that_do_not_fit_refuse_the_entry(void)
     login_list_free(&l);
 }
 
+/* An account's --models list goes out with its export and comes back on
+ * import (a string as written, or an array of names), checked as --models
+ * is; a bad list names the entry and the field. */
+static void test_models_list_travels_through_export_and_import(void)
+{
+    account a = {0};
+    a.name = "n";
+    a.kind = ACCOUNT_API_KEY;
+    a.base_url = "https://api.example.com/v1";
+    a.token = "sk-x";
+    a.models = "gpt-5,o3";
+    sbuf o = SBUF_INIT;
+    login_file_write(&o, &a, 1, 1);
+    CHECK(strstr(o.p, "\"models\":\"gpt-5,o3\"") != NULL);
+    login_list l = {0};
+    char err[256] = "";
+    CHECK_EQ_INT(login_file_parse("x", o.p, o.len, &l, err, sizeof err), 0);
+    CHECK(l.n == 1 && l.v[0].models && strcmp(l.v[0].models, "gpt-5,o3") == 0);
+    account_new an;
+    char name[64];
+    if (l.n == 1) {
+        login_entry_to_account(&l.v[0], &an, name, sizeof name);
+        CHECK_EQ_STR(an.models, "gpt-5,o3");
+    }
+    login_list_free(&l);
+    const char *arr = "{\"name\":\"k\",\"kind\":\"api_key\",\"token\":\"sk-y\",\"models\":[\" o3\",\"gpt-5\",\"o3\"]}";
+    CHECK_EQ_INT(login_file_parse("y", arr, strlen(arr), &l, err, sizeof err), 0);
+    CHECK(l.n == 1 && l.v[0].models && strcmp(l.v[0].models, "o3,gpt-5") == 0);
+    login_list_free(&l);
+    const char *none = "{\"name\":\"k\",\"kind\":\"api_key\",\"token\":\"sk-y\",\"models\":null}";
+    CHECK_EQ_INT(login_file_parse("z", none, strlen(none), &l, err, sizeof err), 0);
+    CHECK(l.n == 1 && l.v[0].models == NULL);
+    login_list_free(&l);
+    const char *bad[] = {"{\"name\":\"k\",\"kind\":\"api_key\",\"token\":\"sk-y\",\"models\":\"a,,b\"}",
+                         "{\"name\":\"k\",\"kind\":\"api_key\",\"token\":\"sk-y\",\"models\":7}",
+                         "{\"name\":\"k\",\"kind\":\"api_key\",\"token\":\"sk-y\",\"models\":[\"a,b\"]}"};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_EQ_INT(login_file_parse("b.json", bad[i], strlen(bad[i]), &l, err, sizeof err), -1);
+        CHECK(strstr(err, "b.json entry 1 (k): models: ") != NULL);
+        CHECK_EQ_INT(l.n, 0);
+    }
+    login_list_free(&l);
+    sbuf_free(&o);
+}
+
 int main(void)
 {
     RUN(test_jwt_claims_give_expiry_identity_plan_and_client);
@@ -149,5 +194,6 @@ int main(void)
     RUN(test_bad_entries_are_named_with_their_field_and_nothing_is_kept);
     RUN(test_export_holds_tokens_only_with_secrets);
     RUN(test_numbers_that_do_not_fit_refuse_the_entry);
+    RUN(test_models_list_travels_through_export_and_import);
     return check_summary();
 }

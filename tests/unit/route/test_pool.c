@@ -158,10 +158,37 @@ static void test_pool_family_slots_cool_one_family_and_stay_bounded(void)
     CHECK(pool_family_cooling(&pa, "x", "codex_f5", 250) == NULL);
 }
 
+/* Routing checks the list against the name the account would be sent
+ * (after its --model-map); a refusal stays keyed by the client's name. */
+static void test_pool_account_serves_request_checks_the_mapped_name(void)
+{
+    pool_account pa;
+    memset(&pa, 0, sizeof pa);
+    pa.a.model_map = strdup("{\"fast\":\"m-a\",\"slow\":\"m-z\"}");
+    char to[64];
+    CHECK_EQ_INT(pool_account_model_for(&pa, "fast", to, sizeof to), 1);
+    CHECK_EQ_STR(to, "m-a");
+    CHECK_EQ_INT(pool_account_model_for(&pa, "m-b", to, sizeof to), 0);
+    CHECK_EQ_STR(to, "m-b");
+    CHECK_EQ_INT(pool_account_serves_request(&pa, "slow"), 1); /* no list known: everything */
+    pa.models_upstream = strdup("m-a,m-b,slow");
+    CHECK_EQ_INT(pool_account_serves_request(&pa, "fast"), 1);
+    CHECK_EQ_INT(pool_account_serves_request(&pa, "slow"), 0); /* sent as m-z, not listed */
+    CHECK_EQ_INT(pool_account_serves_request(&pa, "m-b"), 1);
+    CHECK_EQ_INT(pool_account_serves(&pa, "slow"), 1);         /* the catalog's question: the list's own name */
+    pool_account_refuse_model(&pa, "fast");
+    CHECK_EQ_INT(pool_account_serves_request(&pa, "fast"), 0);
+    CHECK_EQ_INT(pool_account_serves_request(&pa, "m-a"), 1);
+    free(pa.a.model_map);
+    free(pa.models_upstream);
+    free(pa.models_refused);
+}
+
 int main(void)
 {
     RUN(test_pool_family_slots_cool_one_family_and_stay_bounded);
     RUN(test_pool_account_serves_by_override_learned_list_and_refusals);
+    RUN(test_pool_account_serves_request_checks_the_mapped_name);
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_pool") != 0)
         return 2;
     RUN(test_pool_auth_remembered_key_is_refused_after_revocation);

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 17
+#define TEST_SCHEMA_VERSION 18
 
 static char test_dir[64];
 static int test_seq;
@@ -474,6 +474,8 @@ static void test_store_writer_commits_logs_and_states(void)
 #define TEST_DROP_MIGRATION_14 " DROP TABLE conversations;"
 /* Undoes migration 17 (the family cooldowns). */
 #define TEST_DROP_MIGRATION_17 " ALTER TABLE account_state DROP COLUMN family_cooldowns;"
+#define TEST_DROP_MIGRATION_18 \
+    " ALTER TABLE account_state DROP COLUMN models_learned; ALTER TABLE account_state DROP COLUMN models_codex;"
 /* Undoes migration 16 (an account's --models). */
 #define TEST_DROP_MIGRATION_16 " ALTER TABLE accounts DROP COLUMN models;"
 /* Undoes migration 15 (an account's hold). */
@@ -499,7 +501,7 @@ static void test_store_migration_13_drops_autoincrement_and_keeps_ids(void)
                   " route_strategy, error_class, attempts_json, cost_usd) VALUES"
                   " (3, 1700000003, '/v1/responses', 'm3', 0, 'a', 200, 1, 1.5, 'ordered', '', '[3]', 0.5),"
                   " (7, 1700000007, '/v1/responses', 'm7', 1, 'a', 429, 2, 2.5, 'ordered', 'quota', NULL, NULL);"
-                  TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
+                  TEST_DROP_MIGRATION_18 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_sequence WHERE name = 'request_logs'"), 1);
     store *s = test_open(path);
     CHECK(s != NULL);
@@ -941,7 +943,7 @@ static void test_store_sync_without_writer_returns(void)
     " ALTER TABLE platform_keys DROP COLUMN expires_at;"
 
 /* Undoes every migration after 5, newest first (13 only rebuilt a table). */
-#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
+#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_18 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
 
 /* ---------- migration 3: usage columns ---------- */
 
@@ -1461,6 +1463,62 @@ static void test_store_account_models_override_is_stored_replaced_and_cleared(vo
     store_close(s);
 }
 
+typedef struct models_seen {
+    int n;
+    int64_t id;
+    char ids[64], codex[64];
+} models_seen;
+
+static void models_seen_row(void *ud, int64_t account_id, const char *ids, const char *codex)
+{
+    models_seen *m = ud;
+    m->n++;
+    m->id = account_id;
+    snprintf(m->ids, sizeof m->ids, "%s", ids ? ids : "(null)");
+    snprintf(m->codex, sizeof m->codex, "%s", codex ? codex : "(null)");
+}
+
+/* A learned model list is stored in the account's state (a row made for
+ * it when there is none, the rest of the state left alone), read back by
+ * store_models_load, and forgotten with the account. */
+static void test_store_learned_models_are_stored_and_loaded_back(void)
+{
+    char path[128], err[256] = "";
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new a = {.name = "m", .base_url = "https://api.example.com/v1", .token = "tok", .max_concurrency = -1};
+    int64_t id = 0;
+    CHECK_EQ_INT(store_account_add(s, &a, &id, err, sizeof err), 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    CHECK(store_writer_put_models(s, id, "m-a,m-b", "[{\"slug\":\"m-a\"}]") > 0);
+    CHECK(store_writer_put_models(s, id + 99, "x", NULL) > 0); /* no such account: skipped */
+    store_writer_sync(s);
+    models_seen m = {0};
+    CHECK_EQ_INT(store_models_load(s, models_seen_row, &m), 0);
+    CHECK_EQ_INT(m.n, 1);
+    CHECK_EQ_INT(m.id, id);
+    CHECK_EQ_STR(m.ids, "m-a,m-b");
+    CHECK_EQ_STR(m.codex, "[{\"slug\":\"m-a\"}]");
+    account_state st;
+    memset(&st, 0, sizeof st);
+    st.account_id = id;
+    st.primary_used_pct = 42;
+    store_writer_put_state(s, &st); /* the state's own columns leave the lists alone */
+    CHECK(store_writer_put_models(s, id, "m-c", NULL) > 0);
+    store_writer_sync(s);
+    memset(&m, 0, sizeof m);
+    CHECK_EQ_INT(store_models_load(s, models_seen_row, &m), 0);
+    CHECK_EQ_STR(m.ids, "m-c");
+    CHECK_EQ_STR(m.codex, "(null)");
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM account_state WHERE primary_used_pct = 42"), 1);
+    CHECK(store_writer_put_models(s, id, NULL, NULL) > 0); /* unknown again (a 404): nothing to load */
+    store_writer_sync(s);
+    memset(&m, 0, sizeof m);
+    CHECK_EQ_INT(store_models_load(s, models_seen_row, &m), 0);
+    CHECK_EQ_INT(m.n, 0);
+    store_close(s);
+}
+
 /* A hold lands only while the account still has the token the failed
  * attempt sent and the reset generation it had; a reset clears it; an
  * update or import clears it when the login really changed, not when the
@@ -1582,6 +1640,7 @@ int main(void)
     RUN(test_store_refreshed_login_is_committed_and_signalled);
     RUN(test_store_needs_login_spares_a_login_replaced_meanwhile);
     RUN(test_store_hold_lands_only_on_the_same_login_and_a_changed_login_clears_it);
+    RUN(test_store_learned_models_are_stored_and_loaded_back);
     RUN(test_store_import_is_all_or_nothing_and_updates_by_account_id);
     RUN(test_store_refuses_newer_schema);
     RUN(test_store_files_are_mode_0600);
