@@ -606,6 +606,7 @@ void store_writer_commit_retry(store_writer *w, const writer_batch *b)
                       b->n_convs);
             return;
         }
+        store_writer_watch(w); /* a commit failing on a tampered file: say what happened to it */
         writer_sleep_ms(delay_ms);
         delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
     }
