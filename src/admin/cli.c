@@ -218,20 +218,12 @@ void cli_line(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    sbuf raw = SBUF_INIT, esc = SBUF_INIT;
+    sbuf_vprintf(&raw, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    char *raw = malloc((size_t)n + 1);
-    if (!raw)
-        abort();
-    va_start(ap, fmt);
-    vsnprintf(raw, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sbuf esc = SBUF_INIT;
-    text_escape(&esc, raw, (size_t)n, NULL);
+    text_escape(&esc, raw.p ? raw.p : "", raw.len, NULL);
     sbuf_append(&esc, "\n", 1);
     fwrite(esc.p, 1, esc.len, stdout);
     sbuf_free(&esc);
-    free(raw);
+    sbuf_free(&raw);
 }

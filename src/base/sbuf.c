@@ -69,19 +69,25 @@ void sbuf_append(sbuf *b, const void *p, size_t n)
 
 void sbuf_puts(sbuf *b, const char *s) { sbuf_append(b, s, strlen(s)); }
 
+void sbuf_vprintf(sbuf *b, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    if (n >= 0) {
+        sbuf_grow(b, (size_t)n);
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+}
+
 void sbuf_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    sbuf_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    sbuf_grow(b, (size_t)n);
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
 }
 
 void sbuf_put_int(sbuf *b, long long v)

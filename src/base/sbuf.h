@@ -2,6 +2,7 @@
  * Allocation failure aborts (the gateway cannot do useful work without memory). */
 #ifndef SY_SBUF_H
 #define SY_SBUF_H
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@ void sbuf_append(sbuf *b, const void *p, size_t n);
 void sbuf_reserve(sbuf *b, size_t extra);
 void sbuf_puts(sbuf *b, const char *s);
 void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sbuf_vprintf(sbuf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Appends v in decimal: sbuf_printf(b, "%lld", v) without the format engine. */
 void sbuf_put_int(sbuf *b, long long v);
 /* Appends v as printf's "%.*f" would (prec 0..9): the usual magnitudes
