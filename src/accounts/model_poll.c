@@ -75,12 +75,13 @@ static model_entry *model_find(model_poll *m, int64_t id)
     return e;
 }
 
-void model_poll_url(const char *base_url, int chatgpt, char *out, size_t n)
+void model_poll_url(const char *base_url, int chatgpt, const char *client_version, char *out, size_t n)
 {
     size_t blen = strlen(base_url);
     while (blen && base_url[blen - 1] == '/')
         blen--;
-    snprintf(out, n, "%.*s/models%s", (int)blen, base_url, chatgpt ? "?client_version=" MODEL_POLL_CLIENT_VERSION : "");
+    const char *v = client_version && *client_version ? client_version : MODEL_POLL_CLIENT_VERSION;
+    snprintf(out, n, "%.*s/models%s%s", (int)blen, base_url, chatgpt ? "?client_version=" : "", chatgpt ? v : "");
 }
 
 static int model_on_headers(void *ud, int status, const upstream_header *h, size_t n)
@@ -168,7 +169,7 @@ static const upstream_callbacks model_cb = {model_on_headers, model_on_data, mod
 static void model_start(model_poll *m, model_entry *e, const pool_account *pa)
 {
     char url[2048];
-    model_poll_url(pa->a.base_url, pa->a.kind == ACCOUNT_CHATGPT, url, sizeof url);
+    model_poll_url(pa->a.base_url, pa->a.kind == ACCOUNT_CHATGPT, m->gw->codex_version, url, sizeof url);
     e->status = 0;
     e->too_large = 0;
     sbuf_reset(&e->body);

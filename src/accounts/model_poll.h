@@ -14,7 +14,8 @@
 #include "core/gateway.h"
 
 /* The client_version the poll sends the ChatGPT backend (it answers the
- * Codex form only with one). */
+ * Codex form only with one) until a client has sent its own to GET /models
+ * (gateway.codex_version): the catalog then lists what that Codex may use. */
 #define MODEL_POLL_CLIENT_VERSION "0.98.0"
 
 typedef struct model_poll model_poll;
@@ -24,7 +25,8 @@ void model_poll_free(model_poll *m); /* cancels polls in flight; before upstream
 /* Starts the polls that are due (the serve tick calls it every second). */
 void model_poll_tick(model_poll *m, double now);
 
-/* The models URL for an account base URL into out (NUL-terminated). */
-void model_poll_url(const char *base_url, int chatgpt, char *out, size_t n);
+/* The models URL for an account base URL into out (NUL-terminated); a
+ * ChatGPT account's asks with client_version (NULL or "": the default). */
+void model_poll_url(const char *base_url, int chatgpt, const char *client_version, char *out, size_t n);
 
 #endif

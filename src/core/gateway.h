@@ -50,6 +50,8 @@ typedef struct gateway {
     int draining;             /* SIGTERM: stop when active reaches 0 */
     double started_at;
     char admin_hash[65];      /* sha256 hex of the admin token; "" none set */
+    char codex_version[32];   /* the latest client_version a client sent to GET /models (digits, letters,
+                               * '.', '-', '+'); the model poll asks the ChatGPT backend with it; "" none */
     /* policy reloads (SIGHUP, admin API) */
     uint64_t policy_fallbacks_retired; /* fallbacks counted by engines since replaced */
     double policy_loaded_at;

@@ -441,13 +441,22 @@ static void server_usage_reply(struct evhttp_request *req, gateway *gw, enum evh
 }
 
 /* 1 if the query of uri has a client_version parameter (Codex asking for
- * its own model-info form). */
-static int server_query_client_version(const char *uri)
+ * its own model-info form); a value made of version characters only is
+ * remembered for the model poll (gateway.codex_version). */
+static int server_query_client_version(gateway *gw, const char *uri)
 {
     const char *q = strchr(uri, '?');
-    for (const char *p = q; p && *p; p = strchr(p + 1, '&'))
-        if (strncmp(p + 1, "client_version=", 15) == 0)
-            return 1;
+    for (const char *p = q; p && *p; p = strchr(p + 1, '&')) {
+        if (strncmp(p + 1, "client_version=", 15) != 0)
+            continue;
+        const char *v = p + 16;
+        size_t n = strspn(v, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-+");
+        if (n && n < sizeof gw->codex_version && (v[n] == '\0' || v[n] == '&')) {
+            memcpy(gw->codex_version, v, n);
+            gw->codex_version[n] = '\0';
+        }
+        return 1;
+    }
     return 0;
 }
 
@@ -474,7 +483,7 @@ static int server_models_reply(struct evhttp_request *req, gateway *gw, const pl
 {
     sbuf b = SBUF_INIT;
     const char *allowed = key->allowed_models;
-    size_t known = server_query_client_version(evhttp_request_get_uri(req))
+    size_t known = server_query_client_version(gw, evhttp_request_get_uri(req))
                        ? model_catalog_codex(gw->pool, allowed, &b)
                        : model_catalog_openai(gw->pool, allowed, &b);
     if (known) {

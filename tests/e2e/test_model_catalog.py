@@ -13,6 +13,7 @@ it refuses any other model as its upstream would. Who served a request is
 read from x-switchyard-account and checked against the mock's records."""
 
 import json
+import time
 
 from harness import GatewayTest, account, main, wait_for
 
@@ -160,6 +161,18 @@ class ModelCatalogTest(GatewayTest):
         self.assertEqual([m["slug"] for m in r.json()["models"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
         r = g.get("/v1/models")  # the OpenAI list from the same lists
         self.assertEqual([m["id"] for m in r.json()["data"]], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
+
+    def test_the_poll_asks_with_the_client_version_a_client_sent(self):
+        g = self.gateway([account("cg1", self.codex_url("cg1", "ok,models=gpt-5-codex"), kind="chatgpt")],
+                         env={"SWITCHYARD_MODEL_POLL_S": "1"})
+        self.wait_model_polls(["cg1"])
+        self.assertTrue(self.model_polls("cg1")[0]["path"].endswith("client_version=0.98.0"))
+        g.get("/v1/models?client_version=0.171.0")
+        wait_for(lambda: self.model_polls("cg1")[-1]["path"].endswith("client_version=0.171.0") or None,
+                 what="a poll with the client's version")
+        g.get("/v1/models?client_version=1.0%0d%0aX:y")  # not a version: not taken
+        time.sleep(2.2)
+        self.assertTrue(self.model_polls("cg1")[-1]["path"].endswith("client_version=0.171.0"))
 
     def test_learned_lists_survive_a_restart_before_any_poll(self):
         g = self.gateway([account("cg1", self.codex_url("cg1", "ok,models=gpt-5-codex+gpt-5"), kind="chatgpt"),
