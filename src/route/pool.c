@@ -300,6 +300,10 @@ static void pool_load(pool *p)
         if (old && old->a.reset_gen != a[i].reset_gen) {
             /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
             pool_account_reset(&pa[i]);
+            /* written back: a state update queued before the reset (the
+             * writer is behind the CLI) would otherwise leave the old
+             * cooldown in the database for the next start */
+            store_writer_put_state(p->st, &pa[i].st);
             log_info("account %s: reset (cooldown, ladder and breaker cleared)", a[i].name);
         } else if (old) {
             pa[i].breaker = old->breaker;
