@@ -12,7 +12,7 @@ import subprocess
 import time
 import urllib.parse
 
-from harness import GatewayTest, main, switchyard_bin, wait_for
+from harness import GatewayTest, main, sanitizer_report, switchyard_bin, wait_for
 
 CODEX_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
 
@@ -53,7 +53,10 @@ class Login:
         out, err = self.proc.communicate(timeout=timeout)
         self.lines += (self.partial + out).decode().splitlines()
         self.partial = b""
-        return self.proc.returncode, "\n".join(self.lines), err.decode()
+        err = err.decode()
+        report = sanitizer_report(err)
+        assert not report, f"sanitizer report from account login:\n{report}"
+        return self.proc.returncode, "\n".join(self.lines), err
 
     def kill(self):
         if self.proc.poll() is None:
