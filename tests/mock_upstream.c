@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -2849,6 +2850,35 @@ static int oauth_client_gone(struct evhttp_request *req)
     return fd >= 0 && recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* The token endpoint's 200 for login <name>: a JWT access token (exp =
+ * now + ttl, generation gen), an id token (<name>@example.com, plan pro,
+ * account acct-<name>; hostile: with control characters) and the refresh
+ * token rt_<name>_<gen>. */
+static void oauth_issue(sbuf *out, const char *name, long next_gen, long ttl, int hostile)
+{
+    char payload[512];
+    snprintf(payload, sizeof payload,
+             "{\"exp\":%lld,\"sub\":\"%s\",\"gen\":%ld,\"https://api.openai.com/auth\":{\"chatgpt_account_id\":"
+             "\"acct-%s\"}}", (long long)time(NULL) + ttl, name, next_gen, name);
+    sbuf_puts(out, "{\"access_token\":\"");
+    jwt_make(out, payload);
+    if (hostile) /* the claims a hostile token endpoint could put in a refreshed login */
+        snprintf(payload, sizeof payload,
+                 "{\"email\":\"%s@example.com\\u001b[2J\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
+                 "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\\r\\nX-Injected: 1\","
+                 "\"chatgpt_plan_type\":\"pro\\nREQUEST_FINAL forged\"}}",
+                 name, name);
+    else
+        snprintf(payload, sizeof payload,
+                 "{\"email\":\"%s@example.com\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
+                 "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\",\"chatgpt_plan_type\":\"pro\"}}",
+                 name, name);
+    sbuf_puts(out, "\",\"id_token\":\"");
+    jwt_make(out, payload);
+    sbuf_printf(out, "\",\"refresh_token\":\"rt_%s_%ld\",\"expires_in\":%ld,\"token_type\":\"Bearer\"}",
+                name, next_gen, ttl);
+}
+
 static void oauth_reply(struct evhttp_request *req, rec *r, const char *rt, long ttl, int hostile)
 {
     sbuf out = SBUF_INIT;
@@ -2871,29 +2901,9 @@ static void oauth_reply(struct evhttp_request *req, rec *r, const char *rt, long
                         "\"code\":\"refresh_token_invalidated\"}}");
     } else {
         rt_mark_used(rt);
-        char name[96], payload[512];
+        char name[96];
         snprintf(name, sizeof name, "%.*s", (int)(u - rt - 3), rt + 3);
-        long next_gen = atol(u + 1) + 1;
-        snprintf(payload, sizeof payload,
-                 "{\"exp\":%lld,\"sub\":\"%s\",\"gen\":%ld,\"https://api.openai.com/auth\":{\"chatgpt_account_id\":"
-                 "\"acct-%s\"}}", (long long)time(NULL) + ttl, name, next_gen, name);
-        sbuf_puts(&out, "{\"access_token\":\"");
-        jwt_make(&out, payload);
-        if (hostile) /* the claims a hostile token endpoint could put in a refreshed login */
-            snprintf(payload, sizeof payload,
-                     "{\"email\":\"%s@example.com\\u001b[2J\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
-                     "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\\r\\nX-Injected: 1\","
-                     "\"chatgpt_plan_type\":\"pro\\nREQUEST_FINAL forged\"}}",
-                     name, name);
-        else
-            snprintf(payload, sizeof payload,
-                     "{\"email\":\"%s@example.com\",\"aud\":[\"app_EMoamEEZ73f0CkXaXp7hrann\"],"
-                     "\"https://api.openai.com/auth\":{\"chatgpt_account_id\":\"acct-%s\",\"chatgpt_plan_type\":\"pro\"}}",
-                     name, name);
-        sbuf_puts(&out, "\",\"id_token\":\"");
-        jwt_make(&out, payload);
-        sbuf_printf(&out, "\",\"refresh_token\":\"rt_%s_%ld\",\"expires_in\":%ld,\"token_type\":\"Bearer\"}",
-                    name, next_gen, ttl);
+        oauth_issue(&out, name, atol(u + 1) + 1, ttl, hostile);
     }
     r->completed = 1;
     send_simple(req, status, "application/json", &out);
@@ -2914,6 +2924,300 @@ static void oauth_timer_cb(evutil_socket_t fd, short what, void *arg)
     free(op);
 }
 
+/* ---------- sign-in: authorize page, code exchange, device code ----------
+ *
+ * The authorization server of `switchyard account login` (docs in
+ * tests/e2e/README.md, "Sign-in"). Specs: /oauth/<scenario>[,opt=val...]/
+ * with scenario "ok" and the options user=NAME (whose login is issued,
+ * default "user"), deny=1 (the user says no), approve_after=N (device: the
+ * Nth poll finds the code approved; 0 or unset: never), expires=S (device:
+ * the code expires S seconds after it was issued), interval=S (device: the
+ * poll interval it asks for, default 1). Codes are single-use. */
+
+typedef struct login_code {
+    char code[40], name[96], challenge[64], redirect[512];
+    int used;
+} login_code;
+
+typedef struct login_dev {
+    char id[40], user_code[16], name[96];
+    int approve_after, deny, polls;
+    long expires;
+    time_t issued;
+    char verifier[96], challenge[64], redirect[512]; /* the code its approval hands out */
+} login_dev;
+
+typedef struct login_opts {
+    char user[96];
+    int deny, approve_after, bad;
+    long expires, interval;
+} login_opts;
+
+static login_code *g_codes;
+static size_t g_ncodes;
+static login_dev *g_devs;
+static size_t g_ndevs;
+static long g_login_gen; /* refresh-token generations of new logins: apart per login */
+
+static void login_opts_parse(login_opts *o, const char *spec)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->user, sizeof o->user, "user");
+    o->interval = 1;
+    char *dup = xstrdup(spec), *save = NULL;
+    int first = 1;
+    for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
+        char *eq = strchr(tok, '=');
+        const char *val = eq ? eq + 1 : "";
+        if (eq)
+            *eq = '\0';
+        if (first)
+            o->bad |= strcmp(tok, "ok") != 0;
+        else if (!strcmp(tok, "user") && *val && strlen(val) < sizeof o->user && strspn(val,
+                 "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(val))
+            snprintf(o->user, sizeof o->user, "%s", val);
+        else if (!strcmp(tok, "deny"))
+            o->deny = atoi(val);
+        else if (!strcmp(tok, "approve_after"))
+            o->approve_after = atoi(val);
+        else if (!strcmp(tok, "expires"))
+            o->expires = atol(val);
+        else if (!strcmp(tok, "interval"))
+            o->interval = atol(val);
+        else
+            o->bad = 1;
+    }
+    if (o->bad)
+        fprintf(stderr, "mock_upstream: bad sign-in spec '%s'\n", spec);
+    free(dup);
+}
+
+static void login_s256(const char *verifier, char *out, size_t n)
+{
+    uint8_t d[32];
+    sha256(verifier, strlen(verifier), d);
+    sbuf b = SBUF_INIT;
+    b64url(&b, (const char *)d, sizeof d);
+    snprintf(out, n, "%s", b.p);
+    sbuf_free(&b);
+}
+
+static void login_err(struct evhttp_request *req, rec *r, int status, const char *code, const char *desc)
+{
+    sbuf out = SBUF_INIT;
+    sbuf_printf(&out, "{\"error\":\"%s\",\"error_description\":\"%s\"}", code, desc);
+    r->completed = 1;
+    send_simple(req, status, "application/json", &out);
+    sbuf_free(&out);
+}
+
+static rec *login_rec(struct evhttp_request *req, const char *spec, const char *ep_name, const char *name)
+{
+    rec *r = rec_new();
+    r->scenario = xstrdup("ok");
+    r->spec = xstrdup(spec);
+    r->endpoint = xstrdup(ep_name);
+    r->path = xstrdup(evhttp_request_get_uri(req));
+    r->method = xstrdup(method_name(evhttp_request_get_command(req)));
+    r->account = xstrdup(name);
+    return r;
+}
+
+static login_code *login_code_new(const char *name, const char *challenge, const char *redirect)
+{
+    login_code *p = realloc(g_codes, (g_ncodes + 1) * sizeof *p);
+    if (!p)
+        abort();
+    g_codes = p;
+    login_code *c = &g_codes[g_ncodes++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->code, sizeof c->code, "ac_%ld_%zu", g_counter, g_ncodes);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    snprintf(c->challenge, sizeof c->challenge, "%s", challenge);
+    snprintf(c->redirect, sizeof c->redirect, "%s", redirect);
+    return c;
+}
+
+/* GET /oauth/<spec>/authorize?...: checks every parameter Codex sends, then
+ * redirects to redirect_uri with a code (deny=1: error=access_denied) and
+ * the state. */
+static void login_authorize(struct evhttp_request *req, const char *spec)
+{
+    login_opts o;
+    login_opts_parse(&o, spec);
+    rec *r = login_rec(req, spec, "oauth_authorize", o.user);
+    struct evkeyvalq q;
+    TAILQ_INIT(&q);
+    const char *uri = evhttp_request_get_uri(req), *qs = strchr(uri, '?');
+    if (o.bad || evhttp_request_get_command(req) != EVHTTP_REQ_GET || !qs || evhttp_parse_query_str(qs + 1, &q) != 0) {
+        login_err(req, r, o.bad ? 500 : 400, o.bad ? "mock_config_error" : "invalid_request", "bad request");
+        evhttp_clear_headers(&q);
+        return;
+    }
+    const char *rt = evhttp_find_header(&q, "response_type"), *cid = evhttp_find_header(&q, "client_id");
+    const char *ru = evhttp_find_header(&q, "redirect_uri"), *scope = evhttp_find_header(&q, "scope");
+    const char *ch = evhttp_find_header(&q, "code_challenge"), *cm = evhttp_find_header(&q, "code_challenge_method");
+    const char *st = evhttp_find_header(&q, "state"), *org = evhttp_find_header(&q, "id_token_add_organizations");
+    const char *simple = evhttp_find_header(&q, "codex_cli_simplified_flow");
+    r->client_id = xstrdup(cid);
+    const char *bad = !rt || strcmp(rt, "code") ? "response_type"
+                      : !cid || strcmp(cid, "app_EMoamEEZ73f0CkXaXp7hrann") ? "client_id"
+                      : !ru || strncmp(ru, "http://localhost:", 17) || strlen(ru) >= 400 ||
+                              strcmp(ru + strlen(ru) - 14, "/auth/callback") ? "redirect_uri"
+                      : !scope || !strstr(scope, "openid") || !strstr(scope, "offline_access") ? "scope"
+                      : !ch || strlen(ch) != 43 || strspn(ch, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                               "0123456789-_") != 43 ? "code_challenge"
+                      : !cm || strcmp(cm, "S256") ? "code_challenge_method"
+                      : !st || strlen(st) < 16 || strlen(st) > 200 ? "state"
+                      : !org || strcmp(org, "true") ? "id_token_add_organizations"
+                      : !simple || strcmp(simple, "true") ? "codex_cli_simplified_flow"
+                                                           : NULL;
+    if (bad) {
+        login_err(req, r, 400, "invalid_request", bad);
+        evhttp_clear_headers(&q);
+        return;
+    }
+    char *est = evhttp_encode_uri(st);
+    sbuf loc = SBUF_INIT;
+    if (o.deny) {
+        sbuf_printf(&loc, "%s?error=access_denied&error_description=The+user+denied+the+request&state=%s", ru, est);
+    } else {
+        login_code *c = login_code_new(o.user, ch, ru);
+        sbuf_printf(&loc, "%s?code=%s&scope=openid+profile+email+offline_access&state=%s", ru, c->code, est);
+    }
+    free(est);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc.p);
+    sbuf empty = SBUF_INIT;
+    r->completed = 1;
+    send_simple(req, 302, "text/plain", &empty);
+    sbuf_free(&loc);
+    evhttp_clear_headers(&q);
+}
+
+/* grant_type=authorization_code at /oauth/<spec>/token (a form body, as
+ * Codex sends it): the code must be unused and have been issued for this
+ * redirect_uri, and SHA-256 of code_verifier must be its challenge. */
+static void login_code_exchange(struct evhttp_request *req, rec *r, const char *body, long ttl)
+{
+    struct evkeyvalq q;
+    TAILQ_INIT(&q);
+    char *dup = xstrdup(body);
+    if (evhttp_parse_query_str(dup, &q) != 0) {
+        free(dup);
+        login_err(req, r, 400, "invalid_request", "the body is not a form");
+        return;
+    }
+    free(dup);
+    const char *code = evhttp_find_header(&q, "code"), *ru = evhttp_find_header(&q, "redirect_uri");
+    const char *cid = evhttp_find_header(&q, "client_id"), *cv = evhttp_find_header(&q, "code_verifier");
+    r->grant_type = xstrdup(evhttp_find_header(&q, "grant_type"));
+    r->client_id = xstrdup(cid);
+    login_code *c = NULL;
+    for (size_t i = 0; code && i < g_ncodes; i++)
+        if (!strcmp(g_codes[i].code, code))
+            c = &g_codes[i];
+    char want[64] = "";
+    if (cv)
+        login_s256(cv, want, sizeof want);
+    if (c)
+        r->account = xstrdup(c->name);
+    if (!c || c->used)
+        login_err(req, r, 400, "invalid_grant", c ? "the code was used" : "unknown code");
+    else if (!cid || strcmp(cid, "app_EMoamEEZ73f0CkXaXp7hrann"))
+        login_err(req, r, 400, "invalid_client", "client_id");
+    else if (!ru || strcmp(ru, c->redirect))
+        login_err(req, r, 400, "invalid_grant", "redirect_uri does not match");
+    else if (!cv || strcmp(want, c->challenge))
+        login_err(req, r, 400, "invalid_grant", "code_verifier does not match the challenge");
+    else {
+        c->used = 1;
+        sbuf out = SBUF_INIT;
+        oauth_issue(&out, c->name, 1000 * ++g_login_gen, ttl, 0);
+        r->completed = 1;
+        send_simple(req, 200, "application/json", &out);
+        sbuf_free(&out);
+    }
+    evhttp_clear_headers(&q);
+}
+
+/* POST /oauth/<spec>/deviceauth/usercode {"client_id"}: a device code. */
+static void login_device_code(struct evhttp_request *req, const char *spec, const char *body, size_t blen)
+{
+    login_opts o;
+    login_opts_parse(&o, spec);
+    rec *r = login_rec(req, spec, "oauth_device_code", o.user);
+    json_value *doc = json_parse(body, blen, NULL, 0);
+    const char *cid = doc ? json_get_str(doc, "client_id") : NULL;
+    r->client_id = xstrdup(cid);
+    if (o.bad)
+        login_err(req, r, 500, "mock_config_error", "bad spec");
+    else if (!cid || strcmp(cid, "app_EMoamEEZ73f0CkXaXp7hrann"))
+        login_err(req, r, 400, "invalid_client", "client_id");
+    else {
+        login_dev *p = realloc(g_devs, (g_ndevs + 1) * sizeof *p);
+        if (!p)
+            abort();
+        g_devs = p;
+        login_dev *d = &g_devs[g_ndevs++];
+        memset(d, 0, sizeof *d);
+        snprintf(d->id, sizeof d->id, "deviceauth_%zu", g_ndevs);
+        snprintf(d->user_code, sizeof d->user_code, "MOCK-%04zu", g_ndevs);
+        snprintf(d->name, sizeof d->name, "%s", o.user);
+        d->approve_after = o.approve_after;
+        d->deny = o.deny;
+        d->expires = o.expires;
+        d->issued = time(NULL);
+        const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+        snprintf(d->redirect, sizeof d->redirect, "http://%s/deviceauth/callback", host ? host : "");
+        snprintf(d->verifier, sizeof d->verifier, "mock-device-verifier-%zu-%ld-abcdefghijklmnopqrstuvwxyz", g_ndevs,
+                 g_counter);
+        login_s256(d->verifier, d->challenge, sizeof d->challenge);
+        sbuf out = SBUF_INIT; /* the interval as a string, as the real server sends it */
+        sbuf_printf(&out, "{\"device_auth_id\":\"%s\",\"user_code\":\"%s\",\"interval\":\"%ld\"}", d->id,
+                    d->user_code, o.interval);
+        r->completed = 1;
+        send_simple(req, 200, "application/json", &out);
+        sbuf_free(&out);
+    }
+    json_free(doc);
+}
+
+/* POST /oauth/<spec>/deviceauth/token {"device_auth_id","user_code"}:
+ * pending 403 (as Codex expects), denied 400 access_denied, expired 400
+ * expired_token (RFC 8628's words), approved 200 with the code and its PKCE
+ * pair (the server holds the verifier in this flow). */
+static void login_device_poll(struct evhttp_request *req, const char *spec, const char *body, size_t blen)
+{
+    json_value *doc = json_parse(body, blen, NULL, 0);
+    const char *id = doc ? json_get_str(doc, "device_auth_id") : NULL;
+    const char *uc = doc ? json_get_str(doc, "user_code") : NULL;
+    login_dev *d = NULL;
+    for (size_t i = 0; id && uc && i < g_ndevs; i++)
+        if (!strcmp(g_devs[i].id, id) && !strcmp(g_devs[i].user_code, uc))
+            d = &g_devs[i];
+    rec *r = login_rec(req, spec, "oauth_device_poll", d ? d->name : NULL);
+    if (!d) {
+        login_err(req, r, 400, "invalid_request", "unknown device code");
+    } else if (d->expires > 0 && time(NULL) >= d->issued + d->expires) {
+        login_err(req, r, 400, "expired_token", "the device code expired");
+    } else if (d->approve_after <= 0 || ++d->polls < d->approve_after) {
+        login_err(req, r, 403, "authorization_pending", "pending");
+    } else if (d->deny) {
+        login_err(req, r, 400, "access_denied", "the user denied the request");
+    } else {
+        login_code *c = login_code_new(d->name, d->challenge, d->redirect);
+        sbuf out = SBUF_INIT;
+        sbuf_printf(&out, "{\"authorization_code\":\"%s\",\"code_challenge\":\"%s\",\"code_verifier\":\"%s\"}",
+                    c->code, d->challenge, d->verifier);
+        d->approve_after = 0; /* approved once: its code is handed out once */
+        d->expires = 1, d->issued = 0;
+        r->completed = 1;
+        send_simple(req, 200, "application/json", &out);
+        sbuf_free(&out);
+    }
+    json_free(doc);
+}
+
 /* POST /oauth/<spec>/token: spec "ok", "slow,ms=N" (answers after N ms,
  * rotating only if the client is still there), "down" (503), "reset"
  * (closes the connection); ttl=S sets the issued tokens' lifetime;
@@ -2927,6 +3231,24 @@ static void oauth_handle(struct evhttp_request *req, const char *spec)
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t blen = evbuffer_get_length(in);
     const char *body = blen ? (const char *)evbuffer_pullup(in, -1) : "";
+    if (blen > 30 && !strncmp(body, "grant_type=authorization_code&", 30) && !strcmp(o.scenario, "ok") &&
+        !memchr(body, 0, blen)) { /* a sign-in's code (login_code_exchange) */
+        char *form = malloc(blen + 1); /* the pulled-up buffer has no NUL */
+        if (!form)
+            abort();
+        memcpy(form, body, blen);
+        form[blen] = '\0';
+        rec *r = rec_new();
+        r->scenario = xstrdup(o.scenario);
+        r->spec = xstrdup(spec);
+        r->endpoint = xstrdup("oauth_token");
+        r->path = xstrdup(evhttp_request_get_uri(req));
+        r->method = xstrdup(method_name(evhttp_request_get_command(req)));
+        r->body_len = blen;
+        login_code_exchange(req, r, form, o.ttl);
+        free(form);
+        return;
+    }
     json_value *doc = json_parse(body, blen, NULL, 0);
     const char *rt = doc ? json_get_str(doc, "refresh_token") : NULL;
     rec *r = rec_new();
@@ -3012,6 +3334,29 @@ static void handle(struct evhttp_request *req, void *arg)
         goto done;
     }
 
+    if (!strncmp(path, "/oauth/", 7)) { /* the sign-in's endpoints (login_*) */
+        static const struct {
+            const char *suffix;
+            int kind;
+        } ends[] = {{"/authorize", 0}, {"/deviceauth/usercode", 1}, {"/deviceauth/token", 2}};
+        for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+            size_t sl = strlen(ends[i].suffix);
+            if (plen > 7 + sl && plen - 7 - sl < 200 && !strcmp(path + plen - sl, ends[i].suffix)) {
+                char spec_l[256];
+                snprintf(spec_l, sizeof spec_l, "%.*s", (int)(plen - 7 - sl), path + 7);
+                struct evbuffer *in = evhttp_request_get_input_buffer(req);
+                size_t blen = evbuffer_get_length(in);
+                const char *body = blen ? (const char *)evbuffer_pullup(in, -1) : "";
+                if (ends[i].kind == 0)
+                    login_authorize(req, spec_l);
+                else if (ends[i].kind == 1)
+                    login_device_code(req, spec_l, body, blen);
+                else
+                    login_device_poll(req, spec_l, body, blen);
+                goto done;
+            }
+        }
+    }
     if (!strncmp(path, "/oauth/", 7) && plen > 13 && !strcmp(path + plen - 6, "/token")) {
         char spec_o[256];
         snprintf(spec_o, sizeof spec_o, "%.*s", (int)(plen - 13), path + 7);

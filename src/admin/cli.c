@@ -186,7 +186,7 @@ int cli_account_main(int argc, char **argv)
                                    {"enable", cli_account_enable},   {"disable", cli_account_disable},
                                    {"remove", cli_account_remove},   {"reset", cli_account_reset},
                                    {"import", cli_account_import},   {"export", cli_account_export},
-                                   {"update", cli_account_update},
+                                   {"update", cli_account_update},   {"login", cli_account_login},
                                    {NULL, NULL}};
     return cli_dispatch("account", argc, argv, subs, cli_usage_account);
 }

@@ -34,6 +34,8 @@ void cli_usage_account(FILE *f)
           "                              [--db PATH]\n"
           "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
           "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
+          "       switchyard account login [--name N] [--device] [--no-browser] [--port N] [--timeout S] [--db PATH]\n"
+          "                              (signs in to ChatGPT as Codex CLI does; see docs/accounts.md)\n"
           "       switchyard account import FILE... [--db PATH]\n"
           "                              (Codex auth.json files and exports of many logins; see docs/accounts.md)\n"
           "       switchyard account export --out FILE|- [--name N] [--with-secrets] [--db PATH]\n"

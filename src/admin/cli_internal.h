@@ -48,6 +48,7 @@ int cli_account_reset(int argc, char **argv);
 int cli_account_import(int argc, char **argv);
 int cli_account_export(int argc, char **argv);
 int cli_account_update(int argc, char **argv);
+int cli_account_login(int argc, char **argv); /* cli_login.c */
 
 void cli_usage_key(FILE *f); /* cli_key.c */
 int cli_key_add(int argc, char **argv);

@@ -37,6 +37,11 @@ void config_defaults(sy_config *c)
     c->model_poll_s = 900;
     c->log_level = LOG_INFO;
     snprintf(c->oauth_token_url, sizeof c->oauth_token_url, "https://auth.openai.com/oauth/token");
+    snprintf(c->oauth_authorize_url, sizeof c->oauth_authorize_url, "https://auth.openai.com/oauth/authorize");
+    snprintf(c->oauth_device_code_url, sizeof c->oauth_device_code_url,
+             "https://auth.openai.com/api/accounts/deviceauth/usercode");
+    snprintf(c->oauth_device_token_url, sizeof c->oauth_device_token_url,
+             "https://auth.openai.com/api/accounts/deviceauth/token");
     c->oauth_refresh_margin_s = 3600;
     c->oauth_retry_min_s = 30;
     c->oauth_retry_max_s = 1800;
@@ -178,6 +183,10 @@ int config_from_env(sy_config *c)
     bad |= config_str("SWITCHYARD_DB", c->db_path, sizeof c->db_path) < 0;
     bad |= config_str("SWITCHYARD_POLICIES", c->policies_dir, sizeof c->policies_dir) < 0;
     bad |= config_str("SWITCHYARD_OAUTH_TOKEN_URL", c->oauth_token_url, sizeof c->oauth_token_url) < 0;
+    bad |= config_str("SWITCHYARD_OAUTH_AUTHORIZE_URL", c->oauth_authorize_url, sizeof c->oauth_authorize_url) < 0;
+    bad |= config_str("SWITCHYARD_OAUTH_DEVICE_CODE_URL", c->oauth_device_code_url, sizeof c->oauth_device_code_url) < 0;
+    bad |= config_str("SWITCHYARD_OAUTH_DEVICE_TOKEN_URL", c->oauth_device_token_url,
+                      sizeof c->oauth_device_token_url) < 0;
     const char *listen = getenv("SWITCHYARD_LISTEN");
     if (listen && *listen && config_set_listen(c, listen) < 0) {
         log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);

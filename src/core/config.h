@@ -35,6 +35,9 @@ typedef struct sy_config {
     long model_poll_s;         /* accounts' GET {base}/models interval (model_poll.c); 0 off */
     int log_level;
     char oauth_token_url[512];     /* OAuth token endpoint for login refresh */
+    /* `account login` (accounts/login_flow.c): the authorization server's
+     * authorize page, device-code endpoint and device token endpoint */
+    char oauth_authorize_url[512], oauth_device_code_url[512], oauth_device_token_url[512];
     long oauth_refresh_margin_s;   /* refresh this long before the access token expires */
     long oauth_retry_min_s;        /* first wait after a transient refresh failure (doubles) */
     long oauth_retry_max_s;        /* cap of that wait */
