@@ -804,7 +804,8 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
     const char *texts[] = {NULL, "You've hit your usage limit", "account_deactivated", "context_length_exceeded",
                            "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine", "the model is at capacity", "maximum context length",
                            "deactivated_workspace", "INVALID_WORKSPACE_SELECTED", "unsupported_country_region_territory",
-                           "Workspace is not authorized in this region.", "workspace_access_denied"};
+                           "Workspace is not authorized in this region.", "workspace_access_denied",
+                           "invalid_api_key", "Incorrect API key provided: sk-a***", "invalid x-api-key", "invalid_key"};
     int mismatches = 0;
     for (size_t s = 0; s < sizeof statuses / sizeof statuses[0]; s++)
         for (int flags = 0; flags < 8; flags++)
@@ -822,6 +823,7 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     ev.delivered_chars = ev.after_output ? (long)rnd(3) * 20 : 0;
                     ev.tool_call = rnd(2);
                     ev.endpoint = (const char *const[]){"/v1/chat/completions", "/v1/responses", NULL}[rnd(3)];
+                    ev.account_kind = (const char *const[]){"api_key", "chatgpt", "aggregate", NULL}[rnd(4)];
                     ev.network_error = flags & 1;
                     ev.timeout = (flags >> 1) & 1;
                     ev.in_stream = (flags >> 2) & 1;
