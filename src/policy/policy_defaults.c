@@ -525,3 +525,29 @@ void policy_breaker_default(const policy_breaker_state *st, int success, int *st
     if (*state == BREAKER_OPEN)
         *open_seconds = 60;
 }
+
+/* --- alert (mirrors policies/alert.lua) --- */
+
+size_t policy_alert_default(const policy_alert_event *ev, policy_alert_post *out)
+{
+    const char *url = ev->webhook_url ? ev->webhook_url : "";
+    if (!*url)
+        return 0;
+    sbuf b = SBUF_INIT, text = SBUF_INIT;
+    sbuf_puts(&text, "switchyard: ");
+    sbuf_puts(&text, ev->text ? ev->text : "");
+    sbuf_puts(&b, "{\"text\":");
+    sbuf_json_str(&b, text.p, text.len);
+    sbuf_puts(&b, "}");
+    sbuf_free(&text);
+    out[0].url = strdup(url);
+    out[0].body = strdup(b.p);
+    out[0].body_len = b.len;
+    out[0].headers = strdup("");
+    sbuf_free(&b);
+    if (!out[0].url || !out[0].body || !out[0].headers) {
+        policy_alert_post_free(&out[0]);
+        return 0;
+    }
+    return 1;
+}
