@@ -10,7 +10,8 @@
 -- state until an operator acts (`switchyard account reset`, or a changed
 -- login through `account update` / `account import`): for refusals that
 -- waiting does not heal. A plain word (a-z, 0-9, _); the gateway knows what
--- "deactivated_workspace", "workspace_denied" and "region_unsupported" mean
+-- "deactivated_workspace", "workspace_denied", "region_unsupported" and
+-- "key_refused" mean
 -- and what to do about them (src/route/hold.c), and shows any other as a
 -- refusal to look into. The request itself fails over as for any failover.
 -- "retry" tries the same account again after `after` seconds (the request
@@ -49,6 +50,16 @@ local HELD = {
   { "region_unsupported", { "unsupported_country_region_territory", "not authorized in this region" } },
 }
 local HELD_STATUS = sy.set{ 401, 402, 403 }
+-- An API key its upstream refuses as invalid (401 or 403): the OpenAI API's
+-- 401 {"error":{"code":"invalid_api_key","message":"Incorrect API key
+-- provided: sk-...","type":"invalid_request_error"}}, "incorrect_api_key",
+-- 403 "invalid_key", Anthropic's 401 "invalid x-api-key". Waiting does not
+-- heal it: held as "key_refused" until `account update --token` or `account
+-- reset`. Only for keys: a ChatGPT login's 401 means its access token needs
+-- a refresh (the gateway refreshes it first; a refused refresh is needs_login).
+local KEY_REFUSED_TEXTS = { "invalid_api_key", "incorrect_api_key", "incorrect api key provided",
+                            "invalid_key", "invalid api key", "invalid x-api-key" }
+local KEY_REFUSED_STATUS = sy.set{ 401, 403 }
 -- A model this account does not serve: the ChatGPT backend's 400 "The 'x'
 -- model is not supported when using Codex with a ChatGPT account.", the
 -- API's 404 model_not_found ("The model `x` does not exist or you do not
@@ -117,6 +128,9 @@ local function held_state(ev)
   if not HELD_STATUS[ev.status] then return nil end
   for _, h in ipairs(HELD) do
     if mentions(ev, h[2]) then return h[1] end
+  end
+  if KEY_REFUSED_STATUS[ev.status] and ev.account_kind ~= "chatgpt" and mentions(ev, KEY_REFUSED_TEXTS) then
+    return "key_refused"
   end
   return nil
 end

@@ -8,6 +8,7 @@
 #include "base/json.h"
 #include "base/text.h"
 #include "http/server.h"
+#include "obs/alert.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include <event2/buffer.h>
@@ -337,6 +338,9 @@ static int proxy_usage_limit_reply(proxy_req *p)
     snprintf(p->error_class, sizeof p->error_class, "usage_limit");
     trace_event(p->gw->trace, "POOL_USAGE_LIMIT", "req=%llu accounts=%zu resets_in_s=%ld", (unsigned long long)p->id,
                 n, in);
+    alert_raise(p->gw->alerts, p->gw->policy, "pool_exhausted", "pool", "usage_limit", now,
+                "every account of the pool (%zu) has reached its usage limit; clients get usage_limit_reached%s", n,
+                in > 0 ? " until the first is back" : "");
     sbuf_free(&msg);
     sbuf_free(&body);
     proxy_finish(p, 429);
@@ -369,6 +373,10 @@ static void proxy_exhausted(proxy_req *p)
         sbuf_printf(&msg, "%s belongs to an account that cannot serve now: %s", p->plan.pinned_by, p->why.p);
     else
         sbuf_printf(&msg, "all upstream accounts are unavailable: %s", p->why.len ? p->why.p : "none eligible");
+    if (!p->bound[0] && !(p->plan.pinned_owner && !p->plan.n && !p->attempts)) /* the pool, not one account */
+        alert_raise(p->gw->alerts, p->gw->policy, "pool_exhausted", "pool", "no_available_account", gateway_now(),
+                    "no account could serve a request to %s (503 no_available_account): %.300s", p->in.endpoint,
+                    msg.p);
     snprintf(p->error_class, sizeof p->error_class, "exhausted");
     if (back) { /* when to come back: the soonest account's return */
         char ra[32];

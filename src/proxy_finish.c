@@ -8,6 +8,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "http/server.h"
+#include "obs/alert.h"
 #include "obs/metrics.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
@@ -17,6 +18,44 @@
 #include "upstream/usage.h"
 #include <stdio.h>
 #include <string.h>
+
+/* A budget this charge took past BUDGET_WARN of itself, or over (the
+ * budget policy's verdict): an alert, once per crossing and dedup window. */
+#define BUDGET_WARN 0.8
+static void proxy_budget_alert(gateway *gw, const char *what, const char *name, double usd, const char *period,
+                               double before, int was_over, const budget_state *b, double now)
+{
+    const char *state = b->over && !was_over                                    ? "over"
+                        : before < BUDGET_WARN * usd && b->spent >= BUDGET_WARN * usd ? "80%"
+                                                                                      : NULL;
+    if (!state)
+        return;
+    char subject[200];
+    snprintf(subject, sizeof subject, "%s %s", what, name);
+    alert_raise(gw->alerts, gw->policy, "budget", subject, state, now, "%s %s %s its budget: $%.2f spent of $%.2f this %s",
+                what, name, strcmp(state, "over") == 0 ? "is over" : "has used 80% of", b->spent, usd, period);
+}
+
+/* spend_charge, and an alert for each budget it takes past a threshold. */
+static void proxy_spend_charge(gateway *gw, int64_t key_id, int64_t account_id, double usd, double now)
+{
+    pool_key *pk = NULL;
+    for (size_t i = 0; key_id && i < pool_key_count(gw->pool) && !pk; i++)
+        if (pool_key_entry(gw->pool, i)->k.id == key_id)
+            pk = pool_key_entry(gw->pool, i);
+    pool_account *pa = account_id ? pool_find(gw->pool, account_id) : NULL;
+    double key_before = pk ? pk->budget.spent : 0, acct_before = pa ? pa->budget.spent : 0;
+    int key_over = pk && pk->budget.over, acct_over = pa && pa->budget.over;
+    spend_charge(gw->pool, gw->policy, key_id, account_id, usd, now);
+    if (!(usd > 0))
+        return;
+    if (pk && pk->k.budget_usd > 0)
+        proxy_budget_alert(gw, "key", pk->k.name, pk->k.budget_usd, pk->k.budget_period, key_before, key_over,
+                           &pk->budget, now);
+    if (pa && pa->a.budget_usd > 0)
+        proxy_budget_alert(gw, "account", pa->a.name, pa->a.budget_usd, pa->a.budget_period, acct_before, acct_over,
+                           &pa->budget, now);
+}
 
 /* ---------- attempt outcomes ---------- */
 
@@ -264,7 +303,7 @@ void proxy_finish(proxy_req *p, int status)
     /* priced as the model the serving account was sent (after its model map) */
     rl.cost_usd = spend_cost(gw->policy, p->attempts ? p->att_model : p->in.model, p->in_tok, p->cached_tok,
                              p->out_tok);
-    spend_charge(gw->pool, gw->policy, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
+    proxy_spend_charge(gw, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
     if (p->attempts) {
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;

@@ -10,6 +10,7 @@
 #include "accounts/usage_poll.h"
 #include "base/json.h"
 #include "http/server.h"
+#include "obs/alert.h"
 #include "obs/metrics.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
@@ -152,6 +153,9 @@ static int proxy_hold(proxy_req *p, const policy_verdict *v, const policy_event 
              detail, fix);
     trace_event(p->gw->trace, "ACCOUNT_HOLD", "req=%llu account=%s state=%s status=%d", (unsigned long long)p->id,
                 pa->a.name, v->state, ev->status);
+    alert_raise(p->gw->alerts, p->gw->policy, "account_held", pa->a.name, v->state, gateway_now(),
+                "account %s is held out of the pool (%s: %s); %s", pa->a.name, v->state, hold_describe(v->state).what,
+                fix);
     return 1;
 }
 

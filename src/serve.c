@@ -3,6 +3,7 @@
 #include "serve.h"
 #include "codex/codex_attach.h"
 #include "core/gateway.h"
+#include "obs/alert.h"
 #include "obs/metrics.h"
 #include "route/pool.h"
 #include "policy/policy.h"
@@ -221,6 +222,7 @@ static void serve_settings_changed(gateway *gw)
 {
     config_from_store(&gw->cfg, gw->st);
     trace_rotation(gw->trace, gw->cfg.trace_max_bytes, (int)gw->cfg.trace_files);
+    alert_set_webhook(gw->alerts, gw->cfg.alert_webhook_url);
     affinity_set_idle(gw->affinity, (double)gw->cfg.affinity_idle_s);
     if ((size_t)gw->cfg.affinity_max != gw->affinity_max) {
         affinity_free(gw->affinity);
@@ -258,6 +260,24 @@ static int serve_heap_slack(const gateway *gw)
     return mallinfo2().fordblks > serve_free_after_trim + SERVE_TRIM_SLACK;
 }
 
+/* The database degraded (writes failing, a problem with its file): an
+ * alert when it starts (the writer keeps retrying; /health says it too). */
+static void serve_alert_store(gateway *gw)
+{
+    static int was_failing;
+    static char was_problem[192];
+    store_writer_stats ws;
+    store_writer_stats_get(gw->st, &ws);
+    if (ws.failing && !was_failing)
+        alert_raise(gw->alerts, gw->policy, "db_degraded", "database", "writes_failing", gateway_now(),
+                    "database writes are failing (retried, kept in memory meanwhile): %s", ws.last_error);
+    if (ws.file_problem[0] && strcmp(ws.file_problem, was_problem) != 0)
+        alert_raise(gw->alerts, gw->policy, "db_degraded", "database", "file_problem", gateway_now(),
+                    "the database file: %s", ws.file_problem);
+    was_failing = ws.failing;
+    snprintf(was_problem, sizeof was_problem, "%s", ws.file_problem);
+}
+
 static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
 {
     gateway *gw = arg;
@@ -269,6 +289,7 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
     usage_poll_tick(gw->usage, gateway_now());
     model_poll_tick(gw->models, gateway_now());
     health_tick(gw);
+    serve_alert_store(gw);
     oauth_tick(gw->oauth);
     if (serve_heap_slack(gw) || gw->trim_due) { /* hand freed pages back (a few ms at most, once a second) */
         gw->trim_due = 0;
@@ -340,6 +361,10 @@ static int serve_open(gateway *gw)
     trace_path_for_db(gw->cfg.db_path, tpath, sizeof tpath);
     gw->trace = trace_open(tpath);
     trace_rotation(gw->trace, gw->cfg.trace_max_bytes, (int)gw->cfg.trace_files);
+    alert_config acfg = {(double)gw->cfg.alert_dedup_s, gw->cfg.alert_backoff_ms, ALERT_RETRIES, ALERT_TIMEOUT_MS,
+                         ALERT_QUEUE_MAX};
+    gw->alerts = alert_new(&acfg);
+    alert_set_webhook(gw->alerts, gw->cfg.alert_webhook_url);
     upstream_limits lim = {gw->cfg.connect_timeout_ms, gw->cfg.first_byte_timeout_ms, gw->cfg.idle_timeout_ms,
                            (int)gw->cfg.upstream_h2c};
     gw->up = upstream_new(gw->base, &lim);
@@ -408,6 +433,8 @@ static void serve_close(gateway *gw)
     if (gw->http)
         evhttp_free(gw->http);
     oauth_free(gw->oauth);
+    alert_free(gw->alerts); /* a webhook POST in flight is aborted; queued alerts are dropped */
+    gw->alerts = NULL;
     usage_poll_free(gw->usage);
     model_poll_free(gw->models);
     if (gw->admin_http)

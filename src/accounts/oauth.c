@@ -23,6 +23,7 @@
 #include "core/gateway.h"
 #include "route/pool.h"
 #include "store/store.h"
+#include "obs/alert.h"
 #include "obs/trace.h"
 #include "upstream/upstream.h"
 #include "base/json.h"
@@ -170,6 +171,9 @@ static void oauth_needs_login(oauth_job *j, const char *reason)
     log_warn("account %s: the refresh token was refused (%s): needs_login; run 'codex login' and import it again",
              j->name, reason);
     trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=needs_login reason=\"%s\"", j->name, reason);
+    alert_raise(o->gw->alerts, o->gw->policy, "account_needs_login", j->name, "", gateway_now(),
+                "account %s needs a new login: its refresh token was refused (%.100s); sign in again and import it "
+                "(`switchyard account import`)", j->name, reason);
     char why[200];
     snprintf(why, sizeof why, "needs_login: %.150s", reason);
     oauth_job_end(j, 0, why);

@@ -10,6 +10,7 @@
 #include "route/pool.h"
 #include "policy/policy.h"
 #include "store/store.h"
+#include "obs/alert.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include "route/breaker.h"
@@ -1098,9 +1099,12 @@ static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
     }
     store_writer_stats ws;
     store_writer_stats_get(gw->st, &ws);
+    alert_stats as;
+    alert_stats_get(gw->alerts, &as);
     metrics_gauges g = {accts, n, gw->policy_fallbacks_retired + policy_fallbacks(gw->policy), ws.pending_logs,
                         ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at,
-                        ws_open_count()};
+                        ws_open_count(), as.raised, as.suppressed, as.sent, as.retried, as.failed, as.dropped,
+                        as.queued};
     sbuf b = SBUF_INIT;
     metrics_format(&b, &g);
     free(accts);

@@ -29,6 +29,7 @@ void cli_usage_config(FILE *f)
           "        request_log_max_days    days a request log row is kept (default 90)\n"
           "        trace_max_bytes         gateway-trace.log rotates past this size (default 67108864)\n"
           "        trace_files             rotated trace logs kept (default 4)\n"
+          "        alert_webhook_url       where alerts are posted (the alert policy; none by default)\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
           f);
 }
@@ -62,6 +63,7 @@ static const cli_setting cli_settings[] = {
     {"request_log_max_days", config_log_days_canonical, "whole days, 1 to 3650"},
     {"trace_max_bytes", config_trace_bytes_canonical, "whole bytes, 65536 to 1099511627776"},
     {"trace_files", config_trace_files_canonical, "a whole number of files, 1 to 100"},
+    {"alert_webhook_url", config_alert_url_canonical, "an http:// or https:// URL with a host"},
 };
 #define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])
 

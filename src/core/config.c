@@ -53,6 +53,8 @@ void config_defaults(sy_config *c)
     c->request_log_max_days = STORE_LOG_MAX_DAYS_DEFAULT;
     c->trace_max_bytes = 64L << 20; /* with 4 files kept: at most 320 MiB of trace on a workstation's disk */
     c->trace_files = 4;
+    c->alert_dedup_s = 600;
+    c->alert_backoff_ms = 1000;
 }
 
 #define CONFIG_AFFINITY_IDLE_RANGE 1, 30L * 86400
@@ -234,6 +236,8 @@ int config_from_env(sy_config *c)
          &c->request_log_max_days_pinned},
         {"SWITCHYARD_TRACE_MAX_BYTES", CONFIG_TRACE_BYTES_RANGE, &c->trace_max_bytes, NULL, &c->trace_max_bytes_pinned},
         {"SWITCHYARD_TRACE_FILES", CONFIG_TRACE_FILES_RANGE, &c->trace_files, NULL, &c->trace_files_pinned},
+        {"SWITCHYARD_ALERT_DEDUP_S", 0, 7L * 86400, &c->alert_dedup_s, NULL, NULL},
+        {"SWITCHYARD_ALERT_BACKOFF_MS", 1, 600000, &c->alert_backoff_ms, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
         int r = config_num(nums[i].name, nums[i].min, nums[i].max, &n);
@@ -245,6 +249,16 @@ int config_from_env(sy_config *c)
             *nums[i].dst_z = (size_t)n;
         if (r > 0 && nums[i].pinned)
             *nums[i].pinned = 1;
+    }
+    const char *hook = getenv("SWITCHYARD_ALERT_WEBHOOK_URL");
+    if (hook && *hook) {
+        if (!config_alert_url_canonical(hook)) {
+            log_error("SWITCHYARD_ALERT_WEBHOOK_URL: expected an http:// or https:// URL with a host");
+            bad = 1;
+        } else {
+            snprintf(c->alert_webhook_url, sizeof c->alert_webhook_url, "%s", hook);
+            c->alert_webhook_url_pinned = 1;
+        }
     }
     const char *strat = getenv("SWITCHYARD_ROUTE_STRATEGY");
     if (strat && *strat) {
@@ -313,8 +327,37 @@ static void config_setting_apply_num(struct store *st, const char *key, const ch
     log_info("%s is now %ld (%s)", what, want, r == 0 ? "database setting" : "default");
 }
 
+const char *config_alert_url_canonical(const char *s)
+{
+    size_t skip = strncmp(s, "https://", 8) == 0 ? 8 : strncmp(s, "http://", 7) == 0 ? 7 : 0;
+    size_t n = strlen(s);
+    if (!skip || n <= skip || n >= sizeof(((sy_config *)0)->alert_webhook_url) || strchr("/?#:@", s[skip]))
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= ' ' || s[i] == 0x7f)
+            return NULL;
+    return s;
+}
+
+/* alert_webhook_url from the database (longer than config_setting_apply's
+ * values); never logged: a webhook URL's path is often its secret. */
+static void config_alert_url_apply(sy_config *c, struct store *st)
+{
+    char v[sizeof c->alert_webhook_url];
+    int r = store_setting_get(st, "alert_webhook_url", v, sizeof v);
+    if (r < 0 || (r == 0 && !config_alert_url_canonical(v)))
+        return;
+    const char *want = r == 0 ? v : "";
+    if (strcmp(want, c->alert_webhook_url) == 0)
+        return;
+    snprintf(c->alert_webhook_url, sizeof c->alert_webhook_url, "%s", want);
+    log_info("alert webhook %s (database setting)", *want ? "set" : "removed");
+}
+
 void config_from_store(sy_config *c, struct store *st)
 {
+    if (!c->alert_webhook_url_pinned)
+        config_alert_url_apply(c, st);
     sy_config d;
     config_defaults(&d);
     if (!c->strategy_pinned)

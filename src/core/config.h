@@ -49,12 +49,16 @@ typedef struct sy_config {
     long request_log_max_days;     /* request_logs rows older than this are deleted */
     long trace_max_bytes;          /* gateway-trace.log rotates past this size (obs/trace.h) */
     long trace_files;              /* rotated trace files kept beside the live one */
+    char alert_webhook_url[1024];  /* alerts go here through the alert policy (obs/alert.h); "" none */
+    long alert_dedup_s;            /* the same alert at most once per this many seconds */
+    long alert_backoff_ms;         /* first wait before an alert's retry (doubles) */
     int strategy_pinned;       /* set by flag or environment: database settings do not apply */
     int rotation_pinned;
     int affinity_idle_pinned, affinity_max_pinned, usage_poll_pinned;
     int oauth_refresh_margin_pinned, oauth_retry_min_pinned, oauth_retry_max_pinned;
     int conversation_max_rows_pinned, conversation_max_bytes_pinned, conversation_max_days_pinned;
     int request_log_max_rows_pinned, request_log_max_days_pinned, trace_max_bytes_pinned, trace_files_pinned;
+    int alert_webhook_url_pinned;
 } sy_config;
 
 void config_defaults(sy_config *c);
@@ -82,13 +86,16 @@ const char *config_log_rows_canonical(const char *s);    /* request_log_max_rows
 const char *config_log_days_canonical(const char *s);    /* request_log_max_days: 1..3650 */
 const char *config_trace_bytes_canonical(const char *s); /* trace_max_bytes: 64 KiB..1 TiB */
 const char *config_trace_files_canonical(const char *s); /* trace_files: 1..100 */
+/* alert_webhook_url: an http:// or https:// URL with a host, no spaces or
+ * control bytes, shorter than 1024 bytes. */
+const char *config_alert_url_canonical(const char *s);
 
 struct store;
 /* Applies the `switchyard config` settings (route_strategy, rotation,
  * affinity_idle_s, affinity_max, usage_poll_s, oauth_refresh_margin_s,
  * oauth_retry_min_s, oauth_retry_max_s, conversation_max_rows,
  * conversation_max_bytes, conversation_max_days, request_log_max_rows,
- * request_log_max_days, trace_max_bytes, trace_files) from
+ * request_log_max_days, trace_max_bytes, trace_files, alert_webhook_url) from
  * the database to the fields no flag or environment variable pinned. Keeps
  * the current value when the database is busy or the value is invalid.
  * Then hands the conversation and request log retention to the store's

@@ -13,6 +13,7 @@
 #include "core/config.h"
 
 struct affinity;
+struct alert_sender;
 struct conn_limit;
 struct oauth;
 struct policy_engine;
@@ -38,6 +39,7 @@ typedef struct gateway {
     struct usage_poll *usage; /* usage_poll.c */
     struct model_poll *models; /* model_poll.c */
     struct oauth *oauth;      /* login refresh (oauth.c) */
+    struct alert_sender *alerts; /* webhook alerts, sent off the loop (obs/alert.h); NULL none */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     struct conn_limit *conns;        /* client connection count, cap, accept back-off */
     uint64_t next_req_id;

@@ -474,6 +474,19 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
                  "response.create messages served over a WebSocket: by an upstream turn, or a warm-up the gateway answered.");
     sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"turn\"} %llu\n", (unsigned long long)M.websocket_turns[0]);
     sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"warmup\"} %llu\n", (unsigned long long)M.websocket_turns[1]);
+    metrics_head(out, "switchyard_alerts_total", "counter",
+                 "Alert events by what became of them: raised, suppressed (the same event within the dedup window).");
+    sbuf_printf(out, "switchyard_alerts_total{result=\"raised\"} %llu\n", (unsigned long long)g->alerts_raised);
+    sbuf_printf(out, "switchyard_alerts_total{result=\"suppressed\"} %llu\n", (unsigned long long)g->alerts_suppressed);
+    metrics_head(out, "switchyard_alert_posts_total", "counter",
+                 "Alert webhook posts: sent (a 2xx), retried (tries after a failure), failed (given up after the "
+                 "retries), dropped (the oldest, from a full queue).");
+    sbuf_printf(out, "switchyard_alert_posts_total{result=\"sent\"} %llu\n", (unsigned long long)g->alerts_sent);
+    sbuf_printf(out, "switchyard_alert_posts_total{result=\"retried\"} %llu\n", (unsigned long long)g->alerts_retried);
+    sbuf_printf(out, "switchyard_alert_posts_total{result=\"failed\"} %llu\n", (unsigned long long)g->alerts_failed);
+    sbuf_printf(out, "switchyard_alert_posts_total{result=\"dropped\"} %llu\n", (unsigned long long)g->alerts_dropped);
+    metrics_head(out, "switchyard_alert_queue_depth", "gauge", "Alert webhook posts waiting to be sent.");
+    sbuf_printf(out, "switchyard_alert_queue_depth %zu\n", g->alerts_queued);
     metrics_head(out, "switchyard_uptime_seconds", "gauge", "Seconds since the gateway started.");
     sbuf_puts(out, "switchyard_uptime_seconds ");
     metrics_num(out, floor(g->uptime_s));

@@ -80,6 +80,9 @@ typedef struct metrics_gauges {
     size_t active_requests;
     double uptime_s;
     size_t websockets_open; /* Responses WebSocket connections (http/ws.h) */
+    /* alerts (obs/alert.h, alert_stats) */
+    uint64_t alerts_raised, alerts_suppressed, alerts_sent, alerts_retried, alerts_failed, alerts_dropped;
+    size_t alerts_queued;
 } metrics_gauges;
 
 /* Appends the whole exposition to out. Accounts named by g (by id); attempts

@@ -19,11 +19,11 @@
 
 const char *const policy_hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
                                                    "breaker",  "price",    "budget", "strip", "exhausted",
-                                                   "first_token"};
+                                                   "first_token", "alert"};
 /* The file each hook lives in (prices.lua holds a table of data first). */
 static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
                                                    "breaker",  "prices",   "budget", "strip", "exhausted",
-                                                   "first_token"};
+                                                   "first_token", "alert"};
 
 /* ======================= calling the hooks ======================= */
 
@@ -190,6 +190,30 @@ static size_t policy_order_window(policy_engine *pe, const policy_candidate *c, 
     return m;
 }
 
+void policy_alert_post_free(policy_alert_post *p)
+{
+    free(p->url);
+    free(p->body);
+    free(p->headers);
+    memset(p, 0, sizeof *p);
+}
+
+size_t policy_alert(policy_engine *pe, const policy_alert_event *ev, policy_alert_post out[POLICY_ALERT_POSTS])
+{
+    char why[512];
+    memset(out, 0, POLICY_ALERT_POSTS * sizeof *out);
+    hook_call h = {.pe = pe, .alert = ev, .posts = out, .scratch = SBUF_INIT};
+    int rc = pe ? hook_run(pe, policy_alert_run, &h, why, sizeof why) : -1;
+    sbuf_free(&h.scratch);
+    if (rc == 0)
+        return h.nposts;
+    for (size_t i = 0; i < POLICY_ALERT_POSTS; i++) /* what a failed run read before it failed */
+        policy_alert_post_free(&out[i]);
+    if (pe)
+        engine_fallback(pe, HOOK_ALERT, why);
+    return policy_alert_default(ev, out);
+}
+
 size_t policy_order(policy_engine *pe, const policy_candidate *c, size_t n,
                     const policy_order_ctx *ctx, size_t *perm)
 {
@@ -306,7 +330,7 @@ static int engine_load_hook(policy_engine *pe, const char *dir, int hook, char *
     if (dir) {
         snprintf(path, sizeof pe->files[hook], "%.*s/%s.lua", (int)dl, dir, hook_files[hook]);
         if (hook >= HOOK_BREAKER && access(path, F_OK) != 0)
-            dir = NULL; /* a policy dir from before breaker / prices / budget / strip / exhausted / first_token
+            dir = NULL; /* a policy dir from before breaker / prices / budget / strip / exhausted / first_token / alert
                         * existed: the bundled file */
         else if (!(src = buf = file_slurp(path, &len, err, errlen)))
             return -1;
@@ -528,6 +552,28 @@ static int check_first_token(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_alert(policy_engine *pe, char *err, size_t errlen)
+{
+    const policy_alert_event evs[] = {
+        {"account_held", "a", "key_refused", "account a is held: the upstream refuses this key as invalid", "", 1700000000},
+        {"pool_exhausted", "pool", "usage_limit", "no account can serve /v1/responses", "https://hooks.example/x",
+         1700000000},
+        {"db_degraded", "database", "writer_failing", "the database writer is failing", "http://127.0.0.1:9/a", 0},
+    };
+    char why[512];
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
+        policy_alert_post posts[POLICY_ALERT_POSTS] = {{0}};
+        hook_call h = {.pe = pe, .alert = &evs[i], .posts = posts, .scratch = SBUF_INIT};
+        int rc = hook_run(pe, policy_alert_run, &h, why, sizeof why);
+        sbuf_free(&h.scratch);
+        for (size_t j = 0; j < POLICY_ALERT_POSTS; j++)
+            policy_alert_post_free(&posts[j]);
+        if (rc != 0)
+            return check_fail(pe, HOOK_ALERT, why, err, errlen);
+    }
+    return 0;
+}
+
 static int check_price(policy_engine *pe, char *err, size_t errlen)
 {
     const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
@@ -563,7 +609,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
         check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen) || check_price(pe, err, errlen) ||
         check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen) ||
-        check_first_token(pe, err, errlen))
+        check_first_token(pe, err, errlen) || check_alert(pe, err, errlen))
         goto fail;
     /* would this classify resume a cut text-only chat stream? */
     policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,

@@ -1,6 +1,6 @@
 /* policy.h: the Lua 5.4 policy engine. The C core keeps all state and calls
  * its hooks with plain-table snapshots: classify, cooldown, guard, order,
- * breaker, budget, strip, exhausted, first_token (policies/<hook>.lua, each
+ * breaker, budget, strip, exhausted, first_token, alert (policies/<hook>.lua, each
  * returning its function) and price (policies/prices.lua). Every call runs in a
  * sandbox under an instruction-count hook and a memory cap; on any error,
  * timeout, out-of-memory or malformed result the built-in safe default (the
@@ -164,6 +164,38 @@ typedef struct policy_exhausted {
  * plan_type the plan to name ("" none). 0: today's 503 no_available_account. */
 int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, double *resets_at, char *plan_type,
                             size_t plan_n);
+
+/* --- alert: what the operator is told about an event --- */
+/* The gateway raises an event (obs/alert.h deduplicates it first); the
+ * hook answers with the webhook posts to send, which obs/alert.c sends off
+ * the loop. The event carries names only, never a secret. */
+typedef struct policy_alert_event {
+    const char *kind;        /* "account_needs_login" | "account_held" | "pool_exhausted" | "budget" |
+                              * "breaker_open" | "db_degraded" */
+    const char *subject;     /* whom: an account name, "key NAME" / "account NAME", "pool", "database" */
+    const char *state;       /* what of it: a hold state, "usage_limit", "80%", ... ("" none) */
+    const char *text;        /* one line for a person */
+    const char *webhook_url; /* the alert_webhook_url setting ("" none) */
+    double now;
+} policy_alert_event;
+
+#define POLICY_ALERT_POSTS 4       /* posts one event may ask for */
+#define POLICY_ALERT_URL_MAX 2048
+#define POLICY_ALERT_BODY_MAX 16384
+#define POLICY_ALERT_HEADERS 16
+
+typedef struct policy_alert_post {
+    char *url;               /* http:// or https:// */
+    char *body;              /* sent as it is (a table body JSON-encoded) */
+    size_t body_len;
+    char *headers;           /* "Name: value\n" lines, "" none */
+} policy_alert_post;
+
+/* Fills out[0..n) with the posts the alert hook asks for (0: none) and
+ * returns n (<= POLICY_ALERT_POSTS). Each post's strings are the caller's
+ * (policy_alert_post_free). */
+size_t policy_alert(policy_engine *pe, const policy_alert_event *ev, policy_alert_post out[POLICY_ALERT_POSTS]);
+void policy_alert_post_free(policy_alert_post *p);
 
 /* --- cooldown: how long an account rests after a failure --- */
 typedef struct policy_state {

@@ -24,6 +24,9 @@ static const char *const held_deactivated[] = {
 static const char *const held_workspace[] = {"invalid_workspace_selected", "workspace_access_denied", NULL};
 static const char *const held_region[] = {
     "unsupported_country_region_territory", "not authorized in this region", NULL};
+/* classify.lua's KEY_REFUSED_TEXTS: an API key its upstream refuses as invalid. */
+static const char *const key_refused_texts[] = {"invalid_api_key", "incorrect_api_key", "incorrect api key provided",
+                                                "invalid_key", "invalid api key", "invalid x-api-key", NULL};
 static const char *const stream_rate_codes[] = {
     "rate_limit_exceeded", "rate_limit_error", "rate_limited", NULL};
 static const char *const stream_server_codes[] = {
@@ -133,6 +136,9 @@ static const char *classify_held(const policy_event *ev)
         return "workspace_denied";
     if (event_mentions(ev, held_region))
         return "region_unsupported";
+    if (ev->status != 402 && !(ev->account_kind && strcmp(ev->account_kind, "chatgpt") == 0) &&
+        event_mentions(ev, key_refused_texts))
+        return "key_refused";
     return NULL;
 }
 
@@ -518,4 +524,30 @@ void policy_breaker_default(const policy_breaker_state *st, int success, int *st
     }
     if (*state == BREAKER_OPEN)
         *open_seconds = 60;
+}
+
+/* --- alert (mirrors policies/alert.lua) --- */
+
+size_t policy_alert_default(const policy_alert_event *ev, policy_alert_post *out)
+{
+    const char *url = ev->webhook_url ? ev->webhook_url : "";
+    if (!*url)
+        return 0;
+    sbuf b = SBUF_INIT, text = SBUF_INIT;
+    sbuf_puts(&text, "switchyard: ");
+    sbuf_puts(&text, ev->text ? ev->text : "");
+    sbuf_puts(&b, "{\"text\":");
+    sbuf_json_str(&b, text.p, text.len);
+    sbuf_puts(&b, "}");
+    sbuf_free(&text);
+    out[0].url = strdup(url);
+    out[0].body = strdup(b.p);
+    out[0].body_len = b.len;
+    out[0].headers = strdup("");
+    sbuf_free(&b);
+    if (!out[0].url || !out[0].body || !out[0].headers) {
+        policy_alert_post_free(&out[0]);
+        return 0;
+    }
+    return 1;
 }

@@ -8,7 +8,9 @@
  * the policy_<hook>_run functions to sandbox_run. */
 #include "policy/policy_internal.h"
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const breaker_names[] = {"closed", "open", "half_open", NULL};
 
@@ -541,6 +543,232 @@ int policy_first_token_run(lua_State *L)
     if (!(secs >= 1 && secs <= POLICY_FIRST_TOKEN_MAX))
         luaL_error(L, "first_token must return seconds, 1..%d", (int)POLICY_FIRST_TOKEN_MAX);
     h->seconds = secs;
+    return 0;
+}
+
+/* --- alert: the posts an event asks for --- */
+
+#define ALERT_JSON_DEPTH 16
+
+/* Appends the Lua value at idx as JSON: a table with the keys 1..n only
+ * is an array, one with string keys only an object (an empty one: {});
+ * cjson.null is null. Bounded by POLICY_ALERT_BODY_MAX bytes of output
+ * and ALERT_JSON_DEPTH levels; anything else is an error. */
+static void alert_json(lua_State *L, int idx, sbuf *out, int depth)
+{
+    if (out->len > POLICY_ALERT_BODY_MAX)
+        luaL_error(L, "alert: body larger than %d bytes", POLICY_ALERT_BODY_MAX);
+    idx = lua_absindex(L, idx);
+    switch (lua_type(L, idx)) {
+    case LUA_TBOOLEAN:
+        sbuf_puts(out, lua_toboolean(L, idx) ? "true" : "false");
+        return;
+    case LUA_TLIGHTUSERDATA:
+        if (lua_touserdata(L, idx) == NULL) { /* cjson.null */
+            sbuf_puts(out, "null");
+            return;
+        }
+        break;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) {
+            sbuf_put_int(out, (long long)lua_tointeger(L, idx));
+        } else {
+            double d = lua_tonumber(L, idx);
+            if (d != d || d > 1e300 || d < -1e300)
+                luaL_error(L, "alert: body holds a number JSON cannot carry");
+            sbuf_printf(out, "%.17g", d);
+        }
+        return;
+    case LUA_TSTRING: {
+        size_t n;
+        const char *str = lua_tolstring(L, idx, &n);
+        if (n > POLICY_ALERT_BODY_MAX)
+            luaL_error(L, "alert: body larger than %d bytes", POLICY_ALERT_BODY_MAX);
+        sbuf_json_str(out, str, n);
+        return;
+    }
+    case LUA_TTABLE: {
+        if (depth >= ALERT_JSON_DEPTH)
+            luaL_error(L, "alert: body nested deeper than %d", ALERT_JSON_DEPTH);
+        luaL_checkstack(L, 4, "alert: body");
+        lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+        int array = n > 0;
+        lua_pushnil(L);
+        while (lua_next(L, idx)) { /* every key an integer 1..n (an array) or a string (an object) */
+            int ty = lua_type(L, -2);
+            int isint = 0;
+            lua_Integer k = ty == LUA_TNUMBER ? lua_tointegerx(L, -2, &isint) : 0;
+            if (array ? !(isint && k >= 1 && k <= n) : ty != LUA_TSTRING)
+                luaL_error(L, "alert: a body table is an array (keys 1..n) or an object (string keys)");
+            lua_pop(L, 1);
+        }
+        sbuf_puts(out, array ? "[" : "{");
+        if (array) {
+            for (lua_Integer i = 1; i <= n; i++) {
+                if (i > 1)
+                    sbuf_puts(out, ",");
+                lua_rawgeti(L, idx, i);
+                alert_json(L, -1, out, depth + 1);
+                lua_pop(L, 1);
+            }
+        } else {
+            int first = 1;
+            lua_pushnil(L);
+            while (lua_next(L, idx)) {
+                size_t kn;
+                const char *k = lua_tolstring(L, -2, &kn); /* a string key: no conversion in place */
+                if (!first)
+                    sbuf_puts(out, ",");
+                first = 0;
+                sbuf_json_str(out, k, kn);
+                sbuf_puts(out, ":");
+                alert_json(L, -1, out, depth + 1);
+                lua_pop(L, 1);
+                if (out->len > POLICY_ALERT_BODY_MAX)
+                    luaL_error(L, "alert: body larger than %d bytes", POLICY_ALERT_BODY_MAX);
+            }
+        }
+        sbuf_puts(out, array ? "]" : "}");
+        return;
+    }
+    default:
+        break;
+    }
+    luaL_error(L, "alert: body holds a %s", luaL_typename(L, idx));
+}
+
+/* A webhook URL: http:// or https://, a host, no spaces or control bytes. */
+static int alert_url_valid(const char *u, size_t n)
+{
+    size_t skip = strncmp(u, "https://", 8) == 0 ? 8 : strncmp(u, "http://", 7) == 0 ? 7 : 0;
+    if (!skip || n <= skip || n > POLICY_ALERT_URL_MAX || u[skip] == '/' || u[skip] == '?' || u[skip] == '#')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)u[i] <= ' ' || u[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* A header the gateway leaves to curl: the framing and the host. */
+static int alert_header_reserved(const char *k)
+{
+    static const char *const reserved[] = {"content-length", "transfer-encoding", "host", "connection", NULL};
+    for (int i = 0; reserved[i]; i++)
+        if (strcasecmp(k, reserved[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static char *alert_dup(lua_State *L, const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (!d)
+        luaL_error(L, "alert: out of memory");
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* Reads the post at t into h->posts[h->nposts]. Each string is stored in
+ * the post as soon as it is made, so an error halfway leaks nothing. */
+static void alert_post_parse(lua_State *L, int t, hook_call *h)
+{
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "alert: a post must be a table {url=..., body=..., headers=...}");
+    if (h->nposts >= POLICY_ALERT_POSTS)
+        luaL_error(L, "alert: at most %d posts per event", POLICY_ALERT_POSTS);
+    policy_alert_post *p = &h->posts[h->nposts++];
+    size_t n = 0;
+    const char *u = raw_field(L, t, "url") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+    if (!u || !alert_url_valid(u, n))
+        luaL_error(L, "alert: url must be an http:// or https:// URL of at most %d bytes", POLICY_ALERT_URL_MAX);
+    p->url = alert_dup(L, u, n);
+    lua_pop(L, 1);
+    sbuf_reset(&h->scratch);
+    int ty = raw_field(L, t, "body");
+    if (ty == LUA_TSTRING) {
+        const char *b = lua_tolstring(L, -1, &n);
+        if (n > POLICY_ALERT_BODY_MAX)
+            luaL_error(L, "alert: body larger than %d bytes", POLICY_ALERT_BODY_MAX);
+        sbuf_append(&h->scratch, b, n);
+    } else if (ty == LUA_TTABLE) {
+        alert_json(L, -1, &h->scratch, 0);
+        if (h->scratch.len > POLICY_ALERT_BODY_MAX)
+            luaL_error(L, "alert: body larger than %d bytes", POLICY_ALERT_BODY_MAX);
+    } else if (ty != LUA_TNIL) {
+        luaL_error(L, "alert: body must be a table, a string or nil");
+    }
+    lua_pop(L, 1);
+    p->body = alert_dup(L, h->scratch.len ? h->scratch.p : "", h->scratch.len);
+    p->body_len = h->scratch.len;
+    sbuf_reset(&h->scratch);
+    ty = raw_field(L, t, "headers");
+    if (ty == LUA_TTABLE) {
+        int ht = lua_gettop(L), count = 0;
+        lua_pushnil(L);
+        while (lua_next(L, ht)) {
+            size_t kn = 0, vn = 0;
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "alert: headers must map names to strings");
+            const char *k = lua_tolstring(L, -2, &kn), *v = lua_tolstring(L, -1, &vn);
+            if (++count > POLICY_ALERT_HEADERS)
+                luaL_error(L, "alert: at most %d headers", POLICY_ALERT_HEADERS);
+            int ok = kn >= 1 && kn <= 64 && vn <= 1024 && !alert_header_reserved(k);
+            for (size_t i = 0; ok && i < kn; i++)
+                ok = (k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') || (k[i] >= '0' && k[i] <= '9') ||
+                     k[i] == '-' || k[i] == '_';
+            for (size_t i = 0; ok && i < vn; i++)
+                ok = (unsigned char)v[i] >= ' ' && v[i] != 0x7f;
+            if (!ok)
+                luaL_error(L, "alert: header '%s' is not a plain name (not Host, Content-Length, Transfer-Encoding or "
+                              "Connection) with a one-line value of at most 1024 bytes", k);
+            sbuf_append(&h->scratch, k, kn);
+            sbuf_puts(&h->scratch, ": ");
+            sbuf_append(&h->scratch, v, vn);
+            sbuf_puts(&h->scratch, "\n");
+            lua_pop(L, 1);
+        }
+    } else if (ty != LUA_TNIL) {
+        luaL_error(L, "alert: headers must be a table or nil");
+    }
+    lua_pop(L, 1);
+    p->headers = alert_dup(L, h->scratch.len ? h->scratch.p : "", h->scratch.len);
+    sbuf_reset(&h->scratch);
+}
+
+int policy_alert_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    const policy_alert_event *ev = h->alert;
+    hook_push(L, HOOK_ALERT);
+    lua_createtable(L, 0, 6);
+    set_str(L, "kind", ev->kind ? ev->kind : "");
+    set_str(L, "subject", ev->subject ? ev->subject : "");
+    set_str(L, "state", ev->state ? ev->state : "");
+    set_str(L, "text", ev->text ? ev->text : "");
+    set_str(L, "webhook_url", ev->webhook_url ? ev->webhook_url : "");
+    set_num(L, "now", ev->now);
+    lua_call(L, 1, 1);
+    int t = lua_gettop(L);
+    h->nposts = 0;
+    if (lua_type(L, t) == LUA_TNIL)
+        return 0;
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "alert returned %s, expected nil, a post {url=...} or a list of posts", luaL_typename(L, t));
+    if (raw_field(L, t, "url") != LUA_TNIL) { /* one post */
+        lua_pop(L, 1);
+        alert_post_parse(L, t, h);
+        return 0;
+    }
+    lua_pop(L, 1);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, t);
+    if (n > POLICY_ALERT_POSTS)
+        luaL_error(L, "alert: at most %d posts per event", POLICY_ALERT_POSTS);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, t, i);
+        alert_post_parse(L, lua_gettop(L), h);
+        lua_pop(L, 1);
+    }
     return 0;
 }
 

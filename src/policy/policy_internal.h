@@ -9,6 +9,7 @@
 #define SY_POLICY_INTERNAL_H
 #include "policy/policy.h"
 #include "policy/policy_sandbox.h"
+#include "base/sbuf.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,7 +26,7 @@
 #define POLICY_SECONDS_MAX 3600.0
 
 enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_STRIP,
-       HOOK_EXHAUSTED, HOOK_FIRST_TOKEN, HOOK_COUNT };
+       HOOK_EXHAUSTED, HOOK_FIRST_TOKEN, HOOK_ALERT, HOOK_COUNT };
 /* "classify", ...: by HOOK_* (policy.c) */
 extern const char *const policy_hook_names[HOOK_COUNT];
 #define PRICE_MEMO 64
@@ -95,6 +96,10 @@ typedef struct hook_call {
     double resets_at;
     char plan_type[32];
     const policy_first_token *ft;
+    const policy_alert_event *alert;
+    policy_alert_post *posts; /* POLICY_ALERT_POSTS of them, filled as read (the caller frees them either way) */
+    size_t nposts;
+    sbuf scratch;             /* a post's body as it is encoded (the caller frees it either way) */
 } hook_call;
 
 /* Loading one hook file (policy.c, engine_load_hook -> policy_load_run). */
@@ -116,6 +121,7 @@ int policy_price_run(lua_State *L);
 int policy_strip_run(lua_State *L);
 int policy_exhausted_run(lua_State *L);
 int policy_first_token_run(lua_State *L);
+int policy_alert_run(lua_State *L);
 /* ... and with a load_call: runs the chunk, keeps its hook function in the
  * registry (where policy_<hook>_run finds it) and notes its line. */
 int policy_load_run(lua_State *L);
@@ -130,6 +136,7 @@ int policy_budget_default(const policy_budget *b);
 int policy_strip_default(const policy_blob *b);
 int policy_exhausted_default(const policy_exhausted *ex, double *resets_at, char *plan_type, size_t plan_n);
 double policy_first_token_default(const policy_first_token *ft);
+size_t policy_alert_default(const policy_alert_event *ev, policy_alert_post *out);
 size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm);
 void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds);
 

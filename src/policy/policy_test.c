@@ -244,6 +244,51 @@ static int bridge_first_token(lua_State *L)
     return 1;
 }
 
+/* alert({kind, subject, state, text, webhook_url, now}) -> a list of
+ * posts {url, body (the text sent), headers = {name = value}}, {} none */
+static int bridge_alert(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_alert_event ev = {opt_str(L, 1, "kind", NULL),  opt_str(L, 1, "subject", NULL),
+                             opt_str(L, 1, "state", NULL), opt_str(L, 1, "text", NULL),
+                             opt_str(L, 1, "webhook_url", NULL), opt_num(L, 1, "now", 0)};
+    policy_alert_post posts[POLICY_ALERT_POSTS];
+    size_t n = policy_alert(bridge_engine(L), &ev, posts);
+    /* copied into Lua memory first, so a Lua error below leaks nothing */
+    lua_createtable(L, (int)n, 0);
+    int list = lua_gettop(L);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, posts[i].url);
+        lua_setfield(L, -2, "url");
+        lua_pushlstring(L, posts[i].body, posts[i].body_len);
+        lua_setfield(L, -2, "body");
+        lua_pushstring(L, posts[i].headers);
+        lua_setfield(L, -2, "header_lines");
+        lua_rawseti(L, list, (lua_Integer)i + 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        policy_alert_post_free(&posts[i]);
+    for (size_t i = 0; i < n; i++) { /* "Name: value\n" lines -> {Name = value} */
+        lua_rawgeti(L, list, (lua_Integer)i + 1);
+        lua_getfield(L, -1, "header_lines");
+        const char *h = lua_tostring(L, -1);
+        lua_newtable(L);
+        while (h && *h) {
+            const char *colon = strstr(h, ": "), *nl = strchr(h, '\n');
+            if (!colon || !nl || colon > nl)
+                break;
+            lua_pushlstring(L, h, (size_t)(colon - h));
+            lua_pushlstring(L, colon + 2, (size_t)(nl - colon - 2));
+            lua_settable(L, -3);
+            h = nl + 1;
+        }
+        lua_setfield(L, -3, "headers");
+        lua_pop(L, 2);
+    }
+    return 1;
+}
+
 /* exhausted({endpoint, now, accounts}) -> {shape, resets_at, plan_type} */
 static int bridge_exhausted(lua_State *L)
 {
@@ -415,7 +460,7 @@ static int spec_install_run(lua_State *L)
         {"classify", bridge_classify}, {"cooldown", bridge_cooldown}, {"guard", bridge_guard},
         {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
         {"price", bridge_price}, {"budget", bridge_budget}, {"strip", bridge_strip},
-        {"exhausted", bridge_exhausted}, {"first_token", bridge_first_token},
+        {"exhausted", bridge_exhausted}, {"first_token", bridge_first_token}, {"alert", bridge_alert},
         {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {

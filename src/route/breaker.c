@@ -4,6 +4,7 @@
  * Successes while closed never reach the hook: the hot path stays a few
  * integer updates. */
 #include "route/breaker.h"
+#include "obs/alert.h"
 #include "route/pool.h"
 #include "policy/policy.h"
 #include "store/store.h"
@@ -42,10 +43,13 @@ void breaker_record(gateway *gw, pool_account *pa, int success, double now)
     policy_breaker(gw->policy, &st, success, now, &next, &secs);
     if (next == BREAKER_OPEN) {
         b->open_until = now + secs;
-        if (was == BREAKER_CLOSED)
+        if (was == BREAKER_CLOSED) {
             log_warn("account %s: circuit open after %d failures in a row (%d of the last %d), for %.0fs",
                      pa->a.name, b->fails_in_row, st.window_failures, st.window_requests, secs);
-        else
+            alert_raise(gw->alerts, gw->policy, "breaker_open", pa->a.name, "", now,
+                        "account %s: circuit open after %d failures in a row (%d of the last %d), for %.0fs",
+                        pa->a.name, b->fails_in_row, st.window_failures, st.window_requests, secs);
+        } else
             log_info("account %s: probe failed, circuit open again for %.0fs", pa->a.name, secs);
     } else if (next == BREAKER_CLOSED && was != BREAKER_CLOSED) {
         log_info("account %s: probe succeeded, circuit closed", pa->a.name);

@@ -13,7 +13,13 @@ static const hold_info hold_known[] = {
      "have the workspace admin allow Codex, or sign in to another workspace and import the login again"},
     {"region_unsupported", "the upstream does not serve the gateway's country or region",
      "send the gateway's upstream traffic through a supported region (a proxy)"},
+    {"key_refused", "the upstream refuses this key as invalid",
+     "update it with `switchyard account update --name NAME --token ...` (a new key clears the hold)"},
 };
+
+/* key_refused's advice names the account in its update command too: a new
+ * key is the usual fix, and storing it clears the hold by itself. */
+static int hold_by_update(const char *state) { return state && strcmp(state, "key_refused") == 0; }
 
 hold_info hold_describe(const char *state)
 {
@@ -28,12 +34,18 @@ hold_info hold_describe(const char *state)
 void hold_fix(const char *state, const char *name, char *out, size_t n)
 {
     hold_info h = hold_describe(state);
-    snprintf(out, n, "%s, then `switchyard account reset --name %s`", h.fix, name ? name : "NAME");
+    name = name ? name : "NAME";
+    if (hold_by_update(state))
+        snprintf(out, n, "update it with `switchyard account update --name %s --token ...` or `switchyard account "
+                 "reset --name %s`", name, name);
+    else
+        snprintf(out, n, "%s, then `switchyard account reset --name %s`", h.fix, name);
 }
 
 void hold_reason(const char *state, const char *name, char *out, size_t n)
 {
     hold_info h = hold_describe(state);
-    snprintf(out, n, "%s: %s; %s, then `switchyard account reset --name %s`", h.state, h.what, h.fix,
-             name ? name : "NAME");
+    char fix[HOLD_TEXT_MAX];
+    hold_fix(state, name, fix, sizeof fix);
+    snprintf(out, n, "%s: %s; %s", h.state, h.what, fix);
 }

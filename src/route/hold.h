@@ -1,6 +1,7 @@
 /* hold.h: an account held out of the pool until an operator acts. Some
  * refusals do not heal by waiting (a deactivated ChatGPT workspace, a
- * workspace that may not use Codex, a region the upstream does not serve):
+ * workspace that may not use Codex, a region the upstream does not serve,
+ * an API key the upstream refuses as invalid):
  * classify names a state for them (policy_verdict.state), the gateway
  * stores it with the account (account.hold, written through
  * store_writer_put_hold) and the router skips the account until
@@ -29,11 +30,12 @@ typedef struct hold_info {
 hold_info hold_describe(const char *state);
 
 /* The whole advice for account `name`: "<fix>, then `switchyard account
- * reset --name <name>`" into out (cut to n). */
+ * reset --name <name>`" into out (cut to n); for key_refused the update
+ * command with the name, or the reset once the key works again. */
 void hold_fix(const char *state, const char *name, char *out, size_t n);
 
-/* The router's skip reason: "<state>: <what>; <fix>, then `switchyard
- * account reset --name <name>`" into out (cut to n). */
+/* The router's skip reason: "<state>: <what>; <the advice of hold_fix>"
+ * into out (cut to n). */
 void hold_reason(const char *state, const char *name, char *out, size_t n);
 
 #endif

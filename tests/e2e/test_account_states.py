@@ -3,7 +3,8 @@ account out of the pool until an operator acts (src/route/hold.h): a
 deactivated ChatGPT workspace (402 {"detail":{"code":"deactivated_workspace"}}),
 a workspace that may not use Codex (403 {"detail":{"code":
 "invalid_workspace_selected"}}) and a region the upstream does not serve
-(403 unsupported_country_region_territory), in the shapes the mock's
+(403 unsupported_country_region_territory) and an API key the upstream
+refuses as invalid (401 invalid_api_key: key_refused), in the shapes the mock's
 status=<code>,err=<shape> answers.
 
 For each: the request goes on on the next account; the held account gets
@@ -73,7 +74,7 @@ class AccountStatesTest(GatewayTest):
         row = self.hold_row(g)
         self.assertEqual(row["hold"], state)
         self.assertGreater(row["hold_since"], 0)
-        self.assertRegex(row["hold_detail"] or "", r"^HTTP 40[23]")
+        self.assertRegex(row["hold_detail"] or "", r"^HTTP 40[123]")
         fix = f"`switchyard account reset --name a`"
         doc = json.loads(g.cli("account", "list", "--db", g.db_path, "--json").stdout)
         held = {a["name"]: a["hold"] for a in doc}
@@ -167,6 +168,32 @@ class AccountStatesTest(GatewayTest):
         self.assertEqual((row["hold"], row["hold_detail"], row["hold_since"]), (None, None, 0))
         wait_for(lambda: self.api_account(g, tok)["hold"] is None, what="the gateway to reload the new login")
         # back in the pool (its one failure may still put b first: the key prefers a to see it serve)
+        g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", "a")
+        wait_for(lambda: g.post("/v1/responses", BODY).headers.get("x-switchyard-account") == "a",
+                 what="a request served by a")
+
+    def test_a_refused_api_key_is_held_as_key_refused_until_a_new_token(self):
+        # a: 401 invalid_api_key ("Incorrect API key provided.") once, then it would answer ok
+        a = account("a", self.mock.url("a", "status=401,times=1"))
+        g = self.gateway([a, account("b", self.mock.url("b", "ok"))], start=False)
+        tok = admin_token(g)
+        g.start()
+        self.served_by(g, "b")  # one refusal: the request goes on on b
+        wait_for(lambda: self.hold_row(g)["hold"] == "key_refused", what="a held as key_refused")
+        for _ in range(4):
+            self.served_by(g, "b")
+        self.assertEqual(len(self.mock.requests("a")), 1, "a refused key was tried again")
+        update = "update it with `switchyard account update --name a --token ...`"
+        wait_for(lambda: 'account=a reason="key_refused: ' in g.trace_text(), what="the skip reason")
+        skip = [ln for ln in g.trace_text().splitlines() if 'account=a reason="key_refused: ' in ln][-1]
+        self.assertIn("the upstream refuses this key as invalid; " + update, skip)
+        self.check_held_everywhere(g, tok, "key_refused")
+        self.assertIn(update, self.api_account(g, tok)["hold"]["fix"])
+        self.assertIn(update, g.cli("account", "list", "--db", g.db_path).stdout)
+        # a new key clears it; the account serves again
+        g.cli("account", "update", "--db", g.db_path, "--name", "a", "--token", g.accounts["a"] + "-new")
+        self.assertIsNone(self.hold_row(g)["hold"])
+        wait_for(lambda: self.api_account(g, tok)["hold"] is None, what="the gateway to reload the new key")
         g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", "a")
         wait_for(lambda: g.post("/v1/responses", BODY).headers.get("x-switchyard-account") == "a",
                  what="a request served by a")

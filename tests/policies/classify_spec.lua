@@ -146,6 +146,38 @@ describe("classify", function()
     end)
   end)
 
+  describe("an API key its upstream refuses as invalid is held as key_refused", function()
+    local shapes = {
+      { "401 invalid_api_key (OpenAI API)", { status = 401, error_type = "invalid_request_error",
+          error_code = "invalid_api_key", error_message = "Incorrect API key provided: sk-abc***xyz." } },
+      { "401 message only, code null", { status = 401, error_message = "Incorrect API key provided: sk-a***." } },
+      { "401 incorrect_api_key", { status = 401, error_code = "incorrect_api_key" } },
+      { "403 invalid_key", { status = 403, error_code = "invalid_key", error_message = "Invalid key" } },
+      { "401 invalid x-api-key (Anthropic)", { status = 401, error_type = "authentication_error",
+          error_message = "invalid x-api-key" } },
+    }
+    for _, case in ipairs(shapes) do
+      for _, kind in ipairs({ "api_key", "aggregate" }) do
+        it(case[1] .. " on an " .. kind .. " account -> failover, state key_refused, no cooldown", function()
+          local o = { account_kind = kind }
+          for k, v in pairs(case[2]) do o[k] = v end
+          eq(classify(E(o)), { action = "failover", class = "key_refused", cooldown = 0, state = "key_refused" })
+        end)
+      end
+    end
+    it("a ChatGPT login's 401 keeps its refresh path: an auth failover, no hold", function()
+      eq(classify(E{ status = 401, account_kind = "chatgpt", error_code = "invalid_api_key" }),
+        { action = "failover", class = "auth", cooldown = 20 })
+    end)
+    it("a plain 401 without an invalid-key code is still a 20 s auth cooldown", function()
+      eq(classify(E{ status = 401, error_code = "token_expired" }), { action = "failover", class = "auth", cooldown = 20 })
+    end)
+    it("the invalid-key code on a 400 or a 429 holds nothing", function()
+      expect(classify(E{ status = 400, error_code = "invalid_api_key" }).state).to_be(nil)
+      expect(classify(E{ status = 429, error_code = "invalid_api_key" }).state).to_be(nil)
+    end)
+  end)
+
   describe("5xx retry the same account once after 120-900 ms of jitter, then fail over as server for 30 s", function()
     for _, s in ipairs({ 500, 502, 503, 504, 529 }) do
       it(tostring(s) .. " first time: retry", function()

@@ -15,7 +15,7 @@ static const metrics_account test_accounts[] = {
 
 static char *test_format(sbuf *out)
 {
-    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2};
+    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5};
     sbuf_reset(out);
     metrics_format(out, &g);
     return out->p;
@@ -120,6 +120,13 @@ static void test_metrics_gauges_accounts_policy_and_writer(void)
     CHECK(test_has(t, "switchyard_dropped_log_rows_total 9\n"));
     CHECK(test_has(t, "switchyard_uptime_seconds 123\n"));
     CHECK(test_has(t, "switchyard_websockets_open 2\n"));
+    CHECK(test_has(t, "switchyard_alerts_total{result=\"raised\"} 11\n"));
+    CHECK(test_has(t, "switchyard_alerts_total{result=\"suppressed\"} 4\n"));
+    CHECK(test_has(t, "switchyard_alert_posts_total{result=\"sent\"} 6\n"));
+    CHECK(test_has(t, "switchyard_alert_posts_total{result=\"retried\"} 3\n"));
+    CHECK(test_has(t, "switchyard_alert_posts_total{result=\"failed\"} 1\n"));
+    CHECK(test_has(t, "switchyard_alert_posts_total{result=\"dropped\"} 2\n"));
+    CHECK(test_has(t, "switchyard_alert_queue_depth 5\n"));
     CHECK(test_has(t, "switchyard_websocket_turns_total{kind=\"turn\"} 2\n"));
     CHECK(test_has(t, "switchyard_websocket_turns_total{kind=\"warmup\"} 1\n"));
     /* every sample line belongs to a family announced by HELP and TYPE */

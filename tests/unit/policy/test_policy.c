@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const hooks[] = {"classify", "cooldown", "guard", "order", "breaker"};
+static const char *const hooks[] = {"classify", "cooldown", "guard", "order", "breaker", "alert"};
 #define NHOOKS ((int)(sizeof hooks / sizeof hooks[0]))
 static char tdir[64];
 
@@ -804,7 +804,8 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
     const char *texts[] = {NULL, "You've hit your usage limit", "account_deactivated", "context_length_exceeded",
                            "rate_limit_exceeded", "server_error", "Quota Exceeded", "Overloaded", "fine", "the model is at capacity", "maximum context length",
                            "deactivated_workspace", "INVALID_WORKSPACE_SELECTED", "unsupported_country_region_territory",
-                           "Workspace is not authorized in this region.", "workspace_access_denied"};
+                           "Workspace is not authorized in this region.", "workspace_access_denied",
+                           "invalid_api_key", "Incorrect API key provided: sk-a***", "invalid x-api-key", "invalid_key"};
     int mismatches = 0;
     for (size_t s = 0; s < sizeof statuses / sizeof statuses[0]; s++)
         for (int flags = 0; flags < 8; flags++)
@@ -822,6 +823,7 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     ev.delivered_chars = ev.after_output ? (long)rnd(3) * 20 : 0;
                     ev.tool_call = rnd(2);
                     ev.endpoint = (const char *const[]){"/v1/chat/completions", "/v1/responses", NULL}[rnd(3)];
+                    ev.account_kind = (const char *const[]){"api_key", "chatgpt", "aggregate", NULL}[rnd(4)];
                     ev.network_error = flags & 1;
                     ev.timeout = (flags >> 1) & 1;
                     ev.in_stream = (flags >> 2) & 1;
@@ -1157,6 +1159,134 @@ static void test_many_calls_do_not_grow_or_fail(void)
     policy_free(pe);
 }
 
+/* ------------------------------------------------------------------ alert */
+
+static policy_alert_event alert_event(const char *kind, const char *url)
+{
+    policy_alert_event ev = {kind, "k1", "key_refused", "account k1 is held: \"quoted\" – é", url, 1700000000};
+    return ev;
+}
+
+static void alert_free_all(policy_alert_post *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        policy_alert_post_free(&p[i]);
+}
+
+static void test_c_default_matches_lua_alert(void)
+{
+    policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
+    CHECK(pe != NULL);
+    const char *urls[] = {"", "https://hooks.example/T/B/x", "http://127.0.0.1:9/a?b=c"};
+    const char *kinds[] = {"account_held", "pool_exhausted", "db_degraded", ""};
+    for (size_t u = 0; u < 3; u++)
+        for (size_t k = 0; k < 4; k++) {
+            policy_alert_event ev = alert_event(kinds[k], urls[u]);
+            policy_alert_post a[POLICY_ALERT_POSTS], b[POLICY_ALERT_POSTS];
+            size_t na = policy_alert(pe, &ev, a), nb = policy_alert(NULL, &ev, b);
+            CHECK_EQ_INT(na, u == 0 ? 0 : 1);
+            CHECK_EQ_INT(na, nb);
+            for (size_t i = 0; i < na && i < nb; i++) {
+                CHECK_EQ_STR(a[i].url, b[i].url);
+                CHECK_EQ_STR(a[i].body, b[i].body);
+                CHECK_EQ_STR(a[i].headers, b[i].headers);
+                CHECK_EQ_INT(a[i].body_len, strlen(a[i].body));
+            }
+            if (na)
+                CHECK_EQ_STR(a[0].body, "{\"text\":\"switchyard: account k1 is held: \\\"quoted\\\" – é\"}");
+            alert_free_all(a, na);
+            alert_free_all(b, nb);
+        }
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
+static void test_an_alert_policy_of_its_own_posts_lists_strings_and_headers(void)
+{
+    policy_engine *pe = engine_with("alert",
+        "return function(ev)\n"
+        "  if ev.kind == 'two' then return {\n"
+        "    { url = 'https://a.example/x', body = 'plain text', headers = { ['X-Token-Name'] = 'ops' } },\n"
+        "    { url = 'http://b.example/y', body = { list = { 1, 2.5, true, cjson.null }, nested = { a = {} } } } }\n"
+        "  end\n"
+        "  if ev.kind == 'none' then return nil end\n"
+        "  return { url = 'https://c.example/z' }\n"
+        "end\n");
+    CHECK(pe != NULL);
+    policy_alert_post p[POLICY_ALERT_POSTS];
+    policy_alert_event ev = alert_event("two", "");
+    size_t n = policy_alert(pe, &ev, p);
+    CHECK_EQ_INT(n, 2);
+    if (n == 2) {
+        CHECK_EQ_STR(p[0].url, "https://a.example/x");
+        CHECK_EQ_STR(p[0].body, "plain text");
+        CHECK_EQ_STR(p[0].headers, "X-Token-Name: ops\n");
+        CHECK_EQ_STR(p[1].url, "http://b.example/y");
+        /* key order is Lua's: either is JSON of the same object */
+        CHECK(strcmp(p[1].body, "{\"list\":[1,2.5,true,null],\"nested\":{\"a\":{}}}") == 0 ||
+              strcmp(p[1].body, "{\"nested\":{\"a\":{}},\"list\":[1,2.5,true,null]}") == 0);
+        CHECK_EQ_STR(p[1].headers, "");
+    }
+    alert_free_all(p, n);
+    ev = alert_event("none", "https://hooks.example/x");
+    CHECK_EQ_INT(policy_alert(pe, &ev, p), 0);
+    ev = alert_event("one", "");
+    n = policy_alert(pe, &ev, p);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1)
+        CHECK(p[0].body_len == 0 && strcmp(p[0].body, "") == 0);
+    alert_free_all(p, n);
+    CHECK_EQ_INT(policy_fallbacks(pe), 0);
+    policy_free(pe);
+}
+
+static void test_garbage_alert_results_fall_back_to_the_default(void)
+{
+    /* each answers the self-check's events with nil, and garbage for kind "x" */
+    const char *bad[] = {
+        "42",
+        "{ url = 'ftp://a.example/' }",
+        "{ url = 'https://' }",
+        "{ url = 'https://a.example/ x' }",
+        "{ url = 'https://a.example/', body = 12 }",
+        "{ url = 'https://a.example/', body = { [1] = 'a', b = 'c' } }",
+        "{ url = 'https://a.example/', body = { [2] = 'a' } }",
+        "{ url = 'https://a.example/', body = { f = print } }",
+        "{ url = 'https://a.example/', body = { n = 0/0 } }",
+        "{ url = 'https://a.example/', body = string.rep('x', 20000) }",
+        "{ url = 'https://a.example/', body = { string.rep('x', 9000), string.rep('y', 9000) } }",
+        "(function() local t = {} local c = t for i = 1, 40 do c.a = {} c = c.a end "
+        "return { url = 'https://a.example/', body = t } end)()",
+        "{ url = 'https://a.example/', headers = { Host = 'evil' } }",
+        "{ url = 'https://a.example/', headers = { ['X-A'] = 'a\\r\\nX-B: b' } }",
+        "{ url = 'https://a.example/', headers = { ['X A'] = 'b' } }",
+        "{ url = 'https://a.example/', headers = 'X-A: b' }",
+        "{ {url = 'https://a.example/'}, {url = 'https://a.example/'}, {url = 'https://a.example/'}, "
+        "{url = 'https://a.example/'}, {url = 'https://a.example/'} }",
+        "{ {url = 'https://a.example/'}, 7 }",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char src[1024];
+        snprintf(src, sizeof src, "return function(ev)\n  if ev.kind ~= 'x' then return nil end\n  return %s\nend\n",
+                 bad[i]);
+        policy_engine *pe = engine_with("alert", src);
+        CHECK(pe != NULL);
+        if (!pe) {
+            fprintf(stderr, "  refused: %s\n", load_err);
+            continue;
+        }
+        policy_alert_post p[POLICY_ALERT_POSTS];
+        policy_alert_event ev = alert_event("x", "https://hooks.example/d");
+        size_t n = policy_alert(pe, &ev, p);
+        if (policy_fallbacks(pe) != 1 || n != 1 || strcmp(p[0].url, "https://hooks.example/d") != 0) {
+            fprintf(stderr, "  not refused: %s\n", bad[i]);
+            CHECK(0);
+        }
+        alert_free_all(p, n);
+        policy_free(pe);
+    }
+}
+
 int main(void)
 {
     log_set_level(LOG_ERROR);
@@ -1192,6 +1322,9 @@ int main(void)
     RUN(test_c_default_matches_lua_breaker);
     RUN(test_c_default_matches_lua_budget);
     RUN(test_c_default_matches_lua_first_token);
+    RUN(test_c_default_matches_lua_alert);
+    RUN(test_an_alert_policy_of_its_own_posts_lists_strings_and_headers);
+    RUN(test_garbage_alert_results_fall_back_to_the_default);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }

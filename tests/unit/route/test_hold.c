@@ -8,8 +8,8 @@ static int starts(const char *s, const char *prefix) { return strncmp(s, prefix,
 
 static void test_known_states_say_what_happened_and_what_to_do(void)
 {
-    const char *states[] = {"deactivated_workspace", "workspace_denied", "region_unsupported"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *states[] = {"deactivated_workspace", "workspace_denied", "region_unsupported", "key_refused"};
+    for (size_t i = 0; i < 4; i++) {
         hold_info h = hold_describe(states[i]);
         CHECK_EQ_STR(h.state, states[i]);
         CHECK(strlen(h.what) > 10 && strlen(h.fix) > 10);
@@ -44,6 +44,13 @@ static void test_fix_and_reason_name_the_reset_of_this_account(void)
     hold_reason("workspace_denied", name, why, sizeof why);
     CHECK(strlen(why) < sizeof why - 1);
     CHECK(strstr(why, name) != NULL && why[strlen(why) - 1] == '`');
+    /* a refused key: the update command with the name, or the reset; with a long name it fits whole */
+    hold_fix("key_refused", "k1", fix, sizeof fix);
+    CHECK_EQ_STR(fix, "update it with `switchyard account update --name k1 --token ...` or "
+                      "`switchyard account reset --name k1`");
+    hold_reason("key_refused", name, why, sizeof why);
+    CHECK(starts(why, "key_refused: the upstream refuses this key as invalid; update it with"));
+    CHECK(strlen(why) < sizeof why - 1 && why[strlen(why) - 1] == '`');
     /* a small buffer cuts, never overflows */
     char small[16];
     hold_reason("workspace_denied", "x", small, sizeof small);

@@ -1,0 +1,350 @@
+/* alert.c: the alert sender (see alert.h): the dedup window and the hook
+ * call on the loop thread, a bounded queue, and one worker thread that
+ * POSTs each queued post with a plain libcurl easy handle (blocking there,
+ * never on the loop), retrying with a doubling backoff. A webhook is one
+ * request now and then: a thread is simpler than a transfer on the loop's
+ * multi handle and cannot slow a request down whatever the webhook does. */
+#include "obs/alert.h"
+#include "base/log.h"
+#include "base/sbuf.h"
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define ALERT_REPLY_MAX 4096 /* bytes of a webhook's answer kept (for the log) */
+
+typedef struct alert_item {
+    policy_alert_post post;
+    struct alert_item *next;
+} alert_item;
+
+typedef struct alert_seen {
+    uint64_t hash; /* of kind, subject and state; 0 free */
+    double at;
+} alert_seen;
+
+struct alert_sender {
+    alert_config cfg;
+    char webhook[POLICY_ALERT_URL_MAX + 1];
+    alert_seen seen[ALERT_DEDUP_SLOTS];    /* loop thread only */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    alert_item *head, *tail;               /* under mu */
+    size_t queued;
+    int stop;                              /* under mu; read unlocked by the transfer's progress callback */
+    alert_stats stats;                     /* under mu */
+};
+
+/* ---------- the worker ---------- */
+
+static size_t alert_discard(char *p, size_t size, size_t n, void *ud)
+{
+    sbuf *reply = ud;
+    if (reply->len < ALERT_REPLY_MAX)
+        sbuf_append(reply, p, size * n < ALERT_REPLY_MAX - reply->len ? size * n : ALERT_REPLY_MAX - reply->len);
+    return size * n;
+}
+
+/* Aborts a POST in flight when the gateway stops. */
+static int alert_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    alert_sender *as = ud;
+    return __atomic_load_n(&as->stop, __ATOMIC_RELAXED) ? 1 : 0;
+}
+
+/* The URL's scheme and host only, for the log: a webhook URL's path is
+ * often its secret (Slack's, Discord's). */
+static void alert_url_origin(const char *url, char *out, size_t n)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    size_t len = strcspn(h, "/?#");
+    snprintf(out, n, "%.*s%.*s", (int)(h - url), url, (int)(len < 200 ? len : 200), h);
+}
+
+/* One try: 0 when the webhook answered 2xx; else why into err. */
+static int alert_post_once(alert_sender *as, const policy_alert_post *p, char *err, size_t errlen)
+{
+    CURL *c = curl_easy_init();
+    if (!c) {
+        snprintf(err, errlen, "cannot make a transfer");
+        return -1;
+    }
+    struct curl_slist *hs = NULL;
+    int has_type = 0;
+    for (const char *h = p->headers; h && *h;) {
+        const char *nl = strchr(h, '\n');
+        size_t len = nl ? (size_t)(nl - h) : strlen(h);
+        char line[1200];
+        snprintf(line, sizeof line, "%.*s", (int)len, h);
+        has_type |= strncasecmp(line, "content-type:", 13) == 0;
+        hs = curl_slist_append(hs, line);
+        h = nl ? nl + 1 : h + len;
+    }
+    if (!has_type)
+        hs = curl_slist_append(hs, "Content-Type: application/json");
+    hs = curl_slist_append(hs, "Expect:"); /* no 100-continue wait */
+    sbuf reply = SBUF_INIT;
+    curl_easy_setopt(c, CURLOPT_URL, p->url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, p->body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)p->body_len);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "switchyard-alert");
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, as->cfg.timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, as->cfg.timeout_ms);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, alert_discard);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, alert_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, as);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hs);
+    sbuf_free(&reply);
+    if (rc != CURLE_OK) {
+        snprintf(err, errlen, "%s", curl_easy_strerror(rc));
+        return -1;
+    }
+    if (status < 200 || status > 299) {
+        snprintf(err, errlen, "HTTP %ld", status);
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits ms unless the gateway stops first; 1 when it stops. Under mu. */
+static int alert_sleep_locked(alert_sender *as, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    while (!as->stop)
+        if (pthread_cond_timedwait(&as->cv, &as->mu, &ts) == ETIMEDOUT)
+            break;
+    return as->stop;
+}
+
+static void *alert_worker(void *ud)
+{
+    alert_sender *as = ud;
+    pthread_mutex_lock(&as->mu);
+    for (;;) {
+        while (!as->head && !as->stop)
+            pthread_cond_wait(&as->cv, &as->mu);
+        if (as->stop)
+            break;
+        alert_item *it = as->head;
+        as->head = it->next;
+        if (!as->head)
+            as->tail = NULL;
+        as->queued--;
+        long wait = as->cfg.backoff_ms;
+        int sent = 0, stopped = 0;
+        char err[256] = "";
+        for (int attempt = 0; attempt <= as->cfg.retries && !stopped; attempt++) {
+            if (attempt) {
+                as->stats.retried++;
+                if ((stopped = alert_sleep_locked(as, wait)))
+                    break;
+                wait = wait < 600000 ? wait * 2 : wait;
+            }
+            pthread_mutex_unlock(&as->mu);
+            sent = alert_post_once(as, &it->post, err, sizeof err) == 0;
+            pthread_mutex_lock(&as->mu);
+            stopped = as->stop;
+            if (sent)
+                break;
+        }
+        if (sent) {
+            as->stats.sent++;
+        } else if (!stopped) {
+            as->stats.failed++;
+            char origin[256];
+            alert_url_origin(it->post.url, origin, sizeof origin);
+            log_warn("alert: the webhook at %s failed %d times (%s); this alert is dropped", origin,
+                     as->cfg.retries + 1, err);
+        }
+        policy_alert_post_free(&it->post);
+        free(it);
+    }
+    pthread_mutex_unlock(&as->mu);
+    return NULL;
+}
+
+/* ---------- the loop's side ---------- */
+
+alert_sender *alert_new(const alert_config *cfg)
+{
+    alert_sender *as = calloc(1, sizeof *as);
+    if (!as)
+        return NULL;
+    as->cfg = *cfg;
+    if (as->cfg.retries < 0)
+        as->cfg.retries = 0;
+    if (as->cfg.backoff_ms < 1)
+        as->cfg.backoff_ms = 1;
+    if (as->cfg.timeout_ms < 1)
+        as->cfg.timeout_ms = ALERT_TIMEOUT_MS;
+    if (as->cfg.queue_max < 1)
+        as->cfg.queue_max = 1;
+    pthread_mutex_init(&as->mu, NULL);
+    pthread_cond_init(&as->cv, NULL);
+    if (pthread_create(&as->thread, NULL, alert_worker, as) != 0) {
+        log_error("alert: cannot start the sender thread; alerts are off");
+        pthread_cond_destroy(&as->cv);
+        pthread_mutex_destroy(&as->mu);
+        free(as);
+        return NULL;
+    }
+    return as;
+}
+
+void alert_free(alert_sender *as)
+{
+    if (!as)
+        return;
+    pthread_mutex_lock(&as->mu);
+    __atomic_store_n(&as->stop, 1, __ATOMIC_RELAXED);
+    pthread_cond_broadcast(&as->cv);
+    pthread_mutex_unlock(&as->mu);
+    pthread_join(as->thread, NULL);
+    while (as->head) {
+        alert_item *it = as->head;
+        as->head = it->next;
+        policy_alert_post_free(&it->post);
+        free(it);
+    }
+    pthread_cond_destroy(&as->cv);
+    pthread_mutex_destroy(&as->mu);
+    free(as);
+}
+
+void alert_set_webhook(alert_sender *as, const char *url)
+{
+    if (as)
+        snprintf(as->webhook, sizeof as->webhook, "%s", url ? url : "");
+}
+
+/* FNV-1a over kind, subject and state with separators; never 0. */
+static uint64_t alert_key(const char *kind, const char *subject, const char *state)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const char *parts[] = {kind, subject, state};
+    for (int i = 0; i < 3; i++) {
+        for (const char *s = parts[i] ? parts[i] : ""; *s; s++)
+            h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+        h = (h ^ 0x1f) * 1099511628211ULL;
+    }
+    return h ? h : 1;
+}
+
+/* 1 when the event was raised within the dedup window (suppressed); else
+ * remembers it (in a free slot or the oldest one) and returns 0. */
+static int alert_seen_recently(alert_sender *as, uint64_t key, double now)
+{
+    alert_seen *oldest = &as->seen[0];
+    for (size_t i = 0; i < ALERT_DEDUP_SLOTS; i++) {
+        alert_seen *s = &as->seen[i];
+        if (s->hash == key) {
+            if (now >= s->at && now - s->at < as->cfg.dedup_s)
+                return 1;
+            s->at = now;
+            return 0;
+        }
+        if (!s->hash || s->at < oldest->at)
+            oldest = s;
+        if (!s->hash)
+            break;
+    }
+    oldest->hash = key;
+    oldest->at = now;
+    return 0;
+}
+
+static void alert_enqueue(alert_sender *as, policy_alert_post *post)
+{
+    alert_item *it = calloc(1, sizeof *it);
+    if (!it) {
+        policy_alert_post_free(post);
+        return;
+    }
+    it->post = *post;
+    memset(post, 0, sizeof *post);
+    pthread_mutex_lock(&as->mu);
+    while (as->queued >= as->cfg.queue_max && as->head) { /* full: the oldest goes */
+        alert_item *old = as->head;
+        as->head = old->next;
+        if (!as->head)
+            as->tail = NULL;
+        as->queued--;
+        as->stats.dropped++;
+        policy_alert_post_free(&old->post);
+        free(old);
+    }
+    if (as->tail)
+        as->tail->next = it;
+    else
+        as->head = it;
+    as->tail = it;
+    as->queued++;
+    pthread_cond_signal(&as->cv);
+    pthread_mutex_unlock(&as->mu);
+}
+
+size_t alert_raise(alert_sender *as, policy_engine *pe, const char *kind, const char *subject, const char *state,
+                   double now, const char *fmt, ...)
+{
+    if (!as)
+        return 0;
+    int dup = as->cfg.dedup_s > 0 && alert_seen_recently(as, alert_key(kind, subject, state), now);
+    pthread_mutex_lock(&as->mu);
+    as->stats.raised++;
+    as->stats.suppressed += dup;
+    pthread_mutex_unlock(&as->mu);
+    if (dup)
+        return 0;
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    policy_alert_event ev = {kind, subject, state ? state : "", text, as->webhook, now};
+    policy_alert_post posts[POLICY_ALERT_POSTS];
+    size_t n = policy_alert(pe, &ev, posts);
+    for (size_t i = 0; i < n; i++)
+        alert_enqueue(as, &posts[i]);
+    return n;
+}
+
+void alert_stats_get(alert_sender *as, alert_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!as)
+        return;
+    pthread_mutex_lock(&as->mu);
+    *out = as->stats;
+    out->queued = as->queued;
+    pthread_mutex_unlock(&as->mu);
+}
