@@ -4,7 +4,11 @@
 #ifndef SY_ADMIN_CLI_H
 #define SY_ADMIN_CLI_H
 
-int admin_cli_admin_main(int argc, char **argv);
+#include <stdio.h>
+
+/* `admin token` (argv: what follows "token") and the usage of `admin`. */
+int admin_cli_token_main(int argc, char **argv);
+void admin_cli_usage_admin(FILE *f);
 int admin_cli_status_main(int argc, char **argv);
 int admin_cli_logs_main(int argc, char **argv);
 

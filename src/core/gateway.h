@@ -49,6 +49,7 @@ typedef struct gateway {
     int trim_due;             /* a large body was freed: give memory back to the system at the next tick */
     int draining;             /* SIGTERM: stop when active reaches 0 */
     double started_at;
+    char instance[24];        /* random per start: /health says it, the run file beside the db names it */
     char admin_hash[65];      /* sha256 hex of the admin token; "" none set */
     /* policy reloads (SIGHUP, admin API) */
     uint64_t policy_fallbacks_retired; /* fallbacks counted by engines since replaced */
