@@ -105,13 +105,22 @@ void admin_token_load(gateway *gw)
  * is the gateway's own (a page of another site re-pointed at 127.0.0.1
  * must not read the pool: http/host_check.h). Replies and returns 0 when
  * the request is refused. */
+static int admin_host_ok(const admin_ctx *ctx, struct evhttp_request *req)
+{
+    char msg[512];
+    if (host_check_request(&ctx->gw->cfg, req, msg, sizeof msg))
+        return 1;
+    server_send_error(req, 403, "permission_error", "host_not_allowed", msg);
+    return 0;
+}
+
 static int admin_network_ok(const admin_ctx *ctx, struct evhttp_request *req)
 {
     if (ctx->dedicated)
-        return host_check_request(&ctx->gw->cfg, req);
+        return admin_host_ok(ctx, req);
     struct evhttp_connection *c = evhttp_request_get_connection(req);
     if (c && admin_is_loopback(evhttp_connection_get_addr(c)))
-        return host_check_request(&ctx->gw->cfg, req);
+        return admin_host_ok(ctx, req);
     server_send_error(req, 403, "permission_error", "admin_loopback_only",
                       "the admin surface answers loopback clients only; start the gateway with "
                       "--admin-listen HOST:PORT to serve it on another address");

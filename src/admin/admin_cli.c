@@ -4,7 +4,7 @@
  * admin API when it can be reached with an admin token, else from the
  * database) and `switchyard logs` (one line per request with its attempts,
  * read from the database; --follow polls for new rows). */
-#include "admin/admin_cli.h"
+#include "admin/cli_internal.h"
 #include "admin/admin_api.h"
 #include "admin/cli.h"
 #include "admin/gateway_find.h"

@@ -7,7 +7,6 @@
  * cli_key.c, cli_config.c, cli_codex.c and cli_usage.c. */
 #include "admin/cli.h"
 #include "admin/cli_internal.h"
-#include "admin/admin_cli.h"
 #include "policy/policy.h"
 #include "base/budget.h"
 #include "base/text.h"

@@ -3,7 +3,6 @@
 #include "http/host_check.h"
 #include "base/text.h"
 #include "base/sbuf.h"
-#include "http/server.h"
 #include <arpa/inet.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
@@ -77,19 +76,17 @@ int host_check_allowed(const sy_config *c, const char *host)
            host_in_list(c->allowed_hosts, name, n);
 }
 
-int host_check_request(const sy_config *c, struct evhttp_request *req)
+int host_check_request(const sy_config *c, struct evhttp_request *req, char *msg, size_t n)
 {
     const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
     if (host_check_allowed(c, host))
         return 1;
-    sbuf shown = SBUF_INIT, msg = SBUF_INIT;
+    sbuf shown = SBUF_INIT;
     text_escape(&shown, host, strlen(host) > 80 ? 80 : strlen(host), NULL);
-    sbuf_printf(&msg,
-                "the Host header '%s' is not a name of this gateway (a guard against DNS rebinding); use "
-                "127.0.0.1, localhost or the listen address, or start the gateway with --allowed-host NAME",
-                shown.p ? shown.p : "");
-    server_send_error(req, 403, "permission_error", "host_not_allowed", msg.p);
+    snprintf(msg, n,
+             "the Host header '%s' is not a name of this gateway (a guard against DNS rebinding); use "
+             "127.0.0.1, localhost or the listen address, or start the gateway with --allowed-host NAME",
+             shown.p ? shown.p : "");
     sbuf_free(&shown);
-    sbuf_free(&msg);
     return 0;
 }

@@ -13,12 +13,14 @@
 #define SY_HOST_CHECK_H
 #include "core/config.h"
 #include <event2/http.h>
+#include <stddef.h>
 
 /* 1 if host (the Host header's value; NULL when the request has none: a
  * browser always sends one) names this gateway, else 0. */
 int host_check_allowed(const sy_config *c, const char *host);
-/* host_check_allowed on req's Host header; 1 allowed, else a 403
- * (permission_error, host_not_allowed) is sent and 0 returned. */
-int host_check_request(const sy_config *c, struct evhttp_request *req);
+/* host_check_allowed on req's Host header: 1 allowed; else 0 with the
+ * message for the 403 (permission_error, host_not_allowed) the caller
+ * sends in msg. */
+int host_check_request(const sy_config *c, struct evhttp_request *req, char *msg, size_t n);
 
 #endif
