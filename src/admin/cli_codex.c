@@ -36,6 +36,7 @@ void cli_usage_codex(FILE *f)
 typedef struct cli_codex_args {
     const char *db, *home, *gateway;
     int force, help, websockets, offline, create;
+    char gateway_url[STORE_RUNFILE_URL_MAX]; /* --gateway as a URL */
 } cli_codex_args;
 
 /* The Codex home for attach: it must exist (a mistyped --codex-home must
@@ -102,6 +103,11 @@ static store *cli_codex_open(const char *cmd, int argc, char **argv, cli_codex_a
     }
     a->force = f_force, a->websockets = f_ws, a->offline = f_off, a->create = f_create, a->gateway = gw;
     char err[512] = "";
+    if (gw && gateway_find_url(gw, a->gateway_url, sizeof a->gateway_url, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: --gateway %s\n", cmd, err);
+        *rc = CLI_EXIT_USAGE;
+        return NULL;
+    }
     if (attach ? cli_codex_home_attach(cmd, a, home, n) != 0
                : codex_home_resolve(a->home, 0, home, n, err, sizeof err) != 0) {
         if (err[0])
@@ -130,13 +136,9 @@ static int cli_codex_done(const char *cmd, store *s, int rc, sbuf *report, const
  * (the exit code in *rc). */
 static int cli_codex_gateway(const char *cmd, const cli_codex_args *a, char *gw, size_t n, int *rc)
 {
-    char err[512] = "";
+    (void)cmd;
     if (a->gateway) {
-        if (gateway_find_url(a->gateway, gw, n, err, sizeof err) != 0) {
-            fprintf(stderr, "switchyard %s: --gateway %s\n", cmd, err);
-            *rc = CLI_EXIT_USAGE;
-            return -1;
-        }
+        snprintf(gw, n, "%s", a->gateway_url);
         return 0;
     }
     gateway_found found;
