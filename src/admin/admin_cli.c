@@ -374,7 +374,7 @@ static int admin_cli_status(int argc, char **argv)
     int asked = (token && *token) && (url || found.answering);
     if (asked) {
         sbuf body = SBUF_INIT, ov = SBUF_INIT;
-        char u[300];
+        char u[STORE_RUNFILE_URL_MAX + 32];
         snprintf(u, sizeof u, "%s/admin/api/accounts", base);
         curl_global_init(CURL_GLOBAL_DEFAULT);
         int ok = admin_cli_get(u, token, &body, why, sizeof why) == 0;

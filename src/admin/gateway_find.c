@@ -75,7 +75,7 @@ void gateway_find(const char *db_path, gateway_found *out)
     char err[512] = "";
     int rc = store_runfile_read(db_path, &out->rf, err, sizeof err);
     if (rc <= 0) {
-        snprintf(out->why, sizeof out->why, "%s", rc < 0 ? err : "no gateway has served it yet");
+        snprintf(out->why, sizeof out->why, "%.280s", rc < 0 ? err : "no gateway has served it yet");
         return;
     }
     out->recorded = 1;
