@@ -8,6 +8,7 @@
 #include "route/pool.h"
 #include "policy/policy.h"
 #include "store/store.h"
+#include "store/store_runfile.h"
 #include "obs/trace.h"
 #include "upstream/upstream.h"
 #include "route/affinity.h"
@@ -42,11 +43,13 @@ static void serve_usage(FILE *f)
 {
     fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
                "                        [--strategy ordered|balanced|weighted] [--rotation MODE] [--log-level LEVEL]\n"
-               "                        [--codex-attach [CODEX_HOME]] [--admin-listen HOST:PORT]\n"
+               "                        [--codex-attach [CODEX_HOME]] [--admin-listen HOST:PORT] [--allowed-host NAME]...\n"
                "  --codex-attach points Codex at this gateway once it listens and hands config.toml\n"
                "  back on SIGTERM/SIGINT (the home defaults to $CODEX_HOME, else ~/.codex)\n"
                "  --admin-listen serves the dashboard, admin API and /metrics there instead of on the\n"
-               "  gateway listener (where they answer loopback clients only)\n");
+               "  gateway listener (where they answer loopback clients only)\n"
+               "  --allowed-host NAME is one more name clients may use in Host for the admin surface,\n"
+               "  /metrics and /health's details (IP addresses, localhost and the listen hosts always work)\n");
 }
 
 /* What serve does with Codex: attach (when set) to codex_home ("" = the default). */
@@ -63,6 +66,7 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
         {"rotation", required_argument, 0, 'r'}, {"log-level", required_argument, 0, 'v'},
         {"codex-attach", optional_argument, 0, 'c'},
         {"admin-listen", required_argument, 0, 'a'},
+        {"allowed-host", required_argument, 0, 'H'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     int ch;
@@ -80,6 +84,13 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
         case 'a':
             if (config_set_admin_listen(c, optarg) < 0) {
                 fprintf(stderr, "switchyard serve: --admin-listen %s: expected HOST:PORT (port not 0)\n", optarg);
+                return -1;
+            }
+            break;
+        case 'H':
+            if (config_add_allowed_hosts(c, optarg) < 0) {
+                fprintf(stderr, "switchyard serve: --allowed-host %s: expected a host name (letters, digits, '-', '.')\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -311,6 +322,24 @@ static void serve_on_libevent_log(int severity, const char *msg)
     log_msg(level, "libevent: %s", msg);
 }
 
+/* The run file beside the database (store/store_runfile.h): which gateway
+ * serves it, so `status` and `codex attach` find this one. */
+static void serve_runfile_write(gateway *gw)
+{
+    store_runfile r;
+    char err[512] = "";
+    memset(&r, 0, sizeof r);
+    r.pid = (long)getpid();
+    codex_gateway_url(gw->cfg.listen_host, gw->cfg.listen_port, r.url, sizeof r.url);
+    if (gw->cfg.admin_port)
+        codex_gateway_url(gw->cfg.admin_host, gw->cfg.admin_port, r.admin_url, sizeof r.admin_url);
+    snprintf(r.instance, sizeof r.instance, "%s", gw->instance);
+    r.started_at = gw->started_at;
+    if (store_runfile_write(gw->cfg.db_path, &r, err, sizeof err) != 0)
+        log_warn("cannot record the listen address beside the database (status and codex attach will not find "
+                 "this gateway): %s", err);
+}
+
 static void serve_log_listen(gateway *gw)
 {
     log_info("switchyard listening on http://%s:%d (db %s, policies %s, strategy %s, %zu accounts)",
@@ -338,9 +367,12 @@ static int serve_open(gateway *gw)
 {
     char err[512];
     gw->reload_policies = serve_reload_policies;
+    if (store_random_base62(gw->instance, sizeof gw->instance - 1) != 0)
+        snprintf(gw->instance, sizeof gw->instance, "pid%ld", (long)getpid());
+    gw->instance[sizeof gw->instance - 1] = '\0';
     gw->st = store_open(gw->cfg.db_path, err, sizeof err);
     if (!gw->st) {
-        log_error("cannot open database %s: %s", gw->cfg.db_path, err);
+        log_error("%s", err); /* the store's message names the database and the cause */
         return -1;
     }
     if (store_writer_start(gw->st, err, sizeof err) != 0) {
@@ -490,12 +522,15 @@ int serve_main(int argc, char **argv)
         evsignal_add(term, NULL);
         evsignal_add(intr, NULL);
         event_add(tick, &sec);
+        serve_runfile_write(&gw);
         serve_log_listen(&gw);
         serve_hold_signals(0); /* one that came during start-up is handled now */
         event_base_dispatch(gw.base);
         serve_hold_signals(1);
         if (cx.attach) /* Codex must not be left pointing at a stopped gateway */
             serve_codex_run(&gw, codex_home, 0);
+        if (store_runfile_stopped(gw.cfg.db_path, gw.instance, gateway_now(), err, sizeof err) != 0)
+            log_warn("cannot mark the gateway stopped beside the database: %s", err);
         log_info("stopped");
         event_free(tick);
         rc = 0;

@@ -381,7 +381,8 @@ int login_file_parse(const char *name, const char *text, size_t len, login_list 
         char perr[128] = "";
         json_value *doc = n ? json_parse(text + off, n, perr, sizeof perr) : NULL;
         if (!doc) {
-            snprintf(err, errlen, "%s: not JSON after entry %zu (byte %zu): %s", name, index, off,
+            /* entries count from 1 here as in every other message: this is the next one */
+            snprintf(err, errlen, "%s entry %zu: not JSON (byte %zu): %s", name, index + 1, off,
                      perr[0] ? perr : "expected an object or an array");
             rc = -1;
             break;

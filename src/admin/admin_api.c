@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "obs/metrics.h"
 #include "http/server.h"
+#include "http/host_check.h"
 #include "http/ws.h"
 #include "base/sha256.h"
 #include "store/store_admin.h"
@@ -29,6 +30,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -100,15 +102,26 @@ void admin_token_load(gateway *gw)
 }
 
 /* The listener rule: on the gateway's listener only loopback clients, and
- * only when no admin listener was configured. Replies and returns 0 when
+ * only when no admin listener was configured; on either, only a Host that
+ * is the gateway's own (a page of another site re-pointed at 127.0.0.1
+ * must not read the pool: http/host_check.h). Replies and returns 0 when
  * the request is refused. */
+static int admin_host_ok(const admin_ctx *ctx, struct evhttp_request *req)
+{
+    char msg[512];
+    if (host_check_request(&ctx->gw->cfg, req, msg, sizeof msg))
+        return 1;
+    server_send_error(req, 403, "permission_error", "host_not_allowed", msg);
+    return 0;
+}
+
 static int admin_network_ok(const admin_ctx *ctx, struct evhttp_request *req)
 {
     if (ctx->dedicated)
-        return 1;
+        return admin_host_ok(ctx, req);
     struct evhttp_connection *c = evhttp_request_get_connection(req);
     if (c && admin_is_loopback(evhttp_connection_get_addr(c)))
-        return 1;
+        return admin_host_ok(ctx, req);
     server_send_error(req, 403, "permission_error", "admin_loopback_only",
                       "the admin surface answers loopback clients only; start the gateway with "
                       "--admin-listen HOST:PORT to serve it on another address");
@@ -1250,8 +1263,10 @@ int admin_start(gateway *gw)
     admin_ctxs[1] = (admin_ctx){gw, 1};
     admin_register(gw->admin_http, &admin_ctxs[1]);
     evhttp_set_gencb(gw->admin_http, admin_on_other, NULL);
+    errno = 0;
     if (!evhttp_bind_socket_with_handle(gw->admin_http, gw->cfg.admin_host, (ev_uint16_t)gw->cfg.admin_port)) {
-        log_error("cannot listen for the admin surface on %s:%d", gw->cfg.admin_host, gw->cfg.admin_port);
+        log_error("cannot listen for the admin surface on %s:%d: %s", gw->cfg.admin_host, gw->cfg.admin_port,
+                  errno ? strerror(errno) : "the address does not resolve");
         return -1;
     }
     log_info("admin surface on http://%s:%d/admin/ (not on the gateway listener)", gw->cfg.admin_host,

@@ -4,9 +4,10 @@
  * admin API when it can be reached with an admin token, else from the
  * database) and `switchyard logs` (one line per request with its attempts,
  * read from the database; --follow polls for new rows). */
-#include "admin/admin_cli.h"
+#include "admin/cli_internal.h"
 #include "admin/admin_api.h"
 #include "admin/cli.h"
+#include "admin/gateway_find.h"
 #include "core/config.h"
 #include "route/hold.h"
 #include "base/json.h"
@@ -28,7 +29,7 @@
 
 /* ---------- admin token ---------- */
 
-static void admin_cli_usage_admin(FILE *f)
+void admin_cli_usage_admin(FILE *f)
 {
     fputs("usage: switchyard admin token [--db PATH]\n"
           "  creates the admin token (or replaces it: the old one stops working within a second)\n"
@@ -36,7 +37,7 @@ static void admin_cli_usage_admin(FILE *f)
           f);
 }
 
-static int admin_cli_token(int argc, char **argv)
+int admin_cli_token_main(int argc, char **argv)
 {
     const char *cmd = "admin token", *db = NULL;
     int help = 0;
@@ -69,18 +70,6 @@ static int admin_cli_token(int argc, char **argv)
     return 0;
 }
 
-int admin_cli_admin_main(int argc, char **argv)
-{
-    if (argc >= 2 && strcmp(argv[1], "token") == 0)
-        return admin_cli_token(argc - 2, argv + 2);
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0)) {
-        admin_cli_usage_admin(stdout);
-        return 0;
-    }
-    admin_cli_usage_admin(stderr);
-    return 2;
-}
-
 /* ---------- status ---------- */
 
 typedef struct status_row {
@@ -94,9 +83,10 @@ typedef struct status_row {
 static void admin_cli_usage_status(FILE *f)
 {
     fputs("usage: switchyard status [--db PATH] [--url URL] [--json]\n"
-          "  the pool at a glance. Asks the running gateway (--url, default from --admin-listen/\n"
-          "  SWITCHYARD_ADMIN_LISTEN or SWITCHYARD_LISTEN) with $SWITCHYARD_ADMIN_TOKEN; without a token\n"
-          "  or a reachable gateway it reads the database (no in-flight counts or breaker state there)\n",
+          "  the pool at a glance. Asks the gateway serving this database (it records its address\n"
+          "  beside the database; --url to ask another) with $SWITCHYARD_ADMIN_TOKEN; without a token\n"
+          "  or a gateway that answers it reads the database (no in-flight counts or breaker state there)\n"
+          "  and says why\n",
           f);
 }
 
@@ -308,10 +298,12 @@ static void admin_cli_rows_print(const status_row *rows, size_t n)
 
 /* The database's view as JSON: {"source":"database","accounts":[...]}
  * with the fields of the API's accounts document that the database knows. */
-static void admin_cli_rows_json(const status_row *rows, size_t n)
+static void admin_cli_rows_json(const status_row *rows, size_t n, const char *gateway_note)
 {
     sbuf o = SBUF_INIT;
-    sbuf_puts(&o, "{\"source\":\"database\",\"accounts\":[");
+    sbuf_puts(&o, "{\"source\":\"database\",\"gateway\":");
+    sbuf_json_str(&o, gateway_note, strlen(gateway_note));
+    sbuf_puts(&o, ",\"accounts\":[");
     for (size_t i = 0; i < n; i++) {
         const status_row *r = &rows[i];
         sbuf_puts(&o, i ? ",{\"name\":" : "{\"name\":");
@@ -363,9 +355,14 @@ static int admin_cli_status(int argc, char **argv)
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_status);
     if (rc >= 0)
         return rc;
-    char base[256], why[256] = "no admin token ($SWITCHYARD_ADMIN_TOKEN is not set)";
+    char base[STORE_RUNFILE_URL_MAX], why[256] = "no admin token ($SWITCHYARD_ADMIN_TOKEN is not set)";
+    /* the gateway that serves this database, not a guess from the environment */
+    gateway_found found;
+    gateway_find(cli_db_path(db), &found);
     if (url)
         snprintf(base, sizeof base, "%s", url);
+    else if (found.answering)
+        snprintf(base, sizeof base, "%s", found.rf.admin_url[0] ? found.rf.admin_url : found.rf.url);
     else
         admin_cli_default_url(base, sizeof base);
     size_t bl = strlen(base);
@@ -374,9 +371,10 @@ static int admin_cli_status(int argc, char **argv)
     const char *token = getenv("SWITCHYARD_ADMIN_TOKEN");
     status_row *rows = NULL;
     size_t n = 0;
-    if (token && *token) {
+    int asked = (token && *token) && (url || found.answering);
+    if (asked) {
         sbuf body = SBUF_INIT, ov = SBUF_INIT;
-        char u[300];
+        char u[STORE_RUNFILE_URL_MAX + 32];
         snprintf(u, sizeof u, "%s/admin/api/accounts", base);
         curl_global_init(CURL_GLOBAL_DEFAULT);
         int ok = admin_cli_get(u, token, &body, why, sizeof why) == 0;
@@ -417,10 +415,19 @@ static int admin_cli_status(int argc, char **argv)
         store_close(s);
         return 1;
     }
+    /* one line: which gateway, and why the database speaks instead */
+    char note[700];
+    if (asked || url)
+        snprintf(note, sizeof note, "the gateway at %s was not asked: %s", base, why);
+    else if (found.answering)
+        snprintf(note, sizeof note, "the gateway at %s (pid %ld) serves this database, but %s", found.rf.url,
+                 found.rf.pid, why);
+    else
+        gateway_find_describe(&found, note, sizeof note);
     if (json) {
-        admin_cli_rows_json(rows, n);
+        admin_cli_rows_json(rows, n, note);
     } else {
-        printf("from the database %s (gateway at %s not asked: %s)\n", store_path(s), base, why);
+        cli_line("%s; showing it from the database %s", note, store_path(s));
         admin_cli_rows_print(rows, n);
     }
     free(rows);

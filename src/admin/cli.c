@@ -1,11 +1,13 @@
-/* cli.c: the command table of `switchyard account|key|config|codex` (each
- * group's subcommands, dispatched by name) and what every subcommand file
+/* cli.c: the command table of `switchyard` (every command and each group's
+ * subcommands, dispatched by name, with the one-line summaries that
+ * `switchyard --help` is made of; the global --db) and what every subcommand file
  * shares: --option parsing, the --db path, opening the store and checking
  * integer and budget values (admin_cli.c uses the parsing and the store
  * too). The commands themselves live in one file per group: cli_account.c,
  * cli_key.c, cli_config.c, cli_codex.c and cli_usage.c. */
 #include "admin/cli.h"
 #include "admin/cli_internal.h"
+#include "policy/policy.h"
 #include "base/budget.h"
 #include "base/text.h"
 #include "store/store.h"
@@ -88,7 +90,7 @@ int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *op
     return -1;
 }
 
-static const char *cli_db_path(const char *opt)
+const char *cli_db_path(const char *opt)
 {
     const char *env = getenv("SWITCHYARD_DB");
     if (opt && *opt)
@@ -154,64 +156,221 @@ int cli_budget_parse(const char *cmd, const char *budget, const char *period, do
     return 0;
 }
 
-/* ---------- dispatch ---------- */
+/* ---------- the command table ---------- */
 
+/* One subcommand of a group: its function gets the arguments after its name. */
 typedef struct cli_sub {
     const char *name;
     int (*fn)(int argc, char **argv);
+    const char *summary;
 } cli_sub;
 
-static int cli_dispatch(const char *group, int argc, char **argv, const cli_sub *subs, void (*usage)(FILE *))
+/* One command of `switchyard`: a group with subcommands (subs and usage),
+ * or a command of its own (fn gets argv with argv[0] = its name). The same
+ * table dispatches and prints `switchyard --help`, so the help cannot
+ * leave a command out. */
+typedef struct cli_command {
+    const char *name;
+    const char *summary; /* a command of its own; a group's lines are its subcommands' */
+    int (*fn)(int argc, char **argv);
+    const cli_sub *subs;
+    void (*usage)(FILE *f);
+} cli_command;
+
+static int (*cli_serve_fn)(int argc, char **argv); /* the top's (src/serve.c), handed to cli_main */
+
+static int cli_serve(int argc, char **argv)
+{
+    if (!cli_serve_fn) {
+        fprintf(stderr, "switchyard serve: not available in this program\n");
+        return CLI_EXIT_FAIL;
+    }
+    return cli_serve_fn(argc, argv);
+}
+
+static const cli_sub cli_account_subs[] = {
+    {"add", cli_account_add, "add an account: an API key, a ChatGPT login (--codex-auth) or an aggregate"},
+    {"list", cli_account_list, "the accounts with their state, limits and usage (--json)"},
+    {"update", cli_account_update, "change an account's token, URL, order, limits, budget or models"},
+    {"enable", cli_account_enable, "let an account serve again"},
+    {"disable", cli_account_disable, "keep an account out of the pool"},
+    {"remove", cli_account_remove, "delete an account"},
+    {"reset", cli_account_reset, "clear an account's cooldown, 429 ladder, breaker and hold"},
+    {"import", cli_account_import, "add accounts from Codex auth.json files or an export"},
+    {"export", cli_account_export, "write the accounts to a file (tokens only with --with-secrets)"},
+    {"login", cli_account_login, "sign in to ChatGPT from here (browser with PKCE, or --device) and store the login"},
+    {NULL, NULL, NULL}};
+
+static const cli_sub cli_key_subs[] = {
+    {"add", cli_key_add, "create a platform key for clients (printed once)"},
+    {"list", cli_key_list, "the platform keys with their rules"},
+    {"update", cli_key_update, "change a key's models, rate, expiry or budget"},
+    {"prefer", cli_key_prefer, "send a key's requests to one account first (--clear: any)"},
+    {"revoke", cli_key_revoke, "stop a key from working"},
+    {NULL, NULL, NULL}};
+
+static const cli_sub cli_config_subs[] = {
+    {"set", cli_config_set, "store a setting in the database (a running gateway picks it up)"},
+    {"get", cli_config_get, "print a setting"},
+    {"unset", cli_config_unset, "remove a setting (back to its default)"},
+    {"list", cli_config_list, "the settings stored in the database"},
+    {NULL, NULL, NULL}};
+
+static const cli_sub cli_codex_subs[] = {
+    {"attach", cli_codex_attach, "point the Codex CLI at the gateway serving this database"},
+    {"detach", cli_codex_detach, "hand Codex's config.toml back as it was"},
+    {"status", cli_codex_status, "whether Codex is attached, and whether the gateway answers"},
+    {NULL, NULL, NULL}};
+
+static const cli_sub cli_admin_subs[] = {
+    {"token", admin_cli_token_main, "create or replace the admin token (dashboard, admin API, status)"},
+    {NULL, NULL, NULL}};
+
+static const cli_command cli_commands[] = {
+    {"serve", "run the gateway", cli_serve, NULL, NULL},
+    {"account", NULL, NULL, cli_account_subs, cli_usage_account},
+    {"key", NULL, NULL, cli_key_subs, cli_usage_key},
+    {"config", NULL, NULL, cli_config_subs, cli_usage_config},
+    {"codex", NULL, NULL, cli_codex_subs, cli_usage_codex},
+    {"admin", NULL, NULL, cli_admin_subs, admin_cli_usage_admin},
+    {"status", "the pool at a glance, from the running gateway or the database", admin_cli_status_main, NULL, NULL},
+    {"logs", "one line per request with its attempts (--follow)", admin_cli_logs_main, NULL, NULL},
+    {"usage", "requests, tokens and cost by key, account, model or day", cli_spend_main, NULL, NULL},
+    {"test", "run the policy tests (policies and their cases)", policy_test_main, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static const cli_command *cli_command_find(const char *name)
+{
+    for (const cli_command *c = cli_commands; c->name; c++)
+        if (strcmp(c->name, name) == 0)
+            return c;
+    return NULL;
+}
+
+static int cli_is_help(const char *a)
+{
+    return !strcmp(a, "help") || !strcmp(a, "--help") || !strcmp(a, "-h");
+}
+
+static int cli_dispatch(const cli_command *g, int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        g->usage(stderr);
         return CLI_EXIT_USAGE;
     }
     const char *sub = argv[1];
-    if (!strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-        usage(stdout);
+    if (cli_is_help(sub)) {
+        g->usage(stdout);
         return CLI_EXIT_OK;
     }
-    for (; subs->name; subs++)
-        if (strcmp(subs->name, sub) == 0)
-            return subs->fn(argc - 2, argv + 2);
-    fprintf(stderr, "switchyard %s: unknown command '%s'\n", group, sub);
-    usage(stderr);
+    for (const cli_sub *s = g->subs; s->name; s++)
+        if (strcmp(s->name, sub) == 0)
+            return s->fn(argc - 2, argv + 2);
+    fprintf(stderr, "switchyard %s: unknown command '%s'\n", g->name, sub);
+    g->usage(stderr);
     return CLI_EXIT_USAGE;
 }
 
-int cli_account_main(int argc, char **argv)
+static int cli_group_main(const char *name, int argc, char **argv)
 {
-    static const cli_sub subs[] = {{"add", cli_account_add},         {"list", cli_account_list},
-                                   {"enable", cli_account_enable},   {"disable", cli_account_disable},
-                                   {"remove", cli_account_remove},   {"reset", cli_account_reset},
-                                   {"import", cli_account_import},   {"export", cli_account_export},
-                                   {"update", cli_account_update},   {"login", cli_account_login},
-                                   {NULL, NULL}};
-    return cli_dispatch("account", argc, argv, subs, cli_usage_account);
+    return cli_dispatch(cli_command_find(name), argc, argv);
 }
 
-int cli_key_main(int argc, char **argv)
+int cli_account_main(int argc, char **argv) { return cli_group_main("account", argc, argv); }
+int cli_key_main(int argc, char **argv) { return cli_group_main("key", argc, argv); }
+int cli_config_main(int argc, char **argv) { return cli_group_main("config", argc, argv); }
+int cli_codex_main(int argc, char **argv) { return cli_group_main("codex", argc, argv); }
+
+void cli_help(FILE *f)
 {
-    static const cli_sub subs[] = {{"add", cli_key_add},       {"list", cli_key_list}, {"prefer", cli_key_prefer},
-                                   {"update", cli_key_update},
-                                   {"revoke", cli_key_revoke}, {NULL, NULL}};
-    return cli_dispatch("key", argc, argv, subs, cli_usage_key);
+    fputs("switchyard: a local-first LLM API gateway\n\n"
+          "usage: switchyard [--db PATH] COMMAND [SUBCOMMAND] [OPTIONS]\n"
+          "       switchyard help [COMMAND]      (a command's options: switchyard COMMAND --help)\n\n"
+          "commands:\n",
+          f);
+    for (const cli_command *c = cli_commands; c->name; c++) {
+        if (!c->subs) {
+            fprintf(f, "  %-20s %s\n", c->name, c->summary);
+            continue;
+        }
+        for (const cli_sub *s = c->subs; s->name; s++) {
+            char both[64];
+            snprintf(both, sizeof both, "%s %s", c->name, s->name);
+            fprintf(f, "  %-20s %s\n", both, s->summary);
+        }
+    }
+    fputs("\n--db PATH names the database, before the command or after it (after it wins);\n"
+          "the default is $SWITCHYARD_DB, else ./switchyard.db. See README.md and docs/.\n",
+          f);
 }
 
-int cli_config_main(int argc, char **argv)
+/* `switchyard help [COMMAND]`: everything, or one command's usage. */
+static int cli_help_main(int argc, char **argv)
 {
-    static const cli_sub subs[] = {{"set", cli_config_set},     {"get", cli_config_get},
-                                   {"unset", cli_config_unset}, {"list", cli_config_list},
-                                   {NULL, NULL}};
-    return cli_dispatch("config", argc, argv, subs, cli_usage_config);
+    if (argc < 2) {
+        cli_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    const cli_command *c = cli_command_find(argv[1]);
+    if (!c) {
+        fprintf(stderr, "switchyard help: unknown command '%s'\n\n", argv[1]);
+        cli_help(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (c->subs) {
+        c->usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    char *args[] = {(char *)c->name, "--help", NULL};
+    return c->fn(2, args);
 }
 
-int cli_codex_main(int argc, char **argv)
+int cli_main(int argc, char **argv, int (*serve)(int argc, char **argv))
 {
-    static const cli_sub subs[] = {{"attach", cli_codex_attach}, {"detach", cli_codex_detach},
-                                   {"status", cli_codex_status}, {NULL, NULL}};
-    return cli_dispatch("codex", argc, argv, subs, cli_usage_codex);
+    cli_serve_fn = serve;
+    int i = 1;
+    /* the global options, before the command */
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            cli_help(stdout);
+            return CLI_EXIT_OK;
+        }
+        const char *db = NULL;
+        if (!strncmp(a, "--db=", 5))
+            db = a + 5;
+        else if (!strcmp(a, "--db") && i + 1 < argc)
+            db = argv[++i];
+        else if (!strcmp(a, "--db")) {
+            fprintf(stderr, "switchyard: --db needs a value\n");
+            return CLI_EXIT_USAGE;
+        } else {
+            fprintf(stderr, "switchyard: unknown option '%s' (before the command: --db PATH, --help)\n\n", a);
+            cli_help(stderr);
+            return CLI_EXIT_USAGE;
+        }
+        if (!*db) {
+            fprintf(stderr, "switchyard: --db needs a path, got ''\n");
+            return CLI_EXIT_USAGE;
+        }
+        /* every command reads $SWITCHYARD_DB when it has no --db of its own: serve's
+         * configuration too, so the one setting reaches all of them */
+        setenv("SWITCHYARD_DB", db, 1);
+    }
+    if (i >= argc) {
+        cli_help(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *name = argv[i];
+    if (!strcmp(name, "help"))
+        return cli_help_main(argc - i, argv + i);
+    const cli_command *c = cli_command_find(name);
+    if (!c) {
+        fprintf(stderr, "switchyard: unknown command '%s'\n\n", name);
+        cli_help(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return c->subs ? cli_dispatch(c, argc - i, argv + i) : c->fn(argc - i, argv + i);
 }
 
 void cli_line(const char *fmt, ...)

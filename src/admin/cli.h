@@ -1,4 +1,5 @@
-/* cli.h: the administrative subcommands `switchyard account ...`,
+/* cli.h: the command line: the table of every command (cli_main), and
+ * the administrative subcommands `switchyard account ...`,
  * `switchyard key ...`, `switchyard config ...` and `switchyard codex ...`,
  * which write the database synchronously. Each takes argv with argv[0] =
  * "account" / "key" / "config" / "codex" and returns the process exit code (0 ok, 1 failure, 2 bad usage
@@ -6,6 +7,17 @@
  * else ./switchyard.db. */
 #ifndef SY_CLI_H
 #define SY_CLI_H
+#include <stdio.h>
+
+/* `switchyard [--db PATH] COMMAND ...` (argv[0] the program): the global
+ * options before the command (--db sets $SWITCHYARD_DB for whichever
+ * command runs; --help), then the command table. serve is the top's
+ * (src/serve.c sits above admin/), handed in; NULL: serve is refused.
+ * Returns the exit code. */
+int cli_main(int argc, char **argv, int (*serve)(int argc, char **argv));
+/* `switchyard --help`: every command and subcommand of the table that
+ * cli_main dispatches, each with its one-line summary. */
+void cli_help(FILE *f);
 
 int cli_account_main(int argc, char **argv);
 int cli_key_main(int argc, char **argv);
@@ -30,6 +42,8 @@ typedef struct cli_opt {
  * on, else the exit code (usage printed on a bad option or --help). */
 int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
                        void (*usage)(FILE *));
+/* The database path: --db (opt), else $SWITCHYARD_DB, else ./switchyard.db. */
+const char *cli_db_path(const char *opt);
 /* Opens --db (else $SWITCHYARD_DB, else ./switchyard.db); NULL and a
  * message on stderr on failure. */
 store *cli_store_open(const char *cmd, const char *db);

@@ -239,8 +239,12 @@ static int cli_account_validate(const char *cmd, const cli_account_args *a, acco
         an->kind = ACCOUNT_CHATGPT;
     /* the ChatGPT backend has one address: chatgpt accounts need no --base-url */
     const char *base_url = a->base_url ? a->base_url : an->kind == ACCOUNT_CHATGPT ? CLI_CHATGPT_BASE_URL : NULL;
-    if (!a->name || !*a->name || !base_url) {
-        fprintf(stderr, "switchyard %s: --name and --base-url are required\n", cmd);
+    if (!a->name || !*a->name) { /* each missing flag by itself: the message names only what is wrong */
+        fprintf(stderr, "switchyard %s: --name is required%s\n", cmd, a->name ? " (it is empty)" : "");
+        return -1;
+    }
+    if (!base_url || !*base_url) {
+        fprintf(stderr, "switchyard %s: --base-url is required (only chatgpt accounts have a default)\n", cmd);
         return -1;
     }
     if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0) {

@@ -1,24 +1,33 @@
 /* cli_codex.c: `switchyard codex attach|detach|status`: the options, the
- * Codex home and the gateway URL; what attaching means to config.toml and
- * auth.json is codex/codex_attach.c's. */
+ * Codex home and the gateway's address (the gateway serving this database,
+ * found through admin/gateway_find.h, and whether it answers); what
+ * attaching means to config.toml and auth.json is codex/codex_attach.c's. */
 #include "admin/cli_internal.h"
+#include "admin/gateway_find.h"
 #include "base/sbuf.h"
 #include "codex/codex_attach.h"
 #include "core/config.h"
 #include "store/store.h"
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_usage_codex(FILE *f)
 {
-    fputs("usage: switchyard codex attach [--codex-home DIR] [--gateway URL] [--websockets] [--db PATH]\n"
+    fputs("usage: switchyard codex attach [--codex-home DIR [--create]] [--gateway HOST:PORT|URL] [--offline]\n"
+          "                               [--websockets] [--db PATH]\n"
           "       switchyard codex detach [--codex-home DIR] [--force] [--db PATH]\n"
           "       switchyard codex status [--codex-home DIR] [--db PATH]\n"
-          "  the Codex home defaults to $CODEX_HOME, else ~/.codex; the gateway URL to the listen\n"
-          "  address ($SWITCHYARD_LISTEN, else 127.0.0.1:8787). attach points Codex at the gateway\n"
-          "  with a platform key of its own (--websockets: over the gateway's Responses WebSocket,\n"
-          "  supports_websockets = true); detach hands config.toml back (see docs/codex.md)\n",
+          "  the Codex home defaults to $CODEX_HOME, else ~/.codex; attach refuses one that does not\n"
+          "  exist unless --create. The gateway defaults to the one serving this database (the address\n"
+          "  it recorded beside the database), else the configured listen address ($SWITCHYARD_LISTEN,\n"
+          "  else 127.0.0.1:8787); attach checks that it answers (GET /health) and refuses when none\n"
+          "  does, unless --offline. attach points Codex at the gateway with a platform key of its own\n"
+          "  (--websockets: over the gateway's Responses WebSocket, supports_websockets = true); detach\n"
+          "  hands config.toml back; status also says when no gateway answers at the URL written\n"
+          "  (see docs/codex.md)\n",
           f);
 }
 
@@ -26,34 +35,83 @@ void cli_usage_codex(FILE *f)
 
 typedef struct cli_codex_args {
     const char *db, *home, *gateway;
-    int force, help, websockets;
+    int force, help, websockets, offline, create;
+    char gateway_url[STORE_RUNFILE_URL_MAX]; /* --gateway as a URL */
 } cli_codex_args;
 
-/* Parses the codex options (force only for detach) and opens the store;
- * NULL with *rc the exit code when the command should stop. */
-static store *cli_codex_open(const char *cmd, int argc, char **argv, cli_codex_args *a, int create, char *home,
-                             size_t n, int *rc)
+/* The Codex home for attach: it must exist (a mistyped --codex-home must
+ * not become a new, empty home) unless --create. 0 ok, -1 printed. */
+static int cli_codex_home_attach(const char *cmd, const cli_codex_args *a, char *home, size_t n)
 {
-    int nope = 0, nows = 0;
-    const cli_opt opts[] = {{"db", &a->db, NULL},
-                            {"codex-home", &a->home, NULL},
-                            {"gateway", &a->gateway, NULL},
-                            {"force", NULL, strcmp(cmd, "codex detach") == 0 ? &a->force : &nope},
-                            {"websockets", NULL, strcmp(cmd, "codex attach") == 0 ? &a->websockets : &nows},
-                            {"help", NULL, &a->help},
+    char err[512] = "";
+    if (codex_home_resolve(a->home, 0, home, n, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+        return -1;
+    }
+    struct stat sb;
+    if (stat(home, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return 0;
+        fprintf(stderr, "switchyard %s: the Codex home %s is not a directory\n", cmd, home);
+        return -1;
+    }
+    if (errno != ENOENT) {
+        fprintf(stderr, "switchyard %s: cannot use the Codex home %s: %s\n", cmd, home, strerror(errno));
+        return -1;
+    }
+    if (!a->create) {
+        fprintf(stderr,
+                "switchyard %s: the Codex home %s does not exist (mistyped?); pass --create to create it\n", cmd,
+                home);
+        return -1;
+    }
+    if (codex_home_resolve(home, 1, home, n, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses the codex options (--force only for detach; --gateway, --offline,
+ * --create and --websockets only for attach) and opens the store; NULL
+ * with *rc the exit code when the command should stop. */
+static store *cli_codex_open(const char *cmd, int argc, char **argv, cli_codex_args *a, char *home, size_t n,
+                             int *rc)
+{
+    int attach = strcmp(cmd, "codex attach") == 0, detach = strcmp(cmd, "codex detach") == 0;
+    int f_force = 0, f_ws = 0, f_off = 0, f_create = 0;
+    const char *gw = NULL;
+    const cli_opt opts[] = {{"db", &a->db, NULL},        {"codex-home", &a->home, NULL},
+                            {"gateway", &gw, NULL},      {"force", NULL, &f_force},
+                            {"websockets", NULL, &f_ws}, {"offline", NULL, &f_off},
+                            {"create", NULL, &f_create}, {"help", NULL, &a->help},
                             {NULL, NULL, NULL}};
     *rc = cli_parse_or_usage(cmd, argc, argv, opts, &a->help, cli_usage_codex);
     if (*rc >= 0)
         return NULL;
-    if (nope || nows || (a->gateway && strcmp(cmd, "codex attach") != 0)) {
-        fprintf(stderr, "switchyard %s: %s applies to %s only\n", cmd,
-                nope ? "--force" : nows ? "--websockets" : "--gateway", nope ? "detach" : "attach");
+    const char *wrong = f_force && !detach ? "--force"
+                        : f_ws && !attach  ? "--websockets"
+                        : gw && !attach    ? "--gateway"
+                        : f_off && !attach ? "--offline"
+                        : f_create && !attach ? "--create"
+                                              : NULL;
+    if (wrong) {
+        fprintf(stderr, "switchyard %s: %s applies to %s only\n", cmd, wrong,
+                strcmp(wrong, "--force") == 0 ? "detach" : "attach");
         *rc = CLI_EXIT_USAGE;
         return NULL;
     }
+    a->force = f_force, a->websockets = f_ws, a->offline = f_off, a->create = f_create, a->gateway = gw;
     char err[512] = "";
-    if (codex_home_resolve(a->home, create, home, n, err, sizeof err) != 0) {
-        fprintf(stderr, "switchyard %s: %s\n", cmd, err);
+    if (gw && gateway_find_url(gw, a->gateway_url, sizeof a->gateway_url, err, sizeof err) != 0) {
+        fprintf(stderr, "switchyard %s: --gateway %s\n", cmd, err);
+        *rc = CLI_EXIT_USAGE;
+        return NULL;
+    }
+    if (attach ? cli_codex_home_attach(cmd, a, home, n) != 0
+               : codex_home_resolve(a->home, 0, home, n, err, sizeof err) != 0) {
+        if (err[0])
+            fprintf(stderr, "switchyard %s: %s\n", cmd, err);
         *rc = CLI_EXIT_FAIL;
         return NULL;
     }
@@ -73,34 +131,75 @@ static int cli_codex_done(const char *cmd, store *s, int rc, sbuf *report, const
     return rc < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
+/* The gateway to attach to: --gateway (host:port or a URL), else the one
+ * serving this database, else the configured listen address. -1 printed
+ * (the exit code in *rc). */
+static int cli_codex_gateway(const char *cmd, const cli_codex_args *a, char *gw, size_t n, int *rc)
+{
+    (void)cmd;
+    if (a->gateway) {
+        snprintf(gw, n, "%s", a->gateway_url);
+        return 0;
+    }
+    gateway_found found;
+    gateway_find(cli_db_path(a->db), &found);
+    if (found.answering) {
+        snprintf(gw, n, "%s", found.rf.url);
+        return 0;
+    }
+    sy_config c;
+    config_defaults(&c);
+    if (config_from_env(&c) < 0) {
+        *rc = CLI_EXIT_USAGE;
+        return -1;
+    }
+    codex_gateway_url(c.listen_host, c.listen_port, gw, n);
+    return 0;
+}
+
 int cli_codex_attach(int argc, char **argv)
 {
     const char *cmd = "codex attach";
     cli_codex_args a = {0};
-    char home[PATH_MAX], err[1024] = "", gw[600];
+    char home[PATH_MAX], err[1024] = "", gw[STORE_RUNFILE_URL_MAX];
     int rc;
-    store *s = cli_codex_open(cmd, argc, argv, &a, 1, home, sizeof home, &rc);
+    store *s = cli_codex_open(cmd, argc, argv, &a, home, sizeof home, &rc);
     if (!s)
         return rc;
-    if (a.gateway) {
-        snprintf(gw, sizeof gw, "%s", a.gateway);
-    } else {
-        sy_config c;
-        config_defaults(&c);
-        if (config_from_env(&c) < 0) {
-            store_close(s);
-            return CLI_EXIT_USAGE;
-        }
-        codex_gateway_url(c.listen_host, c.listen_port, gw, sizeof gw);
-    }
-    if (strncmp(gw, "http://", 7) != 0 && strncmp(gw, "https://", 8) != 0) {
-        fprintf(stderr, "switchyard %s: --gateway must start with http:// or https://\n", cmd);
+    if (cli_codex_gateway(cmd, &a, gw, sizeof gw, &rc) != 0) {
         store_close(s);
-        return CLI_EXIT_USAGE;
+        return rc;
+    }
+    char why[300] = "";
+    if (!a.offline && gateway_find_probe(gw, GATEWAY_FIND_TIMEOUT_MS, NULL, 0, why, sizeof why) != 0) {
+        fprintf(stderr,
+                "switchyard %s: no gateway answers at %s (%s); start one (switchyard serve --db %s) or name it with "
+                "--gateway HOST:PORT; --offline attaches anyway\n",
+                cmd, gw, why, store_path(s));
+        store_close(s);
+        return CLI_EXIT_FAIL;
     }
     sbuf report = SBUF_INIT;
     rc = codex_attach_ws(s, home, gw, a.websockets, &report, err, sizeof err);
+    if (rc == 0 && a.offline)
+        sbuf_printf(&report, "  (--offline: not checked that a gateway answers at %s)\n", gw);
     return cli_codex_done(cmd, s, rc, &report, err);
+}
+
+/* codex_answers_fn: GET /health at what attach wrote, without its /v1. */
+static int cli_codex_answers(const char *base_url, void *ud)
+{
+    (void)ud;
+    char url[STORE_RUNFILE_URL_MAX], why[300];
+    size_t n = strlen(base_url);
+    while (n && base_url[n - 1] == '/')
+        n--;
+    if (n >= 3 && !memcmp(base_url + n - 3, "/v1", 3))
+        n -= 3;
+    if (n >= sizeof url)
+        return 0;
+    snprintf(url, sizeof url, "%.*s", (int)n, base_url);
+    return gateway_find_probe(url, GATEWAY_FIND_TIMEOUT_MS, NULL, 0, why, sizeof why) == 0;
 }
 
 /* detach (detach = 1) or status: the same options, the same output. */
@@ -109,12 +208,12 @@ static int cli_codex_look(const char *cmd, int argc, char **argv, int detach)
     cli_codex_args a = {0};
     char home[PATH_MAX], err[1024] = "";
     int rc;
-    store *s = cli_codex_open(cmd, argc, argv, &a, 0, home, sizeof home, &rc);
+    store *s = cli_codex_open(cmd, argc, argv, &a, home, sizeof home, &rc);
     if (!s)
         return rc;
     sbuf report = SBUF_INIT;
     rc = detach ? codex_detach(s, home, a.force, &report, err, sizeof err)
-                : codex_status(s, home, &report, err, sizeof err);
+                : codex_status_check(s, home, cli_codex_answers, NULL, &report, err, sizeof err);
     return cli_codex_done(cmd, s, rc, &report, err);
 }
 

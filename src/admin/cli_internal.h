@@ -1,6 +1,6 @@
 /* cli_internal.h: what the subcommand files of `switchyard account|key|
- * config|codex|usage` (cli_account.c, cli_key.c, cli_config.c, cli_codex.c,
- * cli_usage.c) share with cli.c: the exit codes, the parsing helpers cli.c
+ * config|codex|usage|admin|status|logs` (cli_account.c, cli_key.c,
+ * cli_config.c, cli_codex.c, cli_usage.c, admin_cli.c) share with cli.c: the exit codes, the parsing helpers cli.c
  * implements, and each group's subcommands and usage text, which cli.c's
  * command table dispatches to. One header for all of them, so the group
  * files need no headers of their own that include each other; no module
@@ -62,6 +62,13 @@ int cli_config_set(int argc, char **argv);
 int cli_config_get(int argc, char **argv);
 int cli_config_unset(int argc, char **argv);
 int cli_config_list(int argc, char **argv);
+
+/* admin_cli.c: `admin token` (argv: what follows "token"), `status` and
+ * `logs` (argv[0] is the command's name) */
+void admin_cli_usage_admin(FILE *f);
+int admin_cli_token_main(int argc, char **argv);
+int admin_cli_status_main(int argc, char **argv);
+int admin_cli_logs_main(int argc, char **argv);
 
 void cli_usage_codex(FILE *f); /* cli_codex.c */
 int cli_codex_attach(int argc, char **argv);

@@ -91,6 +91,10 @@ int safe_file_read(const char *path, sbuf *out, int *present, int *mode, char *e
 static int sf_dir_of(const char *path, char *dir, size_t n)
 {
     const char *slash = strrchr(path, '/');
+    if (!slash && n >= 2) { /* a bare name: the working directory's */
+        memcpy(dir, ".", 2);
+        return 0;
+    }
     if (!slash || (size_t)(slash - path) + 1 >= n)
         return -1;
     size_t len = slash == path ? 1 : (size_t)(slash - path);

@@ -631,7 +631,8 @@ static void ca_tighten(const codex_journal *j, sbuf *report)
 
 static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
 static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *report, char *err, size_t errlen);
-static int ca_status_locked(store *s, const char *home, sbuf *report, char *err, size_t errlen);
+static int ca_status_locked(store *s, const char *home, codex_answers_fn answers, void *ud, sbuf *report, char *err,
+                            size_t errlen);
 
 static int ca_attach_locked(store *s, const char *home, const char *gateway, int websockets, sbuf *report, char *err,
                             size_t errlen)
@@ -653,7 +654,7 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, int
         store_codex_journal_free(&j);
         if (same) {
             sbuf tmp = SBUF_INIT;
-            int st = ca_status_locked(s, home, &tmp, err, errlen);
+            int st = ca_status_locked(s, home, NULL, NULL, &tmp, err, errlen);
             sbuf_puts(report, "already ");
             sbuf_append(report, tmp.p ? tmp.p : "", tmp.len);
             if (st == CODEX_DRIFTED)
@@ -869,7 +870,8 @@ static int ca_detach_locked(store *s, const char *home, int force, sbuf *report,
 
 /* ---------- status ---------- */
 
-static int ca_status_locked(store *s, const char *home, sbuf *report, char *err, size_t errlen)
+static int ca_status_locked(store *s, const char *home, codex_answers_fn answers, void *ud, sbuf *report, char *err,
+                            size_t errlen)
 {
     codex_journal j;
     int found = ca_journal_get(s, home, &j, report, err, errlen);
@@ -886,7 +888,12 @@ static int ca_status_locked(store *s, const char *home, sbuf *report, char *err,
         ca_plan_free(&p);
     if (rc == 0) {
         int drifted = !v.present || !v.parsed || v.n_changed > 0;
-        sbuf_puts(report, drifted ? "drifted: " : "attached: ");
+        if (drifted)
+            sbuf_puts(report, "drifted: ");
+        else if (answers && !answers(j.gateway_url, ud)) /* Codex would spin on "Reconnecting..." */
+            sbuf_printf(report, "attached, but no gateway answers at %s: ", j.gateway_url);
+        else
+            sbuf_puts(report, "attached: ");
         ca_report_attached(report, &j);
         if (!v.present)
             sbuf_puts(report, "  the file is gone\n");
@@ -969,8 +976,14 @@ int codex_detach(store *s, const char *home, int force, sbuf *report, char *err,
 
 int codex_status(store *s, const char *home, sbuf *report, char *err, size_t errlen)
 {
+    return codex_status_check(s, home, NULL, NULL, report, err, errlen);
+}
+
+int codex_status_check(store *s, const char *home, codex_answers_fn answers, void *ud, sbuf *report, char *err,
+                       size_t errlen)
+{
     int fd = ca_lock(s, err, errlen);
-    int rc = fd < 0 ? -1 : ca_status_locked(s, home, report, err, errlen);
+    int rc = fd < 0 ? -1 : ca_status_locked(s, home, answers, ud, report, err, errlen);
     ca_unlock(fd);
     return rc;
 }

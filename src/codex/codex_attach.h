@@ -37,5 +37,13 @@ int codex_attach_ws(store *s, const char *home, const char *gateway, int websock
 int codex_detach(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
 /* The state of home, with the details in report; -1 on error. */
 int codex_status(store *s, const char *home, sbuf *report, char *err, size_t errlen);
+/* Whether a gateway answers at base_url (what attach wrote, ".../v1"):
+ * 1 yes, 0 no. The caller's: this wing does no network I/O. */
+typedef int (*codex_answers_fn)(const char *base_url, void *ud);
+/* codex_status, and an attached home whose gateway does not answer
+ * (answers says 0) is reported as "attached, but no gateway answers at
+ * URL: ..." (still CODEX_ATTACHED: the file is as attach wrote it). */
+int codex_status_check(store *s, const char *home, codex_answers_fn answers, void *ud, sbuf *report, char *err,
+                       size_t errlen);
 
 #endif

@@ -165,6 +165,22 @@ int config_set_admin_listen(sy_config *c, const char *s)
     return 0;
 }
 
+int config_add_allowed_hosts(sy_config *c, const char *names)
+{
+    const char *p = names;
+    do {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n > 253 || strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") < n)
+            return -1;
+        size_t have = strlen(c->allowed_hosts);
+        if (have + n + 2 > sizeof c->allowed_hosts)
+            return -1;
+        snprintf(c->allowed_hosts + have, sizeof c->allowed_hosts - have, "%s%.*s", have ? "," : "", (int)n, p);
+        p += n;
+    } while (*p++ == ',');
+    return 0;
+}
+
 static int config_str(const char *name, char *dst, size_t n)
 {
     const char *v = getenv(name);
@@ -192,6 +208,11 @@ int config_from_env(sy_config *c)
     const char *listen = getenv("SWITCHYARD_LISTEN");
     if (listen && *listen && config_set_listen(c, listen) < 0) {
         log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);
+        bad = 1;
+    }
+    const char *hosts = getenv("SWITCHYARD_ALLOWED_HOSTS");
+    if (hosts && *hosts && config_add_allowed_hosts(c, hosts) < 0) {
+        log_error("SWITCHYARD_ALLOWED_HOSTS=%s: expected host names, comma-separated", hosts);
         bad = 1;
     }
     const char *admin = getenv("SWITCHYARD_ADMIN_LISTEN");

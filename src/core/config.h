@@ -11,6 +11,8 @@ typedef struct sy_config {
     int listen_port;
     char admin_host[64];       /* --admin-listen: "" = the admin surface is on the gateway listener, loopback only */
     int admin_port;
+    char allowed_hosts[512];   /* --allowed-host / SWITCHYARD_ALLOWED_HOSTS: more names for the Host check
+                                * (http/host_check.h), comma-separated; "" none */
     char policies_dir[1024];   /* "" = the policies embedded in the binary */
     size_t max_body;           /* client request body limit, bytes */
     long connect_timeout_ms;
@@ -68,6 +70,10 @@ int config_from_env(sy_config *c);
 int config_set_listen(sy_config *c, const char *s);
 /* Parses the admin listen address ("host:port", or "port" for 127.0.0.1). */
 int config_set_admin_listen(sy_config *c, const char *s);
+/* Adds names (comma-separated) to c->allowed_hosts: each a DNS name
+ * (letters, digits, '-', '.', '_'), at most 253 bytes; -1 if one is not
+ * or the list is full. */
+int config_add_allowed_hosts(sy_config *c, const char *names);
 /* Canonical strategy name ("rr"/"round_robin" -> "balanced"); NULL if unknown. */
 const char *config_strategy_canonical(const char *s);
 /* 1 if s names a rotation mode. */

@@ -51,6 +51,7 @@ typedef struct gateway {
     int trim_due;             /* a large body was freed: give memory back to the system at the next tick */
     int draining;             /* SIGTERM: stop when active reaches 0 */
     double started_at;
+    char instance[24];        /* random per start: /health says it, the run file beside the db names it */
     char admin_hash[65];      /* sha256 hex of the admin token; "" none set */
     char codex_version[32];   /* the latest client_version a client sent to GET /models (digits, letters,
                                * '.', '-', '+'); the model poll asks the ChatGPT backend with it; "" none */

@@ -12,6 +12,8 @@
 #include "base/log.h"
 #include "route/router.h"
 #include "base/sbuf.h"
+#include "http/host_check.h"
+#include <event2/keyvalq_struct.h>
 #include <event2/buffer.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +81,38 @@ static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
     health_reason(reasons, msg);
 }
 
+/* The whole document: the reasons and the counters behind them. */
+static void health_details(gateway *gw, sbuf *b, const sbuf *reasons, size_t usable, const store_writer_stats *ws)
+{
+    conn_limit_stats cs;
+    conn_limit_stats_get(gw->conns, &cs);
+    sbuf_printf(b, "{\"status\":\"%s\",\"accounts\":%zu,\"active_requests\":%zu,\"policy\":",
+                reasons->len ? "degraded" : "ok", pool_count(gw->pool), gw->active);
+    const char *src = policy_source(gw->policy);
+    sbuf_json_str(b, src, strlen(src));
+    sbuf_printf(b, ",\"reasons\":[%s]", reasons->len ? reasons->p : "");
+    sbuf_printf(b, ",\"usable_accounts\":%zu", usable);
+    sbuf_printf(b, ",\"store\":{\"writes_failing\":%s,\"failed_commits\":%llu,\"pending_logs\":%zu,"
+                    "\"dropped_logs\":%llu,\"last_error\":",
+                ws->failing ? "true" : "false", (unsigned long long)ws->failed_commits, ws->pending_logs,
+                (unsigned long long)ws->dropped_logs);
+    sbuf_json_str(b, ws->last_error, strlen(ws->last_error));
+    sbuf_puts(b, ",\"file_problem\":");
+    sbuf_json_str(b, ws->file_problem, strlen(ws->file_problem));
+    sbuf_printf(b, "},\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
+    sbuf_printf(b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
+                    "\"refused_out_of_descriptors\":%llu,\"slow_requests_closed\":%llu,\"accepting\":%s,"
+                    "\"descriptor_limit\":%ld,\"per_ip_cap\":%zu,\"refused_per_ip\":%llu}",
+                cs.open, cs.cap, (unsigned long long)cs.refused, (unsigned long long)cs.accept_pauses,
+                (unsigned long long)cs.fd_refused, (unsigned long long)cs.slow_requests_closed,
+                cs.paused ? "false" : "true", cs.nofile, cs.per_ip_cap, (unsigned long long)cs.refused_per_ip);
+    sbuf_printf(b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"bytes_receiving\":%zu,\"budget\":%zu,"
+                    "\"refused\":%llu}",
+                gw->body_bytes, cs.bytes_receiving, gw->cfg.max_bodies_in_flight,
+                (unsigned long long)(gw->refused_bodies + cs.bodies_refused));
+    sbuf_printf(b, ",\"log_lines_suppressed\":%lu,\"instance\":\"%s\"}\n", log_suppressed(), gw->instance);
+}
+
 void health_reply(struct evhttp_request *req, gateway *gw)
 {
     sbuf reasons = SBUF_INIT, b = SBUF_INIT;
@@ -100,34 +134,12 @@ void health_reply(struct evhttp_request *req, gateway *gw)
                  since, (unsigned long long)gw->fb_seen, policy_last_error(gw->policy));
         health_reason(&reasons, msg);
     }
-    conn_limit_stats cs;
-    conn_limit_stats_get(gw->conns, &cs);
-
-    sbuf_printf(&b, "{\"status\":\"%s\",\"accounts\":%zu,\"active_requests\":%zu,\"policy\":",
-                reasons.len ? "degraded" : "ok", pool_count(gw->pool), gw->active);
-    const char *src = policy_source(gw->policy);
-    sbuf_json_str(&b, src, strlen(src));
-    sbuf_printf(&b, ",\"reasons\":[%s]", reasons.len ? reasons.p : "");
-    sbuf_printf(&b, ",\"usable_accounts\":%zu", usable);
-    sbuf_printf(&b, ",\"store\":{\"writes_failing\":%s,\"failed_commits\":%llu,\"pending_logs\":%zu,"
-                    "\"dropped_logs\":%llu,\"last_error\":",
-                ws.failing ? "true" : "false", (unsigned long long)ws.failed_commits, ws.pending_logs,
-                (unsigned long long)ws.dropped_logs);
-    sbuf_json_str(&b, ws.last_error, strlen(ws.last_error));
-    sbuf_puts(&b, ",\"file_problem\":");
-    sbuf_json_str(&b, ws.file_problem, strlen(ws.file_problem));
-    sbuf_printf(&b, "},\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
-    sbuf_printf(&b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
-                    "\"refused_out_of_descriptors\":%llu,\"slow_requests_closed\":%llu,\"accepting\":%s,"
-                    "\"descriptor_limit\":%ld,\"per_ip_cap\":%zu,\"refused_per_ip\":%llu}",
-                cs.open, cs.cap, (unsigned long long)cs.refused, (unsigned long long)cs.accept_pauses,
-                (unsigned long long)cs.fd_refused, (unsigned long long)cs.slow_requests_closed,
-                cs.paused ? "false" : "true", cs.nofile, cs.per_ip_cap, (unsigned long long)cs.refused_per_ip);
-    sbuf_printf(&b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"bytes_receiving\":%zu,\"budget\":%zu,"
-                    "\"refused\":%llu}",
-                gw->body_bytes, cs.bytes_receiving, gw->cfg.max_bodies_in_flight,
-                (unsigned long long)(gw->refused_bodies + cs.bodies_refused));
-    sbuf_printf(&b, ",\"log_lines_suppressed\":%lu}\n", log_suppressed());
+    /* a Host that is not the gateway's own (DNS rebinding, host_check.h)
+     * learns whether it is up, nothing about the pool */
+    if (host_check_allowed(&gw->cfg, evhttp_find_header(evhttp_request_get_input_headers(req), "Host")))
+        health_details(gw, &b, &reasons, usable, &ws);
+    else
+        sbuf_printf(&b, "{\"status\":\"%s\"}\n", reasons.len ? "degraded" : "ok");
 
     struct evbuffer *out = evbuffer_new();
     evbuffer_add(out, b.p, b.len);

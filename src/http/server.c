@@ -639,10 +639,13 @@ int server_start(gateway *gw, server_handler_fn handle)
     server_flush_ev = event_new(gw->base, -1, 0, server_on_flush, NULL);
     if (!server_flush_ev)
         return -1;
+    errno = 0;
     struct evhttp_bound_socket *bound =
         evhttp_bind_socket_with_handle(gw->http, gw->cfg.listen_host, (ev_uint16_t)gw->cfg.listen_port);
     if (!bound) {
-        log_error("cannot listen on %s:%d", gw->cfg.listen_host, gw->cfg.listen_port);
+        /* libevent leaves bind()'s errno; a name that does not resolve leaves none */
+        log_error("cannot listen on %s:%d: %s", gw->cfg.listen_host, gw->cfg.listen_port,
+                  errno ? strerror(errno) : "the address does not resolve");
         return -1;
     }
     /* answers go out as they are ready, often a head and a stream's first
@@ -662,7 +665,7 @@ int server_start(gateway *gw, server_handler_fn handle)
     long fit = nofile <= 0 ? gw->cfg.max_connections : gw->cfg.upstream_h2c ? room - room / 50 : room / 2;
     long conn_cap = gw->cfg.max_connections < fit ? gw->cfg.max_connections : (fit < 16 ? 16 : fit);
     if (conn_cap < gw->cfg.max_connections)
-        log_warn("descriptor limit %ld: client connections capped at %ld instead of %ld", nofile, conn_cap,
+        log_info("descriptor limit %ld: client connections capped at %ld instead of %ld", nofile, conn_cap,
                  gw->cfg.max_connections);
     upstream_set_max_connections(gw->up, conn_cap);
     gw->conns = conn_limit_new(gw->base, gw->http, bound, (size_t)conn_cap, nofile,

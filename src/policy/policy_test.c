@@ -651,12 +651,12 @@ static sandbox *spec_sandbox(policy_engine *pe, char *err, size_t errlen)
     return sb;
 }
 
-static int test_usage(void)
+static int test_usage(FILE *f, int rc)
 {
-    fprintf(stderr, "usage: switchyard test [DIR] [--policies PDIR]\n"
+    fprintf(f, "usage: switchyard test [DIR] [--policies PDIR]\n"
                     "  DIR   specs (*_spec.lua), default tests/policies\n"
                     "  PDIR  policies under test, default ./policies, else the embedded copies\n");
-    return 2;
+    return rc;
 }
 
 int policy_test_main(int argc, char **argv)
@@ -667,8 +667,10 @@ int policy_test_main(int argc, char **argv)
             pdir = argv[++i];
         else if (strncmp(argv[i], "--policies=", 11) == 0)
             pdir = argv[i] + 11;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return test_usage(stdout, 0);
         else if (argv[i][0] == '-' || dir)
-            return test_usage();
+            return test_usage(stderr, 2);
         else
             dir = argv[i];
     }

@@ -285,6 +285,13 @@ store *store_open(const char *path, char *err, size_t errlen)
     store_writer_init(&s->w);
     if (store_open_db(s, err, errlen) != 0) {
         store_close(s);
+        /* the message names the database once: the connection's errors
+         * already do, a migration's does not */
+        if (err && errlen && !strstr(err, path)) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            store_errf(err, errlen, "cannot open database %s: %s", path, why);
+        }
         return NULL;
     }
     return s;

@@ -168,7 +168,8 @@ typedef struct request_log {
 } request_log;
 
 /* Opens (creating with mode 0600 if missing) and migrates. Returns NULL and
- * fills err on failure. */
+ * fills err on failure: a message that names the database once and the
+ * cause ("cannot open database X: <reason>"); callers add no prefix. */
 store *store_open(const char *path, char *err, size_t errlen);
 void store_close(store *s);   /* stops the writer (draining its queue) first */
 const char *store_path(const store *s);

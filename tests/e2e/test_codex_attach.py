@@ -179,7 +179,7 @@ class CodexAttachTest(GatewayTest):
         bad = ORIGINAL + 'model_reasoning_effort = high\n'
         with open(self.cfg, "w", newline="") as f:
             f.write(bad)
-        p = self.sy(g, "attach", "--gateway", "http://127.0.0.1:1", check=False)
+        p = self.sy(g, "attach", "--gateway", "http://127.0.0.1:1", "--offline", check=False)
         self.assertEqual(p.returncode, 1)
         self.assertIn("line 9", p.stderr)
         self.assertIn("left untouched", p.stderr)

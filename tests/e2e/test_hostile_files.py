@@ -36,7 +36,7 @@ class HostileFilesTest(GatewayTest):
         return p
 
     def attach(self, **kw):
-        return self.sy("attach", "--gateway", "http://127.0.0.1:9", **kw)
+        return self.sy("attach", "--gateway", "http://127.0.0.1:9", "--offline", **kw)
 
     def write_cfg(self, text, mode=0o644):
         with open(self.cfg, "w", newline="") as f:

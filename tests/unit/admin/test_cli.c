@@ -510,7 +510,18 @@ static void test_cli_codex_attach_status_detach_and_their_option_checks(void)
     test_run(cli_codex_main, &o, "codex", "attach", "--gateway", "ftp://x", "--codex-home", home, NULL);
     CHECK_EQ_INT(o.rc, 2);
     CHECK(access(cfg, F_OK) != 0);
+    /* a mistyped home is not created; nothing answers on port 9: refused unless --offline */
     test_run(cli_codex_main, &o, "codex", "attach", "--gateway", "http://127.0.0.1:9/", "--codex-home", home, NULL);
+    CHECK(o.rc == 1 && strstr(o.err, "does not exist") && strstr(o.err, "--create"));
+    CHECK(access(home, F_OK) != 0);
+    test_run(cli_codex_main, &o, "codex", "attach", "--gateway", "127.0.0.1:9", "--codex-home", home, "--create",
+             NULL);
+    CHECK(o.rc == 1 && strstr(o.err, "no gateway answers at http://127.0.0.1:9 (") && strstr(o.err, "--offline"));
+    CHECK(access(cfg, F_OK) != 0);
+    test_run(cli_codex_main, &o, "codex", "status", "--offline", "--codex-home", home, NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    test_run(cli_codex_main, &o, "codex", "attach", "--gateway", "127.0.0.1:9", "--codex-home", home, "--create",
+             "--offline", NULL);
     CHECK_EQ_INT(o.rc, 0);
     CHECK(strstr(o.out, "attached: ") && strstr(o.out, "-> http://127.0.0.1:9/v1 since "));
     char text[4096], *tok;
@@ -523,13 +534,180 @@ static void test_cli_codex_attach_status_detach_and_their_option_checks(void)
         CHECK(strncmp(key, "sy-", 3) == 0);
         CHECK(strstr(o.out, key) == NULL && strstr(o.err, key) == NULL); /* printed only as a prefix */
     }
+    /* the file is as attach wrote it, but nothing answers there: not plain "attached" */
     test_run(cli_codex_main, &o, "codex", "status", "--codex-home", home, NULL);
-    CHECK(o.rc == 0 && strncmp(o.out, "attached: ", 10) == 0);
+    CHECK(o.rc == 0 && strncmp(o.out, "attached, but no gateway answers at http://127.0.0.1:9/v1: ", 58) == 0);
     test_run(cli_codex_main, &o, "codex", "detach", "--codex-home", home, NULL);
     CHECK(o.rc == 0 && strstr(o.out, "detached: ") != NULL);
     CHECK(access(cfg, F_OK) != 0); /* there was no file before attach */
     test_run(cli_codex_main, &o, "codex", "status", "--codex-home", home, NULL);
     CHECK(o.rc == 0 && strncmp(o.out, "direct: ", 8) == 0);
+}
+
+/* ---------- the command table, help and global options ---------- */
+
+/* Runs cli_main with the NULL-terminated arguments after "switchyard" (no --db added). */
+static void test_run_main(test_out *o, ...)
+{
+    char *argv[32], out_path[160], err_path[160];
+    int argc = 0;
+    argv[argc++] = "switchyard";
+    va_list ap;
+    va_start(ap, o);
+    for (char *a; argc < 31 && (a = va_arg(ap, char *)) != NULL;)
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    snprintf(out_path, sizeof out_path, "%s/stdout", test_dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", test_dir);
+    fflush(stdout);
+    fflush(stderr);
+    int so = test_redirect(STDOUT_FILENO, out_path), se = test_redirect(STDERR_FILENO, err_path);
+    o->rc = cli_main(argc, argv, NULL);
+    fflush(stdout);
+    fflush(stderr);
+    test_restore(STDOUT_FILENO, so);
+    test_restore(STDERR_FILENO, se);
+    test_read_file(out_path, o->out, sizeof o->out);
+    test_read_file(err_path, o->err, sizeof o->err);
+}
+
+/* The help's command lines ("  account add   summary"): their first one or two words. */
+typedef struct test_cmd {
+    char w1[32], w2[32];
+} test_cmd;
+
+static size_t test_help_commands(const char *help, test_cmd *cmds, size_t max)
+{
+    const char *p = strstr(help, "commands:\n");
+    size_t n = 0;
+    for (p = p ? strchr(p, '\n') + 1 : NULL; p && strncmp(p, "  ", 2) == 0 && n < max; p = strchr(p, '\n') + 1) {
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p);
+        test_cmd *c = &cmds[n++];
+        c->w1[0] = c->w2[0] = '\0';
+        /* the name is the text before the run of spaces that starts the summary */
+        char *gap = strstr(line + 2, "  ");
+        if (gap)
+            *gap = '\0';
+        sscanf(line, " %31s %31s", c->w1, c->w2);
+        if (!strchr(p, '\n'))
+            break;
+    }
+    return n;
+}
+
+static void test_cli_help_lists_every_command_and_every_line_dispatches(void)
+{
+    test_out o, h;
+    test_run_main(&o, "--help", NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    test_run_main(&h, "help", NULL);
+    CHECK(h.rc == 0 && strcmp(o.out, h.out) == 0);
+    test_cmd cmds[64];
+    size_t n = test_help_commands(o.out, cmds, 64);
+    CHECK(n >= 27);
+    const char *want[] = {"serve", "account add", "account import", "account export", "key revoke", "config list",
+                          "codex attach", "codex status", "admin token", "status", "logs", "usage", "test"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "\n  %s ", want[i]);
+        CHECK(strstr(o.out, needle) != NULL);
+    }
+    for (size_t i = 0; i < n; i++) { /* each line reaches its command: its --help answers */
+        if (strcmp(cmds[i].w1, "serve") == 0)
+            continue; /* the top's: not linked here */
+        test_out c;
+        if (cmds[i].w2[0])
+            test_run_main(&c, cmds[i].w1, cmds[i].w2, "--help", NULL);
+        else
+            test_run_main(&c, cmds[i].w1, "--help", NULL);
+        if (c.rc != 0 || !strstr(c.out, "usage"))
+            fprintf(stderr, "  '%s %s --help' rc %d: %s\n", cmds[i].w1, cmds[i].w2, c.rc, c.err);
+        CHECK(c.rc == 0 && strstr(c.out, "usage") != NULL);
+    }
+}
+
+/* 1 if word occurs in text between non-letters ("enable" in "enable|disable"). */
+static int test_has_word(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) {
+        int before = p == text || !(p[-1] >= 'a' && p[-1] <= 'z');
+        int after = !(p[n] >= 'a' && p[n] <= 'z');
+        if (before && after)
+            return 1;
+    }
+    return 0;
+}
+
+static void test_cli_each_group_usage_names_every_subcommand_of_the_table(void)
+{
+    test_out o;
+    test_run_main(&o, "help", NULL);
+    test_cmd cmds[64];
+    size_t n = test_help_commands(o.out, cmds, 64);
+    for (size_t i = 0; i < n; i++) {
+        if (!cmds[i].w2[0])
+            continue;
+        test_out g;
+        test_run_main(&g, "help", cmds[i].w1, NULL);
+        if (!test_has_word(g.out, cmds[i].w2))
+            fprintf(stderr, "  'switchyard %s --help' does not name %s\n", cmds[i].w1, cmds[i].w2);
+        CHECK(g.rc == 0 && test_has_word(g.out, cmds[i].w2));
+    }
+}
+
+static void test_cli_global_db_before_the_command_reaches_it_and_one_after_wins(void)
+{
+    test_out o;
+    char other[160];
+    test_fresh_db();
+    snprintf(other, sizeof other, "%s/other.db", test_dir);
+    test_run_main(&o, "--db", test_db, "account", "add", "--name", "front", "--base-url", "https://a.example/v1",
+                  "--token", TEST_TOKEN, NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_INT(test_account_enabled("front"), 1);
+    char eq[200];
+    snprintf(eq, sizeof eq, "--db=%s", test_db);
+    test_run_main(&o, eq, "account", "list", NULL);
+    CHECK(o.rc == 0 && strstr(o.out, "front") != NULL);
+    test_run_main(&o, "--db", other, "account", "list", "--db", test_db, NULL);
+    CHECK(o.rc == 0 && strstr(o.out, "front") != NULL);
+    test_run_main(&o, "--db", other, "account", "list", NULL);
+    CHECK(o.rc == 0 && strstr(o.out, "front") == NULL);
+    unsetenv("SWITCHYARD_DB");
+}
+
+static void test_cli_global_options_refuse_what_they_do_not_know(void)
+{
+    test_out o;
+    test_run_main(&o, "--bogus", "account", "list", NULL);
+    CHECK(o.rc == 2 && strstr(o.err, "unknown option '--bogus'"));
+    test_run_main(&o, "--db", NULL);
+    CHECK(o.rc == 2 && strstr(o.err, "--db needs a value"));
+    test_run_main(&o, "--db=", "account", "list", NULL);
+    CHECK(o.rc == 2 && strstr(o.err, "--db needs a path"));
+    test_run_main(&o, "nosuch", NULL);
+    CHECK(o.rc == 2 && strstr(o.err, "unknown command 'nosuch'") && strstr(o.err, "account add"));
+    test_run_main(&o, NULL);
+    CHECK(o.rc == 2 && strstr(o.err, "commands:"));
+    test_run_main(&o, "help", "nosuch", NULL);
+    CHECK_EQ_INT(o.rc, 2);
+    test_run_main(&o, "account", "nosuch", NULL);
+    CHECK(o.rc == 2 && strstr(o.err, "unknown command 'nosuch'"));
+    unsetenv("SWITCHYARD_DB");
+}
+
+static void test_cli_account_add_with_an_empty_name_names_only_that_flag(void)
+{
+    test_out o;
+    test_fresh_db();
+    test_run(cli_account_main, &o, "account", "add", "--name", "", "--base-url", "https://a.example/v1", "--token",
+             TEST_TOKEN, NULL);
+    CHECK(o.rc != 0 && strstr(o.err, "--name") && !strstr(o.err, "--base-url"));
+    test_run(cli_account_main, &o, "account", "add", "--name", "n", "--token", TEST_TOKEN, NULL);
+    CHECK(o.rc != 0 && strstr(o.err, "--base-url") && !strstr(o.err, "--name"));
 }
 
 int main(void)
@@ -551,6 +729,11 @@ int main(void)
     RUN(test_cli_config_checks_argument_counts);
     RUN(test_cli_config_set_bumps_config_version);
     RUN(test_cli_codex_attach_status_detach_and_their_option_checks);
+    RUN(test_cli_help_lists_every_command_and_every_line_dispatches);
+    RUN(test_cli_each_group_usage_names_every_subcommand_of_the_table);
+    RUN(test_cli_global_db_before_the_command_reaches_it_and_one_after_wins);
+    RUN(test_cli_global_options_refuse_what_they_do_not_know);
+    RUN(test_cli_account_add_with_an_empty_name_names_only_that_flag);
     check_tmpdir_remove(test_dir);
     return check_summary();
 }

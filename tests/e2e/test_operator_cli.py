@@ -1,0 +1,231 @@
+"""test_operator_cli.py: the command line as an operator meets it (issue 24):
+`--db` before the command as well as after it; `--help` lists every command
+and each listed line answers its own `--help`; `status` finds the gateway
+serving its database (the run file beside the database) and, when none
+answers, says so and that it shows the database; a listen or database error
+names its cause once; the admin API, the dashboard, /metrics and /health's
+details refuse a Host that is not the gateway's own (DNS rebinding) while
+the proxied /v1 API accepts any; `codex attach` takes the address of the
+gateway serving the database, accepts host:port, refuses when no gateway
+answers (unless --offline) and a Codex home that does not exist (unless
+--create); `codex status` says when no gateway answers at the URL it
+wrote."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from harness import GatewayTest, account, http_call, main, switchyard_bin, wait_for
+
+BODY = {"model": "gpt-test", "input": "hi"}
+
+
+class OperatorCliTest(GatewayTest):
+
+    def run_sy(self, g, *args, env=None, timeout=30):
+        e = dict(g.env)
+        e.update(env or {})
+        return subprocess.run([switchyard_bin(), *args], capture_output=True, text=True, timeout=timeout, env=e,
+                              stdin=subprocess.DEVNULL, cwd=g.dir)
+
+    def admin_token(self, g):
+        return g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
+
+    def codex_home(self):
+        home = tempfile.mkdtemp(prefix="sy-codex-home-")
+        self.addCleanup(shutil.rmtree, home, True)
+        return home
+
+    def base_url(self, home):
+        with open(os.path.join(home, "config.toml")) as f:
+            m = re.search(r'base_url = "([^"]*)"', f.read())
+        return m and m.group(1)
+
+    # --- global --db, help
+
+    def test_db_before_the_command_reaches_every_command_and_one_after_it_wins(self):
+        g = self.gateway([], start=False)
+        p = self.run_sy(g, "--db", g.db_path, "account", "add", "--name", "front", "--base-url",
+                        self.mock.url("front"), "--token", "sk-front")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("front", self.run_sy(g, f"--db={g.db_path}", "account", "list").stdout)
+        other = os.path.join(g.dir, "other.db")
+        p = self.run_sy(g, "--db", other, "account", "list", "--db", g.db_path)
+        self.assertIn("front", p.stdout)
+        p = self.run_sy(g, "--db", other, "account", "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("front", p.stdout)
+        self.assertIn("e2e", self.run_sy(g, "--db", g.db_path, "key", "list").stdout)
+        g.start()  # serve gets --db after it from the harness; the key added before serves
+        self.assertEqual(g.post("/v1/responses", BODY).status, 200)
+
+    def test_help_lists_every_command_and_each_line_answers_its_own_help(self):
+        g = self.gateway([], start=False)
+        p = self.run_sy(g, "--help")
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(p.stdout, self.run_sy(g, "help").stdout)
+        section = p.stdout.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+        names = [re.split(r"\s{2,}", ln.strip(), 1)[0] for ln in section.splitlines()]
+        for want in ("serve", "account add", "account update", "account import", "account export", "key add",
+                     "key list", "key update", "key prefer", "key revoke", "config set", "codex attach",
+                     "codex detach", "codex status", "admin token", "status", "logs", "usage", "test"):
+            self.assertIn(want, names)
+        for name in names:
+            q = self.run_sy(g, *name.split(), "--help")
+            self.assertEqual(q.returncode, 0, f"{name} --help: {q.stderr}")
+            self.assertIn("usage", q.stdout, name)
+        bad = self.run_sy(g, "--bogus", "status")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("unknown option '--bogus'", bad.stderr)
+
+    # --- status
+
+    def test_status_finds_the_running_gateway_and_says_when_none_answers(self):
+        g = self.gateway([account("a", self.mock.url("a"))])
+        tok = self.admin_token(g)
+        # nothing in the environment names the port: status finds it beside the database
+        p = wait_for(lambda: (lambda r: r if "(live)" in r.stdout else None)(
+            self.run_sy(g, "status", "--db", g.db_path, env={"SWITCHYARD_ADMIN_TOKEN": tok})), what="live status")
+        self.assertIn(f"gateway http://127.0.0.1:{g.port} (live)", p.stdout)
+        p = self.run_sy(g, "status", "--db", g.db_path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        first = p.stdout.splitlines()[0]
+        self.assertIn(f"the gateway at http://127.0.0.1:{g.port} (pid {g.proc.pid}) serves this database", first)
+        self.assertIn("SWITCHYARD_ADMIN_TOKEN", first)
+        g.stop()
+        p = self.run_sy(g, "status", "--db", g.db_path, env={"SWITCHYARD_ADMIN_TOKEN": tok})
+        first = p.stdout.splitlines()[0]
+        self.assertTrue(first.startswith("no gateway is answering for this database (last seen at "), first)
+        self.assertIn(f"http://127.0.0.1:{g.port}", first)
+        self.assertIn("it stopped", first)
+        self.assertIn("showing it from the database", first)
+        self.assertNotIn("8787", first)
+        doc = json.loads(self.run_sy(g, "status", "--db", g.db_path, "--json").stdout)
+        self.assertEqual(doc["source"], "database")
+        self.assertTrue(doc["gateway"].startswith("no gateway is answering"), doc)
+        g.start(port=g.port)
+        g.kill9()
+        first = self.run_sy(g, "status", "--db", g.db_path).stdout.splitlines()[0]
+        self.assertIn("no gateway is answering for this database", first)
+        self.assertIn("its process is gone", first)
+
+    def test_status_of_a_database_no_gateway_ever_served_says_so(self):
+        g = self.gateway([], start=False)
+        p = self.run_sy(g, "status", "--db", g.db_path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith(
+            "no gateway is answering for this database (no gateway has served it yet); showing it from the database"),
+            p.stdout)
+
+    # --- messages
+
+    def test_listen_and_database_errors_name_their_cause_once(self):
+        g = self.gateway([])
+        other = os.path.join(g.dir, "other.db")
+        p = self.run_sy(g, "serve", "--db", other, "--listen", f"127.0.0.1:{g.port}")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"cannot listen on 127.0.0.1:{g.port}: Address already in use", p.stderr)
+        missing = os.path.join(g.dir, "no", "such", "dir", "x.db")
+        p = self.run_sy(g, "serve", "--db", missing, "--listen", "127.0.0.1:0")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"cannot open database {missing}: No such file or directory", p.stderr)
+        self.assertEqual(p.stderr.count("cannot open database"), 1, p.stderr)
+        p = self.run_sy(g, "account", "list", "--db", missing)
+        self.assertEqual(p.stderr.count("cannot open database"), 1, p.stderr)
+        p = self.run_sy(g, "account", "add", "--db", g.db_path, "--name", "", "--base-url", self.mock.url("x"),
+                        "--token", "t")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--name", p.stderr)
+        self.assertNotIn("--base-url", p.stderr)
+        self.assertLessEqual(g.log_text().count("descriptor limit"), 1)  # quiet start-up: once, at info
+        self.assertNotRegex(g.log_text(), r"warn\s+descriptor limit")
+
+    # --- Host check
+
+    def test_a_foreign_host_is_refused_on_metrics_admin_and_health_details_but_not_on_v1(self):
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        g.serve_args = ["--allowed-host", "gw.example"]
+        g.start()
+        tok = self.admin_token(g)
+        auth = {"Authorization": f"Bearer {tok}"}
+        evil = {"Host": f"rebound.example:{g.port}"}
+        for path, hdrs in (("/metrics", {}), ("/admin/api/accounts", auth), ("/admin/", {}),
+                           ("/admin/api/overview", auth)):
+            r = http_call(g.port, "GET", path, headers={**hdrs, **evil})
+            self.assertEqual(self.assertOpenAIError(r, 403)["code"], "host_not_allowed", path)
+            self.assertIn("rebound.example", r.json()["error"]["message"])
+        for host in (f"127.0.0.1:{g.port}", f"localhost:{g.port}", "gw.example", f"GW.example:{g.port}"):
+            r = wait_for(lambda: (lambda x: x if x.status != 401 else None)(
+                http_call(g.port, "GET", "/admin/api/accounts", headers={**auth, "Host": host})),
+                what="the admin token")
+            self.assertEqual(r.status, 200, (host, r))
+            self.assertEqual(http_call(g.port, "GET", "/metrics", headers={"Host": host}).status, 200, host)
+        h = http_call(g.port, "GET", "/health", headers=evil)
+        self.assertEqual(h.status, 200)
+        self.assertEqual(set(h.json()), {"status"})
+        h = http_call(g.port, "GET", "/health", headers={"Host": f"127.0.0.1:{g.port}"})
+        self.assertIn("accounts", h.json())
+        # the proxied API: clients behind proxies send their own names
+        r = g.post("/v1/responses", BODY, headers=evil)
+        self.assertEqual(r.status, 200, r)
+
+    # --- codex attach / status
+
+    def test_codex_attach_takes_the_running_gateways_address_and_status_sees_it_stop(self):
+        g = self.gateway([account("a", self.mock.url("a"))])
+        home = self.codex_home()
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertTrue(p.stdout.startswith("attached: "), p.stdout)
+        g.stop()
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertTrue(p.stdout.startswith(f"attached, but no gateway answers at http://127.0.0.1:{g.port}/v1: "),
+                        p.stdout)
+
+    def test_codex_attach_takes_host_port_and_refuses_when_no_gateway_answers_unless_offline(self):
+        g = self.gateway([account("a", self.mock.url("a"))])
+        home = self.codex_home()
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home,
+                        "--gateway", f"127.0.0.1:{g.port}")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
+        self.run_sy(g, "codex", "detach", "--db", g.db_path, "--codex-home", home)
+        g.stop()
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("no gateway answers at http://127.0.0.1:8787", p.stderr)
+        self.assertIn("--offline", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(home, "config.toml")))
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home, "--gateway",
+                        f"127.0.0.1:{g.port}")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"no gateway answers at http://127.0.0.1:{g.port} (", p.stderr)
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home, "--gateway",
+                        f"127.0.0.1:{g.port}", "--offline")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home, "--gateway", "ftp://x")
+        self.assertEqual(p.returncode, 2)
+
+    def test_codex_attach_refuses_a_codex_home_that_does_not_exist_unless_create(self):
+        g = self.gateway([account("a", self.mock.url("a"))])
+        parent = self.codex_home()
+        home = os.path.join(parent, "mistyped")
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("does not exist", p.stderr)
+        self.assertIn("--create", p.stderr)
+        self.assertFalse(os.path.exists(home))
+        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home, "--create")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
+        self.assertEqual(os.stat(home).st_mode & 0o777, 0o700)
+
+
+if __name__ == "__main__":
+    main()
