@@ -9,8 +9,8 @@ everything with its cursor, bounds the rows one page examines; one request
 in detail at /admin/api/request; `switchyard logs` searches and pages the
 same way."""
 
-import json
 import re
+import time
 
 from harness import GatewayTest, account, admin_get, http_call, main, wait_for
 
@@ -158,13 +158,15 @@ class SearchTest(GatewayTest):
         c = g.db()
         row = ("INSERT INTO request_logs(ts, endpoint, model, stream, account_name, status, attempts, latency_ms,"
                " route_strategy, error_class) VALUES (?, '/v1/responses', 'filler', 0, 'good', 200, 1, 1, 'ordered', '')")
-        c.executemany(row, [(1e9 + i,) for i in range(25000)])
+        now = time.time()  # recent: the retention (90 days by default) must not sweep them meanwhile
+        c.executemany(row, [(now,) for _ in range(25000)])
         c.commit()
         c.close()
         page = get(g, tok, "/admin/api/requests?q=o3&limit=5").json()
-        self.assertEqual(page["requests"], [])  # the newest 20 000 rows hold no o3
+        self.assertEqual(page["requests"], [])  # the newest 5 000 rows hold no o3
         self.assertTrue(page["scan_limited"])
-        self.assertIsNotNone(page["next_before"])
+        self.assertEqual(page["scan_max"], 5000)  # a text search examines at most 5 000 rows a page
+        self.assertEqual(page["next_before"], 25005 - 5000 + 1)
         found = []
         while page["next_before"]:
             page = get(g, tok, f"/admin/api/requests?q=o3&limit=5&before={page['next_before']}").json()
