@@ -357,8 +357,7 @@ static void admin_budget_json(sbuf *b, double usd, const char *period, const bud
     admin_num(b, usd);
     sbuf_puts(b, ",\"period\":");
     admin_str(b, period && *period ? period : "month");
-    sbuf_puts(b, ",\"spent_usd\":");
-    admin_num(b, current ? bs->spent : 0);
+    sbuf_printf(b, ",\"spent_usd\":%.6f", current && isfinite(bs->spent) ? bs->spent : 0); /* to the micro-dollar */
     admin_opt(b, "resets_at", current, bs->end);
     sbuf_printf(b, ",\"over\":%s}", budget_over(bs, usd, now) ? "true" : "false");
 }
