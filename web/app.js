@@ -52,6 +52,7 @@ function serverNow() { return Date.now() / 1000 + state.offset; }
 
 function usd(v) {
   if (v === null || v === undefined) return "–";
+  if (v > 0 && v < 0.0001) return "<$0.0001";
   return "$" + (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toFixed(4));
 }
 
