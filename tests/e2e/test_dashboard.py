@@ -3,7 +3,10 @@ Chromium, driven by playwright-core from npm (installed on first use into
 .cache/playwright-VERSION of the source tree, like the Codex test), signs in with
 the admin token, sees a 429 failover appear within 2 s, presses reset on
 the cooled account and sees the next request served by it, keeps working
-in a narrow window, and shows a clear state when the gateway stops.
+in a narrow window, and shows a clear state when the gateway stops; and,
+with 70-character account, key and model names, fits 1024, 1440 and 1920 px
+and a phone without sideways scrolling, shows spend today and against the
+budget, hides revoked keys until asked, searches and opens a request.
 Screenshots go to the build directory (screenshots/). The test is skipped,
 saying why, only when Chromium or npm cannot be had."""
 
