@@ -304,6 +304,9 @@ void proxy_finish(proxy_req *p, int status)
     rl.cost_usd = spend_cost(gw->policy, p->attempts ? p->att_model : p->in.model, p->in_tok, p->cached_tok,
                              p->out_tok);
     proxy_spend_charge(gw, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
+    /* tokens and cost by account, key and the model asked for (as `switchyard usage --by model`) */
+    metrics_usage(rl.ts + ms / 1000.0, p->attempts ? p->last_acct_id : 0, p->in.key_id, p->in.model, p->in_tok,
+                  p->cached_tok, p->out_tok, rl.cost_usd);
     if (p->attempts) {
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;

@@ -1,10 +1,12 @@
 /* The dashboard's behaviour: sign in with the admin token (sessionStorage
-   only), poll the admin API every second, draw the pool, the last hour and
-   the recent requests, and send the actions. Plain DOM, no framework. */
+   only), poll the admin API every second, draw the pool, spend, the last
+   hour and the requests (searched and paged on the gateway, one opened in
+   detail on a click), and send the actions. Plain DOM, no framework. */
 "use strict";
 
 const POLL_MS = 1000;
-const SLOW_EVERY = 5;            // keys and policy: every 5th poll
+const SLOW_EVERY = 5;            // keys, spend and policy: every 5th poll
+const PAGE = 30;                 // requests per page
 const TOKEN_KEY = "switchyard.admin_token";
 const $ = (sel) => document.querySelector(sel);
 
@@ -12,6 +14,8 @@ const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
   timer: null, polls: 0, offset: 0, lastOk: 0, down: false,
   accounts: [], keys: [], seen: new Set(), busy: false, settingsDirty: false,
+  search: { q: "", since: "", until: "" }, // the applied search (the form may hold an edit not yet applied)
+  before: null, pages: [], next: null,      // paging: the page's cursor, the newer pages' cursors, the next one
 };
 
 /* ---------- small helpers ---------- */
@@ -45,6 +49,26 @@ function clock(ts) {
 }
 
 function serverNow() { return Date.now() / 1000 + state.offset; }
+
+function usd(v) {
+  if (v === null || v === undefined) return "–";
+  if (v > 0 && v < 0.0001) return "<$0.0001";
+  return "$" + (v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toFixed(4));
+}
+
+function count(n) {
+  if (n === null || n === undefined || n < 0) return "–";
+  if (n >= 1e9) return (n / 1e9).toFixed(1) + "G";
+  if (n >= 1e6) return (n / 1e6).toFixed(1) + "M";
+  if (n >= 1e4) return (n / 1e3).toFixed(0) + "k";
+  return String(n);
+}
+
+/* A cell whose text may be long: cut with an ellipsis by the stylesheet,
+   the whole text on hover. */
+function cut(tag, cls, text) {
+  return el(tag, { class: cls || null, title: text }, el("span", { class: "cut", text }));
+}
 
 class HttpError extends Error {
   constructor(status, msg) { super(msg); this.status = status; }
@@ -123,12 +147,11 @@ function stopPolling() {
 async function poll() {
   state.timer = null;
   const slow = state.polls++ % SLOW_EVERY === 0;
-  const failed = ($("#failed-only").checked ? "&failed=1" : "") +
-    ($("#acct-filter").value ? "&account=" + encodeURIComponent($("#acct-filter").value) : "");
   try {
-    const [ov, ac, rq, tl, keys, pol] = await Promise.all([
-      api("overview"), api("accounts"), api("requests?limit=30" + failed), api("timeline?minutes=60&bucket=60"),
+    const [ov, ac, rq, tl, keys, pol, sp] = await Promise.all([
+      api("overview"), api("accounts"), api("requests?" + requestQuery()), api("timeline?minutes=60&bucket=60"),
       slow ? api("keys") : null, slow ? api("policy") : null,
+      slow ? api("spend" + ($("#show-revoked").checked ? "?revoked=1" : "")) : null,
     ]);
     state.offset = ov.now - Date.now() / 1000;
     state.lastOk = ov.now;
@@ -138,10 +161,11 @@ async function poll() {
     state.accounts = ac.accounts;
     renderPool();
     renderAccountFilter();
-    renderRequests(rq.requests);
+    renderRequests(rq);
     renderChart(tl);
     if (keys) { state.keys = keys.keys; renderKeys(); }
     if (pol) renderPolicy(pol);
+    if (sp) renderSpend(sp);
   } catch (e) {
     if (e.status === 401 || e.status === 403) return showSignin("The gateway no longer accepts this token: " + e.message);
     markDown(e);
@@ -258,7 +282,7 @@ function renderPoolRows() {
   tb.replaceChildren(...state.accounts.map((a) => {
     const left = a.cooldown_until ? a.cooldown_until - now : 0;
     return el("tr", { class: "row-" + a.state, "data-account": a.name },
-      el("td", { class: "name", text: a.name }),
+      cut("td", "name", a.name),
       el("td", { class: "c-kind", text: a.kind + (a.usage.plan_type ? " · " + a.usage.plan_type : "") }),
       el("td", {}, el("span", { class: "badge s-" + a.state, "data-state": a.state, text: a.state.replace("_", " ") })),
       el("td", { class: left > 0 ? "cd on" : "cd", "data-cooldown-until": a.cooldown_until || "" }, left > 0 ? dur(left) : "–"),
@@ -269,7 +293,9 @@ function renderPoolRows() {
       el("td", { class: "c-week" }, usageBar(a.usage.secondary)),
       el("td", { class: "num c-health", text: Math.round(a.health.success_rate * 100) + "%" }),
       el("td", { class: "num c-health", text: a.health.latency_ema_ms ? Math.round(a.health.latency_ema_ms) + " ms" : "–" }),
-      el("td", { class: a.hold ? "c-err held" : "c-err", text: lastError(a), title: a.hold && a.hold.detail ? "upstream said: " + a.hold.detail : undefined }),
+      el("td", { class: a.hold ? "c-err held" : "c-err",
+        title: lastError(a) + (a.hold && a.hold.detail ? "\nupstream said: " + a.hold.detail : "") },
+        el("span", { class: "cut", text: lastError(a) })),
       el("td", { class: "actions" },
         a.enabled ? actionButton("Disable", "disable", a) : actionButton("Enable", "enable", a),
         actionButton("Reset", "reset", a, { disabled: !(left > 0 || a.ladder_step || a.fail_streak || a.hold),
@@ -313,29 +339,106 @@ function attemptsView(tried) {
   return wrap;
 }
 
-function renderRequests(rows) {
+/* The query of the request list: the applied search, the filters, the page. */
+function requestQuery() {
+  const p = new URLSearchParams({ limit: String(PAGE) });
+  if (state.search.q) p.set("q", state.search.q);
+  const since = state.search.since ? Date.parse(state.search.since) / 1000 : 0;
+  const until = state.search.until ? Date.parse(state.search.until) / 1000 : 0;
+  if (since > 0) p.set("since", String(since));
+  if (until > 0) p.set("until", String(until));
+  if ($("#failed-only").checked) p.set("failed", "1");
+  if ($("#acct-filter").value) p.set("account", $("#acct-filter").value);
+  if (state.before) p.set("before", String(state.before));
+  return p.toString();
+}
+
+function searching() {
+  return !!(state.search.q || state.search.since || state.search.until || $("#failed-only").checked ||
+    $("#acct-filter").value);
+}
+
+function renderRequests(rq) {
+  const rows = rq.requests;
+  state.next = rq.next_before;
+  $("#older").disabled = !rq.next_before;
+  $("#newest").disabled = !state.before;
+  const where = state.before ? "older than #" + state.before : "newest";
+  $("#req-status").textContent = rows.length + " shown · " + where +
+    (rq.scan_limited ? " · this page searched " + rq.scan_max + " requests; Older searches on" : "");
   const tb = $("#requests tbody");
   if (!rows.length) {
-    const filtered = $("#failed-only").checked || $("#acct-filter").value;
-    tb.replaceChildren(el("tr", {}, el("td", { colspan: 7, class: "empty",
-      text: filtered ? "No matching requests among the recent ones." : "No requests yet." })));
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "empty",
+      text: searching() ? (rq.next_before ? "No match in this stretch of the log; Older searches further back."
+        : "No matching requests.") : "No requests yet." })));
     return;
   }
   const first = state.seen.size === 0;
   tb.replaceChildren(...rows.map((r) => {
-    const fresh = !first && !state.seen.has(r.id);
+    const fresh = !first && !state.before && !state.seen.has(r.id);
     state.seen.add(r.id);
-    return el("tr", { "data-id": r.id, class: fresh ? "fresh" : null },
+    const open = () => openDetail(r.id);
+    return el("tr", { "data-id": r.id, class: fresh ? "fresh link" : "link", tabindex: 0,
+      title: "request #" + r.id + ": click for the details", onclick: open,
+      onkeydown: (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); open(); } } },
       el("td", { class: "mono", text: clock(r.ts) }),
-      el("td", { class: "c-key", text: r.key || "–" }),
+      cut("td", "c-key", r.key || "–"),
       el("td", { class: "c-ep mono", text: r.endpoint + (r.stream ? " ⇣" : "") }),
-      el("td", { class: "c-model", text: r.model || "–" }),
+      cut("td", "c-model", r.model || "–"),
       el("td", { class: "num st-" + String(r.status)[0], text: r.status }),
       el("td", { class: "num", text: Math.round(r.latency_ms) }),
-      el("td", {}, attemptsView(r.tried)));
+      el("td", { class: "num c-cost", text: r.cost_usd === null ? "–" : usd(r.cost_usd) }),
+      el("td", { class: "c-att" }, attemptsView(r.tried)));
   }));
   if (state.seen.size > 2000) state.seen = new Set(rows.map((r) => r.id));
 }
+
+/* ---------- one request in detail ---------- */
+
+async function openDetail(id) {
+  const dlg = $("#detail");
+  let r;
+  try {
+    r = (await api("request?id=" + encodeURIComponent(id))).request;
+  } catch (e) {
+    if (e.status === 401 || e.status === 403) return showSignin(e.message);
+    return showMessage("Request #" + id + ": " + e.message);
+  }
+  const tok = (v) => (v === null || v === undefined || v < 0 ? "–" : String(v));
+  const facts = [
+    ["request", "#" + r.id], ["time", new Date(r.ts * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC")],
+    ["endpoint", r.endpoint + (r.stream ? " (stream)" : "")],
+    ["model", r.model || "–"], ["sent upstream as", r.upstream_model || "–"], ["key", r.key || "–"],
+    ["account", r.account || "–"], ["status", String(r.status)], ["error", r.error_class || "none"],
+    ["latency", Math.round(r.latency_ms) + " ms"], ["attempts", String(r.attempts)],
+    ["input tokens", tok(r.input_tokens)], ["cached tokens", tok(r.cached_tokens)],
+    ["output tokens", tok(r.output_tokens)], ["total tokens", tok(r.total_tokens)],
+    ["cost", r.cost_usd === null ? "unknown (no price or no usage)" : "$" + r.cost_usd.toFixed(6)],
+    ["strategy", r.strategy || "–"], ["resumed", r.resumed ? "yes" : "no"],
+  ];
+  const dl = el("dl", { class: "facts" }, facts.map(([k, v]) => el("div", { "data-fact": k },
+    el("dt", { text: k }), el("dd", { text: v, title: v }))));
+  let at = 0;
+  const steps = el("table", { class: "grid", id: "detail-attempts" },
+    el("thead", {}, el("tr", {}, ["#", "account", "model", "outcome", "class", "status", "started", "ms"].map((h) =>
+      el("th", { class: ["#", "status", "started", "ms"].includes(h) ? "num" : null, text: h })))),
+    el("tbody", {}, r.tried.length ? r.tried.map((t, i) => {
+      const row = el("tr", {},
+        el("td", { class: "num", text: i + 1 }), cut("td", "", t.account), cut("td", "", t.model),
+        el("td", {}, el("span", { class: "badge o-" + t.outcome, text: t.outcome })),
+        el("td", { text: t.class || "–" }), el("td", { class: "num", text: t.status || "–" }),
+        el("td", { class: "num", text: "+" + at + " ms" }), el("td", { class: "num", text: t.ms }));
+      at += t.ms || 0;
+      return row;
+    }) : [el("tr", {}, el("td", { colspan: 8, class: "empty", text: "no account was tried" }))]));
+  $("#detail-h").textContent = "Request #" + r.id;
+  $("#detail-body").replaceChildren(dl, el("h2", { class: "sub", text: "attempts" }), el("div", { class: "scroll" }, steps));
+  if (!dlg.open) dlg.showModal();
+  $("#detail-close").focus();
+}
+
+$("#detail-close").addEventListener("click", () => $("#detail").close());
+$("#detail").addEventListener("click", (ev) => { if (ev.target === $("#detail")) $("#detail").close(); });
 
 function renderChart(tl) {
   const W = 600, H = 150, PAD = 0, n = Math.round(3600 / tl.bucket_s);
@@ -378,22 +481,75 @@ function renderChart(tl) {
   $("#chart").dataset.failovers = tot[1];
 }
 
+/* Revoked keys (every attach and detach leaves one) only when asked for. */
 function renderKeys() {
   const tb = $("#keys tbody");
   if (tb.contains(document.activeElement)) return; /* do not pull a list away from under the user */
-  if (!state.keys.length) {
-    tb.replaceChildren(el("tr", {}, el("td", { colspan: 3, class: "empty", text: "No platform keys." })));
+  const all = $("#show-revoked").checked;
+  const keys = state.keys.filter((k) => all || !k.revoked);
+  const hidden = state.keys.length - keys.length;
+  $("#revoked-count").textContent = all ? "" : "(" + hidden + " hidden)";
+  if (!keys.length) {
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 3, class: "empty",
+      text: hidden ? "Only revoked keys." : "No platform keys." })));
     return;
   }
-  tb.replaceChildren(...state.keys.map((k) => {
+  tb.replaceChildren(...keys.map((k) => {
     const sel = el("select", { "aria-label": "preferred account of key " + k.name, "data-key": k.id,
       onchange: (ev) => act(ev.currentTarget, "keys/prefer", { key: k.id, account: ev.currentTarget.value || null }) },
       el("option", { value: "", text: "(none)" }),
       state.accounts.map((a) => el("option", { value: a.name, text: a.name, selected: a.name === k.preferred_account })));
-    return el("tr", { class: k.revoked ? "row-disabled" : null },
-      el("td", { class: "name", text: k.name + (k.revoked ? " (revoked)" : "") }),
-      el("td", { class: "mono", text: k.prefix + "…" }), el("td", {}, sel));
+    return el("tr", { class: k.revoked ? "row-disabled" : null, "data-key": k.name },
+      cut("td", "name", k.name + (k.revoked ? " (revoked)" : "")),
+      el("td", { class: "mono", text: k.prefix + "…" }), el("td", { class: "c-pref" }, sel));
   }));
+}
+
+/* ---------- spend ---------- */
+
+/* "$3.20 of $50 · monthly, resets in 12d" with a bar, or "no budget". */
+function budgetView(b) {
+  if (!b) return el("span", { class: "muted", text: "no budget" });
+  const pct = b.usd > 0 ? Math.max(0, Math.min(100, 100 * b.spent_usd / b.usd)) : 0;
+  const fill = el("span", { class: b.over ? "fill high" : pct >= 70 ? "fill mid" : "fill" });
+  fill.style.width = pct + "%";
+  const period = b.period === "month" ? "monthly" : b.period;
+  const left = b.resets_at ? b.resets_at - serverNow() : null;
+  const text = usd(b.spent_usd) + " of " + usd(b.usd);
+  return el("span", { class: "bar budget" + (b.over ? " over" : ""), "data-spent": b.spent_usd, "data-budget": b.usd,
+    title: `${text} in this ${period} period` + (left !== null ? `; it resets in ${dur(left)}` : "") + (b.over ? "; over budget" : "") },
+    el("span", { class: "track" }, fill), el("span", { class: "amount", text }),
+    el("small", { text: period + (b.over ? " · over" : "") }));
+}
+
+function spendRow(name, cls, t, b) {
+  return el("tr", { "data-name": name, class: cls },
+    cut("td", "name", name),
+    el("td", { class: "num today", text: usd(t.cost_usd), title: t.requests + " requests today" }),
+    el("td", { class: "num c-tok", text: count(t.input_tokens) + " / " + count(t.output_tokens),
+      title: `input ${t.input_tokens} (cached ${t.cached_tokens}), output ${t.output_tokens}` }),
+    el("td", {}, budgetView(b)));
+}
+
+function renderSpend(sp) {
+  const empty = (n, text) => el("tr", {}, el("td", { colspan: n, class: "empty", text }));
+  const accts = sp.accounts;
+  $("#spend-accounts tbody").replaceChildren(...(accts.length
+    ? accts.map((a) => spendRow(a.name, a.budget && a.budget.over ? "row-over" : null, a.today, a.budget))
+    : [empty(4, "No accounts.")]));
+  $("#spend-keys tbody").replaceChildren(...(sp.keys.length
+    ? sp.keys.map((k) => spendRow(k.name + (k.revoked ? " (revoked)" : ""), k.revoked ? "row-disabled" : null, k.today, k.budget))
+    : [empty(4, "No platform keys.")]));
+  const models = sp.models.slice().sort((x, y) => y.today.cost_usd - x.today.cost_usd || y.today.requests - x.today.requests);
+  $("#spend-models tbody").replaceChildren(...(models.length ? models.map((m) => el("tr", { "data-name": m.model },
+    cut("td", "name", m.model),
+    el("td", { class: "num c-tok", text: m.today.requests }),
+    el("td", { class: "num", text: count(m.today.input_tokens), title: String(m.today.input_tokens) }),
+    el("td", { class: "num c-tok", text: count(m.today.cached_tokens), title: String(m.today.cached_tokens) }),
+    el("td", { class: "num", text: count(m.today.output_tokens), title: String(m.today.output_tokens) }),
+    el("td", { class: "num", text: usd(m.today.cost_usd) }))) : [empty(6, "No requests today.")]));
+  const total = accts.reduce((s, a) => s + a.today.cost_usd, 0);
+  $("#spend-total").textContent = usd(total) + " today across the pool";
 }
 
 function renderPolicy(p) {
@@ -445,8 +601,42 @@ $("#settings").addEventListener("submit", (ev) => {
     { strategy: $("#strategy").value, rotation: $("#rotation").value });
 });
 $("#reload").addEventListener("click", (ev) => act(ev.currentTarget, "policy/reload", {}));
-for (const f of ["#failed-only", "#acct-filter"])
-  $(f).addEventListener("change", () => { state.seen.clear(); stopPolling(); poll(); });
+/* The request list: a search (or a filter) starts from the newest page
+   again; Older and Newest page with the gateway's cursor. */
+function requeryRequests() {
+  state.seen.clear();
+  stopPolling();
+  poll();
+}
+
+function applySearch() {
+  state.search = { q: $("#q").value.trim(), since: $("#since").value, until: $("#until").value };
+  state.before = null;
+  state.pages = [];
+  requeryRequests();
+}
+
+$("#search").addEventListener("submit", (ev) => { ev.preventDefault(); applySearch(); });
+$("#search-clear").addEventListener("click", () => {
+  $("#q").value = $("#since").value = $("#until").value = "";
+  $("#failed-only").checked = false;
+  $("#acct-filter").value = "";
+  applySearch();
+});
+for (const f of ["#failed-only", "#acct-filter", "#since", "#until"])
+  $(f).addEventListener("change", applySearch);
+$("#older").addEventListener("click", () => {
+  if (!state.next) return;
+  state.pages.push(state.before);
+  state.before = state.next;
+  requeryRequests();
+});
+$("#newest").addEventListener("click", () => {
+  state.before = null;
+  state.pages = [];
+  requeryRequests();
+});
+$("#show-revoked").addEventListener("change", () => { renderKeys(); state.polls = 0; stopPolling(); poll(); });
 
 /* ---------- start ---------- */
 

@@ -42,6 +42,9 @@
 #define ADMIN_BODY_MAX 65536
 #define ADMIN_REQUESTS_DEFAULT 50
 #define ADMIN_SCAN_MAX 20000  /* log rows one filtered page may examine; the client pages on */
+/* ... and one page of a text search (q): each row's fields are lowered and
+ * searched once per word; 5 000 rows with 8 words take about 30 ms. */
+#define ADMIN_SEARCH_SCAN_MAX 5000
 
 /* One per listener: the gateway's (loopback only) or --admin-listen. */
 typedef struct admin_ctx {
@@ -355,6 +358,24 @@ static void admin_window(sbuf *b, const char *name, double used, double reset_at
 /* -1 unknown, else a JSON boolean */
 static void admin_tristate(sbuf *b, int v) { sbuf_puts(b, v < 0 ? "null" : v ? "true" : "false"); }
 
+/* {"usd","period","spent_usd","resets_at","over"}: a budget of an account
+ * or a key and what was spent in its current window; null without one. */
+static void admin_budget_json(sbuf *b, double usd, const char *period, const budget_state *bs, double now)
+{
+    if (!(usd > 0)) {
+        sbuf_puts(b, "null");
+        return;
+    }
+    int current = now >= bs->start && now < bs->end;
+    sbuf_puts(b, "{\"usd\":");
+    admin_num(b, usd);
+    sbuf_puts(b, ",\"period\":");
+    admin_str(b, period && *period ? period : "month");
+    sbuf_printf(b, ",\"spent_usd\":%.6f", current && isfinite(bs->spent) ? bs->spent : 0); /* to the micro-dollar */
+    admin_opt(b, "resets_at", current, bs->end);
+    sbuf_printf(b, ",\"over\":%s}", budget_over(bs, usd, now) ? "true" : "false");
+}
+
 /* ,"weight":..,"limits":{..},"budget":{..}: the channel controls of pa. */
 static void admin_controls_json(sbuf *b, const pool_account *pa, double now)
 {
@@ -363,19 +384,7 @@ static void admin_controls_json(sbuf *b, const pool_account *pa, double now)
                 a->max_tpm);
     admin_num(b, account_limits_wait_s(pa, now));
     sbuf_puts(b, "},\"budget\":");
-    if (!(a->budget_usd > 0)) {
-        sbuf_puts(b, "null");
-        return;
-    }
-    int current = now >= pa->budget.start && now < pa->budget.end;
-    sbuf_puts(b, "{\"usd\":");
-    admin_num(b, a->budget_usd);
-    sbuf_puts(b, ",\"period\":");
-    admin_str(b, a->budget_period);
-    sbuf_puts(b, ",\"spent_usd\":");
-    admin_num(b, current ? pa->budget.spent : 0);
-    admin_opt(b, "resets_at", current, pa->budget.end);
-    sbuf_printf(b, ",\"over\":%s}", budget_over(&pa->budget, a->budget_usd, now) ? "true" : "false");
+    admin_budget_json(b, a->budget_usd, a->budget_period, &pa->budget, now);
 }
 
 /* ,"login":{...}: a ChatGPT login's health (docs/accounts.md); null for
@@ -500,6 +509,7 @@ static void admin_get_accounts(admin_ctx *ctx, struct evhttp_request *req)
 static void admin_get_keys(admin_ctx *ctx, struct evhttp_request *req)
 {
     pool *p = ctx->gw->pool;
+    double now = gateway_now();
     sbuf b = SBUF_INIT;
     sbuf_puts(&b, "{\"keys\":[");
     for (size_t i = 0; i < pool_key_count(p); i++) {
@@ -516,6 +526,8 @@ static void admin_get_keys(admin_ctx *ctx, struct evhttp_request *req)
             sbuf_puts(&b, "null");
         sbuf_puts(&b, ",\"preferred_account\":");
         admin_str(&b, pref ? pref->a.name : NULL);
+        sbuf_puts(&b, ",\"budget\":");
+        admin_budget_json(&b, k->budget_usd, k->budget_period, &pool_key_entry(p, i)->budget, now);
         sbuf_puts(&b, "}");
     }
     sbuf_puts(&b, "]}");
@@ -549,31 +561,57 @@ static void admin_log_row(void *ud, const store_log_row *r)
     admin_str(b, r->route_strategy);
     sbuf_puts(b, ",\"error_class\":");
     admin_str(b, r->error_class);
-    sbuf_printf(b, ",\"input_tokens\":%ld,\"output_tokens\":%ld,\"total_tokens\":%ld,\"tried\":", r->input_tokens,
+    sbuf_printf(b, ",\"input_tokens\":%ld,\"output_tokens\":%ld,\"total_tokens\":%ld", r->input_tokens,
                 r->output_tokens, r->total_tokens);
+    admin_opt(b, "cached_tokens", r->cached_tokens >= 0, (double)r->cached_tokens);
+    sbuf_puts(b, ",\"cost_usd\":");
+    if (r->cost_usd >= 0)
+        sbuf_printf(b, "%.6f", r->cost_usd);
+    else
+        sbuf_puts(b, "null");
+    sbuf_puts(b, ",\"upstream_model\":");
+    admin_str(b, r->upstream_model[0] ? r->upstream_model : NULL);
+    sbuf_printf(b, ",\"resumed\":%s,\"tried\":", r->resumed ? "true" : "false");
     /* written by proxy.c as a JSON array; anything else is not passed on */
     sbuf_puts(b, r->attempts_json[0] == '[' ? r->attempts_json : "[]");
     sbuf_puts(b, "}");
     rows->last_id = r->id;
 }
 
+/* The filters of /admin/api/requests from its query string (q holds them;
+ * the caller clears it). */
+static store_log_filter admin_log_filter(struct evkeyvalq *q)
+{
+    const char *failed = evhttp_find_header(q, "failed");
+    return (store_log_filter){
+        .before_id = admin_qint(q, "before", 0, 0, INT64_MAX),
+        .after_id = admin_qint(q, "after", 0, 0, INT64_MAX),
+        .key = evhttp_find_header(q, "key"),
+        .account = evhttp_find_header(q, "account"),
+        .status = (int)admin_qint(q, "status", 0, 0, 999),
+        .failed = failed && (strcmp(failed, "1") == 0 || strcmp(failed, "true") == 0),
+        .since = admin_qnum(q, "since", 0),
+        .until = admin_qnum(q, "until", 0),
+        .model = evhttp_find_header(q, "model"),
+        .endpoint = evhttp_find_header(q, "endpoint"),
+        .q = evhttp_find_header(q, "q"),
+        .limit = (int)admin_qint(q, "limit", ADMIN_REQUESTS_DEFAULT, 0, INT32_MAX),
+    };
+}
+
+/* A page of the request log, newest first: filters (exact: key, account,
+ * status, failed, model, endpoint; a time range since/until; q, words
+ * found anywhere in the row), at most limit rows, and next_before, the
+ * cursor of the next page (null: nothing older is left). A filtered page
+ * examines at most ADMIN_SCAN_MAX rows, so a search that matches little
+ * answers in bounded time with fewer rows and a cursor ("scan_limited")
+ * where it stopped, instead of walking the table on the loop. */
 static void admin_get_requests(admin_ctx *ctx, struct evhttp_request *req)
 {
     struct evkeyvalq q;
     admin_query(req, &q);
-    const char *failed = evhttp_find_header(&q, "failed");
-    store_log_filter f = {
-        .before_id = admin_qint(&q, "before", 0, 0, INT64_MAX),
-        .after_id = admin_qint(&q, "after", 0, 0, INT64_MAX),
-        .key = evhttp_find_header(&q, "key"),
-        .account = evhttp_find_header(&q, "account"),
-        .status = (int)admin_qint(&q, "status", 0, 0, 999),
-        .failed = failed && (strcmp(failed, "1") == 0 || strcmp(failed, "true") == 0),
-        .since = admin_qnum(&q, "since", 0),
-        .until = admin_qnum(&q, "until", 0),
-        .limit = (int)admin_qint(&q, "limit", ADMIN_REQUESTS_DEFAULT, 0, INT32_MAX),
-        .scan_max = ADMIN_SCAN_MAX,
-    };
+    store_log_filter f = admin_log_filter(&q);
+    f.scan_max = f.q && *f.q ? ADMIN_SEARCH_SCAN_MAX : ADMIN_SCAN_MAX;
     sbuf b = SBUF_INIT;
     sbuf_puts(&b, "{\"requests\":[");
     admin_rows rows = {&b, 0, 0};
@@ -585,14 +623,147 @@ static void admin_get_requests(admin_ctx *ctx, struct evhttp_request *req)
     }
     /* where the next page starts: after the last row of a full page, or
      * below the rows this one examined when the scan bound stopped it */
+    int full = rows.n && !f.after_id && (size_t)n == (size_t)(f.limit < 1 ? 1 : f.limit > 1000 ? 1000 : f.limit);
     sbuf_puts(&b, "],\"next_before\":");
-    if (rows.n && !f.after_id && (size_t)n == (size_t)(f.limit < 1 ? 1 : f.limit > 1000 ? 1000 : f.limit))
+    if (full)
         sbuf_printf(&b, "%lld", (long long)rows.last_id);
     else if (f.scan_floor > 0)
         sbuf_printf(&b, "%lld", (long long)f.scan_floor + 1);
     else
         sbuf_puts(&b, "null");
+    sbuf_printf(&b, ",\"scan_limited\":%s,\"scan_max\":%lld}", !full && f.scan_floor > 0 ? "true" : "false",
+                (long long)f.scan_max);
+    admin_send_json(req, &b);
+}
+
+/* One request log row by id (the dashboard's detail view): the row as in
+ * /admin/api/requests, with its attempts, timings, tokens, cost and error. */
+static void admin_get_request(admin_ctx *ctx, struct evhttp_request *req)
+{
+    struct evkeyvalq q;
+    admin_query(req, &q);
+    int64_t id = admin_qint(&q, "id", 0, 1, INT64_MAX);
+    evhttp_clear_headers(&q);
+    if (!id)
+        return server_send_error(req, 400, "invalid_request_error", "invalid_value", "give the request's id: ?id=N");
+    store_log_filter f = {.id = id, .limit = 1};
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"request\":");
+    admin_rows rows = {&b, 0, 0};
+    int n = store_logs_query(ctx->gw->st, &f, admin_log_row, &rows);
+    if (n < 0) {
+        sbuf_free(&b);
+        return server_send_error(req, 503, "server_error", "database_busy", "the request log could not be read now; retry");
+    }
+    if (n == 0) {
+        sbuf_free(&b);
+        return server_send_error(req, 404, "invalid_request_error", "unknown_request",
+                                 "no request with that id in the request log (the retention may have removed it)");
+    }
     sbuf_puts(&b, "}");
+    admin_send_json(req, &b);
+}
+
+/* ---------- spend ---------- */
+
+typedef struct admin_today {
+    metrics_usage_row *rows;
+    size_t n, cap;
+} admin_today;
+
+static void admin_today_add(void *ud, const metrics_usage_row *r)
+{
+    admin_today *t = ud;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        metrics_usage_row *grown = realloc(t->rows, cap * sizeof *grown);
+        if (!grown)
+            return;
+        t->rows = grown;
+        t->cap = cap;
+    }
+    t->rows[t->n++] = *r;
+}
+
+static const metrics_usage_row *admin_today_find(const admin_today *t, int by_key, int64_t id)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if ((by_key ? t->rows[i].key_id : t->rows[i].account_id) == id)
+            return &t->rows[i];
+    return NULL;
+}
+
+/* ,"today":{requests, input_tokens, cached_tokens, output_tokens, cost_usd} */
+static void admin_today_json(sbuf *b, const metrics_usage_row *r)
+{
+    static const metrics_usage_row zero = {0};
+    if (!r)
+        r = &zero;
+    sbuf_printf(b, ",\"today\":{\"requests\":%llu,\"input_tokens\":%llu,\"cached_tokens\":%llu,"
+                   "\"output_tokens\":%llu,\"cost_usd\":%.6f}",
+                (unsigned long long)r->requests, (unsigned long long)r->input, (unsigned long long)r->cached,
+                (unsigned long long)r->output, r->cost_usd);
+}
+
+/* Spend against budget: per account and per key, today (UTC, kept in
+ * memory by metrics.c and seeded from the request log at start) and in
+ * the current budget window (the budgets' own figures, route/spend.c);
+ * per model today. Revoked keys only with ?revoked=1. No database read. */
+static void admin_get_spend(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    struct evkeyvalq q;
+    admin_query(req, &q);
+    const char *rv = evhttp_find_header(&q, "revoked");
+    int with_revoked = rv && (strcmp(rv, "1") == 0 || strcmp(rv, "true") == 0);
+    evhttp_clear_headers(&q);
+    double now = gateway_now();
+    admin_today by_acct = {0}, by_key = {0}, by_model = {0};
+    metrics_usage_today(now, "account", admin_today_add, &by_acct);
+    metrics_usage_today(now, "key", admin_today_add, &by_key);
+    metrics_usage_today(now, "model", admin_today_add, &by_model);
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"now\":");
+    admin_num(&b, now);
+    sbuf_puts(&b, ",\"day_start\":");
+    admin_num(&b, floor(now / 86400) * 86400);
+    sbuf_puts(&b, ",\"accounts\":[");
+    for (size_t i = 0; i < pool_count(gw->pool); i++) {
+        const pool_account *pa = pool_at(gw->pool, i);
+        sbuf_printf(&b, "%s{\"id\":%lld,\"name\":", i ? "," : "", (long long)pa->a.id);
+        admin_str(&b, pa->a.name);
+        admin_today_json(&b, admin_today_find(&by_acct, 0, pa->a.id));
+        sbuf_puts(&b, ",\"budget\":");
+        admin_budget_json(&b, pa->a.budget_usd, pa->a.budget_period, &pa->budget, now);
+        sbuf_puts(&b, "}");
+    }
+    sbuf_puts(&b, "],\"keys\":[");
+    size_t shown = 0, hidden = 0;
+    for (size_t i = 0; i < pool_key_count(gw->pool); i++) {
+        pool_key *pk = pool_key_entry(gw->pool, i);
+        if (pk->k.revoked && !with_revoked) {
+            hidden++;
+            continue;
+        }
+        sbuf_printf(&b, "%s{\"id\":%lld,\"name\":", shown++ ? "," : "", (long long)pk->k.id);
+        admin_str(&b, pk->k.name);
+        sbuf_printf(&b, ",\"revoked\":%s", pk->k.revoked ? "true" : "false");
+        admin_today_json(&b, admin_today_find(&by_key, 1, pk->k.id));
+        sbuf_puts(&b, ",\"budget\":");
+        admin_budget_json(&b, pk->k.budget_usd, pk->k.budget_period, &pk->budget, now);
+        sbuf_puts(&b, "}");
+    }
+    sbuf_printf(&b, "],\"revoked_hidden\":%zu,\"models\":[", hidden);
+    for (size_t i = 0; i < by_model.n; i++) {
+        sbuf_puts(&b, i ? ",{\"model\":" : "{\"model\":");
+        admin_str(&b, by_model.rows[i].model);
+        admin_today_json(&b, &by_model.rows[i]);
+        sbuf_puts(&b, "}");
+    }
+    sbuf_puts(&b, "]}");
+    free(by_acct.rows);
+    free(by_key.rows);
+    free(by_model.rows);
     admin_send_json(req, &b);
 }
 
@@ -713,6 +884,12 @@ static void admin_get_timeline(admin_ctx *ctx, struct evhttp_request *req)
 static void admin_seed_minute(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed)
 {
     metrics_minute_seed(t, requests, failovers, failed);
+}
+
+static void admin_seed_usage(void *ud, const store_usage_group *u)
+{
+    metrics_usage_seed_day(*(const double *)ud, u->account_id, u->key_id, u->model, u->requests, u->input_tokens,
+                           u->cached_tokens, u->output_tokens, u->cost_usd);
 }
 
 static void admin_get_policy(admin_ctx *ctx, struct evhttp_request *req)
@@ -1117,10 +1294,17 @@ static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
     metrics_gauges g = {accts, n, gw->policy_fallbacks_retired + policy_fallbacks(gw->policy), ws.pending_logs,
                         ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at,
                         ws_open_count(), as.raised, as.suppressed, as.sent, as.retried, as.failed, as.dropped,
-                        as.queued};
+                        as.queued, NULL, 0};
+    size_t nk = pool_key_count(gw->pool);
+    metrics_key *keys = calloc(nk ? nk : 1, sizeof *keys);
+    for (size_t i = 0; i < nk && keys; i++)
+        keys[i] = (metrics_key){pool_key_at(gw->pool, i)->id, pool_key_at(gw->pool, i)->name};
+    g.keys = keys;
+    g.n_keys = keys ? nk : 0;
     sbuf b = SBUF_INIT;
     metrics_format(&b, &g);
     free(accts);
+    free(keys);
     admin_send(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
     sbuf_free(&b);
 }
@@ -1181,6 +1365,8 @@ static const admin_route admin_routes[] = {
     {"/admin/api/accounts", EVHTTP_REQ_GET, admin_get_accounts},
     {"/admin/api/keys", EVHTTP_REQ_GET, admin_get_keys},
     {"/admin/api/requests", EVHTTP_REQ_GET, admin_get_requests},
+    {"/admin/api/request", EVHTTP_REQ_GET, admin_get_request},
+    {"/admin/api/spend", EVHTTP_REQ_GET, admin_get_spend},
     {"/admin/api/stats", EVHTTP_REQ_GET, admin_get_stats},
     {"/admin/api/timeline", EVHTTP_REQ_GET, admin_get_timeline},
     {"/admin/api/policy", EVHTTP_REQ_GET, admin_get_policy},
@@ -1250,6 +1436,8 @@ int admin_start(gateway *gw)
     /* the chart's last hour from the request log, once, before serving */
     double now = gateway_now();
     store_logs_timeline(gw->st, floor(now / 60) * 60 - 59 * 60, 60, admin_seed_minute, NULL);
+    /* and today's spend (UTC day) by account, key and model */
+    store_logs_usage_since(gw->st, floor(now / 86400) * 86400, admin_seed_usage, &now);
     if (!gw->cfg.admin_port) {
         admin_ctxs[0] = (admin_ctx){gw, 0};
         admin_register(gw->http, &admin_ctxs[0]);

@@ -15,6 +15,7 @@
 #include "base/sha256.h"
 #include "store/store_admin.h"
 #include <curl/curl.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -442,10 +443,40 @@ int admin_cli_status_main(int argc, char **argv) { return admin_cli_status(argc 
 static void admin_cli_usage_logs(FILE *f)
 {
     fputs("usage: switchyard logs [--db PATH] [--follow] [--account A] [--key K] [--failed] [--limit N]\n"
+          "                       [--search WORDS] [--model M] [--endpoint E] [--status N]\n"
+          "                       [--since WHEN] [--until WHEN] [--before ID]\n"
           "  one line per request (newest last) with its attempts: account(outcome class status ms) > ...\n"
           "  --account matches requests served by or tried on A; --key takes a key name or id;\n"
+          "  --search: every word found in the model, endpoint, account, key, error class, status\n"
+          "  or attempts (case-insensitive); --model, --endpoint, --status: exact;\n"
+          "  WHEN: unix seconds, YYYY-MM-DD[THH:MM[:SS]] (UTC) or Nm, Nh, Nd ago;\n"
+          "  --before ID: the page older than request ID (the last line names the next one);\n"
           "  --follow keeps printing new requests until interrupted\n",
           f);
+}
+
+/* WHEN for --since / --until: unix seconds, a UTC date or date and time,
+ * or N minutes / hours / days before now; -1 if unreadable. */
+static double admin_cli_when(const char *text, double now)
+{
+    struct tm tm;
+    static const char *const forms[] = {"%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%MZ",
+                                        "%Y-%m-%dT%H:%M",     "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        memset(&tm, 0, sizeof tm);
+        const char *end = strptime(text, forms[i], &tm);
+        if (end && !*end)
+            return (double)timegm(&tm);
+    }
+    char *e = NULL;
+    errno = 0;
+    double v = strtod(text, &e);
+    if (errno || e == text || !(v >= 0) || v > 1e11)
+        return -1;
+    if (!*e)
+        return v;
+    double unit = strcmp(e, "m") == 0 ? 60 : strcmp(e, "h") == 0 ? 3600 : strcmp(e, "d") == 0 ? 86400 : 0;
+    return unit > 0 && v * unit <= now ? now - v * unit : -1;
 }
 
 static void admin_cli_log_line(void *ud, const store_log_row *r)
@@ -497,11 +528,14 @@ static void admin_cli_max_id(void *ud, const store_log_row *r)
 
 static int admin_cli_logs(int argc, char **argv)
 {
-    const char *cmd = "logs", *db = NULL, *acct = NULL, *key = NULL, *limit_s = NULL;
+    const char *cmd = "logs", *db = NULL, *acct = NULL, *key = NULL, *limit_s = NULL, *search = NULL, *model = NULL,
+               *endpoint = NULL, *status_s = NULL, *since_s = NULL, *until_s = NULL, *before_s = NULL;
     int help = 0, follow = 0, failed = 0;
-    const cli_opt opts[] = {{"db", &db, NULL},         {"account", &acct, NULL}, {"key", &key, NULL},
+    const cli_opt opts[] = {{"db", &db, NULL},         {"account", &acct, NULL},  {"key", &key, NULL},
                             {"limit", &limit_s, NULL}, {"follow", NULL, &follow}, {"failed", NULL, &failed},
-                            {"help", NULL, &help},     {NULL, NULL, NULL}};
+                            {"search", &search, NULL}, {"model", &model, NULL},   {"endpoint", &endpoint, NULL},
+                            {"status", &status_s, NULL}, {"since", &since_s, NULL}, {"until", &until_s, NULL},
+                            {"before", &before_s, NULL}, {"help", NULL, &help},   {NULL, NULL, NULL}};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_logs);
     if (rc >= 0)
         return rc;
@@ -510,22 +544,55 @@ static int admin_cli_logs(int argc, char **argv)
         fprintf(stderr, "switchyard %s: --limit must be 1..1000\n", cmd);
         return 2;
     }
+    double now = (double)time(NULL);
+    double since = since_s ? admin_cli_when(since_s, now) : 0, until = until_s ? admin_cli_when(until_s, now) : 0;
+    if (since < 0 || until < 0) {
+        fprintf(stderr, "switchyard %s: --%s must be unix seconds, YYYY-MM-DD[THH:MM[:SS]] or Nm, Nh, Nd, got '%s'\n",
+                cmd, since < 0 ? "since" : "until", since < 0 ? since_s : until_s);
+        return 2;
+    }
+    char *end = NULL;
+    long status = status_s ? strtol(status_s, &end, 10) : 0;
+    if (status_s && (!*status_s || *end || status < 100 || status > 999)) {
+        fprintf(stderr, "switchyard %s: --status must be an HTTP status (100..999), got '%s'\n", cmd, status_s);
+        return 2;
+    }
+    long long before = before_s ? strtoll(before_s, &end, 10) : 0;
+    if (before_s && (!*before_s || *end || before < 1)) {
+        fprintf(stderr, "switchyard %s: --before must be a request id (1 or more), got '%s'\n", cmd, before_s);
+        return 2;
+    }
+    if (before && follow) {
+        fprintf(stderr, "switchyard %s: --before pages back; it does not go with --follow\n", cmd);
+        return 2;
+    }
     store *s = cli_store_open(cmd, db);
     if (!s)
         return 1;
-    /* the newest `limit` rows, printed oldest first: find where they start */
-    store_log_filter f = {.key = key, .account = acct, .failed = failed, .limit = limit};
+    /* the newest `limit` rows (below --before), printed oldest first: find where they start */
+    store_log_filter f = {.key = key, .account = acct, .failed = failed, .limit = limit, .q = search,
+                          .model = model, .endpoint = endpoint, .status = (int)status, .since = since,
+                          .until = until, .before_id = before};
     int64_t first = 0, last = 0;
-    if (store_logs_query(s, &f, admin_cli_max_id, &first) < 0) {
+    int n = store_logs_query(s, &f, admin_cli_max_id, &first);
+    if (n < 0) {
         fprintf(stderr, "switchyard %s: cannot read request logs from %s\n", cmd, store_path(s));
         store_close(s);
         return 1;
     }
+    int64_t top = before; /* the rows of the page: first..below --before */
+    f.before_id = 0;
     f.after_id = first ? first - 1 : 0;
     f.limit = 1000;
-    if (first)
+    if (first) {
+        if (top)
+            f.before_id = top;
         store_logs_query(s, &f, admin_cli_note_id, &last);
+    }
+    if (first && n == limit) /* a full page: there may be older ones */
+        printf("(older requests: switchyard logs ... --before %lld)\n", (long long)first);
     fflush(stdout);
+    f.before_id = 0;
     if (follow) {
         signal(SIGINT, admin_cli_on_sigint);
         signal(SIGTERM, admin_cli_on_sigint);

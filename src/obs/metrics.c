@@ -7,6 +7,7 @@
 #include "base/sbuf.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define METRICS_STATUS_MAX 600      /* statuses 0..599; others count as 0 */
@@ -46,6 +47,18 @@ typedef struct metrics_minute {
     int64_t requests, failovers, failed;
 } metrics_minute;
 
+/* One (account, key, model) cell of usage: since start, and for one UTC day. */
+typedef struct metrics_usage_cell {
+    int64_t account_id, key_id; /* account -1 stands for "none" (0 marks an empty slot) */
+    uint8_t model;
+    uint8_t used;
+    uint64_t requests, input, cached, output; /* since start */
+    double cost;
+    int64_t day;                              /* the UTC day of the day_ figures */
+    uint64_t day_requests, day_input, day_cached, day_output;
+    double day_cost;
+} metrics_usage_cell;
+
 typedef struct metrics_retry_cell {
     int64_t account_id;
     uint64_t count;
@@ -67,6 +80,10 @@ static struct {
     uint64_t reloads[2]; /* [0] failed, [1] ok */
     metrics_hist ttfb, attempt_duration;
     metrics_minute minutes[METRICS_MINUTES];
+    char models[METRICS_MODELS][METRICS_MODEL_LEN];
+    int n_models;
+    metrics_usage_cell usage[METRICS_USAGE_SLOTS];
+    metrics_usage_cell usage_other; /* usage past the table's slots */
 } M;
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
@@ -171,6 +188,157 @@ void metrics_wait(double seconds)
 }
 
 void metrics_policy_reload(int ok) { M.reloads[ok ? 1 : 0]++; }
+
+/* ---------- tokens and cost ---------- */
+
+/* The index of model in the model table (as metrics_word, with its own
+ * length): "none" for no model, the last slot "other" for the excess. A
+ * name is added only when add is set (a request an account served): names
+ * in requests refused before any upstream do not take the table's slots. */
+static uint8_t metrics_model(const char *model, int add)
+{
+    char cut[METRICS_MODEL_LEN];
+    sbuf_copy_cstr(cut, sizeof cut, model && *model ? model : "none");
+    for (int i = 0; i < M.n_models; i++)
+        if (strcmp(M.models[i], cut) == 0)
+            return (uint8_t)i;
+    if (!add)
+        return METRICS_MODELS - 1; /* "other" */
+    if (M.n_models == METRICS_MODELS - 1) {
+        memcpy(M.models[M.n_models], "other", 6);
+        M.n_models++;
+    }
+    if (M.n_models == METRICS_MODELS)
+        return METRICS_MODELS - 1;
+    memcpy(M.models[M.n_models], cut, sizeof cut);
+    return (uint8_t)M.n_models++;
+}
+
+/* The cell of (account, key, model), taken when free; the overflow cell
+ * when the table is full. */
+static metrics_usage_cell *metrics_usage_cell_for(int64_t account_id, int64_t key_id, const char *model)
+{
+    uint8_t m = metrics_model(model, account_id > 0 || !model || !*model);
+    if (account_id <= 0)
+        account_id = -1;
+    if (key_id < 0)
+        key_id = 0;
+    uint64_t h = (uint64_t)account_id * 0x9E3779B97F4A7C15ull ^ (uint64_t)key_id * 0xff51afd7ed558ccdull ^
+                 (uint64_t)m * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    for (size_t probe = 0; probe < METRICS_USAGE_SLOTS; probe++) {
+        metrics_usage_cell *c = &M.usage[(h + probe) % METRICS_USAGE_SLOTS];
+        if (!c->used) {
+            c->used = 1;
+            c->account_id = account_id;
+            c->key_id = key_id;
+            c->model = m;
+        }
+        if (c->account_id == account_id && c->key_id == key_id && c->model == m)
+            return c;
+    }
+    M.usage_other.used = 1;
+    M.usage_other.account_id = M.usage_other.key_id = METRICS_USAGE_OTHER;
+    M.usage_other.model = METRICS_MODELS - 1; /* "other", once the model table is full or not */
+    return &M.usage_other;
+}
+
+/* The cell's day figures, started over when they are of another day. */
+static void metrics_usage_day(metrics_usage_cell *c, int64_t day)
+{
+    if (c->day == day)
+        return;
+    c->day = day;
+    c->day_requests = c->day_input = c->day_cached = c->day_output = 0;
+    c->day_cost = 0;
+}
+
+static uint64_t metrics_pos(long v) { return v > 0 ? (uint64_t)v : 0; }
+
+void metrics_usage(double now, int64_t account_id, int64_t key_id, const char *model, long input, long cached,
+                   long output, double cost_usd)
+{
+    metrics_usage_cell *c = metrics_usage_cell_for(account_id, key_id, model);
+    double cost = cost_usd > 0 && isfinite(cost_usd) ? cost_usd : 0;
+    c->requests++;
+    c->input += metrics_pos(input);
+    c->cached += metrics_pos(cached);
+    c->output += metrics_pos(output);
+    c->cost += cost;
+    metrics_usage_day(c, (int64_t)floor(now / 86400));
+    c->day_requests++;
+    c->day_input += metrics_pos(input);
+    c->day_cached += metrics_pos(cached);
+    c->day_output += metrics_pos(output);
+    c->day_cost += cost;
+}
+
+void metrics_usage_seed_day(double day_ts, int64_t account_id, int64_t key_id, const char *model, int64_t requests,
+                            int64_t input, int64_t cached, int64_t output, double cost_usd)
+{
+    metrics_usage_cell *c = metrics_usage_cell_for(account_id, key_id, model);
+    metrics_usage_day(c, (int64_t)floor(day_ts / 86400));
+    c->day_requests += metrics_pos((long)requests);
+    c->day_input += metrics_pos((long)input);
+    c->day_cached += metrics_pos((long)cached);
+    c->day_output += metrics_pos((long)output);
+    c->day_cost += cost_usd > 0 && isfinite(cost_usd) ? cost_usd : 0;
+}
+
+static const char *metrics_model_name(uint8_t m) { return m < M.n_models ? M.models[m] : "other"; }
+
+/* A cell's value for the grouping metrics_usage_today sorts by. */
+static int metrics_usage_by;
+static int64_t metrics_usage_group(const metrics_usage_cell *c)
+{
+    return metrics_usage_by == 0 ? c->account_id : metrics_usage_by == 1 ? c->key_id : c->model;
+}
+
+static int metrics_usage_cmp(const void *a, const void *b)
+{
+    int64_t x = metrics_usage_group(*(const metrics_usage_cell *const *)a);
+    int64_t y = metrics_usage_group(*(const metrics_usage_cell *const *)b);
+    return x < y ? -1 : x > y;
+}
+
+int metrics_usage_today(double now, const char *by, void (*fn)(void *ud, const metrics_usage_row *r), void *ud)
+{
+    int what = !by ? -1 : strcmp(by, "account") == 0 ? 0 : strcmp(by, "key") == 0 ? 1 : strcmp(by, "model") == 0 ? 2 : -1;
+    if (what < 0)
+        return -1;
+    int64_t today = (int64_t)floor(now / 86400);
+    /* today's cells sorted by the group, then summed run by run */
+    static const metrics_usage_cell *cells[METRICS_USAGE_SLOTS + 1];
+    size_t k = 0;
+    for (size_t i = 0; i <= METRICS_USAGE_SLOTS; i++) {
+        const metrics_usage_cell *c = i < METRICS_USAGE_SLOTS ? &M.usage[i] : &M.usage_other;
+        if (c->used && c->day == today)
+            cells[k++] = c;
+    }
+    metrics_usage_by = what;
+    qsort(cells, k, sizeof *cells, metrics_usage_cmp);
+    int n = 0;
+    for (size_t i = 0; i < k;) {
+        const metrics_usage_cell *c = cells[i];
+        metrics_usage_row r = {0};
+        if (what == 0)
+            r.account_id = c->account_id == -1 ? 0 : c->account_id;
+        else if (what == 1)
+            r.key_id = c->key_id;
+        else
+            r.model = metrics_model_name(c->model);
+        for (; i < k && metrics_usage_group(cells[i]) == metrics_usage_group(c); i++) {
+            r.requests += cells[i]->day_requests;
+            r.input += cells[i]->day_input;
+            r.cached += cells[i]->day_cached;
+            r.output += cells[i]->day_output;
+            r.cost_usd += cells[i]->day_cost;
+        }
+        fn(ud, &r);
+        n++;
+    }
+    return n;
+}
 
 /* The slot of minute, cleared when it held an older one; NULL when it
  * already holds a newer one (minute is out of the ring's reach). */
@@ -410,6 +578,63 @@ static void metrics_accounts_format(sbuf *out, const metrics_gauges *g)
     }
 }
 
+static const char *metrics_key_name(const metrics_gauges *g, int64_t id, char *buf, size_t n)
+{
+    for (size_t i = 0; i < g->n_keys; i++)
+        if (g->keys[i].id == id)
+            return g->keys[i].name;
+    snprintf(buf, n, "id:%lld", (long long)id);
+    return buf;
+}
+
+/* {account="..",key="..",model=".." and the rest of the labels after it */
+static void metrics_usage_labels(sbuf *out, const metrics_gauges *g, const metrics_usage_cell *c)
+{
+    char abuf[32], kbuf[32];
+    const char *acct = c->account_id == METRICS_USAGE_OTHER ? "other" : c->account_id <= 0 ? "none"
+                     : metrics_account_name(g, c->account_id, abuf, sizeof abuf);
+    const char *key = c->key_id == METRICS_USAGE_OTHER ? "other" : c->key_id <= 0 ? "none"
+                    : metrics_key_name(g, c->key_id, kbuf, sizeof kbuf);
+    sbuf_puts(out, "account=\"");
+    metrics_label(out, acct);
+    sbuf_puts(out, "\",key=\"");
+    metrics_label(out, key);
+    sbuf_puts(out, "\",model=\"");
+    metrics_label(out, metrics_model_name(c->model));
+    sbuf_puts(out, "\"");
+}
+
+/* Tokens by direction and cost, per (account, key, model) cell that saw usage. */
+static void metrics_usage_format(sbuf *out, const metrics_gauges *g)
+{
+    static const char *const dirs[3] = {"input", "cached", "output"};
+    metrics_head(out, "switchyard_tokens_total", "counter",
+                 "Tokens reported by the upstreams, by direction (input includes cached), account, key and model.");
+    for (size_t i = 0; i <= METRICS_USAGE_SLOTS; i++) {
+        const metrics_usage_cell *c = i < METRICS_USAGE_SLOTS ? &M.usage[i] : &M.usage_other;
+        const uint64_t v[3] = {c->input, c->cached, c->output};
+        if (!c->used || !(c->input || c->output))
+            continue;
+        for (int d = 0; d < 3; d++) {
+            sbuf_printf(out, "switchyard_tokens_total{direction=\"%s\",", dirs[d]);
+            metrics_usage_labels(out, g, c);
+            sbuf_printf(out, "} %llu\n", (unsigned long long)v[d]);
+        }
+    }
+    metrics_head(out, "switchyard_cost_usd_total", "counter",
+                 "Cost in USD of the requests with a known price (policies/prices.lua), by account, key and model.");
+    for (size_t i = 0; i <= METRICS_USAGE_SLOTS; i++) {
+        const metrics_usage_cell *c = i < METRICS_USAGE_SLOTS ? &M.usage[i] : &M.usage_other;
+        if (!c->used || !(c->cost > 0))
+            continue;
+        sbuf_puts(out, "switchyard_cost_usd_total{");
+        metrics_usage_labels(out, g, c);
+        sbuf_puts(out, "} ");
+        metrics_num(out, c->cost);
+        sbuf_puts(out, "\n");
+    }
+}
+
 void metrics_format(sbuf *out, const metrics_gauges *g)
 {
     metrics_requests_format(out);
@@ -448,6 +673,7 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     metrics_num(out, M.wait_seconds);
     sbuf_puts(out, "\n");
     metrics_accounts_format(out, g);
+    metrics_usage_format(out, g);
     metrics_hist_format(out, "switchyard_upstream_ttfb_seconds",
                         "Upstream time to first byte (request sent to response headers).", &M.ttfb);
     metrics_hist_format(out, "switchyard_upstream_attempt_duration_seconds",

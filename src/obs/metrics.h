@@ -53,6 +53,40 @@ void metrics_minute_seed(double minute_start, int64_t requests, int64_t failover
 double metrics_minutes(double now, void (*fn)(void *ud, double t, int64_t requests, int64_t failovers, int64_t failed),
                        void *ud);
 
+/* --- tokens and cost (the request log's usage, counted as it is written) ---
+ * Per (account, platform key, model): requests, input tokens (cached ones
+ * included, as the upstream reports them), cached input tokens, output
+ * tokens and USD, since start (the /metrics counters) and for the current
+ * UTC day (the dashboard's "today", seeded from the request log at start).
+ * The label sets are bounded: at most METRICS_MODELS - 1 distinct models
+ * (the rest count under "other"; names cut to METRICS_MODEL_LEN - 1
+ * bytes), and METRICS_USAGE_SLOTS (account, key, model) cells, past which
+ * usage counts under account, key and model "other". Accounts and keys are
+ * the pool's (ids; names given at scrape time). */
+#define METRICS_MODELS 64
+#define METRICS_MODEL_LEN 96
+#define METRICS_USAGE_SLOTS 4096
+/* A request ended at now. account_id 0: no account served it; key_id 0: no
+ * key; input/cached/output -1 unknown; cost_usd < 0 unknown. */
+void metrics_usage(double now, int64_t account_id, int64_t key_id, const char *model, long input, long cached,
+                   long output, double cost_usd);
+/* Adds a group of the request log's rows of the UTC day holding day_ts to
+ * that day's figures only (start-up; the counters since start stay 0). */
+void metrics_usage_seed_day(double day_ts, int64_t account_id, int64_t key_id, const char *model, int64_t requests,
+                            int64_t input, int64_t cached, int64_t output, double cost_usd);
+
+typedef struct metrics_usage_row {
+    int64_t account_id, key_id; /* 0 none; METRICS_USAGE_OTHER: the overflow cell */
+    const char *model;          /* "none" for requests without one, "other" past METRICS_MODELS */
+    uint64_t requests, input, cached, output;
+    double cost_usd;
+} metrics_usage_row;
+#define METRICS_USAGE_OTHER (-2)
+/* Today's figures (the UTC day holding now) summed by "account", "key" or
+ * "model" (the other fields of each row are 0 / NULL), in no set order.
+ * Returns the number of rows; -1 for an unknown grouping. */
+int metrics_usage_today(double now, const char *by, void (*fn)(void *ud, const metrics_usage_row *r), void *ud);
+
 /* --- formatting (at scrape time) --- */
 
 /* An account's routing state, as /metrics, the admin API and the dashboard
@@ -71,6 +105,11 @@ typedef struct metrics_account {
     int attempts_60s;
 } metrics_account;
 
+typedef struct metrics_key {
+    int64_t id;
+    const char *name;
+} metrics_key;
+
 typedef struct metrics_gauges {
     const metrics_account *accounts;
     size_t n_accounts;
@@ -83,10 +122,12 @@ typedef struct metrics_gauges {
     /* alerts (obs/alert.h, alert_stats) */
     uint64_t alerts_raised, alerts_suppressed, alerts_sent, alerts_retried, alerts_failed, alerts_dropped;
     size_t alerts_queued;
+    const metrics_key *keys; /* platform keys, to name the usage counters' key label */
+    size_t n_keys;
 } metrics_gauges;
 
-/* Appends the whole exposition to out. Accounts named by g (by id); attempts
- * of accounts no longer in g are labelled "id:N". */
+/* Appends the whole exposition to out. Accounts and keys named by g (by
+ * id); those no longer in g are labelled "id:N". */
 void metrics_format(sbuf *out, const metrics_gauges *g);
 
 /* Totals for the admin API's overview. */

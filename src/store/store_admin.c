@@ -72,13 +72,46 @@ static int64_t store_logs_max_id(store *s)
     return id;
 }
 
+/* q split into lower-case words (ASCII), at most STORE_LOG_QUERY_WORDS of
+ * them, in buf; returns how many. */
+static int store_logs_words(const char *q, char buf[STORE_LOG_QUERY_MAX + 1], const char *words[STORE_LOG_QUERY_WORDS])
+{
+    int n = 0;
+    size_t len = q ? strlen(q) : 0;
+    if (len > STORE_LOG_QUERY_MAX)
+        len = STORE_LOG_QUERY_MAX;
+    for (size_t i = 0; i < len; i++)
+        buf[i] = q[i] >= 'A' && q[i] <= 'Z' ? (char)(q[i] - 'A' + 'a') : q[i];
+    buf[len] = '\0';
+    for (char *p = buf; *p && n < STORE_LOG_QUERY_WORDS;) {
+        while (*p == ' ' || *p == '\t')
+            *p++ = '\0';
+        if (!*p)
+            break;
+        words[n++] = p;
+        while (*p && *p != ' ' && *p != '\t')
+            p++;
+    }
+    return n;
+}
+
+/* What the text search looks in, as one lower-case text: the fields
+ * joined with newlines (a word with a newline cannot span two of them). */
+#define STORE_LOG_HAYSTACK                                                                                   \
+    "lower(r.model || char(10) || coalesce(r.upstream_model, '') || char(10) || r.endpoint || char(10) ||" \
+    " r.account_name || char(10) || coalesce(k.name, '') || char(10) || r.error_class || char(10) ||"     \
+    " r.status || char(10) || coalesce(r.attempts_json, ''))"
+
 int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const store_log_row *r), void *ud)
 {
     sbuf sql = SBUF_INIT, needle = SBUF_INIT;
+    char qbuf[STORE_LOG_QUERY_MAX + 1];
+    const char *words[STORE_LOG_QUERY_WORDS];
+    int nwords = store_logs_words(f->q, qbuf, words);
     int filtered = (f->key && *f->key) || (f->account && *f->account) || f->status || f->failed || f->since > 0 ||
-                   f->until > 0;
+                   f->until > 0 || nwords || (f->model && *f->model) || (f->endpoint && *f->endpoint);
     f->scan_floor = 0;
-    if (filtered && f->scan_max > 0 && f->after_id <= 0) {
+    if (filtered && f->scan_max > 0 && f->after_id <= 0 && f->id <= 0) {
         int64_t top = f->before_id > 0 ? f->before_id : store_logs_max_id(s) + 1;
         if (top < 0)
             return -1;
@@ -87,8 +120,11 @@ int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const s
     sbuf_puts(&sql, "SELECT r.id, r.ts, coalesce(r.platform_key_id, 0), coalesce(k.name, ''), r.endpoint, r.model,"
                     " r.stream, coalesce(r.account_id, 0), r.account_name, r.status, r.attempts, r.latency_ms,"
                     " r.route_strategy, r.error_class, r.input_tokens, r.output_tokens, r.total_tokens,"
-                    " coalesce(r.attempts_json, '[]')"
+                    " coalesce(r.attempts_json, '[]'), coalesce(r.upstream_model, ''), r.cached_tokens, r.cost_usd,"
+                    " r.resumed"
                     " FROM request_logs r LEFT JOIN platform_keys k ON k.id = r.platform_key_id WHERE 1");
+    if (f->id > 0)
+        sbuf_puts(&sql, " AND r.id = ?19");
     if (f->before_id > 0)
         sbuf_puts(&sql, " AND r.id < ?1");
     if (f->after_id > 0)
@@ -110,6 +146,12 @@ int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const s
         sbuf_puts(&sql, " AND r.ts >= ?7");
     if (f->until > 0)
         sbuf_puts(&sql, " AND r.ts < ?8");
+    if (f->model && *f->model)
+        sbuf_puts(&sql, " AND r.model = ?20");
+    if (f->endpoint && *f->endpoint)
+        sbuf_puts(&sql, " AND r.endpoint = ?21");
+    for (int i = 0; i < nwords; i++)
+        sbuf_printf(&sql, " AND instr(" STORE_LOG_HAYSTACK ", ?%d) > 0", 11 + i);
     if (f->scan_floor > 0)
         sbuf_puts(&sql, " AND r.id > ?10");
     sbuf_puts(&sql, f->after_id > 0 ? " ORDER BY r.id ASC LIMIT ?9" : " ORDER BY r.id DESC LIMIT ?9");
@@ -127,6 +169,11 @@ int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const s
     sqlite3_bind_double(st, 8, f->until);
     sqlite3_bind_int(st, 9, f->limit < 1 ? 1 : f->limit > 1000 ? 1000 : f->limit);
     sqlite3_bind_int64(st, 10, f->scan_floor);
+    for (int i = 0; i < nwords; i++)
+        sqlite3_bind_text(st, 11 + i, words[i], -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 19, f->id);
+    sqlite3_bind_text(st, 20, f->model ? f->model : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 21, f->endpoint ? f->endpoint : "", -1, SQLITE_STATIC);
     int rc;
     n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -140,6 +187,9 @@ int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const s
             .route_strategy = store_admin_text(st, 12), .error_class = store_admin_text(st, 13),
             .input_tokens = store_admin_opt(st, 14), .output_tokens = store_admin_opt(st, 15),
             .total_tokens = store_admin_opt(st, 16), .attempts_json = store_admin_text(st, 17),
+            .upstream_model = store_admin_text(st, 18), .cached_tokens = store_admin_opt(st, 19),
+            .cost_usd = sqlite3_column_type(st, 20) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 20),
+            .resumed = sqlite3_column_int(st, 21),
         };
         fn(ud, &r);
         n++;
@@ -151,6 +201,27 @@ out:
     sbuf_free(&sql);
     sbuf_free(&needle);
     return n;
+}
+
+int store_logs_usage_since(store *s, double since, void (*fn)(void *ud, const store_usage_group *g), void *ud)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(store_db(s),
+            "SELECT coalesce(account_id, 0), coalesce(platform_key_id, 0), model, count(*),"
+            " coalesce(sum(input_tokens), 0), coalesce(sum(cached_tokens), 0), coalesce(sum(output_tokens), 0),"
+            " coalesce(sum(cost_usd), 0) FROM request_logs WHERE ts >= ?1 GROUP BY 1, 2, 3", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_double(st, 1, since);
+    int rc, n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_usage_group g = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), store_admin_text(st, 2),
+                               sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), sqlite3_column_int64(st, 5),
+                               sqlite3_column_int64(st, 6), sqlite3_column_double(st, 7)};
+        fn(ud, &g);
+        n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? n : -1;
 }
 
 /* ---------- aggregates ---------- */

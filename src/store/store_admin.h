@@ -25,6 +25,15 @@ typedef struct store_log_filter {
     int status;              /* exact final status; 0 any */
     int failed;              /* only requests whose final status is not 2xx */
     double since, until;     /* ts range, 0: open */
+    const char *model;       /* exact model asked for; NULL any */
+    const char *endpoint;    /* exact endpoint ("/v1/responses"); NULL any */
+    /* Text search: every word of q (at most STORE_LOG_QUERY_WORDS, split on
+     * spaces, case-insensitive for ASCII) is found somewhere in the row's
+     * model, the model sent upstream, endpoint, account, key name, error
+     * class, final status or attempts record (accounts, models, outcomes,
+     * classes, statuses tried). NULL or "": off. */
+    const char *q;
+    int64_t id;              /* that one row only; 0: off */
     int limit;               /* 1..1000 */
     /* Newest-first queries with a filter examine at most this many rows
      * below before_id (0: no bound), so a filter that matches nothing
@@ -32,6 +41,8 @@ typedef struct store_log_filter {
     int64_t scan_max;
     int64_t scan_floor;      /* out: rows with id <= this were not examined (0: none left) */
 } store_log_filter;
+#define STORE_LOG_QUERY_WORDS 8
+#define STORE_LOG_QUERY_MAX 256 /* bytes of q looked at */
 
 typedef struct store_log_row {
     int64_t id;
@@ -47,6 +58,10 @@ typedef struct store_log_row {
     const char *route_strategy, *error_class;
     long input_tokens, output_tokens, total_tokens; /* -1 unknown */
     const char *attempts_json; /* JSON array text, "[]" when none was recorded */
+    const char *upstream_model; /* the model the serving account was sent; "" none */
+    long cached_tokens;      /* -1 unknown */
+    double cost_usd;         /* -1 unknown (no price, no usage) */
+    int resumed;
 } store_log_row;
 
 /* Calls fn per matching row (newest first, or oldest first with after_id).
@@ -54,6 +69,16 @@ typedef struct store_log_row {
 int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const store_log_row *r), void *ud);
 
 /* --- aggregates --- */
+/* The request log's usage since since (the ts index), grouped by account
+ * id, key id and model asked for: the dashboard's "today" at start-up. */
+typedef struct store_usage_group {
+    int64_t account_id, key_id;
+    const char *model;
+    int64_t requests, input_tokens, cached_tokens, output_tokens;
+    double cost_usd;
+} store_usage_group;
+int store_logs_usage_since(store *s, double since, void (*fn)(void *ud, const store_usage_group *g), void *ud);
+
 typedef struct store_stat_row {
     const char *label;       /* account / key name / model */
     int64_t requests;        /* requests that ended on it (account: served by it) */

@@ -3,7 +3,10 @@ Chromium, driven by playwright-core from npm (installed on first use into
 .cache/playwright-VERSION of the source tree, like the Codex test), signs in with
 the admin token, sees a 429 failover appear within 2 s, presses reset on
 the cooled account and sees the next request served by it, keeps working
-in a narrow window, and shows a clear state when the gateway stops.
+in a narrow window, and shows a clear state when the gateway stops; and,
+with 70-character account, key and model names, fits 1024, 1440 and 1920 px
+and a phone without sideways scrolling, shows spend today and against the
+budget, hides revoked keys until asked, searches and opens a request.
 Screenshots go to the build directory (screenshots/). The test is skipped,
 saying why, only when Chromium or npm cannot be had."""
 
@@ -114,6 +117,96 @@ class DashboardTest(GatewayTest):
         for name in ("dashboard.png", "dashboard-narrow.png", "dashboard-stopped.png"):
             self.assertGreater(os.path.getsize(os.path.join(shots, name)), 10000, name)
         print(f"screenshots in {shots}")
+
+    def test_dashboard_fits_from_1024_px_shows_spend_searches_and_opens_a_request(self):
+        """Long account, key and model names at 1024, 1440 and 1920 px and on a phone: no
+        sideways scrolling, the pool's buttons on screen, names cut with the whole name on
+        hover; spend today and against the budget; revoked keys on request; the search box;
+        a click on a request opens its detail."""
+        if not os.access(CHROMIUM, os.X_OK):
+            self.skipTest(f"{CHROMIUM} is not installed (scripts/install-deps.sh installs Debian's chromium)")
+        node = shutil.which("node")
+        if not node:
+            self.skipTest("node is not installed")
+        mod, why = playwright_core()
+        if not mod:
+            self.skipTest(why)
+        long_acct = "customer-production-eu-west-openai-primary-account-with-a-very-long-name"
+        long_model = "gpt-5-2025-12-04-with-an-extraordinarily-long-snapshot-name-for-layout"  # priced as gpt-5
+        usage = "ok,input_tokens=1000000,cached=400000"
+        g = self.gateway([account(long_acct, self.mock.url("long", usage), args=["--budget", "10"]),
+                          account("b" * 60, self.mock.url("b", "ok"))], start=False)
+        g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", long_acct)
+        laptop = g.add_key("laptop-of-the-operations-team-with-a-long-descriptive-key-name")
+        g.cli("key", "prefer", "--db", g.db_path, "--name", "laptop-of-the-operations-team-with-a-long-descriptive-key-name",
+              "--account", "b" * 60)
+        g.add_key("revoked-by-codex-detach")
+        g.cli("key", "revoke", "--db", g.db_path, "--name", "revoked-by-codex-detach")
+        tok = g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
+        g.start()
+        for _ in range(3):
+            self.assertEqual(g.post("/v1/responses", {"model": long_model, "input": "hi"}).status, 200)
+        for _ in range(2):
+            self.assertEqual(g.post("/v1/responses", {"model": "o3", "input": "hi"}, key=laptop).status, 200)
+        g.wait_request_logs(5)
+        shots = os.path.join(os.path.dirname(switchyard_bin()), "screenshots")
+        os.makedirs(shots, exist_ok=True)
+        profile = tempfile.mkdtemp(prefix="sy-chromium-")
+        self.addCleanup(shutil.rmtree, profile, True)
+        env = dict(os.environ, PLAYWRIGHT_CORE=mod, GATEWAY_URL=f"http://127.0.0.1:{g.port}", ADMIN_TOKEN=tok,
+                   SCREENSHOT_DIR=shots, USER_DATA_DIR=profile, CHROMIUM=CHROMIUM, LONG_ACCOUNT=long_acct,
+                   SEARCH_WORD="o3")
+        env.pop("ASAN_OPTIONS", None)
+        drv = subprocess.run([node, os.path.join(source_dir(), "tests", "e2e", "dashboard_fit_driver.js")],
+                             capture_output=True, text=True, env=env, timeout=240)
+        steps = [json.loads(ln) for ln in drv.stdout.splitlines() if ln.strip()]
+        errs = [s for s in steps if s["step"] == "error"]
+        self.assertEqual(errs, [], drv.stderr[-2000:])
+        self.assertEqual(drv.returncode, 0, drv.stderr[-2000:])
+        widths = {s["width"]: s for s in steps if s["step"] == "width"}
+        self.assertEqual(sorted(widths), [390, 1024, 1440, 1920])
+        for w, m in widths.items():
+            self.assertLessEqual(m["overflow"], 0, f"the page scrolls sideways at {w} px")
+            self.assertEqual(len(m["buttons"]), 4, m)  # Disable and Reset of both accounts
+            for b in m["buttons"]:
+                self.assertTrue(b["visible"] and b["onTop"], f"{b} at {w} px")
+                self.assertGreaterEqual(b["left"], 0, f"{b} at {w} px")
+                self.assertLessEqual(b["right"], w, f"{b} at {w} px")
+            self.assertTrue(m["searchVisible"], f"the search box at {w} px")
+            if w >= 1024:
+                self.assertLessEqual(m["poolOverflow"], 0, f"the pool table overflows its card at {w} px")
+            for n in m["names"]:  # every name cell carries the whole name on hover
+                self.assertTrue(n["title"], n)
+                self.assertLessEqual(n["right"], w, n)
+            cut = [n for n in m["names"] if n["title"] == long_acct]
+            self.assertTrue(cut and all(n["cut"] for n in cut), f"the long name is not cut at {w} px: {cut}")
+        cost = g.query("SELECT sum(cost_usd) AS c FROM request_logs WHERE account_id = ?",
+                       (g.account_id(long_acct),))[0]["c"]
+        s = next(s for s in steps if s["step"] == "spend")
+        self.assertAlmostEqual(s["spent"], cost, places=4)
+        self.assertEqual(s["usd"], 10)
+        self.assertEqual(s["budget"], f"${cost:.2f} of $10.00")
+        self.assertEqual(s["today"], f"${cost:.2f}")
+        self.assertIn("monthly", s["title"])
+        self.assertEqual(sorted(s["models"]), sorted([long_model, "o3"]))
+        r = next(s for s in steps if s["step"] == "revoked")
+        self.assertNotIn("revoked-by-codex-detach", r["before"])
+        self.assertIn("revoked-by-codex-detach", r["after"])
+        s = next(s for s in steps if s["step"] == "search")
+        o3 = g.query("SELECT id FROM request_logs WHERE model = 'o3' ORDER BY id DESC")
+        self.assertEqual(s["found"], [row["id"] for row in o3])
+        self.assertIn("No matching requests", s["none"])
+        d = next(s for s in steps if s["step"] == "detail")
+        row = g.query("SELECT * FROM request_logs WHERE id = ?", (d["id"],))[0]
+        self.assertEqual(d["title"], f"Request #{d['id']}")
+        self.assertEqual(d["facts"]["status"], str(row["status"]))
+        self.assertEqual(d["facts"]["model"], row["model"])
+        self.assertEqual(d["facts"]["input tokens"], str(row["input_tokens"]))
+        self.assertEqual(d["facts"]["latency"], f"{round(row['latency_ms'])} ms")
+        self.assertTrue(d["facts"]["cost"].startswith("$") or row["cost_usd"] is None, d["facts"])
+        self.assertEqual(len(d["attempts"]), row["attempts"])
+        self.assertTrue(d["fits"])
+        self.assertEqual(d["errors"], [], "\n".join(d["errors"]))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 #include "check.h"
 #include "obs/metrics.h"
 #include "base/sbuf.h"
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const metrics_account test_accounts[] = {
@@ -13,9 +15,11 @@ static const metrics_account test_accounts[] = {
     {3, "gamma", "cooling", 10, 0, -1, -1, -1, -1, 0},
 };
 
+static const metrics_key test_keys[] = {{7, "laptop"}, {8, "ci"}};
+
 static char *test_format(sbuf *out)
 {
-    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5};
+    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5, test_keys, 2};
     sbuf_reset(out);
     metrics_format(out, &g);
     return out->p;
@@ -229,8 +233,127 @@ static void test_metrics_sixty_second_success_and_latency_per_account(void)
     sbuf_free(&b);
 }
 
+static size_t test_count(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_metrics_tokens_and_cost_by_account_key_and_model(void)
+{
+    metrics_reset();
+    sbuf b = SBUF_INIT;
+    double now = 1800000000.0;
+    metrics_usage(now, 1, 7, "gpt-5", 100, 40, 20, 0.0025);
+    metrics_usage(now, 1, 7, "gpt-5", 10, -1, 5, -1); /* no price known: tokens, no cost */
+    metrics_usage(now, 99, 8, "gpt-5", 1, 0, 1, 0.5); /* an account gone from the pool */
+    metrics_usage(now, 0, 0, "", -1, -1, -1, -1);     /* nothing served: no usage, no series */
+    const char *t = test_format(&b);
+    CHECK(test_has(t, "# TYPE switchyard_tokens_total counter\n"));
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"input\",account=\"alpha\",key=\"laptop\",model=\"gpt-5\"} 110\n"));
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"cached\",account=\"alpha\",key=\"laptop\",model=\"gpt-5\"} 40\n"));
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"output\",account=\"alpha\",key=\"laptop\",model=\"gpt-5\"} 25\n"));
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"input\",account=\"id:99\",key=\"ci\",model=\"gpt-5\"} 1\n"));
+    CHECK(test_has(t, "# TYPE switchyard_cost_usd_total counter\n"));
+    CHECK(test_has(t, "switchyard_cost_usd_total{account=\"alpha\",key=\"laptop\",model=\"gpt-5\"} 0.0025\n"));
+    CHECK(test_has(t, "switchyard_cost_usd_total{account=\"id:99\",key=\"ci\",model=\"gpt-5\"} 0.5\n"));
+    CHECK(!strstr(t, "account=\"none\"")); /* a request without usage makes no series */
+    sbuf_free(&b);
+}
+
+static void test_metrics_models_beyond_the_table_fold_into_other(void)
+{
+    metrics_reset();
+    sbuf b = SBUF_INIT;
+    char model[32];
+    for (int i = 0; i < 100; i++) { /* refused before any upstream: the names take no slot */
+        snprintf(model, sizeof model, "junk%03d", i);
+        metrics_usage(1800000000.0, 0, 7, model, -1, -1, -1, -1);
+    }
+    for (int i = 0; i < 200; i++) { /* served, a new model name with every request */
+        snprintf(model, sizeof model, "m%03d", i);
+        metrics_usage(1800000000.0, 1, 7, model, 10, 0, 1, 0.01);
+    }
+    const char *t = test_format(&b);
+    CHECK_EQ_INT(test_count(t, "switchyard_cost_usd_total{"), METRICS_MODELS); /* 63 names and "other" */
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"input\",account=\"alpha\",key=\"laptop\",model=\"m000\"} 10\n"));
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"input\",account=\"alpha\",key=\"laptop\",model=\"m062\"} 10\n"));
+    /* 200 - 63 models counted under "other": nothing is lost */
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"input\",account=\"alpha\",key=\"laptop\",model=\"other\"} 1370\n"));
+    sbuf_free(&b);
+}
+
+static void test_metrics_usage_cells_beyond_the_table_count_as_other(void)
+{
+    metrics_reset();
+    sbuf b = SBUF_INIT;
+    for (int i = 1; i <= METRICS_USAGE_SLOTS + 10; i++)
+        metrics_usage(1800000000.0, 1, i, "gpt-5", 1, 0, 0, 0);
+    const char *t = test_format(&b);
+    CHECK_EQ_INT(test_count(t, "direction=\"input\""), METRICS_USAGE_SLOTS + 1);
+    CHECK(test_has(t, "switchyard_tokens_total{direction=\"input\",account=\"other\",key=\"other\",model=\"other\"} 10\n"));
+    sbuf_free(&b);
+}
+
+typedef struct test_today {
+    int n;
+    metrics_usage_row r[8];
+    char models[8][32];
+} test_today;
+
+static void test_today_cb(void *ud, const metrics_usage_row *r)
+{
+    test_today *t = ud;
+    if (t->n == 8)
+        return;
+    t->r[t->n] = *r;
+    if (r->model)
+        snprintf(t->models[t->n], sizeof t->models[0], "%s", r->model);
+    t->n++;
+}
+
+static const metrics_usage_row *test_today_row(const test_today *t, int64_t account, int64_t key, const char *model)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->r[i].account_id == account && t->r[i].key_id == key && (!model || strcmp(t->models[i], model) == 0))
+            return &t->r[i];
+    return NULL;
+}
+
+static void test_metrics_today_sums_by_account_key_and_model_and_starts_over_each_day(void)
+{
+    metrics_reset();
+    double day = 1800000000.0 - fmod(1800000000.0, 86400), now = day + 3600;
+    metrics_usage_seed_day(day + 10, 1, 7, "gpt-5", 3, 300, 30, 60, 0.3); /* earlier today, from the log */
+    metrics_usage(now, 1, 7, "gpt-5", 100, 0, 10, 0.1);
+    metrics_usage(now, 2, 7, "o3", 50, 0, 5, 0.05);
+    metrics_usage(now - 86400, 2, 8, "o3", 999, 0, 999, 9.9); /* yesterday */
+    test_today acc = {0}, key = {0}, mod = {0};
+    CHECK_EQ_INT(metrics_usage_today(now, "account", test_today_cb, &acc), 2);
+    const metrics_usage_row *a1 = test_today_row(&acc, 1, 0, NULL);
+    CHECK(a1 && a1->requests == 4 && a1->input == 400 && a1->cached == 30 && a1->output == 70);
+    CHECK(a1 && fabs(a1->cost_usd - 0.4) < 1e-9);
+    const metrics_usage_row *a2 = test_today_row(&acc, 2, 0, NULL);
+    CHECK(a2 && a2->requests == 1 && a2->input == 50); /* yesterday's cell started over */
+    CHECK_EQ_INT(metrics_usage_today(now, "key", test_today_cb, &key), 1);
+    CHECK(key.r[0].key_id == 7 && key.r[0].requests == 5 && fabs(key.r[0].cost_usd - 0.45) < 1e-9);
+    CHECK_EQ_INT(metrics_usage_today(now, "model", test_today_cb, &mod), 2);
+    const metrics_usage_row *m = test_today_row(&mod, 0, 0, "o3");
+    CHECK(m && m->requests == 1 && m->output == 5);
+    CHECK_EQ_INT(metrics_usage_today(now, "nonsense", test_today_cb, &mod), -1);
+    /* the next day: nothing yet */
+    test_today next = {0};
+    CHECK_EQ_INT(metrics_usage_today(now + 86400, "account", test_today_cb, &next), 0);
+}
+
 int main(void)
 {
+    RUN(test_metrics_tokens_and_cost_by_account_key_and_model);
+    RUN(test_metrics_models_beyond_the_table_fold_into_other);
+    RUN(test_metrics_usage_cells_beyond_the_table_count_as_other);
+    RUN(test_metrics_today_sums_by_account_key_and_model_and_starts_over_each_day);
     RUN(test_metrics_sixty_second_success_and_latency_per_account);
     RUN(test_metrics_requests_count_by_endpoint_and_status);
     RUN(test_metrics_attempts_and_failovers_by_account_and_class);

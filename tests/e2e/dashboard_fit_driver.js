@@ -1,0 +1,138 @@
+// dashboard_fit_driver.js: the dashboard's layout, spend, search and
+// request detail in headless Chromium, for test_dashboard.py
+// (playwright-core, Debian's /usr/bin/chromium). The test passes the
+// gateway's address and the admin token in the environment, and the names
+// it made long (LONG_ACCOUNT, SEARCH_WORD); each step prints one JSON line
+// on stdout with what the page showed, and the test judges it.
+"use strict";
+
+const path = require("path");
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+const BASE = process.env.GATEWAY_URL;
+const SHOTS = process.env.SCREENSHOT_DIR;
+const LONG = process.env.LONG_ACCOUNT;
+
+function say(step, extra) { process.stdout.write(JSON.stringify({ step, ...extra }) + "\n"); }
+
+// What a width shows: sideways overflow of the page, the pool table against
+// its card, and each action button: inside the viewport and the element at
+// its centre (not hidden under anything, not scrolled away in its card).
+async function measure(page) {
+  return page.evaluate(() => {
+    const out = {
+      width: window.innerWidth,
+      overflow: document.documentElement.scrollWidth - window.innerWidth,
+      poolOverflow: (() => { const s = document.querySelector("#pool").closest(".scroll"); return s.scrollWidth - s.clientWidth; })(),
+      buttons: [], names: [],
+    };
+    for (const b of document.querySelectorAll("#pool button[data-action]")) {
+      const r0 = b.getBoundingClientRect();
+      window.scrollTo(0, Math.max(0, r0.top + window.scrollY - window.innerHeight / 2));
+      const r = b.getBoundingClientRect();
+      const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+      out.buttons.push({ action: b.dataset.action, account: b.dataset.account, left: r.left, right: r.right,
+        visible: !!b.offsetParent, onTop: hit === b || b.contains(hit) });
+    }
+    window.scrollTo(0, 0);
+    for (const td of document.querySelectorAll("#pool td.name, #spend-accounts td.name, #keys td.name, #spend-models td.name")) {
+      const span = td.querySelector(".cut");
+      out.names.push({ title: td.title, text: td.textContent, cut: !!span && span.scrollWidth > span.clientWidth,
+        right: td.getBoundingClientRect().right });
+    }
+    return out;
+  });
+}
+
+async function main() {
+  const ctx = await chromium.launchPersistentContext(process.env.USER_DATA_DIR, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1440, height: 900 },
+  });
+  const page = ctx.pages()[0] || await ctx.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+
+  await page.goto(BASE + "/admin/");
+  await page.waitForSelector("#token:focus");
+  await page.keyboard.type(process.env.ADMIN_TOKEN);
+  await page.keyboard.press("Enter");
+  await page.waitForSelector(`#pool tr[data-account="${LONG}"]`);
+  await page.waitForSelector(`#spend-accounts tr[data-name="${LONG}"] .budget`);
+
+  // fits at 1024, 1440 and 1920 px with the long names, and on a phone
+  for (const width of [1024, 1440, 1920, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.waitForTimeout(400);
+    const m = await measure(page);
+    m.searchVisible = await page.evaluate(() => {
+      const r = document.querySelector("#q").getBoundingClientRect();
+      return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth;
+    });
+    await page.screenshot({ path: path.join(SHOTS, `dashboard-${width}.png`), fullPage: true });
+    say("width", m);
+  }
+  await page.setViewportSize({ width: 1440, height: 900 });
+
+  // spend: the long account's amount today and against its budget
+  const spend = await page.evaluate((name) => {
+    const tr = document.querySelector(`#spend-accounts tr[data-name="${CSS.escape(name)}"]`);
+    const b = tr.querySelector(".budget");
+    return { today: tr.querySelector("td.today").textContent, budget: b.querySelector(".amount").textContent,
+      spent: parseFloat(b.dataset.spent), usd: parseFloat(b.dataset.budget), title: b.title,
+      models: [...document.querySelectorAll("#spend-models tbody tr")].map((r) => r.dataset.name),
+      total: document.querySelector("#spend-total").textContent };
+  }, LONG);
+  say("spend", spend);
+
+  // revoked keys: hidden until asked for
+  const keyNames = () => page.$$eval("#keys tbody tr[data-key]", (rows) => rows.map((r) => r.dataset.key));
+  const before = await keyNames();
+  await page.check("#show-revoked");
+  await page.waitForFunction(() => [...document.querySelectorAll("#keys tbody tr")].some((r) => r.classList.contains("row-disabled")));
+  const after = await keyNames();
+  await page.uncheck("#show-revoked");
+  say("revoked", { before, after });
+
+  // search: the words typed in the box, answered by the gateway
+  await page.fill("#q", process.env.SEARCH_WORD);
+  await page.press("#q", "Enter");
+  await page.waitForFunction((w) => {
+    const rows = [...document.querySelectorAll("#requests tbody tr[data-id]")];
+    return rows.length > 0 && rows.every((r) => r.textContent.toLowerCase().includes(w.toLowerCase()));
+  }, process.env.SEARCH_WORD, { timeout: 5000 });
+  const found = await page.$$eval("#requests tbody tr[data-id]", (rows) => rows.map((r) => Number(r.dataset.id)));
+  await page.fill("#q", "no-request-has-this-word");
+  await page.press("#q", "Enter");
+  await page.waitForSelector("#requests tbody td.empty", { timeout: 5000 });
+  const none = await page.textContent("#requests tbody td.empty");
+  await page.click("#search-clear");
+  await page.waitForSelector("#requests tbody tr[data-id]", { timeout: 5000 });
+  say("search", { found, none });
+
+  // detail: a click on a row opens the request with its attempts
+  const first = page.locator("#requests tbody tr[data-id]").first();
+  const id = Number(await first.getAttribute("data-id"));
+  await first.click();
+  await page.waitForSelector("#detail[open] #detail-attempts");
+  const detail = await page.evaluate(() => {
+    const facts = {};
+    for (const d of document.querySelectorAll("#detail .facts div")) facts[d.dataset.fact] = d.querySelector("dd").textContent;
+    return { facts, attempts: [...document.querySelectorAll("#detail-attempts tbody tr")].map((r) => r.textContent),
+      title: document.querySelector("#detail-h").textContent,
+      fits: document.querySelector("#detail").getBoundingClientRect().right <= window.innerWidth };
+  });
+  await page.screenshot({ path: path.join(SHOTS, "dashboard-detail.png"), fullPage: false });
+  await page.keyboard.press("Escape");
+  await page.waitForSelector("#detail:not([open])", { state: "attached" });
+  detail.id = id;
+  detail.errors = errors.slice();
+  say("detail", detail);
+  await ctx.close();
+}
+
+main().then(() => process.exit(0), (e) => { say("error", { message: String(e && e.stack || e) }); process.exit(1); });
