@@ -16,6 +16,7 @@
 #include "store/store.h"
 #include "upstream/usage.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------- attempt outcomes ---------- */
@@ -297,6 +298,11 @@ void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
     proxy_pf_timer_drop(p);
+    if (p->splice) {
+        resume_splice_free(p->splice);
+        free(p->splice);
+        p->splice = NULL;
+    }
     if (p->retry_timer)
         event_free(p->retry_timer);
     event_del(&p->flush_ev);

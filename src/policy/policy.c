@@ -565,14 +565,19 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen) ||
         check_first_token(pe, err, errlen))
         goto fail;
-    /* would this classify resume a cut text-only chat stream? */
-    policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
-                        .account_kind = "api_key", .endpoint = "/v1/chat/completions", .after_output = 1,
-                        .delivered_chars = 100, .alternatives = 1};
-    policy_verdict v;
-    hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
-    char why[512];
-    pe->may_resume = hook_run(pe, policy_classify_run, &h, why, sizeof why) == 0 && v.action == VERDICT_RESUME;
+    /* would this classify resume a cut text-only chat stream? a Responses one? */
+    const char *const endpoints[] = {"/v1/chat/completions", "/v1/responses"};
+    pe->may_resume = 0;
+    for (int i = 0; i < 2; i++) {
+        policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
+                            .account_kind = "api_key", .endpoint = endpoints[i], .after_output = 1,
+                            .delivered_chars = 100, .alternatives = 1};
+        policy_verdict v;
+        hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
+        char why[512];
+        if (hook_run(pe, policy_classify_run, &h, why, sizeof why) == 0 && v.action == VERDICT_RESUME)
+            pe->may_resume |= 1 << i;
+    }
     log_debug("policy: hooks loaded from %s (%zu KiB of Lua memory)", pe->source,
               sandbox_memory(pe->sb) / 1024);
     return pe;
@@ -592,7 +597,13 @@ void policy_free(policy_engine *pe)
 const char *policy_source(const policy_engine *pe) { return pe ? pe->source : "none"; }
 uint64_t policy_generation(const policy_engine *pe) { return pe ? pe->generation : 0; }
 uint64_t policy_fallbacks(const policy_engine *pe) { return pe ? pe->fallbacks : 0; }
-int policy_may_resume(const policy_engine *pe) { return pe ? pe->may_resume : 0; }
+int policy_may_resume(const policy_engine *pe, const char *endpoint)
+{
+    if (!pe || !endpoint)
+        return 0;
+    int bit = strcmp(endpoint, "/v1/chat/completions") == 0 ? 1 : strcmp(endpoint, "/v1/responses") == 0 ? 2 : 0;
+    return (pe->may_resume & bit) != 0;
+}
 const char *policy_last_error(const policy_engine *pe) { return pe ? pe->last_error : ""; }
 
 int policy_file_info(const policy_engine *pe, size_t i, policy_file *out)

@@ -90,9 +90,10 @@ typedef struct policy_verdict {
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);
 
-/* 1 when the loaded classify would resume a cut text-only chat stream
- * (asked once at load), so the gateway keeps the delivered text only then. */
-int policy_may_resume(const policy_engine *pe);
+/* 1 when the loaded classify would resume a cut text-only stream of this
+ * endpoint ("/v1/chat/completions", "/v1/responses"; asked once at load),
+ * so the gateway keeps the delivered text only then. */
+int policy_may_resume(const policy_engine *pe, const char *endpoint);
 
 /* --- strip: what an account-bound blob becomes on its way to an account --- */
 /* A blob is an opaque string only the account that minted it can read (a

@@ -141,7 +141,9 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
     const char *held = ev->after_output ? NULL : classify_held(ev);
-    if (ev->after_output && ev->endpoint && strcmp(ev->endpoint, "/v1/chat/completions") == 0 && !ev->tool_call &&
+    if (ev->after_output && ev->endpoint &&
+        (strcmp(ev->endpoint, "/v1/chat/completions") == 0 || strcmp(ev->endpoint, "/v1/responses") == 0) &&
+        !ev->tool_call &&
         ev->delivered_chars > 0)
         policy_verdict_act(out, VERDICT_RESUME, "interrupted", 20, 0); /* classify.lua's RESUME_CHAT_STREAMS */
     else if (ev->after_output)

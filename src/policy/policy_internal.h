@@ -54,7 +54,7 @@ struct policy_engine {
     int lines[HOOK_COUNT];        /* line the hook function starts on */
     char sha256[HOOK_COUNT][65];  /* of each hook file's text as loaded */
     uint64_t fallbacks;
-    int may_resume;               /* classify resumes a cut text-only chat stream */
+    int may_resume;               /* classify resumes a cut text-only chat stream (bit 0), Responses stream (bit 1) */
     uint64_t hook_fallbacks[HOOK_COUNT];
     char last_error[512];
     price_memo prices[PRICE_MEMO];
