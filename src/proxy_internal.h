@@ -103,6 +103,7 @@ typedef struct proxy_req {
     sbuf relay;               /* the attempt's x-codex-* response headers: name\0value\0... */
     preflight pf;
     int pf_live;
+    long after_output_ms;     /* the first_token policy's silence limit once output flows; 0: the idle limit */
     struct event *pf_timer;   /* the preflight window's time limit: made when armed, gone at commit */
 
     /* retries and waits (proxy_retry_later, proxy_wait_for_capacity) */

@@ -521,12 +521,17 @@ static const char *proxy_reasoning_effort(proxy_req *p)
 }
 
 /* The time-to-first-token limit of this attempt, in ms: the first_token
- * policy's answer for the request and account, capped by SWITCHYARD_TTFT_MS. */
+ * policy's answer for the request and account, capped by SWITCHYARD_TTFT_MS.
+ * Its after_output limit goes to p->after_output_ms (0: none, or no
+ * shorter than the upstream idle limit, which then applies alone). */
 static long proxy_first_token_ms(proxy_req *p)
 {
     policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p),
                              p->in.stream, account_kind_name(p->acct_kind)};
-    double ms = policy_first_token_limit(p->gw->policy, &ft) * 1000.0;
+    policy_silence s = policy_silence_limits(p->gw->policy, &ft);
+    double after = s.after_output * 1000.0;
+    p->after_output_ms = after > 0 && after < (double)p->gw->cfg.idle_timeout_ms ? (long)after : 0;
+    double ms = s.first_token * 1000.0;
     return ms < (double)p->gw->cfg.ttft_ms ? (long)ms : p->gw->cfg.ttft_ms;
 }
 
@@ -717,6 +722,8 @@ int proxy_up_data(void *ud, const char *buf, size_t n)
             return 0;
         }
         if (st == PF_COMMIT) {
+            if (p->after_output_ms && p->up) /* output from here: silence past this is a cut */
+                upstream_set_idle(p->up, p->after_output_ms);
             p->resume_pending = 0; /* a resumed stream goes on */
             p->cut_account[0] = '\0';
             proxy_commit(p);

@@ -123,13 +123,13 @@ static int first_token_key(const policy_first_token *ft, char *key, size_t n)
     return len > 0 && (size_t)len < n;
 }
 
-double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
+policy_silence policy_silence_limits(policy_engine *pe, const policy_first_token *ft)
 {
     char why[512], key[sizeof pe->first_tokens[0].key];
     int memo = pe && first_token_key(ft, key, sizeof key);
     for (size_t i = 0; memo && i < pe->nfirst_tokens; i++)
         if (strcmp(pe->first_tokens[i].key, key) == 0)
-            return pe->first_tokens[i].seconds;
+            return pe->first_tokens[i].limits;
     hook_call h = {.pe = pe, .ft = ft};
     if (pe && hook_run(pe, policy_first_token_run, &h, why, sizeof why) == 0) {
         if (memo) {
@@ -137,13 +137,18 @@ double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
                                       ? &pe->first_tokens[pe->nfirst_tokens++]
                                       : &pe->first_tokens[pe->first_token_next++ % FIRST_TOKEN_MEMO];
             memcpy(m->key, key, sizeof key);
-            m->seconds = h.seconds;
+            m->limits = h.silence;
         }
-        return h.seconds;
+        return h.silence;
     }
     if (pe)
         engine_fallback(pe, HOOK_FIRST_TOKEN, why);
     return policy_first_token_default(ft);
+}
+
+double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
+{
+    return policy_silence_limits(pe, ft).first_token;
 }
 
 int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, double *resets_at, char *plan_type,

@@ -138,7 +138,17 @@ typedef struct policy_first_token {
 
 #define POLICY_FIRST_TOKEN_MAX 3600.0 /* seconds; the hook answers 1..this */
 
-/* The silence limit in seconds (1..POLICY_FIRST_TOKEN_MAX). */
+/* The hook's answer: seconds (the first-token limit alone), or a table
+ * {seconds = s, after_output = t}: t (1..POLICY_FIRST_TOKEN_MAX) is the
+ * longest silence once output reached the client, after which the stream
+ * counts as cut (and is resumed where that is safe). */
+typedef struct policy_silence {
+    double first_token;        /* 1..POLICY_FIRST_TOKEN_MAX */
+    double after_output;       /* 0: none given (the upstream idle limit alone) */
+} policy_silence;
+
+policy_silence policy_silence_limits(policy_engine *pe, const policy_first_token *ft);
+/* Its first_token alone. */
 double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft);
 
 /* --- exhausted: what a client is told when no account can serve --- */

@@ -43,7 +43,7 @@ typedef struct price_memo {
  * request's fields joined, "\x1f"-separated, with a flags byte. */
 typedef struct first_token_memo {
     char key[200];
-    double seconds;
+    policy_silence limits;
 } first_token_memo;
 
 struct policy_engine {
@@ -76,6 +76,7 @@ typedef struct hook_call {
     const policy_state *st;
     const char *cls;
     double now, seconds;
+    policy_silence silence; /* first_token */
     int step, guard;
     const policy_candidate *c;
     size_t n, count, *perm;
@@ -129,7 +130,7 @@ int policy_guard_default(const policy_candidate *c);
 int policy_budget_default(const policy_budget *b);
 int policy_strip_default(const policy_blob *b);
 int policy_exhausted_default(const policy_exhausted *ex, double *resets_at, char *plan_type, size_t plan_n);
-double policy_first_token_default(const policy_first_token *ft);
+policy_silence policy_first_token_default(const policy_first_token *ft);
 size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm);
 void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds);
 

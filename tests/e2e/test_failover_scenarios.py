@@ -127,6 +127,35 @@ class CutMidAnswerTest(GatewayTest):
                          [("a", "resume"), ("b", "ok")])
 
 
+    def after_output_policies(self, seconds):
+        """The bundled policies, a chat stream's silence limit after output set to seconds."""
+        with open(os.path.join(source_dir(), "policies", "first_token.lua")) as f:
+            text = f.read()
+        text, n = re.subn(r"local CHAT_AFTER_OUTPUT = 30", f"local CHAT_AFTER_OUTPUT = {seconds}", text)
+        self.assertEqual(n, 1)
+        return self.policy_copy({"first_token.lua": text})
+
+    def test_stream_silent_after_output_past_the_policy_limit_is_cut_and_resumed_before_the_idle_limit(self):
+        # two deltas, then 20 s of silence; the idle limit is the default 120 s, the
+        # policy's after_output 2 s: the stall is a cut at 2 s and the answer finished on b
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2,ms=20000")),
+                          account("b", self.mock.url("b"))], policies=self.after_output_policies(2))
+        t0 = time.monotonic()
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        took = time.monotonic() - t0
+        self.assertResumedWhole(g, s)
+        self.assertLess(took, 8.0, "the stall after output was not cut at the policy's limit")
+        self.assertGreater(took, 1.9)
+
+    def test_stream_with_gaps_under_the_after_output_limit_is_not_cut(self):
+        # a delta every 2.5 s: under the bundled 30 s after output, served whole by a
+        g = self.gateway([account("a", self.mock.url("a", "slow_stream,ms=2500,deltas=3")), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(chat_text(s.events), "hello from a")
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+        self.assertEqual(g.wait_request_logs(1)[-1]["resumed"], 0)
+
     def assertOneResponse(self, s, whole):
         """The client's Responses stream is one coherent response carrying whole."""
         self.assertEqual(s.status, 200, s)
