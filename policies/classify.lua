@@ -99,12 +99,15 @@ local WAIT_RETRY_AFTER_MAX = 5
 local WAIT_RETRIES = 2
 local CAPACITY_TEXTS = { "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded" }
 local CONTEXT_TEXTS = { "context_length_exceeded", "maximum context length", "context window" }
--- A chat-completions stream cut after text only (no tool call in flight) is
--- finished on the next candidate that takes an assistant prefill, the
+-- A chat-completions or Responses stream cut after text only (no tool call
+-- in flight; for Responses one message being written, nothing else open)
+-- is finished on the next candidate that takes an assistant prefill, the
 -- delivered text sent as that prefill; only the continuation reaches the
--- client. Set to false to end every cut stream with the explicit interrupted
+-- client (a Responses continuation spliced into the cut response). Set to
+-- false to end every cut stream of that API with the explicit interrupted
 -- error instead. The gateway only keeps that text when this policy would resume.
 local RESUME_CHAT_STREAMS = true
+local RESUME_RESPONSES_STREAMS = true
 
 local function retry(class, after)
   return { action = "retry", class = class, after = after }
@@ -162,8 +165,9 @@ end
 local function classify(ev)
   local s = ev.status
   if ev.after_output then  -- the stream was cut after the client got output
-    if RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions" and not ev.tool_call
-       and ev.delivered_chars > 0 then
+    local resumable = (RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions")
+                      or (RESUME_RESPONSES_STREAMS and ev.endpoint == "/v1/responses")
+    if resumable and not ev.tool_call and ev.delivered_chars > 0 then
       return { action = "resume", class = "interrupted", cooldown = 20 }
     end
     return give_back("interrupted")  -- the client gets the explicit interrupted error

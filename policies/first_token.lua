@@ -4,7 +4,11 @@
 -- {endpoint, model, reasoning, stream, account_kind}: `reasoning` is the
 -- request's reasoning effort (Responses `reasoning.effort`, chat
 -- `reasoning_effort`), "" when it asks for reasoning without naming an
--- effort, nil when it says nothing of reasoning. Returns seconds, 1..3600.
+-- effort, nil when it says nothing of reasoning. Returns seconds, 1..3600,
+-- or { seconds = s, after_output = t }: t (1..3600) is the longest silence
+-- once output reached the client; past it the stream counts as cut (and is
+-- resumed where that is safe, classify.lua). Without it only the upstream
+-- idle limit (SWITCHYARD_IDLE_TIMEOUT_MS, 120 s) ends a silent stream.
 -- Progress is any text, refusal, reasoning (summary) or tool-call delta, an
 -- output item or a terminal event; keepalives, SSE comments,
 -- response.created and response.in_progress are not (docs/policies.md).
@@ -13,6 +17,10 @@
 
 local CHAT = 15        -- a stream with nothing to think about: silent this long, it is stuck
 local REASONING = 180  -- a reasoning model may think for minutes before its first event
+local CHAT_AFTER_OUTPUT = 30 -- a chat stream silent this long mid-answer is stuck: cut it, resume elsewhere
+-- a reasoning model may think again between its summary and its answer: as
+-- long as before its first event (the idle limit caps it)
+local REASONING_AFTER_OUTPUT = REASONING
 
 -- a model that reasons by default: the o-series, gpt-5 (not its -chat
 -- variants) and the codex models; a provider prefix ("openai/") is skipped
@@ -24,9 +32,12 @@ local function reasoning_model(model)
 end
 
 local function first_token(req)
-  if req.reasoning == "none" then return CHAT end
-  if req.reasoning ~= nil or reasoning_model(req.model) then return REASONING end
-  return CHAT
+  local chat = { seconds = CHAT, after_output = CHAT_AFTER_OUTPUT }
+  if req.reasoning == "none" then return chat end
+  if req.reasoning ~= nil or reasoning_model(req.model) then
+    return { seconds = REASONING, after_output = REASONING_AFTER_OUTPUT }
+  end
+  return chat
 end
 
 return { version = 1, first_token = first_token }

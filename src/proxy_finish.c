@@ -17,6 +17,7 @@
 #include "store/store.h"
 #include "upstream/usage.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A budget this charge took past BUDGET_WARN of itself, or over (the
@@ -339,6 +340,11 @@ void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->errbody);
     sbuf_free(&p->relay);
     proxy_pf_timer_drop(p);
+    if (p->splice) {
+        resume_splice_free(p->splice);
+        free(p->splice);
+        p->splice = NULL;
+    }
     if (p->retry_timer)
         event_free(p->retry_timer);
     event_del(&p->flush_ev);

@@ -27,6 +27,7 @@
 #include "route/router.h"
 #include "upstream/blobs.h"
 #include "upstream/preflight.h"
+#include "upstream/resume.h"
 #include "upstream/upstream.h"
 #include "upstream/usage.h"
 #include <event2/event.h>
@@ -102,6 +103,7 @@ typedef struct proxy_req {
     sbuf relay;               /* the attempt's x-codex-* response headers: name\0value\0... */
     preflight pf;
     int pf_live;
+    long after_output_ms;     /* the first_token policy's silence limit once output flows; 0: the idle limit */
     struct event *pf_timer;   /* the preflight window's time limit: made when armed, gone at commit */
 
     /* retries and waits (proxy_retry_later, proxy_wait_for_capacity) */
@@ -116,6 +118,7 @@ typedef struct proxy_req {
                                * candidate that takes a prefill, with none left the cut is the error */
     char cut_account[64];     /* while resume_pending: the account whose stream was cut ... */
     char cut_why[160];        /* ... and how: the error the client gets when nobody can continue */
+    resume_splice *splice;    /* a resumed Responses stream: its events made the cut one's; NULL none */
     int committed_status;     /* the status the client got */
     /* the request's reasoning effort, for the first_token hook (proxy_relay.c):
      * REASONING_NONE (nothing said), _SET (effort holds it, "" none named) or

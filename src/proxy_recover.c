@@ -589,14 +589,33 @@ static void proxy_resume_next(proxy_req *p, up_result r)
     proxy_next(p);
 }
 
-/* A chat stream was cut after text (no tool call) reached the client. When
- * the policy says resume, the request goes on on the next candidate with the
- * delivered text as an assistant prefill; only the continuation is relayed
- * in the same client stream. Returns 1 if it went on. */
+/* The splice of a Responses continuation: what the client has of the cut
+ * stream (its response, the message being written and the items before
+ * it), taken before the attempt's preflight goes. */
+static resume_splice *proxy_splice_new(proxy_req *p, const sbuf *text)
+{
+    resume_splice *s = malloc(sizeof *s);
+    if (!s)
+        return NULL;
+    resume_cut cut = {.response_id = p->pf.response_id, .item_id = p->pf.rsp_item_id,
+                      .output_index = p->pf.rsp_output_index, .content_index = p->pf.rsp_content_index,
+                      .last_seq = p->pf.rsp_seq, .text = text->p, .text_len = text->len,
+                      .done_items = p->pf.rsp_done_items.p, .done_len = p->pf.rsp_done_items.len};
+    resume_splice_init(s, &cut);
+    return s;
+}
+
+/* A chat or Responses stream was cut after text (no tool call; for
+ * Responses, one message being written and nothing else open) reached the
+ * client. When the policy says resume, the request goes on on the next
+ * candidate with the delivered text as an assistant prefill; only the
+ * continuation is relayed in the same client stream (a Responses one
+ * spliced into the cut response, upstream/resume.h). Returns 1 if it went on. */
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
 {
+    int responses = p->in.api == API_RESPONSES;
     if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
-        p->mid_event || !proxy_resume_possible(p))
+        p->mid_event || (responses && !preflight_rsp_resumable(&p->pf)) || !proxy_resume_possible(p))
         return 0; /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
     policy_event ev = {0};
     ev.status = p->status;
@@ -622,13 +641,23 @@ int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
      * taken out of it as out of every byte the client got */
     sbuf text = SBUF_INIT;
     scrub_text(&p->scrub, p->pf.text.p, p->pf.text.len, &text);
-    int built = full && resume_body_build(full, text.p ? text.p : "", text.len, &body) == 0;
-    sbuf_free(&text);
+    int built = full && (responses ? resume_responses_body_build(full, text.p ? text.p : "", text.len, &body)
+                                   : resume_body_build(full, text.p ? text.p : "", text.len, &body)) == 0;
     json_free(full);
-    if (!built || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
+    resume_splice *splice = built && responses ? proxy_splice_new(p, &text) : NULL;
+    sbuf_free(&text);
+    if (!built || (responses && !splice) || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
+        if (splice)
+            resume_splice_free(splice);
+        free(splice);
         sbuf_free(&body);
         return 0;
     }
+    p->splice = splice;
+    /* the blobs found in the client's body were found at its offsets */
+    proxy_blobs_free(p);
+    p->blobs_looked = p->blobs_scanned = p->blobs_unsure = 0;
+    p->quick_n = p->quick_cap = 0;
     json_free(p->in.doc); /* the continuation request replaces the client's for the next attempts */
     p->in.doc = doc;
     p->gw->body_bytes += body.len - p->in.body.len; /* held in its place (proxy_finish gives back body.len) */

@@ -215,7 +215,7 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
  * the answer's x-codex-* headers are (route/rate_event.h). A stream
  * without one pays a memmem per send; one after an event cut short
  * (mid_event) goes as it is. */
-static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
+static int proxy_client_send_whole_events(proxy_req *p, const char *buf, size_t n)
 {
     if (p->in.api != API_RESPONSES || p->mid_event || !memmem(buf, n, "codex.rate_limits", 17))
         return proxy_client_send(p, buf, n);
@@ -225,6 +225,19 @@ static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
                     ? proxy_client_send(p, ev.p, ev.len)
                     : proxy_client_send(p, buf, n);
     sbuf_free(&ev);
+    return pause;
+}
+
+/* ... and a resumed Responses stream's events made the cut one's first
+ * (upstream/resume.h: the splice parses them whole, whatever the cut). */
+static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
+{
+    if (!p->splice)
+        return proxy_client_send_whole_events(p, buf, n);
+    sbuf sp = SBUF_INIT;
+    resume_splice_feed(p->splice, buf, n, &sp);
+    int pause = sp.len ? proxy_client_send_whole_events(p, sp.p, sp.len) : 0;
+    sbuf_free(&sp);
     return pause;
 }
 
@@ -434,7 +447,8 @@ void proxy_stream_interrupted(proxy_req *p, const char *why)
                 p->cut_account[0] ? p->cut_account : p->acct_name, why); /* a resume that failed: the cut */
     if (p->in.api == API_RESPONSES) {
         sbuf_puts(&ev, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":");
-        sbuf_json_str(&ev, p->pf.response_id, strlen(p->pf.response_id));
+        const char *id = p->splice ? p->splice->response_id : p->pf.response_id; /* the client's response */
+        sbuf_json_str(&ev, id, strlen(id));
         sbuf_puts(&ev, ",\"status\":\"failed\",\"error\":{\"code\":\"upstream_stream_interrupted\",\"message\":");
         sbuf_json_str(&ev, msg.p, msg.len);
         sbuf_puts(&ev, "}}}\n\n");
@@ -507,12 +521,17 @@ static const char *proxy_reasoning_effort(proxy_req *p)
 }
 
 /* The time-to-first-token limit of this attempt, in ms: the first_token
- * policy's answer for the request and account, capped by SWITCHYARD_TTFT_MS. */
+ * policy's answer for the request and account, capped by SWITCHYARD_TTFT_MS.
+ * Its after_output limit goes to p->after_output_ms (0: none, or no
+ * shorter than the upstream idle limit, which then applies alone). */
 static long proxy_first_token_ms(proxy_req *p)
 {
     policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p),
                              p->in.stream, account_kind_name(p->acct_kind)};
-    double ms = policy_first_token_limit(p->gw->policy, &ft) * 1000.0;
+    policy_silence s = policy_silence_limits(p->gw->policy, &ft);
+    double after = s.after_output * 1000.0;
+    p->after_output_ms = after > 0 && after < (double)p->gw->cfg.idle_timeout_ms ? (long)after : 0;
+    double ms = s.first_token * 1000.0;
     return ms < (double)p->gw->cfg.ttft_ms ? (long)ms : p->gw->cfg.ttft_ms;
 }
 
@@ -647,7 +666,7 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         /* the delivered text is kept only when the policy could resume this
          * stream and someone could take it now (reading each chunk's text
          * costs; a pool of one never resumes) */
-        p->pf.keep_text = p->in.api == API_CHAT && p->in.stream && !p->resumed && policy_may_resume(p->gw->policy) &&
+        p->pf.keep_text = p->in.stream && !p->resumed && policy_may_resume(p->gw->policy, p->in.endpoint) &&
                           proxy_resume_possible(p);
         if (p->in.api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
             p->pf.on_item_blobs = proxy_item_blobs;
@@ -703,6 +722,8 @@ int proxy_up_data(void *ud, const char *buf, size_t n)
             return 0;
         }
         if (st == PF_COMMIT) {
+            if (p->after_output_ms && p->up) /* output from here: silence past this is a cut */
+                upstream_set_idle(p->up, p->after_output_ms);
             p->resume_pending = 0; /* a resumed stream goes on */
             p->cut_account[0] = '\0';
             proxy_commit(p);

@@ -7,6 +7,7 @@
  * through the store's writer thread. Nothing here prints an account token
  * or a platform key. */
 #include "admin/admin_api.h"
+#include "admin/admin_body.h"
 #include "route/pool.h"
 #include "policy/policy.h"
 #include "store/store.h"
@@ -39,7 +40,6 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#define ADMIN_BODY_MAX 65536
 #define ADMIN_REQUESTS_DEFAULT 50
 #define ADMIN_SCAN_MAX 20000  /* log rows one filtered page may examine; the client pages on */
 /* ... and one page of a text search (q): each row's fields are lowered and
@@ -247,23 +247,17 @@ static int64_t admin_qint(struct evkeyvalq *q, const char *name, int64_t dflt, i
     return json_num_to_int64(admin_qnum(q, name, (double)dflt), lo, hi, &v) == 0 ? v : dflt;
 }
 
-/* The POST body as a JSON object; replies 400 and returns NULL if it is not one. */
-static json_value *admin_body(struct evhttp_request *req)
+/* The POST body read for kind (admin/admin_body.h); replies 400 and
+ * returns -1 if it is refused. The caller frees b either way. */
+static int admin_body_read(struct evhttp_request *req, admin_body_kind kind, admin_body *b)
 {
     struct evbuffer *ib = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(ib);
-    char err[160] = "";
-    json_value *doc = NULL;
-    if (len <= ADMIN_BODY_MAX)
-        doc = json_parse(len ? (const char *)evbuffer_pullup(ib, -1) : "{}", len ? len : 2, err, sizeof err);
-    if (!doc || doc->type != JSON_OBJECT) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "the body must be a JSON object: %s", doc ? "wrong type" : err[0] ? err : "too large");
-        server_send_error(req, 400, "invalid_request_error", "invalid_json", msg);
-        json_free(doc);
-        return NULL;
-    }
-    return doc;
+    const char *p = len && len <= ADMIN_BODY_MAX ? (const char *)evbuffer_pullup(ib, -1) : "";
+    if (admin_body_parse(kind, p, len, b) == 0)
+        return 0;
+    server_send_error(req, b->status, "invalid_request_error", b->code, b->message);
+    return -1;
 }
 
 /* Logs an admin change (gateway log and trace): who, what, on what. */
@@ -1084,22 +1078,20 @@ static int admin_queue(admin_ctx *ctx, struct evhttp_request *req, const store_a
     return 0;
 }
 
-/* The account named by the body's "account" (a name, or an id as a number). */
-static pool_account *admin_body_account(gateway *gw, struct evhttp_request *req, const json_value *body)
+/* The account the body's "account" names (a name, or an id as a number). */
+static pool_account *admin_body_account(gateway *gw, struct evhttp_request *req, const admin_ref *r)
 {
-    json_value *v = json_get(body, "account");
     pool_account *pa = NULL;
-    if (v && v->type == JSON_STRING) {
-        for (size_t i = 0; i < pool_count(gw->pool) && !pa; i++)
-            if (strcmp(pool_at(gw->pool, i)->a.name, v->str) == 0)
-                pa = pool_at(gw->pool, i);
-    } else if (v && v->type == JSON_NUMBER) {
-        int64_t id;
-        pa = json_num_to_int64(v->num, 1, INT64_MAX, &id) == 0 ? pool_find(gw->pool, id) : NULL;
-    } else {
-        server_send_error(req, 400, "invalid_request_error", "invalid_value",
-                          "'account' must be an account name or id");
+    if (r->invalid || r->kind == ADMIN_REF_NULL) {
+        server_send_error(req, 400, "invalid_request_error", "invalid_value", ADMIN_BODY_ACCOUNT_MSG);
         return NULL;
+    }
+    if (r->kind == ADMIN_REF_NAME) {
+        for (size_t i = 0; i < pool_count(gw->pool) && !pa; i++)
+            if (strcmp(pool_at(gw->pool, i)->a.name, r->name) == 0)
+                pa = pool_at(gw->pool, i);
+    } else if (r->kind == ADMIN_REF_ID) {
+        pa = pool_find(gw->pool, r->id);
     }
     if (!pa)
         server_send_error(req, 404, "invalid_request_error", "unknown_account", "no such account");
@@ -1111,9 +1103,10 @@ typedef enum { ADMIN_ENABLE, ADMIN_DISABLE, ADMIN_RESET } admin_account_action;
 static void admin_post_account(admin_ctx *ctx, struct evhttp_request *req, admin_account_action act)
 {
     gateway *gw = ctx->gw;
-    json_value *body = admin_body(req);
-    pool_account *pa = body ? admin_body_account(gw, req, body) : NULL;
-    json_free(body);
+    admin_body body;
+    pool_account *pa = admin_body_read(req, ADMIN_BODY_ACCOUNT, &body) == 0 ? admin_body_account(gw, req, &body.account)
+                                                                             : NULL;
+    admin_body_free(&body);
     if (!pa)
         return;
     if (act == ADMIN_RESET) {
@@ -1152,33 +1145,31 @@ static void admin_post_reset(admin_ctx *ctx, struct evhttp_request *req) { admin
 static void admin_post_prefer(admin_ctx *ctx, struct evhttp_request *req)
 {
     gateway *gw = ctx->gw;
-    json_value *body = admin_body(req);
-    if (!body)
+    admin_body body;
+    if (admin_body_read(req, ADMIN_BODY_PREFER, &body) != 0) {
+        admin_body_free(&body);
         return;
-    json_value *kv = json_get(body, "key");
+    }
+    const admin_ref *kr = &body.key; /* an id too large for one names no key */
     platform_key *key = NULL;
-    int64_t kid = 0; /* an id too large for one names no key */
-    if (kv && kv->type == JSON_NUMBER && json_num_to_int64(kv->num, 1, INT64_MAX, &kid) != 0)
-        kid = 0;
-    for (size_t i = 0; kv && i < pool_key_count(gw->pool); i++) {
+    for (size_t i = 0; kr->kind != ADMIN_REF_NONE && i < pool_key_count(gw->pool); i++) {
         platform_key *k = pool_key_at(gw->pool, i);
-        if ((kv->type == JSON_NUMBER && kid && k->id == kid) || (kv->type == JSON_STRING && strcmp(k->name, kv->str) == 0)) {
+        if ((kr->kind == ADMIN_REF_ID && k->id == kr->id) || (kr->kind == ADMIN_REF_NAME && strcmp(k->name, kr->name) == 0)) {
             key = k;
             break;
         }
     }
-    json_value *av = json_get(body, "account");
     pool_account *pa = NULL;
     if (!key) {
         server_send_error(req, 404, "invalid_request_error", "unknown_key", "no such platform key ('key': id or name)");
-    } else if (!av || av->type != JSON_NULL) {
-        pa = admin_body_account(gw, req, body);
+    } else if (body.account.kind != ADMIN_REF_NULL) {
+        pa = admin_body_account(gw, req, &body.account);
         if (!pa) {
-            json_free(body);
+            admin_body_free(&body);
             return;
         }
     }
-    json_free(body);
+    admin_body_free(&body);
     if (!key)
         return;
     store_admin_op op = {.kind = STORE_OP_KEY_PREFERRED, .id = key->id, .value = pa ? pa->a.id : 0};
@@ -1195,23 +1186,12 @@ static void admin_post_prefer(admin_ctx *ctx, struct evhttp_request *req)
 static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
 {
     gateway *gw = ctx->gw;
-    json_value *body = admin_body(req);
-    if (!body)
+    admin_body body;
+    if (admin_body_read(req, ADMIN_BODY_SETTINGS, &body) != 0) {
+        admin_body_free(&body);
         return;
-    const char *strategy = json_get_str(body, "strategy"), *rotation = json_get_str(body, "rotation");
-    const char *canon = strategy ? config_strategy_canonical(strategy) : NULL;
-    const char *bad = NULL;
-    if (!strategy && !rotation)
-        bad = "give 'strategy' (ordered | balanced | weighted) and/or 'rotation'";
-    else if (strategy && !canon)
-        bad = "unknown strategy: expected ordered, balanced or weighted";
-    else if (rotation && !config_rotation_valid(rotation))
-        bad = "unknown rotation: expected account_rotation, aggregate_api_rotation, hybrid_rotation or "
-              "hybrid_aggregate_first_rotation";
-    if (bad) {
-        json_free(body);
-        return server_send_error(req, 400, "invalid_request_error", "invalid_value", bad);
     }
+    const char *canon = body.strategy, *rotation = body.rotation;
     store_admin_op ops[2];
     size_t n = 0;
     if (canon) {
@@ -1229,7 +1209,7 @@ static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
     /* all or nothing: both settings go in one writer transaction, or neither
      * is queued; the running gateway follows once the queue took them */
     if (!admin_queue(ctx, req, ops, n)) {
-        json_free(body);
+        admin_body_free(&body);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -1243,7 +1223,7 @@ static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
         snprintf(gw->cfg.route_strategy, sizeof gw->cfg.route_strategy, "%s", canon);
     if (rotation)
         snprintf(gw->cfg.rotation, sizeof gw->cfg.rotation, "%s", rotation);
-    json_free(body);
+    admin_body_free(&body);
     sbuf b = SBUF_INIT;
     sbuf_puts(&b, "{\"ok\":true,\"strategy\":");
     admin_str(&b, gw->cfg.route_strategy);

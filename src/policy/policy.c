@@ -123,13 +123,13 @@ static int first_token_key(const policy_first_token *ft, char *key, size_t n)
     return len > 0 && (size_t)len < n;
 }
 
-double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
+policy_silence policy_silence_limits(policy_engine *pe, const policy_first_token *ft)
 {
     char why[512], key[sizeof pe->first_tokens[0].key];
     int memo = pe && first_token_key(ft, key, sizeof key);
     for (size_t i = 0; memo && i < pe->nfirst_tokens; i++)
         if (strcmp(pe->first_tokens[i].key, key) == 0)
-            return pe->first_tokens[i].seconds;
+            return pe->first_tokens[i].limits;
     hook_call h = {.pe = pe, .ft = ft};
     if (pe && hook_run(pe, policy_first_token_run, &h, why, sizeof why) == 0) {
         if (memo) {
@@ -137,13 +137,18 @@ double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
                                       ? &pe->first_tokens[pe->nfirst_tokens++]
                                       : &pe->first_tokens[pe->first_token_next++ % FIRST_TOKEN_MEMO];
             memcpy(m->key, key, sizeof key);
-            m->seconds = h.seconds;
+            m->limits = h.silence;
         }
-        return h.seconds;
+        return h.silence;
     }
     if (pe)
         engine_fallback(pe, HOOK_FIRST_TOKEN, why);
     return policy_first_token_default(ft);
+}
+
+double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft)
+{
+    return policy_silence_limits(pe, ft).first_token;
 }
 
 int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, double *resets_at, char *plan_type,
@@ -611,14 +616,19 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
         check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen) ||
         check_first_token(pe, err, errlen) || check_alert(pe, err, errlen))
         goto fail;
-    /* would this classify resume a cut text-only chat stream? */
-    policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
-                        .account_kind = "api_key", .endpoint = "/v1/chat/completions", .after_output = 1,
-                        .delivered_chars = 100, .alternatives = 1};
-    policy_verdict v;
-    hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
-    char why[512];
-    pe->may_resume = hook_run(pe, policy_classify_run, &h, why, sizeof why) == 0 && v.action == VERDICT_RESUME;
+    /* would this classify resume a cut text-only chat stream? a Responses one? */
+    const char *const endpoints[] = {"/v1/chat/completions", "/v1/responses"};
+    pe->may_resume = 0;
+    for (int i = 0; i < 2; i++) {
+        policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
+                            .account_kind = "api_key", .endpoint = endpoints[i], .after_output = 1,
+                            .delivered_chars = 100, .alternatives = 1};
+        policy_verdict v;
+        hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
+        char why[512];
+        if (hook_run(pe, policy_classify_run, &h, why, sizeof why) == 0 && v.action == VERDICT_RESUME)
+            pe->may_resume |= 1 << i;
+    }
     log_debug("policy: hooks loaded from %s (%zu KiB of Lua memory)", pe->source,
               sandbox_memory(pe->sb) / 1024);
     return pe;
@@ -638,7 +648,13 @@ void policy_free(policy_engine *pe)
 const char *policy_source(const policy_engine *pe) { return pe ? pe->source : "none"; }
 uint64_t policy_generation(const policy_engine *pe) { return pe ? pe->generation : 0; }
 uint64_t policy_fallbacks(const policy_engine *pe) { return pe ? pe->fallbacks : 0; }
-int policy_may_resume(const policy_engine *pe) { return pe ? pe->may_resume : 0; }
+int policy_may_resume(const policy_engine *pe, const char *endpoint)
+{
+    if (!pe || !endpoint)
+        return 0;
+    int bit = strcmp(endpoint, "/v1/chat/completions") == 0 ? 1 : strcmp(endpoint, "/v1/responses") == 0 ? 2 : 0;
+    return (pe->may_resume & bit) != 0;
+}
 const char *policy_last_error(const policy_engine *pe) { return pe ? pe->last_error : ""; }
 
 int policy_file_info(const policy_engine *pe, size_t i, policy_file *out)

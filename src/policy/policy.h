@@ -90,9 +90,10 @@ typedef struct policy_verdict {
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);
 
-/* 1 when the loaded classify would resume a cut text-only chat stream
- * (asked once at load), so the gateway keeps the delivered text only then. */
-int policy_may_resume(const policy_engine *pe);
+/* 1 when the loaded classify would resume a cut text-only stream of this
+ * endpoint ("/v1/chat/completions", "/v1/responses"; asked once at load),
+ * so the gateway keeps the delivered text only then. */
+int policy_may_resume(const policy_engine *pe, const char *endpoint);
 
 /* --- strip: what an account-bound blob becomes on its way to an account --- */
 /* A blob is an opaque string only the account that minted it can read (a
@@ -137,7 +138,17 @@ typedef struct policy_first_token {
 
 #define POLICY_FIRST_TOKEN_MAX 3600.0 /* seconds; the hook answers 1..this */
 
-/* The silence limit in seconds (1..POLICY_FIRST_TOKEN_MAX). */
+/* The hook's answer: seconds (the first-token limit alone), or a table
+ * {seconds = s, after_output = t}: t (1..POLICY_FIRST_TOKEN_MAX) is the
+ * longest silence once output reached the client, after which the stream
+ * counts as cut (and is resumed where that is safe). */
+typedef struct policy_silence {
+    double first_token;        /* 1..POLICY_FIRST_TOKEN_MAX */
+    double after_output;       /* 0: none given (the upstream idle limit alone) */
+} policy_silence;
+
+policy_silence policy_silence_limits(policy_engine *pe, const policy_first_token *ft);
+/* Its first_token alone. */
 double policy_first_token_limit(policy_engine *pe, const policy_first_token *ft);
 
 /* --- exhausted: what a client is told when no account can serve --- */

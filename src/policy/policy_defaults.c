@@ -147,7 +147,9 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
     const char *held = ev->after_output ? NULL : classify_held(ev);
-    if (ev->after_output && ev->endpoint && strcmp(ev->endpoint, "/v1/chat/completions") == 0 && !ev->tool_call &&
+    if (ev->after_output && ev->endpoint &&
+        (strcmp(ev->endpoint, "/v1/chat/completions") == 0 || strcmp(ev->endpoint, "/v1/responses") == 0) &&
+        !ev->tool_call &&
         ev->delivered_chars > 0)
         policy_verdict_act(out, VERDICT_RESUME, "interrupted", 20, 0); /* classify.lua's RESUME_CHAT_STREAMS */
     else if (ev->after_output)
@@ -312,6 +314,7 @@ int policy_strip_default(const policy_blob *b)
 
 #define FIRST_TOKEN_CHAT 15.0       /* a stream with nothing to think about */
 #define FIRST_TOKEN_REASONING 180.0 /* a reasoning model may think for minutes before its first event */
+#define AFTER_OUTPUT_CHAT 30.0      /* silent this long after output: stuck (twice the first token's) */
 
 /* A model that reasons by default: the o-series, gpt-5 (not its -chat
  * variants) and the codex models; a provider prefix ("openai/") is skipped. */
@@ -329,14 +332,15 @@ static int first_token_reasoning_model(const char *model)
            strncmp(low, "gpt-5", 5) == 0 || strstr(low, "codex") != NULL;
 }
 
-double policy_first_token_default(const policy_first_token *ft)
+policy_silence policy_first_token_default(const policy_first_token *ft)
 {
     const char *effort = ft->reasoning;
+    policy_silence chat = {FIRST_TOKEN_CHAT, AFTER_OUTPUT_CHAT};
     if (effort && strcmp(effort, "none") == 0)
-        return FIRST_TOKEN_CHAT;
-    if (effort || first_token_reasoning_model(ft->model))
-        return FIRST_TOKEN_REASONING;
-    return FIRST_TOKEN_CHAT;
+        return chat;
+    if (effort || first_token_reasoning_model(ft->model)) /* it may think between its summary and its answer */
+        return (policy_silence){FIRST_TOKEN_REASONING, FIRST_TOKEN_REASONING};
+    return chat;
 }
 
 /* --- order (mirrors policies/order.lua) --- */

@@ -539,10 +539,24 @@ int policy_first_token_run(lua_State *L)
     set_bool(L, "stream", ft->stream);
     set_str(L, "account_kind", ft->account_kind ? ft->account_kind : "");
     lua_call(L, 1, 1);
-    double secs = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    double secs = -1, after = 0;
+    if (lua_type(L, -1) == LUA_TNUMBER)
+        secs = lua_tonumber(L, -1);
+    else if (lua_type(L, -1) == LUA_TTABLE) {
+        int t = lua_gettop(L);
+        secs = raw_field(L, t, "seconds") == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+        lua_pop(L, 1);
+        int ty = raw_field(L, t, "after_output");
+        after = ty == LUA_TNUMBER ? lua_tonumber(L, -1) : ty == LUA_TNIL ? 0 : -1;
+        lua_pop(L, 1);
+        if (!(after == 0 || (after >= 1 && after <= POLICY_FIRST_TOKEN_MAX)) || (ty == LUA_TNUMBER && after == 0))
+            luaL_error(L, "first_token: after_output must be seconds, 1..%d, or nil", (int)POLICY_FIRST_TOKEN_MAX);
+    }
     if (!(secs >= 1 && secs <= POLICY_FIRST_TOKEN_MAX))
-        luaL_error(L, "first_token must return seconds, 1..%d", (int)POLICY_FIRST_TOKEN_MAX);
-    h->seconds = secs;
+        luaL_error(L, "first_token must return seconds, 1..%d, or {seconds = ..., after_output = ...}",
+                   (int)POLICY_FIRST_TOKEN_MAX);
+    h->silence.first_token = secs;
+    h->silence.after_output = after;
     return 0;
 }
 

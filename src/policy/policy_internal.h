@@ -44,7 +44,7 @@ typedef struct price_memo {
  * request's fields joined, "\x1f"-separated, with a flags byte. */
 typedef struct first_token_memo {
     char key[200];
-    double seconds;
+    policy_silence limits;
 } first_token_memo;
 
 struct policy_engine {
@@ -55,7 +55,7 @@ struct policy_engine {
     int lines[HOOK_COUNT];        /* line the hook function starts on */
     char sha256[HOOK_COUNT][65];  /* of each hook file's text as loaded */
     uint64_t fallbacks;
-    int may_resume;               /* classify resumes a cut text-only chat stream */
+    int may_resume;               /* classify resumes a cut text-only chat stream (bit 0), Responses stream (bit 1) */
     uint64_t hook_fallbacks[HOOK_COUNT];
     char last_error[512];
     price_memo prices[PRICE_MEMO];
@@ -77,6 +77,7 @@ typedef struct hook_call {
     const policy_state *st;
     const char *cls;
     double now, seconds;
+    policy_silence silence; /* first_token */
     int step, guard;
     const policy_candidate *c;
     size_t n, count, *perm;
@@ -135,7 +136,7 @@ int policy_guard_default(const policy_candidate *c);
 int policy_budget_default(const policy_budget *b);
 int policy_strip_default(const policy_blob *b);
 int policy_exhausted_default(const policy_exhausted *ex, double *resets_at, char *plan_type, size_t plan_n);
-double policy_first_token_default(const policy_first_token *ft);
+policy_silence policy_first_token_default(const policy_first_token *ft);
 size_t policy_alert_default(const policy_alert_event *ev, policy_alert_post *out);
 size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm);
 void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds);

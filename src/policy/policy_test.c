@@ -230,7 +230,7 @@ static int bridge_strip(lua_State *L)
     return 1;
 }
 
-/* first_token({endpoint, model, reasoning, stream, account_kind}) -> seconds */
+/* first_token({endpoint, model, reasoning, stream, account_kind}) -> seconds, after_output (0: none) */
 static int bridge_first_token(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -240,8 +240,10 @@ static int bridge_first_token(lua_State *L)
     ft.reasoning = opt_str(L, 1, "reasoning", NULL);
     ft.stream = opt_bool(L, 1, "stream");
     ft.account_kind = opt_str(L, 1, "account_kind", NULL);
-    push_num(L, policy_first_token_limit(bridge_engine(L), &ft));
-    return 1;
+    policy_silence s = policy_silence_limits(bridge_engine(L), &ft);
+    push_num(L, s.first_token);
+    push_num(L, s.after_output);
+    return 2;
 }
 
 /* alert({kind, subject, state, text, webhook_url, now}) -> a list of

@@ -24,6 +24,7 @@ void preflight_init(preflight *pf, api_kind api, size_t max_bytes)
     pf->state = PF_HOLD;
     pf->max_bytes = max_bytes;
     pf->input_tokens = pf->output_tokens = pf->total_tokens = pf->cached_tokens = -1;
+    pf->rsp_seq = -1;
     sse_init(&pf->parser, preflight_on_event, pf);
 }
 
@@ -33,6 +34,7 @@ void preflight_free(preflight *pf)
     sbuf_free(&pf->error_message);
     sbuf_free(&pf->error_body);
     sbuf_free(&pf->text);
+    sbuf_free(&pf->rsp_done_items);
     sse_free(&pf->parser);
 }
 
@@ -213,6 +215,73 @@ static void pf_responses_event(preflight *pf, const json_value *doc, const char 
         pf_semantic(pf);
     else if (strcmp(type, "response.completed") == 0 || strcmp(type, "response.incomplete") == 0)
         pf_terminal(pf);
+}
+
+/* keep_text: follows the one message whose text a resume could continue.
+ * Whatever else shows up (a tool call, a refusal, a second message or
+ * content part, the text finished) makes the stream unresumable; finished
+ * reasoning items before the message are kept for the spliced final
+ * response. Events that name no item (created, in_progress, rate limits)
+ * change nothing. */
+static void pf_rsp_keep(preflight *pf, const json_value *doc, const char *type)
+{
+    int64_t seq;
+    if (json_get_int64(doc, "sequence_number", 0, INT64_MAX / 2, &seq) == 0)
+        pf->rsp_seq = (long)seq;
+    if (pf->rsp_unsafe)
+        return;
+    const json_value *item = json_get(doc, "item");
+    const char *itype = json_get_str(item, "type"), *item_id = json_get_str(doc, "item_id");
+    int64_t oi = -1, ci = -1;
+    json_get_int64(doc, "output_index", 0, INT32_MAX, &oi);
+    json_get_int64(doc, "content_index", 0, INT32_MAX, &ci);
+    int ours = item_id && pf->rsp_item_id[0] && strcmp(item_id, pf->rsp_item_id) == 0;
+    if (strcmp(type, "response.output_item.added") == 0) {
+        const char *id = json_get_str(item, "id");
+        if (itype && strcmp(itype, "reasoning") == 0 && !pf->rsp_item_id[0])
+            pf->rsp_reasoning_open++;
+        else if (itype && strcmp(itype, "message") == 0 && !pf->rsp_item_id[0] && id && *id &&
+                 strlen(id) < sizeof pf->rsp_item_id && oi >= 0) {
+            memcpy(pf->rsp_item_id, id, strlen(id) + 1);
+            pf->rsp_output_index = (long)oi;
+        } else
+            pf->rsp_unsafe = 1;
+    } else if (strcmp(type, "response.output_item.done") == 0) {
+        if (itype && strcmp(itype, "reasoning") == 0 && pf->rsp_reasoning_open > 0) {
+            pf->rsp_reasoning_open--;
+            size_t before = pf->rsp_done_items.len;
+            if (before)
+                sbuf_puts(&pf->rsp_done_items, ",");
+            json_write(&pf->rsp_done_items, item);
+            if (pf->rsp_done_items.len > PREFLIGHT_ITEMS_MAX)
+                pf->rsp_unsafe = 1;
+        } else
+            pf->rsp_unsafe = 1; /* a finished message (nothing to continue) or any other item */
+    } else if (strcmp(type, "response.content_part.added") == 0) {
+        const char *ptype = json_get_str(json_get(doc, "part"), "type");
+        if (ours && !pf->rsp_part_open && ci >= 0 && ptype && strcmp(ptype, "output_text") == 0) {
+            pf->rsp_part_open = 1;
+            pf->rsp_content_index = (long)ci;
+        } else
+            pf->rsp_unsafe = 1;
+    } else if (strcmp(type, "response.output_text.delta") == 0) {
+        const json_value *d = json_get(doc, "delta");
+        if (!ours || !pf->rsp_part_open || ci != pf->rsp_content_index || !d || d->type != JSON_STRING ||
+            pf->text.len + d->str_len > PREFLIGHT_TEXT_MAX)
+            pf->rsp_unsafe = 1;
+        else
+            sbuf_append(&pf->text, d->str, d->str_len);
+    } else if (strncmp(type, "response.reasoning", 18) == 0) {
+        if (!pf->rsp_reasoning_open)
+            pf->rsp_unsafe = 1;
+    } else if (item || item_id || json_get(doc, "output_index"))
+        pf->rsp_unsafe = 1; /* text done, a refusal, a tool call's arguments, an annotation, ... */
+}
+
+int preflight_rsp_resumable(const preflight *pf)
+{
+    return pf->keep_text && pf->api == API_RESPONSES && !pf->rsp_unsafe && pf->rsp_part_open &&
+           !pf->rsp_reasoning_open && pf->text.len > 0;
 }
 
 /* ---------- Chat Completions ---------- */
@@ -710,11 +779,12 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
     if (pf->on_item_blobs && (!*event || strcmp(event, "response.output_item.done") == 0) &&
         memmem(data, len, "\"encrypted_content\"", 19))
         pf->on_item_blobs(pf->hooks_ud, data, len);
-    if (pf->state == PF_COMMIT && pf->saw_semantic && !(pf->keep_text && !*event) &&
+    if (pf->state == PF_COMMIT && pf->saw_semantic && !pf->keep_text &&
         !pf_needs_parse_after_commit(event, data, len))
         return;
     pf_chat_facts facts;
-    if (!pf->tree_only && strcmp(event, "error") != 0 && pf_chat_scan(data, len, &facts) &&
+    if (!pf->tree_only && strcmp(event, "error") != 0 && !(pf->keep_text && pf->api == API_RESPONSES) &&
+        pf_chat_scan(data, len, &facts) &&
         (!pf->keep_text || facts.choices <= 1)) {
         pf_chat_apply(pf, &facts);
         return;
@@ -731,8 +801,11 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
         pf->on_completed(pf->hooks_ud, data, len);
     if (strcmp(event, "error") == 0 || (doc && pf_is_error_doc(doc)))
         pf_error(pf, doc, data, len);
-    else if (type)
+    else if (type) {
+        if (pf->keep_text && pf->api == API_RESPONSES)
+            pf_rsp_keep(pf, doc, type);
         pf_responses_event(pf, doc, type);
+    }
     else if (doc)
         pf_chat_event(pf, doc);
     json_free(doc);

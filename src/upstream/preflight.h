@@ -49,6 +49,19 @@ typedef struct preflight {
     int saw_tool_call;
     int tree_only;         /* tests: every chat chunk read as a JSON tree (the scan's reference) */
 
+    /* Responses streams, when asked (keep_text): the one message whose
+     * output_text is being written, for a stream resume that continues it
+     * in place (upstream/resume.h, resume_splice). text holds its deltas.
+     * rsp_unsafe: anything a text prefill cannot continue (a tool call, a
+     * refusal, a second message or part, a finished text). */
+    int rsp_unsafe;
+    int rsp_part_open;     /* the message's output_text part was added and is not done */
+    int rsp_reasoning_open; /* reasoning items added and not done */
+    char rsp_item_id[128];
+    long rsp_output_index, rsp_content_index;
+    long rsp_seq;          /* the last sequence_number seen, -1 none */
+    sbuf rsp_done_items;   /* the finished items before the message (JSON, comma-separated) */         /* tests: every chat chunk read as a JSON tree (the scan's reference) */
+
     /* Responses streams, when asked: called with each finished output
      * item's event data (response.output_item.done) that carries an
      * "encrypted_content" member: the proxy records who minted the blobs
@@ -61,6 +74,12 @@ typedef struct preflight {
 } preflight;
 
 #define PREFLIGHT_TEXT_MAX (256u << 10)
+#define PREFLIGHT_ITEMS_MAX (256u << 10) /* rsp_done_items at most; more: unsafe */
+
+/* keep_text on a Responses stream: 1 when what the client got is one
+ * message's text in progress (plus finished reasoning items before it),
+ * which an assistant prefill can continue. */
+int preflight_rsp_resumable(const preflight *pf);
 
 void preflight_init(preflight *pf, api_kind api, size_t max_bytes);
 void preflight_free(preflight *pf);

@@ -58,6 +58,10 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
 /* Aborts; no callback runs afterwards and the request is freed. */
 void upstream_cancel(upstream_req *r);
 void upstream_resume(upstream_req *r);
+/* This transfer's idle limit (the longest silence between body bytes) from
+ * now on, in ms; > 0. A stream that delivered output gets its own (the
+ * first_token policy's after_output): the deadline is set again for it. */
+void upstream_set_idle(upstream_req *r, long ms);
 size_t upstream_active(const upstream *u);
 /* How many connections curl keeps for reuse (CURLMOPT_MAXCONNECTS): one per
  * client connection the server accepts. Transfers are not limited by it. */

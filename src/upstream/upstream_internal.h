@@ -80,6 +80,7 @@ struct upstream_req {
     struct event deadline;   /* connect backstop, then first-byte (from the request sent), then idle */
     struct timespec last_data; /* the idle limit runs from here (CLOCK_MONOTONIC); see upstream_on_deadline */
     long first_byte_ms;      /* this transfer's first-byte limit */
+    long idle_ms;            /* this transfer's idle limit (upstream_set_idle; the limits' by default) */
     int sent;                /* connected; the request is being sent (curl's pre-request callback ran) */
     char errbuf[CURL_ERROR_SIZE];
     sbuf hbuf;               /* header storage: name\0value\0..., emptied once handed on */

@@ -38,6 +38,18 @@ static long upstream_idle_ms(const upstream_req *r)
     return (long)(now.tv_sec - r->last_data.tv_sec) * 1000 + (now.tv_nsec - r->last_data.tv_nsec) / 1000000;
 }
 
+/* see upstream.h */
+void upstream_set_idle(upstream_req *r, long ms)
+{
+    if (!r || ms <= 0 || ms == r->idle_ms)
+        return;
+    r->idle_ms = ms;
+    if (!r->headers_done || r->paused)
+        return; /* armed with it when the headers come, or the client catches up */
+    long idle = upstream_idle_ms(r);
+    upstream_arm(r, ms - idle > 1 ? ms - idle : 1); /* sooner or later than the one armed */
+}
+
 /* Once the headers are in, the deadline is the idle limit. Data does not
  * move it (an evtimer_add per piece of a stream was a tenth of the cost of
  * relaying it): it only notes its time, and when the deadline comes the
@@ -47,10 +59,10 @@ static void upstream_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     upstream_req *r = arg;
     if (r->paused) /* our client is slow, not the upstream: do not count it */
-        return upstream_arm(r, r->u->lim.idle_timeout_ms);
+        return upstream_arm(r, r->idle_ms);
     long idle = r->headers_done ? upstream_idle_ms(r) : 0;
-    if (r->headers_done && idle < r->u->lim.idle_timeout_ms)
-        return upstream_arm(r, r->u->lim.idle_timeout_ms - (idle > 0 ? idle : 0));
+    if (r->headers_done && idle < r->idle_ms)
+        return upstream_arm(r, r->idle_ms - (idle > 0 ? idle : 0));
     if (r->headers_done)
         upstream_end(r, UP_TIMEOUT_IDLE, "upstream idle timeout");
     else if (r->sent)
@@ -114,7 +126,7 @@ static int upstream_headers_complete(upstream_req *r)
     }
     r->headers_done = 1;
     clock_gettime(CLOCK_MONOTONIC, &r->last_data);
-    upstream_arm(r, r->u->lim.idle_timeout_ms);
+    upstream_arm(r, r->idle_ms);
     if (r->small_reads && r->hdrs && !r->on_settled) {
         r->on_settled = 1;
         r->settled_next = r->u->settled;
@@ -614,6 +626,7 @@ upstream_req *upstream_start(upstream *u, const upstream_spec *spec, const upstr
     }
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, spec->method); /* a kept handle forgets the last one: NULL */
     r->first_byte_ms = spec->first_byte_timeout_ms > 0 ? spec->first_byte_timeout_ms : u->lim.first_byte_timeout_ms;
+    r->idle_ms = u->lim.idle_timeout_ms;
     if (!now) {
         /* waits for its origin's connection (upstream_h2c_wake) */
     } else if (u->in_curl) {

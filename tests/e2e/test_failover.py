@@ -10,10 +10,11 @@ three to the front, keeping the earlier one on a tie, so with two fresh
 (equally healthy) accounts the first one listed is always tried first. The
 tests that rely on the order use two accounts."""
 
+import os
 import time
 
 from harness import (GatewayTest, account, chat_text, event_type, is_error_event, main,
-                     response_text, wait_for)
+                     response_text, source_dir, wait_for)
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
@@ -188,7 +189,12 @@ class FailoverTest(GatewayTest):
         self.assertEqual(self.mock.accounts_hit(), ["a"], "output already sent was replayed elsewhere")
 
     def test_late_reset_after_output_is_not_replayed(self):
-        g = self.two("late_reset")
+        # with resume off for Responses streams (it is on by default: test_failover_scenarios.py)
+        with open(os.path.join(source_dir(), "policies", "classify.lua")) as f:
+            text = f.read().replace("local RESUME_RESPONSES_STREAMS = true", "local RESUME_RESPONSES_STREAMS = false")
+        self.assertIn("RESUME_RESPONSES_STREAMS = false", text)
+        g = self.gateway([account("a", self.mock.url("a", "late_reset")), account("b", self.mock.url("b"))],
+                         policies=self.policy_copy({"classify.lua": text}))
         s = g.stream("/v1/responses", RESP_STREAM)
         self.assertEqual(s.status, 200, s)
         self.assertEqual(response_text(s.events), "hello from a")

@@ -127,6 +127,113 @@ class CutMidAnswerTest(GatewayTest):
                          [("a", "resume"), ("b", "ok")])
 
 
+    def after_output_policies(self, seconds):
+        """The bundled policies, a chat stream's silence limit after output set to seconds."""
+        with open(os.path.join(source_dir(), "policies", "first_token.lua")) as f:
+            text = f.read()
+        text, n = re.subn(r"local CHAT_AFTER_OUTPUT = 30", f"local CHAT_AFTER_OUTPUT = {seconds}", text)
+        self.assertEqual(n, 1)
+        return self.policy_copy({"first_token.lua": text})
+
+    def test_stream_silent_after_output_past_the_policy_limit_is_cut_and_resumed_before_the_idle_limit(self):
+        # two deltas, then 20 s of silence; the idle limit is the default 120 s, the
+        # policy's after_output 2 s: the stall is a cut at 2 s and the answer finished on b
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2,ms=20000")),
+                          account("b", self.mock.url("b"))], policies=self.after_output_policies(2))
+        t0 = time.monotonic()
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        took = time.monotonic() - t0
+        self.assertResumedWhole(g, s)
+        self.assertLess(took, 8.0, "the stall after output was not cut at the policy's limit")
+        self.assertGreater(took, 1.9)
+
+    def test_stream_with_gaps_under_the_after_output_limit_is_not_cut(self):
+        # a delta every 2.5 s: under the bundled 30 s after output, served whole by a
+        g = self.gateway([account("a", self.mock.url("a", "slow_stream,ms=2500,deltas=3")), account("b", self.mock.url("b"))])
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(chat_text(s.events), "hello from a")
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
+        self.assertEqual(g.wait_request_logs(1)[-1]["resumed"], 0)
+
+    def assertOneResponse(self, s, whole):
+        """The client's Responses stream is one coherent response carrying whole."""
+        self.assertEqual(s.status, 200, s)
+        self.assertFalse(s.truncated, s)
+        self.assertEqual([e for e in s.events if is_error_event(e)], [], "the client saw the cut")
+        self.assertNotIn(b"xxxx", s.raw, "the cut stream's unfinished event reached the client")
+        types = s.types()
+        self.assertEqual(types.count("response.created"), 1, types)
+        self.assertEqual(types.count("response.content_part.added"), 1, types)
+        self.assertEqual(types.count("response.output_text.done"), 1, types)
+        self.assertEqual(types.count("response.completed"), 1, types)
+        self.assertEqual(types[-1], "response.completed", types)
+        js = [e["json"] for e in s.events if isinstance(e["json"], dict)]
+        created = next(j for j in js if j.get("type") == "response.created")["response"]
+        done = js[-1]["response"]
+        self.assertEqual(done["id"], created["id"], "the continuation's response id reached the client")
+        deltas = [j for j in js if j.get("type") == "response.output_text.delta"]
+        self.assertEqual("".join(d["delta"] for d in deltas), whole)
+        self.assertEqual(len({(d["item_id"], d["output_index"], d["content_index"]) for d in deltas}), 1, deltas)
+        item_id = deltas[0]["item_id"]
+        text_done = next(j for j in js if j.get("type") == "response.output_text.done")
+        self.assertEqual((text_done["item_id"], text_done["text"]), (item_id, whole))
+        part_done = next(j for j in js if j.get("type") == "response.content_part.done")
+        self.assertEqual(part_done["part"]["text"], whole)
+        item_done = [j for j in js if j.get("type") == "response.output_item.done"][-1]
+        self.assertEqual((item_done["item"]["id"], item_done["item"]["content"][0]["text"]), (item_id, whole))
+        msgs = [o for o in done["output"] if o.get("type") == "message"]
+        self.assertEqual([(m["id"], m["content"][0]["text"]) for m in msgs], [(item_id, whole)])
+        seqs = [j["sequence_number"] for j in js if "sequence_number" in j]
+        self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))), "sequence numbers are not continuous")
+        return done
+
+    def test_responses_stream_cut_mid_answer_is_finished_as_one_response(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2,partial=8")),
+                          account("b", self.mock.url("b"))])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertOneResponse(s, "hello from" + "hello from b")
+        reqs = self.mock.requests()
+        self.assertEqual(reqs[-1]["account"], "b")
+        self.assertEqual(reqs[-1]["prefill"], "hello from", "the prefill is not exactly the delivered text")
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual((row["status"], row["resumed"], row["error_class"] or ""), (200, 1, ""), row)
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(row["attempts_json"])],
+                         [("a", "resume"), ("b", "ok")])
+        self.assertGreater(row["total_tokens"] or 0, 0, row)
+        self.assertEqual(g.log_account_name(row), "b")
+
+    def test_responses_cut_after_a_finished_reasoning_item_keeps_it_in_the_final_output(self):
+        # a reasoning item (finished) before the message: the client has it; the spliced
+        # response.completed lists it before the message, and the continuation's own is not shown
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2,reasoning=1")),
+                          account("b", self.mock.url("b", "ok,reasoning=1"))])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        done = self.assertOneResponse(s, "hello from" + "hello from b")
+        self.assertEqual([o["type"] for o in done["output"]], ["reasoning", "message"], done["output"])
+        first_rs = next(e["json"]["item"] for e in s.events if isinstance(e["json"], dict)
+                        and e["json"].get("type") == "response.output_item.done")
+        self.assertEqual(done["output"][0], first_rs, "the final reasoning item is not the one the client got")
+        self.assertEqual(s.types().count("response.output_item.added"), 2, s.types())
+
+    def test_responses_stream_cut_while_nobody_takes_the_prefill_fails_with_the_original_response_id(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),
+                          account("b", self.mock.url("b", "ok,prefill=0"))])
+        s = g.stream("/v1/responses", RESP_STREAM)
+        self.assertEqual(s.status, 200, s)
+        self.assertEqual(response_text(s.events), "hello from")
+        self.assertEqual(s.types()[-1], "response.failed", s.types())
+        js = [e["json"] for e in s.events if isinstance(e["json"], dict)]
+        failed = js[-1]["response"]
+        self.assertEqual(failed["id"], js[0]["response"]["id"] if js[0].get("type") == "response.created"
+                         else next(j for j in js if j.get("type") == "response.created")["response"]["id"])
+        self.assertEqual(failed["error"]["code"], "upstream_stream_interrupted")
+        self.assertIn("from account a ", failed["error"]["message"])
+        row = g.wait_request_logs(1)[-1]
+        self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(row["attempts_json"])],
+                         [("a", "resume"), ("b", "prefill_refused")])
+
+
 
 class FallbackRefusesPrefillTest(GatewayTest):
 

@@ -500,9 +500,11 @@ class RecoveryTest(GatewayTest):
         self.assertNotIn("[DONE]", s.raw.decode() if isinstance(s.raw, bytes) else s.raw)
         self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
 
-    def test_responses_stream_is_never_resumed(self):
+    def test_responses_stream_is_not_resumed_when_the_policy_says_so(self):
+        pol = self.short_policies(edits=[(r'local RESUME_RESPONSES_STREAMS = true',
+                                          'local RESUME_RESPONSES_STREAMS = false', "classify.lua")])
         g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")), account("b", self.mock.url("b"))],
-                         policies=self.resume_policies())
+                         policies=pol)
         s = g.stream("/v1/responses", RESP_STREAM)
         self.assertEqual(s.types()[-1], "response.failed", s.types())
         self.assertEqual(self.mock.accounts_hit(), ["a"])

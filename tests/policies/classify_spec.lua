@@ -320,8 +320,14 @@ describe("classify", function()
     it("with no text delivered it is returned (nothing to continue)", function()
       expect(classify(fixtures.cut_stream_event{ delivered_chars = 0 }).action).to_be("return")
     end)
-    it("a Responses stream is returned as interrupted (its items cannot be spliced)", function()
-      expect(classify(fixtures.cut_stream_event{ endpoint = "/v1/responses" }).action).to_be("return")
+    it("a text-only Responses stream is resumed too (the continuation is spliced into the cut response)", function()
+      eq(classify(fixtures.cut_stream_event{ endpoint = "/v1/responses" }),
+         { action = "resume", class = "interrupted", cooldown = 20 })
+      eq(classify(fixtures.cut_stream_event{ endpoint = "/v1/responses", tool_call = true }),
+         { action = "return", class = "interrupted", cooldown = 0 })
+    end)
+    it("another endpoint's cut stream is returned as interrupted", function()
+      expect(classify(fixtures.cut_stream_event{ endpoint = "/v1/completions" }).action).to_be("return")
     end)
   end)
 

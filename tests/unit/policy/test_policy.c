@@ -912,13 +912,43 @@ static void test_c_default_matches_lua_first_token(void)
             for (int r = 0; r < 6; r++)
                 for (int k = 0; k < 3; k++) {
                     policy_first_token ft = {endpoints[e], models[m], efforts[r], k & 1, kinds[k]};
-                    mismatches += policy_first_token_limit(pe, &ft) != policy_first_token_limit(NULL, &ft);
+                    policy_silence a = policy_silence_limits(pe, &ft), b = policy_silence_limits(NULL, &ft);
+                    mismatches += a.first_token != b.first_token || a.after_output != b.after_output;
                     calls++;
                 }
     CHECK(calls > 500);
     CHECK_EQ_INT(mismatches, 0);
     CHECK_EQ_INT(policy_fallbacks(pe), 0);
     policy_free(pe);
+}
+
+/* first_token may answer a number (no after-output limit: the idle limit
+ * alone) or {seconds, after_output}; an after_output out of range fails the load. */
+static void test_first_token_answers_a_number_or_a_table_with_after_output(void)
+{
+    policy_first_token ft = {"/v1/chat/completions", "gpt-4o", NULL, 1, "api_key"};
+    policy_engine *pe = engine_with("first_token", "return { version = 1, first_token = function(r) return 9 end }");
+    CHECK(pe != NULL);
+    policy_silence s = policy_silence_limits(pe, &ft);
+    CHECK(s.first_token == 9 && s.after_output == 0);
+    policy_free(pe);
+    pe = engine_with("first_token",
+                     "return { version = 1, first_token = function(r) return { seconds = 9, after_output = 4 } end }");
+    CHECK(pe != NULL);
+    s = policy_silence_limits(pe, &ft);
+    CHECK(s.first_token == 9 && s.after_output == 4);
+    CHECK(policy_first_token_limit(pe, &ft) == 9);
+    policy_free(pe);
+    const char *bad[] = {"{ seconds = 9, after_output = 0 }", "{ seconds = 9, after_output = 4000 }",
+                         "{ seconds = 9, after_output = 'x' }", "{ after_output = 4 }"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char src[256];
+        snprintf(src, sizeof src, "return { version = 1, first_token = function(r) return %s end }", bad[i]);
+        pe = engine_with("first_token", src);
+        CHECK(pe == NULL);
+        CHECK(strstr(load_err, "first_token") != NULL);
+        policy_free(pe);
+    }
 }
 
 /* The bundled order.lua, as a file of its own (not byte-identical to the
@@ -1325,6 +1355,7 @@ int main(void)
     RUN(test_c_default_matches_lua_alert);
     RUN(test_an_alert_policy_of_its_own_posts_lists_strings_and_headers);
     RUN(test_garbage_alert_results_fall_back_to_the_default);
+    RUN(test_first_token_answers_a_number_or_a_table_with_after_output);
     RUN(test_many_calls_do_not_grow_or_fail);
     return check_summary();
 }

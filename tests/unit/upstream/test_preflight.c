@@ -518,6 +518,72 @@ static void test_keep_text_collects_chat_content_and_notes_tool_calls(void)
     }
 }
 
+/* keep_text on a Responses stream: resumable only while one message's
+ * text is being written and nothing else is open. */
+static int rsp_resumable_after(const char *extra)
+{
+    static const char head[] =
+        "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\"}}\n\n"
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,"
+        "\"output_index\":0,\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\"}}\n\n"
+        "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"sequence_number\":2,"
+        "\"output_index\":0,\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[]}}\n\n"
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":3,"
+        "\"output_index\":1,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[]}}\n\n"
+        "event: response.content_part.added\ndata: {\"type\":\"response.content_part.added\",\"sequence_number\":4,"
+        "\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":\"\"}}\n\n"
+        "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":5,"
+        "\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,\"delta\":\"Hel\"}\n\n";
+    preflight pf;
+    preflight_init(&pf, API_RESPONSES, WINDOW);
+    pf.keep_text = 1;
+    preflight_feed(&pf, head, sizeof head - 1);
+    preflight_feed(&pf, extra, strlen(extra));
+    int ok = preflight_rsp_resumable(&pf);
+    if (!*extra) {
+        CHECK_EQ_STR(pf.text.p, "Hel");
+        CHECK_EQ_STR(pf.rsp_item_id, "msg_1");
+        CHECK_EQ_INT(pf.rsp_output_index, 1);
+        CHECK_EQ_INT(pf.rsp_seq, 5);
+        CHECK_EQ_STR(pf.rsp_done_items.p, "{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[]}");
+    }
+    preflight_free(&pf);
+    return ok;
+}
+
+static void test_responses_keep_text_is_resumable_only_while_one_message_is_being_written(void)
+{
+    CHECK_EQ_INT(rsp_resumable_after(""), 1);
+    CHECK_EQ_INT(rsp_resumable_after("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\","
+                                     "\"sequence_number\":6,\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,"
+                                     "\"delta\":\"lo\"}\n\n"), 1);
+    /* the text finished: nothing to continue */
+    CHECK_EQ_INT(rsp_resumable_after("data: {\"type\":\"response.output_text.done\",\"item_id\":\"msg_1\","
+                                     "\"output_index\":1,\"content_index\":0,\"text\":\"Hel\"}\n\n"), 0);
+    /* a tool call in flight */
+    CHECK_EQ_INT(rsp_resumable_after("data: {\"type\":\"response.output_item.added\",\"output_index\":2,"
+                                     "\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\"}}\n\n"), 0);
+    /* a refusal in the message */
+    CHECK_EQ_INT(rsp_resumable_after("data: {\"type\":\"response.refusal.delta\",\"item_id\":\"msg_1\","
+                                     "\"output_index\":1,\"content_index\":1,\"delta\":\"no\"}\n\n"), 0);
+    /* bookkeeping that names no item changes nothing */
+    CHECK_EQ_INT(rsp_resumable_after("data: {\"type\":\"response.in_progress\",\"response\":{\"id\":\"resp_1\"}}\n\n"), 1);
+}
+
+static void test_responses_keep_text_is_not_resumable_while_reasoning_is_open_or_without_text(void)
+{
+    static const char s[] =
+        "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\"}}\n\n"
+        "data: {\"type\":\"response.reasoning_summary_text.delta\",\"item_id\":\"rs_1\",\"output_index\":0,\"delta\":\"x\"}\n\n";
+    preflight pf;
+    preflight_init(&pf, API_RESPONSES, WINDOW);
+    pf.keep_text = 1;
+    preflight_feed(&pf, s, sizeof s - 1);
+    CHECK_EQ_INT(pf.rsp_unsafe, 0);
+    CHECK_EQ_INT(preflight_rsp_resumable(&pf), 0); /* reasoning open, no text */
+    preflight_free(&pf);
+}
+
 /* Chat chunks are read without a JSON tree (pf_chat_scan); with tree_only
  * every chunk goes through the tree. Both must reach the same verdict, and
  * keep the same text, on each of these, one event at a time from a fresh
@@ -663,6 +729,8 @@ static void test_chat_usage_and_finish_after_commit_found_at_any_offset(void)
 int main(void)
 {
     RUN(test_keep_text_collects_chat_content_and_notes_tool_calls);
+    RUN(test_responses_keep_text_is_resumable_only_while_one_message_is_being_written);
+    RUN(test_responses_keep_text_is_not_resumable_while_reasoning_is_open_or_without_text);
     RUN(test_initial_state_holds_with_unknown_usage);
     RUN(test_created_and_in_progress_hold_and_give_id);
     RUN(test_text_delta_commits);

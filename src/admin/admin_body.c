@@ -1,0 +1,89 @@
+/* admin_body.c: the admin API's POST bodies read into plain values (see
+ * admin_body.h). The checks and the messages are the API's own; the
+ * lookups (which account, which key) stay in admin_api.c. */
+#include "admin/admin_body.h"
+#include "base/json.h"
+#include "core/config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int admin_body_refuse(admin_body *b, const char *code, const char *msg)
+{
+    admin_body_free(b);
+    b->status = 400;
+    b->code = code;
+    snprintf(b->message, sizeof b->message, "%s", msg);
+    return -1;
+}
+
+/* A name (a string without NUL), an id (a number 1..INT64_MAX, not cast
+ * when out of range), null, or nothing. */
+static int admin_ref_read(const json_value *v, admin_ref *r)
+{
+    memset(r, 0, sizeof *r);
+    r->invalid = !v || (v->type != JSON_STRING && v->type != JSON_NUMBER && v->type != JSON_NULL);
+    if (!v)
+        return 0;
+    if (v->type == JSON_NULL)
+        r->kind = ADMIN_REF_NULL;
+    else if (v->type == JSON_NUMBER) {
+        if (json_num_to_int64(v->num, 1, INT64_MAX, &r->id) == 0)
+            r->kind = ADMIN_REF_ID;
+    } else if (v->type == JSON_STRING && strlen(v->str) == v->str_len) {
+        if (!(r->name = strdup(v->str)))
+            return -1;
+        r->kind = ADMIN_REF_NAME;
+    }
+    return 0;
+}
+
+int admin_body_parse(admin_body_kind kind, const char *buf, size_t len, admin_body *out)
+{
+    memset(out, 0, sizeof *out);
+    char err[160] = "";
+    json_value *doc = NULL;
+    if (len <= ADMIN_BODY_MAX)
+        doc = json_parse(len ? buf : "{}", len ? len : 2, err, sizeof err);
+    if (!doc || doc->type != JSON_OBJECT) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the body must be a JSON object: %s", doc ? "wrong type" : err[0] ? err : "too large");
+        json_free(doc);
+        return admin_body_refuse(out, "invalid_json", msg);
+    }
+    int rc = 0;
+    if (kind == ADMIN_BODY_ACCOUNT || kind == ADMIN_BODY_PREFER) {
+        if (admin_ref_read(json_get(doc, "account"), &out->account) != 0 ||
+            (kind == ADMIN_BODY_PREFER && admin_ref_read(json_get(doc, "key"), &out->key) != 0))
+            rc = admin_body_refuse(out, "out_of_memory", "out of memory");
+        else if (kind == ADMIN_BODY_ACCOUNT && (out->account.invalid || out->account.kind == ADMIN_REF_NULL))
+            rc = admin_body_refuse(out, "invalid_value", ADMIN_BODY_ACCOUNT_MSG);
+    } else {
+        const char *strategy = json_get_str(doc, "strategy"), *rotation = json_get_str(doc, "rotation");
+        const char *canon = strategy ? config_strategy_canonical(strategy) : NULL;
+        if (!strategy && !rotation)
+            rc = admin_body_refuse(out, "invalid_value", "give 'strategy' (ordered | balanced | weighted) and/or 'rotation'");
+        else if (strategy && !canon)
+            rc = admin_body_refuse(out, "invalid_value", "unknown strategy: expected ordered, balanced or weighted");
+        else if (rotation && !config_rotation_valid(rotation))
+            rc = admin_body_refuse(out, "invalid_value",
+                                   "unknown rotation: expected account_rotation, aggregate_api_rotation, hybrid_rotation "
+                                   "or hybrid_aggregate_first_rotation");
+        else if (rotation && !(out->rotation = strdup(rotation)))
+            rc = admin_body_refuse(out, "out_of_memory", "out of memory");
+        else
+            out->strategy = canon;
+    }
+    json_free(doc);
+    return rc;
+}
+
+void admin_body_free(admin_body *b)
+{
+    free(b->account.name);
+    free(b->key.name);
+    free(b->rotation);
+    b->account.name = b->key.name = b->rotation = NULL;
+    b->account.kind = b->key.kind = ADMIN_REF_NONE;
+    b->strategy = NULL;
+}
