@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "route/hold.h"
 #include "base/json.h"
+#include "obs/trace.h"
 #include "base/sbuf.h"
 #include "base/sha256.h"
 #include "store/store_admin.h"
@@ -20,6 +21,8 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/statvfs.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -347,6 +350,51 @@ static void admin_cli_default_url(char *out, size_t n)
     snprintf(out, n, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
 }
 
+/* "1.2 MB" */
+static void admin_cli_bytes(char *out, size_t n, long long b)
+{
+    if (b < 0)
+        snprintf(out, n, "?");
+    else if (b < 1000000)
+        snprintf(out, n, "%.0f kB", (double)b / 1e3);
+    else if (b < 1000000000LL)
+        snprintf(out, n, "%.1f MB", (double)b / 1e6);
+    else
+        snprintf(out, n, "%.1f GB", (double)b / 1e9);
+}
+
+static long long admin_cli_file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
+/* The disk the gateway of this database uses (its files are beside it):
+ * the database with its WAL, the trace with its rotated files, and what
+ * the file system has left. */
+static void admin_cli_disk_line(const char *db)
+{
+    char path[4200], tpath[4096], a[24], b[24], c[24], d[24];
+    snprintf(path, sizeof path, "%s-wal", db);
+    long long dbb = admin_cli_file_size(db), wal = admin_cli_file_size(path), tr = 0;
+    trace_path_for_db(db, tpath, sizeof tpath);
+    tr = admin_cli_file_size(tpath);
+    for (int i = 1; i <= 100; i++) { /* trace_files is at most 100 */
+        snprintf(path, sizeof path, "%s.%d", tpath, i);
+        long long sz = admin_cli_file_size(path);
+        if (!sz)
+            break;
+        tr += sz;
+    }
+    struct statvfs vb;
+    long long avail = statvfs(db, &vb) == 0 ? (long long)vb.f_bavail * (long long)vb.f_frsize : -1;
+    admin_cli_bytes(a, sizeof a, dbb);
+    admin_cli_bytes(b, sizeof b, wal);
+    admin_cli_bytes(c, sizeof c, tr);
+    admin_cli_bytes(d, sizeof d, avail);
+    cli_line("disk: database %s (+ WAL %s), trace logs %s; %s free on its file system", a, b, c, d);
+}
+
 static int admin_cli_status(int argc, char **argv)
 {
     const char *cmd = "status", *db = NULL, *url = NULL;
@@ -394,6 +442,7 @@ static int admin_cli_status(int argc, char **argv)
                    odoc ? admin_cli_num(odoc, "active_requests", 0) : 0,
                    odoc && json_get(odoc, "policy") ? json_get_str(json_get(odoc, "policy"), "source") : "?");
             admin_cli_rows_print(rows, n);
+            admin_cli_disk_line(cli_db_path(db));
         } else if (ok) {
             snprintf(why, sizeof why, "the gateway's answer was not JSON");
         }
@@ -430,6 +479,7 @@ static int admin_cli_status(int argc, char **argv)
     } else {
         cli_line("%s; showing it from the database %s", note, store_path(s));
         admin_cli_rows_print(rows, n);
+        admin_cli_disk_line(store_path(s));
     }
     free(rows);
     store_close(s);

@@ -10,6 +10,7 @@
 #include "store/store.h"
 #include "http/conn_limit.h"
 #include "base/log.h"
+#include "obs/trace.h"
 #include "route/router.h"
 #include "base/sbuf.h"
 #include "http/host_check.h"
@@ -99,7 +100,9 @@ static void health_details(gateway *gw, sbuf *b, const sbuf *reasons, size_t usa
     sbuf_json_str(b, ws->last_error, strlen(ws->last_error));
     sbuf_puts(b, ",\"file_problem\":");
     sbuf_json_str(b, ws->file_problem, strlen(ws->file_problem));
-    sbuf_printf(b, "},\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
+    sbuf_printf(b, "},\"disk\":{\"db_bytes\":%lld,\"wal_bytes\":%lld,\"trace_bytes\":%lld,\"free_bytes\":%lld}",
+                ws->db_bytes, ws->wal_bytes, trace_bytes(gw->trace), ws->disk_free_bytes);
+    sbuf_printf(b, ",\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
     sbuf_printf(b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
                     "\"refused_out_of_descriptors\":%llu,\"slow_requests_closed\":%llu,\"accepting\":%s,"
                     "\"descriptor_limit\":%ld,\"per_ip_cap\":%zu,\"refused_per_ip\":%llu}",

@@ -25,6 +25,8 @@ struct trace {
     long long size;      /* of the live file; trace thread only (after open) */
     long long max_bytes; /* rotate past this (trace_rotation; under mu) */
     int files;           /* rotated files kept: path.1 .. path.<files> */
+    long long rotated;   /* bytes in the rotated files, summed at the last rotation (trace thread) */
+    long long on_disk;   /* size + rotated as of the last write (under mu: trace_bytes) */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -72,6 +74,13 @@ static void trace_rotate(trace *t, int files)
         if (rename(from, to) != 0 && errno != ENOENT)
             log_warn("trace: cannot rotate %s to %s: %s", from, to, strerror(errno));
     }
+    t->rotated = 0;
+    for (int i = 1; i <= files; i++) {
+        struct stat sb;
+        snprintf(to, n, "%s.%d", t->path, i);
+        if (stat(to, &sb) == 0)
+            t->rotated += (long long)sb.st_size;
+    }
     int fd = open(t->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0) {
         log_warn("trace: cannot open %s after rotating: %s; writing on to %s.1", t->path, strerror(errno), t->path);
@@ -110,6 +119,7 @@ static size_t trace_flush(trace *t, sbuf *recs, sbuf *out)
     }
     sbuf_reset(out);
     pthread_mutex_lock(&t->mu);
+    t->on_disk = t->size + t->rotated;
     return lines;
 }
 
@@ -155,7 +165,7 @@ trace *trace_open(const char *path)
         abort(); /* as sbuf: no useful work without memory */
     t->fd = fd;
     struct stat sb;
-    t->size = fstat(fd, &sb) == 0 ? (long long)sb.st_size : 0;
+    t->size = t->on_disk = fstat(fd, &sb) == 0 ? (long long)sb.st_size : 0;
     t->path = strdup(path);
     if (!t->path)
         abort();
@@ -168,6 +178,16 @@ trace *trace_open(const char *path)
         return NULL;
     }
     return t;
+}
+
+long long trace_bytes(trace *t)
+{
+    if (!t)
+        return -1;
+    pthread_mutex_lock(&t->mu);
+    long long n = t->on_disk;
+    pthread_mutex_unlock(&t->mu);
+    return n;
 }
 
 void trace_rotation(trace *t, long long max_bytes, int files)

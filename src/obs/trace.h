@@ -18,6 +18,9 @@ void trace_close(trace *t);               /* flushes what is queued */
  * a new file is started; done by the trace thread between two writes. A
  * trace of 7 MB a minute under load otherwise filled the disk. */
 void trace_rotation(trace *t, long long max_bytes, int files);
+/* Bytes of trace on disk (the live file and the rotated ones kept) as of
+ * the trace thread's last write; -1 without a trace. */
+long long trace_bytes(trace *t);
 /* What a trace_event call site keeps between calls: its format, parsed on
  * the first call. trace_event gives each call site its own. */
 typedef struct trace_site {

@@ -489,6 +489,9 @@ typedef struct store_writer_stats {
      * replaced, made unreadable, truncated), "" while it is fine: checked
      * every second by the writer thread, logged once per change */
     char file_problem[192];
+    /* the disk the database uses, measured by the same watch: the file and
+     * its WAL, and what the file system has left (-1 unknown) */
+    long long db_bytes, wal_bytes, disk_free_bytes;
 } store_writer_stats;
 void store_writer_stats_get(store *s, store_writer_stats *out);
 

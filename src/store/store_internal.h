@@ -117,6 +117,7 @@ typedef struct store_writer {
     ino_t ino;
     double watch_due;     /* monotonic seconds; writer thread only */
     char file_problem[192]; /* what happened to the file, "" while it is fine */
+    long long db_bytes, wal_bytes, disk_free_bytes; /* the watch's figures (store_writer_stats), under mu */
     owner_item *owners_head, *owners_tail;
     size_t n_owners;
     uint64_t dropped_owners;

@@ -826,5 +826,8 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->failing = w->failing;
     snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);
     snprintf(out->file_problem, sizeof out->file_problem, "%s", w->file_problem);
+    out->db_bytes = w->db_bytes;
+    out->wal_bytes = w->wal_bytes;
+    out->disk_free_bytes = w->disk_free_bytes;
     pthread_mutex_unlock(&w->mu);
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -663,7 +664,19 @@ void store_writer_watch(store_writer *w)
     w->watch_due = now + STORE_WATCH_S;
     char problem[sizeof w->file_problem];
     writer_file_check(w, problem, sizeof problem);
+    /* the disk it takes, for /health and status: stat and statvfs, here off the loop */
+    struct stat sb;
+    struct statvfs vb;
+    char wal[4200];
+    long long db = stat(w->path, &sb) == 0 ? (long long)sb.st_size : -1, walsz = -1, avail = -1;
+    if (snprintf(wal, sizeof wal, "%s-wal", w->path) < (int)sizeof wal && stat(wal, &sb) == 0)
+        walsz = (long long)sb.st_size;
+    if (statvfs(w->path, &vb) == 0)
+        avail = (long long)vb.f_bavail * (long long)vb.f_frsize;
     pthread_mutex_lock(&w->mu);
+    w->db_bytes = db;
+    w->wal_bytes = walsz;
+    w->disk_free_bytes = avail;
     int changed = strcmp(problem, w->file_problem) != 0;
     char before[sizeof w->file_problem];
     if (changed) {

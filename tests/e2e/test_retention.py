@@ -10,7 +10,7 @@ import os
 import sqlite3
 import time
 
-from harness import GatewayTest, account, main, wait_for
+from harness import GatewayTest, account, http_call, main, wait_for
 
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -55,6 +55,19 @@ class RetentionTest(GatewayTest):
         wait_for(lambda: g.query("SELECT count(*) AS n FROM request_logs WHERE ts < ?",
                                  (time.time() - 7 * 86400,))[0]["n"] == 0, what="the 8-day-old row swept")
         self.assertEqual(self.rows(g)["n"], 3, "the 6-day-old row and the two recent ones stay")
+
+    def test_health_and_status_show_the_disk_the_gateway_uses(self):
+        g = self.gateway([account("a", self.mock.url("a"))])
+        self.assertEqual(g.post("/v1/chat/completions", CHAT).status, 200)
+
+        def disk():
+            d = http_call(g.port, "GET", "/health").json()["disk"]
+            return d if d["db_bytes"] > 0 and d["trace_bytes"] > 0 else None
+        d = wait_for(disk, what="the writer's and the trace's figures")
+        self.assertGreater(d["free_bytes"], 0)
+        out = g.cli("status", "--db", g.db_path).stdout
+        self.assertRegex(out, r"disk: database [0-9.]+ [kMG]B \(\+ WAL [0-9.]+ [kMG]B\), trace logs [0-9.]+ [kMG]B; "
+                              r"[0-9.]+ [kMG]B free")
 
     def test_trace_log_rotates_past_trace_max_bytes_and_keeps_trace_files(self):
         g = self.gateway([account("a", self.mock.url("a"))],
