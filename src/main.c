@@ -25,6 +25,8 @@ static void main_usage(FILE *f)
                "  switchyard status [--url URL] [--json]\n"
                "  switchyard logs [--follow] [--account A] [--key K] [--failed] [--limit N]\n"
                "  switchyard usage [--by key|account|model|day] [--since WHEN] [--json]\n"
+               "  switchyard backup --out FILE [--force]\n"
+               "  switchyard restore FILE\n"
                "  switchyard test [DIR] [--policies DIR]\n\n"
                "Every subcommand takes --db PATH (default ./switchyard.db, or $SWITCHYARD_DB).\n");
 }
@@ -54,6 +56,10 @@ int main(int argc, char **argv)
         return admin_cli_logs_main(argc - 1, argv + 1);
     if (strcmp(cmd, "usage") == 0)
         return cli_spend_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "backup") == 0)
+        return cli_backup_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "restore") == 0)
+        return cli_restore_main(argc - 1, argv + 1);
     if (strcmp(cmd, "test") == 0)
         return policy_test_main(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

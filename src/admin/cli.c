@@ -3,7 +3,7 @@
  * shares: --option parsing, the --db path, opening the store and checking
  * integer and budget values (admin_cli.c uses the parsing and the store
  * too). The commands themselves live in one file per group: cli_account.c,
- * cli_key.c, cli_config.c, cli_codex.c and cli_usage.c. */
+ * cli_key.c, cli_config.c, cli_codex.c, cli_usage.c and cli_backup.c. */
 #include "admin/cli.h"
 #include "admin/cli_internal.h"
 #include "base/budget.h"
@@ -88,7 +88,7 @@ int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *op
     return -1;
 }
 
-static const char *cli_db_path(const char *opt)
+const char *cli_db_path(const char *opt)
 {
     const char *env = getenv("SWITCHYARD_DB");
     if (opt && *opt)
