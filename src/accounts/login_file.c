@@ -182,7 +182,7 @@ static int login_entry_count(const json_value *e, const char *key, login_entry *
     int64_t n = 0;
     if (!v || v->type == JSON_NULL)
         return 0;
-    if (v->type != JSON_NUMBER || json_num_to_int64(v->num, 0, INT_MAX, &n) != 0) {
+    if (v->type != JSON_NUMBER || json_num_to_int64(v->num, 0, INT_MAX, &n) != 0 || (double)n != v->num) {
         snprintf(err, errlen, "%s: %s: expected an integer number >= 0", le->label, key);
         return -1;
     }
