@@ -347,6 +347,21 @@ static int store_file_copy(const char *file, const char *dst, char *err, size_t 
     return rc;
 }
 
+/* A -wal beside file (a database copied while something had it open)
+ * holds its newest commits: it goes beside the copy, and opening the copy
+ * plays it in. */
+static int store_wal_copy(const char *file, const char *staged, char *err, size_t errlen)
+{
+    char wal[PATH_MAX], staged_wal[PATH_MAX];
+    struct stat sb;
+    if (store_path_with(wal, sizeof wal, file, "-wal", err, errlen) != 0 ||
+        store_path_with(staged_wal, sizeof staged_wal, staged, "-wal", err, errlen) != 0)
+        return -1;
+    if (stat(wal, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0)
+        return 0;
+    return store_file_copy(wal, staged_wal, err, errlen);
+}
+
 /* The checks of store_restore on the copy at path; what names the file
  * in messages. */
 static int store_restore_check(const char *path, const char *what, store_backup_info *info, char *err,
@@ -376,6 +391,12 @@ static int store_restore_check(const char *path, const char *what, store_backup_
         rc = store_schema_check(db, what, info, err, errlen);
         info->page_size = store_count(db, "PRAGMA page_size");
         info->pages = store_count(db, "PRAGMA page_count");
+    }
+    /* whatever a -wal brought goes into the file itself: the file alone
+     * is renamed into place (busy, the first column, is 0 when done) */
+    if (rc == 0 && store_count(db, "PRAGMA wal_checkpoint(TRUNCATE)") != 0) {
+        store_errf(err, errlen, "cannot checkpoint the copy of %s: %s", what, sqlite3_errmsg(db));
+        rc = -1;
     }
     if (sqlite3_close(db) != SQLITE_OK && rc == 0) {
         store_errf(err, errlen, "cannot close %s", path);
@@ -458,6 +479,8 @@ int store_restore(const char *file, const char *db_path, store_backup_info *info
     }
     /* held from here on: a gateway starting now waits for the swap */
     rc = store_file_copy(file, staged, err, errlen);
+    if (rc == 0)
+        rc = store_wal_copy(file, staged, err, errlen);
     if (rc == 0)
         rc = store_restore_check(staged, file, info, err, errlen);
     if (rc == 0)

@@ -35,7 +35,9 @@ int store_backup(const char *db_path, const char *out_path, int force, store_bac
  * (db_path.restore-tmp) and the copy checked: SQLite, PRAGMA
  * integrity_check ok, switchyard's tables (schema_migrations, meta,
  * accounts) and a schema version this build knows (an older one is
- * migrated when the database is next opened); file itself is only read.
+ * migrated when the database is next opened); a -wal beside file (a
+ * database copied while something had it open) is copied with it and its
+ * commits played in; file itself is only read.
  * The database there before (with its -wal) is kept
  * as db_path.before-restore (replacing an older one), a stale -shm removed,
  * and the copy renamed into place. 0 ok (info of the restored copy); -1

@@ -328,6 +328,31 @@ static void test_restore_keeps_the_previous_database_with_its_wal(void)
     CHECK(!test_exists(fresh, STORE_BEFORE_RESTORE_SUFFIX));
 }
 
+/* A file whose newest commits are still in its -wal (copied off a
+ * database something had open) is restored with them. */
+static void test_restore_takes_the_commits_in_the_wal_beside_the_file(void)
+{
+    char db[128], copy[128], wal[160], err[512] = "";
+    test_path(db, sizeof db, "live");
+    test_path(copy, sizeof copy, "copy");
+    test_db_make(db, 1);
+    test_db_make(copy, 1);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sqlite3 *c = NULL;
+        sqlite3_open_v2(copy, &c, SQLITE_OPEN_READWRITE, NULL);
+        sqlite3_exec(c, "PRAGMA wal_autocheckpoint=0; UPDATE accounts SET name = 'renamed-in-wal'", NULL, NULL, NULL);
+        _exit(0); /* no close: no checkpoint */
+    }
+    waitpid(pid, NULL, 0);
+    struct stat sb;
+    snprintf(wal, sizeof wal, "%s-wal", copy);
+    CHECK(stat(wal, &sb) == 0 && sb.st_size > 0);
+    CHECK_EQ_INT(store_restore(copy, db, NULL, err, sizeof err), 0);
+    CHECK(!test_exists(db, "-wal"));
+    CHECK_EQ_INT(test_sql_int(db, "SELECT count(*) FROM accounts WHERE name = 'renamed-in-wal'"), 1);
+}
+
 int main(void)
 {
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_backup") != 0)
@@ -337,6 +362,7 @@ int main(void)
     RUN(test_restore_is_refused_while_a_gateway_serves);
     RUN(test_restore_checks_the_file_first);
     RUN(test_restore_keeps_the_previous_database_with_its_wal);
+    RUN(test_restore_takes_the_commits_in_the_wal_beside_the_file);
     check_tmpdir_remove(test_dir);
     return check_summary();
 }
