@@ -9,6 +9,7 @@
 #include "policy/policy.h"
 #include "store/store.h"
 #include "store/store_runfile.h"
+#include "store/store_backup.h"
 #include "obs/trace.h"
 #include "upstream/upstream.h"
 #include "route/affinity.h"
@@ -363,6 +364,8 @@ static void serve_poll_after_refresh(void *arg, int64_t account_id)
     usage_poll_soon(gw->usage, account_id);
 }
 
+#define SERVE_RESTORE_WAIT_S 30.0 /* a restore copies and checks one file: seconds */
+
 static int serve_open(gateway *gw)
 {
     char err[512];
@@ -370,6 +373,12 @@ static int serve_open(gateway *gw)
     if (store_random_base62(gw->instance, sizeof gw->instance - 1) != 0)
         snprintf(gw->instance, sizeof gw->instance, "pid%ld", (long)getpid());
     gw->instance[sizeof gw->instance - 1] = '\0';
+    /* held until the process ends: `switchyard restore` refuses while it is,
+     * and a restore in progress is waited for before the database opens */
+    if (store_serving_lock(gw->cfg.db_path, SERVE_RESTORE_WAIT_S, err, sizeof err) < 0) {
+        log_error("cannot serve %s: %s", gw->cfg.db_path, err);
+        return -1;
+    }
     gw->st = store_open(gw->cfg.db_path, err, sizeof err);
     if (!gw->st) {
         log_error("%s", err); /* the store's message names the database and the cause */

@@ -1,5 +1,6 @@
 /* login_file.c: reading and writing login files (see login_file.h). */
 #include "accounts/login_file.h"
+#include "base/budget.h"
 #include "base/json.h"
 #include "base/jwt.h"
 #include "base/text.h"
@@ -173,6 +174,67 @@ static int login_entry_numbers(const json_value *e, login_entry *le, char *err, 
     return 0;
 }
 
+/* An integer setting in [0, INT_MAX]; absent leaves *out as it is. */
+static int login_entry_count(const json_value *e, const char *key, login_entry *le, int *out, char *err,
+                             size_t errlen)
+{
+    json_value *v = json_get(e, key);
+    int64_t n = 0;
+    if (!v || v->type == JSON_NULL)
+        return 0;
+    if (v->type != JSON_NUMBER || json_num_to_int64(v->num, 0, INT_MAX, &n) != 0 || (double)n != v->num) {
+        snprintf(err, errlen, "%s: %s: expected an integer number >= 0", le->label, key);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+/* A true/false setting; absent leaves *out as it is. */
+static int login_entry_flag(const json_value *e, const char *key, login_entry *le, int *out, char *err, size_t errlen)
+{
+    json_value *v = json_get(e, key);
+    if (!v || v->type == JSON_NULL)
+        return 0;
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE) {
+        snprintf(err, errlen, "%s: %s: expected true or false", le->label, key);
+        return -1;
+    }
+    *out = v->type == JSON_TRUE;
+    return 0;
+}
+
+/* The settings switchyard's export carries beside sort and concurrency
+ * (weight, limits, budget, context fallback, enabled), checked as the
+ * flags of `account add` are. */
+static int login_entry_settings(const json_value *e, login_entry *le, char *err, size_t errlen)
+{
+    int enabled = 1;
+    if (login_entry_count(e, "weight", le, &le->weight, err, errlen) != 0 ||
+        login_entry_count(e, "max_rpm", le, &le->max_rpm, err, errlen) != 0 ||
+        login_entry_count(e, "max_tpm", le, &le->max_tpm, err, errlen) != 0 ||
+        login_entry_flag(e, "context_fallback", le, &le->context_fallback, err, errlen) != 0 ||
+        login_entry_flag(e, "enabled", le, &enabled, err, errlen) != 0)
+        return -1;
+    le->disabled = !enabled;
+    json_value *b = json_get(e, "budget_usd");
+    if (b && b->type != JSON_NULL && (b->type != JSON_NUMBER || !(b->num >= 0 && b->num < 1e12))) {
+        snprintf(err, errlen, "%s: budget_usd: expected an amount in USD >= 0", le->label);
+        return -1;
+    }
+    le->budget_usd = b && b->type == JSON_NUMBER ? b->num : 0;
+    json_value *per = json_get(e, "budget_period");
+    if (per && per->type != JSON_NULL &&
+        (per->type != JSON_STRING || strlen(per->str) >= sizeof le->budget_period ||
+         budget_period_valid(per->str) != 0)) {
+        snprintf(err, errlen, "%s: budget_period: expected month or <N>d (e.g. 7d)", le->label);
+        return -1;
+    }
+    if (per && per->type == JSON_STRING)
+        snprintf(le->budget_period, sizeof le->budget_period, "%s", per->str);
+    return 0;
+}
+
 /* What an entry names (and its tokens' claims said) becomes a header
  * (ChatGPT-Account-Id), an account name, log and terminal lines: a value
  * with a control character or invalid UTF-8 refuses the file. */
@@ -235,7 +297,8 @@ static int login_entry_read(const json_value *e, login_entry *le, char *err, siz
         snprintf(err, errlen, "%s: expected a JSON object", le->label);
         return -1;
     }
-    if (login_entry_kind(e, le, err, errlen) != 0 || login_entry_numbers(e, le, err, errlen) != 0)
+    if (login_entry_kind(e, le, err, errlen) != 0 || login_entry_numbers(e, le, err, errlen) != 0 ||
+        login_entry_settings(e, le, err, errlen) != 0)
         return -1;
     const json_value *t = login_token_holder(e);
     le->access_token = sbuf_strdup_nonempty(login_str(t, k_access));
@@ -447,6 +510,13 @@ void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf
     an->models = e->models;
     an->sort = e->sort;
     an->max_concurrency = e->max_concurrency;
+    an->weight = e->weight;
+    an->max_rpm = e->max_rpm;
+    an->max_tpm = e->max_tpm;
+    an->budget_usd = e->budget_usd;
+    an->budget_period = e->budget_period[0] ? e->budget_period : NULL;
+    an->context_fallback = e->context_fallback;
+    an->disabled = e->disabled;
     login_entry_login(e, &an->login);
 }
 
@@ -471,6 +541,21 @@ static void login_put_str(sbuf *o, const char *key, const char *v)
     sbuf_json_str(o, v, strlen(v));
 }
 
+/* An amount as the shortest JSON number that reads back the same (0.1, not
+ * 0.10000000000000001); anything a budget cannot be writes 0 (none). */
+static void login_put_usd(sbuf *o, double v)
+{
+    char b[40];
+    if (!(v >= 0 && v < 1e12))
+        v = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, v);
+        if (strtod(b, NULL) == v)
+            break;
+    }
+    sbuf_puts(o, b);
+}
+
 void login_file_write(sbuf *out, const account *a, size_t n, int with_secrets)
 {
     sbuf_printf(out, "{\"format\":\"switchyard.accounts\",\"version\":1,\"exported_at\":%lld,\"with_secrets\":%s,"
@@ -484,6 +569,11 @@ void login_file_write(sbuf *out, const account *a, size_t n, int with_secrets)
         login_put_str(out, "base_url", a[i].base_url);
         sbuf_printf(out, ",\"sort\":%d,\"max_concurrency\":%d,\"enabled\":%s", a[i].sort, a[i].max_concurrency,
                     a[i].enabled ? "true" : "false");
+        sbuf_printf(out, ",\"weight\":%d,\"max_rpm\":%d,\"max_tpm\":%d,\"budget_usd\":", a[i].weight,
+                    a[i].max_rpm, a[i].max_tpm);
+        login_put_usd(out, a[i].budget_usd);
+        login_put_str(out, "budget_period", a[i].budget_period[0] ? a[i].budget_period : NULL);
+        sbuf_printf(out, ",\"context_fallback\":%s", a[i].context_fallback ? "true" : "false");
         login_put_str(out, "chatgpt_account_id", a[i].chatgpt_account_id);
         login_put_str(out, "email", a[i].email);
         login_put_str(out, "plan_type", a[i].plan_type);

@@ -22,6 +22,14 @@ typedef struct login_entry {
     int64_t expires_at, last_refresh_at;
     int has_sort, sort;
     int max_concurrency;   /* -1: the kind's default */
+    /* the account's settings as switchyard's export writes them (0 / NULL
+     * when the entry has none: the defaults of `account add`) */
+    int weight;            /* 0: the default (1) */
+    int max_rpm, max_tpm;  /* 0: none */
+    double budget_usd;     /* 0: none */
+    char budget_period[16]; /* "" when not given: "month" */
+    int context_fallback;
+    int disabled;          /* "enabled": false */
 } login_entry;
 
 typedef struct login_list {
@@ -44,7 +52,10 @@ void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf
 void login_entry_login(const login_entry *e, account_login *out);
 
 /* Writes accounts as a switchyard export (format "switchyard.accounts",
- * version 1) that login_file_read takes back. Tokens only with_secrets. */
+ * version 1) that login_file_read takes back: every setting of `account
+ * add` (kind, base URL, sort, enabled, max concurrency, weight, rpm/tpm
+ * limits, budget and its period, context fallback, model map, models) and
+ * the login's fields. Tokens only with_secrets. */
 void login_file_write(sbuf *out, const account *a, size_t n, int with_secrets);
 
 /* Unix seconds of an RFC 3339 time ("2025-05-01T10:00:00.5Z"); 0 if not one. */

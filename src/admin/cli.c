@@ -4,7 +4,7 @@
  * shares: --option parsing, the --db path, opening the store and checking
  * integer and budget values (admin_cli.c uses the parsing and the store
  * too). The commands themselves live in one file per group: cli_account.c,
- * cli_key.c, cli_config.c, cli_codex.c and cli_usage.c. */
+ * cli_key.c, cli_config.c, cli_codex.c, cli_usage.c and cli_backup.c. */
 #include "admin/cli.h"
 #include "admin/cli_internal.h"
 #include "policy/policy.h"
@@ -236,6 +236,9 @@ static const cli_command cli_commands[] = {
     {"status", "the pool at a glance, from the running gateway or the database", admin_cli_status_main, NULL, NULL},
     {"logs", "one line per request with its attempts (--follow)", admin_cli_logs_main, NULL, NULL},
     {"usage", "requests, tokens and cost by key, account, model or day", cli_spend_main, NULL, NULL},
+    {"backup", "a consistent copy of the whole database, while serving (--out FILE)", cli_backup_main, NULL, NULL},
+    {"restore", "put a backup in place of the database (refused while a gateway serves it)", cli_restore_main, NULL,
+     NULL},
     {"test", "run the policy tests (policies and their cases)", policy_test_main, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 

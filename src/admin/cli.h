@@ -26,6 +26,12 @@ int cli_codex_main(int argc, char **argv); /* argv[0] = "codex": attach | detach
 /* `switchyard usage [--by key|account|model|day] [--since WHEN] [--json]`:
  * requests, tokens and cost from the request log (argv[0] = "usage"). */
 int cli_spend_main(int argc, char **argv);
+/* `switchyard backup --out FILE [--force]` (argv[0] = "backup"): a
+ * consistent copy of the whole database while a gateway serves it;
+ * `switchyard restore FILE` (argv[0] = "restore"): puts a copy back while
+ * none does (store/store_backup.h). */
+int cli_backup_main(int argc, char **argv);
+int cli_restore_main(int argc, char **argv);
 
 /* --- shared with the other subcommand files (admin_cli.c) --- */
 #include <stdio.h>

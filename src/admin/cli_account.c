@@ -8,6 +8,7 @@
 #include "accounts/login_file.h"
 #include "base/jwt.h"
 #include "base/sbuf.h"
+#include "base/url.h"
 #include "route/hold.h"
 #include "store/store.h"
 #include "upstream/model_list.h"
@@ -247,8 +248,9 @@ static int cli_account_validate(const char *cmd, const cli_account_args *a, acco
         fprintf(stderr, "switchyard %s: --base-url is required (only chatgpt accounts have a default)\n", cmd);
         return -1;
     }
-    if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0) {
-        fprintf(stderr, "switchyard %s: --base-url must start with http:// or https://\n", cmd);
+    char why[URL_BASE_MAX + 160];
+    if (url_base_check(base_url, why, sizeof why) != 0) { /* before a token is read; the store checks it again */
+        fprintf(stderr, "switchyard %s: --base-url %s\n", cmd, why);
         return -1;
     }
     if (a->model_map && !cli_looks_like_object(a->model_map)) {

@@ -1,6 +1,6 @@
 /* cli_internal.h: what the subcommand files of `switchyard account|key|
- * config|codex|usage|admin|status|logs` (cli_account.c, cli_key.c,
- * cli_config.c, cli_codex.c, cli_usage.c, admin_cli.c) share with cli.c: the exit codes, the parsing helpers cli.c
+ * config|codex|usage|admin|status|logs|backup|restore` (cli_account.c,
+ * cli_key.c, cli_config.c, cli_codex.c, cli_usage.c, admin_cli.c, cli_backup.c) share with cli.c: the exit codes, the parsing helpers cli.c
  * implements, and each group's subcommands and usage text, which cli.c's
  * command table dispatches to. One header for all of them, so the group
  * files need no headers of their own that include each other; no module
@@ -27,6 +27,8 @@ typedef struct cli_pos {
  * arguments from argv[0..argc). Prints the error and returns -1 on anything
  * unexpected. */
 int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, cli_pos *pos);
+/* The database path: --db, else $SWITCHYARD_DB, else ./switchyard.db. */
+const char *cli_db_path(const char *opt);
 /* Opens the store for a command that acts on --name; NULL with *rc set to
  * the exit code when the name is missing or the store cannot be opened. */
 store *cli_store_open_named(const char *cmd, const char *db, const char *name, int *rc);
@@ -74,5 +76,7 @@ void cli_usage_codex(FILE *f); /* cli_codex.c */
 int cli_codex_attach(int argc, char **argv);
 int cli_codex_detach(int argc, char **argv);
 int cli_codex_status(int argc, char **argv);
+
+void cli_usage_backup(FILE *f); /* cli_backup.c: cli_backup_main, cli_restore_main (cli.h) */
 
 #endif

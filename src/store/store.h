@@ -71,6 +71,7 @@ typedef struct account_new {
     double budget_usd;     /* 0: none */
     const char *budget_period; /* NULL: "month" */
     const char *models;    /* NULL or "": no override */
+    int disabled;          /* 1: added disabled (an import of an export that says "enabled": false) */
 } account_new;
 
 typedef struct platform_key {

@@ -8,6 +8,7 @@
 #include "base/budget.h"
 #include "base/sbuf.h"
 #include "base/text.h"
+#include "base/url.h"
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,16 @@ static int store_account_texts_check(const char *name, const char *token, const 
     return 0;
 }
 
+/* The base URL's shape (base/url.h), one rule for add, update and import. */
+static int store_base_url_check(const char *what, const char *url, char *err, size_t errlen)
+{
+    char why[URL_BASE_MAX + 160];
+    if (url_base_check(url, why, sizeof why) == 0)
+        return 0;
+    store_errf(err, errlen, "%s %s", what, why);
+    return -1;
+}
+
 int store_account_check(store *s, const account_new *a, char *err, size_t errlen)
 {
     if (store_account_texts_check(a->name, a->token, a->base_url, a->chatgpt_account_id, &a->login, err, errlen) != 0)
@@ -102,8 +113,10 @@ int store_account_check(store *s, const account_new *a, char *err, size_t errlen
         store_errf(err, errlen, "account name is required");
     else if (!a->base_url || !*a->base_url)
         store_errf(err, errlen, "account base_url is required");
-    else if (strncmp(a->base_url, "http://", 7) != 0 && strncmp(a->base_url, "https://", 8) != 0)
-        store_errf(err, errlen, "account base_url must start with http:// or https://");
+    else if (store_base_url_check("account base_url", a->base_url, err, errlen) != 0)
+        return -1;
+    else if (a->budget_period && *a->budget_period && budget_period_valid(a->budget_period) != 0)
+        store_errf(err, errlen, "budget_period must be month or <N>d");
     else if (!a->token || !*a->token)
         store_errf(err, errlen, "account token is required");
     else if ((unsigned)a->kind > ACCOUNT_AGGREGATE)
@@ -147,6 +160,7 @@ static void store_account_bind(sqlite3_stmt *st, const account_new *a)
     sqlite3_bind_double(st, 21, a->budget_usd);
     sqlite3_bind_text(st, 22, a->budget_period && *a->budget_period ? a->budget_period : "month", -1, SQLITE_STATIC);
     store_bind_text(st, 23, a->models && *a->models ? a->models : NULL);
+    sqlite3_bind_int(st, 24, a->disabled ? 0 : 1);
 }
 
 /* Inserts one account on db (no busy handling, no transaction of its own). */
@@ -155,9 +169,9 @@ int store_account_insert(sqlite3 *db, const account_new *a)
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db,
         "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
-        " enabled, max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
+        " max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
         " token_expires_at, last_refresh_at, context_fallback, weight, max_rpm, max_tpm, budget_usd, budget_period,"
-        " models) VALUES (?,?,?,?,?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " models, enabled) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         store_account_bind(st, a);
@@ -350,9 +364,9 @@ static int store_patch_check(store *s, const account_patch *p, char *err, size_t
 {
     if (store_account_texts_check(NULL, p->token, p->base_url, p->chatgpt_account_id, &p->login, err, errlen) != 0)
         return -1;
-    if (p->base_url && strncmp(p->base_url, "http://", 7) != 0 && strncmp(p->base_url, "https://", 8) != 0)
-        sbuf_fmt_into(err, errlen, "base_url must start with http:// or https://");
-    else if (p->token && !*p->token)
+    if (p->base_url && store_base_url_check("base_url", p->base_url, err, errlen) != 0)
+        return -1;
+    if (p->token && !*p->token)
         sbuf_fmt_into(err, errlen, "the token is empty");
     else if (p->has_max_concurrency && p->max_concurrency < 0)
         sbuf_fmt_into(err, errlen, "max_concurrency must be >= 0");

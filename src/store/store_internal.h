@@ -188,6 +188,11 @@ int store_name_write_sync(store *s, const char *sql, const char *name, const int
 
 /* Brings the database to this build's schema version. 0 ok, -1 (err filled). */
 int store_migrate(sqlite3 *db, char *err, size_t errlen);
+/* The highest migration applied to db (0 none, -1 no schema_migrations
+ * table or an error), and the highest this build knows (store_backup.c
+ * checks a database to restore with them). */
+int store_schema_version(sqlite3 *db);
+int store_schema_latest(void);
 
 /* ---------- accounts (store_accounts.c) ---------- */
 

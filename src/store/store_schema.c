@@ -315,7 +315,7 @@ static const char *const store_migrations[] = {store_migration_1,  store_migrati
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
-static int store_schema_version(sqlite3 *db)
+int store_schema_version(sqlite3 *db)
 {
     sqlite3_stmt *st = NULL;
     int v = -1;
@@ -326,6 +326,8 @@ static int store_schema_version(sqlite3 *db)
     sqlite3_finalize(st);
     return v;
 }
+
+int store_schema_latest(void) { return STORE_SCHEMA_VERSION; }
 
 static int store_migration_record(sqlite3 *db, int version)
 {

@@ -185,6 +185,84 @@ static void test_models_list_travels_through_export_and_import(void)
     sbuf_free(&o);
 }
 
+/* Every setting of `account add` goes out in the export and comes back
+ * into the account_new an import adds: weight, limits, budget and period,
+ * context fallback and a disabled account (issue 24). */
+static void test_every_account_setting_travels_through_export_and_import(void)
+{
+    account a = {0};
+    a.name = "tuned";
+    a.kind = ACCOUNT_API_KEY;
+    a.base_url = "https://api.example.com/v1";
+    a.token = "sk-x";
+    a.sort = -3;
+    a.max_concurrency = 7;
+    a.weight = 5;
+    a.max_rpm = 60;
+    a.max_tpm = 90000;
+    a.budget_usd = 12.1;
+    snprintf(a.budget_period, sizeof a.budget_period, "7d");
+    a.context_fallback = 1;
+    a.enabled = 0;
+    a.model_map = "{\"gpt-5\":\"gpt-5-codex\"}";
+    sbuf o = SBUF_INIT;
+    login_file_write(&o, &a, 1, 1);
+    CHECK(strstr(o.p, "\"budget_usd\":12.1,") != NULL); /* the shortest number that reads back the same */
+    login_list l = {0};
+    char err[256] = "", name[64];
+    CHECK_EQ_INT(login_file_parse("x", o.p, o.len, &l, err, sizeof err), 0);
+    account_new an;
+    memset(&an, 0, sizeof an);
+    if (l.n == 1)
+        login_entry_to_account(&l.v[0], &an, name, sizeof name);
+    CHECK_EQ_INT(an.sort, -3);
+    CHECK_EQ_INT(an.max_concurrency, 7);
+    CHECK_EQ_INT(an.weight, 5);
+    CHECK_EQ_INT(an.max_rpm, 60);
+    CHECK_EQ_INT(an.max_tpm, 90000);
+    CHECK(an.budget_usd == 12.1);
+    CHECK_EQ_STR(an.budget_period, "7d");
+    CHECK_EQ_INT(an.context_fallback, 1);
+    CHECK_EQ_INT(an.disabled, 1);
+    CHECK_EQ_STR(an.model_map, "{\"gpt-5\":\"gpt-5-codex\"}");
+    login_list_free(&l);
+    /* an entry without them (a Codex login) gets what `account add` gives */
+    const char *plain = "{\"name\":\"k\",\"kind\":\"api_key\",\"token\":\"sk-y\"}";
+    CHECK_EQ_INT(login_file_parse("p", plain, strlen(plain), &l, err, sizeof err), 0);
+    if (l.n == 1)
+        login_entry_to_account(&l.v[0], &an, name, sizeof name);
+    CHECK(an.weight == 0 && an.max_rpm == 0 && an.budget_usd == 0 && an.budget_period == NULL &&
+          an.context_fallback == 0 && an.disabled == 0);
+    login_list_free(&l);
+    sbuf_free(&o);
+}
+
+/* A setting of the wrong type or range refuses the file, naming the field. */
+static void test_bad_account_settings_name_the_field(void)
+{
+    static const struct {
+        const char *field, *json;
+    } bad[] = {
+        {"weight", "\"weight\":-1"},           {"max_rpm", "\"max_rpm\":1.5"},
+        {"max_tpm", "\"max_tpm\":\"9\""},        {"budget_usd", "\"budget_usd\":-2"},
+        {"budget_usd", "\"budget_usd\":1e300"},  {"budget_period", "\"budget_period\":\"week\""},
+        {"budget_period", "\"budget_period\":7"}, {"context_fallback", "\"context_fallback\":1"},
+        {"enabled", "\"enabled\":\"no\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[256], want[96], err[256] = "";
+        snprintf(text, sizeof text, "{\"name\":\"k\",\"kind\":\"api_key\",\"token\":\"sk-y\",%s}", bad[i].json);
+        snprintf(want, sizeof want, "b.json entry 1 (k): %s: ", bad[i].field);
+        login_list l = {0};
+        CHECK_EQ_INT(login_file_parse("b.json", text, strlen(text), &l, err, sizeof err), -1);
+        if (!strstr(err, want))
+            fprintf(stderr, "  %s: got '%s'\n", bad[i].json, err);
+        CHECK(strstr(err, want) != NULL);
+        CHECK_EQ_INT(l.n, 0);
+        login_list_free(&l);
+    }
+}
+
 int main(void)
 {
     RUN(test_jwt_claims_give_expiry_identity_plan_and_client);
@@ -195,5 +273,7 @@ int main(void)
     RUN(test_export_holds_tokens_only_with_secrets);
     RUN(test_numbers_that_do_not_fit_refuse_the_entry);
     RUN(test_models_list_travels_through_export_and_import);
+    RUN(test_every_account_setting_travels_through_export_and_import);
+    RUN(test_bad_account_settings_name_the_field);
     return check_summary();
 }
