@@ -376,7 +376,7 @@ static int serve_open(gateway *gw)
     /* held until the process ends: `switchyard restore` refuses while it is,
      * and a restore in progress is waited for before the database opens */
     if (store_serving_lock(gw->cfg.db_path, SERVE_RESTORE_WAIT_S, err, sizeof err) < 0) {
-        log_error("cannot serve %s: %s", gw->cfg.db_path, err);
+        log_error("%s", err); /* names the database (or its lock file) and the cause */
         return -1;
     }
     gw->st = store_open(gw->cfg.db_path, err, sizeof err);

@@ -244,7 +244,9 @@ static int store_serving_open(const char *db_path, char *err, size_t errlen)
     if (store_path_with(path, sizeof path, db_path, STORE_SERVING_SUFFIX, err, errlen) != 0)
         return -1;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
+    if (fd < 0 && errno == ENOENT) /* no such directory: the database could not be opened either */
+        store_errf(err, errlen, "cannot open database %s: %s", db_path, strerror(errno));
+    else if (fd < 0)
         store_errf(err, errlen, "cannot open %s: %s", path, strerror(errno));
     return fd;
 }
@@ -278,7 +280,7 @@ int store_serving_lock(const char *db_path, double wait_s, char *err, size_t err
             if (rc < 0)
                 store_errf(err, errlen, "cannot lock %s%s: %s", db_path, STORE_SERVING_SUFFIX, strerror(errno));
             else
-                store_errf(err, errlen, "a restore of %s is in progress (pid %d)", db_path,
+                store_errf(err, errlen, "cannot serve %s: a restore of it is in progress (pid %d)", db_path,
                            store_lock_holder(fd, F_RDLCK));
             close(fd);
             return -1;
