@@ -578,6 +578,12 @@ static void proxy_resume_next(proxy_req *p, up_result r)
     int refused = r == UP_OK && p->mode == MODE_ERROR && (p->status == 400 || p->status == 422);
     if (refused && pa && !pa->prefill_refused) {
         pa->prefill_refused = 1;
+        if (pa->a.prefill == PREFILL_AUTO) { /* learned, and kept: a restart does not try it again */
+            store_admin_op op = {.kind = STORE_OP_PREFILL_REFUSED, .id = pa->a.id};
+            if (store_writer_put_admin(p->gw->st, &op) != 0)
+                log_warn("account %s: the prefill refusal could not be stored now; it holds until a restart",
+                         pa->a.name);
+        }
         log_info("account %s: refused an assistant prefill (HTTP %d); no stream is resumed there again until a reset",
                  pa->a.name, p->status);
     }

@@ -232,6 +232,13 @@ static int login_entry_settings(const json_value *e, login_entry *le, char *err,
     }
     if (per && per->type == JSON_STRING)
         snprintf(le->budget_period, sizeof le->budget_period, "%s", per->str);
+    json_value *pf = json_get(e, "prefill"); /* an operator's word: auto, yes or no */
+    if (pf && pf->type != JSON_NULL &&
+        (pf->type != JSON_STRING || account_prefill_parse(pf->str, &le->prefill) != 0 ||
+         le->prefill == PREFILL_REFUSED)) {
+        snprintf(err, errlen, "%s: prefill: expected auto, yes or no", le->label);
+        return -1;
+    }
     return 0;
 }
 
@@ -517,6 +524,7 @@ void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf
     an->budget_period = e->budget_period[0] ? e->budget_period : NULL;
     an->context_fallback = e->context_fallback;
     an->disabled = e->disabled;
+    an->prefill = e->prefill;
     login_entry_login(e, &an->login);
 }
 
@@ -580,6 +588,8 @@ void login_file_write(sbuf *out, const account *a, size_t n, int with_secrets)
         if (a[i].model_map)
             sbuf_printf(out, ",\"model_map\":%s", a[i].model_map); /* validated JSON object */
         login_put_str(out, "models", a[i].models && *a[i].models ? a[i].models : NULL);
+        /* the operator's word; a refusal the gateway learned is its own finding, learned again elsewhere */
+        login_put_str(out, "prefill", a[i].prefill == PREFILL_YES ? "yes" : a[i].prefill == PREFILL_NO ? "no" : NULL);
         sbuf_printf(out, ",\"token_expires_at\":%lld,\"last_refresh_at\":%lld", (long long)a[i].token_expires_at,
                     (long long)a[i].last_refresh_at);
         login_put_str(out, "needs_login", a[i].login_error);

@@ -30,6 +30,7 @@ typedef struct login_entry {
     char budget_period[16]; /* "" when not given: "month" */
     int context_fallback;
     int disabled;          /* "enabled": false */
+    int prefill;           /* "prefill": auto (0), yes or no (store.h, account_prefill) */
 } login_entry;
 
 typedef struct login_list {

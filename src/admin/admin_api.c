@@ -481,7 +481,8 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     admin_str(b, pa->models_upstream);
     sbuf_puts(b, ",\"refused\":");
     admin_str(b, pa->models_refused);
-    sbuf_puts(b, "}}");
+    sbuf_printf(b, "},\"prefill\":\"%s\",\"prefill_refused\":%s}", account_prefill_name(a->prefill),
+                pa->prefill_refused ? "true" : "false");
 }
 
 static void admin_get_accounts(admin_ctx *ctx, struct evhttp_request *req)

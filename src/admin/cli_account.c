@@ -32,7 +32,7 @@ void cli_usage_account(FILE *f)
           "                              [--chatgpt-account-id ID] [--model-map JSON] [--context-fallback]\n"
           "                              [--weight N] [--max-rpm N] [--max-tpm N]\n"
           "                              [--budget USD [--budget-period month|<N>d]] [--models a,b,c]\n"
-          "                              [--db PATH]\n"
+          "                              [--prefill auto|yes|no] [--db PATH]\n"
           "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
           "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
           "       switchyard account login [--name N] [--device] [--no-browser] [--port N] [--timeout S] [--db PATH]\n"
@@ -44,13 +44,15 @@ void cli_usage_account(FILE *f)
           "                              [--base-url URL] [--sort N] [--max-concurrency N] [--model-map JSON]\n"
           "                              [--context-fallback | --no-context-fallback] [--weight N]\n"
           "                              [--max-rpm N] [--max-tpm N] [--budget USD] [--budget-period month|<N>d]\n"
-          "                              [--models a,b,c | --models '']\n"
+          "                              [--models a,b,c | --models ''] [--prefill auto|yes|no]\n"
           "       switchyard account list [--json] [--db PATH]\n"
           "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
           "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
           "  long (context_length_exceeded) is sent to it once; reset clears cooldown, 429 ladder, breaker and a hold\n"
           "  --models lists the models the account serves (requests for others skip it); without it the\n"
           "  list the upstream's /models gives is used, and '' clears it\n"
+          "  --prefill: whether a cut stream may be finished here with the delivered text as an assistant\n"
+          "  prefill (auto: until it refuses one, which is remembered; reset forgets it)\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
           f);
 }
@@ -166,9 +168,22 @@ static int cli_token_get(const char *cmd, const char *token, const char *file, s
 
 typedef struct cli_account_args {
     const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
-    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period, *models;
+    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period, *models, *prefill;
     int help, context_fallback;
 } cli_account_args;
+
+/* --prefill auto|yes|no into *out; -1 after a message ("refused" is the
+ * gateway's own finding, not an operator's choice). */
+static int cli_prefill_parse(const char *cmd, const char *text, int *out)
+{
+    if (!text)
+        return 0;
+    if (account_prefill_parse(text, out) != 0 || *out == PREFILL_REFUSED) {
+        fprintf(stderr, "switchyard %s: --prefill must be auto, yes or no, got '%s'\n", cmd, text);
+        return -1;
+    }
+    return 0;
+}
 
 /* Normalizes --models into buf (the caller frees it); -1 after a message. */
 static int cli_models_parse(const char *cmd, const char *in, sbuf *buf)
@@ -305,14 +320,14 @@ int cli_account_add(int argc, char **argv)
         {"codex-auth", &a.codex_auth, NULL}, {"context-fallback", NULL, &a.context_fallback},
         {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL},
         {"max-tpm", &a.max_tpm, NULL}, {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
-        {"models", &a.models, NULL}, {"help", NULL, &a.help}, {NULL, NULL, NULL},
+        {"models", &a.models, NULL}, {"prefill", &a.prefill, NULL}, {"help", NULL, &a.help}, {NULL, NULL, NULL},
     };
     account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
     if (rc >= 0)
         return rc;
     an.context_fallback = a.context_fallback;
-    if (cli_account_validate(cmd, &a, &an) != 0)
+    if (cli_account_validate(cmd, &a, &an) != 0 || cli_prefill_parse(cmd, a.prefill, &an.prefill) != 0)
         return CLI_EXIT_USAGE;
     sbuf models = SBUF_INIT;
     if (cli_models_parse(cmd, a.models, &models) != 0) {
@@ -493,7 +508,7 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
         sbuf_json_str(o, a->models, strlen(a->models));
     else
         sbuf_puts(o, "null");
-    sbuf_puts(o, "}");
+    sbuf_printf(o, ",\"prefill\":\"%s\"}", account_prefill_name(a->prefill));
 }
 
 /* The LOGIN column: "needs_login: why", the access token's time left, or "-". */
@@ -542,6 +557,9 @@ static void cli_account_row(const account *a, const account_state *st, double no
     }
     if (a->models)
         cli_line("      models: %s", a->models);
+    if (a->prefill == PREFILL_NO || a->prefill == PREFILL_REFUSED)
+        cli_line("      prefill: %s", a->prefill == PREFILL_NO ? "no (a cut stream is never finished here)"
+                                                               : "refused one (learned; account reset forgets it)");
     if (a->hold) { /* out of the pool until an operator acts: say why and what to do */
         char when[32] = "-", fix[HOLD_TEXT_MAX];
         time_t t = (time_t)a->hold_since;
@@ -787,7 +805,7 @@ int cli_account_update(int argc, char **argv)
         {"context-fallback", NULL, &a.context_fallback}, {"no-context-fallback", NULL, &no_fallback},
         {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL}, {"max-tpm", &a.max_tpm, NULL},
         {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
-        {"models", &a.models, NULL}, {NULL, NULL, NULL},
+        {"models", &a.models, NULL}, {"prefill", &a.prefill, NULL}, {NULL, NULL, NULL},
     };
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
     if (rc >= 0)
@@ -804,6 +822,9 @@ int cli_account_update(int argc, char **argv)
         (a.max_tpm && cli_parse_int(cmd, "max-tpm", a.max_tpm, 0, &p.max_tpm) != 0) ||
         cli_budget_parse(cmd, a.budget, a.budget_period, &p.budget_usd) != 0)
         return CLI_EXIT_USAGE;
+    if (cli_prefill_parse(cmd, a.prefill, &p.prefill) != 0)
+        return CLI_EXIT_USAGE;
+    p.has_prefill = a.prefill != NULL;
     p.has_weight = a.weight != NULL;
     p.has_max_rpm = a.max_rpm != NULL;
     p.has_max_tpm = a.max_tpm != NULL;

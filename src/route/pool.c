@@ -292,7 +292,8 @@ static void pool_load(pool *p)
             pa[i].models_upstream = old->models_upstream; /* moved: the old snapshot is cleared below */
             pa[i].models_codex_json = old->models_codex_json;
             pa[i].models_refused = old->models_refused;
-            pa[i].prefill_refused = old->prefill_refused;
+            /* a refusal learned this run, while the operator's word is unchanged */
+            pa[i].prefill_refused = old->prefill_refused && old->a.prefill == a[i].prefill;
             old->models_upstream = old->models_codex_json = old->models_refused = NULL;
             pa[i].rpm = old->rpm; /* local rate limits are load, not health: a reset keeps them */
             pa[i].tpm = old->tpm;
@@ -311,6 +312,8 @@ static void pool_load(pool *p)
         } else {
             pool_state_default(&pa[i].st, a[i].id);
         }
+        if (a[i].prefill == PREFILL_NO || a[i].prefill == PREFILL_REFUSED) /* declared, or learned and stored */
+            pa[i].prefill_refused = 1;
         pool_budget_load(p, &pa[i].budget, old ? &old->budget : NULL, old ? old->a.budget_period : "",
                          a[i].budget_usd, a[i].budget_period, 0, a[i].id);
     }

@@ -54,8 +54,9 @@ typedef struct pool_account {
     char *models_upstream;   /* learned from its GET {base}/models (model_poll.c; stored, read back at start), NULL unknown */
     char *models_codex_json; /* the Codex-form answer's "models" array text, NULL none */
     char *models_refused;    /* models the upstream refused for it this run; NULL none; reset clears */
-    int prefill_refused;     /* it refused a stream resume's assistant prefill this run: never sent one
-                              * again (kept across reloads; reset clears) */
+    int prefill_refused;     /* no stream resume's assistant prefill goes here: its --prefill no, or a
+                              * refusal learned (stored as "refused" for an auto account; reset
+                              * forgets it), or one this run of an account declared yes */
 } pool_account;
 
 /* A platform key and its runtime state (kept across reloads by id). */

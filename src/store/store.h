@@ -49,7 +49,17 @@ typedef struct account {
     char *hold_detail;     /* what the upstream said, e.g. "HTTP 402 deactivated_workspace"; NULL none */
     int64_t hold_since;    /* unix seconds; 0 when not held */
     char *models;          /* the operator's model list, comma-separated exact names; NULL: no override */
+    int prefill;           /* account_prefill: whether a stream resume's assistant prefill may go here */
 } account;
+
+/* Whether an account takes an assistant prefill (the continuation of a
+ * stream cut after output, docs/policies.md "Stream resume"): the
+ * operator's word (yes, no), or auto (learned: the first refusal, a 400 or
+ * 422 to a continuation, makes it "refused" and is kept; `account reset`
+ * makes it auto again). Stored as text in accounts.prefill. */
+typedef enum { PREFILL_AUTO = 0, PREFILL_YES, PREFILL_NO, PREFILL_REFUSED } account_prefill;
+const char *account_prefill_name(int p);             /* "auto" | "yes" | "no" | "refused" */
+int account_prefill_parse(const char *s, int *out);  /* auto, yes, no (and refused): 0, -1 unknown */
 
 /* A login's fields beside its access token, as account add, account update
  * and import hand them to the store (pointers into the caller's data; see
@@ -72,6 +82,7 @@ typedef struct account_new {
     const char *budget_period; /* NULL: "month" */
     const char *models;    /* NULL or "": no override */
     int disabled;          /* 1: added disabled (an import of an export that says "enabled": false) */
+    int prefill;           /* account_prefill; 0: auto */
 } account_new;
 
 typedef struct platform_key {
@@ -308,6 +319,7 @@ typedef struct account_patch {
     double budget_usd;                           /* 0: none */
     const char *budget_period;                   /* NULL: keep; "month" or "<N>d" */
     const char *models;                          /* NULL: keep; "": clear the override */
+    int has_prefill, prefill;                    /* account_prefill (auto, yes or no) */
 } account_patch;
 /* Changes the named account in place (id, state, history and order kept).
  * A new token clears needs_login; a token or refresh token that differs
@@ -411,7 +423,8 @@ typedef enum {
     STORE_OP_ACCOUNT_ENABLED,
     STORE_OP_KEY_PREFERRED,
     STORE_OP_SETTING,
-    STORE_OP_ACCOUNT_UNHOLD
+    STORE_OP_ACCOUNT_UNHOLD,
+    STORE_OP_PREFILL_REFUSED /* the account refused a stream resume's prefill (auto becomes refused) */
 } store_admin_op_kind;
 typedef struct store_admin_op {
     store_admin_op_kind kind;

@@ -49,6 +49,22 @@ int account_kind_parse(const char *s, account_kind *out)
     return -1;
 }
 
+const char *account_prefill_name(int p)
+{
+    static const char *const names[] = {"auto", "yes", "no", "refused"};
+    return p >= PREFILL_AUTO && p <= PREFILL_REFUSED ? names[p] : "auto";
+}
+
+int account_prefill_parse(const char *s, int *out)
+{
+    for (int p = PREFILL_AUTO; s && p <= PREFILL_REFUSED; p++)
+        if (strcmp(s, account_prefill_name(p)) == 0) {
+            *out = p;
+            return 0;
+        }
+    return -1;
+}
+
 /* ---------- add and load ---------- */
 
 /* Strict check with sqlite's JSON1: model_map must be a JSON object. */
@@ -161,6 +177,7 @@ static void store_account_bind(sqlite3_stmt *st, const account_new *a)
     sqlite3_bind_text(st, 22, a->budget_period && *a->budget_period ? a->budget_period : "month", -1, SQLITE_STATIC);
     store_bind_text(st, 23, a->models && *a->models ? a->models : NULL);
     sqlite3_bind_int(st, 24, a->disabled ? 0 : 1);
+    sqlite3_bind_text(st, 25, account_prefill_name(a->prefill), -1, SQLITE_STATIC);
 }
 
 /* Inserts one account on db (no busy handling, no transaction of its own). */
@@ -171,7 +188,7 @@ int store_account_insert(sqlite3 *db, const account_new *a)
         "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
         " max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
         " token_expires_at, last_refresh_at, context_fallback, weight, max_rpm, max_tpm, budget_usd, budget_period,"
-        " models, enabled) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " models, enabled, prefill) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         store_account_bind(st, a);
@@ -231,6 +248,8 @@ static void store_account_row(sqlite3_stmt *st, account *a)
     a->hold_detail = a->hold ? store_col_dup(st, 27) : NULL;
     a->hold_since = a->hold ? sqlite3_column_int64(st, 28) : 0;
     a->models = store_col_dup(st, 29);
+    if (account_prefill_parse((const char *)sqlite3_column_text(st, 30), &a->prefill) != 0)
+        a->prefill = PREFILL_AUTO; /* the CHECK constraint makes this unreachable */
 }
 
 static void store_account_row_slot(sqlite3_stmt *st, void *slot) { store_account_row(st, slot); }
@@ -242,7 +261,7 @@ int store_accounts_load(store *s, account **out, size_t *n)
         "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
         " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token,"
         " email, plan_type, token_expires_at, last_refresh_at, login_error, weight, max_rpm, max_tpm, budget_usd,"
-        " budget_period, hold, hold_detail, hold_since, models FROM accounts"
+        " budget_period, hold, hold_detail, hold_since, models, prefill FROM accounts"
         " ORDER BY sort ASC, updated_at DESC, id ASC",
         sizeof(account), store_account_row_slot, &rows, n);
     if (rc != 0) {
@@ -340,7 +359,8 @@ static int store_account_txn_sync(store *s, const char *name, const char *const 
 int store_account_reset(store *s, const char *name, char *err, size_t errlen)
 {
     static const char *const sql[] = {
-        "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD " WHERE name = ?1",
+        "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD ", " STORE_SQL_PREFILL_RELEARN
+        " WHERE name = ?1",
         "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0, last_error = '',"
         " success_ema = 1, family_cooldowns = '' WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
     };
@@ -412,6 +432,7 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         {"budget_usd", NULL, p->budget_usd, REAL, p->has_budget},
         {"budget_period", p->budget_period, 0, TEXT, p->budget_period != NULL},
         {"models", p->models && *p->models ? p->models : NULL, 0, TEXT, p->models != NULL},
+        {"prefill", account_prefill_name(p->prefill), 0, TEXT, p->has_prefill},
     };
     char sql[1536] = "UPDATE accounts SET id = id";
     size_t len = strlen(sql);

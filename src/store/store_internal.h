@@ -27,6 +27,9 @@
  * keeps it only while `same` (an SQL condition on the row's old values:
  * the login is unchanged) holds: a changed login clears it. */
 #define STORE_SQL_UNHOLD "hold = NULL, hold_detail = NULL, hold_since = 0"
+/* `account reset`: a prefill refusal the gateway learned is forgotten (an
+ * operator's yes or no stays) */
+#define STORE_SQL_PREFILL_RELEARN "prefill = CASE prefill WHEN 'refused' THEN 'auto' ELSE prefill END"
 #define STORE_SQL_HOLD_IF(same)                                                                       \
     "hold = CASE WHEN " same " THEN hold END, hold_detail = CASE WHEN " same " THEN hold_detail END," \
     " hold_since = CASE WHEN " same " THEN hold_since ELSE 0 END"

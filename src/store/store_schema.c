@@ -306,12 +306,20 @@ static const char store_migration_18[] =
     "ALTER TABLE account_state ADD COLUMN models_codex TEXT;";
 
 /* Index i holds migration i + 1. Append only; never edit a shipped one. */
+/* Migration 19 (issue 23): whether an account takes a stream resume's
+ * assistant prefill; "refused" is the gateway's own finding, kept across
+ * restarts (store.h, account_prefill). */
+static const char store_migration_19[] =
+    "ALTER TABLE accounts ADD COLUMN prefill TEXT NOT NULL DEFAULT 'auto'"
+    " CHECK (prefill IN ('auto','yes','no','refused'));";
+
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
                                                store_migration_13, store_migration_14, store_migration_15,
-                                               store_migration_16, store_migration_17, store_migration_18};
+                                               store_migration_16, store_migration_17, store_migration_18,
+                                               store_migration_19};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

@@ -237,7 +237,8 @@ static int writer_admin_op(store_writer *w, const store_admin_op *op)
         [STORE_OP_SETTING] = "INSERT INTO settings(key, value, updated_at) VALUES (?3, ?4, ?5)"
                              " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
         [STORE_OP_ACCOUNT_UNHOLD] = "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD
-                                    " WHERE id = ?1",
+                                    ", " STORE_SQL_PREFILL_RELEARN " WHERE id = ?1",
+        [STORE_OP_PREFILL_REFUSED] = "UPDATE accounts SET prefill = 'refused' WHERE id = ?1 AND prefill = 'auto'",
     };
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(w->db, sql[op->kind], -1, &st, NULL) != SQLITE_OK)

@@ -265,6 +265,36 @@ class FallbackRefusesPrefillTest(GatewayTest):
         self.assertEqual([(r["status"], r["resumed"]) for r in rows], [(200, 1), (200, 1)])
         self.assertIn('account=b reason="refuses an assistant prefill"', g.trace_text())
 
+    def test_a_learned_refusal_is_stored_survives_a_restart_and_reset_forgets_it(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),
+                          account("b", self.mock.url("b", "ok,prefill=0")),
+                          account("c", self.mock.url("c"))], policies=self.no_resume_cooldown())
+        self.assertEqual(chat_text(g.stream("/v1/chat/completions", CHAT_STREAM).events), "hello from" + "hello from c")
+        wait_for(lambda: g.query("SELECT prefill FROM accounts WHERE name = 'b'")[0]["prefill"] == "refused" or None,
+                 what="the refusal stored")
+        listed = {a["name"]: a for a in json.loads(g.cli("account", "list", "--db", g.db_path, "--json").stdout)}
+        self.assertEqual(listed["b"]["prefill"], "refused")
+        g.restart()
+        self.mock.reset()
+        self.assertEqual(chat_text(g.stream("/v1/chat/completions", CHAT_STREAM).events), "hello from" + "hello from c")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "c"], "a restart tried the refusing account again")
+        g.cli("account", "reset", "--db", g.db_path, "--name", "b")
+        self.assertEqual(g.query("SELECT prefill FROM accounts WHERE name = 'b'")[0]["prefill"], "auto")
+
+    def test_an_account_declared_prefill_no_never_gets_a_continuation_and_yes_is_kept(self):
+        g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),
+                          account("b", self.mock.url("b"), args=["--prefill", "no"]),
+                          account("c", self.mock.url("c"))], policies=self.no_resume_cooldown())
+        self.assertEqual(chat_text(g.stream("/v1/chat/completions", CHAT_STREAM).events), "hello from" + "hello from c")
+        self.assertEqual(self.mock.accounts_hit(), ["a", "c"], "b takes prefills, but its operator said no")
+        g.cli("account", "update", "--db", g.db_path, "--name", "b", "--prefill", "yes")
+        self.assertEqual(g.query("SELECT prefill FROM accounts WHERE name = 'b'")[0]["prefill"], "yes")
+        bad = g.cli("account", "update", "--db", g.db_path, "--name", "b", "--prefill", "refused", check=False)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--prefill must be auto, yes or no", bad.stderr)
+        out = g.cli("account", "export", "--db", g.db_path, "--out", "-").stdout
+        self.assertIn('"prefill":"yes"', out.replace(" ", ""))
+
     def test_when_nobody_can_continue_the_original_cut_is_the_error(self):
         g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),
                           account("b", self.mock.url("b", "ok,prefill=0"))])
