@@ -12,6 +12,7 @@ typedef struct sy_config {
     char admin_host[64];       /* --admin-listen: "" = the admin surface is on the gateway listener, loopback only */
     int admin_port;
     char policies_dir[1024];   /* "" = the policies embedded in the binary */
+    char redis[1025];          /* --redis / SWITCHYARD_REDIS (core/redis_url.h); "" = nothing shared */
     size_t max_body;           /* client request body limit, bytes */
     long connect_timeout_ms;
     long first_byte_timeout_ms;   /* streamed requests: headers come at once */
@@ -59,6 +60,9 @@ void config_defaults(sy_config *c);
 int config_from_env(sy_config *c);
 /* Parses "host:port" (or ":port" / "port") into c; -1 if invalid. */
 int config_set_listen(sy_config *c, const char *s);
+/* Takes a --redis address after checking it (redis_url_parse); -1 and
+ * err (no password in it) if it is no such address. */
+int config_set_redis(sy_config *c, const char *s, char *err, size_t n);
 /* Parses the admin listen address ("host:port", or "port" for 127.0.0.1). */
 int config_set_admin_listen(sy_config *c, const char *s);
 /* Canonical strategy name ("rr"/"round_robin" -> "balanced"); NULL if unknown. */

@@ -11,6 +11,7 @@
 #include "http/conn_limit.h"
 #include "base/log.h"
 #include "route/router.h"
+#include "route/shared.h"
 #include "base/sbuf.h"
 #include <event2/buffer.h>
 #include <stdio.h>
@@ -91,6 +92,10 @@ void health_reply(struct evhttp_request *req, gateway *gw)
     }
     if (ws.file_problem[0]) /* requests still work, but what they write may be lost */
         health_reason(&reasons, ws.file_problem);
+    char shared_why[512];
+    int shared_down = shared_degraded(gw->shared, shared_why, sizeof shared_why);
+    if (shared_down) /* serving on, on this instance's own state: the others' rests are not heard */
+        health_reason(&reasons, shared_why);
     size_t usable;
     health_accounts(gw, &reasons, &usable);
     double since = gw->fb_at ? gateway_now() - gw->fb_at : -1;
@@ -116,7 +121,9 @@ void health_reply(struct evhttp_request *req, gateway *gw)
     sbuf_json_str(&b, ws.last_error, strlen(ws.last_error));
     sbuf_puts(&b, ",\"file_problem\":");
     sbuf_json_str(&b, ws.file_problem, strlen(ws.file_problem));
-    sbuf_printf(&b, "},\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
+    sbuf_printf(&b, "},\"shared\":{\"kind\":\"%s\",\"reachable\":%s}", shared_kind(gw->shared),
+                shared_down ? "false" : "true");
+    sbuf_printf(&b, ",\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
     sbuf_printf(&b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
                     "\"refused_out_of_descriptors\":%llu,\"slow_requests_closed\":%llu,\"accepting\":%s,"
                     "\"descriptor_limit\":%ld,\"per_ip_cap\":%zu,\"refused_per_ip\":%llu}",
