@@ -55,6 +55,8 @@ long long shared_rest_ttl_ms(const pool_account *pa, double now)
     for (int i = 0; i < ACCOUNT_FAMILIES; i++)
         if (pa->st.fam[i].family[0] && pa->st.fam[i].until > last)
             last = pa->st.fam[i].until;
+    if (!(last > now)) /* not resting: the ladder still remembers the 429 for the hour */
+        last = now;
     double s = last - now + 3600.0;
     if (!(s >= 60.0))
         s = 60.0;
