@@ -7,10 +7,13 @@ set -e
 # libzstd-dev, zlib1g-dev: compressed request bodies (src/http/body_decode.c),
 # zstd: the command-line tool that makes them in tests/e2e/test_compressed_bodies.py;
 # libwslay-dev: WebSocket framing for the Responses WebSocket (src/http/ws.c);
-# libssl-dev: libcrypto's SHA-1 for its handshake
+# libssl-dev: libcrypto's SHA-1 for its handshake;
+# libhiredis-dev: the Redis client of scale-out mode (src/core/redis_link.c,
+# docs/scale-out.md), redis-server: the real Redis tests/e2e/test_redis.py starts
 PKGS="build-essential cmake pkg-config liblua5.4-dev lua5.4 libevent-dev \
 libcurl4-openssl-dev libsqlite3-dev sqlite3 lua-cjson lua-cjson-dev python3 curl chromium \
-clang-14 libclang-rt-14-dev libzstd-dev zlib1g-dev zstd libwslay-dev libssl-dev"
+clang-14 libclang-rt-14-dev libzstd-dev zlib1g-dev zstd libwslay-dev libssl-dev \
+libhiredis-dev redis-server"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

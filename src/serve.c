@@ -20,6 +20,8 @@
 #include "accounts/oauth.h"
 #include "proxy.h"
 #include "http/server.h"
+#include "route/shared.h"
+#include "route/shared_redis.h"
 #include "route/spend.h"
 #include "accounts/usage_poll.h"
 #include "accounts/model_poll.h"
@@ -45,6 +47,7 @@ static void serve_usage(FILE *f)
     fprintf(f, "usage: switchyard serve [--db PATH] [--listen HOST:PORT] [--policies DIR]\n"
                "                        [--strategy ordered|balanced|weighted] [--rotation MODE] [--log-level LEVEL]\n"
                "                        [--codex-attach [CODEX_HOME]] [--admin-listen HOST:PORT] [--allowed-host NAME]...\n"
+               "                        [--redis URL]\n"
                "  --codex-attach points Codex at this gateway once it listens and hands config.toml\n"
                "  back on SIGTERM/SIGINT (the home defaults to $CODEX_HOME, else ~/.codex)\n"
                "  --admin-listen serves the dashboard, admin API and /metrics there instead of on the\n"
@@ -68,6 +71,7 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
         {"codex-attach", optional_argument, 0, 'c'},
         {"admin-listen", required_argument, 0, 'a'},
         {"allowed-host", required_argument, 0, 'H'},
+        {"redis", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     int ch;
@@ -96,6 +100,14 @@ static int serve_parse(sy_config *c, serve_codex *cx, int argc, char **argv)
             }
             break;
         case 'p': snprintf(c->policies_dir, sizeof c->policies_dir, "%s", optarg); break;
+        case 'R': {
+            char err[256];
+            if (config_set_redis(c, optarg, err, sizeof err) < 0) {
+                fprintf(stderr, "switchyard serve: --redis: %s\n", err); /* not the value: it may hold a password */
+                return -1;
+            }
+            break;
+        }
         case 'l':
             if (config_set_listen(c, optarg) < 0) {
                 fprintf(stderr, "switchyard serve: --listen %s: expected HOST:PORT\n", optarg);
@@ -366,6 +378,27 @@ static void serve_poll_after_refresh(void *arg, int64_t account_id)
 
 #define SERVE_RESTORE_WAIT_S 30.0 /* a restore copies and checks one file: seconds */
 
+/* What this gateway shares with the others of its pool: through Redis
+ * with --redis (connecting in the background: it serves on its own state
+ * until the link is up), else nothing (route/shared.h). */
+static int serve_shared_open(gateway *gw)
+{
+    redis_url u;
+    char err[256];
+    if (gw->cfg.redis[0] && redis_url_parse(gw->cfg.redis, &u, err, sizeof err) != 0) {
+        log_error("--redis: %s", err);
+        return -1;
+    }
+    gw->shared = gw->cfg.redis[0] ? shared_redis_new(gw, &u) : shared_local_new(gw);
+    memset(u.pass, 0, sizeof u.pass);
+    if (!gw->shared) {
+        log_error("cannot set up the shared state: out of memory");
+        return -1;
+    }
+    shared_attach(gw->shared);
+    return 0;
+}
+
 static int serve_open(gateway *gw)
 {
     char err[512];
@@ -390,6 +423,8 @@ static int serve_open(gateway *gw)
     }
     gw->pool = pool_new(gw->st);
     config_from_store(&gw->cfg, gw->st);
+    if (serve_shared_open(gw) != 0)
+        return -1;
     gw->affinity = affinity_new((size_t)gw->cfg.affinity_max, (double)gw->cfg.affinity_idle_s);
     gw->affinity_max = (size_t)gw->cfg.affinity_max;
     gw->policy = policy_new(gw->cfg.policies_dir[0] ? gw->cfg.policies_dir : NULL, err, sizeof err);
@@ -476,6 +511,7 @@ static void serve_close(gateway *gw)
     oauth_free(gw->oauth);
     alert_free(gw->alerts); /* a webhook POST in flight is aborted; queued alerts are dropped */
     gw->alerts = NULL;
+    shared_free(gw->shared); /* after oauth (which cancels what it asked), before the pool */
     usage_poll_free(gw->usage);
     model_poll_free(gw->models);
     if (gw->admin_http)

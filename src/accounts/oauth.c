@@ -22,6 +22,7 @@
 #include "accounts/oauth.h"
 #include "core/gateway.h"
 #include "route/pool.h"
+#include "route/shared.h"
 #include "store/store.h"
 #include "obs/alert.h"
 #include "obs/trace.h"
@@ -76,6 +77,14 @@ struct oauth_job {
     uint64_t ticket;      /* store writer ticket of the new login; 0 while the exchange runs */
     account fresh;        /* the new login, applied to the pool once durable */
     oauth_waiter *waiters;
+    /* Several gateways (route/shared.h): before the exchange, whether this
+     * instance refreshes, takes a login another one refreshed, or waits. */
+    shared_call *lease_call;  /* shared_refresh_begin's answer not in yet */
+    int in_begin;             /* inside shared_refresh_begin (its answer may come before it returns) */
+    int verdict;              /* -1 none yet, else a shared_refresh_verdict */
+    int leased;               /* this instance refreshes: shared_refresh_end is owed */
+    int waiting_peer;         /* another gateway refreshes: its login comes by oauth_on_shared_login */
+    int adopted;              /* fresh came from another gateway, not from the token endpoint */
 };
 
 struct oauth {
@@ -106,6 +115,9 @@ static void oauth_job_end(oauth_job *j, int ok, const char *why)
     pool_account *pa = pool_find(o->gw->pool, j->account_id);
     if (pa)
         pa->refreshing = 0;
+    shared_call_cancel(o->gw->shared, j->lease_call);
+    if (j->leased) /* failed or abandoned: the lease goes back, another instance may try */
+        shared_refresh_end(o->gw->shared, j->name, NULL);
     oauth_waiter *w = j->waiters;
     j->waiters = NULL;
     for (oauth_waiter *x = w; x; x = x->next)
@@ -321,8 +333,13 @@ static void oauth_apply(oauth_job *j)
         if (o->on_refreshed)
             o->on_refreshed(o->on_refreshed_ud, j->account_id); /* e.g. the windows, read with the new token */
     }
+    if (j->leased) { /* the others take this login instead of refreshing theirs */
+        shared_refresh_end(o->gw->shared, j->name, pa ? &pa->a : NULL);
+        j->leased = 0;
+    }
     double left = f->token_expires_at ? (double)f->token_expires_at - gateway_now() : -1;
-    log_info("account %s: login refreshed%s", j->name, pa ? "" : " (the account was removed meanwhile)");
+    log_info("account %s: login %s%s", j->name, j->adopted ? "taken from another gateway's refresh" : "refreshed",
+             pa ? "" : " (the account was removed meanwhile)");
     if (pa && oauth_short_lived(f)) { /* no schedule: back off, never a loop */
         double wait = oauth_back_off(o, pa);
         log_warn("account %s: the token endpoint's new token expires in %.0fs; the next refresh waits %.0fs",
@@ -330,7 +347,8 @@ static void oauth_apply(oauth_job *j)
         trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=short_lived expires_in_s=%.0f retry_in_s=%.0f",
                     j->name, left, wait);
     }
-    trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=ok expires_in_s=%.0f", j->name, left);
+    trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=%s expires_in_s=%.0f", j->name,
+                j->adopted ? "adopted" : "ok", left);
     oauth_job_end(j, 1, NULL);
 }
 
@@ -385,6 +403,13 @@ static const upstream_callbacks oauth_up_cb = {oauth_up_headers, oauth_up_data, 
 static void oauth_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     oauth_job *j = arg;
+    if (j->waiting_peer || j->lease_call) {
+        char why[160];
+        snprintf(why, sizeof why, "another gateway's refresh of this login did not arrive within %ldms",
+                 j->o->gw->cfg.oauth_timeout_ms);
+        oauth_transient(j, why);
+        return;
+    }
     if (!j->up)
         return; /* answered; committing */
     upstream_cancel(j->up);
@@ -422,16 +447,50 @@ static const char *oauth_client_id(const account *a, char *buf, size_t n)
     return OAUTH_CODEX_CLIENT_ID;
 }
 
-static oauth_job *oauth_start(oauth *o, pool_account *pa, const char *reason)
+/* Copies a login another gateway refreshed into j as its new one. */
+static void oauth_take_login(oauth_job *j, const account *login)
 {
+    account *f = &j->fresh;
+    store_account_clear(f);
+    memset(f, 0, sizeof *f);
+    f->token = sbuf_strdup_nonempty(login->token);
+    f->refresh_token = sbuf_strdup_nonempty(login->refresh_token);
+    f->id_token = sbuf_strdup_nonempty(login->id_token);
+    f->email = sbuf_strdup_nonempty(login->email);
+    f->plan_type = sbuf_strdup_nonempty(login->plan_type);
+    f->chatgpt_account_id = sbuf_strdup_nonempty(login->chatgpt_account_id);
+    f->token_expires_at = login->token_expires_at;
+    f->last_refresh_at = login->last_refresh_at;
+    j->adopted = 1;
+    j->waiting_peer = 0;
+}
+
+/* Commits the login taken: applied as a refresh of this instance's would
+ * be, once durable (oauth_on_committed). 0, or -1 when the job ended. */
+static int oauth_commit_taken(oauth_job *j)
+{
+    account *f = &j->fresh;
+    if (!f->token) {
+        oauth_transient(j, "out of memory taking another gateway's login");
+        return -1;
+    }
+    trace_event(j->o->gw->trace, "TOKEN_REFRESH", "account=%s result=adopt", j->name);
+    store_login l = {j->account_id, f->token, f->refresh_token, f->id_token, f->email, f->plan_type,
+                     f->chatgpt_account_id, f->token_expires_at, f->last_refresh_at, NULL, NULL};
+    j->ticket = store_writer_put_login(j->o->gw->st, &l);
+    if (!j->ticket) {
+        oauth_transient(j, "could not queue the new login for the database");
+        return -1;
+    }
+    return 0;
+}
+
+/* The exchange with the token endpoint. 0, or -1 when it could not start
+ * (the job is ended then). */
+static int oauth_exchange(oauth_job *j, pool_account *pa)
+{
+    oauth *o = j->o;
     char cid[128];
-    oauth_job *j = calloc(1, sizeof *j);
-    if (!j)
-        return NULL;
-    j->o = o;
-    j->account_id = pa->a.id;
-    sbuf_copy_cstr(j->name, sizeof j->name, pa->a.name);
-    j->used_refresh = sbuf_strdup_nonempty(pa->a.refresh_token);
     sbuf_puts(&j->req, "{\"client_id\":");
     const char *client = oauth_client_id(&pa->a, cid, sizeof cid);
     sbuf_json_str(&j->req, client, strlen(client));
@@ -440,20 +499,83 @@ static oauth_job *oauth_start(oauth *o, pool_account *pa, const char *reason)
     sbuf_puts(&j->req, ",\"scope\":\"openid profile email\"}");
     static const upstream_header hdrs[] = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
     upstream_spec spec = {o->gw->cfg.oauth_token_url, j->req.p, j->req.len, hdrs, 2, 0, 0, NULL};
+    j->up = upstream_start(o->gw->up, &spec, &oauth_up_cb, j);
+    if (!j->up) {
+        oauth_transient(j, "could not start the request");
+        return -1;
+    }
+    long ms = o->gw->cfg.oauth_timeout_ms; /* a stopping gateway does not wait on it long (oauth_drain) */
+    oauth_arm(j, o->gw->draining && ms > OAUTH_DRAIN_GRACE_MS ? OAUTH_DRAIN_GRACE_MS : ms);
+    return 0;
+}
+
+/* What the shared state said (route/shared.h): go on, take, or wait.
+ * 0, or -1 when the job ended. */
+static int oauth_proceed(oauth_job *j, const account *login)
+{
+    oauth *o = j->o;
+    pool_account *pa = pool_find(o->gw->pool, j->account_id);
+    if (j->verdict == SHARED_REFRESH_ADOPT && (login || j->adopted)) {
+        if (login)
+            oauth_take_login(j, login);
+        return oauth_commit_taken(j);
+    }
+    if (j->verdict == SHARED_REFRESH_WAIT) {
+        j->waiting_peer = 1;
+        log_info("account %s: another gateway is refreshing this login; waiting for its result", j->name);
+        trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=wait_peer", j->name);
+        oauth_arm(j, o->gw->cfg.oauth_timeout_ms + 10000);
+        return 0;
+    }
+    j->leased = 1;
+    if (!pa || !pa->a.refresh_token) {
+        oauth_transient(j, "the account or its refresh token is gone");
+        return -1;
+    }
+    return oauth_exchange(j, pa);
+}
+
+static void oauth_on_verdict(void *ud, shared_refresh_verdict v, const account *login)
+{
+    oauth_job *j = ud;
+    j->lease_call = NULL;
+    j->verdict = (int)v;
+    if (j->in_begin) { /* answered at once: oauth_start goes on; a login to take is copied now */
+        if (v == SHARED_REFRESH_ADOPT && login)
+            oauth_take_login(j, login);
+        return;
+    }
+    oauth_proceed(j, login);
+}
+
+static oauth_job *oauth_start(oauth *o, pool_account *pa, const char *reason)
+{
+    oauth_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->o = o;
+    j->account_id = pa->a.id;
+    j->verdict = -1;
+    sbuf_copy_cstr(j->name, sizeof j->name, pa->a.name);
+    j->used_refresh = sbuf_strdup_nonempty(pa->a.refresh_token);
     j->next = o->jobs;
     o->jobs = j;
     pa->refreshing = 1;
     trace_event(o->gw->trace, "TOKEN_REFRESH", "account=%s result=start reason=%s", j->name, reason);
     log_info("account %s: refreshing its login (%s)", j->name, reason);
     j->deadline = evtimer_new(o->gw->base, oauth_on_deadline, j);
-    j->up = j->deadline ? upstream_start(o->gw->up, &spec, &oauth_up_cb, j) : NULL;
-    if (!j->up) {
+    if (!j->deadline) {
         oauth_transient(j, "could not start the request");
         return NULL;
     }
-    long ms = o->gw->cfg.oauth_timeout_ms; /* a stopping gateway does not wait on it long (oauth_drain) */
-    oauth_arm(j, o->gw->draining && ms > OAUTH_DRAIN_GRACE_MS ? OAUTH_DRAIN_GRACE_MS : ms);
-    return j;
+    j->in_begin = 1;
+    j->lease_call = shared_refresh_begin(o->gw->shared, pa, oauth_on_verdict, j);
+    j->in_begin = 0;
+    if (j->verdict < 0) { /* asked Redis: the answer comes later, bounded by the deadline */
+        oauth_arm(j, o->gw->cfg.oauth_timeout_ms + 10000);
+        return j;
+    }
+    return oauth_proceed(j, NULL) == 0 ? j : NULL; /* a login to take was copied by oauth_on_verdict */
 }
 
 /* 1 if pa's login can be refreshed now; else 0 and why. */
@@ -490,6 +612,46 @@ static void oauth_on_committed(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* ---------- logins refreshed by another gateway ---------- */
+
+/* Another gateway of the pool refreshed the login of the account named
+ * name (route/shared.h): a refresh waiting for it takes it; with none in
+ * flight it is taken all the same (its refresh token replaced this one's,
+ * which is spent). A refresh of this instance's own in flight (Redis was
+ * out of reach when it began) keeps going. */
+static void oauth_on_shared_login(void *ud, const char *name, const account *login)
+{
+    oauth *o = ud;
+    pool_account *pa = NULL;
+    for (size_t i = 0; i < pool_count(o->gw->pool) && !pa; i++)
+        if (pool_at(o->gw->pool, i)->a.name && strcmp(pool_at(o->gw->pool, i)->a.name, name) == 0)
+            pa = pool_at(o->gw->pool, i);
+    if (!pa || pa->a.kind != ACCOUNT_CHATGPT)
+        return;
+    oauth_job *j = oauth_job_find(o, pa->a.id);
+    if (j) {
+        if (!j->waiting_peer && !j->lease_call)
+            return; /* exchanging or committing already */
+        shared_call_cancel(o->gw->shared, j->lease_call);
+        j->lease_call = NULL;
+        oauth_take_login(j, login);
+        oauth_commit_taken(j);
+        return;
+    }
+    j = calloc(1, sizeof *j);
+    if (!j)
+        return;
+    j->o = o;
+    j->account_id = pa->a.id;
+    j->verdict = SHARED_REFRESH_ADOPT;
+    sbuf_copy_cstr(j->name, sizeof j->name, pa->a.name);
+    j->next = o->jobs;
+    o->jobs = j;
+    pa->refreshing = 1;
+    oauth_take_login(j, login);
+    oauth_commit_taken(j);
+}
+
 /* ---------- API ---------- */
 
 oauth *oauth_new(gateway *gw)
@@ -498,6 +660,7 @@ oauth *oauth_new(gateway *gw)
     if (!o)
         return NULL;
     o->gw = gw;
+    shared_on_login(gw->shared, oauth_on_shared_login, o);
     int fd = store_writer_notify_fd(gw->st);
     if (fd >= 0) {
         o->notify_ev = event_new(gw->base, fd, EV_READ | EV_PERSIST, oauth_on_committed, o);

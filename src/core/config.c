@@ -2,6 +2,7 @@
  * the settings stored in the database, and handing the conversation and
  * request log retention to the store's writer. */
 #include "core/config.h"
+#include "core/redis_url.h"
 #include "base/log.h"
 #include "store/store.h"
 #include <errno.h>
@@ -194,6 +195,16 @@ static int config_str(const char *name, char *dst, size_t n)
     return 1;
 }
 
+int config_set_redis(sy_config *c, const char *s, char *err, size_t n)
+{
+    redis_url u;
+    if (redis_url_parse(s, &u, err, n) != 0)
+        return -1;
+    memset(u.pass, 0, sizeof u.pass);
+    snprintf(c->redis, sizeof c->redis, "%s", s);
+    return 0;
+}
+
 int config_from_env(sy_config *c)
 {
     long n;
@@ -205,6 +216,12 @@ int config_from_env(sy_config *c)
     bad |= config_str("SWITCHYARD_OAUTH_DEVICE_CODE_URL", c->oauth_device_code_url, sizeof c->oauth_device_code_url) < 0;
     bad |= config_str("SWITCHYARD_OAUTH_DEVICE_TOKEN_URL", c->oauth_device_token_url,
                       sizeof c->oauth_device_token_url) < 0;
+    const char *redis = getenv("SWITCHYARD_REDIS");
+    char rerr[256];
+    if (redis && *redis && config_set_redis(c, redis, rerr, sizeof rerr) < 0) {
+        log_error("SWITCHYARD_REDIS: %s", rerr); /* the value itself may hold a password */
+        bad = 1;
+    }
     const char *listen = getenv("SWITCHYARD_LISTEN");
     if (listen && *listen && config_set_listen(c, listen) < 0) {
         log_error("SWITCHYARD_LISTEN=%s: expected host:port", listen);

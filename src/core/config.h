@@ -14,6 +14,7 @@ typedef struct sy_config {
     char allowed_hosts[512];   /* --allowed-host / SWITCHYARD_ALLOWED_HOSTS: more names for the Host check
                                 * (http/host_check.h), comma-separated; "" none */
     char policies_dir[1024];   /* "" = the policies embedded in the binary */
+    char redis[1025];          /* --redis / SWITCHYARD_REDIS (core/redis_url.h); "" = nothing shared */
     size_t max_body;           /* client request body limit, bytes */
     long connect_timeout_ms;
     long first_byte_timeout_ms;   /* streamed requests: headers come at once */
@@ -68,6 +69,9 @@ void config_defaults(sy_config *c);
 int config_from_env(sy_config *c);
 /* Parses "host:port" (or ":port" / "port") into c; -1 if invalid. */
 int config_set_listen(sy_config *c, const char *s);
+/* Takes a --redis address after checking it (redis_url_parse); -1 and
+ * err (no password in it) if it is no such address. */
+int config_set_redis(sy_config *c, const char *s, char *err, size_t n);
 /* Parses the admin listen address ("host:port", or "port" for 127.0.0.1). */
 int config_set_admin_listen(sy_config *c, const char *s);
 /* Adds names (comma-separated) to c->allowed_hosts: each a DNS name

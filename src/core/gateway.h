@@ -18,6 +18,7 @@ struct conn_limit;
 struct oauth;
 struct policy_engine;
 struct pool;
+struct shared;
 struct store;
 struct trace;
 struct upstream;
@@ -40,6 +41,7 @@ typedef struct gateway {
     struct model_poll *models; /* model_poll.c */
     struct oauth *oauth;      /* login refresh (oauth.c) */
     struct alert_sender *alerts; /* webhook alerts, sent off the loop (obs/alert.h); NULL none */
+    struct shared *shared;    /* what the gateways of one pool share (route/shared.h): local unless --redis */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     struct conn_limit *conns;        /* client connection count, cap, accept back-off */
     uint64_t next_req_id;

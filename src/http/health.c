@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "obs/trace.h"
 #include "route/router.h"
+#include "route/shared.h"
 #include "base/sbuf.h"
 #include "http/host_check.h"
 #include <event2/keyvalq_struct.h>
@@ -83,7 +84,8 @@ static void health_accounts(gateway *gw, sbuf *reasons, size_t *usable_out)
 }
 
 /* The whole document: the reasons and the counters behind them. */
-static void health_details(gateway *gw, sbuf *b, const sbuf *reasons, size_t usable, const store_writer_stats *ws)
+static void health_details(gateway *gw, sbuf *b, const sbuf *reasons, size_t usable, const store_writer_stats *ws,
+                           int shared_down)
 {
     conn_limit_stats cs;
     conn_limit_stats_get(gw->conns, &cs);
@@ -100,7 +102,9 @@ static void health_details(gateway *gw, sbuf *b, const sbuf *reasons, size_t usa
     sbuf_json_str(b, ws->last_error, strlen(ws->last_error));
     sbuf_puts(b, ",\"file_problem\":");
     sbuf_json_str(b, ws->file_problem, strlen(ws->file_problem));
-    sbuf_printf(b, "},\"disk\":{\"db_bytes\":%lld,\"wal_bytes\":%lld,\"trace_bytes\":%lld,\"free_bytes\":%lld}",
+    sbuf_printf(b, "},\"shared\":{\"kind\":\"%s\",\"reachable\":%s}", shared_kind(gw->shared),
+                shared_down ? "false" : "true");
+    sbuf_printf(b, ",\"disk\":{\"db_bytes\":%lld,\"wal_bytes\":%lld,\"trace_bytes\":%lld,\"free_bytes\":%lld}",
                 ws->db_bytes, ws->wal_bytes, trace_bytes(gw->trace), ws->disk_free_bytes);
     sbuf_printf(b, ",\"policy_fallbacks\":%llu", (unsigned long long)policy_fallbacks(gw->policy));
     sbuf_printf(b, ",\"connections\":{\"open\":%zu,\"cap\":%zu,\"refused\":%llu,\"accept_pauses\":%llu,"
@@ -128,6 +132,10 @@ void health_reply(struct evhttp_request *req, gateway *gw)
     }
     if (ws.file_problem[0]) /* requests still work, but what they write may be lost */
         health_reason(&reasons, ws.file_problem);
+    char shared_why[512];
+    int shared_down = shared_degraded(gw->shared, shared_why, sizeof shared_why);
+    if (shared_down) /* serving on, on this instance's own state: the others' rests are not heard */
+        health_reason(&reasons, shared_why);
     size_t usable;
     health_accounts(gw, &reasons, &usable);
     double since = gw->fb_at ? gateway_now() - gw->fb_at : -1;
@@ -140,7 +148,7 @@ void health_reply(struct evhttp_request *req, gateway *gw)
     /* a Host that is not the gateway's own (DNS rebinding, host_check.h)
      * learns whether it is up, nothing about the pool */
     if (host_check_allowed(&gw->cfg, evhttp_find_header(evhttp_request_get_input_headers(req), "Host")))
-        health_details(gw, &b, &reasons, usable, &ws);
+        health_details(gw, &b, &reasons, usable, &ws, shared_down);
     else
         sbuf_printf(&b, "{\"status\":\"%s\"}\n", reasons.len ? "degraded" : "ok");
 

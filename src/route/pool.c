@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "base/sbuf.h"
 #include "base/sha256.h"
+#include "policy/policy.h"
 #include "upstream/model_list.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,8 @@ struct pool {
     size_t auth_next;
     pool_model_family families[POOL_MODEL_FAMILIES];
     size_t nfamilies, family_next;
+    pool_rest_fn on_rest; /* pool_on_rest */
+    void *on_rest_ud;
 };
 
 static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id);
@@ -295,6 +298,7 @@ static void pool_load(pool *p)
             /* a refusal learned this run, while the operator's word is unchanged */
             pa[i].prefill_refused = old->prefill_refused && old->a.prefill == a[i].prefill;
             old->models_upstream = old->models_codex_json = old->models_refused = NULL;
+            pa[i].rest_mark = old->rest_mark;
             pa[i].rpm = old->rpm; /* local rate limits are load, not health: a reset keeps them */
             pa[i].tpm = old->tpm;
         }
@@ -471,7 +475,32 @@ void pool_health_record(pool_account *pa, double now, int ok, double latency_ms)
     pa->st.attempts_60s = f.attempts;
 }
 
-void pool_state_save(pool *p, pool_account *pa) { store_writer_put_state(p->st, &pa->st); }
+int pool_rest_mark_take(pool_account *pa)
+{
+    pool_rest_mark m = {pa->st.cooldown_until, pa->st.last_429_at,
+                        pa->breaker.state == BREAKER_OPEN ? pa->breaker.open_until : 0, {0}, {0}};
+    for (int i = 0; i < ACCOUNT_FAMILIES; i++) {
+        m.fam_until[i] = pa->st.fam[i].until;
+        m.fam_429_at[i] = pa->st.fam[i].last_429_at;
+    }
+    if (memcmp(&m, &pa->rest_mark, sizeof m) == 0)
+        return 0;
+    pa->rest_mark = m;
+    return 1;
+}
+
+void pool_on_rest(pool *p, pool_rest_fn fn, void *ud)
+{
+    p->on_rest = fn;
+    p->on_rest_ud = ud;
+}
+
+void pool_state_save(pool *p, pool_account *pa)
+{
+    if (p->on_rest && pool_rest_mark_take(pa))
+        p->on_rest(p->on_rest_ud, pa);
+    store_writer_put_state(p->st, &pa->st);
+}
 
 /* ---------- limit families ---------- */
 

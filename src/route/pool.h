@@ -36,6 +36,13 @@ typedef struct pool_breaker {
     int window_n;            /* outcomes in the window */
 } pool_breaker;
 
+/* The rest of an account as other gateways last heard of it (route/shared.h):
+ * pool_state_save tells the pool's rest hook when it moved. */
+typedef struct pool_rest_mark {
+    double cooldown_until, last_429_at, breaker_until;
+    double fam_until[ACCOUNT_FAMILIES], fam_429_at[ACCOUNT_FAMILIES];
+} pool_rest_mark;
+
 typedef struct pool_account {
     account a;
     account_state st;
@@ -57,6 +64,7 @@ typedef struct pool_account {
     int prefill_refused;     /* no stream resume's assistant prefill goes here: its --prefill no, or a
                               * refusal learned (stored as "refused" for an auto account; reset
                               * forgets it), or one this run of an account declared yes */
+    pool_rest_mark rest_mark; /* kept across reloads */
 } pool_account;
 
 /* A platform key and its runtime state (kept across reloads by id). */
@@ -129,8 +137,18 @@ const account_family *pool_family_cooling(const pool_account *pa, const char *mo
  * cooldown ended first (cleared, windows unknown). Never NULL. */
 account_family *pool_family_slot(pool_account *pa, const char *family);
 
-/* Writes the account's state through the store writer. */
+/* Writes the account's state through the store writer; when its rest
+ * (cooldown, ladder, open breaker, family cooldowns) moved since the last
+ * save, calls the rest hook first. A few compares: it runs per request. */
 void pool_state_save(pool *p, pool_account *pa);
+
+/* The rest hook: route/shared.c installs it when several gateways share
+ * state, to tell the others. NULL (the default): nothing is called. */
+typedef void (*pool_rest_fn)(void *ud, pool_account *pa);
+void pool_on_rest(pool *p, pool_rest_fn fn, void *ud);
+/* Takes pa's rest as heard (a rest learned from another gateway is not
+ * told back). Returns 1 if it had moved. */
+int pool_rest_mark_take(pool_account *pa);
 
 int64_t pool_cursor_get(const pool *p, int64_t key_id, const char *model);
 void pool_cursor_set(pool *p, int64_t key_id, const char *model, int64_t account_id);

@@ -1,0 +1,672 @@
+/* shared_redis.c: shared state over Redis (see shared.h, shared_redis.h;
+ * the key layout is docs/scale-out.md's "Keys and channels").
+ *
+ *   sy:{POOL}:rest:NAME           an account's rest (shared_state.h), PX until an hour after it ends
+ *   sy:{POOL}:login:NAME          the newest login of a ChatGPT account (its tokens: secrets)
+ *   sy:{POOL}:lease:refresh:NAME  who refreshes that login now: an instance id, NX PX
+ *   sy:{POOL}:events:DB           the channel: {"t":"rest"|"login","from","name","body"}
+ *
+ * Accounts are named by name, not id: each instance numbers the accounts
+ * of its own database. A rest changed here is SET and PUBLISHed at once
+ * (two commands in one write, no answer awaited); one heard is merged into
+ * the local pool (shared_state.c), which the request path reads as
+ * before: no Redis round trip on it. On every (re)connect the keys are
+ * read back with SCAN + MGET and this instance's own rests and newer
+ * logins are told again, so an outage loses nothing either side knew. */
+#include "route/shared_redis.h"
+#include "route/shared_state.h"
+#include "core/redis_link.h"
+#include "base/log.h"
+#include "base/sbuf.h"
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHARED_START_GRACE_S 3.0   /* a refresh at start-up waits this long for the link */
+#define SHARED_LEASE_EXTRA_MS 10000 /* a refresh lease lives oauth_timeout_ms + this */
+#define SHARED_SCAN_COUNT "500"
+#define SHARED_RELEASE_LUA \
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
+
+typedef struct shared_redis shared_redis;
+
+/* A refresh_begin in flight (shared_call). */
+struct shared_call {
+    shared_call *next;      /* in pending, while waiting for the link */
+    shared_redis *sr;
+    shared_refresh_fn fn;   /* NULL: cancelled */
+    void *ud;
+    char name[256];
+    int64_t local_last_refresh;
+    uint64_t local_refresh_hash; /* sbuf_hash of the refresh token it has: not the secret itself */
+    double queued_at;
+    int replies, granted, lost;
+    char *login;            /* the GET's answer, wiped */
+    size_t login_len;
+};
+
+/* A login seen at a resync: which instance's is newer. */
+typedef struct shared_seen {
+    char *name;
+    int64_t last_refresh_at;
+} shared_seen;
+
+struct shared_redis {
+    shared base;
+    redis_link *link;
+    char prefix[64];        /* sy:{POOL}: */
+    char channel[96];
+    char id[33];            /* this run's instance id: the owner of its leases, the from of its messages */
+    double started;         /* monotonic */
+    shared_call *pending;   /* refreshes waiting for the first connect */
+    struct event *tick;
+    int scanning;           /* a resync in progress (its generation) */
+    unsigned long scan_gen;
+    shared_seen *seen;
+    size_t nseen, capseen;
+    int closing;
+};
+
+static double shared_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static pool_account *shared_find(shared_redis *sr, const char *name)
+{
+    pool *p = sr->base.gw->pool;
+    for (size_t i = 0; i < pool_count(p); i++) {
+        pool_account *pa = pool_at(p, i);
+        if (pa->a.name && strcmp(pa->a.name, name) == 0)
+            return pa;
+    }
+    return NULL;
+}
+
+static void shared_key(const shared_redis *sr, const char *kind, const char *name, sbuf *out)
+{
+    out->len = 0;
+    sbuf_printf(out, "%s%s:%s", sr->prefix, kind, name);
+}
+
+/* A command of C strings; the answer ignored (fire and forget). */
+static int shared_cmd(shared_redis *sr, redis_reply_fn fn, void *ud, int argc, const char **argv)
+{
+    size_t lens[8];
+    for (int i = 0; i < argc && i < 8; i++)
+        lens[i] = strlen(argv[i]);
+    return redis_link_command(sr->link, fn, ud, argc, argv, lens);
+}
+
+/* ---------- rests ---------- */
+
+static void shared_rest_tell(shared_redis *sr, pool_account *pa)
+{
+    if (!redis_link_is_up(sr->link) || !pa->a.name)
+        return;
+    double now = gateway_now();
+    sbuf key = SBUF_INIT, val = SBUF_INIT, msg = SBUF_INIT;
+    shared_key(sr, "rest", pa->a.name, &key);
+    shared_rest_write(pa, &val);
+    char px[32];
+    snprintf(px, sizeof px, "%lld", shared_rest_ttl_ms(pa, now));
+    const char *set[] = {"SET", key.p, val.p, "PX", px};
+    shared_cmd(sr, NULL, NULL, 5, set);
+    shared_message_write(&msg, "rest", sr->id, pa->a.name, val.p);
+    const char *pub[] = {"PUBLISH", sr->channel, msg.p};
+    shared_cmd(sr, NULL, NULL, 3, pub);
+    sbuf_free(&key);
+    sbuf_free(&val);
+    sbuf_free(&msg);
+}
+
+static void shared_redis_rest_changed(shared *sh, pool_account *pa) { shared_rest_tell((shared_redis *)sh, pa); }
+
+/* Another instance's rest of the account named name. */
+static void shared_rest_heard(shared_redis *sr, const char *name, const json_value *rest)
+{
+    pool_account *pa = shared_find(sr, name);
+    if (!pa)
+        return;
+    if (shared_rest_merge(pa, rest, gateway_now()) == 1) {
+        pool_rest_mark_take(pa); /* heard, not to be told back */
+        pool_state_save(sr->base.gw->pool, pa);
+        log_debug("redis: account %s rests until %.0f (from another instance)", name, pa->st.cooldown_until);
+    }
+}
+
+/* ---------- logins ---------- */
+
+/* A login text from Redis for the account named name: handed to oauth
+ * (shared_on_login) when it is newer than what this instance holds. */
+static void shared_login_heard(shared_redis *sr, const char *name, const char *text, size_t len)
+{
+    pool_account *pa = shared_find(sr, name);
+    if (!pa || !sr->base.on_login)
+        return;
+    json_value *doc = json_parse(text, len, NULL, 0);
+    account login;
+    memset(&login, 0, sizeof login);
+    if (doc && shared_login_read(doc, &login) == 0 && login.last_refresh_at >= pa->a.last_refresh_at &&
+        (!pa->a.refresh_token || !login.refresh_token || strcmp(pa->a.refresh_token, login.refresh_token) != 0 ||
+         !pa->a.token || strcmp(pa->a.token, login.token) != 0))
+        sr->base.on_login(sr->base.on_login_ud, name, &login);
+    json_free(doc);
+    store_account_clear(&login);
+}
+
+typedef struct shared_login_get {
+    shared_redis *sr;
+    char name[256];
+} shared_login_get;
+
+static void shared_on_login_got(void *ud, redisReply *r)
+{
+    shared_login_get *g = ud;
+    if (r && r->type == REDIS_REPLY_STRING && !g->sr->closing)
+        shared_login_heard(g->sr, g->name, r->str, r->len);
+    free(g);
+}
+
+static void shared_login_fetch(shared_redis *sr, const char *name)
+{
+    shared_login_get *g = calloc(1, sizeof *g);
+    if (!g)
+        return;
+    g->sr = sr;
+    snprintf(g->name, sizeof g->name, "%s", name);
+    sbuf key = SBUF_INIT;
+    shared_key(sr, "login", name, &key);
+    const char *get[] = {"GET", key.p};
+    if (shared_cmd(sr, shared_on_login_got, g, 2, get) != 0)
+        free(g);
+    sbuf_free(&key);
+}
+
+static void shared_login_tell(shared_redis *sr, const char *name, const account *a)
+{
+    if (!redis_link_is_up(sr->link) || !a->token)
+        return;
+    sbuf key = SBUF_INIT, val = SBUF_INIT, msg = SBUF_INIT;
+    shared_key(sr, "login", name, &key);
+    shared_login_write(a, &val);
+    const char *set[] = {"SET", key.p, val.p};
+    shared_cmd(sr, NULL, NULL, 3, set);
+    shared_message_write(&msg, "login", sr->id, name, NULL);
+    const char *pub[] = {"PUBLISH", sr->channel, msg.p};
+    shared_cmd(sr, NULL, NULL, 3, pub);
+    sbuf_free(&key);
+    sbuf_secret_wipe(&val);
+    sbuf_free(&msg);
+}
+
+/* ---------- the refresh lease ---------- */
+
+static void shared_call_finish(shared_call *c, shared_refresh_verdict v, const account *login)
+{
+    if (c->fn)
+        c->fn(c->ud, v, login);
+    sbuf_secret_free(c->login);
+    free(c);
+}
+
+static void shared_lease_release(shared_redis *sr, const char *name)
+{
+    sbuf key = SBUF_INIT;
+    shared_key(sr, "lease:refresh", name, &key);
+    const char *eval[] = {"EVAL", SHARED_RELEASE_LUA, "1", key.p, sr->id};
+    shared_cmd(sr, NULL, NULL, 5, eval);
+    sbuf_free(&key);
+}
+
+/* Both answers are in (SET NX, then GET of the login): decide. */
+static void shared_call_decide(shared_call *c)
+{
+    shared_redis *sr = c->sr;
+    if (sr->closing)
+        c->fn = NULL; /* shutting down: nobody waits for it (oauth cancelled its calls first) */
+    if (c->lost || sr->closing) { /* the link went down meanwhile: this instance refreshes on its own */
+        shared_call_finish(c, SHARED_REFRESH_GO, NULL);
+        return;
+    }
+    account login;
+    memset(&login, 0, sizeof login);
+    json_value *doc = c->login ? json_parse(c->login, c->login_len, NULL, 0) : NULL;
+    int newer = doc && shared_login_read(doc, &login) == 0 && login.refresh_token &&
+                login.last_refresh_at >= c->local_last_refresh && sbuf_hash(login.refresh_token) != c->local_refresh_hash;
+    json_free(doc);
+    if (newer) { /* refreshed elsewhere already: take it, refresh nothing */
+        if (c->granted)
+            shared_lease_release(sr, c->name);
+        shared_call_finish(c, SHARED_REFRESH_ADOPT, &login);
+    } else {
+        shared_call_finish(c, c->granted ? SHARED_REFRESH_GO : SHARED_REFRESH_WAIT, NULL);
+    }
+    store_account_clear(&login);
+}
+
+static void shared_on_lease_set(void *ud, redisReply *r)
+{
+    shared_call *c = ud;
+    if (!r)
+        c->lost = 1;
+    else
+        c->granted = r->type == REDIS_REPLY_STATUS && r->str && strcmp(r->str, "OK") == 0;
+    if (++c->replies == 2)
+        shared_call_decide(c);
+}
+
+static void shared_on_lease_login(void *ud, redisReply *r)
+{
+    shared_call *c = ud;
+    if (!r)
+        c->lost = 1;
+    else if (r->type == REDIS_REPLY_STRING && r->len < (1u << 20)) {
+        c->login = malloc(r->len + 1);
+        if (c->login) {
+            memcpy(c->login, r->str, r->len);
+            c->login[r->len] = '\0';
+            c->login_len = r->len;
+        }
+    }
+    if (++c->replies == 2)
+        shared_call_decide(c);
+}
+
+/* SET lease NX PX and GET login, in one write: 0, or -1 (the link is down). */
+static int shared_call_send(shared_call *c)
+{
+    shared_redis *sr = c->sr;
+    if (!redis_link_is_up(sr->link))
+        return -1;
+    sbuf lease = SBUF_INIT, login = SBUF_INIT;
+    shared_key(sr, "lease:refresh", c->name, &lease);
+    shared_key(sr, "login", c->name, &login);
+    char px[32];
+    snprintf(px, sizeof px, "%ld", sr->base.gw->cfg.oauth_timeout_ms + SHARED_LEASE_EXTRA_MS);
+    const char *set[] = {"SET", lease.p, sr->id, "NX", "PX", px};
+    const char *get[] = {"GET", login.p};
+    int rc = shared_cmd(sr, shared_on_lease_set, c, 6, set);
+    if (rc == 0 && shared_cmd(sr, shared_on_lease_login, c, 2, get) != 0)
+        c->lost = 1, c->replies++; /* the SET's answer (or its NULL) decides alone */
+    sbuf_free(&lease);
+    sbuf_free(&login);
+    return rc;
+}
+
+static shared_call *shared_redis_refresh_begin(shared *sh, const pool_account *pa, shared_refresh_fn fn, void *ud)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    shared_call *c = calloc(1, sizeof *c);
+    if (!c || !pa->a.name) {
+        free(c);
+        fn(ud, SHARED_REFRESH_GO, NULL);
+        return NULL;
+    }
+    c->sr = sr;
+    c->fn = fn;
+    c->ud = ud;
+    snprintf(c->name, sizeof c->name, "%s", pa->a.name);
+    c->local_last_refresh = pa->a.last_refresh_at;
+    c->local_refresh_hash = pa->a.refresh_token ? sbuf_hash(pa->a.refresh_token) : 0;
+    if (shared_call_send(c) == 0)
+        return c;
+    if (!redis_link_ups(sr->link) && shared_mono() - sr->started < SHARED_START_GRACE_S) {
+        c->queued_at = shared_mono(); /* starting together: wait for the link a moment */
+        c->next = sr->pending;
+        sr->pending = c;
+        return c;
+    }
+    free(c); /* Redis is out of reach: refresh here (docs/scale-out.md, "Faults") */
+    fn(ud, SHARED_REFRESH_GO, NULL);
+    return NULL;
+}
+
+static void shared_redis_refresh_end(shared *sh, const char *account_name, const account *fresh)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    if (fresh)
+        shared_login_tell(sr, account_name, fresh); /* before the release: the others hear it first */
+    shared_lease_release(sr, account_name);
+}
+
+static void shared_redis_call_cancel(shared *sh, shared_call *c)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    for (shared_call **pp = &sr->pending; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            free(c);
+            return;
+        }
+    c->fn = NULL; /* in flight: freed when its answers are in */
+}
+
+/* The pending refreshes: sent once the link is up, or let go after the grace. */
+static void shared_pending_flush(shared_redis *sr, int give_up)
+{
+    shared_call *list = sr->pending;
+    sr->pending = NULL;
+    while (list) {
+        shared_call *c = list;
+        list = c->next;
+        c->next = NULL;
+        if (!give_up && shared_call_send(c) == 0)
+            continue;
+        if (!give_up && shared_mono() - c->queued_at < SHARED_START_GRACE_S) {
+            c->next = sr->pending;
+            sr->pending = c;
+            continue;
+        }
+        shared_call_finish(c, SHARED_REFRESH_GO, NULL);
+    }
+}
+
+static void shared_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    shared_redis *sr = arg;
+    if (sr->pending)
+        shared_pending_flush(sr, 0);
+}
+
+/* ---------- resync ---------- */
+
+static void shared_seen_clear(shared_redis *sr)
+{
+    for (size_t i = 0; i < sr->nseen; i++)
+        free(sr->seen[i].name);
+    sr->nseen = 0;
+}
+
+static void shared_seen_add(shared_redis *sr, const char *name, int64_t last)
+{
+    if (sr->nseen == sr->capseen) {
+        size_t cap = sr->capseen ? sr->capseen * 2 : 64;
+        shared_seen *n = realloc(sr->seen, cap * sizeof *n);
+        if (!n)
+            return;
+        sr->seen = n;
+        sr->capseen = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return;
+    sr->seen[sr->nseen].name = copy;
+    sr->seen[sr->nseen++].last_refresh_at = last;
+}
+
+/* The scan is over: tell the others what this instance knows better. */
+static void shared_resync_done(shared_redis *sr)
+{
+    double now = gateway_now();
+    pool *p = sr->base.gw->pool;
+    size_t rests = 0, logins = 0;
+    for (size_t i = 0; i < pool_count(p); i++) {
+        pool_account *pa = pool_at(p, i);
+        pool_rest_mark_take(pa);
+        if (shared_rest_ttl_ms(pa, now) > 3600000) { /* resting now: say so again */
+            shared_rest_tell(sr, pa);
+            rests++;
+        }
+        if (!pa->a.refresh_token || !pa->a.name)
+            continue;
+        const shared_seen *s = NULL;
+        for (size_t k = 0; k < sr->nseen && !s; k++)
+            if (strcmp(sr->seen[k].name, pa->a.name) == 0)
+                s = &sr->seen[k];
+        if (!s || pa->a.last_refresh_at > s->last_refresh_at) {
+            shared_login_tell(sr, pa->a.name, &pa->a);
+            logins++;
+        }
+    }
+    shared_seen_clear(sr);
+    sr->scanning = 0;
+    log_info("redis: resynchronised (told %zu resting accounts, %zu logins)", rests, logins);
+}
+
+typedef struct shared_scan_step {
+    shared_redis *sr;
+    unsigned long gen;
+    char cursor[32];
+    char **keys;
+    size_t nkeys;
+} shared_scan_step;
+
+static void shared_scan_next(shared_redis *sr, unsigned long gen, const char *cursor);
+
+static void shared_scan_step_free(shared_scan_step *s)
+{
+    for (size_t i = 0; i < s->nkeys; i++)
+        free(s->keys[i]);
+    free(s->keys);
+    free(s);
+}
+
+/* MGET's answer: each key's value, in the order asked. */
+static void shared_on_mget(void *ud, redisReply *r)
+{
+    shared_scan_step *s = ud;
+    shared_redis *sr = s->sr;
+    if (!r || sr->closing || s->gen != sr->scan_gen) {
+        shared_scan_step_free(s);
+        return;
+    }
+    size_t plen = strlen(sr->prefix);
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements && i < s->nkeys; i++) {
+        const redisReply *v = r->element[i];
+        const char *key = s->keys[i] + plen;
+        if (v->type != REDIS_REPLY_STRING)
+            continue;
+        if (strncmp(key, "rest:", 5) == 0) {
+            json_value *doc = json_parse(v->str, v->len, NULL, 0);
+            shared_rest_heard(sr, key + 5, doc);
+            json_free(doc);
+        } else if (strncmp(key, "login:", 6) == 0) {
+            json_value *doc = json_parse(v->str, v->len, NULL, 0);
+            int64_t last = 0;
+            if (doc)
+                json_get_int64(doc, "last_refresh_at", 0, INT64_C(1) << 40, &last);
+            json_free(doc);
+            shared_seen_add(sr, key + 6, last);
+            shared_login_heard(sr, key + 6, v->str, v->len);
+        }
+    }
+    char cursor[32];
+    snprintf(cursor, sizeof cursor, "%s", s->cursor);
+    unsigned long gen = s->gen;
+    shared_scan_step_free(s);
+    if (strcmp(cursor, "0") == 0)
+        shared_resync_done(sr);
+    else
+        shared_scan_next(sr, gen, cursor);
+}
+
+static void shared_on_scan(void *ud, redisReply *r)
+{
+    shared_scan_step *s = ud;
+    shared_redis *sr = s->sr;
+    if (!r || sr->closing || s->gen != sr->scan_gen || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
+        if (r && !sr->closing && s->gen == sr->scan_gen)
+            log_warn("redis: the resync's SCAN got an answer it cannot read; it is tried again at the next connect");
+        shared_scan_step_free(s);
+        return;
+    }
+    snprintf(s->cursor, sizeof s->cursor, "%.*s", (int)r->element[0]->len, r->element[0]->str);
+    const redisReply *keys = r->element[1];
+    size_t plen = strlen(sr->prefix);
+    s->keys = calloc(keys->elements ? keys->elements : 1, sizeof *s->keys);
+    for (size_t i = 0; s->keys && i < keys->elements; i++) {
+        const redisReply *k = keys->element[i];
+        if (k->type != REDIS_REPLY_STRING || k->len <= plen || k->len > 600 || memchr(k->str, 0, k->len) ||
+            (strncmp(k->str + plen, "rest:", 5) != 0 && strncmp(k->str + plen, "login:", 6) != 0))
+            continue;
+        s->keys[s->nkeys] = malloc(k->len + 1);
+        if (!s->keys[s->nkeys])
+            break;
+        memcpy(s->keys[s->nkeys], k->str, k->len);
+        s->keys[s->nkeys++][k->len] = '\0';
+    }
+    if (!s->nkeys) {
+        char cursor[32];
+        snprintf(cursor, sizeof cursor, "%s", s->cursor);
+        unsigned long gen = s->gen;
+        shared_scan_step_free(s);
+        if (strcmp(cursor, "0") == 0)
+            shared_resync_done(sr);
+        else
+            shared_scan_next(sr, gen, cursor);
+        return;
+    }
+    const char **argv = malloc((s->nkeys + 1) * sizeof *argv);
+    size_t *lens = malloc((s->nkeys + 1) * sizeof *lens);
+    int rc = -1;
+    if (argv && lens) {
+        argv[0] = "MGET";
+        lens[0] = 4;
+        for (size_t i = 0; i < s->nkeys; i++) {
+            argv[i + 1] = s->keys[i];
+            lens[i + 1] = strlen(s->keys[i]);
+        }
+        rc = redis_link_command(sr->link, shared_on_mget, s, (int)s->nkeys + 1, argv, lens);
+    }
+    free(argv);
+    free(lens);
+    if (rc != 0)
+        shared_scan_step_free(s);
+}
+
+static void shared_scan_next(shared_redis *sr, unsigned long gen, const char *cursor)
+{
+    shared_scan_step *s = calloc(1, sizeof *s);
+    if (!s)
+        return;
+    s->sr = sr;
+    s->gen = gen;
+    char match[80];
+    snprintf(match, sizeof match, "%s*", sr->prefix);
+    const char *scan[] = {"SCAN", cursor, "MATCH", match, "COUNT", SHARED_SCAN_COUNT};
+    if (shared_cmd(sr, shared_on_scan, s, 6, scan) != 0)
+        free(s);
+}
+
+/* ---------- the link's hooks ---------- */
+
+static void shared_on_up(void *ud)
+{
+    shared_redis *sr = ud;
+    sr->scan_gen++;
+    sr->scanning = 1;
+    shared_seen_clear(sr);
+    shared_scan_next(sr, sr->scan_gen, "0");
+    if (sr->pending)
+        shared_pending_flush(sr, 0);
+}
+
+static void shared_on_down(void *ud)
+{
+    shared_redis *sr = ud;
+    sr->scan_gen++; /* a scan in flight is void */
+    sr->scanning = 0;
+}
+
+static void shared_on_message(void *ud, const char *p, size_t n)
+{
+    shared_redis *sr = ud;
+    shared_message m;
+    if (shared_message_read(p, n, &m) != 0) {
+        log_debug("redis: a message on %s that is not one of ours: ignored", sr->channel);
+        return;
+    }
+    if (strcmp(m.from, sr->id) != 0) {
+        if (strcmp(m.type, "rest") == 0)
+            shared_rest_heard(sr, m.name, m.body);
+        else if (strcmp(m.type, "login") == 0)
+            shared_login_fetch(sr, m.name);
+    }
+    json_free(m.doc);
+}
+
+/* ---------- the rest of the ops ---------- */
+
+static int shared_redis_degraded(const shared *sh, char *why, size_t n)
+{
+    const shared_redis *sr = (const shared_redis *)sh;
+    if (redis_link_is_up(sr->link)) {
+        if (n)
+            why[0] = '\0';
+        return 0;
+    }
+    time_t since = (time_t)redis_link_down_since(sr->link);
+    struct tm tm;
+    char at[32] = "?";
+    if (gmtime_r(&since, &tm))
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(why, n, "redis: unreachable since %s (%s); serving on this instance's own state", at,
+             redis_link_error(sr->link));
+    return 1;
+}
+
+static void shared_redis_free(shared *sh)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    sr->closing = 1;
+    while (sr->pending) { /* nobody waits for these any more */
+        shared_call *c = sr->pending;
+        sr->pending = c->next;
+        free(c);
+    }
+    redis_link_free(sr->link); /* the answers still due come back NULL and free their calls */
+    if (sr->tick)
+        event_free(sr->tick);
+    shared_seen_clear(sr);
+    free(sr->seen);
+    free(sr);
+}
+
+static const shared_ops shared_redis_ops = {
+    "redis", shared_redis_refresh_begin, shared_redis_refresh_end, shared_redis_call_cancel,
+    shared_redis_rest_changed, shared_redis_degraded, shared_redis_free,
+};
+
+shared *shared_redis_new(gateway *gw, const redis_url *u)
+{
+    shared_redis *sr = calloc(1, sizeof *sr);
+    if (!sr)
+        return NULL;
+    sr->base.ops = &shared_redis_ops;
+    sr->base.gw = gw;
+    sr->started = shared_mono();
+    snprintf(sr->prefix, sizeof sr->prefix, "sy:{%s}:", u->pool);
+    snprintf(sr->channel, sizeof sr->channel, "sy:{%s}:events:%d", u->pool, u->db);
+    unsigned char rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) { /* no entropy: time and pid still differ per run */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+        memcpy(rnd, &x, sizeof x);
+        memcpy(rnd + 8, &x, sizeof x);
+    }
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(sr->id + 2 * i, 3, "%02x", rnd[i]);
+    sr->tick = event_new(gw->base, -1, EV_PERSIST, shared_on_tick, sr);
+    if (sr->tick) {
+        struct timeval tv = {0, 250000};
+        event_add(sr->tick, &tv);
+    }
+    redis_link_hooks h = {shared_on_up, shared_on_down, shared_on_message, sr};
+    sr->link = redis_link_new(gw->base, u, sr->channel, &h);
+    if (!sr->link) {
+        if (sr->tick)
+            event_free(sr->tick);
+        free(sr);
+        return NULL;
+    }
+    return &sr->base;
+}

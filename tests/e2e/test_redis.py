@@ -1,0 +1,195 @@
+"""test_redis.py: several gateways serving one pool through a real Redis
+(docs/scale-out.md). The test starts `redis-server` on a loopback port of
+its own (no persistence) and three gateways, each with its own database
+holding the same accounts, pointed at it with SWITCHYARD_REDIS; the mock
+upstream serves them all. Skipped, saying so, only where redis-server is
+not installed (scripts/install-deps.sh installs it, so CI runs this)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import GatewayTest, account, free_port, http_call, main, wait_for, _live_procs
+from test_oauth import auth_json
+
+REDIS = shutil.which("redis-server")
+
+
+class Redis:
+    """A redis-server on a loopback port, kept in memory only."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sy-redis-")
+        self.port = free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen([REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", self.dir],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        _live_procs.append(self.proc)
+        wait_for(lambda: self.cli("PING") == "PONG", what="redis-server to answer")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def cli(self, *args):
+        try:
+            p = subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True,
+                               timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    def url(self, pool="t"):
+        return f"redis://127.0.0.1:{self.port}/0?pool={pool}"
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@unittest.skipUnless(REDIS and shutil.which("redis-cli"),
+                     "redis-server is not installed (scripts/install-deps.sh installs it)")
+class RedisTest(GatewayTest):
+
+    def setUp(self):
+        super().setUp()
+        self.redis = Redis()
+        self.addCleanup(self.redis.close)
+
+    def env(self, extra=None):
+        e = {"SWITCHYARD_REDIS": self.redis.url(), "SWITCHYARD_USAGE_POLL_S": "0"}
+        e.update(extra or {})
+        return e
+
+    def three(self, accounts, env=None):
+        gs = [self.gateway(accounts, env=self.env(env), start=False) for _ in range(3)]
+        for g in gs:
+            g.start()
+        for g in gs:
+            wait_for(lambda g=g: "redis: resynchronised" in g.log_text(), what="the gateway to reach redis")
+        return gs
+
+    def rest_until(self, g, name):
+        rows = g.query("SELECT s.cooldown_until FROM account_state s JOIN accounts a ON a.id = s.account_id"
+                       " WHERE a.name = ?", (name,))
+        return rows[0]["cooldown_until"] if rows else 0
+
+    def ask(self, g):
+        return g.post("/v1/chat/completions", {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]},
+                      key=g.key)
+
+    def test_a_429_seen_by_one_gateway_rests_the_account_for_all_three(self):
+        accts = [account("a", self.mock.url("a", "status=429,retry_after=600")), account("b", self.mock.url("b"))]
+        g1, g2, g3 = self.three(accts)
+        r = self.ask(g1)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers.get("x-switchyard-account"), "b")
+        self.assertEqual(len(self.mock.requests("a")), 1)
+        # the others hear it and write it down like a rest of their own
+        for g in (g2, g3):
+            wait_for(lambda g=g: self.rest_until(g, "a") > time.time() + 500, what="the rest to reach the others")
+        for g in (g2, g3):
+            for _ in range(3):
+                r = self.ask(g)
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.headers.get("x-switchyard-account"), "b")
+        self.assertEqual(len(self.mock.requests("a")), 1, "the others skipped the resting account")
+        self.assertIn('"until"', self.redis.cli("GET", "sy:{t}:rest:a") or "")
+
+    def test_two_gateways_racing_to_refresh_one_login_refresh_it_once_and_both_serve(self):
+        env = {"SWITCHYARD_OAUTH_TOKEN_URL": f"{self.mock.base()}/oauth/slow,ms=500/token"}
+        gs = [self.gateway([], env=self.env(env), start=False) for _ in range(2)]
+        for g in gs:
+            path = os.path.join(g.dir, "x-auth.json")
+            with open(path, "w") as f:
+                import json
+                json.dump(dict(auth_json("x", -60), name="x"), f)
+            g.cli("account", "import", "--db", g.db_path, path)
+            g.cli("account", "update", "--db", g.db_path, "--name", "x",
+                  "--base-url", self.mock.url("x", "ok,auth=1", v1=False))
+        threads = [threading.Thread(target=g.start) for g in gs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for g in gs:
+            wait_for(lambda g=g: g.query("SELECT refresh_token FROM accounts WHERE name = 'x'")[0]["refresh_token"]
+                     == "rt_x_2", what="the new login on both gateways")
+        oauth = [r for r in self.mock.requests() if r["endpoint"] == "oauth_token"]
+        self.assertEqual([r["refresh_token"] for r in oauth], ["rt_x_1"], "one refresh for both")
+        for g in gs:
+            r = g.post("/v1/responses", {"model": "gpt-test", "input": "hi"}, key=g.key)
+            self.assertEqual(r.status, 200, r)
+        self.assertIn("taken from another gateway's refresh", gs[0].log_text() + gs[1].log_text())
+        self.assertEqual(self.redis.cli("EXISTS", "sy:{t}:lease:refresh:x"), "0", "the lease was given back")
+
+    def test_redis_down_degrades_health_once_then_resyncs_with_no_failed_request(self):
+        accts = [account("a", self.mock.url("a", "status=429,retry_after=600")), account("b", self.mock.url("b"))]
+        gs = self.three(accts)
+        failures, stop = [], threading.Event()
+
+        def load(g):
+            while not stop.is_set():
+                r = self.ask(g)
+                if r.status != 200:
+                    failures.append(r)
+
+        threads = [threading.Thread(target=load, args=(g,)) for g in gs]
+        for t in threads:
+            t.start()
+        try:
+            wait_for(lambda: self.redis.cli("EXISTS", "sy:{t}:rest:a") == "1", what="a's rest in redis")
+            self.redis.stop()
+            for g in gs:
+                h = wait_for(lambda g=g: (lambda j: j if j["status"] == "degraded" else None)(
+                    g.get("/health").json()), what="/health to say degraded")
+                self.assertTrue(any(x.startswith("redis: unreachable since ") for x in h["reasons"]), h)
+                self.assertFalse(h["shared"]["reachable"])
+            time.sleep(1.0)  # requests keep coming meanwhile, served on each instance's own state
+            self.redis.start()  # empty: nothing was saved
+            for g in gs:
+                wait_for(lambda g=g: g.get("/health").json()["shared"]["reachable"], what="the link back")
+            # the instances that knew a's rest told it again
+            wait_for(lambda: self.redis.cli("EXISTS", "sy:{t}:rest:a") == "1", what="the resync to tell a's rest")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertEqual(failures, [])
+        for g in gs:
+            self.assertEqual(g.log_text().count("serving on this instance's own state until it is back"), 1,
+                             "the loss is logged once, not per request or per attempt")
+
+    def test_a_gateway_killed_with_sigkill_leaves_the_others_serving_and_sharing(self):
+        accts = [account("a", self.mock.url("a", "status=429,retry_after=600")), account("b", self.mock.url("b"))]
+        g1, g2, g3 = self.three(accts)
+        g1.kill9()
+        r = self.ask(g2)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "b"))
+        wait_for(lambda: self.rest_until(g3, "a") > time.time() + 500, what="g2's rest to reach g3")
+        r = self.ask(g3)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "b"))
+        self.assertEqual(len(self.mock.requests("a")), 1)
+        # a lease has a TTL: one left by a killed instance goes by itself
+        self.redis.cli("SET", "sy:{t}:lease:refresh:dead", "someone", "NX", "PX", "15000")
+        self.assertTrue(0 < int(self.redis.cli("PTTL", "sy:{t}:lease:refresh:dead")) <= 15000)
+
+    def test_without_redis_nothing_is_shared_and_health_says_local(self):
+        g = self.gateway([account("b", self.mock.url("b"))], env={"SWITCHYARD_USAGE_POLL_S": "0"})
+        h = g.get("/health").json()
+        self.assertEqual((h["status"], h["shared"]), ("ok", {"kind": "local", "reachable": True}))
+        self.assertEqual(self.redis.cli("DBSIZE"), "0")
+
+
+if __name__ == "__main__":
+    main()
