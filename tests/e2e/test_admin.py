@@ -11,6 +11,7 @@ state, never a duration."""
 import hashlib
 import http.client
 import json
+import time
 import os
 import shutil
 import socket
@@ -190,12 +191,14 @@ class AdminTest(GatewayTest):
         tok = admin_token(g)
         g.start()
         self.assertEqual(g.post("/v1/responses", BODY, key=None).status, 401)  # creates nothing in the log
-        # one failed request, then 25 000 good ones (written straight into the log)
+        # one failed request, then 25 000 good ones (written straight into the log; recent, so the
+        # request log retention, 90 days by default, keeps them)
         c = g.db()
         row = ("INSERT INTO request_logs(ts, endpoint, model, stream, account_name, status, attempts, latency_ms,"
                " route_strategy, error_class) VALUES (?, '/v1/responses', 'm', 0, 'a', ?, 1, 1, 'ordered', '')")
-        c.execute(row, (1.0, 502))
-        c.executemany(row, [(2.0 + i, 200) for i in range(25000)])
+        t0 = time.time() - 86400
+        c.execute(row, (t0, 502))
+        c.executemany(row, [(t0 + 1.0 + i / 1000, 200) for i in range(25000)])
         c.commit()
         c.close()
         page = call(g, "GET", "/admin/api/requests?failed=1&limit=5", token=tok).json()
