@@ -42,10 +42,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
         FUZZ_CHECK(u.host[0] && fuzz_plain(u.host) && u.port >= 1 && u.port <= 65535);
     }
     FUZZ_CHECK(!u.user[0] || u.pass[0]);
-    char d[600];
+    /* the description never depends on the password: the same with another one
+     * (a substring test gave false alarms when the scheme and the user spelled it) */
+    char d[600], d2[600];
     redis_url_describe(&u, d, sizeof d);
-    if (strlen(u.pass) >= 4) /* a short one may be part of the host's name by chance */
-        FUZZ_CHECK(!strstr(d, u.pass) || strstr(u.host, u.pass) || strstr(u.path, u.pass) ||
-                   strstr(u.user, u.pass) || strstr(u.pool, u.pass));
+    redis_url other = u;
+    for (size_t i = 0; other.pass[i]; i++)
+        other.pass[i] = other.pass[i] == 'x' ? 'y' : 'x';
+    redis_url_describe(&other, d2, sizeof d2);
+    FUZZ_CHECK(strcmp(d, d2) == 0);
     return 0;
 }
