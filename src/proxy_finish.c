@@ -266,6 +266,8 @@ void proxy_finish(proxy_req *p, int status)
     gateway *gw = p->gw;
     oauth_wait_cancel(gw->oauth, p->wait);
     p->wait = NULL;
+    shared_call_cancel(gw->shared, p->ask);
+    p->ask = NULL;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone) {
         /* the connection keeps its watch for its next request (see

@@ -184,6 +184,97 @@ class RedisTest(GatewayTest):
         self.redis.cli("SET", "sy:{t}:lease:refresh:dead", "someone", "NX", "PX", "15000")
         self.assertTrue(0 < int(self.redis.cli("PTTL", "sy:{t}:lease:refresh:dead")) <= 15000)
 
+    # --- who holds what: a conversation's turns may reach any instance ---
+
+    def balanced_past_a(self, accts):
+        """Three gateways: the first sends its first request to a, the other
+        two would send their next to b (each served one request on a
+        already): only what they share keeps a conversation of a's on a."""
+        gs = self.three(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        for g in gs[1:]:
+            r = g.post("/v1/responses", {"model": "gpt-test", "input": "warm"}, key=g.key)
+            self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+        return gs
+
+    def test_a_codex_conversation_whose_turns_alternate_between_gateways_stays_on_its_account(self):
+        accts = [account("a", self.mock.url("a", "ok,turn_state=ts-a,reasoning=1")),
+                 account("b", self.mock.url("b", "ok,turn_state=ts-b,reasoning=1"))]
+        gs = self.balanced_past_a(accts)
+        history, headers = [], {"session_id": "sess-codex-1"}
+        for n in range(6):
+            g = gs[n % 3]
+            body = {"model": "gpt-test", "store": False, "include": ["reasoning.encrypted_content"],
+                    "input": history + [{"type": "message", "role": "user",
+                                         "content": [{"type": "input_text", "text": f"turn {n}"}]}]}
+            r = g.post("/v1/responses", body, key=g.key, headers=headers)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.headers.get("x-switchyard-account"), "a", f"turn {n} at gateway {n % 3}")
+            self.assertIsNone(r.headers.get("x-switchyard-stripped"))
+            history = body["input"] + r.json()["output"]
+            headers = {"session_id": "sess-codex-1", "x-codex-turn-state": r.headers["x-codex-turn-state"]}
+        self.assertEqual(self.mock.requests("b"), [], "no turn reached the other account")
+        turns = self.mock.requests("a")[2:]
+        self.assertEqual(len(turns), 6)
+        self.assertTrue(all(b["own"] for t in turns for b in (t.get("blobs") or [])), turns)
+        # the records are in Redis under the account's name
+        self.assertEqual(self.redis.cli("GET", "sy:{t}:sess:sess-codex-1"), "a")
+
+    def test_previous_response_id_reaches_its_account_whichever_gateway_gets_the_next_turn(self):
+        accts = [account("a", self.mock.url("a")), account("b", self.mock.url("b"))]
+        gs = self.balanced_past_a(accts)
+        prev = None
+        for n in range(6):
+            g = gs[n % 3]
+            body = {"model": "gpt-test", "input": f"turn {n}"}
+            if prev:
+                body["previous_response_id"] = prev
+            r = g.post("/v1/responses", body, key=g.key)
+            self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+            prev = r.json()["id"]
+            self.assertEqual(self.redis.cli("GET", f"sy:{{t}}:owner:{prev}"), "a")
+        self.assertEqual(self.mock.requests("b"), [])
+        # a stored response is found through another gateway too
+        r = gs[1].get(f"/v1/responses/{prev}", key=gs[1].key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+
+    def test_a_blob_minted_through_another_gateway_is_stripped_before_it_reaches_another_account(self):
+        accts = [account("a", self.mock.url("a", "ok,reasoning=1")), account("b", self.mock.url("b", "ok,reasoning=1"))]
+        g1, g2, _ = self.balanced_past_a(accts)
+        first = {"model": "gpt-test", "store": False, "include": ["reasoning.encrypted_content"],
+                 "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "one"}]}]}
+        r = g1.post("/v1/responses", first, key=g1.key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+        second = dict(first, input=first["input"] + r.json()["output"])
+        # g2's cursor gives b: a's reasoning is known there as a's, so it goes before b sees it
+        r = g2.post("/v1/responses", second, key=g2.key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "b"), r)
+        self.assertEqual(r.headers.get("x-switchyard-stripped"), "dropped=1")
+        b_turns = self.mock.requests("b")
+        self.assertEqual(len(b_turns), 1, "b was sent the turn once: no refusal, no strip-retry")
+        self.assertEqual(b_turns[0].get("blobs") or [], [])
+
+    def test_a_turn_whose_records_redis_cannot_give_goes_on_as_a_miss_at_once(self):
+        accts = [account("a", self.mock.url("a")), account("b", self.mock.url("b"))]
+        g1, g2, _ = self.balanced_past_a(accts)
+        r = g1.post("/v1/responses", {"model": "gpt-test", "input": "one"}, key=g1.key)
+        prev = r.json()["id"]
+        # Redis stops answering (stopped, not closed: the ask goes out and no answer comes)
+        os.kill(self.redis.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            r = g2.post("/v1/responses", {"model": "gpt-test", "input": "two", "previous_response_id": prev},
+                        key=g2.key)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(self.redis.proc.pid, signal.SIGCONT)
+        self.assertLess(took, 0.5, "the turn did not wait for Redis beyond the bound")
+        self.assertGreaterEqual(took, 0.045, "it asked, and waited for the bound")
+        # unknown here: the continuation went by the local order, and b said it does not know it
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (400, "b"), r)
+        # Redis answering again, the next turn reaches a
+        r = g2.post("/v1/responses", {"model": "gpt-test", "input": "three", "previous_response_id": prev}, key=g2.key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+
     def test_without_redis_nothing_is_shared_and_health_says_local(self):
         g = self.gateway([account("b", self.mock.url("b"))], env={"SWITCHYARD_USAGE_POLL_S": "0"})
         h = g.get("/health").json()
