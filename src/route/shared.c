@@ -21,6 +21,15 @@ static shared_call *shared_local_ask(shared *sh, shared_ask_build_fn build, shar
     return NULL; /* nowhere to ask: the local copy is all there is */
 }
 
+static shared_call *shared_local_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn,
+                                           void *ud)
+{
+    *slot = 0; /* the local count (pa->inflight) is the whole count */
+    return NULL;
+}
+
+static void shared_local_slot_give(shared *sh, uint64_t slot) {}
+
 static int shared_local_degraded(const shared *sh, char *why, size_t n)
 {
     if (n)
@@ -33,7 +42,7 @@ static void shared_local_free(shared *sh) { free(sh); }
 static const shared_ops shared_local_ops = {
     "local", shared_local_refresh_begin, shared_local_refresh_end, shared_local_call_cancel,
     shared_local_rest_changed, shared_local_owner_told, shared_local_session_told, shared_local_ask,
-    shared_local_degraded, shared_local_free,
+    shared_local_slot_take, shared_local_slot_give, shared_local_degraded, shared_local_free,
 };
 
 shared *shared_local_new(gateway *gw)
@@ -141,4 +150,16 @@ void shared_session_tell(shared *sh, const char *session, int64_t account_id)
 {
     if (sh)
         sh->ops->session_told(sh, session, account_id);
+}
+
+shared_call *shared_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn, void *ud)
+{
+    *slot = 0;
+    return sh ? sh->ops->slot_take(sh, pa, slot, fn, ud) : NULL;
+}
+
+void shared_slot_give(shared *sh, uint64_t slot)
+{
+    if (sh && slot)
+        sh->ops->slot_give(sh, slot);
 }

@@ -13,6 +13,9 @@
  *   state, minted a blob, served a session's last turn) is written out as
  *   it is recorded here, and asked for once when a request names something
  *   the local copy does not know (a turn that reached another instance).
+ *   An account's max_concurrency holds across the instances: a slot is a
+ *   lease in Redis, taken before the attempt, renewed while it runs, given
+ *   back at its end, expiring when its instance dies.
  *
  * The wings call these and never ask which one is behind: no `if (redis)`
  * anywhere else. Everything here runs on the loop and returns at once;
@@ -61,6 +64,12 @@ typedef void (*shared_ask_build_fn)(void *ud, shared_ask *q);
 /* The answers are in the local copies (or none came in time). */
 typedef void (*shared_ask_done_fn)(void *ud);
 
+/* --- a slot of an account's max_concurrency across the gateways --- */
+/* granted 1: the attempt may start (the slot is its, or the shared count
+ * could not be had in time and the local count decided); 0: the account is
+ * at its limit across the gateways, inflight slots held there. */
+typedef void (*shared_slot_fn)(void *ud, int granted, int inflight);
+
 typedef struct shared_ops {
     const char *name; /* "local", "redis" */
     /* call fn now (and return NULL) or later (and return a handle) */
@@ -71,6 +80,8 @@ typedef struct shared_ops {
     void (*owner_told)(shared *sh, const char *key, int64_t account_id);
     void (*session_told)(shared *sh, const char *session, int64_t account_id);
     shared_call *(*ask)(shared *sh, shared_ask_build_fn build, shared_ask_done_fn done, void *ud);
+    shared_call *(*slot_take)(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn, void *ud);
+    void (*slot_give)(shared *sh, uint64_t slot);
     int (*degraded)(const shared *sh, char *why, size_t n);
     void (*free)(shared *sh);
 } shared_ops;
@@ -115,6 +126,17 @@ shared_call *shared_ask_send(shared *sh, shared_ask_build_fn build, shared_ask_d
  * telling): the other gateways can ask for it. Owner records are told by
  * the pool's owner hook (pool_on_owner), installed by shared_attach. */
 void shared_session_tell(shared *sh, const char *session, int64_t account_id);
+
+/* Before an attempt on pa, an account with a max_concurrency that the
+ * local count (pa->inflight) still allows: takes one of its slots across
+ * the gateways (the request's round trip). NULL: go on now (the local
+ * count decides: a lone gateway, Redis out of reach); otherwise fn is
+ * called once within SHARED_ASK_MS (an answer too late counts as none:
+ * the local count decides). *slot is set either way: hand it to
+ * shared_slot_give when the attempt ends, or at once when fn says 0 or
+ * the call is cancelled (0: nothing to give). */
+shared_call *shared_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn, void *ud);
+void shared_slot_give(shared *sh, uint64_t slot);
 
 /* 1 when the shared state is out of reach (this instance serves on its
  * own state meanwhile), with why for /health; 0 (why "") otherwise. */

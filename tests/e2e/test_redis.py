@@ -275,6 +275,63 @@ class RedisTest(GatewayTest):
         r = g2.post("/v1/responses", {"model": "gpt-test", "input": "three", "previous_response_id": prev}, key=g2.key)
         self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
 
+    # --- an account's max_concurrency across the gateways ---
+
+    def load(self, gs, per_gateway=3, rounds=4):
+        """per_gateway clients on each gateway, each sending rounds requests one after another."""
+        results, lock = [], threading.Lock()
+
+        def client(g):
+            for _ in range(rounds):
+                r = self.ask(g)
+                with lock:
+                    results.append((r.status, r.headers.get("x-switchyard-account")))
+
+        threads = [threading.Thread(target=client, args=(g,)) for g in gs for _ in range(per_gateway)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
+
+    def overlaps(self, name):
+        """Pairs of the account's requests that were in flight at the mock at the same time."""
+        spans = sorted((r["t_start"], r["t_end"]) for r in self.mock.requests(name))
+        return [(x, y) for x, y in zip(spans, spans[1:]) if y[0] < x[1]]
+
+    def test_a_concurrency_limit_of_one_holds_across_three_gateways_under_parallel_load(self):
+        accts = [account("a", self.mock.url("a", "slow_headers,ms=150"), args=("--max-concurrency", "1")),
+                 account("b", self.mock.url("b"))]
+        gs = self.three(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        results = self.load(gs)
+        self.assertEqual([s for s, _ in results], [200] * 36)
+        a_reqs = self.mock.requests("a")
+        self.assertTrue(all(r["completed"] and r["t_end"] for r in a_reqs), a_reqs)
+        self.assertGreaterEqual(len(a_reqs), 3, "a served some of the load")
+        self.assertEqual(self.overlaps("a"), [], "never two requests in flight at a")
+        self.assertEqual(len(a_reqs) + len(self.mock.requests("b")), 36, "the others went to b")
+        wait_for(lambda: self.redis.cli("ZCARD", "sy:{t}:inflight:a") == "0", what="every slot given back")
+        text = "".join(g.trace_text() for g in gs)
+        self.assertIn("at its concurrency limit across the gateways (1 in flight)", text)
+
+    def test_a_slot_of_a_gateway_killed_with_sigkill_expires_and_redis_down_falls_back_to_the_local_count(self):
+        accts = [account("a", self.mock.url("a", "slow_headers,ms=150"), args=("--max-concurrency", "1")),
+                 account("b", self.mock.url("b"))]
+        g1, g2, g3 = self.three(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        # a slot held by an instance that died: its expiry frees it, not its owner
+        self.redis.cli("ZADD", "sy:{t}:inflight:a", str(int(time.time() * 1000) + 1500), "dead:1")
+        r = self.ask(g1)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "b"), r)
+        time.sleep(1.6)
+        r = self.ask(g1)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+        # Redis gone: each gateway holds the limit on its own count, and serves
+        self.redis.stop()
+        for g in (g1, g2, g3):
+            wait_for(lambda g=g: not g.get("/health").json()["shared"]["reachable"], what="the link down")
+        results = self.load([g1, g2, g3], per_gateway=2, rounds=2)
+        self.assertEqual([s for s, _ in results], [200] * 12)
+
     def test_without_redis_nothing_is_shared_and_health_says_local(self):
         g = self.gateway([account("b", self.mock.url("b"))], env={"SWITCHYARD_USAGE_POLL_S": "0"})
         h = g.get("/health").json()
