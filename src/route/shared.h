@@ -20,9 +20,10 @@
  * The wings call these and never ask which one is behind: no `if (redis)`
  * anywhere else. Everything here runs on the loop and returns at once;
  * answers that need Redis come back through callbacks. Decisions on the
- * request path read the local copy, kept current by messages; the one
- * exception is shared_ask, a request's single bounded round trip for what
- * the local copy does not know. */
+ * request path read the local copy, kept current by messages; the two
+ * exceptions wait at most SHARED_ASK_MS, and only where the local copy
+ * cannot decide: shared_ask (records it does not know) and shared_slot_take
+ * (a slot of an account with a limit the local count still allows). */
 #ifndef SY_SHARED_H
 #define SY_SHARED_H
 #include <stddef.h>
@@ -96,8 +97,9 @@ struct shared {
 
 /* The local implementation. */
 shared *shared_local_new(gateway *gw);
-/* Installs sh as the pool's rest hook (pool_on_rest) when it shares
- * rests; the top calls it once gw->pool and gw->shared exist. */
+/* Installs sh as the pool's rest and owner hooks (pool_on_rest,
+ * pool_on_owner) when it shares them; the top calls it once gw->pool and
+ * gw->shared exist. */
 void shared_attach(shared *sh);
 void shared_free(shared *sh);
 const char *shared_kind(const shared *sh);
