@@ -8,6 +8,8 @@
 #   BENCH_TARGETS="gateway nginx portkey" bench/instructions.sh
 #                                      (targets: mock floor gateway nginx portkey;
 #                                      default "mock floor gateway")
+#   BENCH_ACCOUNT_ARGS="--max-concurrency 64" BENCH_TARGETS=gateway bench/instructions.sh
+#                                      (the gateway's account made with these flags too)
 #
 # Timings on a shared two-core VM swing by a factor of two from one minute to
 # the next; instruction counts do not (within about 1 %), so this is the
@@ -85,7 +87,9 @@ measure() {
              --upstream "http://$HOST:$UPORT/acct/bench/ok" >"$WORK/vg.log" 2>&1 & pid=$! ;;
     gateway)
       local db="$WORK/instr-$n-$stream.db"
-      "$SYBIN" account add --db "$db" --name bench --base-url "$BASE" --token bench-upstream-token >/dev/null
+      # shellcheck disable=SC2086 # BENCH_ACCOUNT_ARGS: more `account add` flags, split on spaces
+      "$SYBIN" account add --db "$db" --name bench --base-url "$BASE" --token bench-upstream-token \
+        ${BENCH_ACCOUNT_ARGS:-} >/dev/null
       hdrs="Authorization: Bearer $("$SYBIN" key add --db "$db" --name bench | tail -n 1)"
       valgrind --tool=callgrind --callgrind-out-file="$out" "$SYBIN" serve --db "$db" --listen "$HOST:$port" \
         >"$WORK/vg.log" 2>&1 & pid=$! ;;

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "http/conn_limit.h"
 #include "obs/trace.h"
+#include "route/affinity.h"
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>
 #include <event2/http.h>
@@ -183,13 +184,14 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
          * it. While the request runs it is answered: if the client is gone
          * the first write fails and libevent's close callback ends the
          * request then. But a request is never held waiting (a retry's
-         * delay, a wait for capacity or for a login refresh) for a client
+         * delay, a wait for capacity, for a login refresh or for an answer
+         * from the other gateways) for a client
          * that may be gone: a wait in progress ends here, and none starts
          * later (the retry becomes a failover, the wait a 503). */
         event_del(&w->ev);
         w->on = 0;
         p->client_eof = 1;
-        if (!(p->retry_timer && evtimer_pending(p->retry_timer, NULL)) && !p->wait) {
+        if (!(p->retry_timer && evtimer_pending(p->retry_timer, NULL)) && !p->wait && !p->ask && !p->slot_wait) {
             log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
             return;
         }
@@ -321,6 +323,60 @@ static void proxy_trace_pool(proxy_req *p)
                     (unsigned long long)p->id, p->plan.skips_more, p->plan.beyond);
 }
 
+/* The request's records are known (here, or asked of the other gateways):
+ * plan its route and start. */
+static void proxy_plan(proxy_req *p)
+{
+    gateway *gw = p->gw;
+    struct evhttp_request *req = p->req;
+    if (p->in.response_id[0] && !pool_owner_get(p->gw->pool, p->in.response_id)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "Response with id '%s' not found: it was not relayed through this gateway, or is "
+                                  "no longer known to it", p->in.response_id);
+        proxy_drop_client_headers(req);
+        server_send_error(req, 404, "invalid_request_error", "response_not_found", msg);
+        proxy_finish(p, 404);
+        return;
+    }
+    if (!p->in.is_get)
+        pool_family_of(gw->pool, p->in.model, p->rctx.family, sizeof p->rctx.family);
+    router_plan(gw, &p->rctx, &p->plan);
+    p->rctx.turn_state = NULL; /* the client's headers are not ours to keep */
+    proxy_drop_client_headers(req);
+    proxy_trace_pool(p);
+    proxy_next(p);
+}
+
+/* What the request names that this gateway does not know (route/shared.h):
+ * the owner of its previous_response_id (or stored response), of its turn
+ * state, of its blobs, and its session's last account. Called only where
+ * there is somewhere to ask. */
+static void proxy_ask_build(void *ud, shared_ask *q)
+{
+    proxy_req *p = ud;
+    pool *pl = p->gw->pool;
+    const char *pin = p->rctx.previous_response_id;
+    if (pin && *pin && !pool_owner_get(pl, pin))
+        shared_ask_add(q, SHARED_ASK_OWNER, pin);
+    if (p->rctx.turn_state && *p->rctx.turn_state) {
+        char key[72];
+        router_turn_state_key(p->rctx.turn_state, key);
+        if (!pool_owner_get(pl, key))
+            shared_ask_add(q, SHARED_ASK_OWNER, key);
+    }
+    if (p->session[0] && p->gw->affinity && !affinity_get(p->gw->affinity, p->session, gateway_now()))
+        shared_ask_add(q, SHARED_ASK_SESSION, p->session);
+    proxy_blobs_ask(p, q);
+}
+
+static void proxy_on_asked(void *ud)
+{
+    proxy_req *p = ud;
+    p->ask = NULL;
+    proxy_blobs_asked(p);
+    proxy_plan(p);
+}
+
 void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
 {
     proxy_req *p = proxy_req_new();
@@ -355,20 +411,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
     const char *pin = p->in.response_id[0] ? p->in.response_id : p->in.previous_response_id;
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
                           pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL, ""};
-    if (p->in.response_id[0] && !pool_owner_get(gw->pool, p->in.response_id)) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "Response with id '%s' not found: it was not relayed through this gateway, or is "
-                                  "no longer known to it", p->in.response_id);
-        proxy_drop_client_headers(req);
-        server_send_error(req, 404, "invalid_request_error", "response_not_found", msg);
-        proxy_finish(p, 404);
-        return;
-    }
-    if (!in->is_get)
-        pool_family_of(gw->pool, p->in.model, p->rctx.family, sizeof p->rctx.family);
-    router_plan(gw, &p->rctx, &p->plan);
-    p->rctx.turn_state = NULL; /* the client's headers are not ours to keep */
-    proxy_drop_client_headers(req);
-    proxy_trace_pool(p);
-    proxy_next(p);
+    p->ask = shared_ask_send(gw->shared, proxy_ask_build, proxy_on_asked, p);
+    if (!p->ask)
+        proxy_plan(p);
 }

@@ -206,6 +206,33 @@ double proxy_time_left(proxy_req *p)
     return p->t_start + max_seconds - gateway_now();
 }
 
+static void proxy_attempt_go(proxy_req *p, pool_account *pa);
+
+/* The answer to the slot asked for before an attempt on an account with
+ * a max_concurrency (route/shared.h). */
+static void proxy_on_slot(void *ud, int granted, int held)
+{
+    proxy_req *p = ud;
+    p->slot_wait = NULL;
+    pool_account *pa = pool_find(p->gw->pool, p->slot_acct);
+    char why[ROUTER_WHY_MAX];
+    /* still a candidate after the wait (the local state may have moved)? */
+    if (pa && granted && router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
+        proxy_attempt_go(p, pa);
+        return;
+    }
+    shared_slot_give(p->gw->shared, p->slot);
+    p->slot = 0;
+    if (pa) {
+        if (!granted)
+            snprintf(why, sizeof why, "at its concurrency limit across the gateways (%d in flight)", held);
+        router_skip_add(&p->plan, pa, why);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, why);
+    }
+    proxy_next(p);
+}
+
 void proxy_attempt(proxy_req *p, pool_account *pa)
 {
     if (proxy_out_of_bounds(p)) {
@@ -214,6 +241,20 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
         proxy_exhausted(p);
         return;
     }
+    /* an account with a max_concurrency the local count allows: a slot of
+     * it across the gateways first (none asked for by a lone gateway) */
+    if (pa->a.max_concurrency > 0) {
+        shared_slot_give(p->gw->shared, p->slot); /* none held here: an attempt ends by giving its slot back */
+        p->slot_acct = pa->a.id;
+        p->slot_wait = shared_slot_take(p->gw->shared, pa, &p->slot, proxy_on_slot, p);
+        if (p->slot_wait)
+            return;
+    }
+    proxy_attempt_go(p, pa);
+}
+
+static void proxy_attempt_go(proxy_req *p, pool_account *pa)
+{
     p->attempts++;
     if (pa->a.id != p->last_acct_id)
         p->acct_retries = 0;

@@ -130,6 +130,8 @@ void proxy_attempt_end(proxy_req *p)
     pool_account *pa = proxy_account(p);
     if (pa && p->acct_id && pa->inflight > 0)
         pa->inflight--;
+    shared_slot_give(p->gw->shared, p->slot);
+    p->slot = 0;
     p->acct_id = 0;
     p->mode = MODE_NONE;
 }
@@ -266,6 +268,10 @@ void proxy_finish(proxy_req *p, int status)
     gateway *gw = p->gw;
     oauth_wait_cancel(gw->oauth, p->wait);
     p->wait = NULL;
+    shared_call_cancel(gw->shared, p->ask);
+    p->ask = NULL;
+    shared_call_cancel(gw->shared, p->slot_wait);
+    p->slot_wait = NULL;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone) {
         /* the connection keeps its watch for its next request (see

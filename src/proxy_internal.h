@@ -25,6 +25,7 @@
 #include "policy/policy.h"
 #include "route/pool.h"
 #include "route/router.h"
+#include "route/shared.h"
 #include "upstream/blobs.h"
 #include "upstream/preflight.h"
 #include "upstream/resume.h"
@@ -67,6 +68,7 @@ typedef struct proxy_req {
     int blobs_looked;         /* the quick look (blobs_quick) is done */
     int blobs_unsure;         /* it could not tell: scan whatever the target */
     int64_t *quick_origin;    /* per "encrypted_content" found by the quick look: its minter, 0 unknown */
+    shared_ask *quick_ask;    /* while the quick look runs for shared_ask: where its unknown keys go */
     size_t quick_n, quick_cap;
     int blobs_scanned;
     blob_scan blobs;          /* n == 0: none */
@@ -143,6 +145,12 @@ typedef struct proxy_req {
     char bound[96];           /* set when order.lua's bounds stopped the request (proxy_out_of_bounds) */
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok, cached_tok;
+
+    /* the records the local copy missed, asked of the other gateways (route/shared.h) */
+    shared_call *ask;         /* the request waits for the answer before it is planned */
+    shared_call *slot_wait;   /* an attempt waits for a slot of its account's max_concurrency */
+    int64_t slot_acct;        /* that account */
+    uint64_t slot;            /* the slot the current attempt holds (shared_slot_give at its end), 0 none */
 
     /* login refresh (oauth.c) */
     oauth_waiter *wait;       /* waiting for an account's login refresh */
@@ -254,6 +262,8 @@ void proxy_finish(proxy_req *p, int status);
 
 /* proxy_move.c */
 void proxy_note_move(proxy_req *p, const pool_account *pa);
+void proxy_blobs_ask(proxy_req *p, shared_ask *q);
+void proxy_blobs_asked(proxy_req *p);
 const sbuf *proxy_blobs_for(proxy_req *p, const pool_account *pa);
 int proxy_strip_retry_possible(const proxy_req *p);
 void proxy_blobs_free(proxy_req *p);

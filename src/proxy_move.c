@@ -79,7 +79,42 @@ static void proxy_quick_key(void *ud, const char *key)
         p->quick_origin = v;
         p->quick_cap = cap;
     }
-    p->quick_origin[p->quick_n++] = pool_owner_get(p->gw->pool, key);
+    int64_t origin = pool_owner_get(p->gw->pool, key);
+    p->quick_origin[p->quick_n++] = origin;
+    if (!origin && p->quick_ask)
+        shared_ask_add(p->quick_ask, SHARED_ASK_OWNER, key);
+}
+
+/* The quick look, once per request. */
+static void proxy_blobs_look(proxy_req *p)
+{
+    if (p->blobs_looked)
+        return;
+    p->blobs_looked = 1;
+    if (p->in.api == API_RESPONSES && !p->in.is_get && p->in.body.len)
+        p->blobs_unsure = blobs_quick(p->in.body.p, p->in.body.len, proxy_quick_key, p) < 0;
+}
+
+/* The quick look made for shared_ask: the blobs of unknown origin are
+ * asked for (a conversation whose last turn another gateway served). */
+void proxy_blobs_ask(proxy_req *p, shared_ask *q)
+{
+    p->quick_ask = q;
+    proxy_blobs_look(p);
+    p->quick_ask = NULL;
+}
+
+/* The answer is in the owner map: the origins unknown before are looked
+ * up again (the whole quick look, at the first attempt). */
+void proxy_blobs_asked(proxy_req *p)
+{
+    for (size_t i = 0; i < p->quick_n; i++)
+        if (!p->quick_origin[i]) {
+            p->blobs_looked = 0;
+            p->blobs_unsure = 0;
+            p->quick_n = 0;
+            return;
+        }
 }
 
 /* Does the body need the full scan for pa: does it (maybe) carry a blob pa
@@ -88,11 +123,7 @@ static void proxy_quick_key(void *ud, const char *key)
  * only pa's own and unknown ones. */
 static int proxy_blobs_need_scan(proxy_req *p, const pool_account *pa)
 {
-    if (!p->blobs_looked) {
-        p->blobs_looked = 1;
-        if (p->in.api == API_RESPONSES && !p->in.is_get && p->in.body.len)
-            p->blobs_unsure = blobs_quick(p->in.body.p, p->in.body.len, proxy_quick_key, p) < 0;
-    }
+    proxy_blobs_look(p);
     if (p->blobs_unsure)
         return 1;
     for (size_t i = 0; i < p->quick_n; i++)

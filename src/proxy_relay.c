@@ -301,7 +301,8 @@ static void proxy_affinity_note(proxy_req *p)
 {
     if (!p->session[0])
         return;
-    affinity_put(p->gw->affinity, p->session, p->acct_id, gateway_now());
+    if (affinity_put(p->gw->affinity, p->session, p->acct_id, gateway_now()))
+        shared_session_tell(p->gw->shared, p->session, p->acct_id);
     if (p->plan.pinned_owner || p->plan.affinity_prev == p->acct_id)
         return;
     pool_account *prev = p->plan.affinity_prev ? pool_find(p->gw->pool, p->plan.affinity_prev) : NULL;

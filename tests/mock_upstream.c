@@ -66,6 +66,7 @@ typedef struct rec {
     size_t body_len;
     uint64_t body_hash;
     int completed, aborted;
+    double t_start, t_end; /* when it arrived, when its answer ended (completed or aborted): unix seconds, 0 not yet */
     int usage;         /* a usage poll: listed by /_usage_polls, not /_requests */
     int side;          /* GET/DELETE of a stored response: not counted by ok_first/times */
     /* /responses: what the input carried (see reqinfo) */
@@ -96,6 +97,13 @@ static char *xstrdup(const char *s)
     return p;
 }
 
+static double mock_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static rec *rec_new(void)
 {
     rec *r = calloc(1, sizeof *r);
@@ -111,6 +119,7 @@ static rec *rec_new(void)
     g_recs[g_nrecs++] = r;
     r->n = ++g_counter;
     r->store = -1;
+    r->t_start = mock_wall();
     return r;
 }
 
@@ -207,8 +216,8 @@ static void recs_json(sbuf *b, int usage)
         sbuf_printf(b, ",\"input_items\":%ld,\"chain\":%d,\"store\":%s,\"refused\":", r->input_items,
                     r->chain, r->store < 0 ? "null" : r->store ? "true" : "false");
         json_str_or_null(b, r->refused);
-        sbuf_printf(b, ",\"completed\":%s,\"aborted\":%s}", r->completed ? "true" : "false",
-                    r->aborted ? "true" : "false");
+        sbuf_printf(b, ",\"completed\":%s,\"aborted\":%s,\"t_start\":%.6f,\"t_end\":%.6f}",
+                    r->completed ? "true" : "false", r->aborted ? "true" : "false", r->t_start, r->t_end);
     }
     sbuf_puts(b, "]\n");
 }
@@ -786,7 +795,7 @@ static void job_close_conn(job *j, int rst)
             setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
         }
     }
-    j->r->completed = 1;
+    j->r->completed = 1, j->r->t_end = mock_wall();
     job_detach(j);
     job_free(j);
     evhttp_connection_free(evcon); /* frees the request too */
@@ -822,7 +831,7 @@ static void job_run(job *j)
         }
         case ACT_END: {
             struct evhttp_request *req = j->req;
-            j->r->completed = 1;
+            j->r->completed = 1, j->r->t_end = mock_wall();
             job_detach(j);
             job_free(j);
             evhttp_send_reply_end(req);
@@ -833,7 +842,7 @@ static void job_run(job *j)
             struct evbuffer *b = evbuffer_new();
             evbuffer_add(b, a->data.p, a->data.len);
             int status = a->status;
-            j->r->completed = 1;
+            j->r->completed = 1, j->r->t_end = mock_wall();
             job_detach(j);
             job_free(j);
             evhttp_send_reply(req, status, NULL, b);
@@ -865,7 +874,7 @@ static void job_close_cb(struct evhttp_connection *evcon, void *arg)
     job *j = arg;
     (void)evcon;
     if (!j->r->completed)
-        j->r->aborted = 1;
+        j->r->aborted = 1, j->r->t_end = mock_wall();
     /* A request libevent detached from its failed connection is ours to free. */
     if (evhttp_request_get_connection(j->req) == NULL)
         evhttp_request_free(j->req);
@@ -887,7 +896,7 @@ static void job_watch_cb(evutil_socket_t fd, short what, void *arg)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
     struct evhttp_connection *evcon = j->evcon;
-    j->r->aborted = 1;
+    j->r->aborted = 1, j->r->t_end = mock_wall();
     job_detach(j);
     job_free(j);
     evhttp_connection_free(evcon);
@@ -2905,7 +2914,7 @@ static void oauth_reply(struct evhttp_request *req, rec *r, const char *rt, long
         snprintf(name, sizeof name, "%.*s", (int)(u - rt - 3), rt + 3);
         oauth_issue(&out, name, atol(u + 1) + 1, ttl, hostile);
     }
-    r->completed = 1;
+    r->completed = 1, r->t_end = mock_wall();
     send_simple(req, status, "application/json", &out);
     sbuf_free(&out);
 }
@@ -2914,7 +2923,7 @@ static void oauth_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     oauth_pending *op = arg;
     if (oauth_client_gone(op->req)) {
-        op->r->aborted = 1;
+        op->r->aborted = 1, op->r->t_end = mock_wall();
         evhttp_connection_free(evhttp_request_get_connection(op->req));
     } else {
         oauth_reply(op->req, op->r, op->rt, op->ttl, op->hostile);
@@ -3006,7 +3015,7 @@ static void login_err(struct evhttp_request *req, rec *r, int status, const char
 {
     sbuf out = SBUF_INIT;
     sbuf_printf(&out, "{\"error\":\"%s\",\"error_description\":\"%s\"}", code, desc);
-    r->completed = 1;
+    r->completed = 1, r->t_end = mock_wall();
     send_simple(req, status, "application/json", &out);
     sbuf_free(&out);
 }
@@ -3088,7 +3097,7 @@ static void login_authorize(struct evhttp_request *req, const char *spec)
     free(est);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Location", loc.p);
     sbuf empty = SBUF_INIT;
-    r->completed = 1;
+    r->completed = 1, r->t_end = mock_wall();
     send_simple(req, 302, "text/plain", &empty);
     sbuf_free(&loc);
     evhttp_clear_headers(&q);
@@ -3133,7 +3142,7 @@ static void login_code_exchange(struct evhttp_request *req, rec *r, const char *
         c->used = 1;
         sbuf out = SBUF_INIT;
         oauth_issue(&out, c->name, 1000 * ++g_login_gen, ttl, 0);
-        r->completed = 1;
+        r->completed = 1, r->t_end = mock_wall();
         send_simple(req, 200, "application/json", &out);
         sbuf_free(&out);
     }
@@ -3175,7 +3184,7 @@ static void login_device_code(struct evhttp_request *req, const char *spec, cons
         sbuf out = SBUF_INIT; /* the interval as a string, as the real server sends it */
         sbuf_printf(&out, "{\"device_auth_id\":\"%s\",\"user_code\":\"%s\",\"interval\":\"%ld\"}", d->id,
                     d->user_code, o.interval);
-        r->completed = 1;
+        r->completed = 1, r->t_end = mock_wall();
         send_simple(req, 200, "application/json", &out);
         sbuf_free(&out);
     }
@@ -3211,7 +3220,7 @@ static void login_device_poll(struct evhttp_request *req, const char *spec, cons
                     c->code, d->challenge, d->verifier);
         d->approve_after = 0; /* approved once: its code is handed out once */
         d->expires = 1, d->issued = 0;
-        r->completed = 1;
+        r->completed = 1, r->t_end = mock_wall();
         send_simple(req, 200, "application/json", &out);
         sbuf_free(&out);
     }
@@ -3270,10 +3279,10 @@ static void oauth_handle(struct evhttp_request *req, const char *spec)
     sbuf out = SBUF_INIT;
     if (!strcmp(o.scenario, "down")) {
         sbuf_puts(&out, "{\"error\":{\"message\":\"upstream connect error\",\"type\":\"server_error\",\"code\":null}}");
-        r->completed = 1;
+        r->completed = 1, r->t_end = mock_wall();
         send_simple(req, 503, "application/json", &out);
     } else if (!strcmp(o.scenario, "reset")) {
-        r->completed = 1;
+        r->completed = 1, r->t_end = mock_wall();
         evhttp_connection_free(evhttp_request_get_connection(req));
     } else if (!strcmp(o.scenario, "slow")) {
         oauth_pending *op = calloc(1, sizeof *op);

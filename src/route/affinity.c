@@ -11,6 +11,7 @@ typedef struct aff_slot {
     uint64_t h;         /* 0: free */
     int64_t account_id;
     double used_at;
+    double told_at;     /* the entry as it is now was last worth telling (affinity_put's answer) */
     uint32_t hnext;     /* chain in the bucket; UINT32_MAX ends */
     uint32_t prev, next; /* recency list, most recent at head */
 } aff_slot;
@@ -126,10 +127,10 @@ int64_t affinity_get(affinity *a, const char *session, double now)
     return a->slots[i].account_id;
 }
 
-void affinity_put(affinity *a, const char *session, int64_t account_id, double now)
+int affinity_put(affinity *a, const char *session, int64_t account_id, double now)
 {
     if (!session || !*session || account_id <= 0)
-        return;
+        return 0;
     uint64_t h = affinity_hash(session);
     uint32_t *link = affinity_link_of(a, h);
     uint32_t i = *link;
@@ -147,10 +148,18 @@ void affinity_put(affinity *a, const char *session, int64_t account_id, double n
         s->hnext = AFF_NIL;
         *link = i;
         s->prev = s->next = AFF_NIL;
+        s->account_id = 0;
     } else {
         affinity_list_unlink(a, i);
     }
-    a->slots[i].account_id = account_id;
-    a->slots[i].used_at = now;
+    aff_slot *s = &a->slots[i];
+    /* worth telling: new, moved, or told a quarter of the idle time ago
+     * (a shared copy expires with the idle time) */
+    int tell = s->account_id != account_id || now - s->told_at > a->idle_s / 4;
+    if (tell)
+        s->told_at = now;
+    s->account_id = account_id;
+    s->used_at = now;
     affinity_list_push_head(a, i);
+    return tell;
 }

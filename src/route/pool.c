@@ -74,6 +74,8 @@ struct pool {
     size_t nfamilies, family_next;
     pool_rest_fn on_rest; /* pool_on_rest */
     void *on_rest_ud;
+    pool_owner_fn on_owner; /* pool_on_owner */
+    void *on_owner_ud;
 };
 
 static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id);
@@ -681,6 +683,22 @@ void pool_owner_set(pool *p, const char *response_id, int64_t account_id)
         return; /* known already: no second slot, no second row (a turn state comes back every turn) */
     pool_owner_put(p, response_id, account_id);
     store_writer_put_owner(p->st, response_id, account_id);
+    if (p->on_owner)
+        p->on_owner(p->on_owner_ud, response_id, account_id);
+}
+
+void pool_owner_learn(pool *p, const char *response_id, int64_t account_id)
+{
+    if (!response_id || !*response_id || account_id <= 0 || pool_owner_get(p, response_id) == account_id)
+        return;
+    pool_owner_put(p, response_id, account_id);
+    store_writer_put_owner(p->st, response_id, account_id);
+}
+
+void pool_on_owner(pool *p, pool_owner_fn fn, void *ud)
+{
+    p->on_owner = fn;
+    p->on_owner_ud = ud;
 }
 
 static void pool_owner_loaded(void *ud, const char *response_id, int64_t account_id)

@@ -164,5 +164,13 @@ void pool_swrr_advance(pool *p, int64_t key_id, const char *model, const int64_t
 /* Remembers (and persists) which account holds a stored response. */
 void pool_owner_set(pool *p, const char *response_id, int64_t account_id);
 int64_t pool_owner_get(const pool *p, const char *response_id); /* 0 unknown */
+/* The same record learned from another gateway (route/shared.h): kept and
+ * persisted, not told back. */
+void pool_owner_learn(pool *p, const char *response_id, int64_t account_id);
+/* The owner hook: called by pool_owner_set with each new record (a
+ * response id, a turn state's "ts:" key, a blob's "bl:" key); installed by
+ * route/shared.c when several gateways share state. NULL: nothing called. */
+typedef void (*pool_owner_fn)(void *ud, const char *key, int64_t account_id);
+void pool_on_owner(pool *p, pool_owner_fn fn, void *ud);
 
 #endif

@@ -204,7 +204,7 @@ static int router_guard(gateway *gw, pool_account *pa, const policy_candidate *c
 
 /* Turn states are opaque and may be long: they are kept in the response
  * owner map under a fixed-size key of their own. */
-static void router_turn_state_key(const char *turn_state, char key[72])
+void router_turn_state_key(const char *turn_state, char key[72])
 {
     memcpy(key, "ts:", 3);
     sha256_hex(turn_state, strlen(turn_state), key + 3);

@@ -76,6 +76,8 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
 #define ROUTER_SKIPS_MAX 32
 void router_skip_add(route_plan *plan, const pool_account *pa, const char *reason);
 
+/* The owner map's key of a turn state: "ts:" + its SHA-256 in hex. */
+void router_turn_state_key(const char *turn_state, char key[72]);
 /* Remembers that account_id issued a Codex turn state: a request carrying
  * it goes there first (persisted with the response owners). */
 void router_turn_state_owner_set(gateway *gw, const char *turn_state, int64_t account_id);

@@ -2,6 +2,7 @@
  * shared.h): a lone gateway, or one told no Redis, shares nothing. */
 #include "route/shared.h"
 #include <stdlib.h>
+#include <string.h>
 
 static shared_call *shared_local_refresh_begin(shared *sh, const pool_account *pa, shared_refresh_fn fn, void *ud)
 {
@@ -12,6 +13,22 @@ static shared_call *shared_local_refresh_begin(shared *sh, const pool_account *p
 static void shared_local_refresh_end(shared *sh, const char *account_name, const account *fresh) {}
 static void shared_local_call_cancel(shared *sh, shared_call *c) {}
 static void shared_local_rest_changed(shared *sh, pool_account *pa) {}
+static void shared_local_owner_told(shared *sh, const char *key, int64_t account_id) {}
+static void shared_local_session_told(shared *sh, const char *session, int64_t account_id) {}
+
+static shared_call *shared_local_ask(shared *sh, shared_ask_build_fn build, shared_ask_done_fn done, void *ud)
+{
+    return NULL; /* nowhere to ask: the local copy is all there is */
+}
+
+static shared_call *shared_local_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn,
+                                           void *ud)
+{
+    *slot = 0; /* the local count (pa->inflight) is the whole count */
+    return NULL;
+}
+
+static void shared_local_slot_give(shared *sh, uint64_t slot) {}
 
 static int shared_local_degraded(const shared *sh, char *why, size_t n)
 {
@@ -24,7 +41,8 @@ static void shared_local_free(shared *sh) { free(sh); }
 
 static const shared_ops shared_local_ops = {
     "local", shared_local_refresh_begin, shared_local_refresh_end, shared_local_call_cancel,
-    shared_local_rest_changed, shared_local_degraded, shared_local_free,
+    shared_local_rest_changed, shared_local_owner_told, shared_local_session_told, shared_local_ask,
+    shared_local_slot_take, shared_local_slot_give, shared_local_degraded, shared_local_free,
 };
 
 shared *shared_local_new(gateway *gw)
@@ -43,19 +61,29 @@ static void shared_on_rest(void *ud, pool_account *pa)
     sh->ops->rest_changed(sh, pa);
 }
 
+static void shared_on_owner(void *ud, const char *key, int64_t account_id)
+{
+    shared *sh = ud;
+    sh->ops->owner_told(sh, key, account_id);
+}
+
 void shared_attach(shared *sh)
 {
-    /* the local one leaves the hook unset: not even a call per request */
-    if (sh && sh->ops != &shared_local_ops)
+    /* the local one leaves the hooks unset: not even a call per request */
+    if (sh && sh->ops != &shared_local_ops) {
         pool_on_rest(sh->gw->pool, shared_on_rest, sh);
+        pool_on_owner(sh->gw->pool, shared_on_owner, sh);
+    }
 }
 
 void shared_free(shared *sh)
 {
     if (!sh)
         return;
-    if (sh->gw && sh->gw->pool)
+    if (sh->gw && sh->gw->pool) {
         pool_on_rest(sh->gw->pool, NULL, NULL);
+        pool_on_owner(sh->gw->pool, NULL, NULL);
+    }
     sh->ops->free(sh);
 }
 
@@ -98,4 +126,40 @@ int shared_degraded(const shared *sh, char *why, size_t n)
         return 0;
     }
     return sh->ops->degraded(sh, why, n);
+}
+
+int shared_ask_add(shared_ask *q, shared_ask_kind kind, const char *key)
+{
+    size_t len = key ? strlen(key) : 0;
+    if (!len || len >= SHARED_ASK_KEY || q->n >= SHARED_ASK_MAX)
+        return -1;
+    for (size_t i = 0; i < q->n; i++) /* a blob carried twice is asked for once */
+        if (q->kind[i] == kind && strcmp(q->key[i], key) == 0)
+            return 0;
+    q->kind[q->n] = (unsigned char)kind;
+    memcpy(q->key[q->n++], key, len + 1);
+    return 0;
+}
+
+shared_call *shared_ask_send(shared *sh, shared_ask_build_fn build, shared_ask_done_fn done, void *ud)
+{
+    return sh ? sh->ops->ask(sh, build, done, ud) : NULL;
+}
+
+void shared_session_tell(shared *sh, const char *session, int64_t account_id)
+{
+    if (sh)
+        sh->ops->session_told(sh, session, account_id);
+}
+
+shared_call *shared_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn, void *ud)
+{
+    *slot = 0;
+    return sh ? sh->ops->slot_take(sh, pa, slot, fn, ud) : NULL;
+}
+
+void shared_slot_give(shared *sh, uint64_t slot)
+{
+    if (sh && slot)
+        sh->ops->slot_give(sh, slot);
 }

@@ -9,12 +9,21 @@
  *   account (cooldown, 429 ladder, open breaker, family cooldowns) is told
  *   to the others as it changes and applied from theirs; one refresh per
  *   login across the instances; the refreshed login handed to the others.
+ *   Who holds what (the account that produced a response, issued a turn
+ *   state, minted a blob, served a session's last turn) is written out as
+ *   it is recorded here, and asked for once when a request names something
+ *   the local copy does not know (a turn that reached another instance).
+ *   An account's max_concurrency holds across the instances: a slot is a
+ *   lease in Redis, taken before the attempt, renewed while it runs, given
+ *   back at its end, expiring when its instance dies.
  *
  * The wings call these and never ask which one is behind: no `if (redis)`
  * anywhere else. Everything here runs on the loop and returns at once;
  * answers that need Redis come back through callbacks. Decisions on the
- * request path never wait for Redis: the local pool is the copy they read,
- * kept current by messages. */
+ * request path read the local copy, kept current by messages; the two
+ * exceptions wait at most SHARED_ASK_MS, and only where the local copy
+ * cannot decide: shared_ask (records it does not know) and shared_slot_take
+ * (a slot of an account with a limit the local count still allows). */
 #ifndef SY_SHARED_H
 #define SY_SHARED_H
 #include <stddef.h>
@@ -37,6 +46,31 @@ typedef void (*shared_refresh_fn)(void *ud, shared_refresh_verdict v, const acco
 /* A login another instance refreshed (or one found newer at a resync). */
 typedef void (*shared_login_fn)(void *ud, const char *account_name, const account *login);
 
+/* --- who holds what: a request's question for the records it misses --- */
+#define SHARED_ASK_MAX 32  /* records one request asks for; more are left unknown */
+#define SHARED_ASK_KEY 128 /* longest key asked for (response ids, "ts:"/"bl:" keys, session ids) */
+typedef enum shared_ask_kind {
+    SHARED_ASK_OWNER,   /* the pool's owner map (pool_owner_get): response id, "ts:" turn state, "bl:" blob */
+    SHARED_ASK_SESSION, /* session affinity (affinity_get): a session id */
+} shared_ask_kind;
+typedef struct shared_ask {
+    size_t n;
+    unsigned char kind[SHARED_ASK_MAX];
+    char key[SHARED_ASK_MAX][SHARED_ASK_KEY];
+} shared_ask;
+/* Adds one record to ask for; 0, or -1 (full, too long or empty: left unknown). */
+int shared_ask_add(shared_ask *q, shared_ask_kind kind, const char *key);
+/* Fills q with the records the request needs and the local copy misses. */
+typedef void (*shared_ask_build_fn)(void *ud, shared_ask *q);
+/* The answers are in the local copies (or none came in time). */
+typedef void (*shared_ask_done_fn)(void *ud);
+
+/* --- a slot of an account's max_concurrency across the gateways --- */
+/* granted 1: the attempt may start (the slot is its, or the shared count
+ * could not be had in time and the local count decided); 0: the account is
+ * at its limit across the gateways, inflight slots held there. */
+typedef void (*shared_slot_fn)(void *ud, int granted, int inflight);
+
 typedef struct shared_ops {
     const char *name; /* "local", "redis" */
     /* call fn now (and return NULL) or later (and return a handle) */
@@ -44,6 +78,11 @@ typedef struct shared_ops {
     void (*refresh_end)(shared *sh, const char *account_name, const account *fresh);
     void (*call_cancel)(shared *sh, shared_call *c);
     void (*rest_changed)(shared *sh, pool_account *pa);
+    void (*owner_told)(shared *sh, const char *key, int64_t account_id);
+    void (*session_told)(shared *sh, const char *session, int64_t account_id);
+    shared_call *(*ask)(shared *sh, shared_ask_build_fn build, shared_ask_done_fn done, void *ud);
+    shared_call *(*slot_take)(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn, void *ud);
+    void (*slot_give)(shared *sh, uint64_t slot);
     int (*degraded)(const shared *sh, char *why, size_t n);
     void (*free)(shared *sh);
 } shared_ops;
@@ -58,8 +97,9 @@ struct shared {
 
 /* The local implementation. */
 shared *shared_local_new(gateway *gw);
-/* Installs sh as the pool's rest hook (pool_on_rest) when it shares
- * rests; the top calls it once gw->pool and gw->shared exist. */
+/* Installs sh as the pool's rest and owner hooks (pool_on_rest,
+ * pool_on_owner) when it shares them; the top calls it once gw->pool and
+ * gw->shared exist. */
 void shared_attach(shared *sh);
 void shared_free(shared *sh);
 const char *shared_kind(const shared *sh);
@@ -74,6 +114,31 @@ shared_call *shared_refresh_begin(shared *sh, const pool_account *pa, shared_ref
 void shared_refresh_end(shared *sh, const char *account_name, const account *fresh);
 void shared_call_cancel(shared *sh, shared_call *c); /* its fn is not called; NULL is fine */
 void shared_on_login(shared *sh, shared_login_fn fn, void *ud);
+
+/* Records the local copy misses, asked for once (a request's one round
+ * trip): build is called only when there is somewhere to ask (never by the
+ * local implementation, nor while Redis is out of reach); NULL is returned
+ * when nothing is asked (go on at once: done is not called). Otherwise done
+ * is called once, within SHARED_ASK_MS, after what was found went into the
+ * pool's owner map and the affinity table (a late answer still goes there,
+ * for the next request); shared_call_cancel stops it. */
+#define SHARED_ASK_MS 50
+shared_call *shared_ask_send(shared *sh, shared_ask_build_fn build, shared_ask_done_fn done, void *ud);
+/* The session now belongs to account_id (affinity_put said it is worth
+ * telling): the other gateways can ask for it. Owner records are told by
+ * the pool's owner hook (pool_on_owner), installed by shared_attach. */
+void shared_session_tell(shared *sh, const char *session, int64_t account_id);
+
+/* Before an attempt on pa, an account with a max_concurrency that the
+ * local count (pa->inflight) still allows: takes one of its slots across
+ * the gateways (the request's round trip). NULL: go on now (the local
+ * count decides: a lone gateway, Redis out of reach); otherwise fn is
+ * called once within SHARED_ASK_MS (an answer too late counts as none:
+ * the local count decides). *slot is set either way: hand it to
+ * shared_slot_give when the attempt ends, or at once when fn says 0 or
+ * the call is cancelled (0: nothing to give). */
+shared_call *shared_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn, void *ud);
+void shared_slot_give(shared *sh, uint64_t slot);
 
 /* 1 when the shared state is out of reach (this instance serves on its
  * own state meanwhile), with why for /health; 0 (why "") otherwise. */

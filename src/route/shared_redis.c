@@ -5,6 +5,11 @@
  *   sy:{POOL}:login:NAME          the newest login of a ChatGPT account (its tokens: secrets)
  *   sy:{POOL}:lease:refresh:NAME  who refreshes that login now: an instance id, NX PX
  *   sy:{POOL}:events:DB           the channel: {"t":"rest"|"login","from","name","body"}
+ *   sy:{POOL}:owner:KEY           the account (by name) that produced a response, issued a turn
+ *                                 state ("ts:…") or minted a blob ("bl:…"), EX 7 days
+ *   sy:{POOL}:sess:SESSION        the account (by name) that served a session's last turn, EX the idle time
+ *   sy:{POOL}:inflight:NAME       the slots of an account's max_concurrency held now: a sorted set of
+ *                                 "INSTANCE:SEQ" scored by expiry (Redis's clock, ms), taken by a script
  *
  * Accounts are named by name, not id: each instance numbers the accounts
  * of its own database. A rest changed here is SET and PUBLISHed at once
@@ -15,6 +20,7 @@
  * logins are told again, so an outage loses nothing either side knew. */
 #include "route/shared_redis.h"
 #include "route/shared_state.h"
+#include "route/affinity.h"
 #include "core/redis_link.h"
 #include "base/log.h"
 #include "base/sbuf.h"
@@ -29,16 +35,52 @@
 #define SHARED_START_GRACE_S 3.0   /* a refresh at start-up waits this long for the link */
 #define SHARED_LEASE_EXTRA_MS 10000 /* a refresh lease lives oauth_timeout_ms + this */
 #define SHARED_SCAN_COUNT "500"
+#define SHARED_OWNER_TTL_S "604800" /* 7 days: as long as the store keeps an owner row */
+#define SHARED_SLOT_TTL_MS "30000"  /* a slot not renewed for this long is free (its instance died) */
+#define SHARED_SLOT_RENEW_S 10.0    /* held slots are renewed this often */
+/* Takes a slot when fewer than the limit are held (the expired dropped
+ * first), on Redis's clock so the instances' clocks do not matter:
+ * {1, held} or {0, held}. */
+#define SHARED_SLOT_TAKE_LUA                                                                      \
+    "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " \
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) "                                          \
+    "local n = redis.call('ZCARD', KEYS[1]) "                                                        \
+    "if n < tonumber(ARGV[2]) then "                                                                 \
+    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1]) "                                 \
+    "redis.call('PEXPIRE', KEYS[1], ARGV[3]) return {1, n + 1} end "                                 \
+    "return {0, n}"
+/* Renews a slot still held (one dropped as expired stays dropped). */
+#define SHARED_SLOT_RENEW_LUA                                                                     \
+    "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " \
+    "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then "                                                \
+    "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "                                 \
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0"
 #define SHARED_RELEASE_LUA \
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
 
 typedef struct shared_redis shared_redis;
 
-/* A refresh_begin in flight (shared_call). */
+/* A slot this instance took (or is taking): until given back and answered. */
+typedef struct shared_slot {
+    struct shared_slot *next;
+    uint64_t seq;
+    char key[320];          /* sy:{POOL}:inflight:NAME */
+    char member[56];        /* INSTANCE:SEQ */
+    int answered, granted, given;
+} shared_slot;
+
+/* A refresh_begin, or an ask, in flight (shared_call). */
 struct shared_call {
     shared_call *next;      /* in pending, while waiting for the link */
     shared_redis *sr;
     shared_refresh_fn fn;   /* NULL: cancelled */
+    /* an ask (ask != NULL): its records, its deadline, its caller */
+    shared_ask *ask;
+    shared_ask_done_fn done; /* NULL: cancelled, or answered at the deadline */
+    struct event *deadline;  /* an ask's or a slot's */
+    /* a slot_take (slot != NULL) */
+    shared_slot *slot;
+    shared_slot_fn slot_fn;  /* NULL: cancelled, or answered at the deadline */
     void *ud;
     char name[256];
     int64_t local_last_refresh;
@@ -68,6 +110,9 @@ struct shared_redis {
     unsigned long scan_gen;
     shared_seen *seen;
     size_t nseen, capseen;
+    shared_slot *slots;     /* slots taken and not yet given back and answered */
+    uint64_t slot_seq;
+    double slots_renewed;   /* monotonic */
     int closing;
 };
 
@@ -339,6 +384,14 @@ static void shared_redis_refresh_end(shared *sh, const char *account_name, const
 static void shared_redis_call_cancel(shared *sh, shared_call *c)
 {
     shared_redis *sr = (shared_redis *)sh;
+    if (c->ask || c->slot) { /* in flight: freed when its answer is in */
+        c->done = NULL;
+        c->slot_fn = NULL;
+        if (c->deadline)
+            event_free(c->deadline);
+        c->deadline = NULL;
+        return;
+    }
     for (shared_call **pp = &sr->pending; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -368,11 +421,282 @@ static void shared_pending_flush(shared_redis *sr, int give_up)
     }
 }
 
+static void shared_slots_renew(shared_redis *sr);
+
 static void shared_on_tick(evutil_socket_t fd, short what, void *arg)
 {
     shared_redis *sr = arg;
     if (sr->pending)
         shared_pending_flush(sr, 0);
+    if (sr->slots)
+        shared_slots_renew(sr);
+}
+
+/* ---------- who holds what: owners and sessions ---------- */
+
+/* "sy:{POOL}:kind:key" into buf (n bytes): 0, or -1 when it does not fit. */
+static int shared_key_buf(const shared_redis *sr, const char *kind, const char *key, char *buf, size_t n)
+{
+    int w = snprintf(buf, n, "%s%s:%s", sr->prefix, kind, key);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+/* A record of this instance's: written with its TTL, no answer awaited.
+ * Not published: a record is asked for only where it is missed, so the
+ * other instances do not keep every record of the pool. */
+static void shared_record_tell(shared_redis *sr, const char *kind, const char *key, int64_t account_id,
+                               const char *ttl_s)
+{
+    const pool_account *pa = pool_find(sr->base.gw->pool, account_id);
+    char k[SHARED_ASK_KEY + 96];
+    if (!redis_link_is_up(sr->link) || !pa || !pa->a.name || shared_key_buf(sr, kind, key, k, sizeof k) != 0)
+        return;
+    const char *set[] = {"SET", k, pa->a.name, "EX", ttl_s};
+    shared_cmd(sr, NULL, NULL, 5, set);
+}
+
+static void shared_redis_owner_told(shared *sh, const char *key, int64_t account_id)
+{
+    shared_record_tell((shared_redis *)sh, "owner", key, account_id, SHARED_OWNER_TTL_S);
+}
+
+static void shared_redis_session_told(shared *sh, const char *session, int64_t account_id)
+{
+    char ttl[32];
+    long idle = sh->gw->cfg.affinity_idle_s;
+    snprintf(ttl, sizeof ttl, "%ld", idle > 0 ? idle : 1);
+    shared_record_tell((shared_redis *)sh, "sess", session, account_id, ttl);
+}
+
+/* The ask's caller goes on (once): at the answer, or at the deadline. */
+static void shared_ask_finish(shared_call *c)
+{
+    if (c->deadline)
+        event_free(c->deadline);
+    c->deadline = NULL;
+    shared_ask_done_fn done = c->done;
+    c->done = NULL;
+    if (done)
+        done(c->ud);
+}
+
+static void shared_on_ask_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    shared_call *c = arg;
+    log_debug("redis: no answer to a request's ask within %d ms: it goes on with what it knows", SHARED_ASK_MS);
+    shared_ask_finish(c);
+}
+
+/* MGET's answer: each record found goes into the local copy (even after
+ * the deadline: the next request finds it there). */
+static void shared_on_ask(void *ud, redisReply *r)
+{
+    shared_call *c = ud;
+    shared_redis *sr = c->sr;
+    if (sr->closing) { /* shutting down: nobody goes on */
+        c->done = NULL;
+    } else if (r && r->type == REDIS_REPLY_ARRAY) {
+        gateway *gw = sr->base.gw;
+        double now = gateway_now();
+        for (size_t i = 0; i < r->elements && i < c->ask->n; i++) {
+            const redisReply *v = r->element[i];
+            char name[256];
+            if (v->type != REDIS_REPLY_STRING || !v->len || v->len >= sizeof name || memchr(v->str, 0, v->len))
+                continue;
+            memcpy(name, v->str, v->len);
+            name[v->len] = '\0';
+            const pool_account *pa = shared_find(sr, name); /* an account this instance does not have: unknown */
+            if (!pa)
+                continue;
+            const char *key = c->ask->key[i];
+            if (c->ask->kind[i] == SHARED_ASK_OWNER)
+                pool_owner_learn(gw->pool, key, pa->a.id);
+            else if (gw->affinity && !affinity_get(gw->affinity, key, now)) /* not if this instance served it since */
+                affinity_put(gw->affinity, key, pa->a.id, now);
+        }
+    }
+    shared_ask_finish(c);
+    free(c->ask);
+    free(c);
+}
+
+static shared_call *shared_redis_ask(shared *sh, shared_ask_build_fn build, shared_ask_done_fn done, void *ud)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    if (!redis_link_is_up(sr->link)) /* out of reach: the local copy is all there is */
+        return NULL;
+    shared_ask *q = malloc(sizeof *q);
+    shared_call *c = q ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        free(q);
+        return NULL;
+    }
+    q->n = 0;
+    build(ud, q);
+    const char *argv[SHARED_ASK_MAX + 1];
+    size_t lens[SHARED_ASK_MAX + 1];
+    char keys[SHARED_ASK_MAX][SHARED_ASK_KEY + 96];
+    argv[0] = "MGET";
+    lens[0] = 4;
+    size_t n = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        if (shared_key_buf(sr, q->kind[i] == SHARED_ASK_OWNER ? "owner" : "sess", q->key[i], keys[n], sizeof keys[n]))
+            continue;
+        if (n != i) { /* keep the records in the order asked */
+            q->kind[n] = q->kind[i];
+            memcpy(q->key[n], q->key[i], sizeof q->key[n]);
+        }
+        argv[n + 1] = keys[n];
+        lens[n + 1] = strlen(keys[n]);
+        n++;
+    }
+    q->n = n;
+    c->sr = sr;
+    c->ask = q;
+    c->done = done;
+    c->ud = ud;
+    if (!n || redis_link_command(sr->link, shared_on_ask, c, (int)n + 1, argv, lens) != 0) {
+        free(q);
+        free(c);
+        return NULL;
+    }
+    c->deadline = evtimer_new(sh->gw->base, shared_on_ask_deadline, c);
+    if (c->deadline) {
+        struct timeval tv = {0, SHARED_ASK_MS * 1000};
+        evtimer_add(c->deadline, &tv);
+    }
+    return c;
+}
+
+/* ---------- slots of max_concurrency ---------- */
+
+static void shared_slot_unlink(shared_redis *sr, shared_slot *sl)
+{
+    for (shared_slot **pp = &sr->slots; *pp; pp = &(*pp)->next)
+        if (*pp == sl) {
+            *pp = sl->next;
+            break;
+        }
+    free(sl);
+}
+
+static void shared_slot_release(shared_redis *sr, shared_slot *sl)
+{
+    const char *zrem[] = {"ZREM", sl->key, sl->member};
+    if (redis_link_is_up(sr->link))
+        shared_cmd(sr, NULL, NULL, 3, zrem);
+}
+
+/* The caller goes on (once): at the answer, or at the deadline. */
+static void shared_slot_finish(shared_call *c, int granted, int held)
+{
+    if (c->deadline)
+        event_free(c->deadline);
+    c->deadline = NULL;
+    shared_slot_fn fn = c->slot_fn;
+    c->slot_fn = NULL;
+    if (fn)
+        fn(c->ud, granted, held);
+}
+
+static void shared_on_slot_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    log_debug("redis: no answer to a slot within %d ms: the local count decides", SHARED_ASK_MS);
+    shared_slot_finish(arg, 1, 0);
+}
+
+static void shared_on_slot(void *ud, redisReply *r)
+{
+    shared_call *c = ud;
+    shared_redis *sr = c->sr;
+    shared_slot *sl = c->slot;
+    int granted = 1, held = 0; /* no answer (the link went down): the local count decides */
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->type == REDIS_REPLY_INTEGER) {
+        granted = r->element[0]->integer == 1;
+        held = (int)(r->element[1]->integer > 1000000 ? 1000000 : r->element[1]->integer);
+        sl->granted = granted;
+    }
+    if (sr->closing)
+        c->slot_fn = NULL;
+    shared_slot_finish(c, granted, held); /* a give from within (a refusal) only marks it: handled below */
+    sl->answered = 1;
+    if (sl->given) { /* the attempt ended first (or the call was cancelled) */
+        if (sl->granted && !sr->closing)
+            shared_slot_release(sr, sl);
+        shared_slot_unlink(sr, sl);
+    }
+    free(c);
+}
+
+static shared_call *shared_redis_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn,
+                                           void *ud)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    if (!redis_link_is_up(sr->link) || !pa->a.name || pa->a.max_concurrency <= 0)
+        return NULL; /* the local count decides */
+    shared_slot *sl = calloc(1, sizeof *sl);
+    shared_call *c = sl ? calloc(1, sizeof *c) : NULL;
+    if (!c || shared_key_buf(sr, "inflight", pa->a.name, sl->key, sizeof sl->key) != 0) {
+        free(sl);
+        free(c);
+        return NULL;
+    }
+    sl->seq = ++sr->slot_seq;
+    snprintf(sl->member, sizeof sl->member, "%s:%llu", sr->id, (unsigned long long)sl->seq);
+    char limit[24];
+    snprintf(limit, sizeof limit, "%d", pa->a.max_concurrency);
+    const char *eval[] = {"EVAL", SHARED_SLOT_TAKE_LUA, "1", sl->key, sl->member, limit, SHARED_SLOT_TTL_MS};
+    c->sr = sr;
+    c->slot = sl;
+    c->slot_fn = fn;
+    c->ud = ud;
+    if (shared_cmd(sr, shared_on_slot, c, 7, eval) != 0) {
+        free(sl);
+        free(c);
+        return NULL;
+    }
+    sl->next = sr->slots;
+    sr->slots = sl;
+    *slot = sl->seq;
+    c->deadline = evtimer_new(sh->gw->base, shared_on_slot_deadline, c);
+    if (c->deadline) {
+        struct timeval tv = {0, SHARED_ASK_MS * 1000};
+        evtimer_add(c->deadline, &tv);
+    }
+    return c;
+}
+
+static void shared_redis_slot_give(shared *sh, uint64_t seq)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    for (shared_slot *sl = sr->slots; sl; sl = sl->next)
+        if (sl->seq == seq) {
+            sl->given = 1;
+            if (!sl->answered) /* its answer gives it back */
+                return;
+            if (sl->granted)
+                shared_slot_release(sr, sl);
+            shared_slot_unlink(sr, sl);
+            return;
+        }
+}
+
+/* Renews the slots held, so a long stream keeps its slot and a dead
+ * instance's expire. */
+static void shared_slots_renew(shared_redis *sr)
+{
+    double now = shared_mono();
+    if (now - sr->slots_renewed < SHARED_SLOT_RENEW_S)
+        return;
+    sr->slots_renewed = now;
+    if (!redis_link_is_up(sr->link))
+        return;
+    for (shared_slot *sl = sr->slots; sl; sl = sl->next)
+        if (sl->answered && sl->granted && !sl->given) {
+            const char *eval[] = {"EVAL", SHARED_SLOT_RENEW_LUA, "1", sl->key, sl->member, SHARED_SLOT_TTL_MS};
+            shared_cmd(sr, NULL, NULL, 6, eval);
+        }
 }
 
 /* ---------- resync ---------- */
@@ -627,12 +951,18 @@ static void shared_redis_free(shared *sh)
         event_free(sr->tick);
     shared_seen_clear(sr);
     free(sr->seen);
+    while (sr->slots) { /* their keys expire in Redis by themselves */
+        shared_slot *sl = sr->slots;
+        sr->slots = sl->next;
+        free(sl);
+    }
     free(sr);
 }
 
 static const shared_ops shared_redis_ops = {
     "redis", shared_redis_refresh_begin, shared_redis_refresh_end, shared_redis_call_cancel,
-    shared_redis_rest_changed, shared_redis_degraded, shared_redis_free,
+    shared_redis_rest_changed, shared_redis_owner_told, shared_redis_session_told, shared_redis_ask,
+    shared_redis_slot_take, shared_redis_slot_give, shared_redis_degraded, shared_redis_free,
 };
 
 shared *shared_redis_new(gateway *gw, const redis_url *u)

@@ -184,6 +184,154 @@ class RedisTest(GatewayTest):
         self.redis.cli("SET", "sy:{t}:lease:refresh:dead", "someone", "NX", "PX", "15000")
         self.assertTrue(0 < int(self.redis.cli("PTTL", "sy:{t}:lease:refresh:dead")) <= 15000)
 
+    # --- who holds what: a conversation's turns may reach any instance ---
+
+    def balanced_past_a(self, accts):
+        """Three gateways: the first sends its first request to a, the other
+        two would send their next to b (each served one request on a
+        already): only what they share keeps a conversation of a's on a."""
+        gs = self.three(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        for g in gs[1:]:
+            r = g.post("/v1/responses", {"model": "gpt-test", "input": "warm"}, key=g.key)
+            self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+        return gs
+
+    def test_a_codex_conversation_whose_turns_alternate_between_gateways_stays_on_its_account(self):
+        accts = [account("a", self.mock.url("a", "ok,turn_state=ts-a,reasoning=1")),
+                 account("b", self.mock.url("b", "ok,turn_state=ts-b,reasoning=1"))]
+        gs = self.balanced_past_a(accts)
+        history, headers = [], {"session_id": "sess-codex-1"}
+        for n in range(6):
+            g = gs[n % 3]
+            body = {"model": "gpt-test", "store": False, "include": ["reasoning.encrypted_content"],
+                    "input": history + [{"type": "message", "role": "user",
+                                         "content": [{"type": "input_text", "text": f"turn {n}"}]}]}
+            r = g.post("/v1/responses", body, key=g.key, headers=headers)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.headers.get("x-switchyard-account"), "a", f"turn {n} at gateway {n % 3}")
+            self.assertIsNone(r.headers.get("x-switchyard-stripped"))
+            history = body["input"] + r.json()["output"]
+            headers = {"session_id": "sess-codex-1", "x-codex-turn-state": r.headers["x-codex-turn-state"]}
+        self.assertEqual(self.mock.requests("b"), [], "no turn reached the other account")
+        turns = self.mock.requests("a")[2:]
+        self.assertEqual(len(turns), 6)
+        self.assertTrue(all(b["own"] for t in turns for b in (t.get("blobs") or [])), turns)
+        # the records are in Redis under the account's name
+        self.assertEqual(self.redis.cli("GET", "sy:{t}:sess:sess-codex-1"), "a")
+
+    def test_previous_response_id_reaches_its_account_whichever_gateway_gets_the_next_turn(self):
+        accts = [account("a", self.mock.url("a")), account("b", self.mock.url("b"))]
+        gs = self.balanced_past_a(accts)
+        prev = None
+        for n in range(6):
+            g = gs[n % 3]
+            body = {"model": "gpt-test", "input": f"turn {n}"}
+            if prev:
+                body["previous_response_id"] = prev
+            r = g.post("/v1/responses", body, key=g.key)
+            self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+            prev = r.json()["id"]
+            self.assertEqual(self.redis.cli("GET", f"sy:{{t}}:owner:{prev}"), "a")
+        self.assertEqual(self.mock.requests("b"), [])
+        # a stored response is found through another gateway too
+        r = gs[1].get(f"/v1/responses/{prev}", key=gs[1].key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+
+    def test_a_blob_minted_through_another_gateway_is_stripped_before_it_reaches_another_account(self):
+        accts = [account("a", self.mock.url("a", "ok,reasoning=1")), account("b", self.mock.url("b", "ok,reasoning=1"))]
+        g1, g2, _ = self.balanced_past_a(accts)
+        first = {"model": "gpt-test", "store": False, "include": ["reasoning.encrypted_content"],
+                 "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "one"}]}]}
+        r = g1.post("/v1/responses", first, key=g1.key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+        second = dict(first, input=first["input"] + r.json()["output"])
+        # g2's cursor gives b: a's reasoning is known there as a's, so it goes before b sees it
+        r = g2.post("/v1/responses", second, key=g2.key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "b"), r)
+        self.assertEqual(r.headers.get("x-switchyard-stripped"), "dropped=1")
+        b_turns = self.mock.requests("b")
+        self.assertEqual(len(b_turns), 1, "b was sent the turn once: no refusal, no strip-retry")
+        self.assertEqual(b_turns[0].get("blobs") or [], [])
+
+    def test_a_turn_whose_records_redis_cannot_give_goes_on_as_a_miss_at_once(self):
+        accts = [account("a", self.mock.url("a")), account("b", self.mock.url("b"))]
+        g1, g2, _ = self.balanced_past_a(accts)
+        r = g1.post("/v1/responses", {"model": "gpt-test", "input": "one"}, key=g1.key)
+        prev = r.json()["id"]
+        # Redis stops answering (stopped, not closed: the ask goes out and no answer comes)
+        os.kill(self.redis.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            r = g2.post("/v1/responses", {"model": "gpt-test", "input": "two", "previous_response_id": prev},
+                        key=g2.key)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(self.redis.proc.pid, signal.SIGCONT)
+        self.assertLess(took, 0.5, "the turn did not wait for Redis beyond the bound")
+        self.assertGreaterEqual(took, 0.045, "it asked, and waited for the bound")
+        # unknown here: the continuation went by the local order, and b said it does not know it
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (400, "b"), r)
+        # Redis answering again, the next turn reaches a
+        r = g2.post("/v1/responses", {"model": "gpt-test", "input": "three", "previous_response_id": prev}, key=g2.key)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+
+    # --- an account's max_concurrency across the gateways ---
+
+    def load(self, gs, per_gateway=3, rounds=4):
+        """per_gateway clients on each gateway, each sending rounds requests one after another."""
+        results, lock = [], threading.Lock()
+
+        def client(g):
+            for _ in range(rounds):
+                r = self.ask(g)
+                with lock:
+                    results.append((r.status, r.headers.get("x-switchyard-account")))
+
+        threads = [threading.Thread(target=client, args=(g,)) for g in gs for _ in range(per_gateway)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
+
+    def overlaps(self, name):
+        """Pairs of the account's requests that were in flight at the mock at the same time."""
+        spans = sorted((r["t_start"], r["t_end"]) for r in self.mock.requests(name))
+        return [(x, y) for x, y in zip(spans, spans[1:]) if y[0] < x[1]]
+
+    def test_a_concurrency_limit_of_one_holds_across_three_gateways_under_parallel_load(self):
+        accts = [account("a", self.mock.url("a", "slow_headers,ms=150"), args=("--max-concurrency", "1")),
+                 account("b", self.mock.url("b"))]
+        gs = self.three(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        results = self.load(gs)
+        self.assertEqual([s for s, _ in results], [200] * 36)
+        a_reqs = self.mock.requests("a")
+        self.assertTrue(all(r["completed"] and r["t_end"] for r in a_reqs), a_reqs)
+        self.assertGreaterEqual(len(a_reqs), 3, "a served some of the load")
+        self.assertEqual(self.overlaps("a"), [], "never two requests in flight at a")
+        self.assertEqual(len(a_reqs) + len(self.mock.requests("b")), 36, "the others went to b")
+        wait_for(lambda: self.redis.cli("ZCARD", "sy:{t}:inflight:a") == "0", what="every slot given back")
+        text = "".join(g.trace_text() for g in gs)
+        self.assertIn("at its concurrency limit across the gateways (1 in flight)", text)
+
+    def test_a_slot_of_a_gateway_killed_with_sigkill_expires_and_redis_down_falls_back_to_the_local_count(self):
+        accts = [account("a", self.mock.url("a", "slow_headers,ms=150"), args=("--max-concurrency", "1")),
+                 account("b", self.mock.url("b"))]
+        g1, g2, g3 = self.three(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        # a slot held by an instance that died: its expiry frees it, not its owner
+        self.redis.cli("ZADD", "sy:{t}:inflight:a", str(int(time.time() * 1000) + 1500), "dead:1")
+        r = self.ask(g1)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "b"), r)
+        time.sleep(1.6)
+        r = self.ask(g1)
+        self.assertEqual((r.status, r.headers.get("x-switchyard-account")), (200, "a"), r)
+        # Redis gone: each gateway holds the limit on its own count, and serves
+        self.redis.stop()
+        for g in (g1, g2, g3):
+            wait_for(lambda g=g: not g.get("/health").json()["shared"]["reachable"], what="the link down")
+        results = self.load([g1, g2, g3], per_gateway=2, rounds=2)
+        self.assertEqual([s for s, _ in results], [200] * 12)
+
     def test_without_redis_nothing_is_shared_and_health_says_local(self):
         g = self.gateway([account("b", self.mock.url("b"))], env={"SWITCHYARD_USAGE_POLL_S": "0"})
         h = g.get("/health").json()

@@ -112,8 +112,22 @@ static void test_affinity_matches_a_simple_model(void)
     affinity_free(a);
 }
 
+static void test_affinity_put_says_when_an_entry_is_worth_telling_other_gateways(void)
+{
+    affinity *a = affinity_new(8, 400);
+    CHECK_EQ_INT(affinity_put(a, "s", 1, 1000), 1);  /* new */
+    CHECK_EQ_INT(affinity_put(a, "s", 1, 1050), 0);  /* the same account soon after: nothing new */
+    CHECK_EQ_INT(affinity_put(a, "s", 2, 1060), 1);  /* moved */
+    CHECK_EQ_INT(affinity_put(a, "s", 2, 1160), 0);  /* a quarter of the idle time since it was told */
+    CHECK_EQ_INT(affinity_put(a, "s", 2, 1161), 1);  /* past it: told again before the shared copy expires */
+    CHECK_EQ_INT(affinity_put(a, "", 2, 1162), 0);
+    CHECK_EQ_INT(affinity_put(a, "s", 0, 1162), 0);
+    affinity_free(a);
+}
+
 int main(void)
 {
+    RUN(test_affinity_put_says_when_an_entry_is_worth_telling_other_gateways);
     RUN(test_affinity_remembers_and_moves_a_session);
     RUN(test_affinity_forgets_a_session_after_its_idle_time);
     RUN(test_affinity_full_table_drops_the_least_recently_used);
