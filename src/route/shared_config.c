@@ -373,6 +373,12 @@ static int sc_cmp_item(const void *a, const void *b)
     return strcmp(((const sc_item *)a)->field, ((const sc_item *)b)->field);
 }
 
+static void sc_list_sort(sc_list *l)
+{
+    if (l->n > 1)
+        qsort(l->it, l->n, sizeof *l->it, sc_cmp_item);
+}
+
 /* The item of field among l's first n (sorted) items, or NULL. */
 static sc_item *sc_list_find(sc_list *l, size_t n, const char *field)
 {
@@ -443,15 +449,15 @@ static void sc_reconcile(shared_config *sc, const redisReply *remote)
         sc->dirty = 1;
         return;
     }
-    qsort(l.it, l.n, sizeof *l.it, sc_cmp_item); /* sqlite's order already; made sure */
+    sc_list_sort(&l); /* sqlite's order already; made sure */
     if (remote)
         sc_list_remote(&l, remote);
-    qsort(l.it, l.n, sizeof *l.it, sc_cmp_item);
+    sc_list_sort(&l);
     size_t known = l.n;
     for (size_t i = 0; i < sc->n; i++) /* recorded, in neither: a row removed here (or one the pool lost) */
         if (!sc_list_find(&l, known, sc->e[i].field))
             sc_list_add(&l, sc->e[i].field);
-    qsort(l.it, l.n, sizeof *l.it, sc_cmp_item);
+    sc_list_sort(&l);
     for (size_t i = 0; i < l.n; i++) {
         l.it[i].remote_known = remote != NULL; /* a field the pool lacks: its version is 0 */
         sc_decide(sc, &l.it[i]);
