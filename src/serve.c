@@ -22,6 +22,7 @@
 #include "http/server.h"
 #include "route/shared.h"
 #include "route/shared_redis.h"
+#include "route/shared_config.h"
 #include "route/spend.h"
 #include "accounts/usage_poll.h"
 #include "accounts/model_poll.h"
@@ -381,6 +382,7 @@ static void serve_poll_after_refresh(void *arg, int64_t account_id)
 /* What this gateway shares with the others of its pool: through Redis
  * with --redis (connecting in the background: it serves on its own state
  * until the link is up), else nothing (route/shared.h). */
+static shared_config *serve_shared_config;
 static int serve_shared_open(gateway *gw)
 {
     redis_url u;
@@ -396,6 +398,7 @@ static int serve_shared_open(gateway *gw)
         return -1;
     }
     shared_attach(gw->shared);
+    serve_shared_config = shared_config_new(gw); /* accounts, keys and settings: with Redis only */
     return 0;
 }
 
@@ -511,6 +514,8 @@ static void serve_close(gateway *gw)
     oauth_free(gw->oauth);
     alert_free(gw->alerts); /* a webhook POST in flight is aborted; queued alerts are dropped */
     gw->alerts = NULL;
+    shared_config_free(serve_shared_config);
+    serve_shared_config = NULL;
     shared_free(gw->shared); /* after oauth (which cancels what it asked), before the pool */
     usage_poll_free(gw->usage);
     model_poll_free(gw->models);

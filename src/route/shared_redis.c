@@ -114,6 +114,7 @@ struct shared_redis {
     uint64_t slot_seq;
     double slots_renewed;   /* monotonic */
     int closing;
+    shared_redis_ext ext;   /* accounts, keys and settings (shared_config.c) */
 };
 
 static double shared_mono(void)
@@ -891,6 +892,8 @@ static void shared_on_up(void *ud)
     shared_scan_next(sr, sr->scan_gen, "0");
     if (sr->pending)
         shared_pending_flush(sr, 0);
+    if (sr->ext.up)
+        sr->ext.up(sr->ext.ud);
 }
 
 static void shared_on_down(void *ud)
@@ -913,6 +916,8 @@ static void shared_on_message(void *ud, const char *p, size_t n)
             shared_rest_heard(sr, m.name, m.body);
         else if (strcmp(m.type, "login") == 0)
             shared_login_fetch(sr, m.name);
+        else if (sr->ext.type && strcmp(m.type, sr->ext.type) == 0)
+            sr->ext.message(sr->ext.ud, m.name, m.body);
     }
     json_free(m.doc);
 }
@@ -1000,3 +1005,22 @@ shared *shared_redis_new(gateway *gw, const redis_url *u)
     }
     return &sr->base;
 }
+
+/* ---------- what shared_config.c shares over the same link ---------- */
+
+int shared_redis_extend(shared *sh, const shared_redis_ext *x)
+{
+    if (!sh || sh->ops != &shared_redis_ops)
+        return -1;
+    shared_redis *sr = (shared_redis *)sh;
+    if (x)
+        sr->ext = *x;
+    else
+        memset(&sr->ext, 0, sizeof sr->ext);
+    return 0;
+}
+
+redis_link *shared_redis_link(shared *sh) { return ((shared_redis *)sh)->link; }
+const char *shared_redis_prefix(const shared *sh) { return ((const shared_redis *)sh)->prefix; }
+const char *shared_redis_channel(const shared *sh) { return ((const shared_redis *)sh)->channel; }
+const char *shared_redis_id(const shared *sh) { return ((const shared_redis *)sh)->id; }

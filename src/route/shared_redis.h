@@ -4,6 +4,8 @@
 #define SY_SHARED_REDIS_H
 #include "core/gateway.h"
 #include "core/redis_url.h"
+#include "base/json.h"
+#include "core/redis_link.h"
 #include "route/shared.h"
 
 /* Starts connecting to u on gw's loop and returns at once: until the link
@@ -11,5 +13,24 @@
  * first 3 s waits for the link, so that instances starting together do
  * not all refresh one login). NULL only when out of memory. */
 shared *shared_redis_new(gateway *gw, const redis_url *u);
+
+/* What a module sharing more over the same link needs (the accounts, keys
+ * and settings: route/shared_config.c): its turn at every (re)connect,
+ * after the link's own resync has begun, and the channel's messages of its
+ * type from the other instances. */
+typedef struct shared_redis_ext {
+    const char *type; /* the "t" of the messages it takes */
+    void (*up)(void *ud);
+    void (*message)(void *ud, const char *name, const json_value *body);
+    void *ud;
+} shared_redis_ext;
+/* Registers x (NULL: none). -1 when sh is not the Redis implementation. */
+int shared_redis_extend(shared *sh, const shared_redis_ext *x);
+/* The link, the key prefix (sy:{POOL}:), the channel and this run's
+ * instance id (the "from" of its messages). sh must be the Redis one. */
+redis_link *shared_redis_link(shared *sh);
+const char *shared_redis_prefix(const shared *sh);
+const char *shared_redis_channel(const shared *sh);
+const char *shared_redis_id(const shared *sh);
 
 #endif

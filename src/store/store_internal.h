@@ -78,6 +78,11 @@ typedef struct login_item {
     /* a learned model list instead (store_writer_put_models): models set */
     int models;
     char *models_ids, *models_codex;
+    /* a function of the store's own modules instead (store_writer_put_call):
+     * call set, run in the batch's transaction */
+    int (*call)(sqlite3 *db, void *arg);
+    void *call_arg;
+    void (*call_free)(void *arg);
 } login_item;
 
 /* A batch taken off the queue; committed in one transaction. */
@@ -211,6 +216,15 @@ int store_account_insert(sqlite3 *db, const account_new *a);
 void store_writer_init(store_writer *w);
 void store_writer_stop(store_writer *w);
 void store_writer_discard(store_writer *w);
+/* Queues call(db, arg) to run in the writer's next transaction, in order
+ * with the logins and committed at once as they are (store_shared.c
+ * applies another gateway's rows so). call returns a sqlite result code:
+ * anything but SQLITE_OK fails the batch, which is retried whole, so call
+ * must be idempotent and must skip bad data itself (a savepoint), failing
+ * only on what a retry can heal (busy, I/O). free_fn(arg) after the
+ * commit. The ticket as store_writer_put_login's; 0 (and free_fn called)
+ * when it could not be queued. */
+uint64_t store_writer_put_call(store *s, int (*call)(sqlite3 *db, void *arg), void *arg, void (*free_fn)(void *arg));
 
 /* store_writer_commit.c: the writer's connection and statements, and
  * committing one batch (retried until it succeeds or shutdown gives up). */

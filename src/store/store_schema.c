@@ -313,13 +313,24 @@ static const char store_migration_19[] =
     "ALTER TABLE accounts ADD COLUMN prefill TEXT NOT NULL DEFAULT 'auto'"
     " CHECK (prefill IN ('auto','yes','no','refused'));";
 
+/* Migration 20 (issue 25): which version of each shared row (an account,
+ * a platform key, a setting; store_shared.h) this database holds, and the
+ * digest of its text then: a row whose text no longer has that digest was
+ * changed here and is told to the other gateways of the pool. No trigger:
+ * recording a version is no change of the configuration. */
+static const char store_migration_20[] =
+    "CREATE TABLE shared_sync ("
+    " field TEXT PRIMARY KEY,"
+    " version INTEGER NOT NULL,"
+    " digest TEXT NOT NULL);";
+
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
                                                store_migration_13, store_migration_14, store_migration_15,
                                                store_migration_16, store_migration_17, store_migration_18,
-                                               store_migration_19};
+                                               store_migration_19, store_migration_20};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

@@ -157,6 +157,8 @@ static void writer_login_free(login_item *l)
     free(l->hold_detail);
     free(l->models_ids);
     free(l->models_codex);
+    if (l->call_free)
+        l->call_free(l->call_arg);
     free(l);
 }
 
@@ -755,6 +757,20 @@ uint64_t store_writer_put_models(store *s, int64_t account_id, const char *ids, 
     it->models = 1;
     it->models_ids = store_strdup(ids);
     it->models_codex = store_strdup(codex);
+    return writer_login_queue(&s->w, it);
+}
+
+uint64_t store_writer_put_call(store *s, int (*call)(sqlite3 *db, void *arg), void *arg, void (*free_fn)(void *arg))
+{
+    login_item *it = call ? calloc(1, sizeof *it) : NULL;
+    if (!it) {
+        if (free_fn)
+            free_fn(arg);
+        return 0;
+    }
+    it->call = call;
+    it->call_arg = arg;
+    it->call_free = free_fn;
     return writer_login_queue(&s->w, it);
 }
 

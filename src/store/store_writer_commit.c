@@ -372,6 +372,10 @@ static int writer_batch_rows(store_writer *w, const writer_batch *b)
     for (size_t i = 0; rc == SQLITE_OK && i < b->n_ops; i++)
         rc = writer_admin_op(w, &b->ops[i]);
     for (const login_item *l = b->logins; rc == SQLITE_OK && l; l = l->next) {
+        if (l->call) {
+            rc = l->call(w->db, l->call_arg);
+            continue;
+        }
         sqlite3_stmt *st;
         writer_bind_login(w, l, &st);
         rc = writer_step(w->db, st, "account login");

@@ -1,0 +1,125 @@
+"""test_redis_config.py: accounts, platform keys and settings shared by the
+gateways of one pool through a real Redis (docs/scale-out.md, "Accounts,
+keys and settings"). Each gateway has its own database; the CLI writes to
+one of them and the others serve what it wrote. Skipped, saying so, only
+where redis-server is not installed."""
+
+import os
+import time
+import unittest
+
+import shutil
+
+from harness import GatewayTest, account, main, wait_for
+from test_redis import REDIS, Redis
+
+
+@unittest.skipUnless(REDIS and shutil.which("redis-cli"),
+                     "redis-server is not installed (scripts/install-deps.sh installs it)")
+class RedisConfigTest(GatewayTest):
+
+    def setUp(self):
+        super().setUp()
+        self.redis = Redis()
+        self.addCleanup(self.redis.close)
+
+    def env(self, extra=None):
+        e = {"SWITCHYARD_REDIS": self.redis.url(), "SWITCHYARD_USAGE_POLL_S": "0"}
+        e.update(extra or {})
+        return e
+
+    def two(self, accounts_a, accounts_b=()):
+        ga = self.gateway(accounts_a, env=self.env(), start=False)
+        gb = self.gateway(list(accounts_b), env=self.env(), start=False)
+        for g in (ga, gb):
+            g.start()
+        for g in (ga, gb):
+            wait_for(lambda g=g: "accounts, keys and settings in step with the pool" in g.log_text(),
+                     what="the gateway's first config resync")
+        return ga, gb
+
+    def names(self, g):
+        return sorted(r["name"] for r in g.query("SELECT name FROM accounts"))
+
+    def serves(self, g, key, account_name):
+        r = g.post("/v1/chat/completions", {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]},
+                   key=key)
+        return r.status == 200 and r.headers.get("x-switchyard-account") == account_name
+
+    def test_an_account_added_on_one_gateway_serves_on_the_other(self):
+        ga, gb = self.two([account("a", self.mock.url("a"))])
+        wait_for(lambda: self.names(gb) == ["a"], what="a on gateway b's database")
+        wait_for(lambda: self.serves(gb, gb.key, "a"), what="gateway b to serve through a")
+        # a later add, with the CLI against a's database while both run
+        ga.cli("account", "add", "--db", ga.db_path, "--name", "late", "--base-url", self.mock.url("late"),
+               "--token", "sk-late", "--sort", "1")
+        wait_for(lambda: self.serves(gb, gb.key, "late"), what="the late account to serve on b")
+        listed = gb.cli("account", "list", "--db", gb.db_path).stdout
+        self.assertIn("late", listed)
+        self.assertEqual(len(self.mock.requests("late")), 1)
+        # nothing told twice: b applied it and did not tell it back as its own change
+        time.sleep(1.5)
+        self.assertEqual(ga.log_text().count("applied account:late"), 0)
+        self.assertNotIn("changed here and in the pool", ga.log_text() + gb.log_text())
+
+    def test_a_key_added_on_one_gateway_authenticates_on_the_other_and_its_revoke_stops_it(self):
+        ga, gb = self.two([account("a", self.mock.url("a"))])
+        key = ga.add_key("team")
+        wait_for(lambda: self.serves(gb, key, "a"), what="the new key to authenticate on b")
+        ga.cli("key", "revoke", "--db", ga.db_path, "--name", "team")
+        wait_for(lambda: gb.post("/v1/chat/completions", {"model": "gpt-test", "messages": []}, key=key).status
+                 == 401, what="the revoked key to be refused on b")
+        rows = gb.query("SELECT revoked FROM platform_keys WHERE name = 'team'")
+        self.assertEqual([r["revoked"] for r in rows], [1])
+
+    def test_a_removed_account_and_a_setting_reach_the_other_gateway(self):
+        ga, gb = self.two([account("a", self.mock.url("a")), account("b", self.mock.url("b"))])
+        wait_for(lambda: self.names(gb) == ["a", "b"], what="both accounts on b")
+        ga.cli("account", "remove", "--db", ga.db_path, "--name", "a")
+        ga.cli("config", "set", "--db", ga.db_path, "usage_poll_s", "600")
+        wait_for(lambda: self.names(gb) == ["b"], what="the removal on b")
+        wait_for(lambda: gb.query("SELECT value FROM settings WHERE key = 'usage_poll_s'") == [{"value": "600"}],
+                 what="the setting on b")
+        wait_for(lambda: self.serves(gb, gb.key, "b"), what="b serving through the account left")
+
+    def test_a_fresh_gateway_with_an_empty_database_serves_the_pool_with_the_first_ones_keys(self):
+        ga, gb = self.two([account("a", self.mock.url("a"))])
+        gc = self.gateway([], env=self.env(), start=False)
+        os.remove(gc.db_path)  # nothing at all: no account, no key
+        gc.start()
+        wait_for(lambda: self.serves(gc, ga.key, "a"), what="the fresh gateway to serve a's key")
+        self.assertTrue(self.serves(gc, gb.key, "a"))
+        self.assertEqual(self.names(gc), ["a"])
+
+    def test_an_account_added_while_redis_is_down_reaches_the_other_gateway_when_it_returns(self):
+        ga, gb = self.two([account("a", self.mock.url("a"))])
+        wait_for(lambda: self.names(gb) == ["a"], what="a on b")
+        self.redis.stop()
+        for g in (ga, gb):
+            wait_for(lambda g=g: not g.get("/health").json()["shared"]["reachable"], what="the link lost")
+        ga.cli("account", "add", "--db", ga.db_path, "--name", "offline", "--base-url", self.mock.url("offline"),
+               "--token", "sk-offline", "--sort", "1")
+        time.sleep(1.0)
+        self.assertEqual(self.names(gb), ["a"], "nothing reaches b while redis is down")
+        self.redis.start()  # empty: a must tell everything again
+        wait_for(lambda: self.names(gb) == ["a", "offline"], what="the account added meanwhile on b")
+        wait_for(lambda: self.serves(gb, gb.key, "offline"), what="b to serve through it")
+
+    def test_a_change_made_while_apart_loses_to_the_pools_newer_one(self):
+        ga, gb = self.two([account("a", self.mock.url("a"))])
+        wait_for(lambda: self.names(gb) == ["a"], what="a on b")
+        gb.stop()
+        ga.cli("account", "update", "--db", ga.db_path, "--name", "a", "--weight", "7")
+        wait_for(lambda: '"weight":7' in (self.redis.cli("HGET", "sy:{t}:config", "account:a") or ""),
+                 what="a's change in the pool")
+        gb.cli("account", "update", "--db", gb.db_path, "--name", "a", "--weight", "3")
+        gb.start()
+        wait_for(lambda: gb.query("SELECT weight FROM accounts WHERE name = 'a'") == [{"weight": 7}],
+                 what="the pool's newer weight on b")
+        self.assertIn("changed here and in the pool while apart", gb.log_text())
+        time.sleep(1.0)
+        self.assertEqual(ga.query("SELECT weight FROM accounts WHERE name = 'a'"), [{"weight": 7}])
+
+
+if __name__ == "__main__":
+    main()
