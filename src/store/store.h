@@ -476,6 +476,24 @@ uint64_t store_writer_put_hold(store *s, const store_hold *h);
  * back at start). Strings are copied; committed at once, in order with the
  * logins. The ticket as store_writer_put_login's, 0 when not queued. */
 uint64_t store_writer_put_models(store *s, int64_t account_id, const char *ids, const char *codex);
+/* An account to add or update as `account import` does (store_accounts_import,
+ * one entry; a ChatGPT login updates the account holding it), for a sign-in
+ * the gateway itself ran (accounts/signin.h): every string is copied, and
+ * the entry is committed at once, in order with the logins, in a savepoint
+ * of its own (a refused entry leaves the rest of the batch alone). label
+ * names it in errors. The ticket as store_writer_put_login's, 0 when not
+ * queued; store_writer_import_result tells the outcome once committed. */
+uint64_t store_writer_put_import(store *s, const account_new *a, const char *label);
+typedef enum {
+    STORE_IMPORT_UNKNOWN = 0, /* not committed yet, or too long ago (the latest 16 are kept) */
+    STORE_IMPORT_ADDED,
+    STORE_IMPORT_UPDATED,
+    STORE_IMPORT_FAILED
+} store_import_outcome;
+/* The outcome of the import with that ticket; name (the account holding the
+ * login) and err (why it failed) filled. */
+store_import_outcome store_writer_import_result(store *s, uint64_t ticket, char *name, size_t namelen, char *err,
+                                                size_t errlen);
 uint64_t store_writer_committed(store *s);
 /* An eventfd that becomes readable after a batch holding logins committed
  * (read it to reset). -1 before store_writer_start. */
