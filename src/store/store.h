@@ -284,6 +284,18 @@ int store_usage_report(store *s, const char *by, double since, void (*fn)(void *
  * (by_key) or an account; 0 ok, -1 error. Never waits for a lock.
  * (store_controls.c) */
 int store_spent_since(store *s, int by_key, int64_t id, double since, double *out);
+/* What each platform key did lately, for `key list`: its requests and USD
+ * since day_start (today), and the time of its latest request, read from
+ * the newest STORE_KEY_ACTIVITY_ROWS request log rows since `since` at most
+ * (the ts index), so the read stays bounded however long the log is; a key
+ * not among them is reported by no call. 0 ok, -1 error. (store_controls.c) */
+#define STORE_KEY_ACTIVITY_ROWS 500000
+typedef struct store_key_activity {
+    int64_t key_id, requests_today;
+    double usd_today, last_used_at;
+} store_key_activity;
+int store_keys_activity(store *s, double day_start, double since, void (*fn)(void *ud, const store_key_activity *a),
+                        void *ud);
 
 /* --- settings (key/value text, managed by `switchyard config`) ---
  * Any change bumps config_version. The store does not validate keys or
