@@ -9,7 +9,7 @@ the proxied /v1 API accepts any; `codex attach` takes the address of the
 gateway serving the database, accepts host:port, refuses when no gateway
 answers (unless --offline) and a Codex home that does not exist (unless
 --create); `codex status` says when no gateway answers at the URL it
-wrote."""
+wrote, and exits 1 then."""
 
 import json
 import os
@@ -182,10 +182,12 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
         self.assertTrue(p.stdout.startswith("attached: "), p.stdout)
+        self.assertEqual(p.returncode, 0, p.stderr)
         g.stop()
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
         self.assertTrue(p.stdout.startswith(f"attached, but no gateway answers at http://127.0.0.1:{g.port}/v1: "),
                         p.stdout)
+        self.assertEqual(p.returncode, 1, "a script checking `codex status` must see that Codex cannot work")
 
     def test_codex_attach_takes_host_port_and_refuses_when_no_gateway_answers_unless_offline(self):
         g = self.gateway([account("a", self.mock.url("a"))])
