@@ -80,6 +80,13 @@ class OperatorCliTest(GatewayTest):
         bad = self.run_sy(g, "--bogus", "status")
         self.assertEqual(bad.returncode, 2)
         self.assertIn("unknown option '--bogus'", bad.stderr)
+        # the policy tests read no database: --db after `test` is refused with that reason
+        t = self.run_sy(g, "test", "--db", g.db_path)
+        self.assertEqual(t.returncode, 2)
+        self.assertIn("--db does not apply: the policy tests read no database", t.stderr)
+        t = self.run_sy(g, "test", "--bogus")
+        self.assertEqual(t.returncode, 2)
+        self.assertIn("unknown option '--bogus'", t.stderr)
 
     # --- status
 
