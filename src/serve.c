@@ -521,6 +521,7 @@ static void serve_close(gateway *gw)
     model_poll_free(gw->models);
     if (gw->admin_http)
         evhttp_free(gw->admin_http);
+    admin_stop(gw);
     conn_limit_free(gw->conns);
     upstream_free(gw->up);
     if (gw->chunk)

@@ -16,6 +16,7 @@ const state = {
   accounts: [], keys: [], seen: new Set(), busy: false, settingsDirty: false,
   search: { q: "", since: "", until: "" }, // the applied search (the form may hold an edit not yet applied)
   before: null, pages: [], next: null,      // paging: the page's cursor, the newer pages' cursors, the next one
+  loginId: null,                            // the sign-in the page follows ("Add ChatGPT account")
 };
 
 /* ---------- small helpers ---------- */
@@ -637,6 +638,75 @@ $("#newest").addEventListener("click", () => {
   requeryRequests();
 });
 $("#show-revoked").addEventListener("change", () => { renderKeys(); state.polls = 0; stopPolling(); poll(); });
+
+/* ---------- "Add ChatGPT account": the device-code sign-in run by the gateway ---------- */
+
+const LOGIN_DONE = new Set(["approved", "denied", "expired", "failed"]);
+
+function showLogin(v) {
+  const st = $("#login-status");
+  st.dataset.state = v.state;
+  st.replaceChildren();
+  if (v.state === "pending" && v.user_code) {
+    const url = /^https?:\/\//.test(v.verification_url || "") ? v.verification_url : null;
+    st.append("Open ", url ? el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: url }) : "the sign-in page",
+      " on any device, sign in to ChatGPT and enter the code ", el("code", { id: "login-code", text: v.user_code }),
+      v.expires_at ? ` (it expires at ${clock(v.expires_at)}; never share it). ` : ". ", "Waiting for the approval…");
+  } else if (v.state === "starting" || v.state === "storing") {
+    st.textContent = v.state === "starting" ? "Asking for a code…" : "Approved: storing the login…";
+  } else if (v.state === "approved") {
+    st.append(v.updated ? "Signed in: updated account " : "Signed in: added account ", el("b", { text: v.account }),
+      v.updated ? " (it already held this login)." : ".");
+  } else {
+    st.textContent = (v.state === "denied" ? "Denied: " : v.state === "expired" ? "Expired: " : "Failed: ") + (v.error || "");
+  }
+}
+
+async function followLogin(id) {
+  state.loginId = id;
+  while (state.loginId === id) {
+    await new Promise((r) => setTimeout(r, 1000));
+    if (state.loginId !== id) return;
+    let v;
+    try { v = await api("accounts/login?id=" + encodeURIComponent(id)); }
+    catch (e) {
+      if (e.status === 401 || e.status === 403) return showSignin(e.message);
+      if (e.status === 404) { state.loginId = null; return showLogin({ state: "failed", error: e.message }); }
+      continue; // the gateway is away for a moment: ask again
+    }
+    showLogin(v);
+    if (LOGIN_DONE.has(v.state)) {
+      state.loginId = null;
+      state.polls = 0; // the pool, keys and spend again with the next poll
+    }
+  }
+}
+
+function toggleLogin(open) {
+  $("#login-panel").hidden = !open;
+  $("#add-chatgpt").setAttribute("aria-expanded", String(open));
+  if (open) $("#login-name").focus(); else state.loginId = null;
+}
+
+$("#add-chatgpt").addEventListener("click", () => toggleLogin($("#login-panel").hidden));
+$("#login-close").addEventListener("click", () => toggleLogin(false));
+$("#login-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const btn = ev.submitter || $("#login-form button[type=submit]");
+  const name = $("#login-name").value.trim();
+  btn.disabled = true;
+  showLogin({ state: "starting" });
+  try {
+    const v = await api("accounts/login", name ? { name } : {});
+    showLogin(v);
+    if (!LOGIN_DONE.has(v.state)) followLogin(v.id);
+  } catch (e) {
+    if (e.status === 401 || e.status === 403) return showSignin(e.message);
+    showLogin({ state: "failed", error: e.message });
+  } finally {
+    btn.disabled = false;
+  }
+});
 
 /* ---------- start ---------- */
 

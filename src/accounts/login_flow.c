@@ -1,7 +1,9 @@
 /* login_flow.c: the ChatGPT sign-in's pieces (see login_flow.h): PKCE and
  * state, the authorize URL, judging a loopback callback, the code exchange
- * and the device-code calls. Blocking libcurl easy calls, each bounded by
- * its timeout; only the command line runs them. */
+ * and the device-code calls. The request bodies and the reading of the
+ * answers are pure and shared with the gateway's own device sign-in
+ * (accounts/signin.c, on the loop); the blocking libcurl easy calls here,
+ * each bounded by its timeout, are the command line's only. */
 #include "accounts/login_flow.h"
 #include "accounts/oauth.h"
 #include "base/json.h"
@@ -338,30 +340,42 @@ int login_exchange_answer(const char *body, size_t len, int64_t now, login_entry
     return 0;
 }
 
+void login_exchange_body(sbuf *out, const char *client_id, const char *redirect_uri, const char *verifier,
+                         const char *code)
+{
+    sbuf_puts(out, "grant_type=authorization_code&code=");
+    login_pct(out, code);
+    sbuf_puts(out, "&redirect_uri=");
+    login_pct(out, redirect_uri);
+    sbuf_puts(out, "&client_id=");
+    login_pct(out, client_id);
+    sbuf_puts(out, "&code_verifier=");
+    login_pct(out, verifier);
+}
+
+int login_exchange_reply(int status, const char *body, size_t len, int64_t now, login_entry *e, char *err,
+                         size_t errlen)
+{
+    if (status != 200) {
+        char c[64];
+        login_error_code(body, len, c, sizeof c);
+        sbuf_fmt_into(err, errlen, "the token endpoint refused the code: HTTP %d%s%s", status, c[0] ? " " : "", c);
+        return -1;
+    }
+    return login_exchange_answer(body, len, now, e, err, errlen);
+}
+
 int login_exchange(const char *token_url, const char *client_id, const char *redirect_uri, const char *verifier,
                    const char *code, long timeout_ms, login_entry *e, char *err, size_t errlen)
 {
     sbuf req = SBUF_INIT, resp = SBUF_INIT;
-    sbuf_puts(&req, "grant_type=authorization_code&code=");
-    login_pct(&req, code);
-    sbuf_puts(&req, "&redirect_uri=");
-    login_pct(&req, redirect_uri);
-    sbuf_puts(&req, "&client_id=");
-    login_pct(&req, client_id);
-    sbuf_puts(&req, "&code_verifier=");
-    login_pct(&req, verifier);
+    login_exchange_body(&req, client_id, redirect_uri, verifier, code);
     int status = 0, rc = -1;
     char why[256];
-    if (login_post(token_url, "application/x-www-form-urlencoded", req.p, timeout_ms, &status, &resp, why,
-                   sizeof why) != 0) {
+    if (login_post(token_url, LOGIN_FORM_TYPE, req.p, timeout_ms, &status, &resp, why, sizeof why) != 0)
         sbuf_fmt_into(err, errlen, "the token endpoint could not be reached: %s", why);
-    } else if (status != 200) {
-        char c[64];
-        login_error_code(resp.p, resp.len, c, sizeof c);
-        sbuf_fmt_into(err, errlen, "the token endpoint refused the code: HTTP %d%s%s", status, c[0] ? " " : "", c);
-    } else {
-        rc = login_exchange_answer(resp.p, resp.len, (int64_t)time(NULL), e, err, errlen);
-    }
+    else
+        rc = login_exchange_reply(status, resp.p, resp.len, (int64_t)time(NULL), e, err, errlen);
     sbuf_secret_wipe(&req);
     sbuf_secret_wipe(&resp);
     return rc;
@@ -405,8 +419,7 @@ int login_device_answer(const char *body, size_t len, int64_t now, login_device 
     return 0;
 }
 
-int login_device_start(const char *code_url, const char *client_id, long timeout_ms, login_device *d, char *err,
-                       size_t errlen)
+int login_device_prepare(const char *code_url, login_device *d, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
     char origin[400];
@@ -417,21 +430,44 @@ int login_device_start(const char *code_url, const char *client_id, long timeout
     }
     snprintf(d->verify_url, sizeof d->verify_url, "%s/codex/device", origin);
     snprintf(d->redirect_uri, sizeof d->redirect_uri, "%s/deviceauth/callback", origin);
-    sbuf req = SBUF_INIT, resp = SBUF_INIT;
-    sbuf_puts(&req, "{\"client_id\":");
-    sbuf_json_str(&req, client_id, strlen(client_id));
-    sbuf_puts(&req, "}");
-    int status = 0, rc = -1;
-    char why[256];
-    if (login_post(code_url, "application/json", req.p, timeout_ms, &status, &resp, why, sizeof why) != 0)
-        sbuf_fmt_into(err, errlen, "the device-code endpoint could not be reached: %s", why);
-    else if (status == 404)
+    return 0;
+}
+
+void login_device_start_body(sbuf *out, const char *client_id)
+{
+    sbuf_puts(out, "{\"client_id\":");
+    sbuf_json_str(out, client_id, strlen(client_id));
+    sbuf_puts(out, "}");
+}
+
+int login_device_start_reply(int status, const char *body, size_t len, int64_t now, login_device *d, char *err,
+                             size_t errlen)
+{
+    if (status == 404) {
         sbuf_fmt_into(err, errlen, "%s", "device-code sign-in is not enabled on this server (HTTP 404); "
                                          "use the browser sign-in");
-    else if (status != 200)
+        return -1;
+    }
+    if (status != 200) {
         sbuf_fmt_into(err, errlen, "the device-code endpoint answered HTTP %d", status);
+        return -1;
+    }
+    return login_device_answer(body, len, now, d, err, errlen);
+}
+
+int login_device_start(const char *code_url, const char *client_id, long timeout_ms, login_device *d, char *err,
+                       size_t errlen)
+{
+    if (login_device_prepare(code_url, d, err, errlen) != 0)
+        return -1;
+    sbuf req = SBUF_INIT, resp = SBUF_INIT;
+    login_device_start_body(&req, client_id);
+    int status = 0, rc = -1;
+    char why[256];
+    if (login_post(code_url, LOGIN_JSON_TYPE, req.p, timeout_ms, &status, &resp, why, sizeof why) != 0)
+        sbuf_fmt_into(err, errlen, "the device-code endpoint could not be reached: %s", why);
     else
-        rc = login_device_answer(resp.p, resp.len, (int64_t)time(NULL), d, err, errlen);
+        rc = login_device_start_reply(status, resp.p, resp.len, (int64_t)time(NULL), d, err, errlen);
     sbuf_free(&req);
     sbuf_free(&resp);
     return rc;
@@ -477,19 +513,24 @@ login_poll_result login_device_poll_answer(int status, const char *body, size_t 
     return r;
 }
 
+void login_device_poll_body(sbuf *out, const login_device *d)
+{
+    sbuf_puts(out, "{\"device_auth_id\":");
+    sbuf_json_str(out, d->device_auth_id, strlen(d->device_auth_id));
+    sbuf_puts(out, ",\"user_code\":");
+    sbuf_json_str(out, d->user_code, strlen(d->user_code));
+    sbuf_puts(out, "}");
+}
+
 login_poll_result login_device_poll(const char *poll_url, login_device *d, long timeout_ms, char *code, size_t coden,
                                     char *verifier, size_t vn, char *err, size_t errlen)
 {
     sbuf req = SBUF_INIT, resp = SBUF_INIT;
-    sbuf_puts(&req, "{\"device_auth_id\":");
-    sbuf_json_str(&req, d->device_auth_id, strlen(d->device_auth_id));
-    sbuf_puts(&req, ",\"user_code\":");
-    sbuf_json_str(&req, d->user_code, strlen(d->user_code));
-    sbuf_puts(&req, "}");
+    login_device_poll_body(&req, d);
     int status = 0;
     char why[256];
     login_poll_result r;
-    if (login_post(poll_url, "application/json", req.p, timeout_ms, &status, &resp, why, sizeof why) != 0) {
+    if (login_post(poll_url, LOGIN_JSON_TYPE, req.p, timeout_ms, &status, &resp, why, sizeof why) != 0) {
         sbuf_fmt_into(err, errlen, "the device token endpoint could not be reached: %s", why);
         r = LOGIN_POLL_FAILED;
     } else {

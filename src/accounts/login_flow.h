@@ -4,8 +4,10 @@
  * at the token endpoint, and the device-code flow (a user code, then polls
  * until the sign-in is approved, denied or expired). The network calls are
  * blocking (libcurl easy) and bounded: they are the command line's, which
- * runs in its own process, never the loop's. What a sign-in yields is a
- * login_entry, stored as an imported Codex login is. */
+ * runs in its own process, never the loop's. The bodies they send and the
+ * reading of the answers are pure functions here, which the gateway's own
+ * device sign-in (accounts/signin.h, on the loop) shares. What a sign-in
+ * yields is a login_entry, stored as an imported Codex login is. */
 #ifndef SY_LOGIN_FLOW_H
 #define SY_LOGIN_FLOW_H
 #include <stddef.h>
@@ -21,6 +23,9 @@
 /* What the authorize URL asks for, as Codex does. */
 #define LOGIN_SCOPE "openid profile email offline_access api.connectors.read api.connectors.invoke"
 #define LOGIN_ORIGINATOR "codex_cli_rs"
+/* The requests' content types: the exchange is a form, the device calls JSON. */
+#define LOGIN_FORM_TYPE "application/x-www-form-urlencoded"
+#define LOGIN_JSON_TYPE "application/json"
 /* A device code without an expiry of its own lives this long (Codex's bound). */
 #define LOGIN_DEVICE_MAX_S (15 * 60)
 
@@ -88,6 +93,14 @@ int login_exchange(const char *token_url, const char *client_id, const char *red
 /* The token endpoint's 200 answer to an exchange read into e (as above);
  * pure. -1 with err when a token is missing or unusable. */
 int login_exchange_answer(const char *body, size_t len, int64_t now, login_entry *e, char *err, size_t errlen);
+/* The exchange's form body (appended to out; it holds the code and the
+ * verifier: wipe it after use). */
+void login_exchange_body(sbuf *out, const char *client_id, const char *redirect_uri, const char *verifier,
+                         const char *code);
+/* The token endpoint's answer with its status: a refusal (not 200) in err
+ * with the OAuth error code, else login_exchange_answer. Pure. */
+int login_exchange_reply(int status, const char *body, size_t len, int64_t now, login_entry *e, char *err,
+                         size_t errlen);
 
 /* ---------- device code ---------- */
 
@@ -105,6 +118,15 @@ typedef struct login_device {
  * origin, as Codex derives them from the issuer. -1 with err. */
 int login_device_start(const char *code_url, const char *client_id, long timeout_ms, login_device *d, char *err,
                        size_t errlen);
+/* Zeroes d and sets the verification page and the exchange's redirect_uri
+ * from the device-code URL's origin; -1 with err when it has none. */
+int login_device_prepare(const char *code_url, login_device *d, char *err, size_t errlen);
+/* The device-code request's body {"client_id"}, appended to out. */
+void login_device_start_body(sbuf *out, const char *client_id);
+/* The device-code endpoint's answer with its status (404: device sign-in
+ * not enabled there) into d, prepared first; pure. -1 with err. */
+int login_device_start_reply(int status, const char *body, size_t len, int64_t now, login_device *d, char *err,
+                             size_t errlen);
 /* The device-code endpoint's 200 answer into d (device_auth_id, user_code
  * or usercode, interval as a number or a string, expires_in / expires_at
  * when given); pure. -1 with err. */
@@ -124,6 +146,8 @@ typedef enum login_poll_result {
  * (what Codex takes as pending) or authorization_pending / slow_down. */
 login_poll_result login_device_poll(const char *poll_url, login_device *d, long timeout_ms, char *code, size_t coden,
                                     char *verifier, size_t vn, char *err, size_t errlen);
+/* A poll's body {"device_auth_id","user_code"}, appended to out. */
+void login_device_poll_body(sbuf *out, const login_device *d);
 /* The same for an answer already in hand (status and body); pure. */
 login_poll_result login_device_poll_answer(int status, const char *body, size_t len, login_device *d, char *code,
                                            size_t coden, char *verifier, size_t vn, char *err, size_t errlen);

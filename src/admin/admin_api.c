@@ -8,6 +8,7 @@
  * or a platform key. */
 #include "admin/admin_api.h"
 #include "admin/admin_body.h"
+#include "accounts/signin.h"
 #include "route/pool.h"
 #include "policy/policy.h"
 #include "store/store.h"
@@ -1333,6 +1334,90 @@ static void admin_static(admin_ctx *ctx, struct evhttp_request *req)
     admin_send(req, 200, admin_ctype(name), f->data, f->len);
 }
 
+/* ---------- "Add ChatGPT account": the device-code sign-in ---------- */
+
+/* The gateway's sign-ins (accounts/signin.h), made at admin_start. */
+static signins *admin_signins;
+
+static void admin_signin_json(sbuf *b, const signin_view *v)
+{
+    sbuf_printf(b, "{\"id\":%lld,\"state\":\"%s\",\"name\":", (long long)v->id, signin_state_name(v->state));
+    admin_str(b, v->name[0] ? v->name : NULL);
+    sbuf_puts(b, ",\"user_code\":");
+    admin_str(b, v->user_code[0] ? v->user_code : NULL);
+    sbuf_puts(b, ",\"verification_url\":");
+    admin_str(b, v->verify_url[0] && v->user_code[0] ? v->verify_url : NULL);
+    sbuf_puts(b, ",\"started_at\":");
+    admin_num(b, v->started_at);
+    sbuf_puts(b, ",\"expires_at\":");
+    if (v->expires_at > 0)
+        admin_num(b, v->expires_at);
+    else
+        sbuf_puts(b, "null");
+    sbuf_printf(b, ",\"interval_s\":%ld,\"account\":", v->interval_s);
+    admin_str(b, v->account[0] ? v->account : NULL);
+    sbuf_printf(b, ",\"updated\":%s,\"error\":", v->updated ? "true" : "false");
+    admin_str(b, v->error[0] ? v->error : NULL);
+    sbuf_puts(b, "}");
+}
+
+static void admin_signin_reply(struct evhttp_request *req, int64_t id)
+{
+    signin_view v;
+    if (signin_get(admin_signins, id, &v) != 0)
+        return server_send_error(req, 404, "invalid_request_error", "unknown_signin",
+                                 "no sign-in with that id (a newer sign-in may have taken its place)");
+    sbuf b = SBUF_INIT;
+    admin_signin_json(&b, &v);
+    admin_send_json(req, &b);
+}
+
+/* The sign-in has its user code (or failed): the POST that started it is
+ * answered now. The request is held until then, at most the oauth timeout;
+ * one whose client went away is answered into the void (libevent frees it). */
+static void admin_signin_ready(void *ud, int64_t id) { admin_signin_reply(ud, id); }
+
+/* POST /admin/api/accounts/login {"name"?}: starts a device-code sign-in
+ * and answers with its user code and where to enter it; GET
+ * /admin/api/accounts/login?id=N: where that sign-in stands (pending,
+ * approved with the account that holds the login, denied, expired,
+ * failed). */
+static void admin_login(admin_ctx *ctx, struct evhttp_request *req)
+{
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_GET) {
+        struct evkeyvalq q;
+        admin_query(req, &q);
+        int64_t id = admin_qint(&q, "id", 0, 1, INT64_MAX);
+        evhttp_clear_headers(&q);
+        if (!id)
+            return server_send_error(req, 400, "invalid_request_error", "invalid_value",
+                                     "give the sign-in's id: ?id=N");
+        return admin_signin_reply(req, id);
+    }
+    if (!admin_method(req, EVHTTP_REQ_POST))
+        return;
+    admin_body body;
+    if (admin_body_read(req, ADMIN_BODY_LOGIN, &body) != 0) {
+        admin_body_free(&body);
+        return;
+    }
+    char err[300];
+    int64_t id = admin_signins ? signin_start(admin_signins, body.name, admin_signin_ready, req, err, sizeof err) : -1;
+    if (id < 0) {
+        admin_body_free(&body);
+        return server_send_error(req, 503, "server_error", "signin_unavailable", admin_signins ? err : "not ready");
+    }
+    admin_audit(ctx->gw, req, "login", body.name ? body.name : "(named by the e-mail)");
+    admin_body_free(&body);
+}
+
+void admin_stop(gateway *gw)
+{
+    (void)gw;
+    signins_free(admin_signins); /* no callback runs: a held POST went with its listener */
+    admin_signins = NULL;
+}
+
 /* ---------- routes ---------- */
 
 typedef struct admin_route {
@@ -1357,6 +1442,8 @@ static const admin_route admin_routes[] = {
     {"/admin/api/keys/prefer", EVHTTP_REQ_POST, admin_post_prefer},
     {"/admin/api/settings", EVHTTP_REQ_POST, admin_post_settings},
     {"/admin/api/policy/reload", EVHTTP_REQ_POST, admin_post_reload},
+    /* GET (where a sign-in stands) or POST (start one): the handler checks */
+    {"/admin/api/accounts/login", (enum evhttp_cmd_type)(EVHTTP_REQ_GET | EVHTTP_REQ_POST), admin_login},
 };
 
 static const admin_route *admin_route_find(struct evhttp_request *req)
@@ -1375,7 +1462,8 @@ static void admin_on_api(struct evhttp_request *req, void *arg)
     const admin_route *r = admin_route_find(req);
     if (!r) /* registered paths only reach here */
         return server_send_error(req, 404, "invalid_request_error", "unknown_url", "unknown admin path");
-    if (admin_auth(ctx, req) && admin_method(req, r->method)) {
+    int any = (r->method & (r->method - 1)) != 0; /* several methods: the handler tells them apart */
+    if (admin_auth(ctx, req) && (any || admin_method(req, r->method))) {
         admin_wait.running = r->fn;
         r->fn(ctx, req);
         admin_wait.running = NULL;
@@ -1414,6 +1502,8 @@ static void admin_register(struct evhttp *http, admin_ctx *ctx)
 
 int admin_start(gateway *gw)
 {
+    if (!admin_signins && !(admin_signins = signins_new(gw)))
+        return -1;
     /* the chart's last hour from the request log, once, before serving */
     double now = gateway_now();
     store_logs_timeline(gw->st, floor(now / 60) * 60 - 59 * 60, 60, admin_seed_minute, NULL);

@@ -1,7 +1,8 @@
 /* admin_api.h: the admin surface of a running gateway: the JSON API under
  * /admin/api/ (read the pool, keys, request logs, aggregates and policy
  * status; enable/disable an account, reset its cooldown, set a key's
- * preferred account, set strategy or rotation, reload policies), the
+ * preferred account, set strategy or rotation, reload policies, add a
+ * ChatGPT account by a device-code sign-in), the
  * dashboard's static files under /admin/ and Prometheus text at /metrics.
  * Served on the gateway's listener to loopback clients only, or on its own
  * listener (--admin-listen) to anyone who can reach that address. The API
@@ -14,6 +15,10 @@
 /* Registers the admin paths on the gateway listener, or binds
  * --admin-listen and registers them there. -1 on failure. */
 int admin_start(gateway *gw);
+/* Ends what the admin surface runs on its own (the dashboard's sign-ins:
+ * their requests cancelled); after the listeners are freed, before the
+ * upstream client. */
+void admin_stop(gateway *gw);
 /* (Re)reads the admin token's hash from the database into gw. */
 void admin_token_load(gateway *gw);
 

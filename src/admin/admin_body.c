@@ -3,6 +3,7 @@
  * lookups (which account, which key) stay in admin_api.c. */
 #include "admin/admin_body.h"
 #include "base/json.h"
+#include "base/text.h"
 #include "core/config.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,13 @@ int admin_body_parse(admin_body_kind kind, const char *buf, size_t len, admin_bo
             rc = admin_body_refuse(out, "out_of_memory", "out of memory");
         else if (kind == ADMIN_BODY_ACCOUNT && (out->account.invalid || out->account.kind == ADMIN_REF_NULL))
             rc = admin_body_refuse(out, "invalid_value", ADMIN_BODY_ACCOUNT_MSG);
+    } else if (kind == ADMIN_BODY_LOGIN) {
+        const json_value *v = json_get(doc, "name");
+        if (v && v->type != JSON_NULL &&
+            (v->type != JSON_STRING || strlen(v->str) != v->str_len || v->str_len > 127 || text_check_str(v->str)))
+            rc = admin_body_refuse(out, "invalid_value", "'name' must be a string of at most 127 bytes of plain text");
+        else if (v && v->type == JSON_STRING && v->str_len && !(out->name = strdup(v->str)))
+            rc = admin_body_refuse(out, "out_of_memory", "out of memory");
     } else {
         const char *strategy = json_get_str(doc, "strategy"), *rotation = json_get_str(doc, "rotation");
         const char *canon = strategy ? config_strategy_canonical(strategy) : NULL;
@@ -83,7 +91,8 @@ void admin_body_free(admin_body *b)
     free(b->account.name);
     free(b->key.name);
     free(b->rotation);
-    b->account.name = b->key.name = b->rotation = NULL;
+    free(b->name);
+    b->account.name = b->key.name = b->rotation = b->name = NULL;
     b->account.kind = b->key.kind = ADMIN_REF_NONE;
     b->strategy = NULL;
 }

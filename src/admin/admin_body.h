@@ -1,5 +1,5 @@
 /* admin_body.h: the admin API's POST bodies (account actions, the key's
- * preferred account, settings) read into plain values. Pure: no pool, no
+ * preferred account, settings, a sign-in) read into plain values. Pure: no pool, no
  * I/O, so it is fuzzed (tests/fuzz/fuzz_admin_body.c); admin_api.c looks
  * the names up and acts. */
 #ifndef SY_ADMIN_BODY_H
@@ -10,7 +10,9 @@
 #define ADMIN_BODY_MAX (64u << 10)   /* a larger body is refused unparsed */
 #define ADMIN_BODY_ACCOUNT_MSG "'account' must be an account name or id"
 
-typedef enum { ADMIN_BODY_ACCOUNT, ADMIN_BODY_PREFER, ADMIN_BODY_SETTINGS } admin_body_kind;
+/* ADMIN_BODY_LOGIN: the dashboard's sign-in, {"name"?}: a string of 1 to
+ * 127 bytes of plain text (no control character), or absent, null or "". */
+typedef enum { ADMIN_BODY_ACCOUNT, ADMIN_BODY_PREFER, ADMIN_BODY_SETTINGS, ADMIN_BODY_LOGIN } admin_body_kind;
 
 /* How a body names an account or a key. */
 typedef enum {
@@ -32,6 +34,7 @@ typedef struct admin_body {
     admin_ref key;      /* PREFER: "key" */
     const char *strategy; /* SETTINGS: the canonical strategy (a static string), NULL not given */
     char *rotation;       /* SETTINGS: a valid rotation (a copy), NULL not given */
+    char *name;           /* LOGIN: the account name asked for (a copy), NULL none */
     /* refused: the reply's status, code and message */
     int status;
     const char *code;

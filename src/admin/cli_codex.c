@@ -26,8 +26,8 @@ void cli_usage_codex(FILE *f)
           "  else 127.0.0.1:8787); attach checks that it answers (GET /health) and refuses when none\n"
           "  does, unless --offline. attach points Codex at the gateway with a platform key of its own\n"
           "  (--websockets: over the gateway's Responses WebSocket, supports_websockets = true); detach\n"
-          "  hands config.toml back; status also says when no gateway answers at the URL written\n"
-          "  (see docs/codex.md)\n",
+          "  hands config.toml back; status also says when no gateway answers at the URL written, and\n"
+          "  then exits 1 (see docs/codex.md)\n",
           f);
 }
 
@@ -186,10 +186,12 @@ int cli_codex_attach(int argc, char **argv)
     return cli_codex_done(cmd, s, rc, &report, err);
 }
 
-/* codex_answers_fn: GET /health at what attach wrote, without its /v1. */
+/* codex_answers_fn: GET /health at what attach wrote, without its /v1.
+ * ud, an int, is set to 1 when nothing answers there. */
 static int cli_codex_answers(const char *base_url, void *ud)
 {
-    (void)ud;
+    int *down = ud;
+    *down = 1;
     char url[STORE_RUNFILE_URL_MAX], why[300];
     size_t n = strlen(base_url);
     while (n && base_url[n - 1] == '/')
@@ -199,7 +201,8 @@ static int cli_codex_answers(const char *base_url, void *ud)
     if (n >= sizeof url)
         return 0;
     snprintf(url, sizeof url, "%.*s", (int)n, base_url);
-    return gateway_find_probe(url, GATEWAY_FIND_TIMEOUT_MS, NULL, 0, why, sizeof why) == 0;
+    *down = gateway_find_probe(url, GATEWAY_FIND_TIMEOUT_MS, NULL, 0, why, sizeof why) != 0;
+    return !*down;
 }
 
 /* detach (detach = 1) or status: the same options, the same output. */
@@ -212,9 +215,13 @@ static int cli_codex_look(const char *cmd, int argc, char **argv, int detach)
     if (!s)
         return rc;
     sbuf report = SBUF_INIT;
+    int down = 0;
     rc = detach ? codex_detach(s, home, a.force, &report, err, sizeof err)
-                : codex_status_check(s, home, cli_codex_answers, NULL, &report, err, sizeof err);
-    return cli_codex_done(cmd, s, rc, &report, err);
+                : codex_status_check(s, home, cli_codex_answers, &down, &report, err, sizeof err);
+    rc = cli_codex_done(cmd, s, rc, &report, err);
+    /* attached, but Codex would spin on "Reconnecting...": a script checking
+     * `codex status` must not take that for working */
+    return rc == CLI_EXIT_OK && down ? CLI_EXIT_FAIL : rc;
 }
 
 int cli_codex_detach(int argc, char **argv) { return cli_codex_look("codex detach", argc, argv, 1); }

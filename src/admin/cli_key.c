@@ -2,9 +2,12 @@
  * keys clients present. A new key is printed exactly once, by `key add`, as
  * its last line; only its hash is stored. */
 #include "admin/cli_internal.h"
+#include "base/budget.h"
 #include "base/sbuf.h"
 #include "store/store.h"
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -22,7 +25,9 @@ void cli_usage_key(FILE *f)
           "         --expires WHEN   YYYY-MM-DD (valid through that day, UTC), YYYY-MM-DDTHH:MM:SSZ, or never\n"
           "         --budget USD     spending budget (0 = none); --budget-period month (default) or <N>d\n"
           "  key add prints the new key once, as its last line; only its hash is stored;\n"
-          "  names are unique among live keys; a name two old keys share must be chosen by --id\n",
+          "  names are unique among live keys; a name two old keys share must be chosen by --id\n"
+          "  key list shows each key's spend today (UTC) and in its budget's period, and its last request\n"
+          "  (from the request log's newest 500 000 rows of the last 90 days)\n",
           f);
 }
 
@@ -218,7 +223,62 @@ int cli_key_update(int argc, char **argv)
     return n > 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
-static void cli_key_json(sbuf *o, const platform_key *k)
+/* A key's spend and use, from the request log (store_keys_activity): today
+ * (UTC), its budget window's spend when it has a budget, its last request. */
+typedef struct cli_key_use {
+    int64_t requests_today;
+    double usd_today, period_usd, last_used_at; /* period_usd < 0: no budget; last_used_at 0: not seen */
+} cli_key_use;
+
+/* How far back `key list` looks for a key's last request: the request log's
+ * default retention (store.h); older rows are rarely kept anyway. */
+#define CLI_KEY_LAST_USED_DAYS 90
+
+typedef struct cli_key_uses {
+    const platform_key *k;
+    cli_key_use *u;
+    size_t n;
+} cli_key_uses;
+
+static void cli_key_activity(void *ud, const store_key_activity *a)
+{
+    cli_key_uses *x = ud;
+    for (size_t i = 0; i < x->n; i++)
+        if (x->k[i].id == a->key_id) {
+            x->u[i].requests_today = a->requests_today;
+            x->u[i].usd_today = a->usd_today;
+            x->u[i].last_used_at = a->last_used_at;
+        }
+}
+
+/* Each key's use into u[0..n); -1 when the log could not be read. */
+static int cli_key_uses_load(store *s, const platform_key *k, size_t n, cli_key_use *u)
+{
+    double now = (double)time(NULL), day = floor(now / 86400) * 86400;
+    for (size_t i = 0; i < n; i++)
+        u[i] = (cli_key_use){0, 0, -1, 0};
+    cli_key_uses x = {k, u, n};
+    if (store_keys_activity(s, day, now - CLI_KEY_LAST_USED_DAYS * 86400.0, cli_key_activity, &x) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!(k[i].budget_usd > 0))
+            continue;
+        double start, end;
+        budget_window(k[i].budget_period, now, &start, &end);
+        if (store_spent_since(s, 1, k[i].id, start, &u[i].period_usd) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void cli_key_time(double ts, char *out, size_t n)
+{
+    time_t t = (time_t)ts;
+    struct tm tm;
+    strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+}
+
+static void cli_key_json(sbuf *o, const platform_key *k, const cli_key_use *u)
 {
     sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)k->id);
     sbuf_json_str(o, k->name, strlen(k->name));
@@ -237,22 +297,39 @@ static void cli_key_json(sbuf *o, const platform_key *k)
     sbuf_printf(o, ",\"max_rpm\":%d,\"expires_at\":%lld,\"budget_usd\":%.2f,\"budget_period\":", k->max_rpm,
                 (long long)k->expires_at, k->budget_usd);
     sbuf_json_str(o, k->budget_period, strlen(k->budget_period));
+    sbuf_printf(o, ",\"spend\":{\"today_usd\":%.6f,\"today_requests\":%lld,\"period_usd\":", u->usd_today,
+                (long long)u->requests_today);
+    if (u->period_usd >= 0)
+        sbuf_printf(o, "%.6f", u->period_usd);
+    else
+        sbuf_puts(o, "null");
+    sbuf_puts(o, "},\"last_used_at\":");
+    if (u->last_used_at > 0)
+        sbuf_printf(o, "%.3f", u->last_used_at);
+    else
+        sbuf_puts(o, "null");
     sbuf_puts(o, "}");
 }
 
-static void cli_key_print(const platform_key *k, size_t n, int json)
+static void cli_key_print(const platform_key *k, const cli_key_use *u, size_t n, int json)
 {
     sbuf o = SBUF_INIT;
     sbuf_puts(&o, "[");
     if (!json)
-        printf("%-5s %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s\n", "ID", "NAME", "PREFIX", "REVOKED", "PREFERRED", "RPM",
-               "EXPIRES", "BUDGET", "MODELS");
+        printf("%-5s %-24s %-8s %-7s %-9s %-5s %-20s %-16s %-10s %-10s %-20s %s\n", "ID", "NAME", "PREFIX", "REVOKED",
+               "PREFERRED", "RPM", "EXPIRES", "BUDGET", "TODAY", "PERIOD", "LAST USED", "MODELS");
     for (size_t i = 0; i < n; i++) {
         if (json) {
             sbuf_puts(&o, i ? "," : "");
-            cli_key_json(&o, &k[i]);
+            cli_key_json(&o, &k[i], &u[i]);
             continue;
         }
+        char today[24], period[24] = "-", last[24] = "-";
+        snprintf(today, sizeof today, "$%.4f", u[i].usd_today);
+        if (u[i].period_usd >= 0)
+            snprintf(period, sizeof period, "$%.4f", u[i].period_usd);
+        if (u[i].last_used_at > 0)
+            cli_key_time(u[i].last_used_at, last, sizeof last);
         char pref[24] = "-";
         if (k[i].preferred_account_id)
             snprintf(pref, sizeof pref, "%lld", (long long)k[i].preferred_account_id);
@@ -261,13 +338,11 @@ static void cli_key_print(const platform_key *k, size_t n, int json)
             snprintf(budget, sizeof budget, "$%.2f/%s", k[i].budget_usd, k[i].budget_period);
         if (k[i].max_rpm)
             snprintf(rpm, sizeof rpm, "%d", k[i].max_rpm);
-        if (k[i].expires_at) {
-            time_t t = (time_t)k[i].expires_at;
-            struct tm tm;
-            strftime(exp, sizeof exp, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-        }
-        cli_line("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %-16s %s", (long long)k[i].id, k[i].name, k[i].prefix,
-               k[i].revoked ? "yes" : "no", pref, rpm, exp, budget, k[i].allowed_models ? k[i].allowed_models : "*");
+        if (k[i].expires_at)
+            cli_key_time((double)k[i].expires_at, exp, sizeof exp);
+        cli_line("%-5lld %-24s %-8s %-7s %-9s %-5s %-20s %-16s %-10s %-10s %-20s %s", (long long)k[i].id, k[i].name,
+                 k[i].prefix, k[i].revoked ? "yes" : "no", pref, rpm, exp, budget, today, period, last,
+                 k[i].allowed_models ? k[i].allowed_models : "*");
     }
     sbuf_puts(&o, "]\n");
     if (json)
@@ -289,10 +364,18 @@ int cli_key_list(int argc, char **argv)
     platform_key *k = NULL;
     size_t n = 0;
     rc = store_keys_load(s, &k, &n);
-    if (rc == 0)
-        cli_key_print(k, n, json);
-    else
+    cli_key_use *u = rc == 0 ? calloc(n ? n : 1, sizeof *u) : NULL;
+    if (rc == 0 && !u)
+        rc = -1;
+    if (rc == 0 && cli_key_uses_load(s, k, n, u) != 0) {
+        fprintf(stderr, "switchyard %s: cannot read the request log of %s (spend, last used)\n", cmd, store_path(s));
+        rc = -1;
+    } else if (rc == 0) {
+        cli_key_print(k, u, n, json);
+    } else {
         fprintf(stderr, "switchyard %s: cannot read keys from %s\n", cmd, store_path(s));
+    }
+    free(u);
     store_keys_free(k, n);
     store_close(s);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;

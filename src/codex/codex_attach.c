@@ -565,10 +565,10 @@ static int ca_recover_all_locked(store *s, sbuf *report)
     return rc;
 }
 
-static int ca_attach_write(store *s, codex_journal *j, const char *key_hash, const char *bytes, size_t len,
-                           char *err, size_t errlen)
+static int ca_attach_write(store *s, codex_journal *j, const char *key_hash, int64_t handover_from, const char *bytes,
+                           size_t len, char *err, size_t errlen)
 {
-    if (store_codex_begin(s, j, "codex-attach", key_hash, err, errlen) != 0)
+    if (store_codex_begin(s, j, "codex-attach", key_hash, handover_from, err, errlen) != 0)
         return -1;
     ca_crash_point("attach_after_journal");
     /* the file now holds a key: never world- or group-readable */
@@ -630,9 +630,46 @@ static void ca_tighten(const codex_journal *j, sbuf *report)
 }
 
 static int ca_detach_locked(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
+static int ca_detach_journal(store *s, codex_journal *j, int force, int keep_key, sbuf *report, char *err,
+                             size_t errlen);
 static int ca_journal_get(store *s, const char *home, codex_journal *j, sbuf *report, char *err, size_t errlen);
 static int ca_status_locked(store *s, const char *home, codex_answers_fn answers, void *ud, sbuf *report, char *err,
                             size_t errlen);
+
+/* The platform key an attach wrote, read back from its file while the file
+ * still holds it (the credential key of the journal's plan), with its
+ * hash: 0, or -1 when the file no longer holds one. */
+static int ca_attached_key(const codex_journal *j, sbuf *key, char hash[65])
+{
+    ca_plan p;
+    char err[256];
+    if (ca_journal_plan(j, &p, err, sizeof err) != 0)
+        return -1;
+    sbuf bytes = SBUF_INIT, raw = SBUF_INIT;
+    int present = 0, rc = -1;
+    toml_doc *d = NULL;
+    if (safe_file_read(j->config_path, &bytes, &present, NULL, err, sizeof err) == 0 && present)
+        d = toml_parse(bytes.p, bytes.len, NULL, 0);
+    for (size_t i = 0; d && rc != 0 && i < p.n; i++) {
+        const ca_key *k = &p.k[i];
+        if (strcmp(k->path[k->n - 1], "experimental_bearer_token") != 0 || k->removed)
+            continue;
+        sbuf_secret_wipe(&raw);
+        if (toml_get(d, k->path, k->n, &raw, NULL, 0) == 1 && ca_key_is_written(k, 1, &raw) &&
+            toml_string_decode(raw.p, raw.len, key) == 0 && key->len) {
+            sha256_hex(key->p, key->len, hash);
+            rc = 0;
+        }
+    }
+    toml_free(d);
+    sbuf_secret_wipe(&raw);
+    sbuf_free(&raw);
+    if (bytes.p)
+        memset(bytes.p, 0, bytes.len);
+    sbuf_free(&bytes);
+    ca_plan_free(&p);
+    return rc;
+}
 
 static int ca_attach_locked(store *s, const char *home, const char *gateway, int websockets, sbuf *report, char *err,
                             size_t errlen)
@@ -643,16 +680,18 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, int
         glen--;
     int has_v1 = glen >= 3 && !memcmp(gateway + glen - 3, "/v1", 3);
     snprintf(base_url, sizeof base_url, "%.*s%s", (int)glen, gateway, has_v1 ? "" : "/v1");
-    codex_journal j;
+    codex_journal j, moved; /* moved: the journal whose key this attach takes over (id 0: none) */
+    memset(&moved, 0, sizeof moved);
+    sbuf moved_key = SBUF_INIT;
+    char hash[65];
     int found = ca_journal_get(s, home, &j, report, err, errlen);
     if (found < 0)
         return -1;
     if (found) {
         int same = !strcmp(j.gateway_url, base_url);
-        if (same)
-            ca_tighten(&j, report);
-        store_codex_journal_free(&j);
         if (same) {
+            ca_tighten(&j, report);
+            store_codex_journal_free(&j);
             sbuf tmp = SBUF_INIT;
             int st = ca_status_locked(s, home, NULL, NULL, &tmp, err, errlen);
             sbuf_puts(report, "already ");
@@ -662,17 +701,39 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, int
             sbuf_free(&tmp);
             return st < 0 ? -1 : 0;
         }
-        /* attached to another gateway address (a restart on a new port): hand back, attach anew */
-        if (ca_detach_locked(s, home, 0, report, err, errlen) != 0)
+        /* attached to another gateway address (a restart on a new port):
+         * hand the file back and attach anew, keeping the attach's key when
+         * the file still holds it and it is live, so moves leave no trail
+         * of keys; else the old key is revoked and a new one made */
+        if (ca_attached_key(&j, &moved_key, hash) == 0 && store_codex_key_is_live(s, j.key_id, hash) == 1) {
+            moved = j;
+            memset(&j, 0, sizeof j); /* moved owns the journal's buffers now */
+        } else {
+            sbuf_secret_wipe(&moved_key);
+            store_codex_journal_free(&j);
+        }
+        if (moved.id ? ca_detach_journal(s, &moved, 0, 1, report, err, errlen) != 0
+                     : ca_detach_locked(s, home, 0, report, err, errlen) != 0) {
+            sbuf_secret_wipe(&moved_key);
+            sbuf_free(&moved_key);
+            store_codex_journal_free(&moved);
             return -1;
+        }
     }
     memset(&j, 0, sizeof j);
     snprintf(j.home, sizeof j.home, "%s", home);
     ca_config_path(home, j.config_path, sizeof j.config_path);
     snprintf(j.gateway_url, sizeof j.gateway_url, "%s", base_url);
-    char key[64], hash[65];
-    if (store_key_generate(key, sizeof key, hash, j.key_prefix, err, errlen) != 0)
+    char key[64];
+    if (moved.id) {
+        snprintf(key, sizeof key, "%.*s", (int)moved_key.len, moved_key.p);
+        snprintf(j.key_prefix, sizeof j.key_prefix, "%s", moved.key_prefix);
+        j.key_id = moved.key_id;
+        sbuf_secret_wipe(&moved_key);
+        sbuf_free(&moved_key);
+    } else if (store_key_generate(key, sizeof key, hash, j.key_prefix, err, errlen) != 0) {
         return -1;
+    }
     ca_plan p = {0};
     sbuf bytes = SBUF_INIT;
     int rc = ca_attach_prepare(&j, base_url, key, websockets, &p, &bytes, err, errlen);
@@ -680,12 +741,22 @@ static int ca_attach_locked(store *s, const char *home, const char *gateway, int
     if (rc == 0) {
         ca_plan_seal(&p);
         ca_plan_json(&p, &j.keys);
-        rc = ca_attach_write(s, &j, hash, bytes.p, bytes.len, err, errlen);
+        rc = ca_attach_write(s, &j, hash, moved.id, bytes.p, bytes.len, err, errlen);
     }
     if (rc == 0) {
-        sbuf_puts(report, "attached: ");
+        sbuf_puts(report, moved.id ? "attached (same key): " : "attached: ");
         ca_report_attached(report, &j);
+    } else if (moved.id) {
+        /* the move did not happen: finish the detach it began (key revoked) */
+        char e2[256] = "";
+        codex_journal cur;
+        if (store_codex_open_get(s, home, &cur) == 1) {
+            if (cur.id == moved.id && store_codex_close(s, &cur, "detached", e2, sizeof e2) != 0)
+                sbuf_printf(report, "could not close the earlier attach's journal: %s\n", e2);
+            store_codex_journal_free(&cur);
+        }
     }
+    store_codex_journal_free(&moved);
     if (bytes.p)
         memset(bytes.p, 0, bytes.len);
     sbuf_free(&bytes);
@@ -761,7 +832,7 @@ static int ca_restore_secret_is_original(const ca_plan *p, const sbuf *restore)
 
 /* Writes the restore (or removes the file), journal first. */
 static int ca_detach_write(store *s, codex_journal *j, const ca_plan *p, const ca_view *v, const sbuf *restore,
-                           int restore_present, char *err, size_t errlen)
+                           int restore_present, int keep_key, char *err, size_t errlen)
 {
     char rsha[65];
     ca_sha(restore, restore_present, rsha);
@@ -780,7 +851,10 @@ static int ca_detach_write(store *s, codex_journal *j, const ca_plan *p, const c
         return -1;
     }
     ca_crash_point("detach_after_rename");
-    return store_codex_close(s, j, "detached", err, errlen);
+    /* keep_key: the journal stays 'detaching' (its file given back) until
+     * the next attach takes its key over in its own first commit; a crash
+     * in between is recovered as any detach that stopped here (key revoked) */
+    return keep_key ? 0 : store_codex_close(s, j, "detached", err, errlen);
 }
 
 static int ca_backup(const codex_journal *j, const ca_view *v, sbuf *report, char *err, size_t errlen)
@@ -795,7 +869,8 @@ static int ca_backup(const codex_journal *j, const ca_view *v, sbuf *report, cha
     return 0;
 }
 
-static int ca_detach_journal(store *s, codex_journal *j, int force, sbuf *report, char *err, size_t errlen)
+static int ca_detach_journal(store *s, codex_journal *j, int force, int keep_key, sbuf *report, char *err,
+                             size_t errlen)
 {
     ca_plan p;
     ca_view v;
@@ -833,9 +908,10 @@ static int ca_detach_journal(store *s, codex_journal *j, int force, sbuf *report
             sbuf_puts(report, "restored the keys attach set; everything else stays as you have it\n");
     }
     if (rc == 0)
-        rc = ca_detach_write(s, j, &p, &v, &restore, restore_present, err, errlen);
+        rc = ca_detach_write(s, j, &p, &v, &restore, restore_present, keep_key, err, errlen);
     if (rc == 0)
-        sbuf_printf(report, "detached: %s (key %s revoked)\n", j->config_path, j->key_prefix);
+        sbuf_printf(report, "detached: %s (key %s %s)\n", j->config_path, j->key_prefix,
+                    keep_key ? "kept for the new address" : "revoked");
     sbuf_free(&restore);
     ca_view_free(&v);
     ca_plan_free(&p);
@@ -863,7 +939,7 @@ static int ca_detach_locked(store *s, const char *home, int force, sbuf *report,
         sbuf_printf(report, "not attached: %s/config.toml is as you left it\n", home);
         return 0;
     }
-    int rc = ca_detach_journal(s, &j, force, report, err, errlen);
+    int rc = ca_detach_journal(s, &j, force, 0, report, err, errlen);
     store_codex_journal_free(&j);
     return rc;
 }

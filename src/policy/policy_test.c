@@ -671,8 +671,18 @@ int policy_test_main(int argc, char **argv)
             pdir = argv[i] + 11;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return test_usage(stdout, 0);
-        else if (argv[i][0] == '-' || dir)
+        else if (!strcmp(argv[i], "--db") || !strncmp(argv[i], "--db=", 5)) {
+            /* refused rather than ignored: the specs run the policies alone */
+            fprintf(stderr, "switchyard test: --db does not apply: the policy tests read no database "
+                            "(they run the policies against their specs; --policies PDIR picks the policies)\n");
             return test_usage(stderr, 2);
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "switchyard test: unknown option '%s'\n", argv[i]);
+            return test_usage(stderr, 2);
+        } else if (dir) {
+            fprintf(stderr, "switchyard test: one spec directory only, got '%s' and '%s'\n", dir, argv[i]);
+            return test_usage(stderr, 2);
+        }
         else
             dir = argv[i];
     }

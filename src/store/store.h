@@ -284,6 +284,18 @@ int store_usage_report(store *s, const char *by, double since, void (*fn)(void *
  * (by_key) or an account; 0 ok, -1 error. Never waits for a lock.
  * (store_controls.c) */
 int store_spent_since(store *s, int by_key, int64_t id, double since, double *out);
+/* What each platform key did lately, for `key list`: its requests and USD
+ * since day_start (today), and the time of its latest request, read from
+ * the newest STORE_KEY_ACTIVITY_ROWS request log rows since `since` at most
+ * (the ts index), so the read stays bounded however long the log is; a key
+ * not among them is reported by no call. 0 ok, -1 error. (store_controls.c) */
+#define STORE_KEY_ACTIVITY_ROWS 500000
+typedef struct store_key_activity {
+    int64_t key_id, requests_today;
+    double usd_today, last_used_at;
+} store_key_activity;
+int store_keys_activity(store *s, double day_start, double since, void (*fn)(void *ud, const store_key_activity *a),
+                        void *ud);
 
 /* --- settings (key/value text, managed by `switchyard config`) ---
  * Any change bumps config_version. The store does not validate keys or
@@ -476,6 +488,24 @@ uint64_t store_writer_put_hold(store *s, const store_hold *h);
  * back at start). Strings are copied; committed at once, in order with the
  * logins. The ticket as store_writer_put_login's, 0 when not queued. */
 uint64_t store_writer_put_models(store *s, int64_t account_id, const char *ids, const char *codex);
+/* An account to add or update as `account import` does (store_accounts_import,
+ * one entry; a ChatGPT login updates the account holding it), for a sign-in
+ * the gateway itself ran (accounts/signin.h): every string is copied, and
+ * the entry is committed at once, in order with the logins, in a savepoint
+ * of its own (a refused entry leaves the rest of the batch alone). label
+ * names it in errors. The ticket as store_writer_put_login's, 0 when not
+ * queued; store_writer_import_result tells the outcome once committed. */
+uint64_t store_writer_put_import(store *s, const account_new *a, const char *label);
+typedef enum {
+    STORE_IMPORT_UNKNOWN = 0, /* not committed yet, or too long ago (the latest 16 are kept) */
+    STORE_IMPORT_ADDED,
+    STORE_IMPORT_UPDATED,
+    STORE_IMPORT_FAILED
+} store_import_outcome;
+/* The outcome of the import with that ticket; name (the account holding the
+ * login) and err (why it failed) filled. */
+store_import_outcome store_writer_import_result(store *s, uint64_t ticket, char *name, size_t namelen, char *err,
+                                                size_t errlen);
 uint64_t store_writer_committed(store *s);
 /* An eventfd that becomes readable after a batch holding logins committed
  * (read it to reset). -1 before store_writer_start. */

@@ -121,7 +121,7 @@ static int store_base_url_check(const char *what, const char *url, char *err, si
     return -1;
 }
 
-int store_account_check(store *s, const account_new *a, char *err, size_t errlen)
+int store_account_check(sqlite3 *db, const account_new *a, char *err, size_t errlen)
 {
     if (store_account_texts_check(a->name, a->token, a->base_url, a->chatgpt_account_id, &a->login, err, errlen) != 0)
         return -1;
@@ -141,7 +141,7 @@ int store_account_check(store *s, const account_new *a, char *err, size_t errlen
         store_errf(err, errlen, "max_concurrency must be >= 0");
     else if (a->weight < 0 || a->max_rpm < 0 || a->max_tpm < 0 || !(a->budget_usd >= 0))
         store_errf(err, errlen, "weight, max_rpm, max_tpm and budget must be >= 0");
-    else if (a->model_map && !store_json_is_object(s->db, a->model_map))
+    else if (a->model_map && !store_json_is_object(db, a->model_map))
         store_errf(err, errlen, "model_map must be a JSON object");
     else
         return 0;
@@ -200,7 +200,7 @@ int store_account_insert(sqlite3 *db, const account_new *a)
 
 int store_account_add(store *s, const account_new *a, int64_t *id_out, char *err, size_t errlen)
 {
-    if (store_account_check(s, a, err, errlen) != 0)
+    if (store_account_check(s->db, a, err, errlen) != 0)
         return -1;
     store_sync_write_begin(s);
     int rc = store_account_insert(s->db, a);
@@ -567,14 +567,12 @@ static int store_login_refresh(sqlite3 *db, int64_t id, const account_new *a)
     return rc;
 }
 
-/* One entry inside the transaction; 0, or -1 with err filled. */
-static int store_import_one(store *s, const account_new *a, const char *label, int *added, int *updated,
-                            char *err, size_t errlen)
+int store_import_one(sqlite3 *db, const account_new *a, const char *label, int *added, int *updated, char *err,
+                     size_t errlen)
 {
-    sqlite3 *db = store_sqlite(s);
     char why[256] = "";
     int64_t id = 0;
-    if (store_account_check(s, a, why, sizeof why) != 0) {
+    if (store_account_check(db, a, why, sizeof why) != 0) {
         sbuf_fmt_into(err, errlen, "%s: %s", label, why);
         return -1;
     }
@@ -611,7 +609,7 @@ int store_accounts_import(store *s, const account_new *list, size_t n, const cha
     if (rc != SQLITE_OK)
         sbuf_fmt_into(err, errlen, "cannot start the import: %s", sqlite3_errmsg(db));
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-        if (store_import_one(s, &list[i], labels[i], added, updated, err, errlen) != 0)
+        if (store_import_one(db, &list[i], labels[i], added, updated, err, errlen) != 0)
             rc = SQLITE_ERROR;
     }
     rc = store_txn_end(db, rc);

@@ -72,19 +72,47 @@ static void sc_bind_journal(sqlite3_stmt *st, const void *arg)
     sqlite3_bind_int64(st, 11, j->created_at);
 }
 
-int store_codex_begin(store *s, codex_journal *j, const char *key_name, const char *key_hash, char *err,
-                      size_t errlen)
+/* The handover's checks, inside the transaction: the old journal is this
+ * home's, 'detaching' (its file already given back), and holds the key,
+ * which is still live. Its close then keeps the key for the new journal. */
+static int sc_handover_close(sqlite3 *db, const codex_journal *j, int64_t from)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "UPDATE codex_attach SET state = 'detached', updated_at = ?4 WHERE id = ?1"
+                                " AND state = 'detaching' AND codex_home = ?2 AND key_id = ?3"
+                                " AND EXISTS (SELECT 1 FROM platform_keys WHERE id = ?3 AND revoked = 0)",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, from);
+        sqlite3_bind_text(st, 2, j->home, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, j->key_id);
+        sqlite3_bind_int64(st, 4, (int64_t)time(NULL));
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(db);
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK && sqlite3_changes(db) != 1)
+        rc = SQLITE_CONSTRAINT; /* not the journal or the key we were told: a new key then */
+    return rc;
+}
+
+int store_codex_begin(store *s, codex_journal *j, const char *key_name, const char *key_hash, int64_t handover_from,
+                      char *err, size_t errlen)
 {
     sqlite3 *db = store_sqlite(s);
     sc_key_arg k = {key_name, key_hash, j->key_prefix};
     j->created_at = j->updated_at = (int64_t)time(NULL);
     store_sync_write_begin(s);
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && handover_from) {
+        rc = sc_handover_close(db, j, handover_from);
+    } else if (rc == SQLITE_OK) {
         rc = sc_step_done(db, "INSERT INTO platform_keys(name, hash, prefix, created_at) VALUES (?,?,?,?)",
                           sc_bind_key, &k);
+        if (rc == SQLITE_OK)
+            j->key_id = sqlite3_last_insert_rowid(db);
+    }
     if (rc == SQLITE_OK) {
-        j->key_id = sqlite3_last_insert_rowid(db);
         rc = sc_step_done(db,
                           "INSERT INTO codex_attach(codex_home, config_path, state, gateway_url, key_id, key_prefix,"
                           " original, original_sha256, original_mode, written_sha256, keys, created_at, updated_at)"
@@ -95,6 +123,7 @@ int store_codex_begin(store *s, codex_journal *j, const char *key_name, const ch
     if (rc != SQLITE_OK)
         sc_err(err, errlen,
                rc == SQLITE_CONSTRAINT_UNIQUE ? "another attach of this Codex home is in progress"
+               : rc == SQLITE_CONSTRAINT      ? "the key of the earlier attach is no longer live"
                                               : "cannot write the attach journal",
                db);
     if (rc == SQLITE_OK)
@@ -103,6 +132,21 @@ int store_codex_begin(store *s, codex_journal *j, const char *key_name, const ch
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     store_sync_write_end(s);
     return rc == SQLITE_OK ? 0 : -1;
+}
+
+int store_codex_key_is_live(store *s, int64_t key_id, const char *key_hash)
+{
+    sqlite3_stmt *st = NULL;
+    int live = -1;
+    if (sqlite3_prepare_v2(store_sqlite(s), "SELECT revoked = 0 AND hash = ?2 FROM platform_keys WHERE id = ?1", -1,
+                           &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, key_id);
+        sqlite3_bind_text(st, 2, key_hash, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        live = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : rc == SQLITE_DONE ? 0 : -1;
+    }
+    sqlite3_finalize(st);
+    return live;
 }
 
 static void sc_col_text(sqlite3_stmt *st, int i, char *dst, size_t n)

@@ -34,9 +34,16 @@ typedef struct codex_journal {
 
 void store_codex_journal_free(codex_journal *j);
 /* In one transaction: the platform key (name, hash, j->key_prefix) and the
- * journal row in state 'attaching'. Fills j->id and j->key_id. */
-int store_codex_begin(store *s, codex_journal *j, const char *key_name, const char *key_hash, char *err,
-                      size_t errlen);
+ * journal row in state 'attaching'. Fills j->id and j->key_id. With
+ * handover_from (the id of this home's journal in 'detaching', whose file
+ * is already given back, an attach moving to another gateway address), no
+ * key is made: j->key_id, that journal's key, must still be live and
+ * passes to the new journal, and that journal becomes 'detached' in the
+ * same commit without revoking it (-1, nothing written, otherwise). */
+int store_codex_begin(store *s, codex_journal *j, const char *key_name, const char *key_hash, int64_t handover_from,
+                      char *err, size_t errlen);
+/* 1 if key key_id is live and its hash is key_hash, 0 if not, -1 error. */
+int store_codex_key_is_live(store *s, int64_t key_id, const char *key_hash);
 /* The unfinished journal of a home: 1 found (j filled), 0 none, -1 error. */
 int store_codex_open_get(store *s, const char *home, codex_journal *j);
 /* Calls fn for the home of every unfinished journal; -1 on error. */

@@ -128,3 +128,27 @@ int store_spent_since(store *s, int by_key, int64_t id, double since, double *ou
     sqlite3_finalize(st);
     return rc == SQLITE_OK ? 0 : -1;
 }
+
+int store_keys_activity(store *s, double day_start, double since, void (*fn)(void *ud, const store_key_activity *a),
+                        void *ud)
+{
+    sqlite3 *db = store_sqlite(s);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+        "SELECT platform_key_id, sum(ts >= ?1), coalesce(sum(CASE WHEN ts >= ?1 THEN cost_usd END), 0), max(ts)"
+        " FROM (SELECT platform_key_id, ts, cost_usd FROM request_logs WHERE ts >= ?2 ORDER BY ts DESC LIMIT ?3)"
+        " WHERE platform_key_id IS NOT NULL GROUP BY platform_key_id", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_double(st, 1, day_start);
+        sqlite3_bind_double(st, 2, since);
+        sqlite3_bind_int64(st, 3, STORE_KEY_ACTIVITY_ROWS);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            store_key_activity a = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                    sqlite3_column_double(st, 2), sqlite3_column_double(st, 3)};
+            fn(ud, &a);
+        }
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_OK ? 0 : -1;
+}

@@ -65,6 +65,20 @@ typedef struct conv_item {
     char response_id[];
 } conv_item;
 
+/* An account a sign-in of the gateway brought (store_writer_put_import):
+ * the entry with its own copies of every string, and what storing it did,
+ * filled by the writer thread in the batch's commit. */
+#define STORE_IMPORT_RESULTS 16
+
+typedef struct import_job {
+    account_new a;
+    char *owned[11];       /* the copies a's strings point into (freed; secrets wiped) */
+    char label[64];
+    int outcome;           /* STORE_IMPORT_* */
+    char name[128];        /* the account that holds the login */
+    char err[256];
+} import_job;
+
 typedef struct login_item {
     struct login_item *next;
     uint64_t seq;
@@ -83,6 +97,8 @@ typedef struct login_item {
     int (*call)(sqlite3 *db, void *arg);
     void *call_arg;
     void (*call_free)(void *arg);
+    /* an account to import instead (store_writer_put_import): import set */
+    import_job *import;
 } login_item;
 
 /* A batch taken off the queue; committed in one transaction. */
@@ -156,6 +172,13 @@ typedef struct store_writer {
     sqlite3_stmt *ins_logs[STORE_LOG_CHUNKS]; /* [k]: insert 2^k rows; prepared when first used */
     sqlite3_stmt *up_conv, *del_conv, *conv_expire, *conv_totals, *conv_oldest, *conv_del_rowid;
     sqlite3_stmt *log_expire, *log_trim;
+    /* what the latest imports did, by ticket (store_writer_import_result), under mu */
+    struct {
+        uint64_t seq;
+        int outcome;
+        char name[128], err[256];
+    } imports[STORE_IMPORT_RESULTS];
+    size_t imports_next;
 } store_writer;
 
 struct store {
@@ -205,7 +228,12 @@ int store_schema_latest(void);
 /* ---------- accounts (store_accounts.c) ---------- */
 
 int store_json_is_object(sqlite3 *db, const char *text);
-int store_account_check(store *s, const account_new *a, char *err, size_t errlen);
+int store_account_check(sqlite3 *db, const account_new *a, char *err, size_t errlen);
+/* One entry of an import (store_accounts_import) on db, inside the
+ * caller's transaction: 0 (added or updated counted), or -1 with err. The
+ * writer runs it for a sign-in of the gateway (store_writer_put_import). */
+int store_import_one(sqlite3 *db, const account_new *a, const char *label, int *added, int *updated, char *err,
+                     size_t errlen);
 /* INSERT of one account on db; returns the sqlite result code. */
 int store_account_insert(sqlite3 *db, const account_new *a);
 

@@ -142,8 +142,18 @@ static void writer_take(store_writer *w, writer_batch *b)
     b->seq = next - 1;
 }
 
+static void writer_import_free(import_job *j)
+{
+    if (!j)
+        return;
+    for (size_t i = 0; i < sizeof j->owned / sizeof *j->owned; i++)
+        sbuf_secret_free(j->owned[i]); /* tokens among them: wiped whichever they are */
+    free(j);
+}
+
 static void writer_login_free(login_item *l)
 {
+    writer_import_free(l->import);
     sbuf_secret_free(l->access_token);
     sbuf_secret_free(l->refresh_token);
     sbuf_secret_free(l->id_token);
@@ -225,6 +235,20 @@ static void writer_wait_work(store_writer *w)
     w->idle = 0;
 }
 
+/* What the batch's imports did, kept by ticket for store_writer_import_result (under mu). */
+static void writer_imports_publish(store_writer *w, const writer_batch *b)
+{
+    for (const login_item *l = b->logins; l; l = l->next) {
+        if (!l->import)
+            continue;
+        size_t i = w->imports_next++ % STORE_IMPORT_RESULTS;
+        w->imports[i].seq = l->seq;
+        w->imports[i].outcome = l->import->outcome;
+        memcpy(w->imports[i].name, l->import->name, sizeof w->imports[i].name);
+        memcpy(w->imports[i].err, l->import->err, sizeof w->imports[i].err);
+    }
+}
+
 static void *writer_main(void *arg)
 {
     store_writer *w = arg;
@@ -244,6 +268,9 @@ static void *writer_main(void *arg)
         writer_take(w, &b);
         pthread_mutex_unlock(&w->mu);
         store_writer_commit_retry(w, &b);
+        pthread_mutex_lock(&w->mu);
+        writer_imports_publish(w, &b);
+        pthread_mutex_unlock(&w->mu);
         writer_batch_free(&b);
         pthread_mutex_lock(&w->mu);
         w->committed_seq = b.seq;
@@ -772,6 +799,50 @@ uint64_t store_writer_put_call(store *s, int (*call)(sqlite3 *db, void *arg), vo
     it->call_arg = arg;
     it->call_free = free_fn;
     return writer_login_queue(&s->w, it);
+}
+
+uint64_t store_writer_put_import(store *s, const account_new *a, const char *label)
+{
+    login_item *it = calloc(1, sizeof *it);
+    import_job *j = it ? calloc(1, sizeof *j) : NULL;
+    if (!j) {
+        free(it);
+        return 0;
+    }
+    it->import = j;
+    j->a = *a;
+    const char **strs[] = {&j->a.name, &j->a.base_url, &j->a.token, &j->a.chatgpt_account_id, &j->a.model_map,
+                           &j->a.login.refresh_token, &j->a.login.id_token, &j->a.login.email,
+                           &j->a.login.plan_type, &j->a.budget_period, &j->a.models};
+    _Static_assert(sizeof strs / sizeof *strs == sizeof j->owned / sizeof *j->owned, "every string is owned");
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        if (!*strs[i])
+            continue;
+        j->owned[i] = strdup(*strs[i]);
+        if (!j->owned[i]) {
+            writer_login_free(it);
+            return 0;
+        }
+        *strs[i] = j->owned[i];
+    }
+    snprintf(j->label, sizeof j->label, "%s", label ? label : "the entry");
+    return writer_login_queue(&s->w, it);
+}
+
+store_import_outcome store_writer_import_result(store *s, uint64_t ticket, char *name, size_t namelen, char *err,
+                                                size_t errlen)
+{
+    store_writer *w = &s->w;
+    store_import_outcome r = STORE_IMPORT_UNKNOWN;
+    pthread_mutex_lock(&w->mu);
+    for (size_t i = 0; ticket && i < STORE_IMPORT_RESULTS; i++)
+        if (w->imports[i].seq == ticket) {
+            r = (store_import_outcome)w->imports[i].outcome;
+            snprintf(name, namelen, "%s", w->imports[i].name);
+            snprintf(err, errlen, "%s", w->imports[i].err);
+        }
+    pthread_mutex_unlock(&w->mu);
+    return r;
 }
 
 uint64_t store_writer_put_login(store *s, const store_login *l)

@@ -366,6 +366,38 @@ static int writer_conv_row(store_writer *w, const conv_item *c)
     return writer_step(w->db, st, "conversations");
 }
 
+/* An import (store_writer_put_import) in a savepoint of its own: a refused
+ * entry (a name taken by another login, a bad value) is rolled back alone
+ * and said in the job; only a failure of sqlite itself fails the batch. */
+static int writer_import(store_writer *w, import_job *j)
+{
+    int added = 0, updated = 0;
+    j->outcome = STORE_IMPORT_FAILED;
+    j->name[0] = j->err[0] = '\0';
+    int rc = sqlite3_exec(w->db, "SAVEPOINT signin", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (store_import_one(w->db, &j->a, j->label, &added, &updated, j->err, sizeof j->err) != 0) {
+        rc = sqlite3_exec(w->db, "ROLLBACK TO signin", NULL, NULL, NULL);
+        return rc == SQLITE_OK ? sqlite3_exec(w->db, "RELEASE signin", NULL, NULL, NULL) : rc;
+    }
+    j->outcome = added ? STORE_IMPORT_ADDED : STORE_IMPORT_UPDATED;
+    snprintf(j->name, sizeof j->name, "%s", j->a.name);
+    if (updated && j->a.chatgpt_account_id) { /* the name of the account that holds the login */
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(w->db, "SELECT name FROM accounts WHERE kind = 'chatgpt' AND chatgpt_account_id = ?1"
+                                      " AND (?2 IS NULL OR email IS NULL OR email = ?2 COLLATE NOCASE) ORDER BY id",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, j->a.chatgpt_account_id, -1, SQLITE_STATIC);
+            store_bind_text(st, 2, j->a.login.email && *j->a.login.email ? j->a.login.email : NULL);
+            if (sqlite3_step(st) == SQLITE_ROW)
+                store_col_copy(st, 0, j->name, sizeof j->name);
+        }
+        sqlite3_finalize(st);
+    }
+    return sqlite3_exec(w->db, "RELEASE signin", NULL, NULL, NULL);
+}
+
 static int writer_batch_rows(store_writer *w, const writer_batch *b)
 {
     int rc = SQLITE_OK;
@@ -374,6 +406,10 @@ static int writer_batch_rows(store_writer *w, const writer_batch *b)
     for (const login_item *l = b->logins; rc == SQLITE_OK && l; l = l->next) {
         if (l->call) {
             rc = l->call(w->db, l->call_arg);
+            continue;
+        }
+        if (l->import) {
+            rc = writer_import(w, l->import);
             continue;
         }
         sqlite3_stmt *st;

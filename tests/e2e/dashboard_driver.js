@@ -110,6 +110,18 @@ async function main() {
   await page.selectOption("#acct-filter", "");
   say("filtered", { rows: filtered });
 
+  // "Add ChatGPT account": the button gives a code to enter, then the outcome
+  await page.click("#add-chatgpt");
+  await page.fill("#login-name", "dash");
+  await page.click('#login-form button[type="submit"]');
+  await page.waitForSelector("#login-code", { timeout: 10000 });
+  const code = await page.textContent("#login-code");
+  const link = await page.getAttribute("#login-status a", "href");
+  await page.waitForSelector('#login-status[data-state="approved"]', { timeout: 15000 });
+  const outcome = await page.textContent("#login-status");
+  await page.waitForSelector('#pool tr[data-account="dash"]', { timeout: 5000 });
+  say("signed-in-account", { code, link, outcome });
+
   // the gateway stops: the page says so
   await waitForTest("stop-gateway?");
   await page.waitForSelector("#down:not([hidden])", { timeout: 10000 });

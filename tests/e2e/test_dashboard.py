@@ -2,8 +2,10 @@
 Chromium, driven by playwright-core from npm (installed on first use into
 .cache/playwright-VERSION of the source tree, like the Codex test), signs in with
 the admin token, sees a 429 failover appear within 2 s, presses reset on
-the cooled account and sees the next request served by it, keeps working
-in a narrow window, and shows a clear state when the gateway stops; and,
+the cooled account and sees the next request served by it, signs in a
+ChatGPT account with "Add ChatGPT account" (a code, then the account it
+added, in the pool), keeps working in a narrow window, and shows a clear
+state when the gateway stops; and,
 with 70-character account, key and model names, fits 1024, 1440 and 1920 px
 and a phone without sideways scrolling, shows spend today and against the
 budget, hides revoked keys until asked, searches and opens a request.
@@ -42,8 +44,12 @@ class DashboardTest(GatewayTest):
         up = PyUpstream("a")
         self.addCleanup(up.close)
         up.fail_status = 429
+        oauth = f"{self.mock.base()}/oauth/ok,user=dash,approve_after=1"  # the sign-in's authorization server
         g = self.gateway([account("a", up.base_url()), account("b", self.mock.url("b", "ok")),
-                          account("c", self.mock.url("c", "ok,primary=37,secondary=81"))], start=False)
+                          account("c", self.mock.url("c", "ok,primary=37,secondary=81"))], start=False,
+                         env={"SWITCHYARD_USAGE_POLL_S": "0", "SWITCHYARD_OAUTH_TOKEN_URL": f"{oauth}/token",
+                              "SWITCHYARD_OAUTH_DEVICE_CODE_URL": f"{oauth}/deviceauth/usercode",
+                              "SWITCHYARD_OAUTH_DEVICE_TOKEN_URL": f"{oauth}/deviceauth/token"})
         g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", "a")
         tok = g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
         # c reports usage windows; one request through it gives the bars figures
@@ -106,6 +112,12 @@ class DashboardTest(GatewayTest):
                        " (SELECT 1 FROM json_each(r.attempts_json) j WHERE json_extract(j.value, '$.account') = 'c')")
         self.assertGreaterEqual(on_c[0]["n"], 1)  # the probe request at least
         self.assertEqual(step("filtered")["rows"], on_c[0]["n"])
+        s = step("signed-in-account")  # the "Add ChatGPT account" button: a code, then the account
+        self.assertRegex(s["code"], r"^MOCK-\d+$")
+        self.assertEqual(s["link"], f"{self.mock.base()}/codex/device")
+        self.assertIn("added account dash", s["outcome"])
+        self.assertEqual(g.query("SELECT kind, email FROM accounts WHERE name = 'dash'"),
+                         [{"kind": "chatgpt", "email": "dash@example.com"}])
         step("stop-gateway?")
         g.stop()
         reply()

@@ -12,7 +12,7 @@ import subprocess
 import time
 import urllib.parse
 
-from harness import GatewayTest, main, sanitizer_report, switchyard_bin, wait_for
+from harness import GatewayTest, admin_call, main, sanitizer_report, switchyard_bin, wait_for
 
 CODEX_CLIENT_ID = "app_EMoamEEZ73f0CkXaXp7hrann"
 
@@ -292,6 +292,94 @@ class LoginFlowTest(GatewayTest):
         rc, _, err = lg.finish()
         self.assertEqual(rc, 1)
         self.assertIn("not approved in time", err)
+        self.assertEqual(self.accounts(g), [])
+
+    # --- the dashboard's "Add ChatGPT account": the device flow run by the gateway (admin API)
+
+    def signin(self, g, spec, body=None):
+        """Starts a sign-in through the admin API (the gateway's env carries the endpoints); its first view."""
+        r = admin_call(g, "POST", "/admin/api/accounts/login", body or {})
+        self.assertEqual(r.status, 200, r)
+        return r.json()
+
+    def signin_until(self, g, sid, states, timeout=20):
+        def look():
+            r = admin_call(g, "GET", f"/admin/api/accounts/login?id={sid}")
+            self.assertEqual(r.status, 200, r)
+            v = r.json()
+            return v if v["state"] in states else None
+        return wait_for(look, timeout=timeout, what=f"sign-in {sid} in {states}")
+
+    def test_dashboard_sign_in_approved_adds_an_account_that_serves(self):
+        env = dict(self.env("ok,user=carol,approve_after=2"), SWITCHYARD_USAGE_POLL_S="0")
+        g = self.gateway([], env=env)
+        v = self.signin(g, "carol", {"name": "carol"})
+        self.assertEqual(v["state"], "pending", v)
+        self.assertRegex(v["user_code"], r"^MOCK-")
+        self.assertEqual(v["verification_url"], f"{self.mock.base()}/codex/device")
+        self.assertEqual(v["name"], "carol")
+        self.assertGreater(v["expires_at"], time.time())
+        done = self.signin_until(g, v["id"], ("approved", "denied", "expired", "failed"))
+        self.assertEqual((done["state"], done["account"], done["updated"], done["error"]),
+                         ("approved", "carol", False, None), done)
+        self.assertEqual(len(self.oauth("oauth_device_poll")), 2)
+        self.assertEqual([(r["grant_type"], r["account"]) for r in self.oauth("oauth_token")],
+                         [("authorization_code", "carol")])
+        rows = self.accounts(g)
+        self.assertEqual([(a["name"], a["kind"], a["email"], a["chatgpt_account_id"]) for a in rows],
+                         [("carol", "chatgpt", "carol@example.com", "acct-carol")])
+        self.assertTrue(rows[0]["refresh_token"].startswith("rt_carol_"))
+        # the running gateway's pool has it, and it serves (through an upstream that checks the bearer)
+        wait_for(lambda: [a for a in admin_call(g, "GET", "/admin/api/accounts").json()["accounts"]
+                          if a["name"] == "carol"], what="carol in /admin/api/accounts")
+        g.cli("account", "update", "--db", g.db_path, "--name", "carol",
+              "--base-url", self.mock.url("carol", "ok,auth=1", v1=False))
+        r = wait_for(lambda: (lambda r: r if r.status == 200 else None)(
+            g.post("/v1/responses", {"model": "gpt-test", "input": "hi"}, key=g.key)), what="carol serving")
+        self.assertIn("hello from carol", r.text)
+        # a second sign-in of the same login updates that account instead of adding one
+        self.mock.reset()
+        v2 = self.signin(g, "carol")
+        done = self.signin_until(g, v2["id"], ("approved", "denied", "expired", "failed"))
+        self.assertEqual((done["state"], done["account"], done["updated"]), ("approved", "carol", True), done)
+        self.assertEqual(len(self.accounts(g)), 1)
+
+    def test_dashboard_sign_in_denied_stores_nothing(self):
+        g = self.gateway([], env=self.env("ok,user=bob,approve_after=1,deny=1"))
+        v = self.signin(g, "bob")
+        done = self.signin_until(g, v["id"], ("approved", "denied", "expired", "failed"))
+        self.assertEqual(done["state"], "denied", done)
+        self.assertIn("the sign-in was denied", done["error"])
+        self.assertIsNone(done["account"])
+        self.assertEqual(self.accounts(g), [])
+        self.assertEqual(self.oauth("oauth_token"), [])
+
+    def test_dashboard_sign_in_whose_code_expires_ends_expired(self):
+        g = self.gateway([], env=self.env("ok,user=bob,expires=2"))
+        v = self.signin(g, "bob")
+        done = self.signin_until(g, v["id"], ("approved", "denied", "expired", "failed"))
+        self.assertEqual(done["state"], "expired", done)
+        self.assertIn("expired", done["error"])
+        self.assertGreaterEqual(len(self.oauth("oauth_device_poll")), 2)
+        self.assertEqual(self.accounts(g), [])
+
+    def test_dashboard_sign_in_refuses_bad_input_and_unknown_ids(self):
+        env = dict(self.env("ok,user=bob"))
+        env["SWITCHYARD_OAUTH_DEVICE_CODE_URL"] = f"{self.mock.base()}/oauth/nope/deviceauth/usercode"
+        g = self.gateway([], env=env)
+        r = admin_call(g, "POST", "/admin/api/accounts/login", {"name": 7})
+        self.assertEqual(r.status, 400, r)
+        self.assertIn("'name'", r.json()["error"]["message"])
+        r = admin_call(g, "GET", "/admin/api/accounts/login?id=99")
+        self.assertEqual(r.status, 404, r)
+        r = admin_call(g, "GET", "/admin/api/accounts/login")
+        self.assertEqual(r.status, 400, r)
+        r = admin_call(g, "DELETE", "/admin/api/accounts/login")
+        self.assertEqual(r.status, 405, r)
+        # the authorization server refuses: the sign-in fails with its words, nothing stored
+        v = self.signin(g, "bob")
+        self.assertEqual(v["state"], "failed", v)
+        self.assertIn("HTTP 500", v["error"])
         self.assertEqual(self.accounts(g), [])
 
 

@@ -9,7 +9,7 @@ the proxied /v1 API accepts any; `codex attach` takes the address of the
 gateway serving the database, accepts host:port, refuses when no gateway
 answers (unless --offline) and a Codex home that does not exist (unless
 --create); `codex status` says when no gateway answers at the URL it
-wrote."""
+wrote, and exits 1 then."""
 
 import json
 import os
@@ -80,6 +80,13 @@ class OperatorCliTest(GatewayTest):
         bad = self.run_sy(g, "--bogus", "status")
         self.assertEqual(bad.returncode, 2)
         self.assertIn("unknown option '--bogus'", bad.stderr)
+        # the policy tests read no database: --db after `test` is refused with that reason
+        t = self.run_sy(g, "test", "--db", g.db_path)
+        self.assertEqual(t.returncode, 2)
+        self.assertIn("--db does not apply: the policy tests read no database", t.stderr)
+        t = self.run_sy(g, "test", "--bogus")
+        self.assertEqual(t.returncode, 2)
+        self.assertIn("unknown option '--bogus'", t.stderr)
 
     # --- status
 
@@ -182,10 +189,12 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
         self.assertTrue(p.stdout.startswith("attached: "), p.stdout)
+        self.assertEqual(p.returncode, 0, p.stderr)
         g.stop()
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
         self.assertTrue(p.stdout.startswith(f"attached, but no gateway answers at http://127.0.0.1:{g.port}/v1: "),
                         p.stdout)
+        self.assertEqual(p.returncode, 1, "a script checking `codex status` must see that Codex cannot work")
 
     def test_codex_attach_takes_host_port_and_refuses_when_no_gateway_answers_unless_offline(self):
         g = self.gateway([account("a", self.mock.url("a"))])

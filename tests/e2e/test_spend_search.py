@@ -9,7 +9,9 @@ everything with its cursor, bounds the rows one page examines; one request
 in detail at /admin/api/request; `switchyard logs` searches and pages the
 same way."""
 
+import json
 import re
+import sqlite3
 import time
 
 from harness import GatewayTest, account, admin_get, http_call, main, wait_for
@@ -75,6 +77,43 @@ class SpendTest(GatewayTest):
         again = {a["name"]: a for a in get(g, tok, "/admin/api/spend").json()["accounts"]}
         self.assertEqual(again["a"]["today"]["requests"], 2)
         self.assertAlmostEqual(again["a"]["today"]["cost_usd"], 2 * GPT5_COST, places=5)
+
+    def test_key_list_shows_each_keys_spend_today_and_in_its_period_and_last_use(self):
+        g = self.gateway([account("a", self.mock.url("a", MILLION))], start=False)
+        g.cli("key", "update", "--db", g.db_path, "--name", "e2e", "--budget", "50", "--budget-period", "7d")
+        idle = g.add_key("idle")
+        self.assertTrue(idle)
+        g.start()
+        t0 = time.time()
+        for _ in range(2):
+            self.assertEqual(g.post("/v1/chat/completions", chat("gpt-5")).status, 200)
+        g.wait_request_logs(2)
+        # a request of yesterday counts in the 7-day period, not today
+        g.stop()
+        c = sqlite3.connect(g.db_path)
+        cols = [r[1] for r in c.execute("PRAGMA table_info(request_logs)") if r[1] not in ("id", "ts")]
+        c.execute(f"INSERT INTO request_logs(ts, {', '.join(cols)}) SELECT ts - 86400, {', '.join(cols)}"
+                  " FROM request_logs ORDER BY id LIMIT 1")
+        yesterday = c.execute("SELECT max(id), ts FROM request_logs").fetchone()[1]
+        c.commit()
+        c.close()
+        week = 7 * 86400  # the 7d period is a fixed window (budget.c): yesterday may lie in the last one
+        in_period = 3 if yesterday >= (time.time() // week) * week else 2
+        rows = {k["name"]: k for k in json.loads(g.cli("key", "list", "--db", g.db_path, "--json").stdout)}
+        e2e = rows["e2e"]
+        self.assertEqual(e2e["spend"]["today_requests"], 2)
+        self.assertAlmostEqual(e2e["spend"]["today_usd"], 2 * GPT5_COST, places=5)
+        self.assertAlmostEqual(e2e["spend"]["period_usd"], in_period * GPT5_COST, places=5)
+        self.assertGreaterEqual(e2e["last_used_at"], t0 - 1)
+        self.assertLessEqual(e2e["last_used_at"], time.time())
+        self.assertEqual(rows["idle"]["spend"], {"today_usd": 0, "today_requests": 0, "period_usd": None})
+        self.assertIsNone(rows["idle"]["last_used_at"])
+        table = g.cli("key", "list", "--db", g.db_path).stdout
+        self.assertIn("LAST USED", table.splitlines()[0])
+        line = [ln for ln in table.splitlines() if " e2e " in ln][0]
+        self.assertIn(f"${2 * GPT5_COST:.4f}", line)
+        self.assertIn(f"${in_period * GPT5_COST:.4f}", line)
+        self.assertIn(time.strftime("%Y-%m-%dT", time.gmtime()), line)
 
     def test_metrics_count_tokens_and_cost_by_account_key_and_model_with_bounded_models(self):
         g = self.gateway([account("a", self.mock.url("a", MILLION))])

@@ -24,18 +24,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
     if (n < 1)
         return 0;
-    admin_body_kind kind = (admin_body_kind)(data[0] % 3);
+    admin_body_kind kind = (admin_body_kind)(data[0] % 4);
     admin_body b;
     int rc = admin_body_parse(kind, (const char *)data + 1, n - 1, &b);
     if (rc != 0) {
         FUZZ_CHECK(rc == -1 && b.status == 400 && b.code && *b.code);
         FUZZ_CHECK(memchr(b.message, '\0', sizeof b.message) != NULL && b.message[0]);
-        FUZZ_CHECK(!b.account.name && !b.key.name && !b.rotation && !b.strategy);
+        FUZZ_CHECK(!b.account.name && !b.key.name && !b.rotation && !b.strategy && !b.name);
     } else {
         check_ref(&b.account);
         check_ref(&b.key);
         if (kind == ADMIN_BODY_ACCOUNT)
             FUZZ_CHECK(!b.account.invalid && b.account.kind != ADMIN_REF_NULL && b.key.kind == ADMIN_REF_NONE);
+        if (kind == ADMIN_BODY_LOGIN)
+            FUZZ_CHECK(!b.name || (strlen(b.name) >= 1 && strlen(b.name) <= 127));
+        else
+            FUZZ_CHECK(!b.name);
         if (kind == ADMIN_BODY_SETTINGS) {
             FUZZ_CHECK(b.strategy || b.rotation);
             FUZZ_CHECK(!b.strategy || config_strategy_canonical(b.strategy) == b.strategy);
@@ -46,6 +50,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
         }
     }
     admin_body_free(&b);
-    FUZZ_CHECK(!b.account.name && !b.key.name && !b.rotation);
+    FUZZ_CHECK(!b.account.name && !b.key.name && !b.rotation && !b.name);
     return 0;
 }

@@ -75,8 +75,30 @@ static void test_settings_are_all_valid_or_refused_whole(void)
     admin_body_free(&b);
 }
 
+static void test_login_body_takes_an_optional_plain_name(void)
+{
+    admin_body b;
+    CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, "{\"name\":\"work\"}", &b), 0);
+    CHECK_EQ_STR(b.name, "work");
+    admin_body_free(&b);
+    const char *none[] = {"{}", "{\"name\":null}", "{\"name\":\"\"}"};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+        CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, none[i], &b), 0);
+        CHECK(b.name == NULL);
+        admin_body_free(&b);
+    }
+    const char *bad[] = {"{\"name\":7}", "{\"name\":\"a\\nb\"}", "{\"name\":\"a\\u0000b\"}",
+                         "{\"name\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, bad[i], &b), -1);
+        CHECK(b.name == NULL && strstr(b.message, "'name'") != NULL);
+        admin_body_free(&b);
+    }
+}
+
 int main(void)
 {
+    RUN(test_login_body_takes_an_optional_plain_name);
     RUN(test_account_action_reads_a_name_or_an_id_and_refuses_anything_else);
     RUN(test_a_body_that_is_no_json_object_is_refused_with_why);
     RUN(test_prefer_reads_key_and_account_and_leaves_the_lookups_to_the_api);

@@ -534,9 +534,10 @@ static void test_cli_codex_attach_status_detach_and_their_option_checks(void)
         CHECK(strncmp(key, "sy-", 3) == 0);
         CHECK(strstr(o.out, key) == NULL && strstr(o.err, key) == NULL); /* printed only as a prefix */
     }
-    /* the file is as attach wrote it, but nothing answers there: not plain "attached" */
+    /* the file is as attach wrote it, but nothing answers there: not plain
+     * "attached", and exit 1 (Codex would spin on "Reconnecting...") */
     test_run(cli_codex_main, &o, "codex", "status", "--codex-home", home, NULL);
-    CHECK(o.rc == 0 && strncmp(o.out, "attached, but no gateway answers at http://127.0.0.1:9/v1: ", 58) == 0);
+    CHECK(o.rc == 1 && strncmp(o.out, "attached, but no gateway answers at http://127.0.0.1:9/v1: ", 58) == 0);
     test_run(cli_codex_main, &o, "codex", "detach", "--codex-home", home, NULL);
     CHECK(o.rc == 0 && strstr(o.out, "detached: ") != NULL);
     CHECK(access(cfg, F_OK) != 0); /* there was no file before attach */

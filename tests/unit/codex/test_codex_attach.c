@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #define GW "http://127.0.0.1:8787"
+#define GW2 "http://127.0.0.1:9999"
+static const char *attach_gw = GW; /* where OP_ATTACH points Codex */
 
 static char test_dir[64];
 static int test_seq;
@@ -88,7 +90,7 @@ static int run(op o, sbuf *report)
     sbuf *r = report ? report : &tmp;
     int rc = -9;
     switch (o) {
-    case OP_ATTACH: rc = codex_attach(s, home, GW, r, err, sizeof err); break;
+    case OP_ATTACH: rc = codex_attach(s, home, attach_gw, r, err, sizeof err); break;
     case OP_DETACH: rc = codex_detach(s, home, 0, r, err, sizeof err); break;
     case OP_DETACH_FORCE: rc = codex_detach(s, home, 1, r, err, sizeof err); break;
     case OP_STATUS: rc = codex_status(s, home, r, err, sizeof err); break;
@@ -580,6 +582,85 @@ static void test_kill_at_each_step_of_detach_is_recovered_by_the_next_command(vo
     }
 }
 
+static int cfg_has(const char *text)
+{
+    size_t n = 0;
+    char *got = read_file(cfg, &n);
+    int ok = got && strstr(got, text) != NULL;
+    free(got);
+    return ok;
+}
+
+static void keys_are(int want_total, int want_revoked)
+{
+    int total, revoked;
+    key_counts(&total, &revoked);
+    CHECK_EQ_INT(total, want_total);
+    CHECK_EQ_INT(revoked, want_revoked);
+}
+
+/* An attach that moves to another gateway address (serve restarted on a
+ * new port) keeps its key when the file still holds it and it is live, so
+ * moves leave no trail of keys; a move whose key was revoked meanwhile
+ * gets a new one; a kill after the move handed the file back, before the
+ * new journal, is recovered as a detach (the key revoked). An attach after
+ * a detach makes a new key (detach revoked the old one). */
+static void test_attach_to_another_address_keeps_its_live_key(void)
+{
+    fresh();
+    const char *orig = corpus[0];
+    write_file(cfg, orig, strlen(orig));
+    for (int i = 0; i < 4; i++) {
+        attach_gw = i % 2 ? GW2 : GW;
+        sbuf r = SBUF_INIT;
+        CHECK_EQ_INT(run(OP_ATTACH, &r), 0);
+        if (i)
+            CHECK(strstr(r.p, "attached (same key)") && strstr(r.p, "kept for the new address"));
+        sbuf_free(&r);
+        CHECK(token_is_live_key());
+        CHECK(cfg_has(i % 2 ? GW2 "/v1" : GW "/v1"));
+        keys_are(1, 0);
+    }
+    CHECK_EQ_INT(run(OP_DETACH, NULL), 0);
+    CHECK(file_is(cfg, orig, strlen(orig)));
+    keys_are(1, 1);
+    /* the key revoked while attached: the move makes a new one */
+    attach_gw = GW;
+    CHECK_EQ_INT(run(OP_ATTACH, NULL), 0);
+    keys_are(2, 1);
+    store *s = open_db();
+    char err[256] = "";
+    CHECK_EQ_INT(s ? store_key_revoke_id(s, 2, err, sizeof err) : -1, 1);
+    store_close(s);
+    attach_gw = GW2;
+    sbuf r = SBUF_INIT;
+    CHECK_EQ_INT(run(OP_ATTACH, &r), 0);
+    CHECK(strstr(r.p, "attached (same key)") == NULL && strstr(r.p, "key ") != NULL);
+    sbuf_free(&r);
+    CHECK(token_is_live_key());
+    keys_are(3, 2);
+    CHECK_EQ_INT(run(OP_DETACH, NULL), 0);
+    CHECK(file_is(cfg, orig, strlen(orig)));
+    keys_are(3, 3);
+    /* killed between handing the file back and the new journal */
+    attach_gw = GW;
+    CHECK_EQ_INT(run(OP_ATTACH, NULL), 0);
+    attach_gw = GW2;
+    CHECK(crash_at(OP_ATTACH, "detach_after_rename"));
+    CHECK(file_is(cfg, orig, strlen(orig)));
+    r = (sbuf)SBUF_INIT;
+    CHECK_EQ_INT(run(OP_STATUS, &r), CODEX_DIRECT);
+    CHECK(strstr(r.p ? r.p : "", "recovered:") != NULL);
+    sbuf_free(&r);
+    keys_are(4, 4);
+    CHECK_EQ_INT(run(OP_ATTACH, NULL), 0);
+    CHECK(token_is_live_key());
+    CHECK_EQ_INT(run(OP_DETACH, NULL), 0);
+    CHECK(file_is(cfg, orig, strlen(orig)));
+    keys_are(5, 5);
+    attach_gw = GW;
+}
+
 int main(void)
 {
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_codex") != 0)
@@ -599,6 +680,7 @@ int main(void)
     RUN(test_kill_at_each_step_of_attach_is_recovered_by_the_next_command);
     RUN(test_crash_before_the_rename_rolls_back_even_when_the_original_looks_attached);
     RUN(test_kill_at_each_step_of_detach_is_recovered_by_the_next_command);
+    RUN(test_attach_to_another_address_keeps_its_live_key);
     check_tmpdir_remove(test_dir);
     return check_summary();
 }

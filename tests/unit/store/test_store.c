@@ -1414,6 +1414,55 @@ static void test_store_refreshed_login_is_committed_and_signalled(void)
     store_close(s);
 }
 
+/* A sign-in of the gateway goes to the writer as an import: added, then
+ * the same login again updates that account (named in the result); an
+ * entry refused (a name another login holds) is rolled back alone, and a
+ * login queued beside it in the same batch is still written. */
+static void test_store_writer_import_adds_updates_and_refuses_alone(void)
+{
+    char path[128], err[256] = "", name[128];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    account_new keep = {.name = "taken", .base_url = "https://chatgpt.com/backend-api/codex", .token = "t0",
+                        .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .chatgpt_account_id = "acct-0",
+                        .login = {.refresh_token = "rt-0"}};
+    int64_t kid = 0;
+    CHECK_EQ_INT(store_account_add(s, &keep, &kid, err, sizeof err), 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    char tok[16] = "access-1";
+    account_new a = {.name = "carol", .base_url = "https://chatgpt.com/backend-api/codex", .token = tok,
+                     .kind = ACCOUNT_CHATGPT, .max_concurrency = -1, .chatgpt_account_id = "acct-carol",
+                     .login = {.refresh_token = "rt-1", .email = "carol@example.com"}};
+    uint64_t t1 = store_writer_put_import(s, &a, "the sign-in");
+    CHECK(t1 > 0);
+    snprintf(tok, sizeof tok, "clobbered"); /* copied at the put */
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_writer_import_result(s, t1, name, sizeof name, err, sizeof err), STORE_IMPORT_ADDED);
+    CHECK_EQ_STR(name, "carol");
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE name = 'carol' AND token = 'access-1'"), 1);
+    account_new again = a;
+    again.name = "other-name";
+    again.token = "access-2";
+    uint64_t t2 = store_writer_put_import(s, &again, "the sign-in");
+    account_new clash = a;
+    clash.chatgpt_account_id = "acct-new";
+    clash.name = "taken";
+    uint64_t t3 = store_writer_put_import(s, &clash, "the sign-in");
+    store_login l = {.account_id = kid, .access_token = "t0-refreshed", .refresh_token = "rt-0b"};
+    CHECK(store_writer_put_login(s, &l) > 0);
+    store_writer_sync(s);
+    CHECK_EQ_INT(store_writer_import_result(s, t2, name, sizeof name, err, sizeof err), STORE_IMPORT_UPDATED);
+    CHECK_EQ_STR(name, "carol");
+    CHECK_EQ_INT(store_writer_import_result(s, t3, name, sizeof name, err, sizeof err), STORE_IMPORT_FAILED);
+    CHECK(strstr(err, "already exists") != NULL);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts"), 2);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE name = 'carol' AND token = 'access-2'"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE name = 'taken' AND token = 't0-refreshed'"),
+                 1);
+    CHECK_EQ_INT(store_writer_import_result(s, 12345, name, sizeof name, err, sizeof err), STORE_IMPORT_UNKNOWN);
+    store_close(s);
+}
+
 /* needs_login only lands while the refused refresh token is still the
  * stored one: a login imported meanwhile is not marked. */
 static void test_store_needs_login_spares_a_login_replaced_meanwhile(void)
@@ -1642,6 +1691,7 @@ int main(void)
     RUN(test_store_families_parse_keeps_only_good_slots);
     RUN(test_store_refreshed_login_is_committed_and_signalled);
     RUN(test_store_needs_login_spares_a_login_replaced_meanwhile);
+    RUN(test_store_writer_import_adds_updates_and_refuses_alone);
     RUN(test_store_hold_lands_only_on_the_same_login_and_a_changed_login_clears_it);
     RUN(test_store_learned_models_are_stored_and_loaded_back);
     RUN(test_store_import_is_all_or_nothing_and_updates_by_account_id);
