@@ -233,7 +233,7 @@ static int store_shared_check_account(store *s, const char *name, const json_val
         store_errf(err, errlen, "a member is missing or not of its type");
         return -1;
     }
-    return store_account_check(s, &a, err, errlen);
+    return store_account_check(s->db, &a, err, errlen);
 }
 
 static int store_shared_check_key(const json_value *doc, char *err, size_t errlen)
