@@ -9,46 +9,19 @@
 #include <stdio.h>
 #include <string.h>
 
-int resume_body_build(const json_value *doc, const char *text, size_t len, sbuf *out)
+/* doc written again with the array member `list` ending in an assistant
+ * message of text (a string member, Responses' plain input, becomes a
+ * user message first). */
+static void resume_body_write(const json_value *doc, const json_value *list, const char *text, size_t len,
+                              sbuf *out)
 {
-    const json_value *msgs = doc ? json_get(doc, "messages") : NULL;
-    if (!msgs || msgs->type != JSON_ARRAY)
-        return -1;
     sbuf_puts(out, "{");
     for (const json_value *m = doc->child; m; m = m->next) {
         if (m != doc->child)
             sbuf_puts(out, ",");
         sbuf_json_str(out, m->key, strlen(m->key));
         sbuf_puts(out, ":");
-        if (m != msgs) {
-            json_write(out, m);
-            continue;
-        }
-        sbuf_puts(out, "[");
-        for (const json_value *e = m->child; e; e = e->next) {
-            json_write(out, e);
-            sbuf_puts(out, ",");
-        }
-        sbuf_puts(out, "{\"role\":\"assistant\",\"content\":");
-        sbuf_json_str(out, text, len);
-        sbuf_puts(out, "}]");
-    }
-    sbuf_puts(out, "}");
-    return 0;
-}
-
-int resume_responses_body_build(const json_value *doc, const char *text, size_t len, sbuf *out)
-{
-    const json_value *input = doc ? json_get(doc, "input") : NULL;
-    if (!input || (input->type != JSON_ARRAY && input->type != JSON_STRING))
-        return -1;
-    sbuf_puts(out, "{");
-    for (const json_value *m = doc->child; m; m = m->next) {
-        if (m != doc->child)
-            sbuf_puts(out, ",");
-        sbuf_json_str(out, m->key, strlen(m->key));
-        sbuf_puts(out, ":");
-        if (m != input) {
+        if (m != list) {
             json_write(out, m);
             continue;
         }
@@ -57,17 +30,33 @@ int resume_responses_body_build(const json_value *doc, const char *text, size_t 
             sbuf_puts(out, "{\"role\":\"user\",\"content\":");
             sbuf_json_str(out, m->str, m->str_len);
             sbuf_puts(out, "},");
-        } else {
-            for (const json_value *e = m->child; e; e = e->next) {
-                json_write(out, e);
-                sbuf_puts(out, ",");
-            }
+        }
+        for (const json_value *e = m->type == JSON_ARRAY ? m->child : NULL; e; e = e->next) {
+            json_write(out, e);
+            sbuf_puts(out, ",");
         }
         sbuf_puts(out, "{\"role\":\"assistant\",\"content\":");
         sbuf_json_str(out, text, len);
         sbuf_puts(out, "}]");
     }
     sbuf_puts(out, "}");
+}
+
+int resume_body_build(const json_value *doc, const char *text, size_t len, sbuf *out)
+{
+    const json_value *msgs = doc ? json_get(doc, "messages") : NULL;
+    if (!msgs || msgs->type != JSON_ARRAY)
+        return -1;
+    resume_body_write(doc, msgs, text, len, out);
+    return 0;
+}
+
+int resume_responses_body_build(const json_value *doc, const char *text, size_t len, sbuf *out)
+{
+    const json_value *input = doc ? json_get(doc, "input") : NULL;
+    if (!input || (input->type != JSON_ARRAY && input->type != JSON_STRING))
+        return -1;
+    resume_body_write(doc, input, text, len, out);
     return 0;
 }
 

@@ -155,7 +155,8 @@ class HostileFilesTest(GatewayTest):
     def test_forty_thousand_tables_attach_and_detach(self):
         text = self.big_config(40000)
         self.attach()
-        self.assertIn("attached", self.sy("status").stdout)
+        # attached offline: status says so, and exits 1 because no gateway answers at the written URL
+        self.assertIn("attached", self.sy("status", check=False).stdout)
         self.sy("detach")
         with open(self.cfg) as f:
             self.assertEqual(f.read(), text)
@@ -165,7 +166,7 @@ class HostileFilesTest(GatewayTest):
         text = self.big_config(400000)
         started = time.monotonic()
         self.attach()
-        self.assertIn("attached", self.sy("status").stdout)
+        self.assertIn("attached", self.sy("status", check=False).stdout)
         self.sy("detach")
         with open(self.cfg) as f:
             self.assertEqual(f.read(), text)
