@@ -114,6 +114,9 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(doc["source"], "database")
         self.assertTrue(doc["gateway"].startswith("no gateway is answering"), doc)
         g.start(port=g.port)
+        # the run file is written just after the port accepts: wait for this start's, then kill it
+        wait_for(lambda: f"(pid {g.proc.pid})" in self.run_sy(g, "status", "--db", g.db_path).stdout or None,
+                 what="the new gateway's run file")
         g.kill9()
         first = self.run_sy(g, "status", "--db", g.db_path).stdout.splitlines()[0]
         self.assertIn("no gateway is answering for this database", first)

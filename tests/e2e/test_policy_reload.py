@@ -114,7 +114,8 @@ class PolicyReloadTest(GatewayTest):
         # a rests 0 s after a 5xx, so every request tries it again (it is the key's preferred one)
         self.classify_edit(pdir, server_cooldown=0)
         g = self.failing_first_gateway(pdir)
-        self.assertIn(f"policies {pdir}", g.log_text())
+        # the listening line is written just after the port accepts: waited for, not read at once
+        wait_for(lambda: f"policies {pdir}" in g.log_text() or None, what="the listening line naming the policies")
         self.assertFailsOver(g, "before the edit")
         self.assertFailsOver(g, "before the edit, again")
         self.classify_edit(pdir, return_500=True)
