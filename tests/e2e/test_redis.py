@@ -59,7 +59,8 @@ class Redis:
 
 @unittest.skipUnless(REDIS and shutil.which("redis-cli"),
                      "redis-server is not installed (scripts/install-deps.sh installs it)")
-class RedisTest(GatewayTest):
+class RedisGatewayTest(GatewayTest):
+    """Gateways of one pool on a redis-server of the test's own (test_redis_config.py uses it too)."""
 
     def setUp(self):
         super().setUp()
@@ -70,6 +71,9 @@ class RedisTest(GatewayTest):
         e = {"SWITCHYARD_REDIS": self.redis.url(), "SWITCHYARD_USAGE_POLL_S": "0"}
         e.update(extra or {})
         return e
+
+
+class RedisTest(RedisGatewayTest):
 
     def three(self, accounts, env=None):
         gs = [self.gateway(accounts, env=self.env(env), start=False) for _ in range(3)]

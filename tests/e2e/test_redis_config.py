@@ -6,27 +6,12 @@ where redis-server is not installed."""
 
 import os
 import time
-import unittest
 
-import shutil
-
-from harness import GatewayTest, account, main, wait_for
-from test_redis import REDIS, Redis
+from harness import account, main, wait_for
+from test_redis import RedisGatewayTest
 
 
-@unittest.skipUnless(REDIS and shutil.which("redis-cli"),
-                     "redis-server is not installed (scripts/install-deps.sh installs it)")
-class RedisConfigTest(GatewayTest):
-
-    def setUp(self):
-        super().setUp()
-        self.redis = Redis()
-        self.addCleanup(self.redis.close)
-
-    def env(self, extra=None):
-        e = {"SWITCHYARD_REDIS": self.redis.url(), "SWITCHYARD_USAGE_POLL_S": "0"}
-        e.update(extra or {})
-        return e
+class RedisConfigTest(RedisGatewayTest):
 
     def two(self, accounts_a, accounts_b=()):
         ga = self.gateway(accounts_a, env=self.env(), start=False)
