@@ -4,6 +4,7 @@
  * queue order, the retention by rows, bytes and days in bounded sweeps,
  * the queue's bound, and the record surviving a restart. */
 #include "check.h"
+#include "test_sql.h"
 #include "store/store.h"
 #include "store/store_conversations.h"
 #include <sqlite3.h>
@@ -30,31 +31,6 @@ static store *test_open_started(char *path, size_t n)
     if (!s || store_writer_start(s, err, sizeof err) != 0)
         fprintf(stderr, "  store_open(%s): %s\n", path, err);
     return s;
-}
-
-static int64_t test_sql_int(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    int64_t v = -999;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-}
-
-static void test_sql_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_busy_timeout(db, 5000);
-        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    }
-    CHECK_EQ_INT(rc, SQLITE_OK);
-    sqlite3_close(db);
 }
 
 /* Puts turn id (continuing prev, NULL for none) with a small input and

@@ -5,6 +5,7 @@
  * coalescing, bounded queue, owner pruning, retry after disk full,
  * durability across a kill -9 after store_writer_sync). */
 #include "check.h"
+#include "test_sql.h"
 #include "base/sha256.h"
 #include "store/store.h"
 #include <ctype.h>
@@ -53,29 +54,6 @@ static int64_t test_add_account(store *s, const char *name, int sort, account_ki
 }
 
 /* One integer from a raw sqlite connection, independent of the store. */
-static int64_t test_sql_int(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    int64_t v = -999;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-}
-
-static void test_sql_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    CHECK_EQ_INT(rc, SQLITE_OK);
-    sqlite3_close(db);
-}
-
 static int test_integrity_ok(const char *path)
 {
     sqlite3 *db = NULL;

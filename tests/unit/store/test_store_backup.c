@@ -1,6 +1,7 @@
 /* test_store_backup.c: the online backup, the restore and the serving lock
  * (store_backup.c). */
 #include "check.h"
+#include "test_sql.h"
 #include "store/store.h"
 #include "store/store_backup.h"
 #include <pthread.h>
@@ -36,29 +37,6 @@ static void test_db_make(const char *path, int n)
     if (s)
         CHECK_EQ_INT(store_key_add(s, "k", key, sizeof key, NULL, err, sizeof err), 0);
     store_close(s);
-}
-
-static int64_t test_sql_int(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    int64_t v = -999;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-}
-
-static void test_sql_exec(const char *path, const char *sql)
-{
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    CHECK_EQ_INT(rc, SQLITE_OK);
-    sqlite3_close(db);
 }
 
 static int test_exists(const char *path, const char *suffix)
@@ -117,9 +95,10 @@ static void test_backup_while_a_writer_commits_holds_everything_committed_before
     test_path(out, sizeof out, "copy");
     test_db_make(db, 3);
     /* about 20 backup steps of pages, so the writer commits between them */
-    test_sql_exec(db, "CREATE TABLE filler(id INTEGER PRIMARY KEY, tag TEXT, pad BLOB);"
+    test_sql_exec_flags(db, "CREATE TABLE filler(id INTEGER PRIMARY KEY, tag TEXT, pad BLOB);"
                       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 6000)"
-                      " INSERT INTO filler(tag, pad) SELECT 'before', zeroblob(3000) FROM n;");
+                      " INSERT INTO filler(tag, pad) SELECT 'before', zeroblob(3000) FROM n;",
+                        SQLITE_OPEN_CREATE);
     writer_arg w = {.path = db};
     pthread_t t;
     pthread_create(&t, NULL, test_writer, &w);
@@ -262,16 +241,17 @@ static void test_restore_checks_the_file_first(void)
                 fclose(f);
             }
         } else if (cases[i].kind == 2) {
-            test_sql_exec(bad, "CREATE TABLE notes(x)");
+            test_sql_exec_flags(bad, "CREATE TABLE notes(x)", SQLITE_OPEN_CREATE);
         } else if (cases[i].kind == 3) {
             test_db_make(bad, 1);
-            test_sql_exec(bad, "INSERT INTO schema_migrations(version, applied_at) VALUES (999, 0)");
+            test_sql_exec_flags(bad, "INSERT INTO schema_migrations(version, applied_at) VALUES (999, 0)", SQLITE_OPEN_CREATE);
         } else { /* an index that disagrees with its table */
             test_db_make(bad, 1);
-            test_sql_exec(bad, "PRAGMA journal_mode=DELETE; CREATE TABLE t(x); CREATE INDEX t_x ON t(x);"
+            test_sql_exec_flags(bad, "PRAGMA journal_mode=DELETE; CREATE TABLE t(x); CREATE INDEX t_x ON t(x);"
                                "INSERT INTO t VALUES (1), (2), (3);"
                                "PRAGMA writable_schema=ON;"
-                               "UPDATE sqlite_schema SET sql = 'CREATE INDEX t_x ON t(x DESC)' WHERE name = 't_x';");
+                               "UPDATE sqlite_schema SET sql = 'CREATE INDEX t_x ON t(x DESC)' WHERE name = 't_x';",
+                               SQLITE_OPEN_CREATE);
         }
         int rc = store_restore(bad, db, NULL, err, sizeof err);
         CHECK_EQ_INT(rc, -1);
