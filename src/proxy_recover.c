@@ -314,12 +314,25 @@ static void proxy_retry_arm(proxy_req *p, double secs)
 int proxy_wait_for_capacity(proxy_req *p, double *back)
 {
     char name[64] = "";
-    double now = gateway_now();
-    *back = router_soonest_return(p->gw, &p->rctx, p->plan.pinned_owner, now, name, sizeof name);
+    double now = gateway_now(), wait = 0;
+    double budget = p->gw->cfg.capacity_wait_ms / 1000.0 - p->waited_s;
+    /* a turn state's issuer is only a hint while others can serve; once all
+     * rest, wait for it when it is back in time, so the plan after the wait
+     * puts it first (waiting for whichever is back soonest would race it) */
+    if (!p->plan.pinned_owner && p->plan.turn_owner) {
+        *back = router_soonest_return(p->gw, &p->rctx, p->plan.turn_owner, now, name, sizeof name);
+        wait = *back ? *back - now + 0.01 : 0;
+        if (wait > budget || wait >= proxy_time_left(p))
+            *back = 0;
+    } else {
+        *back = 0;
+    }
+    if (!*back)
+        *back = router_soonest_return(p->gw, &p->rctx, p->plan.pinned_owner, now, name, sizeof name);
     if (!*back || p->client_gone || p->client_eof)
         return 0;
-    double wait = *back - now + 0.01; /* just past the end of the cooldown */
-    if (wait > p->gw->cfg.capacity_wait_ms / 1000.0 - p->waited_s || wait >= proxy_time_left(p))
+    wait = *back - now + 0.01; /* just past the end of the cooldown */
+    if (wait > budget || wait >= proxy_time_left(p))
         return 0;
     p->waited_s += wait;
     metrics_wait(wait);

@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import re
+import time
 
 from harness import GatewayTest, account, main, source_dir, wait_for, is_error_event, chat_text, response_text
 
@@ -418,6 +419,8 @@ class RecoveryTest(GatewayTest):
                          policies=self.short_policies(server_cooldown=1))
         r = g.post("/v1/responses", RESP_BODY)
         self.assertEqual((r.status, self.served_by(r), r.headers.get("x-codex-turn-state")), (200, "a", "ts1"), r)
+        # b is back 0.3 s before a: the wait must be for a, not for the soonest
+        time.sleep(0.3)
         r = g.post("/v1/responses", RESP_BODY, headers={"x-codex-turn-state": "ts1"})
         self.assertEqual(r.status, 200, r)
         self.assertEqual(self.served_by(r), "a", "the turn left the account that owns its state")
