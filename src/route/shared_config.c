@@ -572,7 +572,7 @@ void shared_config_free(shared_config *sc)
 {
     if (!sc)
         return;
-    shared_redis_extend(sc->sh, NULL);
+    shared_redis_unextend(sc->sh, sc);
     for (sc_pending *p = sc->pending; p; p = p->next)
         p->sc = NULL; /* their answers (NULL, as the link closes) free them */
     if (sc->tick)

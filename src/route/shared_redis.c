@@ -114,7 +114,8 @@ struct shared_redis {
     uint64_t slot_seq;
     double slots_renewed;   /* monotonic */
     int closing;
-    shared_redis_ext ext;   /* accounts, keys and settings (shared_config.c) */
+    shared_redis_ext ext[SHARED_REDIS_EXT_MAX]; /* shared_config.c and the like */
+    size_t next;
 };
 
 static double shared_mono(void)
@@ -892,8 +893,9 @@ static void shared_on_up(void *ud)
     shared_scan_next(sr, sr->scan_gen, "0");
     if (sr->pending)
         shared_pending_flush(sr, 0);
-    if (sr->ext.up)
-        sr->ext.up(sr->ext.ud);
+    for (size_t i = 0; i < sr->next; i++)
+        if (sr->ext[i].up)
+            sr->ext[i].up(sr->ext[i].ud);
 }
 
 static void shared_on_down(void *ud)
@@ -916,8 +918,10 @@ static void shared_on_message(void *ud, const char *p, size_t n)
             shared_rest_heard(sr, m.name, m.body);
         else if (strcmp(m.type, "login") == 0)
             shared_login_fetch(sr, m.name);
-        else if (sr->ext.type && strcmp(m.type, sr->ext.type) == 0)
-            sr->ext.message(sr->ext.ud, m.name, m.body);
+        else
+            for (size_t i = 0; i < sr->next; i++)
+                if (sr->ext[i].type && sr->ext[i].message && strcmp(m.type, sr->ext[i].type) == 0)
+                    sr->ext[i].message(sr->ext[i].ud, m.name, m.body);
     }
     json_free(m.doc);
 }
@@ -1010,14 +1014,25 @@ shared *shared_redis_new(gateway *gw, const redis_url *u)
 
 int shared_redis_extend(shared *sh, const shared_redis_ext *x)
 {
-    if (!sh || sh->ops != &shared_redis_ops)
+    if (!sh || sh->ops != &shared_redis_ops || !x)
         return -1;
     shared_redis *sr = (shared_redis *)sh;
-    if (x)
-        sr->ext = *x;
-    else
-        memset(&sr->ext, 0, sizeof sr->ext);
+    if (sr->next == SHARED_REDIS_EXT_MAX)
+        return -1;
+    sr->ext[sr->next++] = *x;
     return 0;
+}
+
+void shared_redis_unextend(shared *sh, void *ud)
+{
+    if (!sh || sh->ops != &shared_redis_ops)
+        return;
+    shared_redis *sr = (shared_redis *)sh;
+    for (size_t i = 0; i < sr->next;)
+        if (sr->ext[i].ud == ud)
+            memmove(&sr->ext[i], &sr->ext[i + 1], (--sr->next - i) * sizeof *sr->ext);
+        else
+            i++;
 }
 
 redis_link *shared_redis_link(shared *sh) { return ((shared_redis *)sh)->link; }

@@ -24,8 +24,12 @@ typedef struct shared_redis_ext {
     void (*message)(void *ud, const char *name, const json_value *body);
     void *ud;
 } shared_redis_ext;
-/* Registers x (NULL: none). -1 when sh is not the Redis implementation. */
+/* Adds x (its messages, its turn at each (re)connect); -1 when sh is not
+ * the Redis implementation or SHARED_REDIS_EXT_MAX are in. unextend takes
+ * out every extension registered with ud. */
+#define SHARED_REDIS_EXT_MAX 8
 int shared_redis_extend(shared *sh, const shared_redis_ext *x);
+void shared_redis_unextend(shared *sh, void *ud);
 /* The link, the key prefix (sy:{POOL}:), the channel and this run's
  * instance id (the "from" of its messages). sh must be the Redis one. */
 redis_link *shared_redis_link(shared *sh);
