@@ -191,7 +191,8 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
         event_del(&w->ev);
         w->on = 0;
         p->client_eof = 1;
-        if (!(p->retry_timer && evtimer_pending(p->retry_timer, NULL)) && !p->wait && !p->ask && !p->slot_wait) {
+        if (!(p->retry_timer && evtimer_pending(p->retry_timer, NULL)) && !p->wait && !p->ask && !p->slot_wait &&
+            !p->chain_wait) {
             log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
             return;
         }

@@ -272,6 +272,8 @@ void proxy_finish(proxy_req *p, int status)
     p->ask = NULL;
     shared_call_cancel(gw->shared, p->slot_wait);
     p->slot_wait = NULL;
+    shared_call_cancel(gw->shared, p->chain_wait);
+    p->chain_wait = NULL;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone) {
         /* the connection keeps its watch for its next request (see
@@ -286,6 +288,7 @@ void proxy_finish(proxy_req *p, int status)
     if (p->in.is_delete && status >= 200 && status < 300) { /* the upstream deleted it: so does the record */
         store_conversation_delete(gw->st, p->in.response_id);
         proxy_turn_forget(p->in.response_id);
+        shared_turn_forget(gw->shared, p->in.response_id);
     }
     double ms = (gateway_now() - p->t_start) * 1000.0;
     request_log rl;

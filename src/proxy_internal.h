@@ -149,6 +149,7 @@ typedef struct proxy_req {
     /* the records the local copy missed, asked of the other gateways (route/shared.h) */
     shared_call *ask;         /* the request waits for the answer before it is planned */
     shared_call *slot_wait;   /* an attempt waits for a slot of its account's max_concurrency */
+    shared_call *chain_wait;  /* a move waits for the other gateways' record of its chain */
     int64_t slot_acct;        /* that account */
     uint64_t slot;            /* the slot the current attempt holds (shared_slot_give at its end), 0 none */
 

@@ -403,6 +403,10 @@ void proxy_turn_record(proxy_req *p, const char *response_json, size_t len)
     store_writer_put_conversation(p->gw->st, id, p->acct_id, p->in.previous_response_id, input->p, input->len, out.p,
                                   out.len);
     proxy_recent_put(id, p->acct_id, p->in.previous_response_id, input->p, input->len, &out);
+    /* and for the other gateways, so the conversation can move there too */
+    conv_link turn = {id, p->acct_id, p->in.previous_response_id[0] ? p->in.previous_response_id : NULL,
+                      input->p, input->len, out.p, out.len, gateway_now()};
+    shared_turn_tell(p->gw->shared, &turn);
     sbuf_free(&out);
     sbuf_free(&in);
 }
@@ -412,39 +416,31 @@ void proxy_turn_completed(void *ud, const char *data, size_t len)
     proxy_turn_record(ud, data, len);
 }
 
-/* The request continues a stored response whose account cannot serve (its
- * plan is spent): rebuild it from the gateway's record as a whole input
- * without previous_response_id, and plan again without the pin. 1 when
- * the request goes on; 0 when it cannot (not recorded, expired, too long,
- * malformed: why says so, and the 503 names it). Once per request. */
-int proxy_chain_move(proxy_req *p)
+/* The conversation cannot move: why says so (the 503 names it). */
+static void proxy_chain_refused(proxy_req *p, const char *err)
 {
-    if (p->chain_tried || p->committed || !p->plan.pinned_owner || !p->in.previous_response_id[0] ||
-        !p->plan.pinned_by || strcmp(p->plan.pinned_by, "previous_response_id") != 0)
-        return 0;
-    p->chain_tried = 1;
-    conv_link *chain = NULL, *older = NULL;
-    size_t n = 0, nolder = 0;
-    char err[256], prev[CONVERSATION_ID_MAX];
+    char why[320];
+    snprintf(why, sizeof why, "the conversation cannot move to another account: %s", err);
+    proxy_why(p, "previous_response_id", why);
+    trace_event(p->gw->trace, "CONVERSATION_MOVE_REFUSED", "req=%llu by=previous_response_id reason=\"%s\"",
+                (unsigned long long)p->id, err);
+}
+
+/* The request goes out rebuilt from chain (oldest first) as one whole
+ * input without previous_response_id, planned again without the pin.
+ * 0, or -1 with err (the chain or the body cannot be spliced). */
+static int proxy_chain_go(proxy_req *p, const conv_link *chain, size_t n, char *err, size_t errlen)
+{
+    char prev[CONVERSATION_ID_MAX];
     int store_flag = 1;
     sbuf body = SBUF_INIT;
     int64_t owner = p->plan.pinned_owner;
-    if (proxy_chain_read(p, p->in.previous_response_id, &chain, &n, &older, &nolder, err, sizeof err) != 0 ||
-        conversation_rebuild(chain, n, p->in.body.p, p->in.body.len, &body, err, sizeof err) != 0 ||
+    if (conversation_rebuild(chain, n, p->in.body.p, p->in.body.len, &body, err, errlen) != 0 ||
         conversation_record_input(p->in.body.p, p->in.body.len, &p->turn_input, prev, &store_flag) != 0) {
-        free(chain);
-        store_conversation_chain_free(older, nolder);
         sbuf_free(&body);
         sbuf_free(&p->turn_input);
-        char why[320];
-        snprintf(why, sizeof why, "the conversation cannot move to another account: %s", err);
-        proxy_why(p, "previous_response_id", why);
-        trace_event(p->gw->trace, "CONVERSATION_MOVE_REFUSED", "req=%llu by=previous_response_id reason=\"%s\"",
-                    (unsigned long long)p->id, err);
-        return 0;
+        return -1;
     }
-    free(chain);
-    store_conversation_chain_free(older, nolder);
     /* the rebuilt body is the request from here: every account is sent it
      * (blobs stripped for each as usual) */
     p->gw->body_bytes += body.len;
@@ -465,7 +461,92 @@ int proxy_chain_move(proxy_req *p)
     router_plan(p->gw, &p->rctx, &p->plan);
     p->next = 0;
     proxy_next(p);
-    return 1;
+    return 0;
+}
+
+typedef struct proxy_minter {
+    pool *pl;
+    int64_t account_id;
+} proxy_minter;
+
+static void proxy_chain_blob(void *ud, const char *key)
+{
+    proxy_minter *m = ud;
+    pool_owner_learn(m->pl, key, m->account_id);
+}
+
+/* The other gateways' record of the chain (route/shared.h): its part that
+ * this instance does not hold, and the rest (from missing on) from this
+ * instance's own record. Its turns' blobs were minted by their accounts:
+ * learned as such, so they are stripped before another account sees them
+ * (the relaying gateway learned them as it relayed). */
+static void proxy_on_chain(void *ud, const conv_link *chain, size_t n, const char *missing, const char *err)
+{
+    proxy_req *p = ud;
+    p->chain_wait = NULL;
+    char lerr[256];
+    conv_link *mine = NULL, *older = NULL, *all = NULL;
+    size_t nmine = 0, nolder = 0;
+    int rc = -1;
+    if (!chain) {
+        snprintf(lerr, sizeof lerr, "%s", err ? err : "the other gateways do not hold it");
+    } else if (missing[0] && proxy_chain_read(p, missing, &mine, &nmine, &older, &nolder, lerr, sizeof lerr) != 0) {
+        /* lerr says why */
+    } else if (!(all = calloc(nmine + n, sizeof *all))) {
+        snprintf(lerr, sizeof lerr, "out of memory");
+    } else {
+        for (size_t i = 0; i < nmine; i++)
+            all[i] = mine[i];
+        for (size_t i = 0; i < n; i++) {
+            all[nmine + i] = chain[i];
+            proxy_minter m = {p->gw->pool, chain[i].account_id};
+            if (m.account_id)
+                blobs_minted(chain[i].output_json, chain[i].output_len, proxy_chain_blob, &m);
+        }
+        rc = proxy_chain_go(p, all, nmine + n, lerr, sizeof lerr);
+    }
+    free(all);
+    free(mine);
+    store_conversation_chain_free(older, nolder);
+    if (rc != 0) {
+        proxy_chain_refused(p, lerr);
+        proxy_next(p); /* the plan is spent: on to a wait for capacity or the 503 */
+    }
+}
+
+/* The request continues a stored response whose account cannot serve (its
+ * plan is spent): rebuild it from the gateway's record as a whole input
+ * without previous_response_id, and plan again without the pin. 1 when
+ * the request goes on (or waits for the other gateways' record of the
+ * chain, when this instance's does not hold all of it); 0 when it cannot
+ * (not recorded, expired, too long, malformed: why says so, and the 503
+ * names it). Once per request. */
+int proxy_chain_move(proxy_req *p)
+{
+    if (p->chain_tried || p->committed || !p->plan.pinned_owner || !p->in.previous_response_id[0] ||
+        !p->plan.pinned_by || strcmp(p->plan.pinned_by, "previous_response_id") != 0)
+        return 0;
+    p->chain_tried = 1;
+    conv_link *chain = NULL, *older = NULL;
+    size_t n = 0, nolder = 0;
+    char err[256];
+    int read = proxy_chain_read(p, p->in.previous_response_id, &chain, &n, &older, &nolder, err, sizeof err);
+    if (read == 0) {
+        int rc = proxy_chain_go(p, chain, n, err, sizeof err);
+        free(chain);
+        store_conversation_chain_free(older, nolder);
+        if (rc == 0)
+            return 1;
+        proxy_chain_refused(p, err);
+        return 0;
+    }
+    /* not all of it here: its turns may have reached another gateway */
+    p->chain_wait = shared_chain_get(p->gw->shared, p->in.previous_response_id, PROXY_CHAIN_DEPTH, PROXY_CHAIN_BYTES,
+                                     proxy_on_chain, p);
+    if (p->chain_wait)
+        return 1;
+    proxy_chain_refused(p, err);
+    return 0;
 }
 
 /* ---------- what the answer says ---------- */

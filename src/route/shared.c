@@ -38,11 +38,20 @@ static int shared_local_degraded(const shared *sh, char *why, size_t n)
 }
 
 static void shared_local_free(shared *sh) { free(sh); }
+static void shared_local_turn_told(shared *sh, const conv_link *turn) {}
+static void shared_local_turn_forgot(shared *sh, const char *response_id) {}
+
+static shared_call *shared_local_chain_get(shared *sh, const char *response_id, size_t max_depth, size_t max_bytes,
+                                           shared_chain_fn fn, void *ud)
+{
+    return NULL; /* the local record is all there is */
+}
 
 static const shared_ops shared_local_ops = {
     "local", shared_local_refresh_begin, shared_local_refresh_end, shared_local_call_cancel,
     shared_local_rest_changed, shared_local_owner_told, shared_local_session_told, shared_local_ask,
     shared_local_slot_take, shared_local_slot_give, shared_local_degraded, shared_local_free,
+    shared_local_turn_told, shared_local_turn_forgot, shared_local_chain_get,
 };
 
 shared *shared_local_new(gateway *gw)
@@ -162,4 +171,22 @@ void shared_slot_give(shared *sh, uint64_t slot)
 {
     if (sh && slot)
         sh->ops->slot_give(sh, slot);
+}
+
+void shared_turn_tell(shared *sh, const conv_link *turn)
+{
+    if (sh)
+        sh->ops->turn_told(sh, turn);
+}
+
+void shared_turn_forget(shared *sh, const char *response_id)
+{
+    if (sh)
+        sh->ops->turn_forgot(sh, response_id);
+}
+
+shared_call *shared_chain_get(shared *sh, const char *response_id, size_t max_depth, size_t max_bytes,
+                              shared_chain_fn fn, void *ud)
+{
+    return sh ? sh->ops->chain_get(sh, response_id, max_depth, max_bytes, fn, ud) : NULL;
 }

@@ -28,6 +28,7 @@
 #define SY_SHARED_H
 #include <stddef.h>
 #include <stdint.h>
+#include "base/conv_link.h"
 #include "core/gateway.h"
 #include "route/pool.h"
 #include "store/store.h"
@@ -71,6 +72,13 @@ typedef void (*shared_ask_done_fn)(void *ud);
  * at its limit across the gateways, inflight slots held there. */
 typedef void (*shared_slot_fn)(void *ud, int granted, int inflight);
 
+/* --- stored conversations: a chain read from the other gateways --- */
+/* chain (n turns, oldest first, valid during the call; each account_id
+ * this instance's, 0 for an account it does not have) and missing (""
+ * when chain[0] is the conversation's first turn, else the id it continued
+ * that the pool does not hold), or chain NULL and err saying why. */
+typedef void (*shared_chain_fn)(void *ud, const conv_link *chain, size_t n, const char *missing, const char *err);
+
 typedef struct shared_ops {
     const char *name; /* "local", "redis" */
     /* call fn now (and return NULL) or later (and return a handle) */
@@ -85,6 +93,11 @@ typedef struct shared_ops {
     void (*slot_give)(shared *sh, uint64_t slot);
     int (*degraded)(const shared *sh, char *why, size_t n);
     void (*free)(shared *sh);
+    /* stored conversations (shared_turn_tell, shared_turn_forget, shared_chain_get) */
+    void (*turn_told)(shared *sh, const conv_link *turn);
+    void (*turn_forgot)(shared *sh, const char *response_id);
+    shared_call *(*chain_get)(shared *sh, const char *response_id, size_t max_depth, size_t max_bytes,
+                              shared_chain_fn fn, void *ud);
 } shared_ops;
 
 /* The common part; an implementation's own struct begins with it. */
@@ -143,5 +156,24 @@ void shared_slot_give(shared *sh, uint64_t slot);
 /* 1 when the shared state is out of reach (this instance serves on its
  * own state meanwhile), with why for /health; 0 (why "") otherwise. */
 int shared_degraded(const shared *sh, char *why, size_t n);
+
+/* --- stored conversations across the gateways (docs/scale-out.md, "Stored conversations") ---
+ * A turn recorded here (proxy_move.c, beside the store's record) is told
+ * to the others, no answer awaited; a request whose stored conversation
+ * must move to another account and that this instance cannot rebuild on
+ * its own record asks for the chain once, and only then: a continuation
+ * whose owner serves it never reads it. The local implementation tells
+ * nothing and has nothing to ask (shared_chain_get returns NULL). */
+#define SHARED_CHAIN_MS 250 /* a chain carries up to its byte limit, not a few names: longer than SHARED_ASK_MS */
+void shared_turn_tell(shared *sh, const conv_link *turn);
+/* The turn of response_id was deleted (DELETE /v1/responses/{id}). */
+void shared_turn_forget(shared *sh, const char *response_id);
+/* The chain that ends at response_id, from the other gateways' record
+ * (at most max_depth turns, max_bytes of input and output). NULL: nowhere
+ * to ask (fn is not called); otherwise fn is called once, within
+ * SHARED_CHAIN_MS (no answer by then: chain NULL, err says so), unless
+ * shared_call_cancel stops it. */
+shared_call *shared_chain_get(shared *sh, const char *response_id, size_t max_depth, size_t max_bytes,
+                              shared_chain_fn fn, void *ud);
 
 #endif

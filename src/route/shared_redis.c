@@ -10,6 +10,8 @@
  *   sy:{POOL}:sess:SESSION        the account (by name) that served a session's last turn, EX the idle time
  *   sy:{POOL}:inflight:NAME       the slots of an account's max_concurrency held now: a sorted set of
  *                                 "INSTANCE:SEQ" scored by expiry (Redis's clock, ms), taken by a script
+ *   sy:{POOL}:conv:ID, conv-order, conv-bytes
+ *                                 the turns of stored conversations (shared_conv.h: its scripts and texts)
  *
  * Accounts are named by name, not id: each instance numbers the accounts
  * of its own database. A rest changed here is SET and PUBLISHed at once
@@ -20,6 +22,7 @@
  * logins are told again, so an outage loses nothing either side knew. */
 #include "route/shared_redis.h"
 #include "route/shared_state.h"
+#include "route/shared_conv.h"
 #include "route/affinity.h"
 #include "core/redis_link.h"
 #include "base/log.h"
@@ -81,6 +84,11 @@ struct shared_call {
     /* a slot_take (slot != NULL) */
     shared_slot *slot;
     shared_slot_fn slot_fn;  /* NULL: cancelled, or answered at the deadline */
+    /* a chain_get (chain set) */
+    int chain;
+    shared_chain_fn chain_fn; /* NULL: cancelled, or answered at the deadline */
+    size_t chain_depth, chain_bytes;
+    char chain_id[SHARED_CONV_ID];
     void *ud;
     char name[256];
     int64_t local_last_refresh;
@@ -386,9 +394,10 @@ static void shared_redis_refresh_end(shared *sh, const char *account_name, const
 static void shared_redis_call_cancel(shared *sh, shared_call *c)
 {
     shared_redis *sr = (shared_redis *)sh;
-    if (c->ask || c->slot) { /* in flight: freed when its answer is in */
+    if (c->ask || c->slot || c->chain) { /* in flight: freed when its answer is in */
         c->done = NULL;
         c->slot_fn = NULL;
+        c->chain_fn = NULL;
         if (c->deadline)
             event_free(c->deadline);
         c->deadline = NULL;
@@ -701,6 +710,108 @@ static void shared_slots_renew(shared_redis *sr)
         }
 }
 
+/* ---------- stored conversations (shared_conv.h) ---------- */
+
+static void shared_redis_turn_told(shared *sh, const conv_link *turn)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    const pool_account *pa = pool_find(sh->gw->pool, turn->account_id);
+    store_conversation_limits l;
+    store_conversation_limits_get(sh->gw->st, &l);
+    shared_conv_cmd cmd;
+    if (redis_link_is_up(sr->link) && pa && pa->a.name &&
+        shared_conv_tell_cmd(&cmd, sr->prefix, turn, pa->a.name, &l) == 0)
+        redis_link_command(sr->link, NULL, NULL, cmd.argc, cmd.argv, cmd.lens);
+}
+
+static void shared_redis_turn_forgot(shared *sh, const char *response_id)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    shared_conv_cmd cmd;
+    if (redis_link_is_up(sr->link) && shared_conv_forget_cmd(&cmd, sr->prefix, response_id) == 0)
+        redis_link_command(sr->link, NULL, NULL, cmd.argc, cmd.argv, cmd.lens);
+}
+
+static int64_t shared_conv_account(void *ud, const char *name)
+{
+    const pool_account *pa = shared_find(ud, name);
+    return pa ? pa->a.id : 0;
+}
+
+/* The caller goes on (once): at the answer, or at the deadline. */
+static void shared_chain_finish(shared_call *c, const conv_link *chain, size_t n, const char *missing,
+                                const char *err)
+{
+    if (c->deadline)
+        event_free(c->deadline);
+    c->deadline = NULL;
+    shared_chain_fn fn = c->chain_fn;
+    c->chain_fn = NULL;
+    if (fn)
+        fn(c->ud, chain, n, missing, err);
+}
+
+static void shared_on_chain_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    char err[96];
+    snprintf(err, sizeof err, "the other gateways' record did not answer within %d ms", SHARED_CHAIN_MS);
+    shared_chain_finish(arg, NULL, 0, "", err);
+}
+
+static void shared_on_chain(void *ud, redisReply *r)
+{
+    shared_call *c = ud;
+    shared_redis *sr = c->sr;
+    if (sr->closing)
+        c->chain_fn = NULL;
+    if (c->chain_fn) {
+        conv_link *v = NULL;
+        size_t n = 0;
+        char missing[SHARED_CONV_ID], err[256];
+        if (!r)
+            snprintf(err, sizeof err, "the link to the other gateways went down before they answered");
+        else if (r->type == REDIS_REPLY_ERROR)
+            snprintf(err, sizeof err, "the pool's record refused the read: %.120s", r->str ? r->str : "");
+        if (r && r->type != REDIS_REPLY_ERROR)
+            shared_conv_chain_read(r, c->chain_id, c->chain_depth, c->chain_bytes, shared_conv_account, sr, &v, &n,
+                                   missing, err, sizeof err);
+        shared_chain_finish(c, v, n, v ? missing : "", v ? NULL : err);
+        shared_conv_chain_free(v, n);
+    }
+    if (c->deadline)
+        event_free(c->deadline);
+    free(c);
+}
+
+static shared_call *shared_redis_chain_get(shared *sh, const char *response_id, size_t max_depth, size_t max_bytes,
+                                           shared_chain_fn fn, void *ud)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    shared_conv_cmd cmd;
+    if (!redis_link_is_up(sr->link) || shared_conv_chain_cmd(&cmd, sr->prefix, response_id, max_depth, max_bytes))
+        return NULL; /* out of reach: the local record is all there is */
+    shared_call *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->sr = sr;
+    c->chain = 1;
+    c->chain_fn = fn;
+    c->ud = ud;
+    c->chain_depth = max_depth;
+    c->chain_bytes = max_bytes;
+    snprintf(c->chain_id, sizeof c->chain_id, "%s", response_id);
+    if (redis_link_command(sr->link, shared_on_chain, c, cmd.argc, cmd.argv, cmd.lens) != 0) {
+        free(c);
+        return NULL;
+    }
+    c->deadline = evtimer_new(sh->gw->base, shared_on_chain_deadline, c);
+    if (c->deadline) {
+        struct timeval tv = {0, SHARED_CHAIN_MS * 1000};
+        evtimer_add(c->deadline, &tv);
+    }
+    return c;
+}
+
 /* ---------- resync ---------- */
 
 static void shared_seen_clear(shared_redis *sr)
@@ -972,6 +1083,7 @@ static const shared_ops shared_redis_ops = {
     "redis", shared_redis_refresh_begin, shared_redis_refresh_end, shared_redis_call_cancel,
     shared_redis_rest_changed, shared_redis_owner_told, shared_redis_session_told, shared_redis_ask,
     shared_redis_slot_take, shared_redis_slot_give, shared_redis_degraded, shared_redis_free,
+    shared_redis_turn_told, shared_redis_turn_forgot, shared_redis_chain_get,
 };
 
 shared *shared_redis_new(gateway *gw, const redis_url *u)
