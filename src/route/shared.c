@@ -39,10 +39,21 @@ static int shared_local_degraded(const shared *sh, char *why, size_t n)
 
 static void shared_local_free(shared *sh) { free(sh); }
 
+static shared_call *shared_local_lease_take(shared *sh, const char *job, const char *id, long ttl_ms,
+                                            shared_lease_fn fn, void *ud)
+{
+    fn(ud, 1); /* a lone gateway does every job itself */
+    return NULL;
+}
+
+static void shared_local_lease_release(shared *sh, const char *job, const char *id) {}
+static void shared_local_usage_told(shared *sh, const pool_account *pa) {}
+
 static const shared_ops shared_local_ops = {
     "local", shared_local_refresh_begin, shared_local_refresh_end, shared_local_call_cancel,
     shared_local_rest_changed, shared_local_owner_told, shared_local_session_told, shared_local_ask,
     shared_local_slot_take, shared_local_slot_give, shared_local_degraded, shared_local_free,
+    shared_local_lease_take, shared_local_lease_release, shared_local_usage_told,
 };
 
 shared *shared_local_new(gateway *gw)
@@ -162,4 +173,26 @@ void shared_slot_give(shared *sh, uint64_t slot)
 {
     if (sh && slot)
         sh->ops->slot_give(sh, slot);
+}
+
+shared_call *shared_lease_take(shared *sh, const char *job, const char *id, long ttl_ms, shared_lease_fn fn,
+                               void *ud)
+{
+    if (!sh) {
+        fn(ud, 1);
+        return NULL;
+    }
+    return sh->ops->lease_take(sh, job, id, ttl_ms, fn, ud);
+}
+
+void shared_lease_release(shared *sh, const char *job, const char *id)
+{
+    if (sh)
+        sh->ops->lease_release(sh, job, id);
+}
+
+void shared_usage_tell(shared *sh, const pool_account *pa)
+{
+    if (sh)
+        sh->ops->usage_told(sh, pa);
 }
