@@ -72,7 +72,8 @@ static int seal_key_literal(const char *s, size_t n, unsigned char key[SEAL_KEY_
         for (size_t i = 0; i < SEAL_KEY_LEN && ok; i++) {
             int hi = sbuf_hex_digit((unsigned char)s[2 * i]), lo = sbuf_hex_digit((unsigned char)s[2 * i + 1]);
             ok = hi >= 0 && lo >= 0;
-            key[i] = (unsigned char)(hi << 4 | lo);
+            if (ok)
+                key[i] = (unsigned char)(hi << 4 | lo);
         }
         if (ok)
             return 0;
