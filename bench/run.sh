@@ -19,7 +19,7 @@
 # minutes with the defaults) and kills what it started.
 #
 # Environment:
-#   BENCH_BUILD_DIR   build directory     (default build-bench in the checkout)
+#   BENCH_BUILD_DIR   build directory     (default /tmp/switchyard-bench-build)
 #   BENCH_DURATION    seconds per wrk run (default 7)
 #   BENCH_STREAMS     concurrent streams for the RSS phase (default 1000)
 #   BENCH_CLIENTS     concurrency levels  (default "1 64 1000")
