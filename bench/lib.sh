@@ -1,6 +1,6 @@
 # bench/lib.sh: set-up shared by bench/run.sh, bench/profile.sh and
 # bench/instructions.sh (sourced, not run). Expects ROOT and LOGTAG; sets
-# BUILD (BENCH_BUILD_DIR or build-bench in the checkout: one per worktree), HOST (127.0.0.1)
+# BUILD (BENCH_BUILD_DIR or /tmp/switchyard-bench-build), HOST (127.0.0.1)
 # and T0 (the start, for log lines); leaves behind SY, FU, FLOOR_BIN,
 # WORK, PIDS, UPID, UPORT, GPID, GPORT, KEY, GW, DIRECT, BODY_PLAIN,
 # BODY_STREAM and an EXIT trap that kills what it started.
@@ -10,7 +10,7 @@
 # BENCH_EXTRA_PKGS: Debian packages to install if their command is missing,
 # as "command:package ..." pairs.
 
-BUILD="${BENCH_BUILD_DIR:-$ROOT/build-bench}"
+BUILD="${BENCH_BUILD_DIR:-/tmp/switchyard-bench-build}"
 HOST=127.0.0.1
 T0=$(date +%s)
 

@@ -28,7 +28,7 @@
 # started. About 7 minutes with the defaults (4 without instruction counts).
 #
 # Environment:
-#   BENCH_BUILD_DIR      build directory (default build-bench in the checkout)
+#   BENCH_BUILD_DIR      build directory (default /tmp/switchyard-bench-build)
 #   BENCH_DURATION       seconds per wrk cell (default 3)
 #   BENCH_REPEATS        rounds of load cells, medians taken (default 3)
 #   BENCH_STREAMS        streams held open for the memory figure (default 1000)
