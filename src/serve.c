@@ -23,6 +23,8 @@
 #include "route/shared.h"
 #include "route/shared_redis.h"
 #include "route/shared_config.h"
+#include "route/shared_once.h"
+#include "base/seal.h"
 #include "route/spend.h"
 #include "accounts/usage_poll.h"
 #include "accounts/model_poll.h"
@@ -383,12 +385,25 @@ static void serve_poll_after_refresh(void *arg, int64_t account_id)
  * with --redis (connecting in the background: it serves on its own state
  * until the link is up), else nothing (route/shared.h). */
 static shared_config *serve_shared_config;
+static shared_once *serve_shared_once;
 static int serve_shared_open(gateway *gw)
 {
     redis_url u;
-    char err[256];
+    char err[512];
+    /* --redis, then SWITCHYARD_REDIS (both in cfg.redis already), then the database's setting */
+    if (config_redis_from_store(&gw->cfg, gw->st, err, sizeof err) != 0) {
+        log_error("%s", err);
+        return -1;
+    }
     if (gw->cfg.redis[0] && redis_url_parse(gw->cfg.redis, &u, err, sizeof err) != 0) {
         log_error("--redis: %s", err);
+        return -1;
+    }
+    unsigned char key[SEAL_KEY_LEN];
+    const char *key_text = getenv("SWITCHYARD_REDIS_KEY");
+    int has_key = key_text && *key_text;
+    if (has_key && seal_key_parse(key_text, key, err, sizeof err) != 0) {
+        log_error("SWITCHYARD_REDIS_KEY: %s", err);
         return -1;
     }
     gw->shared = gw->cfg.redis[0] ? shared_redis_new(gw, &u) : shared_local_new(gw);
@@ -397,8 +412,16 @@ static int serve_shared_open(gateway *gw)
         log_error("cannot set up the shared state: out of memory");
         return -1;
     }
+    if (has_key && gw->cfg.redis[0]) {
+        shared_redis_set_key(gw->shared, key);
+        log_info("redis: logins and accounts are encrypted in the pool (SWITCHYARD_REDIS_KEY)");
+    } else if (has_key) {
+        log_info("SWITCHYARD_REDIS_KEY is set but no Redis is: nothing to encrypt");
+    }
+    explicit_bzero(key, sizeof key);
     shared_attach(gw->shared);
     serve_shared_config = shared_config_new(gw); /* accounts, keys and settings: with Redis only */
+    serve_shared_once = shared_once_new(gw);     /* usage numbers and the layout: with Redis only */
     return 0;
 }
 
@@ -516,8 +539,11 @@ static void serve_close(gateway *gw)
     gw->alerts = NULL;
     shared_config_free(serve_shared_config);
     serve_shared_config = NULL;
+    shared_once_free(serve_shared_once);
+    serve_shared_once = NULL;
+    usage_poll_free(gw->usage); /* cancels the leases it asked for */
+    gw->usage = NULL;
     shared_free(gw->shared); /* after oauth (which cancels what it asked), before the pool */
-    usage_poll_free(gw->usage);
     model_poll_free(gw->models);
     if (gw->admin_http)
         evhttp_free(gw->admin_http);

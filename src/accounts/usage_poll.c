@@ -5,6 +5,7 @@
 #include "accounts/usage_poll.h"
 #include "accounts/account_get.h"
 #include "route/pool.h"
+#include "route/shared.h"
 #include "store/store.h"
 #include "upstream/upstream.h"
 #include "base/json.h"
@@ -31,6 +32,8 @@ typedef struct usage_entry {
     sbuf body;
     usage_poll *owner;
     int live;              /* the account still exists */
+    shared_call *lease;    /* the pool's usage lease asked for (route/shared.h), NULL none */
+    int leasing;
 } usage_entry;
 
 struct usage_poll {
@@ -48,6 +51,7 @@ usage_poll *usage_poll_new(gateway *gw)
 
 static void usage_entry_free(usage_entry *e)
 {
+    shared_call_cancel(e->owner->gw->shared, e->lease);
     if (e->up)
         upstream_cancel(e->up);
     sbuf_free(&e->body);
@@ -198,6 +202,7 @@ static void usage_on_done(void *ud, up_result r, const char *errmsg)
     } else if (status == 200) {
         if (usage_poll_apply(&pa->st, e->body.p ? e->body.p : "", e->body.len, now) == 0) {
             pa->st.usage_polled_at = now;
+            shared_usage_tell(gw->shared, pa); /* the other gateways of the pool take these numbers */
             log_debug("usage poll: account %s: plan %s, primary %.0f%%, secondary %.0f%%", pa->a.name,
                       pa->st.plan_type[0] ? pa->st.plan_type : "?", pa->st.primary_used_pct,
                       pa->st.secondary_used_pct);
@@ -229,6 +234,20 @@ static void usage_start(usage_poll *u, usage_entry *e, const pool_account *pa)
     e->up = account_get_start(u->gw->up, pa, url, USAGE_TIMEOUT_MS, &usage_cb, e, "usage poll");
 }
 
+/* The pool's answer to the usage lease: this instance polls (it holds the
+ * lease for the interval, or there is no pool), or another one does and
+ * its numbers arrive through shared_usage_tell. */
+static void usage_on_lease(void *ud, int granted)
+{
+    usage_entry *e = ud;
+    e->lease = NULL;
+    e->leasing = 0;
+    pool_account *pa = pool_find(e->owner->gw->pool, e->account_id);
+    if (!granted || !pa || e->up || pa->refreshing || pa->a.login_error || pa->a.hold)
+        return;
+    usage_start(e->owner, e, pa);
+}
+
 void usage_poll_tick(usage_poll *u, double now)
 {
     long every = u->gw->cfg.usage_poll_s;
@@ -241,7 +260,7 @@ void usage_poll_tick(usage_poll *u, double now)
         usage_entry *e = usage_find(u, pa->a.id, 1);
         e->live = 1;
         /* its token is being replaced, or is dead; a held account is refused until an operator acts */
-        if (e->up || pa->refreshing || pa->a.login_error || pa->a.hold)
+        if (e->up || e->leasing || pa->refreshing || pa->a.login_error || pa->a.hold)
             continue;
         if (every > 0 && e->next_at > now + (double)every) /* the interval was shortened */
             e->next_at = now + (double)every;
@@ -255,7 +274,15 @@ void usage_poll_tick(usage_poll *u, double now)
         }
         if (every > 0)
             e->next_at = now + (double)every;
-        usage_start(u, e, pa);
+        if (soon) { /* after this instance's own 429: its own poll (the others did not see it) */
+            usage_start(u, e, pa);
+            continue;
+        }
+        /* the periodic poll: one instance of the pool per interval (the lease lives that long) */
+        e->leasing = 1;
+        shared_call *c = shared_lease_take(u->gw->shared, "usage", pa->a.name, every * 1000L, usage_on_lease, e);
+        if (e->leasing)
+            e->lease = c;
     }
     /* accounts removed, disabled or no longer chatgpt */
     for (size_t i = 0; i < u->n;) {

@@ -3,6 +3,7 @@
  * core/config.c's checks) so a bad value never reaches a running gateway. */
 #include "admin/cli_internal.h"
 #include "core/config.h"
+#include "core/redis_url.h"
 #include "store/store.h"
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,8 @@ void cli_usage_config(FILE *f)
           "        trace_max_bytes         gateway-trace.log rotates past this size (default 67108864)\n"
           "        trace_files             rotated trace logs kept (default 4)\n"
           "        alert_webhook_url       where alerts are posted (the alert policy; none by default)\n"
+          "        redis                   the pool's Redis, read at start when neither --redis nor\n"
+          "                                SWITCHYARD_REDIS is given (docs/scale-out.md); not shared\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
           f);
 }
@@ -45,6 +48,12 @@ typedef struct cli_setting {
 } cli_setting;
 
 static const char *cli_rotation_canonical(const char *v) { return config_rotation_valid(v) ? v : NULL; }
+
+static const char *cli_redis_canonical(const char *v)
+{
+    char err[256];
+    return config_redis_check(v, err, sizeof err) == 0 ? v : NULL;
+}
 
 static const cli_setting cli_settings[] = {
     {"route_strategy", config_strategy_canonical, "ordered, balanced or weighted (round_robin and rr mean balanced)"},
@@ -64,6 +73,7 @@ static const cli_setting cli_settings[] = {
     {"trace_max_bytes", config_trace_bytes_canonical, "whole bytes, 65536 to 1099511627776"},
     {"trace_files", config_trace_files_canonical, "a whole number of files, 1 to 100"},
     {"alert_webhook_url", config_alert_url_canonical, "an http:// or https:// URL with a host"},
+    {"redis", cli_redis_canonical, "redis://[[user]:password@]host[:port][/db][?pool=NAME] or unix://..."},
 };
 #define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])
 
@@ -108,6 +118,8 @@ static int cli_config_parse(const char *cmd, int argc, char **argv, int want, co
     return -1;
 }
 
+static void cli_config_line(void *ud, const char *key, const char *value);
+
 int cli_config_set(int argc, char **argv)
 {
     const char *cmd = "config set";
@@ -116,6 +128,12 @@ int cli_config_set(int argc, char **argv)
     if (rc >= 0)
         return rc;
     const char *value = a.setting->canonical(a.pos[1]);
+    char why[256];
+    /* the address may hold a password: the reason it is refused, not the value */
+    if (!value && strcmp(a.setting->key, "redis") == 0 && config_redis_check(a.pos[1], why, sizeof why) != 0) {
+        fprintf(stderr, "switchyard %s: invalid %s: %s; expected %s\n", cmd, a.setting->key, why, a.setting->values);
+        return CLI_EXIT_USAGE;
+    }
     if (!value) {
         fprintf(stderr, "switchyard %s: invalid %s '%s'; expected %s\n", cmd, a.setting->key, a.pos[1],
                 a.setting->values);
@@ -127,7 +145,7 @@ int cli_config_set(int argc, char **argv)
     char err[512] = "";
     rc = store_setting_set(s, a.setting->key, value, err, sizeof err);
     if (rc == 0)
-        printf("%s=%s\n", a.setting->key, value);
+        cli_config_line(NULL, a.setting->key, value); /* a password in the address left out */
     else
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
     store_close(s);
@@ -179,7 +197,17 @@ int cli_config_unset(int argc, char **argv)
     return rc >= 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
-static void cli_config_line(void *ud, const char *key, const char *value) { printf("%s=%s\n", key, value); }
+static void cli_config_line(void *ud, const char *key, const char *value)
+{
+    redis_url u;
+    char d[600], err[256];
+    if (strcmp(key, "redis") == 0 && redis_url_parse(value, &u, err, sizeof err) == 0) {
+        redis_url_describe(&u, d, sizeof d); /* the password left out */
+        memset(u.pass, 0, sizeof u.pass);
+        value = d;
+    }
+    printf("%s=%s\n", key, value);
+}
 
 int cli_config_list(int argc, char **argv)
 {

@@ -205,6 +205,32 @@ int config_set_redis(sy_config *c, const char *s, char *err, size_t n)
     return 0;
 }
 
+int config_redis_check(const char *s, char *err, size_t n)
+{
+    redis_url u;
+    int rc = redis_url_parse(s, &u, err, n);
+    memset(u.pass, 0, sizeof u.pass);
+    return rc;
+}
+
+int config_redis_from_store(sy_config *c, struct store *st, char *err, size_t n)
+{
+    if (c->redis[0])
+        return 0; /* the flag or the environment */
+    char v[sizeof c->redis];
+    int r = store_setting_get(st, "redis", v, sizeof v);
+    if (r != 0)
+        return 0; /* not set (or the database busy: a lone gateway, as before) */
+    char why[256];
+    int rc = config_set_redis(c, v, why, sizeof why);
+    if (rc != 0)
+        snprintf(err, n, "the database's redis setting: %s (switchyard config set redis URL, or unset it)", why);
+    else
+        log_info("redis: the address is the database's redis setting (no --redis, no SWITCHYARD_REDIS)");
+    explicit_bzero(v, sizeof v);
+    return rc;
+}
+
 int config_from_env(sy_config *c)
 {
     long n;

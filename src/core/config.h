@@ -72,6 +72,14 @@ int config_set_listen(sy_config *c, const char *s);
 /* Takes a --redis address after checking it (redis_url_parse); -1 and
  * err (no password in it) if it is no such address. */
 int config_set_redis(sy_config *c, const char *s, char *err, size_t n);
+/* The database's `redis` setting (switchyard config set redis URL) when
+ * neither --redis nor SWITCHYARD_REDIS gave one (they take precedence):
+ * 0 (taken, or none), -1 with err (a setting that does not parse: the
+ * gateway does not start on it; never quoting its password). */
+struct store;
+int config_redis_from_store(sy_config *c, struct store *st, char *err, size_t n);
+/* The check `config set redis` makes: the address, or NULL (why in err). */
+int config_redis_check(const char *s, char *err, size_t n);
 /* Parses the admin listen address ("host:port", or "port" for 127.0.0.1). */
 int config_set_admin_listen(sy_config *c, const char *s);
 /* Adds names (comma-separated) to c->allowed_hosts: each a DNS name

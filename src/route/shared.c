@@ -47,11 +47,22 @@ static shared_call *shared_local_chain_get(shared *sh, const char *response_id, 
     return NULL; /* the local record is all there is */
 }
 
+static shared_call *shared_local_lease_take(shared *sh, const char *job, const char *id, long ttl_ms,
+                                            shared_lease_fn fn, void *ud)
+{
+    fn(ud, 1); /* a lone gateway does every job itself */
+    return NULL;
+}
+
+static void shared_local_lease_release(shared *sh, const char *job, const char *id) {}
+static void shared_local_usage_told(shared *sh, const pool_account *pa) {}
+
 static const shared_ops shared_local_ops = {
     "local", shared_local_refresh_begin, shared_local_refresh_end, shared_local_call_cancel,
     shared_local_rest_changed, shared_local_owner_told, shared_local_session_told, shared_local_ask,
     shared_local_slot_take, shared_local_slot_give, shared_local_degraded, shared_local_free,
     shared_local_turn_told, shared_local_turn_forgot, shared_local_chain_get,
+    shared_local_lease_take, shared_local_lease_release, shared_local_usage_told,
 };
 
 shared *shared_local_new(gateway *gw)
@@ -189,4 +200,26 @@ shared_call *shared_chain_get(shared *sh, const char *response_id, size_t max_de
                               shared_chain_fn fn, void *ud)
 {
     return sh ? sh->ops->chain_get(sh, response_id, max_depth, max_bytes, fn, ud) : NULL;
+}
+
+shared_call *shared_lease_take(shared *sh, const char *job, const char *id, long ttl_ms, shared_lease_fn fn,
+                               void *ud)
+{
+    if (!sh) {
+        fn(ud, 1);
+        return NULL;
+    }
+    return sh->ops->lease_take(sh, job, id, ttl_ms, fn, ud);
+}
+
+void shared_lease_release(shared *sh, const char *job, const char *id)
+{
+    if (sh)
+        sh->ops->lease_release(sh, job, id);
+}
+
+void shared_usage_tell(shared *sh, const pool_account *pa)
+{
+    if (sh)
+        sh->ops->usage_told(sh, pa);
 }

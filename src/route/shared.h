@@ -98,6 +98,11 @@ typedef struct shared_ops {
     void (*turn_forgot)(shared *sh, const char *response_id);
     shared_call *(*chain_get)(shared *sh, const char *response_id, size_t max_depth, size_t max_bytes,
                               shared_chain_fn fn, void *ud);
+    /* once per pool: a job's lease, and the usage numbers a poll got (shared_lease_take) */
+    shared_call *(*lease_take)(shared *sh, const char *job, const char *id, long ttl_ms,
+                               void (*fn)(void *ud, int granted), void *ud);
+    void (*lease_release)(shared *sh, const char *job, const char *id);
+    void (*usage_told)(shared *sh, const pool_account *pa);
 } shared_ops;
 
 /* The common part; an implementation's own struct begins with it. */
@@ -175,5 +180,25 @@ void shared_turn_forget(shared *sh, const char *response_id);
  * shared_call_cancel stops it. */
 shared_call *shared_chain_get(shared *sh, const char *response_id, size_t max_depth, size_t max_bytes,
                               shared_chain_fn fn, void *ud);
+/* --- once per pool: what one instance does for all (docs/scale-out.md, "Once per pool") --- */
+/* granted 1: this instance does the job now (the lease is its, or Redis is
+ * out of reach and each instance does its own, as a lone gateway would);
+ * 0: another instance holds the lease and does it. */
+typedef void (*shared_lease_fn)(void *ud, int granted);
+/* The lease of a job (`usage`, `migrate`, ...) on id (an account name, a
+ * key), sy:{POOL}:lease:JOB:ID in Redis: granted when nobody holds it or
+ * this instance already does (then it is renewed), held for ttl_ms unless
+ * released sooner, so it ends with its instance. The local implementation
+ * always grants. fn is called once: now (NULL is returned) or later
+ * (shared_call_cancel stops it). Not for the request path: it may wait a
+ * round trip, or the first seconds of a start for the link. */
+shared_call *shared_lease_take(shared *sh, const char *job, const char *id, long ttl_ms, shared_lease_fn fn,
+                               void *ud);
+/* Gives the lease back before its time; only this instance's own lease is
+ * deleted (a compare-and-delete), never one another instance took since. */
+void shared_lease_release(shared *sh, const char *job, const char *id);
+/* pa's usage numbers (plan, windows, credits) were just polled here: the
+ * other instances take them (newer than theirs) instead of polling. */
+void shared_usage_tell(shared *sh, const pool_account *pa);
 
 #endif

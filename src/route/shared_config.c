@@ -63,6 +63,7 @@ typedef struct sc_item {
     int remote_known;   /* the pool's version was read (a resync) */
     int64_t remote_v;   /* 0: the pool has none */
     char *remote;       /* the pool's text (NULL: gone or none) */
+    int skip;           /* the pool's is sealed with a key this instance lacks: left alone */
 } sc_item;
 
 typedef struct sc_pending sc_pending; /* a command awaiting its answer */
@@ -181,9 +182,12 @@ static void sc_pending_drop(sc_pending *p)
 
 static void sc_decide(shared_config *sc, const sc_item *it);
 
-/* A stored value {"v":N,...,"body":TEXT} or {...,"gone":true}: its version
- * and text (heap, NULL for gone). 0, or -1 when it is not such a value. */
-static int sc_value_read(const char *p, size_t n, int64_t *v, char **body)
+/* A stored value {"v":N,...,"body":TEXT}, {...,"sealed":"sy1:..."} (the
+ * text sealed with the pool's key, its field the additional data) or
+ * {...,"gone":true}: its version and text (heap, NULL for gone). 0; -1
+ * when it is not such a value; -2 when sealed and this instance cannot
+ * open it (shared_redis_open said so). */
+static int sc_value_read(shared_config *sc, const char *field, const char *p, size_t n, int64_t *v, char **body)
 {
     *v = 0;
     *body = NULL;
@@ -194,9 +198,24 @@ static int sc_value_read(const char *p, size_t n, int64_t *v, char **body)
     size_t start, end;
     if (doc && doc->type == JSON_OBJECT && json_get_int64(doc, "v", 1, INT64_C(1) << 53, v) == 0) {
         const json_value *b = json_get(doc, "body");
+        const json_value *sealed = json_get(doc, "sealed");
         if (b && b->type == JSON_OBJECT && json_member_span(p, n, "body", &start, &end) == 0 && end > start) {
             *body = strndup(p + start, end - start);
             rc = *body ? 0 : -1;
+        } else if (sealed && sealed->type == JSON_STRING) {
+            sbuf plain = SBUF_INIT;
+            char aad[STORE_SHARED_FIELD_MAX + 16];
+            snprintf(aad, sizeof aad, "config:%s", field);
+            rc = shared_redis_open(sc->sh, aad, sealed->str, sealed->str_len, &plain) == 0 ? 0 : -2;
+            if (rc == 0) { /* a sealed text is checked as a plain one would be: a JSON object */
+                json_value *inner = json_parse(plain.p ? plain.p : "", plain.len, NULL, 0);
+                rc = inner && inner->type == JSON_OBJECT && !memchr(plain.p, 0, plain.len) ? 0 : -1;
+                json_free(inner);
+                *body = rc == 0 ? strndup(plain.p, plain.len) : NULL;
+                if (rc == 0 && !*body)
+                    rc = -1;
+            }
+            sbuf_secret_wipe(&plain);
         } else if (json_get_bool(doc, "gone", 0)) {
             rc = 0;
         }
@@ -230,7 +249,7 @@ static void sc_on_published(void *ud, redisReply *r)
         log_debug("redis: told the pool %s (version %lld)", p->field, (long long)r->element[0]->integer);
     } else { /* the pool moved since this instance last saw it: the pool's wins */
         sc_item it = {.field = p->field, .local = p->body, .remote_known = 1};
-        if (sc_value_read(r->element[1]->str, r->element[1]->len, &it.remote_v, &it.remote) == 0)
+        if (sc_value_read(sc, p->field, r->element[1]->str, r->element[1]->len, &it.remote_v, &it.remote) == 0)
             sc_decide(sc, &it);
         sbuf_secret_free(it.remote);
     }
@@ -252,7 +271,19 @@ static void sc_publish(shared_config *sc, sc_entry *e, const char *field, const 
     sbuf val = SBUF_INIT, msg = SBUF_INIT;
     sbuf_puts(&val, ",\"from\":");
     sbuf_json_str(&val, id, strlen(id));
-    if (body) {
+    sbuf sealed = SBUF_INIT;
+    char aad[STORE_SHARED_FIELD_MAX + 16];
+    snprintf(aad, sizeof aad, "config:%s", field);
+    if (body && (shared_redis_seal(sc->sh, aad, body, strlen(body), &sealed) != 0)) {
+        sbuf_free(&val);
+        sc_pending_drop(p);
+        return;
+    }
+    if (body && sealed.len && seal_is_sealed(sealed.p, sealed.len)) {
+        sbuf_puts(&val, ",\"sealed\":");
+        sbuf_json_str(&val, sealed.p, sealed.len);
+        sbuf_puts(&val, "}");
+    } else if (body) {
         sbuf_puts(&val, ",\"body\":");
         sbuf_puts(&val, body);
         sbuf_puts(&val, "}");
@@ -277,6 +308,7 @@ static void sc_publish(shared_config *sc, sc_entry *e, const char *field, const 
         sc->dirty = 1;
     }
     sbuf_secret_wipe(&val);
+    sbuf_secret_wipe(&sealed);
     sbuf_free(&msg);
 }
 
@@ -407,7 +439,7 @@ static void sc_on_row(void *ud, const char *field, const char *body)
 
 /* The pool's fields (an HGETALL's answer) into l: on the local item of
  * the same field, else a new one at the end. */
-static void sc_list_remote(sc_list *l, const redisReply *remote)
+static void sc_list_remote(shared_config *sc, sc_list *l, const redisReply *remote)
 {
     size_t nlocal = l->n;
     for (size_t i = 0; i + 1 < remote->elements; i += 2) {
@@ -422,11 +454,19 @@ static void sc_list_remote(sc_list *l, const redisReply *remote)
             continue;
         int64_t ver;
         char *body;
-        if (sc_value_read(v->str, v->len, &ver, &body) != 0) {
+        int rc = sc_value_read(sc, field, v->str, v->len, &ver, &body);
+        sc_item *it = sc_list_find(l, nlocal, field);
+        if (rc == -2) { /* sealed, and this instance has no key for it: neither taken nor told over */
+            if (!it)
+                it = sc_list_add(l, field);
+            if (it)
+                it->skip = 1;
+            continue;
+        }
+        if (rc != 0) {
             log_warn("redis: the pool's %s is not a value this build reads; left alone", field);
             continue;
         }
-        sc_item *it = sc_list_find(l, nlocal, field);
         if (!it)
             it = sc_list_add(l, field);
         if (!it) {
@@ -451,7 +491,7 @@ static void sc_reconcile(shared_config *sc, const redisReply *remote)
     }
     sc_list_sort(&l); /* sqlite's order already; made sure */
     if (remote)
-        sc_list_remote(&l, remote);
+        sc_list_remote(sc, &l, remote);
     sc_list_sort(&l);
     size_t known = l.n;
     for (size_t i = 0; i < sc->n; i++) /* recorded, in neither: a row removed here (or one the pool lost) */
@@ -460,7 +500,8 @@ static void sc_reconcile(shared_config *sc, const redisReply *remote)
     sc_list_sort(&l);
     for (size_t i = 0; i < l.n; i++) {
         l.it[i].remote_known = remote != NULL; /* a field the pool lacks: its version is 0 */
-        sc_decide(sc, &l.it[i]);
+        if (!l.it[i].skip)
+            sc_decide(sc, &l.it[i]);
     }
     sc_list_free(&l);
 }

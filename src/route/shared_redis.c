@@ -27,6 +27,7 @@
 #include "core/redis_link.h"
 #include "base/log.h"
 #include "base/sbuf.h"
+#include "base/seal.h"
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,12 @@
     "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then "                                                \
     "redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) "                                 \
     "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0"
+/* A job's lease: taken when free, renewed when this instance holds it. */
+#define SHARED_LEASE_TAKE_LUA                                                                     \
+    "local cur = redis.call('GET', KEYS[1]) "                                                        \
+    "if cur == false or cur == ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end " \
+    "return 0"
+#define SHARED_USAGE_TTL_S "604800"
 #define SHARED_RELEASE_LUA \
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
 
@@ -97,6 +104,11 @@ struct shared_call {
     int replies, granted, lost;
     char *login;            /* the GET's answer, wiped */
     size_t login_len;
+    /* a lease_take (is_lease): its callback, NULL once cancelled */
+    int is_lease;
+    shared_lease_fn lease_fn;
+    char lease_key[320];
+    long lease_ttl_ms;
 };
 
 /* A login seen at a resync: which instance's is newer. */
@@ -124,6 +136,11 @@ struct shared_redis {
     int closing;
     shared_redis_ext ext[SHARED_REDIS_EXT_MAX]; /* shared_config.c and the like */
     size_t next;
+    /* the pool's key (SWITCHYARD_REDIS_KEY): logins and config texts sealed */
+    unsigned char key[SEAL_KEY_LEN];
+    int has_key;
+    int seen_sealed;         /* a sealed value this instance cannot open was seen: it writes no login */
+    int said_nokey, said_badkey;
 };
 
 static double shared_mono(void)
@@ -198,14 +215,25 @@ static void shared_rest_heard(shared_redis *sr, const char *name, const json_val
 
 /* ---------- logins ---------- */
 
+/* A login's text from Redis as this instance reads it: opened when sealed
+ * (its place "login:NAME" as the additional data), as is when plaintext. */
+static int shared_login_open(shared_redis *sr, const char *name, const char *p, size_t n, sbuf *out)
+{
+    char aad[300];
+    snprintf(aad, sizeof aad, "login:%s", name);
+    return shared_redis_open(&sr->base, aad, p, n, out);
+}
+
 /* A login text from Redis for the account named name: handed to oauth
  * (shared_on_login) when it is newer than what this instance holds. */
 static void shared_login_heard(shared_redis *sr, const char *name, const char *text, size_t len)
 {
     pool_account *pa = shared_find(sr, name);
-    if (!pa || !sr->base.on_login)
+    sbuf plain = SBUF_INIT;
+    if (!pa || !sr->base.on_login || shared_login_open(sr, name, text, len, &plain) != 0)
         return;
-    json_value *doc = json_parse(text, len, NULL, 0);
+    json_value *doc = json_parse(plain.p, plain.len, NULL, 0);
+    sbuf_secret_wipe(&plain);
     account login;
     memset(&login, 0, sizeof login);
     if (doc && shared_login_read(doc, &login) == 0 && login.last_refresh_at >= pa->a.last_refresh_at &&
@@ -248,16 +276,119 @@ static void shared_login_tell(shared_redis *sr, const char *name, const account 
 {
     if (!redis_link_is_up(sr->link) || !a->token)
         return;
-    sbuf key = SBUF_INIT, val = SBUF_INIT, msg = SBUF_INIT;
+    if (sr->seen_sealed && !sr->has_key) /* the pool seals its logins: a plaintext one would undo that */
+        return;
+    sbuf key = SBUF_INIT, val = SBUF_INIT, msg = SBUF_INIT, sealed = SBUF_INIT;
+    char aad[300];
+    snprintf(aad, sizeof aad, "login:%s", name);
     shared_key(sr, "login", name, &key);
     shared_login_write(a, &val);
-    const char *set[] = {"SET", key.p, val.p};
+    if (shared_redis_seal(&sr->base, aad, val.p, val.len, &sealed) != 0) {
+        sbuf_secret_wipe(&val);
+        sbuf_free(&key);
+        return;
+    }
+    const char *set[] = {"SET", key.p, sealed.p};
     shared_cmd(sr, NULL, NULL, 3, set);
     shared_message_write(&msg, "login", sr->id, name, NULL);
     const char *pub[] = {"PUBLISH", sr->channel, msg.p};
     shared_cmd(sr, NULL, NULL, 3, pub);
     sbuf_free(&key);
     sbuf_secret_wipe(&val);
+    sbuf_secret_wipe(&sealed);
+    sbuf_free(&msg);
+}
+
+/* ---------- once per pool: a job's lease, the usage numbers ---------- */
+
+static void shared_lease_finish(shared_call *c, int granted)
+{
+    if (c->lease_fn && !c->sr->closing)
+        c->lease_fn(c->ud, granted);
+    free(c);
+}
+
+static void shared_on_lease_take(void *ud, redisReply *r)
+{
+    shared_call *c = ud;
+    int granted = 1; /* the link went down (or Redis refused the script): this instance does the job */
+    if (r && r->type == REDIS_REPLY_INTEGER)
+        granted = r->integer == 1;
+    else if (r)
+        log_warn("redis: the lease %s got an answer it cannot read (%s); the job runs here", c->lease_key,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not a number");
+    shared_lease_finish(c, granted);
+}
+
+/* The take script, one round trip: 0, or -1 (the link is not up). */
+static int shared_lease_send(shared_call *c)
+{
+    shared_redis *sr = c->sr;
+    if (!redis_link_is_up(sr->link))
+        return -1;
+    char px[32];
+    snprintf(px, sizeof px, "%ld", c->lease_ttl_ms);
+    const char *eval[] = {"EVAL", SHARED_LEASE_TAKE_LUA, "1", c->lease_key, sr->id, px};
+    return shared_cmd(sr, shared_on_lease_take, c, 6, eval);
+}
+
+static shared_call *shared_redis_lease_take(shared *sh, const char *job, const char *id, long ttl_ms,
+                                            shared_lease_fn fn, void *ud)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    shared_call *c = calloc(1, sizeof *c);
+    int w = c ? snprintf(c->lease_key, sizeof c->lease_key, "%slease:%s:%s", sr->prefix, job, id) : -1;
+    if (!c || w < 0 || (size_t)w >= sizeof c->lease_key || ttl_ms <= 0) {
+        free(c);
+        fn(ud, 1);
+        return NULL;
+    }
+    c->sr = sr;
+    c->is_lease = 1;
+    c->lease_fn = fn;
+    c->ud = ud;
+    c->lease_ttl_ms = ttl_ms;
+    if (shared_lease_send(c) == 0)
+        return c;
+    if (!redis_link_ups(sr->link) && shared_mono() - sr->started < SHARED_START_GRACE_S) {
+        c->queued_at = shared_mono(); /* instances starting together: wait for the link a moment */
+        c->next = sr->pending;
+        sr->pending = c;
+        return c;
+    }
+    free(c); /* Redis is out of reach: each instance does its own */
+    fn(ud, 1);
+    return NULL;
+}
+
+static void shared_redis_lease_release(shared *sh, const char *job, const char *id)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    char key[320];
+    int w = snprintf(key, sizeof key, "%slease:%s:%s", sr->prefix, job, id);
+    if (w < 0 || (size_t)w >= sizeof key || !redis_link_is_up(sr->link))
+        return; /* not sent: it expires with its TTL */
+    const char *eval[] = {"EVAL", SHARED_RELEASE_LUA, "1", key, sr->id};
+    shared_cmd(sr, NULL, NULL, 5, eval);
+}
+
+/* SET usage:NAME (a week: an instance joining later reads it) and the
+ * numbers themselves on the channel: no secret in them. */
+static void shared_redis_usage_told(shared *sh, const pool_account *pa)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    if (!redis_link_is_up(sr->link) || !pa->a.name)
+        return;
+    sbuf key = SBUF_INIT, val = SBUF_INIT, msg = SBUF_INIT;
+    shared_key(sr, "usage", pa->a.name, &key);
+    shared_usage_write(&pa->st, &val);
+    const char *set[] = {"SET", key.p, val.p, "EX", SHARED_USAGE_TTL_S};
+    shared_cmd(sr, NULL, NULL, 5, set);
+    shared_message_write(&msg, "usage", sr->id, pa->a.name, val.p);
+    const char *pub[] = {"PUBLISH", sr->channel, msg.p};
+    shared_cmd(sr, NULL, NULL, 3, pub);
+    sbuf_free(&key);
+    sbuf_free(&val);
     sbuf_free(&msg);
 }
 
@@ -271,7 +402,7 @@ static void shared_call_finish(shared_call *c, shared_refresh_verdict v, const a
     free(c);
 }
 
-static void shared_lease_release(shared_redis *sr, const char *name)
+static void shared_refresh_lease_release(shared_redis *sr, const char *name)
 {
     sbuf key = SBUF_INIT;
     shared_key(sr, "lease:refresh", name, &key);
@@ -292,13 +423,17 @@ static void shared_call_decide(shared_call *c)
     }
     account login;
     memset(&login, 0, sizeof login);
-    json_value *doc = c->login ? json_parse(c->login, c->login_len, NULL, 0) : NULL;
+    sbuf plain = SBUF_INIT;
+    json_value *doc = c->login && shared_login_open(sr, c->name, c->login, c->login_len, &plain) == 0
+                          ? json_parse(plain.p, plain.len, NULL, 0)
+                          : NULL;
+    sbuf_secret_wipe(&plain);
     int newer = doc && shared_login_read(doc, &login) == 0 && login.refresh_token &&
                 login.last_refresh_at >= c->local_last_refresh && sbuf_hash(login.refresh_token) != c->local_refresh_hash;
     json_free(doc);
     if (newer) { /* refreshed elsewhere already: take it, refresh nothing */
         if (c->granted)
-            shared_lease_release(sr, c->name);
+            shared_refresh_lease_release(sr, c->name);
         shared_call_finish(c, SHARED_REFRESH_ADOPT, &login);
     } else {
         shared_call_finish(c, c->granted ? SHARED_REFRESH_GO : SHARED_REFRESH_WAIT, NULL);
@@ -388,12 +523,16 @@ static void shared_redis_refresh_end(shared *sh, const char *account_name, const
     shared_redis *sr = (shared_redis *)sh;
     if (fresh)
         shared_login_tell(sr, account_name, fresh); /* before the release: the others hear it first */
-    shared_lease_release(sr, account_name);
+    shared_refresh_lease_release(sr, account_name);
 }
 
 static void shared_redis_call_cancel(shared *sh, shared_call *c)
 {
     shared_redis *sr = (shared_redis *)sh;
+    if (c->is_lease) { /* waiting for the link or its answer: freed then */
+        c->lease_fn = NULL;
+        return;
+    }
     if (c->ask || c->slot || c->chain) { /* in flight: freed when its answer is in */
         c->done = NULL;
         c->slot_fn = NULL;
@@ -421,14 +560,17 @@ static void shared_pending_flush(shared_redis *sr, int give_up)
         shared_call *c = list;
         list = c->next;
         c->next = NULL;
-        if (!give_up && shared_call_send(c) == 0)
+        if (!give_up && (c->is_lease ? shared_lease_send(c) : shared_call_send(c)) == 0)
             continue;
         if (!give_up && shared_mono() - c->queued_at < SHARED_START_GRACE_S) {
             c->next = sr->pending;
             sr->pending = c;
             continue;
         }
-        shared_call_finish(c, SHARED_REFRESH_GO, NULL);
+        if (c->is_lease)
+            shared_lease_finish(c, 1); /* no link: this instance does the job, as a lone gateway would */
+        else
+            shared_call_finish(c, SHARED_REFRESH_GO, NULL);
     }
 }
 
@@ -905,11 +1047,16 @@ static void shared_on_mget(void *ud, redisReply *r)
             shared_rest_heard(sr, key + 5, doc);
             json_free(doc);
         } else if (strncmp(key, "login:", 6) == 0) {
-            json_value *doc = json_parse(v->str, v->len, NULL, 0);
-            int64_t last = 0;
-            if (doc)
-                json_get_int64(doc, "last_refresh_at", 0, INT64_C(1) << 40, &last);
-            json_free(doc);
+            sbuf plain = SBUF_INIT;
+            int64_t last = INT64_MAX; /* a login this instance cannot open: never told over */
+            if (shared_login_open(sr, key + 6, v->str, v->len, &plain) == 0) {
+                json_value *doc = json_parse(plain.p, plain.len, NULL, 0);
+                last = 0;
+                if (doc)
+                    json_get_int64(doc, "last_refresh_at", 0, INT64_C(1) << 40, &last);
+                json_free(doc);
+            }
+            sbuf_secret_wipe(&plain);
             shared_seen_add(sr, key + 6, last);
             shared_login_heard(sr, key + 6, v->str, v->len);
         }
@@ -1084,6 +1231,7 @@ static const shared_ops shared_redis_ops = {
     shared_redis_rest_changed, shared_redis_owner_told, shared_redis_session_told, shared_redis_ask,
     shared_redis_slot_take, shared_redis_slot_give, shared_redis_degraded, shared_redis_free,
     shared_redis_turn_told, shared_redis_turn_forgot, shared_redis_chain_get,
+    shared_redis_lease_take, shared_redis_lease_release, shared_redis_usage_told,
 };
 
 shared *shared_redis_new(gateway *gw, const redis_url *u)
@@ -1151,3 +1299,44 @@ redis_link *shared_redis_link(shared *sh) { return ((shared_redis *)sh)->link; }
 const char *shared_redis_prefix(const shared *sh) { return ((const shared_redis *)sh)->prefix; }
 const char *shared_redis_channel(const shared *sh) { return ((const shared_redis *)sh)->channel; }
 const char *shared_redis_id(const shared *sh) { return ((const shared_redis *)sh)->id; }
+
+/* ---------- sealing (SWITCHYARD_REDIS_KEY) ---------- */
+
+void shared_redis_set_key(shared *sh, const unsigned char key[SEAL_KEY_LEN])
+{
+    shared_redis *sr = (shared_redis *)sh;
+    memcpy(sr->key, key, SEAL_KEY_LEN);
+    sr->has_key = 1;
+}
+
+int shared_redis_seal(shared *sh, const char *aad, const char *plain, size_t n, sbuf *out)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    if (!sr->has_key) {
+        sbuf_append(out, plain, n);
+        return 0;
+    }
+    return seal_seal(sr->key, aad, plain, n, out);
+}
+
+int shared_redis_open(shared *sh, const char *aad, const char *p, size_t n, sbuf *out)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    if (!seal_is_sealed(p, n)) { /* plaintext: an older instance's, or one without a key */
+        sbuf_append(out, p, n);
+        return 0;
+    }
+    int rc = sr->has_key ? seal_open(sr->key, aad, p, n, out) : -2;
+    if (rc == 0)
+        return 0;
+    sr->seen_sealed = 1;
+    if (!sr->has_key && !sr->said_nokey++)
+        log_error("redis: the pool's logins and accounts are encrypted and this instance has no key "
+                  "(SWITCHYARD_REDIS_KEY): it cannot use them, and serves on its own database's; set the "
+                  "pool's key on every instance");
+    else if (sr->has_key && !sr->said_badkey++)
+        log_error("redis: %s in the pool does not open with this instance's SWITCHYARD_REDIS_KEY (another key, "
+                  "a newer format, or changed in Redis): not used; every instance of a pool needs the same key",
+                  aad);
+    return -1;
+}

@@ -5,6 +5,7 @@
 #include "core/gateway.h"
 #include "core/redis_url.h"
 #include "base/json.h"
+#include "base/seal.h"
 #include "core/redis_link.h"
 #include "route/shared.h"
 
@@ -36,5 +37,17 @@ redis_link *shared_redis_link(shared *sh);
 const char *shared_redis_prefix(const shared *sh);
 const char *shared_redis_channel(const shared *sh);
 const char *shared_redis_id(const shared *sh);
+
+/* The pool's key (SWITCHYARD_REDIS_KEY, base/seal.h): with it, the logins
+ * and the config hash's texts (they hold tokens) are sealed in Redis. */
+void shared_redis_set_key(shared *sh, const unsigned char key[SEAL_KEY_LEN]);
+/* plain (n bytes), sealed for aad when a key is set, else as it is, into
+ * out: 0, or -1 (sealing failed: write nothing). */
+int shared_redis_seal(shared *sh, const char *aad, const char *plain, size_t n, sbuf *out);
+/* A value read from Redis into out: opened when sealed, as it is when
+ * plaintext (older instances wrote it). -1 when sealed and this instance
+ * cannot open it (no key, another key, changed): said once in the log, and
+ * from then on this instance writes no plaintext login over the pool's. */
+int shared_redis_open(shared *sh, const char *aad, const char *p, size_t n, sbuf *out);
 
 #endif

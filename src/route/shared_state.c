@@ -253,3 +253,80 @@ bad:
     memset(m, 0, sizeof *m);
     return -1;
 }
+
+/* ---------- usage numbers ---------- */
+
+static void shared_usage_window(sbuf *out, double used, double window_s, double reset_at)
+{
+    sbuf_puts(out, "[");
+    sbuf_put_fixed(out, used, 3);
+    sbuf_puts(out, ",");
+    sbuf_put_fixed(out, window_s, 0);
+    sbuf_puts(out, ",");
+    sbuf_put_fixed(out, reset_at, 3);
+    sbuf_puts(out, "]");
+}
+
+void shared_usage_write(const account_state *st, sbuf *out)
+{
+    sbuf_puts(out, "{\"at\":");
+    sbuf_put_fixed(out, st->usage_polled_at, 3);
+    sbuf_puts(out, ",\"status\":");
+    sbuf_put_int(out, st->usage_poll_status);
+    sbuf_puts(out, ",\"plan\":");
+    sbuf_json_str(out, st->plan_type, strlen(st->plan_type));
+    sbuf_puts(out, ",\"p\":");
+    shared_usage_window(out, st->primary_used_pct, st->primary_window_s, st->primary_reset_at);
+    sbuf_puts(out, ",\"s\":");
+    shared_usage_window(out, st->secondary_used_pct, st->secondary_window_s, st->secondary_reset_at);
+    sbuf_puts(out, ",\"cr\":[");
+    sbuf_put_int(out, st->has_credits);
+    sbuf_puts(out, ",");
+    sbuf_put_int(out, st->credits_unlimited);
+    sbuf_puts(out, ",");
+    sbuf_put_fixed(out, st->credits_balance, 2);
+    sbuf_puts(out, "]}");
+}
+
+/* The i-th number of array a within lo..hi: 0, or -1. */
+static int shared_usage_num(const json_value *a, size_t i, double lo, double hi, double *out)
+{
+    if (!a || a->type != JSON_ARRAY || i >= a->count)
+        return -1;
+    const json_value *v = a->child;
+    for (size_t k = 0; k < i; k++)
+        v = v->next;
+    if (v->type != JSON_NUMBER || !isfinite(v->num) || v->num < lo || v->num > hi)
+        return -1;
+    *out = v->num;
+    return 0;
+}
+
+int shared_usage_merge(account_state *st, const json_value *doc, double now)
+{
+    if (!doc || doc->type != JSON_OBJECT)
+        return -1;
+    const json_value *at = json_get(doc, "at"), *plan = json_get(doc, "plan");
+    const json_value *p = json_get(doc, "p"), *s = json_get(doc, "s"), *cr = json_get(doc, "cr");
+    int64_t status;
+    double f[12];
+    const double year = 366.0 * 86400;
+    if (!at || at->type != JSON_NUMBER || !isfinite(at->num) || at->num <= 0 || at->num > now + 60 ||
+        json_get_int64(doc, "status", 0, 999, &status) != 0 || !plan || plan->type != JSON_STRING ||
+        plan->str_len >= sizeof st->plan_type || strlen(plan->str) != plan->str_len ||
+        (plan->str_len && text_check_str(plan->str)) || shared_usage_num(p, 0, -1, 100, &f[0]) ||
+        shared_usage_num(p, 1, 0, year, &f[1]) || shared_usage_num(p, 2, 0, now + year, &f[2]) ||
+        shared_usage_num(s, 0, -1, 100, &f[3]) || shared_usage_num(s, 1, 0, year, &f[4]) ||
+        shared_usage_num(s, 2, 0, now + year, &f[5]) || shared_usage_num(cr, 0, -1, 1, &f[6]) ||
+        shared_usage_num(cr, 1, -1, 1, &f[7]) || shared_usage_num(cr, 2, -1, 1e15, &f[8]))
+        return -1;
+    if (at->num <= st->usage_polled_at)
+        return 0;
+    st->usage_polled_at = at->num;
+    st->usage_poll_status = (int)status;
+    memcpy(st->plan_type, plan->str, plan->str_len + 1);
+    st->primary_used_pct = f[0], st->primary_window_s = f[1], st->primary_reset_at = f[2];
+    st->secondary_used_pct = f[3], st->secondary_window_s = f[4], st->secondary_reset_at = f[5];
+    st->has_credits = (int)f[6], st->credits_unlimited = (int)f[7], st->credits_balance = f[8];
+    return 1;
+}

@@ -49,4 +49,14 @@ typedef struct shared_message {
  * message (type, from and name strings of 1..255 bytes). */
 int shared_message_read(const char *p, size_t n, shared_message *m);
 
+/* --- a usage poll's numbers, polled by one instance for all (shared_usage_tell) --- */
+/* st's usage as JSON: {"at","status","plan","p":[used,window_s,reset_at],"s":[...],"cr":[has,unlimited,balance]}. */
+void shared_usage_write(const account_state *st, sbuf *out);
+/* Takes another instance's usage numbers into st when they were polled
+ * later than st's own (a poll "at" no further ahead than a minute from
+ * now); each figure checked (percentages 0..100 or -1, windows and resets
+ * within a year, a plan text_check accepts): one out of range leaves the
+ * whole text untaken. 1 taken, 0 not newer, -1 not such a text. */
+int shared_usage_merge(account_state *st, const json_value *doc, double now);
+
 #endif

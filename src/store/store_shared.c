@@ -32,6 +32,7 @@ static const char store_shared_sql_rows[] =
     " 'expires_at', k.expires_at, 'budget_usd', k.budget_usd, 'budget_period', k.budget_period)"
     " FROM platform_keys k LEFT JOIN accounts a ON a.id = k.preferred_account_id"
     " UNION ALL SELECT 'setting:' || key, json_object('value', value, 'updated_at', updated_at) FROM settings"
+    " WHERE key <> 'redis'" /* each instance's own address of the pool: never shared (a change would move them all) */
     " ORDER BY 1";
 
 /* ?1 the name, ?2 the text. A login (the tokens and what goes with them)
@@ -153,7 +154,7 @@ int store_shared_field_ok(const char *field)
     }
     if (strncmp(field, "setting:", 8) == 0) {
         const char *k = field + 8;
-        if (!*k || strlen(k) > 31)
+        if (!*k || strlen(k) > 31 || strcmp(k, "redis") == 0) /* not shared (store_shared_sql_rows) */
             return 0;
         for (; *k; k++)
             if (!((*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') || *k == '_'))
