@@ -23,6 +23,7 @@
 #include "route/shared.h"
 #include "route/shared_redis.h"
 #include "route/shared_config.h"
+#include "route/shared_limits.h"
 #include "route/spend.h"
 #include "accounts/usage_poll.h"
 #include "accounts/model_poll.h"
@@ -383,6 +384,7 @@ static void serve_poll_after_refresh(void *arg, int64_t account_id)
  * with --redis (connecting in the background: it serves on its own state
  * until the link is up), else nothing (route/shared.h). */
 static shared_config *serve_shared_config;
+static shared_limits *serve_shared_limits;
 static int serve_shared_open(gateway *gw)
 {
     redis_url u;
@@ -399,6 +401,7 @@ static int serve_shared_open(gateway *gw)
     }
     shared_attach(gw->shared);
     serve_shared_config = shared_config_new(gw); /* accounts, keys and settings: with Redis only */
+    serve_shared_limits = shared_limits_new(gw);  /* rate limits and budgets: with Redis only */
     return 0;
 }
 
@@ -516,6 +519,8 @@ static void serve_close(gateway *gw)
     gw->alerts = NULL;
     shared_config_free(serve_shared_config);
     serve_shared_config = NULL;
+    shared_limits_free(serve_shared_limits);
+    serve_shared_limits = NULL;
     shared_free(gw->shared); /* after oauth (which cancels what it asked), before the pool */
     usage_poll_free(gw->usage);
     model_poll_free(gw->models);
