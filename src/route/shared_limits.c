@@ -152,7 +152,8 @@ int shared_spend_read(const json_value *body, shared_spend_total *out)
     const json_value *w = json_get(body, "w"), *usd = json_get(body, "usd");
     int64_t start;
     if (!period || strlen(period) >= sizeof out->period || budget_period_valid(period) != 0 || !w ||
-        w->type != JSON_NUMBER || json_num_to_int64(w->num, 0, 100000000000LL, &start) != 0 || !usd ||
+        w->type != JSON_NUMBER || json_num_to_int64(w->num, 0, 100000000000LL, &start) != 0 ||
+        (double)start != w->num || !usd ||
         usd->type != JSON_NUMBER || !isfinite(usd->num) || usd->num < 0 || usd->num > 1e12)
         return -1;
     memcpy(out->period, period, strlen(period) + 1);
