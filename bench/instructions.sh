@@ -10,6 +10,7 @@
 #                                      default "mock floor gateway")
 #   BENCH_ACCOUNT_ARGS="--max-concurrency 64" BENCH_TARGETS=gateway bench/instructions.sh
 #                                      (the gateway's account made with these flags too)
+#   BENCH_KEY_ARGS="--rpm 1000000" ... (its platform key made with these `key add` flags)
 #
 # Timings on a shared two-core VM swing by a factor of two from one minute to
 # the next; instruction counts do not (within about 1 %), so this is the
@@ -90,7 +91,8 @@ measure() {
       # shellcheck disable=SC2086 # BENCH_ACCOUNT_ARGS: more `account add` flags, split on spaces
       "$SYBIN" account add --db "$db" --name bench --base-url "$BASE" --token bench-upstream-token \
         ${BENCH_ACCOUNT_ARGS:-} >/dev/null
-      hdrs="Authorization: Bearer $("$SYBIN" key add --db "$db" --name bench | tail -n 1)"
+      # shellcheck disable=SC2086 # BENCH_KEY_ARGS likewise
+      hdrs="Authorization: Bearer $("$SYBIN" key add --db "$db" --name bench ${BENCH_KEY_ARGS:-} | tail -n 1)"
       valgrind --tool=callgrind --callgrind-out-file="$out" "$SYBIN" serve --db "$db" --listen "$HOST:$port" \
         >"$WORK/vg.log" 2>&1 & pid=$! ;;
   esac

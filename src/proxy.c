@@ -192,7 +192,7 @@ static void proxy_on_client_readable(evutil_socket_t fd, short what, void *arg)
         w->on = 0;
         p->client_eof = 1;
         if (!(p->retry_timer && evtimer_pending(p->retry_timer, NULL)) && !p->wait && !p->ask && !p->slot_wait &&
-            !p->chain_wait) {
+            !p->chain_wait && !p->key_bucket && !p->acct_bucket) {
             log_debug("req %llu: client closed its sending side; answering anyway", (unsigned long long)p->id);
             return;
         }
@@ -375,7 +375,35 @@ static void proxy_on_asked(void *ud)
     proxy_req *p = ud;
     p->ask = NULL;
     proxy_blobs_asked(p);
-    proxy_plan(p);
+    if (!p->key_bucket)
+        proxy_plan(p);
+}
+
+/* The pool's answer for the key's rpm bucket (route/shared.h), sent with
+ * the ask so that the request waits for one round trip, not two. */
+static void proxy_on_key_bucket(void *ud, shared_bucket_verdict v, double wait_s)
+{
+    proxy_req *p = ud;
+    p->key_bucket = NULL;
+    if (v != SHARED_BUCKET_EMPTY) {
+        if (!p->ask)
+            proxy_plan(p);
+        return;
+    }
+    const platform_key *k = NULL;
+    for (size_t i = 0; i < pool_key_count(p->gw->pool) && !k; i++)
+        if (pool_key_at(p->gw->pool, i)->id == p->in.key_id)
+            k = pool_key_at(p->gw->pool, i);
+    char msg[320], ra[24];
+    snprintf(msg, sizeof msg, "platform key '%s' is limited to %d requests per minute across the gateways; retry in %.1fs",
+             k ? k->name : "?", k ? k->max_rpm : 0, wait_s);
+    snprintf(ra, sizeof ra, "%.0f", wait_s < 1 ? 1 : wait_s + 0.999);
+    trace_event(p->gw->trace, "KEY_RATE_LIMITED", "req=%llu key=%s", (unsigned long long)p->id, k ? k->name : "?");
+    proxy_drop_client_headers(p->req);
+    evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", ra);
+    server_send_error(p->req, 429, "requests", "rate_limit_exceeded", msg);
+    snprintf(p->error_class, sizeof p->error_class, "rate_limited");
+    proxy_finish(p, 429);
 }
 
 void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
@@ -412,7 +440,9 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
     const char *pin = p->in.response_id[0] ? p->in.response_id : p->in.previous_response_id;
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
                           pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL, ""};
+    /* both sent before either answer is awaited: one round trip */
+    p->key_bucket = shared_key_bucket_take(gw->shared, in->key_id, proxy_on_key_bucket, p);
     p->ask = shared_ask_send(gw->shared, proxy_ask_build, proxy_on_asked, p);
-    if (!p->ask)
+    if (!p->ask && !p->key_bucket)
         proxy_plan(p);
 }

@@ -208,29 +208,58 @@ double proxy_time_left(proxy_req *p)
 
 static void proxy_attempt_go(proxy_req *p, pool_account *pa);
 
+/* The slot and the buckets asked for before an attempt are both in
+ * (route/shared.h): the attempt starts, or the account is skipped. */
+static void proxy_attempt_ready(proxy_req *p)
+{
+    if (p->slot_wait || p->acct_bucket)
+        return;
+    pool_account *pa = pool_find(p->gw->pool, p->slot_acct);
+    char why[ROUTER_WHY_MAX];
+    /* still a candidate after the wait (the local state may have moved)? */
+    if (pa && p->slot_granted && p->acct_verdict != SHARED_BUCKET_EMPTY &&
+        router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
+        proxy_attempt_go(p, pa);
+        return;
+    }
+    shared_slot_give(p->gw->shared, p->slot);
+    p->slot = 0;
+    if (pa && p->acct_bucket_unused == pa->a.id) /* the pool's bucket took a request no attempt makes */
+        shared_account_bucket_give(p->gw->shared, pa);
+    p->acct_bucket_unused = 0;
+    if (pa) {
+        if (!p->slot_granted)
+            snprintf(why, sizeof why, "at its concurrency limit across the gateways (%d in flight)", p->slot_held);
+        else if (p->acct_verdict == SHARED_BUCKET_EMPTY)
+            snprintf(why, sizeof why, "rate_limited: its requests or tokens per minute are used up across the "
+                                      "gateways (next in %.1fs)", p->acct_wait_s);
+        router_skip_add(&p->plan, pa, why);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, why);
+    }
+    proxy_next(p);
+}
+
 /* The answer to the slot asked for before an attempt on an account with
  * a max_concurrency (route/shared.h). */
 static void proxy_on_slot(void *ud, int granted, int held)
 {
     proxy_req *p = ud;
     p->slot_wait = NULL;
-    pool_account *pa = pool_find(p->gw->pool, p->slot_acct);
-    char why[ROUTER_WHY_MAX];
-    /* still a candidate after the wait (the local state may have moved)? */
-    if (pa && granted && router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
-        proxy_attempt_go(p, pa);
-        return;
-    }
-    shared_slot_give(p->gw->shared, p->slot);
-    p->slot = 0;
-    if (pa) {
-        if (!granted)
-            snprintf(why, sizeof why, "at its concurrency limit across the gateways (%d in flight)", held);
-        router_skip_add(&p->plan, pa, why);
-        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
-                    pa->a.name, why);
-    }
-    proxy_next(p);
+    p->slot_granted = granted;
+    p->slot_held = held;
+    proxy_attempt_ready(p);
+}
+
+/* The answer of the account's rpm / tpm buckets in the pool. */
+static void proxy_on_acct_bucket(void *ud, shared_bucket_verdict v, double wait_s)
+{
+    proxy_req *p = ud;
+    p->acct_bucket = NULL;
+    p->acct_verdict = v;
+    p->acct_wait_s = wait_s;
+    p->acct_bucket_unused = v == SHARED_BUCKET_TAKEN ? p->slot_acct : 0;
+    proxy_attempt_ready(p);
 }
 
 void proxy_attempt(proxy_req *p, pool_account *pa)
@@ -241,15 +270,21 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
         proxy_exhausted(p);
         return;
     }
+    p->slot_acct = pa->a.id;
+    p->slot_granted = 1;
+    p->slot_held = 0;
+    p->acct_verdict = SHARED_BUCKET_LOCAL;
     /* an account with a max_concurrency the local count allows: a slot of
      * it across the gateways first (none asked for by a lone gateway) */
     if (pa->a.max_concurrency > 0) {
         shared_slot_give(p->gw->shared, p->slot); /* none held here: an attempt ends by giving its slot back */
-        p->slot_acct = pa->a.id;
         p->slot_wait = shared_slot_take(p->gw->shared, pa, &p->slot, proxy_on_slot, p);
-        if (p->slot_wait)
-            return;
     }
+    /* and its rpm / tpm buckets in the pool, sent behind the slot's
+     * script: both answers come in one round trip */
+    p->acct_bucket = shared_account_bucket_take(p->gw->shared, pa, proxy_on_acct_bucket, p);
+    if (p->slot_wait || p->acct_bucket)
+        return;
     proxy_attempt_go(p, pa);
 }
 
@@ -278,7 +313,8 @@ static void proxy_attempt_go(proxy_req *p, pool_account *pa)
     scrub_reset(&p->scrub);
     scrub_add(&p->scrub, pa->a.token); /* copied: the pool may rebuild the account meanwhile */
     p->sent_token_hash = proxy_token_hash(pa->a.token);
-    account_limits_start(pa, p->t_attempt);
+    account_limits_start(pa, p->t_attempt); /* after TAKEN the local bucket is one above the pool's for this */
+    p->acct_bucket_unused = 0;
     /* balanced rotates sessions: a turn kept on its session's account by
      * affinity does not move the cursor that new sessions start from */
     if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))

@@ -274,6 +274,14 @@ void proxy_finish(proxy_req *p, int status)
     p->slot_wait = NULL;
     shared_call_cancel(gw->shared, p->chain_wait);
     p->chain_wait = NULL;
+    shared_limits_cancel(gw->shared, p->key_bucket);
+    p->key_bucket = NULL;
+    shared_limits_cancel(gw->shared, p->acct_bucket);
+    p->acct_bucket = NULL;
+    pool_account *unused = p->acct_bucket_unused ? pool_find(gw->pool, p->acct_bucket_unused) : NULL;
+    if (unused) /* taken from the pool's bucket for an attempt that never started */
+        shared_account_bucket_give(gw->shared, unused);
+    p->acct_bucket_unused = 0;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone) {
         /* the connection keeps its watch for its next request (see
@@ -314,6 +322,7 @@ void proxy_finish(proxy_req *p, int status)
     rl.cost_usd = spend_cost(gw->policy, p->attempts ? p->att_model : p->in.model, p->in_tok, p->cached_tok,
                              p->out_tok);
     proxy_spend_charge(gw, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
+    shared_spend_tell(gw->shared, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd);
     /* tokens and cost by account, key and the model asked for (as `switchyard usage --by model`) */
     metrics_usage(rl.ts + ms / 1000.0, p->attempts ? p->last_acct_id : 0, p->in.key_id, p->in.model, p->in_tok,
                   p->cached_tok, p->out_tok, rl.cost_usd);
@@ -321,8 +330,10 @@ void proxy_finish(proxy_req *p, int status)
         sbuf_copy_cstr(rl.account_name, sizeof rl.account_name, p->acct_name);
         rl.account_id = p->last_acct_id;
         pool_account *last = pool_find(gw->pool, p->last_acct_id);
-        if (last)
+        if (last) {
             account_limits_usage(last, p->tot_tok, p->t_start + ms / 1000.0);
+            shared_account_tokens(gw->shared, last, p->tot_tok);
+        }
     }
     if (p->tried.len) {
         sbuf_puts(&p->tried, "]");

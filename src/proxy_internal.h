@@ -152,6 +152,13 @@ typedef struct proxy_req {
     shared_call *chain_wait;  /* a move waits for the other gateways' record of its chain */
     int64_t slot_acct;        /* that account */
     uint64_t slot;            /* the slot the current attempt holds (shared_slot_give at its end), 0 none */
+    /* rate limits across the gateways (route/shared.h): waited for together with the ask and the slot */
+    shared_limits_call *key_bucket;  /* the request waits for its key's bucket in the pool */
+    shared_limits_call *acct_bucket; /* an attempt waits for its account's buckets in the pool */
+    int slot_granted, slot_held;     /* the slot's answer, kept while the buckets' is awaited */
+    shared_bucket_verdict acct_verdict;
+    double acct_wait_s;
+    int64_t acct_bucket_unused;      /* the pool's bucket took a request for this account that no attempt used */
 
     /* login refresh (oauth.c) */
     oauth_waiter *wait;       /* waiting for an account's login refresh */

@@ -25,6 +25,7 @@
 #include "route/shared_config.h"
 #include "route/shared_once.h"
 #include "base/seal.h"
+#include "route/shared_limits.h"
 #include "route/spend.h"
 #include "accounts/usage_poll.h"
 #include "accounts/model_poll.h"
@@ -386,6 +387,7 @@ static void serve_poll_after_refresh(void *arg, int64_t account_id)
  * until the link is up), else nothing (route/shared.h). */
 static shared_config *serve_shared_config;
 static shared_once *serve_shared_once;
+static shared_limits *serve_shared_limits;
 static int serve_shared_open(gateway *gw)
 {
     redis_url u;
@@ -422,6 +424,7 @@ static int serve_shared_open(gateway *gw)
     shared_attach(gw->shared);
     serve_shared_config = shared_config_new(gw); /* accounts, keys and settings: with Redis only */
     serve_shared_once = shared_once_new(gw);     /* usage numbers and the layout: with Redis only */
+    serve_shared_limits = shared_limits_new(gw);  /* rate limits and budgets: with Redis only */
     return 0;
 }
 
@@ -543,6 +546,8 @@ static void serve_close(gateway *gw)
     serve_shared_once = NULL;
     usage_poll_free(gw->usage); /* cancels the leases it asked for */
     gw->usage = NULL;
+    shared_limits_free(serve_shared_limits);
+    serve_shared_limits = NULL;
     shared_free(gw->shared); /* after oauth (which cancels what it asked), before the pool */
     model_poll_free(gw->models);
     if (gw->admin_http)

@@ -82,3 +82,11 @@ double ratelimit_wait_s(const ratelimit *b, int per_minute, double units, double
         units = per_minute; /* never more than a full bucket away */
     return level >= units ? 0 : (units - level) * 60.0 / per_minute;
 }
+
+void ratelimit_set(ratelimit *b, int per_minute, double level, double now)
+{
+    if (per_minute <= 0)
+        return;
+    ratelimit_refill(b, per_minute, now); /* the limit and the stamp */
+    b->level = level > per_minute ? per_minute : level;
+}

@@ -38,5 +38,9 @@ void ratelimit_drain(ratelimit *b, int per_minute, double now);
 /* Seconds until `units` can be taken (0 if now): what a caller that may
  * wait for capacity waits. */
 double ratelimit_wait_s(const ratelimit *b, int per_minute, double units, double now);
+/* b's level becomes level (no more than a full bucket) at now: the level
+ * of the pool's bucket of the same limit, which several gateways take
+ * from (route/shared.h). */
+void ratelimit_set(ratelimit *b, int per_minute, double level, double now);
 
 #endif

@@ -223,3 +223,49 @@ void shared_usage_tell(shared *sh, const pool_account *pa)
     if (sh)
         sh->ops->usage_told(sh, pa);
 }
+
+/* ---------- rate limits and budgets across the gateways (shared_limits.c) ---------- */
+
+void shared_limits_install(shared *sh, const shared_limits_ops *ops, void *impl)
+{
+    if (!sh)
+        return;
+    sh->limits = ops;
+    sh->limits_impl = impl;
+}
+
+shared_limits_call *shared_key_bucket_take(shared *sh, int64_t key_id, shared_bucket_fn fn, void *ud)
+{
+    return sh && sh->limits && key_id ? sh->limits->key_take(sh->limits_impl, key_id, fn, ud) : NULL;
+}
+
+shared_limits_call *shared_account_bucket_take(shared *sh, const pool_account *pa, shared_bucket_fn fn, void *ud)
+{
+    if (!sh || !sh->limits || (pa->a.max_rpm <= 0 && pa->a.max_tpm <= 0))
+        return NULL;
+    return sh->limits->account_take(sh->limits_impl, pa, fn, ud);
+}
+
+void shared_account_bucket_give(shared *sh, const pool_account *pa)
+{
+    if (sh && sh->limits && pa->a.max_rpm > 0)
+        sh->limits->account_give(sh->limits_impl, pa);
+}
+
+void shared_account_tokens(shared *sh, const pool_account *pa, long tokens)
+{
+    if (sh && sh->limits && pa->a.max_tpm > 0 && tokens > 0)
+        sh->limits->account_tokens(sh->limits_impl, pa, tokens);
+}
+
+void shared_spend_tell(shared *sh, int64_t key_id, int64_t account_id, double usd)
+{
+    if (sh && sh->limits && usd > 0)
+        sh->limits->spend(sh->limits_impl, key_id, account_id, usd);
+}
+
+void shared_limits_cancel(shared *sh, shared_limits_call *c)
+{
+    if (sh && sh->limits && c)
+        sh->limits->cancel(sh->limits_impl, c);
+}

@@ -111,6 +111,9 @@ struct shared {
     gateway *gw;
     shared_login_fn on_login;
     void *on_login_ud;
+    /* rate limits and budgets across the gateways (shared_limits_install; NULL: the local behaviour) */
+    const struct shared_limits_ops *limits;
+    void *limits_impl;
 };
 
 /* The local implementation. */
@@ -200,5 +203,54 @@ void shared_lease_release(shared *sh, const char *job, const char *id);
 /* pa's usage numbers (plan, windows, credits) were just polled here: the
  * other instances take them (newer than theirs) instead of polling. */
 void shared_usage_tell(shared *sh, const pool_account *pa);
+/* --- rate limits and budgets across the gateways (route/shared_limits.c) ---
+ * A platform key's rpm and an account's rpm and tpm are token buckets in
+ * the pool, taken from by one script per request (atomic across the
+ * gateways, on Redis's clock); what a finished request cost is added to
+ * the pool's total of each budget it was charged to. The local buckets and
+ * totals stay what the request path reads: every answer (a late one too)
+ * brings them to the pool's, so a local "no" needs no round trip (the
+ * pool's level is never above the local one), and while Redis is out of
+ * reach the local ones decide alone. Installed at run time by the module
+ * that shares them (its Redis code lives apart from shared_redis.c, which
+ * it needs); until then, and for a lone gateway, nothing is asked: a take
+ * returns NULL and the local bucket has decided. */
+typedef struct shared_limits_call shared_limits_call; /* a take awaiting the pool's answer */
+typedef enum shared_bucket_verdict {
+    SHARED_BUCKET_TAKEN, /* the pool's buckets took this request */
+    SHARED_BUCKET_LOCAL, /* no answer within SHARED_ASK_MS: the local bucket decides */
+    SHARED_BUCKET_EMPTY, /* the pool's bucket is used up; wait_s until it holds a request again */
+} shared_bucket_verdict;
+typedef void (*shared_bucket_fn)(void *ud, shared_bucket_verdict v, double wait_s);
+typedef struct shared_limits_ops {
+    shared_limits_call *(*key_take)(void *impl, int64_t key_id, shared_bucket_fn fn, void *ud);
+    shared_limits_call *(*account_take)(void *impl, const pool_account *pa, shared_bucket_fn fn, void *ud);
+    void (*account_give)(void *impl, const pool_account *pa);
+    void (*account_tokens)(void *impl, const pool_account *pa, long tokens);
+    void (*spend)(void *impl, int64_t key_id, int64_t account_id, double usd);
+    void (*cancel)(void *impl, shared_limits_call *c);
+} shared_limits_ops;
+/* ops on impl answer the calls below from now on (NULL, NULL: no more). */
+void shared_limits_install(shared *sh, const shared_limits_ops *ops, void *impl);
+
+/* After the key's own rules passed locally (key_rules_check took from its
+ * local bucket): a key with an rpm limit takes from the pool's bucket too.
+ * NULL: go on now (fn is never called); otherwise fn is called once within
+ * SHARED_ASK_MS unless cancelled. */
+shared_limits_call *shared_key_bucket_take(shared *sh, int64_t key_id, shared_bucket_fn fn, void *ud);
+/* Before an attempt on pa, an account with an rpm or tpm limit its local
+ * buckets allow: one request from the pool's rpm bucket (the tpm bucket
+ * must hold a token). TAKEN in time leaves the local rpm bucket one
+ * request above the pool's: the attempt takes it (account_limits_start);
+ * an attempt that does not start after TAKEN gives it back. */
+shared_limits_call *shared_account_bucket_take(shared *sh, const pool_account *pa, shared_bucket_fn fn, void *ud);
+void shared_account_bucket_give(shared *sh, const pool_account *pa);
+/* pa's answer used tokens (after account_limits_usage): from the pool's tpm bucket too. */
+void shared_account_tokens(shared *sh, const pool_account *pa, long tokens);
+/* A finished request cost usd (after spend_charge): added to the pool's
+ * total of its key's and account's budgets; the local totals rise to the
+ * pool's as its answer comes (no request waits for it). */
+void shared_spend_tell(shared *sh, int64_t key_id, int64_t account_id, double usd);
+void shared_limits_cancel(shared *sh, shared_limits_call *c); /* fn is not called; NULL is fine */
 
 #endif

@@ -1,5 +1,6 @@
 /* spend.c: request cost, budget charges and verdicts (see spend.h). */
 #include "route/spend.h"
+#include <string.h>
 
 double spend_cost(policy_engine *pe, const char *model, long input, long cached, long output)
 {
@@ -51,4 +52,30 @@ void spend_judge_all(pool *p, policy_engine *pe, double now)
         if (pa->a.budget_usd > 0)
             spend_judge(pe, "account", pa->a.name, pa->a.budget_usd, pa->a.budget_period, &pa->budget, now);
     }
+}
+
+static int spend_learn(policy_engine *pe, const char *kind, const char *name, double usd, const char *bperiod,
+                       budget_state *b, const char *period, double start, double total, double now)
+{
+    if (!(usd > 0) || !bperiod || strcmp(bperiod, period) != 0)
+        return 0;
+    budget_charge(b, bperiod, 0, now); /* the window of now */
+    if (b->start != start || !(total > b->spent))
+        return 0;
+    b->spent = total;
+    spend_judge(pe, kind, name, usd, bperiod, b, now);
+    return 1;
+}
+
+int spend_key_learn(policy_engine *pe, pool_key *pk, const char *period, double start, double total, double now)
+{
+    return spend_learn(pe, "key", pk->k.name, pk->k.budget_usd, pk->k.budget_period, &pk->budget, period, start,
+                       total, now);
+}
+
+int spend_account_learn(policy_engine *pe, pool_account *pa, const char *period, double start, double total,
+                        double now)
+{
+    return spend_learn(pe, "account", pa->a.name, pa->a.budget_usd, pa->a.budget_period, &pa->budget, period,
+                       start, total, now);
 }

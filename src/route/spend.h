@@ -22,4 +22,13 @@ void spend_charge(pool *p, policy_engine *pe, int64_t key_id, int64_t account_id
  * start, after the configuration or the policy changed. */
 void spend_judge_all(pool *p, policy_engine *pe, double now);
 
+/* The pool's total for the window starting at start of a budget of period
+ * (what every gateway of the pool spent in it, route/shared.h): when that
+ * is the key's (or account's) budget now, its spent rises to total (never
+ * falls: the pool may have lost what this gateway knows) and the budget
+ * policy is asked again. 1 if it rose. */
+int spend_key_learn(policy_engine *pe, pool_key *pk, const char *period, double start, double total, double now);
+int spend_account_learn(policy_engine *pe, pool_account *pa, const char *period, double start, double total,
+                        double now);
+
 #endif

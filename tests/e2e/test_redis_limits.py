@@ -1,0 +1,127 @@
+"""test_redis_limits.py: rate limits and budgets held across the gateways of
+one pool through a real Redis (docs/scale-out.md, "Rate limits and
+budgets"): a platform key's and an account's requests per minute are one
+bucket in the pool, not one per gateway; a key's budget spent through one
+gateway is over on the others; with Redis gone each gateway's own bucket
+goes on from the pool's last word. Skipped, saying so, only where
+redis-server is not installed."""
+
+import threading
+import time
+
+from harness import account, main, wait_for
+from test_redis import RedisGatewayTest
+
+CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+MILLION = "ok,input_tokens=1000000,cached=400000"  # a gpt-5 request costs about $0.80
+
+
+class RedisLimitsTest(RedisGatewayTest):
+
+    def three(self, accounts, key_args=None, env=None):
+        """Three gateways of one pool; key_args: a key `team` added to the first one's database with them
+        (shared with the others by the pool), returned with the gateways once every one has it."""
+        gs = [self.gateway(accounts, env=self.env(env), start=False) for _ in range(3)]
+        key = None
+        if key_args is not None:
+            p = gs[0].cli("key", "add", "--db", gs[0].db_path, "--name", "team", *key_args)
+            key = [ln.strip() for ln in p.stdout.splitlines() if ln.strip()][-1]
+        for g in gs:
+            g.start()
+        for g in gs:
+            wait_for(lambda g=g: "redis: resynchronised" in g.log_text(), what="the gateway to reach redis")
+            if key:
+                wait_for(lambda g=g: g.query("SELECT 1 FROM platform_keys WHERE name = 'team'"),
+                         what="the key in every gateway's database")
+        if key:
+            time.sleep(1.5)  # each pool reloads the rows it was given (its 1 s tick)
+        return gs, key
+
+    def parallel(self, gs, key=None, body=None, per_gateway=3, rounds=5):
+        """per_gateway clients on each gateway, each sending rounds requests one after another: the statuses."""
+        statuses, lock = [], threading.Lock()
+
+        def client(g):
+            for _ in range(rounds):
+                r = g.post("/v1/chat/completions", body or CHAT, key=key or g.key)
+                with lock:
+                    statuses.append(r.status)
+
+        threads = [threading.Thread(target=client, args=(g,)) for g in gs for _ in range(per_gateway)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return statuses
+
+    def test_a_key_rpm_limit_holds_across_three_gateways_under_parallel_load(self):
+        gs, key = self.three([account("a", self.mock.url("a"))], key_args=["--rpm", "12"])
+        t0 = time.monotonic()
+        statuses = self.parallel(gs, key=key, per_gateway=3, rounds=6)  # 54 requests
+        refilled = (time.monotonic() - t0) * 12 / 60  # the bucket refills while the load runs
+        self.assertEqual(sorted(set(statuses)), [200, 429], statuses)
+        ok = statuses.count(200)
+        self.assertGreaterEqual(ok, 12, statuses)
+        self.assertLessEqual(ok, 12 + int(refilled + 1), "one bucket for the pool, not 12 per gateway")
+        self.assertEqual(ok, len(self.mock.requests("a")))
+        r = None
+        for g in gs:  # a gateway that took none itself refuses too once the pool's bucket is empty
+            r = g.post("/v1/chat/completions", CHAT, key=key)
+            self.assertEqual(r.status, 429, r)
+        self.assertGreaterEqual(int(r.headers.get("retry-after", "0")), 1)
+        hkeys = self.redis.cli("KEYS", "sy:{t}:bucket:key:*") or ""
+        self.assertTrue(hkeys.endswith(":rpm"), hkeys)
+
+    def test_an_account_rpm_limit_holds_across_three_gateways_under_parallel_load(self):
+        accts = [account("a", self.mock.url("a"), args=("--max-rpm", "6")), account("b", self.mock.url("b"))]
+        gs, _ = self.three(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        t0 = time.monotonic()
+        statuses = self.parallel(gs, per_gateway=3, rounds=4)  # 36 requests
+        refilled = (time.monotonic() - t0) * 6 / 60
+        self.assertEqual(statuses, [200] * 36, "the requests a could not take went to b")
+        a, b = len(self.mock.requests("a")), len(self.mock.requests("b"))
+        self.assertGreaterEqual(a, 6)
+        self.assertLessEqual(a, 6 + int(refilled + 1), "one bucket for the pool, not 6 per gateway")
+        self.assertEqual(a + b, 36)
+        self.assertEqual(self.redis.cli("HGET", "sy:{t}:bucket:account:a:rpm", "pm"), "6")
+
+    def test_a_key_budget_spent_through_one_gateway_refuses_on_the_others(self):
+        gs, key = self.three([account("a", self.mock.url("a", MILLION))], key_args=["--budget", "0.5"])
+        g1, g2, g3 = gs
+        body = dict(CHAT, model="gpt-5")
+        self.assertEqual(g1.post("/v1/chat/completions", body, key=key).status, 200)  # $0.80 of $0.50
+        time.sleep(0.3)  # the others hear the total on the channel
+        for g in (g2, g3):
+            r = g.post("/v1/chat/completions", body, key=key)
+            self.assertEqual(r.status, 429, r)
+            self.assertEqual(r.json()["error"]["code"], "insufficient_quota")
+        self.assertEqual(len(self.mock.requests("a")), 1)
+        spent = self.redis.cli("GET", self.redis.cli("KEYS", "sy:{t}:spend:key:*:month:*"))
+        self.assertAlmostEqual(float(spent), 0.8, delta=0.1)
+        # a gateway started later reads the pool's total at its connect
+        g4 = self.gateway([account("a", self.mock.url("a", MILLION))], env=self.env(), start=False)
+        g4.start()
+        wait_for(lambda: g4.query("SELECT 1 FROM platform_keys WHERE name = 'team'"), what="the key on g4")
+        time.sleep(2.5)  # its pool reloads the key (1 s tick), then reads the key's total (1 s tick)
+        self.assertEqual(g4.post("/v1/chat/completions", body, key=key).status, 429)
+        self.assertEqual(len(self.mock.requests("a")), 1)
+
+    def test_redis_down_the_local_buckets_go_on_from_the_pools_last_word_with_no_failed_request(self):
+        gs, key = self.three([account("a", self.mock.url("a"))], key_args=["--rpm", "6"])
+        g1, g2, g3 = gs
+        for g in (g1, g1, g2, g2, g3, g3):  # the pool's bucket empty; g3 heard it last, g1 when 4 were left
+            self.assertEqual(g.post("/v1/chat/completions", CHAT, key=key).status, 200)
+        self.redis.stop()
+        for g in gs:
+            wait_for(lambda g=g: not g.get("/health").json()["shared"]["reachable"], what="the link down")
+        # g3's own bucket says what the pool said: empty (without the pool's word it would hold 4)
+        self.assertEqual([g3.post("/v1/chat/completions", CHAT, key=key).status for _ in range(3)], [429] * 3)
+        statuses = self.parallel(gs, key=key, per_gateway=2, rounds=4)
+        self.assertEqual(sorted(set(statuses)), [200, 429], "no failure beyond the limit's own 429s")
+        # g1 had 4 left, g2 2, g3 none (and each a little refill since)
+        self.assertLessEqual(statuses.count(200), 4 + 2 + 3, statuses)
+        self.assertEqual(len(self.mock.requests("a")), 6 + statuses.count(200))
+
+
+if __name__ == "__main__":
+    main()
