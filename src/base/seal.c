@@ -32,7 +32,8 @@ static void seal_b64_put(sbuf *out, const unsigned char *p, size_t n)
     }
 }
 
-/* Strict padded base64 (length a multiple of 4, '=' only at the end) into
+/* Strict padded base64 (length a multiple of 4, '=' only at the end, no
+ * bits set past the end: the canonical text only) into
  * out (room for n / 4 * 3 bytes): the length, or -1. */
 static long seal_b64_get(const char *p, size_t n, unsigned char *out)
 {
@@ -51,6 +52,8 @@ static long seal_b64_get(const char *p, size_t n, unsigned char *out)
                 return -1;
         }
         unsigned x = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | (unsigned)v[3];
+        if ((pad == 1 && (x & 0xff)) || (pad == 2 && (x & 0xffff)))
+            return -1; /* bits past the end set: one text per value, so a changed character never opens */
         out[w++] = (unsigned char)(x >> 16);
         if (pad < 2)
             out[w++] = (unsigned char)(x >> 8);
