@@ -272,6 +272,8 @@ void proxy_finish(proxy_req *p, int status)
     p->ask = NULL;
     shared_call_cancel(gw->shared, p->slot_wait);
     p->slot_wait = NULL;
+    shared_call_cancel(gw->shared, p->cursor_wait);
+    p->cursor_wait = NULL;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone) {
         /* the connection keeps its watch for its next request (see

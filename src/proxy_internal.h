@@ -151,6 +151,8 @@ typedef struct proxy_req {
     shared_call *slot_wait;   /* an attempt waits for a slot of its account's max_concurrency */
     int64_t slot_acct;        /* that account */
     uint64_t slot;            /* the slot the current attempt holds (shared_slot_give at its end), 0 none */
+    shared_call *cursor_wait; /* balanced: the request waits for the pool's position of its pick */
+    int cursor_asked;         /* that position was asked for (once per request) */
 
     /* login refresh (oauth.c) */
     oauth_waiter *wait;       /* waiting for an account's login refresh */

@@ -39,10 +39,18 @@ static int shared_local_degraded(const shared *sh, char *why, size_t n)
 
 static void shared_local_free(shared *sh) { free(sh); }
 
+static shared_call *shared_local_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos,
+                                             shared_cursor_fn fn, void *ud)
+{
+    *pos = 0; /* the pool's cursor (pool_cursor_get) is the whole rotation */
+    return NULL;
+}
+
 static const shared_ops shared_local_ops = {
     "local", shared_local_refresh_begin, shared_local_refresh_end, shared_local_call_cancel,
     shared_local_rest_changed, shared_local_owner_told, shared_local_session_told, shared_local_ask,
     shared_local_slot_take, shared_local_slot_give, shared_local_degraded, shared_local_free,
+    shared_local_cursor_take,
 };
 
 shared *shared_local_new(gateway *gw)
@@ -162,4 +170,11 @@ void shared_slot_give(shared *sh, uint64_t slot)
 {
     if (sh && slot)
         sh->ops->slot_give(sh, slot);
+}
+
+shared_call *shared_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos, shared_cursor_fn fn,
+                                void *ud)
+{
+    *pos = 0;
+    return sh ? sh->ops->cursor_take(sh, key ? key : "", model ? model : "", pos, fn, ud) : NULL;
 }

@@ -71,6 +71,11 @@ typedef void (*shared_ask_done_fn)(void *ud);
  * at its limit across the gateways, inflight slots held there. */
 typedef void (*shared_slot_fn)(void *ud, int granted, int inflight);
 
+/* --- the balanced strategy's rotation across the gateways --- */
+/* pos: the pool's position for this pick (1, 2, ...), 0 none (the local
+ * cursor decides). */
+typedef void (*shared_cursor_fn)(void *ud, int64_t pos);
+
 typedef struct shared_ops {
     const char *name; /* "local", "redis" */
     /* call fn now (and return NULL) or later (and return a handle) */
@@ -85,6 +90,9 @@ typedef struct shared_ops {
     void (*slot_give)(shared *sh, uint64_t slot);
     int (*degraded)(const shared *sh, char *why, size_t n);
     void (*free)(shared *sh);
+    /* the balanced rotation (shared_cursor_take) */
+    shared_call *(*cursor_take)(shared *sh, const char *key, const char *model, int64_t *pos, shared_cursor_fn fn,
+                                void *ud);
 } shared_ops;
 
 /* The common part; an implementation's own struct begins with it. */
@@ -143,5 +151,20 @@ void shared_slot_give(shared *sh, uint64_t slot);
 /* 1 when the shared state is out of reach (this instance serves on its
  * own state meanwhile), with why for /health; 0 (why "") otherwise. */
 int shared_degraded(const shared *sh, char *why, size_t n);
+
+/* --- the balanced rotation, shared (docs/scale-out.md, "Routing") --- */
+/* The position of this pick of the balanced rotation of key (a platform
+ * key's hash, "" none) and model, counted for the whole pool by INCR
+ * (route/shared_rotation.h), so that gateways behind a round-robin
+ * balancer do not each restart the rotation. Each pick uses a position
+ * reserved by an earlier INCR, sent without waiting, and sends the INCR
+ * for the next: *pos is set and NULL returned (*pos 0: none, the local
+ * cursor decides: a lone gateway, Redis out of reach, fn NULL and nothing
+ * reserved). Only when nothing is reserved (the first pick of this key and
+ * model here, or a burst that used the reserve up) and fn is given does it
+ * wait: fn is called once within SHARED_ASK_MS with the position (0 when
+ * none came in time); shared_call_cancel stops it. */
+shared_call *shared_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos, shared_cursor_fn fn,
+                                void *ud);
 
 #endif
