@@ -317,6 +317,7 @@ static void pool_load(pool *p)
         if (old && old->a.reset_gen != a[i].reset_gen && a[i].reset_gen > old->reset_heard) {
             /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
             pool_account_reset(&pa[i]);
+            pa[i].rest_reset = 2;
             /* written back: a state update queued before the reset (the
              * writer is behind the CLI) would otherwise leave the old
              * cooldown in the database for the next start; and told, so

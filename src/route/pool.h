@@ -66,7 +66,8 @@ typedef struct pool_account {
                               * forgets it), or one this run of an account declared yes */
     pool_rest_mark rest_mark; /* kept across reloads */
     /* An operator's reset across the gateways (docs/scale-out.md): */
-    int rest_reset;          /* pool_account_reset was here: the rest hook tells a reset, not a rest */
+    int rest_reset;          /* pool_account_reset was here: the rest hook tells a reset, not a rest;
+                              * 2: the reset of a row's reset_gen (told with it, heard once per gen) */
     int64_t reset_heard;     /* the newest reset_gen another gateway's reset brought (kept across
                               * reloads): the row bringing it later is not a second reset */
 } pool_account;

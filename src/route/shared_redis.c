@@ -204,7 +204,8 @@ static void shared_reset_tell(shared_redis *sr, pool_account *pa)
     shared_key(sr, "rest", pa->a.name, &key);
     const char *del[] = {"DEL", key.p};
     shared_cmd(sr, NULL, NULL, 2, del);
-    snprintf(body, sizeof body, "{\"gen\":%lld}", (long long)pa->a.reset_gen);
+    snprintf(body, sizeof body, "{\"gen\":%lld,\"row\":%s}", (long long)pa->a.reset_gen,
+             pa->rest_reset == 2 ? "true" : "false");
     shared_message_write(&msg, "reset", sr->id, pa->a.name, body);
     const char *pub[] = {"PUBLISH", sr->channel, msg.p};
     shared_cmd(sr, NULL, NULL, 3, pub);
@@ -223,13 +224,16 @@ static void shared_redis_rest_changed(shared *sh, pool_account *pa)
 
 /* Another instance's reset of the account named name: cleared here as a
  * reset of its own (the same generation or a newer one than this
- * instance's row; an older one is stale), and not told back. */
+ * instance's row; an older one is stale), and not told back. A reset
+ * by a row's reset_gen is applied once per generation: an instance whose
+ * copy of the row arrives later (one that was away) tells it again, and
+ * that must not clear a rest learned since. */
 static void shared_reset_heard(shared_redis *sr, const char *name, const json_value *body)
 {
     pool_account *pa = shared_find(sr, name);
     int64_t gen = -1;
     if (!pa || !body || body->type != JSON_OBJECT || json_get_int64(body, "gen", 0, INT64_MAX, &gen) != 0 ||
-        gen < pa->a.reset_gen)
+        gen < pa->a.reset_gen || (json_get_bool(body, "row", 0) && gen <= pa->reset_heard))
         return;
     pool_account_reset(pa);
     pa->rest_reset = 0;
