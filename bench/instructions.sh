@@ -93,8 +93,12 @@ measure() {
         ${BENCH_ACCOUNT_ARGS:-} >/dev/null
       # shellcheck disable=SC2086 # BENCH_KEY_ARGS likewise
       hdrs="Authorization: Bearer $("$SYBIN" key add --db "$db" --name bench ${BENCH_KEY_ARGS:-} | tail -n 1)"
-      valgrind --tool=callgrind --callgrind-out-file="$out" "$SYBIN" serve --db "$db" --listen "$HOST:$port" \
-        >"$WORK/vg.log" 2>&1 & pid=$! ;;
+      # with SWITCHYARD_REDIS, a pool of its own: in the bench's other gateway's pool the pool's row of
+      # the account (without BENCH_ACCOUNT_ARGS) would replace this one's (docs/scale-out.md)
+      local redis="${SWITCHYARD_REDIS:-}"
+      [ -n "$redis" ] && case "$redis" in *\?*) redis="$redis&pool=instr-$n-$stream" ;; *) redis="$redis?pool=instr-$n-$stream" ;; esac
+      SWITCHYARD_REDIS="$redis" valgrind --tool=callgrind --callgrind-out-file="$out" "$SYBIN" serve --db "$db" \
+        --listen "$HOST:$port" >"$WORK/vg.log" 2>&1 & pid=$! ;;
   esac
   wait_port "$port"
   drive "$port" "$n" "$stream" "$hdrs" || { log "$target: a request failed"; kill "$pid"; exit 1; }

@@ -324,6 +324,17 @@ static void proxy_trace_pool(proxy_req *p)
                     (unsigned long long)p->id, p->plan.skips_more, p->plan.beyond);
 }
 
+static void proxy_plan(proxy_req *p);
+
+/* The pool's position for a balanced pick came (or none in time). */
+static void proxy_on_cursor(void *ud, int64_t pos)
+{
+    proxy_req *p = ud;
+    p->cursor_wait = NULL;
+    p->rctx.cursor_pos = pos;
+    proxy_plan(p);
+}
+
 /* The request's records are known (here, or asked of the other gateways):
  * plan its route and start. */
 static void proxy_plan(proxy_req *p)
@@ -338,6 +349,12 @@ static void proxy_plan(proxy_req *p)
         server_send_error(req, 404, "invalid_request_error", "response_not_found", msg);
         proxy_finish(p, 404);
         return;
+    }
+    if (!p->cursor_asked) { /* balanced: where the pool's rotation stands (a wait only when nothing is reserved) */
+        p->cursor_asked = 1;
+        p->cursor_wait = router_cursor_take(gw, &p->rctx, proxy_on_cursor, p);
+        if (p->cursor_wait)
+            return;
     }
     if (!p->in.is_get)
         pool_family_of(gw->pool, p->in.model, p->rctx.family, sizeof p->rctx.family);
@@ -439,7 +456,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
      * owner as a continuation of it would be */
     const char *pin = p->in.response_id[0] ? p->in.response_id : p->in.previous_response_id;
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
-                          pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL, ""};
+                          pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL, "", 0};
     /* both sent before either answer is awaited: one round trip */
     p->key_bucket = shared_key_bucket_take(gw->shared, in->key_id, proxy_on_key_bucket, p);
     p->ask = shared_ask_send(gw->shared, proxy_ask_build, proxy_on_asked, p);

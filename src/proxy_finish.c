@@ -282,6 +282,8 @@ void proxy_finish(proxy_req *p, int status)
     if (unused) /* taken from the pool's bucket for an attempt that never started */
         shared_account_bucket_give(gw->shared, unused);
     p->acct_bucket_unused = 0;
+    shared_call_cancel(gw->shared, p->cursor_wait);
+    p->cursor_wait = NULL;
     proxy_attempt_end(p);
     if (p->evcon && !p->client_gone) {
         /* the connection keeps its watch for its next request (see

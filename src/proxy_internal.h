@@ -159,6 +159,8 @@ typedef struct proxy_req {
     shared_bucket_verdict acct_verdict;
     double acct_wait_s;
     int64_t acct_bucket_unused;      /* the pool's bucket took a request for this account that no attempt used */
+    shared_call *cursor_wait; /* balanced: the request waits for the pool's position of its pick */
+    int cursor_asked;         /* that position was asked for (once per request) */
 
     /* login refresh (oauth.c) */
     oauth_waiter *wait;       /* waiting for an account's login refresh */

@@ -147,6 +147,7 @@ void pool_account_reset(pool_account *pa)
     free(pa->models_refused); /* a refusal may have been a plan's: the operator asks again */
     pa->models_refused = NULL;
     pa->prefill_refused = 0;
+    pa->rest_reset = 1;
 }
 
 const char *pool_account_models(const pool_account *pa)
@@ -257,6 +258,14 @@ static void pool_budget_load(pool *p, budget_state *b, const budget_state *old, 
                  by_key ? "key" : "account", (long long)id);
 }
 
+static const pool_key *pool_key_by_id(const pool *p, int64_t id);
+
+const platform_key *pool_key_find(const pool *p, int64_t id)
+{
+    const pool_key *k = pool_key_by_id(p, id);
+    return k ? &k->k : NULL;
+}
+
 /* keys are loaded by id ascending (store_keys_load) */
 static const pool_key *pool_key_by_id(const pool *p, int64_t id)
 {
@@ -301,18 +310,21 @@ static void pool_load(pool *p)
             pa[i].prefill_refused = old->prefill_refused && old->a.prefill == a[i].prefill;
             old->models_upstream = old->models_codex_json = old->models_refused = NULL;
             pa[i].rest_mark = old->rest_mark;
+            pa[i].reset_heard = old->reset_heard;
             pa[i].rpm = old->rpm; /* local rate limits are load, not health: a reset keeps them */
             pa[i].tpm = old->tpm;
         }
-        if (old && old->a.reset_gen != a[i].reset_gen) {
+        if (old && old->a.reset_gen != a[i].reset_gen && a[i].reset_gen > old->reset_heard) {
             /* `switchyard account reset`: cooldown, ladder, health and breaker start over */
             pool_account_reset(&pa[i]);
+            pa[i].rest_reset = 2;
             /* written back: a state update queued before the reset (the
              * writer is behind the CLI) would otherwise leave the old
-             * cooldown in the database for the next start */
-            store_writer_put_state(p->st, &pa[i].st);
+             * cooldown in the database for the next start; and told, so
+             * the other gateways clear it too */
+            pool_state_save(p, &pa[i]);
             log_info("account %s: reset (cooldown, ladder and breaker cleared)", a[i].name);
-        } else if (old) {
+        } else if (old) { /* (a reset another gateway told first was applied when heard) */
             pa[i].breaker = old->breaker;
             pa[i].health = old->health;
         } else {
@@ -499,8 +511,9 @@ void pool_on_rest(pool *p, pool_rest_fn fn, void *ud)
 
 void pool_state_save(pool *p, pool_account *pa)
 {
-    if (p->on_rest && pool_rest_mark_take(pa))
+    if (p->on_rest && (pool_rest_mark_take(pa) || pa->rest_reset))
         p->on_rest(p->on_rest_ud, pa);
+    pa->rest_reset = 0;
     store_writer_put_state(p->st, &pa->st);
 }
 

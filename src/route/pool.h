@@ -65,6 +65,11 @@ typedef struct pool_account {
                               * refusal learned (stored as "refused" for an auto account; reset
                               * forgets it), or one this run of an account declared yes */
     pool_rest_mark rest_mark; /* kept across reloads */
+    /* An operator's reset across the gateways (docs/scale-out.md): */
+    int rest_reset;          /* pool_account_reset was here: the rest hook tells a reset, not a rest;
+                              * 2: the reset of a row's reset_gen (told with it, heard once per gen) */
+    int64_t reset_heard;     /* the newest reset_gen another gateway's reset brought (kept across
+                              * reloads): the row bringing it later is not a second reset */
 } pool_account;
 
 /* A platform key and its runtime state (kept across reloads by id). */
@@ -91,6 +96,8 @@ size_t pool_key_count(const pool *p);
 platform_key *pool_key_at(pool *p, size_t i);  /* NULL past the end */
 pool_key *pool_key_entry(pool *p, size_t i);   /* the key with its runtime state; NULL past the end */
 
+/* The key with that id, or NULL. */
+const platform_key *pool_key_find(const pool *p, int64_t id);
 /* The key record for a presented platform key, or NULL. */
 pool_key *pool_auth(pool *p, const char *presented);
 
@@ -139,7 +146,8 @@ account_family *pool_family_slot(pool_account *pa, const char *family);
 
 /* Writes the account's state through the store writer; when its rest
  * (cooldown, ladder, open breaker, family cooldowns) moved since the last
- * save, calls the rest hook first. A few compares: it runs per request. */
+ * save, or it was reset (pa->rest_reset, cleared here), calls the rest
+ * hook first. A few compares: it runs per request. */
 void pool_state_save(pool *p, pool_account *pa);
 
 /* The rest hook: route/shared.c installs it when several gateways share

@@ -332,6 +332,50 @@ static void router_swrr_step(gateway *gw, const route_ctx *ctx, const policy_can
         free(ids), free(w);
 }
 
+shared_call *router_cursor_take(gateway *gw, route_ctx *ctx, shared_cursor_fn fn, void *ud)
+{
+    ctx->cursor_pos = 0;
+    if (strcmp(gw->cfg.route_strategy, "balanced") != 0 || ctx->is_get)
+        return NULL;
+    const platform_key *k = ctx->key_id ? pool_key_find(gw->pool, ctx->key_id) : NULL;
+    char key[17] = "-"; /* the key by (a prefix of) its hash: the pool shares keys by hash */
+    if (k)
+        memcpy(key, k->hash, 16), key[16] = '\0';
+    return shared_cursor_take(gw->shared, key, ctx->model, &ctx->cursor_pos, fn, ud);
+}
+
+static int router_name_cmp(const void *a, const void *b)
+{
+    const pool_account *x = *(pool_account *const *)a, *y = *(pool_account *const *)b;
+    return strcmp(x->a.name ? x->a.name : "", y->a.name ? y->a.name : "");
+}
+
+/* Balanced, with the pool's position pos: the cursor that makes the order
+ * policy ("the first id after the cursor") start at the account of that
+ * position among the normal candidates of the rotation's first group (by
+ * name, the same on every gateway). */
+static int64_t router_shared_cursor(gateway *gw, const policy_candidate *cands, pool_account **pas, size_t n,
+                                    int64_t pos, int64_t cursor)
+{
+    const char *rot = gw->cfg.rotation;
+    int agg_first = strcmp(rot, "aggregate_api_rotation") == 0 || strcmp(rot, "hybrid_aggregate_first_rotation") == 0;
+    pool_account *sel_s[ROUTER_STACK], **sel = n > ROUTER_STACK ? calloc(n, sizeof *sel) : sel_s;
+    if (!sel)
+        return cursor;
+    size_t m = 0;
+    for (int pass = 0; pass < 3 && !m; pass++) /* the first group's normal ones, else any normal one, else any */
+        for (size_t i = 0; i < n; i++)
+            if (pass == 2 || (!cands[i].reserve && (pass == 1 || (strcmp(cands[i].kind, "aggregate") == 0) == agg_first)))
+                sel[m++] = pas[i];
+    if (m) {
+        qsort(sel, m, sizeof *sel, router_name_cmp);
+        cursor = sel[(size_t)((pos - 1) % (int64_t)m)]->a.id - 1;
+    }
+    if (sel != sel_s)
+        free(sel);
+    return cursor;
+}
+
 void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
@@ -374,12 +418,15 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
     int weighted = strcmp(gw->cfg.route_strategy, "weighted") == 0;
     if (weighted && n)
         router_swrr_load(gw, ctx, cands, n);
+    int64_t cursor = pool_cursor_get(gw->pool, ctx->key_id, ctx->model);
+    if (ctx->cursor_pos > 0 && n && strcmp(gw->cfg.route_strategy, "balanced") == 0)
+        cursor = router_shared_cursor(gw, cands, pas, n, ctx->cursor_pos, cursor);
     policy_order_ctx octx = {
         .strategy = gw->cfg.route_strategy,
         .rotation = gw->cfg.rotation,
         .model = ctx->model ? ctx->model : "",
         .platform_key_id = ctx->key_id,
-        .cursor = pool_cursor_get(gw->pool, ctx->key_id, ctx->model),
+        .cursor = cursor,
         .preferred = ctx->preferred,
         .seed = (uint32_t)random(),
     };

@@ -14,6 +14,7 @@
 #include "core/gateway.h"
 #include "route/pool.h"
 #include "upstream/preflight.h"
+#include "route/shared.h"
 
 typedef struct route_ctx {
     const char *endpoint;
@@ -26,6 +27,7 @@ typedef struct route_ctx {
     const char *turn_state;   /* x-codex-turn-state, NULL none */
     const char *session_id;   /* session-id / session_id, NULL none */
     char family[ACCOUNT_FAMILY_MAX]; /* the model's limit family if known (pool_family_of), "" none */
+    int64_t cursor_pos;       /* balanced: the pool's position for this pick (router_cursor_take), 0 none */
 } route_ctx;
 
 /* Room for a skip reason: a held account's names its state and the fix
@@ -55,6 +57,13 @@ typedef struct route_plan {
 } route_plan;
 
 void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan);
+/* Balanced strategy: the pool's position for this request's pick into
+ * ctx->cursor_pos (route/shared.h, shared_cursor_take), before router_plan:
+ * NULL when it is set now (or not needed: another strategy, a lone
+ * gateway); otherwise fn brings it within SHARED_ASK_MS. router_plan then
+ * starts the rotation at the account of that position, counted over the
+ * candidates by name (names are the pool's; ids are each database's own). */
+shared_call *router_cursor_take(gateway *gw, route_ctx *ctx, shared_cursor_fn fn, void *ud);
 void router_plan_free(route_plan *plan);
 
 /* 1 if pa can take this request now; else 0 and the reason in why. */

@@ -57,12 +57,20 @@ static shared_call *shared_local_lease_take(shared *sh, const char *job, const c
 static void shared_local_lease_release(shared *sh, const char *job, const char *id) {}
 static void shared_local_usage_told(shared *sh, const pool_account *pa) {}
 
+static shared_call *shared_local_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos,
+                                             shared_cursor_fn fn, void *ud)
+{
+    *pos = 0; /* the pool's cursor (pool_cursor_get) is the whole rotation */
+    return NULL;
+}
+
 static const shared_ops shared_local_ops = {
     "local", shared_local_refresh_begin, shared_local_refresh_end, shared_local_call_cancel,
     shared_local_rest_changed, shared_local_owner_told, shared_local_session_told, shared_local_ask,
     shared_local_slot_take, shared_local_slot_give, shared_local_degraded, shared_local_free,
     shared_local_turn_told, shared_local_turn_forgot, shared_local_chain_get,
     shared_local_lease_take, shared_local_lease_release, shared_local_usage_told,
+    shared_local_cursor_take,
 };
 
 shared *shared_local_new(gateway *gw)
@@ -268,4 +276,11 @@ void shared_limits_cancel(shared *sh, shared_limits_call *c)
 {
     if (sh && sh->limits && c)
         sh->limits->cancel(sh->limits_impl, c);
+}
+
+shared_call *shared_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos, shared_cursor_fn fn,
+                                void *ud)
+{
+    *pos = 0;
+    return sh ? sh->ops->cursor_take(sh, key ? key : "", model ? model : "", pos, fn, ud) : NULL;
 }

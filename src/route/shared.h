@@ -78,6 +78,10 @@ typedef void (*shared_slot_fn)(void *ud, int granted, int inflight);
  * when chain[0] is the conversation's first turn, else the id it continued
  * that the pool does not hold), or chain NULL and err saying why. */
 typedef void (*shared_chain_fn)(void *ud, const conv_link *chain, size_t n, const char *missing, const char *err);
+/* --- the balanced strategy's rotation across the gateways --- */
+/* pos: the pool's position for this pick (1, 2, ...), 0 none (the local
+ * cursor decides). */
+typedef void (*shared_cursor_fn)(void *ud, int64_t pos);
 
 typedef struct shared_ops {
     const char *name; /* "local", "redis" */
@@ -103,6 +107,9 @@ typedef struct shared_ops {
                                void (*fn)(void *ud, int granted), void *ud);
     void (*lease_release)(shared *sh, const char *job, const char *id);
     void (*usage_told)(shared *sh, const pool_account *pa);
+    /* the balanced rotation (shared_cursor_take) */
+    shared_call *(*cursor_take)(shared *sh, const char *key, const char *model, int64_t *pos, shared_cursor_fn fn,
+                                void *ud);
 } shared_ops;
 
 /* The common part; an implementation's own struct begins with it. */
@@ -252,5 +259,19 @@ void shared_account_tokens(shared *sh, const pool_account *pa, long tokens);
  * pool's as its answer comes (no request waits for it). */
 void shared_spend_tell(shared *sh, int64_t key_id, int64_t account_id, double usd);
 void shared_limits_cancel(shared *sh, shared_limits_call *c); /* fn is not called; NULL is fine */
+/* --- the balanced rotation, shared (docs/scale-out.md, "Routing") --- */
+/* The position of this pick of the balanced rotation of key (a platform
+ * key's hash, "" none) and model, counted for the whole pool by INCR
+ * (route/shared_rotation.h), so that gateways behind a round-robin
+ * balancer do not each restart the rotation. Each pick uses a position
+ * reserved by an earlier INCR, sent without waiting, and sends the INCR
+ * for the next: *pos is set and NULL returned (*pos 0: none, the local
+ * cursor decides: a lone gateway, Redis out of reach, fn NULL and nothing
+ * reserved). Only when nothing is reserved (the first pick of this key and
+ * model here, or a burst that used the reserve up) and fn is given does it
+ * wait: fn is called once within SHARED_ASK_MS with the position (0 when
+ * none came in time); shared_call_cancel stops it. */
+shared_call *shared_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos, shared_cursor_fn fn,
+                                void *ud);
 
 #endif

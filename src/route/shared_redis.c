@@ -10,8 +10,16 @@
  *   sy:{POOL}:sess:SESSION        the account (by name) that served a session's last turn, EX the idle time
  *   sy:{POOL}:inflight:NAME       the slots of an account's max_concurrency held now: a sorted set of
  *                                 "INSTANCE:SEQ" scored by expiry (Redis's clock, ms), taken by a script
+ *                                 (loaded once per connect: EVALSHA, the text again after NOSCRIPT)
  *   sy:{POOL}:conv:ID, conv-order, conv-bytes
  *                                 the turns of stored conversations (shared_conv.h: its scripts and texts)
+ *   sy:{POOL}:cursor:KEY:MODEL    the balanced rotation's position (shared_rotation.c)
+ *
+ * On the channel besides: {"t":"reset","name":NAME,"body":{"gen":N}} (an
+ * operator's reset of the account: its rest key is deleted and the others
+ * clear the rest instead of merging it) and {"t":"sess","name":SESSION,
+ * "body":ACCOUNT} (a session told here: the others that know the session
+ * follow it to its account).
  *
  * Accounts are named by name, not id: each instance numbers the accounts
  * of its own database. A rest changed here is SET and PUBLISHed at once
@@ -24,6 +32,7 @@
 #include "route/shared_state.h"
 #include "route/shared_conv.h"
 #include "route/affinity.h"
+#include "route/shared_rotation.h"
 #include "core/redis_link.h"
 #include "base/log.h"
 #include "base/sbuf.h"
@@ -76,7 +85,9 @@ typedef struct shared_slot {
     uint64_t seq;
     char key[320];          /* sy:{POOL}:inflight:NAME */
     char member[56];        /* INSTANCE:SEQ */
+    char limit[24];
     int answered, granted, given;
+    int sent_text;          /* the take went as EVAL with the script's text (after NOSCRIPT) */
 } shared_slot;
 
 /* A refresh_begin, or an ask, in flight (shared_call). */
@@ -109,6 +120,9 @@ struct shared_call {
     shared_lease_fn lease_fn;
     char lease_key[320];
     long lease_ttl_ms;
+    /* a cursor_take (rot != NULL) */
+    shared_rotation_wait *rot;
+    shared_cursor_fn cursor_fn;
 };
 
 /* A login seen at a resync: which instance's is newer. */
@@ -141,6 +155,9 @@ struct shared_redis {
     int has_key;
     int seen_sealed;         /* a sealed value this instance cannot open was seen: it writes no login */
     int said_nokey, said_badkey;
+    shared_rotation *rot;   /* the balanced rotation's positions */
+    char slot_sha[41];      /* SCRIPT LOAD's answers for the slot scripts ("" not known yet: EVAL) */
+    char renew_sha[41];
 };
 
 static double shared_mono(void)
@@ -198,7 +215,59 @@ static void shared_rest_tell(shared_redis *sr, pool_account *pa)
     sbuf_free(&msg);
 }
 
-static void shared_redis_rest_changed(shared *sh, pool_account *pa) { shared_rest_tell((shared_redis *)sh, pa); }
+/* An operator's reset of pa here (pool_account_reset): the rest key goes
+ * and the others clear their rest (a rest heard is merged, and merging
+ * never shortens one, so a reset needs its own message). */
+static void shared_reset_tell(shared_redis *sr, pool_account *pa)
+{
+    if (!redis_link_is_up(sr->link) || !pa->a.name)
+        return;
+    if (pa->a.reset_gen > pa->reset_heard)
+        pa->reset_heard = pa->a.reset_gen;
+    sbuf key = SBUF_INIT, msg = SBUF_INIT;
+    char body[48];
+    shared_key(sr, "rest", pa->a.name, &key);
+    const char *del[] = {"DEL", key.p};
+    shared_cmd(sr, NULL, NULL, 2, del);
+    snprintf(body, sizeof body, "{\"gen\":%lld,\"row\":%s}", (long long)pa->a.reset_gen,
+             pa->rest_reset == 2 ? "true" : "false");
+    shared_message_write(&msg, "reset", sr->id, pa->a.name, body);
+    const char *pub[] = {"PUBLISH", sr->channel, msg.p};
+    shared_cmd(sr, NULL, NULL, 3, pub);
+    sbuf_free(&key);
+    sbuf_free(&msg);
+    log_info("redis: account %s was reset here; its rest is cleared for the pool", pa->a.name);
+}
+
+static void shared_redis_rest_changed(shared *sh, pool_account *pa)
+{
+    if (pa->rest_reset)
+        shared_reset_tell((shared_redis *)sh, pa);
+    else
+        shared_rest_tell((shared_redis *)sh, pa);
+}
+
+/* Another instance's reset of the account named name: cleared here as a
+ * reset of its own (the same generation or a newer one than this
+ * instance's row; an older one is stale), and not told back. A reset
+ * by a row's reset_gen is applied once per generation: an instance whose
+ * copy of the row arrives later (one that was away) tells it again, and
+ * that must not clear a rest learned since. */
+static void shared_reset_heard(shared_redis *sr, const char *name, const json_value *body)
+{
+    pool_account *pa = shared_find(sr, name);
+    int64_t gen = -1;
+    if (!pa || !body || body->type != JSON_OBJECT || json_get_int64(body, "gen", 0, INT64_MAX, &gen) != 0 ||
+        gen < pa->a.reset_gen || (json_get_bool(body, "row", 0) && gen <= pa->reset_heard))
+        return;
+    pool_account_reset(pa);
+    pa->rest_reset = 0;
+    if (gen > pa->reset_heard)
+        pa->reset_heard = gen; /* its row, when it arrives, is not a second reset */
+    pool_rest_mark_take(pa);
+    pool_state_save(sr->base.gw->pool, pa);
+    log_info("account %s: reset by another gateway (cooldown, ladder and breaker cleared)", name);
+}
 
 /* Another instance's rest of the account named name. */
 static void shared_rest_heard(shared_redis *sr, const char *name, const json_value *rest)
@@ -533,6 +602,11 @@ static void shared_redis_call_cancel(shared *sh, shared_call *c)
         c->lease_fn = NULL;
         return;
     }
+    if (c->rot) { /* a pick waiting for its position: the position, when it comes, is reserved */
+        shared_rotation_cancel(c->rot);
+        free(c);
+        return;
+    }
     if (c->ask || c->slot || c->chain) { /* in flight: freed when its answer is in */
         c->done = NULL;
         c->slot_fn = NULL;
@@ -613,12 +687,43 @@ static void shared_redis_owner_told(shared *sh, const char *key, int64_t account
     shared_record_tell((shared_redis *)sh, "owner", key, account_id, SHARED_OWNER_TTL_S);
 }
 
+/* A session is written (for the instances that miss it) and published
+ * (for those that know it: a move is a local hit there, which would keep
+ * the older account until the entry idles out). */
 static void shared_redis_session_told(shared *sh, const char *session, int64_t account_id)
 {
+    shared_redis *sr = (shared_redis *)sh;
     char ttl[32];
     long idle = sh->gw->cfg.affinity_idle_s;
     snprintf(ttl, sizeof ttl, "%ld", idle > 0 ? idle : 1);
-    shared_record_tell((shared_redis *)sh, "sess", session, account_id, ttl);
+    shared_record_tell(sr, "sess", session, account_id, ttl);
+    const pool_account *pa = pool_find(sh->gw->pool, account_id);
+    if (!redis_link_is_up(sr->link) || !pa || !pa->a.name || strlen(session) >= SHARED_ASK_KEY)
+        return;
+    sbuf name = SBUF_INIT, msg = SBUF_INIT;
+    sbuf_json_str(&name, pa->a.name, strlen(pa->a.name));
+    shared_message_write(&msg, "sess", sr->id, session, name.p);
+    const char *pub[] = {"PUBLISH", sr->channel, msg.p};
+    shared_cmd(sr, NULL, NULL, 3, pub);
+    sbuf_free(&name);
+    sbuf_free(&msg);
+}
+
+/* Another instance told a session's account: followed here when this
+ * instance knows the session (one it does not know is asked for when a
+ * turn of it comes: the table keeps only what this instance served). */
+static void shared_session_heard(shared_redis *sr, const char *session, const json_value *body)
+{
+    gateway *gw = sr->base.gw;
+    double now = gateway_now();
+    if (!gw->affinity || !body || body->type != JSON_STRING || strlen(session) >= SHARED_ASK_KEY)
+        return;
+    int64_t had = affinity_get(gw->affinity, session, now);
+    const pool_account *pa = had ? shared_find(sr, body->str) : NULL;
+    if (pa && pa->a.id != had) {
+        affinity_put(gw->affinity, session, pa->a.id, now);
+        log_debug("redis: session %s follows another instance to account %s", session, pa->a.name);
+    }
 }
 
 /* The ask's caller goes on (once): at the answer, or at the deadline. */
@@ -758,11 +863,22 @@ static void shared_on_slot_deadline(evutil_socket_t fd, short what, void *arg)
     shared_slot_finish(arg, 1, 0);
 }
 
+static int shared_slot_send(shared_redis *sr, shared_call *c);
+
 static void shared_on_slot(void *ud, redisReply *r)
 {
     shared_call *c = ud;
     shared_redis *sr = c->sr;
     shared_slot *sl = c->slot;
+    if (r && r->type == REDIS_REPLY_ERROR && !sl->sent_text && !sr->closing && r->str &&
+        strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        /* Redis lost its script cache (a restart, SCRIPT FLUSH, a failover): the text once more,
+         * which caches it again for the next EVALSHA */
+        log_debug("redis: the slot script is not in Redis's cache; sent again with its text");
+        sl->sent_text = 1;
+        if (shared_slot_send(sr, c) == 0)
+            return;
+    }
     int granted = 1, held = 0; /* no answer (the link went down): the local count decides */
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
         r->element[1]->type == REDIS_REPLY_INTEGER) {
@@ -782,6 +898,39 @@ static void shared_on_slot(void *ud, redisReply *r)
     free(c);
 }
 
+/* ---------- the balanced rotation ---------- */
+
+static void shared_on_cursor(void *ud, int64_t pos)
+{
+    shared_call *c = ud;
+    shared_cursor_fn fn = c->cursor_fn;
+    void *fud = c->ud;
+    int closing = c->sr->closing;
+    free(c); /* the wait frees itself */
+    if (fn && !closing)
+        fn(fud, pos);
+}
+
+static shared_call *shared_redis_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos,
+                                             shared_cursor_fn fn, void *ud)
+{
+    shared_redis *sr = (shared_redis *)sh;
+    shared_call *c = fn ? calloc(1, sizeof *c) : NULL;
+    if (c) {
+        c->sr = sr;
+        c->cursor_fn = fn;
+        c->ud = ud;
+    }
+    shared_rotation_wait *w =
+        shared_rotation_take(sr->rot, key, model, pos, c ? shared_on_cursor : NULL, c, SHARED_ASK_MS);
+    if (!w) {
+        free(c);
+        return NULL;
+    }
+    c->rot = w;
+    return c;
+}
+
 static shared_call *shared_redis_slot_take(shared *sh, const pool_account *pa, uint64_t *slot, shared_slot_fn fn,
                                            void *ud)
 {
@@ -797,14 +946,12 @@ static shared_call *shared_redis_slot_take(shared *sh, const pool_account *pa, u
     }
     sl->seq = ++sr->slot_seq;
     snprintf(sl->member, sizeof sl->member, "%s:%llu", sr->id, (unsigned long long)sl->seq);
-    char limit[24];
-    snprintf(limit, sizeof limit, "%d", pa->a.max_concurrency);
-    const char *eval[] = {"EVAL", SHARED_SLOT_TAKE_LUA, "1", sl->key, sl->member, limit, SHARED_SLOT_TTL_MS};
+    snprintf(sl->limit, sizeof sl->limit, "%d", pa->a.max_concurrency);
     c->sr = sr;
     c->slot = sl;
     c->slot_fn = fn;
     c->ud = ud;
-    if (shared_cmd(sr, shared_on_slot, c, 7, eval) != 0) {
+    if (shared_slot_send(sr, c) != 0) {
         free(sl);
         free(c);
         return NULL;
@@ -818,6 +965,47 @@ static shared_call *shared_redis_slot_take(shared *sh, const pool_account *pa, u
         evtimer_add(c->deadline, &tv);
     }
     return c;
+}
+
+/* The take: EVALSHA once the script is loaded, else (or after NOSCRIPT) its text. */
+static int shared_slot_send(shared_redis *sr, shared_call *c)
+{
+    shared_slot *sl = c->slot;
+    int sha = sr->slot_sha[0] && !sl->sent_text;
+    const char *eval[] = {sha ? "EVALSHA" : "EVAL", sha ? sr->slot_sha : SHARED_SLOT_TAKE_LUA, "1", sl->key,
+                          sl->member, sl->limit, SHARED_SLOT_TTL_MS};
+    sl->sent_text = !sha;
+    return shared_cmd(sr, shared_on_slot, c, 7, eval);
+}
+
+/* SCRIPT LOAD's answer: the script's SHA1, for EVALSHA. */
+static void shared_on_script_loaded(void *ud, redisReply *r)
+{
+    char *sha = ud; /* sr->slot_sha or sr->renew_sha: sr outlives the link's answers */
+    if (r && r->type == REDIS_REPLY_STRING && r->len == 40 && strspn(r->str, "0123456789abcdef") == 40) {
+        memcpy(sha, r->str, 40);
+        sha[40] = '\0';
+    }
+}
+
+/* At every connect: the slot scripts into Redis's cache (a restarted Redis has none). */
+static void shared_scripts_load(shared_redis *sr)
+{
+    const char *take[] = {"SCRIPT", "LOAD", SHARED_SLOT_TAKE_LUA};
+    const char *renew[] = {"SCRIPT", "LOAD", SHARED_SLOT_RENEW_LUA};
+    shared_cmd(sr, shared_on_script_loaded, sr->slot_sha, 3, take);
+    shared_cmd(sr, shared_on_script_loaded, sr->renew_sha, 3, renew);
+}
+
+/* A renewal's answer: after NOSCRIPT the script is loaded again (the slot
+ * lives 30 s, renewed every 10: the next renewal makes it). */
+static void shared_on_renewed(void *ud, redisReply *r)
+{
+    shared_redis *sr = ud;
+    if (r && r->type == REDIS_REPLY_ERROR && !sr->closing && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        const char *renew[] = {"SCRIPT", "LOAD", SHARED_SLOT_RENEW_LUA};
+        shared_cmd(sr, shared_on_script_loaded, sr->renew_sha, 3, renew);
+    }
 }
 
 static void shared_redis_slot_give(shared *sh, uint64_t seq)
@@ -847,8 +1035,10 @@ static void shared_slots_renew(shared_redis *sr)
         return;
     for (shared_slot *sl = sr->slots; sl; sl = sl->next)
         if (sl->answered && sl->granted && !sl->given) {
-            const char *eval[] = {"EVAL", SHARED_SLOT_RENEW_LUA, "1", sl->key, sl->member, SHARED_SLOT_TTL_MS};
-            shared_cmd(sr, NULL, NULL, 6, eval);
+            int sha = sr->renew_sha[0] != '\0';
+            const char *eval[] = {sha ? "EVALSHA" : "EVAL", sha ? sr->renew_sha : SHARED_SLOT_RENEW_LUA, "1",
+                                  sl->key, sl->member, SHARED_SLOT_TTL_MS};
+            shared_cmd(sr, sha ? shared_on_renewed : NULL, sr, 6, eval);
         }
 }
 
@@ -1147,6 +1337,7 @@ static void shared_on_up(void *ud)
     shared_redis *sr = ud;
     sr->scan_gen++;
     sr->scanning = 1;
+    shared_scripts_load(sr);
     shared_seen_clear(sr);
     shared_scan_next(sr, sr->scan_gen, "0");
     if (sr->pending)
@@ -1174,6 +1365,10 @@ static void shared_on_message(void *ud, const char *p, size_t n)
     if (strcmp(m.from, sr->id) != 0) {
         if (strcmp(m.type, "rest") == 0)
             shared_rest_heard(sr, m.name, m.body);
+        else if (strcmp(m.type, "reset") == 0)
+            shared_reset_heard(sr, m.name, m.body);
+        else if (strcmp(m.type, "sess") == 0)
+            shared_session_heard(sr, m.name, m.body);
         else if (strcmp(m.type, "login") == 0)
             shared_login_fetch(sr, m.name);
         else
@@ -1214,6 +1409,7 @@ static void shared_redis_free(shared *sh)
         free(c);
     }
     redis_link_free(sr->link); /* the answers still due come back NULL and free their calls */
+    shared_rotation_free(sr->rot);
     if (sr->tick)
         event_free(sr->tick);
     shared_seen_clear(sr);
@@ -1232,6 +1428,7 @@ static const shared_ops shared_redis_ops = {
     shared_redis_slot_take, shared_redis_slot_give, shared_redis_degraded, shared_redis_free,
     shared_redis_turn_told, shared_redis_turn_forgot, shared_redis_chain_get,
     shared_redis_lease_take, shared_redis_lease_release, shared_redis_usage_told,
+    shared_redis_cursor_take,
 };
 
 shared *shared_redis_new(gateway *gw, const redis_url *u)
@@ -1261,7 +1458,9 @@ shared *shared_redis_new(gateway *gw, const redis_url *u)
     }
     redis_link_hooks h = {shared_on_up, shared_on_down, shared_on_message, sr};
     sr->link = redis_link_new(gw->base, u, sr->channel, &h);
-    if (!sr->link) {
+    sr->rot = sr->link ? shared_rotation_new(gw->base, sr->link, sr->prefix) : NULL;
+    if (!sr->rot) {
+        redis_link_free(sr->link);
         if (sr->tick)
             event_free(sr->tick);
         free(sr);

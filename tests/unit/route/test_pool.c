@@ -184,6 +184,44 @@ static void test_pool_account_serves_request_checks_the_mapped_name(void)
     free(pa.models_refused);
 }
 
+/* An operator's reset is told to the rest hook once (the Redis
+ * implementation turns it into a reset for the other gateways), even for
+ * an account that was not resting, and a save after it tells nothing. */
+static int rest_calls, rest_calls_reset;
+static void count_rest(void *ud, pool_account *pa)
+{
+    (void)ud;
+    rest_calls++;
+    rest_calls_reset += pa->rest_reset;
+}
+
+static void test_pool_reset_is_told_to_the_rest_hook_once(void)
+{
+    store *s = test_store("reset");
+    char err[256];
+    account_new a = {.name = "a", .base_url = "http://127.0.0.1:9/v1", .token = "sk-a", .max_concurrency = -1};
+    CHECK_EQ_INT(store_account_add(s, &a, NULL, err, sizeof err), 0);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    pool *p = pool_new(s);
+    pool_on_rest(p, count_rest, NULL);
+    pool_account *pa = pool_at(p, 0);
+    CHECK(pa != NULL);
+    pool_state_save(p, pa); /* the first save takes the mark */
+    rest_calls = rest_calls_reset = 0;
+    pool_state_save(p, pa);
+    CHECK_EQ_INT(rest_calls, 0); /* nothing moved */
+    pool_account_reset(pa);      /* not resting: a reset still travels */
+    pool_state_save(p, pa);
+    CHECK_EQ_INT(rest_calls, 1);
+    CHECK_EQ_INT(rest_calls_reset, 1);
+    CHECK_EQ_INT(pa->rest_reset, 0);
+    pool_state_save(p, pa);
+    CHECK_EQ_INT(rest_calls, 1);
+    pool_on_rest(p, NULL, NULL);
+    pool_free(p);
+    store_close(s);
+}
+
 int main(void)
 {
     RUN(test_pool_family_slots_cool_one_family_and_stay_bounded);
@@ -194,6 +232,7 @@ int main(void)
     RUN(test_pool_auth_remembered_key_is_refused_after_revocation);
     RUN(test_pool_auth_refuses_keys_near_a_remembered_one);
     RUN(test_pool_auth_serves_more_keys_than_it_remembers);
+    RUN(test_pool_reset_is_told_to_the_rest_hook_once);
     check_tmpdir_remove(test_dir);
     return check_summary();
 }

@@ -53,9 +53,29 @@ static void test_the_local_implementation_never_asks(void)
     shared_free(sh);
 }
 
+static int cursor_calls;
+static void on_cursor(void *ud, int64_t pos) { cursor_calls++; }
+
+/* The balanced rotation of a lone gateway is its own cursor: no position, no wait. */
+static void test_the_local_implementation_gives_no_cursor_position_and_never_waits(void)
+{
+    gateway gw;
+    memset(&gw, 0, sizeof gw);
+    shared *sh = shared_local_new(&gw);
+    int64_t pos = 99;
+    CHECK(shared_cursor_take(sh, "0123456789abcdef", "gpt-test", &pos, on_cursor, NULL) == NULL);
+    CHECK_EQ_INT(pos, 0);
+    pos = 99;
+    CHECK(shared_cursor_take(NULL, NULL, NULL, &pos, on_cursor, NULL) == NULL);
+    CHECK_EQ_INT(pos, 0);
+    CHECK_EQ_INT(cursor_calls, 0);
+    shared_free(sh);
+}
+
 int main(void)
 {
     RUN(test_ask_add_keeps_each_record_once_and_refuses_what_does_not_fit);
     RUN(test_the_local_implementation_never_asks);
+    RUN(test_the_local_implementation_gives_no_cursor_position_and_never_waits);
     return check_summary();
 }

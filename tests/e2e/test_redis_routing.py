@@ -1,0 +1,164 @@
+"""test_redis_routing.py: routing state shared by the gateways of one pool
+through a real Redis (docs/scale-out.md): the balanced rotation's position,
+an account reset, a session that moved, and the slot script loaded once
+(EVALSHA, with the NOSCRIPT fallback). Reuses test_redis's base class (a
+redis-server of the test's own); skipped, saying so, only where
+redis-server is not installed."""
+
+import threading
+import time
+
+from harness import account, admin_call, main, wait_for
+from test_redis import RedisGatewayTest
+
+
+class RedisRoutingTest(RedisGatewayTest):
+
+    def gateways(self, n, accounts, env=None):
+        gs = [self.gateway(accounts, env=self.env(env), start=False) for _ in range(n)]
+        for g in gs:
+            g.start()
+        for g in gs:
+            wait_for(lambda g=g: "redis: resynchronised" in g.log_text(), what="the gateway to reach redis")
+        return gs
+
+    def ask(self, g, key=None, model="gpt-test", session=None):
+        headers = {"session_id": session} if session else None
+        return g.post("/v1/responses", {"model": model, "input": "hi"}, key=key or g.key, headers=headers)
+
+    def served_by(self, r):
+        self.assertEqual(r.status, 200, r)
+        return r.headers.get("x-switchyard-account")
+
+    def rest_until(self, g, name):
+        rows = g.query("SELECT s.cooldown_until FROM account_state s JOIN accounts a ON a.id = s.account_id"
+                       " WHERE a.name = ?", (name,))
+        return rows[0]["cooldown_until"] if rows else 0
+
+    def rest_a_everywhere(self, gs):
+        """a answers g1 a 429 (once): every gateway rests it for 10 minutes."""
+        self.assertEqual(self.served_by(self.ask(gs[0])), "b")
+        for g in gs:
+            wait_for(lambda g=g: self.rest_until(g, "a") > time.time() + 500, what="a's rest on every gateway")
+
+    def resyncs(self, g):
+        return g.log_text().count("redis: resynchronised")
+
+    # --- the balanced rotation
+
+    def test_balanced_rotation_across_three_gateways_spreads_consecutive_requests_evenly(self):
+        accts = [account(n, self.mock.url(n)) for n in ("a", "b", "c")]
+        gs = self.gateways(3, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        key = gs[0].key  # one client key, shared with the others through the pool's config
+        for g in gs[1:]:
+            wait_for(lambda g=g: g.get("/v1/models", key=key).status == 200, what="the key on every gateway")
+        served = [self.served_by(self.ask(gs[n % 3], key=key)) for n in range(6)]
+        self.assertEqual(len(set(served[:3])), 3, f"the first three (one per gateway) went to three accounts: {served}")
+        self.assertEqual(sorted(served), ["a", "a", "b", "b", "c", "c"], served)
+        self.assertTrue(self.redis.cli("KEYS", "sy:{t}:cursor:*"), "the position is the pool's")
+
+    # --- an account reset
+
+    def test_an_account_reset_through_one_gateway_lets_the_others_use_the_account_at_once(self):
+        accts = [account("a", self.mock.url("a", "status=429,retry_after=600,times=1")),
+                 account("b", self.mock.url("b"))]
+        gs = self.gateways(3, accts)
+        self.rest_a_everywhere(gs)
+        r = admin_call(gs[0], "POST", "/admin/api/accounts/reset", {"account": "a"})
+        self.assertEqual(r.status, 200, r)
+        time.sleep(0.3)
+        for g in gs[1:]:
+            self.assertEqual(self.served_by(self.ask(g)), "a", "the reset reached this gateway")
+        self.assertEqual(self.redis.cli("EXISTS", "sy:{t}:rest:a"), "0")
+
+    def test_an_account_reset_with_the_cli_is_not_brought_back_by_a_resync(self):
+        accts = [account("a", self.mock.url("a", "status=429,retry_after=600,times=1")),
+                 account("b", self.mock.url("b"))]
+        gs = self.gateways(3, accts)
+        self.rest_a_everywhere(gs)
+        gs[0].cli("account", "reset", "--db", gs[0].db_path, "--name", "a")
+        for g in gs:
+            wait_for(lambda g=g: self.rest_until(g, "a") < time.time(), what="the reset on every gateway")
+        # every gateway loses its link and reads the pool's keys again
+        before = [self.resyncs(g) for g in gs]
+        self.redis.cli("CLIENT", "KILL", "TYPE", "normal")
+        self.redis.cli("CLIENT", "KILL", "TYPE", "pubsub")
+        for g, n in zip(gs, before):
+            wait_for(lambda g=g, n=n: self.resyncs(g) > n, what="the gateway to resynchronise")
+        for g in gs:
+            self.assertEqual(self.served_by(self.ask(g)), "a", "the rest did not come back from redis")
+
+    # --- a session that moved
+
+    def test_a_session_moved_on_one_gateway_is_followed_by_the_others(self):
+        accts = [account("a", self.mock.url("a", "ok,models=gpt-test")), account("b", self.mock.url("b"))]
+        gs = self.gateways(3, accts)
+        for g in gs:
+            self.assertEqual(self.served_by(self.ask(g, session="sess-move-1")), "a")
+        # a refuses another model on g1 (refused here only, no rest): the session moves to b there
+        self.assertEqual(self.served_by(self.ask(gs[0], model="gpt-other", session="sess-move-1")), "b")
+        wait_for(lambda: self.redis.cli("GET", "sy:{t}:sess:sess-move-1") == "b", what="the move in redis")
+        time.sleep(0.1)
+        for g in gs[1:]:
+            self.assertEqual(self.served_by(self.ask(g, session="sess-move-1")), "b",
+                             "the gateway followed the session to b")
+
+    # --- slots of max_concurrency: the script loaded once
+
+    def commandstats(self):
+        out = {}
+        for line in (self.redis.cli("INFO", "commandstats") or "").splitlines():
+            if line.startswith("cmdstat_"):
+                name, _, rest = line.partition(":")
+                out[name[len("cmdstat_"):]] = int(rest.split(",")[0].split("=")[1])
+        return out
+
+    def slot_holds(self, g1, g2):
+        """A slow request through g1 holds a's only slot: g2 sends its request to b meanwhile."""
+        first = {}
+        t = threading.Thread(target=lambda: first.update(r=self.ask(g1)))
+        t.start()
+        try:
+            wait_for(lambda: self.redis.cli("ZCARD", "sy:{t}:inflight:a") == "1", what="a's slot taken in redis")
+            self.assertEqual(self.served_by(self.ask(g2)), "b")
+        finally:
+            t.join()
+        self.assertEqual(self.served_by(first["r"]), "a")
+        wait_for(lambda: self.redis.cli("ZCARD", "sy:{t}:inflight:a") == "0", what="a's slot given back")
+
+    def in_step(self, gs, counts=None):
+        """Every gateway's accounts, keys and settings told (their EVALs done), then the counters zeroed."""
+        for i, g in enumerate(gs):
+            n = counts[i] if counts else 0
+            wait_for(lambda g=g, n=n: g.log_text().count("in step with the pool") > n, what="the config in step")
+        time.sleep(0.5)
+        self.redis.cli("CONFIG", "RESETSTAT")
+
+    def test_slots_are_taken_with_the_loaded_script_after_a_restart_and_a_flushed_script_cache(self):
+        accts = [account("a", self.mock.url("a", "slow_headers,ms=600"), args=("--max-concurrency", "1")),
+                 account("b", self.mock.url("b"))]
+        gs = self.gateways(2, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        self.in_step(gs)
+        self.slot_holds(*gs)
+        stats = self.commandstats()
+        self.assertGreaterEqual(stats.get("evalsha", 0), 2, stats)
+        self.assertEqual(stats.get("eval", 0), 0, f"the script's text is not sent per slot: {stats}")
+        # Redis restarted (its script cache empty): the gateways load it again at the reconnect
+        counts = [g.log_text().count("in step with the pool") for g in gs]
+        self.redis.stop()
+        self.redis.start()
+        self.in_step(gs, counts)
+        self.slot_holds(*gs)
+        stats = self.commandstats()
+        self.assertGreaterEqual(stats.get("evalsha", 0), 2, stats)
+        self.assertEqual(stats.get("eval", 0), 0, stats)
+        # the cache emptied under a live link: NOSCRIPT, then the text once, and slots still hold
+        self.redis.cli("SCRIPT", "FLUSH")
+        self.slot_holds(*gs)
+        self.slot_holds(*gs)
+        stats = self.commandstats()
+        self.assertEqual(stats.get("eval", 0), 1, f"the text went once, then the cached script: {stats}")
+        self.assertIn("the slot script is not in Redis's cache", "".join(g.log_text() for g in gs))
+
+if __name__ == "__main__":
+    main()
