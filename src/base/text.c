@@ -55,6 +55,14 @@ static int text_plain_ascii(unsigned char c, const char *also)
     return 1;
 }
 
+size_t text_plain_prefix(const char *s, size_t n, const char *also)
+{
+    size_t i = 0;
+    while (i < n && text_plain_ascii((unsigned char)s[i], also))
+        i++;
+    return i;
+}
+
 void text_escape(sbuf *out, const char *s, size_t n, const char *also)
 {
     const unsigned char *u = (const unsigned char *)s;
