@@ -28,5 +28,10 @@ int text_header_value_ok(const char *s);
  * given, and nothing in it can end the line, move the cursor or start an
  * escape sequence. */
 void text_escape(sbuf *out, const char *s, size_t n, const char *also);
+/* How many of the n bytes at s text_escape copies as they are before the
+ * first it does not (or is not sure of): printable ASCII other than the
+ * backslash and the bytes of also. A caller may put those as they are and
+ * escape only the rest (the trace's fields are almost always all plain). */
+size_t text_plain_prefix(const char *s, size_t n, const char *also);
 
 #endif

@@ -388,8 +388,12 @@ static void trace_put_uint(trace_line *l, unsigned long long u, int neg)
  * field early ("\"" as \x22). */
 static void trace_put_text(trace_line *l, const char *s, size_t n, sbuf *scratch)
 {
+    size_t plain = text_plain_prefix(s, n, "\""); /* usually all of it: no copy through scratch */
+    trace_put(l, s, plain);
+    if (plain == n)
+        return;
     sbuf_reset(scratch);
-    text_escape(scratch, s, n, "\"");
+    text_escape(scratch, s + plain, n - plain, "\"");
     trace_put(l, scratch->p, scratch->len);
 }
 

@@ -59,6 +59,28 @@ static void test_escape_shows_controls_and_bad_bytes_as_hex_and_keeps_characters
     sbuf_free(&b);
 }
 
+static void test_plain_prefix_is_what_escape_copies_unchanged(void)
+{
+    CHECK(text_plain_prefix("gpt-bench", 9, "\"") == 9);
+    CHECK(text_plain_prefix("say \"x\"", 7, "\"") == 4);
+    CHECK(text_plain_prefix("say \"x\"", 7, NULL) == 7);
+    CHECK(text_plain_prefix("a\\b", 3, NULL) == 1);
+    CHECK(text_plain_prefix("ab\ncd", 5, NULL) == 2);
+    CHECK(text_plain_prefix("a\x7f", 2, NULL) == 1);
+    CHECK(text_plain_prefix("caf\xc3\xa9", 5, NULL) == 3); /* not ASCII: left to text_escape */
+    CHECK(text_plain_prefix("a\0b", 3, NULL) == 1);
+    /* whatever the bytes, the prefix comes out of text_escape as it went in */
+    const char *cases[] = {"plain", "x\"y", "\x1b[2J", "back\\", "caf\xc3\xa9", "\xc2\x9b", ""};
+    sbuf b = SBUF_INIT;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i]), k = text_plain_prefix(cases[i], n, "\"");
+        sbuf_reset(&b);
+        text_escape(&b, cases[i], n, "\"");
+        CHECK(b.len >= k && memcmp(b.p ? b.p : "", cases[i], k) == 0);
+    }
+    sbuf_free(&b);
+}
+
 static void test_utf8_cut_never_ends_inside_a_character(void)
 {
     const char *s = "ab\xe2\x82\xac" "cd"; /* a b € c d: € is bytes 2..4 */
@@ -103,6 +125,7 @@ int main(void)
     RUN(test_text_check_refuses_control_characters_and_invalid_utf8);
     RUN(test_header_value_check_refuses_cr_lf_nul_and_controls_but_not_tab);
     RUN(test_escape_shows_controls_and_bad_bytes_as_hex_and_keeps_characters);
+    RUN(test_plain_prefix_is_what_escape_copies_unchanged);
     RUN(test_utf8_cut_never_ends_inside_a_character);
     RUN(test_json_strings_are_valid_utf8_whatever_the_bytes);
     return check_summary();
