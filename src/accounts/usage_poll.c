@@ -278,9 +278,13 @@ void usage_poll_tick(usage_poll *u, double now)
             usage_start(u, e, pa);
             continue;
         }
-        /* the periodic poll: one instance of the pool per interval (the lease lives that long) */
+        /* the periodic poll: one instance of the pool per interval. The lease
+         * lives two: its holder renews it at each of its polls, so it never
+         * lapses between them (a lease of one interval did, by the tick's
+         * jitter, and the poll changed hands), and another instance takes
+         * over within two intervals of the holder's death */
         e->leasing = 1;
-        shared_call *c = shared_lease_take(u->gw->shared, "usage", pa->a.name, every * 1000L, usage_on_lease, e);
+        shared_call *c = shared_lease_take(u->gw->shared, "usage", pa->a.name, 2 * every * 1000L, usage_on_lease, e);
         if (e->leasing)
             e->lease = c;
     }

@@ -24,7 +24,9 @@ class RedisRoutingTest(RedisGatewayTest):
 
     def ask(self, g, key=None, model="gpt-test", session=None):
         headers = {"session_id": session} if session else None
-        return g.post("/v1/responses", {"model": model, "input": "hi"}, key=key or g.key, headers=headers)
+        # store: false, so no turn is told to the pool (its script, an EVAL, would count in the slot test)
+        return g.post("/v1/responses", {"model": model, "input": "hi", "store": False}, key=key or g.key,
+                      headers=headers)
 
     def served_by(self, r):
         self.assertEqual(r.status, 200, r)
@@ -127,10 +129,12 @@ class RedisRoutingTest(RedisGatewayTest):
         wait_for(lambda: self.redis.cli("ZCARD", "sy:{t}:inflight:a") == "0", what="a's slot given back")
 
     def in_step(self, gs, counts=None):
-        """Every gateway's accounts, keys and settings told (their EVALs done), then the counters zeroed."""
+        """Every gateway's accounts, keys, settings and layout version told (their EVALs done), then the counters zeroed."""
         for i, g in enumerate(gs):
             n = counts[i] if counts else 0
             wait_for(lambda g=g, n=n: g.log_text().count("in step with the pool") > n, what="the config in step")
+        # and the layout version written (a script under a lease, at each connect to a Redis without it)
+        wait_for(lambda: self.redis.cli("GET", "sy:{t}:schema") == "1", what="the pool's layout version")
         time.sleep(0.5)
         self.redis.cli("CONFIG", "RESETSTAT")
 
