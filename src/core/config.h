@@ -30,6 +30,7 @@ typedef struct sy_config {
     size_t preflight_bytes;    /* SSE hold window, bytes */
     long ttft_ms;              /* cap on the time-to-first-token limit (the first_token policy's answer) */
     long capacity_wait_ms;     /* how long a request may wait for a cooling account to come back */
+    long redis_wait_ms;        /* the longest a request waits for a Redis answer (route/shared.h) */
     char route_strategy[32];   /* "ordered" | "balanced" */
     char rotation[40];         /* key rotation mode */
     long affinity_idle_s;      /* a session unseen this long loses its account */

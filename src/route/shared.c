@@ -284,3 +284,9 @@ shared_call *shared_cursor_take(shared *sh, const char *key, const char *model, 
     *pos = 0;
     return sh ? sh->ops->cursor_take(sh, key ? key : "", model ? model : "", pos, fn, ud) : NULL;
 }
+
+struct timeval shared_wait(const shared *sh)
+{
+    long ms = sh && sh->gw ? sh->gw->cfg.redis_wait_ms : SHARED_ASK_MS;
+    return (struct timeval){ms / 1000, (ms % 1000) * 1000};
+}

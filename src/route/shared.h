@@ -28,6 +28,7 @@
 #define SY_SHARED_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
 #include "base/conv_link.h"
 #include "core/gateway.h"
 #include "route/pool.h"
@@ -150,7 +151,7 @@ void shared_on_login(shared *sh, shared_login_fn fn, void *ud);
  * is called once, within SHARED_ASK_MS, after what was found went into the
  * pool's owner map and the affinity table (a late answer still goes there,
  * for the next request); shared_call_cancel stops it. */
-#define SHARED_ASK_MS 50
+#define SHARED_ASK_MS 50 /* the default of SWITCHYARD_REDIS_WAIT_MS (shared_wait) */
 shared_call *shared_ask_send(shared *sh, shared_ask_build_fn build, shared_ask_done_fn done, void *ud);
 /* The session now belongs to account_id (affinity_put said it is worth
  * telling): the other gateways can ask for it. Owner records are told by
@@ -273,5 +274,10 @@ void shared_limits_cancel(shared *sh, shared_limits_call *c); /* fn is not calle
  * none came in time); shared_call_cancel stops it. */
 shared_call *shared_cursor_take(shared *sh, const char *key, const char *model, int64_t *pos, shared_cursor_fn fn,
                                 void *ud);
+
+/* How long the request path waits for a Redis answer: SWITCHYARD_REDIS_WAIT_MS
+ * (default SHARED_ASK_MS; more for a Redis across a slow network), as a
+ * timeval for evtimer_add. */
+struct timeval shared_wait(const shared *sh);
 
 #endif

@@ -271,7 +271,7 @@ static void sl_take_finish(shared_limits_call *c, shared_bucket_verdict v, doubl
 
 static void sl_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
-    log_debug("redis: no answer to a rate-limit take within %d ms: the local bucket decides", SHARED_ASK_MS);
+    log_debug("redis: no answer to a rate-limit take in time: the local bucket decides");
     sl_take_finish(arg, SHARED_BUCKET_LOCAL, 0);
 }
 
@@ -299,7 +299,7 @@ static shared_limits_call *sl_bucket_send(shared_limits *sl, shared_limits_call 
     if (c->fn) {
         c->deadline = evtimer_new(sl->gw->base, sl_on_deadline, c);
         if (c->deadline) {
-            struct timeval tv = {0, SHARED_ASK_MS * 1000};
+            struct timeval tv = shared_wait(sl->gw->shared);
             evtimer_add(c->deadline, &tv);
         }
     }

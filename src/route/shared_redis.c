@@ -741,7 +741,7 @@ static void shared_ask_finish(shared_call *c)
 static void shared_on_ask_deadline(evutil_socket_t fd, short what, void *arg)
 {
     shared_call *c = arg;
-    log_debug("redis: no answer to a request's ask within %d ms: it goes on with what it knows", SHARED_ASK_MS);
+    log_debug("redis: no answer to a request's ask in time: it goes on with what it knows");
     shared_ask_finish(c);
 }
 
@@ -820,7 +820,7 @@ static shared_call *shared_redis_ask(shared *sh, shared_ask_build_fn build, shar
     }
     c->deadline = evtimer_new(sh->gw->base, shared_on_ask_deadline, c);
     if (c->deadline) {
-        struct timeval tv = {0, SHARED_ASK_MS * 1000};
+        struct timeval tv = shared_wait(sh);
         evtimer_add(c->deadline, &tv);
     }
     return c;
@@ -859,7 +859,7 @@ static void shared_slot_finish(shared_call *c, int granted, int held)
 
 static void shared_on_slot_deadline(evutil_socket_t fd, short what, void *arg)
 {
-    log_debug("redis: no answer to a slot within %d ms: the local count decides", SHARED_ASK_MS);
+    log_debug("redis: no answer to a slot in time: the local count decides");
     shared_slot_finish(arg, 1, 0);
 }
 
@@ -922,7 +922,7 @@ static shared_call *shared_redis_cursor_take(shared *sh, const char *key, const 
         c->ud = ud;
     }
     shared_rotation_wait *w =
-        shared_rotation_take(sr->rot, key, model, pos, c ? shared_on_cursor : NULL, c, SHARED_ASK_MS);
+        shared_rotation_take(sr->rot, key, model, pos, c ? shared_on_cursor : NULL, c, (int)sh->gw->cfg.redis_wait_ms);
     if (!w) {
         free(c);
         return NULL;
@@ -961,7 +961,7 @@ static shared_call *shared_redis_slot_take(shared *sh, const pool_account *pa, u
     *slot = sl->seq;
     c->deadline = evtimer_new(sh->gw->base, shared_on_slot_deadline, c);
     if (c->deadline) {
-        struct timeval tv = {0, SHARED_ASK_MS * 1000};
+        struct timeval tv = shared_wait(sh);
         evtimer_add(c->deadline, &tv);
     }
     return c;

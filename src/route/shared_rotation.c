@@ -196,7 +196,7 @@ shared_rotation_wait *shared_rotation_take(shared_rotation *r, const char *key, 
     rot_send(r, e, NULL); /* and one for the next pick */
     w->deadline = evtimer_new(r->base, rot_on_deadline, w);
     if (w->deadline) {
-        struct timeval tv = {0, wait_ms * 1000};
+        struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
         evtimer_add(w->deadline, &tv);
     }
     return w;

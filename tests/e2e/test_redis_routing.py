@@ -50,7 +50,7 @@ class RedisRoutingTest(RedisGatewayTest):
 
     def test_balanced_rotation_across_three_gateways_spreads_consecutive_requests_evenly(self):
         accts = [account(n, self.mock.url(n)) for n in ("a", "b", "c")]
-        gs = self.gateways(3, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "balanced"})
+        gs = self.gateways(3, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "balanced", "SWITCHYARD_REDIS_WAIT_MS": "1000"})
         key = gs[0].key  # one client key, shared with the others through the pool's config
         for g in gs[1:]:
             wait_for(lambda g=g: g.get("/v1/models", key=key).status == 200, what="the key on every gateway")
@@ -141,7 +141,7 @@ class RedisRoutingTest(RedisGatewayTest):
     def test_slots_are_taken_with_the_loaded_script_after_a_restart_and_a_flushed_script_cache(self):
         accts = [account("a", self.mock.url("a", "slow_headers,ms=600"), args=("--max-concurrency", "1")),
                  account("b", self.mock.url("b"))]
-        gs = self.gateways(2, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        gs = self.gateways(2, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered", "SWITCHYARD_REDIS_WAIT_MS": "1000"})
         self.in_step(gs)
         self.slot_holds(*gs)
         stats = self.commandstats()
