@@ -39,6 +39,10 @@ local DEACTIVATED_TEXTS = { "account_deactivated", "deactivated" }
 --       deactivated (or "This workspace has been deactivated ...").
 --   403 {"detail":{"code":"invalid_workspace_selected"}}: the login's
 --       workspace may not use Codex.
+--   401 {"error":{"code":"account_deactivated","message":"The OpenAI account
+--       associated with this API key has been deactivated. ..."}}: the API
+--       account behind the key was deactivated (a 401/402/403 naming it;
+--       "deactivated" elsewhere, without the code, stays a cooldown below).
 --   403 {"error":{"code":"unsupported_country_region_territory","message":
 --       "Country, region, or territory not supported","type":"request_forbidden"}},
 --       or a 401 "Workspace is not authorized in this region.": the upstream
@@ -48,6 +52,7 @@ local HELD = {
                                "workspace has been deactivated" } },
   { "workspace_denied", { "invalid_workspace_selected", "workspace_access_denied" } },
   { "region_unsupported", { "unsupported_country_region_territory", "not authorized in this region" } },
+  { "account_deactivated", { "account_deactivated", "account associated with this api key has been deactivated" } },
 }
 local HELD_STATUS = sy.set{ 401, 402, 403 }
 -- An API key its upstream refuses as invalid (401 or 403): the OpenAI API's

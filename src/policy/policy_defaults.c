@@ -24,6 +24,8 @@ static const char *const held_deactivated[] = {
 static const char *const held_workspace[] = {"invalid_workspace_selected", "workspace_access_denied", NULL};
 static const char *const held_region[] = {
     "unsupported_country_region_territory", "not authorized in this region", NULL};
+static const char *const held_account[] = {
+    "account_deactivated", "account associated with this api key has been deactivated", NULL};
 /* classify.lua's KEY_REFUSED_TEXTS: an API key its upstream refuses as invalid. */
 static const char *const key_refused_texts[] = {"invalid_api_key", "incorrect_api_key", "incorrect api key provided",
                                                 "invalid_key", "invalid api key", "invalid x-api-key", NULL};
@@ -136,6 +138,8 @@ static const char *classify_held(const policy_event *ev)
         return "workspace_denied";
     if (event_mentions(ev, held_region))
         return "region_unsupported";
+    if (event_mentions(ev, held_account))
+        return "account_deactivated";
     if (ev->status != 402 && !(ev->account_kind && strcmp(ev->account_kind, "chatgpt") == 0) &&
         event_mentions(ev, key_refused_texts))
         return "key_refused";

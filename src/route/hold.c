@@ -13,13 +13,19 @@ static const hold_info hold_known[] = {
      "have the workspace admin allow Codex, or sign in to another workspace and import the login again"},
     {"region_unsupported", "the upstream does not serve the gateway's country or region",
      "send the gateway's upstream traffic through a supported region (a proxy)"},
+    {"account_deactivated", "the upstream account behind this key or login was deactivated",
+     "use another account (`switchyard account update --name NAME --token ...` with a key of a live one, or "
+     "remove this one)"},
     {"key_refused", "the upstream refuses this key as invalid",
      "update it with `switchyard account update --name NAME --token ...` (a new key clears the hold)"},
 };
 
 /* key_refused's advice names the account in its update command too: a new
  * key is the usual fix, and storing it clears the hold by itself. */
-static int hold_by_update(const char *state) { return state && strcmp(state, "key_refused") == 0; }
+static int hold_by_update(const char *state)
+{
+    return state && (strcmp(state, "key_refused") == 0 || strcmp(state, "account_deactivated") == 0);
+}
 
 hold_info hold_describe(const char *state)
 {

@@ -29,6 +29,7 @@ SHAPES = {
     "deactivated_workspace": "status=402,err=deactivated_workspace,times=1",
     "workspace_denied": "status=403,err=workspace_denied,times=1",
     "region_unsupported": "status=403,err=region,times=1",
+    "account_deactivated": "status=401,err=account_deactivated,times=1",
 }
 
 
@@ -114,7 +115,7 @@ class AccountStatesTest(GatewayTest):
         self.assertEqual(len(self.mock.requests("a")), 1, "a held account was tried again")
         wait_for(lambda: f'account=a reason="{state}: ' in g.trace_text(), what="the skip reason in the trace")
         skip = [ln for ln in g.trace_text().splitlines() if f'account=a reason="{state}: ' in ln][-1]
-        self.assertIn("then `switchyard account reset --name a`", skip)
+        self.assertIn("`switchyard account reset --name a`", skip)  # after the fix, or beside a new key
         self.assertIn("ACCOUNT_HOLD", g.trace_text())
         self.check_held_everywhere(g, tok, state)
         # a restart keeps it
@@ -141,6 +142,9 @@ class AccountStatesTest(GatewayTest):
 
     def test_unsupported_region_holds_the_account_until_reset(self):
         self.run_state("region_unsupported")
+
+    def test_a_key_of_a_deactivated_api_account_is_held_until_reset_not_cooled_and_probed(self):
+        self.run_state("account_deactivated")
 
     def test_admin_api_reset_clears_the_hold_for_good(self):
         g, tok = self.pool("deactivated_workspace")

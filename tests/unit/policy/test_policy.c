@@ -628,13 +628,17 @@ static void test_classify_default_numbers(void)
         CHECK_EQ_STR(v.cls, "quota");
         CHECK(v.cooldown == -1);
     }
-    policy_event ev = event(401);
+    policy_event ev = event(400);
     ev.error_code = "account_deactivated";
     policy_verdict v;
     policy_classify(pe, &ev, &v);
     CHECK_EQ_INT(v.failover, 1);
     CHECK_EQ_STR(v.cls, "deactivated");
-    CHECK_EQ_STR(v.state, ""); /* a cooldown, not a hold */
+    CHECK_EQ_STR(v.state, ""); /* on a 400: a cooldown, not a hold */
+    ev = event(401);
+    ev.error_code = "account_deactivated";
+    policy_classify(pe, &ev, &v);
+    CHECK_EQ_STR(v.state, "account_deactivated"); /* the account refused for good: held */
     /* refusals waiting does not heal hold the account, in the shapes the upstreams send */
     struct { int status; const char *body, *code, *message, *state; } held[] = {
         {402, "{\"detail\":{\"code\":\"deactivated_workspace\"}}", "deactivated_workspace", NULL,

@@ -8,8 +8,9 @@ static int starts(const char *s, const char *prefix) { return strncmp(s, prefix,
 
 static void test_known_states_say_what_happened_and_what_to_do(void)
 {
-    const char *states[] = {"deactivated_workspace", "workspace_denied", "region_unsupported", "key_refused"};
-    for (size_t i = 0; i < 4; i++) {
+    const char *states[] = {"deactivated_workspace", "workspace_denied", "region_unsupported", "account_deactivated",
+                            "key_refused"};
+    for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
         hold_info h = hold_describe(states[i]);
         CHECK_EQ_STR(h.state, states[i]);
         CHECK(strlen(h.what) > 10 && strlen(h.fix) > 10);
