@@ -1,6 +1,7 @@
 /* shared_conv.c: the turns of stored conversations in Redis: the scripts,
  * the commands, and the reading of a chain's answer (see shared_conv.h). */
 #include "route/shared_conv.h"
+#include "store/store_conversations.h"
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,16 +152,8 @@ int shared_conv_chain_cmd(shared_conv_cmd *c, const char *prefix, const char *re
 
 /* ---------- the chain's answer ---------- */
 
-void shared_conv_chain_free(conv_link *chain, size_t n)
-{
-    for (size_t i = 0; chain && i < n; i++) {
-        free(chain[i].response_id);
-        free(chain[i].previous_response_id);
-        free(chain[i].input_json);
-        free(chain[i].output_json);
-    }
-    free(chain);
-}
+/* The turns own their strings as the store's do: one way to free both. */
+void shared_conv_chain_free(conv_link *chain, size_t n) { store_conversation_chain_free(chain, n); }
 
 /* A string element of the answer: 1, with its bytes in *s and *n. */
 static int shared_conv_str(const redisReply *e, const char **s, size_t *n)
