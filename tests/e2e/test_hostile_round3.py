@@ -19,11 +19,15 @@ import json
 import os
 import socket
 import struct
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import threading
 import time
+import urllib.parse
 import zlib
 
 from harness import HOST, GatewayTest, account, admin_get, main, vm_kib, wait_for
 from test_compressed_bodies import fnv1a, gzip, raw_deflate, zstd
+from test_login_flow import Login, get as login_get
 from test_websocket import TERMINAL, Closed, WsClient, create, user
 
 
@@ -427,6 +431,195 @@ class CompressedBodiesTest(GatewayTest):
         got = self.send(g, body, ["Content-Encoding: zstd"], length=len(body) + 10)
         self.assertError(got, 408)
         self.assertEqual(self.mock.requests(), [])
+
+
+class TokenEndpoint:
+    """A token endpoint that answers the exchange with exactly what a test names:
+    (status, body bytes, trickle seconds between bytes or 0)."""
+
+    def __init__(self, status, body, trickle=0.0):
+        self.hits = 0
+        ep = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                ep.hits += 1
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    if trickle:
+                        for b in body:
+                            self.wfile.write(bytes([b]))
+                            self.wfile.flush()
+                            time.sleep(trickle)
+                    else:
+                        self.wfile.write(body)
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer((HOST, 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self):
+        return f"http://{HOST}:{self.server.server_address[1]}/oauth/token"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def jwt(claims):
+    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
+    return f"{enc({'alg': 'none'})}.{enc(claims)}.sig"
+
+
+class SignInTest(GatewayTest):
+
+    def env(self, token_url=None, spec="ok,user=alice"):
+        base = self.mock.base()
+        return {"SWITCHYARD_OAUTH_AUTHORIZE_URL": f"{base}/oauth/{spec}/authorize",
+                "SWITCHYARD_OAUTH_TOKEN_URL": token_url or f"{base}/oauth/ok/token",
+                "SWITCHYARD_OAUTH_TIMEOUT_MS": "3000"}
+
+    def login(self, g, env):
+        lg = Login(g, env, ["--name", "alice", "--no-browser", "--port", "0", "--timeout", "30"])
+        self.addCleanup(lg.kill)
+        return lg
+
+    def location(self, lg):
+        status, headers, body = login_get(lg.auth_url())
+        self.assertEqual(status, 302, body)
+        return headers["location"]
+
+    def accounts(self, g):
+        return g.query("SELECT name, token, refresh_token, id_token, chatgpt_account_id, email FROM accounts")
+
+    def test_hostile_token_answers_end_the_sign_in_in_bounded_time_and_store_nothing(self):
+        good = {"access_token": jwt({"exp": int(time.time()) + 3600}), "refresh_token": "rt_1",
+                "id_token": jwt({"email": "a@example.com"}), "expires_in": 3600}
+        answers = [
+            ("huge", 200, b'{"access_token":"' + b"a" * (4 << 20) + b'"}', 0),
+            ("not json", 200, b"<html>hello</html>", 0),
+            ("json not an object", 200, b"[1,2,3]", 0),
+            ("crlf in the token", 200, json.dumps(dict(good, access_token="tok\r\nX-Evil: 1")).encode(), 0),
+            ("no refresh token", 200, json.dumps(dict(good, refresh_token=None)).encode(), 0),
+            ("an error with control characters", 400, b'{"error":"bad\u001b[31m\r\ncode"}', 0),
+            ("a 500 of html", 500, b"<html>" + b"x" * 200000, 0),
+            ("trickled past the timeout", 200, json.dumps(good).encode(), 0.05),
+        ]
+        for what, status, body, trickle in answers:
+            ep = TokenEndpoint(status, body, trickle)
+            self.addCleanup(ep.close)
+            g = self.gateway([], start=False)
+            lg = self.login(g, self.env(ep.url()))
+            t0 = time.monotonic()
+            cb_status, _, cb_body = login_get(self.location(lg), connect_host="127.0.0.1")
+            self.assertEqual(cb_status, 502, (what, cb_body))
+            rc, out, err = lg.finish()
+            self.assertLess(time.monotonic() - t0, 10, what)
+            self.assertEqual(rc, 1, (what, err))
+            self.assertIn("nothing was stored", err, what)
+            self.assertNotIn("\x1b", err, what)
+            self.assertEqual(self.accounts(g), [], what)
+            self.assertEqual(ep.hits, 1, what)
+
+    def test_an_id_token_that_is_no_jwt_is_stored_without_claims_never_as_garbage(self):
+        # the tokens work; the claims (account id, e-mail) are read from the id token or left out
+        for id_token in ("not-a-jwt", "a.b.c", jwt({"email": "x\r\ny@example.com", "https://api.openai.com/auth":
+                                                   {"chatgpt_account_id": "acct\r\nX-Evil: 1"}})):
+            ep = TokenEndpoint(200, json.dumps({"access_token": "at_ok", "refresh_token": "rt_ok",
+                                                "id_token": id_token, "expires_in": 3600}).encode())
+            self.addCleanup(ep.close)
+            g = self.gateway([], start=False)
+            lg = self.login(g, self.env(ep.url()))
+            cb_status, _, _ = login_get(self.location(lg), connect_host="127.0.0.1")
+            rc, out, err = lg.finish()
+            self.assertEqual((cb_status, rc), (200, 0), err)
+            row, = self.accounts(g)
+            self.assertEqual(row["token"], "at_ok")
+            for k in ("chatgpt_account_id", "email"):
+                self.assertFalse(row[k] and ("\r" in row[k] or "\n" in row[k]), row)
+
+    def test_repeated_callback_parameters_are_refused_and_the_sign_in_goes_on(self):
+        g = self.gateway([], start=False)
+        lg = self.login(g, self.env())
+        location = self.location(lg)
+        u = urllib.parse.urlsplit(location)
+        q = dict(urllib.parse.parse_qsl(u.query))
+        # (one error with the genuine state would end the sign-in: a denial; two are no answer)
+        for extra in ([("state", "x" * 43)], [("code", "forged")], [("error", "a"), ("error", "b")],
+                      [("state", q["state"])]):
+            pairs = list(q.items()) + extra
+            forged = urllib.parse.urlunsplit((u.scheme, u.netloc, u.path, urllib.parse.urlencode(pairs), ""))
+            status, _, _ = login_get(forged, connect_host="127.0.0.1")
+            self.assertEqual(status, 400, extra)
+        self.assertIsNone(lg.proc.poll())
+        status, _, _ = login_get(location, connect_host="127.0.0.1")
+        self.assertEqual(status, 200)
+        rc, _, err = lg.finish()
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(self.accounts(g)), 1)
+
+    def test_oversized_and_malformed_callbacks_are_refused_and_the_sign_in_goes_on(self):
+        g = self.gateway([], start=False)
+        lg = self.login(g, self.env())
+        location = self.location(lg)
+        port = urllib.parse.urlsplit(location).port
+        for raw in (b"GET /auth/callback?" + b"a" * 20000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n",
+                    b"GET " + location.split(str(port), 1)[1].encode() + b"&" + b"b" * 9000 +
+                    b" HTTP/1.1\r\nHost: localhost:%d\r\n\r\n" % port,
+                    b"\x00\x01\x02\r\n\r\n", b"GET\r\n\r\n", b"G" * 20000):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            try:
+                s.sendall(raw)
+                answer = s.recv(65536)
+            except OSError:
+                answer = b""
+            s.close()
+            self.assertFalse(answer.startswith(b"HTTP/1.1 200"), answer[:80])
+        self.assertIsNone(lg.proc.poll())
+        status, _, _ = login_get(location, connect_host="127.0.0.1")
+        self.assertEqual(status, 200)
+        self.assertEqual(lg.finish()[0], 0)
+
+    def test_idle_connections_do_not_hold_off_the_genuine_callback(self):
+        g = self.gateway([], start=False)
+        lg = self.login(g, self.env())
+        location = self.location(lg)
+        port = urllib.parse.urlsplit(location).port
+        idle = []
+        for _ in range(12):  # a local process holding connections open, sending nothing
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            self.addCleanup(s.close)
+            idle.append(s)
+        t0 = time.monotonic()
+        status, _, _ = login_get(location, connect_host="127.0.0.1")
+        self.assertEqual(status, 200)
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertEqual(lg.finish()[0], 0)
+
+    def test_a_callback_after_the_sign_in_finds_nobody_listening(self):
+        g = self.gateway([], start=False)
+        lg = self.login(g, self.env())
+        location = self.location(lg)
+        self.assertEqual(login_get(location, connect_host="127.0.0.1")[0], 200)
+        self.assertEqual(lg.finish()[0], 0)
+        with self.assertRaises(OSError):
+            login_get(location, connect_host="127.0.0.1")
+        self.assertEqual(len(self.oauth_exchanges()), 1)
+
+    def oauth_exchanges(self):
+        return [r for r in self.mock.requests() if r["endpoint"] == "oauth_token"]
 
 
 def zlib_wrap(data):
