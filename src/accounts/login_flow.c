@@ -174,6 +174,22 @@ int login_query_get(const char *query, const char *key, char *out, size_t n)
 
 /* ---------- the callback ---------- */
 
+/* How many times key appears in a query string (its name as sent). */
+static int login_query_count(const char *query, const char *key)
+{
+    size_t klen = strlen(key);
+    int n = 0;
+    for (const char *p = query; p && *p;) {
+        size_t len = strcspn(p, "&");
+        if (len >= klen && strncmp(p, key, klen) == 0 && (len == klen || p[klen] == '='))
+            n++;
+        p += len;
+        if (*p == '&')
+            p++;
+    }
+    return n;
+}
+
 /* Constant time: the state is a secret of the sign-in. */
 static int login_same(const char *a, const char *b)
 {
@@ -213,6 +229,14 @@ login_callback_kind login_callback_check(const char *method, const char *target,
         sbuf_fmt_into(why, whyn, "%s", "a callback sent from another site (Origin header)");
         return LOGIN_CB_FOREIGN;
     }
+    /* a parameter given twice (RFC 6749 4.1.2: never by the authorization
+     * server) could be read as either: the callback is no answer of its */
+    static const char *const once[] = {"state", "code", "error", "error_description"};
+    for (size_t i = 0; i < sizeof once / sizeof *once; i++)
+        if (login_query_count(query, once[i]) > 1) {
+            sbuf_fmt_into(why, whyn, "a callback repeating its %s parameter", once[i]);
+            return LOGIN_CB_BAD_STATE;
+        }
     char got[256];
     if (login_query_get(query, "state", got, sizeof got) != 0 || !login_same(got, state)) {
         sbuf_fmt_into(why, whyn, "%s", "a callback whose state is not this sign-in's");

@@ -1,9 +1,10 @@
 /* cli_login.c: `switchyard account login`: the ChatGPT sign-in run from the
  * gateway's own command line, as Codex CLI runs it (docs/accounts.md,
  * "Logging in from the gateway"). The browser flow waits for the
- * authorization server's redirect on a loopback server here (a blocking
- * accept loop: this is the command's own process, not the gateway's loop),
- * every wait bounded by the sign-in's deadline; the device flow polls.
+ * authorization server's redirect on a loopback server here (a poll loop
+ * reading up to CLI_LOGIN_PENDING request heads at once, each within
+ * CLI_LOGIN_READ_MS: this is the command's own process, not the gateway's
+ * loop), every wait bounded by the sign-in's deadline; the device flow polls.
  * Either way the login is stored as `account import` stores a Codex
  * auth.json, so the gateway refreshes it from then on. */
 #include "admin/cli_internal.h"
@@ -31,6 +32,10 @@
 #define CLI_LOGIN_BROWSER_S 600  /* the browser sign-in's whole time */
 #define CLI_LOGIN_HEAD_MAX 16384 /* a callback request's head */
 #define CLI_LOGIN_READ_MS 5000   /* one request's head must arrive within this */
+/* connections whose heads are read at once: one that sends nothing (or
+ * trickles) never holds off the browser's, which arrives whole; past this
+ * many the oldest is dropped */
+#define CLI_LOGIN_PENDING 16
 
 typedef struct cli_login_args {
     const char *db, *name, *port, *timeout;
@@ -65,27 +70,6 @@ static int cli_login_bind(int port, int *actual)
     }
     *actual = ntohs(sa.sin_port);
     return fd;
-}
-
-/* Reads a request head (to the blank line) within ms; -1 if none came whole. */
-static int cli_login_read_head(int fd, char *buf, size_t n, long ms)
-{
-    size_t got = 0;
-    double end = cli_login_now() + ms / 1000.0;
-    while (got + 1 < n) {
-        int left = (int)((end - cli_login_now()) * 1000);
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left <= 0 || poll(&p, 1, left) <= 0)
-            return -1;
-        ssize_t r = recv(fd, buf + got, n - 1 - got, 0);
-        if (r <= 0)
-            return -1;
-        got += (size_t)r;
-        buf[got] = '\0';
-        if (strstr(buf, "\r\n\r\n"))
-            return 0;
-    }
-    return -1;
 }
 
 /* The value of header name in a head (NUL-terminated in place), or NULL. */
@@ -183,28 +167,113 @@ static int cli_login_browser(const char *cmd, const sy_config *cfg, const cli_lo
 
     int rc = -1;
     double deadline = cli_login_now() + (double)timeout_s;
-    char head[CLI_LOGIN_HEAD_MAX], code[2048], why[400], err[512];
+    char code[2048], why[400], err[512];
+    struct {
+        int fd;
+        size_t got;
+        double until;
+        char head[CLI_LOGIN_HEAD_MAX];
+    } *pend = calloc(CLI_LOGIN_PENDING, sizeof *pend);
+    if (!pend) {
+        fprintf(stderr, "switchyard %s: out of memory\n", cmd);
+        close(fd);
+        return -1;
+    }
+    size_t np = 0;
     for (;;) {
-        int left = (int)((deadline - cli_login_now()) * 1000);
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left <= 0) {
+        double now = cli_login_now();
+        if (now >= deadline) {
             fprintf(stderr, "switchyard %s: the sign-in did not come back within %ld s; nothing was stored\n", cmd,
                     timeout_s);
             break;
         }
-        if (poll(&p, 1, left) <= 0)
+        for (size_t i = 0; i < np;) { /* heads that did not come whole in time */
+            if (now < pend[i].until) {
+                i++;
+                continue;
+            }
+            cli_login_reply(pend[i].fd, 408, "Request Timeout", "Bad request", "The request did not arrive in time.");
+            close(pend[i].fd);
+            pend[i] = pend[--np];
+        }
+        struct pollfd p[1 + CLI_LOGIN_PENDING];
+        double wake = deadline;
+        p[0] = (struct pollfd){fd, POLLIN, 0};
+        for (size_t i = 0; i < np; i++) {
+            p[1 + i] = (struct pollfd){pend[i].fd, POLLIN, 0};
+            if (pend[i].until < wake)
+                wake = pend[i].until;
+        }
+        int left = (int)((wake - now) * 1000) + 1;
+        if (poll(p, 1 + np, left) <= 0)
             continue;
-        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0)
+        size_t ready = 0; /* the connection whose head came whole, + 1 */
+        for (size_t i = np; i-- > 0 && !ready;) {
+            if (!p[1 + i].revents)
+                continue;
+            ssize_t r = recv(pend[i].fd, pend[i].head + pend[i].got, sizeof pend[i].head - 1 - pend[i].got, 0);
+            if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR))) {
+                close(pend[i].fd);
+                pend[i] = pend[--np];
+                continue;
+            }
+            if (r > 0) {
+                pend[i].got += (size_t)r;
+                pend[i].head[pend[i].got] = '\0';
+            }
+            if (strstr(pend[i].head, "\r\n\r\n"))
+                ready = i + 1;
+            else if (pend[i].got + 1 >= sizeof pend[i].head) {
+                cli_login_reply(pend[i].fd, 431, "Request Header Fields Too Large", "Bad request",
+                                "This is the sign-in callback of switchyard.");
+                close(pend[i].fd);
+                pend[i] = pend[--np];
+            }
+        }
+        if (!ready && (p[0].revents & POLLIN)) {
+            int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (c >= 0) {
+                if (np == CLI_LOGIN_PENDING) { /* the oldest goes */
+                    size_t old = 0;
+                    for (size_t i = 1; i < np; i++)
+                        if (pend[i].until < pend[old].until)
+                            old = i;
+                    close(pend[old].fd);
+                    pend[old] = pend[--np];
+                }
+                pend[np].fd = c;
+                pend[np].got = 0;
+                pend[np].head[0] = '\0';
+                pend[np].until = now + CLI_LOGIN_READ_MS / 1000.0;
+                np++;
+            }
+        }
+        if (!ready)
             continue;
-        long rd = left < CLI_LOGIN_READ_MS ? left : CLI_LOGIN_READ_MS;
+        int c = pend[ready - 1].fd;
+        char *head = pend[ready - 1].head;
+        pend[ready - 1].fd = -1;
+        /* the request line: METHOD SP TARGET SP HTTP/..., the target whole or refused (a target cut
+         * short would be judged for what it is not) */
         char method[16], target[8192];
-        if (cli_login_read_head(c, head, sizeof head, rd) != 0 ||
-            sscanf(head, "%15s %8191s HTTP/", method, target) != 2) {
-            cli_login_reply(c, 400, "Bad Request", "Bad request", "This is the sign-in callback of switchyard.");
+        size_t ml = strcspn(head, " \r\n");
+        const char *t = head + ml + (head[ml] == ' ');
+        size_t tl = strcspn(t, " \r\n");
+        int line_ok = head[ml] == ' ' && ml && ml < sizeof method && tl && t[tl] == ' ' && !strncmp(t + tl + 1, "HTTP/", 5);
+        if (!line_ok || tl >= sizeof target) {
+            if (line_ok)
+                cli_login_reply(c, 414, "URI Too Long", "Bad request", "This is the sign-in callback of switchyard.");
+            else
+                cli_login_reply(c, 400, "Bad Request", "Bad request", "This is the sign-in callback of switchyard.");
+            memset(head, 0, pend[ready - 1].got);
             close(c);
+            pend[ready - 1] = pend[--np];
             continue;
         }
+        memcpy(method, head, ml);
+        method[ml] = '\0';
+        memcpy(target, t, tl);
+        target[tl] = '\0';
         char host[256] = "", origin[512] = "";
         const char *h = cli_login_header(head, "Host");
         int has_host = h != NULL;
@@ -253,9 +322,17 @@ static int cli_login_browser(const char *cmd, const sy_config *cfg, const cli_lo
             close(c);
             goto done;
         }
+        memset(target, 0, sizeof target);
+        memset(head, 0, pend[ready - 1].got);
         close(c);
+        pend[ready - 1] = pend[--np];
     }
 done:
+    for (size_t i = 0; i < np; i++)
+        if (pend[i].fd >= 0)
+            close(pend[i].fd);
+    memset(pend, 0, CLI_LOGIN_PENDING * sizeof *pend); /* the heads held a code and the state */
+    free(pend);
     memset(code, 0, sizeof code);
     memset(&pk, 0, sizeof pk);
     close(fd);

@@ -88,6 +88,8 @@ typedef struct ws_conn {
     int closing;                       /* our close frame is queued */
     double close_by;
     int close_after_turn;              /* 1001 once the turn ends */
+    int failed;                        /* a protocol error: our close frame written, the rest waits for the end */
+    int input_paused;                  /* the client owes reading more than WS_HIGH_WATER: it is not read */
     conv_link last;                    /* the connection's last response (heap strings) */
     uint64_t warmups;
     /* the turn in progress */
@@ -214,7 +216,7 @@ static void ws_kill(ws_conn *c, const char *why)
  * client could lose the close frame (its code says why) with them. */
 static void ws_check_end(ws_conn *c)
 {
-    if (c->dead)
+    if (c->dead || c->failed) /* ends at the client's EOF (ws_on_event) or the grace (ws_on_tick) */
         return;
     size_t pending = evbuffer_get_length(bufferevent_get_output(c->bev));
     int sent = wslay_event_get_close_sent(c->ctx);
@@ -228,7 +230,11 @@ static void ws_check_end(ws_conn *c)
         ws_kill(c, NULL);
 }
 
-/* Frames what wslay has queued into the socket's buffer. */
+/* Frames what wslay has queued into the socket's buffer. Past
+ * WS_HIGH_WATER owed to the client, the client is not read any more (until
+ * ws_on_write sees the buffer below WS_LOW_WATER): each message it sends
+ * may be answered (an error event, a pong), so a client that sends and
+ * never reads would otherwise fill the gateway's memory with its answers. */
 static void ws_flush(ws_conn *c)
 {
     if (c->dead)
@@ -237,11 +243,47 @@ static void ws_flush(ws_conn *c)
         ws_kill(c, "framing failed");
         return;
     }
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) > WS_MAX_OUTPUT) {
+    size_t owed = evbuffer_get_length(bufferevent_get_output(c->bev));
+    if (owed > WS_MAX_OUTPUT) {
         ws_kill(c, "the client does not read what it is sent");
         return;
     }
+    if (owed > WS_HIGH_WATER && !c->input_paused) {
+        c->input_paused = 1;
+        bufferevent_disable(c->bev, EV_READ);
+    }
     ws_check_end(c);
+}
+
+/* RFC 6455 7.1.7, failing the connection after a protocol error: a close
+ * frame with code written straight to the socket (wslay queues its own
+ * with no code at all when its frame parser fails, or echoes a close it
+ * should have refused; neither is sent), what the client sends next is
+ * dropped, and the socket closes when the client closes it or after the
+ * grace. Server frames are unmasked: 0x88, the length, the code, the reason. */
+static void ws_fail(ws_conn *c, uint16_t code, const char *reason)
+{
+    if (c->dead || c->failed)
+        return;
+    size_t n = strlen(reason);
+    if (n > 123)
+        n = 123;
+    if (!wslay_event_get_close_sent(c->ctx)) {
+        uint8_t head[4] = {0x88, (uint8_t)(2 + n), (uint8_t)(code >> 8), (uint8_t)(code & 0xff)};
+        struct evbuffer *out = bufferevent_get_output(c->bev);
+        evbuffer_add(out, head, sizeof head);
+        evbuffer_add(out, reason, n);
+    }
+    log_info("websocket: failing a connection (%u): %s", code, reason);
+    wslay_event_shutdown_read(c->ctx);
+    wslay_event_shutdown_write(c->ctx);
+    c->failed = 1;
+    c->closing = 1;
+    c->close_by = ws_now() + WS_CLOSE_GRACE_S;
+    if (c->input_paused) { /* the rest is read to be dropped */
+        c->input_paused = 0;
+        bufferevent_enable(c->bev, EV_READ);
+    }
 }
 
 static void ws_send_text(ws_conn *c, const char *p, size_t n)
@@ -605,6 +647,8 @@ static void ws_on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_m
         ws_on_message(c, (const char *)arg->msg, arg->msg_length);
     else if (arg->opcode == WSLAY_BINARY_FRAME)
         ws_close(c, 1003, "binary messages are not served");
+    else if (arg->opcode == WSLAY_CONNECTION_CLOSE && arg->msg_length == 1) /* a code is two bytes */
+        ws_fail(c, 1002, "a close frame of one byte");
     else if (arg->opcode == WSLAY_CONNECTION_CLOSE)
         log_debug("websocket: the client closed (%u)", arg->status_code);
 }
@@ -622,8 +666,10 @@ static void ws_on_read(struct bufferevent *bev, void *arg)
         ws_check_end(c);
         return;
     }
-    if (wslay_event_recv(c->ctx) != 0) {
-        ws_kill(c, "a framing error");
+    if (wslay_event_recv(c->ctx) != 0) { /* the frame parser refused a frame head (a control frame over
+                                           * 125 bytes or fragmented, a length not in its shortest form
+                                           * or of 2^63 and more): our recv callback never fails */
+        ws_fail(c, 1002, "protocol error: a malformed frame");
         return;
     }
     ws_flush(c);
@@ -634,10 +680,18 @@ static void ws_on_write(struct bufferevent *bev, void *arg)
     ws_conn *c = arg;
     if (c->dead)
         return;
-    if (c->turn_paused && c->turn_evcon &&
-        evbuffer_get_length(bufferevent_get_output(c->bev)) <= WS_LOW_WATER) {
+    size_t owed = evbuffer_get_length(bufferevent_get_output(c->bev));
+    if (c->turn_paused && c->turn_evcon && owed <= WS_LOW_WATER) {
         c->turn_paused = 0;
         bufferevent_enable(evhttp_connection_get_bufferevent(c->turn_evcon), EV_READ);
+    }
+    if (c->input_paused && owed <= WS_LOW_WATER) {
+        c->input_paused = 0;
+        bufferevent_enable(c->bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_input(c->bev))) /* what was read before the pause */
+            ws_on_read(c->bev, c);
+        if (c->dead)
+            return;
     }
     ws_check_end(c);
 }
@@ -774,6 +828,14 @@ int ws_upgrade(gateway *gw, struct evhttp_request *req, ws_refusal *why)
     if (!version || strcmp(version, "13") != 0) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Sec-WebSocket-Version", "13");
         return ws_refuse(why, 426, "unsupported_websocket_version", "this gateway speaks WebSocket version 13");
+    }
+    /* a body on the handshake is nothing RFC 6455 defines: bytes a proxy
+     * between could take for frames, or for the next request */
+    const char *cl = evhttp_find_header(h, "Content-Length");
+    if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) || evhttp_find_header(h, "Transfer-Encoding") ||
+        (cl && strspn(cl, "0") != strlen(cl))) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        return ws_refuse(why, 400, "invalid_upgrade", "a WebSocket handshake carries no body");
     }
     char accept[29];
     if (ws_accept_key(evhttp_find_header(h, "Sec-WebSocket-Key"), accept) != 0)

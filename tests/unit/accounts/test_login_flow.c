@@ -107,6 +107,25 @@ static void test_callback_with_another_state_is_refused_before_its_code_is_read(
                  LOGIN_CB_BAD_STATE);
 }
 
+static void test_callback_repeating_a_parameter_is_refused_whichever_copy_is_ours(void)
+{
+    char code[128];
+    const char *h = "localhost:1455";
+    CHECK_EQ_INT(judge("GET", "/auth/callback?code=ac_1&state=" STATE "&state=other", h, NULL, code),
+                 LOGIN_CB_BAD_STATE);
+    CHECK_EQ_INT(judge("GET", "/auth/callback?state=other&code=ac_1&state=" STATE, h, NULL, code),
+                 LOGIN_CB_BAD_STATE);
+    CHECK_EQ_INT(judge("GET", "/auth/callback?code=ac_1&state=" STATE "&code=forged", h, NULL, code),
+                 LOGIN_CB_BAD_STATE);
+    CHECK_EQ_INT(judge("GET", "/auth/callback?state=" STATE "&error=a&error=b", h, NULL, code), LOGIN_CB_BAD_STATE);
+    CHECK_EQ_INT(judge("GET", "/auth/callback?code=ac_1&state=" STATE "&code", h, NULL, code), LOGIN_CB_BAD_STATE);
+    CHECK_EQ_STR(code, "");
+    /* a name that only begins like one is another parameter */
+    CHECK_EQ_INT(judge("GET", "/auth/callback?code=ac_1&state=" STATE "&codex=1&states=2", h, NULL, code),
+                 LOGIN_CB_CODE);
+    CHECK_EQ_STR(code, "ac_1");
+}
+
 static void test_callback_from_another_host_origin_path_or_method_is_refused(void)
 {
     char code[128];
@@ -235,6 +254,7 @@ int main(void)
     RUN(test_url_origin_and_query_values);
     RUN(test_callback_with_our_state_and_a_code_is_the_code);
     RUN(test_callback_with_another_state_is_refused_before_its_code_is_read);
+    RUN(test_callback_repeating_a_parameter_is_refused_whichever_copy_is_ours);
     RUN(test_callback_from_another_host_origin_path_or_method_is_refused);
     RUN(test_callback_error_with_our_state_is_a_denial);
     RUN(test_exchange_answer_gives_the_whole_login);
