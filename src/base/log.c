@@ -213,6 +213,13 @@ size_t log_redact_message(char *dst, size_t max, const char *s, size_t n)
     if (cut)
         n = LOG_MESSAGE_IN;
     for (size_t i = 0; s && i < n;) {
+        if (n - i >= 10 && memcmp(s + i, "[redacted]", 10) == 0) { /* redacted before (the account's scrub) */
+            if ((space && !log_put(dst, max, &o, " ", 1)) || !log_put(dst, max, &o, s + i, 10))
+                break;
+            space = armed = 0;
+            i += 10;
+            continue;
+        }
         size_t run = 0;
         while (i + run < n && (isalnum((unsigned char)s[i + run]) || s[i + run] == '-' || s[i + run] == '_' ||
                                s[i + run] == '.'))

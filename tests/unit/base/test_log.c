@@ -70,6 +70,8 @@ static void test_keys_tokens_and_authorization_values_are_redacted_in_a_message(
     CHECK_EQ_STR(msg_of("token eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl expired", 301),
                  "token [redacted] expired");
     CHECK_EQ_STR(msg_of("platform key sy-0123456789abcdefXYZ refused", 301), "platform key [redacted] refused");
+    /* redacted before (the account's own token, by the scrubber): once is enough */
+    CHECK_EQ_STR(msg_of("bad credentials: Bearer [redacted] given", 301), "bad credentials: Bearer [redacted] given");
     CHECK_EQ_STR(msg_of("digest 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 seen", 301),
                  "digest [redacted] seen");
 }
