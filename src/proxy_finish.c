@@ -72,6 +72,12 @@ void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
     sbuf_copy_cstr(p->att_class, sizeof p->att_class, cls ? cls : "");
 }
 
+/* The attempts' messages in one request's attempts record, at most about
+ * this many bytes (the first ones; a request failing over 16 times would
+ * otherwise add 16 of them to its row): with the row's own message, a
+ * failed request's row grows by at most about 1.7 KB (docs/operating.md). */
+#define PROXY_ATTEMPT_MSG_BYTES 1024
+
 /* see proxy_internal.h */
 void proxy_error_note(proxy_req *p, const char *code, const char *msg)
 {
@@ -133,9 +139,13 @@ static void proxy_attempt_record(proxy_req *p)
     sbuf_put_int(t, p->status);
     sbuf_puts(t, ",\"ms\":");
     sbuf_put_int(t, (long long)(secs * 1000.0 + 0.5));
-    if (p->att_msg && p->errmsg.len) { /* what this attempt's upstream said (failed attempts only) */
+    /* what this attempt's upstream said (failed attempts only), while the
+     * request's attempts have used less than PROXY_ATTEMPT_MSG_BYTES on it */
+    if (p->att_msg && p->errmsg.len && p->att_msg_bytes + p->errmsg.len <= PROXY_ATTEMPT_MSG_BYTES) {
+        size_t at = t->len;
         sbuf_puts(t, ",\"message\":");
         sbuf_json_str(t, p->errmsg.p, p->errmsg.len);
+        p->att_msg_bytes += t->len - at;
     }
     p->att_msg = 0;
     sbuf_puts(t, "}");

@@ -147,6 +147,7 @@ typedef struct proxy_req {
      * it is the current attempt's, for its attempts record */
     sbuf errmsg;
     int att_msg;
+    size_t att_msg_bytes;     /* of the attempts record, taken by attempts' messages */
     char bound[96];           /* set when order.lua's bounds stopped the request (proxy_out_of_bounds) */
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok, cached_tok;

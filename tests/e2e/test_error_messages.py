@@ -98,6 +98,23 @@ class ErrorMessageTest(GatewayTest):
         out = g.cli("logs", "--db", g.db_path, "--search", "no_available_account").stdout
         self.assertEqual(len(log_lines(out)), 1, out)
 
+    def test_the_attempts_messages_of_one_request_are_bounded(self):
+        """Fourteen accounts that all fail: the first attempts carry their messages, the
+        later ones only once the record's messages stay within about 1 KiB; the row's own
+        message is the gateway's reply, at most 300 bytes."""
+        g = self.gateway([account(f"a{i:02d}", self.mock.url(f"a{i:02d}", "status=500")) for i in range(14)])
+        self.assertEqual(g.post("/v1/chat/completions", chat()).status, 503)
+        row = g.wait_request_logs(1)[0]
+        tried = json.loads(row["attempts_json"])
+        self.assertGreaterEqual(len(tried), 14)  # (a 500 may be retried on the same account)
+        said = [t["message"] for t in tried if "message" in t]
+        self.assertTrue(said and all(m.startswith("server_error: ") for m in said), said)
+        self.assertEqual([("message" in t) for t in tried], [True] * len(said) + [False] * (len(tried) - len(said)))
+        self.assertLess(len(said), len(tried))
+        self.assertLessEqual(sum(len(json.dumps(m)) + len(',"message":') for m in said), 1024)
+        self.assertLessEqual(len(row["error_message"].encode()), 300)
+        self.assertTrue(row["error_message"].startswith("no_available_account: "), row["error_message"])
+
     def test_a_key_or_token_an_upstream_quotes_is_stored_redacted(self):
         """The API's 401 quoting a key, and an upstream that echoes the Authorization it got
         (the account's own token): the messages are kept, the secrets are not."""
