@@ -425,7 +425,10 @@ void store_conversation_sweep_now(store *s);
 typedef struct store_log_limits {
     int64_t max_rows, max_days;
 } store_log_limits;
-#define STORE_LOG_MAX_ROWS_DEFAULT 1000000 /* about 1 GB of database at the rows' usual size */
+/* about 1 GB of database at the rows' usual size; a failed request's row is
+ * larger by its error message (STORE_LOG_MESSAGE_MAX) and its attempts'
+ * (about 1.4 KiB at most, proxy_finish.c): at worst 1.7 GB more */
+#define STORE_LOG_MAX_ROWS_DEFAULT 1000000
 #define STORE_LOG_MAX_DAYS_DEFAULT 90
 #define STORE_LOG_SWEEP_EVERY_S 30.0
 #define STORE_LOG_SWEEP_ROWS 2048
