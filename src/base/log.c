@@ -188,8 +188,12 @@ static int log_run_wordlike(const char *s, size_t run)
 
 static int log_run_secret(const char *s, size_t run)
 {
-    if (run >= 6 && (strncmp(s, "sk-", 3) == 0 || strncmp(s, "sy-", 3) == 0))
-        return 1; /* a key, or the start of one that the sender masked ("sk-abc12****") */
+    /* a key, or the start of one that the sender masked ("sk-abc12****"),
+     * at the run's start or after a separator ("org_sk-..."; not "task-") */
+    for (size_t i = 0; i + 6 <= run; i++)
+        if ((i == 0 || s[i - 1] == '-' || s[i - 1] == '_' || s[i - 1] == '.') &&
+            (strncmp(s + i, "sk-", 3) == 0 || strncmp(s + i, "sy-", 3) == 0))
+            return 1;
     return run >= 24 && !log_run_wordlike(s, run);
 }
 
@@ -246,7 +250,10 @@ size_t log_redact_message(char *dst, size_t max, const char *s, size_t n)
             if (secret && !log_put(dst, max, &o, "[redacted]", 10))
                 break;
             if (!secret && !log_put(dst, max, &o, s + i, run)) {
-                log_put(dst, max, &o, s + i, max - 1 - o); /* what fits of a word that was judged whole */
+                /* a word that does not fit is left out (half of "Bearer" would
+                 * read as another word), unless it is all there is */
+                if (o == 0)
+                    log_put(dst, max, &o, s + i, max - 1);
                 break;
             }
         } else if (!log_put(dst, max, &o, k ? s + i : "?", k ? k : 1)) {

@@ -70,6 +70,8 @@ static void test_keys_tokens_and_authorization_values_are_redacted_in_a_message(
     CHECK_EQ_STR(msg_of("token eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl expired", 301),
                  "token [redacted] expired");
     CHECK_EQ_STR(msg_of("platform key sy-0123456789abcdefXYZ refused", 301), "platform key [redacted] refused");
+    CHECK_EQ_STR(msg_of("key org_sk-abc123 and a task-queue on a risk-based disk-full", 301),
+                 "key [redacted] and a task-queue on a risk-based disk-full");
     /* redacted before (the account's own token, by the scrubber): once is enough */
     CHECK_EQ_STR(msg_of("bad credentials: Bearer [redacted] given", 301), "bad credentials: Bearer [redacted] given");
     CHECK_EQ_STR(msg_of("digest 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 seen", 301),
@@ -94,8 +96,9 @@ static void test_a_long_message_is_cut_to_its_bound_on_a_character_boundary(void
     CHECK(strlen(out) >= 297);
     CHECK_EQ_INT(sbuf_utf8_cut(out, strlen(out), 300), strlen(out)); /* ends on a whole character */
     CHECK_EQ_INT(sbuf_utf8_len(out + strlen(out) - 2, 2), 2);
-    /* words are cut where the bound falls; nothing but the bound limits them */
-    CHECK_EQ_STR(msg_of("abcdef ghijkl", 10), "abcdef gh");
+    /* the word the bound falls in is left out, unless it is the first */
+    CHECK_EQ_STR(msg_of("abcdef ghijkl", 10), "abcdef");
+    CHECK_EQ_STR(msg_of("abcdefghijkl", 10), "abcdefghi");
     char tiny[1];
     CHECK_EQ_INT(log_redact_message(tiny, 1, "x", 1), 0);
     CHECK_EQ_STR(tiny, "");
