@@ -346,7 +346,7 @@ static void proxy_plan(proxy_req *p)
         snprintf(msg, sizeof msg, "Response with id '%s' not found: it was not relayed through this gateway, or is "
                                   "no longer known to it", p->in.response_id);
         proxy_drop_client_headers(req);
-        server_send_error(req, 404, "invalid_request_error", "response_not_found", msg);
+        proxy_send_error(p, 404, "invalid_request_error", "response_not_found", msg);
         proxy_finish(p, 404);
         return;
     }
@@ -418,7 +418,7 @@ static void proxy_on_key_bucket(void *ud, shared_bucket_verdict v, double wait_s
     trace_event(p->gw->trace, "KEY_RATE_LIMITED", "req=%llu key=%s", (unsigned long long)p->id, k ? k->name : "?");
     proxy_drop_client_headers(p->req);
     evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", ra);
-    server_send_error(p->req, 429, "requests", "rate_limit_exceeded", msg);
+    proxy_send_error(p, 429, "requests", "rate_limit_exceeded", msg);
     snprintf(p->error_class, sizeof p->error_class, "rate_limited");
     proxy_finish(p, 429);
 }

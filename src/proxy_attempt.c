@@ -412,6 +412,7 @@ static int proxy_usage_limit_reply(proxy_req *p)
     server_reply(p->req, 429, b);
     if (b)
         evbuffer_free(b);
+    proxy_error_note(p, "usage_limit_reached", msg.p);
     snprintf(p->error_class, sizeof p->error_class, "usage_limit");
     trace_event(p->gw->trace, "POOL_USAGE_LIMIT", "req=%llu accounts=%zu resets_in_s=%ld", (unsigned long long)p->id,
                 n, in);
@@ -460,7 +461,7 @@ static void proxy_exhausted(proxy_req *p)
         snprintf(ra, sizeof ra, "%.0f", ceil(back - gateway_now()) > 1 ? ceil(back - gateway_now()) : 1);
         evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", ra);
     }
-    server_send_error(p->req, 503, "server_error", "no_available_account", msg.p);
+    proxy_send_error(p, 503, "server_error", "no_available_account", msg.p);
     sbuf_free(&msg);
     proxy_finish(p, 503);
 }

@@ -72,6 +72,39 @@ void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls)
     sbuf_copy_cstr(p->att_class, sizeof p->att_class, cls ? cls : "");
 }
 
+/* The attempts' messages in one request's attempts record, at most about
+ * this many bytes (the first ones; a request failing over 16 times would
+ * otherwise add 16 of them to its row): with the row's own message, a
+ * failed request's row grows by at most about 1.7 KB (docs/operating.md). */
+#define PROXY_ATTEMPT_MSG_BYTES 1024
+
+/* see proxy_internal.h */
+void proxy_error_note(proxy_req *p, const char *code, const char *msg)
+{
+    sbuf raw = SBUF_INIT, clean = SBUF_INIT;
+    size_t mlen = msg ? strlen(msg) : 0;
+    if (mlen > LOG_MESSAGE_IN)
+        mlen = LOG_MESSAGE_IN;
+    if (code && *code) {
+        sbuf_puts(&raw, code);
+        if (mlen)
+            sbuf_puts(&raw, ": ");
+    }
+    sbuf_append(&raw, msg ? msg : "", mlen);
+    scrub_text(&p->scrub, raw.p ? raw.p : "", raw.len, &clean); /* the account's own token, whatever it looks like */
+    sbuf_reset(&p->errmsg);
+    sbuf_reserve(&p->errmsg, STORE_LOG_MESSAGE_MAX + 1);
+    p->errmsg.len = log_redact_message(p->errmsg.p, STORE_LOG_MESSAGE_MAX + 1, clean.p ? clean.p : "", clean.len);
+    sbuf_free(&raw);
+    sbuf_free(&clean);
+}
+
+void proxy_send_error(proxy_req *p, int status, const char *type, const char *code, const char *msg)
+{
+    proxy_error_note(p, code, msg);
+    server_send_error(p->req, status, type, code, msg);
+}
+
 /* ---------- attempt teardown ---------- */
 
 /* The one place an attempt's end is recorded: an object appended to the
@@ -106,6 +139,15 @@ static void proxy_attempt_record(proxy_req *p)
     sbuf_put_int(t, p->status);
     sbuf_puts(t, ",\"ms\":");
     sbuf_put_int(t, (long long)(secs * 1000.0 + 0.5));
+    /* what this attempt's upstream said (failed attempts only), while the
+     * request's attempts have used less than PROXY_ATTEMPT_MSG_BYTES on it */
+    if (p->att_msg && p->errmsg.len && p->att_msg_bytes + p->errmsg.len <= PROXY_ATTEMPT_MSG_BYTES) {
+        size_t at = t->len;
+        sbuf_puts(t, ",\"message\":");
+        sbuf_json_str(t, p->errmsg.p, p->errmsg.len);
+        p->att_msg_bytes += t->len - at;
+    }
+    p->att_msg = 0;
     sbuf_puts(t, "}");
     metrics_attempt(p->acct_id, outcome, cls, secs);
     if (strcmp(outcome, "ok") != 0) /* a served attempt is the request's last: REQUEST_FINAL tells it */
@@ -226,6 +268,8 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
         proxy_stream_usage(p);
         if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) { /* it carries its own error event */
             sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
+            proxy_error_note(p, p->pf.error_code[0] ? p->pf.error_code : p->pf.error_type[0] ? p->pf.error_type : NULL,
+                             p->pf.error_message.len ? p->pf.error_message.p : NULL);
             proxy_flush_held(p, 1);
         } else if (r != UP_OK || !p->pf.saw_terminal) {
             if (proxy_try_resume(p, r, errmsg))
@@ -245,6 +289,7 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             log_warn("req %llu: upstream failed mid-body (%s); closing the client connection",
                      (unsigned long long)p->id, errmsg ? errmsg : "error");
             snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
+            proxy_error_note(p, "upstream_interrupted", errmsg ? errmsg : "the upstream failed mid-body");
             proxy_drop_client(p, 1);
             proxy_finish(p, 502); /* the client got a cut body: a failure, whatever the status line said */
             return;
@@ -342,6 +387,10 @@ void proxy_finish(proxy_req *p, int status)
         rl.attempts_json = p->tried.p; /* the writer takes it over */
         p->tried = (sbuf)SBUF_INIT;
     }
+    if (p->errmsg.len && (status < 200 || status >= 300 || p->error_class[0])) { /* a failure: what it said */
+        rl.error_message = p->errmsg.p; /* the writer takes it over */
+        p->errmsg = (sbuf)SBUF_INIT;
+    }
     store_writer_put_log(gw->st, &rl);
     metrics_request(p->in.endpoint, status);
     metrics_minute_request(p->t_start, status, p->attempts);
@@ -356,6 +405,7 @@ void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->in.body);
     sbuf_free(&p->why);
     sbuf_free(&p->tried);
+    sbuf_free(&p->errmsg);
     sbuf_free(&p->upbody);
     proxy_blobs_free(p);
     sbuf_free(&p->turn_input);

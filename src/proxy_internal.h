@@ -142,6 +142,12 @@ typedef struct proxy_req {
     struct event flush_ev;    /* active exactly while out holds bytes */
     size_t unflushed_at;      /* 1 + its index in proxy_unflushed while out holds bytes, else 0 */
     char error_class[32];
+    /* the request's latest error message, made fit to keep (proxy_error_note):
+     * what the client is told when it fails, kept in its log row; att_msg:
+     * it is the current attempt's, for its attempts record */
+    sbuf errmsg;
+    int att_msg;
+    size_t att_msg_bytes;     /* of the attempts record, taken by attempts' messages */
     char bound[96];           /* set when order.lua's bounds stopped the request (proxy_out_of_bounds) */
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok, cached_tok;
@@ -258,6 +264,15 @@ void proxy_plain_error_unseen(proxy_req *p);
 /* ---------- proxy_finish.c: the end of an attempt and of the request ---------- */
 
 void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls);
+/* Notes an error message for the request's log row: "code: message"
+ * (either may be NULL),
+ * the serving account's secrets and anything credential-like taken out,
+ * one line of at most STORE_LOG_MESSAGE_MAX bytes (log_redact_message).
+ * The last one noted before the request fails is what its row keeps: the
+ * upstream's error the client got, or the gateway's own reply. */
+void proxy_error_note(proxy_req *p, const char *code, const char *msg);
+/* server_send_error, with its code and message noted for the log row. */
+void proxy_send_error(proxy_req *p, int status, const char *type, const char *code, const char *msg);
 void proxy_attempt_end(proxy_req *p);
 void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg);
 /* The client went away during a stream (its status for the log): 499, or,

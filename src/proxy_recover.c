@@ -427,6 +427,11 @@ int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary
     ev->context_fallbacks = !p->ctx_fallback_used && proxy_context_fallback_at(p) >= 0;
     policy_classify(p->gw->policy, ev, &v);
     sbuf_copy_cstr(p->error_class, sizeof p->error_class, v.cls);
+    /* what this attempt's upstream said, for its attempts record and, when
+     * the error goes to the client as it came, the log row */
+    const char *said = ev->error_code ? ev->error_code : ev->error_type;
+    proxy_error_note(p, said, ev->error_message || said ? ev->error_message : summary);
+    p->att_msg = 1;
     if (v.action == VERDICT_CONTEXT_FALLBACK) {
         if (!p->ctx_fallback_used && proxy_go_context_fallback(p, &v))
             return 1;
@@ -497,8 +502,8 @@ static void proxy_reply_upstream_error(proxy_req *p, int is_json)
                         text.len ? text.p : "");
         }
         evhttp_add_header(evhttp_request_get_output_headers(p->req), "x-switchyard-account", p->acct_name);
-        server_send_error(p->req, p->status, "upstream_error",
-                          too_large ? "upstream_error_too_large" : "upstream_error_not_json", msg.p);
+        proxy_send_error(p, p->status, "upstream_error", too_large ? "upstream_error_too_large" : "upstream_error_not_json",
+                         msg.p);
         sbuf_free(&msg);
         sbuf_free(&text);
         proxy_finish(p, p->status);
@@ -720,8 +725,8 @@ void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg)
         return;
     if (!p->error_class[0] || strcmp(p->error_class, "network") == 0)
         snprintf(p->error_class, sizeof p->error_class, "body_interrupted");
-    server_send_error(p->req, r == UP_NETWORK ? 502 : 504, "upstream_error",
-                      r == UP_NETWORK ? "upstream_interrupted" : "upstream_timeout", what);
+    proxy_send_error(p, r == UP_NETWORK ? 502 : 504, "upstream_error",
+                     r == UP_NETWORK ? "upstream_interrupted" : "upstream_timeout", what);
     proxy_finish(p, r == UP_NETWORK ? 502 : 504);
 }
 
@@ -768,7 +773,7 @@ static int proxy_not_an_answer(proxy_req *p, const char *why)
     if (proxy_classify_and_route(p, &ev, summary))
         return 1;
     snprintf(p->error_class, sizeof p->error_class, "bad_answer");
-    server_send_error(p->req, 502, "upstream_error", "upstream_empty_answer", summary);
+    proxy_send_error(p, 502, "upstream_error", "upstream_empty_answer", summary);
     proxy_finish(p, 502);
     return 1;
 }
@@ -877,7 +882,7 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg)
         snprintf(p->error_class, sizeof p->error_class, "%s",
                  r == UP_LOCAL ? "gateway_out_of_descriptors" : "gateway_internal");
         evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", "1");
-        server_send_error(p->req, 503, "server_error", "gateway_overloaded", errmsg ? errmsg : "gateway overloaded");
+        proxy_send_error(p, 503, "server_error", "gateway_overloaded", errmsg ? errmsg : "gateway overloaded");
         return proxy_finish(p, 503);
     }
     if (r != UP_OK) {
@@ -887,8 +892,8 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg)
         ev.error_message = errmsg;
         if (proxy_classify_and_route(p, &ev, errmsg ? errmsg : "network error"))
             return;
-        server_send_error(p->req, r == UP_NETWORK ? 502 : 504, "upstream_error",
-                          r == UP_NETWORK ? "upstream_unreachable" : "upstream_timeout", errmsg ? errmsg : "upstream failed");
+        proxy_send_error(p, r == UP_NETWORK ? 502 : 504, "upstream_error",
+                         r == UP_NETWORK ? "upstream_unreachable" : "upstream_timeout", errmsg ? errmsg : "upstream failed");
         return proxy_finish(p, r == UP_NETWORK ? 502 : 504);
     }
     if (p->mode == MODE_ERROR) {

@@ -330,6 +330,7 @@ void proxy_commit(proxy_req *p)
     proxy_pf_timer_drop(p); /* its callback ignores a committed request */
     proxy_affinity_note(p);
     p->error_class[0] = '\0'; /* failures before commit are history (trace, why); report what follows */
+    sbuf_reset(&p->errmsg);
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
     evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
     if (p->resp_request_id[0])
@@ -459,6 +460,7 @@ void proxy_stream_interrupted(proxy_req *p, const char *why)
         sbuf_puts(&ev, "}}\n\n");
     }
     proxy_client_send(p, ev.p, ev.len);
+    proxy_error_note(p, "upstream_stream_interrupted", msg.p);
     sbuf_free(&ev);
     sbuf_free(&msg);
     snprintf(p->error_class, sizeof p->error_class, "stream_interrupted");

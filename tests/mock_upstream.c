@@ -1362,7 +1362,8 @@ static void status_error(sbuf *b, int code)
 /* status=<code>,err=<shape>: the account refused in the upstream's own
  * words, shapes waiting does not heal: the ChatGPT backend's deactivated
  * workspace (402) and workspace that may not use Codex (403), and the
- * API's unsupported region (403) and deactivated account (401). 0 when err names none. */
+ * API's unsupported region (403), deactivated account (401) and wrong key
+ * (401, quoting a key). 0 when err names none. */
 static int account_refusal(sbuf *b, const char *err)
 {
     if (!strcmp(err, "deactivated_workspace"))
@@ -1372,6 +1373,10 @@ static int account_refusal(sbuf *b, const char *err)
     else if (!strcmp(err, "region"))
         error_json(b, "Country, region, or territory not supported", "request_forbidden",
                    "unsupported_country_region_territory", NULL);
+    else if (!strcmp(err, "invalid_api_key")) /* the API's 401 for a wrong key: it quotes the key (here a fixed one) */
+        error_json(b, "Incorrect API key provided: sk-proj-Zq9XkWm3Pb8VrT5nLc2YhF7gD4sA1eJ6. You can find your API "
+                   "key at https://platform.openai.com/account/api-keys.",
+                   "invalid_request_error", "invalid_api_key", NULL);
     else if (!strcmp(err, "account_deactivated")) /* the API's 401 for a key of a deactivated account */
         error_json(b, "The OpenAI account associated with this API key has been deactivated. If you are the developer "
                    "for this OpenAI app, please check your email for more information.",

@@ -333,7 +333,8 @@ function attemptsView(tried) {
     if (i) wrap.append(el("span", { class: "arrow", text: "→" }));
     const what = t.outcome + (t.class && t.outcome !== "ok" ? " " + t.class : "") + (t.status ? " " + t.status : "");
     wrap.append(el("span", { class: "step o-" + t.outcome, "data-outcome": t.outcome,
-      title: `${t.account}: ${t.outcome}${t.class ? " (" + t.class + ")" : ""}, HTTP ${t.status || "–"}, ${t.ms} ms, model ${t.model}` },
+      title: `${t.account}: ${t.outcome}${t.class ? " (" + t.class + ")" : ""}, HTTP ${t.status || "–"}, ${t.ms} ms, model ${t.model}` +
+        (t.message ? "\n" + t.message : "") },
       el("b", { text: t.account }), " " + what));
   });
   if (!tried.length) wrap.append(el("span", { class: "muted", text: "no account tried" }));
@@ -380,7 +381,7 @@ function renderRequests(rq) {
     state.seen.add(r.id);
     const open = () => openDetail(r.id);
     return el("tr", { "data-id": r.id, class: fresh ? "fresh link" : "link", tabindex: 0,
-      title: "request #" + r.id + ": click for the details", onclick: open,
+      title: "request #" + r.id + ": click for the details" + (r.error_message ? "\n" + r.error_message : ""), onclick: open,
       onkeydown: (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); open(); } } },
       el("td", { class: "mono", text: clock(r.ts) }),
       cut("td", "c-key", r.key || "–"),
@@ -430,10 +431,16 @@ async function openDetail(id) {
         el("td", { text: t.class || "–" }), el("td", { class: "num", text: t.status || "–" }),
         el("td", { class: "num", text: "+" + at + " ms" }), el("td", { class: "num", text: t.ms }));
       at += t.ms || 0;
-      return row;
-    }) : [el("tr", {}, el("td", { colspan: 8, class: "empty", text: "no account was tried" }))]));
+      /* what a failed attempt's upstream said, on a line of its own under it */
+      return t.message ? [row, el("tr", { class: "att-msg" }, el("td", {}),
+        el("td", { colspan: 7, class: "errmsg", text: t.message }))] : row;
+    }).flat() : [el("tr", {}, el("td", { colspan: 8, class: "empty", text: "no account was tried" }))]));
   $("#detail-h").textContent = "Request #" + r.id;
-  $("#detail-body").replaceChildren(dl, el("h2", { class: "sub", text: "attempts" }), el("div", { class: "scroll" }, steps));
+  /* what the client was told when it failed (stored sanitized, at most 300 bytes) */
+  const said = r.error_message ? [el("h2", { class: "sub", text: "error message" }),
+    el("p", { class: "errmsg", id: "detail-message", text: r.error_message })] : [];
+  $("#detail-body").replaceChildren(dl, ...said, el("h2", { class: "sub", text: "attempts" }),
+    el("div", { class: "scroll" }, steps));
   if (!dlg.open) dlg.showModal();
   $("#detail-close").focus();
 }

@@ -557,6 +557,8 @@ static void admin_log_row(void *ud, const store_log_row *r)
     admin_str(b, r->route_strategy);
     sbuf_puts(b, ",\"error_class\":");
     admin_str(b, r->error_class);
+    sbuf_puts(b, ",\"error_message\":");
+    admin_str(b, r->error_message[0] ? r->error_message : NULL);
     sbuf_printf(b, ",\"input_tokens\":%ld,\"output_tokens\":%ld,\"total_tokens\":%ld", r->input_tokens,
                 r->output_tokens, r->total_tokens);
     admin_opt(b, "cached_tokens", r->cached_tokens >= 0, (double)r->cached_tokens);

@@ -497,8 +497,8 @@ static void admin_cli_usage_logs(FILE *f)
           "                       [--since WHEN] [--until WHEN] [--before ID]\n"
           "  one line per request (newest last) with its attempts: account(outcome class status ms) > ...\n"
           "  --account matches requests served by or tried on A; --key takes a key name or id;\n"
-          "  --search: every word found in the model, endpoint, account, key, error class, status\n"
-          "  or attempts (case-insensitive); --model, --endpoint, --status: exact;\n"
+          "  --search: every word found in the model, endpoint, account, key, error class, error\n"
+          "  message, status or attempts (case-insensitive); --model, --endpoint, --status: exact;\n"
           "  WHEN: unix seconds, YYYY-MM-DD[THH:MM[:SS]] (UTC) or Nm, Nh, Nd ago;\n"
           "  --before ID: the page older than request ID (the last line names the next one);\n"
           "  --follow keeps printing new requests until interrupted\n",
@@ -548,12 +548,17 @@ static void admin_cli_log_line(void *ud, const store_log_row *r)
     json_value *arr = json_parse(r->attempts_json, strlen(r->attempts_json), NULL, 0);
     int i = 0;
     for (json_value *a = arr && arr->type == JSON_ARRAY ? arr->child : NULL; a; a = a->next, i++) {
-        const char *cls = json_get_str(a, "class");
-        sbuf_printf(&line, "%s%s(%s%s%s %.0f %.0fms)", i ? " > " : " tried: ", json_get_str(a, "account") ? json_get_str(a, "account") : "?",
+        const char *cls = json_get_str(a, "class"), *said = json_get_str(a, "message");
+        sbuf_printf(&line, "%s%s(%s%s%s %.0f %.0fms", i ? " > " : " tried: ", json_get_str(a, "account") ? json_get_str(a, "account") : "?",
                     json_get_str(a, "outcome") ? json_get_str(a, "outcome") : "?", cls && *cls ? " " : "",
                     cls && *cls ? cls : "", json_get_num(a, "status", 0), json_get_num(a, "ms", 0));
+        /* what a failed attempt's upstream said, unless it is the message below */
+        sbuf_printf(&line, said && *said && strcmp(said, r->error_message) != 0 ? " \"%s\")" : "%s)",
+                    said && *said && strcmp(said, r->error_message) != 0 ? said : "");
     }
     json_free(arr);
+    if (r->error_message[0]) /* last: it is the longest, and the line's end is where it can be read */
+        sbuf_printf(&line, " message: %s", r->error_message);
     cli_line("%s", line.p); /* model, names and classes escaped: one row, one line */
     sbuf_free(&line);
 }

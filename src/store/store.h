@@ -177,7 +177,14 @@ typedef struct request_log {
     int resumed;             /* a cut stream was finished on another account (opt-in stream resume) */
     long cached_tokens;      /* of input_tokens; -1 unknown */
     double cost_usd;         /* from the price policy (spend.c); -1 unknown */
+    /* What the client was told when the request failed (the upstream's
+     * error message or the gateway's own), already made fit to keep
+     * (log_redact_message: one line, no credentials), heap-allocated;
+     * store_writer_put_log takes it over and cuts it to
+     * STORE_LOG_MESSAGE_MAX bytes. NULL: none (every success). */
+    char *error_message;
 } request_log;
+#define STORE_LOG_MESSAGE_MAX 300
 
 /* Opens (creating with mode 0600 if missing) and migrates. Returns NULL and
  * fills err on failure: a message that names the database once and the
@@ -353,7 +360,7 @@ int store_accounts_import(store *s, const account_new *list, size_t n, const cha
 /* --- asynchronous writer (serving path) --- */
 int store_writer_start(store *s, char *err, size_t errlen);
 void store_writer_put_state(store *s, const account_state *st); /* upsert; never blocks on disk */
-void store_writer_put_log(store *s, const request_log *rl);     /* insert (takes attempts_json); never blocks on disk */
+void store_writer_put_log(store *s, const request_log *rl);     /* insert (takes attempts_json, error_message); never blocks on disk */
 /* Upserts the owner of a response id (stamped with the current time);
  * never blocks on disk. The writer deletes owners older than 7 days, at
  * most once an hour. Ids longer than STORE_OWNER_ID_MAX are ignored. */
@@ -418,7 +425,10 @@ void store_conversation_sweep_now(store *s);
 typedef struct store_log_limits {
     int64_t max_rows, max_days;
 } store_log_limits;
-#define STORE_LOG_MAX_ROWS_DEFAULT 1000000 /* about 1 GB of database at the rows' usual size */
+/* about 1 GB of database at the rows' usual size; a failed request's row is
+ * larger by its error message (STORE_LOG_MESSAGE_MAX) and its attempts'
+ * (about 1.4 KiB at most, proxy_finish.c): at worst 1.7 GB more */
+#define STORE_LOG_MAX_ROWS_DEFAULT 1000000
 #define STORE_LOG_MAX_DAYS_DEFAULT 90
 #define STORE_LOG_SWEEP_EVERY_S 30.0
 #define STORE_LOG_SWEEP_ROWS 2048

@@ -100,7 +100,7 @@ static int store_logs_words(const char *q, char buf[STORE_LOG_QUERY_MAX + 1], co
 #define STORE_LOG_HAYSTACK                                                                                   \
     "lower(r.model || char(10) || coalesce(r.upstream_model, '') || char(10) || r.endpoint || char(10) ||" \
     " r.account_name || char(10) || coalesce(k.name, '') || char(10) || r.error_class || char(10) ||"     \
-    " r.status || char(10) || coalesce(r.attempts_json, ''))"
+    " r.status || char(10) || coalesce(r.attempts_json, '') || char(10) || coalesce(r.error_message, ''))"
 
 int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const store_log_row *r), void *ud)
 {
@@ -121,7 +121,7 @@ int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const s
                     " r.stream, coalesce(r.account_id, 0), r.account_name, r.status, r.attempts, r.latency_ms,"
                     " r.route_strategy, r.error_class, r.input_tokens, r.output_tokens, r.total_tokens,"
                     " coalesce(r.attempts_json, '[]'), coalesce(r.upstream_model, ''), r.cached_tokens, r.cost_usd,"
-                    " r.resumed"
+                    " r.resumed, coalesce(r.error_message, '')"
                     " FROM request_logs r LEFT JOIN platform_keys k ON k.id = r.platform_key_id WHERE 1");
     if (f->id > 0)
         sbuf_puts(&sql, " AND r.id = ?19");
@@ -189,7 +189,7 @@ int store_logs_query(store *s, store_log_filter *f, void (*fn)(void *ud, const s
             .total_tokens = store_admin_opt(st, 16), .attempts_json = store_admin_text(st, 17),
             .upstream_model = store_admin_text(st, 18), .cached_tokens = store_admin_opt(st, 19),
             .cost_usd = sqlite3_column_type(st, 20) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 20),
-            .resumed = sqlite3_column_int(st, 21),
+            .resumed = sqlite3_column_int(st, 21), .error_message = store_admin_text(st, 22),
         };
         fn(ud, &r);
         n++;

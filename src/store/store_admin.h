@@ -30,8 +30,9 @@ typedef struct store_log_filter {
     /* Text search: every word of q (at most STORE_LOG_QUERY_WORDS, split on
      * spaces, case-insensitive for ASCII) is found somewhere in the row's
      * model, the model sent upstream, endpoint, account, key name, error
-     * class, final status or attempts record (accounts, models, outcomes,
-     * classes, statuses tried). NULL or "": off. */
+     * class, error message, final status or attempts record (accounts,
+     * models, outcomes, classes, statuses and error messages tried). NULL
+     * or "": off. */
     const char *q;
     int64_t id;              /* that one row only; 0: off */
     int limit;               /* 1..1000 */
@@ -62,6 +63,7 @@ typedef struct store_log_row {
     long cached_tokens;      /* -1 unknown */
     double cost_usd;         /* -1 unknown (no price, no usage) */
     int resumed;
+    const char *error_message; /* what the client was told when it failed; "" none */
 } store_log_row;
 
 /* Calls fn per matching row (newest first, or oldest first with after_id).

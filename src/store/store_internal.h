@@ -16,12 +16,14 @@
 #define STORE_OPS_MAX 64      /* queued admin changes; more are refused until the writer catches up */
 #define STORE_LOG_CHUNKS 6    /* request logs go in by 32, 16, 8, 4, 2 and 1 rows per INSERT */
 
-/* The request_logs columns in table order: migration 13 (store_schema.c)
- * copies them into the rebuilt table, the writer inserts them. */
-#define STORE_LOG_COLUMNS                                                                                   \
+/* The request_logs columns in table order as migration 13 (store_schema.c)
+ * copied them into the rebuilt table (frozen: a shipped migration), and
+ * as the writer inserts them (those and the ones added since). */
+#define STORE_LOG_COLUMNS_13                                                                                \
     "ts, platform_key_id, endpoint, model, stream, account_id, account_name, status, attempts, latency_ms," \
     " route_strategy, error_class, input_tokens, output_tokens, total_tokens, attempts_json, upstream_model," \
     " resumed, cached_tokens, cost_usd"
+#define STORE_LOG_COLUMNS STORE_LOG_COLUMNS_13 ", error_message"
 
 /* The SET clause that clears an account's hold (store.h), and the one that
  * keeps it only while `same` (an SQL condition on the row's old values:

@@ -218,7 +218,7 @@ static const char store_migration_12[] =
  * per row. Without it a new row's id is the largest id plus one, which is
  * the same id as long as the newest rows are never deleted (nothing
  * deletes request logs). The table is rebuilt with the same columns in the
- * same order (STORE_LOG_COLUMNS, store_internal.h); ids are kept. */
+ * same order (STORE_LOG_COLUMNS_13, store_internal.h); ids are kept. */
 static const char store_migration_13[] =
     "CREATE TABLE request_logs_13 ("
     " id INTEGER PRIMARY KEY,"
@@ -242,7 +242,7 @@ static const char store_migration_13[] =
     " resumed INTEGER NOT NULL DEFAULT 0,"
     " cached_tokens INTEGER,"
     " cost_usd REAL);"
-    "INSERT INTO request_logs_13(id, " STORE_LOG_COLUMNS ") SELECT id, " STORE_LOG_COLUMNS " FROM request_logs;"
+    "INSERT INTO request_logs_13(id, " STORE_LOG_COLUMNS_13 ") SELECT id, " STORE_LOG_COLUMNS_13 " FROM request_logs;"
     "DROP TABLE request_logs;"
     "ALTER TABLE request_logs_13 RENAME TO request_logs;"
     "CREATE INDEX request_logs_ts ON request_logs(ts);";
@@ -324,13 +324,20 @@ static const char store_migration_20[] =
     " version INTEGER NOT NULL,"
     " digest TEXT NOT NULL);";
 
+/* Migration 21: what the client was told when a request failed (the
+ * upstream's error message or the gateway's own; store.h, request_log),
+ * at most STORE_LOG_MESSAGE_MAX bytes, so `logs --search` and the
+ * dashboard find a request by it. NULL: none (a success). A nullable
+ * column added last costs the rows that have none one byte of header. */
+static const char store_migration_21[] = "ALTER TABLE request_logs ADD COLUMN error_message TEXT;";
+
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
                                                store_migration_13, store_migration_14, store_migration_15,
                                                store_migration_16, store_migration_17, store_migration_18,
-                                               store_migration_19, store_migration_20};
+                                               store_migration_19, store_migration_20, store_migration_21};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

@@ -181,6 +181,7 @@ static void writer_batch_free(writer_batch *b)
     for (log_item *it = b->logs, *next; it; it = next) {
         next = it->next;
         free(it->rl.attempts_json);
+        free(it->rl.error_message);
         free(it);
     }
     for (owner_item *o = b->owners, *next; o; o = next) {
@@ -433,6 +434,10 @@ static void store_log_terminate(request_log *r)
     r->account_name[sizeof r->account_name - 1] = '\0';
     r->route_strategy[sizeof r->route_strategy - 1] = '\0';
     r->error_class[sizeof r->error_class - 1] = '\0';
+    if (r->error_message) { /* the bound the retention's size counts on, whoever filled it */
+        size_t n = strlen(r->error_message);
+        r->error_message[sbuf_utf8_cut(r->error_message, n, STORE_LOG_MESSAGE_MAX)] = '\0';
+    }
 }
 
 /* Drops the oldest queued log (lock held); returns the new dropped total. */
@@ -444,6 +449,7 @@ static uint64_t writer_drop_oldest(store_writer *w)
         w->tail = NULL;
     w->n_logs--;
     free(old->rl.attempts_json);
+    free(old->rl.error_message);
     free(old);
     return ++w->dropped_logs;
 }
@@ -455,6 +461,7 @@ void store_writer_put_log(store *s, const request_log *rl)
     if (!it) {
         log_error("store: out of memory; dropped a request log");
         free(rl->attempts_json);
+        free(rl->error_message);
         return;
     }
     it->next = NULL;

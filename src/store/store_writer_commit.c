@@ -21,7 +21,7 @@
 
 #define STORE_OWNER_TTL_S (7 * 86400) /* owners older than this are pruned */
 #define STORE_PRUNE_EVERY_S 3600.0    /* at most one prune per this interval */
-#define STORE_LOG_COLS 20             /* bound parameters per request_logs row */
+#define STORE_LOG_COLS 21             /* bound parameters per request_logs row */
 
 /* ---------- statements and one batch ---------- */
 
@@ -63,7 +63,7 @@ static const char store_sql_set_state[] =
     " latency_60s_ms = ?22, attempts_60s = ?23, family_cooldowns = ?24 WHERE account_id = ?1";
 
 static const char store_sql_ins_log[] = "INSERT INTO request_logs(" STORE_LOG_COLUMNS ") VALUES ";
-#define STORE_SQL_LOG_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" /* STORE_LOG_COLS */
+#define STORE_SQL_LOG_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" /* STORE_LOG_COLS */
 
 static const char store_sql_up_owner[] =
     "INSERT INTO response_owners(response_id, account_id, created_at) VALUES (?1, ?2, ?3)"
@@ -199,6 +199,10 @@ static void writer_bind_log(sqlite3_stmt *st, int base, const request_log *r)
         sqlite3_bind_double(st, base + 20, r->cost_usd);
     else
         sqlite3_bind_null(st, base + 20);
+    if (r->error_message)
+        sqlite3_bind_text(st, base + 21, r->error_message, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, base + 21);
 }
 
 /* Steps a bound statement. A constraint error belongs to that one row

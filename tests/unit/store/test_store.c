@@ -8,6 +8,7 @@
 #include "test_sql.h"
 #include "base/sha256.h"
 #include "store/store.h"
+#include "store/store_admin.h"
 #include <ctype.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,7 +22,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 20
+#define TEST_SCHEMA_VERSION 21
 
 static char test_dir[64];
 static int test_seq;
@@ -531,6 +532,11 @@ static request_log test_log_distinct(int i)
     r.resumed = i % 2;
     r.cached_tokens = 5000 + i;
     r.cost_usd = 0.25 * i;
+    if (i % 2) { /* the odd ones failed and say why; the even ones have no message */
+        char msg[32];
+        snprintf(msg, sizeof msg, "e%d", i);
+        r.error_message = strdup(msg);
+    }
     return r;
 }
 
@@ -548,7 +554,8 @@ static int64_t test_count_distinct_rows(const char *path, int n)
              " AND r.route_strategy = 'r' || v AND r.error_class = 'c' || v AND r.input_tokens = 3000 + v"
              " AND r.output_tokens = 4000 + v AND r.total_tokens = 7000 + 2 * v"
              " AND r.attempts_json = '[' || v || ']' AND r.upstream_model = 'u' || v"
-             " AND r.resumed = v %% 2 AND r.cached_tokens = 5000 + v AND r.cost_usd = 0.25 * v",
+             " AND r.resumed = v %% 2 AND r.cached_tokens = 5000 + v AND r.cost_usd = 0.25 * v"
+             " AND r.error_message IS (CASE WHEN v %% 2 THEN 'e' || v END)",
              n);
     return test_sql_int(path, sql);
 }
@@ -1040,6 +1047,58 @@ static void test_store_migration_5_adds_attempts_and_admin_token(void)
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE attempts_json IS NULL"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
                                     " AND tbl_name = 'admin_token'"), 3);
+}
+
+static void test_collect_rows(void *ud, const store_log_row *r)
+{
+    sbuf *b = ud;
+    sbuf_printf(b, "%lld|%s|%s\n", (long long)r->id, r->error_class, r->error_message);
+}
+
+/* A failed request's error message is kept (cut to STORE_LOG_MESSAGE_MAX
+ * bytes on a character boundary), read back with its row and found by the
+ * text search, case-insensitively; a success has none. */
+static void test_store_log_search_finds_a_request_by_its_error_message(void)
+{
+    char path[128], err[256];
+    test_db_path(path, sizeof path);
+    store *s = test_open(path);
+    CHECK_EQ_INT(store_writer_start(s, err, sizeof err), 0);
+    request_log ok = test_log(0);
+    store_writer_put_log(s, &ok);
+    request_log bad = test_log(1);
+    bad.status = 400;
+    snprintf(bad.error_class, sizeof bad.error_class, "client_error");
+    bad.error_message = strdup("context_length_exceeded: This model's maximum context length is 8192 tokens.");
+    store_writer_put_log(s, &bad);
+    request_log longer = test_log(2);
+    longer.status = 502;
+    snprintf(longer.error_class, sizeof longer.error_class, "server");
+    sbuf m = SBUF_INIT;
+    sbuf_puts(&m, "upstream said:");
+    while (m.len < 298)
+        sbuf_puts(&m, " x");
+    sbuf_puts(&m, "y\xc3\xa9 and more after the bound");
+    longer.error_message = m.p; /* the writer takes it over */
+    store_writer_put_log(s, &longer);
+    store_writer_sync(s);
+
+    sbuf out = SBUF_INIT;
+    store_log_filter f = {.q = "MAXIMUM context", .limit = 10};
+    CHECK_EQ_INT(store_logs_query(s, &f, test_collect_rows, &out), 1);
+    CHECK_EQ_STR(out.p, "2|client_error|context_length_exceeded: This model's maximum context length is 8192 tokens.\n");
+    sbuf_reset(&out);
+    store_log_filter g = {.q = "8192 tokens", .failed = 1, .limit = 10};
+    CHECK_EQ_INT(store_logs_query(s, &g, test_collect_rows, &out), 1);
+    store_log_filter one = {.id = 1, .limit = 1};
+    sbuf_reset(&out);
+    CHECK_EQ_INT(store_logs_query(s, &one, test_collect_rows, &out), 1);
+    CHECK_EQ_STR(out.p, "1||\n");
+    /* 300 bytes at most, never half of the two-byte character the bound falls in */
+    CHECK_EQ_INT(test_sql_int(path, "SELECT length(CAST(error_message AS BLOB)) FROM request_logs WHERE id = 3"), 299);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM request_logs WHERE error_message IS NULL"), 1);
+    sbuf_free(&out);
+    store_close(s);
 }
 
 /* The writer stores a log's attempts record as given, and frees it. */
@@ -1702,6 +1761,7 @@ int main(void)
     RUN(test_store_migration_3_keeps_state_and_stores_usage_fields);
     RUN(test_store_migration_5_adds_attempts_and_admin_token);
     RUN(test_store_log_keeps_its_attempts_record);
+    RUN(test_store_log_search_finds_a_request_by_its_error_message);
     RUN(test_store_settings_round_trip);
     RUN(test_store_settings_bump_config_version);
     RUN(test_store_setting_get_does_not_wait_for_a_writer);
