@@ -51,7 +51,11 @@
  * too_many_connections on the socket at once, lingers and is closed,
  * before it sends anything: one that waited for its first request, as
  * connections over the global cap do, would hold its slot while it stayed
- * silent.
+ * silent. The gateway's own connections to itself (a WebSocket's loopback
+ * connection, http/ws.c) are announced by their local address and port
+ * before they are accepted (conn_limit_expect_own) and take no share: they
+ * would all come from one address (the gateway's), and the client they
+ * serve holds its share with its own connection already.
  *
  * Answers: while an answer is written, the client has nothing to say, so
  * the connection's read timeout (evhttp's idle timeout, re-armed by evhttp
@@ -90,6 +94,8 @@
  * head and a small body, refused at dispatch if at all (a health probe or
  * a GET has no body to refuse) */
 #define CONN_BODY_ALLOWANCE 16384
+#define CONN_OWN_MAX 256      /* own connections announced and not yet accepted, at most */
+#define CONN_OWN_TTL_S 10.0   /* an announced connection not accepted by then is forgotten */
 
 /* libevent hands a listener's error callback the accept callback's
  * argument, which is evhttp's own; the one gateway per process is found here. */
@@ -141,6 +147,12 @@ struct conn_limit {
     int per_ip_loopback;  /* loopback clients are held to it too */
     conn_addr **addrs;    /* hash buckets */
     size_t n_addrs, n_buckets;
+    struct {                 /* own connections announced, not accepted yet (oldest first) */
+        unsigned char addr[16];
+        uint16_t port;
+        double at;
+    } own[CONN_OWN_MAX];
+    size_t n_own;
     conn_entry **unresolved; /* accepted, address not read yet */
     size_t n_unresolved, alloc_unresolved;
     struct event *resolver;
@@ -363,13 +375,85 @@ static void conn_limit_refuse_body(conn_limit *cl, conn_entry *e, int status)
     conn_limit_linger(cl, e);
 }
 
+/* An address and port as 16 bytes (IPv4 as ::ffff:a.b.c.d) and a port; -1 if not IP. */
+static int conn_limit_full_addr(const struct sockaddr_storage *ss, unsigned char addr[16], uint16_t *port)
+{
+    memset(addr, 0, 16);
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        addr[10] = addr[11] = 0xff;
+        memcpy(addr + 12, &in->sin_addr, 4);
+        *port = in->sin_port;
+        return 0;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        memcpy(addr, &in6->sin6_addr, 16);
+        *port = in6->sin6_port;
+        return 0;
+    }
+    return -1;
+}
+
+/* Forgets the announced connections older than CONN_OWN_TTL_S (their
+ * connect failed, or the listener refused them). */
+static void conn_limit_own_expire(conn_limit *cl, double now)
+{
+    size_t k = 0;
+    while (k < cl->n_own && now - cl->own[k].at > CONN_OWN_TTL_S)
+        k++;
+    if (k) {
+        memmove(cl->own, cl->own + k, (cl->n_own - k) * sizeof cl->own[0]);
+        cl->n_own -= k;
+    }
+}
+
+void conn_limit_expect_own(conn_limit *cl, int fd)
+{
+    if (!cl || !cl->per_ip_cap)
+        return; /* nothing to be exempt from: no system call */
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    unsigned char addr[16];
+    uint16_t port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0 || conn_limit_full_addr(&ss, addr, &port) != 0)
+        return;
+    double now = conn_limit_now(cl);
+    conn_limit_own_expire(cl, now);
+    if (cl->n_own == CONN_OWN_MAX) { /* a burst: the oldest is counted against its address after all */
+        memmove(cl->own, cl->own + 1, (CONN_OWN_MAX - 1) * sizeof cl->own[0]);
+        cl->n_own--;
+    }
+    memcpy(cl->own[cl->n_own].addr, addr, 16);
+    cl->own[cl->n_own].port = port;
+    cl->own[cl->n_own].at = now;
+    cl->n_own++;
+}
+
+/* 1 when the peer ss is an own connection announced (it is taken off the list). */
+static int conn_limit_is_own(conn_limit *cl, const struct sockaddr_storage *ss)
+{
+    unsigned char addr[16];
+    uint16_t port;
+    if (!cl->n_own || conn_limit_full_addr(ss, addr, &port) != 0)
+        return 0;
+    for (size_t i = 0; i < cl->n_own; i++)
+        if (cl->own[i].port == port && memcmp(cl->own[i].addr, addr, 16) == 0) {
+            memmove(cl->own + i, cl->own + i + 1, (cl->n_own - i - 1) * sizeof cl->own[0]);
+            cl->n_own--;
+            return 1;
+        }
+    return 0;
+}
+
 /* The client address of e's socket as a key; 0 if it is not counted
- * (unknown, not IP, or loopback when loopback clients are exempt). */
-static int conn_limit_addr_key(const conn_limit *cl, int fd, unsigned char key[16])
+ * (unknown, not IP, loopback when loopback clients are exempt, or one of
+ * the gateway's own connections). */
+static int conn_limit_addr_key(conn_limit *cl, int fd, unsigned char key[16])
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 || conn_limit_is_own(cl, &ss))
         return 0;
     memset(key, 0, 16);
     int loopback;

@@ -54,6 +54,13 @@ int conn_limit_request(conn_limit *cl, struct evhttp_request *req);
  * request clock, body accounting, answer timeouts or refusal on the
  * socket apply to it any more, and a stopping gateway does not wait for it. */
 void conn_limit_upgrade(conn_limit *cl, struct evhttp_request *req);
+/* fd is a socket the gateway is connecting to its own listener (a
+ * WebSocket's loopback connection, http/ws.c): when accepted, that
+ * connection takes no share of its address's connections (it counts
+ * against the cap like any). Call it right after connect(), before the
+ * loop runs again; one announced and not accepted within 10 s is
+ * forgotten. Nothing (no system call) when there is no per-address cap. */
+void conn_limit_expect_own(conn_limit *cl, int fd);
 /* Counts the bytes of requests still arriving against budget, together
  * with *held (the bodies of requests in progress, kept by the caller): a
  * connection whose bytes pass it is answered 503 body_budget_exceeded. A

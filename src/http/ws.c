@@ -21,9 +21,26 @@
  * (base/sse.h) and each event's data goes back as one text message; an
  * answer that is not a 200 goes back as {"type":"error","status":S,
  * "error":{...}}, the shape Codex reads as an HTTP error of that status.
- * One turn at a time per connection (Codex waits for each). A loopback
- * client is freed only from this module's own event (never inside its
- * callbacks, where evhttp still holds it).
+ * One turn at a time per connection (Codex waits for each).
+ *
+ * The loopback connection: one evhttp client per WebSocket, kept alive for
+ * its life, turn after turn (a connection per turn cost a connect, two
+ * accepts, shutdowns and closes: 38 system calls a turn against 7;
+ * docs/performance.md). Each turn is a new evhttp request, so nothing of
+ * one turn's headers reaches the next. When the server side closes it
+ * (an answer with Connection: close, the client idle timeout between
+ * turns) evhttp sees the close and connects anew at the next request. The
+ * one race left, the idle timeout firing in the loop turn in which the
+ * next request goes out, is taken care of by one retry on a fresh
+ * connection: a request on a reused connection that got no answer head
+ * at all is sent again. That is safe because the server is this process:
+ * a request it read is always answered with a head (a refusal, an error,
+ * the stream), so no head means it was never served. Each new connection
+ * is announced to conn_limit (conn_limit_expect_own), so it does not take
+ * a share of its address's connections (the WebSocket's own connection
+ * does); it counts against the connection cap like any. A WebSocket that
+ * closes mid-turn frees the connection with the request on it: the proxy
+ * sees its client go and cancels the upstream transfer.
  *
  * Flow control: events are framed into the socket's output buffer; above
  * WS_HIGH_WATER the turn's answer stops being read (TCP holds the proxy
@@ -92,11 +109,15 @@ typedef struct ws_conn {
     int input_paused;                  /* the client owes reading more than WS_HIGH_WATER: it is not read */
     conv_link last;                    /* the connection's last response (heap strings) */
     uint64_t warmups;
+    struct evhttp_connection *loop;    /* the loopback client, kept alive (NULL until the first turn) */
     /* the turn in progress */
     int busy;
-    struct evhttp_connection *turn_evcon;
+    ws_request turn;                   /* what it asks for: kept for a retry */
     struct evhttp_request *turn_req;   /* NULL once evhttp is done with it */
     int turn_status;
+    int turn_reused;                   /* sent on a connection an earlier request used */
+    int turn_retry;                    /* to be sent again on a fresh connection (by later) */
+    int turn_retried;
     int turn_paused;                   /* its answer is not read until the client catches up */
     sse_parser sse;
     ws_collect collect;
@@ -435,8 +456,8 @@ static void ws_on_turn_chunk(struct evhttp_request *req, void *arg)
         }
     }
     ws_flush(c);
-    if (!c->dead && evbuffer_get_length(bufferevent_get_output(c->bev)) > WS_HIGH_WATER && c->turn_evcon) {
-        bufferevent_disable(evhttp_connection_get_bufferevent(c->turn_evcon), EV_READ);
+    if (!c->dead && evbuffer_get_length(bufferevent_get_output(c->bev)) > WS_HIGH_WATER && c->loop) {
+        bufferevent_disable(evhttp_connection_get_bufferevent(c->loop), EV_READ);
         c->turn_paused = 1;
     }
 }
@@ -471,6 +492,15 @@ static void ws_on_turn_done(struct evhttp_request *req, void *arg)
     int status = req ? evhttp_request_get_response_code(req) : 0;
     if (!status)
         status = c->turn_status;
+    if (status <= 0 && c->turn_reused && !c->turn_retried && !c->dead) {
+        /* no head: the server closed the kept connection before it read
+         * the request (see the top): once more, on a fresh one, from later
+         * (evhttp is on the stack) */
+        log_debug("websocket: the kept loopback connection was closed under the turn: sending it again");
+        c->turn_retry = 1;
+        event_active(c->later, EV_TIMEOUT, 1);
+        return;
+    }
     if (!c->dead) {
         if (status == 200 && !c->collect.terminal) {
             ws_send_error(c, 502, "server_error", "stream_cut",
@@ -523,17 +553,23 @@ static void ws_add_beta(struct evkeyvalq *out, const char *value)
     sbuf_free(&b);
 }
 
-static void ws_turn_start(ws_conn *c, ws_request *r)
+/* Sends the turn (c->turn) on the kept loopback connection, made first if
+ * there is none; evhttp connects it again when the server side closed it. */
+static void ws_turn_send(ws_conn *c)
 {
-    c->turn_evcon = evhttp_connection_base_new(c->gw->base, NULL, c->local_host, (ev_uint16_t)c->local_port);
-    struct evhttp_request *req = c->turn_evcon ? evhttp_request_new(ws_on_turn_done, c) : NULL;
+    if (!c->loop) {
+        c->loop = evhttp_connection_base_new(c->gw->base, NULL, c->local_host, (ev_uint16_t)c->local_port);
+        /* the proxy bounds every wait of a turn; this only keeps the connection from outliving its socket */
+        if (c->loop)
+            evhttp_connection_set_timeout(c->loop, (int)ws_max_age_s + 60);
+    }
+    struct evhttp_request *req = c->loop ? evhttp_request_new(ws_on_turn_done, c) : NULL;
     if (!req) {
         ws_send_error(c, 500, "server_error", NULL, "the gateway could not start the turn");
         ws_turn_end(c);
         return;
     }
-    /* the proxy bounds every wait of the turn; this only keeps a turn from outliving its socket */
-    evhttp_connection_set_timeout(c->turn_evcon, (int)ws_max_age_s + 60);
+    const ws_request *r = &c->turn;
     evhttp_request_set_header_cb(req, ws_on_turn_head);
     evhttp_request_set_chunked_cb(req, ws_on_turn_chunk);
     struct evkeyvalq *out = evhttp_request_get_output_headers(req);
@@ -554,24 +590,29 @@ static void ws_turn_start(ws_conn *c, ws_request *r)
     for (size_t i = 0; i < r->n_headers; i++)
         evhttp_add_header(out, r->headers[i].name, r->headers[i].value);
     evbuffer_add(evhttp_request_get_output_buffer(req), r->body.p, r->body.len);
-    c->busy = 1;
+    struct bufferevent *lb = evhttp_connection_get_bufferevent(c->loop);
+    c->turn_reused = bufferevent_getfd(lb) >= 0; /* -1: not connected (new, or reset after a close) */
     c->turn_req = req;
     c->turn_status = 0;
     /* on failure evhttp has freed the request, having told ws_on_turn_done or not */
-    if (evhttp_make_request(c->turn_evcon, req, EVHTTP_REQ_POST, "/v1/responses") != 0 && c->turn_req) {
+    if (evhttp_make_request(c->loop, req, EVHTTP_REQ_POST, "/v1/responses") != 0 && c->turn_req) {
         c->turn_req = NULL;
         ws_send_error(c, 500, "server_error", NULL, "the gateway could not start the turn");
         ws_turn_end(c);
+        return;
     }
+    int fd = bufferevent_getfd(lb);
+    if (!c->turn_reused && fd >= 0 && c->turn_req) /* connecting now: the listener accepts it later */
+        conn_limit_expect_own(c->gw->conns, fd);
 }
 
-/* The turn is over: its client goes from the later event (evhttp may be
- * on the stack), and a connection past its age closes. */
+/* The turn is over; a connection past its age closes. */
 static void ws_turn_end(ws_conn *c)
 {
     c->busy = 0;
+    c->turn_retry = 0;
+    ws_request_free(&c->turn);
     c->last_active = ws_now();
-    event_active(c->later, EV_TIMEOUT, 1);
     if (c->close_after_turn)
         ws_close(c, 1001, "connection lifetime reached");
     ws_flush(c);
@@ -586,6 +627,7 @@ static void ws_turn_reset(ws_conn *c)
     sbuf_reset(&c->turn_input);
     sbuf_keep(&c->turn_err, 4096);
     c->turn_paused = 0;
+    c->turn_retried = 0;
 }
 
 /* One text message from the client. */
@@ -605,10 +647,6 @@ static void ws_on_message(ws_conn *c, const char *msg, size_t len)
         ws_send_error(c, r.error_status, "invalid_request_error", r.error_code, r.error_message);
         ws_request_free(&r);
         return;
-    }
-    if (!c->busy && c->turn_evcon) { /* the last turn's client, not freed yet: no evhttp code is on the stack here */
-        evhttp_connection_free(c->turn_evcon);
-        c->turn_evcon = NULL;
     }
     if (c->busy) {
         ws_send_error(c, 400, "invalid_request_error", "response_in_progress",
@@ -634,8 +672,9 @@ static void ws_on_message(ws_conn *c, const char *msg, size_t len)
     int store_flag;
     if (conversation_record_input(r.body.p, r.body.len, &c->turn_input, prev, &store_flag) != 0)
         sbuf_reset(&c->turn_input); /* the HTTP path answers what is wrong with it */
-    ws_turn_start(c, &r);
-    ws_request_free(&r);
+    c->busy = 1;
+    c->turn = r; /* the turn's now: freed when it ends */
+    ws_turn_send(c);
 }
 
 static void ws_on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg, void *ud)
@@ -681,9 +720,9 @@ static void ws_on_write(struct bufferevent *bev, void *arg)
     if (c->dead)
         return;
     size_t owed = evbuffer_get_length(bufferevent_get_output(c->bev));
-    if (c->turn_paused && c->turn_evcon && owed <= WS_LOW_WATER) {
+    if (c->turn_paused && c->loop && owed <= WS_LOW_WATER) {
         c->turn_paused = 0;
-        bufferevent_enable(evhttp_connection_get_bufferevent(c->turn_evcon), EV_READ);
+        bufferevent_enable(evhttp_connection_get_bufferevent(c->loop), EV_READ);
     }
     if (c->input_paused && owed <= WS_LOW_WATER) {
         c->input_paused = 0;
@@ -711,8 +750,9 @@ static void ws_free(ws_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     ws_n--;
-    if (c->turn_evcon) /* a turn still running: its request goes with it (the proxy sees the close) */
-        evhttp_connection_free(c->turn_evcon);
+    if (c->loop) /* a turn still running goes with it: the proxy sees its client go and cancels */
+        evhttp_connection_free(c->loop);
+    ws_request_free(&c->turn);
     event_free(c->tick);
     event_free(c->later);
     wslay_event_context_free(c->ctx);
@@ -736,9 +776,10 @@ static void ws_on_later(evutil_socket_t fd, short what, void *arg)
         ws_free(c);
         return;
     }
-    if (!c->busy && c->turn_evcon) {
-        evhttp_connection_free(c->turn_evcon);
-        c->turn_evcon = NULL;
+    if (c->turn_retry && c->busy) {
+        c->turn_retry = 0;
+        c->turn_retried = 1; /* nothing of the answer came: nothing to reset */
+        ws_turn_send(c);
     }
     if (evbuffer_get_length(bufferevent_get_input(c->bev))) /* bytes that came with the handshake */
         ws_on_read(c->bev, c);
@@ -878,9 +919,12 @@ int ws_upgrade(gateway *gw, struct evhttp_request *req, ws_refusal *why)
     bufferevent_setcb(bev, ws_on_read, ws_on_write, ws_on_event, c);
     bufferevent_setwatermark(bev, EV_READ, 0, 0);
     bufferevent_setwatermark(bev, EV_WRITE, WS_LOW_WATER, 0);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    /* after the enable: set before it, evhttp's read timeout (the client
+     * idle timeout) stayed armed on the read event, and a socket quiet
+     * between turns for that long was closed as one that does not read */
     struct timeval idle = {gw->cfg.client_idle_timeout_s, 0};
     bufferevent_set_timeouts(bev, NULL, gw->cfg.client_idle_timeout_s > 0 ? &idle : NULL);
-    bufferevent_enable(bev, EV_READ | EV_WRITE);
     struct timeval second = {1, 0};
     event_add(c->tick, &second);
     if (evbuffer_get_length(bufferevent_get_input(bev)))

@@ -3,7 +3,8 @@
  * taken over from evhttp after the handshake; wslay frames it. Each
  * response.create message is served as a streamed POST /v1/responses made
  * to the gateway's own listener (so routing, failover, preflight,
- * cooldowns, logs and metrics are the HTTP path's), and each event of
+ * cooldowns, logs and metrics are the HTTP path's), on one loopback
+ * connection kept alive for the socket's life, and each event of
  * that stream goes back as one text message. What a message becomes is
  * ws_turn.h's. docs/codex.md ("WebSocket transport") tells the rest. */
 #ifndef SY_WS_H

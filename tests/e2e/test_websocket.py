@@ -13,7 +13,14 @@ fragmented client messages; an oversized message (closed with 1009); a
 client that never reads (cut off, the gateway fine); the connection's age
 limit (closed with 1001) and the idle one (1000); /metrics counting the
 open sockets and their turns; the connection cap,
-which a WebSocket counts against until it closes; a stopping gateway (the turn in progress ends,
+which a WebSocket counts against until it closes (and its kept loopback
+connection until the client idle timeout closes it); the loopback
+connection kept for the socket's life: many turns on one connection (no
+header of one turn in the next), closed by the server between turns (by
+the idle timeout, also in the very loop turn the next request goes out)
+without failing the next turn, a close mid-turn on it cancelling the
+upstream transfer, and no share of the per-address cap taken by it; a
+stopping gateway (the turn in progress ends,
 idle connections are closed with 1001, it exits cleanly); a GET without
 the upgrade still a 405."""
 
@@ -21,6 +28,7 @@ import base64
 import hashlib
 import json
 import os
+import signal
 import socket
 import struct
 import threading
@@ -216,6 +224,26 @@ class FloodUpstream:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def loopback_ports(port):
+    """The client ports of every TCP connection to port the kernel knows
+    (open, closing or in TIME_WAIT, whichever side closed first): a new
+    connection to the gateway shows as a new port here."""
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            local, remote = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16)
+            if local == port and remote:
+                ports.add(remote)
+            elif remote == port:
+                ports.add(local)
+    return ports
 
 
 def text_of(events):
@@ -489,11 +517,14 @@ class WebSocketTest(GatewayTest):
         self.assertEqual(g.proc.returncode, 0)
 
     def test_a_websocket_counts_against_the_connection_cap_until_it_closes(self):
-        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "2"})
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS": "2", "SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
         c = self.ws(g)
-        events = c.turn(create([user("hi")]))  # its loopback request takes the second place, then gives it back
+        events = c.turn(create([user("hi")]))  # its loopback connection takes the second place and keeps it
         self.assertEqual(events[-1]["type"], "response.completed")
-        # the second place (once the turn's loopback connection is released: a sweep, 100 ms)
+        kept = self.ws(g)
+        self.assertEqual(kept.status, 503, kept.body)
+        self.assertEqual(json.loads(kept.body)["error"]["code"], "too_many_connections")
+        # the second place once the idle timeout closed the kept connection (and a sweep, 100 ms)
         other = wait_for(lambda: (lambda w: w if w.status == 101 else None)(self.ws(g)), what="a second place")
         third = self.ws(g)
         self.assertEqual(third.status, 503, third.body)
@@ -504,6 +535,84 @@ class WebSocketTest(GatewayTest):
         other.close()
         third.close()
         wait_for(lambda: self.ws(g).status == 101, what="the places given back")
+
+    # --- the loopback connection, kept for the socket's life
+
+    def test_turns_on_one_websocket_share_one_loopback_connection(self):
+        g = self.one()
+        c = self.ws(g)
+        before = loopback_ports(g.port) | {c.sock.getsockname()[1]}
+        first = c.turn(create([user("one")], client_metadata={"x-openai-subagent": "review"}))
+        self.assertEqual(first[-1]["type"], "response.completed", first)
+        for i in range(5):
+            events = c.turn(create([user(f"turn {i}")]))
+            self.assertEqual(events[-1]["type"], "response.completed", events)
+        self.assertEqual(len(loopback_ports(g.port) - before), 1, "one loopback connection for six turns")
+        reqs = self.mock.requests()
+        self.assertEqual(len(reqs), 6)
+        self.assertEqual(reqs[0]["headers"].get("x-openai-subagent"), "review")
+        for r in reqs[1:]:  # one turn's headers are its own
+            self.assertNotIn("x-openai-subagent", r["headers"], r)
+        self.assertEqual(len(g.wait_request_logs(6)), 6)  # each turn one request of the HTTP path
+
+    def test_a_kept_connection_closed_by_the_server_between_turns_does_not_fail_the_next(self):
+        g = self.one(env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+        c = self.ws(g)
+        before = loopback_ports(g.port) | {c.sock.getsockname()[1]}
+        for text in ("one", "two"):
+            self.assertEqual(c.turn(create([user(text)]))[-1]["type"], "response.completed")
+        self.assertEqual(len(loopback_ports(g.port) - before), 1)
+        time.sleep(2)  # the server's idle timeout closes the kept connection; the gateway sees it go
+        self.assertEqual(c.turn(create([user("three")]))[-1]["type"], "response.completed")
+        self.assertEqual(len(loopback_ports(g.port) - before), 2)
+        # the idle timeout in the very loop turn the next request goes out on
+        # the kept connection: the gateway is stopped past the timeout and the
+        # message waits for it, so both are due together (the request first)
+        time.sleep(0.5)  # the idle timeout back on the kept connection (conn_limit's sweep, 100 ms)
+        os.kill(g.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(1.5)
+            c.send_json(create([user("four")]))
+        finally:
+            os.kill(g.proc.pid, signal.SIGCONT)
+        events = [c.recv_json()]
+        while events[-1]["type"] not in TERMINAL:
+            events.append(c.recv_json())
+        self.assertEqual(events[-1]["type"], "response.completed", events)
+        self.assertIn("closed under the turn: sending it again", g.log_text())
+        self.assertEqual(len(self.mock.requests()), 4)  # nothing served twice
+        self.assertEqual(len(loopback_ports(g.port) - before), 3)
+
+    def test_closing_mid_turn_on_the_kept_connection_cancels_the_upstream_transfer(self):
+        g = self.one("slow_stream,ms=200,deltas=6")  # 1.2 s a turn
+        c = self.ws(g)
+        before = loopback_ports(g.port) | {c.sock.getsockname()[1]}
+        self.assertEqual(c.turn(create([user("one")]))[-1]["type"], "response.completed")
+        c.send_json(create([user("two")]))
+        self.assertEqual(c.recv_json()["type"], "response.created")
+        # (counted before the close: a connection reset leaves no trace)
+        self.assertEqual(len(loopback_ports(g.port) - before), 1, "the turn runs on the kept connection")
+        c.send_close(1000)
+        self.assertEqual(c.wait_close(), 1000)
+        wait_for(lambda: len(self.mock.requests()) == 2 and self.mock.requests()[1]["aborted"],
+                 what="the second upstream request aborted")
+        self.assertFalse(self.mock.requests()[0]["aborted"])
+        self.assertGatewayServes(g)
+
+    def test_own_loopback_connections_take_no_share_of_the_address(self):
+        # loopback clients held to a share of 2: each WebSocket holds one;
+        # its loopback connection comes from the gateway's address, not its
+        g = self.one(env={"SWITCHYARD_MAX_CONNECTIONS_PER_IP": "2", "SWITCHYARD_MAX_CONNECTIONS_PER_IP_LOOPBACK": "1"})
+        a = self.ws(g)
+        self.assertEqual(a.turn(create([user("a")]))[-1]["type"], "response.completed")
+        b = self.ws(g)
+        self.assertEqual(b.status, 101, b.body)
+        for c in (b, a, b):
+            events = c.turn(create([user("again")]))
+            self.assertEqual(events[-1]["type"], "response.completed", events)
+        third = self.ws(g)  # the share is still enforced
+        self.assertEqual(third.status, 503, third.body)
+        self.assertEqual(json.loads(third.body)["error"]["code"], "too_many_connections")
 
     def test_metrics_count_the_open_websocket_and_its_turns(self):
         g = self.one()
@@ -527,6 +636,15 @@ class WebSocketTest(GatewayTest):
         c.close()
         wait_for(lambda: sample(admin_get(g, "/metrics").text, "switchyard_websockets_open") == 0,
                  what="the socket no longer counted")
+
+    def test_a_websocket_quiet_past_the_client_idle_timeout_stays_open(self):
+        # the client idle timeout is for HTTP; a socket's idle limit is its own
+        g = self.one(env={"SWITCHYARD_CLIENT_IDLE_TIMEOUT_S": "1"})
+        c = self.ws(g)
+        self.assertEqual(c.turn(create([user("one")]))[-1]["type"], "response.completed")
+        time.sleep(2.5)
+        self.assertEqual(c.turn(create([user("two")]))[-1]["type"], "response.completed")
+        self.assertNotIn("the client stopped reading", g.log_text())
 
     def test_an_idle_connection_is_closed_with_1000(self):
         g = self.one(env={"SWITCHYARD_WS_IDLE_S": "1"})
