@@ -51,7 +51,11 @@ class SignalTest(GatewayTest):
                  interval=0.0002, what="serve to start running")
         sent = 0
         deadline = time.monotonic() + START_TIMEOUT
-        while proc.poll() is None and not port_accepts(g.port) and time.monotonic() < deadline:
+        # the first burst goes whatever the port says: on a loaded machine the gateway may listen
+        # (serve_open binds early) before this loop first looks, and a storm of none proves nothing
+        first = True
+        while proc.poll() is None and (first or not port_accepts(g.port)) and time.monotonic() < deadline:
+            first = False
             for _ in range(20):
                 try:
                     proc.send_signal(sig)
@@ -74,7 +78,7 @@ class SignalTest(GatewayTest):
 
     def test_a_sigterm_during_start_up_stops_the_gateway_cleanly_once_started(self):
         g = self.gateway([account("a", self.mock.url("a"))], start=False)
-        self.storm_during_start(g, signal.SIGTERM)
+        self.assertGreater(self.storm_during_start(g, signal.SIGTERM), 0)
         rc = g.proc.wait(timeout=30)
         self.assertEqual(rc, 0, f"killed by signal {-rc}" if rc < 0 else f"rc={rc}")
         self.assertIn("stopped", g.log_text())
