@@ -510,7 +510,7 @@ int main(int argc, char **argv)
     g.interval_ms = 50;
     g.ramp_per_s = 2000;
     g.timeout_s = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             usage();
@@ -542,7 +542,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     if (g.port <= 0 || g.n <= 0 || g.ramp_per_s <= 0) {
         usage();

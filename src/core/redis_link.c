@@ -10,6 +10,7 @@
  * context changes nothing. One 250 ms timer drives the rest: the connect
  * deadline, the PING that proves the link alive, the next attempt. */
 #include "core/redis_link.h"
+#include "core/redis_reply.h"
 #include "base/log.h"
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
@@ -51,6 +52,7 @@ struct redis_link {
     int logged_down;               /* the loss (or the first failure) is logged once */
     unsigned long ups;
     char error[256];
+    char refused[REDIS_REPLY_NOTE]; /* a reply the readers refused (redis_reply.h): the failure's reason */
     int freeing;
 };
 
@@ -99,7 +101,13 @@ static void redis_link_fail(redis_link *l, const char *why)
     if (l->freeing)
         return;
     int was_up = l->up;
-    snprintf(l->error, sizeof l->error, "%s", why);
+    /* a refused reply fails the reader ("Out of memory") and the pending
+     * commands (NULL), whichever reports first: the refusal is the why */
+    const char *reason = l->refused[0] ? l->refused : why;
+    if (reason != l->error)
+        snprintf(l->error, sizeof l->error, "%s", reason);
+    why = l->error;
+    l->refused[0] = '\0';
     l->up = 0;
     redis_link_drop(l);
     if (!l->down_since)
@@ -252,6 +260,7 @@ static redisAsyncContext *redis_link_open(redis_link *l, int subscriber)
         return NULL;
     }
     ac->data = l;
+    redis_reply_bound(ac->c.reader, l->refused);
     if (redisLibeventAttach(ac, l->base) != REDIS_OK) {
         redisAsyncFree(ac);
         return NULL;

@@ -216,8 +216,8 @@ int store_key_select(store *s, int64_t id, const char *prefix, const char *name,
 {
     static const char *const sql[] = {
         "SELECT id, revoked FROM platform_keys WHERE id = ?1",
-        "SELECT id, revoked FROM platform_keys WHERE ?2 LIKE prefix || '%' OR prefix LIKE ?2 || '%'"
-        " ORDER BY revoked, id",
+        ("SELECT id, revoked FROM platform_keys WHERE ?2 LIKE prefix || '%' OR prefix LIKE ?2 || '%'"
+         " ORDER BY revoked, id"), /* one string: parenthesised for clang's -Wstring-concatenation */
         "SELECT id, revoked FROM platform_keys WHERE name = ?3 ORDER BY revoked, id",
     };
     int which = id > 0 ? 0 : prefix ? 1 : 2;

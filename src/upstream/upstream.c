@@ -151,9 +151,12 @@ static int upstream_quiet(curl_socket_t fd)
     return 0;
 }
 
-/* glibc declares poll's array write-only (for its fortify checks); it is read here */
+/* glibc declares poll's array write-only (for its fortify checks); it is
+ * read here. GCC's warning only: clang has no -Wmaybe-uninitialized. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
     if (nfds == 1 && timeout == 0 && up_live && fds[0].fd >= 0 &&
@@ -164,7 +167,9 @@ int poll(struct pollfd *fds, nfds_t nfds, int timeout)
     struct timespec ts = {timeout / 1000, (timeout % 1000) * 1000000L};
     return ppoll(fds, nfds, timeout < 0 ? NULL : &ts, NULL);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 /* The up_sock for fd, created on first use; NULL when out of memory. */
 static up_sock *upstream_sock_get(upstream *u, curl_socket_t fd)

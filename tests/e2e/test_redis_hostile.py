@@ -1,0 +1,124 @@
+"""test_redis_hostile.py: a "Redis" that answers a command with an array
+header announcing 2000000000 elements, then streams elements
+(docs/scale-out.md, "Trust boundary"). hiredis 0.14 would allocate the
+element table from the header (16 GB) and build every element that
+follows; the gateway's reader refuses the header (core/redis_reply.c), the
+link drops and is tried again with backoff, and the instance serves on its
+own state. The fake speaks just enough RESP: AUTH, SELECT, HELLO, PING,
+SUBSCRIBE; once it has answered anything else with the huge header, it
+answers every later command (PINGs of the reconnects included) the same."""
+
+import socket
+import threading
+import time
+
+from harness import GatewayTest, account, main, vm_kib, wait_for, HOST
+
+HUGE = b"*2000000000\r\n"
+STREAM = b":1\r\n" * (1 << 20)  # 4 MB of elements, sent 8 times after the header
+
+
+class FakeRedis:
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((HOST, 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.poisoned = threading.Event()
+        self.commands = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self):
+        return f"redis://{HOST}:{self.port}/0?pool=t"
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _command(f):
+        line = f.readline()
+        if not line.startswith(b"*"):
+            return None
+        args = []
+        for _ in range(int(line[1:])):
+            n = int(f.readline()[1:])
+            args.append(f.read(n + 2)[:n])
+        return args
+
+    def _poison(self, conn):
+        self.poisoned.set()
+        conn.sendall(HUGE)
+        for _ in range(8):
+            conn.sendall(STREAM)
+
+    def _serve(self, conn):
+        f = conn.makefile("rb")
+        try:
+            while True:
+                args = self._command(f)
+                if not args:
+                    return
+                name = args[0].upper()
+                self.commands.append(name)
+                if name in (b"AUTH", b"SELECT", b"HELLO"):
+                    conn.sendall(b"+OK\r\n")
+                elif name == b"SUBSCRIBE":
+                    ch = args[1]
+                    conn.sendall(b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n" % (len(ch), ch))
+                elif name == b"PING" and not self.poisoned.is_set():
+                    conn.sendall(b"+PONG\r\n")
+                else:
+                    self._poison(conn)
+        except OSError:
+            pass  # the gateway dropped the link
+        finally:
+            conn.close()
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
+
+
+class RedisHostileTest(GatewayTest):
+
+    def test_a_reply_announcing_two_billion_elements_is_refused_and_the_instance_degrades(self):
+        fake = FakeRedis()
+        self.addCleanup(fake.close)
+        g = self.gateway([account("a", self.mock.url("a"))],
+                         env={"SWITCHYARD_REDIS": fake.url(), "SWITCHYARD_USAGE_POLL_S": "0"})
+        wait_for(lambda: "redis: connected to" in g.log_text(), what="the link up")
+        hwm0 = vm_kib(g.proc.pid, "VmHWM")
+        fake.poisoned.wait(10)
+        self.assertTrue(fake.poisoned.is_set(), f"the gateway sent only {fake.commands}")
+        h = wait_for(lambda: (lambda j: j if j["status"] == "degraded" else None)(g.get("/health").json()),
+                     what="/health to say degraded")
+        self.assertFalse(h["shared"]["reachable"], h)
+        time.sleep(0.5)  # the elements streamed meanwhile
+        self.assertIsNone(g.proc.poll(), "the gateway is alive")
+        grew = vm_kib(g.proc.pid, "VmHWM") - hwm0
+        self.assertLess(grew, 64 * 1024, f"peak RSS grew {grew} KiB")
+        refusal = "a reply declaring 2000000000 array elements (at most 1048576) refused"
+        self.assertIn(refusal, g.log_text())
+        h = g.get("/health").json()
+        self.assertTrue(any(refusal in x for x in h["reasons"]), h)
+        # the link is tried again (and refused again) meanwhile; requests serve on local state
+        pings = fake.commands.count(b"PING")
+        for _ in range(3):
+            r = g.post("/v1/chat/completions", {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]},
+                       key=g.key)
+            self.assertEqual(r.status, 200, r)
+        wait_for(lambda: fake.commands.count(b"PING") > pings, what="a reconnect attempt")
+        self.assertIsNone(g.proc.poll(), "the gateway is alive")
+        self.assertLess(vm_kib(g.proc.pid, "VmHWM") - hwm0, 64 * 1024)
+        self.assertEqual(g.log_text().count(" lost: "), 1, "the loss is logged once")
+
+
+if __name__ == "__main__":
+    main()
