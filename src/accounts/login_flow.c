@@ -200,6 +200,28 @@ static int login_same(const char *a, const char *b)
     return d == 0;
 }
 
+login_line_rc login_request_line(const char *head, char *method, size_t mn, char *target, size_t tn)
+{
+    if (mn)
+        method[0] = '\0';
+    if (tn)
+        target[0] = '\0';
+    size_t ml = strcspn(head, " \r\n");
+    if (head[ml] != ' ' || !ml || ml >= mn)
+        return LOGIN_LINE_BAD;
+    const char *t = head + ml + 1;
+    size_t tl = strcspn(t, " \r\n");
+    if (!tl || t[tl] != ' ' || strncmp(t + tl + 1, "HTTP/", 5) != 0)
+        return LOGIN_LINE_BAD;
+    if (tl >= tn)
+        return LOGIN_LINE_TOO_LONG;
+    memcpy(method, head, ml);
+    method[ml] = '\0';
+    memcpy(target, t, tl);
+    target[tl] = '\0';
+    return LOGIN_LINE_OK;
+}
+
 login_callback_kind login_callback_check(const char *method, const char *target, const char *host, const char *origin,
                                          int port, const char *state, const char *auth_origin, char *code, size_t n,
                                          char *why, size_t whyn)

@@ -65,6 +65,20 @@ typedef enum login_callback_kind {
     LOGIN_CB_BAD_STATE,  /* a state that is not ours (or none): 400, goes on; the code is never used */
 } login_callback_kind;
 
+/* The request line of a request to the callback server. */
+typedef enum login_line_rc {
+    LOGIN_LINE_OK,        /* method and target filled, whole */
+    LOGIN_LINE_BAD,       /* not METHOD SP TARGET SP HTTP/...: a 400 */
+    LOGIN_LINE_TOO_LONG,  /* a target that does not fit target (tn bytes with its NUL): a 414 */
+} login_line_rc;
+
+/* Reads the request line at the start of head (a NUL-terminated request
+ * head): METHOD SP TARGET SP HTTP/..., with a method of 1..mn-1 bytes. The
+ * target is taken whole or refused: one cut short would be judged for what
+ * it is not (an appended parameter dropped). On anything but LOGIN_LINE_OK
+ * method and target are "" (when they have room). Pure, so fuzzed. */
+login_line_rc login_request_line(const char *head, char *method, size_t mn, char *target, size_t tn);
+
 /* Judges one request to the callback server: its method, request target
  * (path and query), Host and Origin headers (NULL when absent), the port
  * the server listens on, the state the sign-in sent and the origin of the

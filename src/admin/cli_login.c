@@ -253,15 +253,10 @@ static int cli_login_browser(const char *cmd, const sy_config *cfg, const cli_lo
         int c = pend[ready - 1].fd;
         char *head = pend[ready - 1].head;
         pend[ready - 1].fd = -1;
-        /* the request line: METHOD SP TARGET SP HTTP/..., the target whole or refused (a target cut
-         * short would be judged for what it is not) */
         char method[16], target[8192];
-        size_t ml = strcspn(head, " \r\n");
-        const char *t = head + ml + (head[ml] == ' ');
-        size_t tl = strcspn(t, " \r\n");
-        int line_ok = head[ml] == ' ' && ml && ml < sizeof method && tl && t[tl] == ' ' && !strncmp(t + tl + 1, "HTTP/", 5);
-        if (!line_ok || tl >= sizeof target) {
-            if (line_ok)
+        login_line_rc line = login_request_line(head, method, sizeof method, target, sizeof target);
+        if (line != LOGIN_LINE_OK) {
+            if (line == LOGIN_LINE_TOO_LONG)
                 cli_login_reply(c, 414, "URI Too Long", "Bad request", "This is the sign-in callback of switchyard.");
             else
                 cli_login_reply(c, 400, "Bad Request", "Bad request", "This is the sign-in callback of switchyard.");
@@ -270,10 +265,6 @@ static int cli_login_browser(const char *cmd, const sy_config *cfg, const cli_lo
             pend[ready - 1] = pend[--np];
             continue;
         }
-        memcpy(method, head, ml);
-        method[ml] = '\0';
-        memcpy(target, t, tl);
-        target[tl] = '\0';
         char host[256] = "", origin[512] = "";
         const char *h = cli_login_header(head, "Host");
         int has_host = h != NULL;

@@ -49,7 +49,11 @@
  * write timeout (the client idle timeout), or at WS_MAX_OUTPUT bytes.
  *
  * Limits: a message at most the body limit (wslay closes with 1009 past
- * it); idle connections closed (1000) after WS_IDLE_S; every connection
+ * it); a message being received counts against the in-flight body budget
+ * (SWITCHYARD_MAX_BODIES_IN_FLIGHT) with its declared length from its
+ * frame's head, when wslay allocates that much, until it is whole or the
+ * socket goes: past the budget the socket is closed with 1013 (ws_recv_cb);
+ * idle connections closed (1000) after WS_IDLE_S; every connection
  * after WS_MAX_AGE_S (1001; the 60 minutes of OpenAI's endpoint), after
  * its turn if one is running; a stopping gateway closes idle ones (1001). */
 #include "http/ws.h"
@@ -107,6 +111,9 @@ typedef struct ws_conn {
     int close_after_turn;              /* 1001 once the turn ends */
     int failed;                        /* a protocol error: our close frame written, the rest waits for the end */
     int input_paused;                  /* the client owes reading more than WS_HIGH_WATER: it is not read */
+    uint64_t frame_left;               /* bytes of the frame being handed to wslay (head and payload) */
+    size_t msg_held;                   /* the message being received: its frames' declared lengths, in
+                                        * gw->body_bytes until it is whole (ws_held_release) */
     conv_link last;                    /* the connection's last response (heap strings) */
     uint64_t warmups;
     struct evhttp_connection *loop;    /* the loopback client, kept alive (NULL until the first turn) */
@@ -200,15 +207,97 @@ static int ws_accept_key(const char *key, char out[29])
 
 /* ---------- framing ---------- */
 
+static void ws_fail(ws_conn *c, uint16_t code, const char *reason);
+
+/* The message being received stops counting against the body budget. */
+static void ws_held_release(ws_conn *c)
+{
+    c->gw->body_bytes -= c->msg_held;
+    c->msg_held = 0;
+}
+
+/* A frame's head at the front of in: its size (2 to 14 bytes) and
+ * declared payload length, or 0 while it has not all arrived. */
+static size_t ws_frame_head(struct evbuffer *in, int *opcode, uint64_t *payload)
+{
+    uint8_t h[14];
+    ev_ssize_t got = evbuffer_copyout(in, h, sizeof h);
+    if (got < 2)
+        return 0;
+    size_t ext = (h[1] & 0x7f) == 126 ? 2 : (h[1] & 0x7f) == 127 ? 8 : 0;
+    size_t need = 2 + ext + (h[1] & 0x80 ? 4 : 0);
+    if ((size_t)got < need)
+        return 0;
+    *opcode = h[0] & 0x0f;
+    *payload = h[1] & 0x7f;
+    if (ext) {
+        *payload = 0;
+        for (size_t i = 0; i < ext; i++)
+            *payload = *payload << 8 | h[2 + i];
+    }
+    return need;
+}
+
+/* A data frame about to be handed to wslay, which allocates its declared
+ * length at once: counted in the body budget with the rest of its message,
+ * or, when that passes the budget while other bodies are in flight (the
+ * HTTP rule: one body alone may take it all), the socket is closed with
+ * 1013 and nothing is allocated. A frame wslay refuses itself (past the
+ * body limit: 1009) is left to it. Returns -1 when refused. */
+static int ws_frame_count(ws_conn *c, int opcode, uint64_t payload)
+{
+    gateway *gw = c->gw;
+    if (opcode > WSLAY_BINARY_FRAME || !payload || payload > gw->cfg.max_body - c->msg_held)
+        return 0;
+    size_t others = gw->body_bytes - c->msg_held + conn_limit_receiving(gw->conns);
+    size_t want = c->msg_held + (size_t)payload;
+    size_t budget = gw->cfg.max_bodies_in_flight;
+    if (others > 0 && (others >= budget || want > budget - others)) {
+        gw->refused_bodies++;
+        log_info("websocket: a %zu-byte message would pass the body budget (%zu bytes in flight of %zu)", want,
+                 others, gw->cfg.max_bodies_in_flight);
+        ws_fail(c, 1013, "the gateway holds too many request bodies: try again later");
+        return -1;
+    }
+    c->msg_held = want;
+    gw->body_bytes += (size_t)payload;
+    return 0;
+}
+
+/* wslay's read: one frame at a time, its head only once it has all
+ * arrived and its frame is counted (ws_frame_count). One at a time, so
+ * that a message wslay completes is released (ws_on_msg) before the next
+ * frame's head is counted. The frames are followed by their declared
+ * lengths as wslay follows them; a head wslay refuses stops its reading,
+ * so nothing after it needs following. */
 static ssize_t ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *arg)
 {
     ws_conn *c = arg;
-    int n = evbuffer_remove(bufferevent_get_input(c->bev), buf, len);
-    if (n <= 0) {
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    size_t given = 0;
+    while (given < len && !c->failed) {
+        if (!c->frame_left) {
+            if (given) /* the next frame: at the next call */
+                break;
+            int opcode;
+            uint64_t payload;
+            size_t head = ws_frame_head(in, &opcode, &payload);
+            if (!head || ws_frame_count(c, opcode, payload) != 0)
+                break;
+            c->frame_left = payload > UINT64_MAX - head ? UINT64_MAX : head + payload;
+        }
+        size_t want = len - given < c->frame_left ? len - given : (size_t)c->frame_left;
+        int n = evbuffer_remove(in, buf + given, want);
+        if (n <= 0)
+            break;
+        given += (size_t)n;
+        c->frame_left -= (uint64_t)n;
+    }
+    if (!given) {
         wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
-    return n;
+    return (ssize_t)given;
 }
 
 static ssize_t ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags, void *arg)
@@ -296,6 +385,7 @@ static void ws_fail(ws_conn *c, uint16_t code, const char *reason)
         evbuffer_add(out, reason, n);
     }
     log_info("websocket: failing a connection (%u): %s", code, reason);
+    ws_held_release(c);
     wslay_event_shutdown_read(c->ctx);
     wslay_event_shutdown_write(c->ctx);
     c->failed = 1;
@@ -682,6 +772,8 @@ static void ws_on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_m
     ws_conn *c = ud;
     if (c->dead)
         return;
+    if (arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME)
+        ws_held_release(c); /* whole: a turn's body is counted again as the proxy holds it */
     if (arg->opcode == WSLAY_TEXT_FRAME)
         ws_on_message(c, (const char *)arg->msg, arg->msg_length);
     else if (arg->opcode == WSLAY_BINARY_FRAME)
@@ -700,6 +792,7 @@ static void ws_on_read(struct bufferevent *bev, void *arg)
     if (c->dead)
         return;
     if (!wslay_event_get_read_enabled(c->ctx)) { /* closing: the rest is dropped */
+        ws_held_release(c);
         struct evbuffer *in = bufferevent_get_input(bev);
         evbuffer_drain(in, evbuffer_get_length(in));
         ws_check_end(c);
@@ -711,6 +804,8 @@ static void ws_on_read(struct bufferevent *bev, void *arg)
         ws_fail(c, 1002, "protocol error: a malformed frame");
         return;
     }
+    if (!wslay_event_get_read_enabled(c->ctx)) /* wslay closed (1009, 1002, 1007, the client's close) */
+        ws_held_release(c);
     ws_flush(c);
 }
 
@@ -750,6 +845,7 @@ static void ws_free(ws_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     ws_n--;
+    ws_held_release(c);
     if (c->loop) /* a turn still running goes with it: the proxy sees its client go and cancels */
         evhttp_connection_free(c->loop);
     ws_request_free(&c->turn);

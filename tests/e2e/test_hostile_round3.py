@@ -190,6 +190,43 @@ class WebSocketFramesTest(GatewayTest):
                      what=f"the account's slot released ({how})")
             wait_for(lambda: "switchyard_websockets_open 0" in admin_get(g, "/metrics").text, what="socket gone")
 
+    def test_messages_being_received_count_in_the_body_budget_and_the_one_passing_it_is_closed_1013(self):
+        # wslay allocates a frame's declared length on its first bytes: two sockets each part-way
+        # through a 60 000-byte message would hold 120 000 bytes of a 100 000-byte budget
+        g = self.one(env={"SWITCHYARD_MAX_BODY": "65536", "SWITCHYARD_MAX_BODIES_IN_FLIGHT": "100000"})
+        msg = create([user("hi")])
+        msg["instructions"] = "x" * (60000 - len(json.dumps(msg).encode()) + len("be brief"))
+        raw = json.dumps(msg).encode()
+        self.assertEqual(len(raw), 60000)
+        first = self.ws(g)
+        whole = frame(1, raw)
+        first.sock.sendall(whole[:1000])
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 60000,
+                 what="the first message counted as it arrives")
+        second = self.ws(g)
+        second.sock.sendall(frame(1, raw)[:1000])
+        self.assertClosedWith(second, 1013)
+        # an HTTP body that would pass the budget beside it is refused too
+        r = g.post("/v1/responses", {"model": "gpt-test", "input": "y" * 50000})
+        self.assertEqual((r.status, r.json()["error"]["code"]), (503, "body_budget_exceeded"), r)
+        first.sock.sendall(whole[1000:])
+        events = [first.recv_json()]
+        while events[-1]["type"] not in TERMINAL:
+            events.append(first.recv_json())
+        self.assertEqual(events[-1]["type"], "response.completed")
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 0,
+                 what="the budget released after the turn")
+        third = self.ws(g)
+        self.assertEqual(third.turn(msg)[-1]["type"], "response.completed")
+        # a socket that goes mid-message gives its share back
+        fourth = self.ws(g)
+        fourth.sock.sendall(whole[:1000])
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 60000,
+                 what="the fourth message counted")
+        fourth.sock.close()
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 0,
+                 what="the budget released when the socket goes")
+
     def test_a_ping_flood_from_a_client_that_never_reads_is_held_back_not_buffered(self):
         g = self.one()
         s = socket.socket()

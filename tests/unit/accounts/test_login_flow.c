@@ -246,12 +246,47 @@ static void test_device_poll_answers_pending_denied_expired_and_approved(void)
 #undef POLL
 }
 
+static void test_request_line_gives_method_and_target_whole_or_refuses(void)
+{
+    char m[16], t[32];
+    CHECK_EQ_INT(login_request_line("GET /auth/callback?code=a&state=b HTTP/1.1\r\nHost: x\r\n\r\n", m, sizeof m, t,
+                                    sizeof t),
+                 LOGIN_LINE_OK);
+    CHECK_EQ_STR(m, "GET");
+    CHECK_EQ_STR(t, "/auth/callback?code=a&state=b");
+    /* a target of exactly the room left for its NUL is taken; one byte more is a 414, nothing cut */
+    CHECK_EQ_INT(login_request_line("GET /234567890123456789012345678901 HTTP/1.0\r\n", m, sizeof m, t, sizeof t),
+                 LOGIN_LINE_OK);
+    CHECK_EQ_INT(strlen(t), 31);
+    CHECK_EQ_INT(login_request_line("GET /2345678901234567890123456789012 HTTP/1.0\r\n", m, sizeof m, t, sizeof t),
+                 LOGIN_LINE_TOO_LONG);
+    CHECK_EQ_STR(t, "");
+    CHECK_EQ_STR(m, "");
+    /* not METHOD SP TARGET SP HTTP/: refused, nothing kept */
+    static const char *const bad[] = {
+        "", "GET", "GET ", "GET /", "GET / ", "GET / FTP/1.0", "GET  / HTTP/1.1", " GET / HTTP/1.1",
+        "GET /\r\n HTTP/1.1", "GET / HTTP", "GET\t/ HTTP/1.1", "GET /a b HTTP/1.1", "\r\nGET / HTTP/1.1",
+        "AVERYLONGMETHODX / HTTP/1.1", /* 16 bytes: no room for its NUL */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_EQ_INT(login_request_line(bad[i], m, sizeof m, t, sizeof t), LOGIN_LINE_BAD);
+        CHECK_EQ_STR(m, "");
+        CHECK_EQ_STR(t, "");
+    }
+    CHECK_EQ_INT(login_request_line("AVERYLONGMETHOD / HTTP/1.1", m, sizeof m, t, sizeof t), LOGIN_LINE_OK);
+    CHECK_EQ_STR(m, "AVERYLONGMETHOD");
+    /* a bad line with a target too long is a 400: the line is judged first */
+    CHECK_EQ_INT(login_request_line("GET /2345678901234567890123456789012 HTTQ/1.0", m, sizeof m, t, sizeof t),
+                 LOGIN_LINE_BAD);
+}
+
 int main(void)
 {
     RUN(test_pkce_challenge_matches_rfc7636_appendix_b);
     RUN(test_new_pkce_pairs_are_random_base64url_of_the_right_length);
     RUN(test_authorize_url_carries_what_codex_sends_percent_encoded);
     RUN(test_url_origin_and_query_values);
+    RUN(test_request_line_gives_method_and_target_whole_or_refuses);
     RUN(test_callback_with_our_state_and_a_code_is_the_code);
     RUN(test_callback_with_another_state_is_refused_before_its_code_is_read);
     RUN(test_callback_repeating_a_parameter_is_refused_whichever_copy_is_ours);
