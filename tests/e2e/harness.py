@@ -350,6 +350,58 @@ class RawUpstream:
         self.sock.close()
 
 
+class ScriptedServer:
+    """A loopback HTTP server answering each POST with what a test names for its path's last
+    segment: answers = {"token": (status, body bytes, trickle seconds between bytes or 0)}, or a
+    callable returning that triple; anything else 404. `hits` lists the segments asked, in order.
+    For authorization servers, token endpoints and the like that answer the hostile things a
+    test wants."""
+
+    def __init__(self, answers):
+        self.answers = dict(answers)
+        self.hits = []
+        srv = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                which = self.path.rsplit("/", 1)[-1]
+                srv.hits.append(which)
+                a = srv.answers.get(which, (404, b"{}", 0))
+                status, body, trickle = a() if callable(a) else a
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    if trickle:
+                        for b in body:
+                            self.wfile.write(bytes([b]))
+                            self.wfile.flush()
+                            time.sleep(trickle)
+                    else:
+                        self.wfile.write(body)
+                except OSError:
+                    pass
+
+        self.server = ThreadingHTTPServer((HOST, 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def base(self):
+        return f"http://{HOST}:{self.server.server_address[1]}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class StreamResult:
     """A whole streamed answer: status, headers, raw bytes, parsed events.
     truncated is True when the connection ended before the body did."""

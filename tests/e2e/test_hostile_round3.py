@@ -19,13 +19,12 @@ import json
 import os
 import socket
 import struct
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import threading
 import time
 import urllib.parse
 import zlib
 
-from harness import HOST, GatewayTest, account, admin_get, main, vm_kib, wait_for
+from harness import HOST, GatewayTest, ScriptedServer, account, admin_get, main, vm_kib, wait_for
 from test_compressed_bodies import fnv1a, gzip, raw_deflate, zstd
 from test_login_flow import Login, get as login_get
 from test_websocket import TERMINAL, Closed, WsClient, create, user
@@ -470,49 +469,15 @@ class CompressedBodiesTest(GatewayTest):
         self.assertEqual(self.mock.requests(), [])
 
 
-class TokenEndpoint:
+class TokenEndpoint(ScriptedServer):
     """A token endpoint that answers the exchange with exactly what a test names:
     (status, body bytes, trickle seconds between bytes or 0)."""
 
     def __init__(self, status, body, trickle=0.0):
-        self.hits = 0
-        ep = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                ep.hits += 1
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                try:
-                    if trickle:
-                        for b in body:
-                            self.wfile.write(bytes([b]))
-                            self.wfile.flush()
-                            time.sleep(trickle)
-                    else:
-                        self.wfile.write(body)
-                except OSError:
-                    pass
-
-        self.server = ThreadingHTTPServer((HOST, 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__({"token": (status, body, trickle)})
 
     def url(self):
-        return f"http://{HOST}:{self.server.server_address[1]}/oauth/token"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        return f"{self.base()}/oauth/token"
 
 
 def jwt(claims):
@@ -568,7 +533,7 @@ class SignInTest(GatewayTest):
             self.assertIn("nothing was stored", err, what)
             self.assertNotIn("\x1b", err, what)
             self.assertEqual(self.accounts(g), [], what)
-            self.assertEqual(ep.hits, 1, what)
+            self.assertEqual(len(ep.hits), 1, what)
 
     def test_an_id_token_that_is_no_jwt_is_stored_without_claims_never_as_garbage(self):
         # the tokens work; the claims (account id, e-mail) are read from the id token or left out

@@ -14,61 +14,16 @@ import json
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import HOST, GatewayTest, admin_call, http_call, main, wait_for
+from harness import HOST, GatewayTest, ScriptedServer, admin_call, http_call, main, wait_for
 
 DONE = ("approved", "denied", "expired", "failed")
 
 
-class DeviceServer:
+class DeviceServer(ScriptedServer):
     """A device-code authorization server answering what a test names per
     path suffix: {"usercode": (status, body bytes, trickle s), "token": ...}.
     An answer may also be a callable returning that triple."""
-
-    def __init__(self, answers):
-        self.answers = dict(answers)
-        self.hits = []
-        srv = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                which = self.path.rsplit("/", 1)[-1]
-                srv.hits.append(which)
-                a = srv.answers.get(which, (404, b"{}", 0))
-                status, body, trickle = a() if callable(a) else a
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                try:
-                    if trickle:
-                        for b in body:
-                            self.wfile.write(bytes([b]))
-                            self.wfile.flush()
-                            time.sleep(trickle)
-                    else:
-                        self.wfile.write(body)
-                except OSError:
-                    pass
-
-        self.server = ThreadingHTTPServer((HOST, 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def base(self):
-        return f"http://{HOST}:{self.server.server_address[1]}"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def code_answer(**over):
