@@ -114,6 +114,8 @@ typedef struct ws_conn {
     uint64_t frame_left;               /* bytes of the frame being handed to wslay (head and payload) */
     size_t msg_held;                   /* the message being received: its frames' declared lengths, in
                                         * gw->body_bytes until it is whole (ws_held_release) */
+    double msg_since;                  /* when its first frame was counted: it must be whole within
+                                        * client_request_timeout_s, as an HTTP request must (ws_on_tick) */
     conv_link last;                    /* the connection's last response (heap strings) */
     uint64_t warmups;
     struct evhttp_connection *loop;    /* the loopback client, kept alive (NULL until the first turn) */
@@ -259,6 +261,8 @@ static int ws_frame_count(ws_conn *c, int opcode, uint64_t payload)
         ws_fail(c, 1013, "the gateway holds too many request bodies: try again later");
         return -1;
     }
+    if (!c->msg_held)
+        c->msg_since = ws_now();
     c->msg_held = want;
     gw->body_bytes += (size_t)payload;
     return 0;
@@ -890,6 +894,12 @@ static void ws_on_tick(evutil_socket_t fd, short what, void *arg)
     if (c->closing) {
         if (now > c->close_by)
             ws_kill(c, NULL);
+        return;
+    }
+    if (c->msg_held && now - c->msg_since >= (double)c->gw->cfg.client_request_timeout_s) {
+        /* a message trickled in, or left half sent, would hold its share of
+         * the body budget for the socket's life: the HTTP request clock */
+        ws_fail(c, 1008, "a message must arrive whole within the request time limit");
         return;
     }
     if (now - c->opened_at >= ws_max_age_s) {

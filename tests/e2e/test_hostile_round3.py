@@ -226,6 +226,21 @@ class WebSocketFramesTest(GatewayTest):
         wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 0,
                  what="the budget released when the socket goes")
 
+    def test_a_message_left_half_sent_is_closed_1008_at_the_request_time_limit_and_its_budget_freed(self):
+        # an HTTP body must arrive whole within the request clock; a WebSocket message likewise,
+        # or a client holds its share of the body budget for the socket's life (up to an hour)
+        g = self.one(env={"SWITCHYARD_CLIENT_REQUEST_TIMEOUT_S": "2"})
+        raw = json.dumps(create([user("hi")])).encode() + b" " * 5000
+        s = self.ws(g)
+        s.sock.sendall(frame(1, raw)[:1000])
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == len(raw),
+                 what="the message counted as it arrives")
+        self.assertClosedWith(s, 1008)
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 0,
+                 what="the budget released at the time limit")
+        # a message sent whole, however slowly its turn runs, is not cut
+        self.assertEqual(self.ws(g).turn(create([user("hi")]))[-1]["type"], "response.completed")
+
     def test_a_ping_flood_from_a_client_that_never_reads_is_held_back_not_buffered(self):
         g = self.one()
         s = socket.socket()
