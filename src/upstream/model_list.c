@@ -1,6 +1,7 @@
 /* model_list.c: model lists as comma-separated names (see model_list.h). */
 #include "upstream/model_list.h"
 #include "base/json.h"
+#include "base/text.h"
 #include <string.h>
 
 int model_list_has(const char *csv, const char *model)
@@ -70,8 +71,12 @@ int model_list_normalize(const char *in, sbuf *out, char *err, size_t errlen)
             return -1;
         }
         if (!model_list_name_ok(s, n)) {
-            sbuf_fmt_into(err, errlen, "bad model name '%.*s' (no spaces, quotes or control bytes; at most %d bytes)",
-                          (int)(n > 64 ? 64 : n), s, MODEL_LIST_NAME_MAX);
+            /* the name is quoted escaped: the message reaches a terminal and logs */
+            sbuf q = SBUF_INIT;
+            text_escape(&q, s, n > 64 ? 64 : n, "'");
+            sbuf_fmt_into(err, errlen, "bad model name '%s' (no spaces, quotes or control bytes; at most %d bytes)",
+                          q.p ? q.p : "", MODEL_LIST_NAME_MAX);
+            sbuf_free(&q);
             return -1;
         }
         model_list_add(out, s, n, &count);

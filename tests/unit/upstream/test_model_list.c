@@ -38,6 +38,11 @@ static void test_override_with_bad_names_is_refused(void)
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     CHECK_EQ_INT(model_list_normalize(big, &o, err, sizeof err), -1);
+    /* the refusal quotes the name escaped: it reaches a terminal (an import file's "models") */
+    CHECK_EQ_INT(model_list_normalize("n{}\":[3\x1b[2JZ", &o, err, sizeof err), -1);
+    for (const char *p = err; *p; p++)
+        CHECK((unsigned char)*p >= 0x20 && *p != 0x7f);
+    CHECK(strstr(err, "\\x1b") != NULL);
     sbuf_free(&o);
 }
 
