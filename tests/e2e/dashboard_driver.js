@@ -9,7 +9,7 @@
 const fs = require("fs");
 const path = require("path");
 const readline = require("readline");
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const { openDashboard } = require("./dashboard_browser.js");
 
 const BASE = process.env.GATEWAY_URL;
 const SHOTS = process.env.SCREENSHOT_DIR;
@@ -29,24 +29,9 @@ async function ask(body) {
 }
 
 async function main() {
-  const ctx = await chromium.launchPersistentContext(process.env.USER_DATA_DIR, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1440, height: 900 },
-  });
-  const page = ctx.pages()[0] || await ctx.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  const { ctx, page, errors } = await openDashboard();
   page.on("dialog", (d) => { errors.push("dialog: " + d.message()); d.dismiss(); });
 
-  await page.goto(BASE + "/admin/");
-  // sign in with the keyboard: the token field has focus
-  await page.waitForSelector("#token:focus");
-  await page.keyboard.type(process.env.ADMIN_TOKEN);
-  await page.keyboard.press("Enter");
   await page.waitForSelector('#pool tr[data-account="a"] [data-state="available"]');
   const stored = await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.keys(localStorage) }));
   say("signed-in", { stored });

@@ -6,7 +6,7 @@
 "use strict";
 
 const path = require("path");
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const { openDashboard } = require("./dashboard_browser.js");
 
 const BASE = process.env.GATEWAY_URL;
 const SHOTS = process.env.SCREENSHOT_DIR;
@@ -14,22 +14,8 @@ const SHOTS = process.env.SCREENSHOT_DIR;
 function say(step, extra) { process.stdout.write(JSON.stringify({ step, ...extra }) + "\n"); }
 
 async function main() {
-  const ctx = await chromium.launchPersistentContext(process.env.USER_DATA_DIR, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1440, height: 900 },
-  });
-  const page = ctx.pages()[0] || await ctx.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  const { ctx, page, errors } = await openDashboard();
 
-  await page.goto(BASE + "/admin/");
-  await page.waitForSelector("#token:focus");
-  await page.keyboard.type(process.env.ADMIN_TOKEN);
-  await page.keyboard.press("Enter");
   await page.waitForSelector("#requests tbody tr[data-id]");
 
   // the search box: words of the error message (and the model) find the one request
