@@ -5,6 +5,7 @@ holding the same accounts, pointed at it with SWITCHYARD_REDIS; the mock
 upstream serves them all. Skipped, saying so, only where redis-server is
 not installed (scripts/install-deps.sh installs it, so CI runs this)."""
 
+import json
 import os
 import shutil
 import signal
@@ -71,6 +72,29 @@ class RedisGatewayTest(GatewayTest):
         e = {"SWITCHYARD_REDIS": self.redis.url(), "SWITCHYARD_USAGE_POLL_S": "0"}
         e.update(extra or {})
         return e
+
+    def with_expiring_login(self, env, n=2):
+        """n gateways (not started) on env, each with the same ChatGPT login `x` imported, its access
+        token expired a minute ago, served by the mock."""
+        gs = [self.gateway([], env=env, start=False) for _ in range(n)]
+        for g in gs:
+            path = os.path.join(g.dir, "x-auth.json")
+            with open(path, "w") as f:
+                json.dump(dict(auth_json("x", -60), name="x"), f)
+            g.cli("account", "import", "--db", g.db_path, path)
+            g.cli("account", "update", "--db", g.db_path, "--name", "x",
+                  "--base-url", self.mock.url("x", "ok,auth=1", v1=False))
+        return gs
+
+    def start_together(self, gs):
+        """Starts gs at once (each in its own thread) and waits until each has reached Redis."""
+        threads = [threading.Thread(target=g.start) for g in gs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for g in gs:
+            wait_for(lambda g=g: "redis: resynchronised" in g.log_text(), what="the gateway to reach redis")
 
 
 class RedisTest(RedisGatewayTest):
@@ -142,20 +166,8 @@ class RedisTest(RedisGatewayTest):
 
     def test_two_gateways_racing_to_refresh_one_login_refresh_it_once_and_both_serve(self):
         env = {"SWITCHYARD_OAUTH_TOKEN_URL": f"{self.mock.base()}/oauth/slow,ms=500/token"}
-        gs = [self.gateway([], env=self.env(env), start=False) for _ in range(2)]
-        for g in gs:
-            path = os.path.join(g.dir, "x-auth.json")
-            with open(path, "w") as f:
-                import json
-                json.dump(dict(auth_json("x", -60), name="x"), f)
-            g.cli("account", "import", "--db", g.db_path, path)
-            g.cli("account", "update", "--db", g.db_path, "--name", "x",
-                  "--base-url", self.mock.url("x", "ok,auth=1", v1=False))
-        threads = [threading.Thread(target=g.start) for g in gs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        gs = self.with_expiring_login(self.env(env))
+        self.start_together(gs)
         for g in gs:
             wait_for(lambda g=g: g.query("SELECT refresh_token FROM accounts WHERE name = 'x'")[0]["refresh_token"]
                      == "rt_x_2", what="the new login on both gateways")

@@ -6,13 +6,9 @@ one, logins and account rows sealed with SWITCHYARD_REDIS_KEY, and the
 `redis` setting starting a gateway in Redis mode. Skipped, saying so, only
 where redis-server is not installed."""
 
-import json
-import os
-import threading
 import time
 
 from harness import account, main, wait_for
-from test_oauth import auth_json
 from test_redis import RedisGatewayTest
 from test_usage_poll import payload
 
@@ -20,15 +16,6 @@ KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 
 class RedisOnceTest(RedisGatewayTest):
-
-    def start_together(self, gs):
-        threads = [threading.Thread(target=g.start) for g in gs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for g in gs:
-            wait_for(lambda g=g: "redis: resynchronised" in g.log_text(), what="the gateway to reach redis")
 
     def usage(self, g, name):
         rows = g.query("SELECT s.usage_polled_at, s.primary_used_pct FROM account_state s"
@@ -66,14 +53,7 @@ class RedisOnceTest(RedisGatewayTest):
     def test_with_a_key_logins_in_redis_are_sealed_and_the_other_gateway_still_serves(self):
         env = self.env({"SWITCHYARD_OAUTH_TOKEN_URL": f"{self.mock.base()}/oauth/slow,ms=300/token",
                         "SWITCHYARD_REDIS_KEY": KEY})
-        gs = [self.gateway([], env=env, start=False) for _ in range(2)]
-        for g in gs:
-            path = os.path.join(g.dir, "x-auth.json")
-            with open(path, "w") as f:
-                json.dump(dict(auth_json("x", -60), name="x"), f)
-            g.cli("account", "import", "--db", g.db_path, path)
-            g.cli("account", "update", "--db", g.db_path, "--name", "x",
-                  "--base-url", self.mock.url("x", "ok,auth=1", v1=False))
+        gs = self.with_expiring_login(env)
         self.start_together(gs)
         for g in gs:
             wait_for(lambda g=g: g.query("SELECT refresh_token FROM accounts WHERE name = 'x'")[0]["refresh_token"]
