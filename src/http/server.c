@@ -648,6 +648,16 @@ int server_start(gateway *gw, server_handler_fn handle)
                   errno ? strerror(errno) : "the address does not resolve");
         return -1;
     }
+    /* --listen HOST:0: the kernel chose the port; the run file, the
+     * listening line and `codex attach` say the one it chose (tests start
+     * every gateway this way: no port is guessed free and then raced for) */
+    if (gw->cfg.listen_port == 0) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(evhttp_bound_socket_get_fd(bound), (struct sockaddr *)&ss, &sl) == 0)
+            gw->cfg.listen_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+    }
     /* answers go out as they are ready, often a head and a stream's first
      * event in one write and its next event a moment later: Nagle would
      * hold that second write for the client's delayed ACK (40 ms). Accepted

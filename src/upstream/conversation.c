@@ -311,7 +311,8 @@ int conversation_rebuild(const conv_link *chain, size_t n, const char *body, siz
     conv_iter it;
     conv_span s;
     int first = 1;
-    conv_open(&it, body, len, 1, 1);
+    if (conv_open(&it, body, len, 1, 1) != 0) /* conv_body_read read it whole: cannot fail */
+        return conv_fail(out, mark, err, errlen, "the request body is not a JSON object");
     sbuf_append(out, "{", 1);
     while (conv_next(&it, &s) == 1) {
         int ours = conv_key_is(body, &s, "input") || conv_key_is(body, &s, "previous_response_id");

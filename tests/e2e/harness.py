@@ -13,9 +13,11 @@ Tests never assert on timings; timeouts here only stop a hang.
 """
 
 import atexit
+import contextlib
 import http.client
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -67,10 +69,12 @@ def env_path(name, fallback_rel=None):
     """Path from an env var; else (outside ctest) a guess in a build dir."""
     v = os.environ.get(name)
     if v:
-        return v
+        # absolute: the harness runs processes in directories of their own
+        # (a gateway in its temp dir), where a path relative to the shell's is wrong
+        return os.path.abspath(v)
     if fallback_rel:
         src = source_dir()
-        for build in ("build", "build-debug", "build-asan"):
+        for build in ("build", "build-release", "build-debug", "build-asan"):
             cand = os.path.join(src, build, fallback_rel)
             if os.path.exists(cand):
                 return cand
@@ -78,7 +82,8 @@ def env_path(name, fallback_rel=None):
 
 
 def source_dir():
-    return os.environ.get("SWITCHYARD_SRC") or os.path.abspath(
+    v = os.environ.get("SWITCHYARD_SRC")
+    return os.path.abspath(v) if v else os.path.abspath(
         os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
@@ -152,6 +157,19 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def closed_port():
+    """A loopback port held bound but not listening for the length of the block: a connection to
+    it is refused, and no other process (a gateway of another test, the README's run.sh) can
+    take it meanwhile. For "nothing answers there" without guessing at a port."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((HOST, 0))
+        yield s.getsockname()[1]
+    finally:
+        s.close()
 
 
 def port_accepts(port):
@@ -772,29 +790,43 @@ class Gateway:
     # --- process
 
     def start(self, port=None):
-        attempts = 1 if port else 3
-        last = ""
-        for _ in range(attempts):
-            self.port = port or free_port()
-            args = [self.bin or switchyard_bin(), "serve", "--db", self.db_path, "--listen", f"{HOST}:{self.port}"]
-            if self.policies:
-                args += ["--policies", self.policies]
-            args += self.serve_args
-            log = open(self.log_path, "ab")
-            self.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                         env=self.env, cwd=self.dir, preexec_fn=self.preexec)
-            log.close()
-            _live_procs.append(self.proc)
-            deadline = time.monotonic() + START_TIMEOUT
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    break
-                if port_accepts(self.port):
-                    return self
-                time.sleep(0.02)
-            last = f"rc={self.proc.poll()}\n{_tail(self.log_path)}"
-            _stop_proc(self.proc, signal.SIGKILL)
+        """Starts `serve` and waits until it is ready: its "listening on" line, written once the
+        signal handlers are in. Without port it listens on port 0 and the kernel picks one (read
+        back from that line), so no test races another for a port guessed free; with port (a
+        restart on the same address) a clash is tried once."""
+        args = [self.bin or switchyard_bin(), "serve", "--db", self.db_path, "--listen", f"{HOST}:{port or 0}"]
+        if self.policies:
+            args += ["--policies", self.policies]
+        args += self.serve_args
+        log = open(self.log_path, "ab")
+        offset = log.tell()
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                     env=self.env, cwd=self.dir, preexec_fn=self.preexec)
+        log.close()
+        _live_procs.append(self.proc)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            listening = self._listening_port(offset)
+            if listening:
+                self.port = listening
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        last = f"rc={self.proc.poll()}\n{_tail(self.log_path)}"
+        _stop_proc(self.proc, signal.SIGKILL)
         raise AssertionError(f"gateway did not start listening: {last}")
+
+    def _listening_port(self, offset):
+        """The port of the "switchyard listening on http://HOST:PORT" line logged past offset."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        m = re.search(r"switchyard listening on http://\S+:(\d+) \(", text)
+        return int(m.group(1)) if m else None
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

@@ -110,9 +110,9 @@ class AdminTest(GatewayTest):
             self.skipTest("this machine has no non-loopback IPv4 address to connect from")
         g = self.gateway([account("a", self.mock.url("a"))], start=False)
         tok = admin_token(g)
-        port = free_port()
-        g.serve_args = ["--listen", f"0.0.0.0:{port}"]
-        g.start(port=port)
+        g.serve_args = ["--listen", "0.0.0.0:0"]  # after the harness's own --listen: this one counts
+        g.start()
+        port = g.port
         for path in ("/admin/api/accounts", "/metrics", "/admin/"):
             r = call(g, "GET", path, token=tok, host=ip, port=port)
             self.assertEqual(self.assertOpenAIError(r, 403)["code"], "admin_loopback_only", path)
@@ -124,9 +124,17 @@ class AdminTest(GatewayTest):
         ip = non_loopback_ip()
         g = self.gateway([account("a", self.mock.url("a"))], start=False)
         tok = admin_token(g)
-        aport = free_port()
-        g.serve_args = ["--admin-listen", f"{'0.0.0.0' if ip else '127.0.0.1'}:{aport}"]
-        g.start()
+        # the admin listener takes no port 0 (0 means "on the gateway listener"): a port free a
+        # moment ago, tried again on the rare clash with another process
+        for attempt in range(5):
+            aport = free_port()
+            g.serve_args = ["--admin-listen", f"{'0.0.0.0' if ip else '127.0.0.1'}:{aport}"]
+            try:
+                g.start()
+                break
+            except AssertionError:
+                if attempt == 4 or "cannot listen for the admin surface" not in g.log_text():
+                    raise
         # not on the gateway listener any more
         self.assertOpenAIError(call(g, "GET", "/admin/api/accounts", token=tok), 404)
         self.assertOpenAIError(call(g, "GET", "/metrics"), 404)

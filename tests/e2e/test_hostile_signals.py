@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from harness import (GatewayTest, HOST, START_TIMEOUT, _live_procs, account, free_port, main, port_accepts,
+from harness import (GatewayTest, HOST, START_TIMEOUT, _live_procs, account, main,
                      switchyard_bin, wait_for)
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
@@ -34,10 +34,18 @@ def sigpipe_ignored(pid):
 class SignalTest(GatewayTest):
 
     def spawn(self, g):
-        """Starts g's gateway without waiting for it to listen; returns the process."""
-        g.port = g.port or free_port()
-        args = [switchyard_bin(), "serve", "--db", g.db_path, "--listen", f"{HOST}:{g.port}"]
+        """Starts g's gateway on a port the kernel picks, without waiting for it to be ready;
+        returns the process (g.ready() says when it is, and sets g.port)."""
+        args = [switchyard_bin(), "serve", "--db", g.db_path, "--listen", f"{HOST}:0"]
         log = open(g.log_path, "ab")
+        offset = log.tell()
+
+        def ready():
+            port = g._listening_port(offset)
+            if port:
+                g.port = port
+            return port
+        g.ready = ready
         g.proc = subprocess.Popen(args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=g.env, cwd=g.dir)
         log.close()
         _live_procs.append(g.proc)
@@ -54,7 +62,7 @@ class SignalTest(GatewayTest):
         # the first burst goes whatever the port says: on a loaded machine the gateway may listen
         # (serve_open binds early) before this loop first looks, and a storm of none proves nothing
         first = True
-        while proc.poll() is None and (first or not port_accepts(g.port)) and time.monotonic() < deadline:
+        while proc.poll() is None and (first or not g.ready()) and time.monotonic() < deadline:
             first = False
             for _ in range(20):
                 try:
@@ -70,7 +78,7 @@ class SignalTest(GatewayTest):
         sent = self.storm_during_start(g, signal.SIGHUP)
         self.assertGreater(sent, 0)
         self.assertIsNone(g.proc.poll(), f"the gateway died of SIGHUP during start-up (rc={g.proc.poll()})")
-        wait_for(lambda: port_accepts(g.port), what="the gateway to listen")
+        wait_for(g.ready, what="the gateway to be ready")
         r = g.post("/v1/responses", RESP_BODY)
         self.assertEqual(r.status, 200, r)
         # a SIGHUP held during start-up is a reload once the loop runs, not lost

@@ -93,14 +93,15 @@ class LimitFamilyTest(GatewayTest):
         self.assertLessEqual(fams[0]["until"], until + 1)  # rests until the family's window resets
         # the main headers carried the family's 100 %: not the account's own usage
         self.assertNotEqual((a["usage"]["primary"] or {}).get("used_pct"), 100, a["usage"])
+        # the CLI reads the database: what the writer thread commits, awaited by its own sign
+        wait_for(lambda: self.stored_families(g) or None, what="the family cooldown in the database")
+        self.assertEqual(self.stored_families(g)[0]["family"], "codex_spark")
         listed = {x["name"]: x for x in json.loads(g.cli("account", "list", "--json", "--db", g.db_path).stdout)}
         self.assertEqual([f["family"] for f in listed["a"]["family_cooldowns"]], ["codex_spark"])
         self.assertEqual(listed["b"]["family_cooldowns"], [])
         self.assertIn("limit family cooling down: codex_spark for ",
                       g.cli("account", "list", "--db", g.db_path).stdout)
         self.assertIn(f"limit family cooling down: a: codex_spark for ", self.status(g, tok))
-        wait_for(lambda: self.stored_families(g) or None, what="the family cooldown in the database")
-        self.assertEqual(self.stored_families(g)[0]["family"], "codex_spark")
         # the window reset: a serves the family's model again
         wait_for(lambda: time.time() > until + 0.5 or None, timeout=15, what="the family's window to reset")
         self.served_by(g, FAMILY_MODEL, "a")

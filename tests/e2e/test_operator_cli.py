@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import GatewayTest, account, http_call, main, switchyard_bin, wait_for
+from harness import GatewayTest, account, closed_port, http_call, main, switchyard_bin, wait_for
 
 BODY = {"model": "gpt-test", "input": "hi"}
 
@@ -208,9 +208,14 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
         self.run_sy(g, "codex", "detach", "--db", g.db_path, "--codex-home", home)
         g.stop()
-        p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home)
+        # with no gateway recorded as running, attach tries the configured listen address: the
+        # test's own (a port it holds bound and not listening), never the machine's 8787, where
+        # the README's own ./scripts/run.sh may be serving
+        with closed_port() as port:
+            p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home,
+                            env={"SWITCHYARD_LISTEN": f"127.0.0.1:{port}"})
         self.assertEqual(p.returncode, 1)
-        self.assertIn("no gateway answers at http://127.0.0.1:8787", p.stderr)
+        self.assertIn(f"no gateway answers at http://127.0.0.1:{port}", p.stderr)
         self.assertIn("--offline", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(home, "config.toml")))
         p = self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home, "--gateway",

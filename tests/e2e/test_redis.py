@@ -15,24 +15,27 @@ import threading
 import time
 import unittest
 
-from harness import GatewayTest, account, free_port, http_call, main, wait_for, _live_procs
+from harness import GatewayTest, account, http_call, main, wait_for, _live_procs
 from test_oauth import auth_json
 
 REDIS = shutil.which("redis-server")
 
 
 class Redis:
-    """A redis-server on a loopback port, kept in memory only."""
+    """A redis-server of the test's own, kept in memory only, on a unix socket in its own temp dir:
+    no TCP port to race other tests (or a Redis of the machine) for, and a restart comes back at
+    the same address whatever else runs. The link's TCP connect is the one hiredis call that
+    differs; test_redis_hostile.py's server speaks TCP."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="sy-redis-")
-        self.port = free_port()
+        self.sock = os.path.join(self.dir, "redis.sock")
         self.proc = None
         self.start()
 
     def start(self):
-        self.proc = subprocess.Popen([REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", self.dir],
+        self.proc = subprocess.Popen([REDIS, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
+                                      "--save", "", "--appendonly", "no", "--dir", self.dir],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         _live_procs.append(self.proc)
         wait_for(lambda: self.cli("PING") == "PONG", what="redis-server to answer")
@@ -44,14 +47,14 @@ class Redis:
 
     def cli(self, *args):
         try:
-            p = subprocess.run(["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True,
+            p = subprocess.run(["redis-cli", "-s", self.sock, *args], capture_output=True, text=True,
                                timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return p.stdout.strip() if p.returncode == 0 else None
 
     def url(self, pool="t"):
-        return f"redis://127.0.0.1:{self.port}/0?pool={pool}"
+        return f"unix://{self.sock}?pool={pool}"
 
     def close(self):
         self.stop()
