@@ -328,6 +328,47 @@ typedef struct policy_budget {
 /* 1 when the policy says the budget is used up ("over"), else 0. */
 int policy_budget_over(policy_engine *pe, const policy_budget *b);
 
+/* --- dialect: what an upstream accepts of a request (policies/dialect.lua) ---
+ * Asked with the account's kind and the two dialects of an attempt; the
+ * answer is data, kept per (kind, client, upstream) and policy load, so the
+ * hook runs a few times per load, never per request (src/dialect/). */
+typedef struct policy_dialect_ask {
+    const char *kind;          /* "api_key" | "chatgpt" | "aggregate" */
+    const char *client;        /* "responses" | "chat": what the client speaks */
+    const char *upstream;      /* what the request is sent in */
+} policy_dialect_ask;
+
+#define POLICY_DIALECT_NAMES 48    /* fields per list, at most */
+#define POLICY_DIALECT_NAME_MAX 48 /* a field's name, NUL included */
+#define POLICY_DIALECT_TEXT_MAX 4096 /* the default instructions, NUL included */
+
+typedef struct policy_dialect {
+    int stream;                /* 1: the upstream request always streams (a client that asked no
+                                * stream gets one aggregated answer); 0: as the client asked */
+    int store_off;             /* 1: "store": false always upstream (the upstream keeps nothing:
+                                * the gateway's conversation record serves what the client asked) */
+    int input_list;            /* 1: a string "input" is sent as one user message item */
+    int strip_item_ids;        /* 1: input items go without their "id" (an upstream that stores
+                                * nothing refuses ids of items it would have to look up) */
+    char system_role[16];      /* "" as sent; else the role a system message in "input" takes
+                                * (the ChatGPT backend: "developer") */
+    int has_instructions;      /* 1: a request without instructions gets instructions (below) */
+    char instructions[POLICY_DIALECT_TEXT_MAX];
+    size_t n_drop;             /* top-level fields removed before the request goes upstream */
+    char drop[POLICY_DIALECT_NAMES][POLICY_DIALECT_NAME_MAX];
+    size_t n_rename;           /* top-level fields renamed: rename_from[i] becomes rename_to[i] */
+    char rename_from[POLICY_DIALECT_NAMES][POLICY_DIALECT_NAME_MAX];
+    char rename_to[POLICY_DIALECT_NAMES][POLICY_DIALECT_NAME_MAX];
+    size_t n_ignore;           /* fields (or "tools.<type>") a translation may leave out: the
+                                * upstream would ignore them; any other untranslatable field is a 400 */
+    char ignore[POLICY_DIALECT_NAMES][POLICY_DIALECT_NAME_MAX];
+} policy_dialect;
+
+/* The rules for an attempt: the dialect hook's answer (kept per engine,
+ * kind and pair), or the built-in defaults (policy_defaults.c) when the
+ * hook errs. Never NULL; valid until the engine is freed. */
+const policy_dialect *policy_dialect_rules(policy_engine *pe, const policy_dialect_ask *ask);
+
 /* `switchyard test [DIR] [--policies PDIR]`: runs the Lua specs. Returns the exit code. */
 int policy_test_main(int argc, char **argv);
 

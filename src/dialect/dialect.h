@@ -1,0 +1,121 @@
+/* dialect.h: the API dialects a client and an upstream speak, and the
+ * translations between them (docs/clients.md). A client speaks one dialect
+ * (Responses or Chat Completions); an account speaks one or both, and each
+ * upstream kind has rules of its own (policy_dialect: the ChatGPT backend
+ * streams always, stores never, requires instructions, refuses some
+ * parameters). The proxy meets each side in its own dialect:
+ *
+ *   request   dialect_request: the client's body made the upstream's (its
+ *             dialect, its rules), or a 400 naming the field that cannot be
+ *             translated;
+ *   answer    dialect_answer: a plain upstream answer made the client's;
+ *   stream    dialect_stream: the upstream's events made the client's, one
+ *             event at a time, with its own state per attempt (tool call
+ *             indexes, output items, text so far); or, for a client that
+ *             asked no stream from an upstream that always streams, one
+ *             aggregated answer at the end;
+ *   errors    dialect_error_body: an upstream's error body ({"detail": ...}
+ *             of the ChatGPT backend, an error of the other dialect) as an
+ *             OpenAI error object for the client.
+ *
+ * The translators are a table of pairs (dialect.c): adding a dialect is
+ * adding rows. Passthrough (same dialect, no rule to apply) never comes
+ * here: dialect_plan says so and the proxy sends the client's bytes as they
+ * came. Pure: no I/O, no clock, no globals; fuzzed. */
+#ifndef SY_DIALECT_H
+#define SY_DIALECT_H
+#include <stddef.h>
+#include "base/json.h"
+#include "base/sbuf.h"
+#include "policy/policy.h"
+#include "upstream/preflight.h"
+
+/* What an account speaks, as a bit set over api_kind. */
+#define DIALECT_BIT(api) (1u << (unsigned)(api))
+#define DIALECT_BOTH (DIALECT_BIT(API_CHAT) | DIALECT_BIT(API_RESPONSES))
+
+/* "responses" | "chat" */
+const char *dialect_name(api_kind api);
+/* One name into *out: 0, -1 unknown. */
+int dialect_parse(const char *s, api_kind *out);
+/* "chat>responses" (client > upstream): the pair's name in logs, the trace,
+ * the attempts record and the metrics; "" for passthrough. */
+const char *dialect_pair_name(api_kind client, api_kind upstream);
+
+/* A request the gateway refuses to translate: the status (400), the field
+ * it names (param, e.g. "n", "messages[2].content[0].type") and a message
+ * in the ecosystem's words. */
+typedef struct dialect_error {
+    int status;
+    char param[96];
+    char code[48];       /* "unsupported_parameter", "invalid_value", ... */
+    char message[320];
+} dialect_error;
+
+/* What the request needs on this attempt: NONE (passthrough: the client's
+ * bytes go as they came), ADAPT (same dialect, the upstream's rules
+ * change it) or TRANSLATE (another dialect). */
+typedef enum { DIALECT_NONE, DIALECT_ADAPT, DIALECT_TRANSLATE } dialect_step;
+
+/* The facts of the client's request the plan needs (read once per request). */
+typedef struct dialect_req_facts {
+    int stream;            /* "stream": true */
+    int has_instructions;  /* Responses: a non-empty "instructions" */
+    int store_absent;      /* Responses: no "store" member (the API stores by default) */
+    int store_true;        /* Responses: "store": true */
+} dialect_req_facts;
+
+dialect_step dialect_plan(api_kind client, api_kind upstream, const policy_dialect *rules,
+                          const dialect_req_facts *f);
+
+/* The upstream request body for the attempt: doc (the client's body, parsed
+ * whole) in client's dialect turned into upstream's, with rules applied
+ * (NULL: none). *up_stream is set to whether the upstream request streams
+ * (the rules may force it). Returns 0 with out filled, or -1 with err (out
+ * emptied). */
+int dialect_request(api_kind client, api_kind upstream, const policy_dialect *rules, const json_value *doc,
+                    sbuf *out, int *up_stream, dialect_error *err);
+
+/* A plain (non-stream) upstream answer body in upstream's dialect written
+ * into out in client's. 0, or -1 when body is not an answer of that
+ * dialect (out emptied; the proxy then treats it as no answer). */
+int dialect_answer(api_kind upstream, api_kind client, const char *body, size_t len, sbuf *out);
+
+/* An upstream's error body (any status) as an OpenAI error object for the
+ * client: {"error":{"message","type","code","param"}}. A body that already
+ * is one is copied as it is; {"detail": "..."} or {"detail": {"code",
+ * "message"}} (the ChatGPT backend) become one, with the code kept or made
+ * from the status; anything else (HTML, text) is quoted in the message,
+ * cut to fit. */
+void dialect_error_body(int status, const char *body, size_t len, sbuf *out);
+
+/* ---------- streams ---------- */
+
+typedef struct dialect_stream dialect_stream;
+
+typedef struct dialect_stream_opts {
+    int aggregate;         /* the client asked no stream: nothing until the end, then one answer */
+    int include_usage;     /* a chat client's stream_options.include_usage: a last chunk with usage */
+    const char *model;     /* the model the client asked (answers name it when the upstream does not) */
+} dialect_stream_opts;
+
+/* A translator for one attempt: the upstream's SSE bytes in upstream's
+ * dialect in, the client's bytes (SSE events, or with aggregate one JSON
+ * body at the end) out. NULL when out of memory. */
+dialect_stream *dialect_stream_new(api_kind upstream, api_kind client, const dialect_stream_opts *o);
+/* Feeds upstream bytes (any cut: an unfinished event waits for the rest);
+ * appends what the client gets from them to out. */
+void dialect_stream_feed(dialect_stream *s, const char *buf, size_t n, sbuf *out);
+/* The upstream's stream is over. Appends what the client still needs: a
+ * stream's closing events ([DONE] for chat) when the upstream ended it
+ * properly, the aggregated answer with aggregate. Returns 1 when the
+ * upstream's stream ended properly (a terminal event seen: the answer is
+ * whole), 0 when it did not (the caller ends the client's stream as
+ * interrupted, or fails over when nothing was sent). */
+int dialect_stream_end(dialect_stream *s, sbuf *out);
+/* 1 once the client's side has been given output (text, a tool call, a
+ * refusal): from then on the attempt cannot move unseen. */
+int dialect_stream_output_sent(const dialect_stream *s);
+void dialect_stream_free(dialect_stream *s);
+
+#endif
