@@ -2,7 +2,7 @@
 -- order(candidates, ctx); each candidate is {id, name, kind, sort, updated_at,
 -- primary_used_pct, secondary_used_pct, success_rate, latency_ema_ms,
 -- inflight, max_concurrency, reserve, health_age_s, weight, current_weight,
--- success_rate_60s, latency_60s_ms, attempts_60s}; ctx is
+-- success_rate_60s, latency_60s_ms, attempts_60s, translated, unlisted}; ctx is
 -- {strategy, rotation, model,
 -- platform_key_id, cursor, preferred, seed}. Returns the candidate ids in try
 -- order (leaving one out means "do not try it").
@@ -23,6 +23,11 @@
 --     current_weight + weight first (C keeps current_weight per platform key
 --     + model and steps it after each pick, as nginx does), accounts whose
 --     (recovered) success rate is below HEALTH_FLOOR after the healthy ones;
+--   within each group, after the strategy's order, an account that does not
+--     speak the client's dialect (translated: the request is translated,
+--     docs/clients.md) goes after those that do, and one whose upstream's
+--     /models list lacks the model (unlisted: a hint, not a refusal) after
+--     both; the order among equals is kept;
 --   ctx.preferred, when present, goes first.
 -- The built-in C default in src/policy/policy.c mirrors these rules.
 --
@@ -123,6 +128,23 @@ local function swrr_sort(seg)
   end
 end
 
+-- 0 native and listed, 1 translated, 2 unlisted, 3 both.
+local function penalty(c)
+  return (c.unlisted and 2 or 0) + (c.translated and 1 or 0)
+end
+
+-- Stable: the candidates with a penalty after the others, in their order.
+local function demote(seg)
+  local any = false
+  for i = 1, #seg do if seg[i].translated or seg[i].unlisted then any = true break end end
+  if not any then return seg end
+  local out = {}
+  for p = 0, 3 do
+    for i = 1, #seg do if penalty(seg[i]) == p then out[#out + 1] = seg[i] end end
+  end
+  return out
+end
+
 -- Runs for every request, so it is written for the VM: numeric loops (no
 -- iterator calls), one list of ids, one of reserve ids, one segment per group.
 local function order(candidates, ctx)
@@ -147,6 +169,7 @@ local function order(candidates, ctx)
     elseif #seg > 1 then
       seed = p2c(seg, seed)
     end
+    seg = demote(seg)
     for i = 1, #seg do ids[#ids + 1] = seg[i].id end
   end
   for i = 1, #reserve_ids do ids[#ids + 1] = reserve_ids[i] end

@@ -360,7 +360,7 @@ static int proxy_usage_limit_reply(proxy_req *p)
     }
     for (size_t i = 0; i < total; i++) {
         const pool_account *pa = pool_at(p->gw->pool, i);
-        if (!pa->a.enabled || pa->a.hold || (pa->a.kind == ACCOUNT_CHATGPT && p->in.api == API_CHAT && !p->in.is_get))
+        if (!pa->a.enabled || pa->a.hold)
             continue; /* not part of this endpoint's pool (a held account waits for its operator, not a reset) */
         why[n][0] = '\0';
         router_available(pa, &p->rctx, now, why[n], sizeof why[n]);

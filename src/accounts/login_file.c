@@ -239,6 +239,11 @@ static int login_entry_settings(const json_value *e, login_entry *le, char *err,
         snprintf(err, errlen, "%s: prefill: expected auto, yes or no", le->label);
         return -1;
     }
+    json_value *sp = json_get(e, "speaks"); /* the operator's word on the upstream's dialects */
+    if (sp && sp->type != JSON_NULL && (sp->type != JSON_STRING || account_speaks_parse(sp->str, &le->speaks) != 0)) {
+        snprintf(err, errlen, "%s: speaks: expected auto, responses, chat or both", le->label);
+        return -1;
+    }
     return 0;
 }
 
@@ -525,6 +530,7 @@ void login_entry_to_account(const login_entry *e, account_new *an, char *namebuf
     an->context_fallback = e->context_fallback;
     an->disabled = e->disabled;
     an->prefill = e->prefill;
+    an->speaks = e->speaks;
     login_entry_login(e, &an->login);
 }
 
@@ -590,6 +596,8 @@ void login_file_write(sbuf *out, const account *a, size_t n, int with_secrets)
         login_put_str(out, "models", a[i].models && *a[i].models ? a[i].models : NULL);
         /* the operator's word; a refusal the gateway learned is its own finding, learned again elsewhere */
         login_put_str(out, "prefill", a[i].prefill == PREFILL_YES ? "yes" : a[i].prefill == PREFILL_NO ? "no" : NULL);
+        /* declared only: what the gateway learned is learned again wherever it is imported */
+        login_put_str(out, "speaks", a[i].speaks != SPEAKS_AUTO ? account_speaks_name(a[i].speaks) : NULL);
         sbuf_printf(out, ",\"token_expires_at\":%lld,\"last_refresh_at\":%lld", (long long)a[i].token_expires_at,
                     (long long)a[i].last_refresh_at);
         login_put_str(out, "needs_login", a[i].login_error);

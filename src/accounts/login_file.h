@@ -31,6 +31,7 @@ typedef struct login_entry {
     int context_fallback;
     int disabled;          /* "enabled": false */
     int prefill;           /* "prefill": auto (0), yes or no (store.h, account_prefill) */
+    int speaks;            /* "speaks": auto (0), responses, chat or both (store.h, account_speaks) */
 } login_entry;
 
 typedef struct login_list {

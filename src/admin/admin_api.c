@@ -482,8 +482,15 @@ static void admin_account_json(sbuf *b, const pool_account *pa, double now)
     admin_str(b, pa->models_upstream);
     sbuf_puts(b, ",\"refused\":");
     admin_str(b, pa->models_refused);
-    sbuf_printf(b, "},\"prefill\":\"%s\",\"prefill_refused\":%s}", account_prefill_name(a->prefill),
+    sbuf_printf(b, "},\"prefill\":\"%s\",\"prefill_refused\":%s", account_prefill_name(a->prefill),
                 pa->prefill_refused ? "true" : "false");
+    /* the dialects its upstream speaks (docs/clients.md): declared, learned, what is used now */
+    unsigned now_speaks = account_dialects(a, st), refused = (unsigned)st->dialects_refused;
+    sbuf_printf(b, ",\"speaks\":\"%s\",\"dialects\":[%s%s%s],\"dialects_refused\":[%s%s%s]}",
+                account_speaks_name(a->speaks), now_speaks & ACCOUNT_DIALECT_RESPONSES ? "\"responses\"" : "",
+                now_speaks == (ACCOUNT_DIALECT_RESPONSES | ACCOUNT_DIALECT_CHAT) ? "," : "",
+                now_speaks & ACCOUNT_DIALECT_CHAT ? "\"chat\"" : "", refused & ACCOUNT_DIALECT_RESPONSES ? "\"responses\"" : "",
+                (refused & 3u) == 3u ? "," : "", refused & ACCOUNT_DIALECT_CHAT ? "\"chat\"" : "");
 }
 
 static void admin_get_accounts(admin_ctx *ctx, struct evhttp_request *req)

@@ -32,7 +32,7 @@ void cli_usage_account(FILE *f)
           "                              [--chatgpt-account-id ID] [--model-map JSON] [--context-fallback]\n"
           "                              [--weight N] [--max-rpm N] [--max-tpm N]\n"
           "                              [--budget USD [--budget-period month|<N>d]] [--models a,b,c]\n"
-          "                              [--prefill auto|yes|no] [--db PATH]\n"
+          "                              [--prefill auto|yes|no] [--speaks auto|responses|chat|both] [--db PATH]\n"
           "       switchyard account add --name N --codex-auth ~/.codex/auth.json [options above]\n"
           "                              (a chatgpt account from a Codex login; --base-url is optional for chatgpt)\n"
           "       switchyard account login [--name N] [--device] [--no-browser] [--port N] [--timeout S] [--db PATH]\n"
@@ -45,6 +45,7 @@ void cli_usage_account(FILE *f)
           "                              [--context-fallback | --no-context-fallback] [--weight N]\n"
           "                              [--max-rpm N] [--max-tpm N] [--budget USD] [--budget-period month|<N>d]\n"
           "                              [--models a,b,c | --models ''] [--prefill auto|yes|no]\n"
+          "                              [--speaks auto|responses|chat|both]\n"
           "       switchyard account list [--json] [--db PATH]\n"
           "       switchyard account enable|disable|remove|reset --name N [--db PATH]\n"
           "  --context-fallback marks a larger-context account: a request another account refuses as too\n"
@@ -53,6 +54,8 @@ void cli_usage_account(FILE *f)
           "  list the upstream's /models gives is used, and '' clears it\n"
           "  --prefill: whether a cut stream may be finished here with the delivered text as an assistant\n"
           "  prefill (auto: until it refuses one, which is remembered; reset forgets it)\n"
+          "  --speaks: the API dialects its upstream speaks (auto: the kind's; a ChatGPT login speaks responses,\n"
+          "  a key or relay both until it answers 404/405 to one, which is remembered); others are translated\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
           f);
 }
@@ -168,7 +171,7 @@ static int cli_token_get(const char *cmd, const char *token, const char *file, s
 
 typedef struct cli_account_args {
     const char *db, *name, *base_url, *token, *token_file, *kind, *sort, *max_conc, *chatgpt_id, *model_map;
-    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period, *models, *prefill;
+    const char *codex_auth, *weight, *max_rpm, *max_tpm, *budget, *budget_period, *models, *prefill, *speaks;
     int help, context_fallback;
 } cli_account_args;
 
@@ -180,6 +183,18 @@ static int cli_prefill_parse(const char *cmd, const char *text, int *out)
         return 0;
     if (account_prefill_parse(text, out) != 0 || *out == PREFILL_REFUSED) {
         fprintf(stderr, "switchyard %s: --prefill must be auto, yes or no, got '%s'\n", cmd, text);
+        return -1;
+    }
+    return 0;
+}
+
+/* --speaks auto|responses|chat|both into *out; -1 after a message. */
+static int cli_speaks_parse(const char *cmd, const char *text, int *out)
+{
+    if (!text)
+        return 0;
+    if (account_speaks_parse(text, out) != 0) {
+        fprintf(stderr, "switchyard %s: --speaks must be auto, responses, chat or both, got '%s'\n", cmd, text);
         return -1;
     }
     return 0;
@@ -320,14 +335,16 @@ int cli_account_add(int argc, char **argv)
         {"codex-auth", &a.codex_auth, NULL}, {"context-fallback", NULL, &a.context_fallback},
         {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL},
         {"max-tpm", &a.max_tpm, NULL}, {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
-        {"models", &a.models, NULL}, {"prefill", &a.prefill, NULL}, {"help", NULL, &a.help}, {NULL, NULL, NULL},
+        {"models", &a.models, NULL}, {"prefill", &a.prefill, NULL}, {"speaks", &a.speaks, NULL},
+        {"help", NULL, &a.help}, {NULL, NULL, NULL},
     };
     account_new an = {.kind = ACCOUNT_API_KEY, .max_concurrency = -1};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
     if (rc >= 0)
         return rc;
     an.context_fallback = a.context_fallback;
-    if (cli_account_validate(cmd, &a, &an) != 0 || cli_prefill_parse(cmd, a.prefill, &an.prefill) != 0)
+    if (cli_account_validate(cmd, &a, &an) != 0 || cli_prefill_parse(cmd, a.prefill, &an.prefill) != 0 ||
+        cli_speaks_parse(cmd, a.speaks, &an.speaks) != 0)
         return CLI_EXIT_USAGE;
     sbuf models = SBUF_INIT;
     if (cli_models_parse(cmd, a.models, &models) != 0) {
@@ -465,6 +482,14 @@ static void cli_hold_json(sbuf *o, const account *a)
     sbuf_printf(o, ",\"since\":%lld}", (long long)a->hold_since);
 }
 
+/* A dialect bit set as a JSON array of names. */
+static void cli_dialects_json(sbuf *o, unsigned bits)
+{
+    sbuf_printf(o, "[%s%s%s]", bits & ACCOUNT_DIALECT_RESPONSES ? "\"responses\"" : "",
+                (bits & ACCOUNT_DIALECT_RESPONSES) && (bits & ACCOUNT_DIALECT_CHAT) ? "," : "",
+                bits & ACCOUNT_DIALECT_CHAT ? "\"chat\"" : "");
+}
+
 static void cli_account_json(sbuf *o, const account *a, const account_state *st, double now)
 {
     sbuf_printf(o, "{\"id\":%lld,\"name\":", (long long)a->id);
@@ -508,7 +533,14 @@ static void cli_account_json(sbuf *o, const account *a, const account_state *st,
         sbuf_json_str(o, a->models, strlen(a->models));
     else
         sbuf_puts(o, "null");
-    sbuf_printf(o, ",\"prefill\":\"%s\"}", account_prefill_name(a->prefill));
+    sbuf_printf(o, ",\"prefill\":\"%s\",\"speaks\":\"%s\",\"dialects\":", account_prefill_name(a->prefill),
+                account_speaks_name(a->speaks));
+    unsigned speaks = account_dialects(a, st);
+    unsigned refused = st ? (unsigned)st->dialects_refused : 0;
+    cli_dialects_json(o, speaks);
+    sbuf_puts(o, ",\"dialects_refused\":");
+    cli_dialects_json(o, refused);
+    sbuf_puts(o, "}");
 }
 
 /* The LOGIN column: "needs_login: why", the access token's time left, or "-". */
@@ -557,6 +589,14 @@ static void cli_account_row(const account *a, const account_state *st, double no
     }
     if (a->models)
         cli_line("      models: %s", a->models);
+    unsigned speaks = account_dialects(a, st);
+    if (a->speaks != SPEAKS_AUTO || (st && st->dialects_refused)) /* not the kind's default: say what it speaks */
+        cli_line("      speaks: %s (%s)",
+                 speaks == (ACCOUNT_DIALECT_RESPONSES | ACCOUNT_DIALECT_CHAT) ? "responses, chat"
+                 : speaks & ACCOUNT_DIALECT_RESPONSES                        ? "responses"
+                                                                             : "chat",
+                 st && st->dialects_refused ? "learned: it answered 404/405 to the other; account reset forgets it"
+                                            : "declared with --speaks; the other is translated");
     if (a->prefill == PREFILL_NO || a->prefill == PREFILL_REFUSED)
         cli_line("      prefill: %s", a->prefill == PREFILL_NO ? "no (a cut stream is never finished here)"
                                                                : "refused one (learned; account reset forgets it)");
@@ -805,7 +845,7 @@ int cli_account_update(int argc, char **argv)
         {"context-fallback", NULL, &a.context_fallback}, {"no-context-fallback", NULL, &no_fallback},
         {"weight", &a.weight, NULL}, {"max-rpm", &a.max_rpm, NULL}, {"max-tpm", &a.max_tpm, NULL},
         {"budget", &a.budget, NULL}, {"budget-period", &a.budget_period, NULL},
-        {"models", &a.models, NULL}, {"prefill", &a.prefill, NULL}, {NULL, NULL, NULL},
+        {"models", &a.models, NULL}, {"prefill", &a.prefill, NULL}, {"speaks", &a.speaks, NULL}, {NULL, NULL, NULL},
     };
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &a.help, cli_usage_account);
     if (rc >= 0)
@@ -822,9 +862,10 @@ int cli_account_update(int argc, char **argv)
         (a.max_tpm && cli_parse_int(cmd, "max-tpm", a.max_tpm, 0, &p.max_tpm) != 0) ||
         cli_budget_parse(cmd, a.budget, a.budget_period, &p.budget_usd) != 0)
         return CLI_EXIT_USAGE;
-    if (cli_prefill_parse(cmd, a.prefill, &p.prefill) != 0)
+    if (cli_prefill_parse(cmd, a.prefill, &p.prefill) != 0 || cli_speaks_parse(cmd, a.speaks, &p.speaks) != 0)
         return CLI_EXIT_USAGE;
     p.has_prefill = a.prefill != NULL;
+    p.has_speaks = a.speaks != NULL;
     p.has_weight = a.weight != NULL;
     p.has_max_rpm = a.max_rpm != NULL;
     p.has_max_tpm = a.max_tpm != NULL;

@@ -19,11 +19,11 @@
 
 const char *const policy_hook_names[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
                                                    "breaker",  "price",    "budget", "strip", "exhausted",
-                                                   "first_token", "alert"};
+                                                   "first_token", "alert", "dialect"};
 /* The file each hook lives in (prices.lua holds a table of data first). */
 static const char *const hook_files[HOOK_COUNT] = {"classify", "cooldown", "guard", "order",
                                                    "breaker",  "prices",   "budget", "strip", "exhausted",
-                                                   "first_token", "alert"};
+                                                   "first_token", "alert", "dialect"};
 
 /* ======================= calling the hooks ======================= */
 
@@ -310,6 +310,41 @@ int policy_price_get(policy_engine *pe, const char *model, policy_price *out)
     return h.price_known;
 }
 
+const policy_dialect *policy_dialect_rules(policy_engine *pe, const policy_dialect_ask *ask)
+{
+    static policy_dialect builtin[3][2][2]; /* no engine (tests): the defaults, per kind and pair */
+    char key[64], why[512];
+    snprintf(key, sizeof key, "%s\x1f%s\x1f%s", ask->kind ? ask->kind : "", ask->client ? ask->client : "",
+             ask->upstream ? ask->upstream : "");
+    if (!pe) {
+        int k = ask->kind && strcmp(ask->kind, "chatgpt") == 0 ? 1 : ask->kind && strcmp(ask->kind, "aggregate") == 0 ? 2 : 0;
+        int c = ask->client && strcmp(ask->client, "chat") == 0, u = ask->upstream && strcmp(ask->upstream, "chat") == 0;
+        policy_dialect_default(ask, &builtin[k][c][u]);
+        return &builtin[k][c][u];
+    }
+    for (size_t i = 0; i < pe->ndialects; i++)
+        if (strcmp(pe->dialects[i].key, key) == 0)
+            return pe->dialects[i].rules;
+    policy_dialect *r = calloc(1, sizeof *r);
+    if (!r) { /* out of memory: the defaults, not remembered */
+        static policy_dialect oom;
+        policy_dialect_default(ask, &oom);
+        return &oom;
+    }
+    hook_call h = {.pe = pe, .dask = ask, .dialect = r};
+    if (hook_run(pe, policy_dialect_run, &h, why, sizeof why) != 0) {
+        engine_fallback(pe, HOOK_DIALECT, why);
+        memset(r, 0, sizeof *r);
+        policy_dialect_default(ask, r); /* remembered: the rules of one load stay one set */
+    }
+    dialect_memo *m = pe->ndialects < DIALECT_MEMO ? &pe->dialects[pe->ndialects++]
+                                                   : &pe->dialects[pe->dialect_next++ % DIALECT_MEMO];
+    free(m->rules);
+    sbuf_copy_cstr(m->key, sizeof m->key, key);
+    m->rules = r;
+    return r;
+}
+
 /* ======================= loading and self-check ======================= */
 
 static char *file_slurp(const char *path, size_t *len, char *err, size_t errlen)
@@ -587,6 +622,24 @@ static int check_alert(policy_engine *pe, char *err, size_t errlen)
     return 0;
 }
 
+static int check_dialect(policy_engine *pe, char *err, size_t errlen)
+{
+    static const char *const kinds[] = {"api_key", "chatgpt", "aggregate"}, *const apis[] = {"responses", "chat"};
+    char why[512];
+    for (size_t k = 0; k < 3; k++)
+        for (size_t c = 0; c < 2; c++)
+            for (size_t u = 0; u < 2; u++) {
+                policy_dialect *r = calloc(1, sizeof *r);
+                policy_dialect_ask ask = {kinds[k], apis[c], apis[u]};
+                hook_call h = {.pe = pe, .dask = &ask, .dialect = r};
+                int rc = r ? hook_run(pe, policy_dialect_run, &h, why, sizeof why) : -1;
+                free(r);
+                if (rc != 0)
+                    return check_fail(pe, HOOK_DIALECT, r ? why : "out of memory", err, errlen);
+            }
+    return 0;
+}
+
 static int check_price(policy_engine *pe, char *err, size_t errlen)
 {
     const char *models[] = {"gpt-5", "gpt-4o-2024-08-06", "no-such-model", ""};
@@ -622,7 +675,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
     if (check_classify(pe, err, errlen) || check_cooldown(pe, err, errlen) ||
         check_guard_order(pe, err, errlen) || check_breaker(pe, err, errlen) || check_price(pe, err, errlen) ||
         check_budget(pe, err, errlen) || check_strip(pe, err, errlen) || check_exhausted(pe, err, errlen) ||
-        check_first_token(pe, err, errlen) || check_alert(pe, err, errlen))
+        check_first_token(pe, err, errlen) || check_alert(pe, err, errlen) || check_dialect(pe, err, errlen))
         goto fail;
     /* would this classify resume a cut text-only chat stream? a Responses one? */
     const char *const endpoints[] = {"/v1/chat/completions", "/v1/responses"};
@@ -650,6 +703,8 @@ void policy_free(policy_engine *pe)
     if (!pe)
         return;
     sandbox_free(pe->sb);
+    for (size_t i = 0; i < pe->ndialects; i++)
+        free(pe->dialects[i].rules);
     free(pe);
 }
 

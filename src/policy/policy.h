@@ -260,6 +260,8 @@ typedef struct policy_candidate {
     double success_rate_60s;   /* attempts that succeeded in the last 60 s, 0..1; -1 none */
     double latency_60s_ms;     /* mean latency of those successes, -1 none */
     int attempts_60s;
+    int translated;            /* it does not speak the client's dialect: the request is translated */
+    int unlisted;              /* its upstream's /models list is known and lacks the model (a hint only) */
 } policy_candidate;
 
 int policy_guard(policy_engine *pe, const policy_candidate *c); /* GUARD_* */

@@ -404,6 +404,10 @@ static int order_rank(const policy_candidate *c, const int *g, int ng)
     return -1;
 }
 
+/* 0: native and listed; 1 translated; 2 its upstream's list lacks the
+ * model (more likely refused than a translation is to fail); 3 both. */
+static int order_penalty(const policy_candidate *c) { return (c->unlisted ? 2 : 0) + (c->translated ? 1 : 0); }
+
 /* Reverses a[lo..hi). */
 static void order_reverse(size_t *a, size_t lo, size_t hi)
 {
@@ -507,6 +511,21 @@ size_t policy_order_default(const policy_candidate *c, size_t n, const policy_or
             seed = order_p2c(c, perm + a, b - a, seed);
         a = b;
     }
+    /* within each group, an account reached by translation, or whose
+     * upstream does not list the model, after the others (stable) */
+    for (size_t a = 0; a < m;) {
+        int r = order_rank(&c[perm[a]], g, ng);
+        size_t b = a;
+        while (b < m && order_rank(&c[perm[b]], g, ng) == r)
+            b++;
+        for (size_t i = a + 1; r < ng && i < b; i++) /* reserves keep their order, as order.lua's */
+            for (size_t j = i; j > a && order_penalty(&c[perm[j]]) < order_penalty(&c[perm[j - 1]]); j--) {
+                size_t t = perm[j];
+                perm[j] = perm[j - 1];
+                perm[j - 1] = t;
+            }
+        a = b;
+    }
     for (size_t i = 0; ctx->preferred && i < m; i++)
         if (c[perm[i]].id == ctx->preferred) {
             size_t v = perm[i];
@@ -558,4 +577,38 @@ size_t policy_alert_default(const policy_alert_event *ev, policy_alert_post *out
         return 0;
     }
     return 1;
+}
+
+/* ---------- dialect (policies/dialect.lua) ---------- */
+
+static void dialect_names(char (*dst)[POLICY_DIALECT_NAME_MAX], size_t *n, const char *const *names)
+{
+    for (*n = 0; names[*n] && *n < POLICY_DIALECT_NAMES; (*n)++)
+        sbuf_copy_cstr(dst[*n], POLICY_DIALECT_NAME_MAX, names[*n]);
+}
+
+void policy_dialect_default(const policy_dialect_ask *ask, policy_dialect *out)
+{
+    static const char *const chatgpt_drop[] = {"max_output_tokens", "temperature", "top_p", "frequency_penalty",
+                                               "presence_penalty", NULL};
+    static const char *const chatgpt_ignore[] = {"frequency_penalty", "presence_penalty", "seed", "logit_bias", NULL};
+    static const char *const to_chat_ignore[] = {"include", "reasoning.summary", "truncation", "metadata",
+                                                 "prompt_cache_key", "service_tier", "safety_identifier",
+                                                 "tools.web_search", "tools.web_search_preview", NULL};
+    memset(out, 0, sizeof *out);
+    const char *kind = ask->kind ? ask->kind : "", *client = ask->client ? ask->client : "";
+    const char *upstream = ask->upstream ? ask->upstream : "";
+    if (strcmp(kind, "chatgpt") == 0 && strcmp(upstream, "responses") == 0) {
+        out->stream = 1;
+        out->store_off = 1;
+        out->has_instructions = 1;
+        sbuf_copy_cstr(out->instructions, sizeof out->instructions, "You are a helpful assistant.");
+        out->input_list = 1;
+        out->strip_item_ids = 1;
+        sbuf_copy_cstr(out->system_role, sizeof out->system_role, "developer");
+        dialect_names(out->drop, &out->n_drop, chatgpt_drop);
+        dialect_names(out->ignore, &out->n_ignore, chatgpt_ignore);
+    } else if (strcmp(upstream, "chat") == 0 && strcmp(client, "responses") == 0) {
+        dialect_names(out->ignore, &out->n_ignore, to_chat_ignore);
+    }
 }

@@ -121,6 +121,11 @@ static void candidate_push(lua_State *L, const policy_candidate *c, int weighted
     set_num(L, "success_rate_60s", c->success_rate_60s);
     set_num(L, "latency_60s_ms", c->latency_60s_ms);
     set_int(L, "attempts_60s", c->attempts_60s);
+    /* present only when true: the usual candidate keeps its 16-slot table */
+    if (c->translated)
+        set_bool(L, "translated", 1);
+    if (c->unlisted)
+        set_bool(L, "unlisted", 1);
 }
 
 static void budget_push(lua_State *L, const policy_budget *b)
@@ -783,6 +788,131 @@ int policy_alert_run(lua_State *L)
         alert_post_parse(L, lua_gettop(L), h);
         lua_pop(L, 1);
     }
+    return 0;
+}
+
+/* A field name a dialect rule lists: a JSON member name (or "tools.<type>",
+ * "reasoning.summary"): printable, no quote or backslash, short. */
+static void dialect_name_copy(lua_State *L, const char *what, int idx, char out[POLICY_DIALECT_NAME_MAX])
+{
+    size_t n = 0;
+    const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tolstring(L, idx, &n) : NULL;
+    if (!s || n == 0 || n >= POLICY_DIALECT_NAME_MAX)
+        luaL_error(L, "dialect: %s: each name must be a string of 1..%d bytes", what, POLICY_DIALECT_NAME_MAX - 1);
+    for (size_t i = 0; i < n; i++)
+        if (s[i] <= ' ' || s[i] > '~' || s[i] == '"' || s[i] == '\\')
+            luaL_error(L, "dialect: %s: '%s' is not a field name", what, s);
+    memcpy(out, s, n + 1);
+}
+
+/* A list of names (drop, ignore) into names[], *n of them. */
+static void dialect_list(lua_State *L, int t, const char *k, char (*names)[POLICY_DIALECT_NAME_MAX], size_t *n)
+{
+    int ty = raw_field(L, t, k);
+    if (ty == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (ty != LUA_TTABLE)
+        luaL_error(L, "dialect: '%s' must be a list of field names", k);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+    if (len > POLICY_DIALECT_NAMES)
+        luaL_error(L, "dialect: '%s' lists more than %d names", k, POLICY_DIALECT_NAMES);
+    for (lua_Integer i = 1; i <= len; i++) {
+        lua_rawgeti(L, -1, i);
+        dialect_name_copy(L, k, -1, names[*n]);
+        (*n)++;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* The dialect hook's answer (policies/dialect.lua): every member checked,
+ * an unknown one refused (a misspelt rule must not pass unnoticed). */
+static void dialect_parse(lua_State *L, int t, policy_dialect *r)
+{
+    static const char *const known[] = {"stream", "store", "instructions", "input_list", "system_role",
+                                        "strip_item_ids", "drop", "rename", "ignore", NULL};
+    memset(r, 0, sizeof *r);
+    if (lua_type(L, t) == LUA_TNIL)
+        return;
+    if (lua_type(L, t) != LUA_TTABLE)
+        luaL_error(L, "dialect returned %s, expected a table of rules (or nil: none)", luaL_typename(L, t));
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        if (lua_type(L, -2) != LUA_TSTRING || name_index(lua_tostring(L, -2), known) < 0)
+            luaL_error(L, "dialect: unknown rule '%s'", lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
+        lua_pop(L, 1);
+    }
+    int ty = raw_field(L, t, "stream");
+    if (ty == LUA_TSTRING && strcmp(lua_tostring(L, -1), "always") == 0)
+        r->stream = 1;
+    else if (ty != LUA_TNIL && !(ty == LUA_TSTRING && strcmp(lua_tostring(L, -1), "as_asked") == 0))
+        luaL_error(L, "dialect: 'stream' must be \"always\" or \"as_asked\"");
+    lua_pop(L, 1);
+    ty = raw_field(L, t, "store");
+    if (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))
+        r->store_off = 1;
+    else if (ty != LUA_TNIL)
+        luaL_error(L, "dialect: 'store' may only be false (the upstream keeps nothing)");
+    lua_pop(L, 1);
+    static const char *const flags[] = {"input_list", "strip_item_ids"};
+    int *const dst[] = {&r->input_list, &r->strip_item_ids};
+    for (size_t i = 0; i < 2; i++) {
+        ty = raw_field(L, t, flags[i]);
+        if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+            luaL_error(L, "dialect: '%s' must be true or false", flags[i]);
+        *dst[i] = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    ty = raw_field(L, t, "system_role");
+    if (ty != LUA_TNIL) {
+        const char *s = ty == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!s || (strcmp(s, "developer") != 0 && strcmp(s, "user") != 0 && strcmp(s, "system") != 0))
+            luaL_error(L, "dialect: 'system_role' must be \"developer\", \"user\" or \"system\"");
+        sbuf_copy_cstr(r->system_role, sizeof r->system_role, strcmp(s, "system") == 0 ? "" : s);
+    }
+    lua_pop(L, 1);
+    ty = raw_field(L, t, "instructions");
+    if (ty != LUA_TNIL) {
+        size_t n = 0;
+        const char *s = ty == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+        if (!s || n == 0 || n >= sizeof r->instructions || memchr(s, '\0', n))
+            luaL_error(L, "dialect: 'instructions' must be a text of 1..%d bytes", (int)sizeof r->instructions - 1);
+        memcpy(r->instructions, s, n + 1);
+        r->has_instructions = 1;
+    }
+    lua_pop(L, 1);
+    dialect_list(L, t, "drop", r->drop, &r->n_drop);
+    dialect_list(L, t, "ignore", r->ignore, &r->n_ignore);
+    ty = raw_field(L, t, "rename");
+    if (ty == LUA_TTABLE) {
+        int m = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, m)) {
+            if (r->n_rename >= POLICY_DIALECT_NAMES)
+                luaL_error(L, "dialect: 'rename' holds more than %d fields", POLICY_DIALECT_NAMES);
+            dialect_name_copy(L, "rename", -2, r->rename_from[r->n_rename]);
+            dialect_name_copy(L, "rename", -1, r->rename_to[r->n_rename]);
+            r->n_rename++;
+            lua_pop(L, 1);
+        }
+    } else if (ty != LUA_TNIL) {
+        luaL_error(L, "dialect: 'rename' must be a table {from = to}");
+    }
+    lua_pop(L, 1);
+}
+
+int policy_dialect_run(lua_State *L)
+{
+    hook_call *h = sandbox_ud(L);
+    hook_push(L, HOOK_DIALECT);
+    lua_createtable(L, 0, 3);
+    set_str(L, "kind", h->dask->kind ? h->dask->kind : "");
+    set_str(L, "client", h->dask->client ? h->dask->client : "");
+    set_str(L, "upstream", h->dask->upstream ? h->dask->upstream : "");
+    lua_call(L, 1, 1);
+    dialect_parse(L, lua_gettop(L), h->dialect);
     return 0;
 }
 

@@ -26,7 +26,7 @@
 #define POLICY_SECONDS_MAX 3600.0
 
 enum { HOOK_CLASSIFY, HOOK_COOLDOWN, HOOK_GUARD, HOOK_ORDER, HOOK_BREAKER, HOOK_PRICE, HOOK_BUDGET, HOOK_STRIP,
-       HOOK_EXHAUSTED, HOOK_FIRST_TOKEN, HOOK_ALERT, HOOK_COUNT };
+       HOOK_EXHAUSTED, HOOK_FIRST_TOKEN, HOOK_ALERT, HOOK_DIALECT, HOOK_COUNT };
 /* "classify", ...: by HOOK_* (policy.c) */
 extern const char *const policy_hook_names[HOOK_COUNT];
 #define PRICE_MEMO 64
@@ -47,6 +47,14 @@ typedef struct first_token_memo {
     policy_silence limits;
 } first_token_memo;
 
+#define DIALECT_MEMO 16
+/* dialect() answers, kept per engine by (kind, client, upstream): a few
+ * per load (3 kinds x 4 pairs), each a policy_dialect of its own. */
+typedef struct dialect_memo {
+    char key[64];
+    policy_dialect *rules;
+} dialect_memo;
+
 struct policy_engine {
     sandbox *sb;
     uint64_t generation;
@@ -65,6 +73,8 @@ struct policy_engine {
     int order_bundled;            /* order.lua is the bundled text (from the binary or a copy of it) */
     first_token_memo first_tokens[FIRST_TOKEN_MEMO];
     size_t nfirst_tokens, first_token_next;
+    dialect_memo dialects[DIALECT_MEMO];
+    size_t ndialects, dialect_next;
 };
 
 /* One hook call: its arguments in, its result out. policy.c fills one and
@@ -101,6 +111,8 @@ typedef struct hook_call {
     policy_alert_post *posts; /* POLICY_ALERT_POSTS of them, filled as read (the caller frees them either way) */
     size_t nposts;
     sbuf scratch;             /* a post's body as it is encoded (the caller frees it either way) */
+    const policy_dialect_ask *dask;
+    policy_dialect *dialect;  /* filled as read (zeroed first) */
 } hook_call;
 
 /* Loading one hook file (policy.c, engine_load_hook -> policy_load_run). */
@@ -123,6 +135,7 @@ int policy_strip_run(lua_State *L);
 int policy_exhausted_run(lua_State *L);
 int policy_first_token_run(lua_State *L);
 int policy_alert_run(lua_State *L);
+int policy_dialect_run(lua_State *L);
 /* ... and with a load_call: runs the chunk, keeps its hook function in the
  * registry (where policy_<hook>_run finds it) and notes its line. */
 int policy_load_run(lua_State *L);
@@ -138,6 +151,7 @@ int policy_strip_default(const policy_blob *b);
 int policy_exhausted_default(const policy_exhausted *ex, double *resets_at, char *plan_type, size_t plan_n);
 policy_silence policy_first_token_default(const policy_first_token *ft);
 size_t policy_alert_default(const policy_alert_event *ev, policy_alert_post *out);
+void policy_dialect_default(const policy_dialect_ask *ask, policy_dialect *out);
 size_t policy_order_default(const policy_candidate *c, size_t n, const policy_order_ctx *ctx, size_t *perm);
 void policy_breaker_default(const policy_breaker_state *st, int success, int *state, double *open_seconds);
 

@@ -95,6 +95,8 @@ static void candidate_read(lua_State *L, int t, policy_candidate *c)
     c->success_rate_60s = opt_num(L, t, "success_rate_60s", -1);
     c->latency_60s_ms = opt_num(L, t, "latency_60s_ms", -1);
     c->attempts_60s = (int)opt_int(L, t, "attempts_60s", 0);
+    c->translated = opt_bool(L, t, "translated");
+    c->unlisted = opt_bool(L, t, "unlisted");
 }
 
 /* Reads the candidate list at arg 1 into GC-owned memory; returns the count. */
@@ -444,6 +446,54 @@ static int bridge_budget(lua_State *L)
     return 1;
 }
 
+static void push_names(lua_State *L, const char (*names)[POLICY_DIALECT_NAME_MAX], size_t n)
+{
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+/* dialect({kind, client, upstream}) -> the rules as the engine keeps them
+ * (after the strict reading): {stream = "always"|"as_asked", store = false|nil,
+ * instructions, input_list, system_role, strip_item_ids, drop, rename, ignore} */
+static int bridge_dialect(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    policy_dialect_ask ask = {opt_str(L, 1, "kind", NULL), opt_str(L, 1, "client", NULL),
+                              opt_str(L, 1, "upstream", NULL)};
+    const policy_dialect *r = policy_dialect_rules(bridge_engine(L), &ask);
+    lua_createtable(L, 0, 9);
+    lua_pushstring(L, r->stream ? "always" : "as_asked");
+    lua_setfield(L, -2, "stream");
+    if (r->store_off) {
+        lua_pushboolean(L, 0);
+        lua_setfield(L, -2, "store");
+    }
+    if (r->has_instructions) {
+        lua_pushstring(L, r->instructions);
+        lua_setfield(L, -2, "instructions");
+    }
+    lua_pushboolean(L, r->input_list);
+    lua_setfield(L, -2, "input_list");
+    lua_pushboolean(L, r->strip_item_ids);
+    lua_setfield(L, -2, "strip_item_ids");
+    lua_pushstring(L, r->system_role[0] ? r->system_role : "system");
+    lua_setfield(L, -2, "system_role");
+    push_names(L, r->drop, r->n_drop);
+    lua_setfield(L, -2, "drop");
+    push_names(L, r->ignore, r->n_ignore);
+    lua_setfield(L, -2, "ignore");
+    lua_createtable(L, 0, (int)r->n_rename);
+    for (size_t i = 0; i < r->n_rename; i++) {
+        lua_pushstring(L, r->rename_to[i]);
+        lua_setfield(L, -2, r->rename_from[i]);
+    }
+    lua_setfield(L, -2, "rename");
+    return 1;
+}
+
 static int bridge_fallbacks(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)policy_fallbacks(bridge_engine(L)));
@@ -463,7 +513,7 @@ static int spec_install_run(lua_State *L)
         {"order", bridge_order}, {"route", bridge_route}, {"breaker", bridge_breaker},
         {"price", bridge_price}, {"budget", bridge_budget}, {"strip", bridge_strip},
         {"exhausted", bridge_exhausted}, {"first_token", bridge_first_token}, {"alert", bridge_alert},
-        {"fallbacks", bridge_fallbacks},
+        {"dialect", bridge_dialect}, {"fallbacks", bridge_fallbacks},
         {"last_error", bridge_last_error}, {NULL, NULL}};
     for (const luaL_Reg *r = bridges; r->name; r++) {
         lua_pushlightuserdata(L, sandbox_ud(L));

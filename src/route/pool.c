@@ -147,6 +147,7 @@ void pool_account_reset(pool_account *pa)
     free(pa->models_refused); /* a refusal may have been a plan's: the operator asks again */
     pa->models_refused = NULL;
     pa->prefill_refused = 0;
+    pa->st.dialects_refused = 0; /* a wrong base URL fixed meanwhile answers every endpoint again */
     pa->rest_reset = 1;
 }
 
@@ -184,7 +185,7 @@ int pool_account_serves_request(const pool_account *pa, const char *model)
         return 1;
     if (model_list_has(pa->models_refused, model))
         return 0;
-    const char *list = pool_account_models(pa);
+    const char *list = pa->a.models && *pa->a.models ? pa->a.models : NULL; /* the operator's word only */
     if (!list)
         return 1;
     if (!pa->a.model_map) /* the usual: the name goes upstream as it came */
@@ -192,6 +193,15 @@ int pool_account_serves_request(const pool_account *pa, const char *model)
     char to[MODEL_LIST_NAME_MAX + 1];
     pool_account_model_for(pa, model, to, sizeof to);
     return model_list_has(list, to);
+}
+
+int pool_account_lists(const pool_account *pa, const char *model)
+{
+    if (!model || !*model || !pa->models_upstream || (pa->a.models && *pa->a.models))
+        return 1;
+    char to[MODEL_LIST_NAME_MAX + 1];
+    pool_account_model_for(pa, model, to, sizeof to);
+    return model_list_has(pa->models_upstream, to);
 }
 
 /* At most this many refused models are remembered per account (a client
@@ -332,6 +342,11 @@ static void pool_load(pool *p)
         }
         if (a[i].prefill == PREFILL_NO || a[i].prefill == PREFILL_REFUSED) /* declared, or learned and stored */
             pa[i].prefill_refused = 1;
+        if (old && (old->a.speaks != a[i].speaks || strcmp(old->a.base_url, a[i].base_url) != 0) &&
+            pa[i].st.dialects_refused) { /* the operator's word (or another upstream) replaces what was learned */
+            pa[i].st.dialects_refused = 0;
+            pool_state_save(p, &pa[i]);
+        }
         pool_budget_load(p, &pa[i].budget, old ? &old->budget : NULL, old ? old->a.budget_period : "",
                          a[i].budget_usd, a[i].budget_period, 0, a[i].id);
     }

@@ -119,11 +119,15 @@ int pool_account_serves(const pool_account *pa, const char *model);
  * 1 if mapped. */
 int pool_account_model_for(const pool_account *pa, const char *model, char *out, size_t n);
 /* 1 if pa may be sent a request for the client's model: the name it would
- * be sent (pool_account_model_for) is in its list, or no list is known,
- * and its upstream did not refuse the client's model (refusals are kept by
- * the client's name). What routing asks; pool_account_serves is the
- * catalog's question about a name of the list itself. */
+ * be sent (pool_account_model_for) is in the operator's --models list, or
+ * the operator gave none, and its upstream did not refuse the client's
+ * model (refusals are kept by the client's name). What routing asks; the
+ * upstream's own /models list is no wall (pool_account_lists), and
+ * pool_account_serves is the catalog's question about a name of a list. */
 int pool_account_serves_request(const pool_account *pa, const char *model);
+/* 1 unless pa's upstream /models list is known and lacks the name pa would
+ * be sent (and the operator gave no --models): a hint for the order only. */
+int pool_account_lists(const pool_account *pa, const char *model);
 /* Remembers (in memory) that the upstream refused model for pa. */
 void pool_account_refuse_model(pool_account *pa, const char *model);
 

@@ -28,10 +28,11 @@ double router_family_until(const pool_account *pa, const route_ctx *ctx, double 
     return f ? f->until : 0;
 }
 
-/* 1 (with why) when pa does not serve the request's model: not in its list
- * (the operator's --models or the upstream's /models; an unknown list
- * serves everything) or refused by its upstream this run. Not a failure:
- * nothing cools down. */
+/* 1 (with why) when pa does not serve the request's model: not in the
+ * operator's --models list, or refused by its upstream this run. What the
+ * upstream's /models lists is a hint for the order only (an Azure
+ * deployment, an alias, a relay serves names its list does not give). Not
+ * a failure: nothing cools down. */
 static int router_model_skip(const pool_account *pa, const route_ctx *ctx, char *why, size_t n)
 {
     if (ctx->is_get || !ctx->model || !*ctx->model || pool_account_serves_request(pa, ctx->model))
@@ -40,11 +41,10 @@ static int router_model_skip(const pool_account *pa, const route_ctx *ctx, char 
     if (model_list_has(pa->models_refused, ctx->model))
         snprintf(why, n, "model %.80s refused by its upstream (not served on this account)", ctx->model);
     else if (pool_account_model_for(pa, ctx->model, to, sizeof to))
-        snprintf(why, n, "does not serve model %.80s (its --model-map sends %.80s, not in %s list)", ctx->model, to,
-                 pa->a.models && *pa->a.models ? "its --models" : "its upstream's /models");
+        snprintf(why, n, "does not serve model %.80s (its --model-map sends %.80s, not in its --models list)",
+                 ctx->model, to);
     else
-        snprintf(why, n, "does not serve model %.80s (%s list)", ctx->model,
-                 pa->a.models && *pa->a.models ? "its --models" : "its upstream's /models");
+        snprintf(why, n, "does not serve model %.80s (its --models list)", ctx->model);
     return 1;
 }
 
@@ -60,10 +60,6 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
     }
     if (pa->a.hold) { /* out until an operator acts: the reason says what to do */
         hold_reason(pa->a.hold, pa->a.name, why, n);
-        return 0;
-    }
-    if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get) {
-        snprintf(why, n, "chatgpt accounts serve /v1/responses only");
         return 0;
     }
     if (router_model_skip(pa, ctx, why, n))
@@ -99,8 +95,6 @@ double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, 
         if ((pinned && pa->a.id != pinned) || !pa->a.enabled || pa->a.login_error || pa->a.hold ||
             account_limits_over_budget(pa, now))
             continue;
-        if (pa->a.kind == ACCOUNT_CHATGPT && ctx->api == API_CHAT && !ctx->is_get)
-            continue;
         if (!ctx->is_get && !pool_account_serves_request(pa, ctx->model))
             continue;
         double back = router_rest_until(pa, now), fam = router_family_until(pa, ctx, now);
@@ -130,7 +124,7 @@ void router_skip_add(route_plan *plan, const pool_account *pa, const char *reaso
     sbuf_copy_cstr(s->reason, sizeof s->reason, reason);
 }
 
-static void router_candidate_fill(policy_candidate *c, const pool_account *pa, double now)
+static void router_candidate_fill(policy_candidate *c, const pool_account *pa, const route_ctx *ctx, double now)
 {
     health_figures h;
     health_window_read(&pa->health, now, &h);
@@ -162,6 +156,10 @@ static void router_candidate_fill(policy_candidate *c, const pool_account *pa, d
     c->success_rate_60s = h.success_rate;
     c->latency_60s_ms = h.latency_ms;
     c->attempts_60s = h.attempts;
+    /* hints for the order (docs/clients.md): a translation to reach it, and
+     * an upstream /models list that does not name the model */
+    c->translated = !ctx->is_get && !(account_dialects(&pa->a, &pa->st) & (1u << (unsigned)ctx->api));
+    c->unlisted = !ctx->is_get && !pool_account_lists(pa, ctx->model);
 }
 
 /* The guard's verdict on pa. Guard sees identity and usage only, so a
@@ -405,7 +403,7 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
             router_skip_add(plan, pa, why);
             continue;
         }
-        router_candidate_fill(&cands[n], pa, now);
+        router_candidate_fill(&cands[n], pa, ctx, now);
         int g = router_guard(gw, pa, &cands[n]);
         if (g == GUARD_EXCLUDE) {
             router_skip_add(plan, pa, "excluded by the quota guard");

@@ -50,7 +50,26 @@ typedef struct account {
     int64_t hold_since;    /* unix seconds; 0 when not held */
     char *models;          /* the operator's model list, comma-separated exact names; NULL: no override */
     int prefill;           /* account_prefill: whether a stream resume's assistant prefill may go here */
+    int speaks;            /* account_speaks: the dialects its upstream speaks, as the operator declared */
 } account;
+
+/* Which API dialects an account's upstream speaks (docs/clients.md): the
+ * operator's word, or auto (the kind's default: a ChatGPT login speaks the
+ * Responses API, a key or relay is taken to speak both until one answers
+ * 404/405 to an endpoint, which the gateway learns: account_state's
+ * dialects_refused). Stored as text in accounts.speaks. */
+typedef enum { SPEAKS_AUTO = 0, SPEAKS_RESPONSES, SPEAKS_CHAT, SPEAKS_BOTH } account_speaks;
+const char *account_speaks_name(int s);             /* "auto" | "responses" | "chat" | "both" */
+/* "auto", "responses", "chat", "both" (also "responses,chat" and "chat,responses"): 0, -1 unknown */
+int account_speaks_parse(const char *s, int *out);
+/* Dialects as bits (the same bits as dialect.h's DIALECT_BIT of api_kind). */
+#define ACCOUNT_DIALECT_CHAT 1u
+#define ACCOUNT_DIALECT_RESPONSES 2u
+struct account_state;
+/* What a's upstream speaks now: its declared or kind's dialects, less the
+ * ones it was learned to refuse (st may be NULL); never none (a refusal of
+ * everything is no dialect fact: the declared set is kept). */
+unsigned account_dialects(const account *a, const struct account_state *st);
 
 /* Whether an account takes an assistant prefill (the continuation of a
  * stream cut after output, docs/policies.md "Stream resume"): the
@@ -83,6 +102,7 @@ typedef struct account_new {
     const char *models;    /* NULL or "": no override */
     int disabled;          /* 1: added disabled (an import of an export that says "enabled": false) */
     int prefill;           /* account_prefill; 0: auto */
+    int speaks;            /* account_speaks; 0: auto */
 } account_new;
 
 typedef struct platform_key {
@@ -146,6 +166,10 @@ typedef struct account_state {
     double latency_60s_ms;   /* -1 none */
     int attempts_60s;
     account_family fam[ACCOUNT_FAMILIES]; /* cooldowns per limit family (above) */
+    /* dialects its upstream answered 404/405 to (an endpoint it does not
+     * have), learned by the gateway: a bit per api_kind (1 << API_CHAT,
+     * 1 << API_RESPONSES); `account reset` and `account update --speaks` forget them */
+    int dialects_refused;
 } account_state;
 
 /* The family slots of st as the JSON array stored in
@@ -339,6 +363,7 @@ typedef struct account_patch {
     const char *budget_period;                   /* NULL: keep; "month" or "<N>d" */
     const char *models;                          /* NULL: keep; "": clear the override */
     int has_prefill, prefill;                    /* account_prefill (auto, yes or no) */
+    int has_speaks, speaks;                      /* account_speaks; also forgets what was learned */
 } account_patch;
 /* Changes the named account in place (id, state, history and order kept).
  * A new token clears needs_login; a token or refresh token that differs

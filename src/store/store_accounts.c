@@ -65,6 +65,37 @@ int account_prefill_parse(const char *s, int *out)
     return -1;
 }
 
+const char *account_speaks_name(int s)
+{
+    static const char *const names[] = {"auto", "responses", "chat", "both"};
+    return s >= SPEAKS_AUTO && s <= SPEAKS_BOTH ? names[s] : "auto";
+}
+
+int account_speaks_parse(const char *s, int *out)
+{
+    if (s && (strcmp(s, "responses,chat") == 0 || strcmp(s, "chat,responses") == 0)) {
+        *out = SPEAKS_BOTH;
+        return 0;
+    }
+    for (int v = SPEAKS_AUTO; s && v <= SPEAKS_BOTH; v++)
+        if (strcmp(s, account_speaks_name(v)) == 0) {
+            *out = v;
+            return 0;
+        }
+    return -1;
+}
+
+unsigned account_dialects(const account *a, const account_state *st)
+{
+    unsigned d = a->speaks == SPEAKS_RESPONSES ? ACCOUNT_DIALECT_RESPONSES
+                 : a->speaks == SPEAKS_CHAT    ? ACCOUNT_DIALECT_CHAT
+                 : a->speaks == SPEAKS_BOTH    ? ACCOUNT_DIALECT_RESPONSES | ACCOUNT_DIALECT_CHAT
+                 : a->kind == ACCOUNT_CHATGPT  ? ACCOUNT_DIALECT_RESPONSES
+                                               : ACCOUNT_DIALECT_RESPONSES | ACCOUNT_DIALECT_CHAT;
+    unsigned left = st ? d & ~(unsigned)st->dialects_refused : d;
+    return left ? left : d;
+}
+
 /* ---------- add and load ---------- */
 
 /* Strict check with sqlite's JSON1: model_map must be a JSON object. */
@@ -178,6 +209,7 @@ static void store_account_bind(sqlite3_stmt *st, const account_new *a)
     store_bind_text(st, 23, a->models && *a->models ? a->models : NULL);
     sqlite3_bind_int(st, 24, a->disabled ? 0 : 1);
     sqlite3_bind_text(st, 25, account_prefill_name(a->prefill), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 26, account_speaks_name(a->speaks), -1, SQLITE_STATIC);
 }
 
 /* Inserts one account on db (no busy handling, no transaction of its own). */
@@ -188,7 +220,7 @@ int store_account_insert(sqlite3 *db, const account_new *a)
         "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort,"
         " max_concurrency, created_at, updated_at, refresh_token, id_token, email, plan_type,"
         " token_expires_at, last_refresh_at, context_fallback, weight, max_rpm, max_tpm, budget_usd, budget_period,"
-        " models, enabled, prefill) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " models, enabled, prefill, speaks) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         -1, &st, NULL);
     if (rc == SQLITE_OK) {
         store_account_bind(st, a);
@@ -250,6 +282,8 @@ static void store_account_row(sqlite3_stmt *st, account *a)
     a->models = store_col_dup(st, 29);
     if (account_prefill_parse((const char *)sqlite3_column_text(st, 30), &a->prefill) != 0)
         a->prefill = PREFILL_AUTO; /* the CHECK constraint makes this unreachable */
+    if (account_speaks_parse((const char *)sqlite3_column_text(st, 31), &a->speaks) != 0)
+        a->speaks = SPEAKS_AUTO; /* the CHECK constraint makes this unreachable */
 }
 
 static void store_account_row_slot(sqlite3_stmt *st, void *slot) { store_account_row(st, slot); }
@@ -261,7 +295,7 @@ int store_accounts_load(store *s, account **out, size_t *n)
         "SELECT id, name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
         " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token,"
         " email, plan_type, token_expires_at, last_refresh_at, login_error, weight, max_rpm, max_tpm, budget_usd,"
-        " budget_period, hold, hold_detail, hold_since, models, prefill FROM accounts"
+        " budget_period, hold, hold_detail, hold_since, models, prefill, speaks FROM accounts"
         " ORDER BY sort ASC, updated_at DESC, id ASC",
         sizeof(account), store_account_row_slot, &rows, n);
     if (rc != 0) {
@@ -362,7 +396,8 @@ int store_account_reset(store *s, const char *name, char *err, size_t errlen)
         "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD ", " STORE_SQL_PREFILL_RELEARN
         " WHERE name = ?1",
         "UPDATE account_state SET cooldown_until = 0, ladder_step = 0, last_429_at = 0, last_error = '',"
-        " success_ema = 1, family_cooldowns = '' WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
+        " success_ema = 1, family_cooldowns = '', dialects_refused = 0"
+        " WHERE account_id IN (SELECT id FROM accounts WHERE name = ?1)",
     };
     return store_account_txn_sync(s, name, sql, 2, 0, "reset account", err, errlen);
 }
@@ -433,6 +468,7 @@ int store_account_update(store *s, const char *name, const account_patch *p, cha
         {"budget_period", p->budget_period, 0, TEXT, p->budget_period != NULL},
         {"models", p->models && *p->models ? p->models : NULL, 0, TEXT, p->models != NULL},
         {"prefill", account_prefill_name(p->prefill), 0, TEXT, p->has_prefill},
+        {"speaks", account_speaks_name(p->speaks), 0, TEXT, p->has_speaks},
     };
     char sql[1536] = "UPDATE accounts SET id = id";
     size_t len = strlen(sql);

@@ -331,13 +331,24 @@ static const char store_migration_20[] =
  * column added last costs the rows that have none one byte of header. */
 static const char store_migration_21[] = "ALTER TABLE request_logs ADD COLUMN error_message TEXT;";
 
+/* Migration 22 (issue 30): the dialects an account's upstream speaks, as
+ * the operator declared them (store.h, account_speaks), and the ones the
+ * gateway learned it does not (a 404/405 to that endpoint): a bit per
+ * dialect in the state, which the gateway writes and no operator change
+ * involves (account reset and update --speaks forget it). */
+static const char store_migration_22[] =
+    "ALTER TABLE accounts ADD COLUMN speaks TEXT NOT NULL DEFAULT 'auto'"
+    " CHECK (speaks IN ('auto','responses','chat','both'));"
+    "ALTER TABLE account_state ADD COLUMN dialects_refused INTEGER NOT NULL DEFAULT 0;";
+
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
                                                store_migration_10, store_migration_11, store_migration_12,
                                                store_migration_13, store_migration_14, store_migration_15,
                                                store_migration_16, store_migration_17, store_migration_18,
-                                               store_migration_19, store_migration_20, store_migration_21};
+                                               store_migration_19, store_migration_20, store_migration_21,
+                                               store_migration_22};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */

@@ -25,7 +25,8 @@ static const char store_shared_sql_rows[] =
     " 'id_token', id_token, 'email', email, 'plan_type', plan_type, 'token_expires_at', token_expires_at,"
     " 'last_refresh_at', last_refresh_at, 'login_error', login_error, 'weight', weight, 'max_rpm', max_rpm,"
     " 'max_tpm', max_tpm, 'budget_usd', budget_usd, 'budget_period', budget_period, 'hold', hold,"
-    " 'hold_detail', hold_detail, 'hold_since', hold_since, 'models', models, 'prefill', prefill)"
+    " 'hold_detail', hold_detail, 'hold_since', hold_since, 'models', models, 'prefill', prefill,"
+    " 'speaks', speaks)"
     " FROM accounts"
     " UNION ALL SELECT 'key:' || k.hash, json_object('name', k.name, 'prefix', k.prefix, 'preferred', a.name,"
     " 'revoked', k.revoked, 'created_at', k.created_at, 'allowed_models', k.allowed_models, 'max_rpm', k.max_rpm,"
@@ -44,13 +45,13 @@ static const char store_shared_sql_account[] =
     "INSERT INTO accounts(name, kind, base_url, token, chatgpt_account_id, model_map, sort, enabled,"
     " max_concurrency, created_at, updated_at, context_fallback, reset_gen, refresh_token, id_token, email,"
     " plan_type, token_expires_at, last_refresh_at, login_error, weight, max_rpm, max_tpm, budget_usd,"
-    " budget_period, hold, hold_detail, hold_since, models, prefill) VALUES (?1, " J("kind") ", " J("base_url")
+    " budget_period, hold, hold_detail, hold_since, models, prefill, speaks) VALUES (?1, " J("kind") ", " J("base_url")
     ", " J("token") ", " J("chatgpt_account_id") ", " J("model_map") ", " J("sort") ", " J("enabled") ", "
     J("max_concurrency") ", " J("created_at") ", " J("updated_at") ", " J("context_fallback") ", " J("reset_gen")
     ", " J("refresh_token") ", " J("id_token") ", " J("email") ", " J("plan_type") ", " J("token_expires_at") ", "
     J("last_refresh_at") ", " J("login_error") ", " J("weight") ", " J("max_rpm") ", " J("max_tpm") ", "
     J("budget_usd") ", " J("budget_period") ", " J("hold") ", " J("hold_detail") ", " J("hold_since") ", "
-    J("models") ", " J("prefill") ")"
+    J("models") ", " J("prefill") ", coalesce(" J("speaks") ", 'auto'))"
     " ON CONFLICT(name) DO UPDATE SET kind = excluded.kind, base_url = excluded.base_url,"
     " chatgpt_account_id = excluded.chatgpt_account_id, model_map = excluded.model_map, sort = excluded.sort,"
     " enabled = excluded.enabled, max_concurrency = excluded.max_concurrency, created_at = excluded.created_at,"
@@ -59,7 +60,7 @@ static const char store_shared_sql_account[] =
     " weight = excluded.weight, max_rpm = excluded.max_rpm, max_tpm = excluded.max_tpm,"
     " budget_usd = excluded.budget_usd, budget_period = excluded.budget_period, hold = excluded.hold,"
     " hold_detail = excluded.hold_detail, hold_since = excluded.hold_since, models = excluded.models,"
-    " prefill = excluded.prefill, " STORE_SHARED_LOGIN("token") ", " STORE_SHARED_LOGIN("refresh_token") ", "
+    " prefill = excluded.prefill, speaks = excluded.speaks, " STORE_SHARED_LOGIN("token") ", " STORE_SHARED_LOGIN("refresh_token") ", "
     STORE_SHARED_LOGIN("id_token") ", " STORE_SHARED_LOGIN("token_expires_at") ", "
     STORE_SHARED_LOGIN("login_error") ", " STORE_SHARED_LOGIN("last_refresh_at");
 
@@ -213,6 +214,10 @@ static int store_shared_check_account(store *s, const char *name, const json_val
     const char *prefill = store_shared_str(doc, "prefill", 0, &bad);
     int pf;
     if (prefill && account_prefill_parse(prefill, &pf) != 0)
+        bad = 1;
+    const char *speaks = store_shared_str(doc, "speaks", 1, &bad); /* absent: an older gateway's text */
+    int sp;
+    if (speaks && account_speaks_parse(speaks, &sp) != 0)
         bad = 1;
     const int64_t big = INT64_C(1) << 40;
     store_shared_int(doc, "sort", -(INT64_C(1) << 31), INT32_MAX, &bad);

@@ -108,6 +108,7 @@ static void store_state_row(sqlite3_stmt *st, void *slot)
     a->latency_60s_ms = sqlite3_column_double(st, 21);
     a->attempts_60s = sqlite3_column_int(st, 22);
     store_families_parse(a, (const char *)sqlite3_column_text(st, 23));
+    a->dialects_refused = sqlite3_column_int(st, 24);
 }
 
 int store_states_load(store *s, account_state **out, size_t *n)
@@ -118,7 +119,7 @@ int store_states_load(store *s, account_state **out, size_t *n)
         " secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema, latency_ema_ms,"
         " updated_at, primary_window_s, secondary_window_s, plan_type, has_credits, credits_unlimited,"
         " credits_balance, usage_polled_at, usage_poll_status, success_rate_60s, latency_60s_ms, attempts_60s,"
-        " family_cooldowns FROM account_state ORDER BY account_id",
+        " family_cooldowns, dialects_refused FROM account_state ORDER BY account_id",
         sizeof(account_state), store_state_row, &rows, n);
     if (rc != 0) {
         free(rows);

@@ -33,8 +33,8 @@ static const char store_sql_up_state[] =
     " primary_used_pct, secondary_used_pct, primary_reset_at, secondary_reset_at, success_ema,"
     " latency_ema_ms, updated_at, primary_window_s, secondary_window_s, plan_type, has_credits,"
     " credits_unlimited, credits_balance, usage_polled_at, usage_poll_status, success_rate_60s, latency_60s_ms,"
-    " attempts_60s, family_cooldowns)"
-    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24"
+    " attempts_60s, family_cooldowns, dialects_refused)"
+    " SELECT ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24,?25"
     " WHERE EXISTS (SELECT 1 FROM accounts WHERE id = ?1)"
     " ON CONFLICT(account_id) DO UPDATE SET cooldown_until = excluded.cooldown_until,"
     " ladder_step = excluded.ladder_step, last_429_at = excluded.last_429_at,"
@@ -47,7 +47,8 @@ static const char store_sql_up_state[] =
     " credits_unlimited = excluded.credits_unlimited, credits_balance = excluded.credits_balance,"
     " usage_polled_at = excluded.usage_polled_at, usage_poll_status = excluded.usage_poll_status,"
     " success_rate_60s = excluded.success_rate_60s, latency_60s_ms = excluded.latency_60s_ms,"
-    " attempts_60s = excluded.attempts_60s, family_cooldowns = excluded.family_cooldowns";
+    " attempts_60s = excluded.attempts_60s, family_cooldowns = excluded.family_cooldowns,"
+    " dialects_refused = excluded.dialects_refused";
 
 /* Followed by one STORE_SQL_LOG_ROW per row: sqlite pays its per-statement
  * costs (starting and ending the statement, opening and closing the table
@@ -60,7 +61,8 @@ static const char store_sql_set_state[] =
     " success_ema = ?10, latency_ema_ms = ?11, updated_at = ?12, primary_window_s = ?13,"
     " secondary_window_s = ?14, plan_type = ?15, has_credits = ?16, credits_unlimited = ?17,"
     " credits_balance = ?18, usage_polled_at = ?19, usage_poll_status = ?20, success_rate_60s = ?21,"
-    " latency_60s_ms = ?22, attempts_60s = ?23, family_cooldowns = ?24 WHERE account_id = ?1";
+    " latency_60s_ms = ?22, attempts_60s = ?23, family_cooldowns = ?24, dialects_refused = ?25"
+    " WHERE account_id = ?1";
 
 static const char store_sql_ins_log[] = "INSERT INTO request_logs(" STORE_LOG_COLUMNS ") VALUES ";
 #define STORE_SQL_LOG_ROW "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)" /* STORE_LOG_COLS */
@@ -163,6 +165,7 @@ static void writer_bind_state(sqlite3_stmt *st, const account_state *a)
     else
         sqlite3_bind_text(st, 24, "", 0, SQLITE_STATIC);
     sbuf_free(&fam);
+    sqlite3_bind_int(st, 25, a->dialects_refused);
 }
 
 /* Binds every one of the row's STORE_LOG_COLS parameters, which start after

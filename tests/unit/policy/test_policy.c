@@ -1001,7 +1001,8 @@ static void test_c_defaults_match_lua_guard_and_order(void)
                                       .success_rate = rates[rnd(6)], .latency_ema_ms = 200.0 * rnd(4),
                                       .health_age_s = 30.0 * rnd(4),
                                       .inflight = (int)rnd(3), .reserve = rnd(4) == 0,
-                                      .weight = (int)rnd(4), .current_weight = (double)rnd(7) - 3};
+                                      .weight = (int)rnd(4), .current_weight = (double)rnd(7) - 3,
+                                      .translated = rnd(3) == 0, .unlisted = rnd(4) == 0};
         }
         policy_order_ctx ctx = {.strategy = strategies[rnd(4)], .rotation = rotations[rnd(6)],
                                 .cursor = rnd(24), .preferred = rnd(3) ? 0 : rnd(24),
