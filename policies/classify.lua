@@ -204,6 +204,15 @@ local function classify(ev)
   -- a stored response that is not there (GET/DELETE /v1/responses/{id} at
   -- its owner) is the answer, not the account's fault
   if s == 404 and ev.endpoint == "/v1/responses/{id}" then return give_back("not_found") end
+  -- an endpoint the upstream does not have (404/405 to /responses or
+  -- /chat/completions: OpenAI's "Invalid URL (POST /v1/responses)", a relay's
+  -- plain not found): it does not speak that dialect. The gateway remembers
+  -- it and sends the request to the same account at once in the dialect it
+  -- has left, with no cooldown (docs/clients.md); only an account that has no
+  -- dialect left to try rests the cooldown given here.
+  if (s == 404 or s == 405) and ev.endpoint ~= "/v1/responses/{id}" then
+    return failover("unknown_endpoint", COOLDOWN_4XX)
+  end
   if FAILOVER_4XX[s] then return failover(FAILOVER_4XX[s], COOLDOWN_4XX) end
   if s >= 400 and s < 500 then
     if ev.context_fallbacks > 0 and mentions(ev, CONTEXT_TEXTS) then

@@ -41,8 +41,7 @@ describe("classify", function()
   end)
 
   describe("account-level 4xx fail over for ~20 s", function()
-    for _, case in ipairs({ { 401, "auth" }, { 403, "auth" }, { 404, "not_found" },
-                            { 408, "timeout" }, { 409, "conflict" } }) do
+    for _, case in ipairs({ { 401, "auth" }, { 403, "auth" }, { 408, "timeout" }, { 409, "conflict" } }) do
       local status, class = case[1], case[2]
       it(status .. " -> failover " .. class .. " 20", function()
         eq(classify(E{ status = status }), { action = "failover", class = class, cooldown = 20 })
@@ -63,8 +62,22 @@ describe("classify", function()
         eq(classify(E(o)), { action = "failover", class = "model_unsupported", cooldown = 0 })
       end)
     end
-    it("a 404 that names no model stays not_found", function()
-      expect((select(2, verdict(E{ status = 404, error_message = "Not Found" })))).to_be("not_found")
+    it("a 404 that names no model is an endpoint the upstream does not have", function()
+      expect((select(2, verdict(E{ status = 404, error_message = "Not Found" })))).to_be("unknown_endpoint")
+    end)
+  end)
+
+  describe("an endpoint the upstream does not have (docs/clients.md)", function()
+    it("OpenAI's 404 Invalid URL is unknown_endpoint: the gateway tries the other dialect", function()
+      eq(classify(E{ status = 404, error_message = "Invalid URL (POST /v1/responses)",
+                     error_type = "invalid_request_error" }),
+         { action = "failover", class = "unknown_endpoint", cooldown = 20 })
+    end)
+    it("a 405 is one too", function()
+      eq(classify(E{ status = 405 }), { action = "failover", class = "unknown_endpoint", cooldown = 20 })
+    end)
+    it("a stored response that is not there stays the answer", function()
+      eq(classify(E{ status = 404, endpoint = "/v1/responses/{id}" }).action, "return")
     end)
   end)
 

@@ -261,7 +261,6 @@ describe("order", function()
     it("the demotion keeps the strategy's order among equals and never drops an account", function()
       local cands = same_health(C{ { id = 1, sort = 0 }, { id = 2, sort = 1, translated = true },
                                    { id = 3, sort = 2 }, { id = 4, sort = 3, translated = true } })
-      for _, c in ipairs(cands) do c.reserve = true end -- no P2C: the base order shows
       eq(order(cands, X{ seed = 3 }), { 1, 3, 2, 4 })
     end)
     it("the preferred account still goes first when it needs a translation", function()

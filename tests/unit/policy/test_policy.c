@@ -152,8 +152,9 @@ static void test_null_engine_uses_builtin_defaults(void)
 }
 
 /* The built-in classify (classify.lua's mirror) names a model the account
- * does not serve model_unsupported with no cooldown; a plain 404 stays
- * not_found and another 400 is returned. */
+ * does not serve model_unsupported with no cooldown; a plain 404 is an
+ * endpoint the upstream does not have (unknown_endpoint) and another 400 is
+ * returned. */
 static void test_builtin_classify_marks_an_unserved_model_without_cooldown(void)
 {
     policy_verdict v;
@@ -174,7 +175,7 @@ static void test_builtin_classify_marks_an_unserved_model_without_cooldown(void)
     policy_classify(NULL, &code, &v);
     CHECK_EQ_STR(v.cls, "model_unsupported");
     classify_status(NULL, 404, &v);
-    CHECK_EQ_STR(v.cls, "not_found");
+    CHECK_EQ_STR(v.cls, "unknown_endpoint");
     policy_event other = event(400);
     other.error_message = "Unsupported parameter: temperature";
     policy_classify(NULL, &other, &v);
@@ -605,7 +606,8 @@ static void test_classify_default_numbers(void)
     policy_engine *pe = policy_new(NULL, load_err, sizeof load_err);
     CHECK(pe != NULL);
     struct { int status; int failover; const char *cls; double cd; } cases[] = {
-        {401, 1, "auth", 20}, {403, 1, "auth", 20}, {404, 1, "not_found", 20}, {408, 1, "timeout", 20},
+        {401, 1, "auth", 20}, {403, 1, "auth", 20}, {404, 1, "unknown_endpoint", 20}, {405, 1, "unknown_endpoint", 20},
+        {408, 1, "timeout", 20},
         {409, 1, "conflict", 20}, {429, 1, "rate_limit", -1}, {500, 1, "server", 30},
         {502, 1, "server", 30}, {503, 1, "server", 30}, {400, 0, "request", 0}, {422, 0, "request", 0},
     };
