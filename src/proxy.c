@@ -434,6 +434,7 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
      * ids) into in; nothing after reads the tree, so a stream held open
      * for minutes does not keep it (docs/performance.md) */
     proxy_reasoning_note(p, p->in.doc);
+    proxy_dialect_note(p, p->in.doc);
     json_free(p->in.doc);
     p->in.doc = NULL;
     gw->body_bytes += in->body.len;

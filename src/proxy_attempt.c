@@ -9,6 +9,7 @@
 #include "base/text.h"
 #include "http/server.h"
 #include "obs/alert.h"
+#include "obs/metrics.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include <event2/buffer.h>
@@ -100,7 +101,7 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
     proxy_header_add2("Authorization", "Bearer ", pa->a.token);
     if (!p->in.is_get)
         proxy_header_add(p, "Content-Type", "application/json");
-    proxy_header_add(p, "Accept", p->in.stream ? "text/event-stream" : "application/json");
+    proxy_header_add(p, "Accept", p->up_stream ? "text/event-stream" : "application/json");
     struct evkeyvalq *in = evhttp_request_get_input_headers(p->req);
     /* one pass over what the client sent; the first of a repeated header wins */
     uint32_t seen = 0;
@@ -164,9 +165,80 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
         blen--;
     sbuf_reset(&proxy_url);
     sbuf_append(&proxy_url, base, blen);
-    sbuf_puts(&proxy_url, p->in.suffix);
+    /* the endpoint of the dialect the attempt speaks (docs/clients.md) */
+    sbuf_puts(&proxy_url, p->in.is_get || p->up_api == p->in.api ? p->in.suffix
+                          : p->up_api == API_CHAT               ? "/chat/completions"
+                                                                : "/responses");
     sbuf_puts(&proxy_url, p->in.response_id); /* GET/DELETE /v1/responses/{id}; "" otherwise */
+    if (p->in.input_items)
+        sbuf_puts(&proxy_url, "/input_items");
     sbuf_puts(&proxy_url, p->in.query);       /* GET /v1/models?client_version=...; "" otherwise */
+}
+
+/* ---------- the dialects of an attempt (docs/clients.md) ---------- */
+
+void proxy_dialect_note(proxy_req *p, const json_value *doc)
+{
+    memset(&p->facts, 0, sizeof p->facts);
+    p->facts.stream = p->in.stream;
+    if (!doc || p->in.api != API_RESPONSES)
+        return;
+    const char *ins = json_get_str(doc, "instructions");
+    p->facts.has_instructions = ins && *ins;
+    const json_value *st = json_get(doc, "store");
+    p->facts.store_absent = !st || st->type == JSON_NULL;
+    p->facts.store_true = st && st->type == JSON_TRUE;
+}
+
+/* The attempt's dialect and body: the client's dialect when pa speaks it,
+ * else the other one; the upstream kind's rules (policies/dialect.lua)
+ * applied. The rules are read here and nowhere later: a reload may free
+ * them while the answer streams. 0, or -1 when the request cannot be sent
+ * to pa as it is (why says what; the first such refusal is kept for a 400
+ * when no candidate takes the request). */
+static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why, size_t n)
+{
+    api_kind client = p->in.api;
+    unsigned d = account_dialects(&pa->a, &pa->st);
+    p->up_api = (d & DIALECT_BIT(client)) ? client : client == API_CHAT ? API_RESPONSES : API_CHAT;
+    sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
+    p->up_stream = p->in.stream;
+    p->whole = 0;
+    if (p->in.is_get) {
+        p->xstep = DIALECT_NONE;
+        p->up_api = client;
+        p->att_body = NULL;
+        return 0;
+    }
+    policy_dialect_ask ask = {account_kind_name(pa->a.kind), dialect_name(client), dialect_name(p->up_api)};
+    const policy_dialect *rules = policy_dialect_rules(p->gw->policy, &ask);
+    p->xstep = dialect_plan(client, p->up_api, rules, &p->facts);
+    const sbuf *body = proxy_body_for(p, pa); /* the client's, without what pa cannot read, its model mapped */
+    p->att_body = body;
+    if (p->xstep == DIALECT_NONE)
+        return 0;
+    json_value *doc = json_parse(body->p, body->len, NULL, 0);
+    dialect_error err;
+    memset(&err, 0, sizeof err);
+    sbuf_reset(&p->xbody);
+    int rc = -1;
+    if (!doc) /* request.c parsed it, the rewrites keep it JSON: unreachable unless out of memory */
+        snprintf(err.message, sizeof err.message, "the request body could not be read for translation");
+    else
+        rc = dialect_request(client, p->up_api, rules, doc, &p->xbody, &p->up_stream, &err);
+    json_free(doc);
+    if (rc != 0) {
+        snprintf(why, n, "cannot take the request in the %s dialect: %.200s", dialect_name(p->up_api), err.message);
+        if (!p->xerr_set) {
+            p->xerr = err;
+            p->xerr_set = 1;
+        }
+        return -1;
+    }
+    p->att_body = &p->xbody;
+    /* a client that asked no stream from an upstream that streams gets one answer, made whole at the end */
+    p->whole = p->up_stream && !p->in.stream;
+    return 0;
 }
 
 /* the answer goes to proxy_relay.c (its head and bytes) and its end to
@@ -270,6 +342,32 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
         proxy_exhausted(p);
         return;
     }
+    char why[ROUTER_WHY_MAX + 64];
+    /* an account that keeps no responses (docs/clients.md): a stored
+     * response is the gateway's record's, and a chain is rebuilt from it */
+    if (p->in.response_id[0] && proxy_stores_nothing(p, pa)) {
+        proxy_record_reply(p, 1);
+        return;
+    }
+    if (p->in.previous_response_id[0] && p->rctx.previous_response_id && !p->in.is_get &&
+        proxy_stores_nothing(p, pa)) {
+        if (proxy_chain_rebuild(p))
+            return; /* the request goes on rebuilt, planned again */
+        snprintf(why, sizeof why, "keeps no responses, and the gateway's record cannot rebuild the conversation of "
+                                  "previous_response_id");
+        router_skip_add(&p->plan, pa, why);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, why);
+        proxy_next(p);
+        return;
+    }
+    if (proxy_dialect_prepare(p, pa, why, sizeof why) != 0) { /* it cannot take the request as it is */
+        router_skip_add(&p->plan, pa, why);
+        trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                    pa->a.name, why);
+        proxy_next(p);
+        return;
+    }
     p->slot_acct = pa->a.id;
     p->slot_granted = 1;
     p->slot_held = 0;
@@ -299,7 +397,6 @@ static void proxy_attempt_go(proxy_req *p, pool_account *pa)
     p->t_attempt = gateway_now();
     p->att_outcome = NULL;
     p->att_class[0] = '\0';
-    sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
     p->status = 0;
     p->retry_after = -1;
     p->not_answer = NULL;
@@ -322,13 +419,17 @@ static void proxy_attempt_go(proxy_req *p, pool_account *pa)
     proxy_build_url(p, pa);
     proxy_build_headers(p, pa);
     sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, p->chain_from); /* what this attempt moves: set below */
-    const sbuf *body = p->in.is_get ? NULL : proxy_body_for(p, pa);
-    trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s",
-                (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind));
+    const sbuf *body = p->in.is_get ? NULL : p->att_body;
+    const char *pair = p->xstep == DIALECT_TRANSLATE ? dialect_pair_name(p->in.api, p->up_api) : "";
+    trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s%s%s%s",
+                (unsigned long long)p->id, p->attempts, pa->a.name, account_kind_name(pa->a.kind),
+                pair[0] ? " dialect=" : "", pair, p->xstep == DIALECT_ADAPT ? " adapted=1" : "");
+    if (pair[0])
+        metrics_translation(pair);
     if (p->plan.turn_owner && p->plan.turn_owner != pa->a.id)
         proxy_note_move(p, pa);
     upstream_spec spec = {proxy_url.p, body ? body->p : NULL, body ? body->len : 0, proxy_hdrs, proxy_n_hdrs,
-                          p->in.stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->in.stream,
+                          p->up_stream || p->in.is_get ? 0 : p->gw->cfg.response_timeout_ms, p->up_stream,
                           p->in.is_delete ? "DELETE" : NULL};
     p->up = upstream_start(p->gw->up, &spec, &proxy_up_cb, p);
     if (!p->up) /* out of memory, libcurl refused it, or a header value upstream_start will not send: no
@@ -429,8 +530,18 @@ static void proxy_exhausted(proxy_req *p)
 {
     if (p->committed) /* a resumed stream with nobody left to finish it */
         return proxy_resume_failed(p, "no account was left to finish the answer");
+    if (p->xerr_set && !p->attempts && !p->bound[0]) { /* every candidate left needs a translation it refuses */
+        int status = p->xerr.status ? p->xerr.status : 400;
+        snprintf(p->error_class, sizeof p->error_class, "untranslatable");
+        proxy_send_error_param(p, status, "invalid_request_error",
+                               p->xerr.code[0] ? p->xerr.code : "unsupported_parameter", p->xerr.param, p->xerr.message);
+        proxy_finish(p, status);
+        return;
+    }
     double back = 0;
     if (!p->bound[0] && proxy_chain_move(p)) /* its stored response's account cannot serve: rebuilt for another */
+        return;
+    if (p->in.response_id[0] && proxy_record_reply(p, 0)) /* its account cannot serve: the gateway's record can */
         return;
     if (!p->bound[0] && proxy_wait_for_capacity(p, &back))
         return;

@@ -99,6 +99,13 @@ void proxy_error_note(proxy_req *p, const char *code, const char *msg)
     sbuf_free(&clean);
 }
 
+void proxy_send_error_param(proxy_req *p, int status, const char *type, const char *code, const char *param,
+                            const char *msg)
+{
+    proxy_error_note(p, code, msg);
+    server_send_error_param(p->req, status, type, code, param, msg);
+}
+
 void proxy_send_error(proxy_req *p, int status, const char *type, const char *code, const char *msg)
 {
     proxy_error_note(p, code, msg);
@@ -139,6 +146,13 @@ static void proxy_attempt_record(proxy_req *p)
     sbuf_put_int(t, p->status);
     sbuf_puts(t, ",\"ms\":");
     sbuf_put_int(t, (long long)(secs * 1000.0 + 0.5));
+    if (p->xstep == DIALECT_TRANSLATE) { /* the translation it used (docs/clients.md) */
+        const char *pair = dialect_pair_name(p->in.api, p->up_api);
+        sbuf_puts(t, ",\"dialect\":");
+        sbuf_json_str(t, pair, strlen(pair));
+    } else if (p->xstep == DIALECT_ADAPT) {
+        sbuf_puts(t, ",\"adapted\":true");
+    }
     /* what this attempt's upstream said (failed attempts only), while the
      * request's attempts have used less than PROXY_ATTEMPT_MSG_BYTES on it */
     if (p->att_msg && p->errmsg.len && p->att_msg_bytes + p->errmsg.len <= PROXY_ATTEMPT_MSG_BYTES) {
@@ -169,6 +183,9 @@ void proxy_attempt_end(proxy_req *p)
         preflight_free(&p->pf);
         p->pf_live = 0;
     }
+    dialect_stream_free(p->xs);
+    p->xs = NULL;
+    sbuf_free(&p->xwhole);
     pool_account *pa = proxy_account(p);
     if (pa && p->acct_id && pa->inflight > 0)
         pa->inflight--;
@@ -211,13 +228,16 @@ static int proxy_read_plain_usage(proxy_req *p)
     p->out_tok = t.out;
     p->tot_tok = t.total;
     p->cached_tok = t.cached;
-    const char *id = doc && p->in.api == API_RESPONSES && !is_error ? json_get_str(doc, "id") : NULL;
+    /* the client's answer is this body unless it was translated (then
+     * proxy_whole_done records the translated one) */
+    int own = p->xstep != DIALECT_TRANSLATE;
+    const char *id = own && doc && p->in.api == API_RESPONSES && !is_error ? json_get_str(doc, "id") : NULL;
     if (id)
         pool_owner_set(p->gw->pool, id, p->acct_id);
     json_free(doc);
     if (!is_error) {
         proxy_blobs_minted(p, p->sniff.p, p->sniff.len);
-        if (p->in.api == API_RESPONSES && !p->in.is_get && !p->in.store_off)
+        if (own && p->in.api == API_RESPONSES && !p->in.is_get && !p->in.store_off)
             proxy_turn_record(p, p->sniff.p, p->sniff.len);
     }
     return is_error;
@@ -304,6 +324,92 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
     }
     proxy_client_flush(p);
     proxy_finish_reply(p, p->status);
+}
+
+/* ---------- an answer made whole (docs/clients.md) ---------- */
+
+/* The HTTP status of an error that came inside a stream, for a client that
+ * gets one answer: what the error says it is, else 400 (a request error). */
+static int proxy_stream_error_status(const preflight *pf)
+{
+    const char *t = pf->error_code[0] ? pf->error_code : pf->error_type;
+    if (strstr(t, "rate_limit") || strstr(t, "quota") || strstr(t, "usage_limit"))
+        return 429;
+    if (strstr(t, "server") || strstr(t, "overloaded") || strstr(t, "internal"))
+        return 500;
+    return 400;
+}
+
+/* see proxy_internal.h: a stream aggregated, or a plain answer of another
+ * dialect translated. Whatever fails now (an error or a cut inside the
+ * stream, a body that is no answer) failed before the client saw anything:
+ * the policy decides as it does before output. */
+void proxy_whole_done(proxy_req *p)
+{
+    sbuf body = SBUF_INIT;
+    int status = p->status;
+    if (p->mode == MODE_PLAIN) {
+        sbuf_reset(&p->sniff);
+        sbuf_append(&p->sniff, p->xwhole.p ? p->xwhole.p : "", p->xwhole.len);
+        if (proxy_read_plain_usage(p)) /* an error object with a 2xx: as for a plain one */
+            return proxy_plain_error_unseen(p);
+        if (dialect_answer(p->up_api, p->in.api, p->xwhole.p, p->xwhole.len, &body) != 0) {
+            sbuf_free(&body);
+            proxy_not_an_answer(p, "not_translatable");
+            return;
+        }
+    } else {
+        int complete = dialect_stream_end(p->xs, &body);
+        int failed = dialect_stream_failed(p->xs, &status);
+        if (p->pf.state != PF_ERROR && (failed || p->pf.late_error || !complete)) {
+            /* an error after output, or a cut: the client has seen none of it */
+            policy_event ev = {0};
+            ev.status = p->status;
+            ev.in_stream = 1;
+            ev.network_error = !failed && !p->pf.late_error;
+            ev.body = p->pf.error_body.p;
+            ev.body_len = p->pf.error_body.len;
+            ev.error_type = p->pf.error_type[0] ? p->pf.error_type : NULL;
+            ev.error_code = p->pf.error_code[0] ? p->pf.error_code : NULL;
+            ev.error_message = p->pf.error_message.len ? p->pf.error_message.p
+                               : ev.network_error    ? "the upstream ended the stream before its answer was complete"
+                                                     : NULL;
+            if (proxy_classify_and_route(p, &ev, ev.network_error ? "the stream ended before its answer was whole"
+                                                                  : "an error event in the 200 stream")) {
+                sbuf_free(&body);
+                return;
+            }
+        }
+        proxy_stream_usage(p);
+        if (p->pf.state == PF_ERROR || failed || p->pf.late_error || !complete) {
+            if (p->pf.state == PF_ERROR || p->pf.late_error)
+                status = proxy_stream_error_status(&p->pf);
+            else if (!failed)
+                status = 502;
+            if (!body.len) { /* the translator had no error object to give: the gateway's own */
+                sbuf_puts(&body, "{\"error\":{");
+                json_error_members(&body, p->pf.error_message.len ? p->pf.error_message.p
+                                          : "the upstream ended the stream before its answer was complete",
+                                   "upstream_error", p->pf.error_code[0] ? p->pf.error_code : "upstream_interrupted");
+                sbuf_puts(&body, "}}");
+            }
+            snprintf(p->error_class, sizeof p->error_class, "%s", complete ? "stream_error" : "stream_interrupted");
+            proxy_error_note(p, p->pf.error_code[0] ? p->pf.error_code : NULL,
+                             p->pf.error_message.len ? p->pf.error_message.p : NULL);
+            proxy_reply_made(p, status, &body);
+            sbuf_free(&body);
+            proxy_finish(p, status);
+            return;
+        }
+    }
+    proxy_record_success(p);
+    /* a Responses client's answer made here: its id is the account's, its
+     * stored turn what the client got (proxy_move.c) */
+    if (p->in.api == API_RESPONSES && (p->xstep == DIALECT_TRANSLATE || p->mode == MODE_PREFLIGHT))
+        proxy_made_response_note(p, body.p, body.len);
+    proxy_reply_made(p, p->status, &body);
+    sbuf_free(&body);
+    proxy_finish(p, p->status);
 }
 
 /* ---------- the end of the request ---------- */
@@ -407,6 +513,7 @@ void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->tried);
     sbuf_free(&p->errmsg);
     sbuf_free(&p->upbody);
+    sbuf_free(&p->xbody);
     proxy_blobs_free(p);
     sbuf_free(&p->turn_input);
     sbuf_free(&p->errbody);

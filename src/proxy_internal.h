@@ -22,6 +22,7 @@
 #include "accounts/oauth.h"
 #include "base/sbuf.h"
 #include "base/scrub.h"
+#include "dialect/dialect.h"
 #include "policy/policy.h"
 #include "route/pool.h"
 #include "route/router.h"
@@ -168,6 +169,21 @@ typedef struct proxy_req {
     shared_call *cursor_wait; /* balanced: the request waits for the pool's position of its pick */
     int cursor_asked;         /* that position was asked for (once per request) */
 
+    /* the dialects of the current attempt (docs/clients.md; proxy_attempt.c, proxy_dialect_prepare) */
+    dialect_req_facts facts;  /* what the client's body says (read at the start) */
+    api_kind up_api;          /* the dialect the attempt's upstream request is in */
+    dialect_step xstep;       /* DIALECT_NONE: the client's bytes go as they came */
+    int up_stream;            /* the upstream request streams (the rules may force it) */
+    int whole;                /* the client's answer is made at the end, whole (a client that asked no
+                               * stream from a streamed upstream, a translated plain answer): nothing
+                               * reaches the client before it, so a failure until then still moves */
+    dialect_stream *xs;       /* the attempt's stream translator (or aggregator), NULL none */
+    sbuf xbody;               /* the attempt's upstream body when adapted or translated */
+    sbuf xwhole;              /* a translated plain answer as it came, until it is whole */
+    const sbuf *att_body;     /* the body the attempt sends */
+    dialect_error xerr;       /* the first refusal to translate: the 400 when no candidate takes the request */
+    int xerr_set;
+
     /* login refresh (oauth.c) */
     oauth_waiter *wait;       /* waiting for an account's login refresh */
     int64_t wait_acct;        /* that account */
@@ -221,6 +237,8 @@ void proxy_drop_client(proxy_req *p, int reset);
 /* ---------- proxy_attempt.c: choose and start an attempt ---------- */
 
 int proxy_forward_index(const char *name);
+/* What the client's (shallow) doc says that the dialect plan needs (proxy_attempt.c). */
+void proxy_dialect_note(proxy_req *p, const json_value *doc);
 int proxy_model_for(const proxy_req *p, const pool_account *pa, char *out, size_t n);
 void proxy_attempt(proxy_req *p, pool_account *pa);
 void proxy_next(proxy_req *p);
@@ -240,6 +258,7 @@ void proxy_relay_headers(proxy_req *p, struct evkeyvalq *oh);
 void proxy_commit(proxy_req *p);
 void proxy_uncommit_held(proxy_req *p);
 void proxy_reply_whole(proxy_req *p);
+void proxy_reply_made(proxy_req *p, int status, const sbuf *body);
 int proxy_flush_held(proxy_req *p, int all);
 void proxy_stream_interrupted(proxy_req *p, const char *why);
 void proxy_reasoning_note(proxy_req *p, const json_value *doc);
@@ -260,6 +279,8 @@ int proxy_resume_possible(proxy_req *p);
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_error_unseen(proxy_req *p);
+/* A clean 2xx end that carried no answer (why: "empty_body", "no_output", ...) classified: 1 always. */
+int proxy_not_an_answer(proxy_req *p, const char *why);
 
 /* ---------- proxy_finish.c: the end of an attempt and of the request ---------- */
 
@@ -273,8 +294,14 @@ void proxy_attempt_outcome(proxy_req *p, const char *outcome, const char *cls);
 void proxy_error_note(proxy_req *p, const char *code, const char *msg);
 /* server_send_error, with its code and message noted for the log row. */
 void proxy_send_error(proxy_req *p, int status, const char *type, const char *code, const char *msg);
+/* ... naming the request field it is about (param). */
+void proxy_send_error_param(proxy_req *p, int status, const char *type, const char *code, const char *param,
+                            const char *msg);
 void proxy_attempt_end(proxy_req *p);
 void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg);
+/* The upstream ended well an attempt whose answer the client gets whole
+ * (p->whole): made now, or the attempt failed unseen and the request moves on. */
+void proxy_whole_done(proxy_req *p);
 /* The client went away during a stream (its status for the log): 499, or,
  * when the stream's terminal event (Responses response.completed or
  * .incomplete, chat finish_reason / [DONE]) was already handed to the
@@ -297,7 +324,23 @@ void proxy_item_blobs(void *ud, const char *data, size_t len);
 void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh);
 void proxy_turn_completed(void *ud, const char *data, size_t len);
 void proxy_turn_record(proxy_req *p, const char *response_json, size_t len);
+/* A Responses answer the gateway made whole (aggregated or translated):
+ * the account owns its id, and its turn is recorded when the client asked
+ * to store it. */
+void proxy_made_response_note(proxy_req *p, const char *json, size_t len);
 int proxy_chain_move(proxy_req *p);
+/* The request's previous_response_id chain rebuilt from the gateway's
+ * record now, whatever the plan (an account that keeps no responses is to
+ * serve it): 1 when the request went on (re-planned), 0 when it cannot. */
+int proxy_chain_rebuild(proxy_req *p);
+/* 1 when pa's upstream keeps no responses: the ChatGPT backend (store is
+ * always false there, policies/dialect.lua), an upstream that speaks chat only. */
+int proxy_stores_nothing(proxy_req *p, const pool_account *pa);
+/* GET /v1/responses/{id} (or its /input_items) and DELETE answered from the
+ * gateway's record of the conversations it relayed. 1 when answered (the
+ * request is finished); 0 when the record does not hold it, unless
+ * or_not_found: then a 404 in OpenAI's shape is the answer. */
+int proxy_record_reply(proxy_req *p, int or_not_found);
 void proxy_turn_forget(const char *id);
 
 #endif

@@ -28,6 +28,9 @@
 #include "store/store_conversations.h"
 #include "upstream/blobs.h"
 #include "upstream/conversation.h"
+#include "http/server.h"
+#include <event2/buffer.h>
+#include <event2/http.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,6 +414,18 @@ void proxy_turn_record(proxy_req *p, const char *response_json, size_t len)
     sbuf_free(&in);
 }
 
+void proxy_made_response_note(proxy_req *p, const char *json, size_t len)
+{
+    static const char *const wanted[] = {"id"};
+    json_value *doc = json_parse_members(json, len, 1, wanted, 1);
+    const char *id = doc ? json_get_str(doc, "id") : NULL;
+    if (id)
+        pool_owner_set(p->gw->pool, id, p->acct_id);
+    json_free(doc);
+    if (!p->in.is_get && !p->in.store_off)
+        proxy_turn_record(p, json, len);
+}
+
 void proxy_turn_completed(void *ud, const char *data, size_t len)
 {
     proxy_turn_record(ud, data, len);
@@ -526,6 +541,14 @@ int proxy_chain_move(proxy_req *p)
     if (p->chain_tried || p->committed || !p->plan.pinned_owner || !p->in.previous_response_id[0] ||
         !p->plan.pinned_by || strcmp(p->plan.pinned_by, "previous_response_id") != 0)
         return 0;
+    return proxy_chain_rebuild(p);
+}
+
+/* see proxy_internal.h */
+int proxy_chain_rebuild(proxy_req *p)
+{
+    if (p->chain_tried || p->committed || !p->in.previous_response_id[0])
+        return 0;
     p->chain_tried = 1;
     conv_link *chain = NULL, *older = NULL;
     size_t n = 0, nolder = 0;
@@ -547,6 +570,86 @@ int proxy_chain_move(proxy_req *p)
         return 1;
     proxy_chain_refused(p, err);
     return 0;
+}
+
+/* ---------- stored responses answered from the record ---------- */
+
+/* see proxy_internal.h */
+int proxy_stores_nothing(proxy_req *p, const pool_account *pa)
+{
+    if (!(account_dialects(&pa->a, &pa->st) & DIALECT_BIT(API_RESPONSES)))
+        return 1; /* a chat upstream has no stored responses at all */
+    policy_dialect_ask ask = {account_kind_name(pa->a.kind), "responses", "responses"};
+    return policy_dialect_rules(p->gw->policy, &ask)->store_off;
+}
+
+static void proxy_record_send(proxy_req *p, int status, const sbuf *body)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
+    evhttp_add_header(oh, "Content-Type", "application/json");
+    evhttp_add_header(oh, "x-switchyard-record", "1");
+    struct evbuffer *b = evbuffer_new();
+    if (b)
+        evbuffer_add(b, body->p, body->len);
+    server_reply(p->req, status, b);
+    if (b)
+        evbuffer_free(b);
+}
+
+/* see proxy_internal.h */
+int proxy_record_reply(proxy_req *p, int or_not_found)
+{
+    conv_link *chain = NULL, *older = NULL;
+    size_t n = 0, nolder = 0;
+    char err[256];
+    const char *id = p->in.response_id;
+    sbuf b = SBUF_INIT;
+    if (proxy_chain_read(p, id, &chain, &n, &older, &nolder, err, sizeof err) != 0 || !n) {
+        free(chain);
+        store_conversation_chain_free(older, nolder);
+        if (!or_not_found)
+            return 0;
+        sbuf_printf(&b, "No response found with id '%s' (its account keeps no responses, and the gateway's record "
+                        "of the conversations it relayed does not hold it: not stored, expired or deleted).", id);
+        snprintf(p->error_class, sizeof p->error_class, "not_found");
+        proxy_send_error(p, 404, "invalid_request_error", "not_found", b.p);
+        sbuf_free(&b);
+        proxy_finish(p, 404);
+        return 1;
+    }
+    const conv_link *l = &chain[n - 1];
+    if (p->in.is_delete) {
+        store_conversation_delete(p->gw->st, id);
+        proxy_turn_forget(id);
+        shared_turn_forget(p->gw->shared, id);
+        sbuf_puts(&b, "{\"id\":");
+        sbuf_json_str(&b, id, strlen(id));
+        sbuf_puts(&b, ",\"object\":\"response\",\"deleted\":true}");
+    } else if (p->in.input_items) {
+        sbuf_puts(&b, "{\"object\":\"list\",\"data\":");
+        sbuf_append(&b, l->input_json, l->input_len);
+        sbuf_puts(&b, ",\"first_id\":null,\"last_id\":null,\"has_more\":false}");
+    } else {
+        sbuf_puts(&b, "{\"id\":");
+        sbuf_json_str(&b, id, strlen(id));
+        sbuf_printf(&b, ",\"object\":\"response\",\"created_at\":%.0f,\"status\":\"completed\",\"error\":null,"
+                        "\"previous_response_id\":", l->created_at);
+        if (l->previous_response_id)
+            sbuf_json_str(&b, l->previous_response_id, strlen(l->previous_response_id));
+        else
+            sbuf_puts(&b, "null");
+        sbuf_puts(&b, ",\"store\":true,\"output\":");
+        sbuf_append(&b, l->output_json, l->output_len);
+        sbuf_puts(&b, "}");
+    }
+    trace_event(p->gw->trace, "RECORD_ANSWER", "req=%llu id=%s op=%s", (unsigned long long)p->id, id,
+                p->in.is_delete ? "delete" : p->in.input_items ? "input_items" : "get");
+    free(chain);
+    store_conversation_chain_free(older, nolder);
+    proxy_record_send(p, 200, &b);
+    sbuf_free(&b);
+    proxy_finish(p, 200);
+    return 1;
 }
 
 /* ---------- what the answer says ---------- */

@@ -190,6 +190,36 @@ static int proxy_model_refused(proxy_req *p, int status)
     return 1;
 }
 
+/* The account answered 404/405 to the endpoint of the attempt's dialect
+ * (classify: unknown_endpoint): its upstream does not speak it. Learned
+ * (kept in its state, shown by `account list`, forgotten by a reset) and
+ * the request goes to the same account at once in the dialect it has
+ * left, with no cooldown and no mark on its health (docs/clients.md). 1
+ * when it did; 0 when the account has no other dialect left to try (a
+ * wrong base URL answers 404 everywhere): a failover as any other. */
+static int proxy_dialect_refused(proxy_req *p, int status)
+{
+    pool_account *pa = proxy_account(p);
+    if (!pa || p->in.is_get)
+        return 0;
+    unsigned bit = DIALECT_BIT(p->up_api);
+    unsigned before = account_dialects(&pa->a, &pa->st);
+    if (!(before & bit) || !(before & ~bit))
+        return 0; /* not what it was taken to speak, or nothing else left: no fact about dialects */
+    pa->st.dialects_refused |= (int)bit;
+    pa->st.updated_at = gateway_now();
+    pool_state_save(p->gw->pool, pa);
+    proxy_attempt_outcome(p, "dialect", "unknown_endpoint");
+    log_info("account %s: answered HTTP %d to the %s endpoint; its upstream is taken to speak %s only from now "
+             "(account reset forgets it)", pa->a.name, status, dialect_name(p->up_api),
+             dialect_name(p->up_api == API_CHAT ? API_RESPONSES : API_CHAT));
+    trace_event(p->gw->trace, "DIALECT_LEARNED", "req=%llu account=%s refused=%s status=%d", (unsigned long long)p->id,
+                pa->a.name, dialect_name(p->up_api), status);
+    proxy_attempt_end(p);
+    proxy_attempt(p, pa); /* the same account, in the other dialect */
+    return 1;
+}
+
 /* ---------- failure handling ---------- */
 
 static void proxy_error_fields(const char *body, size_t len, json_value **doc, const char **type,
@@ -460,6 +490,8 @@ int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary
     }
     if (v.failover && strcmp(v.cls, "model_unsupported") == 0 && p->in.model[0])
         return proxy_model_refused(p, ev->status);
+    if (v.failover && strcmp(v.cls, "unknown_endpoint") == 0 && proxy_dialect_refused(p, ev->status))
+        return 1;
     proxy_attempt_outcome(p, v.failover ? "failover" : "returned", v.cls);
     if (!v.failover)
         return 0;
@@ -514,8 +546,13 @@ static void proxy_reply_upstream_error(proxy_req *p, int is_json)
     proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
     proxy_moved_header(p, oh);
-    sbuf body = SBUF_INIT;
-    scrub_text(&p->scrub, p->errbody.p, p->errbody.len, &body);
+    /* in the ecosystem's shape whatever the upstream's ({"detail": ...} of
+     * the ChatGPT backend becomes an OpenAI error object; one already is
+     * goes as it came) */
+    sbuf shaped = SBUF_INIT, body = SBUF_INIT;
+    dialect_error_body(p->status, p->errbody.p, p->errbody.len, &shaped);
+    scrub_text(&p->scrub, shaped.p, shaped.len, &body);
+    sbuf_free(&shaped);
     struct evbuffer *b = evbuffer_new();
     evbuffer_add(b, body.p ? body.p : "", body.len);
     server_reply(p->req, p->status, b);
@@ -542,6 +579,8 @@ void proxy_on_stream_error(proxy_req *p)
         metrics_preflight_switch();
         return;
     }
+    if (p->whole) /* returned to a client that gets one answer: its error, once the stream ends */
+        return;
     /* the policy returns it: the client gets the stream as upstream sent it */
     proxy_commit(p);
     proxy_flush_held(p, 1); /* the rest is relayed unparsed */
@@ -760,7 +799,7 @@ void proxy_plain_error_unseen(proxy_req *p)
 
 /* Classifies a clean 2xx end that carried no answer. Returns 1 if the
  * request moved on; else the client gets a 502 (never the empty success). */
-static int proxy_not_an_answer(proxy_req *p, const char *why)
+int proxy_not_an_answer(proxy_req *p, const char *why)
 {
     policy_event ev = {0};
     ev.status = p->status;
@@ -920,13 +959,17 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg)
             proxy_reply_upstream_error(p, is_json);
         return;
     }
+    if (p->whole && p->mode == MODE_PREFLIGHT && p->pf.state == PF_ERROR) /* the policy returned its error */
+        return proxy_whole_done(p);
     /* a 2xx that ended cleanly without being an answer: an empty body, or a
      * stream with no semantic and no terminal event. Never a success. */
-    if ((p->mode == MODE_PLAIN && !p->committed) ||
+    if ((p->mode == MODE_PLAIN && !p->committed && (!p->whole || !p->xwhole.len)) ||
         (p->mode == MODE_PREFLIGHT && p->pf_live && !p->pf.saw_semantic && !p->pf.saw_terminal)) {
         if (proxy_not_an_answer(p, p->mode == MODE_PLAIN ? "empty_body" : "no_output"))
             return;
     }
+    if (p->whole) /* the answer the client gets whole: made now */
+        return proxy_whole_done(p);
     /* 2xx SSE that ended inside the preflight window */
     if (p->mode == MODE_PREFLIGHT && p->pf_live) {
         preflight_commit(&p->pf);

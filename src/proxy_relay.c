@@ -33,6 +33,7 @@
 #define PROXY_RELAY_MAX (8u << 10)   /* kept of an upstream's x-codex-* response headers */
 #define PROXY_EVENT_HOLD_MAX (1u << 20) /* an unfinished event held back from the client, at most */
 #define PROXY_OUT_FIRST 2048u /* client bytes of a loop turn: the first allocation (freed when sent) */
+#define PROXY_WHOLE_MAX (64u << 20) /* a plain answer translated once whole, at most */
 
 /* ---------- client output ---------- */
 
@@ -229,9 +230,18 @@ static int proxy_client_send_whole_events(proxy_req *p, const char *buf, size_t 
 }
 
 /* ... and a resumed Responses stream's events made the cut one's first
- * (upstream/resume.h: the splice parses them whole, whatever the cut). */
+ * (upstream/resume.h: the splice parses them whole, whatever the cut);
+ * and an upstream of another dialect made the client's (dialect.h: the
+ * translator takes any cut and gives whole events). */
 static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
 {
+    if (p->xs) {
+        sbuf tr = SBUF_INIT;
+        dialect_stream_feed(p->xs, buf, n, &tr);
+        int pause = tr.len ? proxy_client_send(p, tr.p, tr.len) : 0;
+        sbuf_free(&tr);
+        return pause;
+    }
     if (!p->splice)
         return proxy_client_send_whole_events(p, buf, n);
     sbuf sp = SBUF_INIT;
@@ -332,10 +342,17 @@ void proxy_commit(proxy_req *p)
     p->error_class[0] = '\0'; /* failures before commit are history (trace, why); report what follows */
     sbuf_reset(&p->errmsg);
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
-    evhttp_add_header(oh, "Content-Type", p->resp_ctype[0] ? p->resp_ctype : "application/json");
+    /* what the client gets: the upstream's type when it is the client's own
+     * answer, else the client's dialect's (a translated or aggregated answer,
+     * or a stream the upstream sent without a Content-Type) */
+    const char *ctype = p->whole                                ? "application/json"
+                        : p->xs || (!p->resp_ctype[0] && p->mode == MODE_PREFLIGHT) ? "text/event-stream"
+                        : p->resp_ctype[0]                      ? p->resp_ctype
+                                                                : "application/json";
+    evhttp_add_header(oh, "Content-Type", ctype);
     if (p->resp_request_id[0])
         evhttp_add_header(oh, "x-request-id", p->resp_request_id);
-    if (p->mode == MODE_PREFLIGHT)
+    if (p->mode == MODE_PREFLIGHT && !p->whole)
         evhttp_add_header(oh, "Cache-Control", "no-cache");
     proxy_relay_headers(p, oh);
     evhttp_add_header(oh, "x-switchyard-account", p->acct_name);
@@ -352,7 +369,7 @@ void proxy_commit(proxy_req *p)
         evhttp_add_header(oh, "Connection", "close");
     }
     p->committed_status = p->status;
-    if (p->mode == MODE_PLAIN) {
+    if (p->mode == MODE_PLAIN || p->whole) {
         /* committed now, but the status line waits: a plain answer is held
          * whole up to PROXY_PLAIN_HOLD and then goes out with a
          * Content-Length (proxy_done_committed); a larger one goes out as a
@@ -379,6 +396,23 @@ void proxy_reply_whole(proxy_req *p)
     server_reply(p->req, p->committed_status, body);
     evbuffer_drain(body, evbuffer_get_length(body));
     sbuf_reset(&p->out);
+}
+
+/* An answer the gateway made whole (dialect.h: aggregated or translated):
+ * committed now with status, its bytes scrubbed of the account's secrets
+ * as every relayed byte is, and sent with a Content-Length. */
+void proxy_reply_made(proxy_req *p, int status, const sbuf *body)
+{
+    p->status = status;
+    proxy_commit(p);
+    sbuf_reset(&p->out);
+    scrub_feed(&p->scrub, body->p ? body->p : "", body->len, &p->out);
+    scrub_flush(&p->scrub, &p->out);
+    if (p->client_gone || !p->req) {
+        sbuf_reset(&p->out);
+        return;
+    }
+    proxy_reply_whole(p);
 }
 
 /* Takes back the commit of a plain answer held whole (nothing of it was
@@ -466,6 +500,23 @@ void proxy_stream_interrupted(proxy_req *p, const char *why)
     snprintf(p->error_class, sizeof p->error_class, "stream_interrupted");
 }
 
+/* The attempt's translator (dialect.h), for a stream of another dialect or
+ * one the client gets as one answer: the client's model, and whether a chat
+ * client asked for its usage chunk. NULL when out of memory. */
+static dialect_stream *proxy_translator_new(proxy_req *p)
+{
+    int include_usage = 0;
+    size_t a, b;
+    if (p->in.api == API_CHAT && json_member_span(p->in.body.p, p->in.body.len, "stream_options", &a, &b) == 0) {
+        json_value *so = json_parse(p->in.body.p + a, b - a, NULL, 0);
+        include_usage = so && json_get_bool(so, "include_usage", 0);
+        json_free(so);
+    }
+    dialect_stream_opts o = {p->whole, include_usage, p->in.model};
+    p->xs = dialect_stream_new(p->up_api, p->in.api, &o);
+    return p->xs;
+}
+
 /* ---------- upstream callbacks ---------- */
 
 /* The time-to-first-token limit: a stream that showed no semantic event by
@@ -487,6 +538,8 @@ static void proxy_on_pf_timer(evutil_socket_t fd, short what, void *arg)
             return;
         proxy_attempt_outcome(p, NULL, NULL); /* the slow stream is served after all: its end tells */
     }
+    if (p->whole) /* nothing goes out before the end: the idle limit still guards it */
+        return;
     preflight_commit(&p->pf);
     proxy_commit(p);
     proxy_flush_held(p, 0);
@@ -661,17 +714,25 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         p->mode = MODE_ERROR;
         return 0;
     }
-    int sse = strncasecmp(p->resp_ctype, "text/event-stream", 17) == 0;
+    /* an answer to a streamed request that names no Content-Type is taken
+     * as the stream it was asked for (the ChatGPT backend sends none) */
+    int sse = strncasecmp(p->resp_ctype, "text/event-stream", 17) == 0 || (!p->resp_ctype[0] && p->up_stream);
     if (sse && !p->in.is_get) {
         p->mode = MODE_PREFLIGHT;
-        preflight_init(&p->pf, p->in.api, p->gw->cfg.preflight_bytes);
+        preflight_init(&p->pf, p->up_api, p->gw->cfg.preflight_bytes); /* it reads the upstream's events */
         p->pf_live = 1;
         /* the delivered text is kept only when the policy could resume this
          * stream and someone could take it now (reading each chunk's text
-         * costs; a pool of one never resumes) */
-        p->pf.keep_text = p->in.stream && !p->resumed && policy_may_resume(p->gw->policy, p->in.endpoint) &&
-                          proxy_resume_possible(p);
-        if (p->in.api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
+         * costs; a pool of one never resumes); a translated stream is not
+         * resumed (docs/clients.md) */
+        p->pf.keep_text = p->in.stream && !p->resumed && p->xstep != DIALECT_TRANSLATE &&
+                          policy_may_resume(p->gw->policy, p->in.endpoint) && proxy_resume_possible(p);
+        if ((p->xstep == DIALECT_TRANSLATE || p->whole) && !proxy_translator_new(p)) {
+            p->mode = MODE_ERROR; /* out of memory: collected like an error, and the request moves on */
+            p->not_answer = "content_type";
+            return 0;
+        }
+        if (p->up_api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
             p->pf.on_item_blobs = proxy_item_blobs;
             p->pf.on_completed = p->in.store_off ? NULL : proxy_turn_completed;
             p->pf.hooks_ud = p;
@@ -689,6 +750,8 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         p->mode = MODE_ERROR;
         return 0;
     }
+    if (p->xstep == DIALECT_TRANSLATE) /* a plain answer of another dialect: translated once it is whole */
+        p->whole = 1;
     /* plain 2xx: committed with its first byte (proxy_up_data), so a body
      * that fails before any byte arrives (e.g. an encoding curl cannot
      * decode) still fails over, and an empty body is no answer; once bytes
@@ -707,12 +770,32 @@ int proxy_up_data(void *ud, const char *buf, size_t n)
             sbuf_append(&p->errbody, buf, n < PROXY_ERRBODY_MAX - p->errbody.len ? n : PROXY_ERRBODY_MAX - p->errbody.len);
         return 0;
     case MODE_PLAIN:
+        if (p->whole) { /* translated once whole: nothing is sent before */
+            if (p->xwhole.len + n > PROXY_WHOLE_MAX) {
+                p->mode = MODE_ERROR; /* collected like an error: the request moves on, or says why */
+                p->not_answer = "too_large";
+                return 0;
+            }
+            sbuf_append(&p->xwhole, buf, n);
+            return 0;
+        }
         if (n)
             proxy_commit(p);
         if (p->sniff.len < PROXY_SNIFF_MAX)
             sbuf_append(&p->sniff, buf, n);
         return proxy_client_send(p, buf, n);
     case MODE_PREFLIGHT: {
+        if (p->whole) { /* one answer at the end: preflight reads the events, the translator keeps the answer */
+            if (p->pf.state == PF_ERROR) /* an error the policy returned: its end is awaited, nothing relayed */
+                return 0;
+            preflight_pass(&p->pf, buf, n); /* nothing held: the translator keeps what the answer needs */
+            sbuf none = SBUF_INIT;
+            dialect_stream_feed(p->xs, buf, n, &none); /* aggregating: it gives nothing before the end */
+            sbuf_free(&none);
+            if (p->pf.state == PF_ERROR)
+                proxy_on_stream_error(p);
+            return 0;
+        }
         if (p->pf.state == PF_COMMIT && p->committed && !p->resume_pending && !p->pf.held.len)
             return proxy_relay_committed(p, buf, n);
         pf_state st = preflight_feed(&p->pf, buf, n);

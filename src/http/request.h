@@ -24,6 +24,7 @@ typedef struct request_input {
     int store_off;              /* "store": false (the Responses API stores by default) */
     char response_id[128];      /* GET or DELETE /v1/responses/{id}: the id ("" otherwise) */
     int is_delete;              /* DELETE /v1/responses/{id} */
+    int input_items;            /* GET /v1/responses/{id}/input_items */
     char query[128];            /* GET /v1/models passed through: the client's "?..." (e.g. Codex's
                                  * ?client_version=), appended to the upstream URL; "" otherwise */
     json_value *doc;            /* parsed body, owned by the proxy from here (NULL for GET) */

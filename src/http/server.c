@@ -50,17 +50,22 @@ static const server_route server_routes[] = {
 static const server_route server_response_route = {"/v1/responses/{id}", "/responses/", API_RESPONSES, 1};
 #define SERVER_RESPONSE_PREFIX "/v1/responses/"
 
-/* The id of /v1/responses/<id> into out: 1..127 of [A-Za-z0-9_-]. 0 / -1. */
-static int server_response_id(const char *path, char *out, size_t n)
+/* The id of /v1/responses/<id> (or /v1/responses/<id>/input_items, its
+ * input: *items set) into out: 1..127 of [A-Za-z0-9_-]. 0 / -1. */
+static int server_response_id(const char *path, char *out, size_t n, int *items)
 {
     size_t pl = sizeof SERVER_RESPONSE_PREFIX - 1;
     if (strncmp(path, SERVER_RESPONSE_PREFIX, pl) != 0)
         return -1;
     const char *id = path + pl;
     size_t len = strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
-    if (!len || id[len] || len >= n)
+    int input_items = strcmp(id + len, "/input_items") == 0;
+    if (!len || (id[len] && !input_items) || len >= n)
         return -1;
-    memcpy(out, id, len + 1);
+    memcpy(out, id, len);
+    out[len] = '\0';
+    if (items)
+        *items = input_items;
     return 0;
 }
 
@@ -173,9 +178,19 @@ void server_reply_end(struct evhttp_request *req)
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message)
 {
+    server_send_error_param(req, status, type, code, NULL, message);
+}
+
+void server_send_error_param(struct evhttp_request *req, int status, const char *type, const char *code,
+                             const char *param, const char *message)
+{
     sbuf b = SBUF_INIT;
     sbuf_puts(&b, "{\"error\":{");
     json_error_members(&b, message, type, code);
+    if (param && *param) {
+        sbuf_puts(&b, ",\"param\":");
+        sbuf_json_str(&b, param, strlen(param));
+    }
     sbuf_puts(&b, "}}\n");
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", "application/json");
@@ -216,7 +231,7 @@ static const server_route *server_route_find(const char *path)
         if (strcmp(path, server_routes[i].path) == 0)
             return &server_routes[i];
     char id[128];
-    if (server_response_id(path, id, sizeof id) == 0)
+    if (server_response_id(path, id, sizeof id, NULL) == 0)
         return &server_response_route;
     return NULL;
 }
@@ -587,8 +602,12 @@ static void server_handle(struct evhttp_request *req, void *arg)
     in.suffix = r->suffix;
     in.is_get = r->is_get;
     if (stored) {
-        server_response_id(path, in.response_id, sizeof in.response_id);
+        server_response_id(path, in.response_id, sizeof in.response_id, &in.input_items);
         in.is_delete = method == EVHTTP_REQ_DELETE;
+        if (in.input_items && in.is_delete)
+            return server_refuse(req, r->path, 405, "invalid_request_error", "method_not_allowed",
+                                 "DELETE is not allowed on /v1/responses/{id}/input_items: use GET (or DELETE "
+                                 "/v1/responses/{id} for the response itself)");
     }
     if (!r->is_get && server_parse_body(req, gw, &in) < 0) {
         json_free(in.doc);

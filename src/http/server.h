@@ -38,6 +38,9 @@ void server_flush_pending(void);
 /* Sends an OpenAI-style error reply. code may be NULL (JSON null). */
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message);
+/* The same, naming the request field it is about ("param", as OpenAI's errors do; NULL or "": none). */
+void server_send_error_param(struct evhttp_request *req, int status, const char *type, const char *code,
+                             const char *param, const char *message);
 
 /* Adds the Date header evhttp would add, from a string formatted once a
  * second instead of once a reply (loop thread only). */

@@ -4,6 +4,8 @@
  * computation and an increment; names and labels are only formatted when
  * /metrics is scraped. */
 #include "obs/metrics.h"
+
+#define METRICS_PAIRS 8 /* dialect pairs counted (two today, rows for more) */
 #include "base/sbuf.h"
 #include <math.h>
 #include <stdio.h>
@@ -75,6 +77,7 @@ static struct {
     uint64_t conversation_moves[3]; /* by turn state, by blobs, by previous_response_id */
     uint64_t websocket_turns[2];    /* upstream turns, warm-ups */
     uint64_t blobs_dropped, blobs_replaced, strip_retries;
+    struct { char pair[24]; uint64_t n; } translations[METRICS_PAIRS]; /* by "client>upstream" */
     uint64_t waits;
     double wait_seconds;
     uint64_t reloads[2]; /* [0] failed, [1] ok */
@@ -165,6 +168,18 @@ void metrics_blobs_stripped(int dropped, int replaced)
     M.blobs_replaced += (uint64_t)(replaced > 0 ? replaced : 0);
 }
 void metrics_strip_retry(void) { M.strip_retries++; }
+
+void metrics_translation(const char *pair)
+{
+    for (size_t i = 0; i < METRICS_PAIRS; i++) {
+        if (!M.translations[i].pair[0])
+            sbuf_copy_cstr(M.translations[i].pair, sizeof M.translations[i].pair, pair);
+        if (strcmp(M.translations[i].pair, pair) == 0) {
+            M.translations[i].n++;
+            return;
+        }
+    }
+}
 
 void metrics_retry(int64_t account_id)
 {
@@ -658,6 +673,11 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     metrics_head(out, "switchyard_strip_retries_total", "counter",
                  "Requests resent to the same account without the blobs it refused.");
     sbuf_printf(out, "switchyard_strip_retries_total %llu\n", (unsigned long long)M.strip_retries);
+    metrics_head(out, "switchyard_translations_total", "counter",
+                 "Attempts sent in another dialect than the client's (docs/clients.md), by client>upstream.");
+    for (size_t i = 0; i < METRICS_PAIRS && M.translations[i].pair[0]; i++)
+        sbuf_printf(out, "switchyard_translations_total{pair=\"%s\"} %llu\n", M.translations[i].pair,
+                    (unsigned long long)M.translations[i].n);
     metrics_head(out, "switchyard_retries_total", "counter", "Attempts repeated on the same account after a delay.");
     char idbuf[32];
     for (size_t i = 0; i < METRICS_RETRY_SLOTS; i++)

@@ -31,6 +31,8 @@ void metrics_conversation_move(int by);
  * removed) or replaced by text; and the strip-retries after a refusal. */
 void metrics_blobs_stripped(int dropped, int replaced);
 void metrics_strip_retry(void);
+/* An attempt translated between dialects: pair is "client>upstream" (dialect.h). */
+void metrics_translation(const char *pair);
 /* The same account is tried again after a delay (retry verdict). */
 void metrics_retry(int64_t account_id);
 /* A request waited for an account to become free; seconds waited. */
