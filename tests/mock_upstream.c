@@ -97,6 +97,7 @@ typedef struct rec {
     char *tool_calls;  /* JSON array: the call_ids of the tool calls the answer carried (tool_call=1) */
     char *roles;       /* /chat/completions: JSON array of the messages' roles, in order */
     char *last_role;   /* /chat/completions: the last message's role, or NULL */
+    char *violations;  /* JSON array: every rule of its upstream the request broke (lax= or not) */
 } rec;
 
 /* Bodies are kept for GET /_requests up to BODY_KEPT bytes each and
@@ -176,6 +177,7 @@ static void rec_free(rec *r)
     free(r->tool_calls);
     free(r->roles);
     free(r->last_role);
+    free(r->violations);
     free(r);
 }
 
@@ -284,6 +286,8 @@ static void recs_json(sbuf *b, int usage)
         sbuf_puts(b, r->roles ? r->roles : "[]");
         sbuf_puts(b, ",\"last_role\":");
         json_str_or_null(b, r->last_role);
+        sbuf_puts(b, ",\"violations\":");
+        sbuf_puts(b, r->violations ? r->violations : "[]");
         sbuf_puts(b, ",\"body\":");
         if (r->body)
             sbuf_json_str(b, r->body, r->body_kept);
@@ -577,8 +581,10 @@ static unsigned lax_parse(const char *v)
 {
     if (!strcmp(v, "1"))
         return RULES_ALL;
+    if (!strcmp(v, "0"))
+        return 0;
     unsigned bits = 0;
-    for (const char *p = v; *p && strcmp(v, "0") != 0;) {
+    for (const char *p = v; *p;) {
         const char *e = strchr(p, '+');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         size_t i = 0;
@@ -851,8 +857,10 @@ static void opts_parse(opts *o, const char *spec)
                 fprintf(stderr, "mock_upstream: ignoring speaks (want chat or responses)\n");
             else
                 snprintf(o->speaks, sizeof o->speaks, "%s", val);
-        } else if (!strcmp(tok, "tool_calls"))
-            o->tool_calls = atoi(val) < 1 ? 1 : atoi(val) > MAX_CALLS ? MAX_CALLS : atoi(val);
+        } else if (!strcmp(tok, "tool_calls")) {
+            long n = strtol(val, NULL, 10); /* strtol saturates where atoi's overflow is undefined */
+            o->tool_calls = n < 1 ? 1 : n > MAX_CALLS ? MAX_CALLS : (int)n;
+        }
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -1521,7 +1529,7 @@ static void chat_finish(sbuf *b, const gen *g)
 }
 
 /* The plain chat answer's message: the text, or the tool calls (content
- * null), with reasoning_content first under reasoning=1. */
+ * null), and reasoning_content under reasoning=1. */
 static void chat_message(sbuf *b, const gen *g)
 {
     sbuf_puts(b, "{\"role\":\"assistant\",\"content\":");
@@ -2821,6 +2829,49 @@ static int chat_check(refusal *rf, rec *r, const json_value *doc, int strict, in
     return rf->status != 0;
 }
 
+/* Every rule of the request's upstream that it breaks, whether or not lax=
+ * switched the rule off, as a JSON array of rule names in the order they
+ * are checked: a test whose upstream is lax (to exercise something else)
+ * can still see what a strict one would have refused. */
+static char *violations_of(endpoint ep, int codex, const json_value *doc)
+{
+    sbuf out = SBUF_INIT;
+    sbuf_puts(&out, "[");
+    if (codex && (ep == EP_CHAT || ep == EP_STORED))
+        sbuf_puts(&out, "\"routes\"");
+    if (codex && ep == EP_RESPONSES) {
+        unsigned left = RULES_CODEX;
+        for (int n = 0;; n++) {
+            refusal t = {0, SBUF_INIT, NULL};
+            int refused = codex_check(&t, left, doc);
+            sbuf_free(&t.body);
+            if (!refused)
+                break;
+            /* the refusal names its rule as lax= does, but for previous_response_not_found */
+            const char *name = strcmp(t.rule, "previous_response_not_found") ? t.rule : "prev_id";
+            for (size_t i = 0; i < sizeof g_rule_names / sizeof g_rule_names[0]; i++)
+                if (!strcmp(g_rule_names[i].name, name))
+                    left &= ~g_rule_names[i].bit;
+            sbuf_puts(&out, n ? "," : "");
+            js(&out, name);
+        }
+    } else if (ep == EP_CHAT) {
+        refusal t = {0, SBUF_INIT, NULL};
+        rec scratch = {0}; /* chat_check records into a rec: this one is thrown away */
+        int dummy;
+        if (chat_check(&t, &scratch, doc, 1, &dummy))
+            sbuf_puts(&out, out.len > 1 ? ",\"messages\"" : "\"messages\"");
+        sbuf_free(&t.body);
+        free(scratch.roles);
+        free(scratch.tool_outputs);
+        free(scratch.last_role);
+    }
+    sbuf_puts(&out, "]");
+    char *v = xstrdup(out.p);
+    sbuf_free(&out);
+    return v;
+}
+
 /* tool_call=1: the answer's function calls (tool_calls=N of them, in
  * parallel), ids fc_<name>_<n>[_<k>] and call_<name>_<n>[_<k>] (k from 2),
  * recorded in r. exec_command takes a command line, the older shell tools
@@ -4025,6 +4076,8 @@ static void handle(struct evhttp_request *req, void *arg)
     refusal route = {0, SBUF_INIT, NULL}, rf = {0, SBUF_INIT, NULL};
     if (ep == EP_RESPONSES || ep == EP_CHAT)
         rec_keep_body(r, body, blen);
+    if (ep == EP_STORED)
+        r->violations = violations_of(ep, codex, NULL);
     if (codex && (ri.rules & RULE_ROUTES) && (ep == EP_STORED || ep == EP_CHAT)) {
         refuse_detail(&route, 404, "routes", "Not Found");
     } else if (!codex && ((!strcmp(o.speaks, "chat") && (ep == EP_RESPONSES || ep == EP_STORED)) ||
@@ -4033,8 +4086,10 @@ static void handle(struct evhttp_request *req, void *arg)
         sbuf_printf(&msg, "Invalid URL (%s /%s)", method_name(cmd), rest);
         refuse_openai(&route, 404, "speaks", msg.p, NULL, NULL);
         sbuf_free(&msg);
-    } else if (ep == EP_RESPONSES || ep == EP_CHAT) {
+    }
+    if (ep == EP_RESPONSES || ep == EP_CHAT) {
         json_value *doc = json_parse(body, blen, NULL, 0);
+        r->violations = violations_of(ep, codex, doc);
         if (ep == EP_RESPONSES && codex)
             codex_check(&rf, ri.rules, doc);
         else if (ep == EP_CHAT)

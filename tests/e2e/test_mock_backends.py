@@ -517,6 +517,7 @@ class MockBackendsTest(GatewayTest):
         # lax=routes: as before the rule
         r = http_call(self.mock.port, "POST", "/acct/a/ok,lax=routes/chat/completions", CHAT_BODY)
         self.assertEqual((r.status, r.json()["object"]), (200, "chat.completion"), r)
+        self.assertEqual(self.mock.requests("a")[-1]["violations"], ["routes"])
         # the models endpoint is the backend's own
         self.assertEqual(http_call(self.mock.port, "GET", "/acct/a/ok/models").status, 200)
 
@@ -563,6 +564,10 @@ class MockBackendsTest(GatewayTest):
         self.assertEqual(self.codex(bad).json()["error"]["code"], "previous_response_not_found")
         del bad["previous_response_id"]
         self.assertEqual(self.codex(bad).status, 200)
+        first = self.mock.requests("a")[0]
+        self.assertEqual(first["violations"], ["stream", "store", "instructions", "params", "input_list",
+                                               "prev_id"])
+        self.assertEqual(self.mock.requests("a")[-1]["violations"], [])
 
     def test_codex_rules_come_before_the_scenario_but_after_a_bad_token(self):
         self.assertDetail(self.codex(BODY, "quota429"), 400, "Stream must be set to true")
@@ -574,6 +579,10 @@ class MockBackendsTest(GatewayTest):
     def test_codex_lax_1_turns_every_rule_off(self):
         r = self.codex(BODY, "ok,lax=1")
         self.assertEqual(r.status, 200, r)
+        # what a strict backend would have refused is still recorded, every rule in order
+        rec = self.mock.requests("a")[-1]
+        self.assertEqual((rec["refused"], rec["violations"]), (None, ["stream", "store", "instructions",
+                                                                      "input_list"]))
         self.assertEqual(r.headers["content-type"], "application/json")
         self.assertEqual([o["type"] for o in r.json()["output"]], ["message"])
         rid = r.json()["id"]
@@ -675,6 +684,7 @@ class MockBackendsTest(GatewayTest):
         self.assertEqual((rec["roles"], rec["last_role"], rec["tool_outputs"]),
                          (["user", "assistant", "tool", "tool", "user"], "user", ["c1", "c2"]))
         self.assertEqual(self.chat({"messages": [user, tool("c1")]}, "ok,lax=messages").status, 200)
+        self.assertEqual(self.mock.requests("a")[-1]["violations"], ["messages"])
 
     def test_chat_tool_call_streams_parallel_calls_as_openai_does(self):
         r = self.chat(dict(CHAT_BODY, stream=True), "ok,tool_call=1,tool_calls=2")
