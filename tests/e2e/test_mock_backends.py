@@ -751,7 +751,8 @@ class MockBackendsTest(GatewayTest):
         self.assertLess(deltas.index(thinking[-1]), first_text)
         self.assertEqual("".join(d.get("content") or "" for d in deltas), "hello from a")
         msg = self.chat(CHAT_BODY, "ok,reasoning=1").json()["choices"][0]["message"]
-        self.assertEqual(msg, {"role": "assistant", "content": "hello from a", "reasoning_content": "thinking about it"})
+        self.assertEqual(msg, {"role": "assistant", "content": "hello from a",
+                               "reasoning_content": "thinking about it"})
 
     # --- the request record: the body as sent, bounded
 
