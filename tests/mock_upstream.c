@@ -19,13 +19,23 @@
  * close callback, or EOF seen by a peek watcher on the socket), marks the
  * request aborted and drops its script.
  *
+ * Each style keeps its real upstream's rules before any scenario runs
+ * (RULE_*): the codex style the ChatGPT codex backend's (stream true, store
+ * false, instructions, no sampling parameters, a list input without system
+ * messages or item ids, no previous_response_id, no chat/completions or
+ * responses/{id}, event streams with no Content-Type and a bare
+ * response.completed); chat requests a strict Chat Completions API's check
+ * of the messages. lax= switches rules off; speaks=chat|responses makes an
+ * API upstream with only one of the two APIs. Requests to responses and
+ * chat/completions keep their body (bounded) in the record.
+ *
  * Accounts behave as separate, strict backends: each refuses a turn state,
  * an encrypted_content blob (reasoning=1, compaction=1 mint them) or a
  * previous_response_id that is not its own, in OpenAI's shapes, and keeps
  * its own stored responses (GET/DELETE responses/{id}). With tool_call=1 an
- * answer is a function call until the input ends with its output, so a real
- * client (Codex) runs a tool and comes back within the turn. See
- * tests/e2e/README.md. */
+ * answer is a function call (tool_calls=N: N in parallel, on both APIs)
+ * until the input ends with its output, so a real client (Codex) runs a
+ * tool and comes back within the turn. See tests/e2e/README.md. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -79,7 +89,23 @@ typedef struct rec {
     long input_items;
     int chain;         /* stored responses followed from previous_response_id */
     int store;         /* -1 not said, 0 store:false, 1 store:true */
+    /* what the e2e tests read to see how the gateway adapted a request */
+    const char *style; /* "openai" (a /v1/ path) or "codex" (the ChatGPT backend's shape), NULL elsewhere */
+    char *body;        /* /responses and /chat/completions: the body's first BODY_KEPT bytes, or NULL */
+    size_t body_kept;  /* bytes in body */
+    int body_truncated;
+    char *tool_calls;  /* JSON array: the call_ids of the tool calls the answer carried (tool_call=1) */
+    char *roles;       /* /chat/completions: JSON array of the messages' roles, in order */
+    char *last_role;   /* /chat/completions: the last message's role, or NULL */
+    char *violations;  /* JSON array: every rule of its upstream the request broke (lax= or not) */
 } rec;
+
+/* Bodies are kept for GET /_requests up to BODY_KEPT bytes each and
+ * BODIES_KEPT_MAX in all (a long test must not grow the mock without
+ * bound); POST /_reset frees the bodies it hides. */
+#define BODY_KEPT ((size_t)64 << 10)
+#define BODIES_KEPT_MAX ((size_t)64 << 20)
+static size_t g_body_bytes;
 
 static rec **g_recs;
 static size_t g_nrecs, g_caprecs, g_first_visible;
@@ -146,7 +172,43 @@ static void rec_free(rec *r)
     free(r->tool_outputs);
     free(r->tool_call);
     free(r->refused);
+    g_body_bytes -= r->body_kept;
+    free(r->body);
+    free(r->tool_calls);
+    free(r->roles);
+    free(r->last_role);
+    free(r->violations);
     free(r);
+}
+
+/* Keeps the first BODY_KEPT bytes of a request body in r while the budget
+ * lasts (/_requests shows them as a JSON string: bytes that are no UTF-8,
+ * e.g. a compressed body or a character cut at the bound, become U+FFFD). */
+static void rec_keep_body(rec *r, const char *body, size_t n)
+{
+    size_t keep = n < BODY_KEPT ? n : BODY_KEPT;
+    r->body_truncated = keep < n;
+    if (g_body_bytes + keep > BODIES_KEPT_MAX)
+        return;
+    r->body = malloc(keep + 1);
+    if (!r->body)
+        abort();
+    memcpy(r->body, body, keep);
+    r->body[keep] = '\0';
+    r->body_kept = keep;
+    g_body_bytes += keep;
+}
+
+/* POST /_reset: the hidden records' bodies are never shown again. */
+static void rec_drop_bodies(size_t upto)
+{
+    for (size_t i = 0; i < upto; i++) {
+        rec *r = g_recs[i];
+        g_body_bytes -= r->body_kept;
+        free(r->body);
+        r->body = NULL;
+        r->body_kept = 0;
+    }
 }
 
 static void json_str_or_null(sbuf *b, const char *s)
@@ -216,6 +278,22 @@ static void recs_json(sbuf *b, int usage)
         sbuf_printf(b, ",\"input_items\":%ld,\"chain\":%d,\"store\":%s,\"refused\":", r->input_items,
                     r->chain, r->store < 0 ? "null" : r->store ? "true" : "false");
         json_str_or_null(b, r->refused);
+        sbuf_puts(b, ",\"style\":");
+        json_str_or_null(b, r->style);
+        sbuf_puts(b, ",\"tool_calls\":");
+        sbuf_puts(b, r->tool_calls ? r->tool_calls : "[]");
+        sbuf_puts(b, ",\"roles\":");
+        sbuf_puts(b, r->roles ? r->roles : "[]");
+        sbuf_puts(b, ",\"last_role\":");
+        json_str_or_null(b, r->last_role);
+        sbuf_puts(b, ",\"violations\":");
+        sbuf_puts(b, r->violations ? r->violations : "[]");
+        sbuf_puts(b, ",\"body\":");
+        if (r->body)
+            sbuf_json_str(b, r->body, r->body_kept);
+        else
+            sbuf_puts(b, "null");
+        sbuf_printf(b, ",\"body_truncated\":%s", r->body_truncated ? "true" : "false");
         sbuf_printf(b, ",\"completed\":%s,\"aborted\":%s,\"t_start\":%.6f,\"t_end\":%.6f}",
                     r->completed ? "true" : "false", r->aborted ? "true" : "false", r->t_start, r->t_end);
     }
@@ -462,6 +540,70 @@ static uint64_t fnv1a(const char *p, size_t n)
 
 /* ---------- scenario options ---------- */
 
+/* A real upstream's rules the mock enforces before any scenario runs. The
+ * ChatGPT codex backend's (the codex style: a path without /v1/) are from
+ * what clients report it answering (Codex, CLIProxyAPI, sub2api, ChatMock,
+ * codex2api, LiteLLM trackers); RULE_MESSAGES is a strict Chat Completions
+ * API's check of the messages, on either style. Every rule is on by default
+ * where it applies, so the gateway meets the upstream as it is; lax=<rule>
+ * [+<rule>...] switches rules off (lax=1: all), for a test that exercises
+ * something else with a body a real client would never send. */
+enum {
+    RULE_STREAM = 1u << 0,       /* codex: "stream" must be true */
+    RULE_STORE = 1u << 1,        /* codex: "store" must be false (and present) */
+    RULE_INSTRUCTIONS = 1u << 2, /* codex: "instructions" must be a non-empty string */
+    RULE_PARAMS = 1u << 3,       /* codex: no max_output_tokens, temperature, top_p, *_penalty */
+    RULE_INPUT_LIST = 1u << 4,   /* codex: "input" must be an array */
+    RULE_SYSTEM = 1u << 5,       /* codex: no input item with role "system" */
+    RULE_ITEM_IDS = 1u << 6,     /* codex: no input item with an "id" (nothing is persisted) */
+    RULE_PREV_ID = 1u << 7,      /* codex: no previous_response_id (nothing is stored) */
+    RULE_ROUTES = 1u << 8,       /* codex: no chat/completions, no responses/{id}: 404 */
+    RULE_CONTENT_TYPE = 1u << 9, /* codex: event streams carry no Content-Type */
+    RULE_OUTPUT = 1u << 10,      /* codex: response.completed carries "output":[] */
+    RULE_MESSAGES = 1u << 11,    /* chat: messages checked as a strict Chat Completions API does */
+};
+#define RULES_CODEX (RULE_STREAM | RULE_STORE | RULE_INSTRUCTIONS | RULE_PARAMS | RULE_INPUT_LIST | RULE_SYSTEM | \
+                     RULE_ITEM_IDS | RULE_PREV_ID | RULE_ROUTES | RULE_CONTENT_TYPE | RULE_OUTPUT)
+#define RULES_ALL (RULES_CODEX | RULE_MESSAGES)
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} g_rule_names[] = {
+    {"stream", RULE_STREAM}, {"store", RULE_STORE}, {"instructions", RULE_INSTRUCTIONS},
+    {"params", RULE_PARAMS}, {"input_list", RULE_INPUT_LIST}, {"system", RULE_SYSTEM},
+    {"item_ids", RULE_ITEM_IDS}, {"prev_id", RULE_PREV_ID}, {"routes", RULE_ROUTES},
+    {"content_type", RULE_CONTENT_TYPE}, {"output", RULE_OUTPUT}, {"messages", RULE_MESSAGES},
+};
+
+/* lax=1 | lax=0 | lax=name+name... (unknown names are reported and ignored) */
+static unsigned lax_parse(const char *v)
+{
+    if (!strcmp(v, "1"))
+        return RULES_ALL;
+    if (!strcmp(v, "0"))
+        return 0;
+    unsigned bits = 0;
+    for (const char *p = v; *p;) {
+        const char *e = strchr(p, '+');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        size_t i = 0;
+        for (; i < sizeof g_rule_names / sizeof g_rule_names[0]; i++)
+            if (strlen(g_rule_names[i].name) == n && !strncmp(g_rule_names[i].name, p, n))
+                break;
+        if (i < sizeof g_rule_names / sizeof g_rule_names[0])
+            bits |= g_rule_names[i].bit;
+        else if (n)
+            fprintf(stderr, "mock_upstream: ignoring unknown lax rule '%.*s'\n", (int)(n > 64 ? 64 : n), p);
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return bits;
+}
+
+#define MAX_CALLS 8 /* tool_calls=N is capped here */
+
 typedef struct opts {
     char scenario[32];
     int code;          /* status=<code> */
@@ -518,6 +660,10 @@ typedef struct opts {
      * account's primary/secondary numbers, as the ChatGPT backend's do; rate_event=<name>:
      * the event of the limit <name> (its metered_limit_name) instead */
     char rate_event[32];
+    unsigned lax;      /* rules switched off (RULE_*) */
+    char speaks[16];   /* OpenAI style: "chat" (no Responses API: 404 as an unknown path), "responses"
+                        * (no Chat Completions), "" both */
+    int tool_calls;    /* tool_call=1: this many parallel calls in one answer (default 1, at most MAX_CALLS) */
 } opts;
 
 static int numeric(const char *v)
@@ -704,6 +850,17 @@ static void opts_parse(opts *o, const char *spec)
             copy_num(o->family_until, sizeof o->family_until, val);
         else if (!strcmp(tok, "rate_event"))
             copy_word(o->rate_event, sizeof o->rate_event, val);
+        else if (!strcmp(tok, "lax"))
+            o->lax = lax_parse(val);
+        else if (!strcmp(tok, "speaks")) {
+            if (strcmp(val, "chat") && strcmp(val, "responses"))
+                fprintf(stderr, "mock_upstream: ignoring speaks (want chat or responses)\n");
+            else
+                snprintf(o->speaks, sizeof o->speaks, "%s", val);
+        } else if (!strcmp(tok, "tool_calls")) {
+            long n = strtol(val, NULL, 10); /* strtol saturates where atoi's overflow is undefined */
+            o->tool_calls = n < 1 ? 1 : n > MAX_CALLS ? MAX_CALLS : (int)n;
+        }
         else
             fprintf(stderr, "mock_upstream: ignoring unknown option '%s'\n", tok);
     }
@@ -734,6 +891,7 @@ typedef struct job {
     size_t nacts, capacts, next;
     struct event *timer; /* the next delayed action */
     struct event *watch; /* EOF on the client socket */
+    int bare_sse;        /* codex style: event streams go out without a Content-Type */
 } job;
 
 static action *job_add(job *j, act_kind kind, long delay_ms)
@@ -918,9 +1076,15 @@ typedef struct gen {
     char rs_id[192], cmp_id[192];
     sbuf rs_blob, cmp_blob;
     int msg_index; /* the message's output_index: after the items above */
-    /* tool_call=1: a function call at msg_index in place of the message (empty call_id = none) */
-    char fc_id[192], call_id[192], tool[64];
-    sbuf fc_args;
+    /* tool_call=1: ncalls function calls from msg_index on, in place of the message */
+    int ncalls;
+    struct {
+        char fc_id[192], call_id[192];
+        sbuf args;
+    } calls[MAX_CALLS];
+    char tool[64];
+    int think;       /* chat, reasoning=1: reasoning_content deltas before the answer */
+    int bare_output; /* codex style: the response.completed event lists no items */
 } gen;
 
 static void gen_init(gen *g, const char *name, const char *model, long n, int npieces)
@@ -956,7 +1120,8 @@ static void gen_free(gen *g)
     sbuf_free(&g->text);
     sbuf_free(&g->rs_blob);
     sbuf_free(&g->cmp_blob);
-    sbuf_free(&g->fc_args);
+    for (int k = 0; k < MAX_CALLS; k++)
+        sbuf_free(&g->calls[k].args);
 }
 
 /* One more text delta at the end (echo_input's marker). */
@@ -1033,25 +1198,25 @@ static void compaction_item(sbuf *b, const gen *g, int done)
     sbuf_puts(b, "}");
 }
 
-/* A function call item; in progress its arguments are still empty, as the
+/* Function call k; in progress its arguments are still empty, as the
  * output_item.added event of the real API shows it. */
-static void function_call_item(sbuf *b, const gen *g, int done)
+static void function_call_item(sbuf *b, const gen *g, int k, int done)
 {
     sbuf_puts(b, "{\"type\":\"function_call\",\"id\":");
-    js(b, g->fc_id);
+    js(b, g->calls[k].fc_id);
     sbuf_puts(b, ",\"call_id\":");
-    js(b, g->call_id);
+    js(b, g->calls[k].call_id);
     sbuf_puts(b, ",\"name\":");
     js(b, g->tool);
     sbuf_puts(b, ",\"arguments\":");
     if (done)
-        sbuf_json_str(b, g->fc_args.p, g->fc_args.len);
+        sbuf_json_str(b, g->calls[k].args.p, g->calls[k].args.len);
     else
         sbuf_puts(b, "\"\"");
     sbuf_printf(b, ",\"status\":\"%s\"}", done ? "completed" : "in_progress");
 }
 
-/* The completed output array: [reasoning,] [compaction,] message or function call. */
+/* The completed output array: [reasoning,] [compaction,] the message or the function calls. */
 static void output_items(sbuf *b, const gen *g)
 {
     sbuf_puts(b, "[");
@@ -1063,16 +1228,21 @@ static void output_items(sbuf *b, const gen *g)
         compaction_item(b, g, 1);
         sbuf_puts(b, ",");
     }
-    if (g->call_id[0])
-        function_call_item(b, g, 1);
-    else
+    for (int k = 0; k < g->ncalls; k++) {
+        if (k)
+            sbuf_puts(b, ",");
+        function_call_item(b, g, k, 1);
+    }
+    if (!g->ncalls)
         message_item(b, g, 1);
     sbuf_puts(b, "]");
 }
 
-/* The response object; status "in_progress", "completed" or "failed". */
-static void response_obj(sbuf *b, const gen *g, const char *status, const char *err_code,
-                         const char *err_msg)
+/* The response object; status "in_progress", "completed" or "failed".
+ * A completed one lists its output items unless bare (the codex style's
+ * response.completed event: its items came in output_item.done events). */
+static void response_obj_x(sbuf *b, const gen *g, const char *status, const char *err_code,
+                           const char *err_msg, int bare)
 {
     int done = strcmp(status, "completed") == 0;
     sbuf_puts(b, "{\"id\":");
@@ -1092,7 +1262,10 @@ static void response_obj(sbuf *b, const gen *g, const char *status, const char *
     }
     sbuf_puts(b, ",\"output\":");
     if (done) {
-        output_items(b, g);
+        if (bare)
+            sbuf_puts(b, "[]");
+        else
+            output_items(b, g);
         sbuf_puts(b, ",\"usage\":");
         usage_resp(b, g, g->npieces);
     } else {
@@ -1101,11 +1274,17 @@ static void response_obj(sbuf *b, const gen *g, const char *status, const char *
     sbuf_puts(b, "}");
 }
 
+static void response_obj(sbuf *b, const gen *g, const char *status, const char *err_code,
+                         const char *err_msg)
+{
+    response_obj_x(b, g, status, err_code, err_msg, 0);
+}
+
 static void ev_resp_state(sbuf *b, gen *g, const char *type, const char *status)
 {
     sse_open(b, type);
     sbuf_printf(b, "{\"type\":\"%s\",\"sequence_number\":%d,\"response\":", type, g->seq++);
-    response_obj(b, g, status, NULL, NULL);
+    response_obj_x(b, g, status, NULL, NULL, g->bare_output);
     sbuf_puts(b, "}");
     sse_close(b);
 }
@@ -1193,44 +1372,53 @@ static void ev_item_done(sbuf *b, gen *g)
     sse_close(b);
 }
 
-/* A function call's events: output_item.added, its arguments in two
- * deltas, function_call_arguments.done, output_item.done. */
-static void ev_function_call(sbuf *b, gen *g)
+/* How a function call's arguments are streamed: ARG_PIECES pieces (the
+ * last takes the rest), as the real APIs send several per call. */
+#define ARG_PIECES 3
+static void arg_piece(const sbuf *args, int i, size_t *off, size_t *len)
 {
+    size_t step = args->len / ARG_PIECES;
+    *off = step * (size_t)i;
+    *len = i == ARG_PIECES - 1 ? args->len - *off : step;
+}
+
+/* Function call k's events: output_item.added, its arguments in
+ * ARG_PIECES deltas, function_call_arguments.done, output_item.done. */
+static void ev_function_call(sbuf *b, gen *g, int k)
+{
+    int idx = g->msg_index + k;
     sse_open(b, "response.output_item.added");
     sbuf_printf(b, "{\"type\":\"response.output_item.added\",\"sequence_number\":%d,"
-                   "\"output_index\":%d,\"item\":", g->seq++, g->msg_index);
-    function_call_item(b, g, 0);
+                   "\"output_index\":%d,\"item\":", g->seq++, idx);
+    function_call_item(b, g, k, 0);
     sbuf_puts(b, "}");
     sse_close(b);
-    size_t half = g->fc_args.len / 2;
-    for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < ARG_PIECES; i++) {
+        size_t off, len;
+        arg_piece(&g->calls[k].args, i, &off, &len);
         sse_open(b, "response.function_call_arguments.delta");
         sbuf_printf(b, "{\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":%d,"
                        "\"item_id\":", g->seq++);
-        js(b, g->fc_id);
-        sbuf_printf(b, ",\"output_index\":%d,\"delta\":", g->msg_index);
-        if (k == 0)
-            sbuf_json_str(b, g->fc_args.p, half);
-        else
-            sbuf_json_str(b, g->fc_args.p + half, g->fc_args.len - half);
+        js(b, g->calls[k].fc_id);
+        sbuf_printf(b, ",\"output_index\":%d,\"delta\":", idx);
+        sbuf_json_str(b, g->calls[k].args.p + off, len);
         sbuf_puts(b, "}");
         sse_close(b);
     }
     sse_open(b, "response.function_call_arguments.done");
     sbuf_printf(b, "{\"type\":\"response.function_call_arguments.done\",\"sequence_number\":%d,"
                    "\"item_id\":", g->seq++);
-    js(b, g->fc_id);
+    js(b, g->calls[k].fc_id);
     sbuf_puts(b, ",\"name\":");
     js(b, g->tool);
-    sbuf_printf(b, ",\"output_index\":%d,\"arguments\":", g->msg_index);
-    sbuf_json_str(b, g->fc_args.p, g->fc_args.len);
+    sbuf_printf(b, ",\"output_index\":%d,\"arguments\":", idx);
+    sbuf_json_str(b, g->calls[k].args.p, g->calls[k].args.len);
     sbuf_puts(b, "}");
     sse_close(b);
     sse_open(b, "response.output_item.done");
     sbuf_printf(b, "{\"type\":\"response.output_item.done\",\"sequence_number\":%d,"
-                   "\"output_index\":%d,\"item\":", g->seq++, g->msg_index);
-    function_call_item(b, g, 1);
+                   "\"output_index\":%d,\"item\":", g->seq++, idx);
+    function_call_item(b, g, k, 1);
     sbuf_puts(b, "}");
     sse_close(b);
 }
@@ -1281,6 +1469,44 @@ static void chat_delta(sbuf *b, const gen *g, int i)
     sse_close(b);
 }
 
+/* reasoning=1 on chat: the model's thinking streamed as reasoning_content
+ * deltas before the answer, as DeepSeek's API streams it (content null). */
+static const char *const g_think_pieces[] = {"thinking", " about", " it"};
+#define THINK_TEXT "thinking about it"
+
+static void chat_think(sbuf *b, const gen *g, int i)
+{
+    chat_chunk_open(b, g);
+    sbuf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":null,\"reasoning_content\":");
+    js(b, g_think_pieces[i]);
+    sbuf_puts(b, "},\"finish_reason\":null}]}");
+    sse_close(b);
+}
+
+/* Tool call k streamed as OpenAI streams one: its first chunk carries
+ * index, id, type, function.name and arguments "", the later ones only the
+ * index and a piece of the arguments. piece -1 is the first chunk. */
+static void chat_tool_chunk(sbuf *b, const gen *g, int k, int piece)
+{
+    chat_chunk_open(b, g);
+    sbuf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,", k);
+    if (piece < 0) {
+        sbuf_puts(b, "\"id\":");
+        js(b, g->calls[k].call_id);
+        sbuf_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
+        js(b, g->tool);
+        sbuf_puts(b, ",\"arguments\":\"\"}}]");
+    } else {
+        size_t off, len;
+        arg_piece(&g->calls[k].args, piece, &off, &len);
+        sbuf_puts(b, "\"function\":{\"arguments\":");
+        sbuf_json_str(b, g->calls[k].args.p + off, len);
+        sbuf_puts(b, "}}]");
+    }
+    sbuf_puts(b, "},\"finish_reason\":null}]}");
+    sse_close(b);
+}
+
 static void chat_usage_obj(sbuf *b, const gen *g)
 {
     sbuf_printf(b, "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
@@ -1291,7 +1517,8 @@ static void chat_usage_obj(sbuf *b, const gen *g)
 static void chat_finish(sbuf *b, const gen *g)
 {
     chat_chunk_open(b, g);
-    sbuf_puts(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}");
+    sbuf_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"%s\"}]}",
+                g->ncalls ? "tool_calls" : "stop");
     sse_close(b);
     chat_chunk_open(b, g);
     sbuf_puts(b, ",\"choices\":[],\"usage\":");
@@ -1299,6 +1526,33 @@ static void chat_finish(sbuf *b, const gen *g)
     sbuf_puts(b, "}");
     sse_close(b);
     sbuf_puts(b, "data: [DONE]\n\n");
+}
+
+/* The plain chat answer's message: the text, or the tool calls (content
+ * null), and reasoning_content under reasoning=1. */
+static void chat_message(sbuf *b, const gen *g)
+{
+    sbuf_puts(b, "{\"role\":\"assistant\",\"content\":");
+    if (g->ncalls)
+        sbuf_puts(b, "null");
+    else
+        sbuf_json_str(b, g->text.p, g->text.len);
+    if (g->think)
+        sbuf_puts(b, ",\"reasoning_content\":\"" THINK_TEXT "\"");
+    if (g->ncalls) {
+        sbuf_puts(b, ",\"tool_calls\":[");
+        for (int k = 0; k < g->ncalls; k++) {
+            sbuf_puts(b, k ? ",{\"id\":" : "{\"id\":");
+            js(b, g->calls[k].call_id);
+            sbuf_puts(b, ",\"type\":\"function\",\"function\":{\"name\":");
+            js(b, g->tool);
+            sbuf_puts(b, ",\"arguments\":");
+            sbuf_json_str(b, g->calls[k].args.p, g->calls[k].args.len);
+            sbuf_puts(b, "}}");
+        }
+        sbuf_puts(b, "]");
+    }
+    sbuf_puts(b, "}");
 }
 
 static void error_json_full(sbuf *b, const char *message, const char *type, const char *param,
@@ -1698,12 +1952,14 @@ static void stored_free_all(void)
 
 typedef struct reqinfo {
     int want_reasoning; /* "include" holds "reasoning.encrypted_content" */
-    int after_tool;     /* the last input item is a function_call_output or custom_tool_call_output */
+    int after_tool;     /* the last input item is a function_call_output or custom_tool_call_output
+                         * (chat: the last message is a tool message) */
     int store;          /* "store" is not false */
     int prev_missing;   /* previous_response_id is none of this account's stored responses */
     char *input;        /* the input items as a JSON array (a string input: one user message) */
     char *bad_blob;     /* the first encrypted_content this account did not mint */
     char *bad_item;     /* the id of the input item holding it, or NULL */
+    unsigned rules;     /* the RULE_* in force for this request (its style, less lax=) */
 } reqinfo;
 
 static void reqinfo_free(reqinfo *ri)
@@ -1868,9 +2124,13 @@ static void reply_json(job *j, long delay, int status, const sbuf *body)
     sbuf_append(&a->data, body->p, body->len);
 }
 
+/* An event stream's head. The ChatGPT codex backend sends its streams with
+ * no Content-Type at all (a client must not insist on text/event-stream);
+ * main() turns off libevent's default type so none is added either. */
 static void start_sse(job *j, long delay)
 {
-    add_header(j->req, "Content-Type", "text/event-stream");
+    if (!j->bare_sse)
+        add_header(j->req, "Content-Type", "text/event-stream");
     add_header(j->req, "Cache-Control", "no-cache");
     job_add(j, ACT_START, delay)->status = 200;
 }
@@ -1977,10 +2237,12 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         job_chunk(j, gap, &b);
         sbuf_reset(&b);
     }
-    if (g->call_id[0]) { /* tool_call=1 (only set for the modes that complete) */
-        ev_function_call(&b, g);
-        job_chunk(j, gap, &b);
-        sbuf_reset(&b);
+    if (g->ncalls) { /* tool_call=1 (only set for the modes that complete) */
+        for (int k = 0; k < g->ncalls; k++) {
+            ev_function_call(&b, g, k);
+            job_chunk(j, gap, &b);
+            sbuf_reset(&b);
+        }
         ev_resp_state(&b, g, "response.completed", "completed");
         job_chunk(j, gap, &b);
         job_add(j, ACT_END, o->tail);
@@ -2057,9 +2319,24 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     if (n > g->npieces)
         n = g->npieces;
     long dgap = mode == S_SLOW ? (o->ms >= 0 ? o->ms : 100) : gap;
+    int sent = 0; /* chunks after the role chunk: a stall's silence comes before the first */
+    for (int i = 0; g->think && i < (int)(sizeof g_think_pieces / sizeof g_think_pieces[0]); i++) {
+        chat_think(&b, g, i);
+        job_chunk(j, sent++ == 0 && stall > 0 ? stall : gap, &b);
+        sbuf_reset(&b);
+    }
+    if (g->ncalls) { /* tool_call=1 (only set for the modes that complete): calls, not text */
+        for (int k = 0; k < g->ncalls; k++)
+            for (int piece = -1; piece < ARG_PIECES; piece++) {
+                chat_tool_chunk(&b, g, k, piece);
+                job_chunk(j, sent++ == 0 && stall > 0 ? stall : dgap, &b);
+                sbuf_reset(&b);
+            }
+        n = 0;
+    }
     for (int i = 0; i < n; i++) {
         chat_delta(&b, g, i);
-        job_chunk(j, i == 0 && stall > 0 ? stall : dgap, &b);
+        job_chunk(j, sent++ == 0 && stall > 0 ? stall : dgap, &b);
         sbuf_reset(&b);
     }
     if (mode == S_LATE_ERROR) {
@@ -2091,9 +2368,9 @@ static void script_plain(job *j, gen *g, endpoint ep, long delay0, long pad, int
         js(&b, g->chat_id);
         sbuf_printf(&b, ",\"object\":\"chat.completion\",\"created\":%ld,\"model\":", g->created);
         js(&b, g->model);
-        sbuf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
-        sbuf_json_str(&b, g->text.p, g->text.len);
-        sbuf_puts(&b, "},\"finish_reason\":\"stop\"}],\"usage\":");
+        sbuf_puts(&b, ",\"choices\":[{\"index\":0,\"message\":");
+        chat_message(&b, g);
+        sbuf_printf(&b, ",\"finish_reason\":\"%s\"}],\"usage\":", g->ncalls ? "tool_calls" : "stop");
         chat_usage_obj(&b, g);
         sbuf_puts(&b, "}");
     }
@@ -2320,6 +2597,316 @@ static int refuse_request(job *j, const opts *o, rec *r, const reqinfo *ri, int 
     return 1;
 }
 
+/* ---------- a real upstream's rules (RULE_*), checked before the scenario ---------- */
+
+typedef struct refusal {
+    int status;       /* 0: the request passed */
+    sbuf body;
+    const char *rule; /* recorded as the request's "refused" */
+} refusal;
+
+/* The ChatGPT backend's own shape: FastAPI's {"detail": "..."}. */
+static void refuse_detail(refusal *rf, int status, const char *rule, const char *detail)
+{
+    rf->status = status;
+    rf->rule = rule;
+    sbuf_puts(&rf->body, "{\"detail\":");
+    js(&rf->body, detail);
+    sbuf_puts(&rf->body, "}");
+}
+
+static void refuse_openai(refusal *rf, int status, const char *rule, const char *message, const char *param,
+                          const char *code)
+{
+    rf->status = status;
+    rf->rule = rule;
+    error_json_full(&rf->body, message, "invalid_request_error", param, code, NULL);
+}
+
+/* The ChatGPT codex backend's checks of a POST responses body, in the
+ * order it applies them (rules: those in force). A body that is no JSON
+ * object is not checked (as the account checks, refuse_request). 1 when
+ * it refused. */
+static int codex_check(refusal *rf, unsigned rules, const json_value *doc)
+{
+    static const char *const unsupported[] = {"max_output_tokens", "temperature", "top_p", "frequency_penalty",
+                                              "presence_penalty"};
+    const json_value *v;
+    if (!doc || doc->type != JSON_OBJECT)
+        return 0;
+    if ((rules & RULE_STREAM) && !((v = json_get(doc, "stream")) && v->type == JSON_TRUE))
+        refuse_detail(rf, 400, "stream", "Stream must be set to true");
+    else if ((rules & RULE_STORE) && !((v = json_get(doc, "store")) && v->type == JSON_FALSE))
+        refuse_detail(rf, 400, "store", "Store must be set to false");
+    else if ((rules & RULE_INSTRUCTIONS) &&
+             !((v = json_get(doc, "instructions")) && v->type == JSON_STRING && v->str_len > 0))
+        refuse_detail(rf, 400, "instructions", "Instructions are required");
+    if (rf->status)
+        return 1;
+    for (size_t i = 0; (rules & RULE_PARAMS) && i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (json_get(doc, unsupported[i])) { /* any value, null too: the field must go */
+            sbuf msg = SBUF_INIT;
+            sbuf_printf(&msg, "Unsupported parameter: %s", unsupported[i]);
+            refuse_detail(rf, 400, "params", msg.p);
+            sbuf_free(&msg);
+            return 1;
+        }
+    const json_value *in = json_get(doc, "input");
+    if ((rules & RULE_INPUT_LIST) && !(in && in->type == JSON_ARRAY)) {
+        refuse_detail(rf, 400, "input_list", "Input must be a list");
+        return 1;
+    }
+    for (const json_value *it = in && in->type == JSON_ARRAY ? in->child : NULL; it && (rules & RULE_SYSTEM);
+         it = it->next) {
+        const char *role = json_get_str(it, "role");
+        if (role && !strcmp(role, "system")) {
+            refuse_detail(rf, 400, "system", "System messages are not allowed");
+            return 1;
+        }
+    }
+    /* It persists nothing, so an item that names an id (a reasoning item's
+     * rs_..., a message's msg_..., a call's fc_..., an item_reference)
+     * refers to nothing. Clients report this one as a 404 in the API's
+     * shape (Codex and proxies in front of the backend, 2025-2026). */
+    for (const json_value *it = in && in->type == JSON_ARRAY ? in->child : NULL; it && (rules & RULE_ITEM_IDS);
+         it = it->next) {
+        const char *id = json_get_str(it, "id");
+        if (id) {
+            sbuf msg = SBUF_INIT;
+            sbuf_printf(&msg, "Item with id '%s' not found. Items are not persisted when `store` is set to false. "
+                              "Try again with `store` set to true, or remove this item from your input.", id);
+            refuse_openai(rf, 404, "item_ids", msg.p, "input", NULL);
+            sbuf_free(&msg);
+            return 1;
+        }
+    }
+    const char *prev = json_get_str(doc, "previous_response_id");
+    if ((rules & RULE_PREV_ID) && prev) {
+        sbuf msg = SBUF_INIT;
+        sbuf_printf(&msg, "Previous response with id '%s' not found.", prev);
+        refuse_openai(rf, 400, "previous_response_not_found", msg.p, "previous_response_id",
+                      "previous_response_not_found");
+        sbuf_free(&msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* The strict Chat Completions checks of message i (m) of msgs; *calls is
+ * the tool_calls array of the assistant message (at *calls_at) that the
+ * tool messages since answer, *answered how many have. Refuses in rf in
+ * OpenAI's words and param paths (it writes "messages.[i]" in the tool
+ * checks, "messages[i]" in the others). */
+static void chat_check_message(refusal *rf, const json_value *m, size_t i, const json_value *msgs,
+                               const json_value **calls, size_t *calls_at, size_t *answered)
+{
+    static const char *const known[] = {"system", "developer", "user", "assistant", "tool"};
+    char param[64];
+    sbuf msg = SBUF_INIT;
+    const char *role = json_get_str(m, "role");
+    size_t k = 0;
+    for (; role && k < sizeof known / sizeof known[0]; k++)
+        if (!strcmp(role, known[k]))
+            break;
+    if (m->type != JSON_OBJECT) {
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        sbuf_printf(&msg, "Invalid type for 'messages[%zu]': expected an object, but got another type instead.", i);
+        refuse_openai(rf, 400, "messages", msg.p, param, "invalid_type");
+    } else if (!json_get(m, "role")) {
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        sbuf_printf(&msg, "Missing required parameter: 'messages[%zu].role'.", i);
+        refuse_openai(rf, 400, "messages", msg.p, param, "missing_required_parameter");
+    } else if (!role || k == sizeof known / sizeof known[0]) {
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        sbuf_puts(&msg, "Invalid value: ");
+        if (role)
+            sbuf_printf(&msg, "'%s'", role);
+        else
+            sbuf_puts(&msg, "a value that is not a string");
+        sbuf_puts(&msg, ". Supported values are: 'system', 'assistant', 'user', 'tool', and 'developer'.");
+        refuse_openai(rf, 400, "messages", msg.p, param, "invalid_value");
+    } else if (!strcmp(role, "tool")) {
+        const char *id = json_get_str(m, "tool_call_id");
+        int found = 0;
+        for (const json_value *c = *calls ? (*calls)->child : NULL; id && c; c = c->next) {
+            const char *cid = json_get_str(c, "id");
+            found |= cid && !strcmp(cid, id);
+        }
+        if (!id) {
+            snprintf(param, sizeof param, "messages.[%zu].tool_call_id", i);
+            refuse_openai(rf, 400, "messages", "Missing parameter 'tool_call_id': messages with role 'tool' must "
+                          "have a 'tool_call_id'.", param, NULL);
+        } else if (!*calls) {
+            snprintf(param, sizeof param, "messages.[%zu].role", i);
+            refuse_openai(rf, 400, "messages", "Invalid parameter: messages with role 'tool' must be a response to "
+                          "a preceeding message with 'tool_calls'.", param, NULL);
+        } else if (!found) {
+            snprintf(param, sizeof param, "messages.[%zu].tool_call_id", i);
+            sbuf_printf(&msg, "Invalid parameter: 'tool_call_id' of '%s' not found in 'tool_calls' of previous "
+                              "message.", id);
+            refuse_openai(rf, 400, "messages", msg.p, param, NULL);
+        }
+        (*answered)++;
+    } else {
+        /* any other message ends the answers to the last tool_calls: each
+         * call must have had its tool message by now */
+        if (*calls && *answered < (*calls)->count) {
+            sbuf_puts(&msg, "An assistant message with 'tool_calls' must be followed by tool messages responding "
+                            "to each 'tool_call_id'. The following tool_call_ids did not have response messages: ");
+            size_t shown = 0;
+            for (const json_value *c = (*calls)->child; c; c = c->next) {
+                const char *cid = json_get_str(c, "id");
+                int seen = 0;
+                size_t t = *calls_at + 1;
+                for (const json_value *a = json_at(msgs, t); cid && a && t < i; a = a->next, t++) {
+                    const char *tid = json_get_str(a, "tool_call_id");
+                    seen |= tid && !strcmp(tid, cid);
+                }
+                if (!seen) {
+                    sbuf_puts(&msg, shown++ ? ", " : "");
+                    sbuf_puts(&msg, cid ? cid : "null");
+                }
+            }
+            snprintf(param, sizeof param, "messages.[%zu].role", i);
+            if (shown)
+                refuse_openai(rf, 400, "messages", msg.p, param, NULL);
+        }
+        const json_value *tc = json_get(m, "tool_calls");
+        *calls = !strcmp(role, "assistant") && tc && tc->type == JSON_ARRAY && tc->count ? tc : NULL;
+        *calls_at = i;
+        *answered = 0;
+    }
+    sbuf_free(&msg);
+}
+
+/* What a chat request's messages say: recorded in r (roles, last_role,
+ * tool_outputs), whether the last one is a tool's output (*after_tool: the
+ * answer is then text, so a client's tool loop ends), and when strict
+ * (RULE_MESSAGES) the first thing a strict Chat Completions API refuses.
+ * A body that is no JSON object is not checked. 1 when it refused. */
+static int chat_check(refusal *rf, rec *r, const json_value *doc, int strict, int *after_tool)
+{
+    const json_value *msgs = json_get(doc, "messages");
+    const json_value *calls = NULL;
+    size_t calls_at = 0, answered = 0, i = 0;
+    *after_tool = 0;
+    if (!doc || doc->type != JSON_OBJECT)
+        return 0;
+    if (strict && !msgs)
+        refuse_openai(rf, 400, "messages", "Missing required parameter: 'messages'.", "messages",
+                      "missing_required_parameter");
+    else if (strict && msgs->type != JSON_ARRAY)
+        refuse_openai(rf, 400, "messages", "Invalid type for 'messages': expected an array of objects, but got "
+                      "another type instead.", "messages", "invalid_type");
+    else if (strict && !msgs->child)
+        refuse_openai(rf, 400, "messages", "Invalid 'messages': empty array. Expected an array with minimum length "
+                      "1, but got an empty array instead.", "messages", "empty_array");
+    sbuf roles = SBUF_INIT, outputs = SBUF_INIT;
+    sbuf_puts(&roles, "[");
+    sbuf_puts(&outputs, "[");
+    for (const json_value *m = msgs && msgs->type == JSON_ARRAY ? msgs->child : NULL; m; m = m->next, i++) {
+        const char *role = json_get_str(m, "role");
+        if (i < 1000) {
+            sbuf_puts(&roles, i ? "," : "");
+            json_str_or_null(&roles, role);
+        }
+        free(r->last_role);
+        r->last_role = xstrdup(role);
+        *after_tool = role && !strcmp(role, "tool");
+        if (*after_tool) {
+            sbuf_puts(&outputs, outputs.len > 1 ? "," : "");
+            json_str_or_null(&outputs, json_get_str(m, "tool_call_id"));
+        }
+        if (strict && !rf->status)
+            chat_check_message(rf, m, i, msgs, &calls, &calls_at, &answered);
+    }
+    sbuf_puts(&roles, "]");
+    sbuf_puts(&outputs, "]");
+    r->roles = xstrdup(roles.p);
+    r->tool_outputs = xstrdup(outputs.p);
+    sbuf_free(&roles);
+    sbuf_free(&outputs);
+    return rf->status != 0;
+}
+
+/* Every rule of the request's upstream that it breaks, whether or not lax=
+ * switched the rule off, as a JSON array of rule names in the order they
+ * are checked: a test whose upstream is lax (to exercise something else)
+ * can still see what a strict one would have refused. */
+static char *violations_of(endpoint ep, int codex, const json_value *doc)
+{
+    sbuf out = SBUF_INIT;
+    sbuf_puts(&out, "[");
+    if (codex && (ep == EP_CHAT || ep == EP_STORED))
+        sbuf_puts(&out, "\"routes\"");
+    if (codex && ep == EP_RESPONSES) {
+        unsigned left = RULES_CODEX;
+        for (int n = 0;; n++) {
+            refusal t = {0, SBUF_INIT, NULL};
+            int refused = codex_check(&t, left, doc);
+            sbuf_free(&t.body);
+            if (!refused)
+                break;
+            /* the refusal names its rule as lax= does, but for previous_response_not_found */
+            const char *name = strcmp(t.rule, "previous_response_not_found") ? t.rule : "prev_id";
+            for (size_t i = 0; i < sizeof g_rule_names / sizeof g_rule_names[0]; i++)
+                if (!strcmp(g_rule_names[i].name, name))
+                    left &= ~g_rule_names[i].bit;
+            sbuf_puts(&out, n ? "," : "");
+            js(&out, name);
+        }
+    } else if (ep == EP_CHAT) {
+        refusal t = {0, SBUF_INIT, NULL};
+        rec scratch = {0}; /* chat_check records into a rec: this one is thrown away */
+        int dummy;
+        if (chat_check(&t, &scratch, doc, 1, &dummy))
+            sbuf_puts(&out, out.len > 1 ? ",\"messages\"" : "\"messages\"");
+        sbuf_free(&t.body);
+        free(scratch.roles);
+        free(scratch.tool_outputs);
+        free(scratch.last_role);
+    }
+    sbuf_puts(&out, "]");
+    char *v = xstrdup(out.p);
+    sbuf_free(&out);
+    return v;
+}
+
+/* tool_call=1: the answer's function calls (tool_calls=N of them, in
+ * parallel), ids fc_<name>_<n>[_<k>] and call_<name>_<n>[_<k>] (k from 2),
+ * recorded in r. exec_command takes a command line, the older shell tools
+ * an argv; a later call's command names its number, so the calls differ. */
+static void gen_tool_calls(gen *g, const opts *o, rec *r)
+{
+    int n = o->tool_calls > 0 ? o->tool_calls : 1;
+    sbuf ids = SBUF_INIT;
+    snprintf(g->tool, sizeof g->tool, "%s", o->tool[0] ? o->tool : "exec_command");
+    sbuf_puts(&ids, "[");
+    for (int k = 0; k < n && k < MAX_CALLS; k++) {
+        char suffix[16] = "";
+        if (k)
+            snprintf(suffix, sizeof suffix, "_%d", k + 1);
+        snprintf(g->calls[k].fc_id, sizeof g->calls[k].fc_id, "fc_%s_%ld%s", r->account, r->n, suffix);
+        snprintf(g->calls[k].call_id, sizeof g->calls[k].call_id, "call_%s_%ld%s", r->account, r->n, suffix);
+        sbuf *a = &g->calls[k].args;
+        if (!strcmp(g->tool, "exec_command") && k)
+            sbuf_printf(a, "{\"cmd\":\"echo hi %d\"}", k + 1);
+        else if (!strcmp(g->tool, "exec_command"))
+            sbuf_puts(a, "{\"cmd\":\"echo hi\"}");
+        else if (k)
+            sbuf_printf(a, "{\"command\":[\"echo\",\"hi\",\"%d\"]}", k + 1);
+        else
+            sbuf_puts(a, "{\"command\":[\"echo\",\"hi\"]}");
+        sbuf_puts(&ids, k ? "," : "");
+        js(&ids, g->calls[k].call_id);
+        g->ncalls++;
+    }
+    sbuf_puts(&ids, "]");
+    r->tool_call = xstrdup(g->calls[0].call_id);
+    r->tool_calls = xstrdup(ids.p);
+    sbuf_free(&ids);
+}
+
 /* The items a /responses answer carries before its message (reasoning=1 or
  * an include of reasoning.encrypted_content; compaction=1), the function
  * call that replaces the message (tool_call=1, in an answer that completes,
@@ -2337,15 +2924,8 @@ static void gen_responses_extras(gen *g, const opts *o, rec *r, const reqinfo *r
         blob_mint(&g->cmp_blob, r->account, "compaction", r->n, 1400);
         g->msg_index++;
     }
-    if (o->tool_call && completes && !ri->after_tool) {
-        snprintf(g->fc_id, sizeof g->fc_id, "fc_%s_%ld", r->account, r->n);
-        snprintf(g->call_id, sizeof g->call_id, "call_%s_%ld", r->account, r->n);
-        snprintf(g->tool, sizeof g->tool, "%s", o->tool[0] ? o->tool : "exec_command");
-        /* exec_command takes a command line; the older shell tools an argv */
-        sbuf_puts(&g->fc_args, !strcmp(g->tool, "exec_command") ? "{\"cmd\":\"echo hi\"}"
-                                                               : "{\"command\":[\"echo\",\"hi\"]}");
-        r->tool_call = xstrdup(g->call_id);
-    }
+    if (o->tool_call && completes && !ri->after_tool)
+        gen_tool_calls(g, o, r);
     if (o->echo_input) {
         char mark[96];
         snprintf(mark, sizeof mark, " [chain=%d items=%ld]", r->chain, r->input_items);
@@ -2483,7 +3063,8 @@ static int family_answer(job *j, const opts *o, const rec *r)
 
 /* Fills j with the script for scenario o on endpoint ep. */
 
-static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream, const reqinfo *ri)
+static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream, const reqinfo *ri,
+                         const refusal *rf)
 {
     sbuf b = SBUF_INIT;
     const char *sc = o->scenario;
@@ -2504,7 +3085,17 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         free(v);
     }
 
-    if (!(o->auth && !bearer_valid(r->authorization)) && models_answer(j, o, ep, r)) {
+    /* the upstream's rules come before the scenario, as a real backend
+     * validates a request before it serves or meters it; only a bad token
+     * is answered first */
+    int auth_bad = o->auth && !bearer_valid(r->authorization);
+    if (!auth_bad && rf->status) {
+        reply_json(j, 0, rf->status, &rf->body);
+        r->refused = xstrdup(rf->rule);
+        sbuf_free(&b);
+        return;
+    }
+    if (!auth_bad && models_answer(j, o, ep, r)) {
         sbuf_free(&b);
         return;
     }
@@ -2634,8 +3225,15 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
             if (o->input_tokens > 0)
                 g.input_tokens = o->input_tokens;
             g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
-            if (ep == EP_RESPONSES)
-                gen_responses_extras(&g, o, r, ri, mode == S_OK || mode == S_STALL || mode == S_SLOW);
+            int completes = mode == S_OK || mode == S_STALL || mode == S_SLOW;
+            if (ep == EP_RESPONSES) {
+                gen_responses_extras(&g, o, r, ri, completes);
+                g.bare_output = (ri->rules & RULE_OUTPUT) != 0;
+            } else {
+                g.think = o->reasoning != 0;
+                if (o->tool_call && completes && !ri->after_tool)
+                    gen_tool_calls(&g, o, r);
+            }
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
             if (mode == S_OK && !stream)
                 script_plain(j, &g, ep, delay0, o->pad > 0 ? o->pad : o->bytes, o->seq);
@@ -2643,8 +3241,9 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
                 script_responses_stream(j, &g, o, mode, delay0);
             else
                 script_chat_stream(j, &g, o, mode, delay0);
-            /* a response that completes is kept, unless store:false */
-            if (ep == EP_RESPONSES && ri->store && (mode == S_OK || mode == S_STALL || mode == S_SLOW)) {
+            /* a response that completes is kept, unless store:false or the
+             * codex style's backend (which keeps nothing) */
+            if (ep == EP_RESPONSES && ri->store && !(ri->rules & RULE_PREV_ID) && completes) {
                 sbuf resp = SBUF_INIT;
                 response_obj(&resp, &g, "completed", NULL, NULL);
                 stored_add(r->account, g.resp_id, r->prev_id, resp.p, ri->input ? ri->input : "[]");
@@ -3341,6 +3940,7 @@ static void handle(struct evhttp_request *req, void *arg)
     }
     if (!strcmp(path, "/_reset")) {
         usage_clear();
+        rec_drop_bodies(g_nrecs);
         g_first_visible = g_nrecs;
         sbuf_puts(&out, "{\"ok\":true}\n");
         send_simple(req, 200, "application/json", &out);
@@ -3463,9 +4063,39 @@ static void handle(struct evhttp_request *req, void *arg)
     r->has_body_hash = blen > 0;
     r->body_hash = fnv1a(body, blen);
     r->prefill = prefill_find(body, blen);
+    /* the style is the upstream's: a /v1/ path is the API, any other the
+     * ChatGPT codex backend with its rules (RULES_CODEX) */
+    int codex = strncmp(rest, "v1/", 3) != 0;
+    r->style = ep == EP_USAGE ? NULL : codex ? "codex" : "openai";
     reqinfo ri = {.store = 1};
+    ri.rules = ((codex ? RULES_CODEX : 0u) | RULE_MESSAGES) & ~o.lax;
     if (ep == EP_RESPONSES)
         reqinfo_read(&ri, r, name, body, blen);
+    /* an endpoint this upstream does not have: the ChatGPT backend's
+     * FastAPI 404, or the API's for an unknown URL (speaks=) */
+    refusal route = {0, SBUF_INIT, NULL}, rf = {0, SBUF_INIT, NULL};
+    if (ep == EP_RESPONSES || ep == EP_CHAT)
+        rec_keep_body(r, body, blen);
+    if (ep == EP_STORED)
+        r->violations = violations_of(ep, codex, NULL);
+    if (codex && (ri.rules & RULE_ROUTES) && (ep == EP_STORED || ep == EP_CHAT)) {
+        refuse_detail(&route, 404, "routes", "Not Found");
+    } else if (!codex && ((!strcmp(o.speaks, "chat") && (ep == EP_RESPONSES || ep == EP_STORED)) ||
+                          (!strcmp(o.speaks, "responses") && ep == EP_CHAT))) {
+        sbuf msg = SBUF_INIT;
+        sbuf_printf(&msg, "Invalid URL (%s /%s)", method_name(cmd), rest);
+        refuse_openai(&route, 404, "speaks", msg.p, NULL, NULL);
+        sbuf_free(&msg);
+    }
+    if (ep == EP_RESPONSES || ep == EP_CHAT) {
+        json_value *doc = json_parse(body, blen, NULL, 0);
+        r->violations = violations_of(ep, codex, doc);
+        if (ep == EP_RESPONSES && codex)
+            codex_check(&rf, ri.rules, doc);
+        else if (ep == EP_CHAT)
+            chat_check(&rf, r, doc, (ri.rules & RULE_MESSAGES) != 0, &ri.after_tool);
+        json_free(doc);
+    }
     sbuf_free(&f.model);
     sbuf_free(&f.prev_id);
 
@@ -3483,9 +4113,13 @@ static void handle(struct evhttp_request *req, void *arg)
         event_add(j->watch, NULL);
     }
     evhttp_connection_set_closecb(j->evcon, job_close_cb, j);
+    j->bare_sse = codex && (ri.rules & RULE_CONTENT_TYPE);
     if (o.turn_state[0])
         turn_state_issued(o.turn_state, name);
-    if (ep != EP_USAGE && turn_state_foreign(evhttp_find_header(hin, "x-codex-turn-state"), name)) {
+    if (route.status) {
+        reply_json(j, 0, route.status, &route.body);
+        r->refused = xstrdup(route.rule);
+    } else if (ep != EP_USAGE && turn_state_foreign(evhttp_find_header(hin, "x-codex-turn-state"), name)) {
         error_json(&out, "mock_upstream: this x-codex-turn-state was issued by another account",
                    "invalid_request_error", "invalid_turn_state", NULL);
         reply_json(j, 0, 400, &out);
@@ -3494,8 +4128,10 @@ static void handle(struct evhttp_request *req, void *arg)
     else if (ep == EP_STORED)
         script_stored(j, &o, r, sop, stored_id);
     else
-        script_build(j, &o, ep, r, f.stream, &ri);
+        script_build(j, &o, ep, r, f.stream, &ri, &rf);
     reqinfo_free(&ri);
+    sbuf_free(&route.body);
+    sbuf_free(&rf.body);
     job_run(j);
 
 done:
@@ -3521,6 +4157,9 @@ int main(int argc, char **argv)
                                          EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
                                          EVHTTP_REQ_OPTIONS | EVHTTP_REQ_HEAD);
     evhttp_set_timeout(http, 600);
+    /* no text/html default: every answer names its type, except the codex
+     * style's event streams, which must go out with none (start_sse) */
+    evhttp_set_default_content_type(http, NULL);
     evhttp_set_gencb(http, handle, NULL);
     struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(http, host, (ev_uint16_t)port);
     if (!bs) {
