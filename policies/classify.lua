@@ -104,6 +104,12 @@ local WAIT_RETRY_AFTER_MAX = 5
 local WAIT_RETRIES = 2
 local CAPACITY_TEXTS = { "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded" }
 local CONTEXT_TEXTS = { "context_length_exceeded", "maximum context length", "context window" }
+-- A 404 about something the request named, not about the endpoint: an input
+-- item or a previous response the upstream does not hold ("Item with id
+-- 'rs_…' not found. Items are not persisted when `store` is set to false.",
+-- "Previous response with id 'resp_…' not found.").
+local NOT_ENDPOINT_TEXTS = { "item with id", "previous response", "previous_response_not_found",
+                             "response with id" }
 -- A chat-completions or Responses stream cut after text only (no tool call
 -- in flight; for Responses one message being written, nothing else open)
 -- is finished on the next candidate that takes an assistant prefill, the
@@ -210,7 +216,7 @@ local function classify(ev)
   -- it and sends the request to the same account at once in the dialect it
   -- has left, with no cooldown (docs/clients.md); only an account that has no
   -- dialect left to try rests the cooldown given here.
-  if (s == 404 or s == 405) and ev.endpoint ~= "/v1/responses/{id}" then
+  if (s == 404 or s == 405) and ev.endpoint ~= "/v1/responses/{id}" and not mentions(ev, NOT_ENDPOINT_TEXTS) then
     return failover("unknown_endpoint", COOLDOWN_4XX)
   end
   if FAILOVER_4XX[s] then return failover(FAILOVER_4XX[s], COOLDOWN_4XX) end

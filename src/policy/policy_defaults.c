@@ -14,6 +14,9 @@
 static const char *const quota_texts[] = {
     "hit your usage limit", "usage_limit_reached", "quota exceeded", "insufficient_quota", NULL};
 /* classify.lua's MODEL_TEXTS: the account does not serve the model. */
+/* a 404 about something the request named, not the endpoint (classify.lua, NOT_ENDPOINT_TEXTS) */
+static const char *const not_endpoint_texts[] = {"item with id", "previous response", "previous_response_not_found",
+                                                 "response with id", NULL};
 static const char *const model_texts[] = {"model_not_found", "not supported when using codex with a chatgpt account",
                                           "does not exist or you do not have access to it", NULL};
 static const char *const deactivated_texts[] = {"account_deactivated", "deactivated", NULL};
@@ -191,7 +194,8 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
         verdict_set(out, 1, "rate_limit", -1);
     else if (s == 404 && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)
         verdict_set(out, 0, "not_found", 0);
-    else if ((s == 404 || s == 405) && !(ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0))
+    else if ((s == 404 || s == 405) && !(ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0) &&
+             !event_mentions(ev, not_endpoint_texts))
         verdict_set(out, 1, "unknown_endpoint", 20);
     else if (s == 401 || s == 403)
         verdict_set(out, 1, "auth", 20);
