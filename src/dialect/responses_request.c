@@ -702,6 +702,9 @@ static int rr_tools(rr_ctx *c, const json_value *tools, size_t *n)
         refuse_param(c->err, "tools");
         return rr_invalid_type(c, "an array");
     }
+    /* Chat refuses an empty tools list: with none to write (all ignored,
+     * or none sent) the member is taken back */
+    size_t mark = out->len, n_before = *n;
     emit_key(out, n, "tools");
     sbuf_append(out, "[", 1);
     size_t j = 0, written = 0;
@@ -760,6 +763,11 @@ static int rr_tools(rr_ctx *c, const json_value *tools, size_t *n)
         sbuf_puts(out, "}}");
     }
     sbuf_append(out, "]", 1);
+    if (!written) {
+        out->len = mark;
+        out->p[mark] = '\0';
+        *n = n_before;
+    }
     return 0;
 }
 
