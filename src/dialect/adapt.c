@@ -30,6 +30,10 @@ typedef struct adapt_ctx {
     int want_ins;              /* "instructions" filled when absent or empty (Responses) */
     int touch_input;           /* "input" rewritten (Responses: input_list, system_role, strip_item_ids) */
     char role[sizeof ((policy_dialect *)0)->system_role]; /* system_role, NUL-terminated; "" none */
+    /* per rename row: its target may not be written (adapt_taken), worked
+     * out once per body: asking per member would make a body of many
+     * members of a renamed name cost its length squared */
+    unsigned char taken[POLICY_DIALECT_NAMES];
 } adapt_ctx;
 
 int adapt_has_work(api_kind upstream, const policy_dialect *r)
@@ -156,6 +160,10 @@ int adapt_body(api_kind upstream, const policy_dialect *r, const json_value *doc
         memcpy(c.role, r->system_role, sizeof c.role);
     c.touch_input = resp && (r->input_list || r->strip_item_ids || c.role[0]);
 
+    for (size_t i = 0; i < c.n_rename; i++)
+        c.taken[i] = (unsigned char)(adapt_row(r->rename_to[i], POLICY_DIALECT_NAME_MAX) &&
+                                     adapt_taken(&c, doc, r->rename_to[i]));
+
     const json_value *last_stream = json_get(doc, "stream"), *last_store = json_get(doc, "store");
     const json_value *last_ins = json_get(doc, "instructions"), *last_input = json_get(doc, "input");
     int wrote_stream = 0, wrote_store = 0, wrote_ins = 0, streams = 0;
@@ -194,9 +202,9 @@ int adapt_body(api_kind upstream, const policy_dialect *r, const json_value *doc
             continue;
         int k = adapt_rename_of(&c, key);
         if (k >= 0) {
-            key = r->rename_to[k];
-            if (adapt_taken(&c, doc, key))
+            if (c.taken[k])
                 continue;
+            key = r->rename_to[k];
         }
         emit_key(out, &c.n, key);
         json_write(out, m);

@@ -191,7 +191,14 @@ static const char *cr_type_of(cr_ctx *c, const json_value *v)
 
 /* ---------- messages ---------- */
 
-typedef enum { CR_ROLE_SYSTEM, CR_ROLE_DEVELOPER, CR_ROLE_USER, CR_ROLE_ASSISTANT, CR_ROLE_TOOL, CR_ROLE_FUNCTION } cr_role;
+typedef enum {
+    CR_ROLE_SYSTEM,
+    CR_ROLE_DEVELOPER,
+    CR_ROLE_USER,
+    CR_ROLE_ASSISTANT,
+    CR_ROLE_TOOL,
+    CR_ROLE_FUNCTION,
+} cr_role;
 
 /* Message i's role; -1 with err when it is no object or has no known role. */
 static int cr_role_of(cr_ctx *c, const json_value *m, size_t i, cr_role *role)
@@ -456,7 +463,8 @@ static int cr_tool_call(cr_ctx *c, const json_value *tc, size_t i, size_t j, siz
         /* a custom tool call: custom tools are refused (the answer side
          * would have no custom_tool_call to give back), so is their history */
         refuse_param(c->err, "messages[%zu].tool_calls[%zu].type", i, j);
-        return cr_unsupported_type(c, "only function tool calls are translated", type->type == JSON_STRING ? type->str : "?");
+        return cr_unsupported_type(c, "only function tool calls are translated",
+                                   type->type == JSON_STRING ? type->str : "?");
     }
     const json_value *id = json_get(tc, "id"), *fn = json_get(tc, "function");
     if (!id || id->type != JSON_STRING) {
@@ -922,7 +930,9 @@ static int cr_member(cr_ctx *c, int k, const json_value *v, size_t *n, int *text
             return 0;
         *max_done = 1;
         /* max_completion_tokens replaced max_tokens in Chat: it wins */
-        const json_value *m = c->val[CR_MAX_COMPLETION_TOKENS] ? c->val[CR_MAX_COMPLETION_TOKENS] : c->val[CR_MAX_TOKENS];
+        const json_value *m = c->val[CR_MAX_COMPLETION_TOKENS];
+        if (!m)
+            m = c->val[CR_MAX_TOKENS];
         emit_key(out, n, "max_output_tokens");
         if (m->type == JSON_NUMBER && m->num < CR_MIN_OUTPUT_TOKENS)
             sbuf_put_int(out, CR_MIN_OUTPUT_TOKENS);

@@ -2,14 +2,14 @@
  * dialects' names, the plan of an attempt (passthrough, adapt, translate)
  * and the upstream request body, through a table of pairs.
  *
- * The table has one row per client × upstream dialect that translates,
- * with its request translator; the same dialect on both sides needs no row
- * (adapt.c applies the upstream's rules to the client's own body). A new
- * dialect is a name in dialect_names and rows in dialect_pairs, never a
- * branch here. A translated body is read back (json_parse) and adapted:
- * the rules are applied by one module to one shape, whether the body came
- * from the client or from a translator; the translators write nothing but
- * the translation (chat_request.c fills "instructions" from the system
+ * The table has one row per client × upstream dialect: the pair's name and
+ * its request translator (none when both speak the same dialect: adapt.c
+ * applies the upstream's rules to the client's own body). A new dialect is
+ * a name in dialect_names and rows in dialect_pairs, never a branch here.
+ * A translated body is read back (json_parse) and adapted: the rules are
+ * applied by one module to one shape, whether the body came from the
+ * client or from a translator; the translators write nothing but the
+ * translation (chat_request.c fills "instructions" from the system
  * messages, and adapt only fills the default when they gave none). */
 #include "dialect/dialect.h"
 #include "dialect/adapt.h"
@@ -30,11 +30,13 @@ typedef int (*dialect_request_fn)(const json_value *doc, const policy_dialect *r
 
 static const struct dialect_pair {
     api_kind client, upstream;
-    const char *name; /* client>upstream */
-    dialect_request_fn request;
+    const char *name;           /* "client>upstream"; "" for the same dialect */
+    dialect_request_fn request; /* NULL: the same dialect, adapted only */
 } dialect_pairs[] = {
+    {API_CHAT, API_CHAT, "", NULL},
     {API_CHAT, API_RESPONSES, "chat>responses", chat_request_to_responses},
     {API_RESPONSES, API_CHAT, "responses>chat", responses_request_to_chat},
+    {API_RESPONSES, API_RESPONSES, "", NULL},
 };
 
 static const struct dialect_pair *dialect_pair_find(api_kind client, api_kind upstream)
@@ -62,7 +64,7 @@ int dialect_parse(const char *s, api_kind *out)
 
 const char *dialect_pair_name(api_kind client, api_kind upstream)
 {
-    const struct dialect_pair *p = client == upstream ? NULL : dialect_pair_find(client, upstream);
+    const struct dialect_pair *p = dialect_pair_find(client, upstream);
     return p ? p->name : "";
 }
 
@@ -100,38 +102,36 @@ int dialect_request(api_kind client, api_kind upstream, const policy_dialect *ru
     memset(err, 0, sizeof *err);
     sbuf_reset(out);
     int streams = 0, rc;
-    if (client == upstream) {
+    const struct dialect_pair *p = dialect_pair_find(client, upstream);
+    if (!p) {
+        refuse_param(err, "%s", "");
+        rc = refuse_set(err, REFUSE_UNSUPPORTED, "No translation from the %s API to the %s API.", dialect_name(client),
+                        dialect_name(upstream));
+    } else if (!p->request) {
         rc = adapt_body(upstream, rules, doc, out, &streams, err);
+    } else if (!adapt_has_work(upstream, rules)) {
+        rc = p->request(doc, rules, out, err);
+        const json_value *s = rc == 0 ? json_get(doc, "stream") : NULL;
+        streams = s && s->type == JSON_TRUE; /* both translators carry "stream" as it came */
     } else {
-        const struct dialect_pair *p = dialect_pair_find(client, upstream);
-        if (!p) {
-            refuse_param(err, "%s", "");
-            rc = refuse_set(err, REFUSE_UNSUPPORTED, "No translation from the %s API to the %s API.",
-                            dialect_name(client), dialect_name(upstream));
-        } else if (!adapt_has_work(upstream, rules)) {
-            rc = p->request(doc, rules, out, err);
-            const json_value *s = rc == 0 ? json_get(doc, "stream") : NULL;
-            streams = s && s->type == JSON_TRUE; /* both translators carry "stream" as it came */
-        } else {
-            sbuf mid = SBUF_INIT;
-            rc = p->request(doc, rules, &mid, err);
-            if (rc == 0) {
-                /* the translators write JSON within the parser's depth
-                 * (responses_request.c checks the one place that nests
-                 * deeper), so this parse fails only if one breaks that
-                 * promise: a 400 then, never a body the upstream chokes on */
-                json_value *t = json_parse(mid.p, mid.len, NULL, 0);
-                if (t) {
-                    rc = adapt_body(upstream, rules, t, out, &streams, err);
-                } else {
-                    refuse_param(err, "%s", "");
-                    rc = refuse_set(err, REFUSE_INVALID_VALUE, "The request could not be translated for the %s API.",
-                                    dialect_name(upstream));
-                }
-                json_free(t);
+        sbuf mid = SBUF_INIT;
+        rc = p->request(doc, rules, &mid, err);
+        if (rc == 0) {
+            /* the translators write JSON within the parser's depth
+             * (responses_request.c checks the one place that nests
+             * deeper), so this parse fails only if one breaks that
+             * promise: a 400 then, never a body the upstream chokes on */
+            json_value *t = json_parse(mid.p, mid.len, NULL, 0);
+            if (t) {
+                rc = adapt_body(upstream, rules, t, out, &streams, err);
+            } else {
+                refuse_param(err, "%s", "");
+                rc = refuse_set(err, REFUSE_INVALID_VALUE, "The request could not be translated for the %s API.",
+                                dialect_name(upstream));
             }
-            sbuf_free(&mid);
+            json_free(t);
         }
+        sbuf_free(&mid);
     }
     if (rc != 0) {
         sbuf_reset(out);
