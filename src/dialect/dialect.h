@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include "base/json.h"
 #include "base/sbuf.h"
+#include "dialect/refuse.h"
 #include "policy/policy.h"
 #include "upstream/preflight.h"
 
@@ -42,15 +43,9 @@ int dialect_parse(const char *s, api_kind *out);
  * the attempts record and the metrics; "" for passthrough. */
 const char *dialect_pair_name(api_kind client, api_kind upstream);
 
-/* A request the gateway refuses to translate: the status (400), the field
- * it names (param, e.g. "n", "messages[2].content[0].type") and a message
- * in the ecosystem's words. */
-typedef struct dialect_error {
-    int status;
-    char param[96];
-    char code[48];       /* "unsupported_parameter", "invalid_value", ... */
-    char message[320];
-} dialect_error;
+/* dialect_error, a request the gateway refuses to translate (status 400,
+ * the field it names as param, a code and a message), is declared in
+ * dialect/refuse.h, where the translators fill it. */
 
 /* What the request needs on this attempt: NONE (passthrough: the client's
  * bytes go as they came), ADAPT (same dialect, the upstream's rules

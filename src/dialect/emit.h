@@ -1,0 +1,23 @@
+/* emit.h: what the dialect wing's request writers (chat_request.c,
+ * responses_request.c, adapt.c) share to write JSON with base/sbuf: a
+ * member's key with the comma before it, a string node as a literal (its
+ * decoded bytes, NULs included), and a value written as the JSON text of a
+ * string (a tool call's arguments that came as an object). Subtrees that
+ * pass unchanged go through json_write. */
+#ifndef SY_DIALECT_EMIT_H
+#define SY_DIALECT_EMIT_H
+#include <stddef.h>
+#include "base/json.h"
+#include "base/sbuf.h"
+
+/* ',' when *count > 0, then "key":; counts the member. */
+void emit_key(sbuf *out, size_t *count, const char *key);
+/* A JSON_STRING node as a string literal; any other node as "". */
+void emit_str(sbuf *out, const json_value *s);
+/* v as a string literal holding its JSON text: a string as itself, any
+ * other value (an object of arguments) serialized first. NULL: dflt. */
+void emit_as_text(sbuf *out, const json_value *v, const char *dflt);
+/* 1 when v is a string node equal to s (no NUL inside). */
+int emit_is(const json_value *v, const char *s);
+
+#endif

@@ -1,0 +1,203 @@
+/* fuzz_dialect_request.c: the request side of the dialect wing
+ * (src/dialect/: dialect_request through the table of pairs, the two
+ * translators, adapt) on any bytes. The input, when it parses, is the
+ * client's body for each of the four client × upstream pairs, under four
+ * rule sets: none, the ChatGPT backend's, a Chat relay's (ignore lists, a
+ * rename, stream forced), rules that fight each other (renames onto
+ * forced and dropped names, forced names dropped), and only the rules the
+ * plan decides from the request's facts (stream, store, instructions). What must hold: a
+ * refusal is a 400 with a code and a message and leaves the output empty;
+ * an accepted body parses (json_parse: within its 128 levels too) as an
+ * object; *up_stream is what the body's last "stream" says, and true when
+ * the rules force it; for a Responses upstream store is false, the
+ * instructions non-empty, the input a list, no input item carries an id or
+ * a system role when the rules say so; a dropped name is gone; a translated
+ * body has its dialect's list (messages, input); and when dialect_plan
+ * says passthrough, the body adapt writes reads the same as the client's
+ * (every name's last value equal). */
+#include "fuzz_common.h"
+#include "base/json.h"
+#include "dialect/dialect.h"
+#include <string.h>
+
+enum { FUZZ_RULES = 5 };
+
+static void fuzz_add(char (*list)[POLICY_DIALECT_NAME_MAX], size_t *n, const char *name)
+{
+    sbuf_copy_cstr(list[(*n)++], POLICY_DIALECT_NAME_MAX, name);
+}
+
+/* The rule sets (index 0: none, NULL). */
+static void fuzz_rules(policy_dialect r[FUZZ_RULES])
+{
+    memset(r, 0, sizeof(policy_dialect) * FUZZ_RULES);
+    /* 1: the ChatGPT backend */
+    r[1].stream = r[1].store_off = r[1].input_list = r[1].strip_item_ids = r[1].has_instructions = 1;
+    sbuf_copy_cstr(r[1].system_role, sizeof r[1].system_role, "developer");
+    sbuf_copy_cstr(r[1].instructions, sizeof r[1].instructions, "You are a helpful assistant.");
+    static const char *const drop1[] = {"max_output_tokens", "temperature", "top_p", "frequency_penalty",
+                                        "presence_penalty"};
+    for (size_t i = 0; i < sizeof drop1 / sizeof drop1[0]; i++)
+        fuzz_add(r[1].drop, &r[1].n_drop, drop1[i]);
+    /* 2: a Chat relay that ignores much, wants max_completion_tokens, streams */
+    r[2].stream = 1;
+    static const char *const ign[] = {"include", "reasoning.summary", "truncation", "store", "metadata",
+                                      "prompt_cache_key", "tools.web_search", "tools.web_search_preview",
+                                      "tools.file_search", "tools.custom", "content.input_audio", "role.function",
+                                      "input.item_reference", "n", "stop", "logprobs", "seed", "audio",
+                                      "function_call", "background", "previous_response_id"};
+    for (size_t i = 0; i < sizeof ign / sizeof ign[0]; i++)
+        fuzz_add(r[2].ignore, &r[2].n_ignore, ign[i]);
+    fuzz_add(r[2].rename_from, &r[2].n_rename, "max_tokens");
+    sbuf_copy_cstr(r[2].rename_to[0], POLICY_DIALECT_NAME_MAX, "max_completion_tokens");
+    /* 3: rules that fight: renames onto forced, dropped and swapped names */
+    r[3].stream = r[3].store_off = r[3].has_instructions = r[3].input_list = 1;
+    sbuf_copy_cstr(r[3].system_role, sizeof r[3].system_role, "user");
+    sbuf_copy_cstr(r[3].instructions, sizeof r[3].instructions, "Be \"exact\".\n");
+    static const char *const from3[] = {"x", "a", "b", "model", "tools"};
+    static const char *const to3[] = {"stream", "b", "a", "store", "input"};
+    for (size_t i = 0; i < sizeof from3 / sizeof from3[0]; i++) {
+        fuzz_add(r[3].rename_from, &r[3].n_rename, from3[i]);
+        sbuf_copy_cstr(r[3].rename_to[i], POLICY_DIALECT_NAME_MAX, to3[i]);
+    }
+    static const char *const drop3[] = {"stream", "instructions", "a", "messages", "seed"};
+    for (size_t i = 0; i < sizeof drop3 / sizeof drop3[0]; i++)
+        fuzz_add(r[3].drop, &r[3].n_drop, drop3[i]);
+    /* 4: only rules the facts decide (stream, store, instructions): the
+     * plan can say passthrough, and must be right when it does */
+    r[4].stream = r[4].store_off = r[4].has_instructions = 1;
+    sbuf_copy_cstr(r[4].instructions, sizeof r[4].instructions, "x");
+}
+
+/* The facts a proxy reads of the client's body for dialect_plan: what
+ * adapt itself goes by (the last copy; store counts as said only as a
+ * boolean; instructions only as a non-empty string). */
+static dialect_req_facts fuzz_facts(const json_value *doc)
+{
+    const json_value *st = json_get(doc, "stream"), *store = json_get(doc, "store");
+    const json_value *ins = json_get(doc, "instructions");
+    dialect_req_facts f = {0, 0, 0, 0};
+    f.stream = st && st->type == JSON_TRUE;
+    f.has_instructions = ins && ins->type == JSON_STRING && ins->str_len > 0;
+    f.store_absent = !store || (store->type != JSON_TRUE && store->type != JSON_FALSE);
+    f.store_true = store && store->type == JSON_TRUE;
+    return f;
+}
+
+/* Every name of a and b has the same last value in both. */
+static void fuzz_same_reading(const json_value *a, const json_value *b)
+{
+    const json_value *docs[2] = {a, b};
+    for (int d = 0; d < 2; d++)
+        for (const json_value *m = docs[d]->child; m; m = m->next) {
+            const json_value *x = json_get(a, m->key), *y = json_get(b, m->key);
+            FUZZ_CHECK(x && y);
+            sbuf sx = SBUF_INIT, sy = SBUF_INIT;
+            json_write(&sx, x);
+            json_write(&sy, y);
+            FUZZ_CHECK(sx.len == sy.len && memcmp(sx.p, sy.p, sx.len) == 0);
+            sbuf_free(&sx);
+            sbuf_free(&sy);
+        }
+}
+
+/* An accepted body against the rules and the pair. */
+static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dialect *r, const json_value *doc,
+                            const json_value *got, int up_stream)
+{
+    FUZZ_CHECK(got->type == JSON_OBJECT);
+    const json_value *st = json_get(got, "stream");
+    FUZZ_CHECK(up_stream == (st && st->type == JSON_TRUE));
+    if (r && r->stream)
+        FUZZ_CHECK(up_stream == 1);
+    const char *list_name = upstream == API_CHAT ? "messages" : "input";
+    int list_dropped = r && refuse_listed((const char (*)[POLICY_DIALECT_NAME_MAX])r->drop, r->n_drop, list_name);
+    if (client != upstream && !list_dropped) {
+        const json_value *list = json_get(got, list_name);
+        FUZZ_CHECK(list && list->type == JSON_ARRAY);
+    }
+    if (r) {
+        for (size_t i = 0; i < r->n_drop; i++) {
+            const char *name = r->drop[i];
+            int owned = (r->stream && strcmp(name, "stream") == 0) ||
+                        (upstream == API_RESPONSES &&
+                         ((r->store_off && strcmp(name, "store") == 0) ||
+                          (r->has_instructions && strcmp(name, "instructions") == 0) ||
+                          ((r->input_list || r->strip_item_ids || r->system_role[0]) && strcmp(name, "input") == 0)));
+            if (!owned)
+                FUZZ_CHECK(!json_get(got, name));
+        }
+    }
+    if (!r || upstream != API_RESPONSES)
+        return;
+    const json_value *store = json_get(got, "store"), *ins = json_get(got, "instructions");
+    const json_value *input = json_get(got, "input");
+    if (r->store_off)
+        FUZZ_CHECK(store && store->type == JSON_FALSE);
+    if (r->has_instructions) /* the default's own text when the body had none */
+        FUZZ_CHECK(ins && ins->type == JSON_STRING && (ins->str_len > 0 || !r->instructions[0]));
+    if (r->input_list && input)
+        FUZZ_CHECK(input->type != JSON_STRING);
+    for (const json_value *it = input && input->type == JSON_ARRAY ? input->child : NULL; it; it = it->next) {
+        if (it->type != JSON_OBJECT)
+            continue;
+        const char *type = json_get_str(it, "type");
+        if (r->strip_item_ids && !(type && strcmp(type, "item_reference") == 0))
+            for (const json_value *m = it->child; m; m = m->next)
+                FUZZ_CHECK(strcmp(m->key, "id") != 0);
+        if (r->system_role[0] && (!json_get(it, "type") || (type && strcmp(type, "message") == 0)))
+            for (const json_value *m = it->child; m; m = m->next)
+                FUZZ_CHECK(strcmp(m->key, "role") != 0 || m->type != JSON_STRING || strcmp(m->str, "system") != 0 ||
+                           strcmp(r->system_role, "system") == 0);
+    }
+    (void)doc;
+}
+
+static void fuzz_one(api_kind client, api_kind upstream, const policy_dialect *r, const json_value *doc)
+{
+    sbuf out = SBUF_INIT;
+    sbuf_puts(&out, "stale");
+    dialect_error err;
+    memset(&err, 0x5a, sizeof err); /* dialect_request fills what it says */
+    int up_stream = 7;
+    int rc = dialect_request(client, upstream, r, doc, &out, &up_stream, &err);
+    if (rc != 0) {
+        FUZZ_CHECK(rc == -1 && out.len == 0 && up_stream == 7);
+        FUZZ_CHECK(err.status == 400);
+        FUZZ_CHECK(memchr(err.param, '\0', sizeof err.param) && memchr(err.code, '\0', sizeof err.code));
+        FUZZ_CHECK(memchr(err.message, '\0', sizeof err.message) && err.message[0] && err.code[0]);
+        sbuf_free(&out);
+        return;
+    }
+    FUZZ_CHECK(up_stream == 0 || up_stream == 1);
+    json_value *got = json_parse(out.p, out.len, NULL, 0);
+    FUZZ_CHECK(got != NULL);
+    fuzz_check_body(client, upstream, r, doc, got, up_stream);
+    if (client == upstream && doc && doc->type == JSON_OBJECT) {
+        dialect_req_facts f = fuzz_facts(doc);
+        if (dialect_plan(client, upstream, r, &f) == DIALECT_NONE)
+            fuzz_same_reading(doc, got);
+    }
+    json_free(got);
+    sbuf_free(&out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
+{
+    json_value *doc = json_parse((const char *)data, n, NULL, 0); /* NULL: refused, never a crash */
+    policy_dialect rules[FUZZ_RULES];
+    fuzz_rules(rules);
+    static const api_kind apis[] = {API_CHAT, API_RESPONSES};
+    for (size_t c = 0; c < 2; c++)
+        for (size_t u = 0; u < 2; u++)
+            for (size_t k = 0; k < FUZZ_RULES; k++) {
+                dialect_req_facts f = {0, 0, 1, 0};
+                dialect_step step = dialect_plan(apis[c], apis[u], k ? &rules[k] : NULL, &f);
+                FUZZ_CHECK(step == DIALECT_NONE || step == DIALECT_ADAPT || step == DIALECT_TRANSLATE);
+                FUZZ_CHECK((step == DIALECT_TRANSLATE) == (c != u));
+                FUZZ_CHECK((strlen(dialect_pair_name(apis[c], apis[u])) > 0) == (c != u));
+                fuzz_one(apis[c], apis[u], k ? &rules[k] : NULL, doc);
+            }
+    json_free(doc);
+    return 0;
+}
