@@ -308,15 +308,15 @@ static void tc_added(dialect_stream *s, const json_value *doc)
         tc_call_header(s, it, item);
 }
 
-/* A finished item: whatever of it the client does not have yet. */
-static void tc_item_done(dialect_stream *s, const json_value *doc)
+/* A finished item (at output index oi): whatever of it the client does
+ * not have yet. */
+static void tc_item_finish(dialect_stream *s, const json_value *item, long oi)
 {
-    const json_value *item = json_get(doc, "item");
     if (!item || item->type != JSON_OBJECT)
         return;
     int kind = tc_kind(shape_str(item, "type"));
     const char *id = shape_str(item, "id");
-    tochat_item *it = tc_item(s, id, shape_index(doc, "output_index"), kind);
+    tochat_item *it = tc_item(s, id, oi, kind);
     if (!it || it->kind != kind)
         return;
     if (kind == TRACK_CALL) {
@@ -343,11 +343,15 @@ static void tc_item_done(dialect_stream *s, const json_value *doc)
     }
 }
 
-/* response.completed / .incomplete: the finish chunk, the usage chunk when
- * asked, [DONE]. */
+/* response.completed / .incomplete: what of its output the client does
+ * not have yet (an upstream may send the whole answer only here), the
+ * finish chunk, the usage chunk when asked, [DONE]. */
 static void tc_finish(dialect_stream *s, const json_value *doc, const char *type)
 {
-    const json_value *resp = json_get(doc, "response");
+    const json_value *resp = json_get(doc, "response"), *output = json_get(resp, "output");
+    long oi = 0;
+    for (const json_value *it = output && output->type == JSON_ARRAY ? output->child : NULL; it; it = it->next)
+        tc_item_finish(s, it, oi++);
     const char *status = shape_str(resp, "status");
     if (!*status)
         status = strcmp(type, "response.incomplete") == 0 ? "incomplete" : "completed";
@@ -415,7 +419,7 @@ void stream_chat_event(dialect_stream *s, const char *type, const json_value *do
     else if (strcmp(type, "response.content_part.done") == 0)
         tc_part_done(s, doc);
     else if (strcmp(type, "response.output_item.done") == 0)
-        tc_item_done(s, doc);
+        tc_item_finish(s, json_get(doc, "item"), shape_index(doc, "output_index"));
     else if (strcmp(type, "response.completed") == 0 || strcmp(type, "response.incomplete") == 0)
         tc_finish(s, doc, type);
     else if (strcmp(type, "response.failed") == 0 || strcmp(type, "error") == 0 ||

@@ -156,6 +156,37 @@ static void test_a_message_sent_only_whole_reaches_the_client_once(void)
     sbuf_free(&r.out);
 }
 
+static void test_an_answer_sent_only_in_response_completed_reaches_the_client_once(void)
+{
+    /* an upstream whose stream is the opening and the whole response at the end */
+    const char *in = RSP_CREATED
+        EV("response.completed", "{\"type\":\"response.completed\",\"response\":{\"id\":\"resp_abc\",\"status\":"
+           "\"completed\",\"output\":[{\"type\":\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":"
+           "\"r\"}]},{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"all at once\"}]},"
+           "{\"type\":\"function_call\",\"call_id\":\"c9\",\"name\":\"f\",\"arguments\":\"{}\"}]}}");
+    stream_run r;
+    CHECK(stream_run_cuts(API_RESPONSES, API_CHAT, &PLAIN_OPTS, in, &r));
+    client_events c;
+    client_read(r.out.p, r.out.len, 0, &c);
+    CHECK_EQ_INT(c.n, 7); /* role, reasoning, text, call header, arguments, finish, [DONE] */
+    CHECK(strstr(r.out.p, "{\"reasoning_content\":\"r\"}") != NULL);
+    CHECK(strstr(r.out.p, "{\"content\":\"all at once\"}") != NULL);
+    CHECK(strstr(r.out.p, "\"id\":\"c9\",\"type\":\"function\"") != NULL);
+    CHECK(strstr(r.out.p, "\"finish_reason\":\"tool_calls\"") != NULL);
+    sbuf_free(&c.types);
+    sbuf_free(&r.out);
+    /* the API's own completed output repeats the items streamed before: nothing twice */
+    const char *again = RSP_CREATED RSP_MESSAGE
+        EV("response.completed", "{\"type\":\"response.completed\",\"response\":{\"id\":\"resp_abc\",\"status\":"
+           "\"completed\",\"output\":[{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[{\"type\":"
+           "\"output_text\",\"text\":\"Let me\"}]}]}}");
+    CHECK(stream_run_cuts(API_RESPONSES, API_CHAT, &PLAIN_OPTS, again, &r));
+    client_read(r.out.p, r.out.len, 0, &c);
+    CHECK_EQ_INT(c.n, 5); /* role, two deltas, finish, [DONE] */
+    sbuf_free(&c.types);
+    sbuf_free(&r.out);
+}
+
 static void test_a_refusal_becomes_delta_refusal(void)
 {
     const char *in =
@@ -310,6 +341,7 @@ int main(void)
     RUN(test_parallel_tool_calls_keep_their_own_index_while_arguments_interleave);
     RUN(test_arguments_sent_only_whole_in_done_events_reach_the_client_once);
     RUN(test_a_message_sent_only_whole_reaches_the_client_once);
+    RUN(test_an_answer_sent_only_in_response_completed_reaches_the_client_once);
     RUN(test_a_refusal_becomes_delta_refusal);
     RUN(test_reasoning_summary_parts_become_reasoning_content_a_blank_line_apart);
     RUN(test_an_incomplete_response_finishes_with_length_or_content_filter);
