@@ -235,7 +235,7 @@ void aggregate_chat_event(dialect_stream *s, const char *type, const json_value 
     }
     cagg_first(a->id, doc, "id");
     cagg_first(a->model, doc, "model");
-    if (!a->started && json_get(doc, "created")) {
+    if (!a->started && shape_int(doc, "created", 0) > 0) { /* Azure's first chunk says 0 */
         a->started = 1;
         a->created = shape_int(doc, "created", 0);
     }

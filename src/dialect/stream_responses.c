@@ -367,10 +367,20 @@ static const json_value *tr_text_member(const json_value *delta, const char *key
     return v && v->type == JSON_STRING && v->str_len ? v : NULL;
 }
 
+/* Does the chunk name the completion or carry a choice? Azure's first
+ * chunk does neither ("id":"", "choices":[], its prompt filter results):
+ * the response opens with the next, which has the real id. */
+static int tr_chunk_opens(const json_value *doc)
+{
+    const json_value *choices = json_get(doc, "choices");
+    return *shape_str(doc, "id") || (choices && choices->type == JSON_ARRAY && choices->count);
+}
+
 static void tr_chunk(dialect_stream *s, const json_value *doc)
 {
     torsp_state *t = &s->tr;
-    tr_start(s, doc);
+    if (tr_chunk_opens(doc))
+        tr_start(s, doc);
     shape_usage_read(json_get(doc, "usage"), &t->usage);
     const json_value *choice = tr_choice(doc);
     const json_value *delta = json_get(choice, "delta");

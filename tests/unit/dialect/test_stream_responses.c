@@ -294,6 +294,32 @@ static void test_a_chunk_with_several_choices_is_read_for_index_0_only(void)
     sbuf_free(&r.out);
 }
 
+static void test_azures_empty_first_chunk_does_not_name_the_response(void)
+{
+    const char *in = "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\","
+                     "\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{}}]}\n\n"
+        CHUNK("{\"role\":\"assistant\",\"content\":\"\"}", "null") CHUNK("{\"content\":\"hi\"}", "\"stop\"")
+        "data: [DONE]\n\n";
+    stream_run r;
+    client_events c;
+    run_sound(in, &r, &c);
+    json_value *created = client_event(&r.out, 0);
+    CHECK_EQ_STR(json_path_str(created, "response.id"), "resp_chatcmpl-xyz");
+    CHECK_EQ_STR(json_path_str(created, "response.model"), "gpt-4o");
+    CHECK_EQ_INT(json_path_num(created, "response.created_at"), 1700000001);
+    json_free(created);
+    sbuf_free(&c.types);
+    sbuf_free(&r.out);
+    const dialect_stream_opts agg = {.aggregate = 1};
+    stream_run_go(API_CHAT, API_CHAT, &agg, in, strlen(in), 0, 0, &r);
+    json_value *a = json_parse(r.out.p, r.out.len, NULL, 0);
+    CHECK_EQ_STR(json_path_str(a, "id"), "chatcmpl-xyz");
+    CHECK_EQ_INT(json_path_num(a, "created"), 1700000001);
+    CHECK_EQ_STR(json_path_str(a, "choices.0.message.content"), "hi");
+    json_free(a);
+    sbuf_free(&r.out);
+}
+
 int main(void)
 {
     RUN(test_a_chat_stream_becomes_the_whole_responses_event_sequence);
@@ -307,5 +333,6 @@ int main(void)
     RUN(test_tool_calls_without_an_index_each_become_their_own_item);
     RUN(test_a_spent_budget_keeps_the_deltas_flowing_and_every_event_whole);
     RUN(test_a_chunk_with_several_choices_is_read_for_index_0_only);
+    RUN(test_azures_empty_first_chunk_does_not_name_the_response);
     return check_summary();
 }
