@@ -111,6 +111,20 @@ int dialect_stream_end(dialect_stream *s, sbuf *out);
 /* 1 once the client's side has been given output (text, a tool call, a
  * refusal): from then on the attempt cannot move unseen. */
 int dialect_stream_output_sent(const dialect_stream *s);
+/* 1 when the upstream's stream ended in an error (response.failed, an
+ * error event, a chat {"error":...} chunk), with *status (NULL: not
+ * asked) the HTTP status it stands for (429 quota/rate limit, 400 a
+ * refused request, 401/403/404, 503 overloaded, else 500); 0 otherwise.
+ * Streamed, the client already got the error in its own dialect (a chat
+ * error chunk and no [DONE], or response.failed). With aggregate, what
+ * dialect_stream_end wrote is an OpenAI error object to send with that
+ * status instead of an answer; an aggregated answer larger than the
+ * translator keeps (64 MiB) or that is no answer is failed so too (502).
+ * dialect_stream_end returns 1 for a failed stream (it ended as the
+ * upstream meant). dialect_stream_new returns NULL, besides out of
+ * memory, for a pair it has no translator for: the same dialect streamed
+ * is passthrough. */
+int dialect_stream_failed(const dialect_stream *s, int *status);
 void dialect_stream_free(dialect_stream *s);
 
 #endif

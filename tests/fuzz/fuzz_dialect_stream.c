@@ -1,0 +1,171 @@
+/* fuzz_dialect_stream.c: any bytes as an upstream's stream, cut at points
+ * the input chooses, through the stream translator in each pair and mode
+ * (src/dialect/stream.c): no crash, leak or undefined behaviour, and
+ * - streamed, every event the client gets is whole and its data parses
+ *   as a JSON object ([DONE] aside); a Responses client's events count
+ *   their sequence_number from 0 and are named by their type; nothing
+ *   follows a chat [DONE];
+ * - aggregated, the client gets nothing until the end, then one JSON
+ *   object (an answer, or with dialect_stream_failed an error object), or
+ *   nothing at all when the stream did not end;
+ * - the same bytes fed whole give the same output and verdicts.
+ * The same bytes also go to dialect_answer (every pair: an answer comes
+ * out as JSON or nothing does) and dialect_error_body (JSON, at most
+ * 16 KiB, with error.message a string).
+ *
+ * Input: byte 0 picks the pair and mode (bit 0 upstream responses, bit 1
+ * client responses, bit 2 aggregate, bit 3 include_usage, bit 4 a small
+ * budget, bits 5-7 the status for the error body), byte 1 seeds the cuts,
+ * the rest is the stream. */
+#include "fuzz_common.h"
+#include "base/json.h"
+#include "base/sse.h"
+#include "dialect/dialect.h"
+#include "dialect/stream.h"
+#include <string.h>
+
+typedef struct run {
+    dialect_stream *s;
+    sbuf out;
+    int aggregate;
+} run;
+
+static void feed(void *ud, const char *p, size_t len)
+{
+    run *r = ud;
+    dialect_stream_feed(r->s, p, len, &r->out);
+    if (r->aggregate)
+        FUZZ_CHECK(r->out.len == 0); /* nothing before the end */
+}
+
+typedef struct seen {
+    int responses, done, events, open;
+    long seq;
+} seen;
+
+static void on_event(void *ud, const char *event, const char *data, size_t len)
+{
+    seen *c = ud;
+    c->events++;
+    FUZZ_CHECK(!c->done); /* nothing after [DONE] */
+    if (!c->responses && len == 6 && memcmp(data, "[DONE]", 6) == 0) {
+        c->done = 1;
+        return;
+    }
+    json_value *doc = json_parse(data, len, NULL, 0);
+    FUZZ_CHECK(doc && doc->type == JSON_OBJECT);
+    if (c->responses) {
+        int64_t n;
+        FUZZ_CHECK(json_get_int64(doc, "sequence_number", 0, INT64_MAX / 2, &n) == 0 && n == c->seq);
+        c->seq++;
+        const char *type = json_get_str(doc, "type");
+        FUZZ_CHECK(type && strcmp(type, event) == 0);
+    } else {
+        FUZZ_CHECK(!*event); /* chat chunks are data: only */
+    }
+    json_free(doc);
+}
+
+/* The client's bytes, read as the client would: a chat stream that ended
+ * well ends in [DONE], one that failed or was cut does not. */
+static void check_stream(const sbuf *out, int responses, int ended, int failed)
+{
+    seen c = {.responses = responses};
+    sse_parser p;
+    sse_init(&p, on_event, &c);
+    sse_feed(&p, out->p ? out->p : "", out->len);
+    FUZZ_CHECK(sse_open_bytes(&p) == 0); /* every event whole */
+    sse_free(&p);
+    if (!responses)
+        FUZZ_CHECK(c.done == (ended && !failed));
+    else if (ended)
+        FUZZ_CHECK(c.events >= 3); /* created, in_progress, and its terminal event */
+}
+
+static int translate(api_kind up, api_kind client, const dialect_stream_opts *o, int small, const uint8_t *data,
+                     size_t n, uint8_t seed, sbuf *out, int *failed, int *status)
+{
+    run r = {dialect_stream_new(up, client, o), SBUF_INIT, o->aggregate};
+    if (!r.s)
+        return -1;
+    if (small)
+        dialect_stream_set_budget(r.s, 1024);
+    if (seed)
+        fuzz_chunks(data, n, seed, feed, &r);
+    else if (n)
+        feed(&r, (const char *)data, n);
+    int ended = dialect_stream_end(r.s, &r.out);
+    FUZZ_CHECK(dialect_stream_end(r.s, &r.out) == ended); /* a second end adds nothing */
+    *failed = dialect_stream_failed(r.s, status);
+    FUZZ_CHECK(ended == 0 || ended == 1);
+    if (*failed)
+        FUZZ_CHECK(ended && *status >= 400 && *status <= 599);
+    dialect_stream_free(r.s);
+    *out = r.out;
+    return ended;
+}
+
+static void check_answers(const uint8_t *data, size_t n, int status)
+{
+    for (int up = 0; up < 2; up++)
+        for (int client = 0; client < 2; client++) {
+            sbuf out = SBUF_INIT;
+            if (dialect_answer((api_kind)up, (api_kind)client, (const char *)data, n, &out) == 0) {
+                json_value *doc = json_parse(out.p, out.len, NULL, 0);
+                FUZZ_CHECK(doc && doc->type == JSON_OBJECT);
+                json_free(doc);
+            } else {
+                FUZZ_CHECK(out.len == 0);
+            }
+            sbuf_free(&out);
+        }
+    sbuf out = SBUF_INIT;
+    dialect_error_body(status, (const char *)data, n, &out);
+    FUZZ_CHECK(out.len <= (16u << 10));
+    json_value *doc = json_parse(out.p, out.len, NULL, 0);
+    FUZZ_CHECK(doc && doc->type == JSON_OBJECT);
+    const json_value *msg = json_get(json_get(doc, "error"), "message");
+    FUZZ_CHECK(msg && msg->type == JSON_STRING);
+    json_free(doc);
+    sbuf_free(&out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return 0;
+    uint8_t mode = data[0], seed = data[1];
+    const uint8_t *in = data + 2;
+    size_t n = size - 2;
+    api_kind up = mode & 1 ? API_RESPONSES : API_CHAT, client = mode & 2 ? API_RESPONSES : API_CHAT;
+    dialect_stream_opts o = {.aggregate = (mode >> 2) & 1, .include_usage = (mode >> 3) & 1, .model = "m"};
+    int small = (mode >> 4) & 1;
+    static const int statuses[8] = {200, 400, 401, 403, 404, 429, 500, 503};
+
+    sbuf cut = SBUF_INIT, whole = SBUF_INIT;
+    int f1 = 0, s1 = 0, f2 = 0, s2 = 0;
+    int e1 = translate(up, client, &o, small, in, n, seed | 1, &cut, &f1, &s1);
+    if (e1 < 0) {
+        FUZZ_CHECK(up == client && !o.aggregate); /* only passthrough has no translator */
+    } else {
+        int e2 = translate(up, client, &o, small, in, n, 0, &whole, &f2, &s2);
+        FUZZ_CHECK(e1 == e2 && f1 == f2 && s1 == s2);
+        FUZZ_CHECK(cut.len == whole.len && (!cut.len || memcmp(cut.p, whole.p, cut.len) == 0));
+        if (o.aggregate) {
+            if (!e1) {
+                FUZZ_CHECK(cut.len == 0);
+            } else {
+                json_value *doc = json_parse(cut.p, cut.len, NULL, 0);
+                FUZZ_CHECK(doc && doc->type == JSON_OBJECT);
+                FUZZ_CHECK(!f1 || json_get(doc, "error"));
+                json_free(doc);
+            }
+        } else {
+            check_stream(&cut, client == API_RESPONSES, e1, f1);
+        }
+    }
+    sbuf_free(&cut);
+    sbuf_free(&whole);
+    check_answers(in, n, statuses[mode >> 5]);
+    return 0;
+}
