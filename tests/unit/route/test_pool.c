@@ -172,14 +172,21 @@ static void test_pool_account_serves_request_checks_the_mapped_name(void)
     CHECK_EQ_STR(to, "m-b");
     CHECK_EQ_INT(pool_account_serves_request(&pa, "slow"), 1); /* no list known: everything */
     pa.models_upstream = strdup("m-a,m-b,slow");
+    /* the upstream's own list is a hint for the order, never a wall */
+    CHECK_EQ_INT(pool_account_serves_request(&pa, "slow"), 1);
+    CHECK_EQ_INT(pool_account_lists(&pa, "fast"), 1);
+    CHECK_EQ_INT(pool_account_lists(&pa, "slow"), 0); /* sent as m-z, not listed */
+    pa.a.models = strdup("m-a,m-b,slow"); /* the operator's --models is one */
     CHECK_EQ_INT(pool_account_serves_request(&pa, "fast"), 1);
     CHECK_EQ_INT(pool_account_serves_request(&pa, "slow"), 0); /* sent as m-z, not listed */
+    CHECK_EQ_INT(pool_account_lists(&pa, "slow"), 1);         /* the operator's list decides alone */
     CHECK_EQ_INT(pool_account_serves_request(&pa, "m-b"), 1);
     CHECK_EQ_INT(pool_account_serves(&pa, "slow"), 1);         /* the catalog's question: the list's own name */
     pool_account_refuse_model(&pa, "fast");
     CHECK_EQ_INT(pool_account_serves_request(&pa, "fast"), 0);
     CHECK_EQ_INT(pool_account_serves_request(&pa, "m-a"), 1);
     free(pa.a.model_map);
+    free(pa.a.models);
     free(pa.models_upstream);
     free(pa.models_refused);
 }

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 21
+#define TEST_SCHEMA_VERSION 22
 
 static char test_dir[64];
 static int test_seq;
@@ -454,6 +454,9 @@ static void test_store_writer_commits_logs_and_states(void)
 /* Undoes migration 17 (the family cooldowns). */
 #define TEST_DROP_MIGRATION_17 " ALTER TABLE account_state DROP COLUMN family_cooldowns;"
 /* Undoes migration 20 (the shared rows' record) and 19 (an account's prefill). */
+/* Undoes migration 22 (the dialects an account speaks, declared and learned). */
+#define TEST_DROP_MIGRATION_22 \
+    " ALTER TABLE accounts DROP COLUMN speaks; ALTER TABLE account_state DROP COLUMN dialects_refused;"
 #define TEST_DROP_MIGRATION_20 " DROP TABLE shared_sync;"
 #define TEST_DROP_MIGRATION_19 " ALTER TABLE accounts DROP COLUMN prefill;"
 #define TEST_DROP_MIGRATION_18 \
@@ -483,7 +486,7 @@ static void test_store_migration_13_drops_autoincrement_and_keeps_ids(void)
                   " route_strategy, error_class, attempts_json, cost_usd) VALUES"
                   " (3, 1700000003, '/v1/responses', 'm3', 0, 'a', 200, 1, 1.5, 'ordered', '', '[3]', 0.5),"
                   " (7, 1700000007, '/v1/responses', 'm7', 1, 'a', 429, 2, 2.5, 'ordered', 'quota', NULL, NULL);"
-                  TEST_DROP_MIGRATION_20 TEST_DROP_MIGRATION_19 TEST_DROP_MIGRATION_18 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
+                  TEST_DROP_MIGRATION_22 TEST_DROP_MIGRATION_20 TEST_DROP_MIGRATION_19 TEST_DROP_MIGRATION_18 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 "DELETE FROM schema_migrations WHERE version >= 13;");
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_sequence WHERE name = 'request_logs'"), 1);
     store *s = test_open(path);
     CHECK(s != NULL);
@@ -931,7 +934,7 @@ static void test_store_sync_without_writer_returns(void)
     " ALTER TABLE platform_keys DROP COLUMN expires_at;"
 
 /* Undoes every migration after 5, newest first (13 only rebuilt a table). */
-#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_20 TEST_DROP_MIGRATION_19 TEST_DROP_MIGRATION_18 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
+#define TEST_DROP_DOWN_TO_5 TEST_DROP_MIGRATION_22 TEST_DROP_MIGRATION_20 TEST_DROP_MIGRATION_19 TEST_DROP_MIGRATION_18 TEST_DROP_MIGRATION_17 TEST_DROP_MIGRATION_16 TEST_DROP_MIGRATION_15 TEST_DROP_MIGRATION_14 TEST_DROP_MIGRATIONS_8_TO_12 TEST_DROP_MIGRATION_7 TEST_DROP_MIGRATION_6
 
 /* ---------- migration 3: usage columns ---------- */
 
