@@ -202,6 +202,7 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
     unsigned d = account_dialects(&pa->a, &pa->st);
     p->up_api = (d & DIALECT_BIT(client)) ? client : client == API_CHAT ? API_RESPONSES : API_CHAT;
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
+    sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, p->chain_from); /* what this attempt moves: set below */
     p->up_stream = p->in.stream;
     p->whole = 0;
     if (p->in.is_get) {
@@ -418,7 +419,6 @@ static void proxy_attempt_go(proxy_req *p, pool_account *pa)
         pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
     proxy_build_url(p, pa);
     proxy_build_headers(p, pa);
-    sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, p->chain_from); /* what this attempt moves: set below */
     const sbuf *body = p->in.is_get ? NULL : p->att_body;
     const char *pair = p->xstep == DIALECT_TRANSLATE ? dialect_pair_name(p->in.api, p->up_api) : "";
     trace_event(p->gw->trace, "CANDIDATE_START", "req=%llu attempt=%d account=%s kind=%s%s%s%s",

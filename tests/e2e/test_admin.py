@@ -246,8 +246,8 @@ class AdminTest(GatewayTest):
         pol = call(g, "GET", "/admin/api/policy", token=tok).json()
         self.assertEqual(pol["source"], "embedded")
         self.assertEqual(sorted(f["hook"] for f in pol["files"]),
-                         ["alert", "breaker", "budget", "classify", "cooldown", "exhausted", "first_token", "guard",
-                          "order", "price", "strip"])
+                         ["alert", "breaker", "budget", "classify", "cooldown", "dialect", "exhausted", "first_token",
+                          "guard", "order", "price", "strip"])
         with open(os.path.join(source_dir(), "policies", "order.lua"), "rb") as f:
             want = hashlib.sha256(f.read()).hexdigest()
         self.assertEqual([f["sha256"] for f in pol["files"] if f["hook"] == "order"], [want])

@@ -96,7 +96,7 @@ class ModelCatalogTest(GatewayTest):
     # ---------------------------------------------------------- refusals
 
     def test_chatgpt_refusal_of_a_model_moves_on_and_is_remembered_without_cooldown(self):
-        g = self.gateway([account("cg", self.mock.url("cg", "ok,models=gpt-x", v1=False)),
+        g = self.gateway([account("cg", self.mock.url("cg", "ok,models=gpt-x", v1=False), kind="chatgpt"),
                           account("api", self.mock.url("api"))])
         for _ in range(2):
             r = g.post("/v1/responses", body("gpt-test"))
