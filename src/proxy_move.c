@@ -337,11 +337,28 @@ static const conv_link *proxy_recent_find(const char *id)
     return NULL;
 }
 
+/* Turns deleted here lately (DELETE /v1/responses/{id}): the writer
+ * deletes the row some milliseconds after the 200, and a GET right after
+ * must not find it meanwhile. Loop thread only. */
+#define PROXY_GONE 64
+static char proxy_gone[PROXY_GONE][CONVERSATION_ID_MAX];
+static size_t proxy_gone_next;
+
+static int proxy_turn_gone(const char *id)
+{
+    for (size_t i = 0; i < PROXY_GONE; i++)
+        if (proxy_gone[i][0] && strcmp(proxy_gone[i], id) == 0)
+            return 1;
+    return 0;
+}
+
 void proxy_turn_forget(const char *id)
 {
     for (size_t i = 0; i < PROXY_RECENT; i++)
         if (proxy_recent[i].response_id && strcmp(proxy_recent[i].response_id, id) == 0)
             proxy_recent_clear(&proxy_recent[i]);
+    if (!proxy_turn_gone(id))
+        sbuf_copy_cstr(proxy_gone[proxy_gone_next++ % PROXY_GONE], CONVERSATION_ID_MAX, id);
 }
 
 /* The chain that ends at id, oldest first: the recent turns, then the
@@ -353,6 +370,10 @@ static int proxy_chain_read(proxy_req *p, const char *id, conv_link **links, siz
     const conv_link *mine[PROXY_RECENT];
     size_t k = 0;
     const conv_link *l;
+    if (proxy_turn_gone(id)) {
+        snprintf(err, errlen, "the stored response %.60s was deleted", id);
+        return -1;
+    }
     while (id && k < PROXY_RECENT && (l = proxy_recent_find(id))) {
         for (size_t j = 0; j < k; j++)
             if (mine[j] == l) {

@@ -651,6 +651,8 @@ typedef struct opts {
     char tool[64];     /* the function call's name (default exec_command, the shell tool Codex 0.171 registers) */
     char err[32];      /* status: the body of an account refusal in the upstream's shape (account_refusal) */
     char models[256];  /* models=a+b: the models this account serves (see models_refuse) */
+    char listed[256];  /* listed=a+b: what its models endpoint lists, while it serves any model (an Azure
+                        * deployment, an alias, a relay: names its list does not give) */
     /* a model metered in a limit family of its own (family_answer): family=<name> (the
      * x-codex-<name>-* headers, limit id codex_<name>), family_model=<model> (the model
      * it meters), family_until=<unix s> (its window is spent until then: a 429) */
@@ -832,6 +834,8 @@ static void opts_parse(opts *o, const char *spec)
             copy_word(o->enc_err, sizeof o->enc_err, val);
         else if (!strcmp(tok, "models"))
             copy_models(o->models, sizeof o->models, val);
+        else if (!strcmp(tok, "listed"))
+            copy_models(o->listed, sizeof o->listed, val);
         else if (!strcmp(tok, "accept_foreign"))
             o->accept_foreign = atoi(val);
         else if (!strcmp(tok, "echo_input"))
@@ -2979,7 +2983,9 @@ static void script_stored(job *j, const opts *o, const rec *r, stored_op op, con
  * it answered. */
 static int models_answer(job *j, const opts *o, endpoint ep, const rec *r)
 {
-    if (!o->models[0] || (ep != EP_MODELS && ep != EP_RESPONSES && ep != EP_CHAT))
+    /* listed=: the models endpoint lists these, any model is served */
+    const char *list = ep == EP_MODELS && o->listed[0] ? o->listed : o->models;
+    if (!list[0] || (ep != EP_MODELS && ep != EP_RESPONSES && ep != EP_CHAT))
         return 0;
     if (ep != EP_MODELS && (!r->model || models_has(o->models, r->model)))
         return 0;
@@ -2988,7 +2994,7 @@ static int models_answer(job *j, const opts *o, endpoint ep, const rec *r)
     if (ep == EP_MODELS) {
         sbuf_puts(&b, codex ? "{\"models\":[" : "{\"object\":\"list\",\"data\":[");
         int k = 0;
-        for (const char *p = o->models; *p;) {
+        for (const char *p = list; *p;) {
             const char *e = strchr(p, '+');
             size_t n = e ? (size_t)(e - p) : strlen(p);
             if (n) {
