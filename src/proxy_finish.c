@@ -266,8 +266,11 @@ static void proxy_stream_usage(proxy_req *p)
     p->out_tok = p->pf.output_tokens;
     p->tot_tok = p->pf.total_tokens;
     p->cached_tok = p->pf.cached_tokens;
-    if (p->pf.response_id[0])
-        pool_owner_set(p->gw->pool, p->pf.response_id, p->acct_id);
+    /* the id the client knows: a translated stream's own (dialect.h) */
+    const char *id = p->xs && dialect_stream_response_id(p->xs)[0] ? dialect_stream_response_id(p->xs)
+                                                                    : p->pf.response_id;
+    if (id[0])
+        pool_owner_set(p->gw->pool, id, p->acct_id);
 }
 
 /* see proxy_internal.h */
@@ -297,6 +300,8 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
         } else {
             proxy_flush_held(p, 1);
+            if (p->xs) /* a translated stream's closing events ([DONE], response.completed) */
+                proxy_translated_end(p);
             proxy_record_success(p);
         }
     } else {
@@ -326,7 +331,23 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
     proxy_finish_reply(p, p->status);
 }
 
-/* ---------- an answer made whole (docs/clients.md) ---------- */
+/* ---------- translated answers (docs/clients.md) ---------- */
+
+/* A translated stream the upstream ended well: what the client still
+ * needs (its closing events), and a Responses client's turn recorded from
+ * what it got when it asked to store it. */
+void proxy_translated_end(proxy_req *p)
+{
+    sbuf tail = SBUF_INIT;
+    dialect_stream_end(p->xs, &tail);
+    if (tail.len)
+        proxy_client_send_raw(p, tail.p, tail.len);
+    sbuf_free(&tail);
+    size_t len;
+    const char *resp = dialect_stream_response(p->xs, &len);
+    if (resp && p->in.api == API_RESPONSES && !p->in.store_off)
+        proxy_turn_record(p, resp, len);
+}
 
 /* The HTTP status of an error that came inside a stream, for a client that
  * gets one answer: what the error says it is, else 400 (a request error). */
@@ -514,6 +535,7 @@ void proxy_finish(proxy_req *p, int status)
     sbuf_free(&p->errmsg);
     sbuf_free(&p->upbody);
     sbuf_free(&p->xbody);
+    sbuf_free(&p->turn_items);
     proxy_blobs_free(p);
     sbuf_free(&p->turn_input);
     sbuf_free(&p->errbody);

@@ -180,6 +180,7 @@ typedef struct proxy_req {
     dialect_stream *xs;       /* the attempt's stream translator (or aggregator), NULL none */
     sbuf xbody;               /* the attempt's upstream body when adapted or translated */
     sbuf xwhole;              /* a translated plain answer as it came, until it is whole */
+    sbuf turn_items;          /* the items of a stream whose response.completed carries none, for its record */
     const sbuf *att_body;     /* the body the attempt sends */
     dialect_error xerr;       /* the first refusal to translate: the 400 when no candidate takes the request */
     int xerr_set;
@@ -259,6 +260,10 @@ void proxy_commit(proxy_req *p);
 void proxy_uncommit_held(proxy_req *p);
 void proxy_reply_whole(proxy_req *p);
 void proxy_reply_made(proxy_req *p, int status, const sbuf *body);
+/* Bytes of the client's own dialect (a translator's) queued for the client, scrubbed. */
+int proxy_client_send_raw(proxy_req *p, const char *buf, size_t n);
+/* proxy_finish.c: a translated stream ended well: its closing bytes and record. */
+void proxy_translated_end(proxy_req *p);
 int proxy_flush_held(proxy_req *p, int all);
 void proxy_stream_interrupted(proxy_req *p, const char *why);
 void proxy_reasoning_note(proxy_req *p, const json_value *doc);
@@ -323,6 +328,7 @@ void proxy_blobs_minted(proxy_req *p, const char *json, size_t len);
 void proxy_item_blobs(void *ud, const char *data, size_t len);
 void proxy_moved_header(const proxy_req *p, struct evkeyvalq *oh);
 void proxy_turn_completed(void *ud, const char *data, size_t len);
+void proxy_item_done(void *ud, const char *data, size_t len);
 void proxy_turn_record(proxy_req *p, const char *response_json, size_t len);
 /* A Responses answer the gateway made whole (aggregated or translated):
  * the account owns its id, and its turn is recorded when the client asked

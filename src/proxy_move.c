@@ -447,9 +447,42 @@ void proxy_made_response_note(proxy_req *p, const char *json, size_t len)
         proxy_turn_record(p, json, len);
 }
 
+void proxy_item_done(void *ud, const char *data, size_t len)
+{
+    proxy_req *p = ud;
+    size_t a, b;
+    if (p->turn_items.len + len > PROXY_TURN_RECORD_MAX || json_member_span(data, len, "item", &a, &b) != 0)
+        return;
+    sbuf_puts(&p->turn_items, p->turn_items.len ? "," : "[");
+    sbuf_append(&p->turn_items, data + a, b - a);
+}
+
+/* The turn of a stream's response.completed (data): recorded as it is, or,
+ * when its output is empty and the stream's items were kept (the ChatGPT
+ * backend sends them only in output_item.done events), with those items. */
 void proxy_turn_completed(void *ud, const char *data, size_t len)
 {
-    proxy_turn_record(ud, data, len);
+    proxy_req *p = ud;
+    size_t a, b, oa, ob;
+    static const char *const wanted[] = {"id"};
+    if (!p->turn_items.len || json_member_span(data, len, "response", &a, &b) != 0 ||
+        json_member_span(data + a, b - a, "output", &oa, &ob) != 0 || ob - oa > 2) {
+        proxy_turn_record(p, data, len);
+        return;
+    }
+    json_value *resp = json_parse_members(data + a, b - a, 1, wanted, 1);
+    const char *id = resp ? json_get_str(resp, "id") : NULL;
+    if (id) {
+        sbuf whole = SBUF_INIT;
+        sbuf_puts(&whole, "{\"id\":");
+        sbuf_json_str(&whole, id, strlen(id));
+        sbuf_puts(&whole, ",\"output\":");
+        sbuf_append(&whole, p->turn_items.p, p->turn_items.len);
+        sbuf_puts(&whole, "]}");
+        proxy_turn_record(p, whole.p, whole.len);
+        sbuf_free(&whole);
+    }
+    json_free(resp);
 }
 
 /* The conversation cannot move: why says so (the 503 names it). */

@@ -211,6 +211,9 @@ static int proxy_client_send(proxy_req *p, const char *buf, size_t n)
     return 0;
 }
 
+/* see proxy_internal.h */
+int proxy_client_send_raw(proxy_req *p, const char *buf, size_t n) { return proxy_client_send(p, buf, n); }
+
 /* Whole events for the client (preflight's and a committed stream's):
  * a codex.rate_limits event among them is told in the pool's numbers, as
  * the answer's x-codex-* headers are (route/rate_event.h). A stream
@@ -483,7 +486,9 @@ void proxy_stream_interrupted(proxy_req *p, const char *why)
                 p->cut_account[0] ? p->cut_account : p->acct_name, why); /* a resume that failed: the cut */
     if (p->in.api == API_RESPONSES) {
         sbuf_puts(&ev, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":");
-        const char *id = p->splice ? p->splice->response_id : p->pf.response_id; /* the client's response */
+        const char *id = p->splice                                      ? p->splice->response_id
+                         : p->xs && dialect_stream_response_id(p->xs)[0] ? dialect_stream_response_id(p->xs)
+                                                                           : p->pf.response_id; /* the client's */
         sbuf_json_str(&ev, id, strlen(id));
         sbuf_puts(&ev, ",\"status\":\"failed\",\"error\":{\"code\":\"upstream_stream_interrupted\",\"message\":");
         sbuf_json_str(&ev, msg.p, msg.len);
@@ -733,8 +738,11 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
             return 0;
         }
         if (p->up_api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
+            int record = p->in.api == API_RESPONSES && !p->in.store_off && !p->whole; /* whole: made at the end */
             p->pf.on_item_blobs = proxy_item_blobs;
-            p->pf.on_completed = p->in.store_off ? NULL : proxy_turn_completed;
+            p->pf.on_completed = record ? proxy_turn_completed : NULL;
+            p->pf.on_item_done = record && p->xstep == DIALECT_ADAPT ? proxy_item_done : NULL;
+            sbuf_reset(&p->turn_items);
             p->pf.hooks_ud = p;
         }
         long left = proxy_first_token_ms(p) - (long)((gateway_now() - p->t_attempt) * 1000.0);

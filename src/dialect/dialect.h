@@ -108,6 +108,15 @@ void dialect_stream_feed(dialect_stream *s, const char *buf, size_t n, sbuf *out
  * whole), 0 when it did not (the caller ends the client's stream as
  * interrupted, or fails over when nothing was sent). */
 int dialect_stream_end(dialect_stream *s, sbuf *out);
+/* The client's Responses id of the stream (a chat upstream's answer made a
+ * Responses one: "resp_<chat id>"); "" when the client is not a Responses
+ * client or no event named it yet. */
+const char *dialect_stream_response_id(const dialect_stream *s);
+/* The response object of the terminal event a Responses client got from a
+ * translated stream (the whole output and usage); NULL (and *len 0) when
+ * none was written (not ended, not a Responses client, kept past the
+ * memory budget). Valid until the translator is freed. */
+const char *dialect_stream_response(const dialect_stream *s, size_t *len);
 /* 1 once the client's side has been given output (text, a tool call, a
  * refusal): from then on the attempt cannot move unseen. */
 int dialect_stream_output_sent(const dialect_stream *s);

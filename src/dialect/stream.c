@@ -105,6 +105,18 @@ int dialect_stream_end(dialect_stream *s, sbuf *out)
     return s->end_result;
 }
 
+const char *dialect_stream_response_id(const dialect_stream *s)
+{
+    return s && s->pair->client == API_RESPONSES && s->pair->upstream == API_CHAT && s->tr.started ? s->tr.resp_id
+                                                                                                 : "";
+}
+
+const char *dialect_stream_response(const dialect_stream *s, size_t *len)
+{
+    *len = s && s->tr.final.len ? s->tr.final.len : 0;
+    return *len ? s->tr.final.p : NULL;
+}
+
 int dialect_stream_output_sent(const dialect_stream *s)
 {
     return s && s->output_sent;

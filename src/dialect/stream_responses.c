@@ -68,7 +68,12 @@ static void tr_response_event(dialect_stream *s, const char *type, const char *s
 {
     tr_open(s, type);
     sbuf_puts(s->out, ",\"response\":");
+    size_t at = s->out->len;
     tr_response(s, status, reason, error, elen, final);
+    if (final) { /* kept for dialect_stream_response: the proxy records the turn the client got */
+        sbuf_reset(&s->tr.final);
+        track_append(s, &s->tr.final, s->out->p + at, s->out->len - at);
+    }
     tr_close(s);
 }
 

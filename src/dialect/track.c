@@ -160,6 +160,7 @@ void track_free(dialect_stream *s)
     free(s->tc.items);
     sbuf_free(&s->tr.text);
     sbuf_free(&s->tr.parts);
+    sbuf_free(&s->tr.final);
     track_calls_free(&s->tr.calls);
     track_items_free(&s->tr.done);
     track_items_free(&s->ra.items);

@@ -103,6 +103,7 @@ typedef struct torsp_state {
     int closed;                 /* finish_reason seen: every item closed, deltas ignored */
     char finish[32];
     shape_usage usage;
+    sbuf final;                 /* the response object of the terminal event, as the client got it */
 } torsp_state;
 
 /* Responses stream -> one answer. */

@@ -779,6 +779,9 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
     if (pf->on_item_blobs && (!*event || strcmp(event, "response.output_item.done") == 0) &&
         memmem(data, len, "\"encrypted_content\"", 19))
         pf->on_item_blobs(pf->hooks_ud, data, len);
+    if (pf->on_item_done && (!*event || strcmp(event, "response.output_item.done") == 0) &&
+        memmem(data, len, "\"response.output_item.done\"", 27))
+        pf->on_item_done(pf->hooks_ud, data, len);
     if (pf->state == PF_COMMIT && pf->saw_semantic && !pf->keep_text &&
         !pf_needs_parse_after_commit(event, data, len))
         return;

@@ -71,6 +71,10 @@ typedef struct preflight {
     /* ... and with response.completed's event data (the whole response):
      * the proxy records a stored conversation's turn. NULL: not asked. */
     void (*on_completed)(void *ud, const char *data, size_t len);
+    /* ... and with every response.output_item.done event's data: for an
+     * upstream whose response.completed carries no output (the ChatGPT
+     * backend's "output": []), the turn's items. NULL: not asked. */
+    void (*on_item_done)(void *ud, const char *data, size_t len);
 } preflight;
 
 #define PREFLIGHT_TEXT_MAX (256u << 10)

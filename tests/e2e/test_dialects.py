@@ -224,6 +224,34 @@ class DialectTest(GatewayTest):
         self.assertOpenAIError(g.get(f"/v1/responses/{second}"), 404)
         self.assertEqual([r["method"] for r in self.mock.requests("cg")], ["POST", "POST"])
 
+    def test_streamed_turns_are_recorded_with_their_items_and_a_chain_goes_on_through_a_chat_relay(self):
+        g = self.pool([chatgpt("cg"), self.relay("rl")])
+        # on the ChatGPT backend: its completed event has no output; the record takes the items
+        s = g.stream("/v1/responses", {"model": "gpt-test", "stream": True, "input": "one"})
+        self.assertEqual(s.status, 200, s)
+        first = s.events[-1]["json"]["response"]["id"]
+        row = wait_for(lambda: g.query("SELECT output_json FROM conversations WHERE response_id = ?", (first,)),
+                       what="turn 1 recorded")[0]
+        self.assertIn("hello from cg", row["output_json"])
+        # the next turn on the chat relay (the login disabled): rebuilt from the record, then translated
+        g.cli("account", "disable", "--db", g.db_path, "--name", "cg")
+        wait_for(lambda: g.post("/v1/responses", {"model": "gpt-test", "input": "x", "store": False})
+                 .headers.get("x-switchyard-account") == "rl" or None, what="cg disabled")
+        s = g.stream("/v1/responses", {"model": "gpt-test", "stream": True, "input": "two",
+                                       "previous_response_id": first})
+        self.assertEqual((s.status, s.headers.get("x-switchyard-account")), (200, "rl"), s)
+        msgs = self.sent("rl")[-1]["messages"]
+        self.assertEqual([m["role"] for m in msgs], ["user", "assistant", "user"])
+        self.assertEqual(msgs[1]["content"], "hello from cg")
+        second = s.events[-1]["json"]["response"]["id"]
+        self.assertTrue(second.startswith("resp_"), second)
+        row = wait_for(lambda: g.query("SELECT output_json, previous_response_id AS prev FROM conversations"
+                                       " WHERE response_id = ?", (second,)), what="turn 2 recorded")[0]
+        self.assertEqual(row["prev"], first)
+        self.assertIn("hello from rl", row["output_json"])
+        got = g.get(f"/v1/responses/{second}")
+        self.assertEqual((got.status, got.headers.get("x-switchyard-record")), (200, "1"), got)
+
     # ---------------------------------------------------------- Responses client, Chat-only relay
 
     def test_a_responses_client_is_served_by_a_chat_only_relay_plain_and_streamed(self):
