@@ -180,7 +180,8 @@ typedef struct proxy_req {
     dialect_stream *xs;       /* the attempt's stream translator (or aggregator), NULL none */
     sbuf xbody;               /* the attempt's upstream body when adapted or translated */
     sbuf xwhole;              /* a translated plain answer as it came, until it is whole */
-    sbuf turn_items;          /* the items of a stream whose response.completed carries none, for its record */
+    sbuf turn_items;          /* the items of a stream whose response.completed carries none: "[item,item" */
+    int fill_output;          /* ... filled into that event for the client (dialect/fill.h) */
     const sbuf *att_body;     /* the body the attempt sends */
     dialect_error xerr;       /* the first refusal to translate: the 400 when no candidate takes the request */
     int xerr_set;

@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "route/pool_usage.h"
 #include "route/rate_event.h"
+#include "dialect/fill.h"
 #include "http/server.h"
 #include "obs/metrics.h"
 #include "obs/trace.h"
@@ -221,13 +222,23 @@ int proxy_client_send_raw(proxy_req *p, const char *buf, size_t n) { return prox
  * (mid_event) goes as it is. */
 static int proxy_client_send_whole_events(proxy_req *p, const char *buf, size_t n)
 {
-    if (p->in.api != API_RESPONSES || p->mid_event || !memmem(buf, n, "codex.rate_limits", 17))
+    if (p->in.api != API_RESPONSES || p->mid_event)
         return proxy_client_send(p, buf, n);
-    double now = gateway_now();
-    sbuf ev = SBUF_INIT;
-    int pause = rate_event_rewrite_sse(buf, n, pool_usage_get(p->gw->pool, now), now, &ev)
-                    ? proxy_client_send(p, ev.p, ev.len)
-                    : proxy_client_send(p, buf, n);
+    sbuf filled = SBUF_INIT, ev = SBUF_INIT;
+    /* an upstream's terminal event without its output gets the stream's items (dialect/fill.h) */
+    if (p->fill_output && p->turn_items.len && memmem(buf, n, "\"response.", 10)) {
+        sbuf_puts(&p->turn_items, "]");
+        if (fill_output_sse(buf, n, p->turn_items.p, p->turn_items.len, &filled))
+            buf = filled.p, n = filled.len;
+        p->turn_items.p[--p->turn_items.len] = '\0';
+    }
+    if (memmem(buf, n, "codex.rate_limits", 17)) {
+        double now = gateway_now();
+        if (rate_event_rewrite_sse(buf, n, pool_usage_get(p->gw->pool, now), now, &ev))
+            buf = ev.p, n = ev.len;
+    }
+    int pause = proxy_client_send(p, buf, n);
+    sbuf_free(&filled);
     sbuf_free(&ev);
     return pause;
 }
@@ -739,9 +750,12 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         }
         if (p->up_api == API_RESPONSES) { /* who minted its blobs; the stored turn (proxy_move.c) */
             int record = p->in.api == API_RESPONSES && !p->in.store_off && !p->whole; /* whole: made at the end */
+            /* an upstream that keeps nothing ends with an empty output (the
+             * ChatGPT backend): its items fill it for the client and the record */
+            p->fill_output = p->in.api == API_RESPONSES && p->xstep == DIALECT_ADAPT && !p->whole;
             p->pf.on_item_blobs = proxy_item_blobs;
             p->pf.on_completed = record ? proxy_turn_completed : NULL;
-            p->pf.on_item_done = record && p->xstep == DIALECT_ADAPT ? proxy_item_done : NULL;
+            p->pf.on_item_done = p->fill_output ? proxy_item_done : NULL;
             sbuf_reset(&p->turn_items);
             p->pf.hooks_ud = p;
         }

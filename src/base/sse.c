@@ -181,3 +181,54 @@ void sse_feed(sse_parser *p, const char *buf, size_t n)
         sbuf_free(&p->line);
     }
 }
+
+/* The end of the line that starts at s (its terminator excluded) and, in
+ * *next, where the following line starts (LF, CRLF or CR). */
+static size_t sse_line_end(const char *buf, size_t n, size_t s, size_t *next)
+{
+    size_t e = s;
+    while (e < n && buf[e] != '\n' && buf[e] != '\r')
+        e++;
+    *next = e < n && buf[e] == '\r' && e + 1 < n && buf[e + 1] == '\n' ? e + 2 : e < n ? e + 1 : n;
+    return e;
+}
+
+int sse_rewrite_data(const char *buf, size_t n, int (*fn)(void *ud, const char *data, size_t len, sbuf *ev),
+                     void *ud, sbuf *out)
+{
+    size_t copied = 0; /* buf[0..copied) is in out */
+    size_t vs = 0, ve = 0;
+    int ndata = 0, changed = 0;
+    sbuf ev = SBUF_INIT;
+    for (size_t s = 0, next; s < n; s = next) {
+        size_t e = sse_line_end(buf, n, s, &next);
+        if (e == n) /* a line buf does not end: its event is not whole */
+            break;
+        if (e > s) { /* a field: "data" alone or "data:" with an optional space */
+            if (e - s >= 4 && memcmp(buf + s, "data", 4) == 0 && (e - s == 4 || buf[s + 4] == ':')) {
+                vs = s + 4 + (e - s > 4);
+                vs += vs < e && buf[vs] == ' ';
+                ve = e;
+                ndata++;
+            }
+            continue;
+        }
+        /* a blank line ends the event */
+        if (ndata == 1 && ve > vs) {
+            sbuf_reset(&ev);
+            if (fn(ud, buf + vs, ve - vs, &ev)) {
+                if (!changed)
+                    sbuf_reset(out);
+                changed = 1;
+                sbuf_append(out, buf + copied, vs - copied);
+                sbuf_append(out, ev.p, ev.len);
+                copied = ve;
+            }
+        }
+        ndata = 0;
+    }
+    sbuf_free(&ev);
+    if (changed)
+        sbuf_append(out, buf + copied, n - copied);
+    return changed;
+}

@@ -51,4 +51,14 @@ void sse_free(sse_parser *p);
  * only up to here never leaves a client with half an event. */
 size_t sse_open_bytes(const sse_parser *p);
 
+/* Rewrites the data of the whole events in buf[0..n) (an unfinished last
+ * event is left as it is): fn is called with each event that has one data
+ * line; it returns 1 with the event's new data in ev (empty when called),
+ * or 0 to keep it. Returns 1 with out holding all of buf's bytes, the
+ * rewritten data in place, when any event changed; 0 (out untouched) when
+ * none did. For a relay that changes an event or two of a stream without
+ * parsing the rest. */
+int sse_rewrite_data(const char *buf, size_t n, int (*fn)(void *ud, const char *data, size_t len, sbuf *ev),
+                     void *ud, sbuf *out);
+
 #endif

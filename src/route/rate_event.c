@@ -2,6 +2,7 @@
  * rate_event.h). */
 #include "route/rate_event.h"
 #include "base/json.h"
+#include "base/sse.h"
 #include "upstream/usage.h"
 #include <math.h>
 #include <string.h>
@@ -68,52 +69,19 @@ int rate_event_rewrite(const char *data, size_t len, const pool_usage *u, double
     return 1;
 }
 
-/* The end of the line that starts at s (its terminator excluded) and, in
- * *next, where the following line starts (LF, CRLF or CR). */
-static size_t rate_event_line_end(const char *buf, size_t n, size_t s, size_t *next)
+typedef struct rate_event_ctx {
+    const pool_usage *u;
+    double now;
+} rate_event_ctx;
+
+static int rate_event_one(void *ud, const char *data, size_t len, sbuf *ev)
 {
-    size_t e = s;
-    while (e < n && buf[e] != '\n' && buf[e] != '\r')
-        e++;
-    *next = e < n && buf[e] == '\r' && e + 1 < n && buf[e + 1] == '\n' ? e + 2 : e < n ? e + 1 : n;
-    return e;
+    const rate_event_ctx *c = ud;
+    return rate_event_rewrite(data, len, c->u, c->now, ev);
 }
 
 int rate_event_rewrite_sse(const char *buf, size_t n, const pool_usage *u, double now, sbuf *out)
 {
-    size_t copied = 0; /* buf[0..copied) is in out */
-    size_t vs = 0, ve = 0;
-    int ndata = 0, changed = 0;
-    sbuf ev = SBUF_INIT;
-    for (size_t s = 0, next; s < n; s = next) {
-        size_t e = rate_event_line_end(buf, n, s, &next);
-        if (e == n) /* a line buf does not end: its event is not whole */
-            break;
-        if (e > s) { /* a field: "data" alone or "data:" with an optional space */
-            if (e - s >= 4 && memcmp(buf + s, "data", 4) == 0 && (e - s == 4 || buf[s + 4] == ':')) {
-                vs = s + 4 + (e - s > 4);
-                vs += vs < e && buf[vs] == ' ';
-                ve = e;
-                ndata++;
-            }
-            continue;
-        }
-        /* a blank line ends the event */
-        if (ndata == 1 && ve > vs) {
-            sbuf_reset(&ev);
-            if (rate_event_rewrite(buf + vs, ve - vs, u, now, &ev)) {
-                if (!changed)
-                    sbuf_reset(out);
-                changed = 1;
-                sbuf_append(out, buf + copied, vs - copied);
-                sbuf_append(out, ev.p, ev.len);
-                copied = ve;
-            }
-        }
-        ndata = 0;
-    }
-    sbuf_free(&ev);
-    if (changed)
-        sbuf_append(out, buf + copied, n - copied);
-    return changed;
+    rate_event_ctx c = {u, now};
+    return sse_rewrite_data(buf, n, rate_event_one, &c, out);
 }
