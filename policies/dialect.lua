@@ -47,10 +47,14 @@ local CHATGPT_RESPONSES = {
 }
 
 -- a Responses request sent to a Chat Completions upstream: what such an
--- upstream would ignore anyway (no place for it in a chat request)
+-- upstream would ignore anyway (no place for it in a chat request), and
+-- the tools Codex offers that only run on the Responses API: its hosted web
+-- search, and its "namespace" tools (sub-agents: their calls are named within
+-- the namespace, which a chat API cannot say). Codex works on without them.
 local TO_CHAT = {
   ignore = { "include", "reasoning.summary", "truncation", "metadata", "prompt_cache_key",
-             "service_tier", "safety_identifier", "tools.web_search", "tools.web_search_preview" },
+             "service_tier", "safety_identifier", "tools.web_search", "tools.web_search_preview",
+             "tools.namespace" },
 }
 
 local function dialect(a)

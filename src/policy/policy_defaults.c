@@ -600,7 +600,8 @@ void policy_dialect_default(const policy_dialect_ask *ask, policy_dialect *out)
     static const char *const chatgpt_ignore[] = {"frequency_penalty", "presence_penalty", "seed", "logit_bias", NULL};
     static const char *const to_chat_ignore[] = {"include", "reasoning.summary", "truncation", "metadata",
                                                  "prompt_cache_key", "service_tier", "safety_identifier",
-                                                 "tools.web_search", "tools.web_search_preview", NULL};
+                                                 "tools.web_search", "tools.web_search_preview",
+                                                 "tools.namespace", NULL};
     memset(out, 0, sizeof *out);
     const char *kind = ask->kind ? ask->kind : "", *client = ask->client ? ask->client : "";
     const char *upstream = ask->upstream ? ask->upstream : "";

@@ -149,6 +149,29 @@ class CodexCliTest(GatewayTest):
         self.assertGreater(reqs[-1]["input_items"], reqs[0]["input_items"], reqs)
         self.assertEqual(reqs[-1]["last_input_type"], "function_call_output", reqs[-1])
 
+    def test_codex_runs_a_tool_through_a_relay_that_speaks_chat_completions_only(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        # the relay is not declared: its 404 to /responses teaches the gateway, which translates
+        g = self.gateway([account("rl", self.mock.url("rl", "ok,tool_call=1,speaks=chat"))])
+        p = self.run_codex(exe, g)
+        self.codex_ok(p, "hello from rl")
+        chats = [r for r in self.mock.requests("rl") if r["endpoint"] == "chat/completions"]
+        self.assertEqual(len(chats), 2, [(r["endpoint"], r.get("refused")) for r in self.mock.requests("rl")])
+        first, follow = (json.loads(r["body"]) for r in chats)
+        self.assertTrue(first["stream"])
+        self.assertTrue(any(t["function"]["name"] == "exec_command" for t in first["tools"]), first["tools"])
+        self.assertEqual(first["messages"][0]["role"], "system")   # Codex's instructions
+        # the follow-up: the call Codex ran as an assistant tool call, its output as a tool message
+        roles = [m["role"] for m in follow["messages"]]
+        self.assertEqual(roles[-2:], ["assistant", "tool"])
+        call = follow["messages"][-2]["tool_calls"][0]
+        self.assertEqual(call["function"]["name"], "exec_command")
+        self.assertEqual(follow["messages"][-1]["tool_call_id"], call["id"])
+        self.assertIn("hi", follow["messages"][-1]["content"])      # what `echo hi` printed
+        wait_for(lambda: "DIALECT_LEARNED" in g.trace_text(), what="the learned dialect")
+
     # --- a conversation moves between accounts with its reasoning and tool calls
 
     def responses(self, account=None):

@@ -42,7 +42,7 @@ describe("dialect", function()
   end)
   it("a Responses request to a chat upstream may leave out what a chat API has no place for", function()
     local r = dialect({ kind = "aggregate", client = "responses", upstream = "chat" })
-    for _, f in ipairs({ "include", "reasoning.summary", "truncation", "tools.web_search" }) do
+    for _, f in ipairs({ "include", "reasoning.summary", "truncation", "tools.web_search", "tools.namespace" }) do
       eq(has(r.ignore, f), true)
     end
     eq(has(r.ignore, "tools.function"), false)
