@@ -310,38 +310,51 @@ int policy_price_get(policy_engine *pe, const char *model, policy_price *out)
     return h.price_known;
 }
 
+/* The memo slot of an ask: kind (3) x client (2) x upstream (2), or -1 for
+ * a name outside those (not asked by the gateway; a test may). */
+static int dialect_slot(const policy_dialect_ask *ask)
+{
+    static const char *const kinds[] = {"api_key", "chatgpt", "aggregate"};
+    int k = -1, c = -1, u = -1;
+    for (int i = 0; i < 3 && ask->kind; i++)
+        if (strcmp(ask->kind, kinds[i]) == 0)
+            k = i;
+    if (ask->client)
+        c = strcmp(ask->client, "responses") == 0 ? 0 : strcmp(ask->client, "chat") == 0 ? 1 : -1;
+    if (ask->upstream)
+        u = strcmp(ask->upstream, "responses") == 0 ? 0 : strcmp(ask->upstream, "chat") == 0 ? 1 : -1;
+    return k < 0 || c < 0 || u < 0 ? -1 : (k * 2 + c) * 2 + u;
+}
+
 const policy_dialect *policy_dialect_rules(policy_engine *pe, const policy_dialect_ask *ask)
 {
-    static policy_dialect builtin[3][2][2]; /* no engine (tests): the defaults, per kind and pair */
-    char key[64], why[512];
-    snprintf(key, sizeof key, "%s\x1f%s\x1f%s", ask->kind ? ask->kind : "", ask->client ? ask->client : "",
-             ask->upstream ? ask->upstream : "");
-    if (!pe) {
-        int k = ask->kind && strcmp(ask->kind, "chatgpt") == 0 ? 1 : ask->kind && strcmp(ask->kind, "aggregate") == 0 ? 2 : 0;
-        int c = ask->client && strcmp(ask->client, "chat") == 0, u = ask->upstream && strcmp(ask->upstream, "chat") == 0;
-        policy_dialect_default(ask, &builtin[k][c][u]);
-        return &builtin[k][c][u];
-    }
-    for (size_t i = 0; i < pe->ndialects; i++)
-        if (strcmp(pe->dialects[i].key, key) == 0)
-            return pe->dialects[i].rules;
-    policy_dialect *r = calloc(1, sizeof *r);
-    if (!r) { /* out of memory: the defaults, not remembered */
-        static policy_dialect oom;
-        policy_dialect_default(ask, &oom);
-        return &oom;
+    static policy_dialect none; /* an ask outside the known names, or out of memory: the defaults, made each time */
+    char why[512];
+    int slot = dialect_slot(ask);
+    if (slot >= 0 && pe && pe->dialects[slot])
+        return pe->dialects[slot];
+    policy_dialect *r = slot >= 0 ? calloc(1, sizeof *r) : NULL;
+    if (!r) {
+        memset(&none, 0, sizeof none);
+        policy_dialect_default(ask, &none);
+        return &none;
     }
     hook_call h = {.pe = pe, .dask = ask, .dialect = r};
-    if (hook_run(pe, policy_dialect_run, &h, why, sizeof why) != 0) {
-        engine_fallback(pe, HOOK_DIALECT, why);
+    if (!pe || hook_run(pe, policy_dialect_run, &h, why, sizeof why) != 0) {
+        if (pe)
+            engine_fallback(pe, HOOK_DIALECT, why);
         memset(r, 0, sizeof *r);
         policy_dialect_default(ask, r); /* remembered: the rules of one load stay one set */
     }
-    dialect_memo *m = pe->ndialects < DIALECT_MEMO ? &pe->dialects[pe->ndialects++]
-                                                   : &pe->dialects[pe->dialect_next++ % DIALECT_MEMO];
-    free(m->rules);
-    sbuf_copy_cstr(m->key, sizeof m->key, key);
-    m->rules = r;
+    if (!pe) { /* tests without an engine: one set of defaults per slot for the process */
+        static policy_dialect *builtin[DIALECT_MEMO];
+        if (builtin[slot])
+            free(r);
+        else
+            builtin[slot] = r;
+        return builtin[slot];
+    }
+    pe->dialects[slot] = r;
     return r;
 }
 
@@ -703,8 +716,8 @@ void policy_free(policy_engine *pe)
     if (!pe)
         return;
     sandbox_free(pe->sb);
-    for (size_t i = 0; i < pe->ndialects; i++)
-        free(pe->dialects[i].rules);
+    for (size_t i = 0; i < DIALECT_MEMO; i++)
+        free(pe->dialects[i]);
     free(pe);
 }
 

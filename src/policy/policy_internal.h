@@ -47,13 +47,7 @@ typedef struct first_token_memo {
     policy_silence limits;
 } first_token_memo;
 
-#define DIALECT_MEMO 16
-/* dialect() answers, kept per engine by (kind, client, upstream): a few
- * per load (3 kinds x 4 pairs), each a policy_dialect of its own. */
-typedef struct dialect_memo {
-    char key[64];
-    policy_dialect *rules;
-} dialect_memo;
+#define DIALECT_MEMO 12 /* dialect() answers, kept per engine: 3 kinds x client x upstream */
 
 struct policy_engine {
     sandbox *sb;
@@ -73,8 +67,7 @@ struct policy_engine {
     int order_bundled;            /* order.lua is the bundled text (from the binary or a copy of it) */
     first_token_memo first_tokens[FIRST_TOKEN_MEMO];
     size_t nfirst_tokens, first_token_next;
-    dialect_memo dialects[DIALECT_MEMO];
-    size_t ndialects, dialect_next;
+    policy_dialect *dialects[DIALECT_MEMO]; /* by dialect_slot (policy.c); NULL: not asked yet */
 };
 
 /* One hook call: its arguments in, its result out. policy.c fills one and
