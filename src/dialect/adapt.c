@@ -115,7 +115,7 @@ typedef struct adapt_ctx {
     /* the walk: the top-level members */
     adapt_span *root;
     size_t n_root, cap_root;
-    size_t open, close;              /* the root's braces */
+    size_t open;                     /* the root's opening brace */
     size_t last[ROOT_CLASSES];       /* 1 + the index of the last member of each class; 0 none */
     unsigned char present[POLICY_DIALECT_NAMES]; /* a member is named rename_to[k] */
     unsigned char taken[POLICY_DIALECT_NAMES];   /* rename_to[k] may not be written (adapt_taken) */
@@ -291,16 +291,15 @@ static void adapt_iter_open(adapt_iter *it, const adapt_ctx *c, size_t at, int d
 
 /* The next element into sp (its name for an object, sep, and vs, its
  * value's first byte; the caller then reads the value and sets sp->ve and
- * it->pos): 1. 0 when the container closed (*close its bracket, it->pos
- * past it); -1 when it is not valid JSON. */
-static int adapt_iter_next(adapt_iter *it, adapt_span *sp, size_t *close)
+ * it->pos): 1. 0 when the container closed (it->pos past its bracket); -1
+ * when it is not valid JSON. */
+static int adapt_iter_next(adapt_iter *it, adapt_span *sp)
 {
     const char *s = it->s;
     size_t len = it->len, p = json_scan_ws(s, len, it->pos);
     if (p >= len)
         return -1;
     if (s[p] == (it->object ? '}' : ']')) { /* at once, or after an element: not after a comma */
-        *close = p;
         it->pos = p + 1;
         return 0;
     }
@@ -365,10 +364,9 @@ static int adapt_walk_part(adapt_ctx *c, adapt_span *part)
     static const char *const names[] = {"type", "text"};
     adapt_iter it;
     adapt_span sp = {0}, type = {0}, text = {0};
-    size_t close;
     int r, has_type = 0, has_text = 0;
     adapt_iter_open(&it, c, part->vs, 5);
-    while ((r = adapt_iter_next(&it, &sp, &close)) == 1) {
+    while ((r = adapt_iter_next(&it, &sp)) == 1) {
         if (adapt_iter_skip(&it, &sp) != 0)
             return -1;
         int cls = adapt_name_in(c->s, sp.ks, sp.ke, names, 2);
@@ -407,10 +405,9 @@ static int adapt_walk_content(adapt_ctx *c, adapt_iter *item, adapt_span *sp, in
         return adapt_iter_skip(item, sp);
     adapt_iter it;
     adapt_span part = {0};
-    size_t close;
     int r, all = 1;
     adapt_iter_open(&it, c, sp->vs, 4);
-    while ((r = adapt_iter_next(&it, &part, &close)) == 1) {
+    while ((r = adapt_iter_next(&it, &part)) == 1) {
         if (c->s[part.vs] != '{') {
             all = 0;
             if (adapt_iter_skip(&it, &part) != 0)
@@ -461,12 +458,12 @@ static size_t adapt_walk_item(adapt_ctx *c, size_t at, int lead, int *movable)
     static const char *const names[] = {"id", "type", "role", "content"};
     adapt_iter it;
     adapt_span sp = {0};
-    size_t close, type = 0, role = 0; /* 1 + the index of the last of each; 0 none */
+    size_t type = 0, role = 0; /* 1 + the index of the last of each; 0 none */
     int r, text_only = 0;
     c->n_item = 0;
     c->text_mark = c->n_t;
     adapt_iter_open(&it, c, at, 3);
-    while ((r = adapt_iter_next(&it, &sp, &close)) == 1) {
+    while ((r = adapt_iter_next(&it, &sp)) == 1) {
         sp.cls = adapt_name_in(c->s, sp.ks, sp.ke, names, 4);
         if (sp.cls == ITEM_CONTENT && lead) {
             c->n_t = c->text_mark; /* the last "content" counts */
@@ -506,11 +503,11 @@ static size_t adapt_walk_input(adapt_ctx *c, size_t at)
 {
     adapt_iter it;
     adapt_span sp = {0};
-    size_t close, index = 0;
+    size_t index = 0;
     int r, lead = c->want_ins;
     c->lead_from = at + 1;
     adapt_iter_open(&it, c, at, 2);
-    while ((r = adapt_iter_next(&it, &sp, &close)) == 1) {
+    while ((r = adapt_iter_next(&it, &sp)) == 1) {
         int movable = 0;
         if (c->s[sp.vs] == '{') {
             if (!(sp.ve = adapt_walk_item(c, sp.vs, lead, &movable)))
@@ -562,7 +559,7 @@ static void adapt_root_name(adapt_ctx *c, adapt_span *sp)
 /* The walk of the whole body: 0, -1 when it is no valid JSON object. */
 static int adapt_scan(adapt_ctx *c)
 {
-    size_t i = json_scan_ws(c->s, c->len, 0), close;
+    size_t i = json_scan_ws(c->s, c->len, 0);
     if (i >= c->len || c->s[i] != '{')
         return -1;
     c->open = i;
@@ -570,7 +567,7 @@ static int adapt_scan(adapt_ctx *c)
     adapt_span sp = {0};
     int r;
     adapt_iter_open(&it, c, i, 1);
-    while ((r = adapt_iter_next(&it, &sp, &close)) == 1) {
+    while ((r = adapt_iter_next(&it, &sp)) == 1) {
         adapt_root_name(c, &sp);
         if (sp.cls == ROOT_INPUT && c->resp) { /* the last copy counts: what an earlier one said goes */
             c->n_e = c->n_t = 0;
@@ -589,7 +586,6 @@ static int adapt_scan(adapt_ctx *c)
     }
     if (r < 0)
         return -1;
-    c->close = close;
     return json_scan_ws(c->s, c->len, it.pos) == c->len ? 0 : -1;
 }
 
