@@ -179,15 +179,10 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
 
 void proxy_dialect_note(proxy_req *p, const json_value *doc)
 {
-    memset(&p->facts, 0, sizeof p->facts);
+    /* one pass over the top-level members of the shallow doc: what the
+     * plan needs to say passthrough exactly when adapt would change nothing */
+    dialect_facts_read(&p->facts, doc);
     p->facts.stream = p->in.stream;
-    if (!doc || p->in.api != API_RESPONSES)
-        return;
-    const char *ins = json_get_str(doc, "instructions");
-    p->facts.has_instructions = ins && *ins;
-    const json_value *st = json_get(doc, "store");
-    p->facts.store_absent = !st || st->type == JSON_NULL;
-    p->facts.store_true = st && st->type == JSON_TRUE;
 }
 
 /* The attempt's dialect and body: the client's dialect when pa speaks it,
@@ -218,16 +213,10 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
     p->att_body = body;
     if (p->xstep == DIALECT_NONE)
         return 0;
-    json_value *doc = json_parse(body->p, body->len, NULL, 0);
+    /* the raw bytes: adapting needs no tree (dialect.h), translating parses its own */
     dialect_error err;
     memset(&err, 0, sizeof err);
-    sbuf_reset(&p->xbody);
-    int rc = -1;
-    if (!doc) /* request.c parsed it, the rewrites keep it JSON: unreachable unless out of memory */
-        snprintf(err.message, sizeof err.message, "the request body could not be read for translation");
-    else
-        rc = dialect_request(client, p->up_api, rules, doc, &p->xbody, &p->up_stream, &err);
-    json_free(doc);
+    int rc = dialect_request(client, p->up_api, rules, body->p, body->len, &p->xbody, &p->up_stream, &err);
     if (rc != 0) {
         snprintf(why, n, "cannot take the request in the %s dialect: %.200s", dialect_name(p->up_api), err.message);
         if (!p->xerr_set) {

@@ -25,6 +25,7 @@
 #ifndef SY_DIALECT_H
 #define SY_DIALECT_H
 #include <stddef.h>
+#include <stdint.h>
 #include "base/json.h"
 #include "base/sbuf.h"
 #include "dialect/refuse.h"
@@ -52,23 +53,59 @@ const char *dialect_pair_name(api_kind client, api_kind upstream);
  * change it) or TRANSLATE (another dialect). */
 typedef enum { DIALECT_NONE, DIALECT_ADAPT, DIALECT_TRANSLATE } dialect_step;
 
-/* The facts of the client's request the plan needs (read once per request). */
+#define DIALECT_FACT_NAMES 32 /* top-level names the facts keep (as signatures) */
+
+/* The facts of the client's request the plan needs (read once per request,
+ * from the parsed body: its top level is enough). The first four alone
+ * (exact 0) give the plan of before: ADAPT whenever drop, rename or an
+ * input rule is set. dialect_facts_read fills them all and sets exact: the
+ * plan then says NONE only when adapt would write the body byte for byte
+ * as it came, and ADAPT only when it changes it, except that it does not
+ * look into input's items (the body's bulk: a look would cost what adapt
+ * costs): with strip_item_ids or system_role set and items in input it
+ * says ADAPT. */
 typedef struct dialect_req_facts {
     int stream;            /* "stream": true */
     int has_instructions;  /* Responses: a non-empty "instructions" */
     int store_absent;      /* Responses: no "store" member (the API stores by default) */
     int store_true;        /* Responses: "store": true */
+    int exact;             /* the members below are filled (dialect_facts_read) */
+    int store_false;       /* the last "store" is false */
+    unsigned repeated;     /* DIALECT_FACT_*: names the body gives more than once */
+    int input;             /* DIALECT_INPUT_*: what the last "input" is */
+    /* the top-level names (as json_get compares them) a rule could name,
+     * as signatures: a name the body holds always matches its own; another
+     * that matches too only costs an adapt that changes nothing. More than
+     * DIALECT_FACT_NAMES: unknown, any drop or rename may apply. */
+    size_t n_names;
+    uint32_t names[DIALECT_FACT_NAMES];
 } dialect_req_facts;
+
+#define DIALECT_FACT_STREAM 1u
+#define DIALECT_FACT_STORE 2u
+#define DIALECT_FACT_INSTRUCTIONS 4u
+#define DIALECT_FACT_INPUT 8u
+
+enum { DIALECT_INPUT_NONE, DIALECT_INPUT_STRING, DIALECT_INPUT_EMPTY, DIALECT_INPUT_ITEMS, DIALECT_INPUT_OTHER };
+
+/* The facts of a client's body from its parsed document (json_parse_shallow
+ * with a depth of 1 is enough: the top-level members with their types and
+ * counts). A doc that is no object leaves the facts empty (exact 0). */
+void dialect_facts_read(dialect_req_facts *f, const json_value *doc);
 
 dialect_step dialect_plan(api_kind client, api_kind upstream, const policy_dialect *rules,
                           const dialect_req_facts *f);
 
-/* The upstream request body for the attempt: doc (the client's body, parsed
- * whole) in client's dialect turned into upstream's, with rules applied
- * (NULL: none). *up_stream is set to whether the upstream request streams
- * (the rules may force it). Returns 0 with out filled, or -1 with err (out
- * emptied). */
-int dialect_request(api_kind client, api_kind upstream, const policy_dialect *rules, const json_value *doc,
+/* The upstream request body for the attempt: body (len bytes: the client's
+ * body as it came) in client's dialect turned into upstream's, with rules
+ * applied (NULL: none). Translating parses the body into a tree (the
+ * translators read it whole); the rules are applied to the raw bytes (of
+ * the client's body, or of the translator's output) without one, so every
+ * byte no rule changes goes as it came. *up_stream is set to whether the
+ * upstream request streams (the rules may force it). Returns 0 with out
+ * filled, or -1 with err (out emptied): a body that is not a valid JSON
+ * object, a field a translation cannot carry. */
+int dialect_request(api_kind client, api_kind upstream, const policy_dialect *rules, const char *body, size_t len,
                     sbuf *out, int *up_stream, dialect_error *err);
 
 /* A plain (non-stream) upstream answer body in upstream's dialect written

@@ -1,9 +1,10 @@
-/* emit.h: what the dialect wing's request writers (chat_request.c,
- * responses_request.c, adapt.c) share to write JSON with base/sbuf: a
+/* emit.h: what the dialect wing's translators (chat_request.c,
+ * responses_request.c) share to write JSON from a tree with base/sbuf: a
  * member's key with the comma before it, a string node as a literal (its
  * decoded bytes, NULs included), and a value written as the JSON text of a
  * string (a tool call's arguments that came as an object). Subtrees that
- * pass unchanged go through json_write. */
+ * pass unchanged go through json_write. (adapt.c writes no tree: it copies
+ * the body's own bytes.) */
 #ifndef SY_DIALECT_EMIT_H
 #define SY_DIALECT_EMIT_H
 #include <stddef.h>

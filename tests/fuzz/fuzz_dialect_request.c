@@ -1,22 +1,27 @@
 /* fuzz_dialect_request.c: the request side of the dialect wing
  * (src/dialect/: dialect_request through the table of pairs, the two
- * translators, adapt) on any bytes. The input, when it parses, is the
- * client's body for each of the four client × upstream pairs, under four
- * rule sets: none, the ChatGPT backend's, a Chat relay's (ignore lists, a
- * rename, stream forced), rules that fight each other (renames onto
- * forced and dropped names, forced names dropped), and only the rules the
- * plan decides from the request's facts (stream, store, instructions). What must hold: a
- * refusal is a 400 with a code and a message and leaves the output empty;
- * an accepted body parses (json_parse: within its 128 levels too) as an
- * object; *up_stream is what the body's last "stream" says, and true when
- * the rules force it; for a Responses upstream store is false, the
- * instructions non-empty, the input a list, no input item carries an id or
- * a system role when the rules say so; a dropped name is gone; a translated
- * body has its dialect's list (messages, input); and when dialect_plan
- * says passthrough, the body adapt writes reads the same as the client's
- * (every name's last value equal). */
+ * translators, adapt on raw bytes) on any bytes. The input is the client's
+ * body for each of the four client × upstream pairs, under five rule sets:
+ * none, the ChatGPT backend's, a Chat relay's (ignore lists, a rename,
+ * stream forced), rules that fight each other (renames onto forced and
+ * dropped names, forced names dropped), and only the rules the plan
+ * decides from the request's facts (stream, store, instructions). What
+ * must hold: a refusal is a 400 with a code and a message and leaves the
+ * output empty; bytes that json_parse takes as an object are never refused
+ * in the same dialect, and nothing else is taken; an accepted body parses
+ * (json_parse: within its 128 levels too) as an object; *up_stream is what
+ * the body's last "stream" says, and true when the rules force it; for a
+ * Responses upstream store is false, the instructions non-empty, the input
+ * a list, no input item carries an id or a system role when the rules say
+ * so; a dropped name is gone; a translated body has its dialect's list
+ * (messages, input); in the same dialect, a top-level member no rule names
+ * keeps its value byte for byte, with no rules (NULL or all empty) the
+ * output is the input byte for byte, and when dialect_plan, given the facts
+ * dialect_facts_read takes from the shallow parse the proxy makes, says
+ * passthrough, the output is the input byte for byte too. */
 #include "fuzz_common.h"
 #include "base/json.h"
+#include "dialect/adapt.h"
 #include "dialect/dialect.h"
 #include <string.h>
 
@@ -69,14 +74,27 @@ static void fuzz_rules(policy_dialect r[FUZZ_RULES])
     sbuf_copy_cstr(r[4].instructions, sizeof r[4].instructions, "x");
 }
 
-/* The facts a proxy reads of the client's body for dialect_plan: what
- * adapt itself goes by (the last copy; store counts as said only as a
- * boolean; instructions only as a non-empty string). */
-static dialect_req_facts fuzz_facts(const json_value *doc)
+/* Facts as the plan read them before dialect_facts_read (exact 0). */
+static dialect_req_facts facts4(int stream, int has_instructions, int store_absent, int store_true)
+{
+    dialect_req_facts f;
+    memset(&f, 0, sizeof f);
+    f.stream = stream;
+    f.has_instructions = has_instructions;
+    f.store_absent = store_absent;
+    f.store_true = store_true;
+    return f;
+}
+
+/* The facts as the plan had them before dialect_facts_read (exact 0):
+ * what adapt itself goes by (the last copy; store counts as said only as
+ * a boolean; instructions only as a non-empty string). */
+static dialect_req_facts fuzz_facts_legacy(const json_value *doc)
 {
     const json_value *st = json_get(doc, "stream"), *store = json_get(doc, "store");
     const json_value *ins = json_get(doc, "instructions");
-    dialect_req_facts f = {0, 0, 0, 0};
+    dialect_req_facts f;
+    memset(&f, 0, sizeof f);
     f.stream = st && st->type == JSON_TRUE;
     f.has_instructions = ins && ins->type == JSON_STRING && ins->str_len > 0;
     f.store_absent = !store || (store->type != JSON_TRUE && store->type != JSON_FALSE);
@@ -101,6 +119,35 @@ static void fuzz_same_reading(const json_value *a, const json_value *b)
         }
 }
 
+static int fuzz_listed(const char (*list)[POLICY_DIALECT_NAME_MAX], size_t n, const char *name)
+{
+    return refuse_listed(list, n, name);
+}
+
+/* A top-level member no rule names keeps its (last) value byte for byte:
+ * not owned, not dropped, not renamed away. The first 16 names of doc. */
+static void fuzz_untouched_bytes(api_kind upstream, const policy_dialect *r, const char *in, size_t n,
+                                 const json_value *doc, const sbuf *out)
+{
+    size_t k = 0;
+    for (const json_value *m = doc->child; m && k < 16; m = m->next, k++) {
+        if (r && (adapt_owns(upstream, r, m->key) || fuzz_listed((const char (*)[POLICY_DIALECT_NAME_MAX])r->drop,
+                                                                   r->n_drop, m->key) ||
+                  fuzz_listed((const char (*)[POLICY_DIALECT_NAME_MAX])r->rename_from, r->n_rename, m->key)))
+            continue;
+        size_t a0, a1, b0, b1;
+        FUZZ_CHECK(json_member_span(in, n, m->key, &a0, &a1) == 0);
+        FUZZ_CHECK(json_member_span(out->p, out->len, m->key, &b0, &b1) == 0);
+        FUZZ_CHECK(a1 - a0 == b1 - b0 && memcmp(in + a0, out->p + b0, a1 - a0) == 0);
+    }
+}
+
+/* 1 when v is a string of exactly the bytes of lit (a NUL inside counts). */
+static int fuzz_is(const json_value *v, const char *lit)
+{
+    return v && v->type == JSON_STRING && v->str_len == strlen(lit) && memcmp(v->str, lit, v->str_len) == 0;
+}
+
 /* An accepted body against the rules and the pair. */
 static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dialect *r, const json_value *doc,
                             const json_value *got, int up_stream)
@@ -123,7 +170,8 @@ static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dia
                         (upstream == API_RESPONSES &&
                          ((r->store_off && strcmp(name, "store") == 0) ||
                           (r->has_instructions && strcmp(name, "instructions") == 0) ||
-                          ((r->input_list || r->strip_item_ids || r->system_role[0]) && strcmp(name, "input") == 0)));
+                          ((r->input_list || r->strip_item_ids || r->system_role[0] || r->has_instructions) &&
+                           strcmp(name, "input") == 0)));
             if (!owned)
                 FUZZ_CHECK(!json_get(got, name));
         }
@@ -141,42 +189,58 @@ static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dia
     for (const json_value *it = input && input->type == JSON_ARRAY ? input->child : NULL; it; it = it->next) {
         if (it->type != JSON_OBJECT)
             continue;
-        const char *type = json_get_str(it, "type");
-        if (r->strip_item_ids && !(type && strcmp(type, "item_reference") == 0))
+        const json_value *type = json_get(it, "type");
+        if (r->strip_item_ids && !fuzz_is(type, "item_reference"))
             for (const json_value *m = it->child; m; m = m->next)
                 FUZZ_CHECK(strcmp(m->key, "id") != 0);
-        if (r->system_role[0] && (!json_get(it, "type") || (type && strcmp(type, "message") == 0)))
+        if (r->system_role[0] && (!type || fuzz_is(type, "message")))
             for (const json_value *m = it->child; m; m = m->next)
-                FUZZ_CHECK(strcmp(m->key, "role") != 0 || m->type != JSON_STRING || strcmp(m->str, "system") != 0 ||
+                FUZZ_CHECK(strcmp(m->key, "role") != 0 || !fuzz_is(m, "system") ||
                            strcmp(r->system_role, "system") == 0);
     }
     (void)doc;
 }
 
-static void fuzz_one(api_kind client, api_kind upstream, const policy_dialect *r, const json_value *doc)
+static int fuzz_rules_empty(const policy_dialect *r)
+{
+    static const policy_dialect none;
+    return !r || memcmp(r, &none, sizeof none) == 0;
+}
+
+static void fuzz_one(api_kind client, api_kind upstream, const policy_dialect *r, const char *in, size_t n,
+                     const json_value *doc, const dialect_req_facts *facts)
 {
     sbuf out = SBUF_INIT;
     sbuf_puts(&out, "stale");
     dialect_error err;
     memset(&err, 0x5a, sizeof err); /* dialect_request fills what it says */
     int up_stream = 7;
-    int rc = dialect_request(client, upstream, r, doc, &out, &up_stream, &err);
+    int object = doc && doc->type == JSON_OBJECT;
+    int rc = dialect_request(client, upstream, r, in, n, &out, &up_stream, &err);
     if (rc != 0) {
         FUZZ_CHECK(rc == -1 && out.len == 0 && up_stream == 7);
         FUZZ_CHECK(err.status == 400);
         FUZZ_CHECK(memchr(err.param, '\0', sizeof err.param) && memchr(err.code, '\0', sizeof err.code));
         FUZZ_CHECK(memchr(err.message, '\0', sizeof err.message) && err.message[0] && err.code[0]);
+        FUZZ_CHECK(client != upstream || !object); /* adapt takes every object json_parse takes */
         sbuf_free(&out);
         return;
     }
     FUZZ_CHECK(up_stream == 0 || up_stream == 1);
+    FUZZ_CHECK(doc != NULL); /* nothing json_parse refuses is taken */
     json_value *got = json_parse(out.p, out.len, NULL, 0);
     FUZZ_CHECK(got != NULL);
     fuzz_check_body(client, upstream, r, doc, got, up_stream);
-    if (client == upstream && doc && doc->type == JSON_OBJECT) {
-        dialect_req_facts f = fuzz_facts(doc);
-        if (dialect_plan(client, upstream, r, &f) == DIALECT_NONE)
+    if (client == upstream) {
+        FUZZ_CHECK(object);
+        if (fuzz_rules_empty(r))
+            FUZZ_CHECK(out.len == n && memcmp(out.p, in, n) == 0);
+        if (dialect_plan(client, upstream, r, facts) == DIALECT_NONE)
+            FUZZ_CHECK(out.len == n && memcmp(out.p, in, n) == 0);
+        dialect_req_facts legacy = fuzz_facts_legacy(doc);
+        if (dialect_plan(client, upstream, r, &legacy) == DIALECT_NONE)
             fuzz_same_reading(doc, got);
+        fuzz_untouched_bytes(upstream, r, in, n, doc, &out);
     }
     json_free(got);
     sbuf_free(&out);
@@ -184,19 +248,29 @@ static void fuzz_one(api_kind client, api_kind upstream, const policy_dialect *r
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
-    json_value *doc = json_parse((const char *)data, n, NULL, 0); /* NULL: refused, never a crash */
+    const char *in = (const char *)data;
+    json_value *doc = json_parse(in, n, NULL, 0); /* NULL: refused, never a crash */
+    /* the facts as the proxy reads them: from request.c's shallow parse */
+    json_value *shallow = json_parse_shallow(in, n, 1, NULL, 0);
+    FUZZ_CHECK(!shallow == !doc);
+    dialect_req_facts facts;
+    dialect_facts_read(&facts, shallow);
+    FUZZ_CHECK(facts.exact == (doc && doc->type == JSON_OBJECT));
+    json_free(shallow);
     policy_dialect rules[FUZZ_RULES];
     fuzz_rules(rules);
     static const api_kind apis[] = {API_CHAT, API_RESPONSES};
     for (size_t c = 0; c < 2; c++)
         for (size_t u = 0; u < 2; u++)
             for (size_t k = 0; k < FUZZ_RULES; k++) {
-                dialect_req_facts f = {0, 0, 1, 0};
+                dialect_req_facts f = facts4(0, 0, 1, 0);
                 dialect_step step = dialect_plan(apis[c], apis[u], k ? &rules[k] : NULL, &f);
                 FUZZ_CHECK(step == DIALECT_NONE || step == DIALECT_ADAPT || step == DIALECT_TRANSLATE);
                 FUZZ_CHECK((step == DIALECT_TRANSLATE) == (c != u));
                 FUZZ_CHECK((strlen(dialect_pair_name(apis[c], apis[u])) > 0) == (c != u));
-                fuzz_one(apis[c], apis[u], k ? &rules[k] : NULL, doc);
+                fuzz_one(apis[c], apis[u], k ? &rules[k] : NULL, in, n, doc, &facts);
+                if (!k && c == u) /* rules that are there and say nothing */
+                    fuzz_one(apis[c], apis[u], &rules[0], in, n, doc, &facts);
             }
     json_free(doc);
     return 0;

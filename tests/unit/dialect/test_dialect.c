@@ -6,21 +6,28 @@
 #include "dialect_check.h"
 #include "dialect/dialect.h"
 
+/* Facts as the plan read them before dialect_facts_read (exact 0). */
+static dialect_req_facts facts4(int stream, int has_instructions, int store_absent, int store_true)
+{
+    dialect_req_facts f;
+    memset(&f, 0, sizeof f);
+    f.stream = stream;
+    f.has_instructions = has_instructions;
+    f.store_absent = store_absent;
+    f.store_true = store_true;
+    return f;
+}
+
 /* dialect_request on body: the parsed output (NULL when refused). */
 static json_value *req(api_kind client, api_kind upstream, const policy_dialect *r, const char *body, int *streams,
                        dialect_error *err)
 {
-    json_value *doc = json_parse(body, strlen(body), NULL, 0);
-    if (!doc) {
-        fprintf(stderr, "  test body does not parse: %s\n", body);
-        return NULL;
-    }
     sbuf out = SBUF_INIT;
     sbuf_puts(&out, "stale"); /* dialect_request fills out from empty */
     dialect_error spare;
     int st = -1;
     json_value *got = NULL;
-    if (dialect_request(client, upstream, r, doc, &out, &st, err ? err : &spare) == 0) {
+    if (dialect_request(client, upstream, r, body, strlen(body), &out, &st, err ? err : &spare) == 0) {
         got = json_parse(out.p, out.len, NULL, 0);
         CHECK(got != NULL);
         CHECK(st == 0 || st == 1);
@@ -30,7 +37,6 @@ static json_value *req(api_kind client, api_kind upstream, const policy_dialect 
     if (streams)
         *streams = st;
     sbuf_free(&out);
-    json_free(doc);
     return got;
 }
 
@@ -54,7 +60,7 @@ static void test_names_parse_and_pair_names_follow_the_table(void)
 
 static void test_plan_translates_across_dialects_whatever_the_rules(void)
 {
-    dialect_req_facts f = {1, 1, 0, 0};
+    dialect_req_facts f = facts4(1, 1, 0, 0);
     CHECK_EQ_INT(dialect_plan(API_CHAT, API_RESPONSES, NULL, &f), DIALECT_TRANSLATE);
     CHECK_EQ_INT(dialect_plan(API_RESPONSES, API_CHAT, NULL, &f), DIALECT_TRANSLATE);
 }
@@ -63,7 +69,7 @@ static void test_plan_is_passthrough_when_no_rule_would_change_the_request(void)
 {
     policy_dialect r;
     memset(&r, 0, sizeof r);
-    dialect_req_facts f = {0, 0, 1, 0};
+    dialect_req_facts f = facts4(0, 0, 1, 0);
     CHECK_EQ_INT(dialect_plan(API_RESPONSES, API_RESPONSES, NULL, &f), DIALECT_NONE);
     CHECK_EQ_INT(dialect_plan(API_RESPONSES, API_RESPONSES, &r, &f), DIALECT_NONE);
     rules_add(r.ignore, &r.n_ignore, "n"); /* for translations only */
@@ -73,10 +79,10 @@ static void test_plan_is_passthrough_when_no_rule_would_change_the_request(void)
     r.stream = 1;
     r.store_off = 1;
     r.has_instructions = 1;
-    dialect_req_facts ready = {1, 1, 0, 0};
+    dialect_req_facts ready = facts4(1, 1, 0, 0);
     CHECK_EQ_INT(dialect_plan(API_RESPONSES, API_RESPONSES, &r, &ready), DIALECT_NONE);
     /* Responses-only rules do nothing to a chat request that streams */
-    dialect_req_facts chat_streams = {1, 0, 1, 0};
+    dialect_req_facts chat_streams = facts4(1, 0, 1, 0);
     CHECK_EQ_INT(dialect_plan(API_CHAT, API_CHAT, &r, &chat_streams), DIALECT_NONE);
 }
 
@@ -87,7 +93,7 @@ static void test_plan_adapts_when_a_rule_applies_to_this_request(void)
     r.stream = 1;
     r.store_off = 1;
     r.has_instructions = 1;
-    dialect_req_facts ready = {1, 1, 0, 0};
+    dialect_req_facts ready = facts4(1, 1, 0, 0);
     dialect_req_facts f = ready;
     f.stream = 0;
     CHECK_EQ_INT(dialect_plan(API_RESPONSES, API_RESPONSES, &r, &f), DIALECT_ADAPT);
@@ -113,6 +119,85 @@ static void test_plan_adapts_when_a_rule_applies_to_this_request(void)
     q.strip_item_ids = 1;
     CHECK_EQ_INT(dialect_plan(API_RESPONSES, API_RESPONSES, &q, &ready), DIALECT_ADAPT);
     CHECK_EQ_INT(dialect_plan(API_CHAT, API_CHAT, &q, &ready), DIALECT_NONE);
+}
+
+/* The plan from dialect_facts_read (the proxy's reading of the shallow
+ * doc) against what adapt does with the same body: NONE exactly when the
+ * output is the body byte for byte; the one case it cannot tell without
+ * looking into input's items (the body's bulk) is ADAPT. */
+static void test_plan_from_the_facts_read_is_passthrough_exactly_when_adapt_changes_nothing(void)
+{
+    policy_dialect gpt, chat, ren;
+    rules_chatgpt(&gpt);
+    memset(&chat, 0, sizeof chat);
+    chat.stream = 1;
+    rules_add(chat.drop, &chat.n_drop, "seed");
+    memset(&ren, 0, sizeof ren);
+    rules_add(ren.rename_from, &ren.n_rename, "max_tokens");
+    strcpy(ren.rename_to[0], "max_completion_tokens");
+    rules_add(ren.drop, &ren.n_drop, "stream"); /* owned by no rule here: a drop like any */
+    const struct {
+        api_kind api;
+        const policy_dialect *r;
+        const char *body;
+        int adapt; /* 1: ADAPT expected; 2: ADAPT although the output is the same (items not looked at) */
+    } cases[] = {
+        {API_RESPONSES, &gpt, "{\"model\":\"g\",\"instructions\":\"i\","
+                              "\"input\":[],\"store\":false,\"stream\":true}", 0},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\",\"input\":[],\"store\":false,\"stream\":true,\"top_p\":1}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\",\"input\":\"hi\",\"store\":false,\"stream\":true}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\","
+                              "\"input\":[],\"store\":false,\"stream\":true,\"stream\":true}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\",\"input\":[],\"input\":[],\"store\":false,\"stream\":true}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"\",\"input\":[],\"store\":false,\"stream\":true}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\",\"input\":[],\"store\":null,\"stream\":true}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\",\"input\":[],\"store\":false}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\","
+                              "\"input\":[{\"id\":\"msg_1\"}],\"store\":false,\"stream\":true}", 1},
+        {API_RESPONSES, &gpt, "{\"instructions\":\"i\","
+                              "\"input\":[{\"role\":\"user\"}],\"store\":false,\"stream\":true}", 2},
+        {API_CHAT, &chat, "{\"messages\":[],\"stream\":true}", 0},
+        {API_CHAT, &chat, "{\"messages\":[],\"stream\":true,\"seed\":1}", 1},
+        {API_CHAT, &chat, "{\"messages\":[],\"stream\":false}", 1},
+        {API_CHAT, &ren, "{\"messages\":[],\"max_completion_tokens\":5}", 0},
+        {API_CHAT, &ren, "{\"messages\":[],\"max_tokens\":5}", 1},
+        {API_CHAT, &ren, "{\"messages\":[],\"stream\":false}", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *b = cases[i].body;
+        json_value *doc = json_parse_shallow(b, strlen(b), 1, NULL, 0);
+        dialect_req_facts f;
+        dialect_facts_read(&f, doc);
+        json_free(doc);
+        CHECK_EQ_INT(f.exact, 1);
+        dialect_step step = dialect_plan(cases[i].api, cases[i].api, cases[i].r, &f);
+        sbuf out = SBUF_INIT;
+        int st;
+        CHECK_EQ_INT(dialect_request(cases[i].api, cases[i].api, cases[i].r, b, strlen(b), &out, &st, NULL), 0);
+        int same = out.len == strlen(b) && memcmp(out.p, b, out.len) == 0;
+        CHECK_EQ_INT(step, cases[i].adapt ? DIALECT_ADAPT : DIALECT_NONE);
+        CHECK_EQ_INT(same, cases[i].adapt != 1);
+        if (step != (cases[i].adapt ? DIALECT_ADAPT : DIALECT_NONE) || same != (cases[i].adapt != 1))
+            fprintf(stderr, "  case %zu: %s -> %s\n", i, b, out.p);
+        sbuf_free(&out);
+    }
+    /* more top-level names than the facts keep: any drop may apply */
+    sbuf big = SBUF_INIT;
+    sbuf_puts(&big, "{\"messages\":[],\"stream\":true");
+    for (int i = 0; i < DIALECT_FACT_NAMES; i++)
+        sbuf_printf(&big, ",\"x%d\":%d", i, i);
+    sbuf_puts(&big, "}");
+    json_value *doc = json_parse_shallow(big.p, big.len, 1, NULL, 0);
+    dialect_req_facts f;
+    dialect_facts_read(&f, doc);
+    json_free(doc);
+    CHECK_EQ_INT(dialect_plan(API_CHAT, API_CHAT, &chat, &f), DIALECT_ADAPT);
+    sbuf_free(&big);
+    /* no object: no facts, the plan of before */
+    doc = json_parse_shallow("[1]", 3, 1, NULL, 0);
+    dialect_facts_read(&f, doc);
+    json_free(doc);
+    CHECK_EQ_INT(f.exact, 0);
 }
 
 static void test_a_chat_request_on_the_chatgpt_backend_takes_instructions_from_its_system_messages(void)
@@ -166,13 +251,22 @@ static void test_the_same_dialect_is_adapted_and_without_rules_written_as_it_cam
     rules_chatgpt(&r);
     int st = 0;
     json_value *o = req(API_RESPONSES, API_RESPONSES, &r,
-                        "{\"model\":\"gpt-5\",\"input\":[{\"type\":\"message\",\"id\":\"msg_1\",\"role\":\"system\","
-                        "\"content\":\"s\"}],\"store\":true}",
+                        "{\"model\":\"gpt-5\",\"instructions\":\"i\",\"input\":[{\"type\":\"message\",\"id\":\"msg_1\","
+                        "\"role\":\"system\",\"content\":\"s\"}],\"store\":true}",
                         &st, NULL);
     CHECK_EQ_STR(jstr(o, "input.0.role"), "developer");
     CHECK(!jpath(o, "input.0.id"));
     CHECK(json_get(o, "store")->type == JSON_FALSE);
     CHECK_EQ_INT(st, 1);
+    json_free(o);
+    /* without instructions, the leading system message becomes them */
+    o = req(API_RESPONSES, API_RESPONSES, &r,
+            "{\"model\":\"gpt-5\",\"input\":[{\"type\":\"message\",\"id\":\"msg_1\",\"role\":\"system\","
+            "\"content\":\"s\"},{\"role\":\"user\",\"content\":\"hi\"}],\"store\":true}",
+            &st, NULL);
+    CHECK_EQ_STR(jstr(o, "instructions"), "s");
+    CHECK_EQ_INT(jcount(o, "input"), 1);
+    CHECK_EQ_STR(jstr(o, "input.0.role"), "user");
     json_free(o);
     o = req(API_CHAT, API_CHAT, NULL, "{\"messages\":[],\"stream\":true,\"seed\":1}", &st, NULL);
     CHECK_EQ_INT(o ? o->count : 0, 3);
@@ -251,10 +345,10 @@ static void test_chat_messages_go_to_responses_and_back_unchanged_in_meaning(voi
     sbuf mid = SBUF_INIT, back = SBUF_INIT;
     dialect_error err;
     int st = 0;
-    CHECK_EQ_INT(dialect_request(API_CHAT, API_RESPONSES, NULL, orig, &mid, &st, &err), 0);
+    CHECK_EQ_INT(dialect_request(API_CHAT, API_RESPONSES, NULL, body, strlen(body), &mid, &st, &err), 0);
     json_value *resp = json_parse(mid.p, mid.len, NULL, 0);
     CHECK(resp != NULL);
-    CHECK_EQ_INT(dialect_request(API_RESPONSES, API_CHAT, NULL, resp, &back, &st, &err), 0);
+    CHECK_EQ_INT(dialect_request(API_RESPONSES, API_CHAT, NULL, mid.p, mid.len, &back, &st, &err), 0);
     json_value *again = json_parse(back.p, back.len, NULL, 0);
     CHECK(again != NULL);
     sbuf a = SBUF_INIT, b = SBUF_INIT;
@@ -284,6 +378,7 @@ int main(void)
     RUN(test_plan_translates_across_dialects_whatever_the_rules);
     RUN(test_plan_is_passthrough_when_no_rule_would_change_the_request);
     RUN(test_plan_adapts_when_a_rule_applies_to_this_request);
+    RUN(test_plan_from_the_facts_read_is_passthrough_exactly_when_adapt_changes_nothing);
     RUN(test_a_chat_request_on_the_chatgpt_backend_takes_instructions_from_its_system_messages);
     RUN(test_a_responses_request_on_a_chat_relay_leaves_out_what_the_relay_ignores);
     RUN(test_the_same_dialect_is_adapted_and_without_rules_written_as_it_came);
