@@ -12,7 +12,9 @@
 --   store = false        "store": false upstream, whatever the client asked
 --                        (the gateway's own conversation record then keeps
 --                        what a client asked to store)
---   instructions = text  given to a request without instructions
+--   instructions = text  a request without instructions takes the system or
+--                        developer messages that open its input (Codex
+--                        sends its prompt so), else this text
 --   input_list = true    a string "input" goes as one user message
 --   system_role = role   a system message in "input" goes with this role
 --   strip_item_ids = true input items go without their ids
