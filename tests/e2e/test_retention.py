@@ -51,7 +51,12 @@ class RetentionTest(GatewayTest):
         db.close()
         self.assertEqual(self.rows(g)["n"], 3)
         g.start()
+        restarted = time.time()
         self.assertEqual(g.post("/v1/chat/completions", CHAT).status, 200)
+        # the sweep runs at any commit (a state written at start may come first): the new request's row
+        # is waited for by its own sign, then the old one's absence
+        wait_for(lambda: g.query("SELECT count(*) AS n FROM request_logs WHERE ts >= ?", (restarted - 1,))[0]["n"],
+                 what="the new request's row")
         wait_for(lambda: g.query("SELECT count(*) AS n FROM request_logs WHERE ts < ?",
                                  (time.time() - 7 * 86400,))[0]["n"] == 0, what="the 8-day-old row swept")
         self.assertEqual(self.rows(g)["n"], 3, "the 6-day-old row and the two recent ones stay")
