@@ -580,6 +580,7 @@ class WebSocketTest(GatewayTest):
         before = loopback_ports(g.port) | {c.sock.getsockname()[1]}
         for text in ("one", "two"):
             self.assertEqual(c.turn(create([user(text)]))[-1]["type"], "response.completed")
+        self.assertEqual(len(loopback_ports(g.port) - before), 1)
         kept, = loopback_ports(g.port) - before
         # the server's idle timeout closes the kept connection; the gateway sees it go (its client end
         # closed too: neither open nor half-closed)
