@@ -517,6 +517,12 @@ typedef enum {
 store_import_outcome store_writer_import_result(store *s, uint64_t ticket, char *name, size_t namelen, char *err,
                                                 size_t errlen);
 uint64_t store_writer_committed(store *s);
+/* 1 while a change the loop applied to the running gateway when it queued
+ * it (the admin API's changes, holds) is not committed yet, else 0 (also
+ * when no writer runs). A pool reload from the database meanwhile would
+ * read those rows as they were and undo the change in the running gateway
+ * until the reload its commit causes: pool_refresh waits instead. */
+int store_writer_unwritten_changes(store *s);
 /* An eventfd that becomes readable after a batch holding logins committed
  * (read it to reset). -1 before store_writer_start. */
 int store_writer_notify_fd(store *s);
@@ -528,6 +534,7 @@ void store_writer_sync(store *s);
 typedef struct store_writer_stats {
     size_t pending_logs;     /* request logs queued, not yet taken into a batch */
     size_t pending_states;   /* accounts with a coalesced state upsert queued */
+    size_t pending_changes;  /* admin changes queued, not yet taken into a batch (at most 64) */
     uint64_t dropped_logs;   /* oldest request logs dropped because the queue was full */
     uint64_t failed_commits; /* batch commits that failed (and were retried) */
     size_t pending_owners;   /* response owners queued */
