@@ -545,6 +545,7 @@ typedef struct store_writer_stats {
     uint64_t swept_logs;            /* request_logs rows the retention deleted */
     uint64_t conversation_sweeps;   /* commits that swept (a sweep deletes at most STORE_CONV_SWEEP_ROWS) */
     int failing;             /* the latest commit failed (disk full, I/O error, ...); it is being retried */
+    int idle;                /* the writer waits for work: nothing taken and not committed */
     char last_error[128];    /* the latest failure, e.g. "database or disk is full (sqlite code 13)" */
     /* what happened to the database file while the gateway runs (deleted,
      * replaced, made unreadable, truncated), "" while it is fine: checked

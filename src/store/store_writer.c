@@ -933,6 +933,7 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->swept_logs = w->swept_logs;
     out->conversation_sweeps = w->conv_sweeps;
     out->failing = w->failing;
+    out->idle = w->idle && !writer_has_work(w);
     snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);
     snprintf(out->file_problem, sizeof out->file_problem, "%s", w->file_problem);
     out->db_bytes = w->db_bytes;
