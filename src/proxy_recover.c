@@ -120,9 +120,8 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
  * was sent with: a login changed meanwhile may be the fix (the store
  * checks the same when it writes). Held in memory at once, so the router
  * skips it from now on, and written through the store, so a restart keeps
- * it (a pool reload in the moment before the write commits forgets it
- * until the reload that commit causes). Returns 1 when the account is
- * held. */
+ * it (a pool reload waits until the write commits: store_writer_put_hold
+ * pins it). Returns 1 when the account is held. */
 static int proxy_hold(proxy_req *p, const policy_verdict *v, const policy_event *ev, const char *summary)
 {
     pool_account *pa = proxy_account(p);

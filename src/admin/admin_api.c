@@ -935,6 +935,8 @@ static void admin_get_policy(admin_ctx *ctx, struct evhttp_request *req)
     admin_send_json(req, &b);
 }
 
+static size_t admin_changes_waiting(void); /* admin changes waiting for room in the writer's queue */
+
 static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
 {
     gateway *gw = ctx->gw;
@@ -971,10 +973,12 @@ static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
     sbuf_puts(&b, "},\"policy\":{\"source\":");
     admin_str(&b, policy_source(gw->policy));
     sbuf_printf(&b, ",\"fallbacks_total\":%llu},\"writer\":{\"pending_logs\":%zu,\"pending_states\":%zu,"
+                    "\"pending_changes\":%zu,\"changes_waiting\":%zu,\"idle\":%s,"
                     "\"dropped_logs\":%llu,\"failed_commits\":%llu,\"failing\":%s,\"last_error\":",
                 (unsigned long long)(gw->policy_fallbacks_retired + policy_fallbacks(gw->policy)), ws.pending_logs,
-                ws.pending_states, (unsigned long long)ws.dropped_logs, (unsigned long long)ws.failed_commits,
-                ws.failing ? "true" : "false");
+                ws.pending_states, ws.pending_changes, admin_changes_waiting(), ws.idle ? "true" : "false",
+                (unsigned long long)ws.dropped_logs,
+                (unsigned long long)ws.failed_commits, ws.failing ? "true" : "false");
     admin_str(&b, ws.failing ? ws.last_error : "");
     sbuf_puts(&b, ",\"file_problem\":"); /* "" while the database file is fine */
     admin_str(&b, ws.file_problem);
@@ -1027,6 +1031,8 @@ static struct {
     int retry;             /* running a waiter again: a full queue keeps it in its place */
     int still_full;
 } admin_wait;
+
+static size_t admin_changes_waiting(void) { return admin_wait.n; }
 
 static void admin_busy(struct evhttp_request *req)
 {

@@ -63,6 +63,7 @@ struct pool {
     pool_key *keys;
     size_t nkeys;
     int64_t config_version;
+    int reload_waits; /* a reload is due and waits for changes applied here to be written */
     pool_cursor cursors[POOL_CURSORS];
     size_t ncursors, cursor_next;
     pool_owner *owners;
@@ -430,6 +431,17 @@ int pool_refresh(pool *p)
     int64_t v = store_config_version(p->st);
     if (v < 0 || v == p->config_version)
         return 0;
+    if (store_writer_unwritten_changes(p->st)) {
+        /* an admin change (or a hold) applied here is still on its way to
+         * the database: reloading now would read its row as it was and undo
+         * it until the next reload. Its commit moves config_version too, so
+         * the reload after it brings everything. */
+        if (!p->reload_waits)
+            log_debug("pool: the reload waits for changes made here to be written");
+        p->reload_waits = 1;
+        return 0;
+    }
+    p->reload_waits = 0;
     p->config_version = v;
     pool_load(p);
     log_info("pool: reloaded %zu accounts, %zu platform keys", p->n, p->nkeys);

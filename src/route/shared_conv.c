@@ -10,19 +10,21 @@
 #define SHARED_CONV_TRIM_S "256" /* SHARED_CONV_TRIM, in the script's text */
 
 /* Stores a turn unless held (a response id is written once), indexes it
- * by Redis's time, then trims the pool's turns: past the TTL, above
- * max_rows or max_bytes, the oldest first, SHARED_CONV_TRIM at most.
+ * by Redis's time to the microsecond (whole seconds tied every turn of one
+ * second, and a tie is ordered by the member, "BYTES:ID": the turn just
+ * written could go first), then trims the pool's turns: past the TTL,
+ * above max_rows or max_bytes, the oldest first, SHARED_CONV_TRIM at most.
  * KEYS: the turn, the order, the bytes. ARGV: account, previous id ("" for
  * none), unix seconds, input, output, ttl s, max_rows, max_bytes, the turn
  * keys' prefix. Answers the turns deleted. */
 #define SHARED_CONV_TELL_LUA                                                                              \
     "if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end "                                          \
-    "local now = tonumber(redis.call('TIME')[1]) local ttl = tonumber(ARGV[6]) "                        \
+    "local clock = redis.call('TIME') local now = tonumber(clock[1]) local ttl = tonumber(ARGV[6]) "    \
     "local id = string.sub(KEYS[1], #ARGV[9] + 1) local size = #ARGV[4] + #ARGV[5] "                    \
     "if ARGV[2] == '' then redis.call('HSET', KEYS[1], 'a', ARGV[1], 't', ARGV[3], 'i', ARGV[4], 'o', ARGV[5]) " \
     "else redis.call('HSET', KEYS[1], 'a', ARGV[1], 'p', ARGV[2], 't', ARGV[3], 'i', ARGV[4], 'o', ARGV[5]) end " \
     "redis.call('EXPIRE', KEYS[1], ttl) "                                                                \
-    "redis.call('ZADD', KEYS[2], now, size .. ':' .. id) "                                               \
+    "redis.call('ZADD', KEYS[2], string.format('%.6f', now + tonumber(clock[2]) / 1000000), size .. ':' .. id) " \
     "local total = redis.call('INCRBY', KEYS[3], size) local rows = redis.call('ZCARD', KEYS[2]) "      \
     "local gone = 0 "                                                                                    \
     "while gone < " SHARED_CONV_TRIM_S " do "                                                           \

@@ -542,6 +542,12 @@ typedef enum {
 store_import_outcome store_writer_import_result(store *s, uint64_t ticket, char *name, size_t namelen, char *err,
                                                 size_t errlen);
 uint64_t store_writer_committed(store *s);
+/* 1 while a change the loop applied to the running gateway when it queued
+ * it (the admin API's changes, holds) is not committed yet, else 0 (also
+ * when no writer runs). A pool reload from the database meanwhile would
+ * read those rows as they were and undo the change in the running gateway
+ * until the reload its commit causes: pool_refresh waits instead. */
+int store_writer_unwritten_changes(store *s);
 /* An eventfd that becomes readable after a batch holding logins committed
  * (read it to reset). -1 before store_writer_start. */
 int store_writer_notify_fd(store *s);
@@ -553,6 +559,7 @@ void store_writer_sync(store *s);
 typedef struct store_writer_stats {
     size_t pending_logs;     /* request logs queued, not yet taken into a batch */
     size_t pending_states;   /* accounts with a coalesced state upsert queued */
+    size_t pending_changes;  /* admin changes queued, not yet taken into a batch (at most 64) */
     uint64_t dropped_logs;   /* oldest request logs dropped because the queue was full */
     uint64_t failed_commits; /* batch commits that failed (and were retried) */
     size_t pending_owners;   /* response owners queued */
@@ -563,6 +570,7 @@ typedef struct store_writer_stats {
     uint64_t swept_logs;            /* request_logs rows the retention deleted */
     uint64_t conversation_sweeps;   /* commits that swept (a sweep deletes at most STORE_CONV_SWEEP_ROWS) */
     int failing;             /* the latest commit failed (disk full, I/O error, ...); it is being retried */
+    int idle;                /* the writer waits for work: nothing taken and not committed */
     char last_error[128];    /* the latest failure, e.g. "database or disk is full (sqlite code 13)" */
     /* what happened to the database file while the gateway runs (deleted,
      * replaced, made unreadable, truncated), "" while it is fine: checked

@@ -133,6 +133,7 @@ typedef struct store_writer {
     account_state *states; /* one coalesced upsert per account */
     size_t n_states, cap_states;
     uint64_t queued_seq, committed_seq;
+    uint64_t pinned_seq;  /* the last change the loop applied before it was written (admin ops, holds) */
     uint64_t dropped_logs, failed_commits;
     int failing;          /* the latest commit failed; cleared by the next success */
     char last_error[128]; /* sqlite's message for the latest failure */

@@ -736,7 +736,7 @@ int store_writer_put_admin_ops(store *s, const store_admin_op *ops, size_t n)
         w->n_ops++;
     }
     if (ok && n) {
-        w->queued_seq++;
+        w->pinned_seq = ++w->queued_seq; /* applied by the loop already: a reload must not undo it */
         if (w->idle)
             pthread_cond_signal(&w->work_cv);
     }
@@ -779,7 +779,12 @@ uint64_t store_writer_put_hold(store *s, const store_hold *h)
         writer_login_free(it);
         return 0;
     }
-    return writer_login_queue(&s->w, it);
+    uint64_t seq = writer_login_queue(&s->w, it);
+    pthread_mutex_lock(&s->w.mu);
+    if (seq > s->w.pinned_seq) /* the loop holds the account already: a reload must not undo it */
+        s->w.pinned_seq = seq;
+    pthread_mutex_unlock(&s->w.mu);
+    return seq;
 }
 
 uint64_t store_writer_put_models(store *s, int64_t account_id, const char *ids, const char *codex)
@@ -887,6 +892,15 @@ uint64_t store_writer_committed(store *s)
 
 int store_writer_notify_fd(store *s) { return s->w.notify_fd; }
 
+int store_writer_unwritten_changes(store *s)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    int pinned = w->running && w->committed_seq < w->pinned_seq;
+    pthread_mutex_unlock(&w->mu);
+    return pinned;
+}
+
 void store_writer_sync(store *s)
 {
     store_writer *w = &s->w;
@@ -908,6 +922,7 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     pthread_mutex_lock(&w->mu);
     out->pending_logs = w->n_logs;
     out->pending_states = w->n_states;
+    out->pending_changes = w->n_ops;
     out->dropped_logs = w->dropped_logs;
     out->failed_commits = w->failed_commits;
     out->pending_owners = w->n_owners;
@@ -918,6 +933,7 @@ void store_writer_stats_get(store *s, store_writer_stats *out)
     out->swept_logs = w->swept_logs;
     out->conversation_sweeps = w->conv_sweeps;
     out->failing = w->failing;
+    out->idle = w->idle && !writer_has_work(w);
     snprintf(out->last_error, sizeof out->last_error, "%s", w->last_error);
     snprintf(out->file_problem, sizeof out->file_problem, "%s", w->file_problem);
     out->db_bytes = w->db_bytes;

@@ -292,11 +292,14 @@ class AdminTest(GatewayTest):
     def test_disable_enable_and_prefer_steer_the_next_request(self):
         g, tok = self.pool("ok")
         self.assertEqual(g.post("/v1/responses", BODY).headers["x-switchyard-account"], "a")
+        reloads = g.log_text().count("pool: reloaded")
         self.assertEqual(call(g, "POST", "/admin/api/accounts/disable", {"account": "a"}, token=tok).status, 200)
         self.assertEqual(self.accounts(g, tok)["a"]["state"], "disabled")
         self.assertEqual(g.post("/v1/responses", BODY).headers["x-switchyard-account"], "b")
         wait_for(lambda: g.query("SELECT 1 FROM accounts WHERE name = 'a' AND enabled = 0") or None,
                  what="the disable written to the database")
+        # its commit moved config_version: the pool reloads it from the database
+        wait_for(lambda: g.log_text().count("pool: reloaded") > reloads, what="the reload of the written disable")
         self.assertEqual(g.post("/v1/responses", BODY).headers["x-switchyard-account"], "b")  # still, after reload
         self.assertEqual(call(g, "POST", "/admin/api/accounts/enable", {"account": "a"}, token=tok).status, 200)
         self.assertEqual(g.post("/v1/responses", BODY).headers["x-switchyard-account"], "a")
@@ -314,7 +317,7 @@ class AdminTest(GatewayTest):
         log = g.log_text()
         for line in ("admin: disable a", "admin: enable a", "admin: prefer key e2e -> b", "admin: prefer key e2e -> (none)"):
             self.assertIn(line, log)
-        self.assertIn("ADMIN_ACTION action=disable", g.trace_text())
+        wait_for(lambda: "ADMIN_ACTION action=disable" in g.trace_text(), what="the disable in the trace")
 
     def test_settings_change_strategy_and_rotation(self):
         g = self.gateway([account("a", self.mock.url("a")), account("b", self.mock.url("b"))], start=False)

@@ -29,6 +29,37 @@ CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}
 BIG = 9 << 20
 
 
+def loop_thread_state(pid):
+    """The state letter of the gateway's loop (its main thread): S while it waits for events."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def unread_from(port):
+    """Bytes waiting unread in the socket connected to port (the gateway's end of its upstream
+    connection), or None when there is no such connection."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if int(f[2].rsplit(":", 1)[1], 16) == port and int(f[3], 16) == 0x01:
+                return int(f[4].split(":")[1], 16)
+    return None
+
+
+def upstream_paused(g, port):
+    """The gateway has stopped reading its upstream at port: bytes wait unread in that socket while
+    its loop sleeps, and none of them was read meanwhile. A loop still relaying would be runnable
+    (the kernel wakes it for those bytes) or would have taken some."""
+    before = unread_from(port)
+    if not before or loop_thread_state(g.proc.pid) != "S":
+        return False
+    return unread_from(port) == before
+
+
 def counted_pad(n):
     """What the mock's `seq=1` pad of n bytes is: each 8 bytes their offset in hex."""
     return "".join("%08x" % i for i in range(0, n, 8))[:n]
@@ -362,7 +393,8 @@ class ClientWritesTest(GatewayTest):
         c.recv_size = 16
         c._more("before the stream began")
         self.assertTrue(c.buf.startswith(b"HTTP/1.1 200"), c.buf)
-        time.sleep(0.6)  # the client stalls; the gateway fills what it may and pauses the upstream
+        # the client stalls; the gateway fills what it may and pauses the upstream
+        wait_for(lambda: upstream_paused(g, up.port), what="the gateway to pause the upstream")
         # held back, the paused transfer costs nothing: no loop turn spent on it again and
         # again (curl's "now" timeouts run in the turn they are set), and others are served
         cpu0 = proc_cpu_seconds(g.proc.pid)

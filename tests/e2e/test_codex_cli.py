@@ -280,7 +280,7 @@ class CodexCliTest(GatewayTest):
         self.assertEqual(reqs[2]["tool_outputs"][-1], back["tool_call"])
         self.assertOnlyOwnBlobs()
         # the gateway knew b minted the blob it kept from a (turn 2's follow-up, on a by affinity)
-        self.assertIn("account=a from=b dropped=1", g.trace_text())
+        wait_for(lambda: "account=a from=b dropped=1" in g.trace_text(), what="turn 2's strip of b's blob in the trace")
 
 
     def test_codex_shows_a_usage_limit_when_the_whole_pool_is_out_of_quota(self):

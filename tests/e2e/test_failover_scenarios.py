@@ -29,8 +29,11 @@ class SlowFirstTokenTest(GatewayTest):
         self.assertEqual(s.status, 200, s)
         self.assertEqual(chat_text(s.events), "hello from b")
         self.assertEqual([e for e in s.events if is_error_event(e)], [])
-        self.assertGreater(took, 14.0)
-        self.assertLess(took, 17.5, "the silent stream was not failed over within the 15 s limit")
+        self.assertGreater(took, 14.0)  # it waited for the limit (load only makes this longer)
+        # cut by the gateway before a's first token (20 s), not answered: a's stream was left
+        rec = wait_for(lambda: [r for r in self.mock.requests("a") if r["aborted"]],
+                       what="a's silent stream cut by the gateway")[0]
+        self.assertFalse(rec["completed"], "the silent stream was not failed over within the first token limit")
         self.assertEqual(self.mock.accounts_hit(), ["a", "b"])
         row = g.wait_request_logs(1)[-1]
         self.assertEqual([(t["account"], t["class"]) for t in json.loads(row["attempts_json"])],
@@ -144,8 +147,12 @@ class CutMidAnswerTest(GatewayTest):
         s = g.stream("/v1/chat/completions", CHAT_STREAM)
         took = time.monotonic() - t0
         self.assertResumedWhole(g, s)
-        self.assertLess(took, 8.0, "the stall after output was not cut at the policy's limit")
-        self.assertGreater(took, 1.9)
+        self.assertGreater(took, 1.9)  # it waited for the policy's limit (load only makes this longer)
+        # cut by the gateway (the client left a's stream) before a's own reset at 20 s, so well before
+        # the 120 s idle limit: the policy's after_output cut it
+        rec = wait_for(lambda: [r for r in self.mock.requests("a") if r["aborted"]],
+                       what="a's stalled stream cut by the gateway")[0]
+        self.assertFalse(rec["completed"], "the stall after output was not cut at the policy's limit")
 
     def test_stream_with_gaps_under_the_after_output_limit_is_not_cut(self):
         # a delta every 2.5 s: under the bundled 30 s after output, served whole by a
@@ -263,7 +270,8 @@ class FallbackRefusesPrefillTest(GatewayTest):
         self.assertEqual([(t["account"], t["outcome"]) for t in json.loads(rows[1]["attempts_json"])],
                          [("a", "resume"), ("c", "ok")])
         self.assertEqual([(r["status"], r["resumed"]) for r in rows], [(200, 1), (200, 1)])
-        self.assertIn('account=b reason="refuses an assistant prefill"', g.trace_text())
+        wait_for(lambda: 'account=b reason="refuses an assistant prefill"' in g.trace_text(),
+                 what="b's skip in the trace")
 
     def test_a_learned_refusal_is_stored_survives_a_restart_and_reset_forgets_it(self):
         g = self.gateway([account("a", self.mock.url("a", "late_reset,after=2")),

@@ -1,7 +1,8 @@
 """test_hostile_admin.py: the admin API and the database under pressure and
 tampering. A settings POST is all or nothing, even when the writer's queue is
 full (it waits for the writer instead of queueing half); 16 concurrent admin
-writers all get through while the writer is stalled; the database file
+writers all get through while the writer is stalled; a change waiting for
+the writer is not undone by a pool reload meanwhile; the database file
 deleted, made unreadable, truncated or replaced under a running gateway makes
 /health degraded with the reason (logged once), the admin overview says it,
 and requests keep being served."""
@@ -46,7 +47,12 @@ class HostileAdminTest(GatewayTest):
     def post(self, g, tok, path, body):
         return http_call(g.port, "POST", path, body, {"Authorization": f"Bearer {tok}"}, timeout=30)
 
-    def stall(self, g):
+    def stall(self, g, tok=None):
+        """The database's write lock held from outside, once the gateway's writer is idle (a batch it
+        took before, say its start-up writes on a loaded machine, would be stuck behind the stall
+        and keep it from taking what the test sends next)."""
+        if tok:
+            wait_for(lambda: self.writer(g, tok)["idle"], what="the gateway's writer to be idle")
         s = WriterStall(g)
         self.addCleanup(s.release)
         return s
@@ -55,13 +61,18 @@ class HostileAdminTest(GatewayTest):
         rows = g.query("SELECT value FROM settings WHERE key = ?", (key,))
         return rows[0]["value"] if rows else None
 
+    def writer(self, g, tok):
+        """The overview's writer: pending_changes (queued, not yet taken into a commit) and
+        changes_waiting (admin requests held until the queue has room), as the loop sees them."""
+        return http_call(g.port, "GET", "/admin/api/overview", None, {"Authorization": f"Bearer {tok}"}).json()["writer"]
+
     def test_two_settings_are_queued_together_or_the_request_waits(self):
         g, tok = self.admin_gateway()
-        stall = self.stall(g)
+        stall = self.stall(g, tok)
         # one change the writer takes and then cannot commit, then 63 more: the queue
         # (64 changes) has room for exactly one
         self.assertEqual(self.post(g, tok, "/admin/api/accounts/enable", {"account": "a"}).status, 200)
-        time.sleep(0.3)
+        wait_for(lambda: self.writer(g, tok)["pending_changes"] == 0, what="the writer to take the first change")
         for _ in range(63):
             r = self.post(g, tok, "/admin/api/accounts/enable", {"account": "a"})
             self.assertEqual(r.status, 200, r)
@@ -69,7 +80,8 @@ class HostileAdminTest(GatewayTest):
         t = threading.Thread(target=lambda: result.setdefault("r", self.post(
             g, tok, "/admin/api/settings", {"strategy": "balanced", "rotation": "aggregate_api_rotation"})))
         t.start()
-        time.sleep(1.0)
+        wait_for(lambda: self.writer(g, tok)["changes_waiting"] == 1, what="the settings POST to wait for room")
+        self.assertNotIn("r", result)  # held, not answered
         stall.release()
         t.join(30)
         r = result.get("r")
@@ -83,7 +95,7 @@ class HostileAdminTest(GatewayTest):
 
     def test_sixteen_concurrent_admin_writers_all_succeed_through_a_stalled_writer(self):
         g, tok = self.admin_gateway()
-        stall = self.stall(g)
+        stall = self.stall(g, tok)
         statuses, lock = [], threading.Lock()
         values = [("balanced", "account_rotation"), ("ordered", "hybrid_rotation")]
 
@@ -100,7 +112,11 @@ class HostileAdminTest(GatewayTest):
         threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)]
         for t in threads:
             t.start()
-        time.sleep(1.5)
+        # the queue full behind the stalled writer: every writer still running has its request held
+        def all_held():
+            waiting = self.writer(g, tok)["changes_waiting"]
+            return waiting > 0 and waiting == sum(t.is_alive() for t in threads)
+        wait_for(all_held, what="every writer waiting for room")
         stall.release()
         for t in threads:
             t.join(60)
@@ -111,6 +127,45 @@ class HostileAdminTest(GatewayTest):
         ov = http_call(g.port, "GET", "/admin/api/overview", None, {"Authorization": f"Bearer {tok}"}).json()
         wait_for(lambda: (self.setting(g, "route_strategy"), self.setting(g, "rotation"))
                  == (ov["strategy"], ov["rotation"]) or None, what="the database to match the running gateway")
+
+    def test_a_change_waiting_for_the_writer_is_not_undone_by_a_reload_meanwhile(self):
+        # the admin API applies a change to the running gateway at once and queues its row for the
+        # writer; another process's change to the database meanwhile (a `switchyard` command) moves
+        # config_version, and a pool reload then would read the admin change's row as it was
+        g = self.gateway([account("a", self.mock.url("a")), account("b", self.mock.url("b"))], start=False)
+        g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", "a")
+        tok = admin_token(g)
+        g.start()
+        self.assertEqual(g.post("/v1/responses", BODY).headers["x-switchyard-account"], "a")
+        stall = self.stall(g, tok)
+        self.assertEqual(self.post(g, tok, "/admin/api/accounts/disable", {"account": "a"}).status, 200)
+        self.assertEqual(self.post(g, tok, "/admin/api/settings", {"strategy": "balanced"}).status, 200)
+
+        def looked():  # the tick's answer to a moved config_version: a reload, or the word that it waits
+            log = g.log_text()
+            return log.count("pool: reloaded") + log.count("pool: the reload waits")
+        before = looked()
+        # another process's change, committed through the stall's own connection (its trigger moves
+        # config_version), which takes the write lock straight back: the admin changes stay unwritten
+        stall.c.execute("UPDATE accounts SET sort = sort WHERE name = 'b'")
+        stall.c.execute("COMMIT")
+        stall.c.execute("BEGIN IMMEDIATE")
+        wait_for(lambda: looked() > before, what="the gateway to see the moved config_version")
+        ov = http_call(g.port, "GET", "/admin/api/overview", None, {"Authorization": f"Bearer {tok}"}).json()
+        accts = {x["name"]: x for x in http_call(g.port, "GET", "/admin/api/accounts", None,
+                                                 {"Authorization": f"Bearer {tok}"}).json()["accounts"]}
+        self.assertEqual((accts["a"]["state"], ov["strategy"]), ("disabled", "balanced"),
+                         "a reload undid admin changes the gateway had acknowledged")
+        self.assertEqual(g.post("/v1/responses", BODY).headers["x-switchyard-account"], "b")
+        # written: the reload that follows reads them from the database
+        reloads = g.log_text().count("pool: reloaded")
+        stall.release()
+        wait_for(lambda: g.query("SELECT 1 FROM accounts WHERE name = 'a' AND enabled = 0")
+                 and self.setting(g, "route_strategy") == "balanced", what="the admin changes committed")
+        wait_for(lambda: g.log_text().count("pool: reloaded") > reloads, what="the reload after the commit")
+        self.assertEqual(g.post("/v1/responses", BODY).headers["x-switchyard-account"], "b")
+        ov = http_call(g.port, "GET", "/admin/api/overview", None, {"Authorization": f"Bearer {tok}"}).json()
+        self.assertEqual(ov["strategy"], "balanced")
 
     # ---- the database file tampered with while serving
 

@@ -84,9 +84,7 @@ class HostileSignInTest(GatewayTest):
             self.assertTrue(v[k] is None or plain(v[k]), (k, v))
 
     def assertHealthy(self, g):
-        t = time.monotonic()
         self.assertEqual(g.get("/health", key=None).status, 200)
-        self.assertLess(time.monotonic() - t, 1.0, "the loop was blocked")
 
     def test_hostile_device_code_answers_fail_or_are_bounded_and_the_loop_never_blocks(self):
         esc = "\x1b[31mEVIL\r\nSet-Cookie: x"
@@ -114,12 +112,12 @@ class HostileSignInTest(GatewayTest):
         g = self.gw(d)
         for what, answer, want in cases:
             d.answers["usercode"] = answer
-            t = time.monotonic()
             r = self.start(g)
             self.assertEqual(r.status, 200, (what, r))
             v = r.json()
-            self.assertLess(time.monotonic() - t, 6, what)  # the 2 s oauth timeout and the admin token's call
             self.assertEqual(v["state"], want, (what, v))
+            if answer[2]:  # a trickle (minutes long): ended by the 2 s oauth timeout, not waited out
+                self.assertIn("did not answer within 2000 ms", v["error"], (what, v))
             self.assertViewIsPlain(v)
             if want == "pending":
                 self.assertTrue(1 <= v["interval_s"] <= 60, (what, v))
@@ -154,8 +152,11 @@ class HostileSignInTest(GatewayTest):
         self.assertEqual(g.query("SELECT name FROM accounts"), [])
 
     def test_a_flood_of_starts_is_bounded_and_refused_in_the_error_shape(self):
-        # the device-code endpoint holds each start for a while: at most SIGNIN_MAX (8) run at once
-        d = self.device({"usercode": (200, code_answer()[1], 0.02),  # about 2 s to answer
+        # the device-code endpoint holds each start until the test lets it answer: at most
+        # SIGNIN_MAX (8) run at once
+        gate = threading.Event()
+        self.addCleanup(gate.set)
+        d = self.device({"usercode": lambda: (gate.wait(30), code_answer())[1],
                          "token": (400, b'{"error":"authorization_pending"}', 0)})
         g = self.gw(d, timeout_ms=10000)
         tok = self.token(g)
@@ -167,8 +168,14 @@ class HostileSignInTest(GatewayTest):
         threads = [threading.Thread(target=one) for _ in range(14)]
         for t in threads:
             t.start()
-        time.sleep(0.5)
-        self.assertHealthy(g)  # the held POSTs do not hold the loop
+        wait_for(lambda: len(d.hits) == 8, what="eight sign-ins asking the device-code endpoint")
+        # the held POSTs do not hold the loop: it answers while all eight still wait for their code
+        self.assertHealthy(g)
+        for sid in range(1, 9):
+            v = http_call(g.port, "GET", f"/admin/api/accounts/login?id={sid}", None,
+                          {"Authorization": f"Bearer {tok}"}).json()
+            self.assertEqual(v["state"], "starting", v)
+        gate.set()
         for t in threads:
             t.join(30)
         ok = [r for r in results if r.status == 200]
@@ -186,17 +193,23 @@ class HostileSignInTest(GatewayTest):
         g = self.gw(d, timeout_ms=10000)
         tok = self.token(g)
         body = b"{}"
-        for _ in range(4):
+        for i in range(4):
             s = socket.create_connection((HOST, g.port))
             s.sendall(b"POST /admin/api/accounts/login HTTP/1.1\r\nHost: " + f"{HOST}:{g.port}".encode() + b"\r\nAuthorization: Bearer " + tok.encode()
                       + b"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n" + body)
-            time.sleep(0.1)
+            # hung up once the sign-in is under way (it asks the device-code endpoint), before its answer
+            wait_for(lambda: len(d.hits) == i + 1, what=f"sign-in {i + 1} started")
             s.close()
-        time.sleep(2)  # their answers are written into the void
-        self.assertHealthy(g)
+
+        def view(sid):
+            return http_call(g.port, "GET", f"/admin/api/accounts/login?id={sid}", None,
+                             {"Authorization": f"Bearer {tok}"}).json()
+        # their codes came: the held answers were written into the void, the sign-ins go on
         for sid in range(1, 5):
-            r = http_call(g.port, "GET", f"/admin/api/accounts/login?id={sid}", None, {"Authorization": f"Bearer {tok}"})
-            self.assertEqual(r.json()["state"], "pending", r)
+            v = wait_for(lambda: (lambda v: v if v["state"] != "starting" else None)(view(sid)),
+                         what=f"sign-in {sid}'s code")
+            self.assertEqual(v["state"], "pending", v)
+        self.assertHealthy(g)
 
     def test_bodies_that_are_not_a_start_are_400s_in_the_error_shape(self):
         d = self.device({"usercode": code_answer(), "token": (400, b'{"error":"authorization_pending"}', 0)})

@@ -118,10 +118,12 @@ class HostileValuesTest(GatewayTest):
         g.start()
         r = g.post("/v1/responses", {"model": "gpt-test", "input": "hi"}, key=g.key)
         self.assertNotEqual(r.status, 200, r)  # not sent: no failover for a request the gateway itself refused
+        # the usage poll of the ChatGPT account at start carries the header too: both refused, the request
+        # and the poll (which runs on its own: its refusal is the sign it was tried) before "nothing sent"
+        refusal = "refused to send a request: its ChatGPT-Account-Id header holds a control character"
+        wait_for(lambda: g.log_text().count(refusal) >= 2, what="the request's and the usage poll's refusals")
         self.assertEqual(self.injected(), [])
         self.assertEqual([x for x in self.mock.requests() if x["account"] == "evil"], [])
-        wait_for(lambda: "refused to send a request: its ChatGPT-Account-Id header holds a control character"
-                 in g.log_text(), what="the refusal in the log")
 
     def test_refreshed_id_token_with_crlf_claims_is_left_out_and_never_sent_as_a_header(self):
         g = self.gateway([], start=False,

@@ -75,13 +75,21 @@ class LargePoolTest(GatewayTest):
         self.assertNotIn("exhausted hook", g.log_text())
 
     def test_max_seconds_in_order_lua_stops_failover_after_that_long(self):
-        # a bare 500 is retried once on the same account after 0.12..0.9 s (classify.lua):
-        # 16 attempts would take eight such waits, more than max_seconds = 1
+        # a bare 500 is retried once on the same account after a pause (classify.lua), at most 4 times
+        # a request (PROXY_RETRY_MAX): here the pause is 0.3 s exactly, so the four take 1.2 s, more than
+        # max_seconds = 1 (16 attempts cannot fit), and the second attempt starts 0.3 s in. The bundled
+        # pause, 0.12..0.9 s at random, made both sides a matter of luck: four short ones (under 1 s
+        # together, about 1 run in 120) let max_attempts end it first, and a long first one after a
+        # first attempt slower than 0.1 s (a loaded machine) left a single attempt before the bound
         with open(os.path.join(source_dir(), "policies", "order.lua")) as f:
             order = f.read()
         order = order.replace("local MAX_SECONDS = 120 ", "local MAX_SECONDS = 1 ")
         self.assertIn("local MAX_SECONDS = 1 ", order)
-        pol = self.policy_copy({"order.lua": order})
+        with open(os.path.join(source_dir(), "policies", "classify.lua")) as f:
+            classify = f.read()
+        classify = classify.replace("local JITTER_MIN, JITTER_MAX = 0.12, 0.9 ", "local JITTER_MIN, JITTER_MAX = 0.3, 0.3 ")
+        self.assertIn("local JITTER_MIN, JITTER_MAX = 0.3, 0.3 ", classify)
+        pol = self.policy_copy({"order.lua": order, "classify.lua": classify})
         g = self.big_gateway(40, "status=500", policies=pol)
         r = g.post("/v1/chat/completions", CHAT)
         self.assertOpenAIError(r, 503)

@@ -13,7 +13,6 @@ it refuses any other model as its upstream would. Who served a request is
 read from x-switchyard-account and checked against the mock's records."""
 
 import json
-import time
 
 from harness import GatewayTest, account, main, wait_for
 
@@ -35,6 +34,17 @@ class ModelCatalogTest(GatewayTest):
     def wait_model_polls(self, names):
         return wait_for(lambda: {r["account"] for r in self.model_polls()} >= set(names) or None,
                         what=f"model polls of {names}")
+
+    def wait_lists_learned(self, g, names):
+        """Waits until the gateway knows each named account's list. The mock records a poll when it
+        answers it, before the gateway has read the answer; the gateway sets the list and queues it
+        for the database in the same loop turn, so its stored row is the sign that routing and the
+        catalog have it."""
+        def learned():
+            rows = g.query("SELECT a.name FROM account_state s JOIN accounts a ON a.id = s.account_id"
+                           " WHERE s.models_learned IS NOT NULL")
+            return {r["name"] for r in rows} >= set(names) or None
+        wait_for(learned, what=f"the learned model lists of {names}")
 
     def codex_url(self, name, scenario="ok"):
         return self.mock.url(name, scenario, v1=False) + "/backend-api/codex"
@@ -128,12 +138,11 @@ class ModelCatalogTest(GatewayTest):
         poll = self.model_polls("a")[0]
         self.assertEqual(poll["path"], "/acct/a/ok,models=m-a/v1/models")
         self.assertEqual(poll["authorization"], f"Bearer {g.accounts['a']}")
-
-        def served_by_b():
-            r = g.post("/v1/responses", body("m-c"))
-            return r if r.status == 200 and r.headers["x-switchyard-account"] == "b" else None
-        wait_for(served_by_b, what="m-c routed to b once its list is known")
-        self.assertEqual(self.posts("a"), [])
+        self.wait_lists_learned(g, ["a", "b"])
+        r = g.post("/v1/responses", body("m-c"))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["x-switchyard-account"], "b")
+        self.assertEqual(self.posts("a"), [])  # routed by a's list, not by a's refusal
 
         r = g.get("/v1/models")
         self.assertEqual(r.status, 200, r)
@@ -149,11 +158,10 @@ class ModelCatalogTest(GatewayTest):
                          env=POLL)
         self.wait_model_polls(["cg1", "cg2"])
         self.assertIn("client_version=", self.model_polls("cg1")[0]["path"])
-
-        def catalog():
-            r = g.get("/v1/models?client_version=0.99.0")
-            return r if r.status == 200 and r.headers.get("x-switchyard-catalog") == "pool" else None
-        r = wait_for(catalog, what="the Codex catalog")
+        self.wait_lists_learned(g, ["cg1", "cg2"])  # the catalog is "pool" from the first list on
+        r = g.get("/v1/models?client_version=0.99.0")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers.get("x-switchyard-catalog"), "pool", r)
         models = r.json()["models"]
         self.assertEqual([m["slug"] for m in models], ["gpt-5-codex", "gpt-5", "gpt-5-mini"])
         self.assertEqual(models[0]["display_name"], "gpt-5-codex")  # the upstream's object, whole
@@ -167,11 +175,18 @@ class ModelCatalogTest(GatewayTest):
                          env={"SWITCHYARD_MODEL_POLL_S": "1"})
         self.wait_model_polls(["cg1"])
         self.assertTrue(self.model_polls("cg1")[0]["path"].endswith("client_version=0.98.0"))
-        g.get("/v1/models?client_version=0.171.0")
+        # the list known: the clients' GETs below are answered from the pool (one passed through
+        # would be recorded as a models request with the client's own query, and taken for a poll)
+        self.wait_lists_learned(g, ["cg1"])
+        self.assertEqual(g.get("/v1/models?client_version=0.171.0").headers.get("x-switchyard-catalog"), "pool")
         wait_for(lambda: self.model_polls("cg1")[-1]["path"].endswith("client_version=0.171.0") or None,
                  what="a poll with the client's version")
-        g.get("/v1/models?client_version=1.0%0d%0aX:y")  # not a version: not taken
-        time.sleep(2.2)
+        r = g.get("/v1/models?client_version=1.0%0d%0aX:y")  # not a version: not taken
+        self.assertEqual(r.headers.get("x-switchyard-catalog"), "pool")
+        # the version is taken (or not) while that GET is answered; a poll under way then may have
+        # started before it, the one after that started after it
+        n = len(self.model_polls("cg1"))
+        wait_for(lambda: len(self.model_polls("cg1")) >= n + 2 or None, what="two more polls")
         self.assertTrue(self.model_polls("cg1")[-1]["path"].endswith("client_version=0.171.0"))
 
     def test_learned_lists_survive_a_restart_before_any_poll(self):

@@ -8,8 +8,10 @@ files, as a user's would."""
 import base64
 import json
 import os
+import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import GatewayTest, account, admin_get, faulty_bin, http_call, main, wait_for
 
@@ -36,7 +38,78 @@ def auth_json(name, exp_in, refresh=None, revoked=False, last_refresh="2025-01-0
                        "refresh_token": refresh or f"rt_{name}_1", "account_id": f"acct-{name}"}}
 
 
+class HeldTokenEndpoint:
+    """A token endpoint that holds every request until release(), then hands it to the mock's
+    /oauth/ok/token and answers what the mock answered (its tokens, its rotation, its record): a refresh
+    in flight for exactly as long as the test wants, instead of the mock's slow,ms=N that a loaded
+    machine can use up before the test's checks. A request whose client left before the release is
+    dropped unanswered (and never reaches the mock: nothing is rotated)."""
+
+    def __init__(self, mock):
+        self.mock = mock
+        self.released = threading.Event()
+        self.lock = threading.Lock()
+        self.arrived = []
+        held = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with held.lock:
+                    held.arrived.append(json.loads(body))
+                held.released.wait(60)
+                try:
+                    if self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                        return  # the client is gone
+                except BlockingIOError:
+                    pass  # nothing to read: the client is still there
+                except OSError:
+                    return  # reset: gone too
+                r = http_call(held.mock.port, "POST", "/oauth/ok/token", body,
+                              {"Content-Type": self.headers.get("Content-Type", "application/json")})
+                self.send_response(r.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(r.body)))
+                self.end_headers()
+                self.wfile.write(r.body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}/oauth/held/token"
+
+    def count(self):
+        with self.lock:
+            return len(self.arrived)
+
+    def release(self):
+        self.released.set()
+
+    def close(self):
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class OAuthTest(GatewayTest):
+
+    def held_token_endpoint(self):
+        held = HeldTokenEndpoint(self.mock)
+        self.addCleanup(held.close)
+        return held
+
+    def active_requests(self, g):
+        for line in g.get("/metrics", key=None).text.splitlines():
+            if line.startswith("switchyard_active_requests "):
+                return float(line.split()[-1])
+        return None
 
     def token_url(self, scenario="ok"):
         return f"{self.mock.base()}/oauth/{scenario}/token"
@@ -86,10 +159,12 @@ class OAuthTest(GatewayTest):
         self.assertEqual((row["email"], row["plan_type"], row["login_error"]), ("alice@example.com", "pro", None))
         sent = [x["authorization"] for x in self.mock.requests("alice") if x["endpoint"] == "responses"]
         self.assertEqual(sent, ["Bearer " + row["token"]])
+        # the trace thread writes some ms after the events: the refresh's line and the request's last one
+        # are awaited before the trace is searched for secrets (else late lines would go unchecked)
+        wait_for(lambda: "result=ok" in g.trace_text() and "REQUEST_FINAL" in g.trace_text(), what="the trace lines")
         for text in (g.log_text(), g.trace_text()):
             self.assertNotIn("rt_alice", text)
             self.assertNotIn(row["token"], text)
-        wait_for(lambda: "result=ok" in g.trace_text(), what="the trace line")
 
     def test_refresh_tokens_rotate_and_each_is_used_once(self):
         # tokens live 4 s: refreshed at half their life, each time with the newest refresh token
@@ -190,22 +265,29 @@ class OAuthTest(GatewayTest):
         self.assertEqual([r["refresh_token"] for r in self.oauth_requests()], ["rt_jo_1"])
 
     def test_slow_token_endpoint_does_not_hold_up_other_accounts(self):
+        # the token endpoint holds the refresh until the test releases it: in flight for all five requests
+        held = self.held_token_endpoint()
         backup = account("backup", self.mock.url("backup", "ok"))
-        g = self.login_gateway({"dave": auth_json("dave", -60)}, "slow,ms=6000", accounts=[backup])
+        g = self.login_gateway({"dave": auth_json("dave", -60)}, accounts=[backup],
+                               env={"SWITCHYARD_OAUTH_TOKEN_URL": held.url()})
         g.cli("account", "update", "--db", g.db_path, "--name", "dave", "--sort", "1")
-        wait_for(lambda: self.oauth_requests(), what="the refresh to start")
+        wait_for(lambda: held.count(), what="the refresh to start")
         for _ in range(5):
             r = g.post("/v1/responses", {"model": "gpt-test", "input": "hi"}, key=g.key)
             self.assertEqual(r.status, 200, r)
             self.assertEqual(r.headers.get("x-switchyard-account"), "backup")
-        self.assertFalse(self.oauth_requests()[0]["completed"], "the refresh was still in flight meanwhile")
+        self.assertEqual((held.count(), self.oauth_requests()), (1, []), "the refresh was still in flight meanwhile")
+        held.release()
         wait_for(lambda: self.login_row(g, "dave")["refresh_token"] == "rt_dave_2", what="the slow refresh")
         wait_for(lambda: "reason=\"refreshing its login\"" in g.trace_text(), what="the trace line")
 
     def test_client_hanging_up_while_its_request_waits_for_a_login_refresh_ends_it(self):
         import http.client
-        g = self.login_gateway({"kim": auth_json("kim", -60)}, "slow,ms=3000")
-        wait_for(lambda: self.oauth_requests(), what="the refresh to start")
+        # the refresh is held until the request has waited for it and its client has gone (a slow,ms=3000
+        # endpoint could answer first on a loaded machine, and the request would then go upstream)
+        held = self.held_token_endpoint()
+        g = self.login_gateway({"kim": auth_json("kim", -60)}, env={"SWITCHYARD_OAUTH_TOKEN_URL": held.url()})
+        wait_for(lambda: held.count(), what="the refresh to start")
         conn = http.client.HTTPConnection("127.0.0.1", g.port, timeout=30)
         conn.request("POST", "/v1/responses", body=json.dumps({"model": "gpt-test", "input": "hi"}),
                      headers={"Authorization": f"Bearer {g.key}", "Content-Type": "application/json"})
@@ -214,6 +296,7 @@ class OAuthTest(GatewayTest):
         conn.close()
         row = g.wait_request_logs(1)[-1]
         self.assertEqual((row["status"], row["error_class"]), (499, "client_closed"), row)
+        held.release()
         wait_for(lambda: self.login_row(g, "kim")["refresh_token"] == "rt_kim_2", what="the refresh to end")
         self.assertEqual([x["endpoint"] for x in self.mock.requests()], ["oauth_token"],
                          "the request went upstream for a client that had hung up")
@@ -242,7 +325,12 @@ class OAuthTest(GatewayTest):
         self.assertEqual(r.status, 200, r)
 
     def test_twenty_concurrent_requests_during_a_refresh_cause_exactly_one_refresh(self):
-        g = self.login_gateway({"fay": auth_json("fay", -60)}, "slow,ms=1500", unlimited=True)
+        # the refresh is held until all twenty wait for it (a slow,ms=1500 endpoint could be done before
+        # they came, and the test would prove nothing about requests during a refresh)
+        held = self.held_token_endpoint()
+        g = self.login_gateway({"fay": auth_json("fay", -60)}, unlimited=True,
+                               env={"SWITCHYARD_OAUTH_TOKEN_URL": held.url()})
+        wait_for(lambda: held.count(), what="the refresh to start")
         results = [None] * 20
 
         def one(i):
@@ -251,8 +339,13 @@ class OAuthTest(GatewayTest):
         threads = [threading.Thread(target=one, args=(i,)) for i in range(20)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join(60)
+        try:
+            wait_for(lambda: self.active_requests(g) == 20, what="twenty requests waiting for the refresh")
+            self.assertEqual(held.count(), 1)
+        finally:
+            held.release()
+            for t in threads:
+                t.join(60)
         self.assertEqual([r.status for r in results], [200] * 20, [str(r) for r in results if r.status != 200])
         self.assertEqual(len(self.oauth_requests()), 1, self.oauth_requests())
         token = self.login_row(g, "fay")["token"]
@@ -260,8 +353,11 @@ class OAuthTest(GatewayTest):
         self.assertEqual(sent, {"Bearer " + token})
 
     def test_kill9_during_a_refresh_leaves_a_login_the_next_start_can_refresh(self):
-        g = self.login_gateway({"gus": auth_json("gus", -60)}, "slow,ms=4000")
-        wait_for(lambda: self.oauth_requests(), what="the refresh to start")
+        # held for as long as the test wants (a slow,ms=4000 endpoint could finish the refresh before
+        # the kill on a loaded machine); never released to this gateway
+        held = self.held_token_endpoint()
+        g = self.login_gateway({"gus": auth_json("gus", -60)}, env={"SWITCHYARD_OAUTH_TOKEN_URL": held.url()})
+        wait_for(lambda: held.count(), what="the refresh to start")
         g.kill9()
         self.assertEqual(self.login_row(g, "gus")["refresh_token"], "rt_gus_1")
         g.env["SWITCHYARD_OAUTH_TOKEN_URL"] = self.token_url("ok")

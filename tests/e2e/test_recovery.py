@@ -358,7 +358,10 @@ class RecoveryTest(GatewayTest):
         self.assertEqual([(q["account"], q["model"]) for q in reqs], [("a", "gpt-test"), ("big", "gpt-test-long")],
                          "the request went to an equivalent account")
         wait_for(lambda: "reason=context_fallback" in g.trace_text(), what="a CANDIDATE_SKIP reason=context_fallback")
-        # a was not blamed for a request that was too long
+        # a was not blamed for a request that was too long. The writer commits account state some ms after
+        # the answer: the request's log row, queued after any state it changed and committed with it or
+        # later, is awaited first (else a cooldown written a moment late would go unseen)
+        self.assertEqual(g.wait_request_logs(1)[-1]["status"], 200)
         aid = g.account_id("a")
         self.assertFalse(g.query("SELECT 1 FROM account_state WHERE account_id = ? AND cooldown_until > 0", (aid,)))
 

@@ -5,7 +5,6 @@ one of them and the others serve what it wrote. Skipped, saying so, only
 where redis-server is not installed."""
 
 import os
-import time
 
 from harness import account, main, wait_for
 from test_redis import RedisGatewayTest
@@ -26,6 +25,18 @@ class RedisConfigTest(RedisGatewayTest):
     def names(self, g):
         return sorted(r["name"] for r in g.query("SELECT name FROM accounts"))
 
+    def barrier(self, frm, to):
+        """Returns once `to` has applied a change made on frm's database now (a platform key added). frm
+        tells its changes in the order its reconciles find them, each reconcile weighing every shared row
+        against what it last recorded, over one link; `to` applies what one read of the pool holds. So
+        whatever frm had to tell before this (one of its rows told back, say) is in the pool and weighed
+        by `to` by then: the sign for "frm told nothing more", where a sleep would only hope so."""
+        self._barriers = getattr(self, "_barriers", 0) + 1
+        name = f"barrier-{self._barriers}"
+        frm.add_key(name)
+        wait_for(lambda: to.query("SELECT 1 FROM platform_keys WHERE name = ?", (name,)),
+                 what=f"{name}, added on one gateway, on the other")
+
     def serves(self, g, key, account_name):
         r = g.post("/v1/chat/completions", {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]},
                    key=key)
@@ -43,7 +54,8 @@ class RedisConfigTest(RedisGatewayTest):
         self.assertIn("late", listed)
         self.assertEqual(len(self.mock.requests("late")), 1)
         # nothing told twice: b applied it and did not tell it back as its own change
-        time.sleep(1.5)
+        self.barrier(gb, ga)
+        self.assertNotIn("told the pool account:late", gb.log_text())
         self.assertEqual(ga.log_text().count("applied account:late"), 0)
         self.assertNotIn("changed here and in the pool", ga.log_text() + gb.log_text())
 
@@ -72,8 +84,10 @@ class RedisConfigTest(RedisGatewayTest):
         gc = self.gateway([], env=self.env(), start=False)
         os.remove(gc.db_path)  # nothing at all: no account, no key
         gc.start()
+        # each shared row is its own write (a commit of its own, the keys' reload after): one key serving
+        # says nothing of the other's row yet
         wait_for(lambda: self.serves(gc, ga.key, "a"), what="the fresh gateway to serve a's key")
-        self.assertTrue(self.serves(gc, gb.key, "a"))
+        wait_for(lambda: self.serves(gc, gb.key, "a"), what="the fresh gateway to serve b's key")
         self.assertEqual(self.names(gc), ["a"])
 
     def test_an_account_added_while_redis_is_down_reaches_the_other_gateway_when_it_returns(self):
@@ -84,7 +98,8 @@ class RedisConfigTest(RedisGatewayTest):
             wait_for(lambda g=g: not g.get("/health").json()["shared"]["reachable"], what="the link lost")
         ga.cli("account", "add", "--db", ga.db_path, "--name", "offline", "--base-url", self.mock.url("offline"),
                "--token", "sk-offline", "--sort", "1")
-        time.sleep(1.0)
+        # a has taken the change in (it serves through it) and would tell it now if it could
+        wait_for(lambda: self.serves(ga, ga.key, "offline"), what="a to serve through the new account")
         self.assertEqual(self.names(gb), ["a"], "nothing reaches b while redis is down")
         self.redis.start()  # empty: a must tell everything again
         wait_for(lambda: self.names(gb) == ["a", "offline"], what="the account added meanwhile on b")
@@ -102,7 +117,8 @@ class RedisConfigTest(RedisGatewayTest):
         wait_for(lambda: gb.query("SELECT weight FROM accounts WHERE name = 'a'") == [{"weight": 7}],
                  what="the pool's newer weight on b")
         self.assertIn("changed here and in the pool while apart", gb.log_text())
-        time.sleep(1.0)
+        self.barrier(gb, ga)  # whatever b would tell of its own weight has reached a by now
+        self.assertNotIn("told the pool account:a", gb.log_text())
         self.assertEqual(ga.query("SELECT weight FROM accounts WHERE name = 'a'"), [{"weight": 7}])
 
 

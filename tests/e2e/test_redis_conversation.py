@@ -99,7 +99,9 @@ class RedisConversationTest(RedisGatewayTest):
         for n in range(5):
             prev = self.turn((ga, gb)[n % 2], f"turn {n}", prev=prev).json()["id"]
             ids.append(prev)
-        wait_for(lambda: self.redis.cli("EXISTS", f"sy:{{t}}:conv:{ids[-1]}") == "1", what="the last turn in redis")
+            # each gateway writes its turn when the transfer ends, unawaited: the next turn (through the
+            # other gateway) goes once this one is in, so the two writes reach Redis in the turns' order
+            self.shared_turn(prev)
         self.assertEqual(self.redis.cli("ZCARD", "sy:{t}:conv-order"), "3")
         self.assertEqual([self.redis.cli("EXISTS", f"sy:{{t}}:conv:{i}") for i in ids], ["0", "0", "1", "1", "1"])
         ttl = int(self.redis.cli("TTL", f"sy:{{t}}:conv:{ids[-1]}"))
@@ -109,10 +111,25 @@ class RedisConversationTest(RedisGatewayTest):
         r = gb.request("DELETE", f"/v1/responses/{ids[-1]}", key=gb.key)
         self.assertEqual(r.status, 200, r)
         wait_for(lambda: self.redis.cli("EXISTS", f"sy:{{t}}:conv:{ids[-1]}") == "0", what="the deleted turn gone")
-        # a turn sent with store: false asked for nothing to be kept: not shared either
+        # a turn sent with store: false asked for nothing to be kept: not shared either. Its write would
+        # go before the next turn's on A's link: once that one is in, it would be too
         r = ga.post("/v1/responses", {"model": "gpt-test", "input": "x", "store": False}, key=ga.key)
         self.assertEqual(r.status, 200, r)
+        self.shared_turn(self.turn(ga, "y").json()["id"])
         self.assertEqual(self.redis.cli("EXISTS", f"sy:{{t}}:conv:{r.json()['id']}"), "0")
+
+    def test_the_shared_record_trims_the_oldest_turns_whatever_their_sizes_or_ids(self):
+        # turns of one second, each a little smaller in its first digit ("9713:resp_a_1", "8713:...",
+        # ...): by whole seconds they tied and were ordered by that text, and the turn just written went
+        # first. With 2 rows kept, each new turn stays and the oldest goes.
+        ga, gb = self.gateways([account("a", self.mock.url("a"))], env={"SWITCHYARD_CONVERSATION_MAX_ROWS": "2"})
+        ids = []
+        for n, size in enumerate((9500, 8500, 7500, 6500, 5500, 4500)):
+            rid = self.turn((ga, gb)[n % 2], "x" * size).json()["id"]
+            ids.append(rid)
+            self.shared_turn(rid)  # each gateway's write is unawaited: in before the next turn
+        self.assertEqual(self.redis.cli("ZCARD", "sy:{t}:conv-order"), "2")
+        self.assertEqual([self.redis.cli("EXISTS", f"sy:{{t}}:conv:{i}") for i in ids], ["0"] * 4 + ["1"] * 2)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ answers every later command (PINGs of the reconnects included) the same."""
 
 import socket
 import threading
-import time
 
 from harness import GatewayTest, account, main, vm_kib, wait_for, HOST
 
@@ -26,6 +25,7 @@ class FakeRedis:
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
         self.poisoned = threading.Event()
+        self.streamed = threading.Event()  # a poisoned answer is over: all of it sent, or cut by the gateway
         self.commands = []
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -54,9 +54,12 @@ class FakeRedis:
 
     def _poison(self, conn):
         self.poisoned.set()
-        conn.sendall(HUGE)
-        for _ in range(8):
-            conn.sendall(STREAM)
+        try:
+            conn.sendall(HUGE)
+            for _ in range(8):
+                conn.sendall(STREAM)
+        finally:
+            self.streamed.set()
 
     def _serve(self, conn):
         f = conn.makefile("rb")
@@ -100,7 +103,9 @@ class RedisHostileTest(GatewayTest):
         h = wait_for(lambda: (lambda j: j if j["status"] == "degraded" else None)(g.get("/health").json()),
                      what="/health to say degraded")
         self.assertFalse(h["shared"]["reachable"], h)
-        time.sleep(0.5)  # the elements streamed meanwhile
+        # the elements streamed meanwhile: the stream is over (all sent, or cut when the gateway dropped the
+        # link) before the peak is read, awaited by the fake's own sign rather than a sleep
+        self.assertTrue(fake.streamed.wait(20), "the poisoned answer never ended")
         self.assertIsNone(g.proc.poll(), "the gateway is alive")
         grew = vm_kib(g.proc.pid, "VmHWM") - hwm0
         self.assertLess(grew, 64 * 1024, f"peak RSS grew {grew} KiB")
@@ -110,11 +115,15 @@ class RedisHostileTest(GatewayTest):
         self.assertTrue(any(refusal in x for x in h["reasons"]), h)
         # the link is tried again (and refused again) meanwhile; requests serve on local state
         pings = fake.commands.count(b"PING")
+        failed = g.log_text().count("redis: attempt failed: ")
         for _ in range(3):
             r = g.post("/v1/chat/completions", {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]},
                        key=g.key)
             self.assertEqual(r.status, 200, r)
         wait_for(lambda: fake.commands.count(b"PING") > pings, what="a reconnect attempt")
+        # its refusal handled (the gateway says so at debug) before counting the loss lines: the PING was
+        # only sent, the poisoned answer to it not yet read
+        wait_for(lambda: g.log_text().count("redis: attempt failed: ") > failed, what="the reconnect attempt refused")
         self.assertIsNone(g.proc.poll(), "the gateway is alive")
         self.assertLess(vm_kib(g.proc.pid, "VmHWM") - hwm0, 64 * 1024)
         self.assertEqual(g.log_text().count(" lost: "), 1, "the loss is logged once")

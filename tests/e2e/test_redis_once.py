@@ -33,8 +33,10 @@ class RedisOnceTest(RedisGatewayTest):
         for g in gs:
             wait_for(lambda g=g: (self.usage(g, "cg") or {}).get("primary_used_pct") == 42,
                      what="the polled numbers on both gateways")
-        time.sleep(2.5 * period)
-        polls = len(self.mock.usage_polls("cg"))
+        # three polls seen (their own sign, not a sleep of a few periods), then the time they took: one
+        # gateway per period needs two periods for them, each gateway polling would bring them in one
+        polls = len(wait_for(lambda: (lambda p: p if len(p) >= 3 else None)(self.mock.usage_polls("cg")),
+                             timeout=4 * period + 10, what="three usage polls"))
         elapsed = time.monotonic() - t0
         self.assertLessEqual(polls, int(elapsed / period) + 1,
                              f"{polls} polls in {elapsed:.1f} s: one gateway per period, not each")
@@ -76,7 +78,13 @@ class RedisOnceTest(RedisGatewayTest):
         gc.start()
         wait_for(lambda: "this instance has no key (SWITCHYARD_REDIS_KEY)" in gc.log_text(),
                  what="the instance without the key to say so")
-        time.sleep(1.5)
+        # once, not at every read of a sealed row: every link is dropped, and the instance reads the pool's
+        # rows again at its resync (awaited by its own line) before the count, instead of a sleep
+        wait_for(lambda: "in step with the pool" in gc.log_text(), what="the keyless instance in step")
+        steps = gc.log_text().count("in step with the pool")
+        self.redis.cli("CLIENT", "KILL", "TYPE", "normal")
+        self.redis.cli("CLIENT", "KILL", "TYPE", "pubsub")
+        wait_for(lambda: gc.log_text().count("in step with the pool") > steps, what="the keyless instance read the pool again")
         self.assertEqual(gc.log_text().count("this instance has no key"), 1)
         self.assertEqual(gc.query("SELECT name FROM accounts WHERE name = 'x'"), [])
         self.assertTrue((self.redis.cli("GET", "sy:{t}:login:x") or "").startswith("sy1:"))

@@ -5,6 +5,8 @@ an account reset, a session that moved, and the slot script loaded once
 redis-server of the test's own); skipped, saying so, only where
 redis-server is not installed."""
 
+import json
+import subprocess
 import threading
 import time
 
@@ -68,7 +70,10 @@ class RedisRoutingTest(RedisGatewayTest):
         self.rest_a_everywhere(gs)
         r = admin_call(gs[0], "POST", "/admin/api/accounts/reset", {"account": "a"})
         self.assertEqual(r.status, 200, r)
-        time.sleep(0.3)
+        # the others apply the reset when its message reaches them (they say so): awaited by that line, not
+        # by a sleep; the rest key's DEL went before the message on the same link, so it is gone by then
+        for g in gs[1:]:
+            wait_for(lambda g=g: "account a: reset by another gateway" in g.log_text(), what="the reset heard")
         for g in gs[1:]:
             self.assertEqual(self.served_by(self.ask(g)), "a", "the reset reached this gateway")
         self.assertEqual(self.redis.cli("EXISTS", "sy:{t}:rest:a"), "0")
@@ -100,19 +105,29 @@ class RedisRoutingTest(RedisGatewayTest):
         # a refuses another model on g1 (refused here only, no rest): the session moves to b there
         self.assertEqual(self.served_by(self.ask(gs[0], model="gpt-other", session="sess-move-1")), "b")
         wait_for(lambda: self.redis.cli("GET", "sy:{t}:sess:sess-move-1") == "b", what="the move in redis")
-        time.sleep(0.1)
+        # the move is published; each gateway that knows the session follows it when the message arrives
+        # (and says so at debug): awaited by that line, not by a sleep
+        for g in gs[1:]:
+            wait_for(lambda g=g: "redis: session sess-move-1 follows another instance to account b" in g.log_text(),
+                     what="the gateway to follow the move")
         for g in gs[1:]:
             self.assertEqual(self.served_by(self.ask(g, session="sess-move-1")), "b",
                              "the gateway followed the session to b")
 
     # --- slots of max_concurrency: the script loaded once
 
-    def commandstats(self):
-        out = {}
-        for line in (self.redis.cli("INFO", "commandstats") or "").splitlines():
-            if line.startswith("cmdstat_"):
-                name, _, rest = line.partition(":")
-                out[name[len("cmdstat_"):]] = int(rest.split(",")[0].split("=")[1])
+    def slot_scripts(self):
+        """{"eval": n, "evalsha": n}: the scripts run on a's slot key since the last in_step, read from
+        Redis's slow log (every command logged there from in_step on), so a script of another job still
+        landing (a config row told at the connect, the layout lease given back) is not taken for a slot's."""
+        p = subprocess.run(["redis-cli", "-s", self.redis.sock, "--json", "SLOWLOG", "GET", "-1"],
+                           capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = {"eval": 0, "evalsha": 0}
+        for entry in json.loads(p.stdout):
+            args = entry[3]
+            if len(args) > 3 and args[0].lower() in out and args[3] == "sy:{t}:inflight:a":
+                out[args[0].lower()] += 1
         return out
 
     def slot_holds(self, g1, g2):
@@ -129,14 +144,18 @@ class RedisRoutingTest(RedisGatewayTest):
         wait_for(lambda: self.redis.cli("ZCARD", "sy:{t}:inflight:a") == "0", what="a's slot given back")
 
     def in_step(self, gs, counts=None):
-        """Every gateway's accounts, keys, settings and layout version told (their EVALs done), then the counters zeroed."""
+        """Every gateway in step with the pool and its layout version written (its scripts loaded: SCRIPT LOAD
+        goes before the config read on the link), then Redis's slow log started afresh (slot_scripts)."""
         for i, g in enumerate(gs):
             n = counts[i] if counts else 0
             wait_for(lambda g=g, n=n: g.log_text().count("in step with the pool") > n, what="the config in step")
         # and the layout version written (a script under a lease, at each connect to a Redis without it)
         wait_for(lambda: self.redis.cli("GET", "sy:{t}:schema") == "1", what="the pool's layout version")
-        time.sleep(0.5)
-        self.redis.cli("CONFIG", "RESETSTAT")
+        # from here every command is logged with its arguments: the slot's scripts are told from the others
+        # by their key, with no wait for the others to have landed
+        self.redis.cli("CONFIG", "SET", "slowlog-max-len", "100000")
+        self.redis.cli("CONFIG", "SET", "slowlog-log-slower-than", "0")
+        self.redis.cli("SLOWLOG", "RESET")
 
     def test_slots_are_taken_with_the_loaded_script_after_a_restart_and_a_flushed_script_cache(self):
         accts = [account("a", self.mock.url("a", "slow_headers,ms=600"), args=("--max-concurrency", "1")),
@@ -144,24 +163,24 @@ class RedisRoutingTest(RedisGatewayTest):
         gs = self.gateways(2, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered", "SWITCHYARD_REDIS_WAIT_MS": "1000"})
         self.in_step(gs)
         self.slot_holds(*gs)
-        stats = self.commandstats()
-        self.assertGreaterEqual(stats.get("evalsha", 0), 2, stats)
-        self.assertEqual(stats.get("eval", 0), 0, f"the script's text is not sent per slot: {stats}")
+        stats = self.slot_scripts()
+        self.assertGreaterEqual(stats["evalsha"], 2, stats)
+        self.assertEqual(stats["eval"], 0, f"the script's text is not sent per slot: {stats}")
         # Redis restarted (its script cache empty): the gateways load it again at the reconnect
         counts = [g.log_text().count("in step with the pool") for g in gs]
         self.redis.stop()
         self.redis.start()
         self.in_step(gs, counts)
         self.slot_holds(*gs)
-        stats = self.commandstats()
-        self.assertGreaterEqual(stats.get("evalsha", 0), 2, stats)
-        self.assertEqual(stats.get("eval", 0), 0, stats)
+        stats = self.slot_scripts()
+        self.assertGreaterEqual(stats["evalsha"], 2, stats)
+        self.assertEqual(stats["eval"], 0, stats)
         # the cache emptied under a live link: NOSCRIPT, then the text once, and slots still hold
         self.redis.cli("SCRIPT", "FLUSH")
         self.slot_holds(*gs)
         self.slot_holds(*gs)
-        stats = self.commandstats()
-        self.assertEqual(stats.get("eval", 0), 1, f"the text went once, then the cached script: {stats}")
+        stats = self.slot_scripts()
+        self.assertEqual(stats["eval"], 1, f"the text went once, then the cached script: {stats}")
         self.assertIn("the slot script is not in Redis's cache", "".join(g.log_text() for g in gs))
 
 if __name__ == "__main__":

@@ -50,11 +50,17 @@ class RetentionTest(GatewayTest):
         db.commit()
         db.close()
         self.assertEqual(self.rows(g)["n"], 3)
+        t0 = time.time()
         g.start()
         self.assertEqual(g.post("/v1/chat/completions", CHAT).status, 200)
+        # the limits are set as the gateway starts, and the writer sweeps at its first commit: with this
+        # request's row, or before it when that row comes later than the writer's first window (a loaded
+        # machine). Both awaited: the 8-day-old row gone and the new row in.
         wait_for(lambda: g.query("SELECT count(*) AS n FROM request_logs WHERE ts < ?",
                                  (time.time() - 7 * 86400,))[0]["n"] == 0, what="the 8-day-old row swept")
-        self.assertEqual(self.rows(g)["n"], 3, "the 6-day-old row and the two recent ones stay")
+        wait_for(lambda: g.query("SELECT count(*) AS n FROM request_logs WHERE ts >= ?", (t0,))[0]["n"] == 1,
+                 what="the new request's row")
+        self.assertEqual(self.rows(g)["n"], 3, "the 6-day-old row, the first one and the new one stay")
 
     def test_health_and_status_show_the_disk_the_gateway_uses(self):
         g = self.gateway([account("a", self.mock.url("a"))])
@@ -77,7 +83,10 @@ class RetentionTest(GatewayTest):
             self.assertEqual(g.post("/v1/chat/completions", CHAT).status, 200)
             n += 1
             self.assertLess(n, 5000, "the trace never rotated twice")
-        wait_for(lambda: os.path.exists(g.trace_path + ".2"), what="two rotations")
+        # the trace thread writes (and rotates: renames, then opens the new file) up to 10 ms after the
+        # events; the last request's REQUEST_FINAL is the last line, so once it is in the live file no
+        # rotation is under way while the files are listed (req ids count the proxied requests from 1)
+        wait_for(lambda: f"REQUEST_FINAL req={n} " in g.trace_text(), what="the last request's trace line")
         files = sorted(glob.glob(g.trace_path + "*"))
         self.assertEqual(files, [g.trace_path, g.trace_path + ".1", g.trace_path + ".2"], "trace_files = 2 kept")
         for f in files[1:]:

@@ -75,6 +75,20 @@ def wait_log(g, needle, before, what=None, timeout=harness.WAIT_TIMEOUT):
 POOL_RELOADED = "pool: reloaded"
 
 
+def count_closes(up):
+    """Counts the connections a PyUpstream's server has closed (its handler done, the socket shut):
+    a list whose [0] grows by one for each."""
+    closed, lock = [0], threading.Lock()
+    shutdown = up.server.shutdown_request
+
+    def counted(request):
+        shutdown(request)
+        with lock:
+            closed[0] += 1
+    up.server.shutdown_request = counted
+    return closed
+
+
 class RoutingTest(GatewayTest):
 
     def gw(self, accounts, env=None, policies=None, serve_args=(), start=True, keys=()):
@@ -325,12 +339,14 @@ class RoutingTest(GatewayTest):
         # server closes it, the next request must still go through on a new connection
         up = self.pyup("idle")
         up.drop_idle = True
+        closed = count_closes(up)
         g = self.gw([acct("idle", up.base_url())])
-        for _ in range(4):
+        for i in range(4):
             r = g.post("/v1/responses", RESP_BODY)
             self.assertEqual(r.status, 200, r)
             self.assertEqual(r.headers.get("x-switchyard-attempts"), "1")
-            time.sleep(0.2)
+            # the next request goes once the server has closed this connection, not while it may
+            wait_for(lambda: closed[0] > i, what="the upstream to close its idle connection")
         self.assertEqual(up.count(), 4)
         self.assertEqual(up.connections, 4, "a closed connection was reused, or one was opened per retry")
 

@@ -7,12 +7,14 @@ keep whole, and plain bodies cut short (logged as failures, not 200; when
 nothing of them reached the client yet, another account answers), and plain
 200 answers whose body is an error object."""
 
+import http.client
 import json
+import re
 import socket
-import time
+import threading
 
 from harness import (GatewayTest, RawUpstream, account, chat_text, event_type, is_error_event, main,
-                     parse_sse, response_text)
+                     parse_sse, response_text, wait_for)
 
 CHAT_BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
@@ -231,7 +233,10 @@ class ErrorBodyTest(GatewayTest):
         rows = g.wait_request_logs(1)
         self.assertEqual(rows[0]["status"], 502, rows[0])
         self.assertEqual(rows[0]["error_class"], "body_interrupted")
-        self.assertRegex(g.trace_text(), r"REQUEST_FINAL .*status=502 .*class=body_interrupted")
+        # the trace thread writes 10-50 ms after the event, the writer commits the row in its own window:
+        # either may come first, so the trace line is awaited on its own
+        wait_for(lambda: re.search(r"REQUEST_FINAL .*status=502 .*class=body_interrupted", g.trace_text()),
+                 what="the REQUEST_FINAL line of the cut answer")
 
 
 class ErrorIn200Test(GatewayTest):
@@ -272,22 +277,23 @@ class CutBeforeRelayUpstream(RawUpstream):
     """An upstream that answers every request with a 200 head and the first `n` bytes of a
     JSON body announced longer, then closes: head, part and FIN in one segment (TCP_CORK
     held until the shutdown), so the gateway reads the cut in the same read as the bytes
-    and has relayed nothing of them yet; or, with `pause`, the part and the close that
-    many seconds apart."""
+    and has relayed nothing of them yet; or, with `cut` (an Event), the part first and the
+    close only once the test sets it (when the client has the answer's start)."""
 
-    def __init__(self, n=40, pause=0.0):
-        self.n, self.count, self.pad, self.pause = n, 0, 2000, pause
+    def __init__(self, n=40, cut=None):
+        self.n, self.count, self.pad, self.cut = n, 0, 2000, cut
         super().__init__()
 
     def answer(self, conn, head, body):
         self.count += 1
         answer = json.dumps({"id": "resp_cut", "object": "response", "status": "completed",
                              "output": [], "pad": "x" * self.pad}).encode()
-        if not self.pause:
+        if not self.cut:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                      + str(len(answer)).encode() + b"\r\n\r\n" + answer[:self.n])
-        time.sleep(self.pause)  # (with a pause, the part is relayed before the cut)
+        if self.cut:
+            self.cut.wait(30)  # the part is relayed before the cut: the test says when it has it
         conn.shutdown(socket.SHUT_WR)
 
 
@@ -328,13 +334,26 @@ class CutBeforeRelayTest(GatewayTest):
         # larger than the gateway holds (1 MiB) and cut after a pause: its first part
         # reached the client before the cut, so there is no taking it back, and the client
         # must not be handed it as whole
-        up = CutBeforeRelayUpstream(n=1_500_000, pause=0.5)
+        cut = threading.Event()
+        up = CutBeforeRelayUpstream(n=1_500_000, cut=cut)
         up.pad = 2_000_000
         self.addCleanup(up.close)
+        self.addCleanup(cut.set)
         g = self.gateway([account("a", up.url()), account("b", self.mock.url("b"))])
-        s = g.stream("/v1/responses", RESP_BODY)  # a plain answer, read as far as it goes
+        # the cut comes once the client has the answer's head (sent with the first relayed part), not after
+        # a pause the gateway might not have used to relay anything on a loaded machine
+        s = g.open_stream("/v1/responses", RESP_BODY)  # a plain answer, read as far as it goes
         self.assertEqual(s.status, 200, s)
-        self.assertTrue(s.truncated, "a cut answer was handed over as complete")
+        cut.set()
+        truncated = False
+        try:
+            while s.resp.read1(65536):
+                pass
+        except (http.client.IncompleteRead, ConnectionError):
+            truncated = True
+        finally:
+            s.conn.close()
+        self.assertTrue(truncated, "a cut answer was handed over as complete")
         rows = g.wait_request_logs(1)
         self.assertEqual((rows[0]["status"], rows[0]["error_class"]), (502, "body_interrupted"), rows[0])
         self.assertEqual(up.count, 1)
