@@ -332,10 +332,12 @@ function attemptsView(tried) {
   tried.forEach((t, i) => {
     if (i) wrap.append(el("span", { class: "arrow", text: "→" }));
     const what = t.outcome + (t.class && t.outcome !== "ok" ? " " + t.class : "") + (t.status ? " " + t.status : "");
+    /* the translation the attempt used (docs/clients.md): client>upstream */
+    const via = t.dialect ? ` translated ${t.dialect}` : t.adapted ? " adapted" : "";
     wrap.append(el("span", { class: "step o-" + t.outcome, "data-outcome": t.outcome,
-      title: `${t.account}: ${t.outcome}${t.class ? " (" + t.class + ")" : ""}, HTTP ${t.status || "–"}, ${t.ms} ms, model ${t.model}` +
+      title: `${t.account}: ${t.outcome}${t.class ? " (" + t.class + ")" : ""}, HTTP ${t.status || "–"}, ${t.ms} ms, model ${t.model}${via}` +
         (t.message ? "\n" + t.message : "") },
-      el("b", { text: t.account }), " " + what));
+      el("b", { text: t.account }), " " + what, t.dialect ? el("span", { class: "via", text: " ⇄" }) : ""));
   });
   if (!tried.length) wrap.append(el("span", { class: "muted", text: "no account tried" }));
   return wrap;
@@ -422,19 +424,20 @@ async function openDetail(id) {
     el("dt", { text: k }), el("dd", { text: v, title: v }))));
   let at = 0;
   const steps = el("table", { class: "grid", id: "detail-attempts" },
-    el("thead", {}, el("tr", {}, ["#", "account", "model", "outcome", "class", "status", "started", "ms"].map((h) =>
+    el("thead", {}, el("tr", {}, ["#", "account", "model", "dialect", "outcome", "class", "status", "started", "ms"].map((h) =>
       el("th", { class: ["#", "status", "started", "ms"].includes(h) ? "num" : null, text: h })))),
     el("tbody", {}, r.tried.length ? r.tried.map((t, i) => {
       const row = el("tr", {},
         el("td", { class: "num", text: i + 1 }), cut("td", "", t.account), cut("td", "", t.model),
+        el("td", { "data-dialect": t.dialect || "", text: t.dialect || (t.adapted ? "adapted" : "–") }),
         el("td", {}, el("span", { class: "badge o-" + t.outcome, text: t.outcome })),
         el("td", { text: t.class || "–" }), el("td", { class: "num", text: t.status || "–" }),
         el("td", { class: "num", text: "+" + at + " ms" }), el("td", { class: "num", text: t.ms }));
       at += t.ms || 0;
       /* what a failed attempt's upstream said, on a line of its own under it */
       return t.message ? [row, el("tr", { class: "att-msg" }, el("td", {}),
-        el("td", { colspan: 7, class: "errmsg", text: t.message }))] : row;
-    }).flat() : [el("tr", {}, el("td", { colspan: 8, class: "empty", text: "no account was tried" }))]));
+        el("td", { colspan: 8, class: "errmsg", text: t.message }))] : row;
+    }).flat() : [el("tr", {}, el("td", { colspan: 9, class: "empty", text: "no account was tried" }))]));
   $("#detail-h").textContent = "Request #" + r.id;
   /* what the client was told when it failed (stored sanitized, at most 300 bytes) */
   const said = r.error_message ? [el("h2", { class: "sub", text: "error message" }),

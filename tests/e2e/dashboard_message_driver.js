@@ -2,7 +2,8 @@
 // headless Chromium, for test_error_messages.py (playwright-core, Debian's
 // /usr/bin/chromium). Signs in with the admin token, searches the request
 // list for SEARCH_WORDS, opens the one row found and prints one JSON line:
-// the ids found, the detail's error message and its attempts' messages.
+// the ids found, the detail's error message, its attempts' messages and
+// each attempt's dialect cell (the translation it used, "–" none).
 "use strict";
 
 const path = require("path");
@@ -35,6 +36,7 @@ async function main() {
     const m = document.querySelector("#detail-message");
     return { message: m ? m.textContent : null,
       attempt_messages: [...document.querySelectorAll("#detail-attempts tr.att-msg .errmsg")].map((e) => e.textContent),
+      dialects: [...document.querySelectorAll("#detail-attempts td[data-dialect]")].map((e) => e.textContent),
       fits: document.querySelector("#detail").getBoundingClientRect().right <= window.innerWidth &&
         (!m || m.scrollWidth <= m.clientWidth) };
   });

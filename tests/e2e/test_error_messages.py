@@ -140,7 +140,7 @@ class ErrorMessageTest(GatewayTest):
         out = g.cli("logs", "--db", g.db_path, "--search", "incorrect api key").stdout
         self.assertEqual(len(log_lines(out)), 1, out)
 
-    def test_the_dashboard_detail_shows_the_error_message(self):
+    def test_the_dashboard_detail_shows_the_error_message_and_the_translation_an_attempt_used(self):
         if not os.access(CHROMIUM, os.X_OK):
             self.skipTest(f"{CHROMIUM} is not installed (scripts/install-deps.sh installs Debian's chromium)")
         node = shutil.which("node")
@@ -150,7 +150,8 @@ class ErrorMessageTest(GatewayTest):
                                os.path.join("node_modules", "playwright-core", "package.json"))
         if not pkg:
             self.skipTest(why)
-        g = self.gateway([account("a", self.mock.url("a", "ctxlen"))], start=False)
+        # a ChatGPT login: the chat requests are translated (docs/clients.md), which the detail says
+        g = self.gateway([account("a", self.mock.url("a", "ctxlen", v1=False), kind="chatgpt")], start=False)
         tok = admin_token(g)
         g.start()
         self.assertEqual(g.post("/v1/chat/completions", chat("gpt-ok")).status, 400)
@@ -173,6 +174,7 @@ class ErrorMessageTest(GatewayTest):
         self.assertEqual(d["found"], [rows[1]["id"]])  # the search box finds it by the message's words
         self.assertEqual(d["message"], CTX_MSG)
         self.assertEqual(d["attempt_messages"], [CTX_MSG])
+        self.assertEqual(d["dialects"], ["chat>responses"])
         self.assertTrue(d["fits"])
         self.assertEqual(d["errors"], [], "\n".join(d["errors"]))
 
