@@ -10,8 +10,9 @@
  *   nothing at all when the stream did not end;
  * - the same bytes fed whole give the same output and verdicts.
  * The same bytes also go to dialect_answer (every pair: an answer comes
- * out as JSON or nothing does) and dialect_error_body (JSON, at most
- * 16 KiB, with error.message a string).
+ * out as JSON or nothing does), dialect_error_body (JSON, at most 16 KiB,
+ * with error.message a string) and fill_output_sse (a terminal event's
+ * empty output filled: only the items are added).
  *
  * Input: byte 0 picks the pair and mode (bit 0 upstream responses, bit 1
  * client responses, bit 2 aggregate, bit 3 include_usage, bit 4 a small
@@ -21,6 +22,7 @@
 #include "base/json.h"
 #include "base/sse.h"
 #include "dialect/dialect.h"
+#include "dialect/fill.h"
 #include "dialect/stream.h"
 #include <string.h>
 
@@ -127,6 +129,14 @@ static void check_answers(const uint8_t *data, size_t n, int status)
     const json_value *msg = json_get(json_get(doc, "error"), "message");
     FUZZ_CHECK(msg && msg->type == JSON_STRING);
     json_free(doc);
+    sbuf_free(&out);
+    /* the same bytes as a passthrough stream whose terminal output is filled (fill.h): when it
+     * changes them, it adds the items and nothing else is lost */
+    static const char items[] = "[{\"type\":\"message\"}]";
+    if (fill_output_sse((const char *)data, n, items, sizeof items - 1, &out)) {
+        FUZZ_CHECK(out.len > n && out.len - n <= (sizeof items - 1) * (n / 8 + 1));
+        FUZZ_CHECK(memmem(out.p, out.len, items, sizeof items - 1) != NULL);
+    }
     sbuf_free(&out);
 }
 
