@@ -1,17 +1,17 @@
 /* toml_edit.c: the format-preserving TOML editor (see toml_edit.h). The
  * document is kept as its bytes plus an index of statements (each key and
  * header with its byte span and full key path). An edit splices bytes into
- * a copy of the buffer and re-indexes it; what the edit does not own is
- * copied byte for byte, like git's config writer. Whitespace, comments and
- * the order of things are the user's.
+ * a copy of the buffer and re-indexes the statements around it; what the
+ * edit does not own is copied byte for byte, like git's config writer.
+ * Whitespace, comments and the order of things are the user's.
  *
- * The index costs no allocation per statement: every decoded name segment
- * lives in one arena of the document (NUL-terminated strings one after
- * another), an entry's path is a run of offsets into it, and a key repeats
- * its table's offsets instead of copying the table's names. Re-indexing
- * reuses the arrays. A config.toml of 400,000 tables is indexed ten times by
- * one attach; a few allocations per table made that mostly malloc and free
- * (ten times slower again under AddressSanitizer). */
+ * Cost, for a config.toml of 400,000 tables (which one attach edits nine
+ * times): the index costs no allocation per statement (every decoded name
+ * segment lives in one arena of the document, an entry's path is a run of
+ * offsets into it, and a key repeats its table's offsets instead of
+ * copying the names), and an edit parses only the statements around it
+ * (te_index_window) instead of the whole document again. Both were most of
+ * the time of attach, and ten times more under AddressSanitizer. */
 #include "codex/toml_edit.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -56,9 +56,10 @@ struct toml_doc {
     sbuf names;
     size_t *seg;
     size_t nseg, segcap;
-    const char *nl; /* line ending of the file: "\r\n" if its first one is, else "\n" */
-    te_aset arrays; /* while indexing */
-    size_t work;    /* path comparisons of the last indexing (toml_index_work) */
+    const char *nl;    /* line ending of the file: "\r\n" if its first one is, else "\n" */
+    te_aset arrays;    /* while indexing */
+    size_t work;       /* path comparisons of the last indexing (toml_index_work) */
+    size_t statements; /* statements the last indexing parsed (toml_index_statements) */
 };
 
 typedef struct te_parser {
@@ -638,6 +639,36 @@ static void te_keyval(te_parser *P, toml_doc *d, size_t start, const te_table *t
     e->in_array = table->in_array;
 }
 
+/* One statement at P->pos: a line, or the lines of a multi-line value,
+ * holding a header, a key or nothing (a comment, a blank line). Each
+ * statement starts where the last one's line ending was consumed, and its
+ * parse looks at no byte past its own line ending. */
+static void te_statement(te_parser *P, toml_doc *d, te_table *table)
+{
+    size_t start = P->pos, ne = d->ne;
+    te_ws(P);
+    int c = te_peek(P, 0);
+    if (c == '[') {
+        te_header(P, d, start, table);
+    } else if (c != '#' && c != '\n' && c != '\r' && c != -1) {
+        te_keyval(P, d, start, table);
+    }
+    te_ws(P);
+    te_comment(P);
+    if (!P->failed && !te_eol(P))
+        te_fail(P, "unexpected text after a statement");
+    if (!P->failed && d->ne > ne)
+        d->e[d->ne - 1].end = P->pos;
+    d->statements++;
+}
+
+/* The file's line ending: "\r\n" if its first one is, else "\n". */
+static void te_newline_style(toml_doc *d)
+{
+    const char *p = d->buf.p ? d->buf.p : "", *lf = memchr(p, '\n', d->buf.len);
+    d->nl = lf && lf > p && lf[-1] == '\r' ? "\r\n" : "\n";
+}
+
 /* Indexes d->buf; 0 ok, -1 with err filled (and the index empty). */
 static int te_index(toml_doc *d, char *err, size_t errlen)
 {
@@ -645,35 +676,136 @@ static int te_index(toml_doc *d, char *err, size_t errlen)
     te_table table = {0, 0, 0};
     te_entries_reset(d);
     te_aset_free(&d->arrays);
-    d->work = 0;
+    d->work = d->statements = 0;
     d->body = 0;
     if (P.len >= 3 && !memcmp(P.p, "\xEF\xBB\xBF", 3))
         d->body = P.pos = 3;
-    const char *crlf = memchr(P.p, '\n', P.len);
-    d->nl = crlf && crlf > P.p && crlf[-1] == '\r' ? "\r\n" : "\n";
+    te_newline_style(d);
     if (memchr(P.p, '\0', P.len))
         te_fail(&P, "the file contains a NUL byte");
-    while (!P.failed && P.pos < P.len) {
-        size_t start = P.pos;
-        te_ws(&P);
-        int c = te_peek(&P, 0);
-        if (c == '[') {
-            te_header(&P, d, start, &table);
-        } else if (c != '#' && c != '\n' && c != '\r' && c != -1) {
-            te_keyval(&P, d, start, &table);
-        }
-        te_ws(&P);
-        te_comment(&P);
-        if (!P.failed && !te_eol(&P))
-            te_fail(&P, "unexpected text after a statement");
-        if (!P.failed && d->ne && d->e[d->ne - 1].start == start)
-            d->e[d->ne - 1].end = P.pos;
-    }
+    while (!P.failed && P.pos < P.len)
+        te_statement(&P, d, &table);
     te_aset_free(&d->arrays);
     if (P.failed) {
         te_entries_reset(d);
         return -1;
     }
+    return 0;
+}
+
+/* 1 if an entry of e[lo..hi) is a header ([[array]] headers only, when
+ * arrays_only). */
+static int te_window_has_header(const toml_doc *d, size_t lo, size_t hi, int arrays_only)
+{
+    for (size_t i = lo; i < hi; i++)
+        if (d->e[i].kind == TE_AHEADER || (!arrays_only && d->e[i].kind == TE_HEADER))
+            return 1;
+    return 0;
+}
+
+/* After an edit replaced cut bytes at from with tlen new ones (d->buf holds
+ * the new bytes, the index still describes the old), re-indexes only the
+ * statements around the edit instead of the whole document. The parse
+ * restarts at the statement boundary at or before from, in the parser's
+ * state there (the table of the last header before it, the [[arrays]]
+ * before it), and stops at the first statement boundary past the new bytes
+ * that was a boundary of the old bytes too. From there on the bytes are the
+ * old ones, so every later statement is the same, shifted by the edit's
+ * length, as long as the parser's state there is the same: the window
+ * holds no header, old or new, or the next statement is a header (it sets
+ * its own table) and none of them is an [[array]] header, or nothing
+ * follows. 0 done; -1 when the window does not parse or changes what
+ * follows: the caller then re-indexes the whole document, which also says
+ * why it does not parse. The window's replaced names stay in the arena
+ * until the next whole indexing. */
+static int te_index_window(toml_doc *d, size_t from, size_t cut, size_t tlen)
+{
+    if (from < 3)
+        return -1; /* the first three bytes say whether there is a BOM */
+    const char *p = d->buf.p;
+    size_t ne_old = d->ne, len_old = d->buf.len - tlen + cut, text_end = from + tlen;
+    /* i0: the first entry in the window; a: where its statements start */
+    size_t lo = 0, hi = ne_old;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->e[mid].start <= from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t i0 = lo, a = d->body;
+    if (i0 > 0) {
+        const te_entry *e = &d->e[i0 - 1];
+        /* from lies inside that statement, or right after a last line
+         * without a line ending (which the edit may continue) */
+        if (from < e->end || p[e->end - 1] != '\n')
+            a = d->e[--i0].start;
+        else
+            a = e->end;
+    }
+    te_table table = {0, 0, 0};
+    for (size_t i = i0; i-- > 0;)
+        if (d->e[i].kind != TE_KV) {
+            table = (te_table){d->e[i].seg, d->e[i].n, d->e[i].in_array || d->e[i].kind == TE_AHEADER};
+            break;
+        }
+    te_aset_free(&d->arrays);
+    d->work = d->statements = 0;
+    for (size_t i = 0; i < i0; i++)
+        if (d->e[i].kind == TE_AHEADER)
+            te_array_seen(d, i);
+    /* the window's new entries are added after the old ones, then moved */
+    te_parser P = {p, d->buf.len, a, NULL, 0, 0};
+    size_t j = i0; /* the first old entry at or after the old position of P.pos */
+    for (;;) {
+        if (P.pos >= text_end) {
+            size_t old = P.pos - tlen + cut;
+            while (j < ne_old && d->e[j].start < old)
+                j++;
+            int boundary = old == len_old || old == a || (j < ne_old && d->e[j].start == old) ||
+                           (j > 0 && d->e[j - 1].end == old);
+            if (boundary)
+                break;
+        }
+        te_statement(&P, d, &table);
+        if (P.failed) {
+            te_aset_free(&d->arrays);
+            return -1;
+        }
+    }
+    te_aset_free(&d->arrays);
+    /* the statements after the window start in the same state as before
+     * unless a header came or went in it: an [[array]] header changes
+     * where every later header lies, any header the table of the keys
+     * right after the window */
+    int arrays = te_window_has_header(d, i0, j, 1) || te_window_has_header(d, ne_old, d->ne, 1);
+    int headers = te_window_has_header(d, i0, j, 0) || te_window_has_header(d, ne_old, d->ne, 0);
+    if (j < ne_old && (arrays || (headers && d->e[j].kind == TE_KV)))
+        return -1;
+    /* e[0..i0) + the new entries + e[j..ne_old) shifted */
+    size_t nnew = d->ne - ne_old, ntail = ne_old - j;
+    te_entry *fresh = NULL;
+    if (nnew) {
+        fresh = malloc(nnew * sizeof *fresh);
+        if (!fresh)
+            abort();
+        memcpy(fresh, d->e + ne_old, nnew * sizeof *fresh);
+    }
+    memmove(d->e + i0 + nnew, d->e + j, ntail * sizeof *d->e);
+    if (nnew)
+        memcpy(d->e + i0, fresh, nnew * sizeof *fresh);
+    free(fresh);
+    d->ne = i0 + nnew + ntail;
+    for (size_t i = i0 + nnew; i < d->ne; i++) {
+        te_entry *e = &d->e[i];
+        e->start = e->start - cut + tlen;
+        e->end = e->end - cut + tlen;
+        if (e->kind == TE_KV) {
+            e->vstart = e->vstart - cut + tlen;
+            e->vend = e->vend - cut + tlen;
+        }
+    }
+    te_newline_style(d);
     return 0;
 }
 
@@ -701,14 +833,32 @@ void toml_free(toml_doc *d)
 
 size_t toml_index_work(const toml_doc *d) { return d->work; }
 
+size_t toml_index_statements(const toml_doc *d) { return d->statements; }
+
+int toml_index_check(const toml_doc *d)
+{
+    toml_doc *f = toml_parse(d->buf.p, d->buf.len, NULL, 0);
+    int same = f && f->ne == d->ne && f->body == d->body && !strcmp(f->nl, d->nl);
+    for (size_t i = 0; same && i < d->ne; i++) {
+        const te_entry *a = &d->e[i], *b = &f->e[i];
+        same = a->kind == b->kind && a->in_array == b->in_array && a->start == b->start && a->end == b->end &&
+               a->vstart == b->vstart && a->vend == b->vend && a->n == b->n && a->nrel == b->nrel;
+        for (size_t k = 0; same && k < a->n; k++)
+            same = !strcmp(te_seg(d, a->seg + k), te_seg(f, b->seg + k));
+    }
+    toml_free(f);
+    return same;
+}
+
 const char *toml_bytes(const toml_doc *d, size_t *len)
 {
     *len = d->buf.len;
     return d->buf.p ? d->buf.p : "";
 }
 
-/* Replaces [from, to) of the document with text and re-indexes; on a
- * failure (which would be a bug in the editor) the document is unchanged. */
+/* Replaces [from, to) of the document with text and re-indexes what the
+ * edit touched; on a failure (a value that is not TOML, or a bug in the
+ * editor) the document is unchanged. */
 static int te_splice(toml_doc *d, size_t from, size_t to, const char *text, size_t tlen, char *err, size_t errlen)
 {
     sbuf nb = SBUF_INIT;
@@ -719,7 +869,7 @@ static int te_splice(toml_doc *d, size_t from, size_t to, const char *text, size
     sbuf old = d->buf;
     d->buf = nb;
     char e2[256] = "";
-    if (te_index(d, e2, sizeof e2) == 0) {
+    if (te_index_window(d, from, to - from, tlen) == 0 || te_index(d, e2, sizeof e2) == 0) {
         sbuf_free(&old);
         return 0;
     }
