@@ -10,8 +10,9 @@
  * segment lives in one arena of the document, an entry's path is a run of
  * offsets into it, and a key repeats its table's offsets instead of
  * copying the names), and an edit parses only the statements around it
- * (te_index_window) instead of the whole document again. Both were most of
- * the time of attach, and ten times more under AddressSanitizer. */
+ * (te_index_window) instead of the whole document again. Allocations and
+ * re-indexing were most of attach's time, and under AddressSanitizer, where
+ * every malloc is dear, ten times as much. */
 #include "codex/toml_edit.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -57,7 +58,7 @@ struct toml_doc {
     size_t *seg;
     size_t nseg, segcap;
     const char *nl;    /* line ending of the file: "\r\n" if its first one is, else "\n" */
-    te_aset arrays;    /* while indexing */
+    te_aset arrays;    /* while indexing (the document, or an edit's window) */
     size_t work;       /* path comparisons of the last indexing (toml_index_work) */
     size_t statements; /* statements the last indexing parsed (toml_index_statements) */
 };
@@ -791,7 +792,8 @@ static int te_index_window(toml_doc *d, size_t from, size_t cut, size_t tlen)
             abort();
         memcpy(fresh, d->e + ne_old, nnew * sizeof *fresh);
     }
-    memmove(d->e + i0 + nnew, d->e + j, ntail * sizeof *d->e);
+    if (ntail)
+        memmove(d->e + i0 + nnew, d->e + j, ntail * sizeof *d->e);
     if (nnew)
         memcpy(d->e + i0, fresh, nnew * sizeof *fresh);
     free(fresh);
