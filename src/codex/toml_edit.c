@@ -1,9 +1,18 @@
 /* toml_edit.c: the format-preserving TOML editor (see toml_edit.h). The
  * document is kept as its bytes plus an index of statements (each key and
  * header with its byte span and full key path). An edit splices bytes into
- * a copy of the buffer and re-indexes it; what the edit does not own is
- * copied byte for byte, like git's config writer. Whitespace, comments and
- * the order of things are the user's. */
+ * a copy of the buffer and re-indexes the statements around it; what the
+ * edit does not own is copied byte for byte, like git's config writer.
+ * Whitespace, comments and the order of things are the user's.
+ *
+ * Cost, for a config.toml of 400,000 tables (which one attach edits nine
+ * times): the index costs no allocation per statement (every decoded name
+ * segment lives in one arena of the document, an entry's path is a run of
+ * offsets into it, and a key repeats its table's offsets instead of
+ * copying the names), and an edit parses only the statements around it
+ * (te_index_window) instead of the whole document again. Allocations and
+ * re-indexing were most of attach's time, and under AddressSanitizer, where
+ * every malloc is dear, ten times as much. */
 #include "codex/toml_edit.h"
 #include <stdint.h>
 #include <stdio.h>
@@ -20,12 +29,11 @@ typedef enum { TE_KV, TE_HEADER, TE_AHEADER } te_kind;
 
 typedef struct te_entry {
     te_kind kind;
+    int in_array;        /* under an [[array of tables]]: never edited */
     size_t start, end;   /* the whole statement: its line start .. past its line ending (or EOF) */
     size_t vstart, vend; /* TE_KV: the value's bytes */
-    char **path;         /* full key path: the table's path + the key's segments */
-    size_t n;
+    size_t seg, n;       /* full key path (the table's path + the key's segments): d->seg[seg .. seg + n) */
     size_t nrel;         /* TE_KV: how many segments the key itself has */
-    int in_array;        /* under an [[array of tables]]: never edited */
 } te_entry;
 
 /* The [[arrays of tables]] seen so far while indexing, each distinct path
@@ -43,9 +51,16 @@ struct toml_doc {
     size_t body; /* first byte after a UTF-8 BOM */
     te_entry *e;
     size_t ne, cap;
-    const char *nl; /* line ending of the file: "\r\n" if its first one is, else "\n" */
-    te_aset arrays; /* while indexing */
-    size_t work;    /* path comparisons of the last indexing (toml_index_work) */
+    /* The name arena: decoded segments, each NUL-terminated, one after
+     * another in names; seg[] holds offsets into names (not pointers:
+     * names moves as it grows), and each entry a run of seg[]. */
+    sbuf names;
+    size_t *seg;
+    size_t nseg, segcap;
+    const char *nl;    /* line ending of the file: "\r\n" if its first one is, else "\n" */
+    te_aset arrays;    /* while indexing (the document, or an edit's window) */
+    size_t work;       /* path comparisons of the last indexing (toml_index_work) */
+    size_t statements; /* statements the last indexing parsed (toml_index_statements) */
 };
 
 typedef struct te_parser {
@@ -239,7 +254,8 @@ static int te_bare_char(int c)
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
-/* One key segment (bare, "basic" or 'literal'), decoded into out. */
+/* One key segment (bare, "basic" or 'literal'), decoded into out when out
+ * is given. A bare segment is its own bytes: appended as one span. */
 static void te_key_seg(te_parser *P, sbuf *out)
 {
     int c = te_peek(P, 0);
@@ -255,51 +271,48 @@ static void te_key_seg(te_parser *P, sbuf *out)
         te_fail(P, "expected a key");
         return;
     }
+    size_t from = P->pos;
     while (te_bare_char(te_peek(P, 0)))
-        sbuf_append(out, &P->p[P->pos++], 1);
+        P->pos++;
+    if (out)
+        sbuf_append(out, P->p + from, P->pos - from);
 }
 
-typedef struct te_path {
-    char **v;
-    size_t n, cap;
-} te_path;
-
-static void te_path_push(te_path *k, const char *s, size_t len)
+/* Appends one offset into d->names to d->seg. */
+static void te_seg_push(toml_doc *d, size_t off)
 {
-    if (k->n == k->cap) {
-        k->cap = k->cap ? k->cap * 2 : 8;
-        k->v = realloc(k->v, k->cap * sizeof *k->v);
-        if (!k->v)
+    if (d->nseg == d->segcap) {
+        size_t cap = d->segcap ? d->segcap * 2 : 64;
+        size_t *v = realloc(d->seg, cap * sizeof *v);
+        if (!v)
             abort();
+        d->seg = v;
+        d->segcap = cap;
     }
-    char *d = malloc(len + 1);
-    if (!d)
-        abort();
-    memcpy(d, s, len);
-    d[len] = '\0';
-    k->v[k->n++] = d;
+    d->seg[d->nseg++] = off;
 }
 
-static void te_path_free(te_path *k)
-{
-    for (size_t i = 0; i < k->n; i++)
-        free(k->v[i]);
-    free(k->v);
-    memset(k, 0, sizeof *k);
-}
+/* Segment i of the arena, as a C string. */
+static const char *te_seg(const toml_doc *d, size_t i) { return d->names.p + d->seg[i]; }
 
-/* A dotted key: seg (ws '.' ws seg)*. */
-static void te_key(te_parser *P, te_path *k)
+/* A dotted key: seg (ws '.' ws seg)*. With d, each segment is decoded into
+ * the arena and its offset pushed to d->seg; without (a key inside an
+ * inline table, which is never indexed), it is only checked. */
+static void te_key(te_parser *P, toml_doc *d)
 {
     for (size_t parts = 0;; parts++) {
         if (parts == TE_SEGS_MAX) {
             te_fail(P, "a key or table name of more than 128 parts");
             return;
         }
-        sbuf seg = SBUF_INIT;
-        te_key_seg(P, &seg);
-        te_path_push(k, seg.p ? seg.p : "", seg.len);
-        sbuf_free(&seg);
+        if (d) {
+            size_t off = d->names.len;
+            te_key_seg(P, &d->names);
+            sbuf_append(&d->names, "", 1); /* the segment's NUL */
+            te_seg_push(d, off);
+        } else {
+            te_key_seg(P, NULL);
+        }
         if (P->failed)
             return;
         te_ws(P);
@@ -345,10 +358,8 @@ static void te_inline_table(te_parser *P, int depth)
         return;
     }
     for (;;) {
-        te_path k = {0};
         te_ws_nl(P);
-        te_key(P, &k);
-        te_path_free(&k);
+        te_key(P, NULL);
         te_ws(P);
         if (!P->failed && te_peek(P, 0) != '=')
             te_fail(P, "expected '=' after a key in an inline table");
@@ -419,32 +430,58 @@ static void te_value(te_parser *P, int depth)
 
 /* ---------- the statement index ---------- */
 
-static void te_entries_free(toml_doc *d)
+/* Empties the index, keeping its memory for the next indexing. */
+static void te_entries_reset(toml_doc *d)
 {
-    for (size_t i = 0; i < d->ne; i++) {
-        for (size_t j = 0; j < d->e[i].n; j++)
-            free(d->e[i].path[j]);
-        free(d->e[i].path);
-    }
-    free(d->e);
-    d->e = NULL;
-    d->ne = d->cap = 0;
+    d->ne = 0;
+    d->nseg = 0;
+    sbuf_reset(&d->names);
 }
 
-static int te_path_eq(char *const *a, size_t na, const char *const *b, size_t nb)
+static void te_entries_free(toml_doc *d)
 {
-    if (na != nb)
-        return 0;
-    for (size_t i = 0; i < na; i++)
-        if (strcmp(a[i], b[i]) != 0)
+    free(d->e);
+    free(d->seg);
+    sbuf_free(&d->names);
+    d->e = NULL;
+    d->seg = NULL;
+    d->ne = d->cap = d->nseg = d->segcap = 0;
+}
+
+/* 1 if the k segments of the arena from seg on are path[0..k). */
+static int te_segs_are(const toml_doc *d, size_t seg, const char *const *path, size_t k)
+{
+    for (size_t i = 0; i < k; i++)
+        if (strcmp(te_seg(d, seg + i), path[i]) != 0)
             return 0;
     return 1;
 }
 
-/* 1 if a[0..na) is a prefix of b[0..nb) (or equal). */
-static int te_path_prefix(char *const *a, size_t na, const char *const *b, size_t nb)
+/* e's path is path[0..n). */
+static int te_is(const toml_doc *d, const te_entry *e, const char *const *path, size_t n)
 {
-    return na <= nb && te_path_eq(a, na, b, na);
+    return e->n == n && te_segs_are(d, e->seg, path, n);
+}
+
+/* e's path is a prefix of path[0..n) (or equal): path lies inside e. */
+static int te_holds(const toml_doc *d, const te_entry *e, const char *const *path, size_t n)
+{
+    return e->n <= n && te_segs_are(d, e->seg, path, e->n);
+}
+
+/* path[0..n) is a prefix of e's path (or equal): e lies inside path. */
+static int te_under(const toml_doc *d, const te_entry *e, const char *const *path, size_t n)
+{
+    return n <= e->n && te_segs_are(d, e->seg, path, n);
+}
+
+/* Two runs of n segments of the arena name the same path. */
+static int te_runs_eq(const toml_doc *d, size_t a, size_t b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (d->seg[a + i] != d->seg[b + i] && strcmp(te_seg(d, a + i), te_seg(d, b + i)) != 0)
+            return 0;
+    return 1;
 }
 
 static te_entry *te_entry_add(toml_doc *d, te_kind kind, size_t start)
@@ -469,8 +506,9 @@ static uint64_t te_hash_seg(uint64_t h, const char *seg)
     return (h ^ 0xff) * 1099511628211u; /* the separator */
 }
 
-/* The array header whose path is path[0..n) (hash h), or -1. */
-static long te_aset_find(toml_doc *d, uint64_t h, char *const *path, size_t n)
+/* The array header whose path is the run of n segments from seg (hash h),
+ * or -1. */
+static long te_aset_find(toml_doc *d, uint64_t h, size_t seg, size_t n)
 {
     const te_aset *a = &d->arrays;
     for (size_t i = a->cap ? h & (a->cap - 1) : 0; a->cap && a->slot[i]; i = (i + 1) & (a->cap - 1)) {
@@ -478,7 +516,7 @@ static long te_aset_find(toml_doc *d, uint64_t h, char *const *path, size_t n)
         if (a->hash[i] != h)
             continue;
         d->work++;
-        if (te_path_eq(e->path, e->n, (const char *const *)path, n))
+        if (e->n == n && te_runs_eq(d, e->seg, seg, n))
             return (long)(a->slot[i] - 1);
     }
     return -1;
@@ -515,14 +553,14 @@ static void te_aset_free(te_aset *a)
     memset(a, 0, sizeof *a);
 }
 
-/* 1 if path lies under one of the [[arrays of tables]] indexed so far: a
- * lookup of each of its prefixes. */
-static int te_under_array(toml_doc *d, char *const *path, size_t n)
+/* 1 if the path of n segments from seg lies under one of the [[arrays of
+ * tables]] indexed so far: a lookup of each of its prefixes. */
+static int te_under_array(toml_doc *d, size_t seg, size_t n)
 {
     uint64_t h = 1469598103934665603u;
     for (size_t i = 0; i < n; i++) {
-        h = te_hash_seg(h, path[i]);
-        if (te_aset_find(d, h, path, i + 1) >= 0)
+        h = te_hash_seg(h, te_seg(d, seg + i));
+        if (te_aset_find(d, h, seg, i + 1) >= 0)
             return 1;
     }
     return 0;
@@ -534,53 +572,53 @@ static void te_array_seen(toml_doc *d, size_t i)
     const te_entry *e = &d->e[i];
     uint64_t h = 1469598103934665603u;
     for (size_t k = 0; k < e->n; k++)
-        h = te_hash_seg(h, e->path[k]);
-    if (te_aset_find(d, h, e->path, e->n) < 0)
+        h = te_hash_seg(h, te_seg(d, e->seg + k));
+    if (te_aset_find(d, h, e->seg, e->n) < 0)
         te_aset_put(&d->arrays, h, i);
 }
 
+/* The table the statements being indexed belong to: the path of its
+ * header entry (borrowed: a run of d->seg), empty for the root. */
+typedef struct te_table {
+    size_t seg, n;
+    int in_array;
+} te_table;
+
 /* [a.b] or [[a.b]] at P->pos; the header becomes the current table. */
-static void te_header(te_parser *P, toml_doc *d, size_t start, te_path *table, int *table_in_array)
+static void te_header(te_parser *P, toml_doc *d, size_t start, te_table *table)
 {
     int arr = te_peek(P, 1) == '[';
     P->pos += arr ? 2 : 1;
     te_ws(P);
-    te_path k = {0};
-    te_key(P, &k);
+    size_t seg = d->nseg;
+    te_key(P, d);
     te_ws(P);
     if (!P->failed && (te_peek(P, 0) != ']' || (arr && te_peek(P, 1) != ']')))
         te_fail(P, arr ? "expected ']]' after the table name" : "expected ']' after the table name");
-    if (P->failed) {
-        te_path_free(&k);
+    if (P->failed)
         return;
-    }
     P->pos += arr ? 2 : 1;
-    int in_array = te_under_array(d, k.v, k.n);
+    size_t n = d->nseg - seg;
+    int in_array = te_under_array(d, seg, n);
     te_entry *e = te_entry_add(d, arr ? TE_AHEADER : TE_HEADER, start);
     e->in_array = in_array;
-    e->n = k.n;
-    e->path = malloc(k.n * sizeof *e->path);
-    if (!e->path)
-        abort();
-    te_path_free(table);
-    for (size_t i = 0; i < k.n; i++) {
-        e->path[i] = k.v[i];
-        te_path_push(table, k.v[i], strlen(k.v[i]));
-    }
-    free(k.v);
+    e->seg = seg;
+    e->n = n;
     if (arr)
         te_array_seen(d, d->ne - 1);
-    *table_in_array = in_array || arr;
+    table->seg = seg;
+    table->n = n;
+    table->in_array = in_array || arr;
 }
 
-/* key = value at P->pos, in the current table. */
-static void te_keyval(te_parser *P, toml_doc *d, size_t start, const te_path *table, int table_in_array)
+/* key = value at P->pos, in the current table: the entry's path is the
+ * table's offsets followed by the key's own segments. */
+static void te_keyval(te_parser *P, toml_doc *d, size_t start, const te_table *table)
 {
-    te_path k = {0};
+    size_t seg = d->nseg;
     for (size_t i = 0; i < table->n; i++)
-        te_path_push(&k, table->v[i], strlen(table->v[i]));
-    size_t before = k.n;
-    te_key(P, &k);
+        te_seg_push(d, d->seg[table->seg + i]);
+    te_key(P, d);
     te_ws(P);
     if (!P->failed && te_peek(P, 0) != '=')
         te_fail(P, "expected '=' after a key");
@@ -591,57 +629,185 @@ static void te_keyval(te_parser *P, toml_doc *d, size_t start, const te_path *ta
     size_t vstart = P->pos;
     if (!P->failed)
         te_value(P, 0);
-    if (P->failed) {
-        te_path_free(&k);
+    if (P->failed)
         return;
-    }
     te_entry *e = te_entry_add(d, TE_KV, start);
     e->vstart = vstart;
     e->vend = P->pos;
-    e->path = k.v;
-    e->n = k.n;
-    e->nrel = k.n - before;
-    e->in_array = table_in_array;
+    e->seg = seg;
+    e->n = d->nseg - seg;
+    e->nrel = e->n - table->n;
+    e->in_array = table->in_array;
 }
 
-/* Indexes d->buf; 0 ok, -1 with err filled. */
+/* One statement at P->pos: a line, or the lines of a multi-line value,
+ * holding a header, a key or nothing (a comment, a blank line). Each
+ * statement starts where the last one's line ending was consumed, and its
+ * parse looks at no byte past its own line ending. */
+static void te_statement(te_parser *P, toml_doc *d, te_table *table)
+{
+    size_t start = P->pos, ne = d->ne;
+    te_ws(P);
+    int c = te_peek(P, 0);
+    if (c == '[') {
+        te_header(P, d, start, table);
+    } else if (c != '#' && c != '\n' && c != '\r' && c != -1) {
+        te_keyval(P, d, start, table);
+    }
+    te_ws(P);
+    te_comment(P);
+    if (!P->failed && !te_eol(P))
+        te_fail(P, "unexpected text after a statement");
+    if (!P->failed && d->ne > ne)
+        d->e[d->ne - 1].end = P->pos;
+    d->statements++;
+}
+
+/* The file's line ending: "\r\n" if its first one is, else "\n". */
+static void te_newline_style(toml_doc *d)
+{
+    const char *p = d->buf.p ? d->buf.p : "", *lf = memchr(p, '\n', d->buf.len);
+    d->nl = lf && lf > p && lf[-1] == '\r' ? "\r\n" : "\n";
+}
+
+/* Indexes d->buf; 0 ok, -1 with err filled (and the index empty). */
 static int te_index(toml_doc *d, char *err, size_t errlen)
 {
     te_parser P = {d->buf.p ? d->buf.p : "", d->buf.len, 0, err, errlen, 0};
-    te_path table = {0};
-    int table_in_array = 0;
-    te_entries_free(d);
+    te_table table = {0, 0, 0};
+    te_entries_reset(d);
     te_aset_free(&d->arrays);
-    d->work = 0;
+    d->work = d->statements = 0;
     d->body = 0;
     if (P.len >= 3 && !memcmp(P.p, "\xEF\xBB\xBF", 3))
         d->body = P.pos = 3;
-    const char *crlf = memchr(P.p, '\n', P.len);
-    d->nl = crlf && crlf > P.p && crlf[-1] == '\r' ? "\r\n" : "\n";
+    te_newline_style(d);
     if (memchr(P.p, '\0', P.len))
         te_fail(&P, "the file contains a NUL byte");
-    while (!P.failed && P.pos < P.len) {
-        size_t start = P.pos;
-        te_ws(&P);
-        int c = te_peek(&P, 0);
-        if (c == '[') {
-            te_header(&P, d, start, &table, &table_in_array);
-        } else if (c != '#' && c != '\n' && c != '\r' && c != -1) {
-            te_keyval(&P, d, start, &table, table_in_array);
-        }
-        te_ws(&P);
-        te_comment(&P);
-        if (!P.failed && !te_eol(&P))
-            te_fail(&P, "unexpected text after a statement");
-        if (!P.failed && d->ne && d->e[d->ne - 1].start == start)
-            d->e[d->ne - 1].end = P.pos;
-    }
-    te_path_free(&table);
+    while (!P.failed && P.pos < P.len)
+        te_statement(&P, d, &table);
     te_aset_free(&d->arrays);
     if (P.failed) {
-        te_entries_free(d);
+        te_entries_reset(d);
         return -1;
     }
+    return 0;
+}
+
+/* 1 if an entry of e[lo..hi) is a header ([[array]] headers only, when
+ * arrays_only). */
+static int te_window_has_header(const toml_doc *d, size_t lo, size_t hi, int arrays_only)
+{
+    for (size_t i = lo; i < hi; i++)
+        if (d->e[i].kind == TE_AHEADER || (!arrays_only && d->e[i].kind == TE_HEADER))
+            return 1;
+    return 0;
+}
+
+/* After an edit replaced cut bytes at from with tlen new ones (d->buf holds
+ * the new bytes, the index still describes the old), re-indexes only the
+ * statements around the edit instead of the whole document. The parse
+ * restarts at the statement boundary at or before from, in the parser's
+ * state there (the table of the last header before it, the [[arrays]]
+ * before it), and stops at the first statement boundary past the new bytes
+ * that was a boundary of the old bytes too. From there on the bytes are the
+ * old ones, so every later statement is the same, shifted by the edit's
+ * length, as long as the parser's state there is the same: the window
+ * holds no header, old or new, or the next statement is a header (it sets
+ * its own table) and none of them is an [[array]] header, or nothing
+ * follows. 0 done; -1 when the window does not parse or changes what
+ * follows: the caller then re-indexes the whole document, which also says
+ * why it does not parse. The window's replaced names stay in the arena
+ * until the next whole indexing. */
+static int te_index_window(toml_doc *d, size_t from, size_t cut, size_t tlen)
+{
+    if (from < 3)
+        return -1; /* the first three bytes say whether there is a BOM */
+    const char *p = d->buf.p;
+    size_t ne_old = d->ne, len_old = d->buf.len - tlen + cut, text_end = from + tlen;
+    /* i0: the first entry in the window; a: where its statements start */
+    size_t lo = 0, hi = ne_old;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->e[mid].start <= from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t i0 = lo, a = d->body;
+    if (i0 > 0) {
+        const te_entry *e = &d->e[i0 - 1];
+        /* from lies inside that statement, or right after a last line
+         * without a line ending (which the edit may continue) */
+        if (from < e->end || p[e->end - 1] != '\n')
+            a = d->e[--i0].start;
+        else
+            a = e->end;
+    }
+    te_table table = {0, 0, 0};
+    for (size_t i = i0; i-- > 0;)
+        if (d->e[i].kind != TE_KV) {
+            table = (te_table){d->e[i].seg, d->e[i].n, d->e[i].in_array || d->e[i].kind == TE_AHEADER};
+            break;
+        }
+    te_aset_free(&d->arrays);
+    d->work = d->statements = 0;
+    for (size_t i = 0; i < i0; i++)
+        if (d->e[i].kind == TE_AHEADER)
+            te_array_seen(d, i);
+    /* the window's new entries are added after the old ones, then moved */
+    te_parser P = {p, d->buf.len, a, NULL, 0, 0};
+    size_t j = i0; /* the first old entry at or after the old position of P.pos */
+    for (;;) {
+        if (P.pos >= text_end) {
+            size_t old = P.pos - tlen + cut;
+            while (j < ne_old && d->e[j].start < old)
+                j++;
+            int boundary = old == len_old || old == a || (j < ne_old && d->e[j].start == old) ||
+                           (j > 0 && d->e[j - 1].end == old);
+            if (boundary)
+                break;
+        }
+        te_statement(&P, d, &table);
+        if (P.failed) {
+            te_aset_free(&d->arrays);
+            return -1;
+        }
+    }
+    te_aset_free(&d->arrays);
+    /* the statements after the window start in the same state as before
+     * unless a header came or went in it: an [[array]] header changes
+     * where every later header lies, any header the table of the keys
+     * right after the window */
+    int arrays = te_window_has_header(d, i0, j, 1) || te_window_has_header(d, ne_old, d->ne, 1);
+    int headers = te_window_has_header(d, i0, j, 0) || te_window_has_header(d, ne_old, d->ne, 0);
+    if (j < ne_old && (arrays || (headers && d->e[j].kind == TE_KV)))
+        return -1;
+    /* e[0..i0) + the new entries + e[j..ne_old) shifted */
+    size_t nnew = d->ne - ne_old, ntail = ne_old - j;
+    te_entry *fresh = NULL;
+    if (nnew) {
+        fresh = malloc(nnew * sizeof *fresh);
+        if (!fresh)
+            abort();
+        memcpy(fresh, d->e + ne_old, nnew * sizeof *fresh);
+    }
+    if (ntail)
+        memmove(d->e + i0 + nnew, d->e + j, ntail * sizeof *d->e);
+    if (nnew)
+        memcpy(d->e + i0, fresh, nnew * sizeof *fresh);
+    free(fresh);
+    d->ne = i0 + nnew + ntail;
+    for (size_t i = i0 + nnew; i < d->ne; i++) {
+        te_entry *e = &d->e[i];
+        e->start = e->start - cut + tlen;
+        e->end = e->end - cut + tlen;
+        if (e->kind == TE_KV) {
+            e->vstart = e->vstart - cut + tlen;
+            e->vend = e->vend - cut + tlen;
+        }
+    }
+    te_newline_style(d);
     return 0;
 }
 
@@ -669,24 +835,43 @@ void toml_free(toml_doc *d)
 
 size_t toml_index_work(const toml_doc *d) { return d->work; }
 
+size_t toml_index_statements(const toml_doc *d) { return d->statements; }
+
+int toml_index_check(const toml_doc *d)
+{
+    toml_doc *f = toml_parse(d->buf.p, d->buf.len, NULL, 0);
+    int same = f && f->ne == d->ne && f->body == d->body && !strcmp(f->nl, d->nl);
+    for (size_t i = 0; same && i < d->ne; i++) {
+        const te_entry *a = &d->e[i], *b = &f->e[i];
+        same = a->kind == b->kind && a->in_array == b->in_array && a->start == b->start && a->end == b->end &&
+               a->vstart == b->vstart && a->vend == b->vend && a->n == b->n && a->nrel == b->nrel;
+        for (size_t k = 0; same && k < a->n; k++)
+            same = !strcmp(te_seg(d, a->seg + k), te_seg(f, b->seg + k));
+    }
+    toml_free(f);
+    return same;
+}
+
 const char *toml_bytes(const toml_doc *d, size_t *len)
 {
     *len = d->buf.len;
     return d->buf.p ? d->buf.p : "";
 }
 
-/* Replaces [from, to) of the document with text and re-indexes; on a
- * failure (which would be a bug in the editor) the document is unchanged. */
+/* Replaces [from, to) of the document with text and re-indexes what the
+ * edit touched; on a failure (a value that is not TOML, or a bug in the
+ * editor) the document is unchanged. */
 static int te_splice(toml_doc *d, size_t from, size_t to, const char *text, size_t tlen, char *err, size_t errlen)
 {
     sbuf nb = SBUF_INIT;
+    sbuf_reserve(&nb, d->buf.len - (to - from) + tlen);
     sbuf_append(&nb, d->buf.p, from);
     sbuf_append(&nb, text, tlen);
     sbuf_append(&nb, d->buf.p + to, d->buf.len - to);
     sbuf old = d->buf;
     d->buf = nb;
     char e2[256] = "";
-    if (te_index(d, e2, sizeof e2) == 0) {
+    if (te_index_window(d, from, to - from, tlen) == 0 || te_index(d, e2, sizeof e2) == 0) {
         sbuf_free(&old);
         return 0;
     }
@@ -705,15 +890,15 @@ static long te_find(const toml_doc *d, const char *const *path, size_t n, char *
 {
     for (size_t i = 0; i < d->ne; i++) {
         const te_entry *e = &d->e[i];
-        if (e->kind == TE_AHEADER && te_path_prefix(e->path, e->n, path, n)) {
+        if (e->kind == TE_AHEADER && te_holds(d, e, path, n)) {
             te_errf(err, errlen, "%s is inside an array of tables ([[...]]), which switchyard does not edit", path, n);
             return -2;
         }
         if (e->kind != TE_KV || e->in_array)
             continue;
-        if (te_path_eq(e->path, e->n, path, n))
+        if (te_is(d, e, path, n))
             return (long)i;
-        if (te_path_prefix(e->path, e->n, path, n)) {
+        if (te_holds(d, e, path, n)) {
             te_errf(err, errlen, "%s is inside an inline value (key = { ... }), which switchyard does not edit",
                     path, n);
             return -2;
@@ -791,7 +976,7 @@ static size_t te_table_insert_pos(const toml_doc *d, size_t h)
 static long te_header_find(const toml_doc *d, const char *const *path, size_t n)
 {
     for (size_t i = 0; i < d->ne; i++)
-        if (d->e[i].kind == TE_HEADER && !d->e[i].in_array && te_path_eq(d->e[i].path, d->e[i].n, path, n))
+        if (d->e[i].kind == TE_HEADER && !d->e[i].in_array && te_is(d, &d->e[i], path, n))
             return (long)i;
     return -1;
 }
@@ -820,8 +1005,7 @@ int toml_set(toml_doc *d, const char *const *path, size_t n, const char *raw, ch
     if (i >= 0)
         return te_splice(d, d->e[i].vstart, d->e[i].vend, raw, strlen(raw), err, errlen);
     for (size_t j = 0; j < d->ne; j++) {
-        if ((d->e[j].n > n || (d->e[j].kind != TE_KV && d->e[j].n == n)) &&
-            te_path_prefix((char *const *)path, n, (const char *const *)d->e[j].path, d->e[j].n)) {
+        if ((d->e[j].n > n || (d->e[j].kind != TE_KV && d->e[j].n == n)) && te_under(d, &d->e[j], path, n)) {
             te_errf(err, errlen, "%s is a table in this file, not a value", path, n);
             return -1;
         }
@@ -836,8 +1020,7 @@ int toml_set(toml_doc *d, const char *const *path, size_t n, const char *raw, ch
     long last = -1;
     for (size_t j = 0; j < d->ne; j++) {
         const te_entry *e = &d->e[j];
-        if (e->kind == TE_KV && !e->in_array && e->n > np && e->n - e->nrel <= np &&
-            te_path_prefix((char *const *)path, np, (const char *const *)e->path, e->n))
+        if (e->kind == TE_KV && !e->in_array && e->n > np && e->n - e->nrel <= np && te_under(d, e, path, np))
             last = (long)j;
     }
     if (last >= 0) {
@@ -879,7 +1062,7 @@ int toml_has_table(const toml_doc *d, const char *const *path, size_t n)
 {
     for (size_t i = 0; i < d->ne; i++)
         if (d->e[i].n > n || (d->e[i].kind != TE_KV && d->e[i].n == n))
-            if (te_path_prefix((char *const *)path, n, (const char *const *)d->e[i].path, d->e[i].n))
+            if (te_under(d, &d->e[i], path, n))
                 return 1;
     return 0;
 }

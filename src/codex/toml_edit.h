@@ -23,6 +23,13 @@ void toml_free(toml_doc *d);
  * table names of more than 128 parts are refused, so each statement's work
  * is bounded. */
 size_t toml_index_work(const toml_doc *d);
+/* The statements the last parse or edit parsed: every one after a parse,
+ * only those around the edit after an edit (a test's measure that an edit
+ * does not re-index the whole document). */
+size_t toml_index_statements(const toml_doc *d);
+/* 1 if the index is what indexing the current bytes afresh gives: a
+ * test's proof that updating it in place after an edit is exact. */
+int toml_index_check(const toml_doc *d);
 /* The current bytes of the document (after any edits). */
 const char *toml_bytes(const toml_doc *d, size_t *len);
 

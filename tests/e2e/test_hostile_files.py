@@ -3,7 +3,9 @@ file it expects: the key it writes is never group- or world-readable; a FIFO,
 a dangling symlink or an oversized file is refused at once with a clear error
 (never a blocked command holding the lock, never the user's link replaced by a
 file); a symlink to a regular file is written through; a file of 400,000
-tables is attached, checked and detached (it took minutes: quadratic)."""
+tables is attached, checked and detached and comes back byte for byte. How
+the time grows with the number of tables is a benchmark's figure
+(bench/codex_tables.sh), never a timed assertion here."""
 
 import os
 import shutil
@@ -16,6 +18,13 @@ import time
 from harness import GatewayTest, main, switchyard_bin
 
 ORIGINAL = 'model = "gpt-5"\n\n[tui]\nnotifications = false\n'
+
+# How long a command on a file of many tables may run before it counts as
+# hung: far above any run on a loaded machine (the slowest seen was 78 s, an
+# AddressSanitizer build of the quadratic-era editor on two busy cores; now
+# about 1 s of CPU), and below ctest's 300 s for this file, so that a hang
+# fails here, naming its command, rather than as ctest's timeout.
+HANG_GUARD_S = 240
 
 
 class HostileFilesTest(GatewayTest):
@@ -154,20 +163,20 @@ class HostileFilesTest(GatewayTest):
 
     def test_forty_thousand_tables_attach_and_detach(self):
         text = self.big_config(40000)
-        self.attach()
+        self.attach(timeout=HANG_GUARD_S)
         # attached offline: status says so, and exits 1 because no gateway answers at the written URL
-        self.assertIn("attached", self.sy("status", check=False).stdout)
-        self.sy("detach")
+        self.assertIn("attached", self.sy("status", check=False, timeout=HANG_GUARD_S).stdout)
+        self.sy("detach", timeout=HANG_GUARD_S)
         with open(self.cfg) as f:
             self.assertEqual(f.read(), text)
 
     def test_four_hundred_thousand_tables_attach_status_and_detach_finish(self):
-        # quadratic, this took over five minutes; the command's own 60 s timeout is the check
+        # the timeout stops a hang; it does not measure speed (bench/codex_tables.sh does)
         text = self.big_config(400000)
         started = time.monotonic()
-        self.attach()
-        self.assertIn("attached", self.sy("status", check=False).stdout)
-        self.sy("detach")
+        self.attach(timeout=HANG_GUARD_S)
+        self.assertIn("attached", self.sy("status", check=False, timeout=HANG_GUARD_S).stdout)
+        self.sy("detach", timeout=HANG_GUARD_S)
         with open(self.cfg) as f:
             self.assertEqual(f.read(), text)
         print(f"  400,000 tables: attach + status + detach in {time.monotonic() - started:.1f} s")

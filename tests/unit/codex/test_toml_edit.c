@@ -1,8 +1,10 @@
 /* test_toml_edit.c: the format-preserving TOML editor: what it parses and
  * what it refuses (with the line), that edits touch only the bytes of the
  * key they own (comments, CRLF, BOM, strings that look like statements,
- * dotted keys), where new keys and tables go, and that removing what was
- * added gives the input back byte for byte. */
+ * dotted keys), where new keys and tables go, that removing what was
+ * added gives the input back byte for byte, and that an edit, which
+ * re-indexes only the statements around it, leaves the index exactly as
+ * indexing the edited bytes afresh would. */
 #include "check.h"
 #include "codex/toml_edit.h"
 
@@ -231,11 +233,11 @@ static void test_value_norm_compares_strings_by_content(void)
     sbuf_free(&a), sbuf_free(&b), sbuf_free(&c), sbuf_free(&q), sbuf_free(&back);
 }
 
-/* 60,000 headers, a third of them repeated [[arrays]] and a third tables
- * under them: indexing compares paths a bounded number of times per
- * header (it scanned every earlier statement per header, quadratic: a
- * 40,000-table config.toml took seconds to attach), and an edit, which
- * re-indexes, stays as cheap. */
+/* 80,000 headers, half of them [[arrays]] (one path repeated) and a
+ * quarter tables under them: indexing compares paths a bounded number of
+ * times per header (it scanned every earlier statement per header,
+ * quadratic: a 40,000-table config.toml took seconds to attach), and an
+ * edit, which re-indexes the statements around it, stays as cheap. */
 static void test_indexing_work_is_linear_in_the_number_of_tables(void)
 {
     enum { N = 20000 };
@@ -254,6 +256,126 @@ static void test_indexing_work_is_linear_in_the_number_of_tables(void)
     }
     toml_free(d);
     sbuf_free(&t);
+}
+
+/* An edit parses the few statements around it, not the document: the
+ * attach of a 400,000-table config.toml makes nine of them. */
+static void test_an_edit_parses_only_the_statements_around_it(void)
+{
+    enum { N = 20000 };
+    sbuf t = SBUF_INIT;
+    sbuf_puts(&t, "model = \"o3\"\n");
+    for (int i = 0; i < N; i++)
+        sbuf_printf(&t, "[t%d]\nk = %d\n", i, i);
+    toml_doc *d = parse_ok(t.p);
+    CHECK(d != NULL);
+    if (!d)
+        return;
+    CHECK(toml_index_statements(d) >= 2u * N);
+    const char *tk[] = {"t7", "k"}, *tnew[] = {"t7", "new"};
+    CHECK_EQ_INT(toml_set(d, MP, 1, "\"switchyard\"", NULL, 0), 0); /* a new top-level key */
+    CHECK(toml_index_statements(d) <= 2);
+    CHECK_EQ_INT(toml_set(d, SY_NAME, 3, "\"switchyard\"", NULL, 0), 0); /* a new table at the end */
+    CHECK(toml_index_statements(d) <= 3);
+    CHECK_EQ_INT(toml_set(d, SY_URL, 3, "\"u\"", NULL, 0), 0); /* a key added to it */
+    CHECK(toml_index_statements(d) <= 2);
+    CHECK_EQ_INT(toml_set(d, tk, 2, "\"seven\"", NULL, 0), 0); /* a value replaced */
+    CHECK(toml_index_statements(d) <= 2);
+    CHECK_EQ_INT(toml_set(d, tnew, 2, "1", NULL, 0), 0); /* a key in a table in the middle */
+    CHECK(toml_index_statements(d) <= 2);
+    CHECK_EQ_INT(toml_remove(d, tk, 2, NULL, 0), 1);
+    CHECK(toml_index_statements(d) <= 2);
+    CHECK_EQ_INT(toml_remove(d, SY_URL, 3, NULL, 0), 1);
+    CHECK_EQ_INT(toml_remove(d, SY_NAME, 3, NULL, 0), 1);
+    CHECK_EQ_INT(toml_remove_empty_table(d, SY_TBL, 2), 1);
+    CHECK(toml_index_statements(d) <= 2);
+    CHECK(toml_index_check(d));
+    toml_free(d);
+    sbuf_free(&t);
+}
+
+/* A fixed-seed generator: the same documents and edits on every run. */
+static uint32_t rnd_state = 12345;
+static uint32_t rnd(uint32_t n)
+{
+    rnd_state = rnd_state * 1103515245u + 12345u;
+    return (rnd_state >> 8) % n;
+}
+
+/* Every kind of edit on every shape (comments, CRLF, BOM, no final line
+ * ending, multi-line values, dotted keys, [[arrays]], and values that are
+ * themselves several lines or not TOML at all) leaves the index as a fresh
+ * parse of the edited bytes would: the in-place update is exact, or the
+ * editor fell back to re-indexing everything. A failed edit leaves the
+ * bytes as they were. */
+static void test_every_edit_leaves_the_index_as_a_fresh_parse_would(void)
+{
+    /* first by hand: a value that swallows the header below it (a
+     * multi-line string closed in a comment) moves the keys after it to
+     * the root */
+    toml_doc *h = parse_ok("a = 1\n[t]\n# '''\nk = 2\n");
+    const char *pa[] = {"a"}, *pk[] = {"k"}, *ptk[] = {"t", "k"};
+    CHECK(h && get_is(h, ptk, 2, "2"));
+    CHECK(h && toml_set(h, pa, 1, "'''", NULL, 0) == 0);
+    CHECK(h && get_is(h, pk, 1, "2") && get_is(h, ptk, 2, NULL) && toml_index_check(h));
+    toml_free(h);
+    static const char *const parts[] = {
+        "a = 1\n", "[t]\n", "[[arr]]\n", "[arr.sub]\n", "x = 2 # c\n", "# comment\n", "\n", "  \n",
+        "b.c = \"x\"\n", "m = \"\"\"\nx = 1\n[y]\n\"\"\"\n", "arr2 = [\n  1, # one\n  2,\n]\n", "k = { x = 1 }\n",
+        "[model_providers.switchyard]\n", "model_providers.switchyard.name = 'n'\n", "[model_providers]\n",
+        "switchyard.base_url = \"u\"\n", "[b]\n", "d = 1979-05-27 07:32:00Z\n", "[\"q.r\"]\n", "a = 'lit'\r\n",
+        "[t.u]\r\n", "model_provider = \"openai\"\n", "# '''\n",
+    };
+    static const char *const p0[] = {"model_provider"}, *p1[] = {"a"}, *p2[] = {"t", "a"},
+                             *p3[] = {"model_providers", "switchyard", "name"},
+                             *p4[] = {"model_providers", "switchyard", "base_url"}, *p5[] = {"arr", "x"},
+                             *p6[] = {"arr", "sub", "x"}, *p7[] = {"b", "c"}, *p8[] = {"b", "d"},
+                             *p9[] = {"t", "u", "v"}, *p10[] = {"q.r", "s"}, *p11[] = {"x"};
+    static const char *const *const paths[] = {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11};
+    static const size_t npath[] = {1, 1, 2, 3, 3, 2, 3, 2, 2, 3, 2, 1};
+    static const char *const raws[] = {
+        "1", "\"s\"", "'''x\ny'''", "\"\"\"\n[q]\nr = 1\n\"\"\"", "[\n1,\n]", "1 # c", "{ a = 1 }", "true",
+        /* values that are several statements, or no TOML at all */
+        "\"\"\"", "'''", "1\n[zz]\nw = 2", "[", "1\n[[arr]]\n", "x\"",
+    };
+    int fast = 0, edits = 0;
+    for (int doc = 0; doc < 400; doc++) {
+        sbuf t = SBUF_INIT;
+        if (rnd(6) == 0)
+            sbuf_puts(&t, "\xEF\xBB\xBF");
+        for (uint32_t i = 0, n = rnd(12); i < n; i++)
+            sbuf_puts(&t, parts[rnd(sizeof parts / sizeof parts[0])]);
+        if (rnd(4) == 0)
+            sbuf_puts(&t, rnd(2) ? "# last" : "last = 1"); /* no final line ending */
+        toml_doc *d = toml_parse(t.p ? t.p : "", t.len, NULL, 0);
+        for (int k = 0; d && k < 12; k++) {
+            size_t pi = rnd(sizeof paths / sizeof paths[0]), blen;
+            sbuf before = SBUF_INIT;
+            const char *b = toml_bytes(d, &blen);
+            sbuf_append(&before, b, blen);
+            uint32_t op = rnd(5);
+            int rc = op < 3   ? toml_set(d, paths[pi], npath[pi], raws[rnd(sizeof raws / sizeof raws[0])], NULL, 0)
+                     : op < 4 ? toml_remove(d, paths[pi], npath[pi], NULL, 0)
+                              : toml_remove_empty_table(d, paths[pi], npath[pi] - (npath[pi] > 1));
+            b = toml_bytes(d, &blen);
+            if (rc < 0)
+                CHECK(blen == before.len && memcmp(b, before.p ? before.p : "", blen) == 0);
+            if (!toml_index_check(d)) {
+                fprintf(stderr, "  doc %d edit %d (op %u, path %zu): the index differs from a fresh parse of\n"
+                                "---\n%.*s---\n", doc, k, op, pi, (int)blen, b);
+                CHECK(0);
+                k = 12;
+            }
+            int changed = blen != before.len || memcmp(b, before.p ? before.p : "", blen) != 0;
+            edits += changed;
+            fast += changed && toml_index_statements(d) < 4;
+            sbuf_free(&before);
+        }
+        toml_free(d);
+        sbuf_free(&t);
+    }
+    printf("  %d edits, %d of them re-indexed in place\n", edits, fast);
+    CHECK(fast > edits / 2);
 }
 
 static void test_a_name_of_more_than_128_parts_is_refused(void)
@@ -291,6 +413,8 @@ int main(void)
     RUN(test_empty_table_removal_keeps_a_table_with_user_comments);
     RUN(test_value_norm_compares_strings_by_content);
     RUN(test_indexing_work_is_linear_in_the_number_of_tables);
+    RUN(test_an_edit_parses_only_the_statements_around_it);
+    RUN(test_every_edit_leaves_the_index_as_a_fresh_parse_would);
     RUN(test_a_name_of_more_than_128_parts_is_refused);
     return check_summary();
 }
