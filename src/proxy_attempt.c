@@ -290,8 +290,10 @@ static void proxy_attempt_ready(proxy_req *p)
         shared_account_bucket_give(p->gw->shared, pa);
     p->acct_bucket_unused = 0;
     if (pa) {
-        if (!p->slot_granted)
+        if (!p->slot_granted) {
             snprintf(why, sizeof why, "at its concurrency limit across the gateways (%d in flight)", p->slot_held);
+            p->slot_busy_seen = 1; /* a wait for capacity waits for its slot too */
+        }
         else if (p->acct_verdict == SHARED_BUCKET_EMPTY)
             snprintf(why, sizeof why, "rate_limited: its requests or tokens per minute are used up across the "
                                       "gateways (next in %.1fs)", p->acct_wait_s);

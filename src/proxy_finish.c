@@ -187,10 +187,13 @@ void proxy_attempt_end(proxy_req *p)
     p->xs = NULL;
     sbuf_free(&p->xwhole);
     pool_account *pa = proxy_account(p);
+    int freed = pa && p->acct_id && pa->inflight > 0 && pa->a.max_concurrency > 0;
     if (pa && p->acct_id && pa->inflight > 0)
         pa->inflight--;
     shared_slot_give(p->gw->shared, p->slot);
     p->slot = 0;
+    if (freed) /* a request waiting for this slot goes now */
+        proxy_slot_freed();
     p->acct_id = 0;
     p->mode = MODE_NONE;
 }
@@ -546,6 +549,7 @@ void proxy_finish(proxy_req *p, int status)
         free(p->splice);
         p->splice = NULL;
     }
+    proxy_slot_unwait(p);
     if (p->retry_timer)
         event_free(p->retry_timer);
     event_del(&p->flush_ev);

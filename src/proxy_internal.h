@@ -115,6 +115,13 @@ typedef struct proxy_req {
     int retries_total;        /* same-account retries made for this request */
     int acct_retries;         /* of those, on the current account */
     double waited_s;          /* time spent waiting for capacity */
+    /* a wait for a slot of a busy account (at its concurrency limit): the
+     * request is on the list of waiters (proxy_recover.c) and wakes when an
+     * attempt ends, or at its timer */
+    struct proxy_req *slot_prev, *slot_next;
+    int slot_waiting;
+    double wait_started;
+    int slot_busy_seen;       /* the plan met an account at its concurrency limit across the gateways */
     int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
     int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
     int resume_pending;       /* that attempt has shown no output yet: a failure goes to the next
@@ -275,6 +282,11 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg);
 int proxy_candidates_left(proxy_req *p, int same_model);
 int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary);
 int proxy_wait_for_capacity(proxy_req *p, double *back);
+/* An attempt ended and gave its account's slot back: the requests waiting
+ * for a slot plan again now. */
+void proxy_slot_freed(void);
+/* Takes p off the list of slot waiters (its end). */
+void proxy_slot_unwait(proxy_req *p);
 int proxy_wait_deferred(proxy_req *p);
 void proxy_on_stream_error(proxy_req *p);
 void proxy_resume_failed(proxy_req *p, const char *why);

@@ -290,9 +290,59 @@ int proxy_candidates_left(proxy_req *p, int same_model)
     return n;
 }
 
+/* ---------- waiting for a slot of a busy account ---------- */
+
+/* The requests waiting for a slot (loop thread only), oldest first: an
+ * attempt's end wakes them all (a waiter that finds the slot taken again
+ * waits again, within its budget); their timers bound the wait. */
+static proxy_req *proxy_slot_head, *proxy_slot_tail;
+
+void proxy_slot_unwait(proxy_req *p)
+{
+    if (!p->slot_waiting)
+        return;
+    if (p->slot_prev)
+        p->slot_prev->slot_next = p->slot_next;
+    else
+        proxy_slot_head = p->slot_next;
+    if (p->slot_next)
+        p->slot_next->slot_prev = p->slot_prev;
+    else
+        proxy_slot_tail = p->slot_prev;
+    p->slot_prev = p->slot_next = NULL;
+    p->slot_waiting = 0;
+}
+
+void proxy_slot_freed(void)
+{
+    for (proxy_req *p = proxy_slot_head; p; p = p->slot_next)
+        if (p->retry_timer && evtimer_pending(p->retry_timer, NULL)) {
+            evtimer_del(p->retry_timer);
+            event_active(p->retry_timer, EV_TIMEOUT, 1);
+        }
+}
+
+/* 1 when an account that could serve the request is only at its
+ * concurrency limit (here, or across the gateways as its slot's answer said). */
+static int proxy_busy_exists(proxy_req *p, double now)
+{
+    if (p->slot_busy_seen)
+        return 1;
+    for (size_t i = 0; i < pool_count(p->gw->pool); i++) {
+        const pool_account *pa = pool_at(p->gw->pool, i);
+        if ((!p->plan.pinned_owner || pa->a.id == p->plan.pinned_owner) && router_busy(pa, &p->rctx, now))
+            return 1;
+    }
+    return 0;
+}
+
 static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
 {
     proxy_req *p = arg;
+    if (p->slot_waiting) { /* a slot came free, or the wait's timer ran out */
+        p->waited_s += gateway_now() - p->wait_started;
+        proxy_slot_unwait(p);
+    }
     if (!p->retry_acct) { /* the end of a wait for capacity: plan afresh */
         trace_event(p->gw->trace, "CANDIDATE_POOL_AGAIN", "req=%llu waited_ms=%.0f", (unsigned long long)p->id,
                     p->waited_s * 1000.0);
@@ -304,6 +354,7 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
         router_plan(p->gw, &p->rctx, &p->plan);
         p->rctx.turn_state = NULL;
         p->next = 0;
+        p->slot_busy_seen = 0;
         sbuf_reset(&p->why);
         proxy_next(p);
         return;
@@ -358,7 +409,39 @@ int proxy_wait_for_capacity(proxy_req *p, double *back)
     }
     if (!*back)
         *back = router_soonest_return(p->gw, &p->rctx, p->plan.pinned_owner, now, name, sizeof name);
-    if (!*back || p->client_gone || p->client_eof)
+    if (p->client_gone || p->client_eof)
+        return 0;
+    /* an account only at its concurrency limit: its slot frees when one of
+     * its attempts ends (a few seconds at most, usually): wait for that, or
+     * for the soonest return, whichever comes first, within the budget */
+    if (proxy_busy_exists(p, now)) {
+        double left = budget < proxy_time_left(p) ? budget : proxy_time_left(p);
+        double until_back = *back ? *back - now + 0.01 : left;
+        /* another gateway's slot ends without a word to this one: look again often */
+        double poll = strcmp(shared_kind(p->gw->shared), "local") != 0 ? 0.25 : left;
+        wait = until_back < left ? until_back : left;
+        if (wait > poll)
+            wait = poll;
+        *back = now + 1; /* a client told to come back gets the soonest: a slot */
+        if (left < 0.05)
+            return 0;
+        trace_event(p->gw->trace, "CANDIDATE_WAIT", "req=%llu account=- reason=busy wait_ms=%.0f",
+                    (unsigned long long)p->id, wait * 1000.0);
+        metrics_wait(0);
+        p->retry_acct = 0;
+        p->wait_started = now;
+        p->slot_waiting = 1;
+        p->slot_prev = proxy_slot_tail;
+        p->slot_next = NULL;
+        if (proxy_slot_tail)
+            proxy_slot_tail->slot_next = p;
+        else
+            proxy_slot_head = p;
+        proxy_slot_tail = p;
+        proxy_retry_arm(p, wait);
+        return 1;
+    }
+    if (!*back)
         return 0;
     wait = *back - now + 0.01; /* just past the end of the cooldown */
     if (wait > budget || wait >= proxy_time_left(p))

@@ -48,7 +48,8 @@ static int router_model_skip(const pool_account *pa, const route_ctx *ctx, char 
     return 1;
 }
 
-int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
+/* router_available's checks; with slots 0 its concurrency limit is left out. */
+static int router_check(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n, int slots)
 {
     if (!pa->a.enabled) {
         snprintf(why, n, "disabled");
@@ -77,13 +78,25 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
     }
     if (!breaker_available(pa, now, why, n))
         return 0;
-    if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
+    if (slots && pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
         snprintf(why, n, "at its concurrency limit (%d in flight)", pa->inflight);
         return 0;
     }
     if ((pa->a.max_rpm > 0 || pa->a.max_tpm > 0 || pa->a.budget_usd > 0) && !account_limits_ok(pa, now, why, n))
         return 0;
     return 1;
+}
+
+int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
+{
+    return router_check(pa, ctx, now, why, n, 1);
+}
+
+int router_busy(const pool_account *pa, const route_ctx *ctx, double now)
+{
+    char why[ROUTER_WHY_MAX];
+    return pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency &&
+           router_check(pa, ctx, now, why, sizeof why, 0);
 }
 
 double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n)

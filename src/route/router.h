@@ -68,6 +68,9 @@ void router_plan_free(route_plan *plan);
 
 /* 1 if pa can take this request now; else 0 and the reason in why. */
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n);
+/* 1 if pa could take this request now but for its concurrency limit: a
+ * slot of it is what a waiting request waits for (its rest is no reason). */
+int router_busy(const pool_account *pa, const route_ctx *ctx, double now);
 
 /* When the soonest account that could serve ctx (pinned to `pinned` when
  * not 0) and is now only resting (cooling down) comes back: unix seconds,
