@@ -2,8 +2,8 @@
 -- event table (status, body, error_type/code/message, network_error, timeout,
 -- in_stream, retry_after, account_kind, endpoint, not_answer, retries,
 -- alternatives, random, context_fallbacks, after_output, delivered_chars,
--- tool_call); returns
--- {action = "failover" | "return" | "retry" | "context_fallback" | "resume" | "strip_retry",
+-- tool_call, continuable); returns
+-- {action = "failover" | "return" | "retry" | "context_fallback" | "resume" | "strip_retry" | "retry_turn",
 --  class = "...", cooldown = seconds | -1, after = seconds, state = "..."}.
 -- cooldown = -1 asks the cooldown hook (the 429/quota ladder).
 -- state (with "failover" only) takes the account out of the pool in that
@@ -17,8 +17,12 @@
 -- "retry" tries the same account again after `after` seconds (the request
 -- body is sent again unchanged); "context_fallback" sends the request once
 -- to a candidate declared as a larger-context fallback; "resume" (only for
--- after_output events: a stream cut after output reached the client)
--- finishes the answer on the next candidate; "strip_retry" (the upstream
+-- after_output events: a stream cut after output reached the client, or
+-- ended by an error there; the gateway continues only what ev.continuable
+-- says it can) finishes the answer on the next candidate; "retry_turn"
+-- (after_output, /v1/responses only) ends the client's stream in the shape
+-- its client retries the turn in; the cooldown of an after_output verdict
+-- applies whatever its action; "strip_retry" (the upstream
 -- refused an account-bound blob: encrypted reasoning or compaction another
 -- account minted) resends once to the same account with every blob not known
 -- to be its own removed (policies/strip.lua decides how); the gateway never
@@ -119,6 +123,15 @@ local NOT_ENDPOINT_TEXTS = { "item with id", "previous response", "previous_resp
 -- error instead. The gateway only keeps that text when this policy would resume.
 local RESUME_CHAT_STREAMS = true
 local RESUME_RESPONSES_STREAMS = true
+-- A limit that ends a Responses stream after output (a usage limit, quota,
+-- rate limit or capacity error event) where the answer cannot be continued
+-- (a tool call already went out, nobody takes the continuation) while
+-- another account can serve: the stream ends with a response.failed whose
+-- code Codex retries ("upstream_limit_retry"), not with the limit's own
+-- event, which Codex takes as the end of the plan. Codex sends the turn
+-- again and the gateway serves it elsewhere. Set to false to give the
+-- client the limit as it came.
+local RETRY_TURN_RESPONSES = true
 
 local function retry(class, after)
   return { action = "retry", class = class, after = after }
@@ -173,16 +186,33 @@ local function server_trouble(ev)
   return failover("server", 30)
 end
 
+-- After output (the client has part of the answer): the stream was cut
+-- (network_error, timeout) or an error event ended it. A limit of the
+-- account cools it as it would have before output; then the answer goes on
+-- elsewhere when it can (text only: ev.continuable), else a Responses
+-- client is told to retry the turn when another account can serve, else
+-- the client gets the error (a cut: the explicit interrupted error).
+local function after_output(ev)
+  local cls, cooldown
+  if ev.network_error or ev.timeout then cls, cooldown = "interrupted", 20
+  elseif mentions(ev, QUOTA_TEXTS) then cls, cooldown = "quota", -1
+  elseif stream_code(ev, STREAM_RATE) then cls, cooldown = "rate_limit", -1
+  elseif stream_code(ev, STREAM_SERVER) or mentions(ev, CAPACITY_TEXTS) then cls, cooldown = "server", 30
+  else return give_back("stream") end  -- about the request, not the account: the client gets it
+  local resumable = (RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions")
+                    or (RESUME_RESPONSES_STREAMS and ev.endpoint == "/v1/responses")
+  if resumable and ev.continuable and not ev.tool_call and ev.delivered_chars > 0 then
+    return { action = "resume", class = cls, cooldown = cooldown }
+  end
+  if cls ~= "interrupted" and RETRY_TURN_RESPONSES and ev.endpoint == "/v1/responses" and ev.alternatives > 0 then
+    return { action = "retry_turn", class = cls, cooldown = cooldown }
+  end
+  return { action = "return", class = cls, cooldown = cls == "interrupted" and 0 or cooldown }
+end
+
 local function classify(ev)
   local s = ev.status
-  if ev.after_output then  -- the stream was cut after the client got output
-    local resumable = (RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions")
-                      or (RESUME_RESPONSES_STREAMS and ev.endpoint == "/v1/responses")
-    if resumable and not ev.tool_call and ev.delivered_chars > 0 then
-      return { action = "resume", class = "interrupted", cooldown = 20 }
-    end
-    return give_back("interrupted")  -- the client gets the explicit interrupted error
-  end
+  if ev.after_output then return after_output(ev) end
   if (ev.status == 400 or ev.in_stream) and (mentions(ev, ENCRYPTED_CODE)
       or (mentions(ev, ENCRYPTED_WORD) and mentions(ev, ENCRYPTED_TEXTS))) then
     return { action = "strip_retry", class = "invalid_encrypted_content", cooldown = 0 }

@@ -186,6 +186,7 @@ void proxy_attempt_end(proxy_req *p)
     dialect_stream_free(p->xs);
     p->xs = NULL;
     sbuf_free(&p->xwhole);
+    sbuf_free(&p->late_held);
     pool_account *pa = proxy_account(p);
     int freed = pa && p->acct_id && pa->inflight > 0 && pa->a.max_concurrency > 0;
     if (pa && p->acct_id && pa->inflight > 0)
@@ -292,11 +293,14 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
 {
     if (p->mode == MODE_PREFLIGHT) {
         proxy_stream_usage(p);
-        if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) { /* it carries its own error event */
+        if (p->pf.late_error && !p->late_released && proxy_late_error(p, r))
+            return; /* the answer went on elsewhere, or the client retries the turn */
+        if (p->pf.state == PF_ERROR || p->pf.late_error) { /* it carries its own error event */
             sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
             proxy_error_note(p, p->pf.error_code[0] ? p->pf.error_code : p->pf.error_type[0] ? p->pf.error_type : NULL,
                              p->pf.error_message.len ? p->pf.error_message.p : NULL);
             proxy_flush_held(p, 1);
+            proxy_late_release(p);
         } else if (r != UP_OK || !p->pf.saw_terminal) {
             if (proxy_try_resume(p, r, errmsg))
                 return;

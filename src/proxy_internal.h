@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #define PROXY_ERRBODY_MAX (16u << 10)    /* kept of an upstream error body */
+#define PROXY_LATE_HELD_MAX (256u << 10) /* held back of a stream after an error that came after output */
 #define PROXY_MAX_REFRESH 8          /* accounts refreshed after a 401 within one request */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
@@ -106,6 +107,11 @@ typedef struct proxy_req {
     sbuf relay;               /* the attempt's x-codex-* response headers: name\0value\0... */
     preflight pf;
     int pf_live;
+    /* an error event after output (pf.late_error) and all after it are held
+     * back until the stream ends and the policy decides (proxy_late_error) */
+    size_t relayed;           /* the attempt's stream bytes handed on so far (proxy_relay_events) */
+    sbuf late_held;
+    int late_released;        /* the held bytes went to the client (or no more are held) */
     long after_output_ms;     /* the first_token policy's silence limit once output flows; 0: the idle limit */
     struct event *pf_timer;   /* the preflight window's time limit: made when armed, gone at commit */
 
@@ -274,6 +280,11 @@ int proxy_client_send_raw(proxy_req *p, const char *buf, size_t n);
 void proxy_translated_end(proxy_req *p);
 int proxy_flush_held(proxy_req *p, int all);
 void proxy_stream_interrupted(proxy_req *p, const char *why);
+/* Ends a committed stream with an error event of code and message, in the
+ * client's dialect (a Responses client's response.failed). */
+void proxy_stream_fail(proxy_req *p, const char *code, const char *msg);
+/* What was held back after a late error goes to the client; 1: pause the upstream. */
+int proxy_late_release(proxy_req *p);
 void proxy_reasoning_note(proxy_req *p, const json_value *doc);
 
 /* ---------- proxy_recover.c: a failed attempt ---------- */
@@ -295,6 +306,11 @@ int proxy_prefill_refused(const proxy_req *p, const pool_account *pa);
  * now, has not refused a prefill). */
 int proxy_resume_possible(proxy_req *p);
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg);
+/* A committed stream that an error event ended after output (held back
+ * since) is over: the policy decides as after_output (classify.lua).
+ * Returns 1 when the answer went on elsewhere or the stream ended here (the
+ * client is to retry the turn); 0: the client gets the error as it came. */
+int proxy_late_error(proxy_req *p, up_result r);
 void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_error_unseen(proxy_req *p);
 /* A clean 2xx end that carried no answer (why: "empty_body", "no_output", ...) classified: 1 always. */

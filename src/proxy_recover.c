@@ -750,34 +750,26 @@ static resume_splice *proxy_splice_new(proxy_req *p, const sbuf *text)
     return s;
 }
 
-/* A chat or Responses stream was cut after text (no tool call; for
- * Responses, one message being written and nothing else open) reached the
- * client. When the policy says resume, the request goes on on the next
- * candidate with the delivered text as an assistant prefill; only the
- * continuation is relayed in the same client stream (a Responses one
- * spliced into the cut response, upstream/resume.h). Returns 1 if it went on. */
-int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
+/* 1 when what the client got of the stream can be continued on another
+ * account: text only (no tool call; for Responses, one message being
+ * written and nothing else open), whole events, a candidate left that
+ * takes the continuation, and no continuation made before. */
+static int proxy_resume_can(proxy_req *p)
 {
     int responses = p->in.api == API_RESPONSES;
-    if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
-        p->mid_event || (responses && !preflight_rsp_resumable(&p->pf)) || !proxy_resume_possible(p))
-        return 0; /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
-    policy_event ev = {0};
-    ev.status = p->status;
-    ev.in_stream = 1;
-    ev.after_output = 1;
-    ev.delivered_chars = (long)p->pf.text.len;
-    ev.tool_call = p->pf.saw_tool_call;
-    ev.network_error = r == UP_NETWORK || r == UP_OK;
-    ev.timeout = r != UP_OK && r != UP_NETWORK;
-    ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
-    ev.retry_after = -1;
-    ev.account_kind = account_kind_name(p->acct_kind);
-    ev.endpoint = p->in.endpoint;
-    policy_verdict v;
-    policy_classify(p->gw->policy, &ev, &v);
-    if (v.action != VERDICT_RESUME)
-        return 0;
+    return p->pf.keep_text && !p->resumed && !p->client_gone && !p->pf.text_overflow && p->pf.text.len &&
+           !p->mid_event && (!responses || preflight_rsp_resumable(&p->pf)) && proxy_resume_possible(p);
+    /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
+}
+
+/* The request goes on on the next candidate with the delivered text as an
+ * assistant prefill; only the continuation is relayed in the same client
+ * stream (a Responses one spliced into the cut response, upstream/resume.h).
+ * why: what cut the stream (the client's error if nobody can continue).
+ * Returns 1 if it went on. */
+static int proxy_resume_go(proxy_req *p, const policy_verdict *v, const char *why)
+{
+    int responses = p->in.api == API_RESPONSES;
     /* the client's doc is shallow (request.c); the continuation needs the
      * messages whole, so the body is parsed in full here, on this rare path */
     sbuf body = SBUF_INIT;
@@ -808,20 +800,124 @@ int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
     p->gw->body_bytes += body.len - p->in.body.len; /* held in its place (proxy_finish gives back body.len) */
     sbuf_free(&p->in.body);
     p->in.body = body;
-    if (v.cooldown != 0)
-        proxy_cool_down(p, &v);
     trace_event(p->gw->trace, "STREAM_RESUME", "req=%llu account=%s delivered_chars=%zu class=%s",
-                (unsigned long long)p->id, p->acct_name, p->pf.text.len, v.cls);
+                (unsigned long long)p->id, p->acct_name, p->pf.text.len, v->cls);
     sbuf_copy_cstr(p->cut_account, sizeof p->cut_account, p->acct_name);
-    sbuf_copy_cstr(p->cut_why, sizeof p->cut_why, r != UP_OK && errmsg ? errmsg : "the upstream closed the stream early");
-    proxy_attempt_outcome(p, "resume", v.cls);
+    sbuf_copy_cstr(p->cut_why, sizeof p->cut_why, why);
+    proxy_attempt_outcome(p, "resume", v->cls);
     p->resumed = 1;
     p->resume_pending = 1;
     sbuf_reset(&p->pf.held); /* an unfinished event of the cut stream never reaches the client */
+    sbuf_free(&p->late_held); /* nor the error that cut it */
+    p->late_released = 1;
     proxy_client_flush(p);
     proxy_attempt_end(p);
     proxy_next(p);
     return 1;
+}
+
+/* A chat or Responses stream was cut (the upstream closed it or went
+ * silent) after text reached the client. When the policy says resume, the
+ * answer goes on on the next candidate (proxy_resume_go). Returns 1 if it
+ * went on. */
+int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
+{
+    if (!proxy_resume_can(p))
+        return 0;
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.after_output = 1;
+    ev.continuable = 1;
+    ev.delivered_chars = (long)p->pf.text.len;
+    ev.tool_call = p->pf.saw_tool_call;
+    ev.network_error = r == UP_NETWORK || r == UP_OK;
+    ev.timeout = r != UP_OK && r != UP_NETWORK;
+    ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
+    ev.retry_after = -1;
+    ev.account_kind = account_kind_name(p->acct_kind);
+    ev.endpoint = p->in.endpoint;
+    ev.alternatives = proxy_candidates_left(p, 0);
+    policy_verdict v;
+    policy_classify(p->gw->policy, &ev, &v);
+    if (v.action != VERDICT_RESUME)
+        return 0;
+    if (v.cooldown != 0)
+        proxy_cool_down(p, &v);
+    return proxy_resume_go(p, &v, r != UP_OK && errmsg ? errmsg : "the upstream closed the stream early");
+}
+
+/* Accounts other than the attempt's that could serve this request now:
+ * where a turn the client retries would go. */
+static int proxy_others_serving(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    int n = 0;
+    for (size_t i = 0; i < pool_count(p->gw->pool); i++) {
+        const pool_account *pa = pool_at(p->gw->pool, i);
+        n += pa->a.id != p->acct_id && router_available(pa, &p->rctx, now, why, sizeof why);
+    }
+    return n;
+}
+
+/* The stream of a Responses client ends without its answer, in the shape
+ * its client retries (a response.failed whose code is none of the fatal
+ * ones: Codex retries the turn, docs/policies.md), when the account hit a
+ * limit after output that another account can serve past. */
+static void proxy_turn_retry(proxy_req *p, const policy_verdict *v)
+{
+    sbuf msg = SBUF_INIT;
+    sbuf_printf(&msg, "account %s hit a limit (%s) after the answer began; another account can serve: retry the turn",
+                p->acct_name, v->cls);
+    sbuf_free(&p->late_held); /* the limit's own event is not the client's end */
+    p->late_released = 1;
+    proxy_stream_fail(p, "upstream_limit_retry", msg.p);
+    trace_event(p->gw->trace, "TURN_RETRY", "req=%llu account=%s class=%s", (unsigned long long)p->id, p->acct_name,
+                v->cls);
+    proxy_attempt_outcome(p, "retry_turn", v->cls);
+    sbuf_free(&msg);
+    proxy_client_flush(p);
+    proxy_finish_reply(p, p->committed_status);
+}
+
+/* see proxy_internal.h */
+int proxy_late_error(proxy_req *p, up_result r)
+{
+    (void)r;
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.after_output = 1;
+    ev.body = p->pf.error_body.p;
+    ev.body_len = p->pf.error_body.len;
+    ev.error_type = p->pf.error_type[0] ? p->pf.error_type : NULL;
+    ev.error_code = p->pf.error_code[0] ? p->pf.error_code : NULL;
+    ev.error_message = p->pf.error_message.len ? p->pf.error_message.p : NULL;
+    ev.delivered_chars = (long)p->pf.text.len;
+    ev.tool_call = p->pf.saw_tool_call || (p->in.api == API_RESPONSES && p->pf.rsp_unsafe);
+    ev.continuable = proxy_resume_can(p);
+    ev.retry_after = p->retry_after > 0 ? p->retry_after : -1;
+    ev.account_kind = account_kind_name(p->acct_kind);
+    ev.endpoint = p->in.endpoint;
+    ev.alternatives = proxy_others_serving(p);
+    ev.random = (double)random() / ((double)RAND_MAX + 1.0);
+    policy_verdict v;
+    policy_classify(p->gw->policy, &ev, &v);
+    char secs[32] = "0";
+    if (v.cooldown != 0) /* the account's limit: it rests as it would have before output */
+        snprintf(secs, sizeof secs, "%.0f", proxy_cool_down(p, &v));
+    trace_event(p->gw->trace, "LATE_ERROR", "req=%llu account=%s class=%s code=%s action=%s cooldown_s=%s",
+                (unsigned long long)p->id, p->acct_name, v.cls, p->pf.error_code[0] ? p->pf.error_code : "-",
+                policy_action_name(v.action), secs);
+    if (v.action == VERDICT_RESUME && ev.continuable &&
+        proxy_resume_go(p, &v, ev.error_message ? ev.error_message : "an error after output"))
+        return 1;
+    if (v.action == VERDICT_RETRY_TURN && p->in.api == API_RESPONSES && !p->client_gone) {
+        proxy_turn_retry(p, &v);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---------- answers that failed before the client saw them ---------- */

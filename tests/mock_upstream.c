@@ -617,6 +617,7 @@ typedef struct opts {
     char retry_after[24];
     char retry_after_ms[24];
     char err_code[64]; /* late_error code */
+    int late_failed;   /* failed=1: late_error's error is a response.failed event (/responses) */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
     char primary_window[24], secondary_window[24];
     char primary_reset_at[24], secondary_reset_at[24]; /* absolute: today's -reset-at headers */
@@ -770,6 +771,8 @@ static void opts_parse(opts *o, const char *spec)
             copy_num(o->retry_after_ms, sizeof o->retry_after_ms, val);
         else if (!strcmp(tok, "code"))
             copy_word(o->err_code, sizeof o->err_code, val);
+        else if (!strcmp(tok, "failed"))
+            o->late_failed = atoi(val);
         else if (!strcmp(tok, "partial"))
             o->partial = atol(val);
         else if (!strcmp(tok, "end"))
@@ -2193,6 +2196,20 @@ static void ev_rate_limits(sbuf *b, const opts *o)
     sse_close(b);
 }
 
+/* late_error's error event: `event: error`, or with failed=1 a
+ * response.failed (as the ChatGPT backend ends a stream at a usage limit).
+ * A custom code gets a neutral message, so the code alone decides how it
+ * is classified. */
+static void ev_late_error(sbuf *b, gen *g, const opts *o)
+{
+    const char *code = o->err_code[0] ? o->err_code : "usage_limit_reached";
+    const char *msg = o->err_code[0] ? "the upstream reported an error" : LATE_MSG;
+    if (o->late_failed)
+        ev_failed(b, g, code, msg);
+    else
+        ev_error(b, g, code, msg);
+}
+
 static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
 {
     sbuf b = SBUF_INIT;
@@ -2241,11 +2258,18 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         job_chunk(j, gap, &b);
         sbuf_reset(&b);
     }
-    if (g->ncalls) { /* tool_call=1 (only set for the modes that complete) */
+    if (g->ncalls) { /* tool_call=1 (only set for the modes that complete, and late_error) */
         for (int k = 0; k < g->ncalls; k++) {
             ev_function_call(&b, g, k);
             job_chunk(j, gap, &b);
             sbuf_reset(&b);
+        }
+        if (mode == S_LATE_ERROR) { /* the calls went out, then the limit */
+            ev_late_error(&b, g, o);
+            job_chunk(j, gap, &b);
+            job_add(j, ACT_END, 0);
+            sbuf_free(&b);
+            return;
         }
         ev_resp_state(&b, g, "response.completed", "completed");
         job_chunk(j, gap, &b);
@@ -2270,9 +2294,7 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         sbuf_reset(&b);
     }
     if (mode == S_LATE_ERROR) {
-        /* a custom code gets a neutral message, so the code alone decides how it is classified */
-        ev_error(&b, g, o->err_code[0] ? o->err_code : "usage_limit_reached",
-                 o->err_code[0] ? "the upstream reported an error" : LATE_MSG);
+        ev_late_error(&b, g, o);
         job_chunk(j, gap, &b);
         job_add(j, ACT_END, 0);
         sbuf_free(&b);
@@ -2913,7 +2935,8 @@ static void gen_tool_calls(gen *g, const opts *o, rec *r)
 
 /* The items a /responses answer carries before its message (reasoning=1 or
  * an include of reasoning.encrypted_content; compaction=1), the function
- * call that replaces the message (tool_call=1, in an answer that completes,
+ * call that replaces the message (tool_call=1, in an answer that completes
+ * or ends in late_error,
  * while the input does not end with a tool's output), and echo_input's
  * marker at the end of the text. */
 static void gen_responses_extras(gen *g, const opts *o, rec *r, const reqinfo *ri, int completes)
@@ -3232,12 +3255,13 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
                 g.input_tokens = o->input_tokens;
             g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
             int completes = mode == S_OK || mode == S_STALL || mode == S_SLOW;
+            int calls = completes || mode == S_LATE_ERROR; /* late_error: the calls, then the error */
             if (ep == EP_RESPONSES) {
-                gen_responses_extras(&g, o, r, ri, completes);
+                gen_responses_extras(&g, o, r, ri, calls);
                 g.bare_output = (ri->rules & RULE_OUTPUT) != 0;
             } else {
                 g.think = o->reasoning != 0;
-                if (o->tool_call && completes && !ri->after_tool)
+                if (o->tool_call && calls && !ri->after_tool)
                     gen_tool_calls(&g, o, r);
             }
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */

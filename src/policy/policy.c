@@ -56,6 +56,13 @@ static void engine_fallback(policy_engine *pe, int hook, const char *why)
 
 /* ======================= public hook calls ======================= */
 
+const char *policy_action_name(policy_action a)
+{
+    static const char *const names[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry",
+                                        "retry_turn"};
+    return (size_t)a < sizeof names / sizeof *names ? names[a] : "?";
+}
+
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out)
 {
     static const policy_event none = {.network_error = 1, .retry_after = -1};
@@ -696,7 +703,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
     for (int i = 0; i < 2; i++) {
         policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
                             .account_kind = "api_key", .endpoint = endpoints[i], .after_output = 1,
-                            .delivered_chars = 100, .alternatives = 1};
+                            .delivered_chars = 100, .alternatives = 1, .continuable = 1};
         policy_verdict v;
         hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
         char why[512];

@@ -61,6 +61,8 @@ typedef struct policy_event {
     int after_output;          /* a stream cut after output reached the client (resume or not) */
     long delivered_chars;      /* after_output: bytes of text the client got */
     int tool_call;             /* after_output: the delivered output held a tool call */
+    int continuable;           /* after_output: the gateway can continue the answer on another account
+                                * (text only, whole events, a candidate that takes it): "resume" works */
 } policy_event;
 
 typedef enum {
@@ -71,7 +73,12 @@ typedef enum {
     VERDICT_RESUME,            /* after_output only: finish the stream on the next candidate */
     VERDICT_STRIP_RETRY,       /* the upstream refused an account-bound blob: resend once to the same
                                 * account with every blob not known to be its own removed */
+    VERDICT_RETRY_TURN,        /* after_output only, Responses: end the stream in the shape its client
+                                * retries the turn in (another account serves the retry) */
 } policy_action;
+
+/* The action's name in a classify verdict ("failover", "retry_turn", ...). */
+const char *policy_action_name(policy_action a);
 
 typedef struct policy_verdict {
     int failover;              /* 1 when action is VERDICT_FAILOVER */

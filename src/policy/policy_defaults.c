@@ -149,18 +149,40 @@ static const char *classify_held(const policy_event *ev)
     return NULL;
 }
 
+/* classify.lua's after_output. */
+static void classify_after_output(const policy_event *ev, policy_verdict *out)
+{
+    const char *cls;
+    double cooldown;
+    if (ev->network_error || ev->timeout)
+        cls = "interrupted", cooldown = 20;
+    else if (event_mentions(ev, quota_texts))
+        cls = "quota", cooldown = -1;
+    else if (code_is(ev, stream_rate_codes))
+        cls = "rate_limit", cooldown = -1;
+    else if (code_is(ev, stream_server_codes) || event_mentions(ev, capacity_texts))
+        cls = "server", cooldown = 30;
+    else {
+        verdict_set(out, 0, "stream", 0);
+        return;
+    }
+    int chat = ev->endpoint && strcmp(ev->endpoint, "/v1/chat/completions") == 0;
+    int responses = ev->endpoint && strcmp(ev->endpoint, "/v1/responses") == 0;
+    if ((chat || responses) && ev->continuable && !ev->tool_call && ev->delivered_chars > 0)
+        policy_verdict_act(out, VERDICT_RESUME, cls, cooldown, 0);
+    else if (strcmp(cls, "interrupted") != 0 && responses && ev->alternatives > 0)
+        policy_verdict_act(out, VERDICT_RETRY_TURN, cls, cooldown, 0);
+    else
+        policy_verdict_act(out, VERDICT_RETURN, cls, strcmp(cls, "interrupted") == 0 ? 0 : cooldown, 0);
+}
+
 /* Mirrors policies/classify.lua. */
 void policy_classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
     const char *held = ev->after_output ? NULL : classify_held(ev);
-    if (ev->after_output && ev->endpoint &&
-        (strcmp(ev->endpoint, "/v1/chat/completions") == 0 || strcmp(ev->endpoint, "/v1/responses") == 0) &&
-        !ev->tool_call &&
-        ev->delivered_chars > 0)
-        policy_verdict_act(out, VERDICT_RESUME, "interrupted", 20, 0); /* classify.lua's RESUME_CHAT_STREAMS */
-    else if (ev->after_output)
-        verdict_set(out, 0, "interrupted", 0);
+    if (ev->after_output)
+        classify_after_output(ev, out);
     else if ((s == 400 || ev->in_stream) &&
              (event_mentions(ev, encrypted_code) ||
               (event_mentions(ev, encrypted_word) && event_mentions(ev, encrypted_texts))))

@@ -71,6 +71,7 @@ static void event_push(lua_State *L, const policy_event *ev)
     set_bool(L, "after_output", ev->after_output);
     set_int(L, "delivered_chars", ev->delivered_chars);
     set_bool(L, "tool_call", ev->tool_call);
+    set_bool(L, "continuable", ev->continuable);
 }
 
 static void state_push(lua_State *L, const policy_state *st)
@@ -211,11 +212,11 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
     if (lua_type(L, t) != LUA_TTABLE)
         luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
     static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry",
-                                          NULL};
+                                          "retry_turn", NULL};
     int act = name_index(raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL, actions);
     if (act < 0)
         luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\", "
-                      "\"resume\" or \"strip_retry\"");
+                      "\"resume\", \"strip_retry\" or \"retry_turn\"");
     int failover = act == VERDICT_FAILOVER;
     size_t n = 0;
     const char *cls = raw_field(L, t, "class") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;

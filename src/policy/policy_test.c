@@ -165,11 +165,11 @@ static int bridge_classify(lua_State *L)
     ev.after_output = opt_bool(L, 1, "after_output");
     ev.delivered_chars = (long)opt_int(L, 1, "delivered_chars", 0);
     ev.tool_call = opt_bool(L, 1, "tool_call");
+    ev.continuable = opt_bool(L, 1, "continuable");
     policy_verdict v;
     policy_classify(bridge_engine(L), &ev, &v);
-    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry"};
     lua_createtable(L, 0, 4);
-    lua_pushstring(L, actions[v.action]);
+    lua_pushstring(L, policy_action_name(v.action));
     lua_setfield(L, -2, "action");
     if (v.action == VERDICT_RETRY) {
         push_num(L, v.after);

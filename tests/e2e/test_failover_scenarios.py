@@ -248,8 +248,7 @@ class FallbackRefusesPrefillTest(GatewayTest):
         """The bundled policies, the cut account not rested (so every request here starts on it)."""
         with open(os.path.join(source_dir(), "policies", "classify.lua")) as f:
             text = f.read()
-        text, n = re.subn(r'action = "resume", class = "interrupted", cooldown = 20',
-                          'action = "resume", class = "interrupted", cooldown = 0', text)
+        text, n = re.subn(r'cls, cooldown = "interrupted", 20', 'cls, cooldown = "interrupted", 0', text)
         self.assertEqual(n, 1)
         return self.policy_copy({"classify.lua": text})
 

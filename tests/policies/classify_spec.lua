@@ -354,6 +354,42 @@ describe("classify", function()
     it("another endpoint's cut stream is returned as interrupted", function()
       expect(classify(fixtures.cut_stream_event{ endpoint = "/v1/completions" }).action).to_be("return")
     end)
+    it("one the gateway cannot continue (ev.continuable false) is returned as interrupted", function()
+      eq(classify(fixtures.cut_stream_event{ continuable = false }),
+         { action = "return", class = "interrupted", cooldown = 0 })
+    end)
+  end)
+
+  describe("a limit that ends a stream after output", function()
+    it("after text only: the account takes the ladder and the answer goes on on the next candidate", function()
+      eq(classify(fixtures.late_error_event()), { action = "resume", class = "quota", cooldown = -1 })
+      eq(classify(fixtures.late_error_event{ endpoint = "/v1/chat/completions" }),
+         { action = "resume", class = "quota", cooldown = -1 })
+    end)
+    it("after a tool call, on /v1/responses with another account: the client retries the turn", function()
+      eq(classify(fixtures.late_error_event{ tool_call = true, continuable = false }),
+         { action = "retry_turn", class = "quota", cooldown = -1 })
+    end)
+    it("with no other account the limit reaches the client as it came, and the account still rests", function()
+      eq(classify(fixtures.late_error_event{ continuable = false, alternatives = 0 }),
+         { action = "return", class = "quota", cooldown = -1 })
+    end)
+    it("a chat client has no turn retry to lean on: it gets the limit, the account rests", function()
+      eq(classify(fixtures.late_error_event{ endpoint = "/v1/chat/completions", continuable = false }),
+         { action = "return", class = "quota", cooldown = -1 })
+    end)
+    it("a rate limit and a capacity error are limits too", function()
+      eq(classify(fixtures.late_error_event{ error_code = "rate_limit_exceeded", error_message = "slow down",
+                                              continuable = false }),
+         { action = "retry_turn", class = "rate_limit", cooldown = -1 })
+      eq(classify(fixtures.late_error_event{ error_code = "server_is_overloaded", error_message = "busy",
+                                              continuable = false }),
+         { action = "retry_turn", class = "server", cooldown = 30 })
+    end)
+    it("an error about the request itself goes to the client and rests nothing", function()
+      eq(classify(fixtures.late_error_event{ error_code = "invalid_prompt", error_message = "flagged" }),
+         { action = "return", class = "stream", cooldown = 0 })
+    end)
   end)
 
   it("a 2xx outside a stream is returned", function()

@@ -825,9 +825,10 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     ev.context_fallbacks = (extra / 36) % 2;
                     ev.not_answer = rnd(10) == 0 ? "empty_body" : NULL;
                     ev.random = rnd(1000) / 1000.0;
-                    ev.after_output = rnd(8) == 0;
+                    ev.after_output = rnd(4) == 0;
                     ev.delivered_chars = ev.after_output ? (long)rnd(3) * 20 : 0;
                     ev.tool_call = rnd(2);
+                    ev.continuable = ev.after_output && rnd(2);
                     ev.endpoint = (const char *const[]){"/v1/chat/completions", "/v1/responses", NULL}[rnd(3)];
                     ev.account_kind = (const char *const[]){"api_key", "chatgpt", "aggregate", NULL}[rnd(4)];
                     ev.network_error = flags & 1;
