@@ -237,9 +237,14 @@ local function classify(ev)
     if wait_out(ev) then return retry("rate_limit", ev.retry_after) end
     return failover("rate_limit", -1)
   end
-  -- a stored response that is not there (GET/DELETE /v1/responses/{id} at
-  -- its owner) is the answer, not the account's fault
-  if s == 404 and ev.endpoint == "/v1/responses/{id}" then return give_back("not_found") end
+  -- GET/DELETE /v1/responses/{id} (and its input_items): a 404 (not
+  -- there), 405 or 501 (the upstream has no stored-response calls; the
+  -- gateway's record then answers) is an answer about that call, not about
+  -- the account's health
+  if ev.endpoint == "/v1/responses/{id}" then
+    if s == 404 then return give_back("not_found") end
+    if s == 405 or s == 501 then return give_back("unsupported_call") end
+  end
   -- an endpoint the upstream does not have (404/405 to /responses or
   -- /chat/completions: OpenAI's "Invalid URL (POST /v1/responses)", a relay's
   -- plain not found): it does not speak that dialect. The gateway remembers

@@ -549,6 +549,10 @@ static void proxy_exhausted(proxy_req *p)
         sbuf_printf(&msg, "%s: %s", p->bound, p->why.len ? p->why.p : "none eligible");
     else if (!pool_count(p->gw->pool))
         sbuf_puts(&msg, "no upstream accounts are configured (add one with 'switchyard account add')");
+    else if (p->plan.pinned_owner && !p->plan.n && !p->attempts && p->in.response_id[0])
+        sbuf_printf(&msg, "%s /v1/responses/%s%s: the response belongs to an account that cannot serve now, and the "
+                          "gateway holds no record of it: %s", p->in.is_delete ? "DELETE" : "GET", p->in.response_id,
+                    p->in.input_items ? "/input_items" : "", p->why.p);
     else if (p->plan.pinned_owner && !p->plan.n && !p->attempts)
         sbuf_printf(&msg, "%s belongs to an account that cannot serve now: %s", p->plan.pinned_by, p->why.p);
     else

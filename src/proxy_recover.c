@@ -1133,8 +1133,12 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg)
         int is_json = doc != NULL;
         int moved = proxy_classify_and_route(p, &ev, summary);
         json_free(doc);
-        if (!moved)
-            proxy_reply_upstream_error(p, is_json);
+        if (moved)
+            return;
+        /* an upstream without the stored-response calls: the gateway's record answers them */
+        if (p->in.response_id[0] && (p->status == 405 || p->status == 501) && proxy_record_reply(p, 0))
+            return;
+        proxy_reply_upstream_error(p, is_json);
         return;
     }
     if (p->whole && p->mode == MODE_PREFLIGHT && p->pf.state == PF_ERROR) /* the policy returned its error */

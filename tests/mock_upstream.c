@@ -618,6 +618,7 @@ typedef struct opts {
     char retry_after_ms[24];
     char err_code[64]; /* late_error code */
     int late_failed;   /* failed=1: late_error's error is a response.failed event (/responses) */
+    int stored_status; /* stored=N: GET/DELETE responses/{id} (and input_items) answer HTTP N, an error */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
     char primary_window[24], secondary_window[24];
     char primary_reset_at[24], secondary_reset_at[24]; /* absolute: today's -reset-at headers */
@@ -773,6 +774,8 @@ static void opts_parse(opts *o, const char *spec)
             copy_word(o->err_code, sizeof o->err_code, val);
         else if (!strcmp(tok, "failed"))
             o->late_failed = atoi(val);
+        else if (!strcmp(tok, "stored"))
+            o->stored_status = atoi(val);
         else if (!strcmp(tok, "partial"))
             o->partial = atol(val);
         else if (!strcmp(tok, "end"))
@@ -2977,6 +2980,10 @@ static void script_stored(job *j, const opts *o, const rec *r, stored_op op, con
     } else if (op == STORED_OTHER) {
         error_json(&b, "mock_upstream: unknown endpoint", "invalid_request_error", "unknown_url", NULL);
         reply_json(j, 0, 404, &b);
+    } else if (o->stored_status >= 400 && o->stored_status <= 599) { /* a relay without the stored-response API */
+        sbuf_printf(&msg, "%s %s is not implemented here", r->method, r->path);
+        error_json(&b, msg.p, o->stored_status >= 500 ? "server_error" : "invalid_request_error", NULL, NULL);
+        reply_json(j, 0, o->stored_status, &b);
     } else if (!s) {
         sbuf_printf(&msg, "Response with id '%s' not found.", id);
         error_json(&b, msg.p, "invalid_request_error", NULL, NULL);

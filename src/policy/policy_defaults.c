@@ -216,6 +216,8 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
         verdict_set(out, 1, "rate_limit", -1);
     else if (s == 404 && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)
         verdict_set(out, 0, "not_found", 0);
+    else if ((s == 405 || s == 501) && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)
+        verdict_set(out, 0, "unsupported_call", 0);
     else if ((s == 404 || s == 405) && !(ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0) &&
              !event_mentions(ev, not_endpoint_texts))
         verdict_set(out, 1, "unknown_endpoint", 20);

@@ -84,6 +84,12 @@ describe("classify", function()
     it("a stored response that is not there stays the answer", function()
       eq(classify(E{ status = 404, endpoint = "/v1/responses/{id}" }).action, "return")
     end)
+    it("a 405 or 501 to GET/DELETE of a stored response is about that call: nobody rests", function()
+      for _, s in ipairs{ 405, 501 } do
+        eq(classify(E{ status = s, endpoint = "/v1/responses/{id}" }),
+           { action = "return", class = "unsupported_call", cooldown = 0 })
+      end
+    end)
   end)
 
   it("429 fails over and asks the cooldown ladder (-1)", function()
