@@ -404,9 +404,10 @@ static void proxy_attempt_go(proxy_req *p, pool_account *pa)
     p->sent_token_hash = proxy_token_hash(pa->a.token);
     account_limits_start(pa, p->t_attempt); /* after TAKEN the local bucket is one above the pool's for this */
     p->acct_bucket_unused = 0;
-    /* balanced rotates sessions: a turn kept on its session's account by
-     * affinity does not move the cursor that new sessions start from */
-    if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
+    /* balanced rotates conversations: a turn kept on its account (its stored
+     * response's owner, its turn state's issuer, its session's last account)
+     * does not move the cursor that new conversations start from */
+    if (!(p->plan.kept_first && p->plan.n && pa->a.id == p->plan.ids[0]))
         pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
     proxy_build_url(p, pa);
     proxy_build_headers(p, pa);

@@ -343,10 +343,33 @@ static void router_swrr_step(gateway *gw, const route_ctx *ctx, const policy_can
         free(ids), free(w);
 }
 
+int router_kept(gateway *gw, const route_ctx *ctx)
+{
+    int64_t owner = pool_owner_get(gw->pool, ctx->previous_response_id);
+    if (owner && pool_find(gw->pool, owner))
+        return 1; /* pinned: it never rotates */
+    double now = gateway_now();
+    char why[ROUTER_WHY_MAX];
+    const pool_account *pa = NULL;
+    if (ctx->turn_state && *ctx->turn_state) {
+        char key[72];
+        router_turn_state_key(ctx->turn_state, key);
+        pa = pool_find(gw->pool, pool_owner_get(gw->pool, key));
+        if (pa && router_available(pa, ctx, now, why, sizeof why))
+            return 1;
+    }
+    if (gw->affinity && ctx->session_id && *ctx->session_id) {
+        pa = pool_find(gw->pool, affinity_get(gw->affinity, ctx->session_id, now));
+        if (pa && router_available(pa, ctx, now, why, sizeof why))
+            return 1;
+    }
+    return 0;
+}
+
 shared_call *router_cursor_take(gateway *gw, route_ctx *ctx, shared_cursor_fn fn, void *ud)
 {
     ctx->cursor_pos = 0;
-    if (strcmp(gw->cfg.route_strategy, "balanced") != 0 || ctx->is_get)
+    if (strcmp(gw->cfg.route_strategy, "balanced") != 0 || ctx->is_get || router_kept(gw, ctx))
         return NULL;
     const platform_key *k = ctx->key_id ? pool_key_find(gw->pool, ctx->key_id) : NULL;
     char key[17] = "-"; /* the key by (a prefix of) its hash: the pool shares keys by hash */
@@ -452,6 +475,8 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
     router_affinity(gw, ctx, plan, cands, pas, perm, k, now);
     router_turn_first(plan, cands, pas, perm, k);
     plan->affinity_first = plan->n && plan->affinity_prev && plan->ids[0] == plan->affinity_prev;
+    plan->kept_first = plan->n && (plan->pinned_owner || (plan->turn_owner && plan->ids[0] == plan->turn_owner) ||
+                                   plan->affinity_first);
     /* a request makes max_attempts attempts at most: the plan need not hold more accounts */
     int max_attempts;
     double max_seconds;
