@@ -640,7 +640,7 @@ static const char *proxy_reasoning_effort(proxy_req *p)
 static long proxy_first_token_ms(proxy_req *p)
 {
     policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p),
-                             p->in.stream, account_kind_name(p->acct_kind)};
+                             p->in.stream, account_kind_name(p->acct_kind), policy_prompt_kib(p->in.body.len)};
     policy_silence s = policy_silence_limits(p->gw->policy, &ft);
     double after = s.after_output * 1000.0;
     p->after_output_ms = after > 0 && after < (double)p->gw->cfg.idle_timeout_ms ? (long)after : 0;
@@ -803,7 +803,11 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
             sbuf_reset(&p->turn_items);
             p->pf.hooks_ud = p;
         }
-        long left = proxy_first_token_ms(p) - (long)((gateway_now() - p->t_attempt) * 1000.0);
+        /* counted from the request (less its waits for capacity) for its
+         * first attempt: the client's wait for the first token, connect and
+         * headers included; from its own start for an attempt after another */
+        double since = p->attempts <= 1 ? p->t_start + p->waited_s : p->t_attempt;
+        long left = proxy_first_token_ms(p) - (long)((gateway_now() - since) * 1000.0);
         if (left < 1)
             left = 1;
         struct timeval tv = {left / 1000, (left % 1000) * 1000};

@@ -619,6 +619,7 @@ typedef struct opts {
     char err_code[64]; /* late_error code */
     int late_failed;   /* failed=1: late_error's error is a response.failed event (/responses) */
     int stored_status; /* stored=N: GET/DELETE responses/{id} (and input_items) answer HTTP N, an error */
+    long head_ms;      /* head=MS: a stream's headers come after MS (any stream scenario; slow_headers: ms=) */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
     char primary_window[24], secondary_window[24];
     char primary_reset_at[24], secondary_reset_at[24]; /* absolute: today's -reset-at headers */
@@ -776,6 +777,8 @@ static void opts_parse(opts *o, const char *spec)
             o->late_failed = atoi(val);
         else if (!strcmp(tok, "stored"))
             o->stored_status = atoi(val);
+        else if (!strcmp(tok, "head"))
+            o->head_ms = atol(val);
         else if (!strcmp(tok, "partial"))
             o->partial = atol(val);
         else if (!strcmp(tok, "end"))
@@ -3252,7 +3255,7 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
             /* refused like a strict backend: a foreign blob or previous response */
         } else {
             stream_mode mode = modes[found].mode;
-            long delay0 = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : 0;
+            long delay0 = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : o->head_ms;
             int npieces = o->deltas > 0 ? o->deltas : (mode == S_SLOW ? 20 : 3);
             if (npieces > 10000)
                 npieces = 10000;

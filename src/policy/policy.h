@@ -141,7 +141,12 @@ typedef struct policy_first_token {
                                 * NULL when it says nothing of reasoning */
     int stream;                /* the client asked for a stream */
     const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
+    long prompt_kib;           /* the request body's size in KiB, rounded up to a power of two (1, 2, 4,
+                                * ...): the prompt's size, coarse enough that answers are memoized */
 } policy_first_token;
+
+/* prompt_kib of a body of n bytes. */
+long policy_prompt_kib(size_t n);
 
 #define POLICY_FIRST_TOKEN_MAX 3600.0 /* seconds; the hook answers 1..this */
 

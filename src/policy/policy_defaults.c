@@ -346,7 +346,8 @@ int policy_strip_default(const policy_blob *b)
 
 /* --- first_token (mirrors policies/first_token.lua) --- */
 
-#define FIRST_TOKEN_CHAT 15.0       /* a stream with nothing to think about */
+#define FIRST_TOKEN_CHAT 10.0       /* a stream with nothing to think about, on a prompt up to 32 KiB */
+#define FIRST_TOKEN_CHAT_MAX 60.0   /* ... + 5 s per doubling of the prompt above, up to this */
 #define FIRST_TOKEN_REASONING 180.0 /* a reasoning model may think for minutes before its first event */
 #define AFTER_OUTPUT_CHAT 30.0      /* silent this long after output: stuck (twice the first token's) */
 
@@ -369,7 +370,10 @@ static int first_token_reasoning_model(const char *model)
 policy_silence policy_first_token_default(const policy_first_token *ft)
 {
     const char *effort = ft->reasoning;
-    policy_silence chat = {FIRST_TOKEN_CHAT, AFTER_OUTPUT_CHAT};
+    double secs = FIRST_TOKEN_CHAT; /* a longer prompt takes longer to read before the first token */
+    for (long kib = 32; kib < ft->prompt_kib && secs < FIRST_TOKEN_CHAT_MAX; kib <<= 1)
+        secs += 5;
+    policy_silence chat = {secs < FIRST_TOKEN_CHAT_MAX ? secs : FIRST_TOKEN_CHAT_MAX, AFTER_OUTPUT_CHAT};
     if (effort && strcmp(effort, "none") == 0)
         return chat;
     if (effort || first_token_reasoning_model(ft->model)) /* it may think between its summary and its answer */

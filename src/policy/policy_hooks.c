@@ -538,8 +538,9 @@ int policy_first_token_run(lua_State *L)
     hook_call *h = sandbox_ud(L);
     const policy_first_token *ft = h->ft;
     hook_push(L, HOOK_FIRST_TOKEN);
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     set_str(L, "endpoint", ft->endpoint ? ft->endpoint : "");
+    set_int(L, "prompt_kib", ft->prompt_kib > 0 ? ft->prompt_kib : 1);
     set_str(L, "model", ft->model ? ft->model : "");
     set_str(L, "reasoning", ft->reasoning); /* nil: the request says nothing of reasoning */
     set_bool(L, "stream", ft->stream);

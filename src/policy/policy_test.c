@@ -232,7 +232,7 @@ static int bridge_strip(lua_State *L)
     return 1;
 }
 
-/* first_token({endpoint, model, reasoning, stream, account_kind}) -> seconds, after_output (0: none) */
+/* first_token({endpoint, model, reasoning, stream, account_kind, prompt_kib}) -> seconds, after_output (0: none) */
 static int bridge_first_token(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -242,6 +242,7 @@ static int bridge_first_token(lua_State *L)
     ft.reasoning = opt_str(L, 1, "reasoning", NULL);
     ft.stream = opt_bool(L, 1, "stream");
     ft.account_kind = opt_str(L, 1, "account_kind", NULL);
+    ft.prompt_kib = (long)opt_int(L, 1, "prompt_kib", 1);
     policy_silence s = policy_silence_limits(bridge_engine(L), &ft);
     push_num(L, s.first_token);
     push_num(L, s.after_output);

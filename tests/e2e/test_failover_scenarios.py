@@ -21,7 +21,7 @@ class SlowFirstTokenTest(GatewayTest):
 
     def test_silent_chat_stream_fails_over_within_the_first_token_limit(self):
         # headers at once, the first token after 20 s: the default limit of a
-        # non-reasoning chat stream is 15 s
+        # non-reasoning chat stream on a small prompt is 10 s
         g = self.gateway([account("a", self.mock.url("a", "stall,ms=20000")), account("b", self.mock.url("b"))])
         t0 = time.monotonic()
         s = g.stream("/v1/chat/completions", CHAT_STREAM)
@@ -29,7 +29,7 @@ class SlowFirstTokenTest(GatewayTest):
         self.assertEqual(s.status, 200, s)
         self.assertEqual(chat_text(s.events), "hello from b")
         self.assertEqual([e for e in s.events if is_error_event(e)], [])
-        self.assertGreater(took, 14.0)  # it waited for the limit (load only makes this longer)
+        self.assertGreater(took, 9.5)  # it waited for the limit (load only makes this longer)
         # cut by the gateway before a's first token (20 s), not answered: a's stream was left
         rec = wait_for(lambda: [r for r in self.mock.requests("a") if r["aborted"]],
                        what="a's silent stream cut by the gateway")[0]
@@ -38,6 +38,27 @@ class SlowFirstTokenTest(GatewayTest):
         row = g.wait_request_logs(1)[-1]
         self.assertEqual([(t["account"], t["class"]) for t in json.loads(row["attempts_json"])],
                          [("a", "timeout"), ("b", "")])
+
+    def test_the_first_token_limit_counts_from_the_request_not_from_late_headers(self):
+        # a's headers come after 6 s, then it stays silent: cut 10 s after the request (4 s
+        # after its headers), not 10 s after its headers
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=30000,head=6000")),
+                          account("b", self.mock.url("b"))])
+        s = g.stream("/v1/chat/completions", CHAT_STREAM)
+        self.assertEqual(chat_text(s.events), "hello from b")
+        tried = json.loads(g.wait_request_logs(1)[-1]["attempts_json"])
+        self.assertEqual([(t["account"], t["class"]) for t in tried], [("a", "timeout"), ("b", "")])
+        # a's attempt lasted the limit from the request; from its headers it would be 16 s
+        self.assertGreater(tried[0]["ms"], 9500, tried)
+        self.assertLess(tried[0]["ms"], 15000, tried)
+
+    def test_a_long_prompt_gets_a_longer_first_token_limit(self):
+        # 200 KiB of prompt: 256 KiB for the policy, 25 s; a's first token after 12 s comes in time
+        g = self.gateway([account("a", self.mock.url("a", "stall,ms=12000")), account("b", self.mock.url("b"))])
+        body = dict(CHAT_STREAM, messages=[{"role": "user", "content": "x" * (200 << 10)}])
+        s = g.stream("/v1/chat/completions", body)
+        self.assertEqual(chat_text(s.events), "hello from a")
+        self.assertEqual(self.mock.accounts_hit(), ["a"])
 
     def test_reasoning_request_is_not_cut_while_silent_longer_than_a_chat_stream_nor_while_it_shows_progress(self):
         # silent 16 s (past the chat limit), then reasoning summary deltas, then the answer
