@@ -64,7 +64,9 @@ class RedisRoutingTest(RedisGatewayTest):
     def test_balanced_rotation_spreads_conversations_not_turns_across_gateways(self):
         # three-turn conversations over three accounts, each turn on another gateway: only a
         # conversation's first turn picks an account (and takes a position); the others are kept
-        # on it by their session (and the second conversation set chains previous_response_id)
+        # on it by their session. The session reaches the other gateway through the pool (its
+        # record in Redis, written as the first answer ends: docs/scale-out.md): the next turn waits for
+        # it, so that what this proves is the rotation, not that race
         accts = [account(n, self.mock.url(n)) for n in ("a", "b", "c")]
         gs = self.gateways(2, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "balanced", "SWITCHYARD_REDIS_WAIT_MS": "1000"})
         key = gs[0].key
@@ -73,6 +75,7 @@ class RedisRoutingTest(RedisGatewayTest):
         for conv in range(6):
             session = f"conv-{conv}"
             first = self.served_by(self.ask(gs[0], key=key, session=session))
+            wait_for(lambda: self.redis.cli("GET", f"sy:{{t}}:sess:{session}") == first, what="the session in redis")
             for turn in (1, 2):
                 self.assertEqual(self.served_by(self.ask(gs[turn % 2], key=key, session=session)), first,
                                  f"conversation {conv} left its account")
