@@ -210,6 +210,17 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
     const policy_dialect *rules = policy_dialect_rules(p->gw->policy, &ask);
     p->xstep = dialect_plan(client, p->up_api, rules, &p->facts);
     const sbuf *body = proxy_body_for(p, pa); /* the client's, without what pa cannot read, its model mapped */
+    /* a continuation (stream resume): an assistant prefill only where one is
+     * declared taken, else the instruction to continue after the delivered
+     * text, which every chat API takes */
+    p->att_prefill = p->resume_pending && proxy_takes_prefill(pa);
+    if (p->resume_pending && !p->att_prefill) {
+        sbuf_reset(&p->contbody);
+        if (resume_instruction_add(client == API_RESPONSES, body->p, body->len, &p->contbody) == 0)
+            body = &p->contbody;
+    }
+    if (p->resume_pending && p->trim)
+        overlap_reset(p->trim); /* this attempt's continuation is judged from its start */
     p->att_body = body;
     if (p->xstep == DIALECT_NONE)
         return 0;
@@ -585,11 +596,6 @@ void proxy_next(proxy_req *p)
             router_skip_add(&p->plan, pa, why);
             trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"",
                         (unsigned long long)p->id, pa->a.name, why);
-            continue;
-        }
-        if (proxy_prefill_refused(p, pa)) { /* a continuation goes only where a prefill is taken */
-            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"refuses an assistant prefill\"",
-                        (unsigned long long)p->id, pa->a.name);
             continue;
         }
         if (pa->refreshing) { /* its refresh token is in use: others first, else wait for it */

@@ -300,6 +300,7 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             proxy_error_note(p, p->pf.error_code[0] ? p->pf.error_code : p->pf.error_type[0] ? p->pf.error_type : NULL,
                              p->pf.error_message.len ? p->pf.error_message.p : NULL);
             proxy_flush_held(p, 1);
+            proxy_trim_end(p);
             proxy_late_release(p);
         } else if (r != UP_OK || !p->pf.saw_terminal) {
             if (proxy_try_resume(p, r, errmsg))
@@ -307,6 +308,7 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
         } else {
             proxy_flush_held(p, 1);
+            proxy_trim_end(p);
             if (p->xs) /* a translated stream's closing events ([DONE], response.completed) */
                 proxy_translated_end(p);
             proxy_record_success(p);
@@ -553,6 +555,12 @@ void proxy_finish(proxy_req *p, int status)
         free(p->splice);
         p->splice = NULL;
     }
+    if (p->trim) {
+        overlap_free(p->trim);
+        free(p->trim);
+        p->trim = NULL;
+    }
+    sbuf_free(&p->contbody);
     proxy_slot_unwait(p);
     if (p->retry_timer)
         event_free(p->retry_timer);

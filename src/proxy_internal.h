@@ -29,6 +29,7 @@
 #include "route/shared.h"
 #include "upstream/blobs.h"
 #include "upstream/preflight.h"
+#include "upstream/overlap.h"
 #include "upstream/resume.h"
 #include "upstream/upstream.h"
 #include "upstream/usage.h"
@@ -131,7 +132,11 @@ typedef struct proxy_req {
     int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
     int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
     int resume_pending;       /* that attempt has shown no output yet: a failure goes to the next
-                               * candidate that takes a prefill, with none left the cut is the error */
+                               * candidate, with none left the cut is the error */
+    int att_prefill;          /* this continuation went as an assistant prefill (the account takes one);
+                               * else with the instruction to continue after it (resume_instruction_add) */
+    sbuf contbody;            /* the attempt's body with that instruction */
+    overlap_trim *trim;       /* a resumed stream: the continuation's repeat of the delivered text taken out */
     char cut_account[64];     /* while resume_pending: the account whose stream was cut ... */
     char cut_why[160];        /* ... and how: the error the client gets when nobody can continue */
     resume_splice *splice;    /* a resumed Responses stream: its events made the cut one's; NULL none */
@@ -280,6 +285,8 @@ int proxy_client_send_raw(proxy_req *p, const char *buf, size_t n);
 void proxy_translated_end(proxy_req *p);
 int proxy_flush_held(proxy_req *p, int all);
 void proxy_stream_interrupted(proxy_req *p, const char *why);
+/* A resumed stream's end: what the repeat trimmer still holds goes out. */
+void proxy_trim_end(proxy_req *p);
 /* Ends a committed stream with an error event of code and message, in the
  * client's dialect (a Responses client's response.failed). */
 void proxy_stream_fail(proxy_req *p, const char *code, const char *msg);
@@ -301,7 +308,9 @@ void proxy_slot_unwait(proxy_req *p);
 int proxy_wait_deferred(proxy_req *p);
 void proxy_on_stream_error(proxy_req *p);
 void proxy_resume_failed(proxy_req *p, const char *why);
-int proxy_prefill_refused(const proxy_req *p, const pool_account *pa);
+/* 1 when a continuation goes to pa as an assistant prefill: declared (--prefill
+ * yes) and not refused since; every other account gets the instruction form. */
+int proxy_takes_prefill(const pool_account *pa);
 /* 1 when a candidate is left that could take a continuation now (serves
  * now, has not refused a prefill). */
 int proxy_resume_possible(proxy_req *p);

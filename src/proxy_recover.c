@@ -670,11 +670,10 @@ void proxy_on_stream_error(proxy_req *p)
 
 /* ---------- stream resume (text-only chat streams) ---------- */
 
-/* 1 when pa must not get this request because it is a continuation (a
- * stream resume's prefill) and pa refused one before. */
-int proxy_prefill_refused(const proxy_req *p, const pool_account *pa)
+/* see proxy_internal.h */
+int proxy_takes_prefill(const pool_account *pa)
 {
-    return p->resume_pending && pa->prefill_refused;
+    return pa->a.prefill == PREFILL_YES && !pa->prefill_refused;
 }
 
 /* see proxy_internal.h */
@@ -684,7 +683,7 @@ int proxy_resume_possible(proxy_req *p)
     double now = gateway_now();
     for (size_t i = p->next; i < p->plan.n; i++) {
         pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
-        if (pa && pa->a.id != p->acct_id && !pa->prefill_refused && router_available(pa, &p->rctx, now, why, sizeof why))
+        if (pa && pa->a.id != p->acct_id && router_available(pa, &p->rctx, now, why, sizeof why))
             return 1;
     }
     return 0;
@@ -705,32 +704,37 @@ void proxy_resume_failed(proxy_req *p, const char *why)
     proxy_finish_reply(p, p->committed_status);
 }
 
-/* The resumed attempt ended before any output of its own. A 400 or 422
- * answer is the upstream refusing the assistant prefill (the continuation
+/* The resumed attempt ended before any output of its own. A 400 or 422 to
+ * a continuation sent as an assistant prefill (only to an account declared
+ * to take one, --prefill yes) is the upstream refusing it (the continuation
  * differs from the client's request only by it): the account is remembered
- * as refusing prefills, for this and every later resume. Then the next
- * candidate that takes a prefill gets the continuation; with none left,
- * proxy_exhausted ends the stream with the original cut. */
+ * as refusing prefills (stored: `refused`, until a reset) and gets the same
+ * continuation at once in the form every chat API takes, the delivered
+ * text followed by the instruction to continue. Any other failure goes to
+ * the next candidate; with none left, proxy_exhausted ends the stream with
+ * the original cut. */
 static void proxy_resume_next(proxy_req *p, up_result r)
 {
     pool_account *pa = proxy_account(p);
-    int refused = r == UP_OK && p->mode == MODE_ERROR && (p->status == 400 || p->status == 422);
+    int refused = r == UP_OK && p->mode == MODE_ERROR && p->att_prefill && (p->status == 400 || p->status == 422);
     if (refused && pa && !pa->prefill_refused) {
         pa->prefill_refused = 1;
-        if (pa->a.prefill == PREFILL_AUTO) { /* learned, and kept: a restart does not try it again */
-            store_admin_op op = {.kind = STORE_OP_PREFILL_REFUSED, .id = pa->a.id};
-            if (store_writer_put_admin(p->gw->st, &op) != 0)
-                log_warn("account %s: the prefill refusal could not be stored now; it holds until a restart",
-                         pa->a.name);
-        }
-        log_info("account %s: refused an assistant prefill (HTTP %d); no stream is resumed there again until a reset",
-                 pa->a.name, p->status);
+        store_admin_op op = {.kind = STORE_OP_PREFILL_REFUSED, .id = pa->a.id};
+        if (store_writer_put_admin(p->gw->st, &op) != 0)
+            log_warn("account %s: the prefill refusal could not be stored now; it holds until a restart",
+                     pa->a.name);
+        log_info("account %s: refused an assistant prefill (HTTP %d); its continuations go with the instruction "
+                 "to continue from now on, until a reset", pa->a.name, p->status);
     }
     trace_event(p->gw->trace, "STREAM_RESUME_FAILED", "req=%llu account=%s why=\"%s\" status=%d",
                 (unsigned long long)p->id, p->acct_name,
                 refused ? "refused the prefill" : r != UP_OK ? "failed before any output" : "no output", p->status);
     proxy_attempt_outcome(p, refused ? "prefill_refused" : "resume_failed", refused ? "prefill" : "resume");
     proxy_attempt_end(p);
+    if (refused && pa) {
+        proxy_attempt(p, pa); /* the same account, in the other form */
+        return;
+    }
     proxy_next(p);
 }
 
@@ -782,15 +786,22 @@ static int proxy_resume_go(proxy_req *p, const policy_verdict *v, const char *wh
                                    : resume_body_build(full, text.p ? text.p : "", text.len, &body)) == 0;
     json_free(full);
     resume_splice *splice = built && responses ? proxy_splice_new(p, &text) : NULL;
+    overlap_trim *trim = built ? malloc(sizeof *trim) : NULL;
+    if (trim)
+        overlap_init(trim, p->in.api, text.p ? text.p : "", text.len);
     sbuf_free(&text);
-    if (!built || (responses && !splice) || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
+    if (!built || (responses && !splice) || !trim || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
         if (splice)
             resume_splice_free(splice);
         free(splice);
+        if (trim)
+            overlap_free(trim);
+        free(trim);
         sbuf_free(&body);
         return 0;
     }
     p->splice = splice;
+    p->trim = trim;
     /* the blobs found in the client's body were found at its offsets */
     proxy_blobs_free(p);
     p->blobs_looked = p->blobs_scanned = p->blobs_unsure = 0;

@@ -247,6 +247,19 @@ static int proxy_client_send_whole_events(proxy_req *p, const char *buf, size_t 
  * (upstream/resume.h: the splice parses them whole, whatever the cut);
  * and an upstream of another dialect made the client's (dialect.h: the
  * translator takes any cut and gives whole events). */
+static int proxy_client_send_continued(proxy_req *p, const char *buf, size_t n)
+{
+    if (!p->splice)
+        return proxy_client_send_whole_events(p, buf, n);
+    sbuf sp = SBUF_INIT;
+    resume_splice_feed(p->splice, buf, n, &sp);
+    int pause = sp.len ? proxy_client_send_whole_events(p, sp.p, sp.len) : 0;
+    sbuf_free(&sp);
+    return pause;
+}
+
+/* ... and a continuation's repeat of what the client has taken out first
+ * (upstream/overlap.h). */
 static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
 {
     if (p->xs) {
@@ -256,13 +269,32 @@ static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
         sbuf_free(&tr);
         return pause;
     }
-    if (!p->splice)
-        return proxy_client_send_whole_events(p, buf, n);
-    sbuf sp = SBUF_INIT;
-    resume_splice_feed(p->splice, buf, n, &sp);
-    int pause = sp.len ? proxy_client_send_whole_events(p, sp.p, sp.len) : 0;
-    sbuf_free(&sp);
+    if (!p->trim)
+        return proxy_client_send_continued(p, buf, n);
+    sbuf tr = SBUF_INIT;
+    overlap_feed(p->trim, buf, n, &tr);
+    int pause = tr.len ? proxy_client_send_continued(p, tr.p, tr.len) : 0;
+    sbuf_free(&tr);
     return pause;
+}
+
+/* see proxy_internal.h */
+void proxy_trim_end(proxy_req *p)
+{
+    overlap_trim *t = p->trim;
+    if (!t)
+        return;
+    p->trim = NULL; /* what comes after (an error event) goes as it is */
+    sbuf tr = SBUF_INIT;
+    overlap_end(t, &tr);
+    if (tr.len)
+        proxy_client_send_continued(p, tr.p, tr.len);
+    sbuf_free(&tr);
+    if (t->removed)
+        trace_event(p->gw->trace, "STREAM_RESUME_OVERLAP", "req=%llu account=%s removed_bytes=%zu",
+                    (unsigned long long)p->id, p->acct_name, t->removed);
+    overlap_free(t);
+    free(t);
 }
 
 /* The serving account's x-codex-* headers (rate-limit windows, credits,
@@ -533,6 +565,7 @@ void proxy_stream_fail(proxy_req *p, const char *code, const char *text)
 {
     sbuf ev = SBUF_INIT;
     sbuf_reset(&p->pf.held);
+    proxy_trim_end(p); /* the continuation's text so far goes before the error */
     if (p->mid_event)
         sbuf_puts(&ev, "\n\n");
     p->mid_event = 0;

@@ -71,6 +71,7 @@ typedef struct rec {
     char *authorization, *chatgpt_account_id, *model, *prev_id;
     char *headers; /* JSON object of the request headers, names lower-cased */
     char *prefill; /* content of a trailing {"role":"assistant","content":"..."} message (a stream resume), or NULL */
+    char *continued; /* content of such a message followed only by a user message (a resume's instruction form) */
     char *refresh_token, *client_id, *grant_type; /* oauth_token requests */
     int stream, has_body_hash;
     size_t body_len;
@@ -163,6 +164,7 @@ static void rec_free(rec *r)
     free(r->prev_id);
     free(r->headers);
     free(r->prefill);
+    free(r->continued);
     free(r->refresh_token);
     free(r->client_id);
     free(r->grant_type);
@@ -252,6 +254,8 @@ static void recs_json(sbuf *b, int usage)
         json_str_or_null(b, r->prev_id);
         sbuf_puts(b, ",\"prefill\":");
         json_str_or_null(b, r->prefill);
+        sbuf_puts(b, ",\"continued\":");
+        json_str_or_null(b, r->continued);
         sbuf_printf(b, ",\"body_len\":%zu,\"body_hash\":", r->body_len);
         if (r->has_body_hash)
             sbuf_printf(b, "\"%016llx\"", (unsigned long long)r->body_hash);
@@ -508,8 +512,10 @@ static void body_fields_read(body_fields *f, const char *p, size_t n)
 }
 
 /* The (escaped) content of the last {"role":"assistant","content":"..."} in
- * the body, as a gateway writes a stream-resume prefill; NULL if none. */
-static char *prefill_find(const char *p, size_t n)
+ * the body, as a gateway writes a stream-resume continuation, when the list
+ * ends with it (follow 0: a prefill) or with one user message after it
+ * (follow 1: the instruction form); NULL otherwise. */
+static char *prefill_find(const char *p, size_t n, int follow)
 {
     static const char pat[] = "{\"role\":\"assistant\",\"content\":\"";
     const char *last = NULL, *end = p + n;
@@ -520,6 +526,19 @@ static char *prefill_find(const char *p, size_t n)
     const char *e = last;
     while (e < end && *e != '"')
         e += *e == '\\' && e + 1 < end ? 2 : 1;
+    const char *after = e + 1 < end && e[1] == '}' ? e + 2 : end;
+    while (after < end && (*after == ' ' || *after == '\n'))
+        after++;
+    if (after >= end)
+        return NULL;
+    if (!follow && *after != ']')
+        return NULL;
+    if (follow) { /* one more element, a user message, and the list ends */
+        const char *user = memmem(after, (size_t)(end - after), "\"role\":\"user\"", 13);
+        const char *other = user ? memmem(user + 13, (size_t)(end - user - 13), "\"role\":", 7) : NULL;
+        if (*after != ',' || !user || other)
+            return NULL;
+    }
     char *out = malloc((size_t)(e - last) + 1);
     if (!out)
         abort();
@@ -4102,7 +4121,8 @@ static void handle(struct evhttp_request *req, void *arg)
     r->body_len = blen;
     r->has_body_hash = blen > 0;
     r->body_hash = fnv1a(body, blen);
-    r->prefill = prefill_find(body, blen);
+    r->prefill = prefill_find(body, blen, 0);
+    r->continued = prefill_find(body, blen, 1);
     /* the style is the upstream's: a /v1/ path is the API, any other the
      * ChatGPT codex backend with its rules (RULES_CODEX) */
     int codex = strncmp(rest, "v1/", 3) != 0;

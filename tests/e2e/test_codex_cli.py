@@ -319,7 +319,7 @@ class CodexCliTest(GatewayTest):
         g = self.gateway([account("a", self.mock.url("a", "late_error,failed=1,after=2")),
                           account("b", self.mock.url("b"))])
         p = self.run_codex(exe, g, retries=0)
-        self.codex_ok(p, "hello fromhello from b")  # a's text, then b's continuation, one message
+        self.codex_ok(p, "hello from b")  # a's text, then b's continuation (its repeat taken out), one message
         self.assertNotIn("usage limit", (p.stdout + p.stderr).lower())
         self.assertEqual([r["account"] for r in self.responses()], ["a", "b"])
         aid = g.account_id("a")

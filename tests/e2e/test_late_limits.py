@@ -37,8 +37,9 @@ class LateLimitTest(GatewayTest):
         self.assertEqual(s.status, 200, s)
         self.assertEqual(self.failed_events(s), [], "the limit reached the client")
         self.assertEqual([e for e in s.events if is_error_event(e)], [])
-        # a delivered "hello from", b continued it (the mock answers its whole text)
-        self.assertEqual(response_text(s.events), "hello from" + "hello from b")
+        # a delivered "hello from", b continued it (the mock answers its whole text again: the repeat
+        # is taken out, upstream/overlap.h)
+        self.assertEqual(response_text(s.events), "hello from b")
         self.assertEqual(event_type(s.events[-1]), "response.completed")
         self.assertEqual([r["account"] for r in self.mock.requests()], ["a", "b"])
         st = self.cooled(g, "a")
@@ -86,7 +87,7 @@ class LateLimitTest(GatewayTest):
                           account("b", self.mock.url("b"))])
         s = g.stream("/v1/chat/completions", CHAT_STREAM)
         self.assertEqual([e for e in s.events if is_error_event(e)], [], "the error reached the client")
-        self.assertEqual(chat_text(s.events), "hello from" + "hello from b")
+        self.assertEqual(chat_text(s.events), "hello from b")
         self.assertEqual(s.events[-1]["data"].strip(), "[DONE]")
         self.assertEqual(self.cooled(g, "a")["last_error"], "quota")
 

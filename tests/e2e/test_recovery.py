@@ -480,13 +480,13 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(s.status, 200, s)
         self.assertFalse(s.truncated, s)
         self.assertEqual([e for e in s.events if is_error_event(e)], [], "the client saw the cut")
-        # a delivered "hello from"; b continued (the mock's answer is its whole text)
-        self.assertEqual(chat_text(s.events), "hello from" + "hello from b")
+        # a delivered "hello from"; b continued (the mock answers its whole text again: the repeat is taken out)
+        self.assertEqual(chat_text(s.events), "hello from b")
         self.assertEqual(s.events[-1]["data"].strip(), "[DONE]")
         reqs = self.mock.requests()
         self.assertEqual([q["account"] for q in reqs], ["a", "b"])
         self.assertIsNone(reqs[0]["prefill"])
-        self.assertEqual(reqs[1]["prefill"], "hello from", "the delivered text was not sent as a prefill")
+        self.assertEqual(reqs[1]["continued"], "hello from", "the delivered text was not sent to continue from")
         self.assertEqual(reqs[1]["model"], "gpt-test")
         row = g.wait_request_logs(1)[-1]
         self.assertEqual(row["resumed"], 1, row)
@@ -518,9 +518,9 @@ class RecoveryTest(GatewayTest):
         reqs = self.mock.requests()
         self.assertEqual([q["account"] for q in reqs], ["a", "b"])
         token = g.accounts["a"]
-        self.assertIn("bad credentials", reqs[1]["prefill"])
-        self.assertNotIn(token, reqs[1]["prefill"])
-        self.assertIn("[redacted]", reqs[1]["prefill"])
+        self.assertIn("bad credentials", reqs[1]["continued"])
+        self.assertNotIn(token, reqs[1]["continued"])
+        self.assertIn("[redacted]", reqs[1]["continued"])
         self.assertNotIn(token.encode(), s.raw)
 
     def test_cut_chat_stream_is_not_resumed_when_the_policy_turns_resume_off(self):
