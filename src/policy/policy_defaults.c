@@ -546,14 +546,18 @@ size_t policy_order_default(const policy_candidate *c, size_t n, const policy_or
         a = b;
     }
     /* within each group, an account reached by translation, or whose
-     * upstream does not list the model, after the others (stable) */
+     * upstream does not list the model, after the others (stable); hints
+     * only, so "ordered" keeps the operator's sort: among equal sorts */
+    int by_sort = !balanced && !weighted;
     for (size_t a = 0; a < m;) {
         int r = order_rank(&c[perm[a]], g, ng);
         size_t b = a;
         while (b < m && order_rank(&c[perm[b]], g, ng) == r)
             b++;
         for (size_t i = a + 1; r < ng && i < b; i++) /* reserves keep their order, as order.lua's */
-            for (size_t j = i; j > a && order_penalty(&c[perm[j]]) < order_penalty(&c[perm[j - 1]]); j--) {
+            for (size_t j = i; j > a && order_penalty(&c[perm[j]]) < order_penalty(&c[perm[j - 1]]) &&
+                               (!by_sort || c[perm[j]].sort == c[perm[j - 1]].sort);
+                 j--) {
                 size_t t = perm[j];
                 perm[j] = perm[j - 1];
                 perm[j - 1] = t;
