@@ -173,6 +173,24 @@ local function wait_out(ev)
      and ev.alternatives == 0 and ev.retries < WAIT_RETRIES
 end
 
+-- The API's rate limits are each model's ("Rate limit reached for gpt-4o in
+-- organization org-... on tokens per min (TPM)"): such a 429 rests that
+-- model on the account (scope "model"), which goes on serving the others. A
+-- ChatGPT login's limits are the account's usage windows (a family of its
+-- own is named by its headers, not here).
+local function limit_scope(ev)
+  local m, model = ev.error_message, ev.model
+  if ev.account_kind == "chatgpt" or not m or not model or model == "" then return nil end
+  if string.find(string.lower(m), "rate limit reached for " .. string.lower(model), 1, true) then
+    return "model"
+  end
+  return nil
+end
+
+local function rate_limited(ev)
+  return { action = "failover", class = "rate_limit", cooldown = -1, scope = limit_scope(ev) }
+end
+
 -- Server trouble: retry once with jitter, unless a Retry-After was given
 -- (then: wait it out if short and nothing equivalent is left, else move on).
 local function server_trouble(ev)
@@ -228,14 +246,14 @@ local function classify(ev)
   if ev.network_error then return failover("network", 20) end
   if ev.not_answer then return failover("bad_answer", 30) end  -- a 2xx that is not an answer
   if ev.in_stream then
-    if stream_code(ev, STREAM_RATE) then return failover("rate_limit", -1) end
+    if stream_code(ev, STREAM_RATE) then return rate_limited(ev) end
     if stream_code(ev, STREAM_SERVER) or mentions(ev, CAPACITY_TEXTS) then return server_trouble(ev) end
     return give_back("stream")
   end
   if s == 0 then return failover("network", 20) end
   if s == 429 then
     if wait_out(ev) then return retry("rate_limit", ev.retry_after) end
-    return failover("rate_limit", -1)
+    return rate_limited(ev)
   end
   -- GET/DELETE /v1/responses/{id} (and its input_items): a 404 (not
   -- there), 405 or 501 (the upstream has no stored-response calls; the

@@ -68,6 +68,24 @@ static double proxy_cool_family(proxy_req *p, pool_account *pa, const policy_ver
     return secs;
 }
 
+/* The family a limit of one model on the account rests (classify's scope
+ * "model": the API's per-model rate limits): "model:NAME", or for a name
+ * too long for the slot "model:#" and its hash (the slot also keeps the
+ * model, which is what the router matches). */
+static void proxy_model_family(const char *model, char family[ACCOUNT_FAMILY_MAX])
+{
+    size_t n = strlen(model);
+    if (n + 7 <= ACCOUNT_FAMILY_MAX) {
+        memcpy(family, "model:", 6);
+        memcpy(family + 6, model, n + 1);
+        return;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)model[i]) * 16777619u;
+    snprintf(family, ACCOUNT_FAMILY_MAX, "model:#%08x", h);
+}
+
 /* Applies a failover verdict to the account: cooldown (from classify, or
  * from the cooldown hook for ladder classes) and health; a usage limit of
  * one limit family cools only that family (proxy_cool_family). */
@@ -80,6 +98,8 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
         char family[ACCOUNT_FAMILY_MAX];
         if (p->limit_family[0])
             memcpy(family, p->limit_family, sizeof family);
+        else if (v->scope_model)
+            proxy_model_family(p->in.model, family);
         else
             pool_family_of(p->gw->pool, p->in.model, family, sizeof family);
         if (family[0])
@@ -531,6 +551,7 @@ int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary
 {
     policy_verdict v;
     ev->account_kind = account_kind_name(p->acct_kind);
+    ev->model = p->att_model[0] ? p->att_model : p->in.model;
     ev->endpoint = p->in.endpoint;
     ev->retry_after = p->retry_after;
     ev->retries = p->acct_retries;
@@ -847,6 +868,7 @@ int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
     ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
     ev.retry_after = -1;
     ev.account_kind = account_kind_name(p->acct_kind);
+    ev.model = p->att_model[0] ? p->att_model : p->in.model;
     ev.endpoint = p->in.endpoint;
     ev.alternatives = proxy_candidates_left(p, 0);
     policy_verdict v;
@@ -910,6 +932,7 @@ int proxy_late_error(proxy_req *p, up_result r)
     ev.continuable = proxy_resume_can(p);
     ev.retry_after = p->retry_after > 0 ? p->retry_after : -1;
     ev.account_kind = account_kind_name(p->acct_kind);
+    ev.model = p->att_model[0] ? p->att_model : p->in.model;
     ev.endpoint = p->in.endpoint;
     ev.alternatives = proxy_others_serving(p);
     ev.random = (double)random() / ((double)RAND_MAX + 1.0);

@@ -3171,7 +3171,14 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         reply_json(j, 0, 400, &b);
     } else if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
-        if (!account_refusal(&b, o->err))
+        if (code == 429 && !strcmp(o->err, "per_model")) { /* the API's per-model limits, in its words */
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "Rate limit reached for %s in organization org-mock on requests per min (RPM): Limit 3, "
+                     "Used 3, Requested 1. Please try again in 20s.",
+                     r->model ? r->model : "");
+            error_json(&b, msg, "requests", "rate_limit_exceeded", NULL);
+        } else if (!account_refusal(&b, o->err))
             status_error(&b, code);
         reply_json(j, 0, code, &b);
     } else if (!strcmp(sc, "quota429")) {

@@ -52,6 +52,7 @@ typedef struct policy_event {
     int in_stream;             /* error arrived inside a 200 SSE stream, before output */
     double retry_after;        /* seconds from Retry-After / resets_in_seconds, -1 none */
     const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
+    const char *model;         /* the model sent to the account (after its model map); NULL unknown */
     const char *endpoint;      /* "/v1/responses", ... */
     const char *not_answer;    /* a 2xx that is no answer: "content_type" | "empty_body" | "no_output"; NULL */
     int retries;               /* same-account retries already made for this request on this account */
@@ -93,6 +94,10 @@ typedef struct policy_verdict {
      * "workspace_denied", "region_unsupported" (route/hold.h says what each
      * means and what to do). 1..31 of [a-z0-9_]; "" none. */
     char state[32];
+    /* VERDICT_FAILOVER, rate_limit and quota: the limit is the model's on
+     * this account (scope = "model": the API's per-model rate limits), so
+     * only that model rests there; 0 the account's (the default) */
+    int scope_model;
 } policy_verdict;
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);

@@ -88,6 +88,7 @@ void policy_verdict_act(policy_verdict *v, policy_action action, const char *cls
     v->action = action;
     v->failover = action == VERDICT_FAILOVER;
     v->drain_bucket = 0;
+    v->scope_model = 0;
     v->state[0] = '\0';
     snprintf(v->cls, sizeof v->cls, "%s", cls);
     v->cooldown = cooldown;
@@ -112,6 +113,25 @@ static const char *const encrypted_texts[] = {
 static int classify_wait_out(const policy_event *ev)
 {
     return ev->retry_after > 0 && ev->retry_after <= 5 && ev->alternatives == 0 && ev->retries < 2;
+}
+
+/* classify.lua's limit_scope: 1 when a rate limit is the model's (the
+ * API's "Rate limit reached for MODEL in organization ..."). */
+static int classify_scope_model(const policy_event *ev)
+{
+    const char *m = ev->error_message, *model = ev->model;
+    if (!m || !model || !*model || (ev->account_kind && strcmp(ev->account_kind, "chatgpt") == 0))
+        return 0;
+    char needle[160];
+    if ((size_t)snprintf(needle, sizeof needle, "rate limit reached for %s", model) >= sizeof needle)
+        return 0;
+    return strcasestr(m, needle) != NULL;
+}
+
+static void classify_rate_limited(const policy_event *ev, policy_verdict *out)
+{
+    verdict_set(out, 1, "rate_limit", -1);
+    out->scope_model = classify_scope_model(ev);
 }
 
 /* classify.lua's server_trouble. */
@@ -203,7 +223,7 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
     else if (ev->not_answer)
         verdict_set(out, 1, "bad_answer", 30);
     else if (ev->in_stream && code_is(ev, stream_rate_codes))
-        verdict_set(out, 1, "rate_limit", -1);
+        classify_rate_limited(ev, out);
     else if (ev->in_stream && (code_is(ev, stream_server_codes) || event_mentions(ev, capacity_texts)))
         classify_server(ev, out);
     else if (ev->in_stream)
@@ -213,7 +233,7 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
     else if (s == 429 && classify_wait_out(ev))
         policy_verdict_act(out, VERDICT_RETRY, "rate_limit", 0, ev->retry_after);
     else if (s == 429)
-        verdict_set(out, 1, "rate_limit", -1);
+        classify_rate_limited(ev, out);
     else if (s == 404 && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)
         verdict_set(out, 0, "not_found", 0);
     else if ((s == 405 || s == 501) && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)

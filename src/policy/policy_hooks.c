@@ -62,6 +62,7 @@ static void event_push(lua_State *L, const policy_event *ev)
     set_bool(L, "in_stream", ev->in_stream);
     set_num(L, "retry_after", ev->retry_after);
     set_str(L, "account_kind", ev->account_kind);
+    set_str(L, "model", ev->model);
     set_str(L, "endpoint", ev->endpoint);
     set_str(L, "not_answer", ev->not_answer);
     set_int(L, "retries", ev->retries);
@@ -244,6 +245,12 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
     if (dt != LUA_TNIL && dt != LUA_TBOOLEAN)
         luaL_error(L, "classify: drain_bucket must be a boolean or nil");
     out->drain_bucket = lua_toboolean(L, -1);
+    static const char *const scopes[] = {"account", "model", NULL};
+    int sct = raw_field(L, t, "scope");
+    int scope = sct == LUA_TNIL ? 0 : name_index(sct == LUA_TSTRING ? lua_tostring(L, -1) : NULL, scopes);
+    if (scope < 0)
+        luaL_error(L, "classify: scope must be \"account\", \"model\" or nil");
+    out->scope_model = scope == 1;
     int stt = raw_field(L, t, "state");
     if (stt == LUA_TNIL)
         return;

@@ -156,6 +156,7 @@ static int bridge_classify(lua_State *L)
     ev.in_stream = opt_bool(L, 1, "in_stream");
     ev.retry_after = opt_num(L, 1, "retry_after", -1);
     ev.account_kind = opt_str(L, 1, "account_kind", NULL);
+    ev.model = opt_str(L, 1, "model", NULL);
     ev.endpoint = opt_str(L, 1, "endpoint", NULL);
     ev.not_answer = opt_str(L, 1, "not_answer", NULL);
     ev.retries = (int)opt_int(L, 1, "retries", 0);
@@ -186,6 +187,10 @@ static int bridge_classify(lua_State *L)
     if (v.state[0]) {
         lua_pushstring(L, v.state);
         lua_setfield(L, -2, "state");
+    }
+    if (v.scope_model) {
+        lua_pushstring(L, "model");
+        lua_setfield(L, -2, "scope");
     }
     return 1;
 }

@@ -95,6 +95,31 @@ describe("classify", function()
   it("429 fails over and asks the cooldown ladder (-1)", function()
     eq(classify(E{ status = 429 }), { action = "failover", class = "rate_limit", cooldown = -1 })
   end)
+  describe("the API's per-model rate limits (scope model: only that model rests on the account)", function()
+    local msg = "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000."
+    it("a 429 naming the model sent", function()
+      eq(classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o", error_message = msg }),
+         { action = "failover", class = "rate_limit", cooldown = -1, scope = "model" })
+    end)
+    it("in a stream too", function()
+      local v = classify(E{ status = 200, in_stream = true, error_code = "rate_limit_exceeded",
+                            account_kind = "api_key", model = "GPT-4O", error_message = msg })
+      eq({ v.class, v.scope }, { "rate_limit", "model" })
+    end)
+    it("not another model's, not the organization's, not a ChatGPT login's", function()
+      expect(classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o-mini", error_message = msg }).scope)
+        .to_be(nil)
+      expect(classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o",
+                         error_message = "Rate limit reached for requests." }).scope).to_be(nil)
+      expect(classify(E{ status = 429, account_kind = "chatgpt", model = "gpt-4o", error_message = msg }).scope)
+        .to_be(nil)
+    end)
+    it("a quota is the account's whatever it names", function()
+      local v = classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o", error_code = "insufficient_quota",
+                            error_message = "You exceeded your current quota for gpt-4o" })
+      eq({ v.class, v.scope }, { "quota", nil })
+    end)
+  end)
 
   describe("quota texts fail over as quota, case-insensitively, wherever they appear", function()
     local texts = { "You've hit your usage limit", "usage_limit_reached", "quota exceeded",
