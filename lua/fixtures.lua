@@ -47,10 +47,25 @@ function F.stream_error_event(o)
   return F.error_event(ev)
 end
 
--- A chat stream cut (connection lost) after the client got 40 bytes of text.
+-- A chat stream cut (connection lost) after the client got 40 bytes of
+-- text, which the gateway could continue elsewhere.
 function F.cut_stream_event(o)
   return F.error_event(merge({ status = 200, in_stream = true, network_error = true, after_output = true,
-                               delivered_chars = 40, endpoint = "/v1/chat/completions" }, o))
+                               delivered_chars = 40, continuable = true, alternatives = 1,
+                               endpoint = "/v1/chat/completions" }, o))
+end
+
+-- A usage limit that ended a Responses stream after the client got 40
+-- bytes of text (ChatGPT's response.failed usage_limit_reached).
+function F.late_error_event(o)
+  local ev = merge({ status = 200, in_stream = true, after_output = true, delivered_chars = 40,
+                     continuable = true, alternatives = 1, endpoint = "/v1/responses",
+                     error_code = "usage_limit_reached", error_message = "You've hit your usage limit." }, o)
+  if ev.body == nil then
+    ev.body = cjson.encode({ type = "response.failed", response = { status = "failed", error = {
+      code = ev.error_code, message = ev.error_message } } })
+  end
+  return F.error_event(ev)
 end
 
 -- The ChatGPT-account usage-limit error, as it arrives in a stream.

@@ -2,8 +2,8 @@
 -- event table (status, body, error_type/code/message, network_error, timeout,
 -- in_stream, retry_after, account_kind, endpoint, not_answer, retries,
 -- alternatives, random, context_fallbacks, after_output, delivered_chars,
--- tool_call); returns
--- {action = "failover" | "return" | "retry" | "context_fallback" | "resume" | "strip_retry",
+-- tool_call, continuable); returns
+-- {action = "failover" | "return" | "retry" | "context_fallback" | "resume" | "strip_retry" | "retry_turn",
 --  class = "...", cooldown = seconds | -1, after = seconds, state = "..."}.
 -- cooldown = -1 asks the cooldown hook (the 429/quota ladder).
 -- state (with "failover" only) takes the account out of the pool in that
@@ -17,8 +17,12 @@
 -- "retry" tries the same account again after `after` seconds (the request
 -- body is sent again unchanged); "context_fallback" sends the request once
 -- to a candidate declared as a larger-context fallback; "resume" (only for
--- after_output events: a stream cut after output reached the client)
--- finishes the answer on the next candidate; "strip_retry" (the upstream
+-- after_output events: a stream cut after output reached the client, or
+-- ended by an error there; the gateway continues only what ev.continuable
+-- says it can) finishes the answer on the next candidate; "retry_turn"
+-- (after_output, /v1/responses only) ends the client's stream in the shape
+-- its client retries the turn in; the cooldown of an after_output verdict
+-- applies whatever its action; "strip_retry" (the upstream
 -- refused an account-bound blob: encrypted reasoning or compaction another
 -- account minted) resends once to the same account with every blob not known
 -- to be its own removed (policies/strip.lua decides how); the gateway never
@@ -119,6 +123,15 @@ local NOT_ENDPOINT_TEXTS = { "item with id", "previous response", "previous_resp
 -- error instead. The gateway only keeps that text when this policy would resume.
 local RESUME_CHAT_STREAMS = true
 local RESUME_RESPONSES_STREAMS = true
+-- A limit that ends a Responses stream after output (a usage limit, quota,
+-- rate limit or capacity error event) where the answer cannot be continued
+-- (a tool call already went out, nobody takes the continuation) while
+-- another account can serve: the stream ends with a response.failed whose
+-- code Codex retries ("upstream_limit_retry"), not with the limit's own
+-- event, which Codex takes as the end of the plan. Codex sends the turn
+-- again and the gateway serves it elsewhere. Set to false to give the
+-- client the limit as it came.
+local RETRY_TURN_RESPONSES = true
 
 local function retry(class, after)
   return { action = "retry", class = class, after = after }
@@ -160,6 +173,24 @@ local function wait_out(ev)
      and ev.alternatives == 0 and ev.retries < WAIT_RETRIES
 end
 
+-- The API's rate limits are each model's ("Rate limit reached for gpt-4o in
+-- organization org-... on tokens per min (TPM)"): such a 429 rests that
+-- model on the account (scope "model"), which goes on serving the others. A
+-- ChatGPT login's limits are the account's usage windows (a family of its
+-- own is named by its headers, not here).
+local function limit_scope(ev)
+  local m, model = ev.error_message, ev.model
+  if ev.account_kind == "chatgpt" or not m or not model or model == "" then return nil end
+  if string.find(string.lower(m), "rate limit reached for " .. string.lower(model), 1, true) then
+    return "model"
+  end
+  return nil
+end
+
+local function rate_limited(ev)
+  return { action = "failover", class = "rate_limit", cooldown = -1, scope = limit_scope(ev) }
+end
+
 -- Server trouble: retry once with jitter, unless a Retry-After was given
 -- (then: wait it out if short and nothing equivalent is left, else move on).
 local function server_trouble(ev)
@@ -173,16 +204,33 @@ local function server_trouble(ev)
   return failover("server", 30)
 end
 
+-- After output (the client has part of the answer): the stream was cut
+-- (network_error, timeout) or an error event ended it. A limit of the
+-- account cools it as it would have before output; then the answer goes on
+-- elsewhere when it can (text only: ev.continuable), else a Responses
+-- client is told to retry the turn when another account can serve, else
+-- the client gets the error (a cut: the explicit interrupted error).
+local function after_output(ev)
+  local cls, cooldown
+  if ev.network_error or ev.timeout then cls, cooldown = "interrupted", 20
+  elseif mentions(ev, QUOTA_TEXTS) then cls, cooldown = "quota", -1
+  elseif stream_code(ev, STREAM_RATE) then cls, cooldown = "rate_limit", -1
+  elseif stream_code(ev, STREAM_SERVER) or mentions(ev, CAPACITY_TEXTS) then cls, cooldown = "server", 30
+  else return give_back("stream") end  -- about the request, not the account: the client gets it
+  local resumable = (RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions")
+                    or (RESUME_RESPONSES_STREAMS and ev.endpoint == "/v1/responses")
+  if resumable and ev.continuable and not ev.tool_call and ev.delivered_chars > 0 then
+    return { action = "resume", class = cls, cooldown = cooldown }
+  end
+  if cls ~= "interrupted" and RETRY_TURN_RESPONSES and ev.endpoint == "/v1/responses" and ev.alternatives > 0 then
+    return { action = "retry_turn", class = cls, cooldown = cooldown }
+  end
+  return { action = "return", class = cls, cooldown = cls == "interrupted" and 0 or cooldown }
+end
+
 local function classify(ev)
   local s = ev.status
-  if ev.after_output then  -- the stream was cut after the client got output
-    local resumable = (RESUME_CHAT_STREAMS and ev.endpoint == "/v1/chat/completions")
-                      or (RESUME_RESPONSES_STREAMS and ev.endpoint == "/v1/responses")
-    if resumable and not ev.tool_call and ev.delivered_chars > 0 then
-      return { action = "resume", class = "interrupted", cooldown = 20 }
-    end
-    return give_back("interrupted")  -- the client gets the explicit interrupted error
-  end
+  if ev.after_output then return after_output(ev) end
   if (ev.status == 400 or ev.in_stream) and (mentions(ev, ENCRYPTED_CODE)
       or (mentions(ev, ENCRYPTED_WORD) and mentions(ev, ENCRYPTED_TEXTS))) then
     return { action = "strip_retry", class = "invalid_encrypted_content", cooldown = 0 }
@@ -198,18 +246,23 @@ local function classify(ev)
   if ev.network_error then return failover("network", 20) end
   if ev.not_answer then return failover("bad_answer", 30) end  -- a 2xx that is not an answer
   if ev.in_stream then
-    if stream_code(ev, STREAM_RATE) then return failover("rate_limit", -1) end
+    if stream_code(ev, STREAM_RATE) then return rate_limited(ev) end
     if stream_code(ev, STREAM_SERVER) or mentions(ev, CAPACITY_TEXTS) then return server_trouble(ev) end
     return give_back("stream")
   end
   if s == 0 then return failover("network", 20) end
   if s == 429 then
     if wait_out(ev) then return retry("rate_limit", ev.retry_after) end
-    return failover("rate_limit", -1)
+    return rate_limited(ev)
   end
-  -- a stored response that is not there (GET/DELETE /v1/responses/{id} at
-  -- its owner) is the answer, not the account's fault
-  if s == 404 and ev.endpoint == "/v1/responses/{id}" then return give_back("not_found") end
+  -- GET/DELETE /v1/responses/{id} (and its input_items): a 404 (not
+  -- there), 405 or 501 (the upstream has no stored-response calls; the
+  -- gateway's record then answers) is an answer about that call, not about
+  -- the account's health
+  if ev.endpoint == "/v1/responses/{id}" then
+    if s == 404 then return give_back("not_found") end
+    if s == 405 or s == 501 then return give_back("unsupported_call") end
+  end
   -- an endpoint the upstream does not have (404/405 to /responses or
   -- /chat/completions: OpenAI's "Invalid URL (POST /v1/responses)", a relay's
   -- plain not found): it does not speak that dialect. The gateway remembers

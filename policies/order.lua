@@ -27,7 +27,10 @@
 --     speak the client's dialect (translated: the request is translated,
 --     docs/clients.md) goes after those that do, and one whose upstream's
 --     /models list lacks the model (unlisted: a hint, not a refusal) after
---     both; the order among equals is kept;
+--     both; the order among equals is kept. These are hints, so with the
+--     "ordered" strategy they reorder only accounts of the same sort: an
+--     operator's --sort is an explicit order and outranks them (a primary
+--     whose /models omits an alias it serves is still tried first);
 --   ctx.preferred, when present, goes first.
 -- The built-in C default in src/policy/policy.c mirrors these rules.
 --
@@ -133,14 +136,24 @@ local function penalty(c)
   return (c.unlisted and 2 or 0) + (c.translated and 1 or 0)
 end
 
--- Stable: the candidates with a penalty after the others, in their order.
-local function demote(seg)
+-- Stable: the candidates with a penalty after the others, in their order;
+-- by_sort: only within each run of consecutive candidates of the same sort.
+local function demote(seg, by_sort)
   local any = false
   for i = 1, #seg do if seg[i].translated or seg[i].unlisted then any = true break end end
   if not any then return seg end
-  local out = {}
-  for p = 0, 3 do
-    for i = 1, #seg do if penalty(seg[i]) == p then out[#out + 1] = seg[i] end end
+  local out, a = {}, 1
+  while a <= #seg do
+    local b = a
+    if by_sort then
+      while b < #seg and seg[b + 1].sort == seg[a].sort do b = b + 1 end
+    else
+      b = #seg
+    end
+    for p = 0, 3 do
+      for i = a, b do if penalty(seg[i]) == p then out[#out + 1] = seg[i] end end
+    end
+    a = b + 1
   end
   return out
 end
@@ -169,7 +182,7 @@ local function order(candidates, ctx)
     elseif #seg > 1 then
       seed = p2c(seg, seed)
     end
-    seg = demote(seg)
+    seg = demote(seg, not balanced and not weighted)
     for i = 1, #seg do ids[#ids + 1] = seg[i].id end
   end
   for i = 1, #reserve_ids do ids[#ids + 1] = reserve_ids[i] end

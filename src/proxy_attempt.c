@@ -210,6 +210,17 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
     const policy_dialect *rules = policy_dialect_rules(p->gw->policy, &ask);
     p->xstep = dialect_plan(client, p->up_api, rules, &p->facts);
     const sbuf *body = proxy_body_for(p, pa); /* the client's, without what pa cannot read, its model mapped */
+    /* a continuation (stream resume): an assistant prefill only where one is
+     * declared taken, else the instruction to continue after the delivered
+     * text, which every chat API takes */
+    p->att_prefill = p->resume_pending && proxy_takes_prefill(pa);
+    if (p->resume_pending && !p->att_prefill) {
+        sbuf_reset(&p->contbody);
+        if (resume_instruction_add(client == API_RESPONSES, body->p, body->len, &p->contbody) == 0)
+            body = &p->contbody;
+    }
+    if (p->resume_pending && p->trim)
+        overlap_reset(p->trim); /* this attempt's continuation is judged from its start */
     p->att_body = body;
     if (p->xstep == DIALECT_NONE)
         return 0;
@@ -290,8 +301,10 @@ static void proxy_attempt_ready(proxy_req *p)
         shared_account_bucket_give(p->gw->shared, pa);
     p->acct_bucket_unused = 0;
     if (pa) {
-        if (!p->slot_granted)
+        if (!p->slot_granted) {
             snprintf(why, sizeof why, "at its concurrency limit across the gateways (%d in flight)", p->slot_held);
+            p->slot_busy_seen = 1; /* a wait for capacity waits for its slot too */
+        }
         else if (p->acct_verdict == SHARED_BUCKET_EMPTY)
             snprintf(why, sizeof why, "rate_limited: its requests or tokens per minute are used up across the "
                                       "gateways (next in %.1fs)", p->acct_wait_s);
@@ -402,9 +415,10 @@ static void proxy_attempt_go(proxy_req *p, pool_account *pa)
     p->sent_token_hash = proxy_token_hash(pa->a.token);
     account_limits_start(pa, p->t_attempt); /* after TAKEN the local bucket is one above the pool's for this */
     p->acct_bucket_unused = 0;
-    /* balanced rotates sessions: a turn kept on its session's account by
-     * affinity does not move the cursor that new sessions start from */
-    if (!(p->plan.affinity_first && pa->a.id == p->plan.affinity_prev))
+    /* balanced rotates conversations: a turn kept on its account (its stored
+     * response's owner, its turn state's issuer, its session's last account)
+     * does not move the cursor that new conversations start from */
+    if (!(p->plan.kept_first && p->plan.n && pa->a.id == p->plan.ids[0]))
         pool_cursor_set(p->gw->pool, p->in.key_id, p->in.model, pa->a.id);
     proxy_build_url(p, pa);
     proxy_build_headers(p, pa);
@@ -547,6 +561,10 @@ static void proxy_exhausted(proxy_req *p)
         sbuf_printf(&msg, "%s: %s", p->bound, p->why.len ? p->why.p : "none eligible");
     else if (!pool_count(p->gw->pool))
         sbuf_puts(&msg, "no upstream accounts are configured (add one with 'switchyard account add')");
+    else if (p->plan.pinned_owner && !p->plan.n && !p->attempts && p->in.response_id[0])
+        sbuf_printf(&msg, "%s /v1/responses/%s%s: the response belongs to an account that cannot serve now, and the "
+                          "gateway holds no record of it: %s", p->in.is_delete ? "DELETE" : "GET", p->in.response_id,
+                    p->in.input_items ? "/input_items" : "", p->why.p);
     else if (p->plan.pinned_owner && !p->plan.n && !p->attempts)
         sbuf_printf(&msg, "%s belongs to an account that cannot serve now: %s", p->plan.pinned_by, p->why.p);
     else
@@ -578,11 +596,6 @@ void proxy_next(proxy_req *p)
             router_skip_add(&p->plan, pa, why);
             trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"",
                         (unsigned long long)p->id, pa->a.name, why);
-            continue;
-        }
-        if (proxy_prefill_refused(p, pa)) { /* a continuation goes only where a prefill is taken */
-            trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"refuses an assistant prefill\"",
-                        (unsigned long long)p->id, pa->a.name);
             continue;
         }
         if (pa->refreshing) { /* its refresh token is in use: others first, else wait for it */

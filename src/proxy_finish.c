@@ -186,11 +186,15 @@ void proxy_attempt_end(proxy_req *p)
     dialect_stream_free(p->xs);
     p->xs = NULL;
     sbuf_free(&p->xwhole);
+    sbuf_free(&p->late_held);
     pool_account *pa = proxy_account(p);
+    int freed = pa && p->acct_id && pa->inflight > 0 && pa->a.max_concurrency > 0;
     if (pa && p->acct_id && pa->inflight > 0)
         pa->inflight--;
     shared_slot_give(p->gw->shared, p->slot);
     p->slot = 0;
+    if (freed) /* a request waiting for this slot goes now */
+        proxy_slot_freed();
     p->acct_id = 0;
     p->mode = MODE_NONE;
 }
@@ -289,17 +293,22 @@ void proxy_done_committed(proxy_req *p, up_result r, const char *errmsg)
 {
     if (p->mode == MODE_PREFLIGHT) {
         proxy_stream_usage(p);
-        if (p->pf.state == PF_ERROR || (p->pf.late_error && r == UP_OK)) { /* it carries its own error event */
+        if (p->pf.late_error && !p->late_released && proxy_late_error(p, r))
+            return; /* the answer went on elsewhere, or the client retries the turn */
+        if (p->pf.state == PF_ERROR || p->pf.late_error) { /* it carries its own error event */
             sbuf_copy_cstr(p->error_class, sizeof p->error_class, p->pf.late_error ? "late_error" : "stream_error");
             proxy_error_note(p, p->pf.error_code[0] ? p->pf.error_code : p->pf.error_type[0] ? p->pf.error_type : NULL,
                              p->pf.error_message.len ? p->pf.error_message.p : NULL);
             proxy_flush_held(p, 1);
+            proxy_trim_end(p);
+            proxy_late_release(p);
         } else if (r != UP_OK || !p->pf.saw_terminal) {
             if (proxy_try_resume(p, r, errmsg))
                 return;
             proxy_stream_interrupted(p, r != UP_OK ? errmsg : "the upstream closed the stream early");
         } else {
             proxy_flush_held(p, 1);
+            proxy_trim_end(p);
             if (p->xs) /* a translated stream's closing events ([DONE], response.completed) */
                 proxy_translated_end(p);
             proxy_record_success(p);
@@ -546,6 +555,13 @@ void proxy_finish(proxy_req *p, int status)
         free(p->splice);
         p->splice = NULL;
     }
+    if (p->trim) {
+        overlap_free(p->trim);
+        free(p->trim);
+        p->trim = NULL;
+    }
+    sbuf_free(&p->contbody);
+    proxy_slot_unwait(p);
     if (p->retry_timer)
         event_free(p->retry_timer);
     event_del(&p->flush_ev);

@@ -29,6 +29,7 @@
 #include "route/shared.h"
 #include "upstream/blobs.h"
 #include "upstream/preflight.h"
+#include "upstream/overlap.h"
 #include "upstream/resume.h"
 #include "upstream/upstream.h"
 #include "upstream/usage.h"
@@ -39,6 +40,7 @@
 #include <stdint.h>
 
 #define PROXY_ERRBODY_MAX (16u << 10)    /* kept of an upstream error body */
+#define PROXY_LATE_HELD_MAX (256u << 10) /* held back of a stream after an error that came after output */
 #define PROXY_MAX_REFRESH 8          /* accounts refreshed after a 401 within one request */
 
 typedef enum { MODE_NONE, MODE_ERROR, MODE_PREFLIGHT, MODE_PLAIN } proxy_mode;
@@ -106,6 +108,11 @@ typedef struct proxy_req {
     sbuf relay;               /* the attempt's x-codex-* response headers: name\0value\0... */
     preflight pf;
     int pf_live;
+    /* an error event after output (pf.late_error) and all after it are held
+     * back until the stream ends and the policy decides (proxy_late_error) */
+    size_t relayed;           /* the attempt's stream bytes handed on so far (proxy_relay_events) */
+    sbuf late_held;
+    int late_released;        /* the held bytes went to the client (or no more are held) */
     long after_output_ms;     /* the first_token policy's silence limit once output flows; 0: the idle limit */
     struct event *pf_timer;   /* the preflight window's time limit: made when armed, gone at commit */
 
@@ -115,10 +122,21 @@ typedef struct proxy_req {
     int retries_total;        /* same-account retries made for this request */
     int acct_retries;         /* of those, on the current account */
     double waited_s;          /* time spent waiting for capacity */
+    /* a wait for a slot of a busy account (at its concurrency limit): the
+     * request is on the list of waiters (proxy_recover.c) and wakes when an
+     * attempt ends, or at its timer */
+    struct proxy_req *slot_prev, *slot_next;
+    int slot_waiting;
+    double wait_started;
+    int slot_busy_seen;       /* the plan met an account at its concurrency limit across the gateways */
     int ctx_fallback_used;    /* the request went to a larger-context fallback once already */
     int resumed;              /* the cut stream went on on another account (opt-in; once at most) */
     int resume_pending;       /* that attempt has shown no output yet: a failure goes to the next
-                               * candidate that takes a prefill, with none left the cut is the error */
+                               * candidate, with none left the cut is the error */
+    int att_prefill;          /* this continuation went as an assistant prefill (the account takes one);
+                               * else with the instruction to continue after it (resume_instruction_add) */
+    sbuf contbody;            /* the attempt's body with that instruction */
+    overlap_trim *trim;       /* a resumed stream: the continuation's repeat of the delivered text taken out */
     char cut_account[64];     /* while resume_pending: the account whose stream was cut ... */
     char cut_why[160];        /* ... and how: the error the client gets when nobody can continue */
     resume_splice *splice;    /* a resumed Responses stream: its events made the cut one's; NULL none */
@@ -267,6 +285,13 @@ int proxy_client_send_raw(proxy_req *p, const char *buf, size_t n);
 void proxy_translated_end(proxy_req *p);
 int proxy_flush_held(proxy_req *p, int all);
 void proxy_stream_interrupted(proxy_req *p, const char *why);
+/* A resumed stream's end: what the repeat trimmer still holds goes out. */
+void proxy_trim_end(proxy_req *p);
+/* Ends a committed stream with an error event of code and message, in the
+ * client's dialect (a Responses client's response.failed). */
+void proxy_stream_fail(proxy_req *p, const char *code, const char *msg);
+/* What was held back after a late error goes to the client; 1: pause the upstream. */
+int proxy_late_release(proxy_req *p);
 void proxy_reasoning_note(proxy_req *p, const json_value *doc);
 
 /* ---------- proxy_recover.c: a failed attempt ---------- */
@@ -275,14 +300,26 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg);
 int proxy_candidates_left(proxy_req *p, int same_model);
 int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary);
 int proxy_wait_for_capacity(proxy_req *p, double *back);
+/* An attempt ended and gave its account's slot back: the requests waiting
+ * for a slot plan again now. */
+void proxy_slot_freed(void);
+/* Takes p off the list of slot waiters (its end). */
+void proxy_slot_unwait(proxy_req *p);
 int proxy_wait_deferred(proxy_req *p);
 void proxy_on_stream_error(proxy_req *p);
 void proxy_resume_failed(proxy_req *p, const char *why);
-int proxy_prefill_refused(const proxy_req *p, const pool_account *pa);
+/* 1 when a continuation goes to pa as an assistant prefill: declared (--prefill
+ * yes) and not refused since; every other account gets the instruction form. */
+int proxy_takes_prefill(const pool_account *pa);
 /* 1 when a candidate is left that could take a continuation now (serves
  * now, has not refused a prefill). */
 int proxy_resume_possible(proxy_req *p);
 int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg);
+/* A committed stream that an error event ended after output (held back
+ * since) is over: the policy decides as after_output (classify.lua).
+ * Returns 1 when the answer went on elsewhere or the stream ended here (the
+ * client is to retry the turn); 0: the client gets the error as it came. */
+int proxy_late_error(proxy_req *p, up_result r);
 void proxy_plain_cut_unseen(proxy_req *p, up_result r, const char *errmsg);
 void proxy_plain_error_unseen(proxy_req *p);
 /* A clean 2xx end that carried no answer (why: "empty_body", "no_output", ...) classified: 1 always. */

@@ -68,6 +68,24 @@ static double proxy_cool_family(proxy_req *p, pool_account *pa, const policy_ver
     return secs;
 }
 
+/* The family a limit of one model on the account rests (classify's scope
+ * "model": the API's per-model rate limits): "model:NAME", or for a name
+ * too long for the slot "model:#" and its hash (the slot also keeps the
+ * model, which is what the router matches). */
+static void proxy_model_family(const char *model, char family[ACCOUNT_FAMILY_MAX])
+{
+    size_t n = strlen(model);
+    if (n + 7 <= ACCOUNT_FAMILY_MAX) {
+        memcpy(family, "model:", 6);
+        memcpy(family + 6, model, n + 1);
+        return;
+    }
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)model[i]) * 16777619u;
+    snprintf(family, ACCOUNT_FAMILY_MAX, "model:#%08x", h);
+}
+
 /* Applies a failover verdict to the account: cooldown (from classify, or
  * from the cooldown hook for ladder classes) and health; a usage limit of
  * one limit family cools only that family (proxy_cool_family). */
@@ -80,6 +98,8 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
         char family[ACCOUNT_FAMILY_MAX];
         if (p->limit_family[0])
             memcpy(family, p->limit_family, sizeof family);
+        else if (v->scope_model)
+            proxy_model_family(p->in.model, family);
         else
             pool_family_of(p->gw->pool, p->in.model, family, sizeof family);
         if (family[0])
@@ -290,9 +310,59 @@ int proxy_candidates_left(proxy_req *p, int same_model)
     return n;
 }
 
+/* ---------- waiting for a slot of a busy account ---------- */
+
+/* The requests waiting for a slot (loop thread only), oldest first: an
+ * attempt's end wakes them all (a waiter that finds the slot taken again
+ * waits again, within its budget); their timers bound the wait. */
+static proxy_req *proxy_slot_head, *proxy_slot_tail;
+
+void proxy_slot_unwait(proxy_req *p)
+{
+    if (!p->slot_waiting)
+        return;
+    if (p->slot_prev)
+        p->slot_prev->slot_next = p->slot_next;
+    else
+        proxy_slot_head = p->slot_next;
+    if (p->slot_next)
+        p->slot_next->slot_prev = p->slot_prev;
+    else
+        proxy_slot_tail = p->slot_prev;
+    p->slot_prev = p->slot_next = NULL;
+    p->slot_waiting = 0;
+}
+
+void proxy_slot_freed(void)
+{
+    for (proxy_req *p = proxy_slot_head; p; p = p->slot_next)
+        if (p->retry_timer && evtimer_pending(p->retry_timer, NULL)) {
+            evtimer_del(p->retry_timer);
+            event_active(p->retry_timer, EV_TIMEOUT, 1);
+        }
+}
+
+/* 1 when an account that could serve the request is only at its
+ * concurrency limit (here, or across the gateways as its slot's answer said). */
+static int proxy_busy_exists(proxy_req *p, double now)
+{
+    if (p->slot_busy_seen)
+        return 1;
+    for (size_t i = 0; i < pool_count(p->gw->pool); i++) {
+        const pool_account *pa = pool_at(p->gw->pool, i);
+        if ((!p->plan.pinned_owner || pa->a.id == p->plan.pinned_owner) && router_busy(pa, &p->rctx, now))
+            return 1;
+    }
+    return 0;
+}
+
 static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
 {
     proxy_req *p = arg;
+    if (p->slot_waiting) { /* a slot came free, or the wait's timer ran out */
+        p->waited_s += gateway_now() - p->wait_started;
+        proxy_slot_unwait(p);
+    }
     if (!p->retry_acct) { /* the end of a wait for capacity: plan afresh */
         trace_event(p->gw->trace, "CANDIDATE_POOL_AGAIN", "req=%llu waited_ms=%.0f", (unsigned long long)p->id,
                     p->waited_s * 1000.0);
@@ -304,6 +374,7 @@ static void proxy_on_retry_timer(evutil_socket_t fd, short what, void *arg)
         router_plan(p->gw, &p->rctx, &p->plan);
         p->rctx.turn_state = NULL;
         p->next = 0;
+        p->slot_busy_seen = 0;
         sbuf_reset(&p->why);
         proxy_next(p);
         return;
@@ -358,7 +429,39 @@ int proxy_wait_for_capacity(proxy_req *p, double *back)
     }
     if (!*back)
         *back = router_soonest_return(p->gw, &p->rctx, p->plan.pinned_owner, now, name, sizeof name);
-    if (!*back || p->client_gone || p->client_eof)
+    if (p->client_gone || p->client_eof)
+        return 0;
+    /* an account only at its concurrency limit: its slot frees when one of
+     * its attempts ends (a few seconds at most, usually): wait for that, or
+     * for the soonest return, whichever comes first, within the budget */
+    if (proxy_busy_exists(p, now)) {
+        double left = budget < proxy_time_left(p) ? budget : proxy_time_left(p);
+        double until_back = *back ? *back - now + 0.01 : left;
+        /* another gateway's slot ends without a word to this one: look again often */
+        double poll = strcmp(shared_kind(p->gw->shared), "local") != 0 ? 0.25 : left;
+        wait = until_back < left ? until_back : left;
+        if (wait > poll)
+            wait = poll;
+        *back = now + 1; /* a client told to come back gets the soonest: a slot */
+        if (left < 0.05)
+            return 0;
+        trace_event(p->gw->trace, "CANDIDATE_WAIT", "req=%llu account=- reason=busy wait_ms=%.0f",
+                    (unsigned long long)p->id, wait * 1000.0);
+        metrics_wait(0);
+        p->retry_acct = 0;
+        p->wait_started = now;
+        p->slot_waiting = 1;
+        p->slot_prev = proxy_slot_tail;
+        p->slot_next = NULL;
+        if (proxy_slot_tail)
+            proxy_slot_tail->slot_next = p;
+        else
+            proxy_slot_head = p;
+        proxy_slot_tail = p;
+        proxy_retry_arm(p, wait);
+        return 1;
+    }
+    if (!*back)
         return 0;
     wait = *back - now + 0.01; /* just past the end of the cooldown */
     if (wait > budget || wait >= proxy_time_left(p))
@@ -448,6 +551,7 @@ int proxy_classify_and_route(proxy_req *p, policy_event *ev, const char *summary
 {
     policy_verdict v;
     ev->account_kind = account_kind_name(p->acct_kind);
+    ev->model = p->att_model[0] ? p->att_model : p->in.model;
     ev->endpoint = p->in.endpoint;
     ev->retry_after = p->retry_after;
     ev->retries = p->acct_retries;
@@ -587,11 +691,10 @@ void proxy_on_stream_error(proxy_req *p)
 
 /* ---------- stream resume (text-only chat streams) ---------- */
 
-/* 1 when pa must not get this request because it is a continuation (a
- * stream resume's prefill) and pa refused one before. */
-int proxy_prefill_refused(const proxy_req *p, const pool_account *pa)
+/* see proxy_internal.h */
+int proxy_takes_prefill(const pool_account *pa)
 {
-    return p->resume_pending && pa->prefill_refused;
+    return pa->a.prefill == PREFILL_YES && !pa->prefill_refused;
 }
 
 /* see proxy_internal.h */
@@ -601,7 +704,7 @@ int proxy_resume_possible(proxy_req *p)
     double now = gateway_now();
     for (size_t i = p->next; i < p->plan.n; i++) {
         pool_account *pa = pool_find(p->gw->pool, p->plan.ids[i]);
-        if (pa && pa->a.id != p->acct_id && !pa->prefill_refused && router_available(pa, &p->rctx, now, why, sizeof why))
+        if (pa && pa->a.id != p->acct_id && router_available(pa, &p->rctx, now, why, sizeof why))
             return 1;
     }
     return 0;
@@ -622,32 +725,37 @@ void proxy_resume_failed(proxy_req *p, const char *why)
     proxy_finish_reply(p, p->committed_status);
 }
 
-/* The resumed attempt ended before any output of its own. A 400 or 422
- * answer is the upstream refusing the assistant prefill (the continuation
+/* The resumed attempt ended before any output of its own. A 400 or 422 to
+ * a continuation sent as an assistant prefill (only to an account declared
+ * to take one, --prefill yes) is the upstream refusing it (the continuation
  * differs from the client's request only by it): the account is remembered
- * as refusing prefills, for this and every later resume. Then the next
- * candidate that takes a prefill gets the continuation; with none left,
- * proxy_exhausted ends the stream with the original cut. */
+ * as refusing prefills (stored: `refused`, until a reset) and gets the same
+ * continuation at once in the form every chat API takes, the delivered
+ * text followed by the instruction to continue. Any other failure goes to
+ * the next candidate; with none left, proxy_exhausted ends the stream with
+ * the original cut. */
 static void proxy_resume_next(proxy_req *p, up_result r)
 {
     pool_account *pa = proxy_account(p);
-    int refused = r == UP_OK && p->mode == MODE_ERROR && (p->status == 400 || p->status == 422);
+    int refused = r == UP_OK && p->mode == MODE_ERROR && p->att_prefill && (p->status == 400 || p->status == 422);
     if (refused && pa && !pa->prefill_refused) {
         pa->prefill_refused = 1;
-        if (pa->a.prefill == PREFILL_AUTO) { /* learned, and kept: a restart does not try it again */
-            store_admin_op op = {.kind = STORE_OP_PREFILL_REFUSED, .id = pa->a.id};
-            if (store_writer_put_admin(p->gw->st, &op) != 0)
-                log_warn("account %s: the prefill refusal could not be stored now; it holds until a restart",
-                         pa->a.name);
-        }
-        log_info("account %s: refused an assistant prefill (HTTP %d); no stream is resumed there again until a reset",
-                 pa->a.name, p->status);
+        store_admin_op op = {.kind = STORE_OP_PREFILL_REFUSED, .id = pa->a.id};
+        if (store_writer_put_admin(p->gw->st, &op) != 0)
+            log_warn("account %s: the prefill refusal could not be stored now; it holds until a restart",
+                     pa->a.name);
+        log_info("account %s: refused an assistant prefill (HTTP %d); its continuations go with the instruction "
+                 "to continue from now on, until a reset", pa->a.name, p->status);
     }
     trace_event(p->gw->trace, "STREAM_RESUME_FAILED", "req=%llu account=%s why=\"%s\" status=%d",
                 (unsigned long long)p->id, p->acct_name,
                 refused ? "refused the prefill" : r != UP_OK ? "failed before any output" : "no output", p->status);
     proxy_attempt_outcome(p, refused ? "prefill_refused" : "resume_failed", refused ? "prefill" : "resume");
     proxy_attempt_end(p);
+    if (refused && pa) {
+        proxy_attempt(p, pa); /* the same account, in the other form */
+        return;
+    }
     proxy_next(p);
 }
 
@@ -667,34 +775,26 @@ static resume_splice *proxy_splice_new(proxy_req *p, const sbuf *text)
     return s;
 }
 
-/* A chat or Responses stream was cut after text (no tool call; for
- * Responses, one message being written and nothing else open) reached the
- * client. When the policy says resume, the request goes on on the next
- * candidate with the delivered text as an assistant prefill; only the
- * continuation is relayed in the same client stream (a Responses one
- * spliced into the cut response, upstream/resume.h). Returns 1 if it went on. */
-int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
+/* 1 when what the client got of the stream can be continued on another
+ * account: text only (no tool call; for Responses, one message being
+ * written and nothing else open), whole events, a candidate left that
+ * takes the continuation, and no continuation made before. */
+static int proxy_resume_can(proxy_req *p)
 {
     int responses = p->in.api == API_RESPONSES;
-    if (!p->pf.keep_text || p->resumed || p->client_gone || p->pf.text_overflow || !p->pf.text.len ||
-        p->mid_event || (responses && !preflight_rsp_resumable(&p->pf)) || !proxy_resume_possible(p))
-        return 0; /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
-    policy_event ev = {0};
-    ev.status = p->status;
-    ev.in_stream = 1;
-    ev.after_output = 1;
-    ev.delivered_chars = (long)p->pf.text.len;
-    ev.tool_call = p->pf.saw_tool_call;
-    ev.network_error = r == UP_NETWORK || r == UP_OK;
-    ev.timeout = r != UP_OK && r != UP_NETWORK;
-    ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
-    ev.retry_after = -1;
-    ev.account_kind = account_kind_name(p->acct_kind);
-    ev.endpoint = p->in.endpoint;
-    policy_verdict v;
-    policy_classify(p->gw->policy, &ev, &v);
-    if (v.action != VERDICT_RESUME)
-        return 0;
+    return p->pf.keep_text && !p->resumed && !p->client_gone && !p->pf.text_overflow && p->pf.text.len &&
+           !p->mid_event && (!responses || preflight_rsp_resumable(&p->pf)) && proxy_resume_possible(p);
+    /* (mid_event: half an over-long event went out; nothing can follow it cleanly) */
+}
+
+/* The request goes on on the next candidate with the delivered text as an
+ * assistant prefill; only the continuation is relayed in the same client
+ * stream (a Responses one spliced into the cut response, upstream/resume.h).
+ * why: what cut the stream (the client's error if nobody can continue).
+ * Returns 1 if it went on. */
+static int proxy_resume_go(proxy_req *p, const policy_verdict *v, const char *why)
+{
+    int responses = p->in.api == API_RESPONSES;
     /* the client's doc is shallow (request.c); the continuation needs the
      * messages whole, so the body is parsed in full here, on this rare path */
     sbuf body = SBUF_INIT;
@@ -707,15 +807,22 @@ int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
                                    : resume_body_build(full, text.p ? text.p : "", text.len, &body)) == 0;
     json_free(full);
     resume_splice *splice = built && responses ? proxy_splice_new(p, &text) : NULL;
+    overlap_trim *trim = built ? malloc(sizeof *trim) : NULL;
+    if (trim)
+        overlap_init(trim, p->in.api, text.p ? text.p : "", text.len);
     sbuf_free(&text);
-    if (!built || (responses && !splice) || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
+    if (!built || (responses && !splice) || !trim || !(doc = json_parse_shallow(body.p, body.len, 1, NULL, 0))) {
         if (splice)
             resume_splice_free(splice);
         free(splice);
+        if (trim)
+            overlap_free(trim);
+        free(trim);
         sbuf_free(&body);
         return 0;
     }
     p->splice = splice;
+    p->trim = trim;
     /* the blobs found in the client's body were found at its offsets */
     proxy_blobs_free(p);
     p->blobs_looked = p->blobs_scanned = p->blobs_unsure = 0;
@@ -725,20 +832,126 @@ int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
     p->gw->body_bytes += body.len - p->in.body.len; /* held in its place (proxy_finish gives back body.len) */
     sbuf_free(&p->in.body);
     p->in.body = body;
-    if (v.cooldown != 0)
-        proxy_cool_down(p, &v);
     trace_event(p->gw->trace, "STREAM_RESUME", "req=%llu account=%s delivered_chars=%zu class=%s",
-                (unsigned long long)p->id, p->acct_name, p->pf.text.len, v.cls);
+                (unsigned long long)p->id, p->acct_name, p->pf.text.len, v->cls);
     sbuf_copy_cstr(p->cut_account, sizeof p->cut_account, p->acct_name);
-    sbuf_copy_cstr(p->cut_why, sizeof p->cut_why, r != UP_OK && errmsg ? errmsg : "the upstream closed the stream early");
-    proxy_attempt_outcome(p, "resume", v.cls);
+    sbuf_copy_cstr(p->cut_why, sizeof p->cut_why, why);
+    proxy_attempt_outcome(p, "resume", v->cls);
     p->resumed = 1;
     p->resume_pending = 1;
     sbuf_reset(&p->pf.held); /* an unfinished event of the cut stream never reaches the client */
+    sbuf_free(&p->late_held); /* nor the error that cut it */
+    p->late_released = 1;
     proxy_client_flush(p);
     proxy_attempt_end(p);
     proxy_next(p);
     return 1;
+}
+
+/* A chat or Responses stream was cut (the upstream closed it or went
+ * silent) after text reached the client. When the policy says resume, the
+ * answer goes on on the next candidate (proxy_resume_go). Returns 1 if it
+ * went on. */
+int proxy_try_resume(proxy_req *p, up_result r, const char *errmsg)
+{
+    if (!proxy_resume_can(p))
+        return 0;
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.after_output = 1;
+    ev.continuable = 1;
+    ev.delivered_chars = (long)p->pf.text.len;
+    ev.tool_call = p->pf.saw_tool_call;
+    ev.network_error = r == UP_NETWORK || r == UP_OK;
+    ev.timeout = r != UP_OK && r != UP_NETWORK;
+    ev.error_message = errmsg ? errmsg : "the upstream closed the stream early";
+    ev.retry_after = -1;
+    ev.account_kind = account_kind_name(p->acct_kind);
+    ev.model = p->att_model[0] ? p->att_model : p->in.model;
+    ev.endpoint = p->in.endpoint;
+    ev.alternatives = proxy_candidates_left(p, 0);
+    policy_verdict v;
+    policy_classify(p->gw->policy, &ev, &v);
+    if (v.action != VERDICT_RESUME)
+        return 0;
+    if (v.cooldown != 0)
+        proxy_cool_down(p, &v);
+    return proxy_resume_go(p, &v, r != UP_OK && errmsg ? errmsg : "the upstream closed the stream early");
+}
+
+/* Accounts other than the attempt's that could serve this request now:
+ * where a turn the client retries would go. */
+static int proxy_others_serving(proxy_req *p)
+{
+    char why[160];
+    double now = gateway_now();
+    int n = 0;
+    for (size_t i = 0; i < pool_count(p->gw->pool); i++) {
+        const pool_account *pa = pool_at(p->gw->pool, i);
+        n += pa->a.id != p->acct_id && router_available(pa, &p->rctx, now, why, sizeof why);
+    }
+    return n;
+}
+
+/* The stream of a Responses client ends without its answer, in the shape
+ * its client retries (a response.failed whose code is none of the fatal
+ * ones: Codex retries the turn, docs/policies.md), when the account hit a
+ * limit after output that another account can serve past. */
+static void proxy_turn_retry(proxy_req *p, const policy_verdict *v)
+{
+    sbuf msg = SBUF_INIT;
+    sbuf_printf(&msg, "account %s hit a limit (%s) after the answer began; another account can serve: retry the turn",
+                p->acct_name, v->cls);
+    sbuf_free(&p->late_held); /* the limit's own event is not the client's end */
+    p->late_released = 1;
+    proxy_stream_fail(p, "upstream_limit_retry", msg.p);
+    trace_event(p->gw->trace, "TURN_RETRY", "req=%llu account=%s class=%s", (unsigned long long)p->id, p->acct_name,
+                v->cls);
+    proxy_attempt_outcome(p, "retry_turn", v->cls);
+    sbuf_free(&msg);
+    proxy_client_flush(p);
+    proxy_finish_reply(p, p->committed_status);
+}
+
+/* see proxy_internal.h */
+int proxy_late_error(proxy_req *p, up_result r)
+{
+    (void)r;
+    policy_event ev = {0};
+    ev.status = p->status;
+    ev.in_stream = 1;
+    ev.after_output = 1;
+    ev.body = p->pf.error_body.p;
+    ev.body_len = p->pf.error_body.len;
+    ev.error_type = p->pf.error_type[0] ? p->pf.error_type : NULL;
+    ev.error_code = p->pf.error_code[0] ? p->pf.error_code : NULL;
+    ev.error_message = p->pf.error_message.len ? p->pf.error_message.p : NULL;
+    ev.delivered_chars = (long)p->pf.text.len;
+    ev.tool_call = p->pf.saw_tool_call || (p->in.api == API_RESPONSES && p->pf.rsp_unsafe);
+    ev.continuable = proxy_resume_can(p);
+    ev.retry_after = p->retry_after > 0 ? p->retry_after : -1;
+    ev.account_kind = account_kind_name(p->acct_kind);
+    ev.model = p->att_model[0] ? p->att_model : p->in.model;
+    ev.endpoint = p->in.endpoint;
+    ev.alternatives = proxy_others_serving(p);
+    ev.random = (double)random() / ((double)RAND_MAX + 1.0);
+    policy_verdict v;
+    policy_classify(p->gw->policy, &ev, &v);
+    char secs[32] = "0";
+    if (v.cooldown != 0) /* the account's limit: it rests as it would have before output */
+        snprintf(secs, sizeof secs, "%.0f", proxy_cool_down(p, &v));
+    trace_event(p->gw->trace, "LATE_ERROR", "req=%llu account=%s class=%s code=%s action=%s cooldown_s=%s",
+                (unsigned long long)p->id, p->acct_name, v.cls, p->pf.error_code[0] ? p->pf.error_code : "-",
+                policy_action_name(v.action), secs);
+    if (v.action == VERDICT_RESUME && ev.continuable &&
+        proxy_resume_go(p, &v, ev.error_message ? ev.error_message : "an error after output"))
+        return 1;
+    if (v.action == VERDICT_RETRY_TURN && p->in.api == API_RESPONSES && !p->client_gone) {
+        proxy_turn_retry(p, &v);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---------- answers that failed before the client saw them ---------- */
@@ -954,8 +1167,12 @@ void proxy_up_done(void *ud, up_result r, const char *errmsg)
         int is_json = doc != NULL;
         int moved = proxy_classify_and_route(p, &ev, summary);
         json_free(doc);
-        if (!moved)
-            proxy_reply_upstream_error(p, is_json);
+        if (moved)
+            return;
+        /* an upstream without the stored-response calls: the gateway's record answers them */
+        if (p->in.response_id[0] && (p->status == 405 || p->status == 501) && proxy_record_reply(p, 0))
+            return;
+        proxy_reply_upstream_error(p, is_json);
         return;
     }
     if (p->whole && p->mode == MODE_PREFLIGHT && p->pf.state == PF_ERROR) /* the policy returned its error */

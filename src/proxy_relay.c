@@ -247,6 +247,19 @@ static int proxy_client_send_whole_events(proxy_req *p, const char *buf, size_t 
  * (upstream/resume.h: the splice parses them whole, whatever the cut);
  * and an upstream of another dialect made the client's (dialect.h: the
  * translator takes any cut and gives whole events). */
+static int proxy_client_send_continued(proxy_req *p, const char *buf, size_t n)
+{
+    if (!p->splice)
+        return proxy_client_send_whole_events(p, buf, n);
+    sbuf sp = SBUF_INIT;
+    resume_splice_feed(p->splice, buf, n, &sp);
+    int pause = sp.len ? proxy_client_send_whole_events(p, sp.p, sp.len) : 0;
+    sbuf_free(&sp);
+    return pause;
+}
+
+/* ... and a continuation's repeat of what the client has taken out first
+ * (upstream/overlap.h). */
 static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
 {
     if (p->xs) {
@@ -256,13 +269,32 @@ static int proxy_client_send_events(proxy_req *p, const char *buf, size_t n)
         sbuf_free(&tr);
         return pause;
     }
-    if (!p->splice)
-        return proxy_client_send_whole_events(p, buf, n);
-    sbuf sp = SBUF_INIT;
-    resume_splice_feed(p->splice, buf, n, &sp);
-    int pause = sp.len ? proxy_client_send_whole_events(p, sp.p, sp.len) : 0;
-    sbuf_free(&sp);
+    if (!p->trim)
+        return proxy_client_send_continued(p, buf, n);
+    sbuf tr = SBUF_INIT;
+    overlap_feed(p->trim, buf, n, &tr);
+    int pause = tr.len ? proxy_client_send_continued(p, tr.p, tr.len) : 0;
+    sbuf_free(&tr);
     return pause;
+}
+
+/* see proxy_internal.h */
+void proxy_trim_end(proxy_req *p)
+{
+    overlap_trim *t = p->trim;
+    if (!t)
+        return;
+    p->trim = NULL; /* what comes after (an error event) goes as it is */
+    sbuf tr = SBUF_INIT;
+    overlap_end(t, &tr);
+    if (tr.len)
+        proxy_client_send_continued(p, tr.p, tr.len);
+    sbuf_free(&tr);
+    if (t->removed)
+        trace_event(p->gw->trace, "STREAM_RESUME_OVERLAP", "req=%llu account=%s removed_bytes=%zu",
+                    (unsigned long long)p->id, p->acct_name, t->removed);
+    overlap_free(t);
+    free(t);
 }
 
 /* The serving account's x-codex-* headers (rate-limit windows, credits,
@@ -442,6 +474,38 @@ void proxy_uncommit_held(proxy_req *p)
     evhttp_clear_headers(evhttp_request_get_output_headers(p->req)); /* proxy_commit's */
 }
 
+/* What is held back of a stream after its late error goes to the client
+ * now, and nothing more is held. Returns 1 when the upstream should pause. */
+int proxy_late_release(proxy_req *p)
+{
+    p->late_released = 1;
+    int pause = p->late_held.len ? proxy_client_send_events(p, p->late_held.p, p->late_held.len) : 0;
+    sbuf_free(&p->late_held);
+    return pause;
+}
+
+/* The attempt's stream bytes, in order, on their way to the client. From
+ * the first byte of an error event that came after output (preflight's
+ * late_error_at) on, they are held back: at the stream's end the policy
+ * decides whether the client sees that error, or the answer goes on
+ * elsewhere (proxy_late_error). More than PROXY_LATE_HELD_MAX after it is
+ * no error that ends a stream: it all goes on as it came. */
+static int proxy_relay_events(proxy_req *p, const char *buf, size_t n)
+{
+    size_t at = p->relayed;
+    p->relayed += n;
+    if (!p->pf.late_error || p->late_released)
+        return proxy_client_send_events(p, buf, n);
+    size_t keep = p->pf.late_error_at > at ? p->pf.late_error_at - at : 0;
+    if (keep >= n)
+        return proxy_client_send_events(p, buf, n);
+    sbuf_append(&p->late_held, buf + keep, n - keep);
+    int pause = keep ? proxy_client_send_events(p, buf, keep) : 0;
+    if (p->late_held.len > PROXY_LATE_HELD_MAX)
+        pause |= proxy_late_release(p);
+    return pause;
+}
+
 /* Sends what preflight holds, up to the end of its last complete event:
  * the rest of an event waits for its blank line, so a stream that dies in
  * the middle of an event never leaves the client with half of one (an
@@ -455,7 +519,7 @@ int proxy_flush_held(proxy_req *p, int all)
     size_t n = everything ? p->pf.held.len : p->pf.held.len - open;
     if (!n)
         return 0;
-    int pause = proxy_client_send_events(p, p->pf.held.p, n);
+    int pause = proxy_relay_events(p, p->pf.held.p, n);
     p->mid_event = everything && open > 0;
     sbuf_consume(&p->pf.held, n);
     if (!p->pf.held.len)
@@ -474,7 +538,7 @@ static int proxy_relay_committed(proxy_req *p, const char *buf, size_t n)
     size_t send = everything ? n : n - open;
     int pause = 0;
     if (send) {
-        pause = proxy_client_send_events(p, buf, send);
+        pause = proxy_relay_events(p, buf, send);
         p->mid_event = everything && open > 0;
     }
     if (send < n)
@@ -482,38 +546,48 @@ static int proxy_relay_committed(proxy_req *p, const char *buf, size_t n)
     return pause;
 }
 
-/* The stream broke after commit: say so in the stream's own format, as an
- * event of its own. The unfinished event the upstream left is dropped (a
- * client's SSE parser would discard it too); if part of it already went
- * out, a blank line ends it first, so the error is never glued onto it. */
+/* The stream broke after commit: say so in the stream's own format. */
 void proxy_stream_interrupted(proxy_req *p, const char *why)
 {
-    sbuf ev = SBUF_INIT, msg = SBUF_INIT;
+    sbuf msg = SBUF_INIT;
+    sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s",
+                p->cut_account[0] ? p->cut_account : p->acct_name, why); /* a resume that failed: the cut */
+    proxy_stream_fail(p, "upstream_stream_interrupted", msg.p);
+    sbuf_free(&msg);
+    snprintf(p->error_class, sizeof p->error_class, "stream_interrupted");
+}
+
+/* see proxy_internal.h. The error is an event of its own: the unfinished
+ * event the upstream left is dropped (a client's SSE parser would discard
+ * it too); if part of it already went out, a blank line ends it first, so
+ * the error is never glued onto it. */
+void proxy_stream_fail(proxy_req *p, const char *code, const char *text)
+{
+    sbuf ev = SBUF_INIT;
     sbuf_reset(&p->pf.held);
+    proxy_trim_end(p); /* the continuation's text so far goes before the error */
     if (p->mid_event)
         sbuf_puts(&ev, "\n\n");
     p->mid_event = 0;
-    sbuf_printf(&msg, "upstream stream from account %s ended before completion: %s",
-                p->cut_account[0] ? p->cut_account : p->acct_name, why); /* a resume that failed: the cut */
     if (p->in.api == API_RESPONSES) {
         sbuf_puts(&ev, "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":");
         const char *id = p->splice                                      ? p->splice->response_id
                          : p->xs && dialect_stream_response_id(p->xs)[0] ? dialect_stream_response_id(p->xs)
                                                                            : p->pf.response_id; /* the client's */
         sbuf_json_str(&ev, id, strlen(id));
-        sbuf_puts(&ev, ",\"status\":\"failed\",\"error\":{\"code\":\"upstream_stream_interrupted\",\"message\":");
-        sbuf_json_str(&ev, msg.p, msg.len);
+        sbuf_puts(&ev, ",\"status\":\"failed\",\"error\":{\"code\":");
+        sbuf_json_str(&ev, code, strlen(code));
+        sbuf_puts(&ev, ",\"message\":");
+        sbuf_json_str(&ev, text, strlen(text));
         sbuf_puts(&ev, "}}}\n\n");
     } else {
         sbuf_puts(&ev, "data: {\"error\":{");
-        json_error_members(&ev, msg.p, "upstream_error", "upstream_stream_interrupted");
+        json_error_members(&ev, text, "upstream_error", code);
         sbuf_puts(&ev, "}}\n\n");
     }
     proxy_client_send(p, ev.p, ev.len);
-    proxy_error_note(p, "upstream_stream_interrupted", msg.p);
+    proxy_error_note(p, code, text);
     sbuf_free(&ev);
-    sbuf_free(&msg);
-    snprintf(p->error_class, sizeof p->error_class, "stream_interrupted");
 }
 
 /* The attempt's translator (dialect.h), for a stream of another dialect or
@@ -599,7 +673,7 @@ static const char *proxy_reasoning_effort(proxy_req *p)
 static long proxy_first_token_ms(proxy_req *p)
 {
     policy_first_token ft = {p->in.endpoint, p->in.model, proxy_reasoning_effort(p),
-                             p->in.stream, account_kind_name(p->acct_kind)};
+                             p->in.stream, account_kind_name(p->acct_kind), policy_prompt_kib(p->in.body.len)};
     policy_silence s = policy_silence_limits(p->gw->policy, &ft);
     double after = s.after_output * 1000.0;
     p->after_output_ms = after > 0 && after < (double)p->gw->cfg.idle_timeout_ms ? (long)after : 0;
@@ -737,6 +811,9 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
         p->mode = MODE_PREFLIGHT;
         preflight_init(&p->pf, p->up_api, p->gw->cfg.preflight_bytes); /* it reads the upstream's events */
         p->pf_live = 1;
+        p->relayed = 0;
+        p->late_released = 0;
+        sbuf_reset(&p->late_held);
         /* the delivered text is kept only when the policy could resume this
          * stream and someone could take it now (reading each chunk's text
          * costs; a pool of one never resumes); a translated stream is not
@@ -759,7 +836,11 @@ int proxy_up_headers(void *ud, int status, const upstream_header *h, size_t n)
             sbuf_reset(&p->turn_items);
             p->pf.hooks_ud = p;
         }
-        long left = proxy_first_token_ms(p) - (long)((gateway_now() - p->t_attempt) * 1000.0);
+        /* counted from the request (less its waits for capacity) for its
+         * first attempt: the client's wait for the first token, connect and
+         * headers included; from its own start for an attempt after another */
+        double since = p->attempts <= 1 ? p->t_start + p->waited_s : p->t_attempt;
+        long left = proxy_first_token_ms(p) - (long)((gateway_now() - since) * 1000.0);
         if (left < 1)
             left = 1;
         struct timeval tv = {left / 1000, (left % 1000) * 1000};

@@ -71,6 +71,7 @@ typedef struct rec {
     char *authorization, *chatgpt_account_id, *model, *prev_id;
     char *headers; /* JSON object of the request headers, names lower-cased */
     char *prefill; /* content of a trailing {"role":"assistant","content":"..."} message (a stream resume), or NULL */
+    char *continued; /* content of such a message followed only by a user message (a resume's instruction form) */
     char *refresh_token, *client_id, *grant_type; /* oauth_token requests */
     int stream, has_body_hash;
     size_t body_len;
@@ -163,6 +164,7 @@ static void rec_free(rec *r)
     free(r->prev_id);
     free(r->headers);
     free(r->prefill);
+    free(r->continued);
     free(r->refresh_token);
     free(r->client_id);
     free(r->grant_type);
@@ -252,6 +254,8 @@ static void recs_json(sbuf *b, int usage)
         json_str_or_null(b, r->prev_id);
         sbuf_puts(b, ",\"prefill\":");
         json_str_or_null(b, r->prefill);
+        sbuf_puts(b, ",\"continued\":");
+        json_str_or_null(b, r->continued);
         sbuf_printf(b, ",\"body_len\":%zu,\"body_hash\":", r->body_len);
         if (r->has_body_hash)
             sbuf_printf(b, "\"%016llx\"", (unsigned long long)r->body_hash);
@@ -508,8 +512,10 @@ static void body_fields_read(body_fields *f, const char *p, size_t n)
 }
 
 /* The (escaped) content of the last {"role":"assistant","content":"..."} in
- * the body, as a gateway writes a stream-resume prefill; NULL if none. */
-static char *prefill_find(const char *p, size_t n)
+ * the body, as a gateway writes a stream-resume continuation, when the list
+ * ends with it (follow 0: a prefill) or with one user message after it
+ * (follow 1: the instruction form); NULL otherwise. */
+static char *prefill_find(const char *p, size_t n, int follow)
 {
     static const char pat[] = "{\"role\":\"assistant\",\"content\":\"";
     const char *last = NULL, *end = p + n;
@@ -520,6 +526,19 @@ static char *prefill_find(const char *p, size_t n)
     const char *e = last;
     while (e < end && *e != '"')
         e += *e == '\\' && e + 1 < end ? 2 : 1;
+    const char *after = e + 1 < end && e[1] == '}' ? e + 2 : end;
+    while (after < end && (*after == ' ' || *after == '\n'))
+        after++;
+    if (after >= end)
+        return NULL;
+    if (!follow && *after != ']')
+        return NULL;
+    if (follow) { /* one more element, a user message, and the list ends */
+        const char *user = memmem(after, (size_t)(end - after), "\"role\":\"user\"", 13);
+        const char *other = user ? memmem(user + 13, (size_t)(end - user - 13), "\"role\":", 7) : NULL;
+        if (*after != ',' || !user || other)
+            return NULL;
+    }
     char *out = malloc((size_t)(e - last) + 1);
     if (!out)
         abort();
@@ -617,6 +636,9 @@ typedef struct opts {
     char retry_after[24];
     char retry_after_ms[24];
     char err_code[64]; /* late_error code */
+    int late_failed;   /* failed=1: late_error's error is a response.failed event (/responses) */
+    int stored_status; /* stored=N: GET/DELETE responses/{id} (and input_items) answer HTTP N, an error */
+    long head_ms;      /* head=MS: a stream's headers come after MS (any stream scenario; slow_headers: ms=) */
     char primary[24], secondary[24], primary_reset[24], secondary_reset[24];
     char primary_window[24], secondary_window[24];
     char primary_reset_at[24], secondary_reset_at[24]; /* absolute: today's -reset-at headers */
@@ -770,6 +792,12 @@ static void opts_parse(opts *o, const char *spec)
             copy_num(o->retry_after_ms, sizeof o->retry_after_ms, val);
         else if (!strcmp(tok, "code"))
             copy_word(o->err_code, sizeof o->err_code, val);
+        else if (!strcmp(tok, "failed"))
+            o->late_failed = atoi(val);
+        else if (!strcmp(tok, "stored"))
+            o->stored_status = atoi(val);
+        else if (!strcmp(tok, "head"))
+            o->head_ms = atol(val);
         else if (!strcmp(tok, "partial"))
             o->partial = atol(val);
         else if (!strcmp(tok, "end"))
@@ -2193,6 +2221,20 @@ static void ev_rate_limits(sbuf *b, const opts *o)
     sse_close(b);
 }
 
+/* late_error's error event: `event: error`, or with failed=1 a
+ * response.failed (as the ChatGPT backend ends a stream at a usage limit).
+ * A custom code gets a neutral message, so the code alone decides how it
+ * is classified. */
+static void ev_late_error(sbuf *b, gen *g, const opts *o)
+{
+    const char *code = o->err_code[0] ? o->err_code : "usage_limit_reached";
+    const char *msg = o->err_code[0] ? "the upstream reported an error" : LATE_MSG;
+    if (o->late_failed)
+        ev_failed(b, g, code, msg);
+    else
+        ev_error(b, g, code, msg);
+}
+
 static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
 {
     sbuf b = SBUF_INIT;
@@ -2241,11 +2283,18 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         job_chunk(j, gap, &b);
         sbuf_reset(&b);
     }
-    if (g->ncalls) { /* tool_call=1 (only set for the modes that complete) */
+    if (g->ncalls) { /* tool_call=1 (only set for the modes that complete, and late_error) */
         for (int k = 0; k < g->ncalls; k++) {
             ev_function_call(&b, g, k);
             job_chunk(j, gap, &b);
             sbuf_reset(&b);
+        }
+        if (mode == S_LATE_ERROR) { /* the calls went out, then the limit */
+            ev_late_error(&b, g, o);
+            job_chunk(j, gap, &b);
+            job_add(j, ACT_END, 0);
+            sbuf_free(&b);
+            return;
         }
         ev_resp_state(&b, g, "response.completed", "completed");
         job_chunk(j, gap, &b);
@@ -2270,9 +2319,7 @@ static void script_responses_stream(job *j, gen *g, const opts *o, stream_mode m
         sbuf_reset(&b);
     }
     if (mode == S_LATE_ERROR) {
-        /* a custom code gets a neutral message, so the code alone decides how it is classified */
-        ev_error(&b, g, o->err_code[0] ? o->err_code : "usage_limit_reached",
-                 o->err_code[0] ? "the upstream reported an error" : LATE_MSG);
+        ev_late_error(&b, g, o);
         job_chunk(j, gap, &b);
         job_add(j, ACT_END, 0);
         sbuf_free(&b);
@@ -2913,7 +2960,8 @@ static void gen_tool_calls(gen *g, const opts *o, rec *r)
 
 /* The items a /responses answer carries before its message (reasoning=1 or
  * an include of reasoning.encrypted_content; compaction=1), the function
- * call that replaces the message (tool_call=1, in an answer that completes,
+ * call that replaces the message (tool_call=1, in an answer that completes
+ * or ends in late_error,
  * while the input does not end with a tool's output), and echo_input's
  * marker at the end of the text. */
 static void gen_responses_extras(gen *g, const opts *o, rec *r, const reqinfo *ri, int completes)
@@ -2954,6 +3002,10 @@ static void script_stored(job *j, const opts *o, const rec *r, stored_op op, con
     } else if (op == STORED_OTHER) {
         error_json(&b, "mock_upstream: unknown endpoint", "invalid_request_error", "unknown_url", NULL);
         reply_json(j, 0, 404, &b);
+    } else if (o->stored_status >= 400 && o->stored_status <= 599) { /* a relay without the stored-response API */
+        sbuf_printf(&msg, "%s %s is not implemented here", r->method, r->path);
+        error_json(&b, msg.p, o->stored_status >= 500 ? "server_error" : "invalid_request_error", NULL, NULL);
+        reply_json(j, 0, o->stored_status, &b);
     } else if (!s) {
         sbuf_printf(&msg, "Response with id '%s' not found.", id);
         error_json(&b, msg.p, "invalid_request_error", NULL, NULL);
@@ -3119,7 +3171,14 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         reply_json(j, 0, 400, &b);
     } else if (!strcmp(sc, "status")) {
         int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
-        if (!account_refusal(&b, o->err))
+        if (code == 429 && !strcmp(o->err, "per_model")) { /* the API's per-model limits, in its words */
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "Rate limit reached for %s in organization org-mock on requests per min (RPM): Limit 3, "
+                     "Used 3, Requested 1. Please try again in 20s.",
+                     r->model ? r->model : "");
+            error_json(&b, msg, "requests", "rate_limit_exceeded", NULL);
+        } else if (!account_refusal(&b, o->err))
             status_error(&b, code);
         reply_json(j, 0, code, &b);
     } else if (!strcmp(sc, "quota429")) {
@@ -3222,7 +3281,7 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
             /* refused like a strict backend: a foreign blob or previous response */
         } else {
             stream_mode mode = modes[found].mode;
-            long delay0 = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : 0;
+            long delay0 = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : o->head_ms;
             int npieces = o->deltas > 0 ? o->deltas : (mode == S_SLOW ? 20 : 3);
             if (npieces > 10000)
                 npieces = 10000;
@@ -3232,12 +3291,13 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
                 g.input_tokens = o->input_tokens;
             g.cached_tokens = o->cached < g.input_tokens ? o->cached : g.input_tokens;
             int completes = mode == S_OK || mode == S_STALL || mode == S_SLOW;
+            int calls = completes || mode == S_LATE_ERROR; /* late_error: the calls, then the error */
             if (ep == EP_RESPONSES) {
-                gen_responses_extras(&g, o, r, ri, completes);
+                gen_responses_extras(&g, o, r, ri, calls);
                 g.bare_output = (ri->rules & RULE_OUTPUT) != 0;
             } else {
                 g.think = o->reasoning != 0;
-                if (o->tool_call && completes && !ri->after_tool)
+                if (o->tool_call && calls && !ri->after_tool)
                     gen_tool_calls(&g, o, r);
             }
             /* only "ok"/"slow_headers" answer plain JSON; the others are stream behaviours */
@@ -4068,7 +4128,8 @@ static void handle(struct evhttp_request *req, void *arg)
     r->body_len = blen;
     r->has_body_hash = blen > 0;
     r->body_hash = fnv1a(body, blen);
-    r->prefill = prefill_find(body, blen);
+    r->prefill = prefill_find(body, blen, 0);
+    r->continued = prefill_find(body, blen, 1);
     /* the style is the upstream's: a /v1/ path is the API, any other the
      * ChatGPT codex backend with its rules (RULES_CODEX) */
     int codex = strncmp(rest, "v1/", 3) != 0;

@@ -52,8 +52,8 @@ void cli_usage_account(FILE *f)
           "  long (context_length_exceeded) is sent to it once; reset clears cooldown, 429 ladder, breaker and a hold\n"
           "  --models lists the models the account serves (requests for others skip it); without it the\n"
           "  list the upstream's /models gives is used, and '' clears it\n"
-          "  --prefill: whether a cut stream may be finished here with the delivered text as an assistant\n"
-          "  prefill (auto: until it refuses one, which is remembered; reset forgets it)\n"
+          "  --prefill: how a cut stream is finished here: yes sends the delivered text as an assistant prefill\n"
+          "  (a refusal is remembered; reset forgets it); auto and no send it followed by the instruction to continue\n"
           "  --speaks: the API dialects its upstream speaks (auto: the kind's; a ChatGPT login speaks responses,\n"
           "  a key or relay both until it answers 404/405 to one, which is remembered); others are translated\n"
           "  --token - reads the token from stdin; the database defaults to $SWITCHYARD_DB or ./switchyard.db\n",
@@ -597,9 +597,10 @@ static void cli_account_row(const account *a, const account_state *st, double no
                                                                              : "chat",
                  st && st->dialects_refused ? "learned: it answered 404/405 to the other; account reset forgets it"
                                             : "declared with --speaks; the other is translated");
-    if (a->prefill == PREFILL_NO || a->prefill == PREFILL_REFUSED)
-        cli_line("      prefill: %s", a->prefill == PREFILL_NO ? "no (a cut stream is never finished here)"
-                                                               : "refused one (learned; account reset forgets it)");
+    if (a->prefill == PREFILL_YES || a->prefill == PREFILL_REFUSED)
+        cli_line("      prefill: %s", a->prefill == PREFILL_YES ? "yes (a cut stream is continued as an assistant prefill)"
+                                                                : "refused one (learned: continued with the instruction "
+                                                                  "instead; account reset forgets it)");
     if (a->hold) { /* out of the pool until an operator acts: say why and what to do */
         char when[32] = "-", fix[HOLD_TEXT_MAX];
         time_t t = (time_t)a->hold_since;

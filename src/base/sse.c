@@ -54,6 +54,8 @@ static void sse_own_data(sse_parser *p)
 
 size_t sse_open_bytes(const sse_parser *p) { return p->open; }
 
+size_t sse_event_start(const sse_parser *p) { return p->ev_start; }
+
 /* borrow: val lies in the caller's buffer for the rest of this feed. */
 static void sse_field(sse_parser *p, const char *name, size_t nlen, const char *val, size_t vlen, int borrow)
 {
@@ -135,8 +137,10 @@ void sse_feed(sse_parser *p, const char *buf, size_t n)
     size_t i = 0, start = 0, boundary = n + 1; /* none yet */
     if (n && p->last_cr && buf[0] == '\n') {
         i = start = 1; /* the LF of a CRLF split across feeds */
-        if (p->open == 0)
+        if (p->open == 0) {
             boundary = 1; /* its CR ended an event: the LF belongs to that end */
+            p->ev_start = p->fed + 1;
+        }
     }
     if (n)
         p->last_cr = 0;
@@ -161,9 +165,12 @@ void sse_feed(sse_parser *p, const char *buf, size_t n)
                 i++;
         }
         start = i;
-        if (blank)
+        if (blank) {
             boundary = i;
+            p->ev_start = p->fed + i; /* the next event begins here */
+        }
     }
+    p->fed += n;
     p->open = boundary <= n ? n - boundary : p->open + n;
     sse_own_data(p); /* an event still open keeps its data past this feed */
     if (start < n && !p->skip)

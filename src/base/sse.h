@@ -24,6 +24,8 @@ typedef struct sse_parser {
     int skip;    /* the current line outgrew SSE_MAX_LINE: drop it whole */
     int drop;    /* the current event outgrew SSE_MAX_EVENT: drop it, up to its blank line */
     size_t open; /* bytes fed since the last blank line: the unfinished event */
+    size_t fed;  /* bytes fed in all */
+    size_t ev_start; /* where the event being read began (an offset into all that was fed) */
 } sse_parser;
 
 /* A longer line is dropped unparsed (the bytes still flow to the client;
@@ -50,6 +52,11 @@ void sse_free(sse_parser *p);
  * yet (0 when the input so far ends with a blank line). A relay that sends
  * only up to here never leaves a client with half an event. */
 size_t sse_open_bytes(const sse_parser *p);
+/* During an event's callback: the offset, counted over all the bytes fed
+ * since sse_init, of that event's first byte (just after the blank line
+ * that ended the one before). A relay that must not pass an event on
+ * (an error it holds back) cuts its bytes there. */
+size_t sse_event_start(const sse_parser *p);
 
 /* Rewrites the data of the whole events in buf[0..n) (an unfinished last
  * event is left as it is): fn is called with each event that has one data

@@ -13,7 +13,11 @@
 
 #define SHAPE_ID_KEEP 127
 
-void shape_copy_id(char dst[SHAPE_ID_MAX], const char *s)
+/* s cut to SHAPE_ID_KEEP bytes (whole characters) at dst, which has room
+ * for them and a NUL. A plain pointer, not an array parameter: a prefixed
+ * id writes past the prefix, into fewer than SHAPE_ID_MAX bytes (and gcc
+ * -Os checks the declared size). */
+static void shape_copy_cut(char *dst, const char *s)
 {
     if (!s)
         s = "";
@@ -23,12 +27,17 @@ void shape_copy_id(char dst[SHAPE_ID_MAX], const char *s)
     dst[n] = '\0';
 }
 
+void shape_copy_id(char dst[SHAPE_ID_MAX], const char *s)
+{
+    shape_copy_cut(dst, s);
+}
+
 /* prefix + s (cut) into dst. */
 static void shape_prefixed(char dst[SHAPE_ID_MAX], const char *prefix, const char *s)
 {
     size_t p = strlen(prefix); /* ours: at most 9 bytes */
     memcpy(dst, prefix, p);
-    shape_copy_id(dst + p, s);
+    shape_copy_cut(dst + p, s); /* p + 127 + 1 < SHAPE_ID_MAX */
 }
 
 void shape_chat_id(char dst[SHAPE_ID_MAX], const char *response_id)

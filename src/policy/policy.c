@@ -56,6 +56,13 @@ static void engine_fallback(policy_engine *pe, int hook, const char *why)
 
 /* ======================= public hook calls ======================= */
 
+const char *policy_action_name(policy_action a)
+{
+    static const char *const names[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry",
+                                        "retry_turn"};
+    return (size_t)a < sizeof names / sizeof *names ? names[a] : "?";
+}
+
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out)
 {
     static const policy_event none = {.network_error = 1, .retry_after = -1};
@@ -112,11 +119,23 @@ int policy_strip(policy_engine *pe, const policy_blob *b)
  * field holds the separator (two requests must never share a key): asked
  * every time then. The stream flags, then the fields joined by \x1f;
  * copied by hand (snprintf cost 1 600 instructions per stream). */
+long policy_prompt_kib(size_t n)
+{
+    long kib = 1;
+    while ((size_t)kib * 1024 < n && kib < (1L << 30))
+        kib <<= 1;
+    return kib;
+}
+
 static int first_token_key(const policy_first_token *ft, char *key, size_t n)
 {
     const char *f[] = {ft->endpoint, ft->model, ft->reasoning, ft->account_kind};
     size_t len = 0;
     key[len++] = (char)('0' + (ft->stream ? 1 : 0) + (ft->reasoning ? 2 : 0));
+    int log2 = 0; /* prompt_kib is a power of two: its exponent, one byte */
+    while (log2 < 62 && (1L << log2) < ft->prompt_kib)
+        log2++;
+    key[len++] = (char)('A' + log2);
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const char *s = f[i] ? f[i] : "";
         size_t k = strlen(s);
@@ -600,9 +619,11 @@ static int check_exhausted(policy_engine *pe, char *err, size_t errlen)
 static int check_first_token(policy_engine *pe, char *err, size_t errlen)
 {
     const policy_first_token fts[] = {
-        {.endpoint = "/v1/chat/completions", .model = "gpt-4o", .stream = 1, .account_kind = "api_key"},
-        {.endpoint = "/v1/responses", .model = "gpt-5", .reasoning = "high", .stream = 1, .account_kind = "chatgpt"},
-        {.endpoint = "/v1/responses", .model = "", .reasoning = "", .stream = 0, .account_kind = "aggregate"},
+        {.endpoint = "/v1/chat/completions", .model = "gpt-4o", .stream = 1, .account_kind = "api_key", .prompt_kib = 1},
+        {.endpoint = "/v1/responses", .model = "gpt-5", .reasoning = "high", .stream = 1, .account_kind = "chatgpt",
+         .prompt_kib = 256},
+        {.endpoint = "/v1/responses", .model = "", .reasoning = "", .stream = 0, .account_kind = "aggregate",
+         .prompt_kib = 4096},
     };
     char why[512];
     for (size_t i = 0; i < sizeof fts / sizeof fts[0]; i++) {
@@ -696,7 +717,7 @@ policy_engine *policy_new(const char *dir, char *err, size_t errlen)
     for (int i = 0; i < 2; i++) {
         policy_event cut = {.status = 200, .in_stream = 1, .network_error = 1, .retry_after = -1,
                             .account_kind = "api_key", .endpoint = endpoints[i], .after_output = 1,
-                            .delivered_chars = 100, .alternatives = 1};
+                            .delivered_chars = 100, .alternatives = 1, .continuable = 1};
         policy_verdict v;
         hook_call h = {.pe = pe, .ev = &cut, .verdict = &v};
         char why[512];

@@ -52,6 +52,7 @@ typedef struct policy_event {
     int in_stream;             /* error arrived inside a 200 SSE stream, before output */
     double retry_after;        /* seconds from Retry-After / resets_in_seconds, -1 none */
     const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
+    const char *model;         /* the model sent to the account (after its model map); NULL unknown */
     const char *endpoint;      /* "/v1/responses", ... */
     const char *not_answer;    /* a 2xx that is no answer: "content_type" | "empty_body" | "no_output"; NULL */
     int retries;               /* same-account retries already made for this request on this account */
@@ -61,6 +62,8 @@ typedef struct policy_event {
     int after_output;          /* a stream cut after output reached the client (resume or not) */
     long delivered_chars;      /* after_output: bytes of text the client got */
     int tool_call;             /* after_output: the delivered output held a tool call */
+    int continuable;           /* after_output: the gateway can continue the answer on another account
+                                * (text only, whole events, a candidate that takes it): "resume" works */
 } policy_event;
 
 typedef enum {
@@ -71,7 +74,12 @@ typedef enum {
     VERDICT_RESUME,            /* after_output only: finish the stream on the next candidate */
     VERDICT_STRIP_RETRY,       /* the upstream refused an account-bound blob: resend once to the same
                                 * account with every blob not known to be its own removed */
+    VERDICT_RETRY_TURN,        /* after_output only, Responses: end the stream in the shape its client
+                                * retries the turn in (another account serves the retry) */
 } policy_action;
+
+/* The action's name in a classify verdict ("failover", "retry_turn", ...). */
+const char *policy_action_name(policy_action a);
 
 typedef struct policy_verdict {
     int failover;              /* 1 when action is VERDICT_FAILOVER */
@@ -86,6 +94,10 @@ typedef struct policy_verdict {
      * "workspace_denied", "region_unsupported" (route/hold.h says what each
      * means and what to do). 1..31 of [a-z0-9_]; "" none. */
     char state[32];
+    /* VERDICT_FAILOVER, rate_limit and quota: the limit is the model's on
+     * this account (scope = "model": the API's per-model rate limits), so
+     * only that model rests there; 0 the account's (the default) */
+    int scope_model;
 } policy_verdict;
 
 void policy_classify(policy_engine *pe, const policy_event *ev, policy_verdict *out);
@@ -134,7 +146,12 @@ typedef struct policy_first_token {
                                 * NULL when it says nothing of reasoning */
     int stream;                /* the client asked for a stream */
     const char *account_kind;  /* "api_key" | "chatgpt" | "aggregate" */
+    long prompt_kib;           /* the request body's size in KiB, rounded up to a power of two (1, 2, 4,
+                                * ...): the prompt's size, coarse enough that answers are memoized */
 } policy_first_token;
+
+/* prompt_kib of a body of n bytes. */
+long policy_prompt_kib(size_t n);
 
 #define POLICY_FIRST_TOKEN_MAX 3600.0 /* seconds; the hook answers 1..this */
 

@@ -88,6 +88,7 @@ void policy_verdict_act(policy_verdict *v, policy_action action, const char *cls
     v->action = action;
     v->failover = action == VERDICT_FAILOVER;
     v->drain_bucket = 0;
+    v->scope_model = 0;
     v->state[0] = '\0';
     snprintf(v->cls, sizeof v->cls, "%s", cls);
     v->cooldown = cooldown;
@@ -112,6 +113,25 @@ static const char *const encrypted_texts[] = {
 static int classify_wait_out(const policy_event *ev)
 {
     return ev->retry_after > 0 && ev->retry_after <= 5 && ev->alternatives == 0 && ev->retries < 2;
+}
+
+/* classify.lua's limit_scope: 1 when a rate limit is the model's (the
+ * API's "Rate limit reached for MODEL in organization ..."). */
+static int classify_scope_model(const policy_event *ev)
+{
+    const char *m = ev->error_message, *model = ev->model;
+    if (!m || !model || !*model || (ev->account_kind && strcmp(ev->account_kind, "chatgpt") == 0))
+        return 0;
+    char needle[160];
+    if ((size_t)snprintf(needle, sizeof needle, "rate limit reached for %s", model) >= sizeof needle)
+        return 0;
+    return strcasestr(m, needle) != NULL;
+}
+
+static void classify_rate_limited(const policy_event *ev, policy_verdict *out)
+{
+    verdict_set(out, 1, "rate_limit", -1);
+    out->scope_model = classify_scope_model(ev);
 }
 
 /* classify.lua's server_trouble. */
@@ -149,18 +169,40 @@ static const char *classify_held(const policy_event *ev)
     return NULL;
 }
 
+/* classify.lua's after_output. */
+static void classify_after_output(const policy_event *ev, policy_verdict *out)
+{
+    const char *cls;
+    double cooldown;
+    if (ev->network_error || ev->timeout)
+        cls = "interrupted", cooldown = 20;
+    else if (event_mentions(ev, quota_texts))
+        cls = "quota", cooldown = -1;
+    else if (code_is(ev, stream_rate_codes))
+        cls = "rate_limit", cooldown = -1;
+    else if (code_is(ev, stream_server_codes) || event_mentions(ev, capacity_texts))
+        cls = "server", cooldown = 30;
+    else {
+        verdict_set(out, 0, "stream", 0);
+        return;
+    }
+    int chat = ev->endpoint && strcmp(ev->endpoint, "/v1/chat/completions") == 0;
+    int responses = ev->endpoint && strcmp(ev->endpoint, "/v1/responses") == 0;
+    if ((chat || responses) && ev->continuable && !ev->tool_call && ev->delivered_chars > 0)
+        policy_verdict_act(out, VERDICT_RESUME, cls, cooldown, 0);
+    else if (strcmp(cls, "interrupted") != 0 && responses && ev->alternatives > 0)
+        policy_verdict_act(out, VERDICT_RETRY_TURN, cls, cooldown, 0);
+    else
+        policy_verdict_act(out, VERDICT_RETURN, cls, strcmp(cls, "interrupted") == 0 ? 0 : cooldown, 0);
+}
+
 /* Mirrors policies/classify.lua. */
 void policy_classify_default(const policy_event *ev, policy_verdict *out)
 {
     int s = ev->status;
     const char *held = ev->after_output ? NULL : classify_held(ev);
-    if (ev->after_output && ev->endpoint &&
-        (strcmp(ev->endpoint, "/v1/chat/completions") == 0 || strcmp(ev->endpoint, "/v1/responses") == 0) &&
-        !ev->tool_call &&
-        ev->delivered_chars > 0)
-        policy_verdict_act(out, VERDICT_RESUME, "interrupted", 20, 0); /* classify.lua's RESUME_CHAT_STREAMS */
-    else if (ev->after_output)
-        verdict_set(out, 0, "interrupted", 0);
+    if (ev->after_output)
+        classify_after_output(ev, out);
     else if ((s == 400 || ev->in_stream) &&
              (event_mentions(ev, encrypted_code) ||
               (event_mentions(ev, encrypted_word) && event_mentions(ev, encrypted_texts))))
@@ -181,7 +223,7 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
     else if (ev->not_answer)
         verdict_set(out, 1, "bad_answer", 30);
     else if (ev->in_stream && code_is(ev, stream_rate_codes))
-        verdict_set(out, 1, "rate_limit", -1);
+        classify_rate_limited(ev, out);
     else if (ev->in_stream && (code_is(ev, stream_server_codes) || event_mentions(ev, capacity_texts)))
         classify_server(ev, out);
     else if (ev->in_stream)
@@ -191,9 +233,11 @@ void policy_classify_default(const policy_event *ev, policy_verdict *out)
     else if (s == 429 && classify_wait_out(ev))
         policy_verdict_act(out, VERDICT_RETRY, "rate_limit", 0, ev->retry_after);
     else if (s == 429)
-        verdict_set(out, 1, "rate_limit", -1);
+        classify_rate_limited(ev, out);
     else if (s == 404 && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)
         verdict_set(out, 0, "not_found", 0);
+    else if ((s == 405 || s == 501) && ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0)
+        verdict_set(out, 0, "unsupported_call", 0);
     else if ((s == 404 || s == 405) && !(ev->endpoint && strcmp(ev->endpoint, "/v1/responses/{id}") == 0) &&
              !event_mentions(ev, not_endpoint_texts))
         verdict_set(out, 1, "unknown_endpoint", 20);
@@ -322,7 +366,8 @@ int policy_strip_default(const policy_blob *b)
 
 /* --- first_token (mirrors policies/first_token.lua) --- */
 
-#define FIRST_TOKEN_CHAT 15.0       /* a stream with nothing to think about */
+#define FIRST_TOKEN_CHAT 10.0       /* a stream with nothing to think about, on a prompt up to 32 KiB */
+#define FIRST_TOKEN_CHAT_MAX 60.0   /* ... + 5 s per doubling of the prompt above, up to this */
 #define FIRST_TOKEN_REASONING 180.0 /* a reasoning model may think for minutes before its first event */
 #define AFTER_OUTPUT_CHAT 30.0      /* silent this long after output: stuck (twice the first token's) */
 
@@ -345,7 +390,10 @@ static int first_token_reasoning_model(const char *model)
 policy_silence policy_first_token_default(const policy_first_token *ft)
 {
     const char *effort = ft->reasoning;
-    policy_silence chat = {FIRST_TOKEN_CHAT, AFTER_OUTPUT_CHAT};
+    double secs = FIRST_TOKEN_CHAT; /* a longer prompt takes longer to read before the first token */
+    for (long kib = 32; kib < ft->prompt_kib && secs < FIRST_TOKEN_CHAT_MAX; kib <<= 1)
+        secs += 5;
+    policy_silence chat = {secs < FIRST_TOKEN_CHAT_MAX ? secs : FIRST_TOKEN_CHAT_MAX, AFTER_OUTPUT_CHAT};
     if (effort && strcmp(effort, "none") == 0)
         return chat;
     if (effort || first_token_reasoning_model(ft->model)) /* it may think between its summary and its answer */
@@ -518,14 +566,18 @@ size_t policy_order_default(const policy_candidate *c, size_t n, const policy_or
         a = b;
     }
     /* within each group, an account reached by translation, or whose
-     * upstream does not list the model, after the others (stable) */
+     * upstream does not list the model, after the others (stable); hints
+     * only, so "ordered" keeps the operator's sort: among equal sorts */
+    int by_sort = !balanced && !weighted;
     for (size_t a = 0; a < m;) {
         int r = order_rank(&c[perm[a]], g, ng);
         size_t b = a;
         while (b < m && order_rank(&c[perm[b]], g, ng) == r)
             b++;
         for (size_t i = a + 1; r < ng && i < b; i++) /* reserves keep their order, as order.lua's */
-            for (size_t j = i; j > a && order_penalty(&c[perm[j]]) < order_penalty(&c[perm[j - 1]]); j--) {
+            for (size_t j = i; j > a && order_penalty(&c[perm[j]]) < order_penalty(&c[perm[j - 1]]) &&
+                               (!by_sort || c[perm[j]].sort == c[perm[j - 1]].sort);
+                 j--) {
                 size_t t = perm[j];
                 perm[j] = perm[j - 1];
                 perm[j - 1] = t;

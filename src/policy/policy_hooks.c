@@ -62,6 +62,7 @@ static void event_push(lua_State *L, const policy_event *ev)
     set_bool(L, "in_stream", ev->in_stream);
     set_num(L, "retry_after", ev->retry_after);
     set_str(L, "account_kind", ev->account_kind);
+    set_str(L, "model", ev->model);
     set_str(L, "endpoint", ev->endpoint);
     set_str(L, "not_answer", ev->not_answer);
     set_int(L, "retries", ev->retries);
@@ -71,6 +72,7 @@ static void event_push(lua_State *L, const policy_event *ev)
     set_bool(L, "after_output", ev->after_output);
     set_int(L, "delivered_chars", ev->delivered_chars);
     set_bool(L, "tool_call", ev->tool_call);
+    set_bool(L, "continuable", ev->continuable);
 }
 
 static void state_push(lua_State *L, const policy_state *st)
@@ -211,11 +213,11 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
     if (lua_type(L, t) != LUA_TTABLE)
         luaL_error(L, "classify returned %s, expected a table {action=, class=, cooldown=}", luaL_typename(L, t));
     static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry",
-                                          NULL};
+                                          "retry_turn", NULL};
     int act = name_index(raw_field(L, t, "action") == LUA_TSTRING ? lua_tostring(L, -1) : NULL, actions);
     if (act < 0)
         luaL_error(L, "classify: action must be \"failover\", \"return\", \"retry\", \"context_fallback\", "
-                      "\"resume\" or \"strip_retry\"");
+                      "\"resume\", \"strip_retry\" or \"retry_turn\"");
     int failover = act == VERDICT_FAILOVER;
     size_t n = 0;
     const char *cls = raw_field(L, t, "class") == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
@@ -243,6 +245,12 @@ static void verdict_parse(lua_State *L, int t, policy_verdict *out)
     if (dt != LUA_TNIL && dt != LUA_TBOOLEAN)
         luaL_error(L, "classify: drain_bucket must be a boolean or nil");
     out->drain_bucket = lua_toboolean(L, -1);
+    static const char *const scopes[] = {"account", "model", NULL};
+    int sct = raw_field(L, t, "scope");
+    int scope = sct == LUA_TNIL ? 0 : name_index(sct == LUA_TSTRING ? lua_tostring(L, -1) : NULL, scopes);
+    if (scope < 0)
+        luaL_error(L, "classify: scope must be \"account\", \"model\" or nil");
+    out->scope_model = scope == 1;
     int stt = raw_field(L, t, "state");
     if (stt == LUA_TNIL)
         return;
@@ -537,8 +545,9 @@ int policy_first_token_run(lua_State *L)
     hook_call *h = sandbox_ud(L);
     const policy_first_token *ft = h->ft;
     hook_push(L, HOOK_FIRST_TOKEN);
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     set_str(L, "endpoint", ft->endpoint ? ft->endpoint : "");
+    set_int(L, "prompt_kib", ft->prompt_kib > 0 ? ft->prompt_kib : 1);
     set_str(L, "model", ft->model ? ft->model : "");
     set_str(L, "reasoning", ft->reasoning); /* nil: the request says nothing of reasoning */
     set_bool(L, "stream", ft->stream);

@@ -156,6 +156,7 @@ static int bridge_classify(lua_State *L)
     ev.in_stream = opt_bool(L, 1, "in_stream");
     ev.retry_after = opt_num(L, 1, "retry_after", -1);
     ev.account_kind = opt_str(L, 1, "account_kind", NULL);
+    ev.model = opt_str(L, 1, "model", NULL);
     ev.endpoint = opt_str(L, 1, "endpoint", NULL);
     ev.not_answer = opt_str(L, 1, "not_answer", NULL);
     ev.retries = (int)opt_int(L, 1, "retries", 0);
@@ -165,11 +166,11 @@ static int bridge_classify(lua_State *L)
     ev.after_output = opt_bool(L, 1, "after_output");
     ev.delivered_chars = (long)opt_int(L, 1, "delivered_chars", 0);
     ev.tool_call = opt_bool(L, 1, "tool_call");
+    ev.continuable = opt_bool(L, 1, "continuable");
     policy_verdict v;
     policy_classify(bridge_engine(L), &ev, &v);
-    static const char *const actions[] = {"return", "failover", "retry", "context_fallback", "resume", "strip_retry"};
     lua_createtable(L, 0, 4);
-    lua_pushstring(L, actions[v.action]);
+    lua_pushstring(L, policy_action_name(v.action));
     lua_setfield(L, -2, "action");
     if (v.action == VERDICT_RETRY) {
         push_num(L, v.after);
@@ -186,6 +187,10 @@ static int bridge_classify(lua_State *L)
     if (v.state[0]) {
         lua_pushstring(L, v.state);
         lua_setfield(L, -2, "state");
+    }
+    if (v.scope_model) {
+        lua_pushstring(L, "model");
+        lua_setfield(L, -2, "scope");
     }
     return 1;
 }
@@ -232,7 +237,7 @@ static int bridge_strip(lua_State *L)
     return 1;
 }
 
-/* first_token({endpoint, model, reasoning, stream, account_kind}) -> seconds, after_output (0: none) */
+/* first_token({endpoint, model, reasoning, stream, account_kind, prompt_kib}) -> seconds, after_output (0: none) */
 static int bridge_first_token(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -242,6 +247,7 @@ static int bridge_first_token(lua_State *L)
     ft.reasoning = opt_str(L, 1, "reasoning", NULL);
     ft.stream = opt_bool(L, 1, "stream");
     ft.account_kind = opt_str(L, 1, "account_kind", NULL);
+    ft.prompt_kib = (long)opt_int(L, 1, "prompt_kib", 1);
     policy_silence s = policy_silence_limits(bridge_engine(L), &ft);
     push_num(L, s.first_token);
     push_num(L, s.after_output);

@@ -48,7 +48,8 @@ static int router_model_skip(const pool_account *pa, const route_ctx *ctx, char 
     return 1;
 }
 
-int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
+/* router_available's checks; with slots 0 its concurrency limit is left out. */
+static int router_check(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n, int slots)
 {
     if (!pa->a.enabled) {
         snprintf(why, n, "disabled");
@@ -77,13 +78,25 @@ int router_available(const pool_account *pa, const route_ctx *ctx, double now, c
     }
     if (!breaker_available(pa, now, why, n))
         return 0;
-    if (pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
+    if (slots && pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency) {
         snprintf(why, n, "at its concurrency limit (%d in flight)", pa->inflight);
         return 0;
     }
     if ((pa->a.max_rpm > 0 || pa->a.max_tpm > 0 || pa->a.budget_usd > 0) && !account_limits_ok(pa, now, why, n))
         return 0;
     return 1;
+}
+
+int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n)
+{
+    return router_check(pa, ctx, now, why, n, 1);
+}
+
+int router_busy(const pool_account *pa, const route_ctx *ctx, double now)
+{
+    char why[ROUTER_WHY_MAX];
+    return pa->a.max_concurrency > 0 && pa->inflight >= pa->a.max_concurrency &&
+           router_check(pa, ctx, now, why, sizeof why, 0);
 }
 
 double router_soonest_return(gateway *gw, const route_ctx *ctx, int64_t pinned, double now, char *name, size_t n)
@@ -330,10 +343,33 @@ static void router_swrr_step(gateway *gw, const route_ctx *ctx, const policy_can
         free(ids), free(w);
 }
 
+int router_kept(gateway *gw, const route_ctx *ctx)
+{
+    int64_t owner = pool_owner_get(gw->pool, ctx->previous_response_id);
+    if (owner && pool_find(gw->pool, owner))
+        return 1; /* pinned: it never rotates */
+    double now = gateway_now();
+    char why[ROUTER_WHY_MAX];
+    const pool_account *pa = NULL;
+    if (ctx->turn_state && *ctx->turn_state) {
+        char key[72];
+        router_turn_state_key(ctx->turn_state, key);
+        pa = pool_find(gw->pool, pool_owner_get(gw->pool, key));
+        if (pa && router_available(pa, ctx, now, why, sizeof why))
+            return 1;
+    }
+    if (gw->affinity && ctx->session_id && *ctx->session_id) {
+        pa = pool_find(gw->pool, affinity_get(gw->affinity, ctx->session_id, now));
+        if (pa && router_available(pa, ctx, now, why, sizeof why))
+            return 1;
+    }
+    return 0;
+}
+
 shared_call *router_cursor_take(gateway *gw, route_ctx *ctx, shared_cursor_fn fn, void *ud)
 {
     ctx->cursor_pos = 0;
-    if (strcmp(gw->cfg.route_strategy, "balanced") != 0 || ctx->is_get)
+    if (strcmp(gw->cfg.route_strategy, "balanced") != 0 || ctx->is_get || router_kept(gw, ctx))
         return NULL;
     const platform_key *k = ctx->key_id ? pool_key_find(gw->pool, ctx->key_id) : NULL;
     char key[17] = "-"; /* the key by (a prefix of) its hash: the pool shares keys by hash */
@@ -439,6 +475,8 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan)
     router_affinity(gw, ctx, plan, cands, pas, perm, k, now);
     router_turn_first(plan, cands, pas, perm, k);
     plan->affinity_first = plan->n && plan->affinity_prev && plan->ids[0] == plan->affinity_prev;
+    plan->kept_first = plan->n && (plan->pinned_owner || (plan->turn_owner && plan->ids[0] == plan->turn_owner) ||
+                                   plan->affinity_first);
     /* a request makes max_attempts attempts at most: the plan need not hold more accounts */
     int max_attempts;
     double max_seconds;

@@ -54,6 +54,8 @@ typedef struct route_plan {
                             * first while it can serve; any other account gets the request without it */
     int64_t affinity_prev; /* the account that served the session's last turn, 0 none */
     int affinity_first;    /* 1: affinity put affinity_prev first */
+    int kept_first;        /* 1: the first account is kept for the request (pinned owner, turn state's
+                            * issuer, session affinity), not picked: it takes no rotation position */
 } route_plan;
 
 void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan);
@@ -64,10 +66,19 @@ void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan);
  * starts the rotation at the account of that position, counted over the
  * candidates by name (names are the pool's; ids are each database's own). */
 shared_call *router_cursor_take(gateway *gw, route_ctx *ctx, shared_cursor_fn fn, void *ud);
+/* 1 when the request's first account is kept for it, not picked: the owner
+ * of its previous_response_id, or (while it can serve now) the issuer of its
+ * turn state or its session's last account. Such a turn takes no position
+ * in the balanced rotation (router_cursor_take asks for none), so
+ * conversations, not turns, are what the rotation spreads. */
+int router_kept(gateway *gw, const route_ctx *ctx);
 void router_plan_free(route_plan *plan);
 
 /* 1 if pa can take this request now; else 0 and the reason in why. */
 int router_available(const pool_account *pa, const route_ctx *ctx, double now, char *why, size_t n);
+/* 1 if pa could take this request now but for its concurrency limit: a
+ * slot of it is what a waiting request waits for (its rest is no reason). */
+int router_busy(const pool_account *pa, const route_ctx *ctx, double now);
 
 /* When the soonest account that could serve ctx (pinned to `pinned` when
  * not 0) and is now only resting (cooling down) comes back: unix seconds,

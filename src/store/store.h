@@ -471,7 +471,7 @@ typedef enum {
     STORE_OP_KEY_PREFERRED,
     STORE_OP_SETTING,
     STORE_OP_ACCOUNT_UNHOLD,
-    STORE_OP_PREFILL_REFUSED /* the account refused a stream resume's prefill (auto becomes refused) */
+    STORE_OP_PREFILL_REFUSED /* the account refused a stream resume's prefill (yes becomes refused) */
 } store_admin_op_kind;
 typedef struct store_admin_op {
     store_admin_op_kind kind;

@@ -31,7 +31,9 @@
 #define STORE_SQL_UNHOLD "hold = NULL, hold_detail = NULL, hold_since = 0"
 /* `account reset`: a prefill refusal the gateway learned is forgotten (an
  * operator's yes or no stays) */
-#define STORE_SQL_PREFILL_RELEARN "prefill = CASE prefill WHEN 'refused' THEN 'auto' ELSE prefill END"
+/* a refusal follows a declared yes (auto and no never send a prefill): a
+ * reset takes the declaration back */
+#define STORE_SQL_PREFILL_RELEARN "prefill = CASE prefill WHEN 'refused' THEN 'yes' ELSE prefill END"
 #define STORE_SQL_HOLD_IF(same)                                                                       \
     "hold = CASE WHEN " same " THEN hold END, hold_detail = CASE WHEN " same " THEN hold_detail END," \
     " hold_since = CASE WHEN " same " THEN hold_since ELSE 0 END"

@@ -245,7 +245,7 @@ static int writer_admin_op(store_writer *w, const store_admin_op *op)
                              " ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
         [STORE_OP_ACCOUNT_UNHOLD] = "UPDATE accounts SET reset_gen = reset_gen + 1, " STORE_SQL_UNHOLD
                                     ", " STORE_SQL_PREFILL_RELEARN " WHERE id = ?1",
-        [STORE_OP_PREFILL_REFUSED] = "UPDATE accounts SET prefill = 'refused' WHERE id = ?1 AND prefill = 'auto'",
+        [STORE_OP_PREFILL_REFUSED] = "UPDATE accounts SET prefill = 'refused' WHERE id = ?1 AND prefill IN ('auto', 'yes')",
     };
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(w->db, sql[op->kind], -1, &st, NULL) != SQLITE_OK)

@@ -162,10 +162,12 @@ static void pf_error(preflight *pf, const json_value *doc, const char *data, siz
     sbuf_reset(&pf->error_body);
     sbuf_append(&pf->error_body, data, len);
     pf_error_fields(pf, doc);
-    if (pf->state == PF_HOLD)
+    if (pf->state == PF_HOLD) {
         pf->state = PF_ERROR;
-    else
+    } else if (pf->state == PF_COMMIT) {
         pf->late_error = 1;
+        pf->late_error_at = sse_event_start(&pf->parser);
+    }
 }
 
 static int pf_is_error_doc(const json_value *doc)

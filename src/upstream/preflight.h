@@ -36,6 +36,7 @@ typedef struct preflight {
     sbuf error_message;    /* message text of the error, may be empty */
     sbuf error_body;       /* the raw data of the error event */
     int late_error;        /* an error/response.failed after commit */
+    size_t late_error_at;  /* its event's first byte: an offset over all bytes fed (sse_event_start) */
 
     char response_id[128]; /* responses API: id from response.created/completed */
     char model[128];

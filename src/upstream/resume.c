@@ -60,6 +60,22 @@ int resume_responses_body_build(const json_value *doc, const char *text, size_t 
     return 0;
 }
 
+int resume_instruction_add(int responses, const char *body, size_t len, sbuf *out)
+{
+    size_t s, e;
+    if (json_member_span(body, len, responses ? "input" : "messages", &s, &e) != 0 || body[s] != '[' ||
+        body[e - 1] != ']')
+        return -1;
+    sbuf_append(out, body, e - 1);
+    sbuf_puts(out, json_scan_ws(body, e - 1, s + 1) < e - 1 ? "," : "");
+    if (responses)
+        sbuf_puts(out, "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"" RESUME_INSTRUCTION "\"}]}");
+    else
+        sbuf_puts(out, "{\"role\":\"user\",\"content\":\"" RESUME_INSTRUCTION "\"}");
+    sbuf_append(out, body + e - 1, len - (e - 1));
+    return 0;
+}
+
 /* ---------- the splice of a Responses continuation ---------- */
 
 /* A member written in place of the one of that name (raw JSON). */

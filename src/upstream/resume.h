@@ -21,6 +21,19 @@ int resume_body_build(const json_value *doc, const char *text, size_t len, sbuf 
  * "content":input}, ...]). -1 (out untouched) when input is neither. */
 int resume_responses_body_build(const json_value *doc, const char *text, size_t len, sbuf *out);
 
+/* The instruction a continuation ends with where no prefill is taken. */
+#define RESUME_INSTRUCTION                                                                                       \
+    "Your previous message was cut off. Continue it from exactly where it stopped: do not repeat any of it and " \
+    "add nothing before the continuation."
+
+/* body (a continuation built above, as JSON text of len bytes) with a user
+ * message of RESUME_INSTRUCTION after the assistant message it ends with,
+ * into out: the form every chat API takes (a conversation ending with the
+ * user), where an assistant prefill may be refused. responses: the list is
+ * "input" (a Responses message item), else "messages". 0, or -1 (out
+ * untouched) when the body has no such list. */
+int resume_instruction_add(int responses, const char *body, size_t len, sbuf *out);
+
 /* The cut Responses stream as the client got it: one message whose
  * output_text was being written (preflight.h, keep_text). */
 typedef struct resume_cut {

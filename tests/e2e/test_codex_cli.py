@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 
 from harness import GatewayTest, account, main, npm_package, source_dir, wait_for
 from test_oauth import auth_json
@@ -30,12 +31,15 @@ def codex_bin():
 
 class CodexCliTest(GatewayTest):
 
-    def run_codex(self, exe, g, prompt="say hello", home=None, work=None, args=("exec",), websockets=False):
+    def run_codex(self, exe, g, prompt="say hello", home=None, work=None, args=("exec",), websockets=False,
+                  retries=None):
         """Runs `codex exec` (or the subcommand args, e.g. ("exec", "resume",
         "--last")) against gateway g; home and work are Codex's home and
         working directory (fresh ones when None: give the same ones again to
         go on with a session); websockets: the provider has supports_websockets
-        = true (Codex talks over the gateway's Responses WebSocket). Returns the
+        = true (Codex talks over the gateway's Responses WebSocket); retries: the
+        provider's request_max_retries and stream_max_retries (None: Codex's
+        defaults; 0: a turn the gateway fails is not sent again). Returns the
         CompletedProcess."""
         if home is None:
             home = tempfile.mkdtemp(prefix="sy-codex-home-")
@@ -51,7 +55,9 @@ class CodexCliTest(GatewayTest):
                     f'base_url = "http://127.0.0.1:{g.port}/v1"\n'
                     'env_key = "SWITCHYARD_KEY"\n'
                     'wire_api = "responses"\n'
-                    + ('supports_websockets = true\n' if websockets else ''))
+                    + ('supports_websockets = true\n' if websockets else '')
+                    + (f'request_max_retries = {retries}\nstream_max_retries = {retries}\n'
+                       if retries is not None else ''))
         env = dict(os.environ, CODEX_HOME=home, SWITCHYARD_KEY=g.key, NO_COLOR="1")
         return subprocess.run([exe, *args, "--skip-git-repo-check", prompt], cwd=work, env=env,
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -282,6 +288,73 @@ class CodexCliTest(GatewayTest):
         # the gateway knew b minted the blob it kept from a (turn 2's follow-up, on a by affinity)
         wait_for(lambda: "account=a from=b dropped=1" in g.trace_text(), what="turn 2's strip of b's blob in the trace")
 
+    # --- the turn in which the move happens (busy accounts, limits mid-answer)
+
+    def test_codex_turn_waits_for_the_slot_of_a_busy_account_instead_of_failing(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        # a is out of quota; b takes one request at a time and its first answer takes 2.5 s.
+        # Another client's request holds b's slot when Codex's turn comes: the turn waits
+        # for the slot (Codex does not retry here: a 503 would end it)
+        g = self.gateway([account("a", self.mock.url("a", "quota429")),
+                          account("b", self.mock.url("b", "slow_headers,ms=2500,times=1"),
+                                  args=["--max-concurrency", "1"])])
+        other = {}
+        t = threading.Thread(target=lambda: other.setdefault("r", g.post("/v1/responses", {
+            "model": "gpt-test", "input": "hi"})))
+        t.start()
+        wait_for(lambda: any(r["account"] == "b" for r in self.mock.requests()), what="b to take the first request")
+        p = self.run_codex(exe, g, retries=0)
+        t.join(30)
+        self.codex_ok(p, "hello from b")
+        self.assertEqual(other["r"].status, 200, other["r"])
+        wait_for(lambda: "reason=busy" in g.trace_text(), what="the turn's wait for b's slot in the trace")
+
+    def test_codex_turn_whose_account_hits_its_usage_limit_mid_answer_is_finished_on_another(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        # a writes two deltas, then ends the stream with response.failed usage_limit_reached
+        g = self.gateway([account("a", self.mock.url("a", "late_error,failed=1,after=2")),
+                          account("b", self.mock.url("b"))])
+        p = self.run_codex(exe, g, retries=0)
+        self.codex_ok(p, "hello from b")  # a's text, then b's continuation (its repeat taken out), one message
+        self.assertNotIn("usage limit", (p.stdout + p.stderr).lower())
+        self.assertEqual([r["account"] for r in self.responses()], ["a", "b"])
+        aid = g.account_id("a")
+        wait_for(lambda: g.query("SELECT 1 FROM account_state WHERE account_id = ? AND last_error = 'quota' "
+                                 "AND cooldown_until > 0", (aid,)), what="a's cooldown")
+
+    def test_codex_retries_a_turn_whose_account_hits_its_usage_limit_after_a_tool_call(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        # a sends a function call, then response.failed usage_limit_reached: the call is
+        # Codex's already, so the answer cannot be continued. The stream ends in the
+        # shape Codex retries; its retry goes to b (a rests), which finishes the turn
+        g = self.gateway([account("a", self.mock.url("a", "late_error,failed=1,tool_call=1,after=0")),
+                          account("b", self.mock.url("b", "ok,tool_call=1"))])
+        p = self.run_codex(exe, g)
+        self.codex_ok(p, "hello from b")
+        out = (p.stdout + p.stderr).lower()
+        self.assertNotIn("usage limit", out)
+        self.assertEqual(len(self.responses("a")), 1, "the cooled account got the retry")
+        b = self.responses("b")
+        self.assertEqual(b[-1]["last_input_type"], "function_call_output", b[-1])
+        wait_for(lambda: "TURN_RETRY" in g.trace_text(), what="the TURN_RETRY trace line")
+
+    def test_codex_retries_a_turn_cut_by_a_limit_after_a_tool_call_over_the_websocket(self):
+        exe, why = codex_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway([account("a", self.mock.url("a", "late_error,failed=1,tool_call=1,after=0")),
+                          account("b", self.mock.url("b", "ok,tool_call=1"))])
+        p = self.run_codex(exe, g, websockets=True)
+        self.codex_ok(p, "hello from b")
+        self.assertNotIn("usage limit", (p.stdout + p.stderr).lower())
+        self.assertEqual(len(self.responses("a")), 1, "the cooled account got the retry")
+        self.assertIn("websocket: a Responses connection opened", g.log_text())
 
     def test_codex_shows_a_usage_limit_when_the_whole_pool_is_out_of_quota(self):
         exe, why = codex_bin()

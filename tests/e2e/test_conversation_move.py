@@ -368,5 +368,64 @@ class ChainTest(GatewayTest):
         wait_for(lambda: not g.query("SELECT 1 FROM conversations WHERE response_id = ?", (ida,)),
                  what="the deleted turn gone from the record")
 
+    def test_a_stored_response_whose_account_rests_is_answered_from_the_record(self):
+        # a stores the response, then hits a rate limit and rests: GET and input_items come
+        # from the gateway's record instead of a 503 naming previous_response_id
+        g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=1"))])
+        r1 = g.post("/v1/responses", chained(None, "one"))
+        rid = r1.json()["id"]
+        wait_for(lambda: g.query("SELECT 1 FROM conversations WHERE response_id = ?", (rid,)), what="the record")
+        self.assertOpenAIError(g.post("/v1/responses", chained(None, "two")), 429)   # a rests now
+        hits = len(self.mock.requests("a"))
+        r = g.get(f"/v1/responses/{rid}")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers.get("x-switchyard-record"), "1", r.headers)
+        self.assertEqual((r.json()["id"], r.json()["output"]), (rid, r1.json()["output"]))
+        r = g.get(f"/v1/responses/{rid}/input_items")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["object"], "list")
+        self.assertEqual(len(self.mock.requests("a")), hits, "a resting account was asked")
+        # a response the gateway has no record of, its account resting: the error names the call
+        r = g.get("/v1/responses/resp_a_999")
+        self.assertOpenAIError(r, 404)
+
+    def test_a_405_or_501_to_get_or_delete_is_an_answer_about_the_call_and_the_record_answers_it(self):
+        for status in (405, 501):
+            self.mock.reset()
+            g = self.gateway([account("a", self.mock.url("a", f"ok,stored={status}"))])
+            r1 = g.post("/v1/responses", chained(None, "one"))
+            rid = r1.json()["id"]
+            wait_for(lambda: g.query("SELECT 1 FROM conversations WHERE response_id = ?", (rid,)), what="the record")
+            # the relay has no stored-response calls: the gateway's record answers them
+            r = g.get(f"/v1/responses/{rid}")
+            self.assertEqual((r.status, r.headers.get("x-switchyard-record")), (200, "1"), r)
+            self.assertEqual(r.json()["output"], r1.json()["output"])
+            r = g.get(f"/v1/responses/{rid}/input_items")
+            self.assertEqual((r.status, r.json()["object"]), (200, "list"), r)
+            # one the gateway holds no record of: the relay's own error, which names the call
+            unrecorded = g.post("/v1/responses", {"model": "gpt-test", "input": "two", "store": False}).json()["id"]
+            r = g.request("DELETE", f"/v1/responses/{unrecorded}")
+            self.assertOpenAIError(r, status)
+            self.assertIn("DELETE /", r.json()["error"]["message"])
+            r = g.request("DELETE", f"/v1/responses/{rid}")
+            self.assertEqual((r.status, r.json().get("deleted")), (200, True), r)
+            g.wait_request_logs(6)
+            # nothing rested, nothing retried: each call asked a once, and the next turn goes to a
+            self.assertFalse(g.query("SELECT 1 FROM account_state WHERE account_id = ? AND cooldown_until > 0",
+                                     (g.account_id("a"),)), status)
+            self.assertEqual(served_by(g.post("/v1/responses", chained(None, "x"))), "a")
+            self.assertEqual([q["method"] for q in self.mock.requests("a")],
+                             ["POST", "GET", "GET", "POST", "DELETE", "DELETE", "POST"], status)
+
+    def test_a_get_whose_account_rests_without_a_record_names_the_call_not_previous_response_id(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,ok_first=1"))])
+        rid = g.post("/v1/responses", {"model": "gpt-test", "input": "one", "store": False}).json()["id"]
+        self.assertOpenAIError(g.post("/v1/responses", chained(None, "two")), 429)   # a rests now
+        r = g.get(f"/v1/responses/{rid}")
+        self.assertOpenAIError(r, 503)
+        msg = r.json()["error"]["message"]
+        self.assertIn(f"GET /v1/responses/{rid}", msg)
+        self.assertNotIn("previous_response_id", msg)
+
 if __name__ == "__main__":
     main()

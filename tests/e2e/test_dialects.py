@@ -348,13 +348,27 @@ class DialectTest(GatewayTest):
         self.assertEqual((r.status, r.headers["x-switchyard-account"]), (200, "key"), r)
 
     def test_an_account_whose_models_list_lacks_the_name_is_still_tried_after_those_listing_it(self):
-        g = self.pool([account("a", self.mock.url("a", "ok,listed=other-model")),
-                       account("b", self.mock.url("b", "status=500"))],
+        g = self.pool([account("a", self.mock.url("a", "ok,listed=other-model"), sort=0),
+                       account("b", self.mock.url("b", "status=500"), sort=0)],
                       env={"SWITCHYARD_MODEL_POLL_S": "600"})
         wait_for(lambda: g.query("SELECT count(*) AS n FROM account_state WHERE models_learned IS NOT NULL")[0]["n"] >= 1,
                  what="a's learned list")
         r = g.post("/v1/chat/completions", CHAT)  # b first (a's list lacks gpt-test), b fails, a serves
         self.assertEqual((r.status, r.headers["x-switchyard-account"]), (200, "a"), r)
+        self.assertTrue([q for q in self.mock.requests("b") if q["method"] == "POST"], "b went first")
+
+    def test_an_operators_sort_outranks_the_list_hint(self):
+        # the failover benchmark as published: the primary (sort 0) lists none of the scenario
+        # models but serves them; the fallback (sort 1) maps them. The primary is tried first.
+        g = self.pool([account("primary", self.mock.url("primary", "ok,listed=other-model"), sort=0),
+                       account("fallback", self.mock.url("fallback"), sort=1,
+                               args=["--model-map", '{"gpt-test":"fb-ok"}'])],
+                      env={"SWITCHYARD_MODEL_POLL_S": "600"})
+        wait_for(lambda: g.query("SELECT count(*) AS n FROM account_state WHERE models_learned IS NOT NULL")[0]["n"] >= 2,
+                 what="both learned lists")
+        r = g.post("/v1/chat/completions", CHAT)
+        self.assertEqual((r.status, r.headers["x-switchyard-account"]), (200, "primary"), r)
+        self.assertEqual([q for q in self.mock.requests("fallback") if q["method"] == "POST"], [])
 
 
 if __name__ == "__main__":

@@ -178,7 +178,9 @@ class FailoverTest(GatewayTest):
         self.assertEqual([x["account"] for x in self.mock.requests() if x["account"] != "x"], ["a", "a"])
 
     def test_late_error_after_output_is_not_replayed(self):
-        g = self.two("late_error")
+        # an error about the request itself after output (not a limit of the account: those
+        # are continued elsewhere, test_late_limits.py) reaches the client; nothing is resent
+        g = self.two("late_error,code=invalid_prompt")
         s = g.stream("/v1/responses", RESP_STREAM)
         self.assertEqual(s.status, 200, s)
         self.assertEqual(response_text(s.events), "hello from a")

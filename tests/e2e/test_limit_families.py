@@ -153,5 +153,32 @@ class LimitFamilyTest(GatewayTest):
         self.served_by(g, OTHER_MODEL, "a")
 
 
+
+class PerModelRateLimitTest(GatewayTest):
+    """The API's rate limits are each model's: a 429 "Rate limit reached for MODEL in
+    organization ..." rests that model on the account (classify's scope "model"), which goes on
+    serving its other models; the failover benchmark's scenarios, one model each, no longer
+    keep its primary from every scenario after one 429."""
+
+    def test_a_429_naming_the_model_rests_only_that_model_on_the_account(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,err=per_model,times=1")),
+                          account("b", self.mock.url("b"))])
+        r = g.post("/v1/responses", body("m1"))
+        self.assertEqual((r.status, r.headers["x-switchyard-account"]), (200, "b"), r)
+        r = g.post("/v1/responses", body("m2"))
+        self.assertEqual((r.status, r.headers["x-switchyard-account"]), (200, "a"), "a serves its other models")
+        r = g.post("/v1/responses", body("m1"))
+        self.assertEqual((r.status, r.headers["x-switchyard-account"]), (200, "b"), "m1 still rests on a")
+        self.assertEqual([q["model"] for q in self.mock.requests("a") if q["method"] == "POST"], ["m1", "m2"])
+        wait_for(lambda: "FAMILY_COOLDOWN" in g.trace_text() and "family=model:m1" in g.trace_text(),
+                 what="the model's rest in the trace")
+
+    def test_a_429_for_the_organization_rests_the_account(self):
+        g = self.gateway([account("a", self.mock.url("a", "status=429,times=1")),
+                          account("b", self.mock.url("b"))])
+        self.assertEqual(g.post("/v1/responses", body("m1")).headers["x-switchyard-account"], "b")
+        self.assertEqual(g.post("/v1/responses", body("m2")).headers["x-switchyard-account"], "b")
+
+
 if __name__ == "__main__":
     main()

@@ -349,8 +349,13 @@ class MockBackendsTest(GatewayTest):
         r = self.post("a", "status=429,tool_call=1", BODY)
         self.assertEqual(r.status, 429, r)
         self.assertIsNone(self.mock.requests("a")[-1]["tool_call"])
-        r = self.post("a", "late_error,tool_call=1", dict(BODY, stream=True))
+        r = self.post("a", "failed_stream,tool_call=1", dict(BODY, stream=True))
         self.assertNotIn("response.function_call_arguments.done", [event_type(e) for e in parse_sse(r.body)])
+        # late_error: the calls go out, then the error (a limit after a tool call)
+        r = self.post("a", "late_error,failed=1,tool_call=1", dict(BODY, stream=True))
+        types = [event_type(e) for e in parse_sse(r.body)]
+        self.assertEqual(types[-3:], ["response.function_call_arguments.done", "response.output_item.done",
+                                      "response.failed"], types)
 
     # --- tool_calls=N: parallel calls on the Responses API
 

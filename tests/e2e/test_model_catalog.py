@@ -132,8 +132,9 @@ class ModelCatalogTest(GatewayTest):
     # ---------------------------------------------------------- the poll and the catalog
 
     def test_model_poll_learns_each_accounts_list_and_routes_by_it(self):
-        g = self.gateway([account("a", self.mock.url("a", "ok,models=m-a")),
-                          account("b", self.mock.url("b", "ok,models=m-b+m-c"))], env=POLL)
+        # one sort: a learned list is a hint that orders equals (an operator's --sort outranks it)
+        g = self.gateway([account("a", self.mock.url("a", "ok,models=m-a"), sort=0),
+                          account("b", self.mock.url("b", "ok,models=m-b+m-c"), sort=0)], env=POLL)
         self.wait_model_polls(["a", "b"])
         poll = self.model_polls("a")[0]
         self.assertEqual(poll["path"], "/acct/a/ok,models=m-a/v1/models")
@@ -190,8 +191,8 @@ class ModelCatalogTest(GatewayTest):
         self.assertTrue(self.model_polls("cg1")[-1]["path"].endswith("client_version=0.171.0"))
 
     def test_learned_lists_survive_a_restart_before_any_poll(self):
-        g = self.gateway([account("cg1", self.codex_url("cg1", "ok,models=gpt-5-codex+gpt-5"), kind="chatgpt"),
-                          account("cg2", self.codex_url("cg2", "ok,models=gpt-5+gpt-5-mini"), kind="chatgpt")],
+        g = self.gateway([account("cg1", self.codex_url("cg1", "ok,models=gpt-5-codex+gpt-5"), kind="chatgpt", sort=0),
+                          account("cg2", self.codex_url("cg2", "ok,models=gpt-5+gpt-5-mini"), kind="chatgpt", sort=0)],
                          env=POLL)
         self.wait_model_polls(["cg1", "cg2"])
         wait_for(lambda: g.get("/v1/models").headers.get("x-switchyard-catalog") == "pool" or None,

@@ -11,9 +11,11 @@ import http.client
 import json
 import os
 import re
+import threading
 import time
 
-from harness import GatewayTest, account, main, source_dir, wait_for, is_error_event, chat_text, response_text
+from harness import (GatewayTest, PyUpstream, account, main, source_dir, wait_for, is_error_event, chat_text,
+                     response_text)
 
 RESP_BODY = {"model": "gpt-test", "input": "hi"}
 RESP_STREAM = dict(RESP_BODY, stream=True)
@@ -283,6 +285,43 @@ class RecoveryTest(GatewayTest):
         self.assertOpenAIError(r, 503)
         self.assertTrue(1 <= int(r.headers.get("retry-after")) <= 30, r.headers)
 
+    def busy_pool(self, env=None):
+        """a: a usage limit (it rests an hour); b: one in flight at most, its next request held by the
+        test. Returns (gateway, b's upstream, the first request's thread and result)."""
+        up = PyUpstream("b")
+        self.addCleanup(up.close)
+        up.hold_next = True
+        g = self.gateway([account("a", self.mock.url("a", "quota429")),
+                          account("b", up.base_url(), args=["--max-concurrency", "1"])], env=env)
+        first = {}
+        t = threading.Thread(target=lambda: first.setdefault("r", g.post("/v1/responses", RESP_BODY)))
+        t.start()
+        self.assertTrue(up.held.wait(30), "b never got the first request")  # a rests, b is at its limit
+        return g, up, t, first
+
+    def test_a_request_waits_for_the_slot_of_a_busy_account_instead_of_a_503(self):
+        g, up, t, first = self.busy_pool()
+        second = {}
+        t2 = threading.Thread(target=lambda: second.setdefault("r", g.post("/v1/responses", RESP_BODY)))
+        t2.start()
+        wait_for(lambda: "reason=busy" in g.trace_text(), what="the second request waiting for b's slot")
+        self.assertNotIn("r", second)  # waiting, not answered 503
+        up.release()
+        t.join(30)
+        t2.join(30)
+        self.assertEqual((first["r"].status, self.served_by(first["r"])), (200, "b"), first["r"])
+        self.assertEqual((second["r"].status, self.served_by(second["r"])), (200, "b"), second["r"])
+        self.assertEqual(up.count(), 2)
+
+    def test_a_pool_out_of_slots_past_the_wait_says_to_come_back_in_a_second_not_at_the_longest_rest(self):
+        g, up, t, first = self.busy_pool(env={"SWITCHYARD_CAPACITY_WAIT_MS": "200"})
+        r = g.post("/v1/responses", RESP_BODY)
+        self.assertOpenAIError(r, 503)
+        self.assertEqual(r.headers.get("retry-after"), "1", r.headers)  # a slot, not a's hour
+        up.release()
+        t.join(30)
+        self.assertEqual(first["r"].status, 200, first["r"])
+
     def test_client_hang_up_cancels_the_wait_for_capacity(self):
         pdir = self.short_policies(server_cooldown=8)
         g = self.gateway([account("a", self.mock.url("a", "status=500,times=1"))], policies=pdir)
@@ -441,13 +480,13 @@ class RecoveryTest(GatewayTest):
         self.assertEqual(s.status, 200, s)
         self.assertFalse(s.truncated, s)
         self.assertEqual([e for e in s.events if is_error_event(e)], [], "the client saw the cut")
-        # a delivered "hello from"; b continued (the mock's answer is its whole text)
-        self.assertEqual(chat_text(s.events), "hello from" + "hello from b")
+        # a delivered "hello from"; b continued (the mock answers its whole text again: the repeat is taken out)
+        self.assertEqual(chat_text(s.events), "hello from b")
         self.assertEqual(s.events[-1]["data"].strip(), "[DONE]")
         reqs = self.mock.requests()
         self.assertEqual([q["account"] for q in reqs], ["a", "b"])
         self.assertIsNone(reqs[0]["prefill"])
-        self.assertEqual(reqs[1]["prefill"], "hello from", "the delivered text was not sent as a prefill")
+        self.assertEqual(reqs[1]["continued"], "hello from", "the delivered text was not sent to continue from")
         self.assertEqual(reqs[1]["model"], "gpt-test")
         row = g.wait_request_logs(1)[-1]
         self.assertEqual(row["resumed"], 1, row)
@@ -479,9 +518,9 @@ class RecoveryTest(GatewayTest):
         reqs = self.mock.requests()
         self.assertEqual([q["account"] for q in reqs], ["a", "b"])
         token = g.accounts["a"]
-        self.assertIn("bad credentials", reqs[1]["prefill"])
-        self.assertNotIn(token, reqs[1]["prefill"])
-        self.assertIn("[redacted]", reqs[1]["prefill"])
+        self.assertIn("bad credentials", reqs[1]["continued"])
+        self.assertNotIn(token, reqs[1]["continued"])
+        self.assertIn("[redacted]", reqs[1]["continued"])
         self.assertNotIn(token.encode(), s.raw)
 
     def test_cut_chat_stream_is_not_resumed_when_the_policy_turns_resume_off(self):

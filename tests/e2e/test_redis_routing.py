@@ -61,6 +61,28 @@ class RedisRoutingTest(RedisGatewayTest):
         self.assertEqual(sorted(served), ["a", "a", "b", "b", "c", "c"], served)
         self.assertTrue(self.redis.cli("KEYS", "sy:{t}:cursor:*"), "the position is the pool's")
 
+    def test_balanced_rotation_spreads_conversations_not_turns_across_gateways(self):
+        # three-turn conversations over three accounts, each turn on another gateway: only a
+        # conversation's first turn picks an account (and takes a position); the others are kept
+        # on it by their session. The session reaches the other gateway through the pool (its
+        # record in Redis, written as the first answer ends: docs/scale-out.md): the next turn waits for
+        # it, so that what this proves is the rotation, not that race
+        accts = [account(n, self.mock.url(n)) for n in ("a", "b", "c")]
+        gs = self.gateways(2, accts, env={"SWITCHYARD_ROUTE_STRATEGY": "balanced", "SWITCHYARD_REDIS_WAIT_MS": "1000"})
+        key = gs[0].key
+        wait_for(lambda: gs[1].get("/v1/models", key=key).status == 200, what="the key on both gateways")
+        starts = []
+        for conv in range(6):
+            session = f"conv-{conv}"
+            first = self.served_by(self.ask(gs[0], key=key, session=session))
+            wait_for(lambda: self.redis.cli("GET", f"sy:{{t}}:sess:{session}") == first, what="the session in redis")
+            for turn in (1, 2):
+                self.assertEqual(self.served_by(self.ask(gs[turn % 2], key=key, session=session)), first,
+                                 f"conversation {conv} left its account")
+            starts.append(first)
+        self.assertEqual(sorted(starts), ["a", "a", "b", "b", "c", "c"], starts)
+        self.assertEqual(len(set(starts[:3])), 3, starts)
+
     # --- an account reset
 
     def test_an_account_reset_through_one_gateway_lets_the_others_use_the_account_at_once(self):

@@ -84,10 +84,41 @@ describe("classify", function()
     it("a stored response that is not there stays the answer", function()
       eq(classify(E{ status = 404, endpoint = "/v1/responses/{id}" }).action, "return")
     end)
+    it("a 405 or 501 to GET/DELETE of a stored response is about that call: nobody rests", function()
+      for _, s in ipairs{ 405, 501 } do
+        eq(classify(E{ status = s, endpoint = "/v1/responses/{id}" }),
+           { action = "return", class = "unsupported_call", cooldown = 0 })
+      end
+    end)
   end)
 
   it("429 fails over and asks the cooldown ladder (-1)", function()
     eq(classify(E{ status = 429 }), { action = "failover", class = "rate_limit", cooldown = -1 })
+  end)
+  describe("the API's per-model rate limits (scope model: only that model rests on the account)", function()
+    local msg = "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000."
+    it("a 429 naming the model sent", function()
+      eq(classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o", error_message = msg }),
+         { action = "failover", class = "rate_limit", cooldown = -1, scope = "model" })
+    end)
+    it("in a stream too", function()
+      local v = classify(E{ status = 200, in_stream = true, error_code = "rate_limit_exceeded",
+                            account_kind = "api_key", model = "GPT-4O", error_message = msg })
+      eq({ v.class, v.scope }, { "rate_limit", "model" })
+    end)
+    it("not another model's, not the organization's, not a ChatGPT login's", function()
+      expect(classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o-mini", error_message = msg }).scope)
+        .to_be(nil)
+      expect(classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o",
+                         error_message = "Rate limit reached for requests." }).scope).to_be(nil)
+      expect(classify(E{ status = 429, account_kind = "chatgpt", model = "gpt-4o", error_message = msg }).scope)
+        .to_be(nil)
+    end)
+    it("a quota is the account's whatever it names", function()
+      local v = classify(E{ status = 429, account_kind = "api_key", model = "gpt-4o", error_code = "insufficient_quota",
+                            error_message = "You exceeded your current quota for gpt-4o" })
+      eq({ v.class, v.scope }, { "quota", nil })
+    end)
   end)
 
   describe("quota texts fail over as quota, case-insensitively, wherever they appear", function()
@@ -353,6 +384,42 @@ describe("classify", function()
     end)
     it("another endpoint's cut stream is returned as interrupted", function()
       expect(classify(fixtures.cut_stream_event{ endpoint = "/v1/completions" }).action).to_be("return")
+    end)
+    it("one the gateway cannot continue (ev.continuable false) is returned as interrupted", function()
+      eq(classify(fixtures.cut_stream_event{ continuable = false }),
+         { action = "return", class = "interrupted", cooldown = 0 })
+    end)
+  end)
+
+  describe("a limit that ends a stream after output", function()
+    it("after text only: the account takes the ladder and the answer goes on on the next candidate", function()
+      eq(classify(fixtures.late_error_event()), { action = "resume", class = "quota", cooldown = -1 })
+      eq(classify(fixtures.late_error_event{ endpoint = "/v1/chat/completions" }),
+         { action = "resume", class = "quota", cooldown = -1 })
+    end)
+    it("after a tool call, on /v1/responses with another account: the client retries the turn", function()
+      eq(classify(fixtures.late_error_event{ tool_call = true, continuable = false }),
+         { action = "retry_turn", class = "quota", cooldown = -1 })
+    end)
+    it("with no other account the limit reaches the client as it came, and the account still rests", function()
+      eq(classify(fixtures.late_error_event{ continuable = false, alternatives = 0 }),
+         { action = "return", class = "quota", cooldown = -1 })
+    end)
+    it("a chat client has no turn retry to lean on: it gets the limit, the account rests", function()
+      eq(classify(fixtures.late_error_event{ endpoint = "/v1/chat/completions", continuable = false }),
+         { action = "return", class = "quota", cooldown = -1 })
+    end)
+    it("a rate limit and a capacity error are limits too", function()
+      eq(classify(fixtures.late_error_event{ error_code = "rate_limit_exceeded", error_message = "slow down",
+                                              continuable = false }),
+         { action = "retry_turn", class = "rate_limit", cooldown = -1 })
+      eq(classify(fixtures.late_error_event{ error_code = "server_is_overloaded", error_message = "busy",
+                                              continuable = false }),
+         { action = "retry_turn", class = "server", cooldown = 30 })
+    end)
+    it("an error about the request itself goes to the client and rests nothing", function()
+      eq(classify(fixtures.late_error_event{ error_code = "invalid_prompt", error_message = "flagged" }),
+         { action = "return", class = "stream", cooldown = 0 })
     end)
   end)
 

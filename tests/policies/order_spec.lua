@@ -248,20 +248,36 @@ describe("order", function()
 
   describe("dialects and model lists (docs/clients.md)", function()
     it("an account reached by translation goes after those speaking the client's dialect", function()
-      local cands = same_health(C{ { id = 1, sort = 0, translated = true }, { id = 2, sort = 1 }, { id = 3, sort = 2 } })
+      local cands = same_health(C{ { id = 1, sort = 0, translated = true }, { id = 2, sort = 0 }, { id = 3, sort = 0 } })
       for _, c in ipairs(cands) do c.reserve = false end
       local ids = order(cands, X{ seed = 7 })
       eq(ids[3], 1)
     end)
     it("an account whose upstream does not list the model goes after the translated ones", function()
-      local cands = same_health(C{ { id = 1, sort = 0, unlisted = true }, { id = 2, sort = 1, translated = true },
-                                   { id = 3, sort = 2 } })
+      local cands = same_health(C{ { id = 1, sort = 0, unlisted = true }, { id = 2, sort = 0, translated = true },
+                                   { id = 3, sort = 0 } })
       eq(order(cands, X{ seed = 1 }), { 3, 2, 1 })
     end)
     it("the demotion keeps the strategy's order among equals and never drops an account", function()
-      local cands = same_health(C{ { id = 1, sort = 0 }, { id = 2, sort = 1, translated = true },
-                                   { id = 3, sort = 2 }, { id = 4, sort = 3, translated = true } })
-      eq(order(cands, X{ seed = 3 }), { 1, 3, 2, 4 })
+      local cands = same_health(C{ { id = 1, sort = 0 }, { id = 2, sort = 0, translated = true },
+                                   { id = 3, sort = 0 }, { id = 4, sort = 0, translated = true } })
+      eq(#order(cands, X{ seed = 3 }), 4)
+      local ids = order(cands, X{ seed = 3 })
+      eq({ ids[3], ids[4] }, { 2, 4 })
+    end)
+    it("ordered: the operator's sort outranks the hints (a primary whose /models omits the name first)", function()
+      -- failover benchmark as published: primary sort 0 lists none of the scenario models,
+      -- the fallback sort 1 maps them all; the primary is tried first
+      local cands = same_health(C{ { id = 1, sort = 0, unlisted = true }, { id = 2, sort = 1 } })
+      eq(order(cands, X{ seed = 1 }), { 1, 2 })
+      cands = same_health(C{ { id = 1, sort = 0, translated = true }, { id = 2, sort = 1 }, { id = 3, sort = 1, unlisted = true },
+                             { id = 4, sort = 1 } })
+      eq(order(cands, X{ seed = 1 }), { 1, 2, 4, 3 })
+    end)
+    it("balanced and weighted have no sort: the hints reorder the whole group", function()
+      local cands = same_health(C{ { id = 1, sort = 0, unlisted = true }, { id = 2, sort = 1 } })
+      eq(order(cands, X{ strategy = "balanced", cursor = 0 }), { 2, 1 })
+      eq(order(cands, X{ strategy = "weighted" }), { 2, 1 })
     end)
     it("the preferred account still goes first when it needs a translation", function()
       local cands = same_health(C{ { id = 1, sort = 0 }, { id = 2, sort = 1, translated = true } })

@@ -299,6 +299,42 @@ static void test_open_bytes_track_the_unfinished_event(void)
     sse_free(&p);
 }
 
+/* Each event's start, whatever the feed's pieces: the offset just after
+ * the blank line before it (CRLF and CR ends, a CRLF split across feeds). */
+typedef struct starts {
+    sse_parser *p;
+    int n;
+    size_t at[8];
+} starts;
+
+static void note_start(void *ud, const char *event, const char *data, size_t len)
+{
+    (void)event, (void)data, (void)len;
+    starts *s = ud;
+    if (s->n < 8)
+        s->at[s->n++] = sse_event_start(s->p);
+}
+
+static void test_event_start_is_the_offset_after_the_previous_blank_line(void)
+{
+    const char *in = "data: a\n\n: ping\n\nevent: e\r\ndata: bb\r\n\r\ndata: c\r\rdata: d\n\n";
+    size_t n = strlen(in);
+    for (size_t step = 1; step <= n; step++) {
+        sse_parser p;
+        starts s = {.p = &p};
+        sse_init(&p, note_start, &s);
+        for (size_t i = 0; i < n; i += step)
+            sse_feed(&p, in + i, n - i < step ? n - i : step);
+        CHECK_EQ_INT(s.n, 4);
+        CHECK_EQ_INT(s.at[0], 0);
+        CHECK_EQ_INT(s.at[1], 17); /* after ": ping" and its own blank line */
+        CHECK_EQ_INT(s.at[2], strstr(in, "data: c") - in);
+        CHECK_EQ_INT(s.at[3], strstr(in, "data: d") - in);
+        CHECK_EQ_INT(p.fed, n);
+        sse_free(&p);
+    }
+}
+
 int main(void)
 {
     RUN(test_single_event_with_name);
@@ -320,5 +356,6 @@ int main(void)
     RUN(test_long_line_split_across_many_feeds);
     RUN(test_event_of_many_data_lines_is_capped);
     RUN(test_open_bytes_track_the_unfinished_event);
+    RUN(test_event_start_is_the_offset_after_the_previous_blank_line);
     return check_summary();
 }

@@ -825,9 +825,10 @@ static void test_c_defaults_match_lua_classify_and_cooldown(void)
                     ev.context_fallbacks = (extra / 36) % 2;
                     ev.not_answer = rnd(10) == 0 ? "empty_body" : NULL;
                     ev.random = rnd(1000) / 1000.0;
-                    ev.after_output = rnd(8) == 0;
+                    ev.after_output = rnd(4) == 0;
                     ev.delivered_chars = ev.after_output ? (long)rnd(3) * 20 : 0;
                     ev.tool_call = rnd(2);
+                    ev.continuable = ev.after_output && rnd(2);
                     ev.endpoint = (const char *const[]){"/v1/chat/completions", "/v1/responses", NULL}[rnd(3)];
                     ev.account_kind = (const char *const[]){"api_key", "chatgpt", "aggregate", NULL}[rnd(4)];
                     ev.network_error = flags & 1;
@@ -917,7 +918,8 @@ static void test_c_default_matches_lua_first_token(void)
         for (int m = 0; m < 11; m++)
             for (int r = 0; r < 6; r++)
                 for (int k = 0; k < 3; k++) {
-                    policy_first_token ft = {endpoints[e], models[m], efforts[r], k & 1, kinds[k]};
+                    long kib = 1L << (calls % 13); /* 1 KiB .. 4 MiB */
+                    policy_first_token ft = {endpoints[e], models[m], efforts[r], k & 1, kinds[k], kib};
                     policy_silence a = policy_silence_limits(pe, &ft), b = policy_silence_limits(NULL, &ft);
                     mismatches += a.first_token != b.first_token || a.after_output != b.after_output;
                     calls++;
@@ -932,7 +934,7 @@ static void test_c_default_matches_lua_first_token(void)
  * alone) or {seconds, after_output}; an after_output out of range fails the load. */
 static void test_first_token_answers_a_number_or_a_table_with_after_output(void)
 {
-    policy_first_token ft = {"/v1/chat/completions", "gpt-4o", NULL, 1, "api_key"};
+    policy_first_token ft = {"/v1/chat/completions", "gpt-4o", NULL, 1, "api_key", 1};
     policy_engine *pe = engine_with("first_token", "return { version = 1, first_token = function(r) return 9 end }");
     CHECK(pe != NULL);
     policy_silence s = policy_silence_limits(pe, &ft);
