@@ -635,6 +635,46 @@ static int mr_block(mr_ctx *c, const json_value *b, size_t i, size_t j, int assi
     return mr_unsupported_type(c, "it takes text, image, document, tool_use and tool_result blocks", type);
 }
 
+/* A system message inside the conversation (Claude Code sends one after
+ * a turn: its environment, per-turn control): text only, written where it
+ * stands, as a developer message (Responses: what Codex sends for its own
+ * mid-conversation instructions) or a chat system message. */
+static int mr_system_message(mr_ctx *c, const json_value *content, const char *at)
+{
+    sbuf text = SBUF_INIT;
+    if (content->type == JSON_STRING) {
+        sbuf_append(&text, content->str, content->str_len);
+    } else {
+        size_t j = 0;
+        for (const json_value *b = content->child; b; b = b->next, j++) {
+            char bat[80];
+            snprintf(bat, sizeof bat, "%s.content.%zu", at, j);
+            const json_value *t = NULL;
+            if (mr_type_must(c, b, bat, "text", "'text'") != 0 || !(t = mr_need_str(c, b, bat, "text"))) {
+                sbuf_free(&text);
+                return -1;
+            }
+            if (text.len && t->str_len)
+                sbuf_append(&text, "\n\n", 2);
+            sbuf_append(&text, t->str, t->str_len);
+        }
+    }
+    if (text.len) {
+        mr_item(c);
+        if (c->chat) {
+            sbuf_puts(c->out, "{\"role\":\"system\",\"content\":");
+            sbuf_json_str(c->out, text.p, text.len);
+            sbuf_append(c->out, "}", 1);
+        } else {
+            sbuf_puts(c->out, "{\"type\":\"message\",\"role\":\"developer\",\"content\":[{\"type\":\"input_text\",\"text\":");
+            sbuf_json_str(c->out, text.p, text.len);
+            sbuf_puts(c->out, "}]}");
+        }
+    }
+    sbuf_free(&text);
+    return 0;
+}
+
 static int mr_message(mr_ctx *c, const json_value *m, size_t i)
 {
     char at[32];
@@ -644,16 +684,18 @@ static int mr_message(mr_ctx *c, const json_value *m, size_t i)
     const json_value *role = mr_need_str(c, m, at, "role");
     if (!role)
         return -1;
-    int assistant = emit_is(role, "assistant");
-    if (!assistant && !emit_is(role, "user")) {
+    int assistant = emit_is(role, "assistant"), system = emit_is(role, "system");
+    if (!assistant && !system && !emit_is(role, "user")) {
         refuse_param(c->err, "%s.role", at);
-        return mr_invalid_value(c, role->str, "'user' or 'assistant'");
+        return mr_invalid_value(c, role->str, "'user', 'assistant' or 'system'");
     }
     const json_value *content = mr_get(m, "content");
     if (!content || (content->type != JSON_STRING && content->type != JSON_ARRAY)) {
         refuse_param(c->err, "%s.content", at);
         return content ? mr_invalid_type(c, "a valid string or a valid list") : mr_missing(c);
     }
+    if (system)
+        return mr_system_message(c, content, at);
     if (content->type == JSON_STRING) {
         mr_part_text(c, assistant, content->str, content->str_len);
     } else {
