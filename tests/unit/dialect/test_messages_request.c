@@ -384,11 +384,27 @@ static void test_fields_only_anthropic_serving_asks_for_are_left_out(void)
     json_free(g);
 }
 
+/* Claude Code 2.1 sends a system message inside the conversation (its
+ * per-turn environment): it goes where it stands. */
+static void test_a_system_message_in_the_conversation_stays_where_it_stands(void)
+{
+    static const char body[] = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                               "{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"env\"},"
+                               "{\"type\":\"text\",\"text\":\"more\"}]},{\"role\":\"user\",\"content\":\"go\"}]}";
+    HOLDS(API_RESPONSES, body, {"input.0.role", "user"}, {"input.1.type", "message"}, {"input.1.role", "developer"},
+          {"input.1.content.0.type", "input_text"}, {"input.1.content.0.text", "env\n\nmore"},
+          {"input.2.role", "user"});
+    HOLDS(API_CHAT, body, {"messages.0.role", "user"}, {"messages.1.role", "system"},
+          {"messages.1.content", "env\n\nmore"}, {"messages.2.role", "user"});
+}
+
 static void test_refusals_name_the_field_as_anthropic_writes_paths(void)
 {
     refused(API_CHAT, "{\"model\":\"m\"}", NULL, "messages");
     refused(API_CHAT, "{\"messages\":{}}", NULL, "messages");
-    refused(API_CHAT, "{\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", NULL, "messages.0.role");
+    refused(API_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", NULL, "messages.0.role");
+    refused(API_CHAT, "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"image\"}]}]}", NULL,
+            "messages.0.content.0.type");
     refused(API_RESPONSES, "{\"messages\":[{\"role\":\"user\"}]}", NULL, "messages.0.content");
     refused(API_RESPONSES, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t\","
                            "\"name\":\"n\",\"input\":{}}]}]}",
@@ -558,6 +574,7 @@ int main(void)
     RUN(test_anthropic_only_fields_are_refused_with_their_path_unless_ignored);
     RUN(test_fields_only_anthropic_serving_asks_for_are_left_out);
     RUN(test_refusals_name_the_field_as_anthropic_writes_paths);
+    RUN(test_a_system_message_in_the_conversation_stays_where_it_stands);
     RUN(test_sampling_limits_and_stop_sequences);
     RUN(test_a_structured_output_format_becomes_the_targets);
     RUN(test_a_schema_too_deep_for_the_target_is_refused);
