@@ -451,6 +451,8 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
     const char *session = evhttp_find_header(hin, "session-id");
     if (!session)
         session = evhttp_find_header(hin, "session_id");
+    if (!session) /* Claude Code's (docs/claude.md) */
+        session = evhttp_find_header(hin, "x-claude-code-session-id");
     if (session && strlen(session) < sizeof p->session && !strpbrk(session, " \t\"\r\n"))
         memcpy(p->session, session, strlen(session) + 1);
     /* a stored response (GET/DELETE /v1/responses/{id}) is pinned to its

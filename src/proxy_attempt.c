@@ -195,7 +195,12 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
 {
     api_kind client = p->in.api;
     unsigned d = account_dialects(&pa->a, &pa->st);
-    p->up_api = (d & DIALECT_BIT(client)) ? client : client == API_CHAT ? API_RESPONSES : API_CHAT;
+    /* a Messages client goes to the Responses API where the account speaks
+     * it (a tool's images stay in its result), else to Chat Completions */
+    p->up_api = (d & DIALECT_BIT(client))                                 ? client
+                : client == API_CHAT                                      ? API_RESPONSES
+                : client == API_MESSAGES && (d & DIALECT_BIT(API_RESPONSES)) ? API_RESPONSES
+                                                                          : API_CHAT;
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
     sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, p->chain_from); /* what this attempt moves: set below */
     p->up_stream = p->in.stream;
@@ -493,16 +498,20 @@ static int proxy_usage_limit_reply(proxy_req *p)
     sbuf_puts(&msg, "You've hit your usage limit: every account of this gateway's pool has reached its usage limit.");
     if (in > 0)
         sbuf_printf(&msg, " The first is back in %ld min.", (in + 59) / 60);
-    sbuf_puts(&body, "{\"error\":{");
-    json_error_members(&body, msg.p, "usage_limit_reached", "usage_limit_reached");
-    sbuf_puts(&body, ",\"param\":null");
-    if (plan[0]) {
-        sbuf_puts(&body, ",\"plan_type\":");
-        sbuf_json_str(&body, plan, strlen(plan));
+    if (p->in.api == API_MESSAGES) { /* Anthropic's rate_limit_error; the wait is in Retry-After */
+        dialect_error_own(API_MESSAGES, 429, "usage_limit_reached", NULL, msg.p, &body);
+    } else {
+        sbuf_puts(&body, "{\"error\":{");
+        json_error_members(&body, msg.p, "usage_limit_reached", "usage_limit_reached");
+        sbuf_puts(&body, ",\"param\":null");
+        if (plan[0]) {
+            sbuf_puts(&body, ",\"plan_type\":");
+            sbuf_json_str(&body, plan, strlen(plan));
+        }
+        if (in > 0)
+            sbuf_printf(&body, ",\"resets_at\":%.0f,\"resets_in_seconds\":%ld", ceil(at), in);
+        sbuf_puts(&body, "}}");
     }
-    if (in > 0)
-        sbuf_printf(&body, ",\"resets_at\":%.0f,\"resets_in_seconds\":%ld", ceil(at), in);
-    sbuf_puts(&body, "}}");
     struct evkeyvalq *oh = evhttp_request_get_output_headers(p->req);
     evhttp_add_header(oh, "Content-Type", "application/json");
     if (in > 0) {

@@ -417,11 +417,16 @@ void proxy_whole_done(proxy_req *p)
             else if (!failed)
                 status = 502;
             if (!body.len) { /* the translator had no error object to give: the gateway's own */
-                sbuf_puts(&body, "{\"error\":{");
-                json_error_members(&body, p->pf.error_message.len ? p->pf.error_message.p
-                                          : "the upstream ended the stream before its answer was complete",
-                                   "upstream_error", p->pf.error_code[0] ? p->pf.error_code : "upstream_interrupted");
-                sbuf_puts(&body, "}}");
+                const char *m = p->pf.error_message.len ? p->pf.error_message.p
+                                : "the upstream ended the stream before its answer was complete";
+                const char *c = p->pf.error_code[0] ? p->pf.error_code : "upstream_interrupted";
+                if (p->in.api == API_MESSAGES) {
+                    dialect_error_own(API_MESSAGES, status, c, NULL, m, &body);
+                } else {
+                    sbuf_puts(&body, "{\"error\":{");
+                    json_error_members(&body, m, "upstream_error", c);
+                    sbuf_puts(&body, "}}");
+                }
             }
             snprintf(p->error_class, sizeof p->error_class, "%s", complete ? "stream_error" : "stream_interrupted");
             proxy_error_note(p, p->pf.error_code[0] ? p->pf.error_code : NULL,

@@ -653,7 +653,7 @@ static void proxy_reply_upstream_error(proxy_req *p, int is_json)
      * the ChatGPT backend becomes an OpenAI error object; one already is
      * goes as it came) */
     sbuf shaped = SBUF_INIT, body = SBUF_INIT;
-    dialect_error_body(p->status, p->errbody.p, p->errbody.len, &shaped);
+    dialect_error_body_for(p->in.api, p->status, p->errbody.p, p->errbody.len, &shaped);
     scrub_text(&p->scrub, shaped.p, shaped.len, &body);
     sbuf_free(&shaped);
     struct evbuffer *b = evbuffer_new();

@@ -580,6 +580,10 @@ void proxy_stream_fail(proxy_req *p, const char *code, const char *text)
         sbuf_puts(&ev, ",\"message\":");
         sbuf_json_str(&ev, text, strlen(text));
         sbuf_puts(&ev, "}}}\n\n");
+    } else if (p->in.api == API_MESSAGES) { /* Anthropic's error event, and the end */
+        sbuf_puts(&ev, "event: error\ndata: ");
+        dialect_error_own(API_MESSAGES, 500, code, NULL, text, &ev);
+        sbuf_puts(&ev, "\n\n");
     } else {
         sbuf_puts(&ev, "data: {\"error\":{");
         json_error_members(&ev, text, "upstream_error", code);

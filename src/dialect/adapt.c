@@ -104,6 +104,7 @@ typedef struct adapt_ctx {
     const policy_dialect *r;
     size_t n_drop, n_rename;   /* the rules' counts, clamped to their rows */
     int resp;                  /* a Responses upstream */
+    int chat;                  /* a Chat Completions upstream (stream_options is its own) */
     int force_stream;          /* the rules own "stream": true */
     int force_store;           /* "store": false (Responses) */
     int want_ins;              /* "instructions" filled when absent or empty (Responses) */
@@ -805,7 +806,7 @@ static int adapt_write(adapt_ctx *c, sbuf *out)
         /* a chat stream carries its usage only when asked, and the gateway
          * needs it: a body the rule made stream asks for it */
         int streamed = last_stream && adapt_lit_is(c, last_stream, "true");
-        if (!c->resp && !streamed && !c->last[ROOT_STREAM_OPTIONS] && !adapt_dropped(c, "stream_options")) {
+        if (c->chat && !streamed && !c->last[ROOT_STREAM_OPTIONS] && !adapt_dropped(c, "stream_options")) {
             adapt_put_key(&w, &written, "stream_options");
             sbuf_puts(out, "{\"include_usage\":true}");
         }
@@ -844,6 +845,7 @@ int adapt_body(api_kind upstream, const policy_dialect *r, const char *body, siz
     c.len = body ? len : 0;
     c.r = r = r ? r : &none;
     c.resp = upstream == API_RESPONSES;
+    c.chat = upstream == API_CHAT;
     c.n_drop = r->n_drop < POLICY_DIALECT_NAMES ? r->n_drop : POLICY_DIALECT_NAMES;
     c.n_rename = r->n_rename < POLICY_DIALECT_NAMES ? r->n_rename : POLICY_DIALECT_NAMES;
     c.force_stream = r->stream != 0;

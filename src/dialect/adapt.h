@@ -6,7 +6,9 @@
  * messages moved out of input, else the rules' default text), fields
  * dropped and renamed, a string input made a list, system messages in
  * input given another role, input items without their ids. For a Chat
- * upstream only drop, rename and stream apply. Every byte no rule changes
+ * upstream only drop, rename and stream apply (a forced stream asks for its
+ * usage in stream_options); for a Messages upstream drop, rename and
+ * stream. Every byte no rule changes
  * goes out as it came, in the same order (numbers, escapes, whitespace). */
 #ifndef SY_DIALECT_ADAPT_H
 #define SY_DIALECT_ADAPT_H

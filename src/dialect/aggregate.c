@@ -13,7 +13,8 @@
  * appended, tool calls by index), its finish_reason, its usage chunk.
  *
  * A stream that ends in response.failed, an error event or a chat error
- * chunk gives an OpenAI error object instead, and dialect_stream_failed
+ * chunk gives an error object instead (OpenAI's, or Anthropic's for a
+ * Messages client), and dialect_stream_failed
  * tells the caller with the status it stands for; so does an answer that
  * outgrew the stream's budget (502, track.h): a cut answer must not pass
  * for a whole one. */
@@ -27,7 +28,7 @@ static void agg_fail(dialect_stream *s, const json_value *doc)
     errors_info e;
     int status = track_fail(s, doc, &e);
     sbuf_reset(&s->fail_body);
-    errors_write(&s->fail_body, status, &e);
+    errors_write_for(&s->fail_body, s->pair->client, status, &e);
 }
 
 /* A failure of ours at the end (too large, not an answer): a 502. */
@@ -36,7 +37,7 @@ static void agg_fail_here(dialect_stream *s, const char *code, const char *messa
     errors_info e = {.message = message, .message_len = strlen(message), .type = "server_error", .code = code};
     s->failed = 1;
     s->fail_status = 502;
-    errors_write(s->out, 502, &e);
+    errors_write_for(s->out, s->pair->client, 502, &e);
 }
 
 /* What every end does first: 1 when it wrote the failure (or there is
@@ -181,12 +182,23 @@ int aggregate_responses_end(dialect_stream *s)
     return 1;
 }
 
-int aggregate_responses_end_chat(dialect_stream *s)
+/* The terminal event's response made the client's dialect. */
+static int ragg_end_as(dialect_stream *s, api_kind client)
 {
     int r;
     if (agg_settled(s, &r))
         return r;
-    return agg_translate(s, API_RESPONSES, API_CHAT, &s->ra.terminal);
+    return agg_translate(s, API_RESPONSES, client, &s->ra.terminal);
+}
+
+int aggregate_responses_end_chat(dialect_stream *s)
+{
+    return ragg_end_as(s, API_CHAT);
+}
+
+int aggregate_responses_end_messages(dialect_stream *s)
+{
+    return ragg_end_as(s, API_MESSAGES);
 }
 
 /* ---------- Chat ---------- */
@@ -250,11 +262,7 @@ void aggregate_chat_event(dialect_stream *s, const char *type, const json_value 
         track_append(s, &a->usage, u.p, u.len);
         sbuf_free(&u);
     }
-    const json_value *choices = json_get(doc, "choices"), *choice = NULL;
-    for (const json_value *c = choices && choices->type == JSON_ARRAY ? choices->child : NULL; c && !choice;
-         c = c->next)
-        if (c->type == JSON_OBJECT && shape_index(c, "index") <= 0)
-            choice = c;
+    const json_value *choice = track_chat_choice(doc);
     const json_value *delta = json_get(choice, "delta");
     if (delta && delta->type == JSON_OBJECT) {
         cagg_text(s, &a->content, delta, "content");
@@ -315,14 +323,25 @@ int aggregate_chat_end(dialect_stream *s)
     return 1;
 }
 
-int aggregate_chat_end_responses(dialect_stream *s)
+/* The chat.completion the chunks make, made the client's dialect. */
+static int cagg_end_as(dialect_stream *s, api_kind client)
 {
     int r;
     if (agg_settled(s, &r))
         return r;
     sbuf body = SBUF_INIT;
     cagg_completion(s, &body);
-    r = agg_translate(s, API_CHAT, API_RESPONSES, &body);
+    r = agg_translate(s, API_CHAT, client, &body);
     sbuf_free(&body);
     return r;
+}
+
+int aggregate_chat_end_responses(dialect_stream *s)
+{
+    return cagg_end_as(s, API_RESPONSES);
+}
+
+int aggregate_chat_end_messages(dialect_stream *s)
+{
+    return cagg_end_as(s, API_MESSAGES);
 }

@@ -1,13 +1,17 @@
-/* answer.c: a plain answer made the other dialect's (docs/clients.md,
+/* answer.c: a plain answer made another dialect's (docs/clients.md,
  * "Answer"): a Responses response object into a chat.completion (message
  * text, refusal, function calls as tool_calls, the reasoning summary as
  * reasoning_content, status as finish_reason, usage) and a chat.completion
  * into a response object (the same, back; item ids made from the chat
- * id). An answer is one body, whole: it is read as a tree, and written
- * with shape.h's writers, so an aggregated stream and a translated
- * stream's final response are the same bytes for the same content. The
- * same dialect on both sides is copied as it came, once it is known to be
- * an answer. Encrypted reasoning never reaches a chat client. */
+ * id); either into an Anthropic Messages response (text and refusals as
+ * text blocks, calls as tool_use blocks, stop_reason, usage with cache
+ * reads; reasoning left out, as the Messages stream leaves it out). An
+ * answer is one body, whole: it is read as a tree, and written with
+ * shape.h's writers, so an aggregated stream and a translated stream's
+ * final response are the same bytes for the same content. The same
+ * dialect on both sides is copied as it came, once it is known to be an
+ * answer. Encrypted reasoning never reaches a chat or Messages client;
+ * nothing is translated out of a Messages answer (no pair asks it). */
 #include "dialect/answer.h"
 #include "dialect/shape.h"
 #include <stdio.h>
@@ -18,6 +22,11 @@ int answer_is(api_kind api, const json_value *doc)
     if (!doc || doc->type != JSON_OBJECT)
         return 0;
     const char *object = json_get_str(doc, "object");
+    if (api == API_MESSAGES) {
+        const char *type = json_get_str(doc, "type");
+        const json_value *content = json_get(doc, "content");
+        return type && strcmp(type, "message") == 0 && content && content->type == JSON_ARRAY;
+    }
     if (api == API_RESPONSES) {
         const json_value *output = json_get(doc, "output");
         const char *status = json_get_str(doc, "status");
@@ -53,6 +62,32 @@ static void answer_reasoning_texts(const json_value *item, sbuf *reasoning)
     }
 }
 
+/* A message item's output_text parts joined into text, its refusal
+ * parts into refusal. */
+static void answer_message_texts(const json_value *item, sbuf *text, sbuf *refusal)
+{
+    const json_value *parts = json_get(item, "content");
+    for (const json_value *p = parts && parts->type == JSON_ARRAY ? parts->child : NULL; p; p = p->next) {
+        const char *pt = shape_str(p, "type");
+        if (strcmp(pt, "output_text") == 0)
+            answer_join(text, "", json_get(p, "text"));
+        else if (strcmp(pt, "refusal") == 0)
+            answer_join(refusal, "", json_get(p, "refusal"));
+    }
+}
+
+/* The id of call n (a function_call item, a chat tool call): its call_id,
+ * else its id, else one of ours. */
+static void answer_call_id(char cid[SHAPE_ID_MAX], const json_value *call, long n)
+{
+    if (*shape_str(call, "call_id"))
+        shape_copy_id(cid, shape_str(call, "call_id"));
+    else if (*shape_str(call, "id"))
+        shape_copy_id(cid, shape_str(call, "id"));
+    else
+        snprintf(cid, SHAPE_ID_MAX, "call_%ld", n);
+}
+
 static void answer_to_chat(const json_value *doc, sbuf *out)
 {
     char id[SHAPE_ID_MAX];
@@ -63,23 +98,10 @@ static void answer_to_chat(const json_value *doc, sbuf *out)
     for (const json_value *it = output->child; it; it = it->next) {
         const char *type = shape_str(it, "type");
         if (strcmp(type, "message") == 0) {
-            const json_value *parts = json_get(it, "content");
-            for (const json_value *p = parts && parts->type == JSON_ARRAY ? parts->child : NULL; p; p = p->next) {
-                const char *pt = shape_str(p, "type");
-                if (strcmp(pt, "output_text") == 0)
-                    answer_join(&content, "", json_get(p, "text"));
-                else if (strcmp(pt, "refusal") == 0)
-                    answer_join(&refusal, "", json_get(p, "refusal"));
-            }
+            answer_message_texts(it, &content, &refusal);
         } else if (strcmp(type, "function_call") == 0) {
-            const char *call_id = shape_str(it, "call_id");
             char cid[SHAPE_ID_MAX];
-            if (*call_id)
-                shape_copy_id(cid, call_id);
-            else if (*shape_str(it, "id"))
-                shape_copy_id(cid, shape_str(it, "id"));
-            else
-                snprintf(cid, sizeof cid, "call_%ld", ncalls);
+            answer_call_id(cid, it, ncalls);
             const json_value *name = json_get(it, "name"), *args = json_get(it, "arguments");
             int ns = name && name->type == JSON_STRING, as = args && args->type == JSON_STRING;
             if (ncalls++)
@@ -139,7 +161,9 @@ static void answer_content(const json_value *msg, sbuf *text)
     }
 }
 
-static void answer_to_responses(const json_value *doc, sbuf *out)
+/* The choice of index 0 of a chat answer (answer_is made sure it has
+ * one), else its first. */
+static const json_value *answer_choice(const json_value *doc)
 {
     const json_value *choices = json_get(doc, "choices"), *choice = choices->child;
     for (const json_value *c = choices->child; c; c = c->next)
@@ -147,6 +171,12 @@ static void answer_to_responses(const json_value *doc, sbuf *out)
             choice = c;
             break;
         }
+    return choice;
+}
+
+static void answer_to_responses(const json_value *doc, sbuf *out)
+{
+    const json_value *choice = answer_choice(doc);
     const json_value *msg = json_get(choice, "message");
     char chat_id[SHAPE_ID_MAX], resp_id[SHAPE_ID_MAX], item_id[SHAPE_ID_MAX], call_id[SHAPE_ID_MAX];
     shape_copy_id(chat_id, json_get_str(doc, "id"));
@@ -208,13 +238,117 @@ static void answer_to_responses(const json_value *doc, sbuf *out)
     sbuf_free(&text);
 }
 
+/* ---------- either -> Messages ---------- */
+
+/* The blocks of an answer: its text (refusals included: the client reads
+ * them, and the stop_reason says refusal) as one text block, then its tool
+ * calls as tool_use blocks. */
+typedef struct answer_msg {
+    sbuf text, blocks;
+    int refused;
+    long calls;
+} answer_msg;
+
+static void answer_msg_call(answer_msg *a, const json_value *call, const json_value *name, const char *args,
+                            size_t args_len)
+{
+    char id[SHAPE_ID_MAX];
+    answer_call_id(id, call, a->calls);
+    int ns = name && name->type == JSON_STRING;
+    if (a->blocks.len)
+        sbuf_puts(&a->blocks, ",");
+    shape_block_tool_use(&a->blocks, id, ns ? name->str : "", ns ? name->str_len : 0, args, args_len);
+    a->calls++;
+}
+
+static void answer_msg_write(answer_msg *a, sbuf *out, const char *upstream_id, const char *model, const char *stop,
+                             const shape_usage *u)
+{
+    char id[SHAPE_ID_MAX];
+    shape_message_id(id, upstream_id);
+    shape_message_begin(out, id, model);
+    if (a->text.len) {
+        shape_block_text(out, a->text.p, a->text.len);
+        if (a->blocks.len)
+            sbuf_puts(out, ",");
+    }
+    sbuf_append(out, a->blocks.p ? a->blocks.p : "", a->blocks.len);
+    shape_message_end(out, stop, u);
+    sbuf_free(&a->text);
+    sbuf_free(&a->blocks);
+}
+
+static void answer_rsp_to_messages(const json_value *doc, sbuf *out)
+{
+    answer_msg a = {SBUF_INIT, SBUF_INIT, 0, 0};
+    const json_value *output = json_get(doc, "output");
+    for (const json_value *it = output->child; it; it = it->next) {
+        const char *type = shape_str(it, "type");
+        if (strcmp(type, "message") == 0) {
+            sbuf refusal = SBUF_INIT;
+            answer_message_texts(it, &a.text, &refusal);
+            if (refusal.len) { /* the client reads it; the stop_reason says refusal */
+                a.refused = 1;
+                if (a.text.len)
+                    sbuf_puts(&a.text, "\n\n");
+                sbuf_append(&a.text, refusal.p, refusal.len);
+            }
+            sbuf_free(&refusal);
+        } else if (strcmp(type, "function_call") == 0) {
+            const json_value *args = json_get(it, "arguments");
+            int as = args && args->type == JSON_STRING;
+            answer_msg_call(&a, it, json_get(it, "name"), as ? args->str : "", as ? args->str_len : 0);
+        }
+    }
+    const char *status = shape_str(doc, "status");
+    const char *reason = shape_str(json_get(doc, "incomplete_details"), "reason");
+    shape_usage u;
+    shape_usage_init(&u);
+    shape_usage_read(json_get(doc, "usage"), &u);
+    answer_msg_write(&a, out, json_get_str(doc, "id"), shape_str(doc, "model"),
+                     shape_stop_reason(status, reason, a.calls > 0, a.refused), &u);
+}
+
+static void answer_chat_to_messages(const json_value *doc, sbuf *out)
+{
+    answer_msg a = {SBUF_INIT, SBUF_INIT, 0, 0};
+    const json_value *choice = answer_choice(doc), *msg = json_get(choice, "message");
+    answer_content(msg, &a.text);
+    const json_value *refusal = answer_text_member(msg, "refusal");
+    if (refusal) {
+        a.refused = 1;
+        answer_join(&a.text, "\n\n", refusal);
+    }
+    const json_value *calls = json_get(msg, "tool_calls");
+    for (const json_value *tc = calls && calls->type == JSON_ARRAY ? calls->child : NULL; tc; tc = tc->next) {
+        const json_value *fn = json_get(tc, "function"), *args = json_get(fn, "arguments");
+        sbuf text = SBUF_INIT;
+        if (args && args->type == JSON_STRING)
+            sbuf_append(&text, args->str, args->str_len);
+        else if (args && args->type != JSON_NULL) /* an object where a string belongs */
+            json_write(&text, args);
+        answer_msg_call(&a, tc, json_get(fn, "name"), text.p ? text.p : "", text.len);
+        sbuf_free(&text);
+    }
+    const char *reason;
+    const char *status = shape_status(json_get_str(choice, "finish_reason"), &reason);
+    shape_usage u;
+    shape_usage_init(&u);
+    shape_usage_read(json_get(doc, "usage"), &u);
+    answer_msg_write(&a, out, json_get_str(doc, "id"), shape_str(doc, "model"),
+                     shape_stop_reason(status, reason, a.calls > 0, a.refused), &u);
+}
+
 int dialect_answer(api_kind upstream, api_kind client, const char *body, size_t len, sbuf *out)
 {
     size_t start = out->len;
     json_value *doc = body ? json_parse(body, len, NULL, 0) : NULL;
-    int ok = answer_is(upstream, doc);
+    /* nothing is translated out of a Messages answer: no pair asks it */
+    int ok = answer_is(upstream, doc) && (upstream == client || upstream != API_MESSAGES);
     if (ok && upstream == client)
         sbuf_append(out, body, len);
+    else if (ok && client == API_MESSAGES)
+        (upstream == API_RESPONSES ? answer_rsp_to_messages : answer_chat_to_messages)(doc, out);
     else if (ok && upstream == API_RESPONSES)
         answer_to_chat(doc, out);
     else if (ok)

@@ -11,17 +11,21 @@
  * read it whole); what it writes is adapted as raw bytes like a client's
  * body: the rules are applied by one module to one shape, whether the body
  * came from the client or from a translator; the translators write nothing
- * but the translation (chat_request.c fills "instructions" from the system
- * messages, and adapt only fills them when they gave none). */
+ * but the translation (chat_request.c and messages_request.c fill
+ * "instructions" from the system messages or prompt, and adapt only fills
+ * them when they gave none). A pair without a row (no translator into the
+ * Messages API yet) is refused with a 400. */
 #include "dialect/dialect.h"
 #include "dialect/adapt.h"
 #include "dialect/chat_request.h"
+#include "dialect/messages_request.h"
 #include "dialect/responses_request.h"
 #include <string.h>
 
 static const char *const dialect_names[] = {
     [API_CHAT] = "chat",
     [API_RESPONSES] = "responses",
+    [API_MESSAGES] = "messages",
 };
 #define DIALECT_COUNT (sizeof dialect_names / sizeof dialect_names[0])
 
@@ -39,6 +43,9 @@ static const struct dialect_pair {
     {API_CHAT, API_RESPONSES, "chat>responses", chat_request_to_responses},
     {API_RESPONSES, API_CHAT, "responses>chat", responses_request_to_chat},
     {API_RESPONSES, API_RESPONSES, "", NULL},
+    {API_MESSAGES, API_RESPONSES, "messages>responses", messages_request_to_responses},
+    {API_MESSAGES, API_CHAT, "messages>chat", messages_request_to_chat},
+    {API_MESSAGES, API_MESSAGES, "", NULL},
 };
 
 static const struct dialect_pair *dialect_pair_find(api_kind client, api_kind upstream)
@@ -230,7 +237,7 @@ int dialect_request(api_kind client, api_kind upstream, const policy_dialect *ru
         } else if (!adapt_has_work(upstream, rules)) {
             rc = p->request(doc, rules, out, err);
             const json_value *s = rc == 0 ? json_get(doc, "stream") : NULL;
-            streams = s && s->type == JSON_TRUE; /* both translators carry "stream" as it came */
+            streams = s && s->type == JSON_TRUE; /* every translator carries "stream" as it came */
         } else {
             sbuf mid = SBUF_INIT;
             rc = p->request(doc, rules, &mid, err);

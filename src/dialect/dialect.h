@@ -1,9 +1,10 @@
 /* dialect.h: the API dialects a client and an upstream speak, and the
  * translations between them (docs/clients.md). A client speaks one dialect
- * (Responses or Chat Completions); an account speaks one or both, and each
- * upstream kind has rules of its own (policy_dialect: the ChatGPT backend
- * streams always, stores never, requires instructions, refuses some
- * parameters). The proxy meets each side in its own dialect:
+ * (Responses, Chat Completions, or the Anthropic Messages API); an account
+ * speaks one or both OpenAI dialects, and each upstream kind has rules of
+ * its own (policy_dialect: the ChatGPT backend streams always, stores
+ * never, requires instructions, refuses some parameters). The proxy meets
+ * each side in its own dialect:
  *
  *   request   dialect_request: the client's body made the upstream's (its
  *             dialect, its rules), or a 400 naming the field that cannot be
@@ -11,37 +12,49 @@
  *   answer    dialect_answer: a plain upstream answer made the client's;
  *   stream    dialect_stream: the upstream's events made the client's, one
  *             event at a time, with its own state per attempt (tool call
- *             indexes, output items, text so far); or, for a client that
- *             asked no stream from an upstream that always streams, one
- *             aggregated answer at the end;
- *   errors    dialect_error_body: an upstream's error body ({"detail": ...}
- *             of the ChatGPT backend, an error of the other dialect) as an
- *             OpenAI error object for the client.
+ *             indexes, output items, content blocks, text so far); or, for
+ *             a client that asked no stream from an upstream that always
+ *             streams, one aggregated answer at the end;
+ *   errors    dialect_error_body (_for): an upstream's error body
+ *             ({"detail": ...} of the ChatGPT backend, an error of another
+ *             dialect, text) as the error object of the client's dialect;
+ *             dialect_error_own: the gateway's own error in that shape.
  *
- * The translators are a table of pairs (dialect.c): adding a dialect is
- * adding rows. Passthrough (same dialect, no rule to apply) never comes
- * here: dialect_plan says so and the proxy sends the client's bytes as they
- * came. Pure: no I/O, no clock, no globals; fuzzed. */
+ * The pairs (client > upstream) there are translators for: chat>responses,
+ * responses>chat, messages>responses, messages>chat; and each dialect to
+ * itself (passthrough, or adapted by the upstream's rules). A Messages
+ * client is served by an OpenAI upstream; nothing is translated into the
+ * Messages API yet (dialect_request refuses such a pair; a Messages
+ * upstream would serve a Messages client natively).
+ *
+ * The translators are a table of pairs (dialect.c, stream.c): adding a
+ * dialect is adding rows. Passthrough (same dialect, no rule to apply)
+ * never comes here: dialect_plan says so and the proxy sends the client's
+ * bytes as they came. Pure: no I/O, no clock, no globals; fuzzed. */
 #ifndef SY_DIALECT_H
 #define SY_DIALECT_H
 #include <stddef.h>
 #include <stdint.h>
 #include "base/json.h"
 #include "base/sbuf.h"
+#include "dialect/messages_count.h"
 #include "dialect/refuse.h"
 #include "policy/policy.h"
 #include "upstream/preflight.h"
 
-/* What an account speaks, as a bit set over api_kind. */
+/* What an account speaks, as a bit set over api_kind. DIALECT_BOTH: the
+ * two OpenAI dialects (what an account speaks unless told otherwise). */
 #define DIALECT_BIT(api) (1u << (unsigned)(api))
 #define DIALECT_BOTH (DIALECT_BIT(API_CHAT) | DIALECT_BIT(API_RESPONSES))
 
-/* "responses" | "chat" */
+/* "responses" | "chat" | "messages" */
 const char *dialect_name(api_kind api);
 /* One name into *out: 0, -1 unknown. */
 int dialect_parse(const char *s, api_kind *out);
 /* "chat>responses" (client > upstream): the pair's name in logs, the trace,
- * the attempts record and the metrics; "" for passthrough. */
+ * the attempts record and the metrics ("messages>responses",
+ * "messages>chat" for a Messages client); "" for passthrough and for a pair
+ * there is no translator for. */
 const char *dialect_pair_name(api_kind client, api_kind upstream);
 
 /* dialect_error, a request the gateway refuses to translate (status 400,
@@ -118,8 +131,28 @@ int dialect_answer(api_kind upstream, api_kind client, const char *body, size_t 
  * is one is copied as it is; {"detail": "..."} or {"detail": {"code",
  * "message"}} (the ChatGPT backend) become one, with the code kept or made
  * from the status; anything else (HTML, text) is quoted in the message,
- * cut to fit. */
+ * cut to fit. An error inside a 2xx gets the status it stands for. At
+ * most 16 KiB, always valid JSON. */
 void dialect_error_body(int status, const char *body, size_t len, sbuf *out);
+/* The same for a client of any dialect: dialect_error_body's object for a
+ * Responses or Chat Completions client; for a Messages client Anthropic's
+ * {"type":"error","error":{"type","message"}}, its type from the status
+ * (400 invalid_request_error, 401 authentication_error, 402
+ * billing_error, 403 permission_error, 404 not_found_error, 413
+ * request_too_large, 429 rate_limit_error, 500 api_error, 503 and 529
+ * overloaded_error, 504 timeout_error), a body that already is an
+ * Anthropic error copied as it is. The edge sends it with the upstream's
+ * status (Anthropic's own overload status is 529: the caller decides
+ * whether a 503 goes out as 529). */
+void dialect_error_body_for(api_kind client, int status, const char *body, size_t len, sbuf *out);
+/* The gateway's own error (a refusal, dialect_error included: its status,
+ * code, param and message; a limit; a failure of its own) in the client's
+ * dialect: {"error":{"message","type","code","param"}} with the type from
+ * the status and the code given (NULL: from the status), or Anthropic's
+ * {"type":"error","error":{"type","message"}} for a Messages client.
+ * param may be NULL. */
+void dialect_error_own(api_kind client, int status, const char *code, const char *param, const char *message,
+                       sbuf *out);
 
 /* ---------- streams ---------- */
 
@@ -147,7 +180,17 @@ void dialect_stream_feed(dialect_stream *s, const char *buf, size_t n, sbuf *out
 int dialect_stream_end(dialect_stream *s, sbuf *out);
 /* The client's Responses id of the stream (a chat upstream's answer made a
  * Responses one: "resp_<chat id>"); "" when the client is not a Responses
- * client or no event named it yet. */
+ * client or no event named it yet.
+ *
+ * A Messages client's stream (from a Responses or a Chat upstream) is
+ * Anthropic's events in Anthropic's order: message_start (usage 0: the
+ * upstream tells it at the end), ping, then per content block
+ * content_block_start, its deltas (text_delta, input_json_delta),
+ * content_block_stop, one block at a time (parallel tool calls are given
+ * one after the other), then message_delta (stop_reason and the usage)
+ * and message_stop; an upstream error is an `error` event and the end.
+ * The upstream's reasoning is left out (no thinking blocks: see
+ * docs/clients.md). Aggregated, it is one Messages response object. */
 const char *dialect_stream_response_id(const dialect_stream *s);
 /* The response object of the terminal event a Responses client got from a
  * translated stream (the whole output and usage); NULL (and *len 0) when

@@ -38,3 +38,20 @@ int emit_is(const json_value *v, const char *s)
 {
     return v && v->type == JSON_STRING && v->str && strlen(s) == v->str_len && memcmp(v->str, s, v->str_len) == 0;
 }
+
+int emit_depth(const json_value *v, int limit)
+{
+    if (v->type != JSON_ARRAY && v->type != JSON_OBJECT)
+        return 0;
+    if (limit <= 0)
+        return 1;
+    int deepest = 0;
+    for (const json_value *e = v->child; e; e = e->next) {
+        int d = emit_depth(e, limit - 1);
+        if (d > deepest)
+            deepest = d;
+        if (deepest >= limit)
+            break;
+    }
+    return 1 + deepest;
+}

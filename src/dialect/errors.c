@@ -1,9 +1,11 @@
-/* errors.c: error bodies for the client (dialect_error_body) and the
- * reading of an upstream's error in any of its shapes (errors.h). What a
- * client gets is always one OpenAI error object of at most
- * ERRORS_BODY_MAX bytes and valid JSON whatever came in: text and HTML are
- * quoted in the message (control characters escaped, bytes that are no
- * UTF-8 replaced), long messages are cut on a character boundary. */
+/* errors.c: error bodies for the client (dialect_error_body,
+ * dialect_error_body_for, dialect_error_own) and the reading of an
+ * upstream's error in any of its shapes (errors.h). What a client gets is
+ * always one error object of its dialect (OpenAI's, or Anthropic's for a
+ * Messages client) of at most ERRORS_BODY_MAX bytes and valid JSON
+ * whatever came in: text and HTML are quoted in the message (control
+ * characters escaped, bytes that are no UTF-8 replaced), long messages are
+ * cut on a character boundary. */
 #include "dialect/errors.h"
 #include "dialect/dialect.h"
 #include <stdio.h>
@@ -193,21 +195,28 @@ static void errors_put_cut(sbuf *out, const char *s, size_t n, size_t max)
 /* The members of e for status, cut to fit: "message":M,"type":T,"code":C,
  * "param":P, or with responses only "code":C,"message":M (the error object
  * of a failed response). */
+/* e's message, or one made of its code or status when it has none
+ * (fallback: the room for it). */
+static const char *errors_text_of(int status, const errors_info *e, char fallback[256], size_t *mlen)
+{
+    if (e->message && e->message_len) {
+        *mlen = e->message_len;
+        return e->message;
+    }
+    if (e->code) /* {"detail":{"code":"deactivated_workspace"}}: the code says it */
+        snprintf(fallback, 256, "the upstream answered %d: %.*s", status,
+                 (int)sbuf_utf8_cut(e->code, strlen(e->code), ERRORS_FIELD_MAX), e->code);
+    else
+        snprintf(fallback, 256, "the upstream answered %d without a message", status);
+    *mlen = strlen(fallback);
+    return fallback;
+}
+
 static void errors_members(sbuf *out, int status, const errors_info *e, int responses)
 {
     char fallback[256];
-    const char *msg = e->message;
-    size_t mlen = e->message_len;
-    if ((!msg || !mlen) && e->code) { /* {"detail":{"code":"deactivated_workspace"}}: the code says it */
-        snprintf(fallback, sizeof fallback, "the upstream answered %d: %.*s", status,
-                 (int)sbuf_utf8_cut(e->code, strlen(e->code), ERRORS_FIELD_MAX), e->code);
-        msg = fallback;
-        mlen = strlen(fallback);
-    } else if (!msg || !mlen) {
-        snprintf(fallback, sizeof fallback, "the upstream answered %d without a message", status);
-        msg = fallback;
-        mlen = strlen(fallback);
-    }
+    size_t mlen;
+    const char *msg = errors_text_of(status, e, fallback, &mlen);
     const char *code = e->code ? e->code : errors_code_for(status);
     const char *type = e->type ? e->type : errors_type_for(status, code);
     const size_t field = ERRORS_FIELD_MAX * 6 + 2;
@@ -271,20 +280,73 @@ static void errors_plain_text(const char *body, size_t len, size_t cap, sbuf *te
     }
 }
 
-/* The body as it is: an OpenAI error object ({"error":{...,"message":"..."}})
- * small enough. Anything else is written again. */
-static int errors_is_openai(const json_value *doc, size_t len)
+const char *errors_messages_type(int status)
 {
-    const json_value *err = json_get(doc, "error");
-    return len <= ERRORS_BODY_MAX && err && err->type == JSON_OBJECT && errors_text(json_get(err, "message"));
+    switch (status) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 402: return "billing_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503:
+    case 529: return "overloaded_error";
+    case 504: return "timeout_error";
+    default: return status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
+    }
 }
 
-void dialect_error_body(int status, const char *body, size_t len, sbuf *out)
+void errors_write_messages(sbuf *out, int status, const errors_info *e)
+{
+    char fallback[256];
+    size_t mlen;
+    const char *msg = errors_text_of(status, e, fallback, &mlen);
+    sbuf_puts(out, "{\"type\":\"error\",\"error\":{\"type\":\"");
+    sbuf_puts(out, errors_messages_type(status));
+    sbuf_puts(out, "\",\"message\":");
+    errors_put_cut(out, msg, mlen, ERRORS_MESSAGE_MAX);
+    sbuf_puts(out, "}}");
+}
+
+void errors_write_for(sbuf *out, api_kind client, int status, const errors_info *e)
+{
+    if (client == API_MESSAGES)
+        errors_write_messages(out, status, e);
+    else
+        errors_write(out, status, e);
+}
+
+/* The body as it is: an error object of the client's dialect small
+ * enough (OpenAI's {"error":{...,"message":"..."}}; Anthropic's
+ * {"type":"error","error":{"type":...,"message":"..."}} for a Messages
+ * client). Anything else is written again. */
+static int errors_is_own(api_kind client, const json_value *doc, size_t len)
+{
+    const json_value *err = json_get(doc, "error");
+    if (len > ERRORS_BODY_MAX || !err || err->type != JSON_OBJECT || !errors_text(json_get(err, "message")))
+        return 0;
+    if (client != API_MESSAGES)
+        return 1;
+    const char *type = json_get_str(err, "type"), *kind = json_get_str(doc, "type");
+    /* Anthropic's own types only: a body of another vendor's error would
+     * bring an error type a Messages client does not know */
+    static const char *const types[] = {"invalid_request_error", "authentication_error", "billing_error",
+                                        "permission_error",      "not_found_error",      "request_too_large",
+                                        "rate_limit_error",      "api_error",            "timeout_error",
+                                        "overloaded_error"};
+    for (size_t i = 0; kind && strcmp(kind, "error") == 0 && type && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(types[i], type) == 0)
+            return 1;
+    return 0;
+}
+
+void dialect_error_body_for(api_kind client, int status, const char *body, size_t len, sbuf *out)
 {
     json_value *doc = body && len && len <= ERRORS_PARSE_MAX ? json_parse(body, len, NULL, 0) : NULL;
     errors_info e;
     int found = errors_read(doc, &e);
-    if (found && errors_is_openai(doc, len)) {
+    if (found && errors_is_own(client, doc, len)) {
         sbuf_append(out, body, len);
         json_free(doc);
         return;
@@ -292,7 +354,7 @@ void dialect_error_body(int status, const char *body, size_t len, sbuf *out)
     if (status < 400) /* an error inside a 2xx: its status from what it says */
         status = found ? errors_status(&e) : 502;
     if (found) {
-        errors_write(out, status, &e);
+        errors_write_for(out, client, status, &e);
         json_free(doc);
         return;
     }
@@ -308,7 +370,24 @@ void dialect_error_body(int status, const char *body, size_t len, sbuf *out)
     errors_clear(&e);
     e.message = msg.p;
     e.message_len = msg.len;
-    errors_write(out, status, &e);
+    errors_write_for(out, client, status, &e);
     sbuf_free(&text);
     sbuf_free(&msg);
+}
+
+void dialect_error_body(int status, const char *body, size_t len, sbuf *out)
+{
+    dialect_error_body_for(API_CHAT, status, body, len, out);
+}
+
+void dialect_error_own(api_kind client, int status, const char *code, const char *param, const char *message,
+                       sbuf *out)
+{
+    errors_info e;
+    errors_clear(&e);
+    e.message = message;
+    e.message_len = message ? strlen(message) : 0;
+    e.code = code && *code ? code : NULL;
+    e.param = param && *param ? param : NULL;
+    errors_write_for(out, client, status, &e);
 }

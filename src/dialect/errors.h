@@ -1,12 +1,15 @@
 /* errors.h: an upstream's error however it is shaped, read into a few
- * facts, and written back as the OpenAI error object a client of either
- * dialect expects (dialect_error_body in dialect.h is built on these; the
- * stream translators use them for error events met mid-stream). */
+ * facts, and written back as the error object the client's dialect
+ * expects: OpenAI's for a Responses or Chat Completions client,
+ * Anthropic's for a Messages client (dialect_error_body and
+ * dialect_error_body_for in dialect.h are built on these; the stream
+ * translators use them for error events met mid-stream). */
 #ifndef SY_DIALECT_ERRORS_H
 #define SY_DIALECT_ERRORS_H
 #include <stddef.h>
 #include "base/json.h"
 #include "base/sbuf.h"
+#include "upstream/preflight.h"
 
 /* An error body sent to a client is at most this long. */
 #define ERRORS_BODY_MAX (16u << 10)
@@ -43,5 +46,20 @@ void errors_write(sbuf *out, int status, const errors_info *e);
 /* {"code","message"}: the error object of a failed response (its
  * response.error), on the same terms. */
 void errors_write_responses(sbuf *out, int status, const errors_info *e);
+
+/* Anthropic's error type for status: 400 invalid_request_error, 401
+ * authentication_error, 402 billing_error, 403 permission_error, 404
+ * not_found_error, 413 request_too_large, 429 rate_limit_error, 500
+ * api_error, 503 and 529 overloaded_error, 504 timeout_error; another 4xx
+ * invalid_request_error, anything else api_error. */
+const char *errors_messages_type(int status);
+/* {"type":"error","error":{"type","message"}} of e for status: the type
+ * from status (errors_messages_type: an OpenAI upstream's types do not
+ * follow Anthropic's, e.g. its 404 for an unknown model says
+ * invalid_request_error), the message as errors_write cuts it. */
+void errors_write_messages(sbuf *out, int status, const errors_info *e);
+/* errors_write for a Responses or Chat Completions client,
+ * errors_write_messages for a Messages client. */
+void errors_write_for(sbuf *out, api_kind client, int status, const errors_info *e);
 
 #endif

@@ -17,7 +17,7 @@
  * tools taking one string "input", and their calls function calls whose
  * arguments are {"input": ...}.
  *
- * Nothing recurses but rr_depth, bounded by the parser's 128 levels. The
+ * Nothing recurses but emit_depth, bounded by the parser's 128 levels. The
  * output is never deeper than json_parse takes: the one place Chat nests
  * one level deeper (a tool's parameters under "function") is checked. */
 #include "dialect/responses_request.h"
@@ -187,25 +187,6 @@ static const json_value *rr_need_str(rr_ctx *c, const json_value *obj, const cha
     else
         rr_missing(c);
     return NULL;
-}
-
-/* How deep v nests, counting itself when it is a container: stops counting
- * past limit (the recursion is bounded by it, and by the parser's 128). */
-static int rr_depth(const json_value *v, int limit)
-{
-    if (v->type != JSON_ARRAY && v->type != JSON_OBJECT)
-        return 0;
-    if (limit <= 0)
-        return 1;
-    int deepest = 0;
-    for (const json_value *e = v->child; e; e = e->next) {
-        int d = rr_depth(e, limit - 1);
-        if (d > deepest)
-            deepest = d;
-        if (deepest >= limit)
-            break;
-    }
-    return 1 + deepest;
 }
 
 /* ---------- messages ---------- */
@@ -732,7 +713,7 @@ static int rr_tools(rr_ctx *c, const json_value *tools, size_t *n)
             refuse_param(c->err, "tools[%zu].strict", j);
             return rr_invalid_type(c, "a boolean");
         }
-        if (!custom && params && rr_depth(params, RR_PARAMS_DEPTH_MAX) > RR_PARAMS_DEPTH_MAX) {
+        if (!custom && params && emit_depth(params, RR_PARAMS_DEPTH_MAX) > RR_PARAMS_DEPTH_MAX) {
             refuse_param(c->err, "tools[%zu].parameters", j);
             return refuse_set(c->err, REFUSE_INVALID_VALUE,
                               "Invalid value for '%s': the schema nests too deeply to be sent to " RR_API ".",

@@ -1,8 +1,10 @@
-/* shape.c: the shapes both dialects share (shape.h): ids made across
- * dialects, usage in either naming, finish_reason <-> status, and the one
- * writer of each answer shape. Writes only; reads nothing but the members
- * it is pointed at. */
+/* shape.c: the shapes the dialects share (shape.h): ids made across
+ * dialects, usage in each naming, finish_reason <-> status <-> stop_reason,
+ * and the one writer of each answer shape. Writes only; reads nothing but
+ * the members it is pointed at (and a tool call's arguments, parsed to be
+ * a Messages tool_use's input). */
 #include "dialect/shape.h"
+#include "dialect/emit.h"
 #include "upstream/usage.h"
 #include <stdio.h>
 #include <string.h>
@@ -354,4 +356,85 @@ void shape_chat_call(sbuf *out, const char *call_id, const char *name, size_t na
     sbuf_puts(out, ",\"arguments\":");
     sbuf_json_str(out, args, args_len);
     sbuf_puts(out, "}}");
+}
+
+/* ---------- Anthropic Messages ---------- */
+
+/* A tool_use's input has 3 containers above it in a response object (the
+ * object, content, the block): json_parse's 128 levels less those. */
+#define SHAPE_INPUT_DEPTH_MAX (128 - 3)
+
+void shape_message_id(char dst[SHAPE_ID_MAX], const char *upstream_id)
+{
+    const char *x = upstream_id ? upstream_id : "";
+    if (strncmp(x, "resp_", 5) == 0)
+        x += 5;
+    else if (strncmp(x, "chatcmpl-", 9) == 0)
+        x += 9;
+    shape_prefixed(dst, "msg_", *x ? x : "switchyard");
+}
+
+const char *shape_stop_reason(const char *status, const char *incomplete_reason, int has_calls, int refused)
+{
+    if (status && strcmp(status, "incomplete") == 0)
+        return incomplete_reason && strcmp(incomplete_reason, "content_filter") == 0 ? "refusal" : "max_tokens";
+    return refused ? "refusal" : has_calls ? "tool_use" : "end_turn";
+}
+
+void shape_usage_messages(sbuf *out, const shape_usage *u)
+{
+    int known = u && u->known;
+    long in = known && u->in > 0 ? u->in : 0, cached = known && u->cached > 0 ? u->cached : 0;
+    if (cached > in)
+        cached = in;
+    shape_count(out, "{\"input_tokens\":", in - cached);
+    shape_count(out, ",\"cache_creation_input_tokens\":", 0);
+    shape_count(out, ",\"cache_read_input_tokens\":", cached);
+    shape_count(out, ",\"output_tokens\":", known ? u->out : 0);
+    sbuf_puts(out, "}");
+}
+
+void shape_message_begin(sbuf *out, const char *id, const char *model)
+{
+    sbuf_puts(out, "{\"id\":");
+    shape_put_str(out, id);
+    sbuf_puts(out, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+    shape_put_str(out, model);
+    sbuf_puts(out, ",\"content\":[");
+}
+
+void shape_message_end(sbuf *out, const char *stop_reason, const shape_usage *u)
+{
+    sbuf_puts(out, "],\"stop_reason\":");
+    if (stop_reason)
+        shape_put_str(out, stop_reason);
+    else
+        sbuf_puts(out, "null");
+    sbuf_puts(out, ",\"stop_sequence\":null,\"usage\":");
+    shape_usage_messages(out, u);
+    sbuf_puts(out, "}");
+}
+
+void shape_block_text(sbuf *out, const char *text, size_t n)
+{
+    sbuf_puts(out, "{\"type\":\"text\",\"text\":");
+    sbuf_json_str(out, text, n);
+    sbuf_puts(out, "}");
+}
+
+void shape_block_tool_use(sbuf *out, const char *id, const char *name, size_t name_len, const char *args,
+                          size_t args_len)
+{
+    sbuf_puts(out, "{\"type\":\"tool_use\",\"id\":");
+    shape_put_str(out, id);
+    sbuf_puts(out, ",\"name\":");
+    sbuf_json_str(out, name, name_len);
+    sbuf_puts(out, ",\"input\":");
+    json_value *input = args_len ? json_parse(args, args_len, NULL, 0) : NULL;
+    if (input && input->type == JSON_OBJECT && emit_depth(input, SHAPE_INPUT_DEPTH_MAX) <= SHAPE_INPUT_DEPTH_MAX)
+        json_write(out, input);
+    else
+        sbuf_puts(out, "{}");
+    json_free(input);
+    sbuf_puts(out, "}");
 }

@@ -1,8 +1,8 @@
-/* shape.h: what the answer and stream translators of both dialects share
- * (docs/clients.md): the ids an answer in one dialect gets from the
- * other's, token usage in either naming, finish_reason <-> status, and the
- * writers of a chat.completion and of the Responses items and response
- * object. One writer per shape, so that a plain answer, an aggregated
+/* shape.h: what the answer and stream translators of the dialects share
+ * (docs/clients.md): the ids an answer in one dialect gets from another's,
+ * token usage in each naming, finish_reason <-> status <-> stop_reason, and
+ * the writers of a chat.completion, of the Responses items and response
+ * object, and of the Anthropic Messages response object and its blocks. One writer per shape, so that a plain answer, an aggregated
  * stream and the last event of a translated stream are the same bytes for
  * the same content. */
 #ifndef SY_DIALECT_SHAPE_H
@@ -123,5 +123,37 @@ void shape_chat_completion(sbuf *out, const shape_chat *c);
 /* One element of a message's tool_calls. */
 void shape_chat_call(sbuf *out, const char *call_id, const char *name, size_t name_len, const char *args,
                      size_t args_len);
+
+/* ---------- Anthropic Messages ---------- */
+
+/* The Messages id of an answer made from the upstream's id: "resp_X" and
+ * "chatcmpl-X" give "msg_X"; "msg_switchyard" when there is none. */
+void shape_message_id(char dst[SHAPE_ID_MAX], const char *upstream_id);
+/* A stop_reason from a response's status (a chat finish_reason goes
+ * through shape_status first): incomplete with content_filter "refusal",
+ * any other incomplete "max_tokens"; else "refusal" when the answer
+ * refused, "tool_use" when it holds tool calls, "end_turn". (OpenAI's
+ * answers do not say whether a stop sequence ended them: "stop_sequence"
+ * is never given.) */
+const char *shape_stop_reason(const char *status, const char *incomplete_reason, int has_calls, int refused);
+/* {"input_tokens","cache_creation_input_tokens","cache_read_input_tokens",
+ * "output_tokens"}: Anthropic counts cache reads apart from input_tokens,
+ * so input_tokens is the input less the cached tokens; cache creation is
+ * 0 (OpenAI caches without charging for it). Unknown counts (u NULL or not
+ * known) as 0. */
+void shape_usage_messages(sbuf *out, const shape_usage *u);
+/* The Messages response object up to its content list:
+ * {"id","type":"message","role":"assistant","model","content":[ ; blocks
+ * follow (comma-separated), then shape_message_end. */
+void shape_message_begin(sbuf *out, const char *id, const char *model);
+/* ],"stop_reason","stop_sequence":null,"usage":{...}} (stop_reason NULL:
+ * null, as message_start gives it). */
+void shape_message_end(sbuf *out, const char *stop_reason, const shape_usage *u);
+/* Content blocks: {"type":"text","text"} and {"type":"tool_use","id",
+ * "name","input"}, input the arguments' JSON when they are an object that
+ * fits the answer's depth, else {} (Anthropic's input is an object). */
+void shape_block_text(sbuf *out, const char *text, size_t n);
+void shape_block_tool_use(sbuf *out, const char *id, const char *name, size_t name_len, const char *args,
+                          size_t args_len);
 
 #endif

@@ -9,6 +9,7 @@
 #include "dialect/stream.h"
 #include "dialect/aggregate.h"
 #include "dialect/stream_chat.h"
+#include "dialect/stream_messages.h"
 #include "dialect/stream_responses.h"
 #include "dialect/track.h"
 #include <stdlib.h>
@@ -21,6 +22,10 @@ static const track_pair stream_pairs[] = {
     {API_RESPONSES, API_CHAT, 1, aggregate_responses_event, aggregate_responses_end_chat},
     {API_CHAT, API_CHAT, 1, aggregate_chat_event, aggregate_chat_end},
     {API_CHAT, API_RESPONSES, 1, aggregate_chat_event, aggregate_chat_end_responses},
+    {API_RESPONSES, API_MESSAGES, 0, stream_messages_from_responses, stream_messages_end},
+    {API_CHAT, API_MESSAGES, 0, stream_messages_from_chat, stream_messages_end},
+    {API_RESPONSES, API_MESSAGES, 1, aggregate_responses_event, aggregate_responses_end_messages},
+    {API_CHAT, API_MESSAGES, 1, aggregate_chat_event, aggregate_chat_end_messages},
 };
 
 static int stream_is_done(const char *data, size_t len)
@@ -70,6 +75,8 @@ dialect_stream *dialect_stream_new(api_kind upstream, api_kind client, const dia
     s->keep_max = TRACK_KEEP_MAX;
     s->tr.part = -1;
     shape_usage_init(&s->tr.usage);
+    s->tm.text = -1;
+    shape_usage_init(&s->tm.usage);
     sse_init(&s->sse, stream_on_event, s);
     return s;
 }

@@ -15,7 +15,6 @@
  * error event becomes data: {"error":{...}} and the stream ends there,
  * without [DONE], as the API ends a stream that fails. */
 #include "dialect/stream_chat.h"
-#include <stdlib.h>
 #include <string.h>
 
 /* ---------- chunks ---------- */
@@ -115,18 +114,10 @@ static tochat_item *tc_find(tochat_state *t, const char *id, long oi)
 static tochat_item *tc_add(dialect_stream *s, const char *id, long oi, int kind)
 {
     tochat_state *t = &s->tc;
-    if (t->n == t->cap) {
-        size_t want = t->cap ? t->cap * 2 : 8;
-        tochat_item *v = t->n < TRACK_ITEMS_MAX && track_keep(s, (want - t->cap) * sizeof *v)
-                             ? realloc(t->items, want * sizeof *v)
-                             : NULL;
-        if (!v) {
-            s->overflow = 1;
-            return NULL;
-        }
-        t->items = v;
-        t->cap = want;
-    }
+    void *v = t->items;
+    if (!track_room(s, &v, t->n, &t->cap, sizeof *t->items))
+        return NULL;
+    t->items = v;
     tochat_item *it = &t->items[t->n++];
     memset(it, 0, sizeof *it);
     shape_copy_id(it->id, id);

@@ -27,13 +27,9 @@
 /* event: type / data: {"type":...,"sequence_number":N  (members follow) */
 static void tr_open(dialect_stream *s, const char *type)
 {
-    sbuf *o = s->out;
-    sbuf_puts(o, "event: ");
-    sbuf_puts(o, type);
-    sbuf_puts(o, "\ndata: {\"type\":\"");
-    sbuf_puts(o, type);
-    sbuf_puts(o, "\",\"sequence_number\":");
-    sbuf_put_int(o, s->seq++);
+    track_event_open(s->out, type);
+    sbuf_puts(s->out, ",\"sequence_number\":");
+    sbuf_put_int(s->out, s->seq++);
 }
 
 static void tr_close(dialect_stream *s)
@@ -356,16 +352,6 @@ static void tr_fail(dialect_stream *s, const json_value *doc)
     sbuf_free(&err);
 }
 
-/* The choice a chunk carries for index 0 (n > 1 is refused upstream of here). */
-static const json_value *tr_choice(const json_value *doc)
-{
-    const json_value *list = json_get(doc, "choices");
-    for (const json_value *c = list && list->type == JSON_ARRAY ? list->child : NULL; c; c = c->next)
-        if (c->type == JSON_OBJECT && shape_index(c, "index") <= 0)
-            return c;
-    return NULL;
-}
-
 static const json_value *tr_text_member(const json_value *delta, const char *key)
 {
     const json_value *v = json_get(delta, key);
@@ -387,7 +373,7 @@ static void tr_chunk(dialect_stream *s, const json_value *doc)
     if (tr_chunk_opens(doc))
         tr_start(s, doc);
     shape_usage_read(json_get(doc, "usage"), &t->usage);
-    const json_value *choice = tr_choice(doc);
+    const json_value *choice = track_chat_choice(doc);
     const json_value *delta = json_get(choice, "delta");
     if (delta && delta->type == JSON_OBJECT && !t->closed) {
         const json_value *r = tr_text_member(delta, "reasoning_content");

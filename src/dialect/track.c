@@ -39,6 +39,30 @@ static int track_grow(void **v, size_t n, size_t *cap, size_t elem)
     return 1;
 }
 
+int track_room(dialect_stream *s, void **v, size_t n, size_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return 1;
+    size_t want = *cap ? *cap * 2 : 8;
+    void *p = n < TRACK_ITEMS_MAX && track_keep(s, (want - *cap) * elem) ? realloc(*v, want * elem) : NULL;
+    if (!p) {
+        s->overflow = 1;
+        return 0;
+    }
+    *v = p;
+    *cap = want;
+    return 1;
+}
+
+void track_event_open(sbuf *out, const char *type)
+{
+    sbuf_puts(out, "event: ");
+    sbuf_puts(out, type);
+    sbuf_puts(out, "\ndata: {\"type\":\"");
+    sbuf_puts(out, type);
+    sbuf_puts(out, "\"");
+}
+
 int track_items_put(dialect_stream *s, track_items *l, long output_index, const char *json, size_t len)
 {
     size_t at = l->n;
@@ -105,6 +129,7 @@ track_call *track_calls_add(dialect_stream *s, track_calls *l, long i)
     memset(c, 0, sizeof *c);
     c->chat_index = i;
     c->output_index = -1;
+    c->block = -1;
     return c;
 }
 
@@ -155,6 +180,15 @@ int track_fail(dialect_stream *s, const json_value *doc, errors_info *e)
     return s->fail_status;
 }
 
+const json_value *track_chat_choice(const json_value *doc)
+{
+    const json_value *list = json_get(doc, "choices");
+    for (const json_value *c = list && list->type == JSON_ARRAY ? list->child : NULL; c; c = c->next)
+        if (c->type == JSON_OBJECT && shape_index(c, "index") <= 0)
+            return c;
+    return NULL;
+}
+
 void track_free(dialect_stream *s)
 {
     free(s->tc.items);
@@ -171,4 +205,10 @@ void track_free(dialect_stream *s)
     track_calls_free(&s->ca.calls);
     sbuf_free(&s->ca.usage);
     sbuf_free(&s->fail_body);
+    for (size_t k = 0; k < s->tm.n; k++) {
+        sbuf_free(&s->tm.v[k].name);
+        sbuf_free(&s->tm.v[k].pending);
+    }
+    free(s->tm.v);
+    track_calls_free(&s->tm.calls);
 }

@@ -2,8 +2,9 @@
  * opaque type of dialect.h) and the small stores the pairs share: a
  * budget for what is kept, finished Responses items by output index, and
  * tool calls by their chat index. stream.c owns the object and its table
- * of pairs; each pair (stream_chat.c, stream_responses.c, aggregate.c)
- * reads and writes its own part of the state and the common fields.
+ * of pairs; each pair (stream_chat.c, stream_responses.c,
+ * stream_messages.c, aggregate.c) reads and writes its own part of the
+ * state and the common fields.
  *
  * Memory is bounded: everything kept for a final event or an aggregated
  * answer (text, items, the terminal event, tool call names and arguments)
@@ -50,6 +51,7 @@ typedef struct track_call {
     char call_id[SHAPE_ID_MAX];
     sbuf name, args;
     int closed;
+    long block;                 /* chat -> messages: its content block (tomsg_state), -1 none */
 } track_call;
 
 typedef struct track_calls {
@@ -123,6 +125,37 @@ typedef struct cagg_state {
     sbuf usage;                 /* the last usage object, JSON */
 } cagg_state;
 
+/* Responses or chat -> Messages, streamed: a content block. Anthropic's
+ * blocks come one at a time (start, deltas, stop), while an upstream may
+ * interleave parallel tool calls: the first block not stopped (the head)
+ * streams as its pieces come; what comes for a later one waits in its
+ * pending until the blocks before it are stopped. */
+typedef struct tomsg_block {
+    int kind;                   /* TRACK_MESSAGE (a text block) or TRACK_CALL (tool_use) */
+    long output_index;          /* Responses: the upstream item's, -1 not given */
+    char item_id[SHAPE_ID_MAX]; /* Responses: the upstream item's id */
+    char call_id[SHAPE_ID_MAX]; /* TRACK_CALL: the tool_use id */
+    sbuf name;                  /* TRACK_CALL */
+    sbuf pending;               /* what came while it was not the head */
+    size_t got;                 /* bytes of text / arguments come (sent or pending) */
+    int started, done;
+} tomsg_block;
+
+typedef struct tomsg_state {
+    int started;                /* message_start and ping sent */
+    char up_id[SHAPE_ID_MAX], id[SHAPE_ID_MAX], model[SHAPE_ID_MAX];
+    tomsg_block *v;             /* blocks in the order they began: v[k] is the client's index k */
+    size_t n, cap;
+    size_t head;                /* the first block not stopped */
+    long text;                  /* chat: the text block being written, -1 none */
+    track_calls calls;          /* chat: tool calls by their index, each naming its block */
+    long calls_seen;
+    int refused;                /* a refusal came (stop_reason "refusal") */
+    int closed;                 /* chat: finish_reason seen, every block done; message_delta waits for the usage */
+    char finish[32];            /* chat: the finish_reason */
+    shape_usage usage;
+} tomsg_state;
+
 typedef struct track_pair track_pair;
 
 struct dialect_stream {
@@ -143,6 +176,7 @@ struct dialect_stream {
     long seq;                   /* the next sequence_number of a Responses event we write */
     tochat_state tc;
     torsp_state tr;
+    tomsg_state tm;
     ragg_state ra;
     cagg_state ca;
 };
@@ -183,6 +217,17 @@ track_call *track_calls_add(dialect_stream *s, track_calls *l, long i);
 track_call *track_calls_for(dialect_stream *s, track_calls *l, const json_value *elem, int *fresh);
 void track_calls_free(track_calls *l);
 
+/* Room for one more element in an array of elem-sized ones (*v, n of
+ * them, *cap allocated; grown by doubling, the growth charged to the
+ * budget). 1, or 0 with overflow set when TRACK_ITEMS_MAX, the budget or
+ * memory says no. */
+int track_room(dialect_stream *s, void **v, size_t n, size_t *cap, size_t elem);
+
+/* "event: type\ndata: {"type":"type"": the head of an event whose data
+ * is an object named by its type (Responses', Anthropic's); its other
+ * members follow. */
+void track_event_open(sbuf *out, const char *type);
+
 /* Appends n bytes to b when the budget allows (else overflow, nothing). */
 void track_append(dialect_stream *s, sbuf *b, const char *p, size_t n);
 
@@ -190,6 +235,10 @@ void track_append(dialect_stream *s, sbuf *b, const char *p, size_t n);
  * into e (borrowed from doc), the stream marked failed and finished, and
  * the status it stands for kept and returned. */
 int track_fail(dialect_stream *s, const json_value *doc, errors_info *e);
+
+/* The choice of a chat chunk for index 0 (n > 1 is refused upstream of
+ * here), or NULL. */
+const json_value *track_chat_choice(const json_value *doc);
 
 /* Frees what every part of the state holds (not s itself). */
 void track_free(dialect_stream *s);

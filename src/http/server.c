@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "obs/metrics.h"
 #include "upstream/upstream.h"
+#include "dialect/dialect.h"
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
@@ -42,6 +43,8 @@ typedef struct server_route {
 static const server_route server_routes[] = {
     {"/v1/chat/completions", "/chat/completions", API_CHAT, 0},
     {"/v1/responses", "/responses", API_RESPONSES, 0},
+    {"/v1/messages", "/messages", API_MESSAGES, 0}, /* Claude Code, the Anthropic SDKs (docs/claude.md) */
+    {"/v1/messages/count_tokens", "/messages/count_tokens", API_MESSAGES, 0}, /* answered here (an estimate) */
     {"/v1/models", "/models", API_CHAT, 1},
     {"/models", "/models", API_CHAT, 1}, /* Codex's picker with the gateway's root as its base URL */
 };
@@ -181,17 +184,40 @@ void server_send_error(struct evhttp_request *req, int status, const char *type,
     server_send_error_param(req, status, type, code, NULL, message);
 }
 
+/* 1 when the request is one of the Anthropic Messages API (/v1/messages,
+ * its count_tokens, with a query or not): its errors go in Anthropic's
+ * shape, whatever answers them (the edge, the proxy). */
+int server_is_messages(struct evhttp_request *req)
+{
+    const char *uri = evhttp_request_get_uri(req);
+    static const char prefix[] = "/v1/messages";
+    if (!uri || strncmp(uri, prefix, sizeof prefix - 1) != 0)
+        return 0;
+    char c = uri[sizeof prefix - 1];
+    return c == '\0' || c == '?' || c == '/';
+}
+
 void server_send_error_param(struct evhttp_request *req, int status, const char *type, const char *code,
                              const char *param, const char *message)
 {
     sbuf b = SBUF_INIT;
-    sbuf_puts(&b, "{\"error\":{");
-    json_error_members(&b, message, type, code);
-    if (param && *param) {
-        sbuf_puts(&b, ",\"param\":");
-        sbuf_json_str(&b, param, strlen(param));
+    if (server_is_messages(req)) {
+        /* {"type":"error","error":{"type","message"}}, the type from the
+         * status; the gateway's own overload (no account free) is
+         * Anthropic's 529, which its clients retry */
+        if (status == 503)
+            status = 529;
+        dialect_error_own(API_MESSAGES, status, code, param, message, &b);
+        sbuf_puts(&b, "\n");
+    } else {
+        sbuf_puts(&b, "{\"error\":{");
+        json_error_members(&b, message, type, code);
+        if (param && *param) {
+            sbuf_puts(&b, ",\"param\":");
+            sbuf_json_str(&b, param, strlen(param));
+        }
+        sbuf_puts(&b, "}}\n");
     }
-    sbuf_puts(&b, "}}\n");
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", "application/json");
     struct evbuffer *out = evbuffer_new();
@@ -208,6 +234,29 @@ static void server_refuse(struct evhttp_request *req, const char *endpoint, int 
 {
     metrics_request(endpoint, status);
     server_send_error(req, status, type, code, message);
+}
+
+/* POST /v1/messages/count_tokens: an estimate of the request's input
+ * tokens (dialect/messages_count.h), said to be one in a header, since no
+ * account of the pool counts Anthropic's tokens. */
+static void server_count_tokens_reply(struct evhttp_request *req, const request_input *in)
+{
+    long n = messages_count_tokens_estimate(in->body.p, in->body.len);
+    if (n < 0) {
+        metrics_request("/v1/messages/count_tokens", 400);
+        server_send_error(req, 400, "invalid_request_error", "invalid_request", "messages: Field required");
+        return;
+    }
+    char b[64];
+    int len = snprintf(b, sizeof b, "{\"input_tokens\":%ld}\n", n);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "x-switchyard-token-count", "estimate");
+    struct evbuffer *out = evbuffer_new();
+    evbuffer_add(out, b, (size_t)len);
+    metrics_request("/v1/messages/count_tokens", 200);
+    server_reply(req, 200, out);
+    evbuffer_free(out);
 }
 
 /* The platform key from "Authorization: Bearer K" or "x-api-key: K". */
@@ -578,7 +627,8 @@ static void server_handle(struct evhttp_request *req, void *arg)
         return server_websocket(req, gw, r->path);
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
-                             "unknown path; this gateway serves /v1/responses, /v1/chat/completions and /v1/models");
+                             "unknown path; this gateway serves /v1/responses, /v1/chat/completions, /v1/messages and "
+                             "/v1/models");
     int stored = r == &server_response_route;
     if (stored ? method != EVHTTP_REQ_GET && method != EVHTTP_REQ_DELETE
                : (r->is_get && method != EVHTTP_REQ_GET) || (!r->is_get && method != EVHTTP_REQ_POST))
@@ -615,6 +665,12 @@ static void server_handle(struct evhttp_request *req, void *arg)
         return;
     }
     if (server_key_rules(req, r->path, pk, r->is_get ? NULL : in.model) < 0) {
+        json_free(in.doc);
+        sbuf_free(&in.body);
+        return;
+    }
+    if (strcmp(r->path, "/v1/messages/count_tokens") == 0) {
+        server_count_tokens_reply(req, &in);
         json_free(in.doc);
         sbuf_free(&in.body);
         return;

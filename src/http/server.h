@@ -36,6 +36,9 @@ void server_reply_end(struct evhttp_request *req);
 void server_flush_pending(void);
 
 /* Sends an OpenAI-style error reply. code may be NULL (JSON null). */
+/* 1 for a request of the Anthropic Messages API (/v1/messages...): its
+ * errors go in Anthropic's shape (server_send_error does so). */
+int server_is_messages(struct evhttp_request *req);
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message);
 /* The same, naming the request field it is about ("param", as OpenAI's errors do; NULL or "": none). */

@@ -11,7 +11,11 @@
 #include "base/sbuf.h"
 #include "base/sse.h"
 
-typedef enum { API_CHAT, API_RESPONSES } api_kind;
+/* The API dialects (src/dialect/dialect.h names them). API_MESSAGES, the
+ * Anthropic Messages API, is a client's dialect the dialect wing translates;
+ * the watcher here reads only the two OpenAI streams (a Messages client is
+ * served by an upstream that speaks one of them). */
+typedef enum { API_CHAT, API_RESPONSES, API_MESSAGES } api_kind;
 
 typedef enum {
     PF_HOLD,   /* nothing semantic yet: bytes are in pf->held, client has seen nothing */

@@ -1,9 +1,11 @@
 /* fuzz_dialect_request.c: the request side of the dialect wing
- * (src/dialect/: dialect_request through the table of pairs, the two
+ * (src/dialect/: dialect_request through the table of pairs, the three
  * translators, adapt on raw bytes) on any bytes. The input is the client's
- * body for each of the four client × upstream pairs, under five rule sets:
- * none, the ChatGPT backend's, a Chat relay's (ignore lists, a rename,
- * stream forced), rules that fight each other (renames onto forced and
+ * body for each of the nine client × upstream pairs (chat, responses,
+ * messages; nothing is translated into messages: those pairs refuse), and
+ * the Messages token estimate, under five rule sets: none, the ChatGPT
+ * backend's, a Chat relay's (ignore lists, Anthropic's fields among them,
+ * a rename, stream forced), rules that fight each other (renames onto forced and
  * dropped names, forced names dropped), and only the rules the plan
  * decides from the request's facts (stream, store, instructions). What
  * must hold: a refusal is a 400 with a code and a message and leaves the
@@ -14,7 +16,10 @@
  * Responses upstream store is false, the instructions non-empty, the input
  * a list, no input item carries an id or a system role when the rules say
  * so; a dropped name is gone; a translated body has its dialect's list
- * (messages, input); in the same dialect, a top-level member no rule names
+ * (messages, input); a Messages body translated (with no rename among the
+ * rules) names no field but OpenAI's: nothing of Anthropic's leaks; the
+ * token estimate is -1 exactly when the body is no object with a messages
+ * list, else >= 0; in the same dialect, a top-level member no rule names
  * keeps its value byte for byte, with no rules (NULL or all empty) the
  * output is the input byte for byte, and when dialect_plan, given the facts
  * dialect_facts_read takes from the shallow parse the proxy makes, says
@@ -50,7 +55,12 @@ static void fuzz_rules(policy_dialect r[FUZZ_RULES])
                                       "prompt_cache_key", "tools.web_search", "tools.web_search_preview",
                                       "tools.file_search", "tools.custom", "content.input_audio", "role.function",
                                       "input.item_reference", "n", "stop", "logprobs", "seed", "audio",
-                                      "function_call", "background", "previous_response_id"};
+                                      "function_call", "background", "previous_response_id",
+                                      /* a Messages client's: Anthropic's own fields, tools and blocks */
+                                      "top_k", "stop_sequences", "container", "mcp_servers", "inference_geo",
+                                      "tools.web_search_20250305", "tools.bash_20250124", "content.search_result",
+                                      "content.document", "content.image", "content.server_tool_use",
+                                      "content.web_search_tool_result", "output_config.task_budget"};
     for (size_t i = 0; i < sizeof ign / sizeof ign[0]; i++)
         fuzz_add(r[2].ignore, &r[2].n_ignore, ign[i]);
     fuzz_add(r[2].rename_from, &r[2].n_rename, "max_tokens");
@@ -148,6 +158,22 @@ static int fuzz_is(const json_value *v, const char *lit)
     return v && v->type == JSON_STRING && v->str_len == strlen(lit) && memcmp(v->str, lit, v->str_len) == 0;
 }
 
+/* A translated Messages body names only fields of OpenAI's APIs (the
+ * translation's, and what adapt may add): Anthropic's own never leak. */
+static void fuzz_openai_names(const json_value *got)
+{
+    static const char *const names[] = {"model", "input", "messages", "instructions", "max_output_tokens",
+                                        "max_tokens", "user", "stop", "stream", "stream_options", "tools",
+                                        "tool_choice", "parallel_tool_calls", "reasoning", "reasoning_effort",
+                                        "text", "response_format", "temperature", "top_p", "store"};
+    for (const json_value *m = got->child; m; m = m->next) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && !known; i++)
+            known = strcmp(m->key, names[i]) == 0;
+        FUZZ_CHECK(known);
+    }
+}
+
 /* An accepted body against the rules and the pair. */
 static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dialect *r, const json_value *doc,
                             const json_value *got, int up_stream)
@@ -157,12 +183,14 @@ static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dia
     FUZZ_CHECK(up_stream == (st && st->type == JSON_TRUE));
     if (r && r->stream)
         FUZZ_CHECK(up_stream == 1);
-    const char *list_name = upstream == API_CHAT ? "messages" : "input";
+    const char *list_name = upstream == API_RESPONSES ? "input" : "messages";
     int list_dropped = r && refuse_listed((const char (*)[POLICY_DIALECT_NAME_MAX])r->drop, r->n_drop, list_name);
     if (client != upstream && !list_dropped) {
         const json_value *list = json_get(got, list_name);
         FUZZ_CHECK(list && list->type == JSON_ARRAY);
     }
+    if (client == API_MESSAGES && upstream != API_MESSAGES && (!r || !r->n_rename))
+        fuzz_openai_names(got);
     if (r) {
         for (size_t i = 0; i < r->n_drop; i++) {
             const char *name = r->drop[i];
@@ -259,19 +287,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     json_free(shallow);
     policy_dialect rules[FUZZ_RULES];
     fuzz_rules(rules);
-    static const api_kind apis[] = {API_CHAT, API_RESPONSES};
-    for (size_t c = 0; c < 2; c++)
-        for (size_t u = 0; u < 2; u++)
+    static const api_kind apis[] = {API_CHAT, API_RESPONSES, API_MESSAGES};
+    for (size_t c = 0; c < 3; c++)
+        for (size_t u = 0; u < 3; u++)
             for (size_t k = 0; k < FUZZ_RULES; k++) {
                 dialect_req_facts f = facts4(0, 0, 1, 0);
                 dialect_step step = dialect_plan(apis[c], apis[u], k ? &rules[k] : NULL, &f);
                 FUZZ_CHECK(step == DIALECT_NONE || step == DIALECT_ADAPT || step == DIALECT_TRANSLATE);
                 FUZZ_CHECK((step == DIALECT_TRANSLATE) == (c != u));
-                FUZZ_CHECK((strlen(dialect_pair_name(apis[c], apis[u])) > 0) == (c != u));
+                /* a pair has a name when it has a translator: none into messages */
+                FUZZ_CHECK((strlen(dialect_pair_name(apis[c], apis[u])) > 0) == (c != u && apis[u] != API_MESSAGES));
                 fuzz_one(apis[c], apis[u], k ? &rules[k] : NULL, in, n, doc, &facts);
                 if (!k && c == u) /* rules that are there and say nothing */
                     fuzz_one(apis[c], apis[u], &rules[0], in, n, doc, &facts);
             }
+    /* the token estimate: -1 exactly for what has no messages list */
+    long tokens = messages_count_tokens_estimate(in, n);
+    const json_value *msgs = json_get(doc, "messages");
+    FUZZ_CHECK(tokens >= -1 && (tokens >= 0) == (msgs && msgs->type == JSON_ARRAY));
     json_free(doc);
     return 0;
 }

@@ -9,10 +9,20 @@
  *   object (an answer, or with dialect_stream_failed an error object), or
  *   nothing at all when the stream did not end;
  * - the same bytes fed whole give the same output and verdicts.
- * The same bytes also go to dialect_answer (every pair: an answer comes
- * out as JSON or nothing does), dialect_error_body (JSON, at most 16 KiB,
- * with error.message a string) and fill_output_sse (a terminal event's
- * empty output filled: only the items are added).
+ * The same stream also goes, in the same mode, to a Messages client
+ * (stream_messages.c): streamed, Anthropic's events in Anthropic's order
+ * (message_start, ping, each content block started at the next index with
+ * deltas of its kind and stopped before the next, message_delta,
+ * message_stop; an error event ends it anywhere), every data an object
+ * named by its type, message_stop exactly when the stream ended without
+ * failing and an error event last exactly when it failed; aggregated, one
+ * Messages response or Anthropic error object at the end, or nothing.
+ * The same bytes also go to dialect_answer (every pair of the three
+ * dialects: an answer comes out as JSON or nothing does),
+ * dialect_error_body and dialect_error_body_for a Messages client (JSON,
+ * at most 16 KiB, the message a string; Anthropic's {"type":"error"} for
+ * Messages) and fill_output_sse (a terminal event's empty output filled:
+ * only the items are added).
  *
  * Input: byte 0 picks the pair and mode (bit 0 upstream responses, bit 1
  * client responses, bit 2 aggregate, bit 3 include_usage, bit 4 a small
@@ -84,6 +94,73 @@ static void check_stream(const sbuf *out, int responses, int ended, int failed)
         FUZZ_CHECK(c.events >= 3); /* created, in_progress, and its terminal event */
 }
 
+/* A Messages client's events, read as it reads them. */
+typedef struct anthropic {
+    int events, state, blocks, tool, stopped, error;
+} anthropic;
+
+static void on_anthropic(void *ud, const char *event, const char *data, size_t len)
+{
+    anthropic *a = ud;
+    a->events++;
+    FUZZ_CHECK(a->state != 5); /* nothing after message_stop or an error */
+    json_value *doc = json_parse(data, len, NULL, 0);
+    const char *type = json_get_str(doc, "type");
+    FUZZ_CHECK(doc && doc->type == JSON_OBJECT && type && strcmp(type, event) == 0);
+    const json_value *delta = json_get(doc, "delta");
+    int64_t index = -1;
+    if (json_get(doc, "index"))
+        FUZZ_CHECK(json_get_int64(doc, "index", 0, INT32_MAX, &index) == 0);
+    if (strcmp(event, "error") == 0) {
+        const json_value *e = json_get(doc, "error");
+        FUZZ_CHECK(json_get_str(e, "type") && json_get_str(e, "message"));
+        a->error = 1;
+        a->state = 5;
+    } else if (strcmp(event, "message_start") == 0) {
+        const json_value *m = json_get(doc, "message"), *c = json_get(m, "content");
+        FUZZ_CHECK(a->state == 0 && c && c->type == JSON_ARRAY && !c->count);
+        a->state = 1;
+    } else if (strcmp(event, "ping") == 0) {
+        FUZZ_CHECK(a->state == 1 || a->state == 2);
+        a->state = 2;
+    } else if (strcmp(event, "content_block_start") == 0) {
+        const char *kind = json_get_str(json_get(doc, "content_block"), "type");
+        FUZZ_CHECK(a->state == 2 && index == a->blocks && kind);
+        a->tool = strcmp(kind, "tool_use") == 0;
+        FUZZ_CHECK(a->tool || strcmp(kind, "text") == 0);
+        a->blocks++;
+        a->state = 3;
+    } else if (strcmp(event, "content_block_delta") == 0) {
+        const char *kind = json_get_str(delta, "type");
+        FUZZ_CHECK(a->state == 3 && index == a->blocks - 1 && kind);
+        FUZZ_CHECK(strcmp(kind, a->tool ? "input_json_delta" : "text_delta") == 0);
+        FUZZ_CHECK(json_get_str(delta, a->tool ? "partial_json" : "text"));
+    } else if (strcmp(event, "content_block_stop") == 0) {
+        FUZZ_CHECK(a->state == 3 && index == a->blocks - 1);
+        a->state = 2;
+    } else if (strcmp(event, "message_delta") == 0) {
+        FUZZ_CHECK(a->state == 2 && json_get_str(delta, "stop_reason"));
+        a->state = 4;
+    } else {
+        FUZZ_CHECK(strcmp(event, "message_stop") == 0 && a->state == 4);
+        a->stopped = 1;
+        a->state = 5;
+    }
+    json_free(doc);
+}
+
+static void check_anthropic(const sbuf *out, int ended, int failed)
+{
+    anthropic a = {0};
+    sse_parser p;
+    sse_init(&p, on_anthropic, &a);
+    sse_feed(&p, out->p ? out->p : "", out->len);
+    FUZZ_CHECK(sse_open_bytes(&p) == 0);
+    sse_free(&p);
+    FUZZ_CHECK(a.stopped == (ended && !failed));
+    FUZZ_CHECK(a.error == failed);
+}
+
 static int translate(api_kind up, api_kind client, const dialect_stream_opts *o, int small, const uint8_t *data,
                      size_t n, uint8_t seed, sbuf *out, int *failed, int *status)
 {
@@ -109,8 +186,8 @@ static int translate(api_kind up, api_kind client, const dialect_stream_opts *o,
 
 static void check_answers(const uint8_t *data, size_t n, int status)
 {
-    for (int up = 0; up < 2; up++)
-        for (int client = 0; client < 2; client++) {
+    for (int up = 0; up < 3; up++)
+        for (int client = 0; client < 3; client++) {
             sbuf out = SBUF_INIT;
             if (dialect_answer((api_kind)up, (api_kind)client, (const char *)data, n, &out) == 0) {
                 json_value *doc = json_parse(out.p, out.len, NULL, 0);
@@ -128,6 +205,15 @@ static void check_answers(const uint8_t *data, size_t n, int status)
     FUZZ_CHECK(doc && doc->type == JSON_OBJECT);
     const json_value *msg = json_get(json_get(doc, "error"), "message");
     FUZZ_CHECK(msg && msg->type == JSON_STRING);
+    json_free(doc);
+    sbuf_reset(&out);
+    /* for a Messages client: Anthropic's shape, on the same terms */
+    dialect_error_body_for(API_MESSAGES, status, (const char *)data, n, &out);
+    FUZZ_CHECK(out.len <= (16u << 10));
+    doc = json_parse(out.p, out.len, NULL, 0);
+    const json_value *err = json_get(doc, "error");
+    FUZZ_CHECK(json_get_str(doc, "type") && strcmp(json_get_str(doc, "type"), "error") == 0);
+    FUZZ_CHECK(json_get_str(err, "type") && json_get_str(err, "message"));
     json_free(doc);
     sbuf_free(&out);
     /* the same bytes as a passthrough stream whose terminal output is filled (fill.h): when it
@@ -173,6 +259,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             check_stream(&cut, client == API_RESPONSES, e1, f1);
         }
+    }
+    sbuf_free(&cut);
+    sbuf_free(&whole);
+    /* the same stream to a Messages client, in the same mode */
+    e1 = translate(up, API_MESSAGES, &o, small, in, n, seed | 1, &cut, &f1, &s1);
+    int e2 = translate(up, API_MESSAGES, &o, small, in, n, 0, &whole, &f2, &s2);
+    FUZZ_CHECK(e1 >= 0 && e1 == e2 && f1 == f2 && s1 == s2);
+    FUZZ_CHECK(cut.len == whole.len && (!cut.len || memcmp(cut.p, whole.p, cut.len) == 0));
+    if (!o.aggregate) {
+        check_anthropic(&cut, e1, f1);
+    } else if (!e1) {
+        FUZZ_CHECK(cut.len == 0);
+    } else {
+        json_value *doc = json_parse(cut.p, cut.len, NULL, 0);
+        const char *type = json_get_str(doc, "type");
+        FUZZ_CHECK(type && strcmp(type, f1 ? "error" : "message") == 0);
+        FUZZ_CHECK(f1 ? json_get_str(json_get(doc, "error"), "type") != NULL
+                      : json_get(doc, "content") && json_get(doc, "content")->type == JSON_ARRAY);
+        json_free(doc);
     }
     sbuf_free(&cut);
     sbuf_free(&whole);

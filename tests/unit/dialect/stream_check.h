@@ -334,4 +334,124 @@ static inline long json_path_num(const json_value *v, const char *path)
     return v && v->type == JSON_NUMBER ? (long)v->num : -999;
 }
 
+/* ---------- a Messages client's events ---------- */
+
+/* The JSON type of the member at path, -1 when there is none. */
+static inline int json_path_type(const json_value *v, const char *path)
+{
+    v = json_path(v, path);
+    return v ? (int)v->type : -1;
+}
+
+/* What a Messages client got, read against Anthropic's stream grammar:
+ * message_start, ping, then (content_block_start with the next index,
+ * its deltas of the block's kind, content_block_stop)*, message_delta,
+ * message_stop; an error event may come anywhere and ends the stream.
+ * Every event's data is an object whose "type" is the event's name. */
+typedef struct messages_events {
+    int n;           /* events */
+    int bad;         /* breaches (each said on stderr) */
+    int blocks;      /* content blocks begun */
+    int stopped;     /* message_stop seen */
+    int error;       /* an error event seen */
+    sbuf types;      /* each event's name, one per line */
+    int state;       /* 0 nothing yet, 1 message_start (ping next), 2 between blocks, 3 in a block, 4 after
+                      * message_delta, 5 ended */
+    int tool;        /* the open block is a tool_use */
+} messages_events;
+
+static inline void messages_bad(messages_events *m, const char *what, const char *event)
+{
+    m->bad++;
+    fprintf(stderr, "  event %d (%s): %s\n", m->n, event, what);
+}
+
+static inline void messages_on_event(void *ud, const char *event, const char *data, size_t len)
+{
+    messages_events *m = ud;
+    m->n++;
+    sbuf_puts(&m->types, event);
+    sbuf_puts(&m->types, "\n");
+    json_value *d = json_parse(data, len, NULL, 0);
+    const char *type = json_get_str(d, "type");
+    if (!d || d->type != JSON_OBJECT || !type || strcmp(type, event) != 0)
+        messages_bad(m, "data is no object of its event's type", event);
+    long index = json_path_num(d, "index");
+    if (strcmp(event, "error") == 0) {
+        if (m->state == 5 || !json_path_str(d, "error.type") || !json_path_str(d, "error.message"))
+            messages_bad(m, "an error after the end, or without type and message", event);
+        m->error = 1;
+        m->state = 5;
+    } else if (strcmp(event, "message_start") == 0) {
+        const char *id = json_path_str(d, "message.id");
+        if (m->state != 0 || !id || strncmp(id, "msg_", 4) != 0 ||
+            strcmp(json_path_str(d, "message.type") ? json_path_str(d, "message.type") : "", "message") != 0 ||
+            strcmp(json_path_str(d, "message.role") ? json_path_str(d, "message.role") : "", "assistant") != 0 ||
+            json_path_type(d, "message.content") != JSON_ARRAY || json_path(d, "message.content")->count ||
+            json_path_type(d, "message.stop_reason") != JSON_NULL ||
+            json_path_num(d, "message.usage.output_tokens") < 0)
+            messages_bad(m, "not the first event, or not an empty message", event);
+        m->state = 1;
+    } else if (strcmp(event, "ping") == 0) {
+        if (m->state != 1 && m->state != 2)
+            messages_bad(m, "a ping out of place", event);
+        if (m->state == 1)
+            m->state = 2;
+    } else if (strcmp(event, "content_block_start") == 0) {
+        const char *kind = json_path_str(d, "content_block.type");
+        if (m->state != 2 || index != m->blocks || !kind ||
+            (strcmp(kind, "text") != 0 && strcmp(kind, "tool_use") != 0))
+            messages_bad(m, "a block begun out of place, out of order, or of no known kind", event);
+        m->tool = kind && strcmp(kind, "tool_use") == 0;
+        if (m->tool && (!json_path_str(d, "content_block.id") || !json_path_str(d, "content_block.name") ||
+                        json_path_type(d, "content_block.input") != JSON_OBJECT))
+            messages_bad(m, "a tool_use block without id, name or input", event);
+        m->blocks++;
+        m->state = 3;
+    } else if (strcmp(event, "content_block_delta") == 0) {
+        const char *dt = json_path_str(d, "delta.type");
+        const char *want = m->tool ? "input_json_delta" : "text_delta";
+        const char *member = m->tool ? "delta.partial_json" : "delta.text";
+        if (m->state != 3 || index != m->blocks - 1 || !dt || strcmp(dt, want) != 0 || !json_path_str(d, member))
+            messages_bad(m, "a delta out of its block, or not of its kind", event);
+    } else if (strcmp(event, "content_block_stop") == 0) {
+        if (m->state != 3 || index != m->blocks - 1)
+            messages_bad(m, "a stop out of its block", event);
+        m->state = 2;
+    } else if (strcmp(event, "message_delta") == 0) {
+        const char *stop = json_path_str(d, "delta.stop_reason");
+        static const char *const reasons[] = {"end_turn", "max_tokens", "tool_use", "stop_sequence", "refusal"};
+        int known = 0;
+        for (size_t i = 0; stop && i < sizeof reasons / sizeof reasons[0]; i++)
+            known |= strcmp(stop, reasons[i]) == 0;
+        if (m->state != 2 || !known || json_path_type(d, "delta.stop_sequence") != JSON_NULL ||
+            json_path_num(d, "usage.output_tokens") < 0 || json_path_num(d, "usage.input_tokens") < 0 ||
+            json_path_num(d, "usage.cache_read_input_tokens") < 0)
+            messages_bad(m, "out of place, or without a stop_reason and usage", event);
+        m->state = 4;
+    } else if (strcmp(event, "message_stop") == 0) {
+        if (m->state != 4)
+            messages_bad(m, "a stop before message_delta", event);
+        m->stopped = 1;
+        m->state = 5;
+    } else {
+        messages_bad(m, "no event of Anthropic's", event);
+    }
+    json_free(d);
+}
+
+/* Reads a Messages client's SSE bytes (an unfinished event is a breach). */
+static inline void messages_read(const char *out, size_t len, messages_events *m)
+{
+    memset(m, 0, sizeof *m);
+    sse_parser p;
+    sse_init(&p, messages_on_event, m);
+    sse_feed(&p, out, len);
+    if (sse_open_bytes(&p))
+        messages_bad(m, "an unfinished event at the end", "-");
+    sse_free(&p);
+    if (!m->types.p)
+        sbuf_puts(&m->types, "");
+}
+
 #endif
