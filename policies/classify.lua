@@ -34,6 +34,7 @@ local QUOTA_TEXTS = {
   "usage_limit_reached",
   "quota exceeded",
   "insufficient_quota",
+  "credit balance is too low",  -- the Anthropic API's 400 when the prepaid credit is gone
 }
 local DEACTIVATED_TEXTS = { "account_deactivated", "deactivated" }
 -- Refusals of the account that waiting does not heal, as the ChatGPT backend
@@ -107,7 +108,8 @@ local JITTER_MIN, JITTER_MAX = 0.12, 0.9     -- seconds
 local WAIT_RETRY_AFTER_MAX = 5
 local WAIT_RETRIES = 2
 local CAPACITY_TEXTS = { "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded" }
-local CONTEXT_TEXTS = { "context_length_exceeded", "maximum context length", "context window" }
+local CONTEXT_TEXTS = { "context_length_exceeded", "maximum context length", "context window",
+                        "prompt is too long" }  -- the Anthropic API's "prompt is too long: N tokens > M maximum"
 -- A 404 about something the request named, not about the endpoint: an input
 -- item or a previous response the upstream does not hold ("Item with id
 -- 'rs_…' not found. Items are not persisted when `store` is set to false.",

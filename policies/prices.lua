@@ -7,7 +7,7 @@
 --   tokens (reasoning included, as the providers bill them).
 --   A model not listed takes the price of the longest listed name it starts
 --   with followed by "-" (dated snapshots: "gpt-4o-2024-08-06" -> "gpt-4o").
--- The figures are OpenAI's list prices when this file was written: edit them
+-- The figures are OpenAI's and Anthropic's list prices when this file was written: edit them
 -- (or add your relay's) like any other rule, and reload with SIGHUP. The
 -- gateway asks once per model and policy load, so this is not on the
 -- per-request path.
@@ -25,6 +25,17 @@ local PRICES = {
   ["o3"]           = { input = 2.00, cached_input = 0.50,  output = 8.00 },
   ["o3-mini"]      = { input = 1.10, cached_input = 0.55,  output = 4.40 },
   ["o4-mini"]      = { input = 1.10, cached_input = 0.275, output = 4.40 },
+  -- Anthropic's list prices (an anthropic account). Its prompt cache bills
+  -- reads at a tenth of the input (cached_input) and writes at 1.25 times
+  -- it; a write is counted here as plain input, which the spend then shows
+  -- a fifth short for those tokens.
+  ["claude-opus-4-5"]   = { input = 5.00,  cached_input = 0.50, output = 25.00 },
+  ["claude-opus-4-1"]   = { input = 15.00, cached_input = 1.50, output = 75.00 },
+  ["claude-opus-4"]     = { input = 15.00, cached_input = 1.50, output = 75.00 },
+  ["claude-sonnet-4-5"] = { input = 3.00,  cached_input = 0.30, output = 15.00 },
+  ["claude-sonnet-4"]   = { input = 3.00,  cached_input = 0.30, output = 15.00 },
+  ["claude-haiku-4-5"]  = { input = 1.00,  cached_input = 0.10, output = 5.00 },
+  ["claude-3-5-haiku"]  = { input = 0.80,  cached_input = 0.08, output = 4.00 },
 }
 
 local function price(model)

@@ -76,6 +76,7 @@ static const char *const proxy_forward_headers[] = {
     "x-codex-turn-state", "x-codex-turn-metadata", "x-codex-beta-features", "x-codex-window-id",
     "x-codex-parent-thread-id", "x-openai-subagent",
     "x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-runtime",
+    "anthropic-version", "anthropic-beta", /* to an anthropic account only (proxy_build_headers) */
 };
 #define PROXY_N_FORWARD (sizeof proxy_forward_headers / sizeof *proxy_forward_headers)
 _Static_assert(PROXY_N_FORWARD <= 32, "proxy_build_headers keeps a 32-bit mask of forwarded headers");
@@ -86,7 +87,7 @@ _Static_assert(PROXY_N_FORWARD <= 32, "proxy_build_headers keeps a 32-bit mask o
 int proxy_forward_index(const char *name)
 {
     char c = (char)(name[0] | 0x20);
-    if (c == 'a' || c == 'h')
+    if ((c == 'a' && strncasecmp(name, "anthropic-", 10) != 0) || c == 'h')
         return -1;
     for (size_t i = 0; i < PROXY_N_FORWARD; i++)
         if ((proxy_forward_headers[i][0] | 0x20) == c && strcasecmp(name, proxy_forward_headers[i]) == 0)
@@ -98,7 +99,11 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
 {
     proxy_n_hdrs = 0;
     sbuf_reset(&proxy_hstore);
-    proxy_header_add2("Authorization", "Bearer ", pa->a.token);
+    int anthropic = pa->a.kind == ACCOUNT_ANTHROPIC;
+    if (anthropic) /* the Anthropic API's key header (a bearer token there is an OAuth token) */
+        proxy_header_add2("x-api-key", NULL, pa->a.token);
+    else
+        proxy_header_add2("Authorization", "Bearer ", pa->a.token);
     if (!p->in.is_get)
         proxy_header_add(p, "Content-Type", "application/json");
     proxy_header_add(p, "Accept", p->up_stream ? "text/event-stream" : "application/json");
@@ -115,9 +120,13 @@ static void proxy_build_headers(proxy_req *p, const pool_account *pa)
             continue;
         if (!text_header_value_ok(kv->value)) /* a control character (an ESC, say) is no header value to pass on */
             continue;
+        if (!anthropic && (kv->key[0] | 0x20) == 'a') /* anthropic-*: Anthropic's, for its API only */
+            continue;
         seen |= 1u << i;
         proxy_header_add(p, proxy_forward_headers[i], kv->value);
     }
+    if (anthropic && !evhttp_find_header(in, "anthropic-version")) /* required: the version clients send today */
+        proxy_header_add(p, "anthropic-version", "2023-06-01");
     if (pa->a.kind == ACCOUNT_CHATGPT) {
         if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)
             proxy_header_add(p, "ChatGPT-Account-Id", pa->a.chatgpt_account_id);
@@ -201,6 +210,10 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
                 : client == API_CHAT                                      ? API_RESPONSES
                 : client == API_MESSAGES && (d & DIALECT_BIT(API_RESPONSES)) ? API_RESPONSES
                                                                           : API_CHAT;
+    if (!p->in.is_get && !(d & DIALECT_BIT(p->up_api))) { /* an anthropic account, an OpenAI client */
+        snprintf(why, n, "it speaks the Anthropic Messages API only, and nothing is translated into it");
+        return -1;
+    }
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
     sbuf_copy_cstr(p->moved_from, sizeof p->moved_from, p->chain_from); /* what this attempt moves: set below */
     p->up_stream = p->in.stream;

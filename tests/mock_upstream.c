@@ -1,18 +1,20 @@
-/* mock_upstream.c: a scripted OpenAI/ChatGPT-style upstream for the e2e tests.
+/* mock_upstream.c: a scripted OpenAI/ChatGPT/Anthropic-style upstream for the e2e tests.
  *
  * The URL path chooses the account name and the behaviour, so an account's
  * base_url alone decides how "its upstream" acts:
  *
  *   /acct/<name>/<scenario>[,opt=val...]/v1/<endpoint>   (OpenAI style)
  *   /acct/<name>/<scenario>[,opt=val...]/<endpoint>      (ChatGPT codex style)
+ *   /acct/<name>/<scenario>,anthropic=1[,...]/v1/messages (Anthropic)
  *   /v1/<endpoint>                                       (account "default", ok)
  *
  * endpoint: responses | chat/completions | models (also under a ChatGPT-shaped
- * backend-api/codex/ prefix). The usage endpoints backend-api/wham/usage and
- * api/codex/usage answer what POST /_usage/<name> set (recorded apart, for
- * GET /_usage_polls). The first item of the
- * scenario segment is the scenario (status=<code> carries its code), the rest
- * are options. Every answer is a script of actions (headers, chunks, delays,
+ * backend-api/codex/ prefix); on an anthropic=1 account messages,
+ * messages/count_tokens and models (a query such as ?beta=true is ignored).
+ * The usage endpoints backend-api/wham/usage and api/codex/usage answer
+ * what POST /_usage/<name> set (recorded apart, for GET /_usage_polls). The
+ * first item of the scenario segment is the scenario (status=<code> carries
+ * its code), the rest are options. Every answer is a script of actions (headers, chunks, delays,
  * end, abrupt close) run on libevent timers; nothing sleeps. Every request is
  * recorded for GET /_requests (POST /_reset hides the ones seen so far).
  * The mock notices a client that goes away (write error via the connection's
@@ -26,8 +28,8 @@
  * responses/{id}, event streams with no Content-Type and a bare
  * response.completed); chat requests a strict Chat Completions API's check
  * of the messages. lax= switches rules off; speaks=chat|responses makes an
- * API upstream with only one of the two APIs. Requests to responses and
- * chat/completions keep their body (bounded) in the record.
+ * API upstream with only one of the two APIs. Requests to responses,
+ * chat/completions and messages keep their body (bounded) in the record.
  *
  * Accounts behave as separate, strict backends: each refuses a turn state,
  * an encrypted_content blob (reasoning=1, compaction=1 mint them) or a
@@ -35,7 +37,21 @@
  * its own stored responses (GET/DELETE responses/{id}). With tool_call=1 an
  * answer is a function call (tool_calls=N: N in parallel, on both APIs)
  * until the input ends with its output, so a real client (Codex) runs a
- * tool and comes back within the turn. See tests/e2e/README.md. */
+ * tool and comes back within the turn.
+ *
+ * anthropic=1 makes the account api.anthropic.com (script_anthropic): POST
+ * v1/messages needs x-api-key (a bearer alone gets the 401) and
+ * anthropic-version, and a body the Messages API validator takes (model, a
+ * positive integer max_tokens, messages of user/assistant turns with typed
+ * blocks, tool_use/tool_result pairs, no field it does not know: RULE_API_KEY
+ * ... RULE_EXTRA, RULE_MESSAGES), refused in its words; answers are its
+ * message object or event stream (message_start ... message_stop), with
+ * tool_call=1 a tool_use of the request's first tool until the last user
+ * message holds a tool_result; status=, overloaded_stream, prompt_too_long,
+ * late_error answer in its error shapes; count_tokens answers (body
+ * bytes / 4) + 1. Its OpenAI endpoints are Anthropic's 404, and messages is
+ * an unknown path on every other account. Records carry x_api_key,
+ * anthropic_version and anthropic_beta. See tests/e2e/README.md. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -99,6 +115,8 @@ typedef struct rec {
     char *roles;       /* /chat/completions: JSON array of the messages' roles, in order */
     char *last_role;   /* /chat/completions: the last message's role, or NULL */
     char *violations;  /* JSON array: every rule of its upstream the request broke (lax= or not) */
+    /* the Anthropic API's headers as the request carried them (a repeated one joined with ", "), or NULL */
+    char *x_api_key, *anthropic_version, *anthropic_beta;
 } rec;
 
 /* Bodies are kept for GET /_requests up to BODY_KEPT bytes each and
@@ -180,6 +198,9 @@ static void rec_free(rec *r)
     free(r->roles);
     free(r->last_role);
     free(r->violations);
+    free(r->x_api_key);
+    free(r->anthropic_version);
+    free(r->anthropic_beta);
     free(r);
 }
 
@@ -246,6 +267,12 @@ static void recs_json(sbuf *b, int usage)
         json_str_or_null(b, r->method);
         sbuf_puts(b, ",\"authorization\":");
         json_str_or_null(b, r->authorization);
+        sbuf_puts(b, ",\"x_api_key\":");
+        json_str_or_null(b, r->x_api_key);
+        sbuf_puts(b, ",\"anthropic_version\":");
+        json_str_or_null(b, r->anthropic_version);
+        sbuf_puts(b, ",\"anthropic_beta\":");
+        json_str_or_null(b, r->anthropic_beta);
         sbuf_puts(b, ",\"chatgpt_account_id\":");
         json_str_or_null(b, r->chatgpt_account_id);
         sbuf_puts(b, ",\"model\":");
@@ -325,6 +352,23 @@ static char *headers_json(struct evkeyvalq *h)
     }
     sbuf_puts(&b, "}");
     char *out = xstrdup(b.p);
+    sbuf_free(&b);
+    return out;
+}
+
+/* Every value of header name, joined with ", " as a proxy folds repeated
+ * headers (so a doubled anthropic-version shows as one that is no version),
+ * or NULL when the request has none. Returns a malloc'd string. */
+static char *header_joined(struct evkeyvalq *h, const char *name)
+{
+    sbuf b = SBUF_INIT;
+    int n = 0;
+    for (struct evkeyval *kv = h->tqh_first; kv; kv = kv->next.tqe_next)
+        if (!evutil_ascii_strcasecmp(kv->key, name)) {
+            sbuf_puts(&b, n++ ? ", " : "");
+            sbuf_puts(&b, kv->value);
+        }
+    char *out = n ? xstrdup(b.len ? b.p : "") : NULL;
     sbuf_free(&b);
     return out;
 }
@@ -579,11 +623,19 @@ enum {
     RULE_ROUTES = 1u << 8,       /* codex: no chat/completions, no responses/{id}: 404 */
     RULE_CONTENT_TYPE = 1u << 9, /* codex: event streams carry no Content-Type */
     RULE_OUTPUT = 1u << 10,      /* codex: response.completed carries "output":[] */
-    RULE_MESSAGES = 1u << 11,    /* chat: messages checked as a strict Chat Completions API does */
+    RULE_MESSAGES = 1u << 11,    /* chat: messages checked as a strict Chat Completions API does; anthropic:
+                                  * as the Messages API does (anth_check_message, anth_check_turns) */
+    RULE_API_KEY = 1u << 12,     /* anthropic: an x-api-key header (a bearer is no key): 401 */
+    RULE_VERSION = 1u << 13,     /* anthropic: an anthropic-version header naming a version */
+    RULE_JSON = 1u << 14,        /* anthropic: the body is a JSON object */
+    RULE_MODEL = 1u << 15,       /* anthropic: "model" is a string */
+    RULE_MAX_TOKENS = 1u << 16,  /* anthropic: "max_tokens" is an integer >= 1 (messages; count_tokens takes none) */
+    RULE_EXTRA = 1u << 17,       /* anthropic: no top-level field the endpoint does not know */
 };
 #define RULES_CODEX (RULE_STREAM | RULE_STORE | RULE_INSTRUCTIONS | RULE_PARAMS | RULE_INPUT_LIST | RULE_SYSTEM | \
                      RULE_ITEM_IDS | RULE_PREV_ID | RULE_ROUTES | RULE_CONTENT_TYPE | RULE_OUTPUT)
-#define RULES_ALL (RULES_CODEX | RULE_MESSAGES)
+#define RULES_ANTHROPIC (RULE_API_KEY | RULE_VERSION | RULE_JSON | RULE_MODEL | RULE_MAX_TOKENS | RULE_EXTRA)
+#define RULES_ALL (RULES_CODEX | RULE_MESSAGES | RULES_ANTHROPIC)
 
 static const struct {
     const char *name;
@@ -593,6 +645,8 @@ static const struct {
     {"params", RULE_PARAMS}, {"input_list", RULE_INPUT_LIST}, {"system", RULE_SYSTEM},
     {"item_ids", RULE_ITEM_IDS}, {"prev_id", RULE_PREV_ID}, {"routes", RULE_ROUTES},
     {"content_type", RULE_CONTENT_TYPE}, {"output", RULE_OUTPUT}, {"messages", RULE_MESSAGES},
+    {"x_api_key", RULE_API_KEY}, {"anthropic_version", RULE_VERSION}, {"json", RULE_JSON}, {"model", RULE_MODEL},
+    {"max_tokens", RULE_MAX_TOKENS}, {"extra_inputs", RULE_EXTRA},
 };
 
 /* lax=1 | lax=0 | lax=name+name... (unknown names are reported and ignored) */
@@ -688,6 +742,7 @@ typedef struct opts {
     char speaks[16];   /* OpenAI style: "chat" (no Responses API: 404 as an unknown path), "responses"
                         * (no Chat Completions), "" both */
     int tool_calls;    /* tool_call=1: this many parallel calls in one answer (default 1, at most MAX_CALLS) */
+    int anthropic;     /* anthropic=1: the account is api.anthropic.com (the Messages API only; script_anthropic) */
 } opts;
 
 static int numeric(const char *v)
@@ -884,6 +939,8 @@ static void opts_parse(opts *o, const char *spec)
             copy_word(o->rate_event, sizeof o->rate_event, val);
         else if (!strcmp(tok, "lax"))
             o->lax = lax_parse(val);
+        else if (!strcmp(tok, "anthropic"))
+            o->anthropic = atoi(val);
         else if (!strcmp(tok, "speaks")) {
             if (strcmp(val, "chat") && strcmp(val, "responses"))
                 fprintf(stderr, "mock_upstream: ignoring speaks (want chat or responses)\n");
@@ -1114,7 +1171,7 @@ typedef struct gen {
         char fc_id[192], call_id[192];
         sbuf args;
     } calls[MAX_CALLS];
-    char tool[64];
+    char tool[256];  /* the calls' name (the Messages API: the request's first tool, up to 255 bytes) */
     int think;       /* chat, reasoning=1: reasoning_content deltas before the answer */
     int bare_output; /* codex style: the response.completed event lists no items */
 } gen;
@@ -1674,7 +1731,12 @@ static int account_refusal(sbuf *b, const char *err)
 
 /* ---------- building the answer ---------- */
 
-typedef enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_USAGE, EP_STORED, EP_UNKNOWN } endpoint;
+typedef enum {
+    EP_RESPONSES, EP_CHAT, EP_MODELS, EP_USAGE, EP_STORED,
+    EP_MESSAGES,       /* the Anthropic Messages API: v1/messages (an anthropic=1 account's) */
+    EP_MESSAGES_COUNT, /* v1/messages/count_tokens */
+    EP_UNKNOWN
+} endpoint;
 
 static void add_header(struct evhttp_request *req, const char *k, const char *v)
 {
@@ -1992,10 +2054,12 @@ typedef struct reqinfo {
     char *bad_blob;     /* the first encrypted_content this account did not mint */
     char *bad_item;     /* the id of the input item holding it, or NULL */
     unsigned rules;     /* the RULE_* in force for this request (its style, less lax=) */
+    char *tool_name;    /* the Messages API: the name of the request's first tool, or NULL */
 } reqinfo;
 
 static void reqinfo_free(reqinfo *ri)
 {
+    free(ri->tool_name);
     free(ri->input);
     free(ri->bad_blob);
     free(ri->bad_item);
@@ -2189,7 +2253,10 @@ static void late_end(job *j, const opts *o, const char *prefix)
 }
 
 /* Stream scripts. `mode` picks where the stream goes wrong. */
-typedef enum { S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET, S_NO_OUTPUT } stream_mode;
+typedef enum {
+    S_OK, S_STALL, S_SLOW, S_QUOTA, S_FAILED, S_LATE_ERROR, S_LATE_RESET, S_NO_OUTPUT,
+    S_OVERLOADED, /* the Messages API: message_start, then an overloaded_error event */
+} stream_mode;
 
 /* One window of the codex.rate_limits event (rate_event=): the account's
  * used percent, window and reset as its headers give them, or null. */
@@ -2409,6 +2476,27 @@ static void script_chat_stream(job *j, gen *g, const opts *o, stream_mode mode, 
     sbuf_free(&b);
 }
 
+/* bytes=N (pad=N, seq=1): a large plain answer: ,"pad":"xxx..." before
+ * the closing brace of the JSON object in b. */
+static void pad_append(sbuf *b, long pad, int seq)
+{
+    if (pad <= 0 || !b->len || b->p[b->len - 1] != '}')
+        return;
+    b->len--;
+    sbuf_puts(b, ",\"pad\":\"");
+    if (seq) { /* "00000000000000080000001000..." (cut at pad): a lost, doubled or moved piece shows */
+        for (long i = 0; i < pad; i += 8) {
+            char w[24];
+            snprintf(w, sizeof w, "%08lx", (unsigned long)i & 0xffffffffUL);
+            sbuf_append(b, w, pad - i < 8 ? (size_t)(pad - i) : 8);
+        }
+    } else {
+        for (long i = 0; i < pad; i++)
+            sbuf_append(b, "x", 1);
+    }
+    sbuf_puts(b, "\"}");
+}
+
 static void script_plain(job *j, gen *g, endpoint ep, long delay0, long pad, int seq)
 {
     sbuf b = SBUF_INIT;
@@ -2425,21 +2513,7 @@ static void script_plain(job *j, gen *g, endpoint ep, long delay0, long pad, int
         chat_usage_obj(&b, g);
         sbuf_puts(&b, "}");
     }
-    if (pad > 0) { /* a large answer: ,"pad":"xxx..." before the closing brace */
-        b.len--;
-        sbuf_puts(&b, ",\"pad\":\"");
-        if (seq) { /* "00000000000000080000001000..." (cut at pad): a lost, doubled or moved piece shows */
-            for (long i = 0; i < pad; i += 8) {
-                char w[24];
-                snprintf(w, sizeof w, "%08lx", (unsigned long)i & 0xffffffffUL);
-                sbuf_append(&b, w, pad - i < 8 ? (size_t)(pad - i) : 8);
-            }
-        } else {
-            for (long i = 0; i < pad; i++)
-                sbuf_append(&b, "x", 1);
-        }
-        sbuf_puts(&b, "\"}");
-    }
+    pad_append(&b, pad, seq); /* a large answer */
     reply_json(j, delay0, 200, &b);
     sbuf_free(&b);
 }
@@ -3119,6 +3193,829 @@ static int family_answer(job *j, const opts *o, const rec *r)
     return 1;
 }
 
+/* Scenarios whose answer is the same on every API: html (a 200 challenge
+ * page), empty (200, no body; streamed: an empty event stream), reset (the
+ * connection closed at once), html_error / empty_error (an error page that
+ * is not JSON, as a proxy in front of an API sends, or no body at all). 1
+ * when it answered. */
+static int script_generic(job *j, const opts *o, int stream)
+{
+    const char *sc = o->scenario;
+    if (!strcmp(sc, "html")) {
+        add_header(j->req, "Content-Type", "text/html; charset=utf-8");
+        action *a = job_add(j, ACT_REPLY, 0);
+        a->status = 200;
+        sbuf_puts(&a->data, "<!DOCTYPE html><html><body>Checking your browser...</body></html>");
+    } else if (!strcmp(sc, "empty")) {
+        if (stream) {
+            start_sse(j, 0);
+            job_add(j, ACT_END, 0);
+        } else {
+            sbuf none = SBUF_INIT;
+            reply_json(j, 0, 200, &none);
+        }
+    } else if (!strcmp(sc, "reset")) {
+        job_add(j, ACT_CLOSE, 0)->rst = o->rst != 0;
+    } else if (!strcmp(sc, "html_error") || !strcmp(sc, "empty_error")) {
+        int code = o->code >= 400 && o->code <= 599 ? o->code : 400;
+        add_header(j->req, "Content-Type", "text/html");
+        action *a = job_add(j, ACT_REPLY, 0);
+        a->status = code;
+        if (!strcmp(sc, "html_error"))
+            sbuf_printf(&a->data, "<html><head><title>%d</title></head><body><h1>%d Bad Request</h1>\n"
+                                  "<p>nginx</p></body></html>\n", code, code);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* gzip=1 / gzip=2 on the whole answer. */
+static void script_encoding(job *j, const opts *o)
+{
+    if (o->gzip == 2) /* an encoding nobody can decode, body untouched */
+        add_header(j->req, "Content-Encoding", "x-bogus");
+    else if (o->gzip)
+        script_gzip(j);
+}
+
+/* ---------- the Anthropic Messages API (anthropic=1) ----------
+ *
+ * An account whose options say anthropic=1 is api.anthropic.com: POST
+ * v1/messages and v1/messages/count_tokens (and GET v1/models), checked as
+ * the real API checks them before anything else (anth_check: the headers,
+ * then the body as its validator words it), answered in its shapes
+ * (script_anthropic). Every OpenAI endpoint is a 404 there, and messages is
+ * an unknown path on any other account (handle). */
+
+static const char *const g_anth_fields[] = { /* what POST v1/messages takes */
+    "model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream", "temperature", "top_k",
+    "top_p", "tools", "tool_choice", "thinking", "service_tier", "container", "mcp_servers", "context_management",
+    "output_config", "output_format",
+};
+static const char *const g_anth_count_fields[] = { /* what v1/messages/count_tokens takes (no max_tokens) */
+    "model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "context_management",
+    "output_config", "output_format",
+};
+/* content block types a message may hold */
+static const char *const g_anth_blocks[] = {
+    "text", "image", "document", "search_result", "thinking", "redacted_thinking", "tool_use", "tool_result",
+    "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+    "bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "mcp_tool_use", "mcp_tool_result",
+    "container_upload",
+};
+#define ANTH_TAGS "'text', 'image', 'document', 'search_result', 'thinking', 'redacted_thinking', 'tool_use', " \
+                  "'tool_result', 'server_tool_use', 'web_search_tool_result', ..."
+#define ANTH_DICT "Input should be a valid dictionary or object to extract fields from"
+#define ANTH_RATE_MSG "Number of request tokens has exceeded your per-minute rate limit"
+
+static int word_in(const char *w, const char *const *list, size_t n)
+{
+    for (size_t i = 0; w && i < n; i++)
+        if (!strcmp(w, list[i]))
+            return 1;
+    return 0;
+}
+
+/* Anthropic's error body: {"type":"error","error":{"type":T,"message":M}}. */
+static void anth_error_json(sbuf *b, const char *type, const char *message)
+{
+    sbuf_puts(b, "{\"type\":\"error\",\"error\":{\"type\":");
+    js(b, type);
+    sbuf_puts(b, ",\"message\":");
+    js(b, message);
+    sbuf_puts(b, "}}");
+}
+
+static void refuse_anthropic(refusal *rf, int status, const char *rule, const char *type, const char *message)
+{
+    rf->status = status;
+    rf->rule = rule;
+    anth_error_json(&rf->body, type, message);
+}
+
+/* What the API's checks look at. */
+typedef struct anth_req {
+    const char *api_key, *version; /* the headers (repeated ones joined), NULL when absent */
+    const json_value *doc;         /* the body parsed, NULL when it is no JSON */
+    int count;                     /* messages/count_tokens: its own fields, no max_tokens */
+    int headers_only;              /* GET v1/models: only the headers are checked */
+} anth_req;
+
+/* Message i's own shape, in the words of the API's validator (pydantic's):
+ * role, content (a string or a list of blocks, each with a known "type"),
+ * no other member; text blocks carry text, tool_use blocks id, name and an
+ * input object, tool_result blocks a tool_use_id. 1 when refused. */
+static int anth_check_message(refusal *rf, const json_value *m, size_t i)
+{
+    sbuf msg = SBUF_INIT;
+    const json_value *role = json_get(m, "role"), *content = json_get(m, "content");
+    if (m->type != JSON_OBJECT)
+        sbuf_printf(&msg, "messages.%zu: " ANTH_DICT, i);
+    else if (!role)
+        sbuf_printf(&msg, "messages.%zu.role: Field required", i);
+    else if (role->type != JSON_STRING || (strcmp(role->str, "user") && strcmp(role->str, "assistant")))
+        sbuf_printf(&msg, "messages.%zu.role: Input should be 'user' or 'assistant'", i);
+    else if (!content)
+        sbuf_printf(&msg, "messages.%zu.content: Field required", i);
+    else if (content->type != JSON_STRING && content->type != JSON_ARRAY)
+        sbuf_printf(&msg, "messages.%zu.content: Input should be a valid list", i);
+    for (const json_value *c = msg.len ? NULL : m->child; c; c = c->next)
+        if (strcmp(c->key, "role") && strcmp(c->key, "content")) { /* an OpenAI message's tool_calls, name, ... */
+            sbuf_printf(&msg, "messages.%zu.%s: Extra inputs are not permitted", i, c->key);
+            break;
+        }
+    size_t k = 0;
+    for (const json_value *blk = !msg.len && content->type == JSON_ARRAY ? content->child : NULL; blk && !msg.len;
+         blk = blk->next, k++) {
+        const char *t = json_get_str(blk, "type");
+        const json_value *v = NULL;
+        if (blk->type != JSON_OBJECT)
+            sbuf_printf(&msg, "messages.%zu.content.%zu: " ANTH_DICT, i, k);
+        else if (!t)
+            sbuf_printf(&msg, "messages.%zu.content.%zu: Unable to extract tag using discriminator 'type'", i, k);
+        else if (!word_in(t, g_anth_blocks, sizeof g_anth_blocks / sizeof *g_anth_blocks))
+            sbuf_printf(&msg, "messages.%zu.content.%zu: Input tag '%s' found using 'type' does not match any of the "
+                              "expected tags: " ANTH_TAGS, i, k, t);
+        else if (!strcmp(t, "text") && !(v = json_get(blk, "text")))
+            sbuf_printf(&msg, "messages.%zu.content.%zu.text: Field required", i, k);
+        else if (!strcmp(t, "text") && v->type != JSON_STRING)
+            sbuf_printf(&msg, "messages.%zu.content.%zu.text: Input should be a valid string", i, k);
+        else if (!strcmp(t, "tool_use") && !json_get_str(blk, "id"))
+            sbuf_printf(&msg, "messages.%zu.content.%zu.id: Field required", i, k);
+        else if (!strcmp(t, "tool_use") && !json_get_str(blk, "name"))
+            sbuf_printf(&msg, "messages.%zu.content.%zu.name: Field required", i, k);
+        else if (!strcmp(t, "tool_use") && !(v = json_get(blk, "input")))
+            sbuf_printf(&msg, "messages.%zu.content.%zu.input: Field required", i, k);
+        else if (!strcmp(t, "tool_use") && v->type != JSON_OBJECT) /* e.g. the arguments as a JSON string */
+            sbuf_printf(&msg, "messages.%zu.content.%zu.input: Input should be a valid dictionary", i, k);
+        else if (!strcmp(t, "tool_result") && !json_get_str(blk, "tool_use_id"))
+            sbuf_printf(&msg, "messages.%zu.content.%zu.tool_use_id: Field required", i, k);
+    }
+    if (msg.len)
+        refuse_anthropic(rf, 400, "messages", "invalid_request_error", msg.p);
+    sbuf_free(&msg);
+    return rf->status != 0;
+}
+
+/* 1 when message m (a list content) holds a block of type whose key is id. */
+static int anth_block_has(const json_value *m, const char *type, const char *key, const char *id)
+{
+    const json_value *content = m ? json_get(m, "content") : NULL;
+    for (const json_value *blk = content && content->type == JSON_ARRAY ? content->child : NULL; blk; blk = blk->next) {
+        const char *t = json_get_str(blk, "type"), *v = json_get_str(blk, key);
+        if (t && v && !strcmp(t, type) && !strcmp(v, id))
+            return 1;
+    }
+    return 0;
+}
+
+/* The conversation as the API checks it once each message is well formed:
+ * the first message is the user's; every message has content but for a
+ * final assistant message (a prefill); no empty text block; each tool_use
+ * of an assistant message has its tool_result in the next message, and
+ * each tool_result answers a tool_use of the message before. 1 when refused. */
+static int anth_check_turns(refusal *rf, const json_value *msgs)
+{
+    sbuf msg = SBUF_INIT;
+    size_t i = 0;
+    const json_value *prev = NULL;
+    if (strcmp(json_get_str(msgs->child, "role"), "user") != 0)
+        sbuf_puts(&msg, "messages: first message must use the \"user\" role");
+    for (const json_value *m = msgs->child; m && !msg.len; prev = m, m = m->next, i++) {
+        const json_value *content = json_get(m, "content");
+        int assistant = !strcmp(json_get_str(m, "role"), "assistant");
+        int empty = content->type == JSON_STRING ? content->str_len == 0 : content->count == 0;
+        if (empty && !(assistant && !m->next)) {
+            sbuf_printf(&msg, "messages.%zu: all messages must have non-empty content except for the optional final "
+                              "assistant message", i);
+            break;
+        }
+        size_t k = 0;
+        for (const json_value *blk = content->type == JSON_ARRAY ? content->child : NULL; blk && !msg.len;
+             blk = blk->next, k++) {
+            const char *t = json_get_str(blk, "type"), *id = json_get_str(blk, "tool_use_id");
+            if (!strcmp(t, "text") && json_get(blk, "text")->str_len == 0)
+                sbuf_puts(&msg, "messages: text content blocks must be non-empty");
+            else if (!strcmp(t, "tool_result") && !anth_block_has(prev, "tool_use", "id", id))
+                sbuf_printf(&msg, "messages.%zu.content.%zu: unexpected `tool_use_id` found in `tool_result` blocks: "
+                                  "%s. Each `tool_result` block must have a corresponding `tool_use` block in the "
+                                  "previous message.", i, k, id);
+        }
+        /* the tool_use blocks of the message before, each answered here */
+        const json_value *pc = prev ? json_get(prev, "content") : NULL;
+        sbuf missing = SBUF_INIT;
+        for (const json_value *blk = !msg.len && pc && pc->type == JSON_ARRAY ? pc->child : NULL; blk;
+             blk = blk->next) {
+            const char *t = json_get_str(blk, "type"), *id = json_get_str(blk, "id");
+            if (!strcmp(t, "tool_use") && !anth_block_has(m, "tool_result", "tool_use_id", id)) {
+                sbuf_puts(&missing, missing.len ? ", " : "");
+                sbuf_puts(&missing, id);
+            }
+        }
+        if (missing.len)
+            sbuf_printf(&msg, "messages.%zu: `tool_use` ids were found without `tool_result` blocks immediately "
+                              "after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the "
+                              "next message.", i - 1, missing.p);
+        sbuf_free(&missing);
+    }
+    if (msg.len)
+        refuse_anthropic(rf, 400, "messages", "invalid_request_error", msg.p);
+    sbuf_free(&msg);
+    return rf->status != 0;
+}
+
+/* The Messages API's checks of a request, in the order it applies them,
+ * among the rules in force: x-api-key (401), anthropic-version, then the
+ * body: a JSON object, model, max_tokens (messages only), messages, and no
+ * field the endpoint does not take. Refuses in rf in the API's words. 1
+ * when it refused. */
+static int anth_check(refusal *rf, unsigned rules, const anth_req *a)
+{
+    const json_value *doc = a->doc, *v = NULL;
+    sbuf msg = SBUF_INIT;
+    if ((rules & RULE_API_KEY) && !a->api_key) /* a bearer alone is no key */
+        refuse_anthropic(rf, 401, "x_api_key", "authentication_error", "x-api-key header is required");
+    else if ((rules & RULE_API_KEY) && !a->api_key[0])
+        refuse_anthropic(rf, 401, "x_api_key", "authentication_error", "invalid x-api-key");
+    else if ((rules & RULE_VERSION) && !a->version)
+        refuse_anthropic(rf, 400, "anthropic_version", "invalid_request_error",
+                         "anthropic-version: header is required");
+    else if ((rules & RULE_VERSION) && strcmp(a->version, "2023-06-01") && strcmp(a->version, "2023-01-01")) {
+        sbuf_printf(&msg, "anthropic-version: \"%s\" is not a valid version", a->version);
+        refuse_anthropic(rf, 400, "anthropic_version", "invalid_request_error", msg.p);
+    }
+    if (rf->status || a->headers_only)
+        goto out;
+    if (!doc || doc->type != JSON_OBJECT) { /* nothing else can be checked */
+        if (rules & RULE_JSON)
+            refuse_anthropic(rf, 400, "json", "invalid_request_error",
+                             doc ? ANTH_DICT : "There was an error parsing the body of your request: it is not JSON");
+        goto out;
+    }
+    if ((rules & RULE_MODEL) && !(v = json_get(doc, "model")))
+        refuse_anthropic(rf, 400, "model", "invalid_request_error", "model: Field required");
+    else if ((rules & RULE_MODEL) && v->type != JSON_STRING)
+        refuse_anthropic(rf, 400, "model", "invalid_request_error", "model: Input should be a valid string");
+    if (rf->status)
+        goto out;
+    if (!a->count && (rules & RULE_MAX_TOKENS)) {
+        int64_t n = 0;
+        if (!(v = json_get(doc, "max_tokens")))
+            refuse_anthropic(rf, 400, "max_tokens", "invalid_request_error", "max_tokens: Field required");
+        else if (v->type != JSON_NUMBER || json_num_to_int64(v->num, INT64_MIN / 2, INT64_MAX / 2, &n) ||
+                 (double)n != v->num)
+            refuse_anthropic(rf, 400, "max_tokens", "invalid_request_error",
+                             "max_tokens: Input should be a valid integer");
+        else if (n < 1)
+            refuse_anthropic(rf, 400, "max_tokens", "invalid_request_error",
+                             "max_tokens: Input should be greater than or equal to 1");
+        if (rf->status)
+            goto out;
+    }
+    if (rules & RULE_MESSAGES) {
+        const json_value *msgs = json_get(doc, "messages");
+        size_t i = 0;
+        if (!msgs)
+            refuse_anthropic(rf, 400, "messages", "invalid_request_error", "messages: Field required");
+        else if (msgs->type != JSON_ARRAY)
+            refuse_anthropic(rf, 400, "messages", "invalid_request_error", "messages: Input should be a valid list");
+        else if (!msgs->child)
+            refuse_anthropic(rf, 400, "messages", "invalid_request_error",
+                             "messages: at least one message is required");
+        for (const json_value *m = rf->status ? NULL : msgs->child; m; m = m->next, i++)
+            if (anth_check_message(rf, m, i))
+                break;
+        if (rf->status || anth_check_turns(rf, msgs))
+            goto out;
+    }
+    for (const json_value *c = (rules & RULE_EXTRA) ? doc->child : NULL; c; c = c->next)
+        if (a->count ? !word_in(c->key, g_anth_count_fields, sizeof g_anth_count_fields / sizeof *g_anth_count_fields)
+                     : !word_in(c->key, g_anth_fields, sizeof g_anth_fields / sizeof *g_anth_fields)) {
+            sbuf_printf(&msg, "%s: Extra inputs are not permitted", c->key); /* input, instructions, store, ... */
+            refuse_anthropic(rf, 400, "extra_inputs", "invalid_request_error", msg.p);
+            break;
+        }
+out:
+    sbuf_free(&msg);
+    return rf->status != 0;
+}
+
+/* Every rule of the Messages API the request breaks, lax= or not, in the
+ * order they are checked (the first failure of each). */
+static char *anth_violations(const anth_req *a)
+{
+    unsigned left = RULES_ANTHROPIC | RULE_MESSAGES;
+    sbuf out = SBUF_INIT;
+    sbuf_puts(&out, "[");
+    for (int n = 0;; n++) {
+        refusal t = {0, SBUF_INIT, NULL};
+        int refused = anth_check(&t, left, a);
+        sbuf_free(&t.body);
+        unsigned bit = 0;
+        for (size_t i = 0; refused && i < sizeof g_rule_names / sizeof g_rule_names[0]; i++)
+            if (!strcmp(g_rule_names[i].name, t.rule))
+                bit = g_rule_names[i].bit;
+        if (!bit)
+            break;
+        left &= ~bit;
+        sbuf_puts(&out, n ? "," : "");
+        js(&out, t.rule);
+    }
+    sbuf_puts(&out, "]");
+    char *v = xstrdup(out.p);
+    sbuf_free(&out);
+    return v;
+}
+
+/* What a Messages request carries, for the record (roles, last_role,
+ * tool_outputs: the tool_use_ids of its tool_result blocks) and the answer:
+ * its first tool's name, and whether its last user message holds a
+ * tool_result (tool_call=1 then answers text). */
+static void anth_read(reqinfo *ri, rec *r, const json_value *doc)
+{
+    if (!doc || doc->type != JSON_OBJECT)
+        return;
+    const json_value *tools = json_get(doc, "tools"), *msgs = json_get(doc, "messages"), *last_user = NULL;
+    ri->tool_name = xstrdup(tools && tools->type == JSON_ARRAY ? json_get_str(tools->child, "name") : NULL);
+    sbuf roles = SBUF_INIT, outputs = SBUF_INIT;
+    size_t i = 0, nout = 0;
+    sbuf_puts(&roles, "[");
+    sbuf_puts(&outputs, "[");
+    for (const json_value *m = msgs && msgs->type == JSON_ARRAY ? msgs->child : NULL; m; m = m->next, i++) {
+        const char *role = json_get_str(m, "role");
+        const json_value *content = json_get(m, "content");
+        if (i < 1000) {
+            sbuf_puts(&roles, i ? "," : "");
+            json_str_or_null(&roles, role);
+        }
+        free(r->last_role);
+        r->last_role = xstrdup(role);
+        if (role && !strcmp(role, "user"))
+            last_user = m;
+        for (const json_value *blk = content && content->type == JSON_ARRAY ? content->child : NULL; blk;
+             blk = blk->next) {
+            const char *t = json_get_str(blk, "type");
+            if (t && !strcmp(t, "tool_result") && nout++ < 1000) {
+                sbuf_puts(&outputs, nout > 1 ? "," : "");
+                json_str_or_null(&outputs, json_get_str(blk, "tool_use_id"));
+            }
+        }
+    }
+    const json_value *lc = last_user ? json_get(last_user, "content") : NULL;
+    for (const json_value *blk = lc && lc->type == JSON_ARRAY ? lc->child : NULL; blk; blk = blk->next) {
+        const char *t = json_get_str(blk, "type");
+        ri->after_tool |= t && !strcmp(t, "tool_result");
+    }
+    sbuf_puts(&roles, "]");
+    sbuf_puts(&outputs, "]");
+    r->roles = xstrdup(roles.p);
+    r->tool_outputs = xstrdup(outputs.p);
+    sbuf_free(&roles);
+    sbuf_free(&outputs);
+}
+
+/* The error type and words of the API for an HTTP status (status=<code>). */
+static void anth_status(int code, const char **type, const char **msg)
+{
+    switch (code) {
+    case 400: *type = "invalid_request_error", *msg = "Invalid request"; break;
+    case 401: *type = "authentication_error", *msg = "invalid x-api-key"; break;
+    case 402: *type = "billing_error", *msg = "Your credit balance is too low to access the Anthropic API."; break;
+    case 403:
+        *type = "permission_error", *msg = "Your API key does not have permission to use the specified resource.";
+        break;
+    case 404: *type = "not_found_error", *msg = "Not found"; break;
+    case 413: *type = "request_too_large", *msg = "Request exceeds the maximum allowed number of bytes."; break;
+    case 429: *type = "rate_limit_error", *msg = ANTH_RATE_MSG; break;
+    case 504: *type = "timeout_error", *msg = "Request timed out"; break;
+    case 529: *type = "overloaded_error", *msg = "Overloaded"; break;
+    default:
+        if (code >= 500)
+            *type = "api_error", *msg = "Internal server error";
+        else
+            *type = "invalid_request_error", *msg = "Invalid request";
+    }
+}
+
+/* The words of an in-stream error event of type t. */
+static const char *anth_event_msg(const char *t)
+{
+    return !strcmp(t, "overloaded_error") ? "Overloaded"
+           : !strcmp(t, "api_error")      ? "Internal server error"
+           : !strcmp(t, "rate_limit_error") ? ANTH_RATE_MSG
+                                           : "the upstream reported an error";
+}
+
+/* tool_call=1: tool_use blocks (tool_calls=N of them) calling the request's
+ * first tool with {"city":"Paris"}, ids toolu_<name>_<n>[_<k>] (k from 2),
+ * recorded in r. */
+static void gen_anth_tools(gen *g, const opts *o, rec *r, const char *tool)
+{
+    int n = o->tool_calls > 0 ? o->tool_calls : 1;
+    sbuf ids = SBUF_INIT;
+    snprintf(g->tool, sizeof g->tool, "%s", tool);
+    sbuf_puts(&ids, "[");
+    for (int k = 0; k < n && k < MAX_CALLS; k++) {
+        char suffix[16] = "";
+        if (k)
+            snprintf(suffix, sizeof suffix, "_%d", k + 1);
+        snprintf(g->calls[k].call_id, sizeof g->calls[k].call_id, "toolu_%s_%ld%s", r->account, r->n, suffix);
+        if (k)
+            sbuf_printf(&g->calls[k].args, "{\"city\":\"Paris %d\"}", k + 1);
+        else
+            sbuf_puts(&g->calls[k].args, "{\"city\":\"Paris\"}");
+        sbuf_puts(&ids, k ? "," : "");
+        js(&ids, g->calls[k].call_id);
+        g->ncalls++;
+    }
+    sbuf_puts(&ids, "]");
+    r->tool_call = xstrdup(g->calls[0].call_id);
+    r->tool_calls = xstrdup(ids.p);
+    sbuf_free(&ids);
+}
+
+/* The answer's message object: content (the text or the tool_use blocks),
+ * stop reason and usage (input 7, cache reads 2 unless input_tokens= /
+ * cached= say otherwise, output = the deltas). */
+static void anth_message(sbuf *b, const gen *g)
+{
+    sbuf_puts(b, "{\"id\":");
+    js(b, g->msg_id);
+    sbuf_puts(b, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+    js(b, g->model);
+    sbuf_puts(b, ",\"content\":[");
+    for (int k = 0; k < g->ncalls; k++) {
+        sbuf_puts(b, k ? ",{\"type\":\"tool_use\",\"id\":" : "{\"type\":\"tool_use\",\"id\":");
+        js(b, g->calls[k].call_id);
+        sbuf_puts(b, ",\"name\":");
+        js(b, g->tool);
+        sbuf_puts(b, ",\"input\":");
+        sbuf_append(b, g->calls[k].args.p, g->calls[k].args.len);
+        sbuf_puts(b, "}");
+    }
+    if (!g->ncalls) {
+        sbuf_puts(b, "{\"type\":\"text\",\"text\":");
+        sbuf_json_str(b, g->text.p, g->text.len);
+        sbuf_puts(b, "}");
+    }
+    sbuf_printf(b, "],\"stop_reason\":\"%s\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":%d,"
+                   "\"output_tokens\":%d,\"cache_read_input_tokens\":%d,\"cache_creation_input_tokens\":0}}",
+                g->ncalls ? "tool_use" : "end_turn", g->input_tokens, g->npieces, g->cached_tokens);
+}
+
+static void ae_message_start(sbuf *b, const gen *g)
+{
+    sse_open(b, "message_start");
+    sbuf_puts(b, "{\"type\":\"message_start\",\"message\":{\"id\":");
+    js(b, g->msg_id);
+    sbuf_puts(b, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+    js(b, g->model);
+    sbuf_printf(b, ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%d,"
+                   "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":%d,\"output_tokens\":1}}}",
+                g->input_tokens, g->cached_tokens);
+    sse_close(b);
+}
+
+/* content_block_start of block k: the text (empty) or tool_use k (input {}),
+ * and after the first block's start the ping the API sends there. */
+static void ae_block_start(sbuf *b, const gen *g, int k)
+{
+    sse_open(b, "content_block_start");
+    sbuf_printf(b, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":", k);
+    if (g->ncalls) {
+        sbuf_puts(b, "{\"type\":\"tool_use\",\"id\":");
+        js(b, g->calls[k].call_id);
+        sbuf_puts(b, ",\"name\":");
+        js(b, g->tool);
+        sbuf_puts(b, ",\"input\":{}}}");
+    } else {
+        sbuf_puts(b, "{\"type\":\"text\",\"text\":\"\"}}");
+    }
+    sse_close(b);
+    if (k == 0) {
+        sse_open(b, "ping");
+        sbuf_puts(b, "{\"type\":\"ping\"}");
+        sse_close(b);
+    }
+}
+
+static void ae_text_delta(sbuf *b, const gen *g, int i)
+{
+    sse_open(b, "content_block_delta");
+    sbuf_puts(b, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":");
+    sbuf_json_str(b, g->pieces[i].p, g->pieces[i].len);
+    sbuf_puts(b, "}}");
+    sse_close(b);
+}
+
+static void ae_json_delta(sbuf *b, const gen *g, int k, int piece)
+{
+    size_t off, len;
+    arg_piece(&g->calls[k].args, piece, &off, &len);
+    sse_open(b, "content_block_delta");
+    sbuf_printf(b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"input_json_delta\","
+                   "\"partial_json\":", k);
+    sbuf_json_str(b, g->calls[k].args.p + off, len);
+    sbuf_puts(b, "}}");
+    sse_close(b);
+}
+
+static void ae_block_stop(sbuf *b, int k)
+{
+    sse_open(b, "content_block_stop");
+    sbuf_printf(b, "{\"type\":\"content_block_stop\",\"index\":%d}", k);
+    sse_close(b);
+}
+
+static void ae_message_end(sbuf *b, const gen *g)
+{
+    sse_open(b, "message_delta");
+    sbuf_printf(b, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},"
+                   "\"usage\":{\"output_tokens\":%d}}", g->ncalls ? "tool_use" : "end_turn", g->npieces);
+    sse_close(b);
+    sse_open(b, "message_stop");
+    sbuf_puts(b, "{\"type\":\"message_stop\"}");
+    sse_close(b);
+}
+
+static void ae_error(sbuf *b, const char *type, const char *message)
+{
+    sse_open(b, "error");
+    anth_error_json(b, type, message);
+    sse_close(b);
+}
+
+/* A Messages stream in Anthropic's order: message_start, per block
+ * content_block_start (a ping after the first), its deltas,
+ * content_block_stop, then message_delta and message_stop. `mode` picks
+ * where it goes wrong, as the OpenAI streams' do. */
+static void script_anth_stream(job *j, gen *g, const opts *o, stream_mode mode, long delay0)
+{
+    sbuf b = SBUF_INIT;
+    long gap = o->gap;
+    start_sse(j, delay0);
+    ae_message_start(&b, g);
+    job_chunk(j, 0, &b);
+    sbuf_reset(&b);
+    if (mode == S_NO_OUTPUT) { /* a clean end with no content and no message_stop */
+        job_add(j, ACT_END, gap);
+        goto out;
+    }
+    if (mode == S_OVERLOADED || mode == S_QUOTA || mode == S_FAILED) { /* before any content block */
+        const char *t = mode == S_OVERLOADED ? "overloaded_error" : mode == S_QUOTA ? "rate_limit_error" : "api_error";
+        ae_error(&b, t, anth_event_msg(t));
+        job_chunk(j, gap, &b);
+        job_add(j, ACT_END, 0);
+        goto out;
+    }
+    long stall = mode == S_STALL ? (o->ms >= 0 ? o->ms : 5000) : 0, first = stall > 0 ? stall : gap;
+    int late = mode == S_LATE_ERROR || mode == S_LATE_RESET;
+    int n = late ? (o->after >= 0 ? o->after : 3) : g->npieces;
+    if (n > g->npieces)
+        n = g->npieces;
+    long dgap = mode == S_SLOW ? (o->ms >= 0 ? o->ms : 100) : gap;
+    const char *late_type = o->err_code[0] ? o->err_code : "overloaded_error";
+    if (g->ncalls) { /* tool_call=1: the tool_use blocks instead of text */
+        for (int k = 0; k < g->ncalls; k++) {
+            ae_block_start(&b, g, k);
+            job_chunk(j, k ? gap : first, &b);
+            sbuf_reset(&b);
+            for (int piece = 0; piece < ARG_PIECES; piece++) {
+                ae_json_delta(&b, g, k, piece);
+                job_chunk(j, dgap, &b);
+                sbuf_reset(&b);
+            }
+            ae_block_stop(&b, k);
+            job_chunk(j, gap, &b);
+            sbuf_reset(&b);
+        }
+        if (mode == S_LATE_ERROR) { /* the calls went out, then the error */
+            ae_error(&b, late_type, anth_event_msg(late_type));
+            job_chunk(j, gap, &b);
+            job_add(j, ACT_END, 0);
+            goto out;
+        }
+    } else {
+        ae_block_start(&b, g, 0);
+        job_chunk(j, first, &b);
+        sbuf_reset(&b);
+        for (int i = 0; i < n; i++) {
+            ae_text_delta(&b, g, i);
+            job_chunk(j, dgap, &b);
+            sbuf_reset(&b);
+        }
+        if (mode == S_LATE_ERROR) {
+            ae_error(&b, late_type, anth_event_msg(late_type));
+            job_chunk(j, gap, &b);
+            job_add(j, ACT_END, 0);
+            goto out;
+        }
+        if (mode == S_LATE_RESET) {
+            late_end(j, o, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+                           "\"delta\":{\"type\":\"text_delta\",\"text\":\"");
+            goto out;
+        }
+        ae_block_stop(&b, 0);
+        job_chunk(j, gap, &b);
+        sbuf_reset(&b);
+    }
+    ae_message_end(&b, g);
+    job_chunk(j, gap, &b);
+    job_add(j, ACT_END, o->tail);
+out:
+    sbuf_free(&b);
+}
+
+/* reflect_auth[=code] on the Messages API: the x-api-key the upstream got
+ * reflected as reflect_auth reflects the Authorization on the others: in
+ * x-request-id and x-echo headers, an error body (code >= 400, default
+ * 400), a plain answer's text or, streamed, a text delta split across two
+ * chunks in the middle of the key. */
+static void script_anth_reflect(job *j, const opts *o, const rec *r, int stream)
+{
+    const char *key = r->x_api_key ? r->x_api_key : "";
+    int code = o->code ? o->code : 400;
+    sbuf b = SBUF_INIT, msg = SBUF_INIT;
+    add_header(j->req, "x-request-id", key);
+    add_header(j->req, "x-echo", key);
+    sbuf_printf(&msg, "bad credentials: %s", key);
+    if (code >= 400) {
+        const char *type, *ignored;
+        anth_status(code, &type, &ignored);
+        anth_error_json(&b, type, msg.p);
+        reply_json(j, 0, code, &b);
+        goto out;
+    }
+    gen g;
+    gen_init(&g, r->account, r->model ? r->model : "claude-test", r->n, 1);
+    sbuf_reset(&g.pieces[0]);
+    sbuf_append(&g.pieces[0], msg.p, msg.len);
+    sbuf_reset(&g.text);
+    sbuf_append(&g.text, msg.p, msg.len);
+    g.npieces = 1;
+    g.cached_tokens = 2;
+    if (!stream) {
+        anth_message(&b, &g);
+        reply_json(j, 0, 200, &b);
+    } else {
+        ae_message_start(&b, &g);
+        ae_block_start(&b, &g, 0);
+        ae_text_delta(&b, &g, 0);
+        ae_block_stop(&b, 0);
+        ae_message_end(&b, &g);
+        const char *hit = *key ? strstr(b.p, key) : NULL;
+        size_t cut = hit ? (size_t)(hit - b.p) + strlen(key) / 2 : b.len / 2;
+        sbuf first = SBUF_INIT, rest = SBUF_INIT;
+        sbuf_append(&first, b.p, cut);
+        sbuf_append(&rest, b.p + cut, b.len - cut);
+        start_sse(j, 0);
+        job_chunk(j, 0, &first);
+        job_chunk(j, 50, &rest);
+        job_add(j, ACT_END, 0);
+        sbuf_free(&first);
+        sbuf_free(&rest);
+    }
+    g.npieces = 3; /* gen_init made three pieces: all are freed */
+    gen_free(&g);
+out:
+    sbuf_free(&b);
+    sbuf_free(&msg);
+}
+
+/* GET v1/models on the API: {"data":[{"type":"model","id",...}],...}: the
+ * models= (or listed=) names, else claude-test. */
+static void anth_models(sbuf *b, const opts *o)
+{
+    const char *list = o->listed[0] ? o->listed : o->models[0] ? o->models : "claude-test";
+    const char *first = NULL, *last = NULL;
+    size_t nfirst = 0, nlast = 0;
+    int k = 0;
+    sbuf_puts(b, "{\"data\":[");
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, '+');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n) {
+            sbuf_printf(b, "%s{\"type\":\"model\",\"id\":\"%.*s\",\"display_name\":\"%.*s\","
+                           "\"created_at\":\"2025-01-01T00:00:00Z\"}", k++ ? "," : "", (int)n, p, (int)n, p);
+            if (!first)
+                first = p, nfirst = n;
+            last = p, nlast = n;
+        }
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    sbuf_puts(b, "],\"has_more\":false,\"first_id\":");
+    if (first)
+        sbuf_printf(b, "\"%.*s\",\"last_id\":\"%.*s\"}", (int)nfirst, first, (int)nlast, last);
+    else
+        sbuf_puts(b, "null,\"last_id\":null}");
+}
+
+/* The answer of an anthropic=1 account to messages, count_tokens or models
+ * (script_build's counterpart): its rules' refusal first, then models=,
+ * then the scenario in the API's shapes. */
+static void script_anthropic(job *j, const opts *o, endpoint ep, rec *r, int stream, const reqinfo *ri,
+                             const refusal *rf)
+{
+    sbuf b = SBUF_INIT, msg = SBUF_INIT;
+    const char *sc = o->scenario;
+    char rid[48];
+    snprintf(rid, sizeof rid, "req_mock_%ld", r->n);
+    add_header(j->req, "request-id", rid);
+    if (rf->status) {
+        reply_json(j, 0, rf->status, &rf->body);
+        r->refused = xstrdup(rf->rule);
+    } else if (ep == EP_MODELS) {
+        anth_models(&b, o);
+        reply_json(j, 0, 200, &b);
+    } else if (o->models[0] && r->model && !models_has(o->models, r->model)) {
+        sbuf_printf(&msg, "model: %s", r->model);
+        anth_error_json(&b, "not_found_error", msg.p);
+        reply_json(j, 0, 404, &b);
+    } else if (!strcmp(sc, "status")) {
+        int code = o->code >= 100 && o->code <= 599 ? o->code : 500;
+        const char *type, *text;
+        anth_status(code, &type, &text);
+        anth_error_json(&b, type, text);
+        reply_json(j, 0, code, &b);
+    } else if (ep == EP_MESSAGES_COUNT) { /* any other scenario: the count */
+        sbuf_printf(&b, "{\"input_tokens\":%zu}", r->body_len / 4 + 1);
+        reply_json(j, 0, 200, &b);
+    } else if (!strcmp(sc, "prompt_too_long") || !strcmp(sc, "ctxlen")) {
+        anth_error_json(&b, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum");
+        reply_json(j, 0, 400, &b);
+    } else if (!strcmp(sc, "quota429")) {
+        anth_error_json(&b, "rate_limit_error",
+                        "This request would exceed your account's rate limit. Please try again later.");
+        reply_json(j, 0, 429, &b);
+    } else if (!strcmp(sc, "big_error")) {
+        int code = o->code >= 400 && o->code <= 599 ? o->code : 400;
+        const char *type, *ignored;
+        anth_status(code, &type, &ignored);
+        for (long i = 0; i < (o->bytes > 0 ? o->bytes : 40000); i++)
+            sbuf_append(&msg, "x", 1);
+        anth_error_json(&b, type, msg.p);
+        reply_json(j, 0, code, &b);
+    } else if (script_generic(j, o, stream)) {
+        /* html, empty, reset, html_error, empty_error */
+    } else if (!strcmp(sc, "reflect_auth")) {
+        script_anth_reflect(j, o, r, stream);
+    } else {
+        static const struct { const char *name; stream_mode mode; } modes[] = {
+            {"ok", S_OK}, {"slow_headers", S_OK}, {"stall", S_STALL}, {"slow_stream", S_SLOW},
+            {"quota_stream", S_QUOTA}, {"failed_stream", S_FAILED}, {"overloaded_stream", S_OVERLOADED},
+            {"late_error", S_LATE_ERROR}, {"late_reset", S_LATE_RESET}, {"no_output", S_NO_OUTPUT},
+            {"plain_cut", S_OK},
+        };
+        int found = -1;
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            if (!strcmp(sc, modes[i].name))
+                found = (int)i;
+        if (found < 0) {
+            fprintf(stderr, "mock_upstream: unknown scenario '%s'\n", sc);
+            anth_error_json(&b, "api_error", "mock_upstream: unknown scenario");
+            reply_json(j, 0, 500, &b);
+            goto out;
+        }
+        stream_mode mode = modes[found].mode;
+        long delay0 = !strcmp(sc, "slow_headers") ? (o->ms >= 0 ? o->ms : 2000) : o->head_ms;
+        int npieces = o->deltas > 0 ? o->deltas : (mode == S_SLOW ? 20 : 3);
+        if (npieces > 10000)
+            npieces = 10000;
+        gen g;
+        gen_init(&g, r->account, r->model ? r->model : "claude-test", r->n, npieces);
+        if (o->input_tokens > 0)
+            g.input_tokens = o->input_tokens;
+        g.cached_tokens = o->cached > 0 ? o->cached : 2;
+        int calls = mode == S_OK || mode == S_STALL || mode == S_SLOW || mode == S_LATE_ERROR;
+        if (o->tool_call && calls && !ri->after_tool && ri->tool_name) /* a model calls only a tool it was given */
+            gen_anth_tools(&g, o, r, ri->tool_name);
+        if (!strcmp(sc, "plain_cut")) { /* the plain answer's first half, then the connection closes */
+            anth_message(&b, &g);
+            pad_append(&b, o->bytes, 0);
+            sbuf half = SBUF_INIT;
+            sbuf_append(&half, b.p, b.len / 2);
+            add_header(j->req, "Content-Type", "application/json");
+            job_add(j, ACT_START, 0)->status = 200;
+            job_chunk(j, 0, &half);
+            job_add(j, ACT_CLOSE, 50)->rst = o->rst == 1;
+            sbuf_free(&half);
+        } else if (mode == S_OK && !stream) {
+            anth_message(&b, &g);
+            pad_append(&b, o->pad > 0 ? o->pad : o->bytes, o->seq);
+            reply_json(j, delay0, 200, &b);
+        } else {
+            script_anth_stream(j, &g, o, mode, delay0);
+        }
+        gen_free(&g);
+    }
+out:
+    sbuf_free(&b);
+    sbuf_free(&msg);
+}
+
 /* Fills j with the script for scenario o on endpoint ep. */
 
 static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream, const reqinfo *ri,
@@ -3141,6 +4038,12 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         v[o->big_header] = '\0';
         add_header(j->req, "x-big", v);
         free(v);
+    }
+    if (o->anthropic && (ep == EP_MESSAGES || ep == EP_MESSAGES_COUNT || ep == EP_MODELS)) {
+        script_anthropic(j, o, ep, r, stream, ri, rf);
+        script_encoding(j, o);
+        sbuf_free(&b);
+        return;
     }
 
     /* the upstream's rules come before the scenario, as a real backend
@@ -3192,20 +4095,8 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
                    "resulted in 9000 tokens. Please reduce the length of the messages.",
                    "invalid_request_error", "context_length_exceeded", NULL);
         reply_json(j, 0, 400, &b);
-    } else if (!strcmp(sc, "html")) { /* a 200 challenge page, as a proxy or CDN sends */
-        add_header(j->req, "Content-Type", "text/html; charset=utf-8");
-        action *a = job_add(j, ACT_REPLY, 0);
-        a->status = 200;
-        sbuf_puts(&a->data, "<!DOCTYPE html><html><body>Checking your browser...</body></html>");
-    } else if (!strcmp(sc, "empty")) { /* 200 with an empty JSON body (or an empty event stream) */
-        if (stream) {
-            start_sse(j, 0);
-            job_add(j, ACT_END, 0);
-        } else {
-            reply_json(j, 0, 200, &b);
-        }
-    } else if (!strcmp(sc, "reset")) {
-        job_add(j, ACT_CLOSE, 0)->rst = o->rst != 0;
+    } else if (script_generic(j, o, stream)) {
+        /* html, empty, reset, html_error, empty_error: the same on every API */
     } else if (!strcmp(sc, "reflect_auth")) {
         script_reflect_auth(j, o, ep, r, stream);
     } else if (!strcmp(sc, "error200")) {
@@ -3224,16 +4115,6 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
         error_json(&b, m.p, "invalid_request_error", "big_error", NULL);
         sbuf_free(&m);
         reply_json(j, 0, code, &b);
-    } else if (!strcmp(sc, "html_error") || !strcmp(sc, "empty_error")) {
-        /* an error page that is not JSON (as a proxy in front of an API sends), or no body at all */
-        int code = o->code >= 400 && o->code <= 599 ? o->code : 400;
-        if (!strcmp(sc, "html_error"))
-            sbuf_printf(&b, "<html><head><title>%d</title></head><body><h1>%d Bad Request</h1>\n"
-                            "<p>nginx</p></body></html>\n", code, code);
-        add_header(j->req, "Content-Type", "text/html");
-        action *a = job_add(j, ACT_REPLY, 0);
-        a->status = code;
-        sbuf_append(&a->data, b.p ? b.p : "", b.len);
     } else if (!strcmp(sc, "plain_cut")) {
         /* a plain JSON answer that stops halfway: chunked, then the connection closes
          * (bytes=N: an answer of about N bytes, e.g. more than the gateway holds whole) */
@@ -3318,10 +4199,7 @@ static void script_build(job *j, const opts *o, endpoint ep, rec *r, int stream,
             gen_free(&g);
         }
     }
-    if (o->gzip == 2) /* an encoding nobody can decode, body untouched */
-        add_header(j->req, "Content-Encoding", "x-bogus");
-    else if (o->gzip)
-        script_gzip(j);
+    script_encoding(j, o);
     sbuf_free(&b);
 }
 
@@ -3418,6 +4296,10 @@ static endpoint endpoint_parse(const char *rest, char *id, size_t idn, int *item
 {
     if (!strcmp(rest, "backend-api/wham/usage") || !strcmp(rest, "api/codex/usage"))
         return EP_USAGE;
+    if (!strcmp(rest, "v1/messages")) /* Anthropic's paths: under /v1/ only, as api.anthropic.com */
+        return EP_MESSAGES;
+    if (!strcmp(rest, "v1/messages/count_tokens"))
+        return EP_MESSAGES_COUNT;
     if (!strncmp(rest, "v1/", 3))
         rest += 3;
     else if (!strncmp(rest, "backend-api/codex/", 18)) /* a base URL shaped like ChatGPT's */
@@ -3448,6 +4330,8 @@ static const char *endpoint_name(endpoint ep)
     case EP_MODELS: return "models";
     case EP_USAGE: return "usage";
     case EP_STORED: return "responses_get";
+    case EP_MESSAGES: return "messages";
+    case EP_MESSAGES_COUNT: return "messages/count_tokens";
     default: return "unknown";
     }
 }
@@ -4119,6 +5003,9 @@ static void handle(struct evhttp_request *req, void *arg)
     r->method = xstrdup(method_name(cmd));
     r->side = ep == EP_STORED;
     r->authorization = xstrdup(evhttp_find_header(hin, "Authorization"));
+    r->x_api_key = header_joined(hin, "x-api-key");
+    r->anthropic_version = header_joined(hin, "anthropic-version");
+    r->anthropic_beta = header_joined(hin, "anthropic-beta");
     r->chatgpt_account_id = xstrdup(evhttp_find_header(hin, "ChatGPT-Account-Id"));
     r->headers = headers_json(hin);
     r->model = f.has_model ? xstrdup(f.model.p) : NULL;
@@ -4133,19 +5020,29 @@ static void handle(struct evhttp_request *req, void *arg)
     /* the style is the upstream's: a /v1/ path is the API, any other the
      * ChatGPT codex backend with its rules (RULES_CODEX) */
     int codex = strncmp(rest, "v1/", 3) != 0;
-    r->style = ep == EP_USAGE ? NULL : codex ? "codex" : "openai";
+    /* anthropic=1: the account is api.anthropic.com, with the Messages API only */
+    int anth = o.anthropic != 0, anth_ep = ep == EP_MESSAGES || ep == EP_MESSAGES_COUNT;
+    r->style = ep == EP_USAGE ? NULL : anth ? "anthropic" : codex ? "codex" : "openai";
     reqinfo ri = {.store = 1};
-    ri.rules = ((codex ? RULES_CODEX : 0u) | RULE_MESSAGES) & ~o.lax;
-    if (ep == EP_RESPONSES)
+    ri.rules = (anth ? RULES_ANTHROPIC | RULE_MESSAGES : (codex ? RULES_CODEX : 0u) | RULE_MESSAGES) & ~o.lax;
+    if (ep == EP_RESPONSES && !anth)
         reqinfo_read(&ri, r, name, body, blen);
     /* an endpoint this upstream does not have: the ChatGPT backend's
-     * FastAPI 404, or the API's for an unknown URL (speaks=) */
+     * FastAPI 404, or the API's for an unknown URL (speaks=); Anthropic's
+     * 404 for anything but its own on an anthropic=1 account, and on any
+     * other the mock's unknown path for messages (refused: anthropic) */
     refusal route = {0, SBUF_INIT, NULL}, rf = {0, SBUF_INIT, NULL};
-    if (ep == EP_RESPONSES || ep == EP_CHAT)
+    if (ep == EP_RESPONSES || ep == EP_CHAT || anth_ep)
         rec_keep_body(r, body, blen);
-    if (ep == EP_STORED)
+    if (ep == EP_STORED && !anth)
         r->violations = violations_of(ep, codex, NULL);
-    if (codex && (ri.rules & RULE_ROUTES) && (ep == EP_STORED || ep == EP_CHAT)) {
+    if (anth && !anth_ep && ep != EP_MODELS && ep != EP_USAGE) {
+        refuse_anthropic(&route, 404, "anthropic", "not_found_error", "Not found");
+    } else if (!anth && anth_ep) {
+        route.status = 404;
+        route.rule = "anthropic";
+        error_json(&route.body, "mock_upstream: unknown endpoint", "invalid_request_error", "unknown_url", NULL);
+    } else if (codex && (ri.rules & RULE_ROUTES) && (ep == EP_STORED || ep == EP_CHAT)) {
         refuse_detail(&route, 404, "routes", "Not Found");
     } else if (!codex && ((!strcmp(o.speaks, "chat") && (ep == EP_RESPONSES || ep == EP_STORED)) ||
                           (!strcmp(o.speaks, "responses") && ep == EP_CHAT))) {
@@ -4154,7 +5051,14 @@ static void handle(struct evhttp_request *req, void *arg)
         refuse_openai(&route, 404, "speaks", msg.p, NULL, NULL);
         sbuf_free(&msg);
     }
-    if (ep == EP_RESPONSES || ep == EP_CHAT) {
+    if (anth && (anth_ep || ep == EP_MODELS)) { /* the Messages API's checks (anth_check) */
+        json_value *doc = anth_ep ? json_parse(body, blen, NULL, 0) : NULL;
+        anth_req a = {r->x_api_key, r->anthropic_version, doc, ep == EP_MESSAGES_COUNT, ep == EP_MODELS};
+        r->violations = anth_violations(&a);
+        anth_check(&rf, ri.rules, &a);
+        anth_read(&ri, r, doc);
+        json_free(doc);
+    } else if ((ep == EP_RESPONSES || ep == EP_CHAT) && !anth) {
         json_value *doc = json_parse(body, blen, NULL, 0);
         r->violations = violations_of(ep, codex, doc);
         if (ep == EP_RESPONSES && codex)

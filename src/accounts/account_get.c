@@ -8,12 +8,16 @@ upstream_req *account_get_start(upstream *up, const pool_account *pa, const char
                                 const upstream_callbacks *cb, void *ud, const char *what)
 {
     sbuf auth = SBUF_INIT;
-    sbuf_puts(&auth, "Bearer ");
+    int anthropic = pa->a.kind == ACCOUNT_ANTHROPIC; /* x-api-key and a version, as its API asks */
+    if (!anthropic)
+        sbuf_puts(&auth, "Bearer ");
     sbuf_puts(&auth, pa->a.token);
     upstream_header h[4];
     size_t nh = 0;
-    h[nh++] = (upstream_header){"Authorization", auth.p};
+    h[nh++] = (upstream_header){anthropic ? "x-api-key" : "Authorization", auth.p};
     h[nh++] = (upstream_header){"Accept", "application/json"};
+    if (anthropic)
+        h[nh++] = (upstream_header){"anthropic-version", "2023-06-01"};
     if (pa->a.kind == ACCOUNT_CHATGPT) {
         h[nh++] = (upstream_header){"originator", "codex_cli_rs"};
         if (pa->a.chatgpt_account_id && *pa->a.chatgpt_account_id)

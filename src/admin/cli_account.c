@@ -28,7 +28,7 @@
 void cli_usage_account(FILE *f)
 {
     fputs("usage: switchyard account add --name N --base-url URL (--token T | --token - | --token-file PATH)\n"
-          "                              [--kind api_key|chatgpt|aggregate] [--sort N] [--max-concurrency N]\n"
+          "                              [--kind api_key|chatgpt|aggregate|anthropic] [--sort N] [--max-concurrency N]\n"
           "                              [--chatgpt-account-id ID] [--model-map JSON] [--context-fallback]\n"
           "                              [--weight N] [--max-rpm N] [--max-tpm N]\n"
           "                              [--budget USD [--budget-period month|<N>d]] [--models a,b,c]\n"
@@ -214,6 +214,7 @@ static int cli_models_parse(const char *cmd, const char *in, sbuf *buf)
 }
 
 #define CLI_CHATGPT_BASE_URL "https://chatgpt.com/backend-api/codex"
+#define CLI_ANTHROPIC_BASE_URL "https://api.anthropic.com/v1"
 
 /* The JWT exp of a ChatGPT access token given with --token; 0 for other tokens. */
 static int64_t cli_token_expiry(const char *token)
@@ -259,7 +260,8 @@ static int cli_looks_like_object(const char *s)
 static int cli_account_validate(const char *cmd, const cli_account_args *a, account_new *an)
 {
     if (a->kind && account_kind_parse(a->kind, &an->kind) != 0) {
-        fprintf(stderr, "switchyard %s: --kind must be api_key, chatgpt or aggregate, got '%s'\n", cmd, a->kind);
+        fprintf(stderr, "switchyard %s: --kind must be api_key, chatgpt, aggregate or anthropic, got '%s'\n", cmd,
+                a->kind);
         return -1;
     }
     if (a->codex_auth && a->kind && an->kind != ACCOUNT_CHATGPT) {
@@ -268,14 +270,19 @@ static int cli_account_validate(const char *cmd, const cli_account_args *a, acco
     }
     if (a->codex_auth)
         an->kind = ACCOUNT_CHATGPT;
-    /* the ChatGPT backend has one address: chatgpt accounts need no --base-url */
-    const char *base_url = a->base_url ? a->base_url : an->kind == ACCOUNT_CHATGPT ? CLI_CHATGPT_BASE_URL : NULL;
+    /* the ChatGPT backend and the Anthropic API have one address each: those
+     * kinds need no --base-url */
+    const char *base_url = a->base_url                      ? a->base_url
+                           : an->kind == ACCOUNT_CHATGPT   ? CLI_CHATGPT_BASE_URL
+                           : an->kind == ACCOUNT_ANTHROPIC ? CLI_ANTHROPIC_BASE_URL
+                                                           : NULL;
     if (!a->name || !*a->name) { /* each missing flag by itself: the message names only what is wrong */
         fprintf(stderr, "switchyard %s: --name is required%s\n", cmd, a->name ? " (it is empty)" : "");
         return -1;
     }
     if (!base_url || !*base_url) {
-        fprintf(stderr, "switchyard %s: --base-url is required (only chatgpt accounts have a default)\n", cmd);
+        fprintf(stderr, "switchyard %s: --base-url is required (only chatgpt and anthropic accounts have a default)\n",
+                cmd);
         return -1;
     }
     char why[URL_BASE_MAX + 160];
@@ -346,6 +353,11 @@ int cli_account_add(int argc, char **argv)
     if (cli_account_validate(cmd, &a, &an) != 0 || cli_prefill_parse(cmd, a.prefill, &an.prefill) != 0 ||
         cli_speaks_parse(cmd, a.speaks, &an.speaks) != 0)
         return CLI_EXIT_USAGE;
+    if (an.kind == ACCOUNT_ANTHROPIC && an.speaks != SPEAKS_AUTO) {
+        fprintf(stderr, "switchyard %s: --speaks is about the OpenAI APIs; an anthropic account speaks the Messages "
+                        "API only\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
     sbuf models = SBUF_INIT;
     if (cli_models_parse(cmd, a.models, &models) != 0) {
         sbuf_free(&models);
@@ -590,7 +602,9 @@ static void cli_account_row(const account *a, const account_state *st, double no
     if (a->models)
         cli_line("      models: %s", a->models);
     unsigned speaks = account_dialects(a, st);
-    if (a->speaks != SPEAKS_AUTO || (st && st->dialects_refused)) /* not the kind's default: say what it speaks */
+    if (a->kind == ACCOUNT_ANTHROPIC)
+        cli_line("      speaks: messages (the Anthropic Messages API: Messages clients only, natively)");
+    else if (a->speaks != SPEAKS_AUTO || (st && st->dialects_refused)) /* not the kind's default: say what it speaks */
         cli_line("      speaks: %s (%s)",
                  speaks == (ACCOUNT_DIALECT_RESPONSES | ACCOUNT_DIALECT_CHAT) ? "responses, chat"
                  : speaks & ACCOUNT_DIALECT_RESPONSES                        ? "responses"

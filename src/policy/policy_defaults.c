@@ -12,7 +12,8 @@
 #include <strings.h>
 
 static const char *const quota_texts[] = {
-    "hit your usage limit", "usage_limit_reached", "quota exceeded", "insufficient_quota", NULL};
+    "hit your usage limit", "usage_limit_reached", "quota exceeded", "insufficient_quota", "credit balance is too low",
+    NULL};
 /* classify.lua's MODEL_TEXTS: the account does not serve the model. */
 /* a 404 about something the request named, not the endpoint (classify.lua, NOT_ENDPOINT_TEXTS) */
 static const char *const not_endpoint_texts[] = {"item with id", "previous response", "previous_response_not_found",
@@ -103,7 +104,7 @@ static void verdict_set(policy_verdict *v, int failover, const char *cls, double
 static const char *const capacity_texts[] = {
     "overloaded", "at capacity", "capacity_exceeded", "server_is_overloaded", NULL};
 static const char *const context_texts[] = {
-    "context_length_exceeded", "maximum context length", "context window", NULL};
+    "context_length_exceeded", "maximum context length", "context window", "prompt is too long", NULL};
 static const char *const encrypted_code[] = {"invalid_encrypted_content", NULL};
 static const char *const encrypted_word[] = {"encrypted", NULL};
 static const char *const encrypted_texts[] = {

@@ -12,9 +12,11 @@
 
 typedef struct store store;
 
-typedef enum { ACCOUNT_API_KEY = 0, ACCOUNT_CHATGPT = 1, ACCOUNT_AGGREGATE = 2 } account_kind;
+/* anthropic: a key of the Anthropic API (x-api-key, anthropic-version); it
+ * speaks the Messages API only (docs/claude.md). */
+typedef enum { ACCOUNT_API_KEY = 0, ACCOUNT_CHATGPT = 1, ACCOUNT_AGGREGATE = 2, ACCOUNT_ANTHROPIC = 3 } account_kind;
 
-const char *account_kind_name(account_kind k);          /* "api_key" | "chatgpt" | "aggregate" */
+const char *account_kind_name(account_kind k);          /* "api_key" | "chatgpt" | "aggregate" | "anthropic" */
 int account_kind_parse(const char *s, account_kind *out); /* 0 ok, -1 unknown */
 
 typedef struct account {
@@ -65,6 +67,7 @@ int account_speaks_parse(const char *s, int *out);
 /* Dialects as bits (the same bits as dialect.h's DIALECT_BIT of api_kind). */
 #define ACCOUNT_DIALECT_CHAT 1u
 #define ACCOUNT_DIALECT_RESPONSES 2u
+#define ACCOUNT_DIALECT_MESSAGES 4u /* the Anthropic Messages API: an anthropic account's, and only it */
 struct account_state;
 /* What a's upstream speaks now: its declared or kind's dialects, less the
  * ones it was learned to refuse (st may be NULL); never none (a refusal of

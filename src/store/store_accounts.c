@@ -33,13 +33,14 @@ const char *account_kind_name(account_kind k)
     case ACCOUNT_API_KEY: return "api_key";
     case ACCOUNT_CHATGPT: return "chatgpt";
     case ACCOUNT_AGGREGATE: return "aggregate";
+    case ACCOUNT_ANTHROPIC: return "anthropic";
     }
     return "api_key";
 }
 
 int account_kind_parse(const char *s, account_kind *out)
 {
-    static const account_kind kinds[] = {ACCOUNT_API_KEY, ACCOUNT_CHATGPT, ACCOUNT_AGGREGATE};
+    static const account_kind kinds[] = {ACCOUNT_API_KEY, ACCOUNT_CHATGPT, ACCOUNT_AGGREGATE, ACCOUNT_ANTHROPIC};
     for (size_t i = 0; s && i < sizeof kinds / sizeof kinds[0]; i++) {
         if (strcmp(s, account_kind_name(kinds[i])) == 0) {
             *out = kinds[i];
@@ -87,6 +88,8 @@ int account_speaks_parse(const char *s, int *out)
 
 unsigned account_dialects(const account *a, const account_state *st)
 {
+    if (a->kind == ACCOUNT_ANTHROPIC) /* its one API; --speaks is about the OpenAI two */
+        return ACCOUNT_DIALECT_MESSAGES;
     unsigned d = a->speaks == SPEAKS_RESPONSES ? ACCOUNT_DIALECT_RESPONSES
                  : a->speaks == SPEAKS_CHAT    ? ACCOUNT_DIALECT_CHAT
                  : a->speaks == SPEAKS_BOTH    ? ACCOUNT_DIALECT_RESPONSES | ACCOUNT_DIALECT_CHAT
@@ -166,7 +169,7 @@ int store_account_check(sqlite3 *db, const account_new *a, char *err, size_t err
         store_errf(err, errlen, "budget_period must be month or <N>d");
     else if (!a->token || !*a->token)
         store_errf(err, errlen, "account token is required");
-    else if ((unsigned)a->kind > ACCOUNT_AGGREGATE)
+    else if ((unsigned)a->kind > ACCOUNT_ANTHROPIC)
         store_errf(err, errlen, "unknown account kind");
     else if (a->max_concurrency < -1)
         store_errf(err, errlen, "max_concurrency must be >= 0");

@@ -5,6 +5,7 @@
 #include "store/store_internal.h"
 #include <sqlite3.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Migration 1: the initial schema. Columns mirror the structs in store.h.
  * The triggers bump meta.config_version on any change to accounts or
@@ -341,6 +342,22 @@ static const char store_migration_22[] =
     " CHECK (speaks IN ('auto','responses','chat','both'));"
     "ALTER TABLE account_state ADD COLUMN dialects_refused INTEGER NOT NULL DEFAULT 0;";
 
+/* Migration 23 (issue 32): the anthropic account kind. The kind's CHECK
+ * is widened in place (store_migration_widen applies it): SQLite's own
+ * procedure for changing a CHECK constraint (the table definition edited
+ * in sqlite_schema with writable_schema, the schema version bumped, all in
+ * one transaction), since every row that held the old constraint holds
+ * the new one and nothing on disk changes. The other way, a copy of the
+ * table, would drop and make again its triggers and the state rows its
+ * foreign keys cascade to. */
+#define STORE_MIGRATION_WIDEN 23
+static const char store_migration_23[] =
+    "UPDATE sqlite_schema SET sql = replace(sql,"
+    " 'CHECK (kind IN (''api_key'',''chatgpt'',''aggregate''))',"
+    " 'CHECK (kind IN (''api_key'',''chatgpt'',''aggregate'',''anthropic''))')"
+    " WHERE type = 'table' AND name = 'accounts'"
+    " AND instr(sql, 'CHECK (kind IN (''api_key'',''chatgpt'',''aggregate''))') > 0;";
+
 static const char *const store_migrations[] = {store_migration_1,  store_migration_2,  store_migration_3,
                                                store_migration_4,  store_migration_5,  store_migration_6,
                                                store_migration_7,  store_migration_8,  store_migration_9,
@@ -348,7 +365,7 @@ static const char *const store_migrations[] = {store_migration_1,  store_migrati
                                                store_migration_13, store_migration_14, store_migration_15,
                                                store_migration_16, store_migration_17, store_migration_18,
                                                store_migration_19, store_migration_20, store_migration_21,
-                                               store_migration_22};
+                                               store_migration_22, store_migration_23};
 #define STORE_SCHEMA_VERSION ((int)(sizeof store_migrations / sizeof store_migrations[0]))
 
 /* The highest applied version, 0 for a fresh database, -1 on error. */
@@ -380,6 +397,44 @@ static int store_migration_record(sqlite3 *db, int version)
     return rc;
 }
 
+/* A migration that edits a table's definition in sqlite_schema (inside the
+ * caller's transaction): writable_schema on for the edit, the schema
+ * version bumped so every connection reads the definition again. */
+static int store_migration_widen(sqlite3 *db, const char *sql, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    int version = -1;
+    if (sqlite3_prepare_v2(db, "PRAGMA schema_version", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (version < 0) {
+        store_errf(err, errlen, "schema_version: %s", sqlite3_errmsg(db));
+        return SQLITE_ERROR;
+    }
+    char bump[64];
+    snprintf(bump, sizeof bump, "PRAGMA schema_version = %d", version + 1);
+    int rc = store_exec(db, "PRAGMA writable_schema = ON", err, errlen);
+    if (rc == SQLITE_OK)
+        rc = store_exec(db, sql, err, errlen);
+    if (rc == SQLITE_OK) { /* widened now, or before (a migration record lost): else not the expected table */
+        sqlite3_stmt *q = NULL;
+        int ok = sqlite3_prepare_v2(db,
+                                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'accounts'"
+                                    " AND instr(sql, '''anthropic''') > 0",
+                                    -1, &q, NULL) == SQLITE_OK &&
+                 sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 1;
+        sqlite3_finalize(q);
+        if (!ok) {
+            store_errf(err, errlen, "the accounts table's definition is not the expected one");
+            rc = SQLITE_ERROR;
+        }
+    }
+    if (rc == SQLITE_OK)
+        rc = store_exec(db, bump, err, errlen);
+    int off = store_exec(db, "PRAGMA writable_schema = OFF", rc == SQLITE_OK ? err : NULL, errlen);
+    return rc != SQLITE_OK ? rc : off;
+}
+
 /* Applies one migration in its own IMMEDIATE transaction; the version check
  * happens inside it so two processes opening a fresh file cannot both apply. */
 static int store_migration_apply(sqlite3 *db, int version, char *err, size_t errlen)
@@ -389,7 +444,8 @@ static int store_migration_apply(sqlite3 *db, int version, char *err, size_t err
     int have = store_schema_version(db);
     int rc = have < 0 ? SQLITE_ERROR : SQLITE_OK;
     if (rc == SQLITE_OK && have < version) {
-        rc = store_exec(db, store_migrations[version - 1], err, errlen);
+        rc = version == STORE_MIGRATION_WIDEN ? store_migration_widen(db, store_migrations[version - 1], err, errlen)
+                                              : store_exec(db, store_migrations[version - 1], err, errlen);
         if (rc == SQLITE_OK && (rc = store_migration_record(db, version)) != SQLITE_OK)
             store_errf(err, errlen, "%s", sqlite3_errmsg(db));
     }

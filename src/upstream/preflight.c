@@ -219,6 +219,37 @@ static void pf_responses_event(preflight *pf, const json_value *doc, const char 
         pf_terminal(pf);
 }
 
+/* ---------- Anthropic Messages API (an anthropic account's stream) ---------- */
+
+/* message_start carries the message's id, model and input usage;
+ * message_delta the output usage; message_stop ends it. Output is a text
+ * or tool input delta, or a tool_use block opened; a thinking block is not
+ * (the client can be moved before its answer begins, as with reasoning). */
+static void pf_messages_event(preflight *pf, const json_value *doc, const char *type)
+{
+    if (strcmp(type, "message_start") == 0) {
+        const json_value *msg = json_get(doc, "message");
+        const char *id = json_get_str(msg, "id"), *model = json_get_str(msg, "model");
+        if (id && *id)
+            sbuf_copy_cstr(pf->response_id, sizeof pf->response_id, id);
+        if (model && *model)
+            sbuf_copy_cstr(pf->model, sizeof pf->model, model);
+        pf_usage(pf, json_get(msg, "usage"));
+    } else if (strcmp(type, "content_block_delta") == 0) {
+        const char *dt = json_get_str(json_get(doc, "delta"), "type");
+        if (dt && (strcmp(dt, "text_delta") == 0 || strcmp(dt, "input_json_delta") == 0))
+            pf_semantic(pf);
+    } else if (strcmp(type, "content_block_start") == 0) {
+        const char *bt = json_get_str(json_get(doc, "content_block"), "type");
+        if (bt && strcmp(bt, "text") != 0 && strcmp(bt, "thinking") != 0 && strcmp(bt, "redacted_thinking") != 0)
+            pf_semantic(pf);
+    } else if (strcmp(type, "message_delta") == 0) {
+        pf_usage(pf, json_get(doc, "usage"));
+    } else if (strcmp(type, "message_stop") == 0) {
+        pf_terminal(pf);
+    }
+}
+
 /* keep_text: follows the one message whose text a resume could continue.
  * Whatever else shows up (a tool call, a refusal, a second message or
  * content part, the text finished) makes the stream unresumable; finished
@@ -736,8 +767,8 @@ static int pf_quote_matters(const char *q, size_t left, const char **f)
  * usage, nor an error, nor a non-null finish_reason. */
 static int pf_needs_parse_after_commit(const char *event, const char *data, size_t len)
 {
-    if (*event)
-        return !pf_ends_with(event, ".delta");
+    if (*event) /* Responses' *.delta, Anthropic's content_block_delta: text */
+        return !pf_ends_with(event, ".delta") && strcmp(event, "content_block_delta") != 0;
     /* one pass, sixteen bytes at a time, stopping only at a quote followed
      * by u, e or f (a chunk is mostly short strings: a search call per
      * quote, or even a look at each, cost more than the rest) */
@@ -789,6 +820,7 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
         return;
     pf_chat_facts facts;
     if (!pf->tree_only && strcmp(event, "error") != 0 && !(pf->keep_text && pf->api == API_RESPONSES) &&
+        pf->api != API_MESSAGES &&
         pf_chat_scan(data, len, &facts) &&
         (!pf->keep_text || facts.choices <= 1)) {
         pf_chat_apply(pf, &facts);
@@ -800,12 +832,14 @@ static void preflight_on_event(void *ud, const char *event, const char *data, si
         doc = NULL;
     }
     const char *type = doc ? json_get_str(doc, "type") : NULL;
-    if (type)
+    if (type && pf->api != API_MESSAGES)
         pf_response_info(pf, doc); /* ids and usage ride on many event kinds */
     if (type && pf->on_completed && strcmp(type, "response.completed") == 0)
         pf->on_completed(pf->hooks_ud, data, len);
     if (strcmp(event, "error") == 0 || (doc && pf_is_error_doc(doc)))
         pf_error(pf, doc, data, len);
+    else if (type && pf->api == API_MESSAGES)
+        pf_messages_event(pf, doc, type);
     else if (type) {
         if (pf->keep_text && pf->api == API_RESPONSES)
             pf_rsp_keep(pf, doc, type);

@@ -13,8 +13,8 @@
 
 /* The API dialects (src/dialect/dialect.h names them). API_MESSAGES, the
  * Anthropic Messages API, is a client's dialect the dialect wing translates;
- * the watcher here reads only the two OpenAI streams (a Messages client is
- * served by an upstream that speaks one of them). */
+ * the watcher here reads the two OpenAI streams and, for an anthropic
+ * account, Anthropic's (message_start ... message_stop, its error event). */
 typedef enum { API_CHAT, API_RESPONSES, API_MESSAGES } api_kind;
 
 typedef enum {

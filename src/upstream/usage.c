@@ -42,10 +42,11 @@ void usage_tokens_set(usage_tokens *t, double in_v, double out_v, double total_v
 }
 
 /* The usage members usage_tokens_read looks at. */
-enum { U_IN, U_PROMPT, U_OUT, U_COMPLETION, U_TOTAL, U_IN_DETAILS, U_PROMPT_DETAILS, U_N };
+enum { U_IN, U_PROMPT, U_OUT, U_COMPLETION, U_TOTAL, U_IN_DETAILS, U_PROMPT_DETAILS, U_CACHE_READ, U_CACHE_NEW, U_N };
 static const char *const usage_members[U_N] = {"input_tokens",      "prompt_tokens",        "output_tokens",
                                                "completion_tokens", "total_tokens",         "input_tokens_details",
-                                               "prompt_tokens_details"};
+                                               "prompt_tokens_details", "cache_read_input_tokens",
+                                               "cache_creation_input_tokens"};
 
 static double usage_num(const json_value *v, double dflt) { return v && v->type == JSON_NUMBER ? v->num : dflt; }
 
@@ -63,9 +64,21 @@ void usage_tokens_read(const json_value *u, usage_tokens *t)
                 break;
             }
     const json_value *d = m[U_IN_DETAILS] ? m[U_IN_DETAILS] : m[U_PROMPT_DETAILS]; /* Responses; Chat */
-    usage_tokens_set(t, usage_num(m[U_IN], usage_num(m[U_PROMPT], -1)),
-                     usage_num(m[U_OUT], usage_num(m[U_COMPLETION], -1)), usage_num(m[U_TOTAL], -1),
-                     json_get_num(d, "cached_tokens", -1));
+    if (m[U_CACHE_READ] || m[U_CACHE_NEW]) {
+        /* Anthropic's: input_tokens leaves out what was read from the cache
+         * and written to it; the input is all three, the cached part the
+         * reads. No total: it is made from in and out, and a
+         * message_delta's output_tokens alone makes it again */
+        double in = usage_num(m[U_IN], -1), rd = usage_num(m[U_CACHE_READ], 0), nw = usage_num(m[U_CACHE_NEW], 0);
+        usage_tokens_set(t, in < 0 ? -1 : in + (rd > 0 ? rd : 0) + (nw > 0 ? nw : 0), usage_num(m[U_OUT], -1), -1,
+                         m[U_CACHE_READ] ? rd : -1);
+    } else {
+        usage_tokens_set(t, usage_num(m[U_IN], usage_num(m[U_PROMPT], -1)),
+                         usage_num(m[U_OUT], usage_num(m[U_COMPLETION], -1)), usage_num(m[U_TOTAL], -1),
+                         json_get_num(d, "cached_tokens", -1));
+    }
+    if (!m[U_TOTAL] && t->in >= 0 && t->out >= 0) /* a usage in parts (Anthropic's stream): the total of both */
+        t->total = t->in > USAGE_TOKENS_MAX - t->out ? USAGE_TOKENS_MAX : t->in + t->out;
 }
 
 /* The whole value (spaces around allowed) as a finite number, else NAN. */

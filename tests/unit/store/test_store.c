@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 /* The schema version a fresh database reaches: the last migration. */
-#define TEST_SCHEMA_VERSION 22
+#define TEST_SCHEMA_VERSION 23
 
 static char test_dir[64];
 static int test_seq;
@@ -150,6 +150,34 @@ static void test_store_migrations_are_idempotent_on_reopen(void)
     CHECK_EQ_INT(test_sql_int(path, "SELECT max(version) FROM schema_migrations"), TEST_SCHEMA_VERSION);
     CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name='request_logs_ts'"), 1);
     CHECK_EQ_INT(test_sql_int(path, "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
+}
+
+/* Migration 23 widens the kind's CHECK in place: an anthropic account can
+ * be written, an unknown kind still cannot, the table keeps its triggers
+ * (the config version bump) and the file checks whole. */
+static void test_store_migration_23_takes_the_anthropic_kind_in_place(void)
+{
+    char path[128];
+    test_db_path(path, sizeof path);
+    store_close(test_open(path));
+    int triggers = test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'accounts'");
+    CHECK(triggers > 0);
+    test_sql_exec(path, "INSERT INTO accounts(name, kind, base_url, token, created_at, updated_at)"
+                        " VALUES ('claude', 'anthropic', 'https://api.anthropic.com/v1', 'sk-ant-x', 1, 1)");
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM accounts WHERE kind = 'anthropic'"), 1);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'accounts'"),
+                 triggers);
+    CHECK_EQ_INT(test_sql_int(path, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+    store *s = test_open(path);
+    CHECK(s != NULL);
+    account *list = NULL;
+    size_t n = 0;
+    CHECK_EQ_INT(store_accounts_load(s, &list, &n), 0);
+    CHECK_EQ_INT((int)n, 1);
+    CHECK_EQ_INT(list[0].kind, ACCOUNT_ANTHROPIC);
+    CHECK_EQ_INT((int)account_dialects(&list[0], NULL), (int)ACCOUNT_DIALECT_MESSAGES);
+    store_accounts_free(list, n);
+    store_close(s);
 }
 
 static void test_store_refuses_newer_schema(void)
@@ -1727,6 +1755,7 @@ int main(void)
 {
     if (check_tmpdir_make(test_dir, sizeof test_dir, "sy_store") != 0)
         return 2;
+    RUN(test_store_migration_23_takes_the_anthropic_kind_in_place);
     RUN(test_store_migrations_are_idempotent_on_reopen);
     RUN(test_store_families_parse_keeps_only_good_slots);
     RUN(test_store_refreshed_login_is_committed_and_signalled);
