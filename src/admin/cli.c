@@ -4,7 +4,7 @@
  * shares: --option parsing, the --db path, opening the store and checking
  * integer and budget values (admin_cli.c uses the parsing and the store
  * too). The commands themselves live in one file per group: cli_account.c,
- * cli_key.c, cli_config.c, cli_codex.c, cli_usage.c and cli_backup.c. */
+ * cli_key.c, cli_config.c, cli_codex.c, cli_claude.c, cli_usage.c and cli_backup.c. */
 #include "admin/cli.h"
 #include "admin/cli_internal.h"
 #include "policy/policy.h"
@@ -222,6 +222,12 @@ static const cli_sub cli_codex_subs[] = {
     {"status", cli_codex_status, "whether Codex is attached, and whether the gateway answers"},
     {NULL, NULL, NULL}};
 
+static const cli_sub cli_claude_subs[] = {
+    {"attach", cli_claude_attach, "point Claude Code at the gateway (the env of its settings.json)"},
+    {"detach", cli_claude_detach, "hand Claude Code's settings.json back as it was"},
+    {"status", cli_claude_status, "whether Claude Code is attached, and whether the gateway takes its key"},
+    {NULL, NULL, NULL}};
+
 static const cli_sub cli_admin_subs[] = {
     {"token", admin_cli_token_main, "create or replace the admin token (dashboard, admin API, status)"},
     {NULL, NULL, NULL}};
@@ -232,6 +238,7 @@ static const cli_command cli_commands[] = {
     {"key", NULL, NULL, cli_key_subs, cli_usage_key},
     {"config", NULL, NULL, cli_config_subs, cli_usage_config},
     {"codex", NULL, NULL, cli_codex_subs, cli_usage_codex},
+    {"claude", NULL, NULL, cli_claude_subs, cli_usage_claude},
     {"admin", NULL, NULL, cli_admin_subs, admin_cli_usage_admin},
     {"status", "the pool at a glance, from the running gateway or the database", admin_cli_status_main, NULL, NULL},
     {"logs", "one line per request with its attempts (--follow)", admin_cli_logs_main, NULL, NULL},

@@ -1,6 +1,6 @@
 /* cli_internal.h: what the subcommand files of `switchyard account|key|
- * config|codex|usage|admin|status|logs|backup|restore` (cli_account.c,
- * cli_key.c, cli_config.c, cli_codex.c, cli_usage.c, admin_cli.c, cli_backup.c) share with cli.c: the exit codes, the parsing helpers cli.c
+ * config|codex|claude|usage|admin|status|logs|backup|restore` (cli_account.c,
+ * cli_key.c, cli_config.c, cli_codex.c, cli_claude.c, cli_usage.c, admin_cli.c, cli_backup.c) share with cli.c: the exit codes, the parsing helpers cli.c
  * implements, and each group's subcommands and usage text, which cli.c's
  * command table dispatches to. One header for all of them, so the group
  * files need no headers of their own that include each other; no module
@@ -76,6 +76,11 @@ void cli_usage_codex(FILE *f); /* cli_codex.c */
 int cli_codex_attach(int argc, char **argv);
 int cli_codex_detach(int argc, char **argv);
 int cli_codex_status(int argc, char **argv);
+
+void cli_usage_claude(FILE *f); /* cli_claude.c */
+int cli_claude_attach(int argc, char **argv);
+int cli_claude_detach(int argc, char **argv);
+int cli_claude_status(int argc, char **argv);
 
 void cli_usage_backup(FILE *f); /* cli_backup.c: cli_backup_main, cli_restore_main (cli.h) */
 
