@@ -33,11 +33,15 @@ def claude_bin():
 
 class ClaudeCodeTest(GatewayTest):
 
-    def run_claude(self, exe, g, prompt="say hello", model=MAIN, extra=()):
-        home = tempfile.mkdtemp(prefix="sy-claude-home-")
-        self.addCleanup(shutil.rmtree, home, True)
-        work = tempfile.mkdtemp(prefix="sy-claude-work-")
-        self.addCleanup(shutil.rmtree, work, True)
+    def run_claude(self, exe, g, prompt="say hello", model=MAIN, extra=(), home=None, work=None):
+        """claude -p PROMPT against gateway g; home and work are Claude Code's home and working
+        directory (fresh ones when None: give the same ones again to go on with a session)."""
+        if home is None:
+            home = tempfile.mkdtemp(prefix="sy-claude-home-")
+            self.addCleanup(shutil.rmtree, home, True)
+        if work is None:
+            work = tempfile.mkdtemp(prefix="sy-claude-work-")
+            self.addCleanup(shutil.rmtree, work, True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_") and not k.startswith("CLAUDE")}
         env.update(HOME=home, CLAUDE_CONFIG_DIR=os.path.join(home, ".claude"), NO_COLOR="1",
                    ANTHROPIC_BASE_URL=f"http://127.0.0.1:{g.port}", ANTHROPIC_AUTH_TOKEN=g.key,
@@ -77,6 +81,34 @@ class ClaudeCodeTest(GatewayTest):
         self.assertTrue(all(r["endpoint"] == "/v1/messages" for r in rows), [r["endpoint"] for r in rows])
         dialects = {a.get("dialect") for r in rows for a in json.loads(r["attempts_json"]) if a["account"] == "cg"}
         self.assertEqual(dialects, {"messages>responses"})
+
+    def test_claude_code_on_anthropic_accounts_natively_and_across_a_running_out_between_turns(self):
+        # two Anthropic keys (the mock as strict as api.anthropic.com): the first serves the
+        # first turn natively, then runs out (a 429 from its second request on); the session's
+        # next turn (claude -p --continue) goes on on the second key
+        exe, why = claude_bin()
+        if not exe:
+            self.skipTest(why)
+        g = self.gateway([account("k1", self.mock.url("k1", "status=429,anthropic=1,ok_first=1,retry_after=600"),
+                                  kind="anthropic"),
+                          account("k2", self.mock.url("k2", "ok,anthropic=1"), kind="anthropic")])
+        home = tempfile.mkdtemp(prefix="sy-claude-home-")
+        self.addCleanup(shutil.rmtree, home, True)
+        work = tempfile.mkdtemp(prefix="sy-claude-work-")
+        self.addCleanup(shutil.rmtree, work, True)
+        res = self.result(self.run_claude(exe, g, home=home, work=work))
+        self.assertIn("hello from k1", res["result"], res)
+        for q in self.messages_posts("k1"):
+            self.assertEqual((q["authorization"], q["x_api_key"]), (None, g.accounts["k1"]))
+            self.assertEqual(q.get("violations") or [], [])
+        res = self.result(self.run_claude(exe, g, prompt="and again", home=home, work=work, extra=("--continue",)))
+        self.assertIn("hello from k2", res["result"], res)
+        posts = self.messages_posts("k2")
+        self.assertTrue(any("hello from k1" in (q.get("body") or "") for q in posts),
+                        "the second turn carried the first one's answer")
+        self.assertTrue(any("assistant" in (q.get("roles") or []) for q in posts), [q.get("roles") for q in posts])
+        self.assertEqual([q.get("violations") or [] for q in self.messages_posts("k2")],
+                         [[] for _ in self.messages_posts("k2")])
 
     def test_claude_code_runs_a_tool_loop_to_its_end(self):
         exe, why = claude_bin()
