@@ -200,6 +200,13 @@ void proxy_dialect_note(proxy_req *p, const json_value *doc)
  * them while the answer streams. 0, or -1 when the request cannot be sent
  * to pa as it is (why says what; the first such refusal is kept for a 400
  * when no candidate takes the request). */
+/* POST /v1/messages/count_tokens, gone through the proxy because an
+ * anthropic account may count it natively. */
+static int proxy_is_count_tokens(const proxy_req *p)
+{
+    return p->in.api == API_MESSAGES && strcmp(p->in.suffix, "/messages/count_tokens") == 0;
+}
+
 static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why, size_t n)
 {
     api_kind client = p->in.api;
@@ -212,6 +219,10 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
                                                                           : API_CHAT;
     if (!p->in.is_get && !(d & DIALECT_BIT(p->up_api))) { /* an anthropic account, an OpenAI client */
         snprintf(why, n, "it speaks the Anthropic Messages API only, and nothing is translated into it");
+        return -1;
+    }
+    if (proxy_is_count_tokens(p) && pa->a.kind != ACCOUNT_ANTHROPIC) {
+        snprintf(why, n, "only an anthropic account counts tokens (the others' count is the gateway's estimate)");
         return -1;
     }
     sbuf_copy_cstr(p->att_model, sizeof p->att_model, p->in.model);
@@ -555,6 +566,10 @@ static void proxy_exhausted(proxy_req *p)
 {
     if (p->committed) /* a resumed stream with nobody left to finish it */
         return proxy_resume_failed(p, "no account was left to finish the answer");
+    if (proxy_is_count_tokens(p) && !p->client_gone) { /* no anthropic account counts now: the estimate */
+        proxy_finish(p, server_count_tokens_reply(p->req, p->in.body.p, p->in.body.len));
+        return;
+    }
     if (p->xerr_set && !p->attempts && !p->bound[0]) { /* every candidate left needs a translation it refuses */
         int status = p->xerr.status ? p->xerr.status : 400;
         snprintf(p->error_class, sizeof p->error_class, "untranslatable");

@@ -236,27 +236,37 @@ static void server_refuse(struct evhttp_request *req, const char *endpoint, int 
     server_send_error(req, status, type, code, message);
 }
 
-/* POST /v1/messages/count_tokens: an estimate of the request's input
- * tokens (dialect/messages_count.h), said to be one in a header, since no
- * account of the pool counts Anthropic's tokens. */
-static void server_count_tokens_reply(struct evhttp_request *req, const request_input *in)
+/* see server.h */
+int server_count_tokens_reply(struct evhttp_request *req, const char *body, size_t len)
 {
-    long n = messages_count_tokens_estimate(in->body.p, in->body.len);
+    long n = messages_count_tokens_estimate(body, len);
     if (n < 0) {
-        metrics_request("/v1/messages/count_tokens", 400);
         server_send_error(req, 400, "invalid_request_error", "invalid_request", "messages: Field required");
-        return;
+        return 400;
     }
     char b[64];
-    int len = snprintf(b, sizeof b, "{\"input_tokens\":%ld}\n", n);
+    int w = snprintf(b, sizeof b, "{\"input_tokens\":%ld}\n", n);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", "application/json");
     evhttp_add_header(h, "x-switchyard-token-count", "estimate");
     struct evbuffer *out = evbuffer_new();
-    evbuffer_add(out, b, (size_t)len);
-    metrics_request("/v1/messages/count_tokens", 200);
+    evbuffer_add(out, b, (size_t)w);
     server_reply(req, 200, out);
     evbuffer_free(out);
+    return 200;
+}
+
+/* 1 when an enabled anthropic account can count a Messages request's
+ * tokens itself: then count_tokens goes through the proxy to such an
+ * account (natively), else the estimate answers. */
+static int server_pool_counts_tokens(gateway *gw)
+{
+    for (size_t i = 0, n = pool_count(gw->pool); i < n; i++) {
+        const pool_account *pa = pool_at(gw->pool, i);
+        if (pa->a.kind == ACCOUNT_ANTHROPIC && pa->a.enabled)
+            return 1;
+    }
+    return 0;
 }
 
 /* The platform key from "Authorization: Bearer K" or "x-api-key: K". */
@@ -669,8 +679,8 @@ static void server_handle(struct evhttp_request *req, void *arg)
         sbuf_free(&in.body);
         return;
     }
-    if (strcmp(r->path, "/v1/messages/count_tokens") == 0) {
-        server_count_tokens_reply(req, &in);
+    if (strcmp(r->path, "/v1/messages/count_tokens") == 0 && !server_pool_counts_tokens(gw)) {
+        metrics_request(r->path, server_count_tokens_reply(req, in.body.p, in.body.len));
         json_free(in.doc);
         sbuf_free(&in.body);
         return;

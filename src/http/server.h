@@ -39,6 +39,11 @@ void server_flush_pending(void);
 /* 1 for a request of the Anthropic Messages API (/v1/messages...): its
  * errors go in Anthropic's shape (server_send_error does so). */
 int server_is_messages(struct evhttp_request *req);
+/* POST /v1/messages/count_tokens answered with an estimate of the
+ * request's input tokens (dialect/messages_count.h), said to be one in the
+ * x-switchyard-token-count header: where no anthropic account of the pool
+ * can count them (docs/claude.md). */
+int server_count_tokens_reply(struct evhttp_request *req, const char *body, size_t len); /* the status sent */
 void server_send_error(struct evhttp_request *req, int status, const char *type, const char *code,
                        const char *message);
 /* The same, naming the request field it is about ("param", as OpenAI's errors do; NULL or "": none). */

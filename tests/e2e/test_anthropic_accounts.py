@@ -134,6 +134,24 @@ class AnthropicAccountTest(GatewayTest):
         self.assertEqual(r.status, 503, r)
         self.assertIn("Anthropic Messages API only", r.json()["error"]["message"])
 
+    def test_count_tokens_is_counted_by_an_anthropic_account_else_estimated(self):
+        g = self.gateway([account("oa", self.mock.url("oa")), self.anthropic("ant")])
+        body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hello there"}]}
+        r = self.call(g, body, path="/v1/messages/count_tokens?beta=true")
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(r.headers.get("x-switchyard-token-count"))
+        q = [x for x in self.posts("ant") if x["endpoint"] == "messages/count_tokens"]
+        self.assertEqual(len(q), 1)
+        self.assertEqual(r.json()["input_tokens"], len(q[0]["body"]) // 4 + 1)  # the mock's own count
+        self.assertEqual(self.posts("oa"), [])
+        # the anthropic account out (a 429): the gateway's estimate, said to be one
+        g2 = self.gateway([account("oa2", self.mock.url("oa2")), self.anthropic("ant2", "status=429,retry_after=600")])
+        r = self.call(g2, body, path="/v1/messages/count_tokens")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers.get("x-switchyard-token-count"), "estimate")
+        self.assertGreater(r.json()["input_tokens"], 0)
+        self.assertEqual(self.posts("oa2"), [])
+
     def test_the_kind_is_listed_and_validated(self):
         g = self.gateway([self.anthropic("ant")])
         listed = {a["name"]: a for a in json.loads(g.cli("account", "list", "--db", g.db_path, "--json").stdout)}
