@@ -11,6 +11,10 @@
 #   BENCH_ACCOUNT_ARGS="--max-concurrency 64" BENCH_TARGETS=gateway bench/instructions.sh
 #                                      (the gateway's account made with these flags too)
 #   BENCH_KEY_ARGS="--rpm 1000000" ... (its platform key made with these `key add` flags)
+#   BENCH_API=messages BENCH_TARGETS=gateway bench/instructions.sh
+#                                      (the client's dialect: chat (default), responses, or
+#                                      messages, the Anthropic Messages API translated to
+#                                      the account's: a translated request's cost)
 #
 # Timings on a shared two-core VM swing by a factor of two from one minute to
 # the next; instruction counts do not (within about 1 %), so this is the
@@ -48,7 +52,14 @@ drive() { # port n stream(0/1) headers ("Name: value" lines)
   python3 - "$@" <<'EOF'
 import http.client, sys
 port, n, stream = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
-body = '{"model":"gpt-bench",%s"messages":[{"role":"user","content":"Say hello."}]}' % ('"stream":true,' if stream else "")
+import os
+api = os.environ.get("BENCH_API", "chat")
+s = '"stream":true,' if stream else ""
+path, body = {
+    "chat": ("/v1/chat/completions", '{"model":"gpt-bench",%s"messages":[{"role":"user","content":"Say hello."}]}' % s),
+    "responses": ("/v1/responses", '{"model":"gpt-bench",%s"input":"Say hello."}' % s),
+    "messages": ("/v1/messages", '{"model":"gpt-bench","max_tokens":256,%s"messages":[{"role":"user","content":"Say hello."}]}' % s),
+}[api]
 hdrs = {"Content-Type": "application/json"}
 for line in sys.argv[4].split("\n"):
     if ":" in line:
@@ -56,7 +67,7 @@ for line in sys.argv[4].split("\n"):
         hdrs[k.strip()] = v.strip()
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 for _ in range(n):
-    c.request("POST", "/v1/chat/completions", body, hdrs)
+    c.request("POST", path, body, hdrs)
     r = c.getresponse()
     r.read()
     if r.status != 200:

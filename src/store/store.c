@@ -247,13 +247,28 @@ static int store_wal_enable(sqlite3 *db, char *err, size_t errlen)
 
 /* ---------- open / close ---------- */
 
+/* see store_internal.h */
+int store_schema_refuse_foreign(sqlite3 *db, const char *what, char *err, size_t errlen)
+{
+    char obj[192];
+    int rc = store_schema_foreign(db, obj, sizeof obj, err, errlen);
+    if (rc == 1)
+        store_errf(err, errlen,
+                   "%s holds %s, which switchyard's schema does not define: refused, since whatever SQL it holds "
+                   "would run inside the gateway (a database file is taken with exactly the schema's tables, "
+                   "indexes and triggers; drop it with sqlite3 if it is yours)",
+                   what, obj);
+    return rc == 0 ? 0 : -1;
+}
+
 static int store_open_db(store *s, char *err, size_t errlen)
 {
     /* Open and migrate with a busy wait (start-up is off the serving path,
      * and another process may be migrating), then drop to 0 for the loop. */
     if (store_conn_open(s->path, STORE_BUSY_MS, 0, &s->db, err, errlen) != 0)
         return -1;
-    if (store_wal_enable(s->db, err, errlen) != 0 || store_migrate(s->db, err, errlen) != 0)
+    if (store_wal_enable(s->db, err, errlen) != 0 || store_schema_refuse_foreign(s->db, s->path, err, errlen) != 0 ||
+        store_migrate(s->db, err, errlen) != 0)
         return -1;
     sqlite3_busy_timeout(s->db, 0);
     store_file_tighten(s->path, "-wal");

@@ -391,6 +391,8 @@ static int store_restore_check(const char *path, const char *what, store_backup_
     sqlite3_finalize(st);
     if (rc == 0) {
         rc = store_schema_check(db, what, info, err, errlen);
+        if (rc == 0)
+            rc = store_schema_refuse_foreign(db, what, err, errlen);
         info->page_size = store_count(db, "PRAGMA page_size");
         info->pages = store_count(db, "PRAGMA page_count");
     }

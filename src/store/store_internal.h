@@ -224,6 +224,17 @@ int store_name_write_sync(store *s, const char *sql, const char *name, const int
 
 /* Brings the database to this build's schema version. 0 ok, -1 (err filled). */
 int store_migrate(sqlite3 *db, char *err, size_t errlen);
+/* Does db hold an object its schema (switchyard's, at db's version) does
+ * not define, or one of its own with other SQL? A trigger added to a
+ * backup would run the attacker's SQL inside the gateway (issue 33): such
+ * a file is refused, the object named in out ("trigger evil"). 0 none,
+ * 1 one (the first), -1 err filled. */
+int store_schema_foreign(sqlite3 *db, char *out, size_t n, char *err, size_t errlen);
+/* store_schema_foreign as a refusal: 0 when db holds only its schema's
+ * objects, else -1 with err naming what (the file's name) and the object.
+ * Every database file the gateway is handed goes through it: the one it
+ * opens, and a backup before restore puts it in place. */
+int store_schema_refuse_foreign(sqlite3 *db, const char *what, char *err, size_t errlen);
 /* The highest migration applied to db (0 none, -1 no schema_migrations
  * table or an error), and the highest this build knows (store_backup.c
  * checks a database to restore with them). */

