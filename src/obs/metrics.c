@@ -77,6 +77,7 @@ static struct {
     uint64_t conversation_moves[3]; /* by turn state, by blobs, by previous_response_id */
     uint64_t websocket_turns[2];    /* upstream turns, warm-ups */
     uint64_t blobs_dropped, blobs_replaced, strip_retries;
+    uint64_t redis_resyncs[2]; /* [0] a (re)connect, [1] the pool's data found lost */
     struct { char pair[24]; uint64_t n; } translations[METRICS_PAIRS]; /* by "client>upstream" */
     uint64_t waits;
     double wait_seconds;
@@ -168,6 +169,7 @@ void metrics_blobs_stripped(int dropped, int replaced)
     M.blobs_replaced += (uint64_t)(replaced > 0 ? replaced : 0);
 }
 void metrics_strip_retry(void) { M.strip_retries++; }
+void metrics_redis_resync(int loss) { M.redis_resyncs[loss ? 1 : 0]++; }
 
 void metrics_translation(const char *pair)
 {
@@ -673,6 +675,11 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     metrics_head(out, "switchyard_strip_retries_total", "counter",
                  "Requests resent to the same account without the blobs it refused.");
     sbuf_printf(out, "switchyard_strip_retries_total %llu\n", (unsigned long long)M.strip_retries);
+    metrics_head(out, "switchyard_redis_resyncs_total", "counter",
+                 "Resynchronisations with the pool's shared state: at a (re)connect, or when its keys were found "
+                 "gone while the link stayed up (FLUSHALL, eviction, a replica promoted empty).");
+    sbuf_printf(out, "switchyard_redis_resyncs_total{cause=\"connect\"} %llu\n", (unsigned long long)M.redis_resyncs[0]);
+    sbuf_printf(out, "switchyard_redis_resyncs_total{cause=\"data_lost\"} %llu\n", (unsigned long long)M.redis_resyncs[1]);
     metrics_head(out, "switchyard_translations_total", "counter",
                  "Attempts sent in another dialect than the client's (docs/clients.md), by client>upstream.");
     for (size_t i = 0; i < METRICS_PAIRS && M.translations[i].pair[0]; i++)

@@ -31,6 +31,8 @@ void metrics_conversation_move(int by);
  * removed) or replaced by text; and the strip-retries after a refusal. */
 void metrics_blobs_stripped(int dropped, int replaced);
 void metrics_strip_retry(void);
+/* A resync with Redis: at a (re)connect (loss 0), or its data found lost (1). */
+void metrics_redis_resync(int loss);
 /* An attempt translated between dialects: pair is "client>upstream" (dialect.h). */
 void metrics_translation(const char *pair);
 /* The same account is tried again after a delay (retry verdict). */

@@ -37,6 +37,7 @@
 #include "base/log.h"
 #include "base/sbuf.h"
 #include "base/seal.h"
+#include "obs/metrics.h"
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,16 @@ struct shared_redis {
     struct event *tick;
     int scanning;           /* a resync in progress (its generation) */
     unsigned long scan_gen;
+    /* the pool's data lost while the link stayed up (FLUSHALL, eviction, a
+     * replica promoted empty): the pool's generation (sy:{POOL}:gen, a
+     * token the first instance to come up writes, SET NX) is read every
+     * SHARED_LOSS_CHECK_TICKS ticks; once seen since the link came up, its
+     * absence, or another token (an instance that noticed first wrote a
+     * new one), is the loss, and the link's turn is run again (a resync) */
+    int layout_seen;
+    char gen[48];           /* the generation seen ("" none yet) */
+    int loss_asking;
+    unsigned ticks;
     shared_seen *seen;
     size_t nseen, capseen;
     shared_slot *slots;     /* slots taken and not yet given back and answered */
@@ -649,6 +660,62 @@ static void shared_pending_flush(shared_redis *sr, int give_up)
 }
 
 static void shared_slots_renew(shared_redis *sr);
+static void shared_resync_begin(shared_redis *sr);
+static void shared_on_down(void *ud);
+
+#define SHARED_LOSS_CHECK_TICKS 4 /* a second: one EXISTS a second per instance */
+
+typedef struct shared_loss_check {
+    shared_redis *sr;
+    unsigned long gen;
+} shared_loss_check;
+
+static void shared_on_layout_exists(void *ud, redisReply *r)
+{
+    shared_loss_check *c = ud;
+    shared_redis *sr = c->sr;
+    int current = c->gen == sr->scan_gen;
+    free(c);
+    if (sr->closing || !current)
+        return;
+    sr->loss_asking = 0;
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
+        return;
+    if (r->type == REDIS_REPLY_STRING && !sr->layout_seen) {
+        snprintf(sr->gen, sizeof sr->gen, "%.*s", (int)r->len, r->str);
+        log_debug("redis: the pool's generation %s seen; its loss is watched from now on", sr->gen);
+        sr->layout_seen = 1;
+        return;
+    }
+    if (r->type == REDIS_REPLY_STRING && strlen(sr->gen) == r->len && memcmp(sr->gen, r->str, r->len) == 0)
+        return; /* the same pool */
+    if (!sr->layout_seen) /* not written yet since the link came up */
+        return;
+    log_warn("redis: the pool's keys are gone while the link stayed up (FLUSHALL, eviction, or a replica promoted "
+             "empty): resynchronising as on a reconnect");
+    metrics_redis_resync(1);
+    shared_on_down(sr);
+    shared_resync_begin(sr);
+}
+
+/* The pool's layout key still there? (the loss check above) */
+static void shared_loss_check_send(shared_redis *sr)
+{
+    if (sr->loss_asking || sr->scanning || !redis_link_is_up(sr->link))
+        return;
+    shared_loss_check *c = malloc(sizeof *c);
+    if (!c)
+        return;
+    *c = (shared_loss_check){sr, sr->scan_gen};
+    char key[96];
+    snprintf(key, sizeof key, "%sgen", sr->prefix);
+    const char *argv[] = {"GET", key};
+    if (shared_cmd(sr, shared_on_layout_exists, c, 2, argv) != 0) {
+        free(c);
+        return;
+    }
+    sr->loss_asking = 1;
+}
 
 static void shared_on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -657,6 +724,8 @@ static void shared_on_tick(evutil_socket_t fd, short what, void *arg)
         shared_pending_flush(sr, 0);
     if (sr->slots)
         shared_slots_renew(sr);
+    if (++sr->ticks % SHARED_LOSS_CHECK_TICKS == 0 || !sr->layout_seen) /* each tick until first seen */
+        shared_loss_check_send(sr);
 }
 
 /* ---------- who holds what: owners and sessions ---------- */
@@ -1334,7 +1403,22 @@ static void shared_scan_next(shared_redis *sr, unsigned long gen, const char *cu
 
 static void shared_on_up(void *ud)
 {
-    shared_redis *sr = ud;
+    metrics_redis_resync(0);
+    shared_resync_begin(ud);
+}
+
+/* The link's turn: a resync of everything this instance and the pool hold
+ * (scripts, rests, logins, and each extension's: config rows, limits, the
+ * layout), at a (re)connect or when the pool's data was lost. */
+static void shared_resync_begin(shared_redis *sr)
+{
+    sr->layout_seen = sr->loss_asking = 0;
+    sr->gen[0] = '\0';
+    char key[96], token[48];
+    snprintf(key, sizeof key, "%sgen", sr->prefix);
+    snprintf(token, sizeof token, "%s-%lu", sr->id, sr->scan_gen + 1);
+    const char *setnx[] = {"SET", key, token, "NX"}; /* the first instance up names the pool's generation */
+    shared_cmd(sr, NULL, NULL, 4, setnx);
     sr->scan_gen++;
     sr->scanning = 1;
     shared_scripts_load(sr);
@@ -1350,6 +1434,7 @@ static void shared_on_up(void *ud)
 static void shared_on_down(void *ud)
 {
     shared_redis *sr = ud;
+    sr->layout_seen = sr->loss_asking = 0;
     sr->scan_gen++; /* a scan in flight is void */
     sr->scanning = 0;
 }

@@ -90,6 +90,28 @@ class RedisConfigTest(RedisGatewayTest):
         wait_for(lambda: self.serves(gc, gb.key, "a"), what="the fresh gateway to serve b's key")
         self.assertEqual(self.names(gc), ["a"])
 
+    def test_the_pools_data_lost_while_the_link_stays_up_is_told_again(self):
+        # FLUSHALL (or eviction, or a replica promoted empty) with the connection up: each gateway
+        # finds the pool's layout key gone, says so, and resyncs as on a reconnect, so a fresh
+        # gateway with an empty database serves the pool's accounts and keys again (before: 401s
+        # until the next change)
+        ga, gb = self.two([account("a", self.mock.url("a"))])
+        wait_for(lambda: self.names(gb) == ["a"], what="a on b")
+        for g in (ga, gb):  # each gateway watches for the loss once it has seen the layout written
+            wait_for(lambda g=g: "the pool's generation" in g.log_text(), what="the pool's generation watched")
+        self.assertEqual(self.redis.cli("FLUSHALL"), "OK")
+        for g in (ga, gb):
+            wait_for(lambda g=g: "the pool's keys are gone while the link stayed up" in g.log_text(),
+                     what="the loss noticed")
+            wait_for(lambda g=g: 'switchyard_redis_resyncs_total{cause="data_lost"} 1' in g.get("/metrics").text
+                     or None, what="the loss counted")
+        wait_for(lambda: self.redis.cli("EXISTS", "sy:{t}:schema") == "1", what="the layout written again")
+        gc = self.gateway([], env=self.env(), start=False)
+        os.remove(gc.db_path)
+        gc.start()
+        wait_for(lambda: self.serves(gc, ga.key, "a"), what="the fresh gateway to serve a's key after the loss")
+        self.assertEqual(self.names(gc), ["a"])
+
     def test_an_account_added_while_redis_is_down_reaches_the_other_gateway_when_it_returns(self):
         ga, gb = self.two([account("a", self.mock.url("a"))])
         wait_for(lambda: self.names(gb) == ["a"], what="a on b")
