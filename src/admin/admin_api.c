@@ -936,6 +936,7 @@ static void admin_get_policy(admin_ctx *ctx, struct evhttp_request *req)
 }
 
 static size_t admin_changes_waiting(void); /* admin changes waiting for room in the writer's queue */
+static size_t admin_answers_waiting(void); /* changes made, their answers waiting for the commit */
 
 static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
 {
@@ -973,10 +974,11 @@ static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
     sbuf_puts(&b, "},\"policy\":{\"source\":");
     admin_str(&b, policy_source(gw->policy));
     sbuf_printf(&b, ",\"fallbacks_total\":%llu},\"writer\":{\"pending_logs\":%zu,\"pending_states\":%zu,"
-                    "\"pending_changes\":%zu,\"changes_waiting\":%zu,\"idle\":%s,"
+                    "\"pending_changes\":%zu,\"changes_waiting\":%zu,\"answers_waiting\":%zu,\"idle\":%s,"
                     "\"dropped_logs\":%llu,\"failed_commits\":%llu,\"failing\":%s,\"last_error\":",
                 (unsigned long long)(gw->policy_fallbacks_retired + policy_fallbacks(gw->policy)), ws.pending_logs,
-                ws.pending_states, ws.pending_changes, admin_changes_waiting(), ws.idle ? "true" : "false",
+                ws.pending_states, ws.pending_changes, admin_changes_waiting(), admin_answers_waiting(),
+                ws.idle ? "true" : "false",
                 (unsigned long long)ws.dropped_logs,
                 (unsigned long long)ws.failed_commits, ws.failing ? "true" : "false");
     admin_str(&b, ws.failing ? ws.last_error : "");
@@ -992,11 +994,82 @@ static void admin_get_overview(admin_ctx *ctx, struct evhttp_request *req)
 
 /* ---------- actions ---------- */
 
-static void admin_ok(struct evhttp_request *req, const char *fmt_json)
+
+/* ---------- answers that wait for the commit ---------- */
+
+/* An acknowledged change is a written one (issue 33: a disable answered
+ * 200 and then `kill -9` within 20 ms came back enabled). A change's
+ * answer waits until the writer has committed everything queued when it
+ * was made (the change and the state it saved), usually the writer's group
+ * window, a few ms; the timer looks every ADMIN_DURABLE_POLL_US. Past
+ * ADMIN_DURABLE_S (a stalled disk) the answer is 202 with "written":false:
+ * the running gateway has the change, the database not yet. */
+#define ADMIN_DURABLE_MAX 256
+#define ADMIN_DURABLE_S 10.0
+#define ADMIN_DURABLE_POLL_US 2000
+
+typedef struct admin_durable_reply {
+    struct evhttp_request *req;
+    sbuf body;
+    uint64_t ticket;
+    double deadline;
+} admin_durable_reply;
+
+static struct {
+    admin_durable_reply q[ADMIN_DURABLE_MAX];
+    size_t n;
+    struct event timer;
+    int timer_ready;
+    store *st;
+} admin_durable;
+
+static void admin_durable_run(evutil_socket_t fd, short what, void *arg)
 {
-    sbuf b = SBUF_INIT;
-    sbuf_puts(&b, fmt_json);
-    admin_send_json(req, &b);
+    (void)fd, (void)what, (void)arg;
+    uint64_t done = store_writer_committed(admin_durable.st);
+    double now = gateway_now();
+    size_t keep = 0;
+    for (size_t i = 0; i < admin_durable.n; i++) {
+        admin_durable_reply *r = &admin_durable.q[i];
+        if (done >= r->ticket) {
+            admin_send_json(r->req, &r->body);
+        } else if (now >= r->deadline) {
+            sbuf_free(&r->body);
+            static const char late[] =
+                "{\"ok\":true,\"written\":false,\"message\":\"applied to the running gateway; not yet written to the "
+                "database (its writer is behind): a restart before it is written loses it\"}\n";
+            admin_send(r->req, 202, "application/json", late, sizeof late - 1);
+        } else {
+            admin_durable.q[keep++] = *r;
+        }
+    }
+    admin_durable.n = keep;
+    struct timeval tv = {0, ADMIN_DURABLE_POLL_US};
+    if (admin_durable.n)
+        evtimer_add(&admin_durable.timer, &tv);
+}
+
+static size_t admin_answers_waiting(void) { return admin_durable.n; }
+
+/* b (a change's 200 answer) sent once what was queued by now is committed. */
+static void admin_send_durable(admin_ctx *ctx, struct evhttp_request *req, sbuf *b)
+{
+    store *st = ctx->gw->st;
+    uint64_t ticket = store_writer_queued(st);
+    if (!ticket || store_writer_committed(st) >= ticket || admin_durable.n == ADMIN_DURABLE_MAX) {
+        admin_send_json(req, b); /* no writer (nothing to wait for), already written, or too many waiting */
+        return;
+    }
+    if (!admin_durable.timer_ready) {
+        evtimer_assign(&admin_durable.timer, ctx->gw->base, admin_durable_run, NULL);
+        admin_durable.timer_ready = 1;
+    }
+    admin_durable.st = st;
+    admin_durable.q[admin_durable.n++] = (admin_durable_reply){req, *b, ticket, gateway_now() + ADMIN_DURABLE_S};
+    *b = (sbuf)SBUF_INIT;
+    struct timeval tv = {0, ADMIN_DURABLE_POLL_US};
+    if (!evtimer_pending(&admin_durable.timer, NULL))
+        evtimer_add(&admin_durable.timer, &tv);
 }
 
 /* ---------- changes that wait for the writer ---------- */
@@ -1151,7 +1224,7 @@ static void admin_post_account(admin_ctx *ctx, struct evhttp_request *req, admin
     sbuf_puts(&b, "{\"ok\":true,\"account\":");
     admin_account_json(&b, pa, gateway_now());
     sbuf_puts(&b, "}");
-    admin_send_json(req, &b);
+    admin_send_durable(ctx, req, &b);
 }
 
 static void admin_post_enable(admin_ctx *ctx, struct evhttp_request *req) { admin_post_account(ctx, req, ADMIN_ENABLE); }
@@ -1196,7 +1269,9 @@ static void admin_post_prefer(admin_ctx *ctx, struct evhttp_request *req)
     char target[200];
     snprintf(target, sizeof target, "key %s -> %s", key->name, pa ? pa->a.name : "(none)");
     admin_audit(gw, req, "prefer", target);
-    admin_ok(req, "{\"ok\":true}");
+    sbuf b = SBUF_INIT;
+    sbuf_puts(&b, "{\"ok\":true}");
+    admin_send_durable(ctx, req, &b);
 }
 
 /* {"strategy": "...", "rotation": "..."} (either or both). */
@@ -1248,7 +1323,7 @@ static void admin_post_settings(admin_ctx *ctx, struct evhttp_request *req)
     admin_str(&b, gw->cfg.rotation);
     sbuf_printf(&b, ",\"strategy_pinned\":%s,\"rotation_pinned\":%s}", gw->cfg.strategy_pinned ? "true" : "false",
                 gw->cfg.rotation_pinned ? "true" : "false");
-    admin_send_json(req, &b);
+    admin_send_durable(ctx, req, &b);
 }
 
 static void admin_post_reload(admin_ctx *ctx, struct evhttp_request *req)

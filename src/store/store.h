@@ -545,6 +545,9 @@ typedef enum {
 store_import_outcome store_writer_import_result(store *s, uint64_t ticket, char *name, size_t namelen, char *err,
                                                 size_t errlen);
 uint64_t store_writer_committed(store *s);
+/* The ticket of the last item queued (0 when no writer runs): everything
+ * queued so far is durable once store_writer_committed() >= it. */
+uint64_t store_writer_queued(store *s);
 /* 1 while a change the loop applied to the running gateway when it queued
  * it (the admin API's changes, holds) is not committed yet, else 0 (also
  * when no writer runs). A pool reload from the database meanwhile would

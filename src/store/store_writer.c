@@ -890,6 +890,15 @@ uint64_t store_writer_committed(store *s)
     return c;
 }
 
+uint64_t store_writer_queued(store *s)
+{
+    store_writer *w = &s->w;
+    pthread_mutex_lock(&w->mu);
+    uint64_t q = w->running ? w->queued_seq : 0;
+    pthread_mutex_unlock(&w->mu);
+    return q;
+}
+
 int store_writer_notify_fd(store *s) { return s->w.notify_fd; }
 
 int store_writer_unwritten_changes(store *s)
