@@ -13,6 +13,7 @@
 #include "store/store.h"
 #include <errno.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,13 +99,31 @@ const char *cli_db_path(const char *opt)
     return env && *env ? env : "./switchyard.db";
 }
 
-store *cli_store_open(const char *cmd, const char *db)
+store *cli_store_open_new(const char *cmd, const char *db)
 {
     char err[512] = "";
     store *s = store_open(cli_db_path(db), err, sizeof err);
     if (!s)
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
     return s;
+}
+
+/* A command that reads or changes what is there never makes a database: a
+ * mistyped --db, or a command run from another directory, would otherwise
+ * act on a new, empty one and say nothing (`codex attach` minted its key
+ * in one, and attached Codex to another database's gateway). */
+store *cli_store_open(const char *cmd, const char *db)
+{
+    const char *path = cli_db_path(db);
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) {
+        fprintf(stderr,
+                "switchyard %s: no database at %s (give --db PATH or set SWITCHYARD_DB; `switchyard account add`, "
+                "`key add` or `serve` makes one)\n",
+                cmd, path);
+        return NULL;
+    }
+    return cli_store_open_new(cmd, db);
 }
 
 /* Opens the store for a command that acts on --name; NULL with *rc set to

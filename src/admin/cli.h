@@ -52,7 +52,8 @@ int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *op
 const char *cli_db_path(const char *opt);
 /* Opens --db (else $SWITCHYARD_DB, else ./switchyard.db); NULL and a
  * message on stderr on failure. */
-store *cli_store_open(const char *cmd, const char *db);
+store *cli_store_open(const char *cmd, const char *db);     /* an existing database only (else says so: NULL) */
+store *cli_store_open_new(const char *cmd, const char *db); /* made when missing: account add, key add, import, login */
 /* Prints one line (fmt holds no newline; one is added) to stdout with the
  * control characters and invalid UTF-8 of what it was given escaped
  * (text_escape): names, models, e-mails and plans come from outside (an

@@ -316,7 +316,7 @@ static int cli_account_validate(const char *cmd, const cli_account_args *a, acco
 
 static int cli_account_insert(const char *cmd, const char *db, const account_new *an)
 {
-    store *s = cli_store_open(cmd, db);
+    store *s = cli_store_open_new(cmd, db);
     if (!s)
         return CLI_EXIT_FAIL;
     char err[512] = "";
@@ -763,7 +763,7 @@ int cli_account_import(int argc, char **argv)
         labels[i] = l.v[i].label;
     }
     int rc = CLI_EXIT_FAIL, added = 0, updated = 0;
-    store *s = cli_store_open(cmd, db);
+    store *s = cli_store_open_new(cmd, db);
     if (s && store_accounts_import(s, an, l.n, labels, &added, &updated, err, sizeof err) == 0) {
         printf("imported %zu login%s: %d added, %d updated\n", l.n, l.n == 1 ? "" : "s", added, updated);
         rc = CLI_EXIT_OK;

@@ -160,7 +160,7 @@ int cli_key_add(int argc, char **argv)
     key_update u;
     if (cli_key_rules_parse(cmd, &r, &u) != 0)
         return CLI_EXIT_USAGE;
-    store *s = cli_store_open(cmd, db);
+    store *s = cli_store_open_new(cmd, db);
     if (!s)
         return CLI_EXIT_FAIL;
     char key[128], err[512] = "", prefix[16];

@@ -435,7 +435,7 @@ int cli_account_login(int argc, char **argv)
         fprintf(stderr, "switchyard %s: a SWITCHYARD_* setting is invalid (see above)\n", cmd);
         return CLI_EXIT_FAIL;
     }
-    store *s = cli_store_open(cmd, a.db); /* before the sign-in: a database that will not open wastes none */
+    store *s = cli_store_open_new(cmd, a.db); /* before the sign-in: a database that will not open wastes none */
     if (!s)
         return CLI_EXIT_FAIL;
     login_list l = {0};

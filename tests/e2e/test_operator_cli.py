@@ -55,9 +55,11 @@ class OperatorCliTest(GatewayTest):
         other = os.path.join(g.dir, "other.db")
         p = self.run_sy(g, "--db", other, "account", "list", "--db", g.db_path)
         self.assertIn("front", p.stdout)
-        p = self.run_sy(g, "--db", other, "account", "list")
-        self.assertEqual(p.returncode, 0, p.stderr)
+        p = self.run_sy(g, "--db", other, "account", "list")  # none there: said, and none made
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"no database at {other}", p.stderr)
         self.assertNotIn("front", p.stdout)
+        self.assertFalse(os.path.exists(other))
         self.assertIn("e2e", self.run_sy(g, "--db", g.db_path, "key", "list").stdout)
         g.start()  # serve gets --db after it from the harness; the key added before serves
         self.assertEqual(g.post("/v1/responses", BODY).status, 200)
@@ -144,6 +146,9 @@ class OperatorCliTest(GatewayTest):
         self.assertIn(f"cannot open database {missing}: No such file or directory", p.stderr)
         self.assertEqual(p.stderr.count("cannot open database"), 1, p.stderr)
         p = self.run_sy(g, "account", "list", "--db", missing)
+        self.assertEqual(p.stderr.count(f"no database at {missing}"), 1, p.stderr)
+        p = self.run_sy(g, "account", "add", "--db", missing, "--name", "x", "--base-url", self.mock.url("x"),
+                        "--token", "t")  # a command that makes one: why it cannot, once
         self.assertEqual(p.stderr.count("cannot open database"), 1, p.stderr)
         p = self.run_sy(g, "account", "add", "--db", g.db_path, "--name", "", "--base-url", self.mock.url("x"),
                         "--token", "t")

@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "store/store.h"
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -83,12 +84,6 @@ static void test_run(int (*fn)(int, char **), test_out *o, ...)
 }
 
 /* A fresh database for each test. */
-static void test_fresh_db(void)
-{
-    static int seq;
-    snprintf(test_db, sizeof test_db, "%s/t%d.db", test_dir, ++seq);
-}
-
 static store *test_store(void)
 {
     char err[256] = "";
@@ -96,6 +91,19 @@ static store *test_store(void)
     if (!s)
         fprintf(stderr, "  store_open: %s\n", err);
     return s;
+}
+
+/* A new path (test_missing_db), or a new empty database there (test_fresh_db). */
+static void test_missing_db(void)
+{
+    static int seq;
+    snprintf(test_db, sizeof test_db, "%s/t%d.db", test_dir, ++seq);
+}
+
+static void test_fresh_db(void)
+{
+    test_missing_db();
+    store_close(test_store());
 }
 
 static void test_add(const char *name)
@@ -196,6 +204,28 @@ static void test_cli_account_add_list_disable_enable_remove(void)
     CHECK_EQ_INT(o.rc, 0);
     CHECK_EQ_INT(test_account_enabled("alpha"), -1);
     CHECK_EQ_INT(test_account_enabled("beta"), 1);
+}
+
+/* Only the commands that make something (account add, key add, account
+ * import, login, serve) make a database; one that reads or changes what is
+ * there says there is none and makes none (issue 34: `codex attach` run
+ * elsewhere minted its key in a new ./switchyard.db). */
+static void test_cli_commands_that_only_read_or_change_make_no_database(void)
+{
+    test_out o;
+    struct stat sb;
+    test_missing_db();
+    test_run(cli_account_main, &o, "account", "list", NULL);
+    CHECK_EQ_INT(o.rc, 1);
+    CHECK(strstr(o.err, "no database at ") != NULL);
+    CHECK(stat(test_db, &sb) != 0);
+    test_run(cli_account_main, &o, "account", "disable", "--name", "a", NULL);
+    CHECK_EQ_INT(o.rc, 1);
+    CHECK(stat(test_db, &sb) != 0);
+    test_run(cli_account_main, &o, "account", "add", "--name", "a", "--base-url", "https://api.example.com/v1",
+             "--token", "sk-a", NULL);
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(stat(test_db, &sb) == 0);
 }
 
 static void test_cli_account_commands_fail_on_unknown_or_missing_name(void)
@@ -675,8 +705,8 @@ static void test_cli_global_db_before_the_command_reaches_it_and_one_after_wins(
     CHECK(o.rc == 0 && strstr(o.out, "front") != NULL);
     test_run_main(&o, "--db", other, "account", "list", "--db", test_db, NULL);
     CHECK(o.rc == 0 && strstr(o.out, "front") != NULL);
-    test_run_main(&o, "--db", other, "account", "list", NULL);
-    CHECK(o.rc == 0 && strstr(o.out, "front") == NULL);
+    test_run_main(&o, "--db", other, "account", "list", NULL); /* other.db: none there, none made */
+    CHECK(o.rc == 1 && strstr(o.out, "front") == NULL && strstr(o.err, "no database at ") != NULL);
     unsetenv("SWITCHYARD_DB");
 }
 
@@ -718,6 +748,7 @@ int main(void)
     unsetenv("SWITCHYARD_DB");
     RUN(test_cli_account_add_list_disable_enable_remove);
     RUN(test_cli_account_add_from_codex_auth_json);
+    RUN(test_cli_commands_that_only_read_or_change_make_no_database);
     RUN(test_cli_account_commands_fail_on_unknown_or_missing_name);
     RUN(test_cli_account_output_never_contains_the_token);
     RUN(test_cli_key_add_prints_the_key_as_last_line);
