@@ -80,8 +80,9 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_opt *opts, cli_p
 int cli_parse_or_usage(const char *cmd, int argc, char **argv, const cli_opt *opts, const int *help,
                               void (*usage)(FILE *))
 {
-    if (cli_parse(cmd, argc, argv, opts, NULL) != 0) {
-        usage(stderr);
+    if (cli_parse(cmd, argc, argv, opts, NULL) != 0) { /* what is wrong was said; where to look, in one line */
+        (void)usage;
+        fprintf(stderr, "(`switchyard %s --help` lists its options)\n", cmd);
         return CLI_EXIT_USAGE;
     }
     if (*help) {
@@ -365,6 +366,10 @@ int cli_main(int argc, char **argv, int (*serve)(int argc, char **argv))
             cli_help(stdout);
             return CLI_EXIT_OK;
         }
+        if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+            printf("switchyard %s\n", SY_VERSION);
+            return CLI_EXIT_OK;
+        }
         const char *db = NULL;
         if (!strncmp(a, "--db=", 5))
             db = a + 5;
@@ -374,8 +379,8 @@ int cli_main(int argc, char **argv, int (*serve)(int argc, char **argv))
             fprintf(stderr, "switchyard: --db needs a value\n");
             return CLI_EXIT_USAGE;
         } else {
-            fprintf(stderr, "switchyard: unknown option '%s' (before the command: --db PATH, --help)\n\n", a);
-            cli_help(stderr);
+            fprintf(stderr, "switchyard: unknown option '%s' (before the command: --db PATH, --help, --version; "
+                            "`switchyard --help` lists the commands)\n", a);
             return CLI_EXIT_USAGE;
         }
         if (!*db) {

@@ -64,6 +64,19 @@ class OperatorCliTest(GatewayTest):
         g.start()  # serve gets --db after it from the harness; the key added before serves
         self.assertEqual(g.post("/v1/responses", BODY).status, 200)
 
+    def test_version_and_an_unknown_option_answer_in_a_line(self):
+        g = self.gateway([], start=False)
+        p = self.run_sy(g, "--version")
+        self.assertEqual((p.returncode, p.stdout.strip()[:11]), (0, "switchyard "), p)
+        self.assertRegex(p.stdout.strip(), r"^switchyard \d+\.\d+\.\d+$")
+        for args, where in ((("--bogus",), "`switchyard --help`"),
+                            (("account", "list", "--bogus"), "`switchyard account list --help`")):
+            p = self.run_sy(g, *args)
+            self.assertEqual(p.returncode, 2, p)
+            self.assertIn("unknown option '--bogus'", p.stderr)
+            self.assertIn(where, p.stderr)
+            self.assertLessEqual(len(p.stderr.strip().splitlines()), 2, p.stderr)  # not the whole help
+
     def test_help_lists_every_command_and_each_line_answers_its_own_help(self):
         g = self.gateway([], start=False)
         p = self.run_sy(g, "--help")
