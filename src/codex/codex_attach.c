@@ -885,7 +885,8 @@ static int ca_detach_journal(store *s, codex_journal *j, int force, int keep_key
     if (!strcmp(v.sha, j->written_sha)) {
         sbuf_append(&restore, j->original.p, j->original.len);
         restore_present = j->original_present;
-        sbuf_puts(report, "restored the original byte for byte\n");
+        sbuf_puts(report, j->original_present ? "restored the original byte for byte\n"
+                                              : "removed the file attach created (there was none before)\n");
     } else if (!v.parsed || v.n_evidence == 0) {
         const char *why = !v.present ? "is gone" : !v.parsed ? "no longer parses" : "holds nothing attach wrote";
         if (!force) {

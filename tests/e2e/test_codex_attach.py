@@ -96,6 +96,16 @@ class CodexAttachTest(GatewayTest):
         self.assertEqual([(k["name"], k["revoked"]) for k in keys], [("codex-attach", 1)])
         self.wait_key(g, token, live=False)  # the revoked key no longer opens the gateway
 
+    def test_detach_removes_a_config_attach_created_and_says_so(self):
+        g = self.gateway([account("fresh", self.mock.url("fresh", "ok"))])
+        os.remove(self.cfg)
+        self.sy(g, "attach", "--gateway", f"http://127.0.0.1:{g.port}")
+        self.assertTrue(os.path.exists(self.cfg))
+        d = self.sy(g, "detach").stdout
+        self.assertIn("removed the file attach created", d)
+        self.assertNotIn("byte for byte", d)
+        self.assertFalse(os.path.exists(self.cfg))
+
     def test_edits_made_while_attached_survive_detach(self):
         g = self.gateway([account("fresh", self.mock.url("fresh", "ok"))])
         self.sy(g, "attach", "--gateway", f"http://127.0.0.1:{g.port}")
