@@ -36,7 +36,7 @@ static double cli_parse_since(const char *text, double now)
 }
 
 typedef struct cli_spend_out {
-    int json, rows;
+    int json, rows, unpriced;
     sbuf o;
 } cli_spend_out;
 
@@ -47,6 +47,7 @@ static void cli_spend_row(void *ud, const usage_row *r)
         cli_line("%-32s %9lld %12lld %12lld %12lld %12lld %12.4f%s", r->group, (long long)r->requests,
                (long long)r->input_tokens, (long long)r->cached_tokens, (long long)r->output_tokens,
                (long long)r->total_tokens, r->cost_usd, r->unpriced ? " *" : "");
+        out->unpriced |= r->unpriced > 0;
     } else {
         sbuf_puts(&out->o, out->rows ? ",{\"group\":" : "{\"group\":");
         sbuf_json_str(&out->o, r->group, strlen(r->group));
@@ -89,6 +90,9 @@ int cli_spend_main(int argc, char **argv)
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
     else if (json)
         printf("[%s]\n", out.o.p ? out.o.p : "");
+    else if (out.unpriced) /* what the mark at a row's end means */
+        printf("* some of the row's requests had no price (a model policies/prices.lua does not list): their cost "
+               "is not in COST_USD\n");
     sbuf_free(&out.o);
     store_close(s);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;

@@ -337,6 +337,13 @@ class SpendTest(GatewayTest):
         text = g.cli("usage", "--db", g.db_path, "--by", "model").stdout
         self.assertIn("COST_USD", text)
         self.assertIn("gpt-4o", text)
+        self.assertNotIn("*", text)  # every model priced: no mark, no footnote
+        self.assertEqual(g.post("/v1/chat/completions", chat("my-relay-model")).status, 200)
+        g.wait_request_logs(3)
+        text = g.cli("usage", "--db", g.db_path, "--by", "model").stdout
+        row = [ln for ln in text.splitlines() if ln.startswith("my-relay-model")][0]
+        self.assertTrue(row.endswith(" *"), text)
+        self.assertIn("* some of the row's requests had no price", text.splitlines()[-1])
         for bad in (["--by", "colour"], ["--since", "yesterday"]):
             self.assertEqual(g.cli("usage", "--db", g.db_path, *bad, check=False).returncode, 2)
 
