@@ -345,11 +345,15 @@ static int cli_login_device(const char *cmd, const sy_config *cfg, long timeout_
     }
     time_t now = time(NULL);
     double end = cli_login_now() + (double)(d.expires_at - now);
-    if (timeout_s > 0 && timeout_s < d.expires_at - now)
+    int bounded = timeout_s > 0 && timeout_s < d.expires_at - now; /* --timeout ends the wait first */
+    if (bounded)
         end = cli_login_now() + (double)timeout_s;
     cli_line("Sign in to ChatGPT: on any device, open %s", d.verify_url);
-    cli_line("and enter the code %s (it expires in %lld minutes; never share it).", d.user_code,
-             (long long)((d.expires_at - now + 59) / 60));
+    if (bounded)
+        cli_line("and enter the code %s within %ld s (--timeout; never share it).", d.user_code, timeout_s);
+    else
+        cli_line("and enter the code %s (it expires in %lld minutes; never share it).", d.user_code,
+                 (long long)((d.expires_at - now + 59) / 60));
     fflush(stdout);
     int rc = -1;
     for (;;) {
@@ -372,8 +376,12 @@ static int cli_login_device(const char *cmd, const sy_config *cfg, long timeout_
         }
         double left = end - cli_login_now();
         if (left <= 0) {
-            fprintf(stderr, "switchyard %s: the sign-in was not approved in time (the code expired); "
-                            "nothing was stored\n", cmd);
+            if (bounded)
+                fprintf(stderr, "switchyard %s: the sign-in was not approved within --timeout %ld s; nothing was "
+                                "stored\n", cmd, timeout_s);
+            else
+                fprintf(stderr, "switchyard %s: the sign-in was not approved in time (the code expired); "
+                                "nothing was stored\n", cmd);
             break;
         }
         double wait = (double)d.interval_s < left ? (double)d.interval_s : left;
