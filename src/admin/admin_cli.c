@@ -505,30 +505,6 @@ static void admin_cli_usage_logs(FILE *f)
           f);
 }
 
-/* WHEN for --since / --until: unix seconds, a UTC date or date and time,
- * or N minutes / hours / days before now; -1 if unreadable. */
-static double admin_cli_when(const char *text, double now)
-{
-    struct tm tm;
-    static const char *const forms[] = {"%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%MZ",
-                                        "%Y-%m-%dT%H:%M",     "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"};
-    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
-        memset(&tm, 0, sizeof tm);
-        const char *end = strptime(text, forms[i], &tm);
-        if (end && !*end)
-            return (double)timegm(&tm);
-    }
-    char *e = NULL;
-    errno = 0;
-    double v = strtod(text, &e);
-    if (errno || e == text || !(v >= 0) || v > 1e11)
-        return -1;
-    if (!*e)
-        return v;
-    double unit = strcmp(e, "m") == 0 ? 60 : strcmp(e, "h") == 0 ? 3600 : strcmp(e, "d") == 0 ? 86400 : 0;
-    return unit > 0 && v * unit <= now ? now - v * unit : -1;
-}
-
 static void admin_cli_log_line(void *ud, const store_log_row *r)
 {
     (void)ud;
@@ -600,9 +576,9 @@ static int admin_cli_logs(int argc, char **argv)
         return 2;
     }
     double now = (double)time(NULL);
-    double since = since_s ? admin_cli_when(since_s, now) : 0, until = until_s ? admin_cli_when(until_s, now) : 0;
+    double since = since_s ? cli_parse_when(since_s, now) : 0, until = until_s ? cli_parse_when(until_s, now) : 0;
     if (since < 0 || until < 0) {
-        fprintf(stderr, "switchyard %s: --%s must be unix seconds, YYYY-MM-DD[THH:MM[:SS]] or Nm, Nh, Nd, got '%s'\n",
+        fprintf(stderr, "switchyard %s: --%s must be " CLI_WHEN_FORMS ", got '%s'\n",
                 cmd, since < 0 ? "since" : "until", since < 0 ? since_s : until_s);
         return 2;
     }

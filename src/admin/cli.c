@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,29 @@ store *cli_store_open_named(const char *cmd, const char *db, const char *name, i
     store *s = cli_store_open(cmd, db);
     *rc = s ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     return s;
+}
+
+/* see cli_internal.h */
+double cli_parse_when(const char *text, double now)
+{
+    struct tm tm;
+    static const char *const forms[] = {"%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%MZ",
+                                        "%Y-%m-%dT%H:%M",     "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        memset(&tm, 0, sizeof tm);
+        const char *end = strptime(text, forms[i], &tm);
+        if (end && !*end)
+            return (double)timegm(&tm);
+    }
+    char *e = NULL;
+    errno = 0;
+    double v = strtod(text, &e);
+    if (errno || e == text || !(v >= 0) || v > 1e11)
+        return -1;
+    if (!*e)
+        return v;
+    double unit = strcmp(e, "m") == 0 ? 60 : strcmp(e, "h") == 0 ? 3600 : strcmp(e, "d") == 0 ? 86400 : 0;
+    return unit > 0 && v * unit <= now ? now - v * unit : -1;
 }
 
 int cli_parse_int(const char *cmd, const char *opt, const char *text, int min, int *out)

@@ -33,6 +33,11 @@ const char *cli_db_path(const char *opt);
  * the exit code when the name is missing or the store cannot be opened. */
 store *cli_store_open_named(const char *cmd, const char *db, const char *name, int *rc);
 /* --opt as an integer >= min (INT_MIN: any); prints the error and returns -1. */
+/* WHEN for --since / --until (logs, usage): unix seconds, a UTC date or
+ * date and time (YYYY-MM-DD[THH:MM[:SS]][Z]), or N minutes / hours / days
+ * before now (Nm, Nh, Nd); -1 if unreadable. One form for every command. */
+#define CLI_WHEN_FORMS "unix seconds, YYYY-MM-DD[THH:MM[:SS]] or Nm, Nh, Nd"
+double cli_parse_when(const char *text, double now);
 int cli_parse_int(const char *cmd, const char *opt, const char *text, int min, int *out);
 /* --budget USD (>= 0; 0 removes it) and --budget-period month|<N>d. */
 int cli_budget_parse(const char *cmd, const char *budget, const char *period, double *usd);

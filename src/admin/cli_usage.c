@@ -15,24 +15,9 @@ static void cli_usage_spend(FILE *f)
 {
     fputs("usage: switchyard usage [--by key|account|model|day] [--since WHEN] [--json] [--db PATH]\n"
           "  requests, tokens and cost (USD, from policies/prices.lua) in the request log;\n"
-          "  WHEN is YYYY-MM-DD (UTC), Nd or Nh (the last N days / hours); default: everything\n",
+          "  WHEN is unix seconds, YYYY-MM-DD[THH:MM[:SS]] (UTC) or Nm, Nh, Nd (the last N minutes, hours,\n"
+          "  days), as for logs; default: everything\n",
           f);
-}
-
-/* "YYYY-MM-DD" (UTC midnight), "Nd" or "Nh" before now; -1 if unreadable. */
-static double cli_parse_since(const char *text, double now)
-{
-    struct tm tm;
-    memset(&tm, 0, sizeof tm);
-    const char *end = strptime(text, "%Y-%m-%d", &tm);
-    if (end && !*end)
-        return (double)timegm(&tm);
-    char *e = NULL;
-    errno = 0;
-    long n = strtol(text, &e, 10);
-    if (errno || e == text || n < 0 || (strcmp(e, "d") != 0 && strcmp(e, "h") != 0))
-        return -1;
-    return now - (double)n * (*e == 'd' ? 86400.0 : 3600.0);
 }
 
 typedef struct cli_spend_out {
@@ -69,8 +54,8 @@ int cli_spend_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     double since = 0;
-    if (since_s && (since = cli_parse_since(since_s, (double)time(NULL))) < 0) {
-        fprintf(stderr, "switchyard %s: --since must be YYYY-MM-DD, Nd or Nh, got '%s'\n", cmd, since_s);
+    if (since_s && (since = cli_parse_when(since_s, (double)time(NULL))) < 0) {
+        fprintf(stderr, "switchyard %s: --since must be " CLI_WHEN_FORMS ", got '%s'\n", cmd, since_s);
         return CLI_EXIT_USAGE;
     }
     if (by && strcmp(by, "key") && strcmp(by, "account") && strcmp(by, "model") && strcmp(by, "day")) {

@@ -334,6 +334,10 @@ class SpendTest(GatewayTest):
         self.assertEqual(len(report("--by", "day")), 1)
         self.assertEqual(report("--since", "2999-01-01"), [])
         self.assertEqual(report("--since", "1d")[0]["requests"], len(rows))
+        # the forms logs --since takes too: minutes, a date and time, unix seconds
+        self.assertEqual(report("--since", "30m")[0]["requests"], len(rows))
+        self.assertEqual(report("--since", "2999-01-01T00:00"), [])
+        self.assertEqual(report("--since", "0")[0]["requests"], len(rows))
         text = g.cli("usage", "--db", g.db_path, "--by", "model").stdout
         self.assertIn("COST_USD", text)
         self.assertIn("gpt-4o", text)
