@@ -14,6 +14,7 @@
 #include "obs/trace.h"
 #include "base/sbuf.h"
 #include "base/sha256.h"
+#include "base/safe_file.h"
 #include "store/store_admin.h"
 #include <curl/curl.h>
 #include <errno.h>
@@ -35,21 +36,70 @@
 
 void admin_cli_usage_admin(FILE *f)
 {
-    fputs("usage: switchyard admin token [--db PATH]\n"
-          "  creates the admin token (or replaces it: the old one stops working within a second)\n"
-          "  and prints it once, as the last line; only its hash is stored\n",
+    fputs("usage: switchyard admin token [--rotate] [--db PATH]\n"
+          "  prints the admin token, as the last line: the one in <db>.admin-token (mode 0600, beside\n"
+          "  the database; `status` reads it there), else a new one; --rotate makes a new one (the old\n"
+          "  one stops working within a second, and signs the dashboard out). The database keeps its hash\n",
           f);
+}
+
+/* <db>.admin-token: the admin token itself, for the operator's commands
+ * (issue 34: printed once and rotated by every look, it could not be had
+ * again without signing the dashboard out). Beside the database, so only
+ * who can read the database can read it; mode 0600. */
+static void admin_cli_token_path(const char *db, char *out, size_t n) { snprintf(out, n, "%s.admin-token", db); }
+
+/* The token in the file, if it is the one the database holds (a rotation
+ * through another path leaves a stale file): 1 and tok filled, else 0. */
+static int admin_cli_token_read(const char *db, store *s, char *tok, size_t n)
+{
+    char path[PATH_MAX], err[256], hash[65], want[65];
+    admin_cli_token_path(db, path, sizeof path);
+    sbuf b = SBUF_INIT;
+    int present = 0, ok = 0;
+    if (safe_file_read(path, &b, &present, NULL, err, sizeof err) == 0 && present && b.len) {
+        size_t len = strcspn(b.p, "\r\n");
+        if (len > 4 && len < n && strncmp(b.p, "sya-", 4) == 0) {
+            sha256_hex(b.p, len, hash);
+            if (!s || (store_admin_token_get(s, want) == 0 && strcmp(want, hash) == 0)) {
+                memcpy(tok, b.p, len);
+                tok[len] = '\0';
+                ok = 1;
+            }
+        }
+        explicit_bzero(b.p, b.len);
+    }
+    sbuf_free(&b);
+    return ok;
 }
 
 int admin_cli_token_main(int argc, char **argv)
 {
     const char *cmd = "admin token", *db = NULL;
-    int help = 0;
-    const cli_opt opts[] = {{"db", &db, NULL}, {"help", NULL, &help}, {NULL, NULL, NULL}};
+    int help = 0, rotate = 0;
+    const cli_opt opts[] = {{"db", &db, NULL}, {"rotate", NULL, &rotate}, {"help", NULL, &help}, {NULL, NULL, NULL}};
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_admin);
     if (rc >= 0)
         return rc;
     char tok[4 + ADMIN_TOKEN_CHARS + 1] = "sya-";
+    char path[PATH_MAX];
+    admin_cli_token_path(cli_db_path(db), path, sizeof path);
+    if (!rotate) { /* the one there, if any: looking does not rotate it */
+        store *s = cli_store_open(cmd, db);
+        if (!s)
+            return 1;
+        int have = admin_cli_token_read(cli_db_path(db), s, tok, sizeof tok);
+        store_close(s);
+        if (have) {
+            printf("admin token (from %s; `switchyard admin token --rotate` makes a new one).\n"
+                   "Use it as 'Authorization: Bearer <token>' or in the dashboard at /admin/; 'switchyard status'\n"
+                   "reads it from the file:\n%s\n",
+                   path, tok);
+            explicit_bzero(tok, sizeof tok);
+            return 0;
+        }
+        memcpy(tok, "sya-", 5);
+    }
     if (store_random_base62(tok + 4, ADMIN_TOKEN_CHARS) != 0) {
         fprintf(stderr, "switchyard %s: no randomness available\n", cmd);
         return 1;
@@ -61,15 +111,26 @@ int admin_cli_token_main(int argc, char **argv)
     store *s = cli_store_open(cmd, db);
     if (!s)
         return 1;
+    /* the file first: a token stored but not in the file could not be had again */
+    char line[sizeof tok + 1];
+    int ll = snprintf(line, sizeof line, "%s\n", tok);
+    rc = safe_file_replace(path, line, (size_t)ll, 0600, NULL, NULL, err, sizeof err);
+    explicit_bzero(line, sizeof line);
+    if (rc != 0) {
+        store_close(s);
+        fprintf(stderr, "switchyard %s: cannot write %s: %s; nothing was changed\n", cmd, path, err);
+        return 1;
+    }
     rc = store_admin_token_set(s, hash, prefix, err, sizeof err);
     store_close(s);
     if (rc != 0) {
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
         return 1;
     }
-    printf("admin token created (it replaces any earlier one; shown once, keep it safe).\n"
-           "Use it as 'Authorization: Bearer <token>', in the dashboard at /admin/, or as\n"
-           "SWITCHYARD_ADMIN_TOKEN for 'switchyard status':\n%s\n", tok);
+    printf("admin token created (it replaces any earlier one), kept in %s (mode 0600).\n"
+           "Use it as 'Authorization: Bearer <token>' or in the dashboard at /admin/; 'switchyard status'\n"
+           "reads it from the file:\n%s\n",
+           path, tok);
     explicit_bzero(tok, sizeof tok);
     return 0;
 }
@@ -404,7 +465,8 @@ static int admin_cli_status(int argc, char **argv)
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_status);
     if (rc >= 0)
         return rc;
-    char base[STORE_RUNFILE_URL_MAX], why[256] = "no admin token ($SWITCHYARD_ADMIN_TOKEN is not set)";
+    char base[STORE_RUNFILE_URL_MAX],
+        why[256] = "no admin token ($SWITCHYARD_ADMIN_TOKEN is not set, no <db>.admin-token: `switchyard admin token`)";
     /* the gateway that serves this database, not a guess from the environment */
     gateway_found found;
     gateway_find(cli_db_path(db), &found);
@@ -418,6 +480,9 @@ static int admin_cli_status(int argc, char **argv)
     while (bl && base[bl - 1] == '/')
         base[--bl] = '\0';
     const char *token = getenv("SWITCHYARD_ADMIN_TOKEN");
+    char filetok[4 + ADMIN_TOKEN_CHARS + 1];
+    if ((!token || !*token) && admin_cli_token_read(cli_db_path(db), NULL, filetok, sizeof filetok))
+        token = filetok; /* <db>.admin-token: no ceremony */
     status_row *rows = NULL;
     size_t n = 0;
     int asked = (token && *token) && (url || found.answering);

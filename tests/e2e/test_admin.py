@@ -94,8 +94,14 @@ class AdminTest(GatewayTest):
                                                 403)["code"], "platform_key_not_admin")
         # the admin token is not a platform key either
         self.assertOpenAIError(g.post("/v1/responses", BODY, key=tok), 401)
-        # rotation: the new token works and the old one stops
-        new = admin_token(g)
+        # asked again it is the same one (its file beside the database): looking does not rotate it
+        self.assertEqual(admin_token(g), tok)
+        path = g.db_path + ".admin-token"
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        with open(path) as f:
+            self.assertEqual(f.read().strip(), tok)
+        # rotation, asked for: the new token works and the old one stops
+        new = g.cli("admin", "token", "--rotate", "--db", g.db_path).stdout.strip().splitlines()[-1]
         self.assertNotEqual(new, tok)
         wait_for(lambda: call(g, "GET", "/admin/api/keys", token=new).status == 200, what="the rotated token")
         self.assertOpenAIError(call(g, "GET", "/admin/api/keys", token=tok), 401)

@@ -112,6 +112,11 @@ class OperatorCliTest(GatewayTest):
         p = wait_for(lambda: (lambda r: r if "(live)" in r.stdout else None)(
             self.run_sy(g, "status", "--db", g.db_path, env={"SWITCHYARD_ADMIN_TOKEN": tok})), what="live status")
         self.assertIn(f"gateway http://127.0.0.1:{g.port} (live)", p.stdout)
+        # no token in the environment: the one beside the database (`admin token` wrote it) serves
+        p = self.run_sy(g, "status", "--db", g.db_path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"gateway http://127.0.0.1:{g.port} (live)", p.stdout)
+        os.remove(g.db_path + ".admin-token")
         p = self.run_sy(g, "status", "--db", g.db_path)
         self.assertEqual(p.returncode, 0, p.stderr)
         first = p.stdout.splitlines()[0]
