@@ -429,7 +429,7 @@ static void test_plain_answers_become_messages_responses(void)
                               "\"f\",\"arguments\":\"[1,\"}}]},\"finish_reason\":\"tool_calls\"}]}";
     CHECK_EQ_INT(dialect_answer(API_CHAT, API_MESSAGES, odd, sizeof odd - 1, &out), 0);
     CHECK(strstr(out.p, "\"input\":{}") != NULL && strstr(out.p, "\"id\":\"msg_switchyard\"") != NULL);
-    /* a Messages answer is one of its own (made a chat one: test_from_messages.c) */
+    /* a Messages answer is one of its own (made a chat one: test_stream_from_messages.c) */
     sbuf_reset(&out);
     static const char msg[] = "{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[]}";
     CHECK_EQ_INT(dialect_answer(API_MESSAGES, API_MESSAGES, msg, sizeof msg - 1, &out), 0);
