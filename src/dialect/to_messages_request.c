@@ -1384,11 +1384,19 @@ static int am_body(am_ctx *c, const json_value *doc, sbuf *out)
     if (am_budget(c, &budget) != 0 || am_sampling(c, budget > 0) != 0 || am_tool_choice(c, &choice) != 0 ||
         am_verbosity(c) != 0 || am_include(c) != 0)
         return -1;
+    /* the tools, written aside: whether any is decides the choice's fate */
+    sbuf tools = SBUF_INIT;
+    size_t tn = 1; /* the member follows others: its comma */
+    int rc = c->val[AM_TOOLS] ? am_tools(c, c->val[AM_TOOLS], &tools, &tn) : 0;
+    if (rc != 0) {
+        sbuf_free(&tools);
+        return -1;
+    }
     /* Anthropic thinks only when no tool is forced, and in a tool loop only
      * when its last assistant message begins with its own signed thinking
      * block, which an OpenAI history never holds: there this request goes
      * without (docs/clients.md) */
-    int forced = choice.type && (strcmp(choice.type, "any") == 0 || strcmp(choice.type, "tool") == 0);
+    int forced = c->n_tools && choice.type && (strcmp(choice.type, "any") == 0 || strcmp(choice.type, "tool") == 0);
     if (forced || c->last_calls)
         budget = 0;
     if (budget && max <= budget)
@@ -1410,8 +1418,8 @@ static int am_body(am_ctx *c, const json_value *doc, sbuf *out)
         sbuf_puts(out, AM_CACHE "}]");
     }
     am_write_messages(c, out, &n);
-    if (c->val[AM_TOOLS] && am_tools(c, c->val[AM_TOOLS], out, &n) != 0)
-        return -1;
+    sbuf_append(out, tools.p ? tools.p : "", tools.len);
+    sbuf_free(&tools);
     const json_value *par = c->val[AM_PARALLEL_TOOL_CALLS];
     int one_call = par && par->type == JSON_FALSE;
     if (c->n_tools && (choice.type || one_call)) {

@@ -388,6 +388,10 @@ static void test_thinking_is_left_out_where_anthropic_refuses_it(void)
     CHECK(g && !jpath(g, "thinking") && jnum(g, "max_tokens") == TO_MESSAGES_MAX_TOKENS);
     CHECK(g && strcmp(jstr(g, "tool_choice.type"), "tool") == 0 && strcmp(jstr(g, "tool_choice.name"), "f") == 0);
     json_free(g);
+    /* a choice without tools forces nothing: no tool_choice, thinking kept */
+    g = to(API_CHAT, CHAT(",'reasoning_effort':'low','tool_choice':'required'"));
+    CHECK(g && !jpath(g, "tool_choice") && jnum(g, "thinking.budget_tokens") == TO_MESSAGES_BUDGET_LOW);
+    json_free(g);
     /* tool_choice none with thinking: kept */
     g = to(API_RESPONSES, RSP(",'reasoning':{'effort':'low'},'tools':[{'type':'function','name':'f'}],"
                               "'tool_choice':'none','parallel_tool_calls':false"));
