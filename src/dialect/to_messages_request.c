@@ -194,7 +194,8 @@ typedef struct am_ctx {
     sbuf msgs;                         /* the messages written, JSON, comma-separated */
     size_t n_msgs;
     /* the message being gathered */
-    int role;                          /* AM_ROLE_* */
+    int role;                          /* AM_ROLE_*: its role */
+    int want;                          /* the role of the blocks that come next */
     sbuf results, blocks;              /* its tool_result blocks, its other blocks (written after them) */
     size_t n_results, n_blocks;
     int has_calls;                     /* it holds a tool_use block */
@@ -334,21 +335,29 @@ static void am_flush(am_ctx *c)
     c->has_calls = 0;
 }
 
-/* The blocks that follow belong to role: the message of the other role
- * (if any) is written first. */
+/* The blocks that follow belong to role. The message of the other role is
+ * written when the first of them comes (am_sep), not before: a message
+ * that adds no block (empty text) changes nothing, and the roles written
+ * alternate. */
 static void am_role(am_ctx *c, int role)
 {
-    if (c->role != role)
-        am_flush(c);
-    c->role = role;
+    c->want = role;
 }
 
 /* The comma before a block appended to `to` (*n counted); at: the path of
- * what gives it, kept when it opens the message. */
+ * what gives it, kept when it opens the message. A block of the message
+ * (not a part of a tool result's content) of the other role than the
+ * gathered one's writes that one first. */
 static void am_sep(am_ctx *c, sbuf *to, size_t *n, const char *at)
 {
-    if ((to == &c->blocks || to == &c->results) && !c->n_blocks && !c->n_results)
-        sbuf_copy_cstr(c->open_at, sizeof c->open_at, at);
+    if (to == &c->blocks || to == &c->results) {
+        if (c->role != c->want) {
+            am_flush(c);
+            c->role = c->want;
+        }
+        if (!c->n_blocks && !c->n_results)
+            sbuf_copy_cstr(c->open_at, sizeof c->open_at, at);
+    }
     if ((*n)++)
         sbuf_append(to, ",", 1);
 }

@@ -324,6 +324,16 @@ static void test_roles_alternate_and_tool_results_come_first(void)
     };
     expect(g, w, sizeof w / sizeof w[0]);
     json_free(g);
+    /* a message that says nothing parts nothing: the tool result before an
+     * empty assistant turn and the user text after it are one user message */
+    g = to(API_CHAT, "{'model':'m','messages':[{'role':'user','content':'x'},{'role':'assistant','tool_calls':[{'id':"
+                     "'t1','type':'function','function':{'name':'f','arguments':'{}'}}]},{'role':'tool','tool_call_id':"
+                     "'t1','content':'r'},{'role':'assistant','content':''},{'role':'system','content':'s'},"
+                     "{'role':'user','content':'y'}]}");
+    static const want w2[] = {{"messages.2.role", "user"}, {"messages.2.content.0.type", "tool_result"},
+                              {"messages.2.content.1.text", "y"}, {"messages.3", NULL}};
+    expect(g, w2, sizeof w2 / sizeof w2[0]);
+    json_free(g);
     /* a refusal the assistant gave is what it said */
     g = to(API_CHAT, "{'model':'m','messages':[{'role':'user','content':'x'},{'role':'assistant','content':null,"
                      "'refusal':'No.'},{'role':'user','content':[{'type':'text','text':'why'}]}]}");
