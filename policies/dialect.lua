@@ -1,8 +1,9 @@
 -- policies/dialect.lua: what an upstream accepts of a request in the dialect
 -- it is sent in (docs/clients.md). Called as
 -- dialect({kind, client, upstream}) -> rules, where kind is the account's
--- ("api_key" | "chatgpt" | "aggregate"), client the dialect the client
--- speaks and upstream the one the request is sent in ("responses" | "chat").
+-- ("api_key" | "chatgpt" | "aggregate" | "anthropic"), client the dialect the
+-- client speaks and upstream the one the request is sent in ("responses" |
+-- "chat" | "messages").
 -- The answer is data, kept per (kind, client, upstream) until the next
 -- reload: the hook runs a few times per load, never per request.
 --
@@ -59,9 +60,20 @@ local TO_CHAT = {
              "tools.namespace" },
 }
 
+-- a Chat or Responses request sent to the Anthropic Messages API (an
+-- anthropic account): the tools Codex offers that only run on the Responses
+-- API (as for a chat upstream), a verbosity Anthropic has no setting for,
+-- and the sampling settings chat tools send that Anthropic has no field for
+-- (docs/clients.md, "Into the Messages API")
+local TO_MESSAGES = {
+  ignore = { "tools.web_search", "tools.web_search_preview", "tools.namespace", "text.verbosity", "verbosity",
+             "frequency_penalty", "presence_penalty", "seed", "logit_bias" },
+}
+
 local function dialect(a)
   if a.kind == "chatgpt" and a.upstream == "responses" then return CHATGPT_RESPONSES end
   if a.upstream == "chat" and a.client == "responses" then return TO_CHAT end
+  if a.upstream == "messages" and a.client ~= "messages" then return TO_MESSAGES end
   return {}
 end
 

@@ -10,7 +10,11 @@
  * incomplete_details, error, what the upstream echoes of the request) is
  * the terminal event's response (response.completed or .incomplete) as it
  * came. A chat stream: its deltas put together as the SDKs do (strings
- * appended, tool calls by index), its finish_reason, its usage chunk.
+ * appended, tool calls by index), its finish_reason, its usage chunk. A
+ * Messages stream (an anthropic account's): its blocks put together by
+ * index (text, thinking, a tool_use's input from its JSON pieces), its
+ * stop_reason and usage, into a Messages response that dialect_answer
+ * makes the client's.
  *
  * A stream that ends in response.failed, an error event or a chat error
  * chunk gives an error object instead (OpenAI's, or Anthropic's for a
@@ -344,4 +348,155 @@ int aggregate_chat_end_responses(dialect_stream *s)
 int aggregate_chat_end_messages(dialect_stream *s)
 {
     return cagg_end_as(s, API_MESSAGES);
+}
+
+/* ---------- Messages ---------- */
+
+static magg_block *magg_find(magg_state *a, long i)
+{
+    for (size_t k = 0; k < a->n; k++)
+        if (a->v[k].index == i)
+            return &a->v[k];
+    return NULL;
+}
+
+static magg_block *magg_add(dialect_stream *s, long i, int kind)
+{
+    magg_state *a = &s->ma;
+    void *v = a->v;
+    if (!track_room(s, &v, a->n, &a->cap, sizeof *a->v))
+        return NULL;
+    a->v = v;
+    magg_block *b = &a->v[a->n++];
+    memset(b, 0, sizeof *b);
+    b->index = i;
+    b->kind = kind;
+    return b;
+}
+
+static int magg_kind(const char *type)
+{
+    return strcmp(type, "text") == 0       ? TRACK_MESSAGE
+           : strcmp(type, "thinking") == 0 ? TRACK_REASONING
+           : strcmp(type, "tool_use") == 0 ? TRACK_CALL
+                                           : TRACK_OTHER;
+}
+
+static void magg_start(dialect_stream *s, const json_value *doc)
+{
+    const json_value *cb = json_get(doc, "content_block");
+    long i = shape_index(doc, "index");
+    if (i < 0 || !cb || cb->type != JSON_OBJECT || magg_find(&s->ma, i))
+        return;
+    magg_block *b = magg_add(s, i, magg_kind(shape_str(cb, "type")));
+    if (!b)
+        return;
+    if (b->kind == TRACK_CALL) {
+        shape_copy_id(b->id, shape_str(cb, "id"));
+        cagg_text(s, &b->name, cb, "name");
+        const json_value *input = json_get(cb, "input");
+        if (input && input->type == JSON_OBJECT && input->count) { /* given whole */
+            sbuf text = SBUF_INIT;
+            json_write(&text, input);
+            track_append(s, &b->text, text.p, text.len);
+            sbuf_free(&text);
+        }
+    } else if (b->kind != TRACK_OTHER) {
+        cagg_text(s, &b->text, cb, b->kind == TRACK_MESSAGE ? "text" : "thinking");
+    }
+}
+
+static void magg_delta(dialect_stream *s, const json_value *doc)
+{
+    const json_value *d = json_get(doc, "delta");
+    const char *dt = shape_str(d, "type");
+    int kind = strcmp(dt, "text_delta") == 0       ? TRACK_MESSAGE
+               : strcmp(dt, "thinking_delta") == 0 ? TRACK_REASONING
+               : strcmp(dt, "input_json_delta") == 0 ? TRACK_CALL
+                                                     : TRACK_OTHER;
+    long i = shape_index(doc, "index");
+    magg_block *b = i >= 0 ? magg_find(&s->ma, i) : NULL;
+    if (!b && i >= 0 && (kind == TRACK_MESSAGE || kind == TRACK_REASONING))
+        b = magg_add(s, i, kind);
+    if (b && b->kind == kind)
+        cagg_text(s, &b->text, d, kind == TRACK_MESSAGE ? "text" : kind == TRACK_REASONING ? "thinking" : "partial_json");
+}
+
+void aggregate_messages_event(dialect_stream *s, const char *type, const json_value *doc)
+{
+    magg_state *a = &s->ma;
+    if (!doc)
+        return; /* [DONE] is no Anthropic event */
+    if (strcmp(type, "error") == 0) {
+        agg_fail(s, doc);
+    } else if (strcmp(type, "message_start") == 0) {
+        const json_value *msg = json_get(doc, "message");
+        cagg_first(a->id, msg, "id");
+        cagg_first(a->model, msg, "model");
+        shape_msg_usage_read(json_get(msg, "usage"), &a->usage);
+    } else if (strcmp(type, "content_block_start") == 0) {
+        magg_start(s, doc);
+    } else if (strcmp(type, "content_block_delta") == 0) {
+        magg_delta(s, doc);
+    } else if (strcmp(type, "message_delta") == 0) {
+        const char *stop = json_get_str(json_get(doc, "delta"), "stop_reason");
+        if (stop)
+            sbuf_copy_cstr(a->stop, sizeof a->stop, stop);
+        shape_msg_usage_read(json_get(doc, "usage"), &a->usage);
+        s->terminal = 1; /* the answer is whole: message_stop may follow */
+    } else if (strcmp(type, "message_stop") == 0) {
+        s->terminal = s->finished = 1;
+    }
+}
+
+/* The Messages response the events make (its thinking unsigned: only its
+ * text is read of it, by dialect_answer). */
+static void magg_answer(dialect_stream *s, sbuf *out)
+{
+    magg_state *a = &s->ma;
+    shape_message_begin(out, a->id[0] ? a->id : "msg_switchyard", a->model[0] ? a->model : s->model);
+    size_t n = 0;
+    for (size_t k = 0; k < a->n; k++) {
+        magg_block *b = &a->v[k];
+        if (b->kind == TRACK_OTHER)
+            continue;
+        if (n++)
+            sbuf_puts(out, ",");
+        const char *text = b->text.p ? b->text.p : "";
+        if (b->kind == TRACK_MESSAGE) {
+            shape_block_text(out, text, b->text.len);
+        } else if (b->kind == TRACK_REASONING) {
+            sbuf_puts(out, "{\"type\":\"thinking\",\"thinking\":");
+            sbuf_json_str(out, text, b->text.len);
+            sbuf_puts(out, "}");
+        } else {
+            shape_block_tool_use(out, b->id, b->name.p ? b->name.p : "", b->name.len, text, b->text.len);
+        }
+    }
+    shape_usage u;
+    shape_msg_usage_get(&a->usage, &u);
+    shape_message_end(out, a->stop[0] ? a->stop : NULL, &u);
+}
+
+/* The Messages response the events make, made the client's dialect. */
+static int magg_end_as(dialect_stream *s, api_kind client)
+{
+    int r;
+    if (agg_settled(s, &r))
+        return r;
+    sbuf body = SBUF_INIT;
+    magg_answer(s, &body);
+    r = agg_translate(s, API_MESSAGES, client, &body);
+    sbuf_free(&body);
+    return r;
+}
+
+int aggregate_messages_end_chat(dialect_stream *s)
+{
+    return magg_end_as(s, API_CHAT);
+}
+
+int aggregate_messages_end_responses(dialect_stream *s)
+{
+    return magg_end_as(s, API_RESPONSES);
 }

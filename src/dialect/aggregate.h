@@ -1,7 +1,8 @@
 /* aggregate.h: the rows of the table of pairs (stream.c) that gather an
  * upstream's stream into one plain answer for a client that asked no
  * stream (opts.aggregate): a Responses stream into a response object, a
- * chat stream into a chat.completion, each then made the client's dialect
+ * chat stream into a chat.completion, a Messages stream into a Messages
+ * response, each then made the client's dialect
  * by dialect_answer when that is another one (a Messages client's answer
  * is made so too). A failed stream gives the error object of the
  * client's dialect. */
@@ -24,5 +25,11 @@ void aggregate_chat_event(dialect_stream *s, const char *type, const json_value 
 int aggregate_chat_end(dialect_stream *s);
 int aggregate_chat_end_responses(dialect_stream *s);
 int aggregate_chat_end_messages(dialect_stream *s);
+
+/* A Messages upstream's event in (an anthropic account's stream). */
+void aggregate_messages_event(dialect_stream *s, const char *type, const json_value *doc);
+/* The answer as a chat.completion / a response object, or the error. */
+int aggregate_messages_end_chat(dialect_stream *s);
+int aggregate_messages_end_responses(dialect_stream *s);
 
 #endif

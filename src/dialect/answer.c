@@ -10,8 +10,12 @@
  * shape.h's writers, so an aggregated stream and a translated stream's
  * final response are the same bytes for the same content. The same
  * dialect on both sides is copied as it came, once it is known to be an
- * answer. Encrypted reasoning never reaches a chat or Messages client;
- * nothing is translated out of a Messages answer (no pair asks it). */
+ * answer. Encrypted reasoning never reaches a chat or Messages client. A
+ * Messages answer (an anthropic account's) is made a chat.completion
+ * (text, thinking as reasoning_content, tool_use blocks as tool_calls,
+ * stop_reason, usage with cache reads and writes), and a response object
+ * through that. The pairs are a table (answer_pairs), as the request's
+ * and the stream's are. */
 #include "dialect/answer.h"
 #include "dialect/shape.h"
 #include <stdio.h>
@@ -339,21 +343,116 @@ static void answer_chat_to_messages(const json_value *doc, sbuf *out)
                      shape_stop_reason(status, reason, a.calls > 0, a.refused), &u);
 }
 
+/* ---------- Messages -> Chat, Responses ---------- */
+
+/* A Messages answer as a chat.completion: its text blocks joined as the
+ * content, its thinking (summarized by Anthropic, unsigned here: the
+ * signature cannot travel) as reasoning_content, as the Responses -> Chat
+ * answer gives a reasoning summary; tool_use blocks as tool_calls, input
+ * re-serialized as the arguments; stop_reason as finish_reason; usage
+ * with cache reads and writes in the input. No created time: Anthropic
+ * gives none (0). */
+static void answer_msg_to_chat(const json_value *doc, sbuf *out)
+{
+    char id[SHAPE_ID_MAX];
+    shape_chat_id_of_message(id, json_get_str(doc, "id"));
+    sbuf content = SBUF_INIT, reasoning = SBUF_INIT, calls = SBUF_INIT, usage = SBUF_INIT;
+    long ncalls = 0;
+    const json_value *blocks = json_get(doc, "content");
+    for (const json_value *b = blocks->child; b; b = b->next) {
+        const char *type = shape_str(b, "type");
+        if (strcmp(type, "text") == 0) {
+            answer_join(&content, "", json_get(b, "text"));
+        } else if (strcmp(type, "thinking") == 0) {
+            answer_join(&reasoning, "\n\n", json_get(b, "thinking"));
+        } else if (strcmp(type, "tool_use") == 0) {
+            char cid[SHAPE_ID_MAX];
+            answer_call_id(cid, b, ncalls);
+            const json_value *name = json_get(b, "name"), *input = json_get(b, "input");
+            sbuf args = SBUF_INIT;
+            if (input && input->type == JSON_OBJECT)
+                json_write(&args, input);
+            else
+                sbuf_puts(&args, "{}");
+            int ns = name && name->type == JSON_STRING;
+            if (ncalls++)
+                sbuf_puts(&calls, ",");
+            shape_chat_call(&calls, cid, ns ? name->str : "", ns ? name->str_len : 0, args.p, args.len);
+            sbuf_free(&args);
+        }
+    }
+    shape_msg_usage m;
+    shape_msg_usage_init(&m);
+    shape_msg_usage_read(json_get(doc, "usage"), &m);
+    shape_usage u;
+    shape_msg_usage_get(&m, &u);
+    if (u.known)
+        shape_usage_chat(&usage, &u);
+    shape_chat c = {.id = id,
+                    .model = shape_str(doc, "model"),
+                    .content = &content,
+                    .reasoning = &reasoning,
+                    .tool_calls = &calls,
+                    .finish = shape_finish_of_stop(json_get_str(doc, "stop_reason"), ncalls > 0),
+                    .usage = u.known ? usage.p : NULL,
+                    .usage_len = usage.len};
+    shape_chat_completion(out, &c);
+    sbuf_free(&content);
+    sbuf_free(&reasoning);
+    sbuf_free(&calls);
+    sbuf_free(&usage);
+}
+
+/* A Messages answer as a response object: made a chat.completion first,
+ * then that made a response (ids resp_chatcmpl-X, msg_X, rs_X, fc_X_n;
+ * the thinking as a reasoning item's summary), so that a plain answer, an
+ * aggregated one and a translated stream (stream_from_messages.c, through
+ * the chat -> Responses stream's writers) are the same response. */
+static void answer_msg_to_responses(const json_value *doc, sbuf *out)
+{
+    sbuf chat = SBUF_INIT;
+    answer_msg_to_chat(doc, &chat);
+    json_value *c = json_parse(chat.p, chat.len, NULL, 0); /* ours: it parses (a tool's input within the depth) */
+    if (c)
+        answer_to_responses(c, out);
+    json_free(c);
+    sbuf_free(&chat);
+}
+
+/* ---------- the table of pairs ---------- */
+
+/* A translator of a plain answer: doc (answer_is made sure it is an
+ * answer of the upstream's dialect) appended to out in the client's. */
+typedef void (*answer_fn)(const json_value *doc, sbuf *out);
+
+static const struct answer_pair {
+    api_kind upstream, client;
+    answer_fn fn;
+} answer_pairs[] = {
+    {API_RESPONSES, API_CHAT, answer_to_chat},
+    {API_CHAT, API_RESPONSES, answer_to_responses},
+    {API_RESPONSES, API_MESSAGES, answer_rsp_to_messages},
+    {API_CHAT, API_MESSAGES, answer_chat_to_messages},
+    {API_MESSAGES, API_CHAT, answer_msg_to_chat},
+    {API_MESSAGES, API_RESPONSES, answer_msg_to_responses},
+};
+
 int dialect_answer(api_kind upstream, api_kind client, const char *body, size_t len, sbuf *out)
 {
     size_t start = out->len;
     json_value *doc = body ? json_parse(body, len, NULL, 0) : NULL;
-    /* nothing is translated out of a Messages answer: no pair asks it */
-    int ok = answer_is(upstream, doc) && (upstream == client || upstream != API_MESSAGES);
+    answer_fn fn = NULL;
+    for (size_t i = 0; i < sizeof answer_pairs / sizeof answer_pairs[0] && !fn; i++)
+        if (answer_pairs[i].upstream == upstream && answer_pairs[i].client == client)
+            fn = answer_pairs[i].fn;
+    int ok = answer_is(upstream, doc) && (upstream == client || fn);
     if (ok && upstream == client)
         sbuf_append(out, body, len);
-    else if (ok && client == API_MESSAGES)
-        (upstream == API_RESPONSES ? answer_rsp_to_messages : answer_chat_to_messages)(doc, out);
-    else if (ok && upstream == API_RESPONSES)
-        answer_to_chat(doc, out);
     else if (ok)
-        answer_to_responses(doc, out);
+        fn(doc, out);
     json_free(doc);
+    if (ok && out->len == start) /* a translation that gave nothing (cannot happen: each writes an object) */
+        ok = 0;
     if (!ok && out->cap) { /* as it was before the call */
         out->len = start;
         out->p[start] = '\0';

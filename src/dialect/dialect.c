@@ -13,13 +13,14 @@
  * came from the client or from a translator; the translators write nothing
  * but the translation (chat_request.c and messages_request.c fill
  * "instructions" from the system messages or prompt, and adapt only fills
- * them when they gave none). A pair without a row (no translator into the
- * Messages API yet) is refused with a 400. */
+ * them when they gave none). Every pair of the three dialects has a row; a
+ * pair without one would be refused with a 400. */
 #include "dialect/dialect.h"
 #include "dialect/adapt.h"
 #include "dialect/chat_request.h"
 #include "dialect/messages_request.h"
 #include "dialect/responses_request.h"
+#include "dialect/to_messages_request.h"
 #include <string.h>
 
 static const char *const dialect_names[] = {
@@ -46,6 +47,8 @@ static const struct dialect_pair {
     {API_MESSAGES, API_RESPONSES, "messages>responses", messages_request_to_responses},
     {API_MESSAGES, API_CHAT, "messages>chat", messages_request_to_chat},
     {API_MESSAGES, API_MESSAGES, "", NULL},
+    {API_CHAT, API_MESSAGES, "chat>messages", to_messages_request_chat},
+    {API_RESPONSES, API_MESSAGES, "responses>messages", to_messages_request_responses},
 };
 
 static const struct dialect_pair *dialect_pair_find(api_kind client, api_kind upstream)

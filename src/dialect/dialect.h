@@ -21,11 +21,12 @@
  *             dialect_error_own: the gateway's own error in that shape.
  *
  * The pairs (client > upstream) there are translators for: chat>responses,
- * responses>chat, messages>responses, messages>chat; and each dialect to
- * itself (passthrough, or adapted by the upstream's rules). A Messages
- * client is served by an OpenAI upstream; nothing is translated into the
- * Messages API yet (dialect_request refuses such a pair; a Messages
- * upstream would serve a Messages client natively).
+ * responses>chat, messages>responses, messages>chat, and into the Messages
+ * API chat>messages and responses>messages (an OpenAI client on an
+ * anthropic account: to_messages_request.c, stream_from_messages.c, the
+ * Messages rows of answer.c and aggregate.c); and each dialect to itself
+ * (passthrough, or adapted by the upstream's rules: a Messages upstream
+ * serves a Messages client natively).
  *
  * The translators are a table of pairs (dialect.c, stream.c): adding a
  * dialect is adding rows. Passthrough (same dialect, no rule to apply)
@@ -53,8 +54,9 @@ const char *dialect_name(api_kind api);
 int dialect_parse(const char *s, api_kind *out);
 /* "chat>responses" (client > upstream): the pair's name in logs, the trace,
  * the attempts record and the metrics ("messages>responses",
- * "messages>chat" for a Messages client); "" for passthrough and for a pair
- * there is no translator for. */
+ * "messages>chat" for a Messages client, "chat>messages",
+ * "responses>messages" on an anthropic account); "" for passthrough and
+ * for a pair there is no translator for. */
 const char *dialect_pair_name(api_kind client, api_kind upstream);
 
 /* dialect_error, a request the gateway refuses to translate (status 400,
@@ -122,17 +124,20 @@ int dialect_request(api_kind client, api_kind upstream, const policy_dialect *ru
                     sbuf *out, int *up_stream, dialect_error *err);
 
 /* A plain (non-stream) upstream answer body in upstream's dialect written
- * into out in client's. 0, or -1 when body is not an answer of that
- * dialect (out emptied; the proxy then treats it as no answer). */
+ * into out in client's (any pair of the three dialects). 0, or -1 when
+ * body is not an answer of that dialect (out emptied; the proxy then
+ * treats it as no answer). */
 int dialect_answer(api_kind upstream, api_kind client, const char *body, size_t len, sbuf *out);
 
 /* An upstream's error body (any status) as an OpenAI error object for the
  * client: {"error":{"message","type","code","param"}}. A body that already
  * is one is copied as it is; {"detail": "..."} or {"detail": {"code",
  * "message"}} (the ChatGPT backend) become one, with the code kept or made
- * from the status; anything else (HTML, text) is quoted in the message,
- * cut to fit. An error inside a 2xx gets the status it stands for. At
- * most 16 KiB, always valid JSON. */
+ * from the status; Anthropic's {"type":"error","error":{"type","message"}}
+ * becomes one with its type as the code ("prompt is too long" as
+ * context_length_exceeded) and OpenAI's type from the status; anything
+ * else (HTML, text) is quoted in the message, cut to fit. An error inside
+ * a 2xx gets the status it stands for. At most 16 KiB, always valid JSON. */
 void dialect_error_body(int status, const char *body, size_t len, sbuf *out);
 /* The same for a client of any dialect: dialect_error_body's object for a
  * Responses or Chat Completions client; for a Messages client Anthropic's
@@ -179,8 +184,9 @@ void dialect_stream_feed(dialect_stream *s, const char *buf, size_t n, sbuf *out
  * interrupted, or fails over when nothing was sent). */
 int dialect_stream_end(dialect_stream *s, sbuf *out);
 /* The client's Responses id of the stream (a chat upstream's answer made a
- * Responses one: "resp_<chat id>"); "" when the client is not a Responses
- * client or no event named it yet.
+ * Responses one: "resp_<chat id>"; a Messages upstream's msg_X:
+ * "resp_chatcmpl-X"); "" when the client is not a Responses client of a
+ * translated stream or no event named it yet.
  *
  * A Messages client's stream (from a Responses or a Chat upstream) is
  * Anthropic's events in Anthropic's order: message_start (usage 0: the
@@ -190,7 +196,16 @@ int dialect_stream_end(dialect_stream *s, sbuf *out);
  * one after the other), then message_delta (stop_reason and the usage)
  * and message_stop; an upstream error is an `error` event and the end.
  * The upstream's reasoning is left out (no thinking blocks: see
- * docs/clients.md). Aggregated, it is one Messages response object. */
+ * docs/clients.md). Aggregated, it is one Messages response object.
+ *
+ * A Messages upstream's stream (an anthropic account's) reaches a chat
+ * client as chunks and a Responses client as events, written as a chat
+ * upstream's would be: text and thinking (as reasoning_content, a
+ * reasoning summary) as they come, each tool_use block a tool call with
+ * the next index (a Responses function_call item finished with its
+ * block), message_delta's stop_reason and usage at the end; its `error`
+ * event is the client's error and fails the stream (overloaded_error 503,
+ * rate_limit_error 429, invalid_request_error 400, ...). */
 const char *dialect_stream_response_id(const dialect_stream *s);
 /* The response object of the terminal event a Responses client got from a
  * translated stream (the whole output and usage); NULL (and *len 0) when
@@ -203,7 +218,9 @@ int dialect_stream_output_sent(const dialect_stream *s);
 /* 1 when the upstream's stream ended in an error (response.failed, an
  * error event, a chat {"error":...} chunk), with *status (NULL: not
  * asked) the HTTP status it stands for (429 quota/rate limit, 400 a
- * refused request, 401/403/404, 503 overloaded, else 500); 0 otherwise.
+ * refused request, 401/403/404, 503 overloaded, Anthropic's
+ * request_too_large 413, billing_error 402 and timeout_error 504, else
+ * 500); 0 otherwise.
  * Streamed, the client already got the error in its own dialect (a chat
  * error chunk and no [DONE], or response.failed). With aggregate, what
  * dialect_stream_end wrote is an OpenAI error object to send with that

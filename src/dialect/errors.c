@@ -60,6 +60,32 @@ static void errors_object(errors_info *e, const json_value *err)
     e->param = errors_text(json_get(err, "param"));
 }
 
+/* Anthropic's own error types (its API's docs, "Errors"). */
+static const char *const errors_anthropic_types[] = {
+    "invalid_request_error", "authentication_error", "billing_error", "permission_error", "not_found_error",
+    "request_too_large",     "rate_limit_error",     "api_error",     "timeout_error",    "overloaded_error"};
+
+/* Is doc framed as Anthropic's error, {"type":"error","error":{"type":T}}
+ * with T one of its types? */
+static int errors_anthropic_typed(const json_value *doc)
+{
+    const json_value *err = json_get(doc, "error");
+    const char *kind = json_get_str(doc, "type"), *type = json_get_str(err, "type");
+    if (!kind || strcmp(kind, "error") != 0 || !type)
+        return 0;
+    for (size_t i = 0; i < sizeof errors_anthropic_types / sizeof errors_anthropic_types[0]; i++)
+        if (strcmp(errors_anthropic_types[i], type) == 0)
+            return 1;
+    return 0;
+}
+
+/* ... and without a code, as Anthropic writes its own (the ChatGPT
+ * backend's stream error has the same frame, and a code). */
+static int errors_is_anthropic(const json_value *doc)
+{
+    return errors_anthropic_typed(doc) && !json_get(json_get(doc, "error"), "code");
+}
+
 int errors_read(const json_value *doc, errors_info *e)
 {
     errors_clear(e);
@@ -69,6 +95,17 @@ int errors_read(const json_value *doc, errors_info *e)
     const char *kind = json_get_str(doc, "type");
     if (err && err->type == JSON_OBJECT) {
         errors_object(e, err);
+        if (errors_is_anthropic(doc)) {
+            /* for an OpenAI client: its type is the code (overloaded_error,
+             * rate_limit_error), OpenAI's type is made from the status; a
+             * prompt too long is what OpenAI calls context_length_exceeded
+             * (Codex compacts its history on that code) */
+            static const char too_long[] = "prompt is too long";
+            int context = e->message && e->message_len >= sizeof too_long - 1 &&
+                          memcmp(e->message, too_long, sizeof too_long - 1) == 0;
+            e->code = context ? "context_length_exceeded" : e->type;
+            e->type = NULL;
+        }
         return 1;
     }
     if (err && err->type == JSON_STRING) {
@@ -132,6 +169,13 @@ int errors_status(const errors_info *e)
         return 429;
     if (errors_says(e, "overloaded") || errors_says(e, "unavailable"))
         return 503;
+    /* Anthropic's types whose status no OpenAI word says */
+    if (errors_says(e, "request_too_large"))
+        return 413;
+    if (errors_says(e, "billing_error"))
+        return 402;
+    if (errors_says(e, "timeout_error"))
+        return 504;
     if (errors_says(e, "authentication") || errors_says(e, "invalid_api_key") || errors_says(e, "unauthorized"))
         return 401;
     if (errors_says(e, "permission") || errors_says(e, "forbidden") || errors_says(e, "deactivated"))
@@ -326,19 +370,11 @@ static int errors_is_own(api_kind client, const json_value *doc, size_t len)
     const json_value *err = json_get(doc, "error");
     if (len > ERRORS_BODY_MAX || !err || err->type != JSON_OBJECT || !errors_text(json_get(err, "message")))
         return 0;
-    if (client != API_MESSAGES)
-        return 1;
-    const char *type = json_get_str(err, "type"), *kind = json_get_str(doc, "type");
-    /* Anthropic's own types only: a body of another vendor's error would
-     * bring an error type a Messages client does not know */
-    static const char *const types[] = {"invalid_request_error", "authentication_error", "billing_error",
-                                        "permission_error",      "not_found_error",      "request_too_large",
-                                        "rate_limit_error",      "api_error",            "timeout_error",
-                                        "overloaded_error"};
-    for (size_t i = 0; kind && strcmp(kind, "error") == 0 && type && i < sizeof types / sizeof types[0]; i++)
-        if (strcmp(types[i], type) == 0)
-            return 1;
-    return 0;
+    /* Anthropic's own types only for a Messages client: a body of another
+     * vendor's error would bring an error type it does not know; and
+     * Anthropic's is written again for an OpenAI client (its shape and
+     * types are not OpenAI's) */
+    return client == API_MESSAGES ? errors_anthropic_typed(doc) : !errors_is_anthropic(doc);
 }
 
 void dialect_error_body_for(api_kind client, int status, const char *body, size_t len, sbuf *out)

@@ -27,12 +27,17 @@ typedef struct errors_info {
  * {"error":"text"}, a Responses "error" event (code/message on top),
  * response.failed ({"response":{"error":{code,message}}}), the ChatGPT
  * backend's {"detail":"text"} / {"detail":{"code","message"}}, a
- * validation list {"detail":[{"msg":...}]}, a relay's {"message", "code"}.
- * Returns 1 when doc holds an error, 0 (e cleared) when not. */
+ * validation list {"detail":[{"msg":...}]}, a relay's {"message", "code"},
+ * Anthropic's {"type":"error","error":{"type","message"}} (its type read
+ * as the code, for an OpenAI client; "prompt is too long" as
+ * context_length_exceeded). Returns 1 when doc holds an error, 0 (e
+ * cleared) when not. */
 int errors_read(const json_value *doc, errors_info *e);
 /* The HTTP status an error met inside a stream stands for (it came with a
  * 200): 429 for quota and rate limits, 400 for a request the upstream
- * refuses, 401/403/404 for those kinds, 503 when overloaded, else 500. */
+ * refuses, 401/403/404 for those kinds, 503 when overloaded, 413, 402 and
+ * 504 for Anthropic's request_too_large, billing_error and timeout_error,
+ * else 500. */
 int errors_status(const errors_info *e);
 /* The OpenAI error type for status (and code: insufficient_quota keeps
  * its own type): 400 invalid_request_error, 401 authentication_error,

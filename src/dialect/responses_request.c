@@ -531,20 +531,29 @@ static int rr_call_output(rr_ctx *c, const json_value *it, size_t i)
 
 /* An item Chat has no place for: left out when ignored (by its type, or
  * for a hosted tool's item by the tool), else a 400. */
-static int rr_other_item(rr_ctx *c, const char *type, size_t i)
+int responses_request_hosted_item(const policy_dialect *rules, const char *type)
 {
-    if (refuse_ignores2(c->rules, "input.", type))
-        return 0;
     for (size_t k = 0; k < sizeof rr_hosted / sizeof rr_hosted[0]; k++) {
         if (strcmp(rr_hosted[k].item, type) != 0)
             continue;
         for (size_t t = 0; t < 3 && rr_hosted[k].tools[t]; t++)
-            if (refuse_ignores2(c->rules, "tools.", rr_hosted[k].tools[t]))
-                return 0;
-        refuse_param(c->err, "input[%zu].type", i);
-        return rr_unsupported_type(c, "hosted tools run only on the Responses API", type);
+            if (refuse_ignores2(rules, "tools.", rr_hosted[k].tools[t]))
+                return 1;
+        return 0;
     }
+    return -1;
+}
+
+static int rr_other_item(rr_ctx *c, const char *type, size_t i)
+{
+    if (refuse_ignores2(c->rules, "input.", type))
+        return 0;
+    int hosted = responses_request_hosted_item(c->rules, type);
+    if (hosted == 1)
+        return 0;
     refuse_param(c->err, "input[%zu].type", i);
+    if (hosted == 0)
+        return rr_unsupported_type(c, "hosted tools run only on the Responses API", type);
     if (strcmp(type, "item_reference") == 0)
         return rr_unsupported_type(c, "it keeps no items to refer to", type);
     return rr_unsupported_type(c, "it has no such item", type);

@@ -26,4 +26,11 @@ int responses_request_to_chat(const json_value *doc, const policy_dialect *rules
  * custom_tool_call with that input. */
 int responses_request_is_custom_tool(const json_value *doc, const char *name);
 
+/* 1 when type is the type of an input item a hosted tool makes
+ * (web_search_call, local_shell_call_output, mcp_call, ...) and rules
+ * (NULL: none) ignore that tool ("tools.web_search"): the item may be left
+ * out; 0 when it is such an item and no rule lets it go; -1 when type is
+ * no hosted tool's item. */
+int responses_request_hosted_item(const policy_dialect *rules, const char *type);
+
 #endif

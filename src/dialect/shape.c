@@ -438,3 +438,68 @@ void shape_block_tool_use(sbuf *out, const char *id, const char *name, size_t na
     json_free(input);
     sbuf_puts(out, "}");
 }
+
+/* ---------- from Anthropic Messages ---------- */
+
+void shape_msg_usage_init(shape_msg_usage *m)
+{
+    m->known = 0;
+    m->in = m->cache_read = m->cache_write = m->out = -1;
+}
+
+void shape_msg_usage_read(const json_value *v, shape_msg_usage *m)
+{
+    if (!v || v->type != JSON_OBJECT)
+        return;
+    m->known = 1;
+    static const char *const keys[] = {"input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+                                       "output_tokens"};
+    long *dst[] = {&m->in, &m->cache_read, &m->cache_write, &m->out};
+    for (size_t k = 0; k < 4; k++) {
+        long n = shape_count2(v, keys[k], NULL);
+        if (n >= 0)
+            *dst[k] = n;
+    }
+}
+
+/* a + b, clamped as usage counts are */
+static long shape_add(long a, long b)
+{
+    a = a > 0 ? a : 0;
+    b = b > 0 ? b : 0;
+    return a > USAGE_TOKENS_MAX - b ? USAGE_TOKENS_MAX : a + b;
+}
+
+void shape_msg_usage_get(const shape_msg_usage *m, shape_usage *u)
+{
+    shape_usage_init(u);
+    if (!m->known)
+        return;
+    u->known = 1;
+    u->in = shape_add(shape_add(m->in, m->cache_read), m->cache_write);
+    u->cached = m->cache_read > 0 ? m->cache_read : 0;
+    u->out = m->out > 0 ? m->out : 0;
+    u->total = shape_add(u->in, u->out);
+}
+
+void shape_chat_id_of_message(char dst[SHAPE_ID_MAX], const char *message_id)
+{
+    const char *x = message_id ? message_id : "";
+    if (strncmp(x, "msg_", 4) == 0 && x[4])
+        x += 4;
+    if (!*x) {
+        shape_copy_id(dst, SHAPE_CHAT_ID_NONE);
+        return;
+    }
+    shape_prefixed(dst, "chatcmpl-", x);
+}
+
+const char *shape_finish_of_stop(const char *stop_reason, int has_calls)
+{
+    const char *s = stop_reason ? stop_reason : "";
+    if (strcmp(s, "max_tokens") == 0 || strcmp(s, "model_context_window_exceeded") == 0)
+        return "length";
+    if (strcmp(s, "refusal") == 0)
+        return "content_filter";
+    return has_calls || strcmp(s, "tool_use") == 0 ? "tool_calls" : "stop";
+}

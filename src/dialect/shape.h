@@ -156,4 +156,34 @@ void shape_block_text(sbuf *out, const char *text, size_t n);
 void shape_block_tool_use(sbuf *out, const char *id, const char *name, size_t name_len, const char *args,
                           size_t args_len);
 
+/* ---------- from Anthropic Messages ---------- */
+
+/* Anthropic's usage counts as its answer and its stream give them: -1
+ * until given. message_start brings the input's, message_delta the
+ * output's (and, in newer versions of the API, the input's again). */
+typedef struct shape_msg_usage {
+    int known;
+    long in, cache_read, cache_write, out;
+} shape_msg_usage;
+
+void shape_msg_usage_init(shape_msg_usage *m);
+/* Reads a usage object (input_tokens, cache_read_input_tokens,
+ * cache_creation_input_tokens, output_tokens): the members it finds
+ * replace m's. Counts are clamped (upstream/usage.h). */
+void shape_msg_usage_read(const json_value *v, shape_msg_usage *m);
+/* m as the OpenAI dialects count: the input is input_tokens with the cache
+ * reads and writes (Anthropic counts them apart), cached the cache reads,
+ * the output output_tokens (thinking included; Anthropic does not say how
+ * much of it was thinking: reasoning unknown). Not known: u->known 0. */
+void shape_msg_usage_get(const shape_msg_usage *m, shape_usage *u);
+/* The chat id of an answer made from a Messages id: "msg_X" gives
+ * "chatcmpl-X" (a Responses id is then "resp_chatcmpl-X", as for any chat
+ * answer: shape_response_id); "chatcmpl-switchyard" when there is none. */
+void shape_chat_id_of_message(char dst[SHAPE_ID_MAX], const char *message_id);
+/* A stop_reason as a chat finish_reason: max_tokens and
+ * model_context_window_exceeded "length", refusal "content_filter",
+ * tool_use "tool_calls"; end_turn, stop_sequence, pause_turn and none
+ * "tool_calls" when the answer holds tool calls, else "stop". */
+const char *shape_finish_of_stop(const char *stop_reason, int has_calls);
+
 #endif

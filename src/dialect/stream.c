@@ -9,6 +9,7 @@
 #include "dialect/stream.h"
 #include "dialect/aggregate.h"
 #include "dialect/stream_chat.h"
+#include "dialect/stream_from_messages.h"
 #include "dialect/stream_messages.h"
 #include "dialect/stream_responses.h"
 #include "dialect/track.h"
@@ -26,6 +27,10 @@ static const track_pair stream_pairs[] = {
     {API_CHAT, API_MESSAGES, 0, stream_messages_from_chat, stream_messages_end},
     {API_RESPONSES, API_MESSAGES, 1, aggregate_responses_event, aggregate_responses_end_messages},
     {API_CHAT, API_MESSAGES, 1, aggregate_chat_event, aggregate_chat_end_messages},
+    {API_MESSAGES, API_CHAT, 0, stream_from_messages_event, stream_from_messages_end},
+    {API_MESSAGES, API_RESPONSES, 0, stream_from_messages_event, stream_from_messages_end},
+    {API_MESSAGES, API_CHAT, 1, aggregate_messages_event, aggregate_messages_end_chat},
+    {API_MESSAGES, API_RESPONSES, 1, aggregate_messages_event, aggregate_messages_end_responses},
 };
 
 static int stream_is_done(const char *data, size_t len)
@@ -77,6 +82,8 @@ dialect_stream *dialect_stream_new(api_kind upstream, api_kind client, const dia
     shape_usage_init(&s->tr.usage);
     s->tm.text = -1;
     shape_usage_init(&s->tm.usage);
+    shape_msg_usage_init(&s->fm.usage);
+    shape_msg_usage_init(&s->ma.usage);
     sse_init(&s->sse, stream_on_event, s);
     return s;
 }
@@ -114,8 +121,11 @@ int dialect_stream_end(dialect_stream *s, sbuf *out)
 
 const char *dialect_stream_response_id(const dialect_stream *s)
 {
-    return s && s->pair->client == API_RESPONSES && s->pair->upstream == API_CHAT && s->tr.started ? s->tr.resp_id
-                                                                                                 : "";
+    /* made by the chat -> Responses writers (a chat or a Messages upstream) */
+    return s && s->pair->client == API_RESPONSES && s->pair->upstream != API_RESPONSES && !s->pair->aggregate &&
+                   s->tr.started
+               ? s->tr.resp_id
+               : "";
 }
 
 const char *dialect_stream_response(const dialect_stream *s, size_t *len)

@@ -148,15 +148,7 @@ static int tc_kind(const char *type)
 
 static void tc_args_piece(dialect_stream *s, tochat_item *it, const char *text, size_t n)
 {
-    if (!n)
-        return;
-    tc_open(s);
-    sbuf_puts(s->out, "{\"tool_calls\":[{\"index\":");
-    sbuf_put_int(s->out, it->tool_index);
-    sbuf_puts(s->out, ",\"function\":{\"arguments\":");
-    sbuf_json_str(s->out, text, n);
-    sbuf_puts(s->out, "}}]}");
-    tc_close(s, NULL);
+    stream_chat_call_args(s, it->tool_index, text, n);
     it->args_sent += n;
 }
 
@@ -175,26 +167,12 @@ static void tc_call_header(dialect_stream *s, tochat_item *it, const json_value 
         return;
     tochat_state *t = &s->tc;
     it->tool_index = t->calls++;
-    const char *call_id = shape_str(item, "call_id");
+    const char *call_id = shape_str(item, "call_id"), *name = shape_str(item, "name");
     if (!*call_id)
         call_id = it->id;
-    tc_role(s);
-    tc_open(s);
-    sbuf_puts(s->out, "{\"tool_calls\":[{\"index\":");
-    sbuf_put_int(s->out, it->tool_index);
-    sbuf_puts(s->out, ",\"id\":");
-    if (*call_id) {
-        char cut[SHAPE_ID_MAX];
-        shape_copy_id(cut, call_id);
-        shape_put_str(s->out, cut);
-    } else {
-        sbuf_printf(s->out, "\"call_%ld\"", it->tool_index);
-    }
-    sbuf_puts(s->out, ",\"type\":\"function\",\"function\":{\"name\":");
-    shape_put_str(s->out, shape_str(item, "name"));
-    sbuf_puts(s->out, ",\"arguments\":\"\"}}]}");
-    tc_close(s, NULL);
-    s->output_sent = 1;
+    char cut[SHAPE_ID_MAX];
+    shape_copy_id(cut, call_id);
+    stream_chat_call_head(s, it->tool_index, cut, name, strlen(name));
     tc_args_rest(s, it, json_get(item, "arguments")); /* an upstream that sends them at once */
 }
 
@@ -350,11 +328,70 @@ static void tc_finish(dialect_stream *s, const json_value *doc, const char *type
     shape_usage u;
     shape_usage_init(&u);
     shape_usage_read(json_get(resp, "usage"), &u);
+    stream_chat_finish(s, shape_finish_reason(status, reason, s->tc.calls > 0), &u);
+}
+
+/* ---------- the writers, for another upstream's translator too ---------- */
+
+void stream_chat_ids(dialect_stream *s, const char *chat_id, const char *model, int64_t created)
+{
+    tochat_state *t = &s->tc;
+    if (t->id_fixed)
+        return;
+    t->id_fixed = 1;
+    shape_copy_id(t->chat_id, chat_id && *chat_id ? chat_id : SHAPE_CHAT_ID_NONE);
+    shape_copy_id(t->model, model && *model ? model : s->model);
+    t->created = created;
+}
+
+void stream_chat_role(dialect_stream *s)
+{
+    tc_role(s);
+}
+
+void stream_chat_text(dialect_stream *s, const char *member, const char *text, size_t n)
+{
+    tc_delta(s, member, text, n);
+}
+
+void stream_chat_call_head(dialect_stream *s, long index, const char *call_id, const char *name, size_t name_len)
+{
+    tc_role(s);
+    tc_open(s);
+    sbuf_puts(s->out, "{\"tool_calls\":[{\"index\":");
+    sbuf_put_int(s->out, index);
+    sbuf_puts(s->out, ",\"id\":");
+    if (call_id && *call_id)
+        shape_put_str(s->out, call_id);
+    else
+        sbuf_printf(s->out, "\"call_%ld\"", index);
+    sbuf_puts(s->out, ",\"type\":\"function\",\"function\":{\"name\":");
+    sbuf_json_str(s->out, name ? name : "", name ? name_len : 0);
+    sbuf_puts(s->out, ",\"arguments\":\"\"}}]}");
+    tc_close(s, NULL);
+    s->output_sent = 1;
+}
+
+void stream_chat_call_args(dialect_stream *s, long index, const char *text, size_t n)
+{
+    if (!n)
+        return;
+    tc_open(s);
+    sbuf_puts(s->out, "{\"tool_calls\":[{\"index\":");
+    sbuf_put_int(s->out, index);
+    sbuf_puts(s->out, ",\"function\":{\"arguments\":");
+    sbuf_json_str(s->out, text, n);
+    sbuf_puts(s->out, "}}]}");
+    tc_close(s, NULL);
+}
+
+void stream_chat_finish(dialect_stream *s, const char *finish, const shape_usage *u)
+{
     tc_role(s);
     tc_open(s);
     sbuf_puts(s->out, "{}");
-    tc_close(s, shape_finish_reason(status, reason, s->tc.calls > 0));
-    if (s->include_usage && u.known) {
+    tc_close(s, finish);
+    if (s->include_usage && u && u->known) {
         tochat_state *t = &s->tc;
         sbuf *o = s->out;
         sbuf_puts(o, "data: {\"id\":");
@@ -364,15 +401,14 @@ static void tc_finish(dialect_stream *s, const json_value *doc, const char *type
         sbuf_puts(o, ",\"model\":");
         shape_put_str(o, t->model);
         sbuf_puts(o, ",\"choices\":[],\"usage\":");
-        shape_usage_chat(o, &u);
+        shape_usage_chat(o, u);
         sbuf_puts(o, "}\n\n");
     }
     sbuf_puts(s->out, "data: [DONE]\n\n");
     s->terminal = s->finished = 1;
 }
 
-/* response.failed, an error event: the chat stream's error chunk. */
-static void tc_fail(dialect_stream *s, const json_value *doc)
+void stream_chat_fail(dialect_stream *s, const json_value *doc)
 {
     errors_info e;
     int status = track_fail(s, doc, &e);
@@ -380,6 +416,8 @@ static void tc_fail(dialect_stream *s, const json_value *doc)
     errors_write(s->out, status, &e);
     sbuf_puts(s->out, "\n\n");
 }
+
+/* ---------- the row ---------- */
 
 void stream_chat_event(dialect_stream *s, const char *type, const json_value *doc)
 {
@@ -415,7 +453,7 @@ void stream_chat_event(dialect_stream *s, const char *type, const json_value *do
         tc_finish(s, doc, type);
     else if (strcmp(type, "response.failed") == 0 || strcmp(type, "error") == 0 ||
              (!*type && err && (err->type == JSON_OBJECT || err->type == JSON_STRING)))
-        tc_fail(s, doc);
+        stream_chat_fail(s, doc);
 }
 
 int stream_chat_end(dialect_stream *s)

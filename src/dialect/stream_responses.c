@@ -75,20 +75,24 @@ static void tr_response_event(dialect_stream *s, const char *type, const char *s
 
 /* The first chunk: ids and the opening events. doc may be NULL (a stream
  * that ends or fails before any chunk). */
-static void tr_start(dialect_stream *s, const json_value *doc)
+static void tr_begin(dialect_stream *s, const char *id, const char *model, int64_t created)
 {
     torsp_state *t = &s->tr;
     if (t->started)
         return;
     t->started = 1;
-    const char *id = json_get_str(doc, "id");
     shape_copy_id(t->chat_id, id && *id ? id : SHAPE_CHAT_ID_NONE);
     shape_response_id(t->resp_id, t->chat_id);
-    const char *model = json_get_str(doc, "model");
     shape_copy_id(t->model, model && *model ? model : s->model);
-    t->created = shape_int(doc, "created", 0);
+    t->created = created;
     tr_response_event(s, "response.created", "in_progress", NULL, NULL, 0, 0);
     tr_response_event(s, "response.in_progress", "in_progress", NULL, NULL, 0, 0);
+}
+
+static void tr_start(dialect_stream *s, const json_value *doc)
+{
+    if (!s->tr.started)
+        tr_begin(s, json_get_str(doc, "id"), json_get_str(doc, "model"), shape_int(doc, "created", 0));
 }
 
 /* output_item.done with the finished item, which is kept for the end. */
@@ -256,19 +260,13 @@ static void tr_text(dialect_stream *s, int refusal, const char *text, size_t n)
 
 /* ---------- tool calls ---------- */
 
-static void tr_call(dialect_stream *s, const json_value *elem)
+/* A piece of call c (its name's, its arguments'; fresh: the first). */
+static void tr_call_piece(dialect_stream *s, track_call *c, int fresh, const char *name, size_t name_len,
+                          const char *args, size_t args_len)
 {
     torsp_state *t = &s->tr;
-    if (!elem || elem->type != JSON_OBJECT)
-        return;
-    int fresh;
-    track_call *c = track_calls_for(s, &t->calls, elem, &fresh);
-    if (!c || c->closed)
-        return;
-    const json_value *fn = json_get(elem, "function");
-    const json_value *name = json_get(fn, "name"), *args = json_get(fn, "arguments");
-    if (name && name->type == JSON_STRING) /* pieces add up, as the SDKs put them together */
-        track_append(s, &c->name, name->str, name->str_len);
+    if (name) /* pieces add up, as the SDKs put them together */
+        track_append(s, &c->name, name, name_len);
     if (fresh) {
         tr_close_open(s); /* the text before the call is finished */
         c->output_index = t->next_index++;
@@ -288,14 +286,48 @@ static void tr_call(dialect_stream *s, const json_value *elem)
         sbuf_free(&item);
         s->output_sent = 1;
     }
-    if (args && args->type == JSON_STRING && args->str_len) {
+    if (args_len) {
         tr_open(s, "response.function_call_arguments.delta");
         tr_at(s, c->item_id, c->output_index);
         sbuf_puts(s->out, ",\"delta\":");
-        sbuf_json_str(s->out, args->str, args->str_len);
+        sbuf_json_str(s->out, args, args_len);
         tr_close(s);
-        track_append(s, &c->args, args->str, args->str_len);
+        track_append(s, &c->args, args, args_len);
     }
+}
+
+static void tr_call(dialect_stream *s, const json_value *elem)
+{
+    if (!elem || elem->type != JSON_OBJECT)
+        return;
+    int fresh;
+    track_call *c = track_calls_for(s, &s->tr.calls, elem, &fresh);
+    if (!c || c->closed)
+        return;
+    const json_value *fn = json_get(elem, "function");
+    const json_value *name = json_get(fn, "name"), *args = json_get(fn, "arguments");
+    int ns = name && name->type == JSON_STRING, as = args && args->type == JSON_STRING;
+    tr_call_piece(s, c, fresh, ns ? name->str : NULL, ns ? name->str_len : 0, as ? args->str : NULL,
+                  as ? args->str_len : 0);
+}
+
+/* A call finished: its arguments' .done and its item's. */
+static void tr_call_close(dialect_stream *s, track_call *c)
+{
+    if (c->closed)
+        return;
+    c->closed = 1;
+    const char *args = c->args.p ? c->args.p : "";
+    tr_open(s, "response.function_call_arguments.done");
+    tr_at(s, c->item_id, c->output_index);
+    sbuf_puts(s->out, ",\"arguments\":");
+    sbuf_json_str(s->out, args, c->args.len);
+    tr_close(s);
+    sbuf item = SBUF_INIT;
+    shape_item_call(&item, c->item_id, "completed", c->call_id, c->name.p ? c->name.p : "", c->name.len, args,
+                    c->args.len);
+    tr_item_done(s, c->output_index, &item);
+    sbuf_free(&item);
 }
 
 /* finish_reason: every item finished (the text item, then the calls in
@@ -309,23 +341,8 @@ static void tr_close_all(dialect_stream *s, const char *finish)
     if (finish && !t->finish[0])
         sbuf_copy_cstr(t->finish, sizeof t->finish, finish);
     tr_close_open(s);
-    for (size_t k = 0; k < t->calls.n; k++) {
-        track_call *c = &t->calls.v[k];
-        if (c->closed)
-            continue;
-        c->closed = 1;
-        const char *args = c->args.p ? c->args.p : "";
-        tr_open(s, "response.function_call_arguments.done");
-        tr_at(s, c->item_id, c->output_index);
-        sbuf_puts(s->out, ",\"arguments\":");
-        sbuf_json_str(s->out, args, c->args.len);
-        tr_close(s);
-        sbuf item = SBUF_INIT;
-        shape_item_call(&item, c->item_id, "completed", c->call_id, c->name.p ? c->name.p : "", c->name.len, args,
-                        c->args.len);
-        tr_item_done(s, c->output_index, &item);
-        sbuf_free(&item);
-    }
+    for (size_t k = 0; k < t->calls.n; k++)
+        tr_call_close(s, &t->calls.v[k]);
 }
 
 /* [DONE] (or the end after a finish_reason): the terminal event. */
@@ -413,4 +430,59 @@ int stream_responses_end(dialect_stream *s)
     if (!s->terminal && s->tr.closed)
         tr_complete(s);
     return s->terminal;
+}
+
+/* ---------- the writers, for another upstream's translator too ---------- */
+
+void stream_responses_begin(dialect_stream *s, const char *chat_id, const char *model, int64_t created)
+{
+    tr_begin(s, chat_id, model, created);
+}
+
+void stream_responses_text(dialect_stream *s, int refusal, const char *text, size_t n)
+{
+    if (n && !s->tr.closed)
+        tr_text(s, refusal, text, n);
+}
+
+void stream_responses_reasoning(dialect_stream *s, const char *text, size_t n)
+{
+    if (n && !s->tr.closed)
+        tr_reasoning(s, text, n);
+}
+
+void stream_responses_call(dialect_stream *s, long index, const char *call_id, const char *name, size_t name_len,
+                           const char *args, size_t args_len)
+{
+    torsp_state *t = &s->tr;
+    if (t->closed)
+        return;
+    track_call *c = track_calls_find(&t->calls, index);
+    int fresh = !c;
+    if (fresh && (c = track_calls_add(s, &t->calls, index)))
+        shape_copy_id(c->call_id, call_id);
+    if (c && !c->closed)
+        tr_call_piece(s, c, fresh, fresh ? name : NULL, name_len, args, args_len);
+}
+
+void stream_responses_call_done(dialect_stream *s, long index)
+{
+    track_call *c = track_calls_find(&s->tr.calls, index);
+    if (c)
+        tr_call_close(s, c);
+}
+
+void stream_responses_close(dialect_stream *s, const char *finish)
+{
+    tr_close_all(s, finish);
+}
+
+void stream_responses_complete(dialect_stream *s)
+{
+    tr_complete(s);
+}
+
+void stream_responses_fail(dialect_stream *s, const json_value *doc)
+{
+    tr_fail(s, doc);
 }

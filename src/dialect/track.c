@@ -211,4 +211,10 @@ void track_free(dialect_stream *s)
     }
     free(s->tm.v);
     track_calls_free(&s->tm.calls);
+    free(s->fm.v);
+    for (size_t k = 0; k < s->ma.n; k++) {
+        sbuf_free(&s->ma.v[k].name);
+        sbuf_free(&s->ma.v[k].text);
+    }
+    free(s->ma.v);
 }

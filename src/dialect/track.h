@@ -3,8 +3,8 @@
  * budget for what is kept, finished Responses items by output index, and
  * tool calls by their chat index. stream.c owns the object and its table
  * of pairs; each pair (stream_chat.c, stream_responses.c,
- * stream_messages.c, aggregate.c) reads and writes its own part of the
- * state and the common fields.
+ * stream_messages.c, stream_from_messages.c, aggregate.c) reads and writes
+ * its own part of the state and the common fields.
  *
  * Memory is bounded: everything kept for a final event or an aggregated
  * answer (text, items, the terminal event, tool call names and arguments)
@@ -156,6 +156,44 @@ typedef struct tomsg_state {
     shape_usage usage;
 } tomsg_state;
 
+/* Messages -> chat or Responses, streamed (stream_from_messages.c): a
+ * content block of the upstream's, by Anthropic's index. */
+typedef struct frommsg_block {
+    long index;                 /* Anthropic's content block index */
+    int kind;                   /* TRACK_MESSAGE text, TRACK_REASONING thinking, TRACK_CALL tool_use, TRACK_OTHER */
+    long tool_index;            /* TRACK_CALL: its chat tool_calls index (and the Responses call's key) */
+    size_t got;                 /* bytes of text, thinking or arguments given to the client */
+    int stopped;
+} frommsg_block;
+
+typedef struct frommsg_state {
+    int started;                /* message_start seen (or stood for) */
+    frommsg_block *v;           /* the blocks begun, in order */
+    size_t n, cap;
+    long calls;                 /* tool_calls indexes given */
+    int thought;                /* some thinking reached the client: the next block's starts after a blank line */
+    int closed;                 /* message_delta seen: its stop_reason and usage kept */
+    char stop[32];              /* the stop_reason */
+    shape_msg_usage usage;
+} frommsg_state;
+
+/* Messages stream -> one answer (aggregate.c): a content block gathered. */
+typedef struct magg_block {
+    long index;
+    int kind;                   /* TRACK_MESSAGE, TRACK_REASONING, TRACK_CALL, TRACK_OTHER (left out) */
+    char id[SHAPE_ID_MAX];      /* TRACK_CALL: the tool_use id */
+    sbuf name;                  /* TRACK_CALL */
+    sbuf text;                  /* the text, the thinking, or the input's JSON text */
+} magg_block;
+
+typedef struct magg_state {
+    char id[SHAPE_ID_MAX], model[SHAPE_ID_MAX];
+    magg_block *v;
+    size_t n, cap;
+    char stop[32];
+    shape_msg_usage usage;
+} magg_state;
+
 typedef struct track_pair track_pair;
 
 struct dialect_stream {
@@ -179,6 +217,8 @@ struct dialect_stream {
     tomsg_state tm;
     ragg_state ra;
     cagg_state ca;
+    frommsg_state fm;
+    magg_state ma;
 };
 
 /* A row of the table of pairs (stream.c): the upstream's events in, the

@@ -352,9 +352,9 @@ int policy_budget_over(policy_engine *pe, const policy_budget *b);
  * answer is data, kept per (kind, client, upstream) and policy load, so the
  * hook runs a few times per load, never per request (src/dialect/). */
 typedef struct policy_dialect_ask {
-    const char *kind;          /* "api_key" | "chatgpt" | "aggregate" */
+    const char *kind;          /* "api_key" | "chatgpt" | "aggregate" | "anthropic" */
     const char *client;        /* "responses" | "chat": what the client speaks */
-    const char *upstream;      /* what the request is sent in */
+    const char *upstream;      /* what the request is sent in ("responses" | "chat" | "messages") */
 } policy_dialect_ask;
 
 #define POLICY_DIALECT_NAMES 48    /* fields per list, at most */

@@ -655,6 +655,9 @@ void policy_dialect_default(const policy_dialect_ask *ask, policy_dialect *out)
                                                  "prompt_cache_key", "service_tier", "safety_identifier",
                                                  "tools.web_search", "tools.web_search_preview",
                                                  "tools.namespace", NULL};
+    static const char *const to_messages_ignore[] = {"tools.web_search", "tools.web_search_preview", "tools.namespace",
+                                                     "text.verbosity", "verbosity", "frequency_penalty",
+                                                     "presence_penalty", "seed", "logit_bias", NULL};
     memset(out, 0, sizeof *out);
     const char *kind = ask->kind ? ask->kind : "", *client = ask->client ? ask->client : "";
     const char *upstream = ask->upstream ? ask->upstream : "";
@@ -670,5 +673,7 @@ void policy_dialect_default(const policy_dialect_ask *ask, policy_dialect *out)
         dialect_names(out->ignore, &out->n_ignore, chatgpt_ignore);
     } else if (strcmp(upstream, "chat") == 0 && strcmp(client, "responses") == 0) {
         dialect_names(out->ignore, &out->n_ignore, to_chat_ignore);
+    } else if (strcmp(upstream, "messages") == 0 && strcmp(client, "messages") != 0) {
+        dialect_names(out->ignore, &out->n_ignore, to_messages_ignore);
     }
 }

@@ -2,8 +2,8 @@
  * (src/dialect/: dialect_request through the table of pairs, the three
  * translators, adapt on raw bytes) on any bytes. The input is the client's
  * body for each of the nine client × upstream pairs (chat, responses,
- * messages; nothing is translated into messages: those pairs refuse), and
- * the Messages token estimate, under five rule sets: none, the ChatGPT
+ * messages), and the Messages token estimate, under five rule sets: none,
+ * the ChatGPT
  * backend's, a Chat relay's (ignore lists, Anthropic's fields among them,
  * a rename, stream forced), rules that fight each other (renames onto forced and
  * dropped names, forced names dropped), and only the rules the plan
@@ -17,8 +17,12 @@
  * a list, no input item carries an id or a system role when the rules say
  * so; a dropped name is gone; a translated body has its dialect's list
  * (messages, input); a Messages body translated (with no rename among the
- * rules) names no field but OpenAI's: nothing of Anthropic's leaks; the
- * token estimate is -1 exactly when the body is no object with a messages
+ * rules) names no field but OpenAI's: nothing of Anthropic's leaks; a
+ * Chat or Responses body translated into the Messages API (no rename or
+ * drop among the rules) is one Anthropic takes in shape: only its fields,
+ * max_tokens above any thinking budget, roles alternating from user,
+ * content lists never empty, tool results first, no empty text, tool_use
+ * ids of [A-Za-z0-9_-] with object inputs; the token estimate is -1 exactly when the body is no object with a messages
  * list, else >= 0; in the same dialect, a top-level member no rule names
  * keeps its value byte for byte, with no rules (NULL or all empty) the
  * output is the input byte for byte, and when dialect_plan, given the facts
@@ -174,6 +178,60 @@ static void fuzz_openai_names(const json_value *got)
     }
 }
 
+/* A body translated into the Messages API is one api.anthropic.com takes
+ * in shape (the mock's strict checks, tests/mock_upstream.c): only its
+ * fields; max_tokens an integer of 1 or more, above a thinking budget;
+ * messages a non-empty list whose roles alternate from user, each with a
+ * non-empty content list of typed blocks, a user message's tool results
+ * before its other blocks, no empty text, every tool_use with an id of
+ * [A-Za-z0-9_-] and an object input. */
+static void fuzz_anthropic_body(const json_value *got)
+{
+    static const char *const names[] = {"model", "messages", "max_tokens", "system", "metadata", "stop_sequences",
+                                        "stream", "temperature", "top_p", "tools", "tool_choice", "thinking",
+                                        "output_config"};
+    for (const json_value *m = got->child; m; m = m->next) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && !known; i++)
+            known = strcmp(m->key, names[i]) == 0;
+        FUZZ_CHECK(known);
+    }
+    int64_t max = 0, budget = 0;
+    FUZZ_CHECK(json_get_int64(got, "max_tokens", 1, INT64_MAX / 2, &max) == 0);
+    const json_value *th = json_get(got, "thinking");
+    if (th)
+        FUZZ_CHECK(json_get_int64(th, "budget_tokens", 1024, INT64_MAX / 2, &budget) == 0 && max > budget);
+    const json_value *msgs = json_get(got, "messages");
+    FUZZ_CHECK(msgs && msgs->type == JSON_ARRAY && msgs->count);
+    int want_user = 1;
+    for (const json_value *m = msgs->child; m; m = m->next, want_user = !want_user) {
+        FUZZ_CHECK(fuzz_is(json_get(m, "role"), want_user ? "user" : "assistant"));
+        const json_value *content = json_get(m, "content");
+        FUZZ_CHECK(content && content->type == JSON_ARRAY && content->count);
+        int others = 0;
+        for (const json_value *b = content->child; b; b = b->next) {
+            const char *t = json_get_str(b, "type");
+            FUZZ_CHECK(t != NULL);
+            if (strcmp(t, "tool_result") == 0)
+                FUZZ_CHECK(want_user && !others);
+            else
+                others = 1;
+            if (strcmp(t, "text") == 0) {
+                const json_value *text = json_get(b, "text");
+                FUZZ_CHECK(text && text->type == JSON_STRING && text->str_len);
+            }
+            if (strcmp(t, "tool_use") == 0) {
+                const json_value *id = json_get(b, "id"), *in = json_get(b, "input");
+                FUZZ_CHECK(!want_user && id && id->type == JSON_STRING && id->str_len && in &&
+                           in->type == JSON_OBJECT);
+                for (size_t k = 0; k < id->str_len; k++)
+                    FUZZ_CHECK(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", id->str[k]) &&
+                               id->str[k]);
+            }
+        }
+    }
+}
+
 /* An accepted body against the rules and the pair. */
 static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dialect *r, const json_value *doc,
                             const json_value *got, int up_stream)
@@ -191,6 +249,8 @@ static void fuzz_check_body(api_kind client, api_kind upstream, const policy_dia
     }
     if (client == API_MESSAGES && upstream != API_MESSAGES && (!r || !r->n_rename))
         fuzz_openai_names(got);
+    if (client != API_MESSAGES && upstream == API_MESSAGES && (!r || (!r->n_rename && !r->n_drop)))
+        fuzz_anthropic_body(got);
     if (r) {
         for (size_t i = 0; i < r->n_drop; i++) {
             const char *name = r->drop[i];
@@ -295,8 +355,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
                 dialect_step step = dialect_plan(apis[c], apis[u], k ? &rules[k] : NULL, &f);
                 FUZZ_CHECK(step == DIALECT_NONE || step == DIALECT_ADAPT || step == DIALECT_TRANSLATE);
                 FUZZ_CHECK((step == DIALECT_TRANSLATE) == (c != u));
-                /* a pair has a name when it has a translator: none into messages */
-                FUZZ_CHECK((strlen(dialect_pair_name(apis[c], apis[u])) > 0) == (c != u && apis[u] != API_MESSAGES));
+                /* a pair has a name when it has a translator: every pair of two dialects */
+                FUZZ_CHECK((strlen(dialect_pair_name(apis[c], apis[u])) > 0) == (c != u));
                 fuzz_one(apis[c], apis[u], k ? &rules[k] : NULL, in, n, doc, &facts);
                 if (!k && c == u) /* rules that are there and say nothing */
                     fuzz_one(apis[c], apis[u], &rules[0], in, n, doc, &facts);

@@ -17,7 +17,11 @@
  * named by its type, message_stop exactly when the stream ended without
  * failing and an error event last exactly when it failed; aggregated, one
  * Messages response or Anthropic error object at the end, or nothing.
- * The same bytes also go to dialect_answer (every pair of the three
+ * The same bytes also go, in the same mode, as an Anthropic stream (an
+ * anthropic account's: stream_from_messages.c) to the chat or Responses
+ * client bit 1 picks, on the same terms as the first run (aggregated: the
+ * chat.completion or response object, or an error object exactly when it
+ * failed). The same bytes also go to dialect_answer (every pair of the three
  * dialects: an answer comes out as JSON or nothing does),
  * dialect_error_body and dialect_error_body_for a Messages client (JSON,
  * at most 16 KiB, the message a string; Anthropic's {"type":"error"} for
@@ -277,6 +281,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(type && strcmp(type, f1 ? "error" : "message") == 0);
         FUZZ_CHECK(f1 ? json_get_str(json_get(doc, "error"), "type") != NULL
                       : json_get(doc, "content") && json_get(doc, "content")->type == JSON_ARRAY);
+        json_free(doc);
+    }
+    sbuf_free(&cut);
+    sbuf_free(&whole);
+    /* the same bytes as an Anthropic stream (an anthropic account's) to the
+     * chat or Responses client of bit 1, in the same mode */
+    e1 = translate(API_MESSAGES, client, &o, small, in, n, seed | 1, &cut, &f1, &s1);
+    e2 = translate(API_MESSAGES, client, &o, small, in, n, 0, &whole, &f2, &s2);
+    FUZZ_CHECK(e1 >= 0 && e1 == e2 && f1 == f2 && s1 == s2);
+    FUZZ_CHECK(cut.len == whole.len && (!cut.len || memcmp(cut.p, whole.p, cut.len) == 0));
+    if (!o.aggregate) {
+        check_stream(&cut, client == API_RESPONSES, e1, f1);
+    } else if (!e1) {
+        FUZZ_CHECK(cut.len == 0);
+    } else {
+        json_value *doc = json_parse(cut.p, cut.len, NULL, 0);
+        FUZZ_CHECK(doc && doc->type == JSON_OBJECT);
+        const json_value *err = json_get(doc, "error"); /* a response object has "error": null */
+        FUZZ_CHECK(!f1 == !(err && err->type == JSON_OBJECT));
+        FUZZ_CHECK(f1 || json_get(doc, client == API_RESPONSES ? "output" : "choices"));
         json_free(doc);
     }
     sbuf_free(&cut);

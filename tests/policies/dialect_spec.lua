@@ -47,4 +47,17 @@ describe("dialect", function()
     end
     eq(has(r.ignore, "tools.function"), false)
   end)
+  it("an OpenAI request to an anthropic account may leave out what the Messages API has no place for", function()
+    for _, client in ipairs({ "chat", "responses" }) do
+      local r = dialect({ kind = "anthropic", client = client, upstream = "messages" })
+      for _, f in ipairs({ "tools.web_search", "tools.namespace", "text.verbosity", "frequency_penalty", "seed" }) do
+        eq(has(r.ignore, f), true)
+      end
+      eq(has(r.ignore, "n"), false) -- n > 1 is never silently one answer
+      eq(has(r.ignore, "tools.function"), false)
+      eq(r.stream, "as_asked")
+    end
+    -- a Messages client on its own API: nothing to leave out
+    eq(#dialect({ kind = "anthropic", client = "messages", upstream = "messages" }).ignore, 0)
+  end)
 end)

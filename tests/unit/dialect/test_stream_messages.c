@@ -429,13 +429,13 @@ static void test_plain_answers_become_messages_responses(void)
                               "\"f\",\"arguments\":\"[1,\"}}]},\"finish_reason\":\"tool_calls\"}]}";
     CHECK_EQ_INT(dialect_answer(API_CHAT, API_MESSAGES, odd, sizeof odd - 1, &out), 0);
     CHECK(strstr(out.p, "\"input\":{}") != NULL && strstr(out.p, "\"id\":\"msg_switchyard\"") != NULL);
-    /* a Messages answer is one of its own, and nothing is made of it */
+    /* a Messages answer is one of its own (made a chat one: test_stream_from_messages.c) */
     sbuf_reset(&out);
     static const char msg[] = "{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[]}";
     CHECK_EQ_INT(dialect_answer(API_MESSAGES, API_MESSAGES, msg, sizeof msg - 1, &out), 0);
     CHECK_EQ_STR(out.p, msg);
     sbuf_reset(&out);
-    CHECK_EQ_INT(dialect_answer(API_MESSAGES, API_CHAT, msg, sizeof msg - 1, &out), -1);
+    CHECK_EQ_INT(dialect_answer(API_MESSAGES, API_CHAT, chat, sizeof chat - 1, &out), -1);
     CHECK_EQ_INT(out.len, 0);
     CHECK_EQ_INT(dialect_answer(API_RESPONSES, API_MESSAGES, chat, sizeof chat - 1, &out), -1);
     sbuf_free(&out);
