@@ -176,6 +176,7 @@ static void proxy_build_url(proxy_req *p, const pool_account *pa)
     sbuf_append(&proxy_url, base, blen);
     /* the endpoint of the dialect the attempt speaks (docs/clients.md) */
     sbuf_puts(&proxy_url, p->in.is_get || p->up_api == p->in.api ? p->in.suffix
+                          : p->up_api == API_MESSAGES           ? "/messages"
                           : p->up_api == API_CHAT               ? "/chat/completions"
                                                                 : "/responses");
     sbuf_puts(&proxy_url, p->in.response_id); /* GET/DELETE /v1/responses/{id}; "" otherwise */
@@ -217,10 +218,8 @@ static int proxy_dialect_prepare(proxy_req *p, const pool_account *pa, char *why
                 : client == API_CHAT                                      ? API_RESPONSES
                 : client == API_MESSAGES && (d & DIALECT_BIT(API_RESPONSES)) ? API_RESPONSES
                                                                           : API_CHAT;
-    if (!p->in.is_get && !(d & DIALECT_BIT(p->up_api))) { /* an anthropic account, an OpenAI client */
-        snprintf(why, n, "it speaks the Anthropic Messages API only, and nothing is translated into it");
-        return -1;
-    }
+    if (!p->in.is_get && !(d & DIALECT_BIT(p->up_api)) && (d & DIALECT_BIT(API_MESSAGES)))
+        p->up_api = API_MESSAGES; /* an anthropic account, an OpenAI client: translated into the Messages API */
     if (proxy_is_count_tokens(p) && pa->a.kind != ACCOUNT_ANTHROPIC) {
         snprintf(why, n, "only an anthropic account counts tokens (the others' count is the gateway's estimate)");
         return -1;

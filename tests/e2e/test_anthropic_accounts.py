@@ -8,14 +8,14 @@ classified as its own: a 529 overloaded_error, or an overloaded error event
 inside the 200 stream before output, moves the request to the next account
 unseen (an OpenAI account, translated); a 429 rate_limit_error rests the key;
 a 401 invalid x-api-key holds it; "prompt is too long" goes to a declared
-larger-context account. An OpenAI client is never sent to an anthropic
-account (nothing is translated into the Messages API). The mock's anthropic=1
+larger-context account. An OpenAI client (Chat Completions, Responses) is
+served by it too, translated into the Messages API and back. The mock's anthropic=1
 accounts are as strict as api.anthropic.com (x-api-key and anthropic-version
 required, OpenAI-only fields refused)."""
 
 import json
 
-from harness import GatewayTest, account, http_call, main, wait_for
+from harness import GatewayTest, account, chat_text, http_call, main, response_text, wait_for
 
 ANTHROPIC = {"anthropic-version": "2023-06-01", "anthropic-beta": "claude-code-20250219"}
 MSG = {"model": "claude-sonnet-4-5", "max_tokens": 256, "system": "Be brief.",
@@ -124,15 +124,39 @@ class AnthropicAccountTest(GatewayTest):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json()["content"][0]["text"], "hello from large")
 
-    def test_an_openai_client_is_never_sent_to_an_anthropic_account(self):
-        g = self.gateway([self.anthropic("ant"), account("oa", self.mock.url("oa"))])
-        r = g.post("/v1/chat/completions", {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]})
-        self.assertEqual((r.status, r.headers["x-switchyard-account"]), (200, "oa"), r)
-        self.assertEqual(self.posts("ant"), [])
-        g2 = self.gateway([self.anthropic("ant2")])
-        r = g2.post("/v1/responses", {"model": "gpt-test", "input": "hi"})
-        self.assertEqual(r.status, 503, r)
-        self.assertIn("Anthropic Messages API only", r.json()["error"]["message"])
+    def test_openai_clients_are_served_by_an_anthropic_account_translated(self):
+        # Chat Completions and Responses (Codex's dialect) into the Messages API and back: the strict
+        # mock takes the requests (x-api-key, anthropic-version, max_tokens, no OpenAI field)
+        g = self.gateway([self.anthropic("ant")])
+        chat = {"model": "claude-sonnet-4-5", "messages": [{"role": "system", "content": "Be brief."},
+                                                          {"role": "user", "content": "hi"}]}
+        r = g.post("/v1/chat/completions", chat)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["choices"][0]["message"]["content"], "hello from ant")
+        s = g.stream("/v1/chat/completions", dict(chat, stream=True))
+        self.assertEqual(chat_text(s.events), "hello from ant")
+        s = g.stream("/v1/responses", {"model": "claude-sonnet-4-5", "input": "hi", "instructions": "Be brief.",
+                                       "stream": True, "store": False})
+        self.assertEqual(response_text(s.events), "hello from ant")
+        self.assertEqual(s.types()[-1], "response.completed")
+        posts = self.posts("ant")
+        self.assertEqual({q["endpoint"] for q in posts}, {"messages"})
+        self.assertEqual([q.get("violations") or [] for q in posts], [[], [], []])
+        sent = json.loads(posts[0]["body"])
+        self.assertEqual(sent["system"][0]["text"] if isinstance(sent["system"], list) else sent["system"], "Be brief.")
+        self.assertIn("max_tokens", sent)
+        rows = g.wait_request_logs(3)
+        self.assertEqual({json.loads(r["attempts_json"])[0]["dialect"] for r in rows},
+                         {"chat>messages", "responses>messages"})
+
+    def test_an_openai_account_that_fails_moves_to_an_anthropic_one(self):
+        g = self.gateway([account("oa", self.mock.url("oa", "status=429"), sort=0,
+                                  args=["--model-map", '{"m":"gpt-test"}']),
+                          self.anthropic("ant", args=["--model-map", '{"m":"claude-sonnet-4-5"}'])])
+        s = g.stream("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                              "stream": True})
+        self.assertEqual(chat_text(s.events), "hello from ant")
+        self.assertEqual(json.loads(self.posts("ant")[-1]["body"])["model"], "claude-sonnet-4-5")
 
     def test_count_tokens_is_counted_by_an_anthropic_account_else_estimated(self):
         g = self.gateway([account("oa", self.mock.url("oa")), self.anthropic("ant")])
