@@ -1,5 +1,6 @@
 /* serve.c: start-up, signals, periodic pool refresh and shutdown of the
  * gateway (see serve.h). */
+#include "core/service_notify.h"
 #include "serve.h"
 #include "codex/codex_attach.h"
 #include "core/gateway.h"
@@ -234,6 +235,7 @@ static void serve_on_stop(evutil_socket_t sig, short what, void *arg)
         return;
     }
     gw->draining = 1;
+    service_notify("STOPPING=1");
     oauth_drain(gw->oauth); /* a refresh in flight gets a short while, not its whole deadline */
     if (serve_quiet(gw)) {
         event_base_loopexit(gw->base, NULL);
@@ -607,6 +609,7 @@ int serve_main(int argc, char **argv)
         serve_runfile_write(&gw);
         serve_log_listen(&gw);
         serve_hold_signals(0); /* one that came during start-up is handled now */
+        service_notify("READY=1"); /* systemd (Type=notify) sends a reload only from now on */
         event_base_dispatch(gw.base);
         serve_hold_signals(1);
         if (cx.attach) /* Codex must not be left pointing at a stopped gateway */

@@ -73,6 +73,28 @@ class SignalTest(GatewayTest):
                 time.sleep(0.0005)
         return sent
 
+    def test_the_service_manager_is_told_ready_after_the_handlers_and_stopping_at_the_drain(self):
+        # systemd (Type=notify) sends no reload before READY=1: a SIGHUP in a process's first
+        # milliseconds, before any of its code runs, kills it, and the packaged unit reloads with
+        # kill -HUP (issue 33). READY=1 comes once the signal handlers are in (the listening line)
+        import socket
+        import tempfile
+        d = tempfile.mkdtemp(prefix="sy-notify-")
+        path = os.path.join(d, "notify.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        self.addCleanup(sock.close)
+        sock.settimeout(30)
+        g = self.gateway([account("a", self.mock.url("a"))], env={"NOTIFY_SOCKET": path}, start=False)
+        g.start()
+        self.assertEqual(sock.recv(256), b"READY=1")
+        self.assertIn("switchyard listening on", g.log_text())  # written before the READY
+        g.proc.send_signal(signal.SIGHUP)  # a reload now is handled, not fatal
+        self.assertEqual(g.post("/v1/responses", {"model": "gpt-test", "input": "hi"}).status, 200)
+        g.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(sock.recv(256), b"STOPPING=1")
+        self.assertEqual(g.proc.wait(timeout=30), 0)
+
     def test_a_sighup_storm_during_start_up_does_not_kill_the_gateway(self):
         g = self.gateway([account("a", self.mock.url("a"))], start=False)
         sent = self.storm_during_start(g, signal.SIGHUP)
