@@ -7,6 +7,7 @@
  * through the store's writer thread. Nothing here prints an account token
  * or a platform key. */
 #include "admin/admin_api.h"
+#include "route/shared.h"
 #include "admin/admin_body.h"
 #include "accounts/signin.h"
 #include "route/pool.h"
@@ -1366,7 +1367,12 @@ static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
     metrics_gauges g = {accts, n, gw->policy_fallbacks_retired + policy_fallbacks(gw->policy), ws.pending_logs,
                         ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at,
                         ws_open_count(), as.raised, as.suppressed, as.sent, as.retried, as.failed, as.dropped,
-                        as.queued, NULL, 0};
+                        as.queued, NULL, 0, 0, 0};
+    if (strcmp(shared_kind(gw->shared), "redis") == 0) {
+        char why[8];
+        g.redis = 1;
+        g.redis_up = shared_degraded(gw->shared, why, 0) != 1;
+    }
     size_t nk = pool_key_count(gw->pool);
     metrics_key *keys = calloc(nk ? nk : 1, sizeof *keys);
     for (size_t i = 0; i < nk && keys; i++)

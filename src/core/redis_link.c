@@ -9,6 +9,7 @@
  * the context is still one of the link's: a late callback of a dropped
  * context changes nothing. One 250 ms timer drives the rest: the connect
  * deadline, the PING that proves the link alive, the next attempt. */
+#include "obs/metrics.h"
 #include "core/redis_link.h"
 #include "core/redis_reply.h"
 #include "base/log.h"
@@ -48,6 +49,7 @@ struct redis_link {
     double backoff;
     double ping_sent;              /* monotonic, 0 none outstanding */
     double ping_ok;                /* monotonic: the last PING answered */
+    double rtt;                    /* seconds: the last PING's round trip (-1 none yet) */
     double down_since;             /* unix seconds, 0 up */
     int logged_down;               /* the loss (or the first failure) is logged once */
     unsigned long ups;
@@ -182,8 +184,13 @@ static void redis_link_on_ping(redisAsyncContext *ac, void *reply, void *priv)
         redis_link_fail(l, why);
         return;
     }
+    double now = redis_link_mono();
+    if (l->ping_sent > 0) {
+        l->rtt = now - l->ping_sent;
+        metrics_redis_rtt(l->rtt);
+    }
     l->ping_sent = 0;
-    l->ping_ok = redis_link_mono();
+    l->ping_ok = now;
     if (!l->cmd_ready) {
         l->cmd_ready = 1;
         redis_link_check_up(l);
@@ -411,6 +418,7 @@ void redis_link_free(redis_link *l)
 
 int redis_link_is_up(const redis_link *l) { return l && l->up; }
 double redis_link_down_since(const redis_link *l) { return l ? l->down_since : 0; }
+double redis_link_rtt(const redis_link *l) { return l && l->rtt > 0 ? l->rtt : -1; }
 const char *redis_link_error(const redis_link *l) { return l && !l->up ? l->error : ""; }
 unsigned long redis_link_ups(const redis_link *l) { return l ? l->ups : 0; }
 

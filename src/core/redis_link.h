@@ -41,6 +41,8 @@ void redis_link_free(redis_link *l);
 int redis_link_is_up(const redis_link *l);
 /* Since when the link is not up (unix seconds); 0 while up. */
 double redis_link_down_since(const redis_link *l);
+/* The last liveness PING's round trip in seconds, -1 none yet. */
+double redis_link_rtt(const redis_link *l);
 /* Why the link is not up ("connection refused", "AUTH refused: ...",
  * "no answer to PING within 1.5 s"); "" while up. */
 const char *redis_link_error(const redis_link *l);

@@ -133,8 +133,9 @@ void health_reply(struct evhttp_request *req, gateway *gw)
     if (ws.file_problem[0]) /* requests still work, but what they write may be lost */
         health_reason(&reasons, ws.file_problem);
     char shared_why[512];
-    int shared_down = shared_degraded(gw->shared, shared_why, sizeof shared_why);
-    if (shared_down) /* serving on, on this instance's own state: the others' rests are not heard */
+    int shared_state = shared_degraded(gw->shared, shared_why, sizeof shared_why);
+    int shared_down = shared_state == 1; /* 2: reachable, but slower than a request waits */
+    if (shared_state) /* serving on, on this instance's own state: the others' rests are not heard */
         health_reason(&reasons, shared_why);
     size_t usable;
     health_accounts(gw, &reasons, &usable);

@@ -78,6 +78,9 @@ static struct {
     uint64_t websocket_turns[2];    /* upstream turns, warm-ups */
     uint64_t blobs_dropped, blobs_replaced, strip_retries;
     uint64_t redis_resyncs[2]; /* [0] a (re)connect, [1] the pool's data found lost */
+    uint64_t redis_rtt_buckets[METRICS_REDIS_RTT_BUCKETS + 1], redis_rtt_count;
+    double redis_rtt_sum;
+    uint64_t redis_waits_expired[METRICS_REDIS_WAITS];
     struct { char pair[24]; uint64_t n; } translations[METRICS_PAIRS]; /* by "client>upstream" */
     uint64_t waits;
     double wait_seconds;
@@ -170,6 +173,26 @@ void metrics_blobs_stripped(int dropped, int replaced)
 }
 void metrics_strip_retry(void) { M.strip_retries++; }
 void metrics_redis_resync(int loss) { M.redis_resyncs[loss ? 1 : 0]++; }
+
+static const double metrics_redis_rtt_le[METRICS_REDIS_RTT_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                                       0.05,   0.1,   0.25,   0.5,   1.0};
+const char *const metrics_redis_wait_kinds[METRICS_REDIS_WAITS] = {"ask", "slot", "chain", "limits", "rotation"};
+
+void metrics_redis_rtt(double seconds)
+{
+    size_t i = 0;
+    while (i < METRICS_REDIS_RTT_BUCKETS && seconds > metrics_redis_rtt_le[i])
+        i++;
+    M.redis_rtt_buckets[i]++;
+    M.redis_rtt_count++;
+    M.redis_rtt_sum += seconds;
+}
+
+void metrics_redis_wait_expired(int kind)
+{
+    if (kind >= 0 && kind < METRICS_REDIS_WAITS)
+        M.redis_waits_expired[kind]++;
+}
 
 void metrics_translation(const char *pair)
 {
@@ -675,6 +698,28 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     metrics_head(out, "switchyard_strip_retries_total", "counter",
                  "Requests resent to the same account without the blobs it refused.");
     sbuf_printf(out, "switchyard_strip_retries_total %llu\n", (unsigned long long)M.strip_retries);
+    if (g->redis) {
+        metrics_head(out, "switchyard_redis_up", "gauge",
+                     "1 while the link to the pool's Redis is up (0: this instance serves on its own state).");
+        sbuf_printf(out, "switchyard_redis_up %d\n", g->redis_up ? 1 : 0);
+    }
+    metrics_head(out, "switchyard_redis_rtt_seconds", "histogram",
+                 "Round trips to Redis, measured by the link's liveness PING (one a second).");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < METRICS_REDIS_RTT_BUCKETS; i++) {
+        cum += M.redis_rtt_buckets[i];
+        sbuf_printf(out, "switchyard_redis_rtt_seconds_bucket{le=\"%g\"} %llu\n", metrics_redis_rtt_le[i],
+                    (unsigned long long)cum);
+    }
+    sbuf_printf(out, "switchyard_redis_rtt_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)M.redis_rtt_count);
+    sbuf_printf(out, "switchyard_redis_rtt_seconds_sum %.6f\nswitchyard_redis_rtt_seconds_count %llu\n",
+                M.redis_rtt_sum, (unsigned long long)M.redis_rtt_count);
+    metrics_head(out, "switchyard_redis_waits_expired_total", "counter",
+                 "Waits for the pool's word that ran out (SWITCHYARD_REDIS_WAIT_MS), so the local copy decided, "
+                 "by kind: ask (records), slot (concurrency), chain, limits (rate limits), rotation.");
+    for (size_t i = 0; i < METRICS_REDIS_WAITS; i++)
+        sbuf_printf(out, "switchyard_redis_waits_expired_total{kind=\"%s\"} %llu\n", metrics_redis_wait_kinds[i],
+                    (unsigned long long)M.redis_waits_expired[i]);
     metrics_head(out, "switchyard_redis_resyncs_total", "counter",
                  "Resynchronisations with the pool's shared state: at a (re)connect, or when its keys were found "
                  "gone while the link stayed up (FLUSHALL, eviction, a replica promoted empty).");

@@ -33,6 +33,13 @@ void metrics_blobs_stripped(int dropped, int replaced);
 void metrics_strip_retry(void);
 /* A resync with Redis: at a (re)connect (loss 0), or its data found lost (1). */
 void metrics_redis_resync(int loss);
+#define METRICS_REDIS_RTT_BUCKETS 11
+#define METRICS_REDIS_WAITS 5
+enum { METRICS_REDIS_WAIT_ASK, METRICS_REDIS_WAIT_SLOT, METRICS_REDIS_WAIT_CHAIN, METRICS_REDIS_WAIT_LIMITS,
+       METRICS_REDIS_WAIT_ROTATION };
+/* A round trip to Redis (the link's PING), and a wait for the pool that ran out (its kind). */
+void metrics_redis_rtt(double seconds);
+void metrics_redis_wait_expired(int kind);
 /* An attempt translated between dialects: pair is "client>upstream" (dialect.h). */
 void metrics_translation(const char *pair);
 /* The same account is tried again after a delay (retry verdict). */
@@ -128,6 +135,7 @@ typedef struct metrics_gauges {
     size_t alerts_queued;
     const metrics_key *keys; /* platform keys, to name the usage counters' key label */
     size_t n_keys;
+    int redis, redis_up; /* a pool on Redis: whether its link is up */
 } metrics_gauges;
 
 /* Appends the whole exposition to out. Accounts and keys named by g (by

@@ -170,7 +170,9 @@ shared_call *shared_slot_take(shared *sh, const pool_account *pa, uint64_t *slot
 void shared_slot_give(shared *sh, uint64_t slot);
 
 /* 1 when the shared state is out of reach (this instance serves on its
- * own state meanwhile), with why for /health; 0 (why "") otherwise. */
+ * own state meanwhile), 2 when it is reachable but slower than a request
+ * waits for it (each wait runs out: the local copy decides), with why for
+ * /health; 0 (why "") otherwise. */
 int shared_degraded(const shared *sh, char *why, size_t n);
 
 /* --- stored conversations across the gateways (docs/scale-out.md, "Stored conversations") ---

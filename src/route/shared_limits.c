@@ -11,6 +11,7 @@
  * budget and added at the reconnect, where every budget's total is read
  * back (the script also raises the pool's total to this instance's, so a
  * Redis restarted empty gets the spend back). */
+#include "obs/metrics.h"
 #include "route/shared_limits.h"
 #include "route/shared.h"
 #include "route/shared_redis.h"
@@ -272,6 +273,7 @@ static void sl_take_finish(shared_limits_call *c, shared_bucket_verdict v, doubl
 static void sl_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     log_debug("redis: no answer to a rate-limit take in time: the local bucket decides");
+    metrics_redis_wait_expired(METRICS_REDIS_WAIT_LIMITS);
     sl_take_finish(arg, SHARED_BUCKET_LOCAL, 0);
 }
 

@@ -811,6 +811,7 @@ static void shared_on_ask_deadline(evutil_socket_t fd, short what, void *arg)
 {
     shared_call *c = arg;
     log_debug("redis: no answer to a request's ask in time: it goes on with what it knows");
+    metrics_redis_wait_expired(METRICS_REDIS_WAIT_ASK);
     shared_ask_finish(c);
 }
 
@@ -929,6 +930,7 @@ static void shared_slot_finish(shared_call *c, int granted, int held)
 static void shared_on_slot_deadline(evutil_socket_t fd, short what, void *arg)
 {
     log_debug("redis: no answer to a slot in time: the local count decides");
+    metrics_redis_wait_expired(METRICS_REDIS_WAIT_SLOT);
     shared_slot_finish(arg, 1, 0);
 }
 
@@ -1156,6 +1158,7 @@ static void shared_on_chain_deadline(evutil_socket_t fd, short what, void *arg)
 {
     char err[96];
     snprintf(err, sizeof err, "the other gateways' record did not answer within %d ms", SHARED_CHAIN_MS);
+    metrics_redis_wait_expired(METRICS_REDIS_WAIT_CHAIN);
     shared_chain_finish(arg, NULL, 0, "", err);
 }
 
@@ -1470,6 +1473,18 @@ static int shared_redis_degraded(const shared *sh, char *why, size_t n)
 {
     const shared_redis *sr = (const shared_redis *)sh;
     if (redis_link_is_up(sr->link)) {
+        /* up, but slower than a request waits for it: each wait runs out and
+         * the local copy decides (N instances: up to N times a limit), which
+         * /health must say (issue 33) */
+        struct timeval w = shared_wait(sh);
+        double rtt = redis_link_rtt(sr->link), wait_s = (double)w.tv_sec + (double)w.tv_usec / 1e6;
+        if (rtt > wait_s) {
+            snprintf(why, n,
+                     "redis: round trip %.0f ms, over the %.0f ms a request waits for the pool "
+                     "(SWITCHYARD_REDIS_WAIT_MS): rate limits, slots and rotation are decided by each instance alone",
+                     rtt * 1000, wait_s * 1000);
+            return 2;
+        }
         if (n)
             why[0] = '\0';
         return 0;

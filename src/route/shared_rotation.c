@@ -5,6 +5,7 @@
  *
  * A bounded table (ROT_ENTRIES key + model pairs, the least recently used
  * giving way) holds each pair's reserved positions, oldest first. */
+#include "obs/metrics.h"
 #include "route/shared_rotation.h"
 #include "base/sbuf.h"
 #include <hiredis/hiredis.h>
@@ -100,6 +101,7 @@ static void rot_on_deadline(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    metrics_redis_wait_expired(METRICS_REDIS_WAIT_ROTATION);
     rot_wait_finish(arg, 0); /* the local cursor decides this pick; the answer is reserved */
 }
 

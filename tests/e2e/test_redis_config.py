@@ -10,6 +10,56 @@ from harness import account, main, wait_for
 from test_redis import RedisGatewayTest
 
 
+class SlowProxy:
+    """A TCP listener on 127.0.0.1 that forwards to a unix socket, every chunk back 'delay'
+    seconds late: a Redis far away."""
+
+    def __init__(self, target, delay):
+        import socket
+        import threading
+        self.target, self.delay, self.closed = target, delay, False
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.port = self.srv.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        import socket
+        import threading
+        while not self.closed:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            u = socket.socket(socket.AF_UNIX)
+            u.connect(self.target)
+            threading.Thread(target=self.pipe, args=(c, u, 0), daemon=True).start()
+            threading.Thread(target=self.pipe, args=(u, c, self.delay), daemon=True).start()
+
+    def pipe(self, a, b, delay):
+        import time
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                if delay:
+                    time.sleep(delay)
+                b.sendall(d)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.closed = True
+        self.srv.close()
+
+
 class RedisConfigTest(RedisGatewayTest):
 
     def two(self, accounts_a, accounts_b=()):
@@ -111,6 +161,34 @@ class RedisConfigTest(RedisGatewayTest):
         gc.start()
         wait_for(lambda: self.serves(gc, ga.key, "a"), what="the fresh gateway to serve a's key after the loss")
         self.assertEqual(self.names(gc), ["a"])
+
+    def test_redis_metrics_and_a_round_trip_slower_than_the_wait_in_health(self):
+        ga, gb = self.two([account("a", self.mock.url("a"))])
+        m = wait_for(lambda: (lambda t: t if "switchyard_redis_rtt_seconds_count 0" not in t else None)(
+            ga.get("/metrics").text), what="a round trip measured")
+        self.assertIn("switchyard_redis_up 1", m)
+        for kind in ("ask", "slot", "chain", "limits", "rotation"):
+            self.assertIn(f'switchyard_redis_waits_expired_total{{kind="{kind}"}}', m)
+        self.assertIn('switchyard_redis_resyncs_total{cause="connect"} 1', m)
+        self.assertEqual(ga.get("/health").json()["status"], "ok")
+        # a Redis slower than the 50 ms a request waits for it (every answer 120 ms late, through a
+        # proxy of the test's own): /health says so, reachable all the same, and the waits that ran
+        # out are counted by kind
+        proxy = SlowProxy(self.redis.sock, 0.12)
+        self.addCleanup(proxy.close)
+        gs = self.gateway([account("s", self.mock.url("s"))], start=False,
+                          env={"SWITCHYARD_REDIS": f"redis://127.0.0.1:{proxy.port}?pool=t", "SWITCHYARD_USAGE_POLL_S": "0"})
+        gs.start()
+        h = wait_for(lambda: (lambda j: j if any("round trip" in r for r in j.get("reasons", [])) else None)(
+            gs.get("/health").json()), what="the slow round trip in /health")
+        self.assertEqual(h["status"], "degraded")
+        self.assertTrue(h["shared"]["reachable"], h)
+        self.assertIn("SWITCHYARD_REDIS_WAIT_MS", " ".join(h["reasons"]))
+        self.assertEqual(gs.post("/v1/chat/completions", {"model": "gpt-test", "messages": [{"role": "user",
+                                                                                          "content": "hi"}]}
+                                 ).status, 200)
+        m = gs.get("/metrics").text
+        self.assertNotIn("switchyard_redis_rtt_seconds_sum 0.0", m)
 
     def test_an_account_added_while_redis_is_down_reaches_the_other_gateway_when_it_returns(self):
         ga, gb = self.two([account("a", self.mock.url("a"))])

@@ -19,7 +19,7 @@ static const metrics_key test_keys[] = {{7, "laptop"}, {8, "ci"}};
 
 static char *test_format(sbuf *out)
 {
-    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5, test_keys, 2};
+    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5, test_keys, 2, 1, 1};
     sbuf_reset(out);
     metrics_format(out, &g);
     return out->p;
