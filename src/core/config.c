@@ -31,6 +31,7 @@ void config_defaults(sy_config *c)
     c->ttft_ms = 600000; /* a cap: the first_token policy decides per request */
     c->capacity_wait_ms = 10000;
     c->redis_wait_ms = 50;
+    c->redis_slot_ttl_s = 30;
     snprintf(c->route_strategy, sizeof c->route_strategy, "ordered");
     snprintf(c->rotation, sizeof c->rotation, "hybrid_rotation");
     c->affinity_idle_s = 3600;
@@ -281,6 +282,7 @@ int config_from_env(sy_config *c)
         {"SWITCHYARD_TTFT_MS", 1, 3600000, &c->ttft_ms, NULL, NULL},
         {"SWITCHYARD_CAPACITY_WAIT_MS", 0, 600000, &c->capacity_wait_ms, NULL, NULL},
         {"SWITCHYARD_REDIS_WAIT_MS", 1, 10000, &c->redis_wait_ms, NULL, NULL},
+        {"SWITCHYARD_REDIS_SLOT_TTL_S", 3, 3600, &c->redis_slot_ttl_s, NULL, NULL},
         {"SWITCHYARD_AFFINITY_IDLE_S", CONFIG_AFFINITY_IDLE_RANGE, &c->affinity_idle_s, NULL, &c->affinity_idle_pinned},
         {"SWITCHYARD_AFFINITY_MAX", CONFIG_AFFINITY_MAX_RANGE, &c->affinity_max, NULL, &c->affinity_max_pinned},
         {"SWITCHYARD_USAGE_POLL_S", CONFIG_USAGE_POLL_RANGE, &c->usage_poll_s, NULL, &c->usage_poll_pinned},

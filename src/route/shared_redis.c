@@ -50,8 +50,9 @@
 #define SHARED_LEASE_EXTRA_MS 10000 /* a refresh lease lives oauth_timeout_ms + this */
 #define SHARED_SCAN_COUNT "500"
 #define SHARED_OWNER_TTL_S "604800" /* 7 days: as long as the store keeps an owner row */
-#define SHARED_SLOT_TTL_MS "30000"  /* a slot not renewed for this long is free (its instance died) */
-#define SHARED_SLOT_RENEW_S 10.0    /* held slots are renewed this often */
+/* A slot not renewed for SWITCHYARD_REDIS_SLOT_TTL_S (30 by default) is
+ * free (its instance died); held slots are renewed three times per TTL, so
+ * a live one survives two renewals lost (shared_slot_ttl_s below). */
 /* Takes a slot when fewer than the limit are held (the expired dropped
  * first), on Redis's clock so the instances' clocks do not matter:
  * {1, held} or {0, held}. */
@@ -659,6 +660,7 @@ static void shared_pending_flush(shared_redis *sr, int give_up)
     }
 }
 
+static long shared_slot_ttl_s(const shared_redis *sr) { return sr->base.gw->cfg.redis_slot_ttl_s; }
 static void shared_slots_renew(shared_redis *sr);
 static void shared_resync_begin(shared_redis *sr);
 static void shared_on_down(void *ud);
@@ -1043,8 +1045,10 @@ static int shared_slot_send(shared_redis *sr, shared_call *c)
 {
     shared_slot *sl = c->slot;
     int sha = sr->slot_sha[0] && !sl->sent_text;
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%ld", shared_slot_ttl_s(sr) * 1000);
     const char *eval[] = {sha ? "EVALSHA" : "EVAL", sha ? sr->slot_sha : SHARED_SLOT_TAKE_LUA, "1", sl->key,
-                          sl->member, sl->limit, SHARED_SLOT_TTL_MS};
+                          sl->member, sl->limit, ttl};
     sl->sent_text = !sha;
     return shared_cmd(sr, shared_on_slot, c, 7, eval);
 }
@@ -1099,7 +1103,7 @@ static void shared_redis_slot_give(shared *sh, uint64_t seq)
 static void shared_slots_renew(shared_redis *sr)
 {
     double now = shared_mono();
-    if (now - sr->slots_renewed < SHARED_SLOT_RENEW_S)
+    if (now - sr->slots_renewed < (double)shared_slot_ttl_s(sr) / 3.0)
         return;
     sr->slots_renewed = now;
     if (!redis_link_is_up(sr->link))
@@ -1107,8 +1111,10 @@ static void shared_slots_renew(shared_redis *sr)
     for (shared_slot *sl = sr->slots; sl; sl = sl->next)
         if (sl->answered && sl->granted && !sl->given) {
             int sha = sr->renew_sha[0] != '\0';
+            char ttl[24];
+            snprintf(ttl, sizeof ttl, "%ld", shared_slot_ttl_s(sr) * 1000);
             const char *eval[] = {sha ? "EVALSHA" : "EVAL", sha ? sr->renew_sha : SHARED_SLOT_RENEW_LUA, "1",
-                                  sl->key, sl->member, SHARED_SLOT_TTL_MS};
+                                  sl->key, sl->member, ttl};
             shared_cmd(sr, sha ? shared_on_renewed : NULL, sr, 6, eval);
         }
 }

@@ -445,6 +445,23 @@ class RedisTest(RedisGatewayTest):
         results = self.load([g1, g2, g3], per_gateway=2, rounds=2)
         self.assertEqual([s for s, _ in results], [200] * 12)
 
+    def test_a_slots_lifetime_is_a_setting(self):
+        # SWITCHYARD_REDIS_SLOT_TTL_S: how long a dead instance's slot holds the account (30 s unless set)
+        accts = [account("a", self.mock.url("a", "slow_headers,ms=1500"), args=("--max-concurrency", "1"))]
+        g = self.gateway(accts, env=self.env({"SWITCHYARD_REDIS_SLOT_TTL_S": "6"}))
+        t = threading.Thread(target=lambda: self.ask(g))
+        t.start()
+        self.addCleanup(t.join, 30)
+        rows = wait_for(lambda: (lambda r: r.split() if r else None)(
+            self.redis.cli("ZRANGE", "sy:{t}:inflight:a", "0", "-1", "WITHSCORES")), what="the slot taken")
+        left = int(rows[1]) / 1000 - time.time()
+        self.assertTrue(3 < left <= 6.5, left)  # 6 s from its take, not 30
+        t.join(30)
+        bad = self.gateway(accts, env=self.env({"SWITCHYARD_REDIS_SLOT_TTL_S": "1"}), start=False)
+        p = bad.cli("serve", "--db", bad.db_path, "--listen", "127.0.0.1:0", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("SWITCHYARD_REDIS_SLOT_TTL_S", p.stderr)
+
     def test_without_redis_nothing_is_shared_and_health_says_local(self):
         g = self.gateway([account("b", self.mock.url("b"))], env={"SWITCHYARD_USAGE_POLL_S": "0"})
         h = g.get("/health").json()
