@@ -170,12 +170,28 @@ int cli_codex_attach(int argc, char **argv)
         store_close(s);
         return rc;
     }
-    char why[300] = "";
-    if (!a.offline && gateway_find_probe(gw, GATEWAY_FIND_TIMEOUT_MS, NULL, 0, why, sizeof why) != 0) {
+    char why[300] = "", inst[STORE_RUNFILE_INSTANCE] = "";
+    if (!a.offline && gateway_find_probe(gw, GATEWAY_FIND_TIMEOUT_MS, inst, sizeof inst, why, sizeof why) != 0) {
         fprintf(stderr,
                 "switchyard %s: no gateway answers at %s (%s); start one (switchyard serve --db %s) or name it with "
                 "--gateway HOST:PORT; --offline attaches anyway\n",
                 cmd, gw, why, store_path(s));
+        store_close(s);
+        return CLI_EXIT_FAIL;
+    }
+    gateway_found found;
+    memset(&found, 0, sizeof found);
+    if (!a.offline && !a.gateway && inst[0] && (gateway_find(cli_db_path(a.db), &found), !found.answering) &&
+        (!found.recorded || strcmp(inst, found.rf.instance) != 0)) {
+        /* the listen address, where another database's gateway answers: it
+         * would refuse the key minted here, and Codex would see only 401s
+         * while `codex status` said attached (issue 34) */
+        fprintf(stderr,
+                "switchyard %s: a gateway answers at %s, but it does not serve %s (%s), so it would refuse the key "
+                "attach makes; nothing was changed. Start this database's gateway (switchyard serve --db %s), or name "
+                "that one with --gateway HOST:PORT if it does serve this database\n",
+                cmd, gw, store_path(s), found.recorded ? "it is not the gateway this database records"
+                                                       : "no gateway has recorded serving it", store_path(s));
         store_close(s);
         return CLI_EXIT_FAIL;
     }

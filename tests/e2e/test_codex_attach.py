@@ -96,6 +96,24 @@ class CodexAttachTest(GatewayTest):
         self.assertEqual([(k["name"], k["revoked"]) for k in keys], [("codex-attach", 1)])
         self.wait_key(g, token, live=False)  # the revoked key no longer opens the gateway
 
+    def test_attach_refuses_another_databases_gateway_at_the_listen_address(self):
+        # issue 34: run for a database no gateway serves, attach fell back to the listen address,
+        # where another database's gateway answered, printed "attached" and Codex got only 401s
+        served = self.gateway([account("fresh", self.mock.url("fresh", "ok"))])
+        other = self.gateway([account("other", self.mock.url("other", "ok"))], start=False)
+        other.env["SWITCHYARD_LISTEN"] = f"127.0.0.1:{served.port}"
+        before = self.read_cfg()
+        p = self.sy(other, "attach", check=False)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"a gateway answers at http://127.0.0.1:{served.port}", p.stderr)
+        self.assertIn(f"does not serve {other.db_path}", p.stderr)
+        self.assertEqual(self.read_cfg(), before, "nothing was changed")
+        self.assertEqual(other.query("SELECT count(*) AS n FROM platform_keys WHERE name = 'codex-attach'")[0]["n"], 0)
+        # the database's own gateway, found beside it: attached
+        other.start()
+        self.assertEqual(self.sy(other, "attach").returncode, 0)
+        self.assertIn(f"127.0.0.1:{other.port}", self.read_cfg())
+
     def test_detach_removes_a_config_attach_created_and_says_so(self):
         g = self.gateway([account("fresh", self.mock.url("fresh", "ok"))])
         os.remove(self.cfg)
