@@ -453,7 +453,35 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, request_in
 
 /* The key's own rules (expiry, models, budget, rpm); replies and returns -1
  * when the request is outside them. */
-static int server_key_rules(struct evhttp_request *req, const char *endpoint, pool_key *pk, const char *model)
+/* A request a key's rule refused (a model not allowed, over budget, over
+ * its rate, an expired key) is a request: it gets its row in the request
+ * log, with the key, the status, the rule's code as its class and the
+ * message the client got, so `logs` and the dashboard answer "why does CI
+ * get 429s?" (issue 34). No account was tried: none is named. */
+static void server_refusal_log(gateway *gw, const char *endpoint, const pool_key *pk, const request_input *in,
+                               const key_verdict *v)
+{
+    request_log rl;
+    memset(&rl, 0, sizeof rl);
+    rl.ts = gateway_now();
+    rl.platform_key_id = pk->k.id;
+    sbuf_copy_cstr(rl.endpoint, sizeof rl.endpoint, endpoint);
+    sbuf_copy_cstr(rl.model, sizeof rl.model, in->model);
+    rl.stream = in->stream;
+    rl.status = v->status;
+    sbuf_copy_cstr(rl.route_strategy, sizeof rl.route_strategy, gw->cfg.route_strategy);
+    sbuf_copy_cstr(rl.error_class, sizeof rl.error_class, v->code ? v->code : "key_rule");
+    rl.input_tokens = rl.output_tokens = rl.total_tokens = rl.cached_tokens = -1;
+    rl.cost_usd = -1;
+    const char *msg = v->message;
+    rl.error_message = malloc(STORE_LOG_MESSAGE_MAX + 1);
+    if (rl.error_message)
+        log_redact_message(rl.error_message, STORE_LOG_MESSAGE_MAX + 1, msg, strlen(msg));
+    store_writer_put_log(gw->st, &rl);
+}
+
+static int server_key_rules(struct evhttp_request *req, gateway *gw, const char *endpoint, pool_key *pk,
+                            const request_input *in, const char *model)
 {
     key_verdict v;
     if (key_rules_check(pk, model, gateway_now(), &v) == 0)
@@ -464,6 +492,7 @@ static int server_key_rules(struct evhttp_request *req, const char *endpoint, po
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", ra);
     }
     server_refuse(req, endpoint, v.status, v.type, v.code, v.message);
+    server_refusal_log(gw, endpoint, pk, in, &v);
     return -1;
 }
 
@@ -674,7 +703,7 @@ static void server_handle(struct evhttp_request *req, void *arg)
         sbuf_free(&in.body);
         return;
     }
-    if (server_key_rules(req, r->path, pk, r->is_get ? NULL : in.model) < 0) {
+    if (server_key_rules(req, gw, r->path, pk, &in, r->is_get ? NULL : in.model) < 0) {
         json_free(in.doc);
         sbuf_free(&in.body);
         return;

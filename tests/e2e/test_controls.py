@@ -63,6 +63,22 @@ class KeyRulesTest(GatewayTest):
         # another key is not limited by this one's budget of requests
         self.assertEqual(g.post("/v1/chat/completions", CHAT_BODY).status, 200)
 
+    def test_a_refusal_by_a_keys_rule_is_a_request_in_the_log(self):
+        # issue 34: "why does CI get 429s?" showed nowhere but a counter: each refusal is now a row
+        g, key = self.gw_with_key("--models", "gpt-5*", "--rpm", "1")
+        self.assertEqual(g.post("/v1/chat/completions", chat("gpt-4o"), key=key).status, 403)
+        self.assertEqual(g.post("/v1/chat/completions", chat("gpt-5"), key=key).status, 200)
+        self.assertEqual(g.post("/v1/chat/completions", chat("gpt-5"), key=key).status, 429)
+        rows = g.wait_request_logs(3)
+        refused = sorted((r["status"], r["error_class"], r["model"]) for r in rows if r["status"] != 200)
+        self.assertEqual(refused, [(403, "model_not_allowed", "gpt-4o"), (429, "rate_limit_exceeded", "gpt-5")])
+        keyed = g.query("SELECT k.name AS key FROM request_logs l JOIN platform_keys k ON k.id = l.platform_key_id"
+                        " WHERE l.status = 429")
+        self.assertEqual([r["key"] for r in keyed], ["ruled"])
+        out = g.cli("logs", "--db", g.db_path, "--status", "429").stdout
+        self.assertIn("key=ruled", out)
+        self.assertIn("rate_limit_exceeded", out)
+
     def test_key_update_sets_and_clears_models(self):
         g, key = self.gw_with_key()
         g.cli("key", "update", "--db", g.db_path, "--name", "ruled", "--models", "o3")
