@@ -227,7 +227,10 @@ static int proxy_read_plain_usage(proxy_req *p)
     const json_value *err = doc ? json_get(doc, "error") : NULL;
     int is_error = err && err->type == JSON_OBJECT;
     usage_tokens t = {p->in_tok, p->out_tok, p->tot_tok, p->cached_tok};
-    usage_tokens_read(doc ? json_get(doc, "usage") : NULL, &t);
+    if (p->up_api == API_MESSAGES) /* an anthropic account's own answer */
+        usage_tokens_read_anthropic(doc ? json_get(doc, "usage") : NULL, &t);
+    else
+        usage_tokens_read(doc ? json_get(doc, "usage") : NULL, &t);
     p->in_tok = t.in;
     p->out_tok = t.out;
     p->tot_tok = t.total;

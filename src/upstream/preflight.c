@@ -122,6 +122,16 @@ static void pf_usage(preflight *pf, const json_value *u)
     pf->cached_tokens = t.cached;
 }
 
+static void pf_usage_anthropic(preflight *pf, const json_value *u)
+{
+    usage_tokens t = {pf->input_tokens, pf->output_tokens, pf->total_tokens, pf->cached_tokens};
+    usage_tokens_read_anthropic(u, &t);
+    pf->input_tokens = t.in;
+    pf->output_tokens = t.out;
+    pf->total_tokens = t.total;
+    pf->cached_tokens = t.cached;
+}
+
 /* ---------- errors ---------- */
 
 /* Fills the error fields from whichever shape the event uses:
@@ -234,7 +244,7 @@ static void pf_messages_event(preflight *pf, const json_value *doc, const char *
             sbuf_copy_cstr(pf->response_id, sizeof pf->response_id, id);
         if (model && *model)
             sbuf_copy_cstr(pf->model, sizeof pf->model, model);
-        pf_usage(pf, json_get(msg, "usage"));
+        pf_usage_anthropic(pf, json_get(msg, "usage"));
     } else if (strcmp(type, "content_block_delta") == 0) {
         const char *dt = json_get_str(json_get(doc, "delta"), "type");
         if (dt && (strcmp(dt, "text_delta") == 0 || strcmp(dt, "input_json_delta") == 0))
@@ -244,7 +254,7 @@ static void pf_messages_event(preflight *pf, const json_value *doc, const char *
         if (bt && strcmp(bt, "text") != 0 && strcmp(bt, "thinking") != 0 && strcmp(bt, "redacted_thinking") != 0)
             pf_semantic(pf);
     } else if (strcmp(type, "message_delta") == 0) {
-        pf_usage(pf, json_get(doc, "usage"));
+        pf_usage_anthropic(pf, json_get(doc, "usage"));
     } else if (strcmp(type, "message_stop") == 0) {
         pf_terminal(pf);
     }

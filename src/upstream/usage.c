@@ -64,20 +64,30 @@ void usage_tokens_read(const json_value *u, usage_tokens *t)
                 break;
             }
     const json_value *d = m[U_IN_DETAILS] ? m[U_IN_DETAILS] : m[U_PROMPT_DETAILS]; /* Responses; Chat */
-    if (m[U_CACHE_READ] || m[U_CACHE_NEW]) {
-        /* Anthropic's: input_tokens leaves out what was read from the cache
-         * and written to it; the input is all three, the cached part the
-         * reads. No total: it is made from in and out, and a
-         * message_delta's output_tokens alone makes it again */
-        double in = usage_num(m[U_IN], -1), rd = usage_num(m[U_CACHE_READ], 0), nw = usage_num(m[U_CACHE_NEW], 0);
-        usage_tokens_set(t, in < 0 ? -1 : in + (rd > 0 ? rd : 0) + (nw > 0 ? nw : 0), usage_num(m[U_OUT], -1), -1,
-                         m[U_CACHE_READ] ? rd : -1);
-    } else {
-        usage_tokens_set(t, usage_num(m[U_IN], usage_num(m[U_PROMPT], -1)),
-                         usage_num(m[U_OUT], usage_num(m[U_COMPLETION], -1)), usage_num(m[U_TOTAL], -1),
-                         json_get_num(d, "cached_tokens", -1));
-    }
-    if (!m[U_TOTAL] && t->in >= 0 && t->out >= 0) /* a usage in parts (Anthropic's stream): the total of both */
+    usage_tokens_set(t, usage_num(m[U_IN], usage_num(m[U_PROMPT], -1)),
+                     usage_num(m[U_OUT], usage_num(m[U_COMPLETION], -1)), usage_num(m[U_TOTAL], -1),
+                     json_get_num(d, "cached_tokens", -1));
+}
+
+void usage_tokens_read_anthropic(const json_value *u, usage_tokens *t)
+{
+    if (!u || u->type != JSON_OBJECT)
+        return;
+    const json_value *m[U_N] = {NULL};
+    for (const json_value *c = u->child; c; c = c->next)
+        for (int i = 0; i < U_N; i++)
+            if (c->key && c->key[0] == usage_members[i][0] && strcmp(c->key, usage_members[i]) == 0) {
+                m[i] = c;
+                break;
+            }
+    /* input_tokens leaves out what was read from the cache and written to
+     * it: the input is all three, the cached part the reads. No total: it
+     * is made from in and out, so a message_delta's output_tokens alone
+     * makes it again */
+    double in = usage_num(m[U_IN], -1), rd = usage_num(m[U_CACHE_READ], 0), nw = usage_num(m[U_CACHE_NEW], 0);
+    usage_tokens_set(t, in < 0 ? -1 : in + (rd > 0 ? rd : 0) + (nw > 0 ? nw : 0), usage_num(m[U_OUT], -1), -1,
+                     m[U_CACHE_READ] ? rd : -1);
+    if (t->in >= 0 && t->out >= 0)
         t->total = t->in > USAGE_TOKENS_MAX - t->out ? USAGE_TOKENS_MAX : t->in + t->out;
 }
 

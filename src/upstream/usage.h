@@ -33,6 +33,10 @@ typedef struct usage_tokens {
  * "prompt_tokens_details".cached_tokens}); fields it finds overwrite t's,
  * others are left as they are. u may be NULL or of any type. */
 void usage_tokens_read(const json_value *u, usage_tokens *t);
+/* The same for the Anthropic Messages API's usage (an anthropic account):
+ * input_tokens plus cache_read_input_tokens and cache_creation_input_tokens
+ * as the input, the reads as cached, the total made from in and out. */
+void usage_tokens_read_anthropic(const json_value *u, usage_tokens *t);
 /* What usage_tokens_read does with the numbers it found: in, out, total
  * and cached as read (-1 for none; in and out already chosen between the
  * two namings), each a count by usage_count, total summed when missing. */
