@@ -112,25 +112,19 @@ static void pf_terminal(preflight *pf)
     preflight_commit(pf);
 }
 
-static void pf_usage(preflight *pf, const json_value *u)
+/* u read by read (usage_tokens_read, or Anthropic's) into the counts so far. */
+static void pf_usage_by(preflight *pf, const json_value *u, void (*read)(const json_value *, usage_tokens *))
 {
     usage_tokens t = {pf->input_tokens, pf->output_tokens, pf->total_tokens, pf->cached_tokens};
-    usage_tokens_read(u, &t);
+    read(u, &t);
     pf->input_tokens = t.in;
     pf->output_tokens = t.out;
     pf->total_tokens = t.total;
     pf->cached_tokens = t.cached;
 }
 
-static void pf_usage_anthropic(preflight *pf, const json_value *u)
-{
-    usage_tokens t = {pf->input_tokens, pf->output_tokens, pf->total_tokens, pf->cached_tokens};
-    usage_tokens_read_anthropic(u, &t);
-    pf->input_tokens = t.in;
-    pf->output_tokens = t.out;
-    pf->total_tokens = t.total;
-    pf->cached_tokens = t.cached;
-}
+static void pf_usage(preflight *pf, const json_value *u) { pf_usage_by(pf, u, usage_tokens_read); }
+static void pf_usage_anthropic(preflight *pf, const json_value *u) { pf_usage_by(pf, u, usage_tokens_read_anthropic); }
 
 /* ---------- errors ---------- */
 

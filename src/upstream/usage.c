@@ -50,19 +50,27 @@ static const char *const usage_members[U_N] = {"input_tokens",      "prompt_toke
 
 static double usage_num(const json_value *v, double dflt) { return v && v->type == JSON_NUMBER ? v->num : dflt; }
 
-void usage_tokens_read(const json_value *u, usage_tokens *t)
+/* The members of usage object u into m: one pass over them (json_get
+ * walks them all for each name), each the last of its name, as json_get
+ * reads it. 0 when u is no object (m untouched). */
+static int usage_members_find(const json_value *u, const json_value *m[U_N])
 {
     if (!u || u->type != JSON_OBJECT)
-        return;
-    /* one pass over the members (json_get walks them all for each name):
-     * each the last of its name, as json_get reads it */
-    const json_value *m[U_N] = {NULL};
+        return 0;
     for (const json_value *c = u->child; c; c = c->next)
         for (int i = 0; i < U_N; i++)
             if (c->key && c->key[0] == usage_members[i][0] && strcmp(c->key, usage_members[i]) == 0) {
                 m[i] = c;
                 break;
             }
+    return 1;
+}
+
+void usage_tokens_read(const json_value *u, usage_tokens *t)
+{
+    const json_value *m[U_N] = {NULL};
+    if (!usage_members_find(u, m))
+        return;
     const json_value *d = m[U_IN_DETAILS] ? m[U_IN_DETAILS] : m[U_PROMPT_DETAILS]; /* Responses; Chat */
     usage_tokens_set(t, usage_num(m[U_IN], usage_num(m[U_PROMPT], -1)),
                      usage_num(m[U_OUT], usage_num(m[U_COMPLETION], -1)), usage_num(m[U_TOTAL], -1),
@@ -71,15 +79,9 @@ void usage_tokens_read(const json_value *u, usage_tokens *t)
 
 void usage_tokens_read_anthropic(const json_value *u, usage_tokens *t)
 {
-    if (!u || u->type != JSON_OBJECT)
-        return;
     const json_value *m[U_N] = {NULL};
-    for (const json_value *c = u->child; c; c = c->next)
-        for (int i = 0; i < U_N; i++)
-            if (c->key && c->key[0] == usage_members[i][0] && strcmp(c->key, usage_members[i]) == 0) {
-                m[i] = c;
-                break;
-            }
+    if (!usage_members_find(u, m))
+        return;
     /* input_tokens leaves out what was read from the cache and written to
      * it: the input is all three, the cached part the reads. No total: it
      * is made from in and out, so a message_delta's output_tokens alone
