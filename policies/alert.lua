@@ -8,7 +8,7 @@
 --            account's budget crossed a threshold; state: "80%" | "over"),
 --            "breaker_open" (an account's circuit opened), "db_degraded" (the
 --            database writer is failing or its file has a problem; state: the
---            problem);
+--            problem), "test" (`switchyard alerts test`; subject "operator");
 --   subject  whom it is about: an account or key name ("key NAME" /
 --            "account NAME" for budgets), "pool", "database";
 --   text     one line for a person, names only (never a secret);
@@ -18,7 +18,8 @@
 -- is sent as JSON; a string as it is; Content-Type application/json unless
 -- headers name one. The gateway has already deduplicated the event (the same
 -- kind, subject and state at most once per alert_dedup_s, default 10
--- minutes) and posts off the loop, retrying a failure 3 times.
+-- minutes; an event this hook posts nowhere does not count) and posts off
+-- the loop, retrying a failure 3 times.
 -- The built-in C default in src/policy/policy_defaults.c mirrors this rule.
 
 -- A Slack-compatible body ({"text": ...}): Slack, Mattermost, Rocket.Chat,

@@ -8,6 +8,7 @@
  * or a platform key. */
 #include "admin/admin_api.h"
 #include "route/shared.h"
+#include "admin/admin_alerts.h"
 #include "admin/admin_body.h"
 #include "accounts/signin.h"
 #include "route/pool.h"
@@ -1343,6 +1344,35 @@ static void admin_post_reload(admin_ctx *ctx, struct evhttp_request *req)
     admin_send_json(req, &b);
 }
 
+/* GET /admin/api/alerts[?limit=N][&id=N]: the events listed, newest first
+ * (admin/admin_alerts.h). */
+static void admin_get_alerts(admin_ctx *ctx, struct evhttp_request *req)
+{
+    struct evkeyvalq q;
+    admin_query(req, &q);
+    int64_t limit = admin_qint(&q, "limit", ADMIN_ALERTS_DEFAULT, 1, ALERT_LOG_MAX);
+    int64_t id = admin_qint(&q, "id", 0, 0, INT64_MAX);
+    evhttp_clear_headers(&q);
+    sbuf b = SBUF_INIT;
+    admin_alerts_json(ctx->gw->alerts, (double)ctx->gw->cfg.alert_dedup_s, (size_t)limit, (uint64_t)id, &b);
+    admin_send_json(req, &b);
+}
+
+/* POST /admin/api/alerts/test: raises a test event (never deduplicated)
+ * and answers the document of it alone; its outcome is "queued" until
+ * the webhook answers (GET ?id= to follow), "unsent" with no webhook. */
+static void admin_post_alert_test(admin_ctx *ctx, struct evhttp_request *req)
+{
+    gateway *gw = ctx->gw;
+    if (!gw->alerts)
+        return server_send_error(req, 503, "server_error", "alerts_unavailable", "the alert sender is not running");
+    admin_audit(gw, req, "alert_test", "operator");
+    uint64_t id = alert_test(gw->alerts, gw->policy, gateway_now());
+    sbuf b = SBUF_INIT;
+    admin_alerts_json(gw->alerts, (double)gw->cfg.alert_dedup_s, 1, id, &b);
+    admin_send_json(req, &b);
+}
+
 /* ---------- metrics and the dashboard's files ---------- */
 
 static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
@@ -1367,7 +1397,7 @@ static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
     metrics_gauges g = {accts, n, gw->policy_fallbacks_retired + policy_fallbacks(gw->policy), ws.pending_logs,
                         ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at,
                         ws_open_count(), as.raised, as.suppressed, as.sent, as.retried, as.failed, as.dropped,
-                        as.queued, NULL, 0, 0, 0};
+                        as.queued, NULL, 0, 0, 0, as.unsent};
     if (strcmp(shared_kind(gw->shared), "redis") == 0) {
         char why[8];
         g.redis = 1;
@@ -1538,6 +1568,8 @@ static const admin_route admin_routes[] = {
     {"/admin/api/keys/prefer", EVHTTP_REQ_POST, admin_post_prefer},
     {"/admin/api/settings", EVHTTP_REQ_POST, admin_post_settings},
     {"/admin/api/policy/reload", EVHTTP_REQ_POST, admin_post_reload},
+    {"/admin/api/alerts", EVHTTP_REQ_GET, admin_get_alerts},
+    {"/admin/api/alerts/test", EVHTTP_REQ_POST, admin_post_alert_test},
     /* GET (where a sign-in stands) or POST (start one): the handler checks */
     {"/admin/api/accounts/login", (enum evhttp_cmd_type)(EVHTTP_REQ_GET | EVHTTP_REQ_POST), admin_login},
 };

@@ -2,7 +2,8 @@
  * /admin/api/ (read the pool, keys, request logs, aggregates and policy
  * status; enable/disable an account, reset its cooldown, set a key's
  * preferred account, set strategy or rotation, reload policies, add a
- * ChatGPT account by a device-code sign-in), the
+ * ChatGPT account by a device-code sign-in, list the alerts raised and send
+ * a test one), the
  * dashboard's static files under /admin/ and Prometheus text at /metrics.
  * Served on the gateway's listener to loopback clients only, or on its own
  * listener (--admin-listen) to anyone who can reach that address. The API

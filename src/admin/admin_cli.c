@@ -6,6 +6,7 @@
  * read from the database; --follow polls for new rows). */
 #include "admin/cli_internal.h"
 #include "admin/admin_api.h"
+#include "admin/admin_client.h"
 #include "admin/cli.h"
 #include "admin/gateway_find.h"
 #include "core/config.h"
@@ -29,7 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ADMIN_TOKEN_CHARS 43
 #define ADMIN_LOG_FOLLOW_MS 500
 
 /* ---------- admin token ---------- */
@@ -43,35 +43,11 @@ void admin_cli_usage_admin(FILE *f)
           f);
 }
 
-/* <db>.admin-token: the admin token itself, for the operator's commands
- * (issue 34: printed once and rotated by every look, it could not be had
- * again without signing the dashboard out). Beside the database, so only
- * who can read the database can read it; mode 0600. */
-static void admin_cli_token_path(const char *db, char *out, size_t n) { snprintf(out, n, "%s.admin-token", db); }
-
-/* The token in the file, if it is the one the database holds (a rotation
- * through another path leaves a stale file): 1 and tok filled, else 0. */
-static int admin_cli_token_read(const char *db, store *s, char *tok, size_t n)
-{
-    char path[PATH_MAX], err[256], hash[65], want[65];
-    admin_cli_token_path(db, path, sizeof path);
-    sbuf b = SBUF_INIT;
-    int present = 0, ok = 0;
-    if (safe_file_read(path, &b, &present, NULL, err, sizeof err) == 0 && present && b.len) {
-        size_t len = strcspn(b.p, "\r\n");
-        if (len > 4 && len < n && strncmp(b.p, "sya-", 4) == 0) {
-            sha256_hex(b.p, len, hash);
-            if (!s || (store_admin_token_get(s, want) == 0 && strcmp(want, hash) == 0)) {
-                memcpy(tok, b.p, len);
-                tok[len] = '\0';
-                ok = 1;
-            }
-        }
-        explicit_bzero(b.p, b.len);
-    }
-    sbuf_free(&b);
-    return ok;
-}
+/* <db>.admin-token (admin/admin_client.h) holds the admin token itself,
+ * for the operator's commands (issue 34: printed once and rotated by every
+ * look, it could not be had again without signing the dashboard out).
+ * Beside the database, so only who can read the database can read it;
+ * mode 0600. */
 
 int admin_cli_token_main(int argc, char **argv)
 {
@@ -83,12 +59,12 @@ int admin_cli_token_main(int argc, char **argv)
         return rc;
     char tok[4 + ADMIN_TOKEN_CHARS + 1] = "sya-";
     char path[PATH_MAX];
-    admin_cli_token_path(cli_db_path(db), path, sizeof path);
+    admin_client_token_path(cli_db_path(db), path, sizeof path);
     if (!rotate) { /* the one there, if any: looking does not rotate it */
         store *s = cli_store_open(cmd, db);
         if (!s)
             return 1;
-        int have = admin_cli_token_read(cli_db_path(db), s, tok, sizeof tok);
+        int have = admin_client_token_read(cli_db_path(db), s, tok, sizeof tok);
         store_close(s);
         if (have) {
             printf("admin token (from %s; `switchyard admin token --rotate` makes a new one).\n"
@@ -153,43 +129,6 @@ static void admin_cli_usage_status(FILE *f)
           "  or a gateway that answers it reads the database (no in-flight counts or breaker state there)\n"
           "  and says why\n",
           f);
-}
-
-static size_t admin_cli_curl_write(char *p, size_t size, size_t n, void *ud)
-{
-    sbuf_append(ud, p, size * n);
-    return size * n;
-}
-
-/* GET url with the admin token; 0 and the body on HTTP 200, else -1 and why. */
-static int admin_cli_get(const char *url, const char *token, sbuf *body, char *why, size_t whylen)
-{
-    CURL *c = curl_easy_init();
-    if (!c) {
-        snprintf(why, whylen, "curl unavailable");
-        return -1;
-    }
-    sbuf auth = SBUF_INIT;
-    sbuf_printf(&auth, "Authorization: Bearer %s", token);
-    struct curl_slist *h = curl_slist_append(NULL, auth.p);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, admin_cli_curl_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (rc != CURLE_OK)
-        snprintf(why, whylen, "%s", curl_easy_strerror(rc));
-    else if (status != 200)
-        snprintf(why, whylen, "the gateway answered HTTP %ld", status);
-    curl_slist_free_all(h);
-    explicit_bzero(auth.p, auth.len);
-    sbuf_free(&auth);
-    curl_easy_cleanup(c);
-    return rc == CURLE_OK && status == 200 ? 0 : -1;
 }
 
 static double admin_cli_num(const json_value *o, const char *k, double dflt)
@@ -398,19 +337,6 @@ static void admin_cli_rows_json(const status_row *rows, size_t n, const char *ga
     sbuf_free(&o);
 }
 
-/* The admin API base URL from the same settings `serve` reads. */
-static void admin_cli_default_url(char *out, size_t n)
-{
-    sy_config c;
-    config_defaults(&c);
-    config_from_env(&c);
-    const char *host = c.admin_port ? c.admin_host : c.listen_host;
-    int port = c.admin_port ? c.admin_port : c.listen_port;
-    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || !*host)
-        host = "127.0.0.1";
-    snprintf(out, n, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
-}
-
 /* "1.2 MB" */
 static void admin_cli_bytes(char *out, size_t n, long long b)
 {
@@ -465,36 +391,20 @@ static int admin_cli_status(int argc, char **argv)
     int rc = cli_parse_or_usage(cmd, argc, argv, opts, &help, admin_cli_usage_status);
     if (rc >= 0)
         return rc;
-    char base[STORE_RUNFILE_URL_MAX],
-        why[256] = "no admin token ($SWITCHYARD_ADMIN_TOKEN is not set, no <db>.admin-token: `switchyard admin token`)";
-    /* the gateway that serves this database, not a guess from the environment */
-    gateway_found found;
-    gateway_find(cli_db_path(db), &found);
-    if (url)
-        snprintf(base, sizeof base, "%s", url);
-    else if (found.answering)
-        snprintf(base, sizeof base, "%s", found.rf.admin_url[0] ? found.rf.admin_url : found.rf.url);
-    else
-        admin_cli_default_url(base, sizeof base);
-    size_t bl = strlen(base);
-    while (bl && base[bl - 1] == '/')
-        base[--bl] = '\0';
-    const char *token = getenv("SWITCHYARD_ADMIN_TOKEN");
-    char filetok[4 + ADMIN_TOKEN_CHARS + 1];
-    if ((!token || !*token) && admin_cli_token_read(cli_db_path(db), NULL, filetok, sizeof filetok))
-        token = filetok; /* <db>.admin-token: no ceremony */
+    char why[256] = "no admin token ($SWITCHYARD_ADMIN_TOKEN is not set, no <db>.admin-token: `switchyard admin token`)";
+    admin_client ac;
+    admin_client_locate(cli_db_path(db), url, &ac);
+    const gateway_found found = ac.found;
+    const char *base = ac.base;
     status_row *rows = NULL;
     size_t n = 0;
-    int asked = (token && *token) && (url || found.answering);
+    int asked = ac.token[0] && (url || found.answering);
     if (asked) {
         sbuf body = SBUF_INIT, ov = SBUF_INIT;
-        char u[STORE_RUNFILE_URL_MAX + 32];
-        snprintf(u, sizeof u, "%s/admin/api/accounts", base);
         curl_global_init(CURL_GLOBAL_DEFAULT);
-        int ok = admin_cli_get(u, token, &body, why, sizeof why) == 0;
-        snprintf(u, sizeof u, "%s/admin/api/overview", base);
+        int ok = admin_client_call(&ac, "GET", "/admin/api/accounts", 3000, &body, why, sizeof why) == 0;
         if (ok)
-            admin_cli_get(u, token, &ov, why, sizeof why);
+            admin_client_call(&ac, "GET", "/admin/api/overview", 3000, &ov, why, sizeof why);
         json_value *doc = ok ? json_parse(body.p, body.len, NULL, 0) : NULL;
         json_value *odoc = ov.len ? json_parse(ov.p, ov.len, NULL, 0) : NULL;
         if (doc && json) {
@@ -518,9 +428,11 @@ static int admin_cli_status(int argc, char **argv)
         curl_global_cleanup();
         if (doc) {
             free(rows);
+            admin_client_close(&ac);
             return 0;
         }
     }
+    admin_client_close(&ac);
     store *s = cli_store_open(cmd, db);
     if (!s)
         return 1;

@@ -286,6 +286,8 @@ static const cli_command cli_commands[] = {
     {"admin", NULL, NULL, cli_admin_subs, admin_cli_usage_admin},
     {"status", "the pool at a glance, from the running gateway or the database", admin_cli_status_main, NULL, NULL},
     {"logs", "one line per request with its attempts (--follow)", admin_cli_logs_main, NULL, NULL},
+    {"alerts", "the alerts the gateway raised and what became of each; `alerts test` sends one", cli_alerts_main,
+     NULL, NULL},
     {"usage", "requests, tokens and cost by key, account, model or day", cli_spend_main, NULL, NULL},
     {"backup", "a consistent copy of the whole database, while serving (--out FILE)", cli_backup_main, NULL, NULL},
     {"restore", "put a backup in place of the database (refused while a gateway serves it)", cli_restore_main, NULL,

@@ -77,6 +77,9 @@ int admin_cli_token_main(int argc, char **argv);
 int admin_cli_status_main(int argc, char **argv);
 int admin_cli_logs_main(int argc, char **argv);
 
+/* cli_alerts.c: `alerts [list]` and `alerts test` (argv[0] is "alerts") */
+int cli_alerts_main(int argc, char **argv);
+
 void cli_usage_codex(FILE *f); /* cli_codex.c */
 int cli_codex_attach(int argc, char **argv);
 int cli_codex_detach(int argc, char **argv);

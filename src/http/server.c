@@ -493,6 +493,7 @@ static int server_key_rules(struct evhttp_request *req, gateway *gw, const char 
     }
     server_refuse(req, endpoint, v.status, v.type, v.code, v.message);
     server_refusal_log(gw, endpoint, pk, in, &v);
+    metrics_key_refusal(pk->k.id, v.code);
     return -1;
 }
 

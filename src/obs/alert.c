@@ -21,6 +21,7 @@
 
 typedef struct alert_item {
     policy_alert_post post;
+    uint64_t event;            /* the listed event it belongs to */
     struct alert_item *next;
 } alert_item;
 
@@ -40,7 +41,39 @@ struct alert_sender {
     size_t queued;
     int stop;                              /* under mu; read unlocked by the transfer's progress callback */
     alert_stats stats;                     /* under mu */
+    alert_entry log[ALERT_LOG_MAX];        /* under mu: a ring, event id % ALERT_LOG_MAX */
+    uint64_t last_id;                      /* under mu */
 };
+
+/* src into dst (n bytes), cut on a character boundary: the list is JSON. */
+static void alert_copy(char *dst, size_t n, const char *src)
+{
+    size_t len = sbuf_utf8_cut(src, strlen(src), n - 1);
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* The listed event id while it is still in the ring, else NULL. Under mu. */
+static alert_entry *alert_entry_find(alert_sender *as, uint64_t id)
+{
+    alert_entry *e = id ? &as->log[id % ALERT_LOG_MAX] : NULL;
+    return e && e->id == id ? e : NULL;
+}
+
+/* One post of event id finished: sent (err NULL), failed or dropped. */
+static void alert_entry_post_done(alert_sender *as, uint64_t id, alert_outcome how, const char *err)
+{
+    alert_entry *e = alert_entry_find(as, id);
+    if (!e)
+        return;
+    e->posts_done++;
+    if (how != ALERT_SENT && e->outcome != ALERT_FAILED) {
+        e->outcome = how;
+        alert_copy(e->detail, sizeof e->detail, err ? err : "");
+    }
+    if (e->posts_done >= e->posts && e->outcome == ALERT_QUEUED)
+        e->outcome = ALERT_SENT;
+}
 
 /* ---------- the worker ---------- */
 
@@ -179,12 +212,15 @@ static void *alert_worker(void *ud)
         }
         if (sent) {
             as->stats.sent++;
+            alert_entry_post_done(as, it->event, ALERT_SENT, NULL);
         } else if (!stopped) {
             as->stats.failed++;
-            char origin[256];
+            char origin[256], why[600];
             alert_url_origin(it->post.url, origin, sizeof origin);
             log_warn("alert: the webhook at %s failed %d times (%s); this alert is dropped", origin,
                      as->cfg.retries + 1, err);
+            snprintf(why, sizeof why, "%s at %s after %d tries", err, origin, as->cfg.retries + 1);
+            alert_entry_post_done(as, it->event, ALERT_FAILED, why);
         }
         policy_alert_post_free(&it->post);
         free(it);
@@ -260,30 +296,35 @@ static uint64_t alert_key(const char *kind, const char *subject, const char *sta
     return h ? h : 1;
 }
 
-/* 1 when the event was raised within the dedup window (suppressed); else
- * remembers it (in a free slot or the oldest one) and returns 0. */
-static int alert_seen_recently(alert_sender *as, uint64_t key, double now)
+/* 1 when an event with this key went out within the dedup window. */
+static int alert_seen_recently(const alert_sender *as, uint64_t key, double now)
+{
+    for (size_t i = 0; i < ALERT_DEDUP_SLOTS && as->seen[i].hash; i++)
+        if (as->seen[i].hash == key)
+            return now >= as->seen[i].at && now - as->seen[i].at < as->cfg.dedup_s;
+    return 0;
+}
+
+/* Remembers that an event with this key went out now (its slot, a free
+ * one or the oldest one). */
+static void alert_seen_note(alert_sender *as, uint64_t key, double now)
 {
     alert_seen *oldest = &as->seen[0];
     for (size_t i = 0; i < ALERT_DEDUP_SLOTS; i++) {
         alert_seen *s = &as->seen[i];
-        if (s->hash == key) {
-            if (now >= s->at && now - s->at < as->cfg.dedup_s)
-                return 1;
+        if (s->hash == key || !s->hash) {
+            s->hash = key;
             s->at = now;
-            return 0;
+            return;
         }
-        if (!s->hash || s->at < oldest->at)
+        if (s->at < oldest->at)
             oldest = s;
-        if (!s->hash)
-            break;
     }
     oldest->hash = key;
     oldest->at = now;
-    return 0;
 }
 
-static void alert_enqueue(alert_sender *as, policy_alert_post *post)
+static void alert_enqueue(alert_sender *as, policy_alert_post *post, uint64_t event)
 {
     alert_item *it = calloc(1, sizeof *it);
     if (!it) {
@@ -291,6 +332,7 @@ static void alert_enqueue(alert_sender *as, policy_alert_post *post)
         return;
     }
     it->post = *post;
+    it->event = event;
     memset(post, 0, sizeof *post);
     pthread_mutex_lock(&as->mu);
     while (as->queued >= as->cfg.queue_max && as->head) { /* full: the oldest goes */
@@ -300,6 +342,7 @@ static void alert_enqueue(alert_sender *as, policy_alert_post *post)
             as->tail = NULL;
         as->queued--;
         as->stats.dropped++;
+        alert_entry_post_done(as, old->event, ALERT_DROPPED, "dropped from a full queue");
         policy_alert_post_free(&old->post);
         free(old);
     }
@@ -313,30 +356,126 @@ static void alert_enqueue(alert_sender *as, policy_alert_post *post)
     pthread_mutex_unlock(&as->mu);
 }
 
+/* Lists an event (under mu): folds a repeat of the newest event with the
+ * same key and outcome into it, else takes the next slot of the ring.
+ * Returns the entry, and *fresh whether it is new. */
+static alert_entry *alert_entry_add(alert_sender *as, const char *kind, const char *subject, const char *state,
+                                    const char *text, alert_outcome outcome, double now, int *fresh)
+{
+    alert_entry *e = alert_entry_find(as, as->last_id);
+    if (e && e->outcome == outcome && (outcome == ALERT_SUPPRESSED || outcome == ALERT_UNSENT) &&
+        strcmp(e->kind, kind) == 0 && strcmp(e->subject, subject) == 0 && strcmp(e->state, state) == 0) {
+        e->count++;
+        e->last_at = now;
+        alert_copy(e->text, sizeof e->text, text);
+        *fresh = 0;
+        return e;
+    }
+    e = &as->log[++as->last_id % ALERT_LOG_MAX];
+    memset(e, 0, sizeof *e);
+    e->id = as->last_id;
+    e->at = e->last_at = now;
+    e->count = 1;
+    e->outcome = outcome;
+    alert_copy(e->kind, sizeof e->kind, kind);
+    alert_copy(e->subject, sizeof e->subject, subject);
+    alert_copy(e->state, sizeof e->state, state);
+    alert_copy(e->text, sizeof e->text, text);
+    *fresh = 1;
+    return e;
+}
+
+/* Raises one event: suppressed when it went out within the window; else
+ * the hook's posts are queued, and only then does it count for dedup (an
+ * event no one could be told of suppresses nothing). Returns its id. */
+static uint64_t alert_raise_text(alert_sender *as, policy_engine *pe, const char *kind, const char *subject,
+                                 const char *state, double now, int dedup, const char *text, size_t *queued)
+{
+    uint64_t key = alert_key(kind, subject, state);
+    int dup = dedup && as->cfg.dedup_s > 0 && alert_seen_recently(as, key, now);
+    policy_alert_post posts[POLICY_ALERT_POSTS];
+    size_t n = 0;
+    if (!dup) {
+        policy_alert_event ev = {kind, subject, state, text, as->webhook, now};
+        n = policy_alert(pe, &ev, posts);
+        if (n)
+            alert_seen_note(as, key, now);
+    }
+    alert_outcome outcome = dup ? ALERT_SUPPRESSED : n ? ALERT_QUEUED : ALERT_UNSENT;
+    int fresh;
+    pthread_mutex_lock(&as->mu);
+    as->stats.raised++;
+    as->stats.suppressed += dup;
+    as->stats.unsent += !dup && !n;
+    alert_entry *e = alert_entry_add(as, kind, subject, state, text, outcome, now, &fresh);
+    e->posts = (int)n;
+    uint64_t id = e->id;
+    pthread_mutex_unlock(&as->mu);
+    /* the log: once per listed event, not per repeat of a storm; the text
+     * is in the list (the place that raised it has logged what happened) */
+    if (fresh && outcome == ALERT_QUEUED)
+        log_info("alert %s (%s%s%s) raised: posted to %zu webhook(s)", kind, subject, *state ? ", " : "", state, n);
+    else if (fresh && outcome == ALERT_UNSENT)
+        log_info("alert %s (%s%s%s) raised: not sent, no webhook is set (alert_webhook_url)", kind, subject,
+                 *state ? ", " : "", state);
+    else if (fresh)
+        log_debug("alert %s (%s%s%s) suppressed: the same went out within %.0f s", kind, subject, *state ? ", " : "",
+                  state, as->cfg.dedup_s);
+    for (size_t i = 0; i < n; i++)
+        alert_enqueue(as, &posts[i], id);
+    if (queued)
+        *queued = n;
+    return id;
+}
+
 size_t alert_raise(alert_sender *as, policy_engine *pe, const char *kind, const char *subject, const char *state,
                    double now, const char *fmt, ...)
 {
     if (!as)
-        return 0;
-    int dup = as->cfg.dedup_s > 0 && alert_seen_recently(as, alert_key(kind, subject, state), now);
-    pthread_mutex_lock(&as->mu);
-    as->stats.raised++;
-    as->stats.suppressed += dup;
-    pthread_mutex_unlock(&as->mu);
-    if (dup)
         return 0;
     char text[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    policy_alert_event ev = {kind, subject, state ? state : "", text, as->webhook, now};
-    policy_alert_post posts[POLICY_ALERT_POSTS];
-    size_t n = policy_alert(pe, &ev, posts);
-    for (size_t i = 0; i < n; i++)
-        alert_enqueue(as, &posts[i]);
+    size_t n = 0;
+    alert_raise_text(as, pe, kind, subject ? subject : "", state ? state : "", now, 1, text, &n);
     return n;
 }
+
+uint64_t alert_test(alert_sender *as, policy_engine *pe, double now)
+{
+    if (!as)
+        return 0;
+    return alert_raise_text(as, pe, "test", "operator", "", now, 0,
+                            "a test alert, sent by the operator (`switchyard alerts test`)", NULL);
+}
+
+size_t alert_list(alert_sender *as, alert_entry *out, size_t max, uint64_t id_only)
+{
+    size_t n = 0;
+    if (!as)
+        return 0;
+    pthread_mutex_lock(&as->mu);
+    if (id_only) {
+        alert_entry *e = alert_entry_find(as, id_only);
+        if (e && max)
+            out[n++] = *e;
+    } else {
+        for (uint64_t id = as->last_id; id > 0 && n < max && as->last_id - id < ALERT_LOG_MAX; id--)
+            out[n++] = as->log[id % ALERT_LOG_MAX];
+    }
+    pthread_mutex_unlock(&as->mu);
+    return n;
+}
+
+const char *alert_outcome_name(alert_outcome o)
+{
+    static const char *names[] = {"unsent", "suppressed", "queued", "sent", "failed", "dropped"};
+    return (unsigned)o < sizeof names / sizeof *names ? names[o] : "unknown";
+}
+
+int alert_has_webhook(alert_sender *as) { return as && as->webhook[0]; }
 
 void alert_stats_get(alert_sender *as, alert_stats *out)
 {

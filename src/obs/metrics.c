@@ -18,6 +18,8 @@
 #define METRICS_ATTEMPT_SLOTS 2048  /* (account, outcome, class) cells */
 #define METRICS_RETRY_SLOTS 256
 #define METRICS_MINUTES 64          /* ring of per-minute figures (60 shown) */
+#define METRICS_REFUSAL_SLOTS 1024  /* keys with a key-rule refusal (more: key="other") */
+#define METRICS_REFUSAL_REASONS 5
 
 enum { EP_RESPONSES, EP_CHAT, EP_MODELS, EP_OTHER, EP_COUNT };
 static const char *const metrics_endpoints[EP_COUNT] = {"/v1/responses", "/v1/chat/completions", "/v1/models",
@@ -91,7 +93,15 @@ static struct {
     int n_models;
     metrics_usage_cell usage[METRICS_USAGE_SLOTS];
     metrics_usage_cell usage_other; /* usage past the table's slots */
+    struct { int64_t key_id; uint64_t n[METRICS_REFUSAL_REASONS]; } refusals[METRICS_REFUSAL_SLOTS];
+    uint64_t refusals_other[METRICS_REFUSAL_REASONS]; /* keys past the table */
 } M;
+
+/* Key-rule refusals (metrics_key_refusal): the reason label of each code. */
+static const char *const metrics_refusal_codes[METRICS_REFUSAL_REASONS] = {
+    "expired_api_key", "model_not_allowed", "insufficient_quota", "rate_limit_exceeded", "other"};
+static const char *const metrics_refusal_reasons[METRICS_REFUSAL_REASONS] = {"expired", "model_not_allowed",
+                                                                             "over_budget", "rpm", "other"};
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
 
@@ -137,6 +147,26 @@ static void metrics_hist_add(metrics_hist *h, double v)
 void metrics_request(const char *endpoint, int status)
 {
     M.requests[metrics_endpoint(endpoint)][status >= 0 && status < METRICS_STATUS_MAX ? status : 0]++;
+}
+
+void metrics_key_refusal(int64_t key_id, const char *code)
+{
+    int r = 0;
+    while (r < METRICS_REFUSAL_REASONS - 1 && !(code && strcmp(code, metrics_refusal_codes[r]) == 0))
+        r++;
+    if (key_id <= 0)
+        key_id = -1; /* slots use 0 for empty */
+    uint64_t h = (uint64_t)key_id * 0x9E3779B97F4A7C15ull;
+    for (size_t probe = 0; probe < METRICS_REFUSAL_SLOTS; probe++) {
+        __typeof__(M.refusals[0]) *c = &M.refusals[(h + probe) % METRICS_REFUSAL_SLOTS];
+        if (!c->key_id)
+            c->key_id = key_id;
+        if (c->key_id == key_id) {
+            c->n[r]++;
+            return;
+        }
+    }
+    M.refusals_other[r]++;
 }
 
 void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, double seconds)
@@ -644,6 +674,29 @@ static void metrics_usage_labels(sbuf *out, const metrics_gauges *g, const metri
     sbuf_puts(out, "\"");
 }
 
+/* Key-rule refusals by key and reason (bounded by the keys: a slot each). */
+static void metrics_refusals_format(sbuf *out, const metrics_gauges *g)
+{
+    metrics_head(out, "switchyard_key_refusals_total", "counter",
+                 "Requests refused by their platform key's rules (expired, model_not_allowed, over_budget, rpm), "
+                 "by key and reason; each is also a row of the request log.");
+    for (size_t i = 0; i <= METRICS_REFUSAL_SLOTS; i++) {
+        const uint64_t *n = i < METRICS_REFUSAL_SLOTS ? M.refusals[i].n : M.refusals_other;
+        int64_t id = i < METRICS_REFUSAL_SLOTS ? M.refusals[i].key_id : 0;
+        if (i < METRICS_REFUSAL_SLOTS && !id)
+            continue;
+        char kbuf[32];
+        const char *key = i == METRICS_REFUSAL_SLOTS ? "other" : id < 0 ? "none" : metrics_key_name(g, id, kbuf, sizeof kbuf);
+        for (int r = 0; r < METRICS_REFUSAL_REASONS; r++) {
+            if (!n[r])
+                continue;
+            sbuf_puts(out, "switchyard_key_refusals_total{key=\"");
+            metrics_label(out, key);
+            sbuf_printf(out, "\",reason=\"%s\"} %llu\n", metrics_refusal_reasons[r], (unsigned long long)n[r]);
+        }
+    }
+}
+
 /* Tokens by direction and cost, per (account, key, model) cell that saw usage. */
 static void metrics_usage_format(sbuf *out, const metrics_gauges *g)
 {
@@ -746,6 +799,7 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     sbuf_puts(out, "\n");
     metrics_accounts_format(out, g);
     metrics_usage_format(out, g);
+    metrics_refusals_format(out, g);
     metrics_hist_format(out, "switchyard_upstream_ttfb_seconds",
                         "Upstream time to first byte (request sent to response headers).", &M.ttfb);
     metrics_hist_format(out, "switchyard_upstream_attempt_duration_seconds",
@@ -773,9 +827,11 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"turn\"} %llu\n", (unsigned long long)M.websocket_turns[0]);
     sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"warmup\"} %llu\n", (unsigned long long)M.websocket_turns[1]);
     metrics_head(out, "switchyard_alerts_total", "counter",
-                 "Alert events by what became of them: raised, suppressed (the same event within the dedup window).");
+                 "Alert events by what became of them: raised; of those suppressed (the same event went out within "
+                 "the dedup window) and unsent (the alert policy posted it nowhere: no webhook set).");
     sbuf_printf(out, "switchyard_alerts_total{result=\"raised\"} %llu\n", (unsigned long long)g->alerts_raised);
     sbuf_printf(out, "switchyard_alerts_total{result=\"suppressed\"} %llu\n", (unsigned long long)g->alerts_suppressed);
+    sbuf_printf(out, "switchyard_alerts_total{result=\"unsent\"} %llu\n", (unsigned long long)g->alerts_unsent);
     metrics_head(out, "switchyard_alert_posts_total", "counter",
                  "Alert webhook posts: sent (a 2xx), retried (tries after a failure), failed (given up after the "
                  "retries), dropped (the oldest, from a full queue).");

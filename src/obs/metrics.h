@@ -13,6 +13,10 @@
 /* --- recording (loop thread only) --- */
 /* A client request ended with this status on endpoint ("/v1/responses", ...). */
 void metrics_request(const char *endpoint, int status);
+/* A request refused by its platform key's rules (route/key_rules.h): the
+ * key's id and the refusal's code (expired_api_key, model_not_allowed,
+ * insufficient_quota, rate_limit_exceeded); counted by key and reason. */
+void metrics_key_refusal(int64_t key_id, const char *code);
 /* One upstream attempt ended. outcome is a free word ("ok", "failover",
  * "returned", "interrupted", "client_closed", and those the failover code
  * adds: "retry", "wait", "resume", "breaker_skip"); cls the failure class
@@ -136,6 +140,7 @@ typedef struct metrics_gauges {
     const metrics_key *keys; /* platform keys, to name the usage counters' key label */
     size_t n_keys;
     int redis, redis_up; /* a pool on Redis: whether its link is up */
+    uint64_t alerts_unsent; /* events the alert policy posted nowhere (no webhook) */
 } metrics_gauges;
 
 /* Appends the whole exposition to out. Accounts and keys named by g (by

@@ -199,7 +199,7 @@ int policy_exhausted_answer(policy_engine *pe, const policy_exhausted *ex, doubl
  * the loop. The event carries names only, never a secret. */
 typedef struct policy_alert_event {
     const char *kind;        /* "account_needs_login" | "account_held" | "pool_exhausted" | "budget" |
-                              * "breaker_open" | "db_degraded" */
+                              * "breaker_open" | "db_degraded" | "test" (the operator's) */
     const char *subject;     /* whom: an account name, "key NAME" / "account NAME", "pool", "database" */
     const char *state;       /* what of it: a hold state, "usage_limit", "80%", ... ("" none) */
     const char *text;        /* one line for a person */

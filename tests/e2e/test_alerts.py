@@ -15,7 +15,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import GatewayTest, account, http_call, main, wait_for
+from harness import GatewayTest, account, admin_call, admin_get, http_call, main, wait_for
 
 BODY = {"model": "gpt-test", "input": "hi"}
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
@@ -232,6 +232,119 @@ class AlertsTest(GatewayTest):
                          {"kind": "account_held", "who": "a", "state": "key_refused", "tags": ["sy", "ops"]})
         self.assertEqual(post["headers"].get("X-Alert-Kind"), "account_held")
         self.assertEqual(post["headers"].get("Content-Type"), "application/json")
+
+
+class AlertListTest(AlertsTest):
+    """Issue 34: alerts you can see and test. /admin/api/alerts and `switchyard alerts` list each
+    event with what became of it; `switchyard alerts test` posts one and says how it ended; only an
+    event that could have been sent counts toward the dedup window."""
+
+    def alerts(self, g, query=""):
+        return json.loads(admin_get(g, "/admin/api/alerts" + query).body)
+
+    def cli_ready(self, g):
+        """The admin token made (into <db>.admin-token) and known to the gateway."""
+        admin_get(g, "/admin/api/alerts")
+
+    def test_events_are_listed_with_what_became_of_each_in_the_api_and_the_cli(self):
+        hook = self.webhook()
+        g = self.refused_pool(hook)
+        self.served_by_b(g)
+        wait_for(lambda: [a["outcome"] for a in self.alerts(g)["alerts"]] == ["sent"], what="the event listed as sent")
+        # the same event again within the window: listed as suppressed, a storm folded into one row
+        for _ in range(2):
+            g.cli("account", "reset", "--db", g.db_path, "--name", "a")
+            wait_for(lambda: g.query("SELECT hold FROM accounts WHERE name = 'a'")[0]["hold"] is None, what="reset")
+            g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", "a")
+            n = len(self.mock.requests("a"))
+            self.until_tried(g, "a", n + 1)
+        doc = wait_for(lambda: (lambda d: d if d["alerts"][0]["count"] == 2 else None)(self.alerts(g)),
+                       what="the repeats folded")
+        self.assertTrue(doc["webhook"])
+        self.assertEqual(doc["dedup_s"], 600)
+        self.assertEqual([(a["kind"], a["subject"], a["state"], a["outcome"]) for a in doc["alerts"]],
+                         [("account_held", "a", "key_refused", "suppressed"), ("account_held", "a", "key_refused", "sent")])
+        self.assertIn("account a is held out of the pool", doc["alerts"][1]["message"])
+        self.assertEqual(doc["stats"]["raised"], 3)
+        self.assertEqual(doc["stats"]["suppressed"], 2)
+        self.assertEqual(hook.count(), 1)
+        self.assertNotIn("WEBHOOKSECRET", json.dumps(doc))
+        # the CLI reads the same list with the token file, no environment needed
+        out = g.cli("alerts", "--db", g.db_path).stdout
+        self.assertIn("alerts go to the webhook", out)
+        self.assertIn("3 raised, 1 sent, 0 failed, 2 suppressed", out)
+        lines = [ln for ln in out.splitlines() if "account_held" in ln]
+        self.assertEqual(len(lines), 2, out)
+        self.assertIn("suppressed", lines[0])
+        self.assertIn("(x2, last ", lines[0])
+        self.assertIn("sent", lines[1])
+        self.assertIn("account a is held", lines[1])
+        # and the log says it once, when it was raised
+        self.assertEqual(g.log_text().count("alert account_held (a, key_refused) raised: posted to 1 webhook(s)"), 1, g.log_text())
+        listed = json.loads(g.cli("alerts", "--db", g.db_path, "--json").stdout)
+        self.assertEqual(len(listed["alerts"]), 2)
+
+    def test_events_before_a_webhook_was_set_do_not_suppress_the_first_after(self):
+        # issue 34: events raised with no webhook counted toward the 10-minute window, so the first real
+        # problems after setting it up were suppressed
+        hook = self.webhook()
+        g = self.gateway([account("a", self.mock.url("a", "status=401")), account("b", self.mock.url("b", "ok"))])
+        self.served_by_b(g)
+        wait_for(lambda: [a["outcome"] for a in self.alerts(g)["alerts"]] == ["unsent"], what="listed as unsent")
+        self.assertFalse(self.alerts(g)["webhook"])
+        self.assertIn("alert account_held (a, key_refused) raised: not sent, no webhook is set", g.log_text())
+        g.cli("config", "set", "alert_webhook_url", hook.url, "--db", g.db_path)
+        wait_for(lambda: self.alerts(g)["webhook"], what="the setting picked up")
+        # the same event (a held as key_refused) again, within the window
+        g.cli("account", "reset", "--db", g.db_path, "--name", "a")
+        wait_for(lambda: g.query("SELECT hold FROM accounts WHERE name = 'a'")[0]["hold"] is None, what="reset")
+        g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", "a")
+        self.until_tried(g, "a", 2)
+        wait_for(lambda: hook.count() == 1, what="the first event after the webhook was set, posted")
+        self.assertIn("account a is held", hook.texts()[0])
+        wait_for(lambda: [a["outcome"] for a in self.alerts(g)["alerts"]] == ["sent", "unsent"], what="listed")
+        self.assertEqual(metric(g, 'switchyard_alerts_total{result="unsent"}'), 1)
+        self.assertEqual(metric(g, 'switchyard_alerts_total{result="suppressed"}'), 0)
+
+    def test_alerts_test_posts_a_test_event_and_says_how_it_ended(self):
+        hook = self.webhook()
+        g = self.gateway([account("a", self.mock.url("a", "ok"))], env={"SWITCHYARD_ALERT_WEBHOOK_URL": hook.url})
+        self.cli_ready(g)
+        p = g.cli("alerts", "test", "--db", g.db_path)
+        self.assertIn("sent: the webhook took it", p.stdout)
+        self.assertEqual(hook.count(), 1)
+        self.assertEqual(json.loads(hook.posts[0]["body"])["text"],
+                         "switchyard: a test alert, sent by the operator (`switchyard alerts test`)")
+        # a test is never deduplicated: a second one posts again
+        g.cli("alerts", "test", "--db", g.db_path)
+        self.assertEqual(hook.count(), 2)
+        listed = [(a["kind"], a["outcome"]) for a in self.alerts(g)["alerts"]]
+        self.assertEqual(listed, [("test", "sent"), ("test", "sent")])
+        self.assertIn("admin: alert_test operator", g.log_text())
+
+    def test_alerts_test_reports_a_failing_webhook_and_a_missing_one(self):
+        hook = self.webhook(status=500)
+        g = self.gateway([account("a", self.mock.url("a", "ok"))],
+                         env={"SWITCHYARD_ALERT_WEBHOOK_URL": hook.url, "SWITCHYARD_ALERT_BACKOFF_MS": "50"})
+        self.cli_ready(g)
+        p = g.cli("alerts", "test", "--db", g.db_path, check=False)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("failed: HTTP 500 at http://127.0.0.1:", p.stderr)
+        self.assertIn("after 4 tries", p.stderr)
+        self.assertNotIn("WEBHOOKSECRET", p.stderr)
+        self.assertEqual(hook.count(), 4)
+        # no webhook at all: said so, exit 1, nothing posted
+        g2 = self.gateway([account("a", self.mock.url("a", "ok"))])
+        self.cli_ready(g2)
+        p = g2.cli("alerts", "test", "--db", g2.db_path, check=False)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("not sent: no webhook is set", p.stderr)
+        self.assertEqual([a["outcome"] for a in self.alerts(g2)["alerts"]], ["unsent"])
+        # no gateway serving the database: said so
+        g2.stop()
+        p = g2.cli("alerts", "--db", g2.db_path, check=False)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("alerts live in the running gateway", p.stderr)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,13 @@ class KeyRulesTest(GatewayTest):
         out = g.cli("logs", "--db", g.db_path, "--status", "429").stdout
         self.assertIn("key=ruled", out)
         self.assertIn("rate_limit_exceeded", out)
+        # searchable: the dashboard's search finds them by the rule's code and the key
+        found = json.loads(admin_get(g, "/admin/api/requests?q=model_not_allowed").body)["requests"]
+        self.assertEqual([(r["status"], r["model"]) for r in found], [(403, "gpt-4o")])
+        # and counted by key and reason (the key label bounded by the keys)
+        metrics = g.get("/metrics").text
+        self.assertIn('switchyard_key_refusals_total{key="ruled",reason="model_not_allowed"} 1\n', metrics)
+        self.assertIn('switchyard_key_refusals_total{key="ruled",reason="rpm"} 1\n', metrics)
 
     def test_key_update_sets_and_clears_models(self):
         g, key = self.gw_with_key()

@@ -19,7 +19,7 @@ static const metrics_key test_keys[] = {{7, "laptop"}, {8, "ci"}};
 
 static char *test_format(sbuf *out)
 {
-    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5, test_keys, 2, 1, 1};
+    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5, test_keys, 2, 1, 1, 8};
     sbuf_reset(out);
     metrics_format(out, &g);
     return out->p;
@@ -45,6 +45,27 @@ static void test_metrics_requests_count_by_endpoint_and_status(void)
     CHECK(test_has(t, "switchyard_requests_total{endpoint=\"/v1/chat/completions\",status=\"503\"} 1\n"));
     CHECK(test_has(t, "switchyard_requests_total{endpoint=\"other\",status=\"404\"} 1\n"));
     CHECK(!strstr(t, "status=\"500\""));
+    sbuf_free(&b);
+}
+
+static void test_metrics_key_refusals_count_by_key_and_reason(void)
+{
+    metrics_reset();
+    sbuf b = SBUF_INIT;
+    metrics_key_refusal(8, "rate_limit_exceeded");
+    metrics_key_refusal(8, "rate_limit_exceeded");
+    metrics_key_refusal(8, "insufficient_quota");
+    metrics_key_refusal(7, "model_not_allowed");
+    metrics_key_refusal(7, "expired_api_key");
+    metrics_key_refusal(42, "something_new"); /* a key revoked since, a code added later */
+    const char *t = test_format(&b);
+    CHECK(test_has(t, "# TYPE switchyard_key_refusals_total counter\n"));
+    CHECK(test_has(t, "switchyard_key_refusals_total{key=\"ci\",reason=\"rpm\"} 2\n"));
+    CHECK(test_has(t, "switchyard_key_refusals_total{key=\"ci\",reason=\"over_budget\"} 1\n"));
+    CHECK(test_has(t, "switchyard_key_refusals_total{key=\"laptop\",reason=\"model_not_allowed\"} 1\n"));
+    CHECK(test_has(t, "switchyard_key_refusals_total{key=\"laptop\",reason=\"expired\"} 1\n"));
+    CHECK(test_has(t, "switchyard_key_refusals_total{key=\"id:42\",reason=\"other\"} 1\n"));
+    CHECK(test_has(t, "switchyard_alerts_total{result=\"unsent\"} 8\n"));
     sbuf_free(&b);
 }
 
@@ -357,6 +378,7 @@ int main(void)
     RUN(test_metrics_sixty_second_success_and_latency_per_account);
     RUN(test_metrics_requests_count_by_endpoint_and_status);
     RUN(test_metrics_attempts_and_failovers_by_account_and_class);
+    RUN(test_metrics_key_refusals_count_by_key_and_reason);
     RUN(test_metrics_histogram_buckets_are_cumulative);
     RUN(test_metrics_gauges_accounts_policy_and_writer);
     RUN(test_metrics_words_beyond_the_table_count_as_other);
