@@ -7,7 +7,7 @@
  * came. After commit there is no replay, with one exception: a cut chat
  * stream may resume on another account (opt-in). */
 #include "proxy_internal.h"
-#include "accounts/usage_poll.h"
+#include "accounts/account_poll.h"
 #include "base/json.h"
 #include "http/server.h"
 #include "obs/alert.h"
@@ -120,7 +120,7 @@ static double proxy_cool_down(proxy_req *p, const policy_verdict *v)
         pa->st.ladder_step = step;
         pa->st.last_429_at = now;
         if (pa->a.kind == ACCOUNT_CHATGPT) /* learn the windows as they are now */
-            usage_poll_soon(p->gw->usage, pa->a.id);
+            account_poll_soon(p->gw->polls, pa->a.id);
     }
     if (secs > 0 && now + secs > pa->st.cooldown_until)
         pa->st.cooldown_until = now + secs;

@@ -28,8 +28,7 @@
 #include "base/seal.h"
 #include "route/shared_limits.h"
 #include "route/spend.h"
-#include "accounts/usage_poll.h"
-#include "accounts/model_poll.h"
+#include "accounts/account_poll.h"
 #include <curl/curl.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -316,8 +315,7 @@ static void serve_on_tick(evutil_socket_t fd, short what, void *arg)
         admin_token_load(gw);
         spend_judge_all(gw->pool, gw->policy, gateway_now()); /* a budget may have changed */
     }
-    usage_poll_tick(gw->usage, gateway_now());
-    model_poll_tick(gw->models, gateway_now());
+    account_poll_tick(gw->polls, gateway_now());
     health_tick(gw);
     serve_alert_store(gw);
     oauth_tick(gw->oauth);
@@ -379,7 +377,7 @@ static void serve_after_upstream_io(void *arg)
 static void serve_poll_after_refresh(void *arg, int64_t account_id)
 {
     gateway *gw = arg;
-    usage_poll_soon(gw->usage, account_id);
+    account_poll_soon(gw->polls, account_id);
 }
 
 #define SERVE_RESTORE_WAIT_S 30.0 /* a restore copies and checks one file: seconds */
@@ -478,8 +476,7 @@ static int serve_open(gateway *gw)
     if (gw->up)
         upstream_set_after_io(gw->up, serve_after_upstream_io, gw);
     gw->chunk = evbuffer_new();
-    gw->usage = usage_poll_new(gw);
-    gw->models = model_poll_new(gw);
+    gw->polls = account_poll_new(gw);
     gw->oauth = oauth_new(gw);
     oauth_on_refreshed(gw->oauth, serve_poll_after_refresh, gw);
     oauth_tick(gw->oauth); /* logins that expired while the gateway was down refresh now */
@@ -487,8 +484,7 @@ static int serve_open(gateway *gw)
     admin_token_load(gw);
     if (server_start(gw, proxy_start) != 0 || admin_start(gw) != 0)
         return -1;
-    usage_poll_tick(gw->usage, gateway_now()); /* at start: the first polls go out now */
-    model_poll_tick(gw->models, gateway_now());
+    account_poll_tick(gw->polls, gateway_now()); /* at start: the first polls go out now */
     return 0;
 }
 
@@ -546,12 +542,11 @@ static void serve_close(gateway *gw)
     serve_shared_config = NULL;
     shared_once_free(serve_shared_once);
     serve_shared_once = NULL;
-    usage_poll_free(gw->usage); /* cancels the leases it asked for */
-    gw->usage = NULL;
+    account_poll_free(gw->polls); /* cancels the polls in flight and the leases it asked for */
+    gw->polls = NULL;
     shared_limits_free(serve_shared_limits);
     serve_shared_limits = NULL;
     shared_free(gw->shared); /* after oauth (which cancels what it asked), before the pool */
-    model_poll_free(gw->models);
     if (gw->admin_http)
         evhttp_free(gw->admin_http);
     admin_stop(gw);

@@ -12,7 +12,8 @@
  * backend-api/codex/ prefix); on an anthropic=1 account messages,
  * messages/count_tokens and models (a query such as ?beta=true is ignored).
  * The usage endpoints backend-api/wham/usage and api/codex/usage answer
- * what POST /_usage/<name> set (recorded apart, for GET /_usage_polls). The
+ * what POST /_usage/<name> set (after ms= milliseconds when the segment
+ * says so; recorded apart, for GET /_usage_polls). The
  * first item of the scenario segment is the scenario (status=<code> carries
  * its code), the rest are options. Every answer is a script of actions (headers, chunks, delays,
  * end, abrupt close) run on libevent timers; nothing sleeps. Every request is
@@ -4258,9 +4259,9 @@ static void script_usage(job *j, const char *account, const opts *o, const rec *
         error_json(&b, "mock_upstream: no usage configured for this account", "invalid_request_error",
                    "not_found", NULL);
         reply_json(j, 0, 404, &b);
-    } else {
+    } else { /* ms=N: the answer comes after N ms (a slow usage endpoint: polls pile up in flight) */
         sbuf_append(&b, u->body.p ? u->body.p : "", u->body.len);
-        reply_json(j, 0, u->status, &b);
+        reply_json(j, o->ms > 0 ? o->ms : 0, u->status, &b);
     }
     sbuf_free(&b);
 }

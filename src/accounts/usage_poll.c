@@ -1,13 +1,10 @@
-/* usage_poll.c: ChatGPT usage polling (see usage_poll.h). One entry per
- * chatgpt account holds when its next poll is due and the transfer in
- * flight; the account itself is always found again by id, because a pool
- * reload may move it. */
+/* usage_poll.c: the usage poll's kind (see usage_poll.h): which accounts,
+ * the URL, and what an answer does to the account's state. When and how
+ * many is account_poll.c's. */
 #include "accounts/usage_poll.h"
-#include "accounts/account_get.h"
 #include "route/pool.h"
 #include "route/shared.h"
 #include "store/store.h"
-#include "upstream/upstream.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "accounts/oauth.h"
@@ -21,70 +18,6 @@
 
 #define USAGE_BODY_MAX (64u << 10)
 #define USAGE_TIMEOUT_MS 30000
-
-typedef struct usage_entry {
-    int64_t account_id;
-    double next_at;        /* next scheduled poll, unix seconds */
-    double soon_at;        /* an error asked for a poll at this time, 0 none */
-    double last_error_poll;
-    upstream_req *up;      /* in flight, NULL none */
-    int status;
-    sbuf body;
-    usage_poll *owner;
-    int live;              /* the account still exists */
-    shared_call *lease;    /* the pool's usage lease asked for (route/shared.h), NULL none */
-    int leasing;
-} usage_entry;
-
-struct usage_poll {
-    gateway *gw;
-    usage_entry **e;
-    size_t n, cap;
-};
-
-usage_poll *usage_poll_new(gateway *gw)
-{
-    usage_poll *u = calloc(1, sizeof *u);
-    u->gw = gw;
-    return u;
-}
-
-static void usage_entry_free(usage_entry *e)
-{
-    shared_call_cancel(e->owner->gw->shared, e->lease);
-    if (e->up)
-        upstream_cancel(e->up);
-    sbuf_free(&e->body);
-    free(e);
-}
-
-void usage_poll_free(usage_poll *u)
-{
-    if (!u)
-        return;
-    for (size_t i = 0; i < u->n; i++)
-        usage_entry_free(u->e[i]);
-    free(u->e);
-    free(u);
-}
-
-static usage_entry *usage_find(usage_poll *u, int64_t id, int create)
-{
-    for (size_t i = 0; i < u->n; i++)
-        if (u->e[i]->account_id == id)
-            return u->e[i];
-    if (!create)
-        return NULL;
-    if (u->n == u->cap) {
-        u->cap = u->cap ? u->cap * 2 : 8;
-        u->e = realloc(u->e, u->cap * sizeof *u->e);
-    }
-    usage_entry *e = calloc(1, sizeof *e);
-    e->account_id = id;
-    e->owner = u;
-    u->e[u->n++] = e;
-    return e;
-}
 
 void usage_poll_url(const char *base_url, char *out, size_t n)
 {
@@ -170,37 +103,16 @@ static void usage_poll_unauthorized(gateway *gw, pool_account *pa)
     oauth_refresh(gw->oauth, pa, "usage_poll_401");
 }
 
-static int usage_on_headers(void *ud, int status, const upstream_header *h, size_t n)
+static void usage_answer(gateway *gw, pool_account *pa, up_result r, int status, int too_large, const sbuf *body,
+                         const char *errmsg)
 {
-    (void)h, (void)n;
-    usage_entry *e = ud;
-    e->status = status;
-    return 0;
-}
-
-static int usage_on_data(void *ud, const char *p, size_t n)
-{
-    usage_entry *e = ud;
-    if (e->body.len + n <= USAGE_BODY_MAX)
-        sbuf_append(&e->body, p, n);
-    return 0;
-}
-
-static void usage_on_done(void *ud, up_result r, const char *errmsg)
-{
-    usage_entry *e = ud;
-    gateway *gw = e->owner->gw;
-    e->up = NULL; /* freed by upstream right after this returns */
-    pool_account *pa = pool_find(gw->pool, e->account_id);
-    if (!pa)
-        return;
+    (void)too_large; /* a cut answer does not parse: said below */
     double now = gateway_now();
-    int status = r == UP_OK ? e->status : 0;
     pa->st.usage_poll_status = status;
     if (r != UP_OK) {
         log_info("usage poll: account %s: %s", pa->a.name, errmsg ? errmsg : "network error");
     } else if (status == 200) {
-        if (usage_poll_apply(&pa->st, e->body.p ? e->body.p : "", e->body.len, now) == 0) {
+        if (usage_poll_apply(&pa->st, body->p ? body->p : "", body->len, now) == 0) {
             pa->st.usage_polled_at = now;
             shared_usage_tell(gw->shared, pa); /* the other gateways of the pool take these numbers */
             log_debug("usage poll: account %s: plan %s, primary %.0f%%, secondary %.0f%%", pa->a.name,
@@ -217,96 +129,24 @@ static void usage_on_done(void *ud, up_result r, const char *errmsg)
         else
             log_info("usage poll: account %s: HTTP %d", pa->a.name, status);
     }
-    sbuf_reset(&e->body);
     pool_state_save(gw->pool, pa);
 }
 
-static const upstream_callbacks usage_cb = {usage_on_headers, usage_on_data, usage_on_done};
+static long usage_every(const gateway *gw) { return gw->cfg.usage_poll_s; }
 
-static void usage_start(usage_poll *u, usage_entry *e, const pool_account *pa)
+/* chatgpt logins, enabled; not while its token is being replaced or is
+ * dead, nor a held account (refused until an operator acts) */
+static int usage_wanted(const pool_account *pa)
 {
-    char url[2048];
-    usage_poll_url(pa->a.base_url, url, sizeof url);
-    e->status = 0;
-    sbuf_reset(&e->body);
-    /* chatgpt accounts only (usage_poll_tick); when it cannot start, nothing
-     * will call back: the next poll is at the usual time */
-    e->up = account_get_start(u->gw->up, pa, url, USAGE_TIMEOUT_MS, &usage_cb, e, "usage poll");
+    return pa->a.kind == ACCOUNT_CHATGPT && pa->a.enabled && !pa->refreshing && !pa->a.login_error && !pa->a.hold;
 }
 
-/* The pool's answer to the usage lease: this instance polls (it holds the
- * lease for the interval, or there is no pool), or another one does and
- * its numbers arrive through shared_usage_tell. */
-static void usage_on_lease(void *ud, int granted)
+static void usage_url(const gateway *gw, const pool_account *pa, char *out, size_t n)
 {
-    usage_entry *e = ud;
-    e->lease = NULL;
-    e->leasing = 0;
-    pool_account *pa = pool_find(e->owner->gw->pool, e->account_id);
-    if (!granted || !pa || e->up || pa->refreshing || pa->a.login_error || pa->a.hold)
-        return;
-    usage_start(e->owner, e, pa);
+    (void)gw;
+    usage_poll_url(pa->a.base_url, out, n);
 }
 
-void usage_poll_tick(usage_poll *u, double now)
-{
-    long every = u->gw->cfg.usage_poll_s;
-    for (size_t i = 0; i < u->n; i++)
-        u->e[i]->live = 0;
-    for (size_t i = 0; i < pool_count(u->gw->pool); i++) {
-        pool_account *pa = pool_at(u->gw->pool, i);
-        if (pa->a.kind != ACCOUNT_CHATGPT || !pa->a.enabled)
-            continue;
-        usage_entry *e = usage_find(u, pa->a.id, 1);
-        e->live = 1;
-        /* its token is being replaced, or is dead; a held account is refused until an operator acts */
-        if (e->up || e->leasing || pa->refreshing || pa->a.login_error || pa->a.hold)
-            continue;
-        if (every > 0 && e->next_at > now + (double)every) /* the interval was shortened */
-            e->next_at = now + (double)every;
-        int due = every > 0 && now >= e->next_at;
-        int soon = every > 0 && e->soon_at > 0 && now >= e->soon_at;
-        if (!due && !soon)
-            continue;
-        if (soon) {
-            e->last_error_poll = now;
-            e->soon_at = 0;
-        }
-        if (every > 0)
-            e->next_at = now + (double)every;
-        if (soon) { /* after this instance's own 429: its own poll (the others did not see it) */
-            usage_start(u, e, pa);
-            continue;
-        }
-        /* the periodic poll: one instance of the pool per interval. The lease
-         * lives two: its holder renews it at each of its polls, so it never
-         * lapses between them (a lease of one interval did, by the tick's
-         * jitter, and the poll changed hands), and another instance takes
-         * over within two intervals of the holder's death */
-        e->leasing = 1;
-        shared_call *c = shared_lease_take(u->gw->shared, "usage", pa->a.name, 2 * every * 1000L, usage_on_lease, e);
-        if (e->leasing)
-            e->lease = c;
-    }
-    /* accounts removed, disabled or no longer chatgpt */
-    for (size_t i = 0; i < u->n;) {
-        if (u->e[i]->live) {
-            i++;
-            continue;
-        }
-        usage_entry_free(u->e[i]);
-        u->e[i] = u->e[--u->n];
-    }
-}
-
-void usage_poll_soon(usage_poll *u, int64_t account_id)
-{
-    if (!u)
-        return;
-    usage_entry *e = usage_find(u, account_id, 0);
-    if (!e || e->soon_at > 0)
-        return;
-    double now = gateway_now();
-    double at = e->last_error_poll + USAGE_POLL_AFTER_ERROR_GAP;
-    e->soon_at = at > now ? at : now;
-}
+/* The periodic poll: one instance of the pool per interval (the lease). */
+const poll_kind usage_poll_kind = {"usage poll", "usage", USAGE_BODY_MAX, USAGE_TIMEOUT_MS,
+                                   usage_every, usage_wanted, usage_url, usage_answer};

@@ -1,11 +1,13 @@
 /* usage_poll.h: keeps ChatGPT accounts' quota windows known while they are
- * idle. For every enabled chatgpt account it GETs the usage endpoint Codex
- * uses ({base up to /backend-api}/wham/usage, or {base}/api/codex/usage)
- * at start, every usage_poll_s seconds, and soon after the account hit a
- * 429 / quota error. The answer (plan, both windows' used percent, length
- * and reset time, credits) goes into the account's state, where the guard
- * and the cooldown hook see it, and is persisted through the writer. Polls
- * are transfers on the gateway's curl multi: nothing blocks the loop. */
+ * idle. For every enabled chatgpt account the poller (account_poll.h) GETs
+ * the usage endpoint Codex uses ({base up to /backend-api}/wham/usage, or
+ * {base}/api/codex/usage) at start, every usage_poll_s seconds (one
+ * instance of a shared pool per interval: the `usage` lease), and soon
+ * after the account hit a 429 / quota error or its login was refreshed.
+ * The answer (plan, both windows' used percent, length and reset time,
+ * credits) goes into the account's state, where the guard and the cooldown
+ * hook see it, and is persisted through the writer. Polls are transfers on
+ * the gateway's curl multi: nothing blocks the loop. */
 #ifndef SY_USAGE_POLL_H
 #define SY_USAGE_POLL_H
 #include <stddef.h>
@@ -13,15 +15,11 @@
 #include "core/gateway.h"
 #include "store/store.h"
 
-typedef struct usage_poll usage_poll;
+#include "accounts/poll_kind.h"
 
-usage_poll *usage_poll_new(gateway *gw);
-void usage_poll_free(usage_poll *u); /* cancels polls in flight; before upstream_free */
-/* Starts the polls that are due (the serve tick calls it every second). */
-void usage_poll_tick(usage_poll *u, double now);
-/* The account just hit a rate limit or quota: poll it soon (at most once
- * per USAGE_POLL_AFTER_ERROR_GAP seconds per account). */
-void usage_poll_soon(usage_poll *u, int64_t account_id);
+/* The usage poll, for account_poll.c. */
+extern const poll_kind usage_poll_kind;
+/* A poll soon (account_poll_soon) at most once per this many seconds per account. */
 #define USAGE_POLL_AFTER_ERROR_GAP 30
 
 /* The usage URL for an account base URL, into out (NUL-terminated). */

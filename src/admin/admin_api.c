@@ -8,6 +8,7 @@
  * or a platform key. */
 #include "admin/admin_api.h"
 #include "route/shared.h"
+#include "accounts/account_poll.h"
 #include "admin/admin_alerts.h"
 #include "admin/admin_body.h"
 #include "accounts/signin.h"
@@ -1397,7 +1398,13 @@ static void admin_metrics(admin_ctx *ctx, struct evhttp_request *req)
     metrics_gauges g = {accts, n, gw->policy_fallbacks_retired + policy_fallbacks(gw->policy), ws.pending_logs,
                         ws.pending_states, ws.dropped_logs, ws.failed_commits, gw->active, now - gw->started_at,
                         ws_open_count(), as.raised, as.suppressed, as.sent, as.retried, as.failed, as.dropped,
-                        as.queued, NULL, 0, 0, 0, as.unsent};
+                        as.queued, NULL, 0, 0, 0, as.unsent, 0, 0, 0, 0};
+    account_poll_stats ps;
+    account_poll_stats_get(gw->polls, &ps);
+    g.polls_in_flight = ps.in_flight;
+    g.polls_in_flight_max = ps.in_flight_max;
+    g.polls_started = ps.started;
+    g.polls_deferred = ps.deferred;
     if (strcmp(shared_kind(gw->shared), "redis") == 0) {
         char why[8];
         g.redis = 1;

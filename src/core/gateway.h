@@ -22,8 +22,7 @@ struct shared;
 struct store;
 struct trace;
 struct upstream;
-struct usage_poll;
-struct model_poll;
+struct account_poll;
 
 typedef struct gateway {
     sy_config cfg;
@@ -37,8 +36,7 @@ typedef struct gateway {
     struct trace *trace;
     struct affinity *affinity;       /* session id -> account of its last turn (router.c, proxy.c) */
     size_t affinity_max;      /* the size it was made with */
-    struct usage_poll *usage; /* usage_poll.c */
-    struct model_poll *models; /* model_poll.c */
+    struct account_poll *polls; /* account_poll.c: the usage and model polls */
     struct oauth *oauth;      /* login refresh (oauth.c) */
     struct alert_sender *alerts; /* webhook alerts, sent off the loop (obs/alert.h); NULL none */
     struct shared *shared;    /* what the gateways of one pool share (route/shared.h): local unless --redis */

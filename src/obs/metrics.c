@@ -839,6 +839,15 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     sbuf_printf(out, "switchyard_alert_posts_total{result=\"retried\"} %llu\n", (unsigned long long)g->alerts_retried);
     sbuf_printf(out, "switchyard_alert_posts_total{result=\"failed\"} %llu\n", (unsigned long long)g->alerts_failed);
     sbuf_printf(out, "switchyard_alert_posts_total{result=\"dropped\"} %llu\n", (unsigned long long)g->alerts_dropped);
+    metrics_head(out, "switchyard_account_polls_in_flight", "gauge",
+                 "Usage and model polls of the accounts in flight now (bounded: accounts/account_poll.h).");
+    sbuf_printf(out, "switchyard_account_polls_in_flight %zu\n", g->polls_in_flight);
+    metrics_head(out, "switchyard_account_polls_in_flight_max", "gauge", "The most account polls in flight at once since start.");
+    sbuf_printf(out, "switchyard_account_polls_in_flight_max %zu\n", g->polls_in_flight_max);
+    metrics_head(out, "switchyard_account_polls_total", "counter",
+                 "Account polls started (usage and models), and ticks that stopped at the in-flight bound with a poll due.");
+    sbuf_printf(out, "switchyard_account_polls_total{result=\"started\"} %llu\n", (unsigned long long)g->polls_started);
+    sbuf_printf(out, "switchyard_account_polls_total{result=\"deferred\"} %llu\n", (unsigned long long)g->polls_deferred);
     metrics_head(out, "switchyard_alert_queue_depth", "gauge", "Alert webhook posts waiting to be sent.");
     sbuf_printf(out, "switchyard_alert_queue_depth %zu\n", g->alerts_queued);
     metrics_head(out, "switchyard_uptime_seconds", "gauge", "Seconds since the gateway started.");

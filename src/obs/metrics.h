@@ -141,6 +141,9 @@ typedef struct metrics_gauges {
     size_t n_keys;
     int redis, redis_up; /* a pool on Redis: whether its link is up */
     uint64_t alerts_unsent; /* events the alert policy posted nowhere (no webhook) */
+    /* the per-account polls (accounts/account_poll.h) */
+    size_t polls_in_flight, polls_in_flight_max;
+    uint64_t polls_started, polls_deferred;
 } metrics_gauges;
 
 /* Appends the whole exposition to out. Accounts and keys named by g (by

@@ -63,6 +63,7 @@ struct pool {
     pool_key *keys;
     size_t nkeys;
     int64_t config_version;
+    uint64_t generation; /* pool_load's: the accounts were (re)loaded */
     int reload_waits; /* a reload is due and waits for changes applied here to be written */
     pool_cursor cursors[POOL_CURSORS];
     size_t ncursors, cursor_next;
@@ -357,6 +358,7 @@ static void pool_load(pool *p)
     p->accts = pa;
     p->by_id = ix;
     p->n = n;
+    p->generation++;
     pool_key *pk = calloc(nk ? nk : 1, sizeof *pk);
     for (size_t i = 0; i < nk; i++) {
         pk[i].k = k[i];
@@ -447,6 +449,8 @@ int pool_refresh(pool *p)
     log_info("pool: reloaded %zu accounts, %zu platform keys", p->n, p->nkeys);
     return 1;
 }
+
+uint64_t pool_generation(const pool *p) { return p->generation; }
 
 size_t pool_count(const pool *p) { return p->n; }
 pool_account *pool_at(pool *p, size_t i) { return i < p->n ? &p->accts[i] : NULL; }

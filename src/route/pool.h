@@ -89,6 +89,9 @@ void pool_free(pool *p);
 int pool_refresh(pool *p);
 
 size_t pool_count(const pool *p);
+/* Moves each time the accounts are (re)loaded (pool_at's indexes and
+ * pool_account pointers change then): who mirrors the accounts rebuilds. */
+uint64_t pool_generation(const pool *p);
 pool_account *pool_at(pool *p, size_t i);      /* in sort ASC, updated_at DESC, id ASC order */
 pool_account *pool_find(pool *p, int64_t id);  /* NULL if gone */
 

@@ -4,7 +4,10 @@ max_seconds whatever the pool's size; the routing work per request stays
 cheap (the bundled order runs as its C mirror, a policy order of its own
 sees a window of 256 candidates, the exhausted hook 256 accounts); the
 answer and the trace name a bounded number of accounts; /admin/api/stats
-answers at most 100 rows per group plus one "(other)" row.
+answers at most 100 rows per group plus one "(other)" row; the accounts'
+usage and model polls stay within their in-flight bound (32) however many
+are due, and still reach every account (issue 33: 20 000 due polls started
+at once ran the descriptors out).
 
 The accounts are copies of one made with `switchyard account add`, written
 into the database before the gateway starts (20 000 CLI runs would take
@@ -111,6 +114,30 @@ class LargePoolTest(GatewayTest):
         # the hook reversed the window: the built-in order's 256th account (a255) went first
         self.assertEqual(started(g), [f"a{i}" for i in range(255, 239, -1)])
         self.assertNotIn("order hook", g.log_text())
+
+    def test_polls_of_300_due_accounts_stay_within_the_in_flight_bound_and_reach_every_account(self):
+        # a slow usage endpoint (each answer after 400 ms) and every account due at start: the poller
+        # starts at most 32 at once and the rest on later ticks, where it stopped (no timing asserted)
+        base = self.mock.url("a0", "ok,ms=400", v1=False) + "/backend-api/codex"
+        self.mock.set_usage("a0", {"plan_type": "plus", "rate_limit": {"primary_window": {"used_percent": 5}}})
+        g = self.gateway([account("a0", base, kind="chatgpt")], start=False,
+                         env={"SWITCHYARD_MODEL_POLL_S": "0", "SWITCHYARD_USAGE_POLL_S": "3600"})
+        clone_accounts(g, "a0", 300)
+        g.start()
+
+        def metric(name):
+            for line in g.get("/metrics").text.splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[-1])
+            return None
+
+        polled = "SELECT COUNT(*) AS n FROM account_state WHERE usage_polled_at > 0"
+        wait_for(lambda: g.query(polled)[0]["n"] == 300, timeout=120, what="every account's usage polled")
+        self.assertEqual(len(self.mock.usage_polls()), 300)  # each once: none lost, none twice
+        self.assertEqual(metric("switchyard_account_polls_in_flight_max"), 32)
+        self.assertGreater(metric('switchyard_account_polls_total{result="deferred"}'), 0)
+        self.assertEqual(metric('switchyard_account_polls_total{result="started"}'), 300)
+        self.assertEqual(g.get("/health").status, 200)
 
     def test_stats_answer_the_busiest_100_models_and_sum_the_rest(self):
         g = self.gateway([account("a0", self.mock.url("a0"), "sk-a0")])

@@ -19,7 +19,7 @@ static const metrics_key test_keys[] = {{7, "laptop"}, {8, "ci"}};
 
 static char *test_format(sbuf *out)
 {
-    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5, test_keys, 2, 1, 1, 8};
+    metrics_gauges g = {test_accounts, 3, 7, 5, 2, 9, 1, 4, 123.9, 2, 11, 4, 6, 3, 1, 2, 5, test_keys, 2, 1, 1, 8, 3, 32, 40, 2};
     sbuf_reset(out);
     metrics_format(out, &g);
     return out->p;
@@ -66,6 +66,9 @@ static void test_metrics_key_refusals_count_by_key_and_reason(void)
     CHECK(test_has(t, "switchyard_key_refusals_total{key=\"laptop\",reason=\"expired\"} 1\n"));
     CHECK(test_has(t, "switchyard_key_refusals_total{key=\"id:42\",reason=\"other\"} 1\n"));
     CHECK(test_has(t, "switchyard_alerts_total{result=\"unsent\"} 8\n"));
+    CHECK(test_has(t, "switchyard_account_polls_in_flight 3\n"));
+    CHECK(test_has(t, "switchyard_account_polls_in_flight_max 32\n"));
+    CHECK(test_has(t, "switchyard_account_polls_total{result=\"deferred\"} 2\n"));
     sbuf_free(&b);
 }
 
