@@ -17,6 +17,7 @@ const state = {
   search: { q: "", since: "", until: "" }, // the applied search (the form may hold an edit not yet applied)
   before: null, pages: [], next: null,      // paging: the page's cursor, the newer pages' cursors, the next one
   loginId: null,                            // the sign-in the page follows ("Add ChatGPT account")
+  loginSettings: false,                     // it asked for a sort or models
   opened: new Set(),                        // the cut texts a click opened whole (their data-open keys)
 };
 
@@ -736,7 +737,8 @@ function showLogin(v) {
     st.textContent = v.state === "starting" ? "Asking for a code…" : "Approved: storing the login…";
   } else if (v.state === "approved") {
     st.append(v.updated ? "Signed in: updated account " : "Signed in: added account ", el("b", { text: v.account }),
-      v.updated ? " (it already held this login)." : ".");
+      v.updated ? " (it already held this login" + (state.loginSettings
+        ? "; its sort and models stay as they were: change them with 'switchyard account update')." : ").") : ".");
   } else {
     st.textContent = (v.state === "denied" ? "Denied: " : v.state === "expired" ? "Expired: " : "Failed: ") + (v.error || "");
   }
@@ -774,10 +776,21 @@ $("#login-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const btn = ev.submitter || $("#login-form button[type=submit]");
   const name = $("#login-name").value.trim();
+  /* the new account's sort and models, as `account add --sort --models`
+     takes them; the gateway checks them (a 400 says what is wrong) */
+  const sort = $("#login-sort").value.trim(), models = $("#login-models").value.trim();
+  const body = {};
+  if (name) body.name = name;
+  if (sort !== "") {
+    if (!/^[+-]?\d+$/.test(sort)) return showLogin({ state: "failed", error: "sort must be a whole number" });
+    body.sort = Number(sort);
+  }
+  if (models) body.models = models;
+  state.loginSettings = sort !== "" || !!models;
   btn.disabled = true;
   showLogin({ state: "starting" });
   try {
-    const v = await api("accounts/login", name ? { name } : {});
+    const v = await api("accounts/login", body);
     showLogin(v);
     if (!LOGIN_DONE.has(v.state)) followLogin(v.id);
   } catch (e) {

@@ -4,7 +4,7 @@ Chromium, driven by playwright-core from npm (installed on first use into
 the admin token, sees a 429 failover appear within 2 s, presses reset on
 the cooled account and sees the next request served by it, signs in a
 ChatGPT account with "Add ChatGPT account" (a code, then the account it
-added, in the pool), keeps working in a narrow window, and shows a clear
+added, in the pool, with the sort and models typed in the form), keeps working in a narrow window, and shows a clear
 state when the gateway stops; and,
 with 70-character account, key and model names and a held account, fits
 1024, 1280, 1440 and 1920 px (every card and every scrolling table in it as
@@ -120,8 +120,8 @@ class DashboardTest(GatewayTest):
         self.assertRegex(s["code"], r"^MOCK-\d+$")
         self.assertEqual(s["link"], f"{self.mock.base()}/codex/device")
         self.assertIn("added account dash", s["outcome"])
-        self.assertEqual(g.query("SELECT kind, email FROM accounts WHERE name = 'dash'"),
-                         [{"kind": "chatgpt", "email": "dash@example.com"}])
+        self.assertEqual(g.query("SELECT kind, email, sort, models FROM accounts WHERE name = 'dash'"),
+                         [{"kind": "chatgpt", "email": "dash@example.com", "sort": -4, "models": "gpt-5,o3"}])
         step("stop-gateway?")
         g.stop()
         reply()
