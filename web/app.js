@@ -18,6 +18,7 @@ const state = {
   before: null, pages: [], next: null,      // paging: the page's cursor, the newer pages' cursors, the next one
   loginId: null,                            // the sign-in the page follows ("Add ChatGPT account")
   loginSettings: false,                     // it asked for a sort or models
+  alertsAbsent: false,                      // the gateway has no /admin/api/alerts (404): not asked again
   opened: new Set(),                        // the cut texts a click opened whole (their data-open keys)
 };
 
@@ -156,10 +157,12 @@ async function poll() {
   state.timer = null;
   const slow = state.polls++ % SLOW_EVERY === 0;
   try {
-    const [ov, ac, rq, tl, keys, pol, sp] = await Promise.all([
+    const [ov, ac, rq, tl, keys, pol, sp, al] = await Promise.all([
       api("overview"), api("accounts"), api("requests?" + requestQuery()), api("timeline?minutes=60&bucket=60"),
       slow ? api("keys") : null, slow ? api("policy") : null,
       slow ? api("spend" + ($("#show-revoked").checked ? "?revoked=1" : "")) : null,
+      /* the alerts are extra: their failure must not make the gateway look down */
+      slow && !state.alertsAbsent ? api("alerts").catch((e) => e) : null,
     ]);
     state.offset = ov.now - Date.now() / 1000;
     state.lastOk = ov.now;
@@ -174,6 +177,7 @@ async function poll() {
     if (keys) { state.keys = keys.keys; renderKeys(); }
     if (pol) renderPolicy(pol);
     if (sp) renderSpend(sp);
+    if (al) renderAlerts(al);
   } catch (e) {
     if (e.status === 401 || e.status === 403) return showSignin("The gateway no longer accepts this token: " + e.message);
     markDown(e);
@@ -632,6 +636,50 @@ function renderSpend(sp) {
     el("td", { class: "num", text: usd(m.today.cost_usd) }))) : [empty(6, "No requests today.")]));
   const total = accts.reduce((s, a) => s + a.today.cost_usd, 0);
   $("#spend-total").textContent = usd(total) + " today across the pool";
+}
+
+/* ---------- alerts ---------- */
+
+const ALERT_STATS = ["raised", "suppressed", "sent", "failed", "dropped", "queued"];
+const ALERT_ROWS = 100;
+
+/* GET /admin/api/alerts: {webhook, stats{raised,...}, alerts[{id, at, kind,
+   subject, state, message, outcome, detail}] newest first}. A gateway
+   without the route (404) hides the card for good; any other failure keeps
+   what was shown. Every field is read defensively: a missing or mistyped
+   one shows as "–", never breaks the page. */
+function renderAlerts(r) {
+  const card = $("#alerts-card");
+  if (r instanceof Error) {
+    if (r.status === 404) { state.alertsAbsent = true; card.hidden = true; }
+    if (r.status === 401 || r.status === 403) throw r;
+    return;
+  }
+  if (!r || typeof r !== "object") return;
+  card.hidden = false;
+  const str = (v) => (v === null || v === undefined || v === "" ? "–" : String(v));
+  const stats = r.stats && typeof r.stats === "object" ? r.stats : {};
+  $("#alert-stats").replaceChildren(...ALERT_STATS.map((k) => el("div", { "data-stat": k, class: "st-" + k },
+    el("dt", { text: k }), el("dd", { text: Number.isFinite(stats[k]) ? count(stats[k]) : "–" }))));
+  $("#alerts-note").hidden = r.webhook !== false;
+  const tb = $("#alerts tbody");
+  const list = Array.isArray(r.alerts) ? r.alerts.filter((a) => a && typeof a === "object").slice(0, ALERT_ROWS) : [];
+  if (!list.length) {
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty", text: "No alerts since start." })));
+    return;
+  }
+  tb.replaceChildren(...list.map((a) => {
+    const at = Number(a.at), outcome = str(a.outcome);
+    const when = Number.isFinite(at) && at > 0 ? new Date(at * 1000) : null;
+    return el("tr", { "data-alert-id": str(a.id), "data-kind": str(a.kind) },
+      el("td", { class: "mono time", text: when ? clock(at) : "–", title: when ? when.toISOString() : null }),
+      el("td", { class: "kind mono c-akind", text: str(a.kind) }),
+      cut("td", "subject c-asubj", str(a.subject), "alert-subject:" + str(a.subject)),
+      el("td", { class: "message", text: str(a.message) }),
+      el("td", { class: "outcome" }, el("span", { class: "badge a-" + outcome.replace(/[^a-z_]/g, ""),
+        "data-outcome": outcome, text: outcome }),
+        a.detail ? el("small", { class: "detail", text: String(a.detail) }) : null));
+  }));
 }
 
 function renderPolicy(p) {
