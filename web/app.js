@@ -17,6 +17,9 @@ const state = {
   search: { q: "", since: "", until: "" }, // the applied search (the form may hold an edit not yet applied)
   before: null, pages: [], next: null,      // paging: the page's cursor, the newer pages' cursors, the next one
   loginId: null,                            // the sign-in the page follows ("Add ChatGPT account")
+  loginSettings: false,                     // it asked for a sort or models
+  alertsAbsent: false,                      // the gateway has no /admin/api/alerts (404): not asked again
+  opened: new Set(),                        // the cut texts a click opened whole (their data-open keys)
 };
 
 /* ---------- small helpers ---------- */
@@ -66,9 +69,14 @@ function count(n) {
 }
 
 /* A cell whose text may be long: cut with an ellipsis by the stylesheet,
-   the whole text on hover. */
-function cut(tag, cls, text) {
-  return el(tag, { class: cls || null, title: text }, el("span", { class: "cut", text }));
+   the whole text on hover and a click away (the click opens it in place,
+   wrapped inside the same width, so the table does not grow; it stays open
+   across the redraws of the polls: state.opened holds its key, by default
+   the text itself). */
+function cut(tag, cls, text, key) {
+  key = key || text;
+  return el(tag, { class: cls || null, title: text },
+    el("span", { class: state.opened.has(key) ? "cut open" : "cut", "data-open": key, text }));
 }
 
 class HttpError extends Error {
@@ -149,10 +157,12 @@ async function poll() {
   state.timer = null;
   const slow = state.polls++ % SLOW_EVERY === 0;
   try {
-    const [ov, ac, rq, tl, keys, pol, sp] = await Promise.all([
+    const [ov, ac, rq, tl, keys, pol, sp, al] = await Promise.all([
       api("overview"), api("accounts"), api("requests?" + requestQuery()), api("timeline?minutes=60&bucket=60"),
       slow ? api("keys") : null, slow ? api("policy") : null,
       slow ? api("spend" + ($("#show-revoked").checked ? "?revoked=1" : "")) : null,
+      /* the alerts are extra: their failure must not make the gateway look down */
+      slow && !state.alertsAbsent ? api("alerts").catch((e) => e) : null,
     ]);
     state.offset = ov.now - Date.now() / 1000;
     state.lastOk = ov.now;
@@ -167,6 +177,7 @@ async function poll() {
     if (keys) { state.keys = keys.keys; renderKeys(); }
     if (pol) renderPolicy(pol);
     if (sp) renderSpend(sp);
+    if (al) renderAlerts(al);
   } catch (e) {
     if (e.status === 401 || e.status === 403) return showSignin("The gateway no longer accepts this token: " + e.message);
     markDown(e);
@@ -264,12 +275,47 @@ function renderPool() {
   keepFocus($("#pool"), renderPoolRows);
 }
 
-/* The error column: a refused login or a hold (out of the pool until an
-   operator acts) says what to do; else the last failure's class. */
+/* The error column: a refused login says what to do; a hold (out of the
+   pool until an operator acts) only its state, since what to do is on a row
+   of its own under the account (holdRow); else the last failure's class. */
 function lastError(a) {
   if (a.login && a.login.needs_login) return "log in again: " + a.login.needs_login;
-  if (a.hold) return a.hold.state + ": " + a.hold.what + ". To fix: " + a.hold.fix;
+  if (a.hold) return a.hold.state;
   return a.last_error || "–";
+}
+
+function holdText(a) {
+  return a.hold.state + ": " + a.hold.what + ". To fix: " + a.hold.fix;
+}
+
+/* A held account's why and fix, whole and wrapped on the row under it:
+   the fix is a command the operator has to read (and copy), so it is never
+   cut and never hover-only. The box sticks to the visible part of the
+   table when the table scrolls (a phone). */
+function holdRow(a) {
+  return el("tr", { class: "hold-row", "data-hold-for": a.name },
+    el("td", { colspan: 13 }, el("div", { class: "hold-fix", "data-account": a.name },
+      el("b", { text: a.hold.state }), ": " + a.hold.what + ". To fix: ", el("code", { text: a.hold.fix }),
+      a.hold.detail ? el("span", { class: "muted", text: " Upstream said: " + a.hold.detail }) : null)));
+}
+
+/* The account's row opened (a click on its name): every figure of the row,
+   those of the columns a narrow window hides too, whole. */
+function moreRow(a) {
+  const w = (x) => (!x || x.used_pct === null ? "–" : Math.round(x.used_pct) + "%" +
+    (x.resets_in_s !== null && x.resets_in_s !== undefined ? " (resets in " + dur(x.resets_in_s) + ")" : ""));
+  const facts = [
+    ["account", a.name], ["kind", a.kind + (a.usage.plan_type ? " · " + a.usage.plan_type : "")],
+    ["ladder", a.ladder_step || "–"], ["breaker", a.breaker || "–"],
+    ["in flight", a.inflight + (a.max_concurrency ? " / " + a.max_concurrency : "")],
+    ["5 h window", w(a.usage.primary)], ["weekly window", w(a.usage.secondary)],
+    ["success", Math.round(a.health.success_rate * 100) + "%"],
+    ["latency", a.health.latency_ema_ms ? Math.round(a.health.latency_ema_ms) + " ms" : "–"],
+    ["last error", a.hold ? a.hold.state : lastError(a)],
+  ];
+  return el("tr", { class: "more-row", "data-more-for": a.name },
+    el("td", { colspan: 13 }, el("dl", { class: "facts more" }, facts.map(([k, v]) =>
+      el("div", { "data-fact": k }, el("dt", { text: k }), el("dd", { text: v }))))));
 }
 
 function renderPoolRows() {
@@ -282,8 +328,16 @@ function renderPoolRows() {
   }
   tb.replaceChildren(...state.accounts.map((a) => {
     const left = a.cooldown_until ? a.cooldown_until - now : 0;
-    return el("tr", { class: "row-" + a.state, "data-account": a.name },
-      cut("td", "name", a.name),
+    const key = "pool:" + a.name, open = state.opened.has(key);
+    const name = cut("td", "name", a.name, key);
+    const span = name.firstChild;  /* a control: it opens the row's detail, by keyboard too */
+    span.tabIndex = 0;
+    span.setAttribute("role", "button");
+    span.setAttribute("aria-expanded", String(open));
+    span.dataset.action = "more";
+    span.dataset.account = a.name;
+    const row = el("tr", { class: "row-" + a.state + (open ? " open" : ""), "data-account": a.name },
+      name,
       el("td", { class: "c-kind", text: a.kind + (a.usage.plan_type ? " · " + a.usage.plan_type : "") }),
       el("td", {}, el("span", { class: "badge s-" + a.state, "data-state": a.state, text: a.state.replace("_", " ") })),
       el("td", { class: left > 0 ? "cd on" : "cd", "data-cooldown-until": a.cooldown_until || "" }, left > 0 ? dur(left) : "–"),
@@ -294,15 +348,34 @@ function renderPoolRows() {
       el("td", { class: "c-week" }, usageBar(a.usage.secondary)),
       el("td", { class: "num c-health", text: Math.round(a.health.success_rate * 100) + "%" }),
       el("td", { class: "num c-health", text: a.health.latency_ema_ms ? Math.round(a.health.latency_ema_ms) + " ms" : "–" }),
-      el("td", { class: a.hold ? "c-err held" : "c-err",
-        title: lastError(a) + (a.hold && a.hold.detail ? "\nupstream said: " + a.hold.detail : "") },
-        el("span", { class: "cut", text: lastError(a) })),
+      cut("td", a.hold ? "c-err held" : "c-err", lastError(a), "err:" + a.name),
       el("td", { class: "actions" },
         a.enabled ? actionButton("Disable", "disable", a) : actionButton("Enable", "enable", a),
         actionButton("Reset", "reset", a, { disabled: !(left > 0 || a.ladder_step || a.fail_streak || a.hold),
           title: a.hold ? "put the account back in the pool (after the fix)" : "clear the cooldown, the 429 ladder and the breaker" })));
-  }));
+    return [row, a.hold ? holdRow(a) : null, open ? moreRow(a) : null].filter(Boolean);
+  }).flat());
 }
+
+/* A click on a cut text opens it whole (a second click cuts it again); a
+   pool account's name opens its detail row as well. In the request list a
+   click opens the request's detail instead, which shows every value whole. */
+function toggleCut(span) {
+  const key = span.dataset.open;
+  if (state.opened.has(key)) state.opened.delete(key); else state.opened.add(key);
+  if (key.startsWith("pool:")) return renderPool();
+  for (const s of document.querySelectorAll(".cut[data-open]"))
+    if (s.dataset.open === key) s.classList.toggle("open", state.opened.has(key));
+}
+
+$("#app").addEventListener("click", (ev) => {
+  const span = ev.target.closest(".cut[data-open]");
+  if (span && !span.closest("tr.link")) toggleCut(span);
+});
+$("#pool").addEventListener("keydown", (ev) => {
+  const span = ev.target.closest(".cut[data-open]");
+  if (span && (ev.key === "Enter" || ev.key === " ")) { ev.preventDefault(); toggleCut(span); }
+});
 
 /* The request list's account filter follows the pool (served by or tried on). */
 function renderAccountFilter() {
@@ -529,7 +602,9 @@ function budgetView(b) {
   const text = usd(b.spent_usd) + " of " + usd(b.usd);
   return el("span", { class: "bar budget" + (b.over ? " over" : ""), "data-spent": b.spent_usd, "data-budget": b.usd,
     title: `${text} in this ${period} period` + (left !== null ? `; it resets in ${dur(left)}` : "") + (b.over ? "; over budget" : "") },
-    el("span", { class: "track" }, fill), el("span", { class: "amount", text }),
+    el("span", { class: "track" }, fill),
+    /* "$3.20" and "of $50" may go on two lines when the card is narrow */
+    el("span", { class: "amount" }, el("span", { text: usd(b.spent_usd) }), " ", el("span", { text: "of " + usd(b.usd) })),
     el("small", { text: period + (b.over ? " · over" : "") }));
 }
 
@@ -561,6 +636,50 @@ function renderSpend(sp) {
     el("td", { class: "num", text: usd(m.today.cost_usd) }))) : [empty(6, "No requests today.")]));
   const total = accts.reduce((s, a) => s + a.today.cost_usd, 0);
   $("#spend-total").textContent = usd(total) + " today across the pool";
+}
+
+/* ---------- alerts ---------- */
+
+const ALERT_STATS = ["raised", "suppressed", "sent", "failed", "dropped", "queued"];
+const ALERT_ROWS = 100;
+
+/* GET /admin/api/alerts: {webhook, stats{raised,...}, alerts[{id, at, kind,
+   subject, state, message, outcome, detail}] newest first}. A gateway
+   without the route (404) hides the card for good; any other failure keeps
+   what was shown. Every field is read defensively: a missing or mistyped
+   one shows as "–", never breaks the page. */
+function renderAlerts(r) {
+  const card = $("#alerts-card");
+  if (r instanceof Error) {
+    if (r.status === 404) { state.alertsAbsent = true; card.hidden = true; }
+    if (r.status === 401 || r.status === 403) throw r;
+    return;
+  }
+  if (!r || typeof r !== "object") return;
+  card.hidden = false;
+  const str = (v) => (v === null || v === undefined || v === "" ? "–" : String(v));
+  const stats = r.stats && typeof r.stats === "object" ? r.stats : {};
+  $("#alert-stats").replaceChildren(...ALERT_STATS.map((k) => el("div", { "data-stat": k, class: "st-" + k },
+    el("dt", { text: k }), el("dd", { text: Number.isFinite(stats[k]) ? count(stats[k]) : "–" }))));
+  $("#alerts-note").hidden = r.webhook !== false;
+  const tb = $("#alerts tbody");
+  const list = Array.isArray(r.alerts) ? r.alerts.filter((a) => a && typeof a === "object").slice(0, ALERT_ROWS) : [];
+  if (!list.length) {
+    tb.replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty", text: "No alerts since start." })));
+    return;
+  }
+  tb.replaceChildren(...list.map((a) => {
+    const at = Number(a.at), outcome = str(a.outcome);
+    const when = Number.isFinite(at) && at > 0 ? new Date(at * 1000) : null;
+    return el("tr", { "data-alert-id": str(a.id), "data-kind": str(a.kind) },
+      el("td", { class: "mono time", text: when ? clock(at) : "–", title: when ? when.toISOString() : null }),
+      el("td", { class: "kind mono c-akind", text: str(a.kind) }),
+      cut("td", "subject c-asubj", str(a.subject), "alert-subject:" + str(a.subject)),
+      el("td", { class: "message", text: str(a.message) }),
+      el("td", { class: "outcome" }, el("span", { class: "badge a-" + outcome.replace(/[^a-z_]/g, ""),
+        "data-outcome": outcome, text: outcome }),
+        a.detail ? el("small", { class: "detail", text: String(a.detail) }) : null));
+  }));
 }
 
 function renderPolicy(p) {
@@ -666,7 +785,8 @@ function showLogin(v) {
     st.textContent = v.state === "starting" ? "Asking for a code…" : "Approved: storing the login…";
   } else if (v.state === "approved") {
     st.append(v.updated ? "Signed in: updated account " : "Signed in: added account ", el("b", { text: v.account }),
-      v.updated ? " (it already held this login)." : ".");
+      v.updated ? " (it already held this login" + (state.loginSettings
+        ? "; its sort and models stay as they were: change them with 'switchyard account update')." : ").") : ".");
   } else {
     st.textContent = (v.state === "denied" ? "Denied: " : v.state === "expired" ? "Expired: " : "Failed: ") + (v.error || "");
   }
@@ -704,10 +824,21 @@ $("#login-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const btn = ev.submitter || $("#login-form button[type=submit]");
   const name = $("#login-name").value.trim();
+  /* the new account's sort and models, as `account add --sort --models`
+     takes them; the gateway checks them (a 400 says what is wrong) */
+  const sort = $("#login-sort").value.trim(), models = $("#login-models").value.trim();
+  const body = {};
+  if (name) body.name = name;
+  if (sort !== "") {
+    if (!/^[+-]?\d+$/.test(sort)) return showLogin({ state: "failed", error: "sort must be a whole number" });
+    body.sort = Number(sort);
+  }
+  if (models) body.models = models;
+  state.loginSettings = sort !== "" || !!models;
   btn.disabled = true;
   showLogin({ state: "starting" });
   try {
-    const v = await api("accounts/login", name ? { name } : {});
+    const v = await api("accounts/login", body);
     showLogin(v);
     if (!LOGIN_DONE.has(v.state)) followLogin(v.id);
   } catch (e) {

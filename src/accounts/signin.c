@@ -38,6 +38,8 @@ typedef struct signin {
     struct event *timer;
     signin_ready_fn ready;
     void *ready_ud;
+    int has_sort, sort;      /* the settings of the account it adds (signin_settings) */
+    char *models;
 } signin;
 
 struct signins {
@@ -229,6 +231,14 @@ static void signin_on_exchange(signin *s)
     }
     snprintf(e->label, sizeof e->label, "the sign-in");
     e->name = s->v.name[0] ? strdup(s->v.name) : NULL;
+    e->has_sort = s->has_sort;
+    e->sort = s->sort;
+    e->models = s->models ? strdup(s->models) : NULL;
+    if ((s->v.name[0] && !e->name) || (s->models && !e->models)) {
+        login_list_free(&l);
+        signin_end(s, SIGNIN_FAILED, "out of memory");
+        return;
+    }
     account_new an;
     char name[128];
     login_entry_to_account(e, &an, name, sizeof name);
@@ -303,6 +313,7 @@ static void signin_clear(signin *s)
     sbuf_secret_wipe(&s->resp);
     sbuf_free(&s->body);
     sbuf_free(&s->resp);
+    free(s->models);
     explicit_bzero(&s->d, sizeof s->d);
     memset(s, 0, sizeof *s);
 }
@@ -342,7 +353,8 @@ static signin *signin_slot(signins *s)
     return best;
 }
 
-int64_t signin_start(signins *s, const char *name, signin_ready_fn ready, void *ud, char *err, size_t errlen)
+int64_t signin_start(signins *s, const char *name, const signin_settings *set, signin_ready_fn ready, void *ud,
+                     char *err, size_t errlen)
 {
     gateway *gw = s->gw;
     if (name && (strlen(name) >= sizeof ((signin_view *)0)->name || text_check_str(name))) {
@@ -371,6 +383,15 @@ int64_t signin_start(signins *s, const char *name, signin_ready_fn ready, void *
     snprintf(x->v.name, sizeof x->v.name, "%s", name ? name : "");
     x->ready = ready;
     x->ready_ud = ud;
+    if (set) {
+        x->has_sort = set->has_sort;
+        x->sort = set->sort;
+        if (set->models && !(x->models = strdup(set->models))) {
+            sbuf_fmt_into(err, errlen, "%s", "out of memory");
+            signin_clear(x);
+            return -1;
+        }
+    }
     char why[300];
     if (login_device_prepare(gw->cfg.oauth_device_code_url, &x->d, why, sizeof why) != 0) {
         sbuf_fmt_into(err, errlen, "%s", why);

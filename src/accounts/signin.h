@@ -48,16 +48,25 @@ typedef struct signin_view {
  * or it failed), on the loop. */
 typedef void (*signin_ready_fn)(void *ud, int64_t id);
 
+/* The settings of the account a sign-in adds, as `account add` takes them
+ * (--sort, --models); an account that already held the login keeps its
+ * own, as `account import` leaves them. */
+typedef struct signin_settings {
+    int has_sort, sort;
+    const char *models;    /* normalized ("a,b", model_list_normalize); NULL none */
+} signin_settings;
+
 signins *signins_new(gateway *gw);
 /* Cancels what is in flight (no callback runs) and frees everything. */
 void signins_free(signins *s);
 
-/* Starts a sign-in; name (NULL or "": the e-mail) names the account it adds.
- * Returns its id (> 0); ready(ud, id) runs when it has a user code or
+/* Starts a sign-in; name (NULL or "": the e-mail) names the account it adds,
+ * set (NULL: none) gives its settings (copied). Returns its id (> 0); ready(ud, id) runs when it has a user code or
  * failed, never before this returns. -1 with err when none can start now
  * (SIGNIN_MAX running, a name too long or not plain text, a device-code URL
  * that is not one). */
-int64_t signin_start(signins *s, const char *name, signin_ready_fn ready, void *ud, char *err, size_t errlen);
+int64_t signin_start(signins *s, const char *name, const signin_settings *set, signin_ready_fn ready, void *ud,
+                     char *err, size_t errlen);
 /* The sign-in's view; -1 when no sign-in has that id (never, or forgotten). */
 int signin_get(signins *s, int64_t id, signin_view *out);
 /* Drops the ready callback of a sign-in (its waiter is gone). */

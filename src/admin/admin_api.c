@@ -1510,8 +1510,10 @@ static void admin_signin_reply(struct evhttp_request *req, int64_t id)
  * one whose client went away is answered into the void (libevent frees it). */
 static void admin_signin_ready(void *ud, int64_t id) { admin_signin_reply(ud, id); }
 
-/* POST /admin/api/accounts/login {"name"?}: starts a device-code sign-in
- * and answers with its user code and where to enter it; GET
+/* POST /admin/api/accounts/login {"name"?, "sort"?, "models"?}: starts a
+ * device-code sign-in (sort and models set on the account it adds, as
+ * `account add --sort --models` would; admin/admin_body.h) and answers
+ * with its user code and where to enter it; GET
  * /admin/api/accounts/login?id=N: where that sign-in stands (pending,
  * approved with the account that holds the login, denied, expired,
  * failed). */
@@ -1535,7 +1537,9 @@ static void admin_login(admin_ctx *ctx, struct evhttp_request *req)
         return;
     }
     char err[300];
-    int64_t id = admin_signins ? signin_start(admin_signins, body.name, admin_signin_ready, req, err, sizeof err) : -1;
+    signin_settings set = {body.has_sort, body.sort, body.models};
+    int64_t id = admin_signins ? signin_start(admin_signins, body.name, &set, admin_signin_ready, req, err, sizeof err)
+                               : -1;
     if (id < 0) {
         admin_body_free(&body);
         return server_send_error(req, 503, "server_error", "signin_unavailable", admin_signins ? err : "not ready");

@@ -5,6 +5,9 @@
 #include "base/json.h"
 #include "base/text.h"
 #include "core/config.h"
+#include "upstream/model_list.h"
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,60 @@ static int admin_body_refuse(admin_body *b, const char *code, const char *msg)
     b->code = code;
     snprintf(b->message, sizeof b->message, "%s", msg);
     return -1;
+}
+
+/* The sign-in's "sort" and "models" (admin_body.h); 0, or -1 after
+ * admin_body_refuse. models in an array are joined with commas for
+ * model_list_normalize, so a name holding a comma is refused here. */
+static int admin_login_settings(const json_value *doc, admin_body *out)
+{
+    const json_value *v = json_get(doc, "sort");
+    int64_t sort = 0;
+    if (v && v->type != JSON_NULL) {
+        if (v->type != JSON_NUMBER || v->num != floor(v->num) || json_num_to_int64(v->num, INT_MIN, INT_MAX, &sort) != 0)
+            return admin_body_refuse(out, "invalid_value",
+                                     "'sort' must be a whole number from -2147483648 to 2147483647 (as `account add --sort N`)");
+        out->has_sort = 1;
+        out->sort = (int)sort;
+    }
+    v = json_get(doc, "models");
+    if (!v || v->type == JSON_NULL)
+        return 0;
+    sbuf in = SBUF_INIT, norm = SBUF_INIT;
+    const char *bad = NULL;
+    if (v->type == JSON_STRING) {
+        if (strlen(v->str) != v->str_len)
+            bad = "a name holds a NUL";
+        else
+            sbuf_puts(&in, v->str);
+    } else if (v->type == JSON_ARRAY) {
+        for (const json_value *m = v->child; m && !bad; m = m->next) {
+            if (m->type != JSON_STRING || strlen(m->str) != m->str_len || strchr(m->str, ',') || !*m->str)
+                bad = "every name must be a non-empty string without a comma";
+            else {
+                if (m != v->child)
+                    sbuf_puts(&in, ",");
+                sbuf_puts(&in, m->str);
+            }
+        }
+    } else {
+        bad = "give a string \"a,b\" or an array of names";
+    }
+    char err[200] = "", msg[256];
+    if (!bad && model_list_normalize(in.p ? in.p : "", &norm, err, sizeof err) != 0)
+        bad = err;
+    sbuf_free(&in);
+    if (bad) {
+        sbuf_free(&norm);
+        snprintf(msg, sizeof msg, "'models': %s", bad);
+        return admin_body_refuse(out, "invalid_value", msg);
+    }
+    if (norm.len && !(out->models = strdup(norm.p))) {
+        sbuf_free(&norm);
+        return admin_body_refuse(out, "out_of_memory", "out of memory");
+    }
+    sbuf_free(&norm);
+    return 0;
 }
 
 /* A name (a string without NUL), an id (a number 1..INT64_MAX, not cast
@@ -66,6 +123,8 @@ int admin_body_parse(admin_body_kind kind, const char *buf, size_t len, admin_bo
             rc = admin_body_refuse(out, "invalid_value", "'name' must be a string of at most 127 bytes of plain text");
         else if (v && v->type == JSON_STRING && v->str_len && !(out->name = strdup(v->str)))
             rc = admin_body_refuse(out, "out_of_memory", "out of memory");
+        else
+            rc = admin_login_settings(doc, out);
     } else {
         const char *strategy = json_get_str(doc, "strategy"), *rotation = json_get_str(doc, "rotation");
         const char *canon = strategy ? config_strategy_canonical(strategy) : NULL;
@@ -92,7 +151,9 @@ void admin_body_free(admin_body *b)
     free(b->key.name);
     free(b->rotation);
     free(b->name);
-    b->account.name = b->key.name = b->rotation = b->name = NULL;
+    free(b->models);
+    b->account.name = b->key.name = b->rotation = b->name = b->models = NULL;
+    b->has_sort = b->sort = 0;
     b->account.kind = b->key.kind = ADMIN_REF_NONE;
     b->strategy = NULL;
 }

@@ -10,8 +10,12 @@
 #define ADMIN_BODY_MAX (64u << 10)   /* a larger body is refused unparsed */
 #define ADMIN_BODY_ACCOUNT_MSG "'account' must be an account name or id"
 
-/* ADMIN_BODY_LOGIN: the dashboard's sign-in, {"name"?}: a string of 1 to
- * 127 bytes of plain text (no control character), or absent, null or "". */
+/* ADMIN_BODY_LOGIN: the dashboard's sign-in, {"name"?, "sort"?, "models"?}:
+ * name a string of 1 to 127 bytes of plain text (no control character), or
+ * absent, null or ""; sort an integer (any int, as `account add --sort`),
+ * or absent or null; models the account's model list as `account add
+ * --models` takes it, a string "a,b" or an array of names, or absent, null,
+ * "" or [] for none. These settings are for the account the sign-in adds. */
 typedef enum { ADMIN_BODY_ACCOUNT, ADMIN_BODY_PREFER, ADMIN_BODY_SETTINGS, ADMIN_BODY_LOGIN } admin_body_kind;
 
 /* How a body names an account or a key. */
@@ -35,6 +39,8 @@ typedef struct admin_body {
     const char *strategy; /* SETTINGS: the canonical strategy (a static string), NULL not given */
     char *rotation;       /* SETTINGS: a valid rotation (a copy), NULL not given */
     char *name;           /* LOGIN: the account name asked for (a copy), NULL none */
+    int has_sort, sort;   /* LOGIN: the account's sort, when given */
+    char *models;         /* LOGIN: the model list, normalized ("a,b"), NULL none */
     /* refused: the reply's status, code and message */
     int status;
     const char *code;

@@ -98,6 +98,8 @@ async function main() {
   // "Add ChatGPT account": the button gives a code to enter, then the outcome
   await page.click("#add-chatgpt");
   await page.fill("#login-name", "dash");
+  await page.fill("#login-sort", "-4");          // the new account's place and models, as account add takes them
+  await page.fill("#login-models", "gpt-5, o3");
   await page.click('#login-form button[type="submit"]');
   await page.waitForSelector("#login-code", { timeout: 10000 });
   const code = await page.textContent("#login-code");

@@ -2,8 +2,8 @@
 // request detail in headless Chromium, for test_dashboard.py
 // (playwright-core, Debian's /usr/bin/chromium). The test passes the
 // gateway's address and the admin token in the environment, and the names
-// it made long (LONG_ACCOUNT, SEARCH_WORD); each step prints one JSON line
-// on stdout with what the page showed, and the test judges it.
+// it made long (LONG_ACCOUNT, HELD_ACCOUNT, SEARCH_WORD); each step prints
+// one JSON line on stdout with what the page showed, and the test judges it.
 "use strict";
 
 const path = require("path");
@@ -16,16 +16,34 @@ const LONG = process.env.LONG_ACCOUNT;
 function say(step, extra) { process.stdout.write(JSON.stringify({ step, ...extra }) + "\n"); }
 
 // What a width shows: sideways overflow of the page, the pool table against
-// its card, and each action button: inside the viewport and the element at
-// its centre (not hidden under anything, not scrolled away in its card).
+// its card, every card (section.card) and every scrolling box (.scroll) in
+// it against its own width, each action button: inside the viewport and the
+// element at its centre (not hidden under anything, not scrolled away in its
+// card), and each held account's fix: its text and whether it shows whole.
 async function measure(page) {
   return page.evaluate(() => {
+    const label = (e) => e.id || (e.querySelector("h2") || {}).id || e.className;
     const out = {
       width: window.innerWidth,
       overflow: document.documentElement.scrollWidth - window.innerWidth,
       poolOverflow: (() => { const s = document.querySelector("#pool").closest(".scroll"); return s.scrollWidth - s.clientWidth; })(),
-      buttons: [], names: [],
+      buttons: [], names: [], cards: [], fixes: [],
     };
+    for (const card of document.querySelectorAll("#app section.card")) {
+      if (!card.offsetParent) continue; /* hidden (the alerts card without its endpoint) */
+      out.cards.push({ card: label(card), box: "card", scrollWidth: card.scrollWidth, clientWidth: card.clientWidth });
+      for (const s of card.querySelectorAll(".scroll")) {
+        const t = s.querySelector("table");
+        out.cards.push({ card: label(card), box: t && t.id ? "#" + t.id : "scroll", scrollWidth: s.scrollWidth,
+          clientWidth: s.clientWidth });
+      }
+    }
+    for (const f of document.querySelectorAll("#pool .hold-fix")) {
+      const r = f.getBoundingClientRect();
+      out.fixes.push({ account: f.dataset.account, text: f.textContent, scrollWidth: f.scrollWidth,
+        clientWidth: f.clientWidth, shown: r.width > 0 && r.height > 0 && !!f.offsetParent,
+        inView: r.left >= 0 && r.right <= window.innerWidth });
+    }
     for (const b of document.querySelectorAll("#pool button[data-action]")) {
       const r0 = b.getBoundingClientRect();
       window.scrollTo(0, Math.max(0, r0.top + window.scrollY - window.innerHeight / 2));
@@ -49,9 +67,10 @@ async function main() {
 
   await page.waitForSelector(`#pool tr[data-account="${LONG}"]`);
   await page.waitForSelector(`#spend-accounts tr[data-name="${LONG}"] .budget`);
+  await page.waitForSelector(`#pool tr.row-held[data-account="${process.env.HELD_ACCOUNT}"]`);
 
-  // fits at 1024, 1440 and 1920 px with the long names, and on a phone
-  for (const width of [1024, 1440, 1920, 390]) {
+  // fits at 1024, 1280, 1440 and 1920 px with the long names, and on a phone
+  for (const width of [1024, 1280, 1440, 1920, 390]) {
     await page.setViewportSize({ width, height: 900 });
     await page.waitForTimeout(400);
     const m = await measure(page);
@@ -63,6 +82,21 @@ async function main() {
     say("width", m);
   }
   await page.setViewportSize({ width: 1440, height: 900 });
+
+  // a cut name is one click from whole: the click opens it in place (and it
+  // stays open across the next polls' redraws); a second click cuts it again
+  const cutState = () => page.evaluate((name) => {
+    const span = document.querySelector(`#pool tr[data-account="${CSS.escape(name)}"] td.name .cut`);
+    const s = span.closest(".scroll");
+    return { cut: span.scrollWidth > span.clientWidth, text: span.textContent, overflow: s.scrollWidth - s.clientWidth };
+  }, LONG);
+  const closed = await cutState();
+  await page.click(`#pool tr[data-account="${LONG}"] td.name .cut`);
+  await page.waitForTimeout(1500); /* a poll or more: the redrawn row keeps it open */
+  const opened = await cutState();
+  await page.click(`#pool tr[data-account="${LONG}"] td.name .cut`);
+  const again = await cutState();
+  say("expand", { closed, opened, again });
 
   // spend: the long account's amount today and against its budget
   const spend = await page.evaluate((name) => {
@@ -108,7 +142,7 @@ async function main() {
   const detail = await page.evaluate(() => {
     const facts = {};
     for (const d of document.querySelectorAll("#detail .facts div")) facts[d.dataset.fact] = d.querySelector("dd").textContent;
-    return { facts, attempts: [...document.querySelectorAll("#detail-attempts tbody tr")].map((r) => r.textContent),
+    return { facts, attempts: [...document.querySelectorAll("#detail-attempts tbody tr:not(.att-msg)")].map((r) => r.textContent),
       title: document.querySelector("#detail-h").textContent,
       fits: document.querySelector("#detail").getBoundingClientRect().right <= window.innerWidth };
   });

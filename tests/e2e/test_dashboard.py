@@ -4,11 +4,14 @@ Chromium, driven by playwright-core from npm (installed on first use into
 the admin token, sees a 429 failover appear within 2 s, presses reset on
 the cooled account and sees the next request served by it, signs in a
 ChatGPT account with "Add ChatGPT account" (a code, then the account it
-added, in the pool), keeps working in a narrow window, and shows a clear
+added, in the pool, with the sort and models typed in the form), keeps working in a narrow window, and shows a clear
 state when the gateway stops; and,
-with 70-character account, key and model names, fits 1024, 1440 and 1920 px
-and a phone without sideways scrolling, shows spend today and against the
-budget, hides revoked keys until asked, searches and opens a request.
+with 70-character account, key and model names and a held account, fits
+1024, 1280, 1440 and 1920 px (every card and every scrolling table in it as
+wide as its content, a cut name opened whole by a click, the held account's
+fix shown whole without hovering) and a phone without sideways scrolling,
+shows spend today and against the budget, hides revoked keys until asked,
+searches and opens a request.
 Screenshots go to the build directory (screenshots/). The test is skipped,
 saying why, only when Chromium or npm cannot be had."""
 
@@ -18,7 +21,8 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import GatewayTest, PyUpstream, account, main, npm_package, source_dir, switchyard_bin
+from harness import (GatewayTest, PyUpstream, account, http_call, main, npm_package, source_dir, switchyard_bin,
+                     wait_for)
 
 PLAYWRIGHT_VERSION = os.environ.get("SWITCHYARD_PLAYWRIGHT_VERSION", "1.61.1")  # the last for Debian 12's node 18
 CHROMIUM = "/usr/bin/chromium"
@@ -116,8 +120,8 @@ class DashboardTest(GatewayTest):
         self.assertRegex(s["code"], r"^MOCK-\d+$")
         self.assertEqual(s["link"], f"{self.mock.base()}/codex/device")
         self.assertIn("added account dash", s["outcome"])
-        self.assertEqual(g.query("SELECT kind, email FROM accounts WHERE name = 'dash'"),
-                         [{"kind": "chatgpt", "email": "dash@example.com"}])
+        self.assertEqual(g.query("SELECT kind, email, sort, models FROM accounts WHERE name = 'dash'"),
+                         [{"kind": "chatgpt", "email": "dash@example.com", "sort": -4, "models": "gpt-5,o3"}])
         step("stop-gateway?")
         g.stop()
         reply()
@@ -131,10 +135,12 @@ class DashboardTest(GatewayTest):
         print(f"screenshots in {shots}")
 
     def test_dashboard_fits_from_1024_px_shows_spend_searches_and_opens_a_request(self):
-        """Long account, key and model names at 1024, 1440 and 1920 px and on a phone: no
-        sideways scrolling, the pool's buttons on screen, names cut with the whole name on
-        hover; spend today and against the budget; revoked keys on request; the search box;
-        a click on a request opens its detail."""
+        """Long account, key and model names and a held account at 1024, 1280, 1440 and
+        1920 px and on a phone: no sideways scrolling, no card (nor a table in it) wider than
+        its box, the pool's buttons on screen, names cut with the whole name on hover and a
+        click away, the held account's fix whole without hover; spend today and against the
+        budget; revoked keys on request; the search box; a click on a request opens its
+        detail."""
         if not os.access(CHROMIUM, os.X_OK):
             self.skipTest(f"{CHROMIUM} is not installed (scripts/install-deps.sh installs Debian's chromium)")
         node = shutil.which("node")
@@ -146,12 +152,17 @@ class DashboardTest(GatewayTest):
         long_acct = "customer-production-eu-west-openai-primary-account-with-a-very-long-name"
         long_model = "gpt-5-2025-12-04-with-an-extraordinarily-long-snapshot-name-for-layout"  # priced as gpt-5
         usage = "ok,input_tokens=1000000,cached=400000"
+        # refuses its key once (401 invalid_api_key): held as key_refused, with a fix that names it
+        held = "customer-staging-us-east-api-key-account-that-the-upstream-refused-now"
         g = self.gateway([account(long_acct, self.mock.url("long", usage), args=["--budget", "10"]),
-                          account("b" * 60, self.mock.url("b", "ok"))], start=False)
+                          account("b" * 60, self.mock.url("b", "ok")),
+                          account(held, self.mock.url("held", "status=401,times=1"))], start=False)
         g.cli("key", "prefer", "--db", g.db_path, "--name", "e2e", "--account", long_acct)
         laptop = g.add_key("laptop-of-the-operations-team-with-a-long-descriptive-key-name")
         g.cli("key", "prefer", "--db", g.db_path, "--name", "laptop-of-the-operations-team-with-a-long-descriptive-key-name",
               "--account", "b" * 60)
+        probe = g.add_key("held-probe")
+        g.cli("key", "prefer", "--db", g.db_path, "--name", "held-probe", "--account", held)
         g.add_key("revoked-by-codex-detach")
         g.cli("key", "revoke", "--db", g.db_path, "--name", "revoked-by-codex-detach")
         tok = g.cli("admin", "token", "--db", g.db_path).stdout.strip().splitlines()[-1]
@@ -160,14 +171,20 @@ class DashboardTest(GatewayTest):
             self.assertEqual(g.post("/v1/responses", {"model": long_model, "input": "hi"}).status, 200)
         for _ in range(2):
             self.assertEqual(g.post("/v1/responses", {"model": "o3", "input": "hi"}, key=laptop).status, 200)
-        g.wait_request_logs(5)
+        self.assertEqual(g.post("/v1/responses", {"model": "o3", "input": "hi"}, key=probe).status, 200)
+        wait_for(lambda: g.query("SELECT hold FROM accounts WHERE name = ?", (held,))[0]["hold"] == "key_refused",
+                 what="the refused account held")
+        g.wait_request_logs(6)
+        r = http_call(g.port, "GET", "/admin/api/accounts", headers={"Authorization": f"Bearer {tok}"})
+        fix = {a["name"]: a for a in r.json()["accounts"]}[held]["hold"]["fix"]
+        self.assertIn(f"--name {held} --token", fix)
         shots = os.path.join(os.path.dirname(switchyard_bin()), "screenshots")
         os.makedirs(shots, exist_ok=True)
         profile = tempfile.mkdtemp(prefix="sy-chromium-")
         self.addCleanup(shutil.rmtree, profile, True)
         env = dict(os.environ, PLAYWRIGHT_CORE=mod, GATEWAY_URL=f"http://127.0.0.1:{g.port}", ADMIN_TOKEN=tok,
                    SCREENSHOT_DIR=shots, USER_DATA_DIR=profile, CHROMIUM=CHROMIUM, LONG_ACCOUNT=long_acct,
-                   SEARCH_WORD="o3")
+                   HELD_ACCOUNT=held, SEARCH_WORD="o3")
         env.pop("ASAN_OPTIONS", None)
         drv = subprocess.run([node, os.path.join(source_dir(), "tests", "e2e", "dashboard_fit_driver.js")],
                              capture_output=True, text=True, env=env, timeout=240)
@@ -176,22 +193,37 @@ class DashboardTest(GatewayTest):
         self.assertEqual(errs, [], drv.stderr[-2000:])
         self.assertEqual(drv.returncode, 0, drv.stderr[-2000:])
         widths = {s["width"]: s for s in steps if s["step"] == "width"}
-        self.assertEqual(sorted(widths), [390, 1024, 1440, 1920])
-        for w, m in widths.items():
+        self.assertEqual(sorted(widths), [390, 1024, 1280, 1440, 1920])
+        wide = []  # every card too narrow for its content, at every width (one failure tells all)
+        for w, m in sorted(widths.items()):
             self.assertLessEqual(m["overflow"], 0, f"the page scrolls sideways at {w} px")
-            self.assertEqual(len(m["buttons"]), 4, m)  # Disable and Reset of both accounts
+            self.assertEqual(len(m["buttons"]), 6, m)  # Disable and Reset of the three accounts
             for b in m["buttons"]:
                 self.assertTrue(b["visible"] and b["onTop"], f"{b} at {w} px")
                 self.assertGreaterEqual(b["left"], 0, f"{b} at {w} px")
                 self.assertLessEqual(b["right"], w, f"{b} at {w} px")
             self.assertTrue(m["searchVisible"], f"the search box at {w} px")
             if w >= 1024:
-                self.assertLessEqual(m["poolOverflow"], 0, f"the pool table overflows its card at {w} px")
+                self.assertGreaterEqual(len(m["cards"]), 8, m["cards"])  # pool, spend x3, chart, keys, requests
+                wide += [dict(c, width=w) for c in m["cards"] if c["scrollWidth"] > c["clientWidth"]]
             for n in m["names"]:  # every name cell carries the whole name on hover
                 self.assertTrue(n["title"], n)
                 self.assertLessEqual(n["right"], w, n)
             cut = [n for n in m["names"] if n["title"] == long_acct]
             self.assertTrue(cut and all(n["cut"] for n in cut), f"the long name is not cut at {w} px: {cut}")
+        self.assertEqual(wide, [], "cards wider than their box:\n" + "\n".join(map(str, wide)))
+        for w, m in sorted(widths.items()):  # the held account's fix: on the page whole, without a hover
+            self.assertEqual([f["account"] for f in m["fixes"]], [held], f"the held account's fix at {w} px")
+            f = m["fixes"][0]
+            self.assertIn(fix, f["text"], f)
+            self.assertTrue(f["shown"] and f["inView"], f"the fix is not in view at {w} px: {f}")
+            self.assertLessEqual(f["scrollWidth"], f["clientWidth"], f"the fix is cut at {w} px: {f}")
+        e = next(s for s in steps if s["step"] == "expand")  # a click opens a cut name whole
+        self.assertTrue(e["closed"]["cut"], e)
+        self.assertFalse(e["opened"]["cut"], e)
+        self.assertEqual(e["opened"]["text"], long_acct)
+        self.assertLessEqual(e["opened"]["overflow"], 0, e)
+        self.assertTrue(e["again"]["cut"], e)
         cost = g.query("SELECT sum(cost_usd) AS c FROM request_logs WHERE account_id = ?",
                        (g.account_id(long_acct),))[0]["c"]
         s = next(s for s in steps if s["step"] == "spend")

@@ -6,6 +6,7 @@ plays the browser: it fetches the printed authorize URL, reads where the
 server redirects, and follows that to the command's loopback callback."""
 
 import http.client
+import json
 import os
 import select
 import subprocess
@@ -346,6 +347,24 @@ class LoginFlowTest(GatewayTest):
         self.assertEqual((done["state"], done["account"], done["updated"]), ("approved", "carol", True), done)
         self.assertEqual(len(self.accounts(g)), 1)
 
+    def test_dashboard_sign_in_sets_the_sort_and_models_of_the_account_it_adds(self):
+        g = self.gateway([], env=dict(self.env("ok,user=dora,approve_after=1"), SWITCHYARD_USAGE_POLL_S="0"))
+        v = self.signin(g, "dora", {"name": "dora", "sort": -7, "models": " gpt-5, o3,gpt-5"})
+        done = self.signin_until(g, v["id"], ("approved", "denied", "expired", "failed"))
+        self.assertEqual((done["state"], done["account"], done["updated"]), ("approved", "dora", False), done)
+        listed = {a["name"]: a for a in json.loads(g.cli("account", "list", "--json", "--db", g.db_path).stdout)}
+        self.assertEqual((listed["dora"]["sort"], listed["dora"]["models"]), (-7, "gpt-5,o3"))  # as account add --models
+        a = wait_for(lambda: {a["name"]: a for a in admin_call(g, "GET", "/admin/api/accounts").json()["accounts"]}
+                     .get("dora"), what="dora in /admin/api/accounts")
+        self.assertEqual((a["sort"], a["models"]["override"]), (-7, "gpt-5,o3"))
+        # a list of names does as well; a second sign-in of the same login keeps the account's settings
+        self.mock.reset()
+        v = self.signin(g, "dora", {"sort": 3, "models": ["o3"]})
+        done = self.signin_until(g, v["id"], ("approved", "denied", "expired", "failed"))
+        self.assertEqual((done["state"], done["account"], done["updated"]), ("approved", "dora", True), done)
+        self.assertEqual(g.query("SELECT sort, models FROM accounts WHERE name = 'dora'"),
+                         [{"sort": -7, "models": "gpt-5,o3"}])
+
     def test_dashboard_sign_in_denied_stores_nothing(self):
         g = self.gateway([], env=self.env("ok,user=bob,approve_after=1,deny=1"))
         v = self.signin(g, "bob")
@@ -372,6 +391,15 @@ class LoginFlowTest(GatewayTest):
         r = admin_call(g, "POST", "/admin/api/accounts/login", {"name": 7})
         self.assertEqual(r.status, 400, r)
         self.assertIn("'name'", r.json()["error"]["message"])
+        for body, field in (({"sort": 1.5}, "'sort'"), ({"sort": "3"}, "'sort'"), ({"sort": 2 ** 31}, "'sort'"),
+                            ({"models": "gpt 5"}, "'models'"), ({"models": ["a,b"]}, "'models'"),
+                            ({"models": 7}, "'models'")):
+            r = admin_call(g, "POST", "/admin/api/accounts/login", body)
+            self.assertEqual(r.status, 400, (body, r))
+            err = r.json()["error"]
+            self.assertEqual((err["type"], err["code"]), ("invalid_request_error", "invalid_value"), err)
+            self.assertIn(field, err["message"])
+        self.assertEqual(self.oauth("oauth_device_code"), [])  # refused before any sign-in started
         r = admin_call(g, "GET", "/admin/api/accounts/login?id=99")
         self.assertEqual(r.status, 404, r)
         r = admin_call(g, "GET", "/admin/api/accounts/login")

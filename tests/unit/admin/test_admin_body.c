@@ -96,9 +96,44 @@ static void test_login_body_takes_an_optional_plain_name(void)
     }
 }
 
+static void test_login_body_takes_a_sort_and_models_for_the_account_it_adds(void)
+{
+    admin_body b;
+    CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, "{\"sort\":-3,\"models\":\" gpt-5, o3,gpt-5\"}", &b), 0);
+    CHECK(b.has_sort && b.sort == -3);
+    CHECK_EQ_STR(b.models, "gpt-5,o3");
+    admin_body_free(&b);
+    CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, "{\"sort\":2147483647,\"models\":[\"gpt-5\",\"o3\"]}", &b), 0);
+    CHECK(b.has_sort && b.sort == 2147483647);
+    CHECK_EQ_STR(b.models, "gpt-5,o3");
+    admin_body_free(&b);
+    const char *none[] = {"{}", "{\"sort\":null,\"models\":null}", "{\"models\":\"\"}", "{\"models\":[]}"};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+        CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, none[i], &b), 0);
+        CHECK(!b.has_sort && b.models == NULL);
+        admin_body_free(&b);
+    }
+    const char *bad_sort[] = {"{\"sort\":1.5}", "{\"sort\":\"3\"}", "{\"sort\":2147483648}", "{\"sort\":1e300}",
+                              "{\"sort\":true}"};
+    for (size_t i = 0; i < sizeof bad_sort / sizeof *bad_sort; i++) {
+        CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, bad_sort[i], &b), -1);
+        CHECK(b.status == 400 && strstr(b.message, "'sort'") != NULL);
+        admin_body_free(&b);
+    }
+    const char *bad_models[] = {"{\"models\":7}", "{\"models\":[\"a,b\"]}", "{\"models\":[\"a\",1]}",
+                                "{\"models\":\"gpt 5\"}", "{\"models\":[\"\"]}", "{\"name\":\"n\",\"models\":\"a,,b\"}"};
+    for (size_t i = 0; i < sizeof bad_models / sizeof *bad_models; i++) {
+        CHECK_EQ_INT(parse(ADMIN_BODY_LOGIN, bad_models[i], &b), -1);
+        CHECK(b.status == 400 && strstr(b.message, "'models'") != NULL);
+        CHECK(b.name == NULL && b.models == NULL);
+        admin_body_free(&b);
+    }
+}
+
 int main(void)
 {
     RUN(test_login_body_takes_an_optional_plain_name);
+    RUN(test_login_body_takes_a_sort_and_models_for_the_account_it_adds);
     RUN(test_account_action_reads_a_name_or_an_id_and_refuses_anything_else);
     RUN(test_a_body_that_is_no_json_object_is_refused_with_why);
     RUN(test_prefer_reads_key_and_account_and_leaves_the_lookups_to_the_api);
