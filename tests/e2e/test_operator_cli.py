@@ -8,8 +8,9 @@ details refuse a Host that is not the gateway's own (DNS rebinding) while
 the proxied /v1 API accepts any; `codex attach` takes the address of the
 gateway serving the database, accepts host:port, refuses when no gateway
 answers (unless --offline) and a Codex home that does not exist (unless
---create); `codex status` says when no gateway answers at the URL it
-wrote, and exits 1 then."""
+--create); `codex status` says "verified" only when the gateway at the URL
+it wrote serves this database and takes the key, and says which is wrong
+(no gateway, another database's, the key refused) and exits 1 otherwise."""
 
 import json
 import os
@@ -214,13 +215,47 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
-        self.assertTrue(p.stdout.startswith("attached: "), p.stdout)
+        self.assertTrue(p.stdout.startswith("attached, verified: "), p.stdout)
         self.assertEqual(p.returncode, 0, p.stderr)
         g.stop()
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
         self.assertTrue(p.stdout.startswith(f"attached, but no gateway answers at http://127.0.0.1:{g.port}/v1: "),
                         p.stdout)
         self.assertEqual(p.returncode, 1, "a script checking `codex status` must see that Codex cannot work")
+
+    def test_codex_status_checks_the_gateway_serves_this_database_and_takes_the_key(self):
+        # issue 34: status said "attached" whenever something answered /health at the URL written,
+        # even another database's gateway that refuses every request Codex makes
+        g = self.gateway([account("a", self.mock.url("a"))])
+        home = self.codex_home()
+        self.assertEqual(self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home).returncode, 0)
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertTrue(p.stdout.startswith("attached, verified: "), p.stdout)
+        self.assertIn(f"the gateway at http://127.0.0.1:{g.port} serves {g.db_path} and takes the key", p.stdout)
+        # the key revoked: the right gateway, but Codex would get 401s
+        self.run_sy(g, "key", "revoke", "--db", g.db_path, "--name", "codex-attach")
+        p = wait_for(lambda: (lambda r: r if r.returncode else None)(
+            self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)), what="the key refused")
+        self.assertTrue(p.stdout.startswith(f"attached, but the gateway at http://127.0.0.1:{g.port} does not take "
+                                            "the key: "), p.stdout)
+        self.assertIn("GET /v1/models answered 401", p.stdout)
+        self.run_sy(g, "codex", "detach", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home).returncode, 0)
+        # no gateway at the URL written
+        g.stop()
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertTrue(p.stdout.startswith(f"attached, but no gateway answers at http://127.0.0.1:{g.port}/v1: "),
+                        p.stdout)
+        # another database's gateway on the recorded port
+        other = self.gateway([account("b", self.mock.url("b"))], start=False)
+        other.start(port=g.port)
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertTrue(p.stdout.startswith(f"attached, but the gateway at http://127.0.0.1:{g.port} does not serve "
+                                            f"{g.db_path}: "), p.stdout)
+        self.assertIn("another database's gateway", p.stdout)
 
     def test_codex_attach_takes_host_port_and_refuses_when_no_gateway_answers_unless_offline(self):
         g = self.gateway([account("a", self.mock.url("a"))])
