@@ -73,6 +73,35 @@ static int admin_cli_token_read(const char *db, store *s, char *tok, size_t n)
     return ok;
 }
 
+int admin_cli_token_new(store *s, char *tok, size_t n, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    admin_cli_token_path(store_path(s), path, sizeof path);
+    if (n < 4 + ADMIN_TOKEN_CHARS + 1) {
+        snprintf(err, errlen, "no room for the admin token");
+        return -1;
+    }
+    memcpy(tok, "sya-", 5);
+    if (store_random_base62(tok + 4, ADMIN_TOKEN_CHARS) != 0) {
+        snprintf(err, errlen, "no randomness available");
+        return -1;
+    }
+    tok[4 + ADMIN_TOKEN_CHARS] = '\0';
+    char hash[65], prefix[12], why[512];
+    sha256_hex(tok, strlen(tok), hash);
+    snprintf(prefix, sizeof prefix, "%.8s", tok);
+    /* the file first: a token stored but not in the file could not be had again */
+    char line[4 + ADMIN_TOKEN_CHARS + 2];
+    int ll = snprintf(line, sizeof line, "%s\n", tok);
+    int rc = safe_file_replace(path, line, (size_t)ll, 0600, NULL, NULL, why, sizeof why);
+    explicit_bzero(line, sizeof line);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot write %s: %.400s; nothing was changed", path, why);
+        return -1;
+    }
+    return store_admin_token_set(s, hash, prefix, err, errlen);
+}
+
 int admin_cli_token_main(int argc, char **argv)
 {
     const char *cmd = "admin token", *db = NULL;
@@ -100,28 +129,11 @@ int admin_cli_token_main(int argc, char **argv)
         }
         memcpy(tok, "sya-", 5);
     }
-    if (store_random_base62(tok + 4, ADMIN_TOKEN_CHARS) != 0) {
-        fprintf(stderr, "switchyard %s: no randomness available\n", cmd);
-        return 1;
-    }
-    tok[sizeof tok - 1] = '\0';
-    char hash[65], prefix[12], err[512];
-    sha256_hex(tok, strlen(tok), hash);
-    snprintf(prefix, sizeof prefix, "%.8s", tok);
     store *s = cli_store_open(cmd, db);
     if (!s)
         return 1;
-    /* the file first: a token stored but not in the file could not be had again */
-    char line[sizeof tok + 1];
-    int ll = snprintf(line, sizeof line, "%s\n", tok);
-    rc = safe_file_replace(path, line, (size_t)ll, 0600, NULL, NULL, err, sizeof err);
-    explicit_bzero(line, sizeof line);
-    if (rc != 0) {
-        store_close(s);
-        fprintf(stderr, "switchyard %s: cannot write %s: %s; nothing was changed\n", cmd, path, err);
-        return 1;
-    }
-    rc = store_admin_token_set(s, hash, prefix, err, sizeof err);
+    char err[512] = "";
+    rc = admin_cli_token_new(s, tok, sizeof tok, err, sizeof err);
     store_close(s);
     if (rc != 0) {
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);

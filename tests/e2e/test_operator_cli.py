@@ -104,6 +104,70 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(t.returncode, 2)
         self.assertIn("unknown option '--bogus'", t.stderr)
 
+    # --- init, and which commands make a database
+
+    def test_init_makes_a_new_database_with_an_admin_token_and_refuses_an_existing_one(self):
+        g = self.gateway([], start=False)
+        path = os.path.join(g.dir, "new.db")
+        p = self.run_sy(g, "init", "--db", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"created a new database at {os.path.realpath(path)}", p.stdout)
+        self.assertIn(f"{os.path.realpath(path)}.admin-token", p.stdout)
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        self.assertEqual(os.stat(path + ".admin-token").st_mode & 0o777, 0o600)
+        with open(path + ".admin-token") as f:
+            tok = f.read().strip()
+        self.assertTrue(tok.startswith("sya-"), tok)
+        self.assertNotIn(tok, p.stdout)  # where it is, not the secret itself
+        # the token in the file is the one the database holds: `admin token` shows it, not a new one
+        self.assertEqual(self.run_sy(g, "admin", "token", "--db", path).stdout.strip().splitlines()[-1], tok)
+        p = self.run_sy(g, "account", "list", "--db", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(path, "rb") as f:
+            before = f.read()
+        p = self.run_sy(g, "init", "--db", path)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"{path} exists", p.stderr)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before, "an existing database is left as it is")
+        with open(path + ".admin-token") as f:
+            self.assertEqual(f.read().strip(), tok)
+        # listed in the help, and the database-less message points at it
+        self.assertIn("init", [ln.split()[0] for ln in self.run_sy(g, "--help").stdout.split("commands:\n", 1)[1]
+                               .split("\n\n", 1)[0].splitlines()])
+        p = self.run_sy(g, "key", "list", "--db", os.path.join(g.dir, "none.db"))
+        self.assertIn("`switchyard init` makes one", p.stderr)
+
+    def test_only_the_commands_that_add_something_make_a_database(self):
+        g = self.gateway([], start=False)
+        missing = os.path.join(g.dir, "missing.db")
+        home = self.codex_home()
+        # what each command needs to get past its own options; a command not named here runs bare
+        args = {"account update": ["--name", "x", "--sort", "1"], "account enable": ["--name", "x"],
+                "account disable": ["--name", "x"], "account remove": ["--name", "x"],
+                "account reset": ["--name", "x"], "account export": ["--out", os.path.join(g.dir, "e.json")],
+                "key update": ["--name", "x", "--rpm", "1"], "key prefer": ["--name", "x", "--clear"],
+                "key revoke": ["--name", "x"], "config set": ["usage_poll_s", "60"],
+                "config get": ["usage_poll_s"], "config unset": ["usage_poll_s"],
+                "codex attach": ["--codex-home", home, "--offline"], "codex detach": ["--codex-home", home],
+                "codex status": ["--codex-home", home],
+                "claude attach": ["--settings", os.path.join(home, "settings.json"), "--offline"],
+                "claude detach": ["--settings", os.path.join(home, "settings.json")],
+                "claude status": ["--settings", os.path.join(home, "settings.json")],
+                "backup": ["--out", os.path.join(g.dir, "b.db")]}
+        # these make one where none is (docs/operating.md); `test` reads no database
+        makers = {"init", "serve", "account add", "key add", "restore", "account import", "account login", "test"}
+        section = self.run_sy(g, "--help").stdout.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+        names = [re.split(r"\s{2,}", ln.strip(), 1)[0] for ln in section.splitlines()]
+        self.assertIn("status", names)
+        for name in names:
+            if name in makers:
+                continue
+            p = self.run_sy(g, *name.split(), *args.get(name, []), "--db", missing, timeout=20)
+            self.assertEqual(p.returncode, 1, f"{name}: {p.stdout}{p.stderr}")
+            self.assertRegex(p.stderr, rf"(no database at|cannot read database) {re.escape(missing)}", name)
+            self.assertEqual([f for f in os.listdir(g.dir) if f.startswith("missing.db")], [], name)
+
     # --- status
 
     def test_status_finds_the_running_gateway_and_says_when_none_answers(self):
