@@ -215,6 +215,40 @@ class OperatorCliTest(GatewayTest):
             "no gateway is answering for this database (no gateway has served it yet); showing it from the database"),
             p.stdout)
 
+    def assertColumns(self, text, header_prefix, want):
+        """Every row under the header line starting with header_prefix has, at the offset where each
+        column named in want starts in the header, the start of what want says (a regex)."""
+        lines = text.splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(header_prefix))
+        head, rows = lines[at], [ln for ln in lines[at + 1:] if ln and not ln.startswith(" ")][:2]
+        self.assertEqual(len(rows), 2, text)
+        for col, pattern in want.items():
+            off = re.search(rf"(?:^| )({re.escape(col)})(?: |$)", head).start(1)
+            for row in rows:
+                self.assertRegex(row[off:], "^" + pattern, f"{col} at {off} in {row!r}\n{text}")
+                self.assertTrue(off == 0 or row[off - 1] == " ", (col, row))
+
+    def test_account_list_and_status_keep_their_columns_for_a_long_name_and_show_budgets(self):
+        # issue 34: a 70-character name pushed its row out of line, and budgets showed only in --json
+        long_name = "a-very-long-account-name-" + "x" * 45
+        g = self.gateway([account(long_name, self.mock.url("a")), account("b", self.mock.url("b"))])
+        self.run_sy(g, "account", "update", "--db", g.db_path, "--name", "b", "--budget", "5", "--budget-period", "7d")
+        self.assertEqual(g.post("/v1/responses", BODY).status, 200)
+        budget = r"\$[0-9.]+ of \$5\.00 7-day"
+        p = self.run_sy(g, "account", "list", "--db", g.db_path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(long_name, p.stdout)
+        self.assertColumns(p.stdout, "ID ", {"KIND": "api_key", "ENABLED": "yes", "BUDGET": f"(-|{budget})",
+                                            "BASE_URL": "http://"})
+        self.assertRegex(p.stdout, r"\n\S+ +b +.*" + budget)
+        tok = self.admin_token(g)
+        p = wait_for(lambda: (lambda r: r if "(live)" in r.stdout else None)(
+            self.run_sy(g, "status", "--db", g.db_path, env={"SWITCHYARD_ADMIN_TOKEN": tok})), what="live status")
+        for out in (p.stdout, self.run_sy(g, "status", "--db", g.db_path, "--url", "http://127.0.0.1:1").stdout):
+            self.assertIn(long_name, out)
+            self.assertColumns(out, "ACCOUNT ", {"KIND": "api_key", "STATE": "available", "BUDGET": f"(-|{budget})"})
+            self.assertRegex(out, r"\nb +.*" + budget)
+
     # --- messages
 
     def test_listen_and_database_errors_name_their_cause_once(self):
