@@ -275,6 +275,31 @@ class OperatorCliTest(GatewayTest):
         self.assertLessEqual(g.log_text().count("descriptor limit"), 1)  # quiet start-up: once, at info
         self.assertNotRegex(g.log_text(), r"warn\s+descriptor limit")
 
+    def test_a_second_serve_on_a_busy_port_names_the_gateway_serving_there(self):
+        # issue 34: "Address already in use", when the run file beside the database says which
+        # switchyard serves it there
+        g = self.gateway([account("a", self.mock.url("a"))])
+        p = self.run_sy(g, "serve", "--db", g.db_path, "--listen", f"127.0.0.1:{g.port}")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"cannot listen on 127.0.0.1:{g.port}: it is in use: switchyard (pid {g.proc.pid}) serves "
+                      f"{g.db_path} there", p.stderr)
+        self.assertNotIn("Address already in use", p.stderr)
+        self.assertEqual(g.post("/v1/responses", BODY).status, 200)  # the first one serves on
+        # its record names it still: the second start did not take its place
+        with open(g.db_path + "-gateway.json") as f:
+            self.assertEqual(json.load(f)["pid"], g.proc.pid)
+        # the record names the busy port, but its process is gone: the plain reason
+        g.kill9()
+        with closed_port() as port:
+            with open(g.db_path + "-gateway.json") as f:
+                rec = json.load(f)
+            rec["url"] = f"http://127.0.0.1:{port}"
+            with open(g.db_path + "-gateway.json", "w") as f:
+                json.dump(rec, f)
+            p = self.run_sy(g, "serve", "--db", g.db_path, "--listen", f"127.0.0.1:{port}")
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}: Address already in use", p.stderr)
+        self.assertNotIn("switchyard (pid", p.stderr)
+
     # --- Host check
 
     def test_a_foreign_host_is_refused_on_metrics_admin_and_health_details_but_not_on_v1(self):
