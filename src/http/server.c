@@ -667,6 +667,8 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (method == EVHTTP_REQ_GET && r && r->api == API_RESPONSES && r != &server_response_route &&
         ws_is_upgrade(req))
         return server_websocket(req, gw, r->path);
+    if (!r && gw->admin_unknown && strncmp(path, "/admin/api", 10) == 0 && (!path[10] || path[10] == '/'))
+        return gw->admin_unknown(req); /* a mistyped admin path: the admin routes, not the /v1 ones */
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
                              "unknown path; this gateway serves /v1/responses, /v1/chat/completions, /v1/messages and "
