@@ -64,7 +64,7 @@ if(SY_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
 else()
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, libc6, libevent-2.1-7, libcurl4, libsqlite3-0, liblua5.4-0, \
-lua-cjson, libwslay1, libzstd1, zlib1g, libssl3")
+lua-cjson, libwslay1, libzstd1, zlib1g, libssl3, libhiredis0.14")
 endif()
 # https upstreams need the CA certificates libcurl only recommends
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ca-certificates")

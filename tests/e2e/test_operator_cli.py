@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import GatewayTest, account, closed_port, http_call, main, switchyard_bin, wait_for
+from harness import GatewayTest, account, closed_port, http_call, main, source_dir, switchyard_bin, wait_for
 
 BODY = {"model": "gpt-test", "input": "hi"}
 
@@ -167,6 +167,18 @@ class OperatorCliTest(GatewayTest):
             self.assertEqual(p.returncode, 1, f"{name}: {p.stdout}{p.stderr}")
             self.assertRegex(p.stderr, rf"(no database at|cannot read database) {re.escape(missing)}", name)
             self.assertEqual([f for f in os.listdir(g.dir) if f.startswith("missing.db")], [], name)
+
+    def test_every_account_option_in_the_help_is_in_the_docs(self):
+        # issue 34: --prefill was in `account --help` but in neither docs/accounts.md nor
+        # docs/configuration.md
+        g = self.gateway([], start=False)
+        opts = set(re.findall(r"--[a-z][a-z-]*", self.run_sy(g, "account", "--help").stdout))
+        self.assertIn("--prefill", opts)
+        docs = ""
+        for name in ("accounts.md", "configuration.md"):
+            with open(os.path.join(source_dir(), "docs", name)) as f:
+                docs += f.read()
+        self.assertEqual(sorted(o for o in opts if o not in docs), [])
 
     # --- status
 
