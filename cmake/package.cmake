@@ -10,6 +10,22 @@ install(TARGETS switchyard RUNTIME DESTINATION bin)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/policies/ DESTINATION share/switchyard/policies
         FILES_MATCHING PATTERN "*.lua")
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION share/doc/switchyard)
+# what Debian wants beside every package's docs: the copyright file
+# (machine-readable, DEP-5) and the changelog, compressed with gzip -9n (no
+# name or time stamp in it, so the same source makes the same file).
+# packaging/changelog is kept by hand: its top entry must be this version.
+file(STRINGS ${CMAKE_SOURCE_DIR}/packaging/changelog SY_CHANGELOG_TOP LIMIT_COUNT 1)
+if(NOT SY_CHANGELOG_TOP MATCHES "^switchyard \\(${PROJECT_VERSION}\\) ")
+  message(WARNING "packaging/changelog starts with '${SY_CHANGELOG_TOP}', not version ${PROJECT_VERSION}: "
+                  "add an entry for it")
+endif()
+install(FILES ${CMAKE_SOURCE_DIR}/packaging/copyright DESTINATION share/doc/switchyard)
+install(CODE "execute_process(COMMAND gzip -9n -c \"${CMAKE_SOURCE_DIR}/packaging/changelog\"
+                              OUTPUT_FILE \"${CMAKE_BINARY_DIR}/changelog.Debian.gz\" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR \"gzip of packaging/changelog failed: \${rc}\")
+  endif()")
+install(FILES ${CMAKE_BINARY_DIR}/changelog.Debian.gz DESTINATION share/doc/switchyard)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION share/doc/switchyard/docs)
 
 if(SY_INSTALL_SERVICE)
@@ -48,7 +64,7 @@ if(SY_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
 else()
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, libc6, libevent-2.1-7, libcurl4, libsqlite3-0, liblua5.4-0, \
-lua-cjson, libwslay1, libzstd1, zlib1g, libssl3")
+lua-cjson, libwslay1, libzstd1, zlib1g, libssl3, libhiredis0.14")
 endif()
 # https upstreams need the CA certificates libcurl only recommends
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ca-certificates")

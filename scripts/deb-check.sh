@@ -6,16 +6,56 @@
 # kernel's PR_SET_MDWE) without systemd as PID 1, sends one request through
 # it to the mock upstream, reloads, stops it, and purges the package,
 # checking that the user and the state went with it.
-# Usage: scripts/deb-check.sh [BUILD_DIR]   (default: build, already built)
-# Skips (exit 0) unless run as root on a dpkg system, and on a machine where
-# switchyard is already installed or its user exists: it never touches an
-# installation it did not make.
+# Before any of that, the package's contents are checked as they are in the
+# .deb (dpkg-deb, no root): what Debian wants in /usr/share/doc/switchyard
+# (copyright in the machine-readable format, changelog.Debian.gz made with
+# gzip -9n) beside the binary, unit and docs.
+# Usage: scripts/deb-check.sh [BUILD_DIR] [--contents]   (default: build,
+# already built; --contents: stop after the contents, installing nothing)
+# The install skips (exit 0) unless run as root on a dpkg system, and on a
+# machine where switchyard is already installed or its user exists: it never
+# touches an installation it did not make.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+contents_only=""
+[ "${2:-}" != --contents ] && [ "${1:-}" != --contents ] || contents_only=1
+[ "${1:-}" != --contents ] || set -- build
 build=$(realpath "${1:-build}")
 
 skip() { echo "deb-check: skipped: $*"; exit 0; }
 fail() { echo "deb-check: FAILED: $*" >&2; exit 1; }
+command -v dpkg-deb >/dev/null || skip "not a dpkg system (no dpkg-deb)"
+
+echo "== cpack =="
+rm -f "$build"/switchyard_*.deb
+(cd "$build" && cpack -G DEB >/dev/null)
+deb=$(ls "$build"/switchyard_*.deb)
+echo "$deb"
+
+echo "== contents =="
+doc=./usr/share/doc/switchyard
+listing=$(dpkg-deb -c "$deb")
+for f in ./usr/bin/switchyard $doc/copyright $doc/changelog.Debian.gz $doc/README.md $doc/docs/operating.md; do
+    grep -q " $f\$" <<<"$listing" || fail "$f is not in $deb"
+done
+tree=$(mktemp -d)
+dpkg-deb -x "$deb" "$tree"
+copyright=$tree/$doc/copyright changelog=$tree/$doc/changelog.Debian.gz
+[ "$(head -1 "$copyright")" = 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ] ||
+    fail "$doc/copyright is not in the machine-readable format (its first line)"
+grep -q '^Files: \*$' "$copyright" || fail "$doc/copyright has no 'Files: *' paragraph"
+grep -q '^License: ' "$copyright" || fail "$doc/copyright names no license"
+version=$(dpkg-deb -f "$deb" Version)
+gzip -t "$changelog" || fail "$doc/changelog.Debian.gz is not gzip"
+gzip -dc "$changelog" | grep -q "^switchyard ($version) " ||
+    fail "$doc/changelog.Debian.gz has no entry for version $version"
+# gzip -n: no file name (flag 0x08) and no time stamp (bytes 4-7) in the header
+[ "$(od -An -tx1 -N8 "$changelog" | tr -d ' \n')" = 1f8b080000000000 ] ||
+    fail "$doc/changelog.Debian.gz was not made with gzip -n (a name or time stamp in its header)"
+rm -rf "$tree"
+echo "copyright (DEP-5) and changelog.Debian.gz ($version) in $doc"
+[ -z "$contents_only" ] || { echo "deb-check: ok (contents)"; exit 0; }
+
 [ "$(id -u)" -eq 0 ] || skip "needs root (it installs and purges the package)"
 { command -v dpkg && command -v apt-get; } >/dev/null || skip "not a dpkg/apt system"
 ! dpkg-query -W -f='${Status}' switchyard 2>/dev/null | grep -q "install ok" ||
@@ -38,17 +78,12 @@ cleanup() {
 trap cleanup EXIT
 as_switchyard() { runuser -u switchyard -- "$@"; }
 
-echo "== cpack =="
-rm -f "$build"/switchyard_*.deb
-(cd "$build" && cpack -G DEB >/dev/null)
-deb=$(ls "$build"/switchyard_*.deb)
-echo "$deb"
-
 echo "== apt-get install =="
 installed=1
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >/dev/null
 for f in /usr/bin/switchyard "$unit" /etc/default/switchyard /usr/share/switchyard/policies/classify.lua \
-    /usr/share/doc/switchyard/docs/operating.md; do
+    /usr/share/doc/switchyard/docs/operating.md /usr/share/doc/switchyard/copyright \
+    /usr/share/doc/switchyard/changelog.Debian.gz; do
     [ -e "$f" ] || fail "$f missing after install"
 done
 [ "$(getent passwd switchyard | cut -d: -f6)" = /var/lib/switchyard ] || fail "user switchyard not made"

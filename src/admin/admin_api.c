@@ -1618,8 +1618,27 @@ static void admin_on_metrics(struct evhttp_request *req, void *arg)
 
 static void admin_on_static(struct evhttp_request *req, void *arg) { admin_static(arg, req); }
 
+/* A /admin/api/ path not in the table (a typo: /admin/api/acounts): a 404
+ * that lists the ones there are, from the table itself. */
+static void admin_on_unknown_api(struct evhttp_request *req)
+{
+    sbuf m = SBUF_INIT;
+    sbuf_puts(&m, "unknown admin API path; the admin API serves");
+    for (size_t i = 0; i < sizeof admin_routes / sizeof *admin_routes; i++) {
+        enum evhttp_cmd_type t = admin_routes[i].method;
+        sbuf_printf(&m, "%s %s%s%s %s", i ? "," : "", t & EVHTTP_REQ_GET ? "GET" : "",
+                    (t & EVHTTP_REQ_GET) && (t & EVHTTP_REQ_POST) ? "|" : "", t & EVHTTP_REQ_POST ? "POST" : "",
+                    admin_routes[i].path);
+    }
+    server_send_error(req, 404, "invalid_request_error", "unknown_url", m.p);
+    sbuf_free(&m);
+}
+
 static void admin_on_other(struct evhttp_request *req, void *arg)
 {
+    const char *uri = evhttp_request_get_uri(req);
+    if (strncmp(uri, "/admin/api", 10) == 0 && (!uri[10] || uri[10] == '/' || uri[10] == '?'))
+        return admin_on_unknown_api(req);
     server_send_error(req, 404, "invalid_request_error", "unknown_url",
                       "this is the admin listener: it serves /admin/, /admin/api/ and /metrics");
 }
@@ -1651,6 +1670,7 @@ int admin_start(gateway *gw)
     if (!gw->cfg.admin_port) {
         admin_ctxs[0] = (admin_ctx){gw, 0};
         admin_register(gw->http, &admin_ctxs[0]);
+        gw->admin_unknown = admin_on_unknown_api;
         return 0;
     }
     gw->admin_http = evhttp_new(gw->base);

@@ -11,6 +11,7 @@
 #include "admin/gateway_find.h"
 #include "core/config.h"
 #include "route/hold.h"
+#include "base/budget.h"
 #include "base/json.h"
 #include "obs/trace.h"
 #include "base/sbuf.h"
@@ -49,6 +50,35 @@ void admin_cli_usage_admin(FILE *f)
  * Beside the database, so only who can read the database can read it;
  * mode 0600. */
 
+int admin_cli_token_new(store *s, char *tok, size_t n, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    admin_cli_token_path(store_path(s), path, sizeof path);
+    if (n < 4 + ADMIN_TOKEN_CHARS + 1) {
+        snprintf(err, errlen, "no room for the admin token");
+        return -1;
+    }
+    memcpy(tok, "sya-", 5);
+    if (store_random_base62(tok + 4, ADMIN_TOKEN_CHARS) != 0) {
+        snprintf(err, errlen, "no randomness available");
+        return -1;
+    }
+    tok[4 + ADMIN_TOKEN_CHARS] = '\0';
+    char hash[65], prefix[12], why[512];
+    sha256_hex(tok, strlen(tok), hash);
+    snprintf(prefix, sizeof prefix, "%.8s", tok);
+    /* the file first: a token stored but not in the file could not be had again */
+    char line[4 + ADMIN_TOKEN_CHARS + 2];
+    int ll = snprintf(line, sizeof line, "%s\n", tok);
+    int rc = safe_file_replace(path, line, (size_t)ll, 0600, NULL, NULL, why, sizeof why);
+    explicit_bzero(line, sizeof line);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot write %s: %.400s; nothing was changed", path, why);
+        return -1;
+    }
+    return store_admin_token_set(s, hash, prefix, err, errlen);
+}
+
 int admin_cli_token_main(int argc, char **argv)
 {
     const char *cmd = "admin token", *db = NULL;
@@ -76,28 +106,11 @@ int admin_cli_token_main(int argc, char **argv)
         }
         memcpy(tok, "sya-", 5);
     }
-    if (store_random_base62(tok + 4, ADMIN_TOKEN_CHARS) != 0) {
-        fprintf(stderr, "switchyard %s: no randomness available\n", cmd);
-        return 1;
-    }
-    tok[sizeof tok - 1] = '\0';
-    char hash[65], prefix[12], err[512];
-    sha256_hex(tok, strlen(tok), hash);
-    snprintf(prefix, sizeof prefix, "%.8s", tok);
     store *s = cli_store_open(cmd, db);
     if (!s)
         return 1;
-    /* the file first: a token stored but not in the file could not be had again */
-    char line[sizeof tok + 1];
-    int ll = snprintf(line, sizeof line, "%s\n", tok);
-    rc = safe_file_replace(path, line, (size_t)ll, 0600, NULL, NULL, err, sizeof err);
-    explicit_bzero(line, sizeof line);
-    if (rc != 0) {
-        store_close(s);
-        fprintf(stderr, "switchyard %s: cannot write %s: %s; nothing was changed\n", cmd, path, err);
-        return 1;
-    }
-    rc = store_admin_token_set(s, hash, prefix, err, sizeof err);
+    char err[512] = "";
+    rc = admin_cli_token_new(s, tok, sizeof tok, err, sizeof err);
     store_close(s);
     if (rc != 0) {
         fprintf(stderr, "switchyard %s: %s\n", cmd, err);
@@ -114,7 +127,8 @@ int admin_cli_token_main(int argc, char **argv)
 /* ---------- status ---------- */
 
 typedef struct status_row {
-    char name[64], kind[16], state[16], breaker[12], last_error[32];
+    char name[512], kind[16], state[16], breaker[12], last_error[32];
+    char budget[96]; /* cli_table_budget: "$3.20 of $50.00 monthly", "-" */
     char hold[32], hold_what[96], hold_fix[HOLD_TEXT_MAX]; /* hold "": not held (route/hold.h) */
     int enabled, ladder, inflight; /* inflight -1: unknown (database) */
     double cooldown_s, primary_pct, secondary_pct, primary_reset_s, secondary_reset_s; /* -1 unknown */
@@ -167,6 +181,12 @@ static size_t admin_cli_rows_from_api(const json_value *doc, status_row **out)
         r->enabled = json_get_bool(a, "enabled", 1);
         r->ladder = admin_cli_int(a, "ladder_step", 0);
         r->inflight = admin_cli_int(a, "inflight", -1);
+        json_value *b = json_get(a, "budget");
+        if (b && b->type == JSON_OBJECT)
+            cli_table_budget(r->budget, sizeof r->budget, admin_cli_num(b, "usd", 0), json_get_str(b, "period"),
+                             admin_cli_num(b, "spent_usd", 0), json_get_bool(b, "over", 0));
+        else
+            snprintf(r->budget, sizeof r->budget, "-");
         r->cooldown_s = admin_cli_num(a, "cooldown_remaining_s", 0);
         json_value *u = json_get(a, "usage");
         json_value *p = u ? json_get(u, "primary") : NULL, *s = u ? json_get(u, "secondary") : NULL;
@@ -225,6 +245,14 @@ static size_t admin_cli_rows_from_db(store *s, status_row **out)
         r->enabled = acc[i].enabled;
         r->ladder = pa.st.ladder_step;
         r->inflight = -1;
+        double spent = 0, start, end;
+        if (acc[i].budget_usd > 0) { /* what the dashboard shows: spent in the budget's window */
+            budget_window(acc[i].budget_period, now, &start, &end);
+            if (store_spent_since(s, 0, acc[i].id, start, &spent) != 0)
+                spent = 0;
+        }
+        cli_table_budget(r->budget, sizeof r->budget, acc[i].budget_usd, acc[i].budget_period, spent,
+                         acc[i].budget_usd > 0 && spent >= acc[i].budget_usd);
         r->cooldown_s = pa.st.cooldown_until > now ? ceil(pa.st.cooldown_until - now) : 0;
         r->primary_pct = pa.st.primary_used_pct;
         r->secondary_pct = pa.st.secondary_used_pct;
@@ -273,22 +301,42 @@ static void admin_cli_pct(char *out, size_t n, double pct, double reset_s)
         snprintf(out, n, "%.0f%%", pct);
 }
 
+/* The cells of a row (the columns of the header below). */
+typedef struct status_cells {
+    char cool[16], ladder[16], infl[12], p[32], s[32];
+    const char *v[11];
+} status_cells;
+
+static void admin_cli_cells(const status_row *r, status_cells *c)
+{
+    admin_cli_dur(c->cool, sizeof c->cool, r->cooldown_s > 0 ? r->cooldown_s : -1);
+    snprintf(c->ladder, sizeof c->ladder, "%d", r->ladder);
+    if (r->inflight >= 0)
+        snprintf(c->infl, sizeof c->infl, "%d", r->inflight);
+    else
+        snprintf(c->infl, sizeof c->infl, "-");
+    admin_cli_pct(c->p, sizeof c->p, r->primary_pct, r->primary_reset_s);
+    admin_cli_pct(c->s, sizeof c->s, r->secondary_pct, r->secondary_reset_s);
+    const char *v[] = {r->name, r->kind, r->state, c->cool, c->ladder, r->breaker, c->infl, c->p, c->s,
+                       r->budget[0] ? r->budget : "-", r->last_error};
+    memcpy(c->v, v, sizeof v);
+}
+
 static void admin_cli_rows_print(const status_row *rows, size_t n)
 {
-    printf("%-20s %-9s %-12s %-9s %6s %-9s %8s %-14s %-14s %s\n", "ACCOUNT", "KIND", "STATE", "COOLDOWN", "LADDER",
-           "BREAKER", "INFLIGHT", "5H USED", "WEEK USED", "LAST_ERROR");
+    static const char *const head[] = {"ACCOUNT", "KIND",      "STATE",  "COOLDOWN", "LADDER",    "BREAKER",
+                                       "INFLIGHT", "5H USED", "WEEK USED", "BUDGET", "LAST_ERROR"};
+    cli_table t;
+    status_cells c;
+    cli_table_init(&t, head, "llllrlrllll");
+    for (size_t i = 0; i < n; i++) { /* the widths first: a long name moves every row's columns alike */
+        admin_cli_cells(&rows[i], &c);
+        cli_table_fit(&t, c.v);
+    }
+    cli_table_print(&t, head);
     for (size_t i = 0; i < n; i++) {
-        const status_row *r = &rows[i];
-        char cool[16], infl[12], p[32], s[32];
-        admin_cli_dur(cool, sizeof cool, r->cooldown_s > 0 ? r->cooldown_s : -1);
-        if (r->inflight >= 0)
-            snprintf(infl, sizeof infl, "%d", r->inflight);
-        else
-            snprintf(infl, sizeof infl, "-");
-        admin_cli_pct(p, sizeof p, r->primary_pct, r->primary_reset_s);
-        admin_cli_pct(s, sizeof s, r->secondary_pct, r->secondary_reset_s);
-        cli_line("%-20s %-9s %-12s %-9s %6d %-9s %8s %-14s %-14s %s", r->name, r->kind, r->state, cool, r->ladder,
-               r->breaker, infl, p, s, r->last_error);
+        admin_cli_cells(&rows[i], &c);
+        cli_table_print(&t, c.v);
     }
     for (size_t i = 0; i < n; i++) /* a 429 for one limit family: the account serves its other models */
         if (rows[i].families[0])

@@ -4,7 +4,7 @@
  * shares: --option parsing, the --db path, opening the store and checking
  * integer and budget values (admin_cli.c uses the parsing and the store
  * too). The commands themselves live in one file per group: cli_account.c,
- * cli_key.c, cli_config.c, cli_codex.c, cli_claude.c, cli_usage.c and cli_backup.c. */
+ * cli_key.c, cli_config.c, cli_codex.c, cli_claude.c, cli_usage.c, cli_backup.c and cli_init.c. */
 #include "admin/cli.h"
 #include "admin/cli_internal.h"
 #include "policy/policy.h"
@@ -120,8 +120,8 @@ store *cli_store_open(const char *cmd, const char *db)
     struct stat sb;
     if (stat(path, &sb) != 0 && errno == ENOENT) {
         fprintf(stderr,
-                "switchyard %s: no database at %s (give --db PATH or set SWITCHYARD_DB; `switchyard account add`, "
-                "`key add` or `serve` makes one)\n",
+                "switchyard %s: no database at %s (give --db PATH or set SWITCHYARD_DB; `switchyard init` makes "
+                "one)\n",
                 cmd, path);
         return NULL;
     }
@@ -277,6 +277,7 @@ static const cli_sub cli_admin_subs[] = {
     {NULL, NULL, NULL}};
 
 static const cli_command cli_commands[] = {
+    {"init", "make a new database (schema, admin token); refused where one exists", cli_init_main, NULL, NULL},
     {"serve", "run the gateway", cli_serve, NULL, NULL},
     {"account", NULL, NULL, cli_account_subs, cli_usage_account},
     {"key", NULL, NULL, cli_key_subs, cli_usage_key},

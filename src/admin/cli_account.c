@@ -6,6 +6,7 @@
 #include "admin/cli_internal.h"
 #include "admin/admin_api.h"
 #include "accounts/login_file.h"
+#include "base/budget.h"
 #include "base/jwt.h"
 #include "base/sbuf.h"
 #include "base/url.h"
@@ -568,26 +569,59 @@ static void cli_login_state(const account *a, double now, char *out, size_t n)
         snprintf(out, n, "%s", a->refresh_token ? "refreshable" : "-");
 }
 
-static void cli_account_row(const account *a, const account_state *st, double now)
+/* The cells of an account's row in `account list` (the columns of
+ * CLI_ACCOUNT_HEAD); v points into the buffers or the account. */
+typedef struct cli_account_cells {
+    char id[24], sort[16], maxc[16], weight[16], cool[32], ok60[16], lat60[16], ladder[16], w5h[40], wk[40],
+        plan[48], budget[96];
+    const char *v[17];
+} cli_account_cells;
+
+static const char *const cli_account_head[] = {"ID",      "NAME",      "KIND",      "SORT",          "ENABLED",
+                                                "MAXCONC", "WEIGHT",    "COOLDOWN",  "OK_60S",        "LAT_60S",
+                                                "LADDER",  "LAST_ERROR", "5H_WINDOW", "WEEKLY_WINDOW", "PLAN",
+                                                "BUDGET",  "BASE_URL"};
+#define CLI_ACCOUNT_ALIGN "lllrlrrlllrllllll"
+
+/* spent: in the budget's current window (unused without a budget). */
+static void cli_account_cells_make(cli_account_cells *c, const account *a, const account_state *st, double spent,
+                                   double now)
 {
-    char cool[32] = "-", w5h[40], wk[40], plan[48], ok60[16] = "-", lat60[16] = "-";
+    snprintf(c->cool, sizeof c->cool, "-");
+    snprintf(c->ok60, sizeof c->ok60, "-");
+    snprintf(c->lat60, sizeof c->lat60, "-");
     double left = cli_cooldown_left(st, now);
     if (left > 0)
-        snprintf(cool, sizeof cool, "%.0fs", left);
-    cli_window_fmt(w5h, sizeof w5h, st ? st->primary_used_pct : -1, st ? st->primary_reset_at : 0, now);
-    cli_window_fmt(wk, sizeof wk, st ? st->secondary_used_pct : -1, st ? st->secondary_reset_at : 0, now);
-    snprintf(plan, sizeof plan, "%s", st && st->plan_type[0] ? st->plan_type : "-");
+        snprintf(c->cool, sizeof c->cool, "%.0fs", left);
+    cli_window_fmt(c->w5h, sizeof c->w5h, st ? st->primary_used_pct : -1, st ? st->primary_reset_at : 0, now);
+    cli_window_fmt(c->wk, sizeof c->wk, st ? st->secondary_used_pct : -1, st ? st->secondary_reset_at : 0, now);
+    snprintf(c->plan, sizeof c->plan, "%s", st && st->plan_type[0] ? st->plan_type : "-");
     if (st && st->usage_poll_status && st->usage_poll_status != 200) /* e.g. 401: the token was refused */
-        snprintf(plan, sizeof plan, "%s(poll %d)", st->plan_type[0] ? st->plan_type : "", st->usage_poll_status);
+        snprintf(c->plan, sizeof c->plan, "%s(poll %d)", st->plan_type[0] ? st->plan_type : "", st->usage_poll_status);
     if (cli_window_fresh(st, now)) {
-        snprintf(ok60, sizeof ok60, "%.0f%%/%d", st->success_rate_60s * 100, st->attempts_60s);
+        snprintf(c->ok60, sizeof c->ok60, "%.0f%%/%d", st->success_rate_60s * 100, st->attempts_60s);
         if (st->latency_60s_ms >= 0)
-            snprintf(lat60, sizeof lat60, "%.0fms", st->latency_60s_ms);
+            snprintf(c->lat60, sizeof c->lat60, "%.0fms", st->latency_60s_ms);
     }
-    cli_line("%-5lld %-20s %-9s %5d %-7s %7d %6d %-9s %-9s %-8s %6d %-14s %-15s %-15s %-12s %s", (long long)a->id,
-           a->name, account_kind_name(a->kind), a->sort, a->enabled ? "yes" : "no", a->max_concurrency, a->weight,
-           cool, ok60, lat60, st ? st->ladder_step : 0, st && st->last_error[0] ? st->last_error : "-", w5h, wk, plan,
-           a->base_url);
+    snprintf(c->id, sizeof c->id, "%lld", (long long)a->id);
+    snprintf(c->sort, sizeof c->sort, "%d", a->sort);
+    snprintf(c->maxc, sizeof c->maxc, "%d", a->max_concurrency);
+    snprintf(c->weight, sizeof c->weight, "%d", a->weight);
+    snprintf(c->ladder, sizeof c->ladder, "%d", st ? st->ladder_step : 0);
+    cli_table_budget(c->budget, sizeof c->budget, a->budget_usd, a->budget_period, spent,
+                     a->budget_usd > 0 && spent >= a->budget_usd);
+    const char *v[] = {c->id,    a->name, account_kind_name(a->kind), c->sort, a->enabled ? "yes" : "no", c->maxc,
+                       c->weight, c->cool, c->ok60, c->lat60, c->ladder,
+                       st && st->last_error[0] ? st->last_error : "-", c->w5h, c->wk, c->plan, c->budget,
+                       a->base_url};
+    memcpy(c->v, v, sizeof v);
+}
+
+static void cli_account_row(const cli_table *tab, const account *a, const account_state *st, double spent, double now)
+{
+    cli_account_cells c;
+    cli_account_cells_make(&c, a, st, spent, now);
+    cli_table_print(tab, c.v);
     sbuf fam = SBUF_INIT;
     admin_families_text(st, now, &fam);
     if (fam.len) /* a 429 for one limit family: the account serves its other models */
@@ -628,14 +662,21 @@ static void cli_account_row(const account *a, const account_state *st, double no
     }
 }
 
-static void cli_account_print(const account *acc, size_t n, const account_state *st, size_t nst, int json)
+/* spent[i]: acc[i]'s spend in its budget's current window. */
+static void cli_account_print(const account *acc, size_t n, const account_state *st, size_t nst, const double *spent,
+                              int json)
 {
     double now = (double)time(NULL);
     sbuf o = SBUF_INIT;
+    cli_table t;
+    cli_table_init(&t, cli_account_head, CLI_ACCOUNT_ALIGN);
+    for (size_t i = 0; !json && i < n; i++) { /* the widths first: every row's columns line up */
+        cli_account_cells c;
+        cli_account_cells_make(&c, &acc[i], cli_state_find(st, nst, acc[i].id), spent[i], now);
+        cli_table_fit(&t, c.v);
+    }
     if (!json)
-        printf("%-5s %-20s %-9s %5s %-7s %7s %6s %-9s %-9s %-8s %6s %-14s %-15s %-15s %-12s %s\n", "ID", "NAME", "KIND",
-               "SORT", "ENABLED", "MAXCONC", "WEIGHT", "COOLDOWN", "OK_60S", "LAT_60S", "LADDER", "LAST_ERROR",
-               "5H_WINDOW", "WEEKLY_WINDOW", "PLAN", "BASE_URL");
+        cli_table_print(&t, cli_account_head);
     sbuf_puts(&o, "[");
     for (size_t i = 0; i < n; i++) {
         const account_state *s = cli_state_find(st, nst, acc[i].id);
@@ -643,7 +684,7 @@ static void cli_account_print(const account *acc, size_t n, const account_state 
             sbuf_puts(&o, i ? "," : "");
             cli_account_json(&o, &acc[i], s, now);
         } else {
-            cli_account_row(&acc[i], s, now);
+            cli_account_row(&t, &acc[i], s, spent[i], now);
         }
     }
     sbuf_puts(&o, "]\n");
@@ -667,11 +708,22 @@ int cli_account_list(int argc, char **argv)
     account_state *st = NULL;
     size_t n = 0, nst = 0;
     rc = store_accounts_load(s, &acc, &n) == 0 && store_states_load(s, &st, &nst) == 0 ? 0 : -1;
-    if (rc == 0)
-        cli_account_print(acc, n, st, nst, json);
+    double *spent = rc == 0 ? calloc(n ? n : 1, sizeof *spent) : NULL;
+    double now = (double)time(NULL);
+    for (size_t i = 0; spent && i < n; i++) { /* what the dashboard shows: spent in the budget's window */
+        double start, end;
+        if (!(acc[i].budget_usd > 0))
+            continue;
+        budget_window(acc[i].budget_period, now, &start, &end);
+        if (store_spent_since(s, 0, acc[i].id, start, &spent[i]) != 0)
+            spent[i] = 0;
+    }
+    if (rc == 0 && spent)
+        cli_account_print(acc, n, st, nst, spent, json);
     else
         fprintf(stderr, "switchyard %s: cannot read accounts from %s\n", cmd, store_path(s));
     store_accounts_free(acc, n);
+    free(spent);
     free(st);
     store_close(s);
     return rc == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;

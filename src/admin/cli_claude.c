@@ -26,7 +26,6 @@
 #include "core/config.h"
 #include "store/store.h"
 #include "store/store_codex.h"
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -273,48 +272,6 @@ static int cc_gateway(const char *cmd, const cc_args *a, char *gw, size_t n, int
         return -1;
     }
     return 0;
-}
-
-static size_t cc_discard(char *p, size_t size, size_t n, void *ud)
-{
-    (void)p, (void)ud;
-    return size * n;
-}
-
-/* GET base/v1/models with key as a bearer token (what Claude Code sends):
- * the HTTP status, or 0 when nothing answered (why filled). */
-static long cc_key_check(const char *base, const char *key, char *why, size_t whylen)
-{
-    char url[STORE_RUNFILE_URL_MAX + 16];
-    sbuf auth = SBUF_INIT;
-    snprintf(url, sizeof url, "%s/v1/models", base);
-    sbuf_printf(&auth, "Authorization: Bearer %s", key);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = c ? curl_slist_append(NULL, auth.p) : NULL;
-    long status = 0;
-    if (c && h) {
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, cc_discard);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, GATEWAY_FIND_TIMEOUT_MS);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_NOPROXY, "*"); /* as gateway_find: the gateway is reached directly */
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-        CURLcode rc = curl_easy_perform(c);
-        if (rc == CURLE_OK)
-            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        else
-            snprintf(why, whylen, "%s", curl_easy_strerror(rc));
-    } else {
-        snprintf(why, whylen, "curl unavailable");
-    }
-    curl_slist_free_all(h);
-    if (c)
-        curl_easy_cleanup(c);
-    curl_global_cleanup();
-    sbuf_secret_wipe(&auth);
-    return status;
 }
 
 /* A base URL as written in the file, without trailing slashes. */
@@ -902,7 +859,7 @@ static void cc_status_check(const cc_view *v, sbuf *head, sbuf *lines, int *bad)
         *bad = 1;
     } else {
         sbuf_printf(lines, "  gateway: %s answers (GET /health)\n", url);
-        long st = has_tok ? cc_key_check(url, tok.p, why, sizeof why) : 0;
+        long st = has_tok ? gateway_find_key_check(url, tok.p, why, sizeof why) : 0;
         if (!has_tok)
             sbuf_puts(lines, "  key: none (ANTHROPIC_AUTH_TOKEN is not set)\n");
         else if (st == 200)

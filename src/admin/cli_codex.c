@@ -1,6 +1,7 @@
 /* cli_codex.c: `switchyard codex attach|detach|status`: the options, the
  * Codex home and the gateway's address (the gateway serving this database,
- * found through admin/gateway_find.h, and whether it answers); what
+ * found through admin/gateway_find.h, and whether it answers, serves this
+ * database and takes the key attach wrote); what
  * attaching means to config.toml and auth.json is codex/codex_attach.c's. */
 #include "admin/cli_internal.h"
 #include "admin/gateway_find.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 void cli_usage_codex(FILE *f)
 {
@@ -26,8 +28,8 @@ void cli_usage_codex(FILE *f)
           "  else 127.0.0.1:8787); attach checks that it answers (GET /health) and refuses when none\n"
           "  does, unless --offline. attach points Codex at the gateway with a platform key of its own\n"
           "  (--websockets: over the gateway's Responses WebSocket, supports_websockets = true); detach\n"
-          "  hands config.toml back; status also says when no gateway answers at the URL written, and\n"
-          "  then exits 1 (see docs/codex.md)\n",
+          "  hands config.toml back; status checks that the gateway at the URL written answers, serves\n"
+          "  this database and takes the key, and exits 1 when not (see docs/codex.md)\n",
           f);
 }
 
@@ -202,23 +204,70 @@ int cli_codex_attach(int argc, char **argv)
     return cli_codex_done(cmd, s, rc, &report, err);
 }
 
-/* codex_answers_fn: GET /health at what attach wrote, without its /v1.
- * ud, an int, is set to 1 when nothing answers there. */
-static int cli_codex_answers(const char *base_url, void *ud)
+/* What `codex status` checks, for cli_codex_check. */
+typedef struct cli_codex_seen {
+    const char *db; /* this database's path, as given */
+    int bad;        /* set when Codex could not work through what attach wrote */
+} cli_codex_seen;
+
+/* codex_answers_fn: what attach checked, again, and the key: a gateway
+ * answers GET /health at what attach wrote (without its /v1), it is the
+ * one this database's run file names (the instance /health says), and GET
+ * /v1/models takes the key the file holds. ud: a cli_codex_seen. */
+static void cli_codex_check(const char *base_url, const char *key, void *ud, codex_check *out)
 {
-    int *down = ud;
-    *down = 1;
-    char url[STORE_RUNFILE_URL_MAX], why[300];
+    cli_codex_seen *seen = ud;
+    char url[STORE_RUNFILE_URL_MAX], why[300] = "", inst[STORE_RUNFILE_INSTANCE] = "";
     size_t n = strlen(base_url);
     while (n && base_url[n - 1] == '/')
         n--;
     if (n >= 3 && !memcmp(base_url + n - 3, "/v1", 3))
         n -= 3;
-    if (n >= sizeof url)
-        return 0;
-    snprintf(url, sizeof url, "%.*s", (int)n, base_url);
-    *down = gateway_find_probe(url, GATEWAY_FIND_TIMEOUT_MS, NULL, 0, why, sizeof why) != 0;
-    return !*down;
+    snprintf(url, sizeof url, "%.*s", (int)(n < sizeof url ? n : sizeof url - 1), base_url);
+    out->ok = 0;
+    seen->bad = 1;
+    if (gateway_find_probe(url, GATEWAY_FIND_TIMEOUT_MS, inst, sizeof inst, why, sizeof why) != 0) {
+        snprintf(out->head, sizeof out->head, "no gateway answers at %.400s", base_url);
+        snprintf(out->detail, sizeof out->detail, "(%.700s)", why);
+        return;
+    }
+    store_runfile rf;
+    char err[256] = "";
+    int recorded = store_runfile_read(seen->db, &rf, err, sizeof err) == 1;
+    if (inst[0] && (!recorded || strcmp(inst, rf.instance) != 0)) {
+        snprintf(out->head, sizeof out->head, "the gateway at %.200s does not serve %.280s", url, seen->db);
+        if (recorded)
+            snprintf(out->detail, sizeof out->detail,
+                     "another database's gateway answers there (instance %s; this database records instance %s at "
+                     "%.200s): start this database's gateway there (switchyard serve --db %.200s), or attach again where it serves",
+                     inst, rf.instance, rf.url, seen->db);
+        else
+            snprintf(out->detail, sizeof out->detail,
+                     "another database's gateway answers there (no gateway has recorded serving this database): "
+                     "start this database's gateway there (switchyard serve --db %.300s), or attach again where it serves", seen->db);
+        return;
+    }
+    long st = key[0] ? gateway_find_key_check(url, key, why, sizeof why) : 0;
+    if (st == 401) { /* a key attach has just minted: the gateway takes it from its next tick (once a second) */
+        struct timespec pause = {1, 200000000};
+        nanosleep(&pause, NULL);
+        st = gateway_find_key_check(url, key, why, sizeof why);
+    }
+    if (!key[0] || st == 401 || st == 0) {
+        snprintf(out->head, sizeof out->head, "the gateway at %.400s does not take the key", url);
+        if (!key[0])
+            snprintf(out->detail, sizeof out->detail, "(the file no longer holds the key attach wrote)");
+        else if (st)
+            snprintf(out->detail, sizeof out->detail,
+                     "GET /v1/models answered 401: the key is revoked or not this database's; detach and attach "
+                     "again for a new one");
+        else
+            snprintf(out->detail, sizeof out->detail, "GET /v1/models got no answer (%.700s)", why);
+        return;
+    }
+    out->ok = 1;
+    seen->bad = 0;
+    snprintf(out->detail, sizeof out->detail, "the gateway at %.300s serves %.400s and takes the key", url, seen->db);
 }
 
 /* detach (detach = 1) or status: the same options, the same output. */
@@ -231,13 +280,13 @@ static int cli_codex_look(const char *cmd, int argc, char **argv, int detach)
     if (!s)
         return rc;
     sbuf report = SBUF_INIT;
-    int down = 0;
+    cli_codex_seen seen = {store_path(s), 0};
     rc = detach ? codex_detach(s, home, a.force, &report, err, sizeof err)
-                : codex_status_check(s, home, cli_codex_answers, &down, &report, err, sizeof err);
+                : codex_status_check(s, home, cli_codex_check, &seen, &report, err, sizeof err);
     rc = cli_codex_done(cmd, s, rc, &report, err);
-    /* attached, but Codex would spin on "Reconnecting...": a script checking
-     * `codex status` must not take that for working */
-    return rc == CLI_EXIT_OK && down ? CLI_EXIT_FAIL : rc;
+    /* attached, but Codex would spin on "Reconnecting..." or get 401s: a
+     * script checking `codex status` must not take that for working */
+    return rc == CLI_EXIT_OK && seen.bad ? CLI_EXIT_FAIL : rc;
 }
 
 int cli_codex_detach(int argc, char **argv) { return cli_codex_look("codex detach", argc, argv, 1); }

@@ -1,6 +1,7 @@
 /* cli_internal.h: what the subcommand files of `switchyard account|key|
- * config|codex|claude|usage|admin|status|logs|backup|restore` (cli_account.c,
- * cli_key.c, cli_config.c, cli_codex.c, cli_claude.c, cli_usage.c, admin_cli.c, cli_backup.c) share with cli.c: the exit codes, the parsing helpers cli.c
+ * config|codex|claude|usage|admin|status|logs|backup|restore|init` (cli_account.c,
+ * cli_key.c, cli_config.c, cli_codex.c, cli_claude.c, cli_usage.c, admin_cli.c, cli_backup.c,
+ * cli_init.c; cli_table.c their tables) share with cli.c: the exit codes, the parsing helpers cli.c
  * implements, and each group's subcommands and usage text, which cli.c's
  * command table dispatches to. One header for all of them, so the group
  * files need no headers of their own that include each other; no module
@@ -76,6 +77,9 @@ void admin_cli_usage_admin(FILE *f);
 int admin_cli_token_main(int argc, char **argv);
 int admin_cli_status_main(int argc, char **argv);
 int admin_cli_logs_main(int argc, char **argv);
+/* A new admin token for s: written to <db>.admin-token (mode 0600) first,
+ * then its hash stored; tok (n >= 48) gets it. -1 with err. */
+int admin_cli_token_new(store *s, char *tok, size_t n, char *err, size_t errlen);
 
 /* cli_alerts.c: `alerts [list]` and `alerts test` (argv[0] is "alerts") */
 int cli_alerts_main(int argc, char **argv);
@@ -91,5 +95,25 @@ int cli_claude_detach(int argc, char **argv);
 int cli_claude_status(int argc, char **argv);
 
 void cli_usage_backup(FILE *f); /* cli_backup.c: cli_backup_main, cli_restore_main (cli.h) */
+
+/* cli_table.c: a plain table whose columns are as wide as their widest
+ * cell. cli_table_init with the header cells and one letter per column
+ * ('l' left-aligned, 'r' right: numbers); cli_table_fit every row's cells,
+ * then cli_table_print the header and each row (escaped as cli_line does). */
+#define CLI_TABLE_COLS 24
+typedef struct cli_table {
+    size_t ncols;
+    const char *align;
+    size_t width[CLI_TABLE_COLS];
+} cli_table;
+void cli_table_init(cli_table *t, const char *const *head, const char *align);
+void cli_table_fit(cli_table *t, const char *const *cells);
+void cli_table_print(const cli_table *t, const char *const *cells);
+/* A budget cell as the dashboard shows it: "$3.20 of $50.00 monthly"
+ * (", over" when used up), "-" without a budget (usd 0). */
+void cli_table_budget(char *out, size_t n, double usd, const char *period, double spent, int over);
+
+void cli_usage_init(FILE *f); /* cli_init.c */
+int cli_init_main(int argc, char **argv);
 
 #endif

@@ -69,6 +69,46 @@ int gateway_find_probe(const char *url, long timeout_ms, char *instance, size_t 
     return ok;
 }
 
+static size_t gateway_find_discard(char *p, size_t size, size_t n, void *ud)
+{
+    (void)p, (void)ud;
+    return size * n;
+}
+
+long gateway_find_key_check(const char *url, const char *key, char *why, size_t whylen)
+{
+    char u[STORE_RUNFILE_URL_MAX + 16];
+    sbuf auth = SBUF_INIT;
+    snprintf(u, sizeof u, "%s/v1/models", url);
+    sbuf_printf(&auth, "Authorization: Bearer %s", key);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = c ? curl_slist_append(NULL, auth.p) : NULL;
+    long status = 0;
+    if (c && h) {
+        curl_easy_setopt(c, CURLOPT_URL, u);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gateway_find_discard);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, GATEWAY_FIND_TIMEOUT_MS);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_NOPROXY, "*"); /* as the probe: the gateway is reached directly */
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+        CURLcode rc = curl_easy_perform(c);
+        if (rc == CURLE_OK)
+            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        else
+            snprintf(why, whylen, "%s", curl_easy_strerror(rc));
+    } else {
+        snprintf(why, whylen, "curl unavailable");
+    }
+    curl_slist_free_all(h);
+    if (c)
+        curl_easy_cleanup(c);
+    curl_global_cleanup();
+    sbuf_secret_wipe(&auth);
+    return status;
+}
+
 void gateway_find(const char *db_path, gateway_found *out)
 {
     memset(out, 0, sizeof *out);

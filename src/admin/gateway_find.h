@@ -1,8 +1,8 @@
 /* gateway_find.h: which gateway serves a database, and whether it answers
  * there: the run file its `serve` wrote beside the database
  * (store/store_runfile.h), checked with a GET /health of a short timeout.
- * For `switchyard status` and `switchyard codex attach|status` (blocking:
- * command line only). */
+ * For `switchyard status`, `codex attach|status` and `claude attach|status`
+ * (blocking: command line only). */
 #ifndef SY_GATEWAY_FIND_H
 #define SY_GATEWAY_FIND_H
 #include "store/store_runfile.h"
@@ -25,6 +25,10 @@ void gateway_find(const char *db_path, gateway_found *out);
  * its instance (from /health's details; "" when not told) copied into
  * instance; -1 with why. */
 int gateway_find_probe(const char *url, long timeout_ms, char *instance, size_t in, char *why, size_t whylen);
+/* GET url + "/v1/models" with key as a bearer token, as Codex and Claude
+ * Code ask: the HTTP status (401: the gateway does not take the key), or
+ * 0 when nothing answered (why filled). */
+long gateway_find_key_check(const char *url, const char *key, char *why, size_t whylen);
 /* A gateway address as an operator writes it: "host:port", "[v6]:port" or
  * an http(s) URL (a path such as /v1 is dropped) into the gateway's base
  * URL without a trailing slash; -1 with err. */

@@ -965,13 +965,29 @@ static int ca_status_locked(store *s, const char *home, codex_answers_fn answers
         ca_plan_free(&p);
     if (rc == 0) {
         int drifted = !v.present || !v.parsed || v.n_changed > 0;
+        codex_check check = {.ok = 1};
+        if (!drifted && answers) {
+            /* asked as Codex asks, with the key the file holds: an answer from
+             * another database's gateway, or one that refuses the key, is not
+             * a working attach (Codex would spin on "Reconnecting..." or 401s) */
+            sbuf key = SBUF_INIT;
+            char hash[65];
+            if (ca_attached_key(&j, &key, hash) != 0)
+                sbuf_secret_wipe(&key);
+            answers(j.gateway_url, key.p ? key.p : "", ud, &check);
+            sbuf_secret_wipe(&key);
+        }
         if (drifted)
             sbuf_puts(report, "drifted: ");
-        else if (answers && !answers(j.gateway_url, ud)) /* Codex would spin on "Reconnecting..." */
-            sbuf_printf(report, "attached, but no gateway answers at %s: ", j.gateway_url);
-        else
+        else if (!answers)
             sbuf_puts(report, "attached: ");
+        else if (check.ok)
+            sbuf_puts(report, "attached, verified: ");
+        else
+            sbuf_printf(report, "attached, but %s: ", check.head);
         ca_report_attached(report, &j);
+        if (!drifted && check.detail[0])
+            sbuf_printf(report, "  %s\n", check.detail);
         if (!v.present)
             sbuf_puts(report, "  the file is gone\n");
         else if (!v.parsed)

@@ -37,12 +37,21 @@ int codex_attach_ws(store *s, const char *home, const char *gateway, int websock
 int codex_detach(store *s, const char *home, int force, sbuf *report, char *err, size_t errlen);
 /* The state of home, with the details in report; -1 on error. */
 int codex_status(store *s, const char *home, sbuf *report, char *err, size_t errlen);
-/* Whether a gateway answers at base_url (what attach wrote, ".../v1"):
- * 1 yes, 0 no. The caller's: this wing does no network I/O. */
-typedef int (*codex_answers_fn)(const char *base_url, void *ud);
-/* codex_status, and an attached home whose gateway does not answer
- * (answers says 0) is reported as "attached, but no gateway answers at
- * URL: ..." (still CODEX_ATTACHED: the file is as attach wrote it). */
+/* What `codex status` learns of the gateway attach wrote: ok set when it
+ * answers, is the gateway serving this database and takes the key;
+ * otherwise head says what is wrong ("no gateway answers at URL", ...).
+ * detail is one more line for the report ("" none). */
+typedef struct codex_check {
+    int ok;
+    char head[512], detail[768];
+} codex_check;
+/* Checks the gateway at base_url (what attach wrote, ".../v1") with key,
+ * the platform key attach wrote ("" when the file no longer holds it).
+ * The caller's: this wing does no network I/O. */
+typedef void (*codex_answers_fn)(const char *base_url, const char *key, void *ud, codex_check *out);
+/* codex_status, and an attached home is checked with answers: reported as
+ * "attached, verified: ..." or "attached, but <head>: ..." (still
+ * CODEX_ATTACHED: the file is as attach wrote it). */
 int codex_status_check(store *s, const char *home, codex_answers_fn answers, void *ud, sbuf *report, char *err,
                        size_t errlen);
 

@@ -67,6 +67,11 @@ typedef struct gateway {
      * logs it as "<who>: ...". 0 / -1. Set by the top (serve.c), which
      * owns the whole gateway; the admin API calls it through here. */
     int (*reload_policies)(struct gateway *gw, const char *who);
+    /* Answers a /admin/api/ path the admin API does not serve (a 404
+     * listing the ones it does). Set by admin_start when the admin surface
+     * shares the gateway listener, whose own 404 would list /v1 paths; the
+     * server calls it through here. NULL otherwise. */
+    void (*admin_unknown)(struct evhttp_request *req);
 } gateway;
 
 #define GATEWAY_TRIM_BODY ((size_t)1 << 20) /* freeing a body this large schedules a malloc_trim */

@@ -3,6 +3,7 @@
 #include "http/server.h"
 #include "route/pool.h"
 #include "store/store.h"
+#include "store/store_runfile.h"
 #include "http/conn_limit.h"
 #include "http/health.h"
 #include "route/key_rules.h"
@@ -22,11 +23,13 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Where an accepted, authenticated, parsed request goes (server_start). */
 static server_handler_fn server_handler;
@@ -665,6 +668,8 @@ static void server_handle(struct evhttp_request *req, void *arg)
     if (method == EVHTTP_REQ_GET && r && r->api == API_RESPONSES && r != &server_response_route &&
         ws_is_upgrade(req))
         return server_websocket(req, gw, r->path);
+    if (!r && gw->admin_unknown && strncmp(path, "/admin/api", 10) == 0 && (!path[10] || path[10] == '/'))
+        return gw->admin_unknown(req); /* a mistyped admin path: the admin routes, not the /v1 ones */
     if (!r)
         return server_refuse(req, path, 404, "invalid_request_error", "unknown_url",
                              "unknown path; this gateway serves /v1/responses, /v1/chat/completions, /v1/messages and "
@@ -727,6 +732,27 @@ static void server_handle(struct evhttp_request *req, void *arg)
     upstream_run_due(gw->up);
 }
 
+/* The address is in use: is it this database's own gateway, still
+ * running? Its run file (store/store_runfile.h, not yet replaced by this
+ * start's) names a live pid listening on this port (on this host, or on
+ * all of them, which it records as 127.0.0.1). 1 with rf filled. */
+static int server_listen_holder(const gateway *gw, store_runfile *rf)
+{
+    char err[256], want[64];
+    if (store_runfile_read(gw->cfg.db_path, rf, err, sizeof err) != 1 || rf->stopped_at > 0 ||
+        rf->pid == (long)getpid() || (kill((pid_t)rf->pid, 0) != 0 && errno != EPERM))
+        return 0;
+    const char *host = rf->url + (strncmp(rf->url, "https://", 8) == 0 ? 8 : 7), *colon = strrchr(host, ':');
+    snprintf(want, sizeof want, ":%d", gw->cfg.listen_port);
+    if (!colon || strcmp(colon, want) != 0)
+        return 0;
+    size_t hl = (size_t)(colon - host);
+    const char *lh = gw->cfg.listen_host;
+    int wildcard = !*lh || !strcmp(lh, "0.0.0.0") || !strcmp(lh, "::");
+    return wildcard || (hl == 9 && !strncmp(host, "127.0.0.1", 9)) || (hl == strlen(lh) && !strncmp(host, lh, hl)) ||
+           (host[0] == '[' && hl == strlen(lh) + 2 && !strncmp(host + 1, lh, hl - 2));
+}
+
 int server_start(gateway *gw, server_handler_fn handle)
 {
     server_handler = handle;
@@ -759,8 +785,15 @@ int server_start(gateway *gw, server_handler_fn handle)
         evhttp_bind_socket_with_handle(gw->http, gw->cfg.listen_host, (ev_uint16_t)gw->cfg.listen_port);
     if (!bound) {
         /* libevent leaves bind()'s errno; a name that does not resolve leaves none */
-        log_error("cannot listen on %s:%d: %s", gw->cfg.listen_host, gw->cfg.listen_port,
-                  errno ? strerror(errno) : "the address does not resolve");
+        int e = errno;
+        store_runfile rf;
+        if (e == EADDRINUSE && server_listen_holder(gw, &rf))
+            log_error("cannot listen on %s:%d: it is in use: switchyard (pid %ld) serves %s there (stop it, or "
+                      "give --listen another address)",
+                      gw->cfg.listen_host, gw->cfg.listen_port, rf.pid, gw->cfg.db_path);
+        else
+            log_error("cannot listen on %s:%d: %s", gw->cfg.listen_host, gw->cfg.listen_port,
+                      e ? strerror(e) : "the address does not resolve");
         return -1;
     }
     /* --listen HOST:0: the kernel chose the port; the run file, the

@@ -237,13 +237,21 @@ int store_backup(const char *db_path, const char *out_path, int force, store_bac
 
 /* ---------- the serving lock ---------- */
 
-/* Opens db_path.serving (created 0600). */
-static int store_serving_open(const char *db_path, char *err, size_t errlen)
+/* Opens db_path.serving (created 0600); *created (may be NULL) says
+ * whether this call made it (O_EXCL: another process's file is never
+ * taken for one's own). */
+static int store_serving_open(const char *db_path, int *created, char *err, size_t errlen)
 {
     char path[PATH_MAX];
+    if (created)
+        *created = 0;
     if (store_path_with(path, sizeof path, db_path, STORE_SERVING_SUFFIX, err, errlen) != 0)
         return -1;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0 && created)
+        *created = 1;
+    else if (fd < 0 && errno == EEXIST)
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 && errno == ENOENT) /* no such directory: the database could not be opened either */
         store_errf(err, errlen, "cannot open database %s: %s", db_path, strerror(errno));
     else if (fd < 0)
@@ -271,9 +279,17 @@ static int store_lock_holder(int fd, short type)
 
 int store_serving_lock(const char *db_path, double wait_s, char *err, size_t errlen)
 {
-    int fd = store_serving_open(db_path, err, errlen);
+    int fd = store_serving_open(db_path, NULL, err, errlen);
     for (int waited_ms = 0; fd >= 0; waited_ms += 50) {
         int rc = store_lock_try(fd, F_RDLCK);
+        struct stat sb;
+        if (rc == 0 && fstat(fd, &sb) == 0 && sb.st_nlink == 0) {
+            /* a restore that made the file removed it as it finished: the
+             * lock is on a file no one else can find; take it on the new one */
+            close(fd);
+            fd = store_serving_open(db_path, NULL, err, errlen);
+            continue;
+        }
         if (rc == 0)
             return fd;
         if (rc < 0 || waited_ms >= wait_s * 1000) {
@@ -468,7 +484,7 @@ int store_restore(const char *file, const char *db_path, store_backup_info *info
     }
     if (store_path_with(staged, sizeof staged, db_path, ".restore-tmp", err, errlen) != 0)
         return -1;
-    int lock = store_serving_open(db_path, err, errlen);
+    int made_lock = 0, lock = store_serving_open(db_path, &made_lock, err, errlen);
     if (lock < 0)
         return -1;
     int rc = store_lock_try(lock, F_WRLCK);
@@ -490,6 +506,16 @@ int store_restore(const char *file, const char *db_path, store_backup_info *info
     if (rc == 0)
         rc = store_restore_swap(db_path, staged, err, errlen);
     store_files_remove(staged);
+    if (made_lock) {
+        /* no gateway has served here (the file is this restore's): leave
+         * none behind (issue 34: a restore into a new path left a 0-byte
+         * <db>.serving). Removed while the write lock is held, so a gateway
+         * waiting on it sees it unlinked and takes the lock anew
+         * (store_serving_lock). */
+        char path[PATH_MAX];
+        if (store_path_with(path, sizeof path, db_path, STORE_SERVING_SUFFIX, NULL, 0) == 0)
+            unlink(path);
+    }
     close(lock);
     return rc;
 }

@@ -40,14 +40,16 @@ int store_backup(const char *db_path, const char *out_path, int force, store_bac
  * commits played in; file itself is only read.
  * The database there before (with its -wal) is kept
  * as db_path.before-restore (replacing an older one), a stale -shm removed,
- * and the copy renamed into place. 0 ok (info of the restored copy); -1
- * with err, db_path untouched. */
+ * and the copy renamed into place. A db_path.serving the restore made
+ * (none was there) is removed as it finishes. 0 ok (info of the restored
+ * copy); -1 with err, db_path untouched. */
 int store_restore(const char *file, const char *db_path, store_backup_info *info, char *err, size_t errlen);
 
 /* Taken by `switchyard serve` before it opens db_path and held until the
  * process ends: a read lock on db_path.serving (several gateways may share
- * a database). Waits up to wait_s for a restore in progress to finish.
- * Returns the lock's descriptor, or -1 with err. */
+ * a database). Waits up to wait_s for a restore in progress to finish
+ * (and locks the file anew when that restore removed the one it waited
+ * on). Returns the lock's descriptor, or -1 with err. */
 int store_serving_lock(const char *db_path, double wait_s, char *err, size_t errlen);
 /* The pid of a process holding db_path's serving lock; 0 none (or no lock
  * file); -1 it cannot be told (err). For other processes (the CLI): the

@@ -151,6 +151,38 @@ class AdminTest(GatewayTest):
         self.assertEqual(call(g, "GET", "/metrics", host=host, port=aport).status, 200)
         self.assertOpenAIError(call(g, "POST", "/v1/responses", BODY, token=g.key, host=host, port=aport), 404)
 
+    def assertAdminRoutesListed(self, r):
+        err = self.assertOpenAIError(r, 404)
+        self.assertEqual(err["code"], "unknown_url")
+        self.assertIn("unknown admin API path", err["message"])
+        for route in ("GET /admin/api/accounts", "GET /admin/api/overview", "POST /admin/api/accounts/enable",
+                      "POST /admin/api/policy/reload"):
+            self.assertIn(route, err["message"])
+        self.assertNotIn("/v1/", err["message"])
+
+    def test_a_mistyped_admin_api_path_lists_the_admin_routes(self):
+        # issue 34: GET /admin/api/acounts was answered with the list of /v1 endpoints
+        g = self.gateway([account("a", self.mock.url("a"))])
+        tok = admin_token(g)
+        for method, path in (("GET", "/admin/api/acounts"), ("POST", "/admin/api/accounts/enabel"),
+                             ("GET", "/admin/api"), ("GET", "/admin/api/")):
+            self.assertAdminRoutesListed(call(g, method, path, token=tok))
+        self.assertIn("/v1/responses", self.assertOpenAIError(call(g, "GET", "/v1/respnses"), 404)["message"])
+        # on an admin listener of its own too
+        g.stop()
+        for attempt in range(5):
+            aport = free_port()
+            g.serve_args = ["--admin-listen", f"127.0.0.1:{aport}"]
+            try:
+                g.start()
+                break
+            except AssertionError:
+                if attempt == 4 or "cannot listen for the admin surface" not in g.log_text():
+                    raise
+        self.assertAdminRoutesListed(call(g, "GET", "/admin/api/acounts?x=1", token=tok, host="127.0.0.1", port=aport))
+        self.assertIn("this is the admin listener",
+                      self.assertOpenAIError(call(g, "GET", "/nothing", host="127.0.0.1", port=aport), 404)["message"])
+
     # ------------------------------------------------------------ reads
 
     def test_a_429_failover_shows_in_accounts_and_requests_with_its_attempts(self):

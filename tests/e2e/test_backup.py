@@ -107,6 +107,33 @@ class BackupTest(GatewayTest):
         rows = json.loads(g.cli("account", "list", "--db", g.db_path, "--json").stdout)
         self.assertEqual([(r["name"], r["enabled"]) for r in rows], [("kept", True)])
 
+    def test_restore_into_a_new_path_leaves_no_stray_files_and_its_gateway_still_locks_it(self):
+        # issue 34: a restore into a path where no database was left a 0-byte <db>.serving
+        g = self.gateway([account("only", self.mock.url("only"))], start=False)
+        backup = os.path.join(g.dir, "copy.db")
+        g.cli("backup", "--db", g.db_path, "--out", backup)
+        fresh = os.path.join(g.dir, "fresh")
+        os.mkdir(fresh)
+        target = os.path.join(fresh, "restored.db")
+        junk = os.path.join(g.dir, "junk.db")
+        with open(junk, "w") as f:
+            f.write("not a database\n")
+        for bad in (os.path.join(g.dir, "missing.db"), junk):  # refused: nothing left either
+            p = g.cli("restore", bad, "--db", target, check=False)
+            self.assertEqual(p.returncode, 1)
+            self.assertEqual(os.listdir(fresh), [], bad)
+        p = g.cli("restore", backup, "--db", target)
+        self.assertIn(f"restored {backup} into {target}: 1 account", p.stdout)
+        self.assertEqual(os.listdir(fresh), ["restored.db"])
+        # the lock still works: a gateway serving the restored database makes its own, and refuses a restore
+        r = self.gateway([], start=False)
+        r.db_path = target
+        r.start()
+        self.assertEqual(r.post("/v1/chat/completions", CHAT_BODY, key=g.key).status, 200)
+        p = g.cli("restore", backup, "--db", target, check=False)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(f"a gateway is serving {target} (pid {r.proc.pid})", p.stderr)
+
     def test_restore_refuses_a_file_that_is_not_a_database_this_build_opens(self):
         g = self.gateway([account("only", self.mock.url("only"))], start=False)
         before = g.cli("account", "list", "--db", g.db_path, "--json").stdout

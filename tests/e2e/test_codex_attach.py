@@ -62,7 +62,7 @@ class CodexAttachTest(GatewayTest):
     def wait_attached(self, g):
         """serve attaches once it listens: wait for it."""
         wait_for(lambda: "codex: attached" in g.log_text(), what="serve --codex-attach to attach")
-        self.assertTrue(self.sy(g, "status").stdout.startswith("attached: "), g.log_text()[-2000:])
+        self.assertTrue(self.sy(g, "status").stdout.startswith("attached, verified: "), g.log_text()[-2000:])
 
     def codex_exec(self, prompt="say hello"):
         """Runs the real Codex CLI with only CODEX_HOME set: no key, no -c."""
@@ -79,7 +79,7 @@ class CodexAttachTest(GatewayTest):
         g = self.gateway([account("fresh", self.mock.url("fresh", "ok"))])
         self.sy(g, "attach", "--gateway", f"http://127.0.0.1:{g.port}")
         status = self.sy(g, "status").stdout
-        self.assertTrue(status.startswith("attached: "), status)
+        self.assertTrue(status.startswith("attached, verified: "), status)
         token = self.attach_token()
         self.assertTrue(token and token.startswith("sy-"), self.read_cfg())
         self.wait_key(g, token, live=True)
@@ -135,7 +135,7 @@ class CodexAttachTest(GatewayTest):
         edited += '\n[mcp_servers.added_while_attached]\ncommand = "true"\n'
         with open(self.cfg, "w", newline="") as f:
             f.write(edited)
-        self.assertTrue(self.sy(g, "status").stdout.startswith("attached: "))
+        self.assertTrue(self.sy(g, "status").stdout.startswith("attached, verified: "))
         p, out = self.codex_exec()
         self.assertEqual(p.returncode, 0, out[-3000:])
         self.assertIn("hello from fresh", p.stdout, out[-3000:])

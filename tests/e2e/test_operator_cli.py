@@ -8,8 +8,9 @@ details refuse a Host that is not the gateway's own (DNS rebinding) while
 the proxied /v1 API accepts any; `codex attach` takes the address of the
 gateway serving the database, accepts host:port, refuses when no gateway
 answers (unless --offline) and a Codex home that does not exist (unless
---create); `codex status` says when no gateway answers at the URL it
-wrote, and exits 1 then."""
+--create); `codex status` says "verified" only when the gateway at the URL
+it wrote serves this database and takes the key, and says which is wrong
+(no gateway, another database's, the key refused) and exits 1 otherwise."""
 
 import json
 import os
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import GatewayTest, account, closed_port, http_call, main, switchyard_bin, wait_for
+from harness import GatewayTest, account, closed_port, http_call, main, source_dir, switchyard_bin, wait_for
 
 BODY = {"model": "gpt-test", "input": "hi"}
 
@@ -103,6 +104,82 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(t.returncode, 2)
         self.assertIn("unknown option '--bogus'", t.stderr)
 
+    # --- init, and which commands make a database
+
+    def test_init_makes_a_new_database_with_an_admin_token_and_refuses_an_existing_one(self):
+        g = self.gateway([], start=False)
+        path = os.path.join(g.dir, "new.db")
+        p = self.run_sy(g, "init", "--db", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"created a new database at {os.path.realpath(path)}", p.stdout)
+        self.assertIn(f"{os.path.realpath(path)}.admin-token", p.stdout)
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        self.assertEqual(os.stat(path + ".admin-token").st_mode & 0o777, 0o600)
+        with open(path + ".admin-token") as f:
+            tok = f.read().strip()
+        self.assertTrue(tok.startswith("sya-"), tok)
+        self.assertNotIn(tok, p.stdout)  # where it is, not the secret itself
+        # the token in the file is the one the database holds: `admin token` shows it, not a new one
+        self.assertEqual(self.run_sy(g, "admin", "token", "--db", path).stdout.strip().splitlines()[-1], tok)
+        p = self.run_sy(g, "account", "list", "--db", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(path, "rb") as f:
+            before = f.read()
+        p = self.run_sy(g, "init", "--db", path)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn(f"{path} exists", p.stderr)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), before, "an existing database is left as it is")
+        with open(path + ".admin-token") as f:
+            self.assertEqual(f.read().strip(), tok)
+        # listed in the help, and the database-less message points at it
+        self.assertIn("init", [ln.split()[0] for ln in self.run_sy(g, "--help").stdout.split("commands:\n", 1)[1]
+                               .split("\n\n", 1)[0].splitlines()])
+        p = self.run_sy(g, "key", "list", "--db", os.path.join(g.dir, "none.db"))
+        self.assertIn("`switchyard init` makes one", p.stderr)
+
+    def test_only_the_commands_that_add_something_make_a_database(self):
+        g = self.gateway([], start=False)
+        missing = os.path.join(g.dir, "missing.db")
+        home = self.codex_home()
+        # what each command needs to get past its own options; a command not named here runs bare
+        args = {"account update": ["--name", "x", "--sort", "1"], "account enable": ["--name", "x"],
+                "account disable": ["--name", "x"], "account remove": ["--name", "x"],
+                "account reset": ["--name", "x"], "account export": ["--out", os.path.join(g.dir, "e.json")],
+                "key update": ["--name", "x", "--rpm", "1"], "key prefer": ["--name", "x", "--clear"],
+                "key revoke": ["--name", "x"], "config set": ["usage_poll_s", "60"],
+                "config get": ["usage_poll_s"], "config unset": ["usage_poll_s"],
+                "codex attach": ["--codex-home", home, "--offline"], "codex detach": ["--codex-home", home],
+                "codex status": ["--codex-home", home],
+                "claude attach": ["--settings", os.path.join(home, "settings.json"), "--offline"],
+                "claude detach": ["--settings", os.path.join(home, "settings.json")],
+                "claude status": ["--settings", os.path.join(home, "settings.json")],
+                "backup": ["--out", os.path.join(g.dir, "b.db")]}
+        # these make one where none is (docs/operating.md); `test` reads no database
+        makers = {"init", "serve", "account add", "key add", "restore", "account import", "account login", "test"}
+        section = self.run_sy(g, "--help").stdout.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+        names = [re.split(r"\s{2,}", ln.strip(), 1)[0] for ln in section.splitlines()]
+        self.assertIn("status", names)
+        for name in names:
+            if name in makers:
+                continue
+            p = self.run_sy(g, *name.split(), *args.get(name, []), "--db", missing, timeout=20)
+            self.assertEqual(p.returncode, 1, f"{name}: {p.stdout}{p.stderr}")
+            self.assertRegex(p.stderr, rf"(no database at|cannot read database) {re.escape(missing)}", name)
+            self.assertEqual([f for f in os.listdir(g.dir) if f.startswith("missing.db")], [], name)
+
+    def test_every_account_option_in_the_help_is_in_the_docs(self):
+        # issue 34: --prefill was in `account --help` but in neither docs/accounts.md nor
+        # docs/configuration.md
+        g = self.gateway([], start=False)
+        opts = set(re.findall(r"--[a-z][a-z-]*", self.run_sy(g, "account", "--help").stdout))
+        self.assertIn("--prefill", opts)
+        docs = ""
+        for name in ("accounts.md", "configuration.md"):
+            with open(os.path.join(source_dir(), "docs", name)) as f:
+                docs += f.read()
+        self.assertEqual(sorted(o for o in opts if o not in docs), [])
+
     # --- status
 
     def test_status_finds_the_running_gateway_and_says_when_none_answers(self):
@@ -150,6 +227,40 @@ class OperatorCliTest(GatewayTest):
             "no gateway is answering for this database (no gateway has served it yet); showing it from the database"),
             p.stdout)
 
+    def assertColumns(self, text, header_prefix, want):
+        """Every row under the header line starting with header_prefix has, at the offset where each
+        column named in want starts in the header, the start of what want says (a regex)."""
+        lines = text.splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(header_prefix))
+        head, rows = lines[at], [ln for ln in lines[at + 1:] if ln and not ln.startswith(" ")][:2]
+        self.assertEqual(len(rows), 2, text)
+        for col, pattern in want.items():
+            off = re.search(rf"(?:^| )({re.escape(col)})(?: |$)", head).start(1)
+            for row in rows:
+                self.assertRegex(row[off:], "^" + pattern, f"{col} at {off} in {row!r}\n{text}")
+                self.assertTrue(off == 0 or row[off - 1] == " ", (col, row))
+
+    def test_account_list_and_status_keep_their_columns_for_a_long_name_and_show_budgets(self):
+        # issue 34: a 70-character name pushed its row out of line, and budgets showed only in --json
+        long_name = "a-very-long-account-name-" + "x" * 45
+        g = self.gateway([account(long_name, self.mock.url("a")), account("b", self.mock.url("b"))])
+        self.run_sy(g, "account", "update", "--db", g.db_path, "--name", "b", "--budget", "5", "--budget-period", "7d")
+        self.assertEqual(g.post("/v1/responses", BODY).status, 200)
+        budget = r"\$[0-9.]+ of \$5\.00 7-day"
+        p = self.run_sy(g, "account", "list", "--db", g.db_path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(long_name, p.stdout)
+        self.assertColumns(p.stdout, "ID ", {"KIND": "api_key", "ENABLED": "yes", "BUDGET": f"(-|{budget})",
+                                            "BASE_URL": "http://"})
+        self.assertRegex(p.stdout, r"\n\S+ +b +.*" + budget)
+        tok = self.admin_token(g)
+        p = wait_for(lambda: (lambda r: r if "(live)" in r.stdout else None)(
+            self.run_sy(g, "status", "--db", g.db_path, env={"SWITCHYARD_ADMIN_TOKEN": tok})), what="live status")
+        for out in (p.stdout, self.run_sy(g, "status", "--db", g.db_path, "--url", "http://127.0.0.1:1").stdout):
+            self.assertIn(long_name, out)
+            self.assertColumns(out, "ACCOUNT ", {"KIND": "api_key", "STATE": "available", "BUDGET": f"(-|{budget})"})
+            self.assertRegex(out, r"\nb +.*" + budget)
+
     # --- messages
 
     def test_listen_and_database_errors_name_their_cause_once(self):
@@ -175,6 +286,31 @@ class OperatorCliTest(GatewayTest):
         self.assertNotIn("--base-url", p.stderr)
         self.assertLessEqual(g.log_text().count("descriptor limit"), 1)  # quiet start-up: once, at info
         self.assertNotRegex(g.log_text(), r"warn\s+descriptor limit")
+
+    def test_a_second_serve_on_a_busy_port_names_the_gateway_serving_there(self):
+        # issue 34: "Address already in use", when the run file beside the database says which
+        # switchyard serves it there
+        g = self.gateway([account("a", self.mock.url("a"))])
+        p = self.run_sy(g, "serve", "--db", g.db_path, "--listen", f"127.0.0.1:{g.port}")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"cannot listen on 127.0.0.1:{g.port}: it is in use: switchyard (pid {g.proc.pid}) serves "
+                      f"{g.db_path} there", p.stderr)
+        self.assertNotIn("Address already in use", p.stderr)
+        self.assertEqual(g.post("/v1/responses", BODY).status, 200)  # the first one serves on
+        # its record names it still: the second start did not take its place
+        with open(g.db_path + "-gateway.json") as f:
+            self.assertEqual(json.load(f)["pid"], g.proc.pid)
+        # the record names the busy port, but its process is gone: the plain reason
+        g.kill9()
+        with closed_port() as port:
+            with open(g.db_path + "-gateway.json") as f:
+                rec = json.load(f)
+            rec["url"] = f"http://127.0.0.1:{port}"
+            with open(g.db_path + "-gateway.json", "w") as f:
+                json.dump(rec, f)
+            p = self.run_sy(g, "serve", "--db", g.db_path, "--listen", f"127.0.0.1:{port}")
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}: Address already in use", p.stderr)
+        self.assertNotIn("switchyard (pid", p.stderr)
 
     # --- Host check
 
@@ -214,13 +350,47 @@ class OperatorCliTest(GatewayTest):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(self.base_url(home), f"http://127.0.0.1:{g.port}/v1")
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
-        self.assertTrue(p.stdout.startswith("attached: "), p.stdout)
+        self.assertTrue(p.stdout.startswith("attached, verified: "), p.stdout)
         self.assertEqual(p.returncode, 0, p.stderr)
         g.stop()
         p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
         self.assertTrue(p.stdout.startswith(f"attached, but no gateway answers at http://127.0.0.1:{g.port}/v1: "),
                         p.stdout)
         self.assertEqual(p.returncode, 1, "a script checking `codex status` must see that Codex cannot work")
+
+    def test_codex_status_checks_the_gateway_serves_this_database_and_takes_the_key(self):
+        # issue 34: status said "attached" whenever something answered /health at the URL written,
+        # even another database's gateway that refuses every request Codex makes
+        g = self.gateway([account("a", self.mock.url("a"))])
+        home = self.codex_home()
+        self.assertEqual(self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home).returncode, 0)
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertTrue(p.stdout.startswith("attached, verified: "), p.stdout)
+        self.assertIn(f"the gateway at http://127.0.0.1:{g.port} serves {g.db_path} and takes the key", p.stdout)
+        # the key revoked: the right gateway, but Codex would get 401s
+        self.run_sy(g, "key", "revoke", "--db", g.db_path, "--name", "codex-attach")
+        p = wait_for(lambda: (lambda r: r if r.returncode else None)(
+            self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)), what="the key refused")
+        self.assertTrue(p.stdout.startswith(f"attached, but the gateway at http://127.0.0.1:{g.port} does not take "
+                                            "the key: "), p.stdout)
+        self.assertIn("GET /v1/models answered 401", p.stdout)
+        self.run_sy(g, "codex", "detach", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(self.run_sy(g, "codex", "attach", "--db", g.db_path, "--codex-home", home).returncode, 0)
+        # no gateway at the URL written
+        g.stop()
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertTrue(p.stdout.startswith(f"attached, but no gateway answers at http://127.0.0.1:{g.port}/v1: "),
+                        p.stdout)
+        # another database's gateway on the recorded port
+        other = self.gateway([account("b", self.mock.url("b"))], start=False)
+        other.start(port=g.port)
+        p = self.run_sy(g, "codex", "status", "--db", g.db_path, "--codex-home", home)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertTrue(p.stdout.startswith(f"attached, but the gateway at http://127.0.0.1:{g.port} does not serve "
+                                            f"{g.db_path}: "), p.stdout)
+        self.assertIn("another database's gateway", p.stdout)
 
     def test_codex_attach_takes_host_port_and_refuses_when_no_gateway_answers_unless_offline(self):
         g = self.gateway([account("a", self.mock.url("a"))])

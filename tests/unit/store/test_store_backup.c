@@ -6,6 +6,7 @@
 #include "store/store_backup.h"
 #include <pthread.h>
 #include <sqlite3.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -216,6 +217,43 @@ static void test_restore_is_refused_while_a_gateway_serves(void)
     CHECK_EQ_INT(test_sql_int(db, "SELECT count(*) FROM accounts"), 5);
 }
 
+/* A restore that made <db>.serving removes it as it finishes (issue 34:
+ * no stray file after a restore into a new path); a gateway that was
+ * waiting on that file meanwhile must end up holding the lock on the file
+ * that is there, or the next restore would not see it serving. */
+static void test_a_gateway_waiting_on_a_removed_lock_file_locks_the_new_one(void)
+{
+    char db[128], lockp[160], err[512] = "";
+    test_path(db, sizeof db, "waited");
+    snprintf(lockp, sizeof lockp, "%s%s", db, STORE_SERVING_SUFFIX);
+    int fd = open(lockp, O_RDWR | O_CREAT, 0600); /* the restore's write lock */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    CHECK(fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0);
+    int ready[2], release[2];
+    CHECK(pipe(ready) == 0 && pipe(release) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        close(release[1]);
+        int lk = store_serving_lock(db, 5, err, sizeof err);
+        struct stat sb;
+        c = lk >= 0 && fstat(lk, &sb) == 0 && sb.st_nlink == 1 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(release[0], &c, 1) < 0)
+            _exit(2);
+        _exit(0);
+    }
+    usleep(200 * 1000); /* the child is waiting on the lock */
+    unlink(lockp);
+    close(fd); /* the restore is done */
+    char c = 'n';
+    CHECK(read(ready[0], &c, 1) == 1);
+    CHECK(c == 'y');
+    CHECK_EQ_INT(store_serving_pid(db, err, sizeof err), pid);
+    close(release[1]);
+    waitpid(pid, NULL, 0);
+    close(ready[0]), close(ready[1]), close(release[0]);
+}
+
 /* What is not a switchyard database this build can open is refused before
  * anything is touched: not SQLite, a damaged file, another SQLite
  * database, a newer schema. */
@@ -383,6 +421,7 @@ int main(void)
     RUN(test_backup_while_a_writer_commits_holds_everything_committed_before);
     RUN(test_backup_refuses_an_existing_file_unless_forced);
     RUN(test_restore_is_refused_while_a_gateway_serves);
+    RUN(test_a_gateway_waiting_on_a_removed_lock_file_locks_the_new_one);
     RUN(test_restore_refuses_sql_the_schema_does_not_define);
     RUN(test_restore_checks_the_file_first);
     RUN(test_restore_keeps_the_previous_database_with_its_wal);
