@@ -640,11 +640,12 @@ function renderSpend(sp) {
 
 /* ---------- alerts ---------- */
 
-const ALERT_STATS = ["raised", "suppressed", "sent", "failed", "dropped", "queued"];
+const ALERT_STATS = ["raised", "sent", "failed", "suppressed", "unsent", "dropped", "queued"];
 const ALERT_ROWS = 100;
 
-/* GET /admin/api/alerts: {webhook, stats{raised,...}, alerts[{id, at, kind,
-   subject, state, message, outcome, detail}] newest first}. A gateway
+/* GET /admin/api/alerts: {webhook, stats{raised,...}, alerts[{id, at,
+   last_at, count, kind, subject, state, message, outcome, detail}] newest
+   first; a storm of one event is one row with its count}. A gateway
    without the route (404) hides the card for good; any other failure keeps
    what was shown. Every field is read defensively: a missing or mistyped
    one shows as "–", never breaks the page. */
@@ -675,7 +676,7 @@ function renderAlerts(r) {
       el("td", { class: "mono time", text: when ? clock(at) : "–", title: when ? when.toISOString() : null }),
       el("td", { class: "kind mono c-akind", text: str(a.kind) }),
       cut("td", "subject c-asubj", str(a.subject), "alert-subject:" + str(a.subject)),
-      el("td", { class: "message", text: str(a.message) }),
+      el("td", { class: "message", text: str(a.message) + (Number(a.count) > 1 ? " (×" + Number(a.count) + ")" : "") }),
       el("td", { class: "outcome" }, el("span", { class: "badge a-" + outcome.replace(/[^a-z_]/g, ""),
         "data-outcome": outcome, text: outcome }),
         a.detail ? el("small", { class: "detail", text: String(a.detail) }) : null));

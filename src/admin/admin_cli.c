@@ -53,7 +53,7 @@ void admin_cli_usage_admin(FILE *f)
 int admin_cli_token_new(store *s, char *tok, size_t n, char *err, size_t errlen)
 {
     char path[PATH_MAX];
-    admin_cli_token_path(store_path(s), path, sizeof path);
+    admin_client_token_path(store_path(s), path, sizeof path);
     if (n < 4 + ADMIN_TOKEN_CHARS + 1) {
         snprintf(err, errlen, "no room for the admin token");
         return -1;

@@ -114,18 +114,22 @@ store *cli_store_open_new(const char *cmd, const char *db)
  * mistyped --db, or a command run from another directory, would otherwise
  * act on a new, empty one and say nothing (`codex attach` minted its key
  * in one, and attached Codex to another database's gateway). */
-store *cli_store_open(const char *cmd, const char *db)
+int cli_db_missing(const char *cmd, const char *db)
 {
     const char *path = cli_db_path(db);
     struct stat sb;
-    if (stat(path, &sb) != 0 && errno == ENOENT) {
-        fprintf(stderr,
-                "switchyard %s: no database at %s (give --db PATH or set SWITCHYARD_DB; `switchyard init` makes "
-                "one)\n",
-                cmd, path);
-        return NULL;
-    }
-    return cli_store_open_new(cmd, db);
+    if (stat(path, &sb) == 0 || errno != ENOENT)
+        return 0;
+    fprintf(stderr,
+            "switchyard %s: no database at %s (give --db PATH or set SWITCHYARD_DB; `switchyard init` makes "
+            "one)\n",
+            cmd, path);
+    return 1;
+}
+
+store *cli_store_open(const char *cmd, const char *db)
+{
+    return cli_db_missing(cmd, db) ? NULL : cli_store_open_new(cmd, db);
 }
 
 /* Opens the store for a command that acts on --name; NULL with *rc set to

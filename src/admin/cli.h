@@ -53,6 +53,9 @@ const char *cli_db_path(const char *opt);
 /* Opens --db (else $SWITCHYARD_DB, else ./switchyard.db); NULL and a
  * message on stderr on failure. */
 store *cli_store_open(const char *cmd, const char *db);     /* an existing database only (else says so: NULL) */
+/* 1 after saying so when there is no database at the path db names (a
+ * command that reads what is there must not make one); else 0. */
+int cli_db_missing(const char *cmd, const char *db);
 store *cli_store_open_new(const char *cmd, const char *db); /* made when missing: account add, key add, import, login */
 /* Prints one line (fmt holds no newline; one is added) to stdout with the
  * control characters and invalid UTF-8 of what it was given escaped

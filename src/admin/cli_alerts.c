@@ -36,6 +36,8 @@ static void cli_alerts_usage(FILE *f)
 static int cli_alerts_reach(const char *cmd, const char *db, const char *url, admin_client *c)
 {
     admin_client_locate(cli_db_path(db), url, c);
+    if (!url && cli_db_missing(cmd, db))
+        return -1;
     if (!url && !c->found.answering) {
         char why[700];
         gateway_find_describe(&c->found, why, sizeof why);

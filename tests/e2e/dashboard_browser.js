@@ -1,9 +1,8 @@
 // dashboard_browser.js: what the dashboard drivers share (dashboard_driver.js,
 // dashboard_fit_driver.js, dashboard_message_driver.js): headless Debian
 // Chromium through playwright-core (PLAYWRIGHT_CORE, CHROMIUM, USER_DATA_DIR
-// from the test), the page's errors collected (but for the 404 of an
-// absent alerts route), and the sign-in as a user does it: the token typed
-// into the focused field, Enter.
+// from the test), the page's errors collected, and the sign-in as a user
+// does it: the token typed into the focused field, Enter.
 "use strict";
 
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
@@ -23,10 +22,6 @@ async function openDashboard() {
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => {
     if (m.type() !== "error") return;
-    // a gateway without GET /admin/api/alerts answers the page's one try
-    // with 404, which Chromium logs; the page hides the alerts card then
-    // (web/app.js renderAlerts) and asks no more: not an error of the page
-    if (/\/admin\/api\/alerts$/.test((m.location() || {}).url || "") && / 404 /.test(m.text())) return;
     errors.push(m.text());
   });
   await page.goto(process.env.GATEWAY_URL + "/admin/");

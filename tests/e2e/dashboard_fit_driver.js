@@ -109,6 +109,19 @@ async function main() {
   }, LONG);
   say("spend", spend);
 
+  // alerts: the held account's event, listed with what became of it (no
+  // webhook in this test: unsent, and the card says so)
+  await page.waitForSelector("#alerts-card:not([hidden]) #alerts tr[data-kind=\"account_held\"]", { timeout: 10000 });
+  const alerts = await page.evaluate(() => ({
+    rows: [...document.querySelectorAll("#alerts tr[data-alert-id]")].map((r) => ({
+      kind: r.dataset.kind, subject: r.querySelector("td.subject") ? r.querySelector("td.subject").textContent : "",
+      message: r.querySelector("td.message").textContent,
+      outcome: r.querySelector("td.outcome [data-outcome]").dataset.outcome })),
+    note: (() => { const n = document.querySelector("#alerts-note"); return n && !n.hidden ? n.textContent : ""; })(),
+    raised: document.querySelector("#alert-stats [data-stat=raised] dd").textContent,
+  }));
+  say("alerts", alerts);
+
   // revoked keys: hidden until asked for
   const keyNames = () => page.$$eval("#keys tbody tr[data-key]", (rows) => rows.map((r) => r.dataset.key));
   const before = await keyNames();

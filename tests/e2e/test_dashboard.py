@@ -233,6 +233,13 @@ class DashboardTest(GatewayTest):
         self.assertEqual(s["today"], f"${cost:.2f}")
         self.assertIn("monthly", s["title"])
         self.assertEqual(sorted(s["models"]), sorted([long_model, "o3"]))
+        a = next(s for s in steps if s["step"] == "alerts")  # the Alerts card lists the hold
+        held_rows = [r for r in a["rows"] if r["kind"] == "account_held"]
+        self.assertEqual(len(held_rows), 1, a)
+        self.assertEqual(held_rows[0]["outcome"], "unsent")
+        self.assertIn(f"account {held} is held", held_rows[0]["message"])
+        self.assertIn("no webhook", a["note"])
+        self.assertGreaterEqual(int(a["raised"]), 1)
         r = next(s for s in steps if s["step"] == "revoked")
         self.assertNotIn("revoked-by-codex-detach", r["before"])
         self.assertIn("revoked-by-codex-detach", r["after"])
