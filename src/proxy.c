@@ -337,6 +337,24 @@ static void proxy_on_cursor(void *ud, int64_t pos)
 
 /* The request's records are known (here, or asked of the other gateways):
  * plan its route and start. */
+/* Balanced strategy: the pool's position for this request's pick into
+ * p->rctx.cursor_pos (shared_cursor_take), before router_plan: NULL when it
+ * is set now (or not needed: another strategy, a kept turn, a lone
+ * gateway); otherwise proxy_on_cursor brings it within SHARED_ASK_MS. */
+static shared_call *proxy_cursor_take(proxy_req *p)
+{
+    gateway *gw = p->gw;
+    route_ctx *ctx = &p->rctx;
+    ctx->cursor_pos = 0;
+    if (strcmp(gw->cfg.route_strategy, "balanced") != 0 || ctx->is_get || router_kept(gw, ctx))
+        return NULL;
+    const platform_key *k = ctx->key_id ? pool_key_find(gw->pool, ctx->key_id) : NULL;
+    char key[17] = "-"; /* the key by (a prefix of) its hash: the pool shares keys by hash */
+    if (k)
+        memcpy(key, k->hash, 16), key[16] = '\0';
+    return shared_cursor_take(gw->shared, key, ctx->model, &ctx->cursor_pos, proxy_on_cursor, p);
+}
+
 static void proxy_plan(proxy_req *p)
 {
     gateway *gw = p->gw;
@@ -352,7 +370,7 @@ static void proxy_plan(proxy_req *p)
     }
     if (!p->cursor_asked) { /* balanced: where the pool's rotation stands (a wait only when nothing is reserved) */
         p->cursor_asked = 1;
-        p->cursor_wait = router_cursor_take(gw, &p->rctx, proxy_on_cursor, p);
+        p->cursor_wait = proxy_cursor_take(p);
         if (p->cursor_wait)
             return;
     }
@@ -365,7 +383,7 @@ static void proxy_plan(proxy_req *p)
     proxy_next(p);
 }
 
-/* What the request names that this gateway does not know (route/shared.h):
+/* What the request names that this gateway does not know (shared/shared.h):
  * the owner of its previous_response_id (or stored response), of its turn
  * state, of its blobs, and its session's last account. Called only where
  * there is somewhere to ask. */
@@ -396,7 +414,7 @@ static void proxy_on_asked(void *ud)
         proxy_plan(p);
 }
 
-/* The pool's answer for the key's rpm bucket (route/shared.h), sent with
+/* The pool's answer for the key's rpm bucket (shared/shared.h), sent with
  * the ask so that the request waits for one round trip, not two. */
 static void proxy_on_key_bucket(void *ud, shared_bucket_verdict v, double wait_s)
 {

@@ -310,7 +310,7 @@ double proxy_time_left(proxy_req *p)
 static void proxy_attempt_go(proxy_req *p, pool_account *pa);
 
 /* The slot and the buckets asked for before an attempt are both in
- * (route/shared.h): the attempt starts, or the account is skipped. */
+ * (shared/shared.h): the attempt starts, or the account is skipped. */
 static void proxy_attempt_ready(proxy_req *p)
 {
     if (p->slot_wait || p->acct_bucket)
@@ -344,7 +344,7 @@ static void proxy_attempt_ready(proxy_req *p)
 }
 
 /* The answer to the slot asked for before an attempt on an account with
- * a max_concurrency (route/shared.h). */
+ * a max_concurrency (shared/shared.h). */
 static void proxy_on_slot(void *ud, int granted, int held)
 {
     proxy_req *p = ud;

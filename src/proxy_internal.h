@@ -26,7 +26,7 @@
 #include "policy/policy.h"
 #include "route/pool.h"
 #include "route/router.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 #include "upstream/blobs.h"
 #include "upstream/preflight.h"
 #include "upstream/overlap.h"
@@ -171,13 +171,13 @@ typedef struct proxy_req {
     const char *not_answer;   /* this attempt's 2xx is no answer: "content_type", "empty_body", "no_output" */
     long in_tok, out_tok, tot_tok, cached_tok;
 
-    /* the records the local copy missed, asked of the other gateways (route/shared.h) */
+    /* the records the local copy missed, asked of the other gateways (shared/shared.h) */
     shared_call *ask;         /* the request waits for the answer before it is planned */
     shared_call *slot_wait;   /* an attempt waits for a slot of its account's max_concurrency */
     shared_call *chain_wait;  /* a move waits for the other gateways' record of its chain */
     int64_t slot_acct;        /* that account */
     uint64_t slot;            /* the slot the current attempt holds (shared_slot_give at its end), 0 none */
-    /* rate limits across the gateways (route/shared.h): waited for together with the ask and the slot */
+    /* rate limits across the gateways (shared/shared.h): waited for together with the ask and the slot */
     shared_limits_call *key_bucket;  /* the request waits for its key's bucket in the pool */
     shared_limits_call *acct_bucket; /* an attempt waits for its account's buckets in the pool */
     int slot_granted, slot_held;     /* the slot's answer, kept while the buckets' is awaited */

@@ -544,7 +544,7 @@ static void proxy_chain_blob(void *ud, const char *key)
     pool_owner_learn(m->pl, key, m->account_id);
 }
 
-/* The other gateways' record of the chain (route/shared.h): its part that
+/* The other gateways' record of the chain (shared/shared.h): its part that
  * this instance does not hold, and the rest (from missing on) from this
  * instance's own record. Its turns' blobs were minted by their accounts:
  * learned as such, so they are stripped before another account sees them

@@ -21,12 +21,12 @@
 #include "accounts/oauth.h"
 #include "proxy.h"
 #include "http/server.h"
-#include "route/shared.h"
-#include "route/shared_redis.h"
-#include "route/shared_config.h"
-#include "route/shared_once.h"
+#include "shared/shared.h"
+#include "shared/shared_redis.h"
+#include "shared/shared_config.h"
+#include "shared/shared_once.h"
 #include "base/seal.h"
-#include "route/shared_limits.h"
+#include "shared/shared_limits.h"
 #include "route/spend.h"
 #include "accounts/account_poll.h"
 #include <curl/curl.h>
@@ -384,7 +384,7 @@ static void serve_poll_after_refresh(void *arg, int64_t account_id)
 
 /* What this gateway shares with the others of its pool: through Redis
  * with --redis (connecting in the background: it serves on its own state
- * until the link is up), else nothing (route/shared.h). */
+ * until the link is up), else nothing (shared/shared.h). */
 static shared_config *serve_shared_config;
 static shared_once *serve_shared_once;
 static shared_limits *serve_shared_limits;

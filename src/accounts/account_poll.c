@@ -10,7 +10,7 @@
 #include "accounts/poll_kind.h"
 #include "accounts/usage_poll.h"
 #include "base/log.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>

@@ -22,7 +22,7 @@
 #include "accounts/oauth.h"
 #include "core/gateway.h"
 #include "route/pool.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 #include "store/store.h"
 #include "obs/alert.h"
 #include "obs/trace.h"
@@ -77,7 +77,7 @@ struct oauth_job {
     uint64_t ticket;      /* store writer ticket of the new login; 0 while the exchange runs */
     account fresh;        /* the new login, applied to the pool once durable */
     oauth_waiter *waiters;
-    /* Several gateways (route/shared.h): before the exchange, whether this
+    /* Several gateways (shared/shared.h): before the exchange, whether this
      * instance refreshes, takes a login another one refreshed, or waits. */
     shared_call *lease_call;  /* shared_refresh_begin's answer not in yet */
     int in_begin;             /* inside shared_refresh_begin (its answer may come before it returns) */
@@ -509,7 +509,7 @@ static int oauth_exchange(oauth_job *j, pool_account *pa)
     return 0;
 }
 
-/* What the shared state said (route/shared.h): go on, take, or wait.
+/* What the shared state said (shared/shared.h): go on, take, or wait.
  * 0, or -1 when the job ended. */
 static int oauth_proceed(oauth_job *j, const account *login)
 {
@@ -615,7 +615,7 @@ static void oauth_on_committed(evutil_socket_t fd, short what, void *arg)
 /* ---------- logins refreshed by another gateway ---------- */
 
 /* Another gateway of the pool refreshed the login of the account named
- * name (route/shared.h): a refresh waiting for it takes it; with none in
+ * name (shared/shared.h): a refresh waiting for it takes it; with none in
  * flight it is taken all the same (its refresh token replaced this one's,
  * which is spent). A refresh of this instance's own in flight (Redis was
  * out of reach when it began) keeps going. */

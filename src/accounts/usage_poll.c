@@ -3,7 +3,7 @@
  * many is account_poll.c's. */
 #include "accounts/usage_poll.h"
 #include "route/pool.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 #include "store/store.h"
 #include "base/json.h"
 #include "base/log.h"

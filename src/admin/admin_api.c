@@ -7,7 +7,7 @@
  * through the store's writer thread. Nothing here prints an account token
  * or a platform key. */
 #include "admin/admin_api.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 #include "accounts/account_poll.h"
 #include "admin/admin_alerts.h"
 #include "admin/admin_body.h"

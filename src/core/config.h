@@ -30,7 +30,7 @@ typedef struct sy_config {
     size_t preflight_bytes;    /* SSE hold window, bytes */
     long ttft_ms;              /* cap on the time-to-first-token limit (the first_token policy's answer) */
     long capacity_wait_ms;     /* how long a request may wait for a cooling account to come back */
-    long redis_wait_ms;        /* the longest a request waits for a Redis answer (route/shared.h) */
+    long redis_wait_ms;        /* the longest a request waits for a Redis answer (shared/shared.h) */
     long redis_slot_ttl_s;     /* a concurrency slot not renewed this long is free (its instance died) */
     char route_strategy[32];   /* "ordered" | "balanced" */
     char rotation[40];         /* key rotation mode */

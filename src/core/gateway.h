@@ -39,7 +39,7 @@ typedef struct gateway {
     struct account_poll *polls; /* account_poll.c: the usage and model polls */
     struct oauth *oauth;      /* login refresh (oauth.c) */
     struct alert_sender *alerts; /* webhook alerts, sent off the loop (obs/alert.h); NULL none */
-    struct shared *shared;    /* what the gateways of one pool share (route/shared.h): local unless --redis */
+    struct shared *shared;    /* what the gateways of one pool share (shared/shared.h): local unless --redis */
     struct evbuffer *chunk;   /* proxy.c: hands each client chunk to libevent (left empty) */
     struct conn_limit *conns;        /* client connection count, cap, accept back-off */
     uint64_t next_req_id;

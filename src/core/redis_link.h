@@ -9,7 +9,7 @@
  * unanswered for 1.5 s) is dropped and tried again with backoff (100 ms
  * doubling to 2 s), forever; the owner hears `up` on every (re)connect
  * (to resynchronise) and `down` on every loss. Knows nothing of the pool:
- * route/shared_redis.c says what travels over it. */
+ * shared/shared_redis.c says what travels over it. */
 #ifndef SY_REDIS_LINK_H
 #define SY_REDIS_LINK_H
 #include <stddef.h>

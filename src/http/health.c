@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "obs/trace.h"
 #include "route/router.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 #include "base/sbuf.h"
 #include "http/host_check.h"
 #include <event2/keyvalq_struct.h>

@@ -22,7 +22,7 @@ void affinity_set_idle(affinity *a, double idle_s);
  * a use. */
 int64_t affinity_get(affinity *a, const char *session, double now);
 /* Records that account_id served the session now (a use). Returns 1 when
- * the entry is worth telling other gateways (route/shared.h): it is new,
+ * the entry is worth telling other gateways (shared/shared.h): it is new,
  * its account changed, or it was last worth telling more than a quarter of
  * the idle time ago; 0 otherwise (and for a refused argument). */
 int affinity_put(affinity *a, const char *session, int64_t account_id, double now);

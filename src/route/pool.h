@@ -36,7 +36,7 @@ typedef struct pool_breaker {
     int window_n;            /* outcomes in the window */
 } pool_breaker;
 
-/* The rest of an account as other gateways last heard of it (route/shared.h):
+/* The rest of an account as other gateways last heard of it (shared/shared.h):
  * pool_state_save tells the pool's rest hook when it moved. */
 typedef struct pool_rest_mark {
     double cooldown_until, last_429_at, breaker_until;
@@ -157,7 +157,7 @@ account_family *pool_family_slot(pool_account *pa, const char *family);
  * hook first. A few compares: it runs per request. */
 void pool_state_save(pool *p, pool_account *pa);
 
-/* The rest hook: route/shared.c installs it when several gateways share
+/* The rest hook: shared/shared.c installs it when several gateways share
  * state, to tell the others. NULL (the default): nothing is called. */
 typedef void (*pool_rest_fn)(void *ud, pool_account *pa);
 void pool_on_rest(pool *p, pool_rest_fn fn, void *ud);
@@ -179,12 +179,12 @@ void pool_swrr_advance(pool *p, int64_t key_id, const char *model, const int64_t
 /* Remembers (and persists) which account holds a stored response. */
 void pool_owner_set(pool *p, const char *response_id, int64_t account_id);
 int64_t pool_owner_get(const pool *p, const char *response_id); /* 0 unknown */
-/* The same record learned from another gateway (route/shared.h): kept and
+/* The same record learned from another gateway (shared/shared.h): kept and
  * persisted, not told back. */
 void pool_owner_learn(pool *p, const char *response_id, int64_t account_id);
 /* The owner hook: called by pool_owner_set with each new record (a
  * response id, a turn state's "ts:" key, a blob's "bl:" key); installed by
- * route/shared.c when several gateways share state. NULL: nothing called. */
+ * shared/shared.c when several gateways share state. NULL: nothing called. */
 typedef void (*pool_owner_fn)(void *ud, const char *key, int64_t account_id);
 void pool_on_owner(pool *p, pool_owner_fn fn, void *ud);
 

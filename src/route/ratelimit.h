@@ -40,7 +40,7 @@ void ratelimit_drain(ratelimit *b, int per_minute, double now);
 double ratelimit_wait_s(const ratelimit *b, int per_minute, double units, double now);
 /* b's level becomes level (no more than a full bucket) at now: the level
  * of the pool's bucket of the same limit, which several gateways take
- * from (route/shared.h). */
+ * from (shared/shared.h). */
 void ratelimit_set(ratelimit *b, int per_minute, double level, double now);
 
 #endif

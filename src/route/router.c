@@ -366,18 +366,6 @@ int router_kept(gateway *gw, const route_ctx *ctx)
     return 0;
 }
 
-shared_call *router_cursor_take(gateway *gw, route_ctx *ctx, shared_cursor_fn fn, void *ud)
-{
-    ctx->cursor_pos = 0;
-    if (strcmp(gw->cfg.route_strategy, "balanced") != 0 || ctx->is_get || router_kept(gw, ctx))
-        return NULL;
-    const platform_key *k = ctx->key_id ? pool_key_find(gw->pool, ctx->key_id) : NULL;
-    char key[17] = "-"; /* the key by (a prefix of) its hash: the pool shares keys by hash */
-    if (k)
-        memcpy(key, k->hash, 16), key[16] = '\0';
-    return shared_cursor_take(gw->shared, key, ctx->model, &ctx->cursor_pos, fn, ud);
-}
-
 static int router_name_cmp(const void *a, const void *b)
 {
     const pool_account *x = *(pool_account *const *)a, *y = *(pool_account *const *)b;

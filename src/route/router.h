@@ -14,7 +14,6 @@
 #include "core/gateway.h"
 #include "route/pool.h"
 #include "upstream/preflight.h"
-#include "route/shared.h"
 
 typedef struct route_ctx {
     const char *endpoint;
@@ -27,7 +26,7 @@ typedef struct route_ctx {
     const char *turn_state;   /* x-codex-turn-state, NULL none */
     const char *session_id;   /* session-id / session_id, NULL none */
     char family[ACCOUNT_FAMILY_MAX]; /* the model's limit family if known (pool_family_of), "" none */
-    int64_t cursor_pos;       /* balanced: the pool's position for this pick (router_cursor_take), 0 none */
+    int64_t cursor_pos;       /* balanced: the pool's position for this pick (the top asks shared_cursor_take), 0 none */
 } route_ctx;
 
 /* Room for a skip reason: a held account's names its state and the fix
@@ -59,17 +58,15 @@ typedef struct route_plan {
 } route_plan;
 
 void router_plan(gateway *gw, const route_ctx *ctx, route_plan *plan);
-/* Balanced strategy: the pool's position for this request's pick into
- * ctx->cursor_pos (route/shared.h, shared_cursor_take), before router_plan:
- * NULL when it is set now (or not needed: another strategy, a lone
- * gateway); otherwise fn brings it within SHARED_ASK_MS. router_plan then
- * starts the rotation at the account of that position, counted over the
- * candidates by name (names are the pool's; ids are each database's own). */
-shared_call *router_cursor_take(gateway *gw, route_ctx *ctx, shared_cursor_fn fn, void *ud);
+/* Balanced strategy: the top asks the pool's position for this request's
+ * pick (shared/shared.h, shared_cursor_take) into ctx->cursor_pos before
+ * router_plan, which then starts the rotation at the account of that
+ * position, counted over the candidates by name (names are the pool's; ids
+ * are each database's own). */
 /* 1 when the request's first account is kept for it, not picked: the owner
  * of its previous_response_id, or (while it can serve now) the issuer of its
  * turn state or its session's last account. Such a turn takes no position
- * in the balanced rotation (router_cursor_take asks for none), so
+ * in the balanced rotation (the top asks for none), so
  * conversations, not turns, are what the rotation spreads. */
 int router_kept(gateway *gw, const route_ctx *ctx);
 void router_plan_free(route_plan *plan);

@@ -23,7 +23,7 @@ void spend_charge(pool *p, policy_engine *pe, int64_t key_id, int64_t account_id
 void spend_judge_all(pool *p, policy_engine *pe, double now);
 
 /* The pool's total for the window starting at start of a budget of period
- * (what every gateway of the pool spent in it, route/shared.h): when that
+ * (what every gateway of the pool spent in it, shared/shared.h): when that
  * is the key's (or account's) budget now, its spent rises to total (never
  * falls: the pool may have lost what this gateway knows) and the budget
  * policy is asked again. 1 if it rose. */

@@ -1,5 +1,5 @@
 /* fuzz_shared_conv.c: what the pool's Redis answers to a chain's read
- * (route/shared_conv.c; anyone able to write to that Redis chooses it):
+ * (shared/shared_conv.c; anyone able to write to that Redis chooses it):
  * any bytes through hiredis's reader, then read as the walk's answer for
  * "r3" with a depth of 1..16 and 0..255 bytes (the first two bytes). What
  * holds: a refusal keeps nothing and says why; a chain kept has 1..depth
@@ -10,7 +10,7 @@
  * an array's element table from its header before any element arrives). */
 #include "fuzz_common.h"
 #include "core/redis_reply.h"
-#include "route/shared_conv.h"
+#include "shared/shared_conv.h"
 #include <hiredis/hiredis.h>
 #include <stdlib.h>
 #include <string.h>

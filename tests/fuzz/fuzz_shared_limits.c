@@ -1,11 +1,11 @@
 /* fuzz_shared_limits.c: what another gateway (or anyone able to write to
  * the pool's Redis) may send about rate limits and budgets
- * (route/shared_limits.c): any bytes as a spend message's body, and as
+ * (shared/shared_limits.c): any bytes as a spend message's body, and as
  * the float text of a bucket level or a total. What holds: a body read
  * has a valid period, a whole-second window start and a finite total in
  * 0..1e12; a number read is finite and within +-1e15. */
 #include "fuzz_common.h"
-#include "route/shared_limits.h"
+#include "shared/shared_limits.h"
 #include "base/budget.h"
 #include <math.h>
 #include <string.h>

@@ -1,12 +1,12 @@
 /* fuzz_shared_state.c: what another gateway (or anyone able to write to
- * the pool's Redis) may send (route/shared_state.c): any bytes as a
+ * the pool's Redis) may send (shared/shared_state.c): any bytes as a
  * message; its body merged as a rest into an account twice, and read as a
  * login. What holds: a rest never gets shorter and stays within a year of
  * now, the ladder step within 0..64, the second merge of the same body
  * changes nothing; a login kept has an access token without whitespace or
  * controls; a refused one keeps nothing. */
 #include "fuzz_common.h"
-#include "route/shared_state.h"
+#include "shared/shared_state.h"
 #include "base/text.h"
 #include "policy/policy.h"
 #include <string.h>

@@ -1,6 +1,6 @@
 /* shared_limits.c: rate-limit buckets and budget spend across the gateways
  * of one pool (see shared_limits.h; the request path's calls are
- * route/shared.h's shared_*_bucket_*, shared_spend_tell).
+ * shared/shared.h's shared_*_bucket_*, shared_spend_tell).
  *
  * The local buckets and totals (pool.h: rpm, tpm, budget) stay the ones
  * the request path reads. Each answer of the pool sets them: a bucket to
@@ -12,10 +12,10 @@
  * back (the script also raises the pool's total to this instance's, so a
  * Redis restarted empty gets the spend back). */
 #include "obs/metrics.h"
-#include "route/shared_limits.h"
-#include "route/shared.h"
-#include "route/shared_redis.h"
-#include "route/shared_state.h"
+#include "shared/shared_limits.h"
+#include "shared/shared.h"
+#include "shared/shared_redis.h"
+#include "shared/shared_state.h"
 #include "route/spend.h"
 #include "route/ratelimit.h"
 #include "core/redis_link.h"

@@ -6,10 +6,10 @@
  *   sy:{POOL}:schema               the layout's version (an integer)
  *   sy:{POOL}:lease:migrate:schema who migrates it now: an instance id, PX 30 s
  *   channel                        {"t":"usage","from","name","body":USAGE} */
-#include "route/shared_once.h"
-#include "route/shared.h"
-#include "route/shared_redis.h"
-#include "route/shared_state.h"
+#include "shared/shared_once.h"
+#include "shared/shared.h"
+#include "shared/shared_redis.h"
+#include "shared/shared_state.h"
 #include "base/log.h"
 #include "base/sbuf.h"
 #include <event2/event.h>

@@ -1,10 +1,10 @@
 /* test_shared_limits.c: what the pool's rate limits and budgets read back
- * from Redis and from the other gateways (route/shared_limits.c): the
+ * from Redis and from the other gateways (shared/shared_limits.c): the
  * bucket script's answer, Redis's float texts, a spend message's body;
  * anything else is refused, never half taken. And a local bucket set to
  * the pool's level (ratelimit_set). */
 #include "check.h"
-#include "route/shared_limits.h"
+#include "shared/shared_limits.h"
 #include "route/ratelimit.h"
 #include <hiredis/hiredis.h>
 #include <math.h>

@@ -213,7 +213,7 @@ void shared_lease_release(shared *sh, const char *job, const char *id);
 /* pa's usage numbers (plan, windows, credits) were just polled here: the
  * other instances take them (newer than theirs) instead of polling. */
 void shared_usage_tell(shared *sh, const pool_account *pa);
-/* --- rate limits and budgets across the gateways (route/shared_limits.c) ---
+/* --- rate limits and budgets across the gateways (shared/shared_limits.c) ---
  * A platform key's rpm and an account's rpm and tpm are token buckets in
  * the pool, taken from by one script per request (atomic across the
  * gateways, on Redis's clock); what a finished request cost is added to
@@ -265,7 +265,7 @@ void shared_limits_cancel(shared *sh, shared_limits_call *c); /* fn is not calle
 /* --- the balanced rotation, shared (docs/scale-out.md, "Routing") --- */
 /* The position of this pick of the balanced rotation of key (a platform
  * key's hash, "" none) and model, counted for the whole pool by INCR
- * (route/shared_rotation.h), so that gateways behind a round-robin
+ * (shared/shared_rotation.h), so that gateways behind a round-robin
  * balancer do not each restart the rotation. Each pick uses a position
  * reserved by an earlier INCR, sent without waiting, and sends the INCR
  * for the next: *pos is set and NULL returned (*pos 0: none, the local

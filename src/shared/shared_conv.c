@@ -1,6 +1,6 @@
 /* shared_conv.c: the turns of stored conversations in Redis: the scripts,
  * the commands, and the reading of a chain's answer (see shared_conv.h). */
-#include "route/shared_conv.h"
+#include "shared/shared_conv.h"
 #include "store/store_conversations.h"
 #include <hiredis/hiredis.h>
 #include <stdio.h>

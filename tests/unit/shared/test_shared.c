@@ -1,9 +1,9 @@
-/* test_shared.c: the interface's own calls (route/shared.c): the records a
+/* test_shared.c: the interface's own calls (shared/shared.c): the records a
  * request asks for are bounded, deduplicated and checked, and the local
  * implementation never asks (nor builds a question): a lone gateway adds
  * nothing to the request path. */
 #include "check.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* shared.c: the interface's calls, and the local implementation (see
  * shared.h): a lone gateway, or one told no Redis, shares nothing. */
-#include "route/shared.h"
+#include "shared/shared.h"
 #include <stdlib.h>
 #include <string.h>
 

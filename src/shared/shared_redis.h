@@ -1,4 +1,4 @@
-/* shared_redis.h: the Redis implementation of shared state (route/shared.h;
+/* shared_redis.h: the Redis implementation of shared state (shared/shared.h;
  * docs/scale-out.md). */
 #ifndef SY_SHARED_REDIS_H
 #define SY_SHARED_REDIS_H
@@ -7,7 +7,7 @@
 #include "base/json.h"
 #include "base/seal.h"
 #include "core/redis_link.h"
-#include "route/shared.h"
+#include "shared/shared.h"
 
 /* Starts connecting to u on gw's loop and returns at once: until the link
  * is up the instance serves on its own state (a login refresh due in the
@@ -16,7 +16,7 @@
 shared *shared_redis_new(gateway *gw, const redis_url *u);
 
 /* What a module sharing more over the same link needs (the accounts, keys
- * and settings: route/shared_config.c): its turn at every (re)connect,
+ * and settings: shared/shared_config.c): its turn at every (re)connect,
  * after the link's own resync has begun, and the channel's messages of its
  * type from the other instances. */
 typedef struct shared_redis_ext {

@@ -3,7 +3,7 @@
  * not only on the one that relayed its turns (docs/scale-out.md, "Stored
  * conversations"). Pure: the commands that write a turn, forget one and
  * read a chain back, and the reading of that answer with every field
- * checked; route/shared_redis.c sends them on its link. Fuzzed
+ * checked; shared/shared_redis.c sends them on its link. Fuzzed
  * (tests/fuzz/fuzz_shared_conv.c).
  *
  *   sy:{POOL}:conv:ID      hash, one turn: a (the account's name), p (the

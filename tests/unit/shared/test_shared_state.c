@@ -1,11 +1,11 @@
 /* test_shared_state.c: the texts several gateways exchange through Redis
- * (route/shared_state.c): a rest written by one instance and merged by
+ * (shared/shared_state.c): a rest written by one instance and merged by
  * another lengthens its rest and never shortens one; the newer 429 brings
  * its ladder step; an open breaker and a family's rest travel; fields out
  * of range are skipped; a login round-trips and one with a token unfit for
  * a header is refused; messages that are not ours are refused. */
 #include "check.h"
-#include "route/shared_state.h"
+#include "shared/shared_state.h"
 #include "policy/policy.h"
 
 #define NOW 1700000000.0

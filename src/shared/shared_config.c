@@ -15,9 +15,9 @@
  * pool moved meanwhile: the pool's then wins, and the conflict is logged).
  * A field whose apply or record is still on its way to the database (a
  * writer ticket) waits for the next turn. */
-#include "route/shared_config.h"
-#include "route/shared_redis.h"
-#include "route/shared_state.h"
+#include "shared/shared_config.h"
+#include "shared/shared_redis.h"
+#include "shared/shared_state.h"
 #include "store/store_shared.h"
 #include "base/log.h"
 #include "base/sbuf.h"

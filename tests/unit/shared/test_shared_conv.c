@@ -1,12 +1,12 @@
 /* test_shared_conv.c: the stored turns shared through Redis
- * (route/shared_conv.c): a turn's write carries it whole with the
+ * (shared/shared_conv.c): a turn's write carries it whole with the
  * retention and TTL, and is not made when recording is off or the turn is
  * larger than kept; a chain's answer is read oldest first with each
  * account by this instance's id, says which link the pool lacks, and is
  * refused whole when it does not link, exceeds what was asked for, or is
  * not the script's. Replies are made by hiredis's own reader from RESP. */
 #include "check.h"
-#include "route/shared_conv.h"
+#include "shared/shared_conv.h"
 #include <hiredis/hiredis.h>
 
 #define PREFIX "sy:{t}:"

@@ -6,7 +6,7 @@
  * A bounded table (ROT_ENTRIES key + model pairs, the least recently used
  * giving way) holds each pair's reserved positions, oldest first. */
 #include "obs/metrics.h"
-#include "route/shared_rotation.h"
+#include "shared/shared_rotation.h"
 #include "base/sbuf.h"
 #include <hiredis/hiredis.h>
 #include <stdio.h>

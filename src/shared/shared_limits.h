@@ -1,6 +1,6 @@
 /* shared_limits.h: rate limits and budgets held across the gateways of one
  * pool over Redis (docs/scale-out.md, "Rate limits and budgets"): the
- * Redis side of route/shared.h's limit calls, installed on gw->shared with
+ * Redis side of shared/shared.h's limit calls, installed on gw->shared with
  * shared_limits_install and sharing its link (shared_redis_extend).
  *
  *   sy:{POOL}:bucket:key:HASH:rpm       a platform key's rpm bucket

@@ -3,7 +3,7 @@
  * order, or a stale key read at a resync, cannot shorten one (a rest
  * cleared by `account reset` is cleared on the instance it was run on; see
  * docs/scale-out.md). */
-#include "route/shared_state.h"
+#include "shared/shared_state.h"
 #include "base/text.h"
 #include "policy/policy.h"
 #include <math.h>

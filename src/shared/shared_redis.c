@@ -28,11 +28,11 @@
  * before: no Redis round trip on it. On every (re)connect the keys are
  * read back with SCAN + MGET and this instance's own rests and newer
  * logins are told again, so an outage loses nothing either side knew. */
-#include "route/shared_redis.h"
-#include "route/shared_state.h"
-#include "route/shared_conv.h"
+#include "shared/shared_redis.h"
+#include "shared/shared_state.h"
+#include "shared/shared_conv.h"
 #include "route/affinity.h"
-#include "route/shared_rotation.h"
+#include "shared/shared_rotation.h"
 #include "core/redis_link.h"
 #include "base/log.h"
 #include "base/sbuf.h"
