@@ -19,7 +19,7 @@
 #include "base/log.h"
 #include "admin/admin_api.h"
 #include "accounts/oauth.h"
-#include "proxy.h"
+#include "proxy/proxy.h"
 #include "http/server.h"
 #include "shared/shared.h"
 #include "shared/shared_redis.h"

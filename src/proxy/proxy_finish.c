@@ -4,7 +4,7 @@
  * records the account's success and the usage, sends the last of the
  * reply; proxy_finish, the one way out of every request, writes the
  * request log row and trace line, charges the spend and frees it all. */
-#include "proxy_internal.h"
+#include "proxy/proxy_internal.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "http/server.h"

@@ -6,7 +6,7 @@
  * then bytes are relayed as they come, a loop turn's worth as one chunk,
  * with the upstream paused while the client is behind. Every byte of
  * every answer passes here: the hot path (docs/performance.md). */
-#include "proxy_internal.h"
+#include "proxy/proxy_internal.h"
 #include "base/json.h"
 #include "route/pool_usage.h"
 #include "route/rate_event.h"

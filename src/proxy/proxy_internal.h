@@ -18,7 +18,7 @@
  * is described where it is defined. The public face stays proxy.h. */
 #ifndef SY_PROXY_INTERNAL_H
 #define SY_PROXY_INTERNAL_H
-#include "proxy.h"
+#include "proxy/proxy.h"
 #include "accounts/oauth.h"
 #include "base/sbuf.h"
 #include "base/scrub.h"

@@ -17,7 +17,7 @@
  * entry (proxy_start), the request's memory (kept for the next request)
  * and the client's connection: its headers once planned, the watch that
  * notices a hang-up, the close. */
-#include "proxy_internal.h"
+#include "proxy/proxy_internal.h"
 #include "http/server.h"
 #include "base/log.h"
 #include "http/conn_limit.h"

@@ -6,7 +6,7 @@
  * next candidate, waits for a resting account, or returns the error as it
  * came. After commit there is no replay, with one exception: a cut chat
  * stream may resume on another account (opt-in). */
-#include "proxy_internal.h"
+#include "proxy/proxy_internal.h"
 #include "accounts/account_poll.h"
 #include "base/json.h"
 #include "http/server.h"

@@ -22,7 +22,7 @@
  *   response id carries the chain on from there.
  * - The answer says what happened: x-switchyard-moved: <from>-><to> and
  *   x-switchyard-stripped: counts, never content. */
-#include "proxy_internal.h"
+#include "proxy/proxy_internal.h"
 #include "obs/metrics.h"
 #include "obs/trace.h"
 #include "store/store_conversations.h"

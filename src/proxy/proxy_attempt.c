@@ -4,7 +4,7 @@
  * left, waits for a resting account or answers 503); proxy_attempt builds
  * that account's upstream request (URL, headers, the body with its model
  * map) and starts the transfer, whose answer proxy_relay.c takes in. */
-#include "proxy_internal.h"
+#include "proxy/proxy_internal.h"
 #include "base/json.h"
 #include "base/text.h"
 #include "http/server.h"
