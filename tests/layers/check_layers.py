@@ -35,7 +35,7 @@ if '--self-test' in sys.argv:
             f.write(text)
         return tmp
     cases = [
-        ('an include of the top from base/', ('base/sbuf.c', '#include "proxy.h"\n'), 'sits above it'),
+        ('an include of the top from base/', ('base/sbuf.c', '#include "serve.h"\n'), 'sits above it'),
         ('an include of http/ from route/', ('route/router.c', '#include "http/server.h"\n'), 'sits above it'),
         ('a cycle inside base/', ('base/sha256.c', '#include "base/json.h"\n'), 'module cycle'),
         ('an include without its wing', ('route/pool.c', '#include "sbuf.h"\n'), 'not a path under src/'),
