@@ -425,6 +425,8 @@ unsigned long redis_link_ups(const redis_link *l) { return l ? l->ups : 0; }
 static void redis_link_on_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     redis_link_call *c = priv;
+    if (!reply)
+        metrics_redis_dropped(METRICS_REDIS_DROP_IN_FLIGHT); /* the link went down before its answer */
     if (c->fn)
         c->fn(c->ud, reply);
     free(c);
@@ -433,8 +435,10 @@ static void redis_link_on_reply(redisAsyncContext *ac, void *reply, void *priv)
 int redis_link_command(redis_link *l, redis_reply_fn fn, void *ud, int argc, const char **argv,
                        const size_t *lens)
 {
-    if (!l || !l->up || !l->cmd)
+    if (!l || !l->up || !l->cmd) {
+        metrics_redis_dropped(METRICS_REDIS_DROP_LINK_DOWN);
         return -1;
+    }
     redis_link_call *c = malloc(sizeof *c);
     if (!c)
         return -1;

@@ -83,6 +83,7 @@ static struct {
     uint64_t redis_rtt_buckets[METRICS_REDIS_RTT_BUCKETS + 1], redis_rtt_count;
     double redis_rtt_sum;
     uint64_t redis_waits_expired[METRICS_REDIS_WAITS];
+    uint64_t redis_dropped[METRICS_REDIS_DROPS];
     struct { char pair[24]; uint64_t n; } translations[METRICS_PAIRS]; /* by "client>upstream" */
     uint64_t waits;
     double wait_seconds;
@@ -216,6 +217,12 @@ void metrics_redis_rtt(double seconds)
     M.redis_rtt_buckets[i]++;
     M.redis_rtt_count++;
     M.redis_rtt_sum += seconds;
+}
+
+void metrics_redis_dropped(int why)
+{
+    if (why >= 0 && why < METRICS_REDIS_DROPS)
+        M.redis_dropped[why]++;
 }
 
 void metrics_redis_wait_expired(int kind)
@@ -778,6 +785,14 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
                  "gone while the link stayed up (FLUSHALL, eviction, a replica promoted empty).");
     sbuf_printf(out, "switchyard_redis_resyncs_total{cause=\"connect\"} %llu\n", (unsigned long long)M.redis_resyncs[0]);
     sbuf_printf(out, "switchyard_redis_resyncs_total{cause=\"data_lost\"} %llu\n", (unsigned long long)M.redis_resyncs[1]);
+    metrics_head(out, "switchyard_redis_messages_dropped_total", "counter",
+                 "Messages to or from the pool that did not get through: not sent while the link was down (the "
+                 "resync at the next connect makes up for them), answers lost with the link, published messages "
+                 "that could not be read.");
+    static const char *const drop_reasons[METRICS_REDIS_DROPS] = {"link_down", "in_flight", "unreadable"};
+    for (int i = 0; i < METRICS_REDIS_DROPS; i++)
+        sbuf_printf(out, "switchyard_redis_messages_dropped_total{reason=\"%s\"} %llu\n", drop_reasons[i],
+                    (unsigned long long)M.redis_dropped[i]);
     metrics_head(out, "switchyard_translations_total", "counter",
                  "Attempts sent in another dialect than the client's (docs/clients.md), by client>upstream.");
     for (size_t i = 0; i < METRICS_PAIRS && M.translations[i].pair[0]; i++)

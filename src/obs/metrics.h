@@ -44,6 +44,12 @@ enum { METRICS_REDIS_WAIT_ASK, METRICS_REDIS_WAIT_SLOT, METRICS_REDIS_WAIT_CHAIN
 /* A round trip to Redis (the link's PING), and a wait for the pool that ran out (its kind). */
 void metrics_redis_rtt(double seconds);
 void metrics_redis_wait_expired(int kind);
+/* A message to or from the pool that did not get through: a command not
+ * sent (the link was down: the resync at the next connect makes up for
+ * it), one whose answer was lost with the link, a published message that
+ * could not be read. */
+enum { METRICS_REDIS_DROP_LINK_DOWN, METRICS_REDIS_DROP_IN_FLIGHT, METRICS_REDIS_DROP_UNREADABLE, METRICS_REDIS_DROPS };
+void metrics_redis_dropped(int why);
 /* An attempt translated between dialects: pair is "client>upstream" (dialect.h). */
 void metrics_translation(const char *pair);
 /* The same account is tried again after a delay (retry verdict). */

@@ -1453,6 +1453,7 @@ static void shared_on_message(void *ud, const char *p, size_t n)
     shared_redis *sr = ud;
     shared_message m;
     if (shared_message_read(p, n, &m) != 0) {
+        metrics_redis_dropped(METRICS_REDIS_DROP_UNREADABLE);
         log_debug("redis: a message on %s that is not one of ours: ignored", sr->channel);
         return;
     }

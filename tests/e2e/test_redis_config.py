@@ -5,6 +5,8 @@ one of them and the others serve what it wrote. Skipped, saying so, only
 where redis-server is not installed."""
 
 import os
+import shutil
+import subprocess
 
 from harness import account, main, wait_for
 from test_redis import RedisGatewayTest
@@ -170,6 +172,12 @@ class RedisConfigTest(RedisGatewayTest):
         for kind in ("ask", "slot", "chain", "limits", "rotation"):
             self.assertIn(f'switchyard_redis_waits_expired_total{{kind="{kind}"}}', m)
         self.assertIn('switchyard_redis_resyncs_total{cause="connect"} 1', m)
+        for reason in ("link_down", "in_flight", "unreadable"):
+            self.assertIn(f'switchyard_redis_messages_dropped_total{{reason="{reason}"}}', m)
+        promtool = shutil.which("promtool")  # the Redis metrics are valid exposition text
+        if promtool:
+            p = subprocess.run([promtool, "check", "metrics"], input=m, capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertEqual(ga.get("/health").json()["status"], "ok")
         # a Redis slower than the 50 ms a request waits for it (every answer 120 ms late, through a
         # proxy of the test's own): /health says so, reachable all the same, and the waits that ran

@@ -67,6 +67,13 @@ static void test_metrics_key_refusals_count_by_key_and_reason(void)
     CHECK(test_has(t, "switchyard_key_refusals_total{key=\"id:42\",reason=\"other\"} 1\n"));
     CHECK(test_has(t, "switchyard_alerts_total{result=\"unsent\"} 8\n"));
     CHECK(test_has(t, "switchyard_account_polls_in_flight 3\n"));
+    metrics_redis_dropped(METRICS_REDIS_DROP_LINK_DOWN);
+    metrics_redis_dropped(METRICS_REDIS_DROP_LINK_DOWN);
+    metrics_redis_dropped(METRICS_REDIS_DROP_UNREADABLE);
+    t = test_format(&b);
+    CHECK(test_has(t, "switchyard_redis_messages_dropped_total{reason=\"link_down\"} 2\n"));
+    CHECK(test_has(t, "switchyard_redis_messages_dropped_total{reason=\"in_flight\"} 0\n"));
+    CHECK(test_has(t, "switchyard_redis_messages_dropped_total{reason=\"unreadable\"} 1\n"));
     CHECK(test_has(t, "switchyard_account_polls_in_flight_max 32\n"));
     CHECK(test_has(t, "switchyard_account_polls_total{result=\"deferred\"} 2\n"));
     sbuf_free(&b);
