@@ -408,6 +408,20 @@ static int serve_shared_open(gateway *gw)
         log_error("SWITCHYARD_REDIS_KEY: %s", err);
         return -1;
     }
+    /* logins sealed by default off this machine: a Redis reached over the
+     * network without a key would carry every account's tokens in clear */
+    const char *plain = getenv("SWITCHYARD_REDIS_PLAINTEXT");
+    if (gw->cfg.redis[0] && !has_key && !redis_url_is_local(&u) && !(plain && strcmp(plain, "1") == 0)) {
+        char where[400];
+        redis_url_describe(&u, where, sizeof where);
+        memset(u.pass, 0, sizeof u.pass);
+        log_error("redis: %s is not on this machine, and SWITCHYARD_REDIS_KEY is not set: the pool's logins (access "
+                  "and refresh tokens) would cross the network and rest there in clear text. Set "
+                  "SWITCHYARD_REDIS_KEY on every instance (`openssl rand -hex 32`), or SWITCHYARD_REDIS_PLAINTEXT=1 "
+                  "to accept clear text (a private network you trust); docs/scale-out.md, \"Logins encrypted\"",
+                  where);
+        return -1;
+    }
     gw->shared = gw->cfg.redis[0] ? shared_redis_new(gw, &u) : shared_local_new(gw);
     memset(u.pass, 0, sizeof u.pass);
     if (!gw->shared) {

@@ -2,9 +2,10 @@
  * is checked against its room and its characters before it is copied; an
  * error names the part, never the password. */
 #include "core/redis_url.h"
+#include <arpa/inet.h>
+#include <strings.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 static int redis_url_fail(char *err, size_t n, const char *what)
 {
@@ -263,4 +264,14 @@ void redis_url_describe(const redis_url *u, char *out, size_t n)
         snprintf(out, n, "redis://%s[%s]:%d/%d pool %s", auth, u->host, u->port, u->db, u->pool);
     else
         snprintf(out, n, "redis://%s%s:%d/%d pool %s", auth, u->host, u->port, u->db, u->pool);
+}
+
+int redis_url_is_local(const redis_url *u)
+{
+    if (u->is_unix)
+        return 1;
+    if (strcasecmp(u->host, "localhost") == 0 || strcmp(u->host, "::1") == 0)
+        return 1;
+    struct in_addr a;
+    return inet_pton(AF_INET, u->host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }

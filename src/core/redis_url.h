@@ -35,4 +35,11 @@ int redis_url_parse(const char *s, redis_url *u, char *err, size_t n);
  * ("redis://app:***@10.0.0.5:6379/2 pool default"). */
 void redis_url_describe(const redis_url *u, char *out, size_t n);
 
+/* 1 when the address stays on this machine: a unix socket, localhost,
+ * 127.0.0.0/8 or ::1 (a local TLS tunnel's end counts: docs/scale-out.md,
+ * "Reaching a remote Redis safely"); 0 for any other host. Logins cross
+ * the network in clear only to a Redis that is not local, so there
+ * SWITCHYARD_REDIS_KEY is asked for by default (serve.c). */
+int redis_url_is_local(const redis_url *u);
+
 #endif

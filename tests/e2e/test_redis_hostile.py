@@ -11,7 +11,9 @@ answers every later command (PINGs of the reconnects included) the same."""
 import socket
 import threading
 
-from harness import GatewayTest, account, main, vm_kib, wait_for, HOST
+import subprocess
+
+from harness import GatewayTest, account, main, switchyard_bin, vm_kib, wait_for, HOST
 
 HUGE = b"*2000000000\r\n"
 STREAM = b":1\r\n" * (1 << 20)  # 4 MB of elements, sent 8 times after the header
@@ -90,6 +92,26 @@ class FakeRedis:
 
 
 class RedisHostileTest(GatewayTest):
+
+    def test_a_redis_off_this_machine_without_a_key_is_refused_unless_clear_text_is_accepted(self):
+        # issue 33: logins are sealed by default when the address is not local (192.0.2.1: TEST-NET,
+        # nothing answers there; a gateway that starts connects in the background and serves meanwhile)
+        g = self.gateway([account("a", self.mock.url("a"))], start=False)
+        env = dict(g.env)
+        serve = [switchyard_bin(), "serve", "--db", g.db_path, "--listen", f"{HOST}:0", "--redis",
+                 "redis://:hunter2secret@192.0.2.1:6379?pool=far"]
+        p = subprocess.run(serve, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("is not on this machine, and SWITCHYARD_REDIS_KEY is not set", p.stderr)
+        self.assertIn("SWITCHYARD_REDIS_PLAINTEXT=1", p.stderr)
+        self.assertNotIn("hunter2secret", p.stderr)  # the address is named without its password
+        for extra in ({"SWITCHYARD_REDIS_KEY": "ab" * 32}, {"SWITCHYARD_REDIS_PLAINTEXT": "1"}):
+            g.env = dict(env, **extra)
+            g.serve_args = ["--redis", "redis://192.0.2.1:6379?pool=far"]
+            g.start()  # starts: sealed, or clear text accepted
+            self.assertEqual(g.post("/v1/chat/completions", {"model": "gpt-test", "messages": [
+                {"role": "user", "content": "hi"}]}).status, 200)
+            g.stop()
 
     def test_a_reply_announcing_two_billion_elements_is_refused_and_the_instance_degrades(self):
         fake = FakeRedis()

@@ -83,6 +83,22 @@ static void test_describe_leaves_the_password_out(void)
     CHECK(!strstr(d, "hunter2"));
 }
 
+static void test_only_a_socket_localhost_127_or_v6_loopback_is_local(void)
+{
+    static const struct { const char *url; int local; } cases[] = {
+        {"redis://127.0.0.1:6379", 1},   {"redis://127.8.9.10", 1},      {"redis://localhost", 1},
+        {"redis://LOCALHOST:7000", 1},   {"redis://[::1]:6379", 1},      {"unix:///run/redis.sock", 1},
+        {"redis://10.0.0.5:6379", 0},    {"redis://192.0.2.1", 0},       {"redis://redis.internal", 0},
+        {"redis://128.0.0.1", 0},        {"redis://[2001:db8::1]", 0},   {"redis://localhost.evil.com", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        redis_url u;
+        char err[200];
+        CHECK(redis_url_parse(cases[i].url, &u, err, sizeof err) == 0);
+        CHECK_EQ_INT(redis_url_is_local(&u), cases[i].local);
+    }
+}
+
 static void test_bad_addresses_are_refused_with_a_reason_and_nothing_kept(void)
 {
     static const char *const bad[] = {
@@ -118,6 +134,7 @@ static void test_bad_addresses_are_refused_with_a_reason_and_nothing_kept(void)
 int main(void)
 {
     RUN(test_tcp_address_with_credentials_port_db_and_pool);
+    RUN(test_only_a_socket_localhost_127_or_v6_loopback_is_local);
     RUN(test_defaults_are_port_6379_db_0_pool_default_no_auth);
     RUN(test_password_alone_and_percent_encoded_at_sign);
     RUN(test_ipv6_host_in_brackets);
