@@ -7,6 +7,7 @@
  * giving way) holds each pair's reserved positions, oldest first. */
 #include "obs/metrics.h"
 #include "shared/shared_rotation.h"
+#include "shared/shared_deadline.h"
 #include "base/sbuf.h"
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -36,9 +37,9 @@ struct shared_rotation {
 };
 
 struct shared_rotation_wait {
-    shared_rotation_fn fn; /* NULL: answered at the deadline, or cancelled */
+    shared_rotation_fn fn;
     void *ud;
-    struct event *deadline;
+    shared_deadline dl; /* not open: answered at the deadline, or cancelled */
 };
 
 /* One INCR on its way. */
@@ -86,23 +87,10 @@ static rot_entry *rot_make(shared_rotation *r, uint64_t h, const char *name)
     return e;
 }
 
-static void rot_wait_finish(shared_rotation_wait *w, int64_t pos)
+static void rot_on_deadline(void *arg)
 {
-    if (w->deadline)
-        event_free(w->deadline);
-    w->deadline = NULL;
-    shared_rotation_fn fn = w->fn;
-    w->fn = NULL;
-    if (fn)
-        fn(w->ud, pos);
-}
-
-static void rot_on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    metrics_redis_wait_expired(METRICS_REDIS_WAIT_ROTATION);
-    rot_wait_finish(arg, 0); /* the local cursor decides this pick; the answer is reserved */
+    shared_rotation_wait *w = arg;
+    w->fn(w->ud, 0); /* the local cursor decides this pick; the answer, when it comes, is reserved */
 }
 
 static int rot_key(const shared_rotation *r, const char *name, char *buf, size_t n)
@@ -125,18 +113,14 @@ static void rot_on_incr(void *ud, redisReply *rep)
         }
     }
     shared_rotation_wait *w = x->w;
-    if (w && w->fn) {
-        rot_wait_finish(w, pos);
+    if (w && shared_deadline_answer(&w->dl)) {
+        w->fn(w->ud, pos);
     } else if (pos) {
         rot_entry *e = rot_find(r, x->h, x->name);
         if (e && e->n < ROT_RESERVE)
             e->reserve[e->n++] = pos;
     }
-    if (w) {
-        if (w->deadline)
-            event_free(w->deadline);
-        free(w);
-    }
+    free(w);
     free(x);
 }
 
@@ -196,20 +180,12 @@ shared_rotation_wait *shared_rotation_take(shared_rotation *r, const char *key, 
         return NULL;
     }
     rot_send(r, e, NULL); /* and one for the next pick */
-    w->deadline = evtimer_new(r->base, rot_on_deadline, w);
-    if (w->deadline) {
-        struct timeval tv = {wait_ms / 1000, (wait_ms % 1000) * 1000};
-        evtimer_add(w->deadline, &tv);
-    }
+    shared_deadline_arm(&w->dl, r->base, wait_ms, METRICS_REDIS_WAIT_ROTATION, rot_on_deadline, w);
     return w;
 }
 
 void shared_rotation_cancel(shared_rotation_wait *w)
 {
-    if (!w)
-        return;
-    if (w->deadline)
-        event_free(w->deadline);
-    w->deadline = NULL;
-    w->fn = NULL; /* freed with its answer */
+    if (w)
+        shared_deadline_cancel(&w->dl); /* freed with its answer */
 }
