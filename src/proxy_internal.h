@@ -182,6 +182,7 @@ typedef struct proxy_req {
     shared_limits_call *acct_bucket; /* an attempt waits for its account's buckets in the pool */
     int slot_granted, slot_held;     /* the slot's answer, kept while the buckets' is awaited */
     shared_bucket_verdict acct_verdict;
+    int acct_unseen;                 /* limits_unseen: the pool's word on the account's limits was not had */
     double acct_wait_s;
     int64_t acct_bucket_unused;      /* the pool's bucket took a request for this account that no attempt used */
     shared_call *cursor_wait; /* balanced: the request waits for the pool's position of its pick */

@@ -44,6 +44,11 @@ enum { METRICS_REDIS_WAIT_ASK, METRICS_REDIS_WAIT_SLOT, METRICS_REDIS_WAIT_CHAIN
 /* A round trip to Redis (the link's PING), and a wait for the pool that ran out (its kind). */
 void metrics_redis_rtt(double seconds);
 void metrics_redis_wait_expired(int kind);
+/* A request (kind key) or an attempt on an account (kind account) refused
+ * because shared_limits_fail is closed and the pool's word on a limit
+ * could not be had (route/limits_fail.h). */
+enum { METRICS_LIMITS_REFUSED_KEY, METRICS_LIMITS_REFUSED_ACCOUNT, METRICS_LIMITS_REFUSED_KINDS };
+void metrics_redis_limits_refused(int kind);
 /* An attempt translated between dialects: pair is "client>upstream" (dialect.h). */
 void metrics_translation(const char *pair);
 /* The same account is tried again after a delay (retry verdict). */
