@@ -24,6 +24,7 @@
 #include "obs/trace.h"
 #include "route/affinity.h"
 #include "route/limits_fail.h"
+#include "route/budget_hold.h"
 #include "obs/metrics.h"
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>
@@ -425,6 +426,32 @@ static void proxy_key_unchecked(proxy_req *p, const platform_key *k, limits_unse
     proxy_finish(p, 503);
 }
 
+/* A key with a budget reserves its typical request cost while the request
+ * is in flight (route/budget_hold.h); one whose reservation would cross
+ * the budget is refused as over it (429 insufficient_quota, as
+ * key_rules_check refuses a key already over). -1: refused and finished. */
+static int proxy_key_hold(proxy_req *p)
+{
+    pool_key *pk = NULL;
+    for (size_t i = 0; p->in.key_id && i < pool_key_count(p->gw->pool) && !pk; i++)
+        if (pool_key_entry(p->gw->pool, i)->k.id == p->in.key_id)
+            pk = pool_key_entry(p->gw->pool, i);
+    if (!pk || !(pk->k.budget_usd > 0))
+        return 0;
+    char why[320], msg[480];
+    budget_hold_owner o = {"key", pk->k.name, pk->k.budget_usd, pk->k.budget_period};
+    if (budget_hold_take(p->gw->policy, &o, &pk->budget, gateway_now(), &p->key_held, why, sizeof why))
+        return 0;
+    snprintf(msg, sizeof msg, "platform key '%s' is at the end of its budget: %s", pk->k.name, why);
+    trace_event(p->gw->trace, "KEY_OVER_BUDGET", "req=%llu key=%s reserved=%.4f", (unsigned long long)p->id,
+                pk->k.name, pk->budget.held);
+    proxy_drop_client_headers(p->req);
+    proxy_send_error(p, 429, "insufficient_quota", "insufficient_quota", msg);
+    snprintf(p->error_class, sizeof p->error_class, "over_budget");
+    proxy_finish(p, 429);
+    return -1;
+}
+
 /* The pool's answer for the key's rpm bucket (route/shared.h), sent with
  * the ask so that the request waits for one round trip, not two. */
 static void proxy_on_key_bucket(void *ud, shared_bucket_verdict v, double wait_s)
@@ -495,6 +522,8 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
         proxy_key_unchecked(p, k, LIMITS_UNSEEN_DOWN);
         return;
     }
+    if (proxy_key_hold(p) != 0)
+        return;
     /* both sent before either answer is awaited: one round trip */
     p->key_bucket = shared_key_bucket_take(gw->shared, in->key_id, proxy_on_key_bucket, p);
     p->ask = shared_ask_send(gw->shared, proxy_ask_build, proxy_on_asked, p);

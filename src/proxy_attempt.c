@@ -13,6 +13,7 @@
 #include "obs/trace.h"
 #include "route/account_limits.h"
 #include "route/limits_fail.h"
+#include "route/budget_hold.h"
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -310,6 +311,38 @@ double proxy_time_left(proxy_req *p)
 
 static void proxy_attempt_go(proxy_req *p, pool_account *pa);
 
+void proxy_hold_release_account(proxy_req *p)
+{
+    pool_account *pa = p->acct_held_id ? pool_find(p->gw->pool, p->acct_held_id) : NULL;
+    if (pa)
+        budget_hold_release(&pa->budget, p->acct_held);
+    p->acct_held = 0;
+    p->acct_held_id = 0;
+}
+
+/* An account with a budget: the attempt reserves its typical request cost
+ * (route/budget_hold.h), the previous attempt's reservation given back
+ * first; one whose reservation would cross the budget is skipped as over
+ * it. -1: skipped (the request went on to the next account). */
+static int proxy_account_hold(proxy_req *p, pool_account *pa)
+{
+    proxy_hold_release_account(p);
+    if (!(pa->a.budget_usd > 0))
+        return 0;
+    char why[ROUTER_WHY_MAX], detail[200];
+    budget_hold_owner o = {"account", pa->a.name, pa->a.budget_usd, pa->a.budget_period};
+    if (budget_hold_take(p->gw->policy, &o, &pa->budget, gateway_now(), &p->acct_held, detail, sizeof detail)) {
+        p->acct_held_id = pa->a.id;
+        return 0;
+    }
+    snprintf(why, sizeof why, "over_budget: %s", detail);
+    router_skip_add(&p->plan, pa, why);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                pa->a.name, why);
+    proxy_next(p);
+    return -1;
+}
+
 /* shared_limits_fail is closed and the pool's word on pa's rate or
  * concurrency limits cannot be had (route/limits_fail.h): pa is skipped as
  * a limit refusal would skip it; the request goes on to the next account. */
@@ -431,6 +464,8 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
         proxy_account_unchecked(p, pa, LIMITS_UNSEEN_DOWN);
         return;
     }
+    if (proxy_account_hold(p, pa) != 0)
+        return;
     p->slot_acct = pa->a.id;
     p->slot_granted = 1;
     p->slot_held = 0;
