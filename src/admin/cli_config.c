@@ -31,6 +31,8 @@ void cli_usage_config(FILE *f)
           "        trace_max_bytes         gateway-trace.log rotates past this size (default 67108864)\n"
           "        trace_files             rotated trace logs kept (default 4)\n"
           "        alert_webhook_url       where alerts are posted (the alert policy; none by default)\n"
+          "        shared_limits_fail      open | closed: a rate or concurrency limit Redis cannot check in\n"
+          "                                time lets the local copy decide (open, default) or refuses (closed)\n"
           "        redis                   the pool's Redis, read at start when neither --redis nor\n"
           "                                SWITCHYARD_REDIS is given (docs/scale-out.md); not shared\n"
           "  a running gateway picks up changes; serve flags and SWITCHYARD_* variables take precedence\n",
@@ -73,6 +75,7 @@ static const cli_setting cli_settings[] = {
     {"trace_max_bytes", config_trace_bytes_canonical, "whole bytes, 65536 to 1099511627776"},
     {"trace_files", config_trace_files_canonical, "a whole number of files, 1 to 100"},
     {"alert_webhook_url", config_alert_url_canonical, "an http:// or https:// URL with a host"},
+    {"shared_limits_fail", config_limits_fail_canonical, "open or closed"},
     {"redis", cli_redis_canonical, "redis://[[user]:password@]host[:port][/db][?pool=NAME] or unix://..."},
 };
 #define CLI_N_SETTINGS (sizeof cli_settings / sizeof cli_settings[0])

@@ -12,6 +12,10 @@ typedef struct budget_state {
     double start, end;   /* the window spent is for; 0/0: not loaded */
     double spent;        /* USD */
     int over;            /* the budget policy's verdict on spent (spend.c asks it) */
+    /* reservations of the requests in flight (route/budget_hold.h) */
+    double held;         /* USD reserved now, released as each request ends */
+    int holds;           /* how many requests hold a reservation */
+    double typical;      /* running average cost of its priced requests (0: none seen yet) */
 } budget_state;
 
 /* 0 if period is "month" or "<N>d" (1 <= N <= 3660), else -1. */

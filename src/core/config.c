@@ -32,6 +32,7 @@ void config_defaults(sy_config *c)
     c->capacity_wait_ms = 10000;
     c->redis_wait_ms = 50;
     c->redis_slot_ttl_s = 30;
+    snprintf(c->shared_limits_fail, sizeof c->shared_limits_fail, "open");
     snprintf(c->route_strategy, sizeof c->route_strategy, "ordered");
     snprintf(c->rotation, sizeof c->rotation, "hybrid_rotation");
     c->affinity_idle_s = 3600;
@@ -119,6 +120,11 @@ const char *config_strategy_canonical(const char *s)
     if (strcmp(s, "weighted") == 0)
         return "weighted";
     return NULL;
+}
+
+const char *config_limits_fail_canonical(const char *s)
+{
+    return strcmp(s, "open") == 0 ? "open" : strcmp(s, "closed") == 0 ? "closed" : NULL;
 }
 
 int config_rotation_valid(const char *s)
@@ -339,6 +345,17 @@ int config_from_env(sy_config *c)
             c->strategy_pinned = 1;
         }
     }
+    const char *fail = getenv("SWITCHYARD_SHARED_LIMITS_FAIL");
+    if (fail && *fail) {
+        const char *canon = config_limits_fail_canonical(fail);
+        if (!canon) {
+            log_error("SWITCHYARD_SHARED_LIMITS_FAIL=%s: expected open or closed", fail);
+            bad = 1;
+        } else {
+            snprintf(c->shared_limits_fail, sizeof c->shared_limits_fail, "%s", canon);
+            c->shared_limits_fail_pinned = 1;
+        }
+    }
     const char *rot = getenv("SWITCHYARD_ROTATION");
     if (rot && *rot) {
         if (!config_rotation_valid(rot)) {
@@ -433,6 +450,10 @@ void config_from_store(sy_config *c, struct store *st)
                              config_strategy_canonical);
     if (!c->rotation_pinned)
         config_setting_apply(st, "rotation", "rotation mode", d.rotation, c->rotation, sizeof c->rotation, config_rotation_canonical);
+    if (!c->shared_limits_fail_pinned)
+        config_setting_apply(st, "shared_limits_fail", "shared_limits_fail (a shared limit Redis cannot check)",
+                             d.shared_limits_fail, c->shared_limits_fail, sizeof c->shared_limits_fail,
+                             config_limits_fail_canonical);
     if (!c->affinity_idle_pinned)
         config_setting_apply_num(st, "affinity_idle_s", "session affinity idle time (s)", d.affinity_idle_s,
                                  &c->affinity_idle_s, config_affinity_idle_canonical);

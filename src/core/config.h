@@ -32,6 +32,7 @@ typedef struct sy_config {
     long capacity_wait_ms;     /* how long a request may wait for a cooling account to come back */
     long redis_wait_ms;        /* the longest a request waits for a Redis answer (shared/shared.h) */
     long redis_slot_ttl_s;     /* a concurrency slot not renewed this long is free (its instance died) */
+    char shared_limits_fail[8]; /* "open" | "closed": a limit whose pool's word cannot be had (shared/limits_fail.h) */
     char route_strategy[32];   /* "ordered" | "balanced" */
     char rotation[40];         /* key rotation mode */
     long affinity_idle_s;      /* a session unseen this long loses its account */
@@ -64,6 +65,7 @@ typedef struct sy_config {
     int conversation_max_rows_pinned, conversation_max_bytes_pinned, conversation_max_days_pinned;
     int request_log_max_rows_pinned, request_log_max_days_pinned, trace_max_bytes_pinned, trace_files_pinned;
     int alert_webhook_url_pinned;
+    int shared_limits_fail_pinned;
 } sy_config;
 
 void config_defaults(sy_config *c);
@@ -90,6 +92,8 @@ int config_set_admin_listen(sy_config *c, const char *s);
 int config_add_allowed_hosts(sy_config *c, const char *names);
 /* Canonical strategy name ("rr"/"round_robin" -> "balanced"); NULL if unknown. */
 const char *config_strategy_canonical(const char *s);
+/* "open" or "closed" (shared_limits_fail); NULL otherwise. */
+const char *config_limits_fail_canonical(const char *s);
 /* 1 if s names a rotation mode. */
 int config_rotation_valid(const char *s);
 /* s if it is a valid value of that numeric setting (a whole number in its
@@ -115,7 +119,8 @@ struct store;
  * affinity_idle_s, affinity_max, usage_poll_s, oauth_refresh_margin_s,
  * oauth_retry_min_s, oauth_retry_max_s, conversation_max_rows,
  * conversation_max_bytes, conversation_max_days, request_log_max_rows,
- * request_log_max_days, trace_max_bytes, trace_files, alert_webhook_url) from
+ * request_log_max_days, trace_max_bytes, trace_files, alert_webhook_url,
+ * shared_limits_fail) from
  * the database to the fields no flag or environment variable pinned. Keeps
  * the current value when the database is busy or the value is invalid.
  * Then hands the conversation and request log retention to the store's

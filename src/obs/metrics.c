@@ -84,6 +84,7 @@ static struct {
     double redis_rtt_sum;
     uint64_t redis_waits_expired[METRICS_REDIS_WAITS];
     uint64_t redis_dropped[METRICS_REDIS_DROPS];
+    uint64_t redis_limits_refused[METRICS_LIMITS_REFUSED_KINDS];
     struct { char pair[24]; uint64_t n; } translations[METRICS_PAIRS]; /* by "client>upstream" */
     uint64_t waits;
     double wait_seconds;
@@ -229,6 +230,12 @@ void metrics_redis_wait_expired(int kind)
 {
     if (kind >= 0 && kind < METRICS_REDIS_WAITS)
         M.redis_waits_expired[kind]++;
+}
+
+void metrics_redis_limits_refused(int kind)
+{
+    if (kind >= 0 && kind < METRICS_LIMITS_REFUSED_KINDS)
+        M.redis_limits_refused[kind]++;
 }
 
 void metrics_translation(const char *pair)
@@ -780,6 +787,13 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
     for (size_t i = 0; i < METRICS_REDIS_WAITS; i++)
         sbuf_printf(out, "switchyard_redis_waits_expired_total{kind=\"%s\"} %llu\n", metrics_redis_wait_kinds[i],
                     (unsigned long long)M.redis_waits_expired[i]);
+    metrics_head(out, "switchyard_redis_limits_refused_total", "counter",
+                 "Refused because shared_limits_fail is closed and Redis's word on a limit could not be had: "
+                 "key (a request, 503 limits_unavailable), account (an attempt, the account skipped).");
+    sbuf_printf(out, "switchyard_redis_limits_refused_total{kind=\"key\"} %llu\n",
+                (unsigned long long)M.redis_limits_refused[METRICS_LIMITS_REFUSED_KEY]);
+    sbuf_printf(out, "switchyard_redis_limits_refused_total{kind=\"account\"} %llu\n",
+                (unsigned long long)M.redis_limits_refused[METRICS_LIMITS_REFUSED_ACCOUNT]);
     metrics_head(out, "switchyard_redis_resyncs_total", "counter",
                  "Resynchronisations with the pool's shared state: at a (re)connect, or when its keys were found "
                  "gone while the link stayed up (FLUSHALL, eviction, a replica promoted empty).");

@@ -50,6 +50,11 @@ void metrics_redis_wait_expired(int kind);
  * could not be read. */
 enum { METRICS_REDIS_DROP_LINK_DOWN, METRICS_REDIS_DROP_IN_FLIGHT, METRICS_REDIS_DROP_UNREADABLE, METRICS_REDIS_DROPS };
 void metrics_redis_dropped(int why);
+/* A request (kind key) or an attempt on an account (kind account) refused
+ * because shared_limits_fail is closed and the pool's word on a limit
+ * could not be had (shared/limits_fail.h). */
+enum { METRICS_LIMITS_REFUSED_KEY, METRICS_LIMITS_REFUSED_ACCOUNT, METRICS_LIMITS_REFUSED_KINDS };
+void metrics_redis_limits_refused(int kind);
 /* An attempt translated between dialects: pair is "client>upstream" (dialect.h). */
 void metrics_translation(const char *pair);
 /* The same account is tried again after a delay (retry verdict). */

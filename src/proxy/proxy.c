@@ -23,6 +23,9 @@
 #include "http/conn_limit.h"
 #include "obs/trace.h"
 #include "route/affinity.h"
+#include "shared/limits_fail.h"
+#include "route/budget_hold.h"
+#include "obs/metrics.h"
 #include <event2/bufferevent.h>
 #include <event2/event_struct.h>
 #include <event2/http.h>
@@ -414,21 +417,75 @@ static void proxy_on_asked(void *ud)
         proxy_plan(p);
 }
 
+static const platform_key *proxy_key(proxy_req *p)
+{
+    for (size_t i = 0; p->in.key_id && i < pool_key_count(p->gw->pool); i++)
+        if (pool_key_at(p->gw->pool, i)->id == p->in.key_id)
+            return pool_key_at(p->gw->pool, i);
+    return NULL;
+}
+
+/* shared_limits_fail is closed and the pool's word on the key's rate limit
+ * cannot be had (shared/limits_fail.h): 503, not a request let through on
+ * the local bucket alone. */
+static void proxy_key_unchecked(proxy_req *p, const platform_key *k, limits_unseen cause)
+{
+    char why[160], msg[480];
+    limits_fail_why(p->gw, cause, why, sizeof why);
+    snprintf(msg, sizeof msg, "platform key '%s' has a rate limit, and the rate limits of this pool cannot be checked: "
+             "%s (shared_limits_fail is closed); retry shortly", k ? k->name : "?", why);
+    metrics_redis_limits_refused(METRICS_LIMITS_REFUSED_KEY);
+    trace_event(p->gw->trace, "KEY_LIMITS_UNAVAILABLE", "req=%llu key=%s reason=\"%s\"", (unsigned long long)p->id,
+                k ? k->name : "?", why);
+    proxy_drop_client_headers(p->req);
+    evhttp_add_header(evhttp_request_get_output_headers(p->req), "Retry-After", "1");
+    proxy_send_error(p, 503, "server_error", "limits_unavailable", msg);
+    snprintf(p->error_class, sizeof p->error_class, "limits_unavailable");
+    proxy_finish(p, 503);
+}
+
+/* A key with a budget reserves its typical request cost while the request
+ * is in flight (route/budget_hold.h); one whose reservation would cross
+ * the budget is refused as over it (429 insufficient_quota, as
+ * key_rules_check refuses a key already over). -1: refused and finished. */
+static int proxy_key_hold(proxy_req *p)
+{
+    pool_key *pk = NULL;
+    for (size_t i = 0; p->in.key_id && i < pool_key_count(p->gw->pool) && !pk; i++)
+        if (pool_key_entry(p->gw->pool, i)->k.id == p->in.key_id)
+            pk = pool_key_entry(p->gw->pool, i);
+    if (!pk || !(pk->k.budget_usd > 0))
+        return 0;
+    char why[320], msg[480];
+    budget_hold_owner o = {"key", pk->k.name, pk->k.budget_usd, pk->k.budget_period};
+    if (budget_hold_take(p->gw->policy, &o, &pk->budget, gateway_now(), &p->key_held, why, sizeof why))
+        return 0;
+    snprintf(msg, sizeof msg, "platform key '%s' is at the end of its budget: %s", pk->k.name, why);
+    trace_event(p->gw->trace, "KEY_OVER_BUDGET", "req=%llu key=%s reserved=%.4f", (unsigned long long)p->id,
+                pk->k.name, pk->budget.held);
+    proxy_drop_client_headers(p->req);
+    proxy_send_error(p, 429, "insufficient_quota", "insufficient_quota", msg);
+    snprintf(p->error_class, sizeof p->error_class, "over_budget");
+    proxy_finish(p, 429);
+    return -1;
+}
+
 /* The pool's answer for the key's rpm bucket (shared/shared.h), sent with
  * the ask so that the request waits for one round trip, not two. */
 static void proxy_on_key_bucket(void *ud, shared_bucket_verdict v, double wait_s)
 {
     proxy_req *p = ud;
     p->key_bucket = NULL;
+    const platform_key *k = proxy_key(p);
+    if ((v == SHARED_BUCKET_LOCAL || v == SHARED_BUCKET_FAILED) && limits_fail_key_strict(p->gw, k)) {
+        proxy_key_unchecked(p, k, v == SHARED_BUCKET_LOCAL ? LIMITS_UNSEEN_LATE : LIMITS_UNSEEN_FAILED);
+        return;
+    }
     if (v != SHARED_BUCKET_EMPTY) {
         if (!p->ask)
             proxy_plan(p);
         return;
     }
-    const platform_key *k = NULL;
-    for (size_t i = 0; i < pool_key_count(p->gw->pool) && !k; i++)
-        if (pool_key_at(p->gw->pool, i)->id == p->in.key_id)
-            k = pool_key_at(p->gw->pool, i);
     char msg[320], ra[24];
     snprintf(msg, sizeof msg, "platform key '%s' is limited to %d requests per minute across the gateways; retry in %.1fs",
              k ? k->name : "?", k ? k->max_rpm : 0, wait_s);
@@ -478,6 +535,13 @@ void proxy_start(gateway *gw, struct evhttp_request *req, request_input *in)
     const char *pin = p->in.response_id[0] ? p->in.response_id : p->in.previous_response_id;
     p->rctx = (route_ctx){in->endpoint, in->api, in->is_get, p->in.model, in->key_id, in->preferred_account,
                           pin, evhttp_find_header(hin, "x-codex-turn-state"), p->session[0] ? p->session : NULL, "", 0};
+    const platform_key *k = proxy_key(p);
+    if (limits_fail_key_strict(gw, k) && limits_fail_reach(gw) == LIMITS_UNSEEN_DOWN) {
+        proxy_key_unchecked(p, k, LIMITS_UNSEEN_DOWN);
+        return;
+    }
+    if (proxy_key_hold(p) != 0)
+        return;
     /* both sent before either answer is awaited: one round trip */
     p->key_bucket = shared_key_bucket_take(gw->shared, in->key_id, proxy_on_key_bucket, p);
     p->ask = shared_ask_send(gw->shared, proxy_ask_build, proxy_on_asked, p);

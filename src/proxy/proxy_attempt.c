@@ -12,6 +12,8 @@
 #include "obs/metrics.h"
 #include "obs/trace.h"
 #include "route/account_limits.h"
+#include "shared/limits_fail.h"
+#include "route/budget_hold.h"
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -309,6 +311,54 @@ double proxy_time_left(proxy_req *p)
 
 static void proxy_attempt_go(proxy_req *p, pool_account *pa);
 
+void proxy_hold_release_account(proxy_req *p)
+{
+    pool_account *pa = p->acct_held_id ? pool_find(p->gw->pool, p->acct_held_id) : NULL;
+    if (pa)
+        budget_hold_release(&pa->budget, p->acct_held);
+    p->acct_held = 0;
+    p->acct_held_id = 0;
+}
+
+/* An account with a budget: the attempt reserves its typical request cost
+ * (route/budget_hold.h), the previous attempt's reservation given back
+ * first; one whose reservation would cross the budget is skipped as over
+ * it. -1: skipped (the request went on to the next account). */
+static int proxy_account_hold(proxy_req *p, pool_account *pa)
+{
+    proxy_hold_release_account(p);
+    if (!(pa->a.budget_usd > 0))
+        return 0;
+    char why[ROUTER_WHY_MAX], detail[200];
+    budget_hold_owner o = {"account", pa->a.name, pa->a.budget_usd, pa->a.budget_period};
+    if (budget_hold_take(p->gw->policy, &o, &pa->budget, gateway_now(), &p->acct_held, detail, sizeof detail)) {
+        p->acct_held_id = pa->a.id;
+        return 0;
+    }
+    snprintf(why, sizeof why, "over_budget: %s", detail);
+    router_skip_add(&p->plan, pa, why);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                pa->a.name, why);
+    proxy_next(p);
+    return -1;
+}
+
+/* shared_limits_fail is closed and the pool's word on pa's rate or
+ * concurrency limits cannot be had (shared/limits_fail.h): pa is skipped as
+ * a limit refusal would skip it; the request goes on to the next account. */
+static void proxy_account_unchecked(proxy_req *p, pool_account *pa, limits_unseen cause)
+{
+    char why[ROUTER_WHY_MAX], reason[96];
+    limits_fail_why(p->gw, cause, reason, sizeof reason);
+    snprintf(why, sizeof why, "limits_unavailable: its rate or concurrency limits cannot be checked: %s "
+                              "(shared_limits_fail is closed)", reason);
+    metrics_redis_limits_refused(METRICS_LIMITS_REFUSED_ACCOUNT);
+    router_skip_add(&p->plan, pa, why);
+    trace_event(p->gw->trace, "CANDIDATE_SKIP", "req=%llu account=%s reason=\"%s\"", (unsigned long long)p->id,
+                pa->a.name, why);
+    proxy_next(p);
+}
+
 /* The slot and the buckets asked for before an attempt are both in
  * (shared/shared.h): the attempt starts, or the account is skipped. */
 static void proxy_attempt_ready(proxy_req *p)
@@ -318,7 +368,8 @@ static void proxy_attempt_ready(proxy_req *p)
     pool_account *pa = pool_find(p->gw->pool, p->slot_acct);
     char why[ROUTER_WHY_MAX];
     /* still a candidate after the wait (the local state may have moved)? */
-    if (pa && p->slot_granted && p->acct_verdict != SHARED_BUCKET_EMPTY &&
+    int unchecked = pa && p->acct_unseen && limits_fail_account_strict(p->gw, &pa->a);
+    if (pa && p->slot_granted && p->acct_verdict != SHARED_BUCKET_EMPTY && !unchecked &&
         router_available(pa, &p->rctx, gateway_now(), why, sizeof why)) {
         proxy_attempt_go(p, pa);
         return;
@@ -328,6 +379,10 @@ static void proxy_attempt_ready(proxy_req *p)
     if (pa && p->acct_bucket_unused == pa->a.id) /* the pool's bucket took a request no attempt makes */
         shared_account_bucket_give(p->gw->shared, pa);
     p->acct_bucket_unused = 0;
+    if (pa && unchecked) {
+        proxy_account_unchecked(p, pa, (limits_unseen)p->acct_unseen);
+        return;
+    }
     if (pa) {
         if (!p->slot_granted) {
             snprintf(why, sizeof why, "at its concurrency limit across the gateways (%d in flight)", p->slot_held);
@@ -351,6 +406,8 @@ static void proxy_on_slot(void *ud, int granted, int held)
     p->slot_wait = NULL;
     p->slot_granted = granted;
     p->slot_held = held;
+    if (held == SHARED_SLOT_LATE || held == SHARED_SLOT_FAILED)
+        p->acct_unseen = held == SHARED_SLOT_LATE ? LIMITS_UNSEEN_LATE : LIMITS_UNSEEN_FAILED;
     proxy_attempt_ready(p);
 }
 
@@ -362,6 +419,8 @@ static void proxy_on_acct_bucket(void *ud, shared_bucket_verdict v, double wait_
     p->acct_verdict = v;
     p->acct_wait_s = wait_s;
     p->acct_bucket_unused = v == SHARED_BUCKET_TAKEN ? p->slot_acct : 0;
+    if (v == SHARED_BUCKET_LOCAL || v == SHARED_BUCKET_FAILED)
+        p->acct_unseen = v == SHARED_BUCKET_LOCAL ? LIMITS_UNSEEN_LATE : LIMITS_UNSEEN_FAILED;
     proxy_attempt_ready(p);
 }
 
@@ -399,9 +458,18 @@ void proxy_attempt(proxy_req *p, pool_account *pa)
         proxy_next(p);
         return;
     }
+    /* shared_limits_fail closed: an account whose limits the pool cannot
+     * be asked about now is not tried on its local copy */
+    if (limits_fail_account_strict(p->gw, &pa->a) && limits_fail_reach(p->gw) == LIMITS_UNSEEN_DOWN) {
+        proxy_account_unchecked(p, pa, LIMITS_UNSEEN_DOWN);
+        return;
+    }
+    if (proxy_account_hold(p, pa) != 0)
+        return;
     p->slot_acct = pa->a.id;
     p->slot_granted = 1;
     p->slot_held = 0;
+    p->acct_unseen = LIMITS_SEEN;
     p->acct_verdict = SHARED_BUCKET_LOCAL;
     /* an account with a max_concurrency the local count allows: a slot of
      * it across the gateways first (none asked for by a lone gateway) */

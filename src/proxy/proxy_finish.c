@@ -5,6 +5,7 @@
  * reply; proxy_finish, the one way out of every request, writes the
  * request log row and trace line, charges the spend and frees it all. */
 #include "proxy/proxy_internal.h"
+#include "route/budget_hold.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "http/server.h"
@@ -512,6 +513,12 @@ void proxy_finish(proxy_req *p, int status)
     /* priced as the model the serving account was sent (after its model map) */
     rl.cost_usd = spend_cost(gw->policy, p->attempts ? p->att_model : p->in.model, p->in_tok, p->cached_tok,
                              p->out_tok);
+    /* the reservations go as the real cost comes (route/budget_hold.h) */
+    for (size_t i = 0; p->key_held > 0 && i < pool_key_count(gw->pool); i++)
+        if (pool_key_entry(gw->pool, i)->k.id == p->in.key_id)
+            budget_hold_release(&pool_key_entry(gw->pool, i)->budget, p->key_held);
+    p->key_held = 0;
+    proxy_hold_release_account(p);
     proxy_spend_charge(gw, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd, rl.ts + ms / 1000.0);
     shared_spend_tell(gw->shared, p->in.key_id, p->attempts ? p->last_acct_id : 0, rl.cost_usd);
     /* tokens and cost by account, key and the model asked for (as `switchyard usage --by model`) */

@@ -182,6 +182,9 @@ typedef struct proxy_req {
     shared_limits_call *acct_bucket; /* an attempt waits for its account's buckets in the pool */
     int slot_granted, slot_held;     /* the slot's answer, kept while the buckets' is awaited */
     shared_bucket_verdict acct_verdict;
+    double key_held, acct_held;      /* budget reservations of the request and its attempt (route/budget_hold.h) */
+    int64_t acct_held_id;            /* the account acct_held is on */
+    int acct_unseen;                 /* limits_unseen: the pool's word on the account's limits was not had */
     double acct_wait_s;
     int64_t acct_bucket_unused;      /* the pool's bucket took a request for this account that no attempt used */
     shared_call *cursor_wait; /* balanced: the request waits for the pool's position of its pick */
@@ -386,5 +389,8 @@ int proxy_stores_nothing(proxy_req *p, const pool_account *pa);
  * or_not_found: then a 404 in OpenAI's shape is the answer. */
 int proxy_record_reply(proxy_req *p, int or_not_found);
 void proxy_turn_forget(const char *id);
+
+/* The budget reservation of the request's last attempt goes (proxy_attempt.c). */
+void proxy_hold_release_account(proxy_req *p);
 
 #endif

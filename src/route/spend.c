@@ -1,5 +1,6 @@
 /* spend.c: request cost, budget charges and verdicts (see spend.h). */
 #include "route/spend.h"
+#include "route/budget_hold.h"
 #include <string.h>
 
 double spend_cost(policy_engine *pe, const char *model, long input, long cached, long output)
@@ -31,11 +32,13 @@ void spend_charge(pool *p, policy_engine *pe, int64_t key_id, int64_t account_id
         if (pk->k.id != key_id || !(pk->k.budget_usd > 0))
             continue;
         budget_charge(&pk->budget, pk->k.budget_period, usd, now);
+        budget_hold_learn(&pk->budget, usd);
         spend_judge(pe, "key", pk->k.name, pk->k.budget_usd, pk->k.budget_period, &pk->budget, now);
     }
     pool_account *pa = account_id ? pool_find(p, account_id) : NULL;
     if (pa && pa->a.budget_usd > 0) {
         budget_charge(&pa->budget, pa->a.budget_period, usd, now);
+        budget_hold_learn(&pa->budget, usd);
         spend_judge(pe, "account", pa->a.name, pa->a.budget_usd, pa->a.budget_period, &pa->budget, now);
     }
 }

@@ -272,6 +272,11 @@ void shared_spend_tell(shared *sh, int64_t key_id, int64_t account_id, double us
         sh->limits->spend(sh->limits_impl, key_id, account_id, usd);
 }
 
+int shared_limits_reachable(const shared *sh)
+{
+    return sh && sh->limits ? (sh->limits->reachable(sh->limits_impl) ? 1 : 0) : -1;
+}
+
 void shared_limits_cancel(shared *sh, shared_limits_call *c)
 {
     if (sh && sh->limits && c)

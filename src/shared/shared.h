@@ -69,8 +69,11 @@ typedef void (*shared_ask_done_fn)(void *ud);
 
 /* --- a slot of an account's max_concurrency across the gateways --- */
 /* granted 1: the attempt may start (the slot is its, or the shared count
- * could not be had in time and the local count decided); 0: the account is
- * at its limit across the gateways, inflight slots held there. */
+ * could not be had and the local count decided: then inflight says why,
+ * SHARED_SLOT_LATE or SHARED_SLOT_FAILED); 0: the account is at its limit
+ * across the gateways, inflight slots held there. */
+#define SHARED_SLOT_LATE -1   /* no answer within SHARED_ASK_MS */
+#define SHARED_SLOT_FAILED -2 /* the link dropped before the answer, or Redis answered an error */
 typedef void (*shared_slot_fn)(void *ud, int granted, int inflight);
 
 /* --- stored conversations: a chain read from the other gateways --- */
@@ -230,6 +233,7 @@ typedef enum shared_bucket_verdict {
     SHARED_BUCKET_TAKEN, /* the pool's buckets took this request */
     SHARED_BUCKET_LOCAL, /* no answer within SHARED_ASK_MS: the local bucket decides */
     SHARED_BUCKET_EMPTY, /* the pool's bucket is used up; wait_s until it holds a request again */
+    SHARED_BUCKET_FAILED, /* the link dropped before the answer, or Redis answered an error: the local bucket decides */
 } shared_bucket_verdict;
 typedef void (*shared_bucket_fn)(void *ud, shared_bucket_verdict v, double wait_s);
 typedef struct shared_limits_ops {
@@ -239,6 +243,7 @@ typedef struct shared_limits_ops {
     void (*account_tokens)(void *impl, const pool_account *pa, long tokens);
     void (*spend)(void *impl, int64_t key_id, int64_t account_id, double usd);
     void (*cancel)(void *impl, shared_limits_call *c);
+    int (*reachable)(void *impl); /* 1: the link is up now */
 } shared_limits_ops;
 /* ops on impl answer the calls below from now on (NULL, NULL: no more). */
 void shared_limits_install(shared *sh, const shared_limits_ops *ops, void *impl);
@@ -262,6 +267,11 @@ void shared_account_tokens(shared *sh, const pool_account *pa, long tokens);
  * pool's as its answer comes (no request waits for it). */
 void shared_spend_tell(shared *sh, int64_t key_id, int64_t account_id, double usd);
 void shared_limits_cancel(shared *sh, shared_limits_call *c); /* fn is not called; NULL is fine */
+/* Whether the pool's word on a limit can be asked for now: -1 the limits
+ * are not shared (a lone gateway: the local buckets and counts are the
+ * whole story), 1 the link is up, 0 it is down (a take returns NULL and the
+ * local copy decides; shared/limits_fail.h refuses instead when closed). */
+int shared_limits_reachable(const shared *sh);
 /* --- the balanced rotation, shared (docs/scale-out.md, "Routing") --- */
 /* The position of this pick of the balanced rotation of key (a platform
  * key's hash, "" none) and model, counted for the whole pool by INCR

@@ -391,7 +391,7 @@ static void sl_bucket_answer(shared_limits *sl, shared_limits_call *c, const red
     if (shared_bucket_answer_read(r, &a) != 0) {
         if (r && r->type == REDIS_REPLY_ERROR)
             log_debug("redis: a rate-limit take failed (%.*s): the local bucket decides", (int)r->len, r->str);
-        sl_take_finish(c, SHARED_BUCKET_LOCAL, 0);
+        sl_take_finish(c, SHARED_BUCKET_FAILED, 0);
         return;
     }
     double mono = ratelimit_now(), wait = 0;
@@ -644,8 +644,10 @@ static void sl_on_tick(evutil_socket_t fd, short what, void *arg)
         sl_budgets_sweep(sl);
 }
 
+static int sl_reachable(void *impl) { return sl_up(impl); }
+
 static const shared_limits_ops sl_ops = {
-    sl_key_take, sl_account_take, sl_account_give, sl_account_tokens, sl_spend, sl_cancel,
+    sl_key_take, sl_account_take, sl_account_give, sl_account_tokens, sl_spend, sl_cancel, sl_reachable,
 };
 
 shared_limits *shared_limits_new(gateway *gw)

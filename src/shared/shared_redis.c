@@ -933,7 +933,7 @@ static void shared_on_slot_deadline(evutil_socket_t fd, short what, void *arg)
 {
     log_debug("redis: no answer to a slot in time: the local count decides");
     metrics_redis_wait_expired(METRICS_REDIS_WAIT_SLOT);
-    shared_slot_finish(arg, 1, 0);
+    shared_slot_finish(arg, 1, SHARED_SLOT_LATE);
 }
 
 static int shared_slot_send(shared_redis *sr, shared_call *c);
@@ -952,7 +952,7 @@ static void shared_on_slot(void *ud, redisReply *r)
         if (shared_slot_send(sr, c) == 0)
             return;
     }
-    int granted = 1, held = 0; /* no answer (the link went down): the local count decides */
+    int granted = 1, held = SHARED_SLOT_FAILED; /* no answer (the link went down): the local count decides */
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
         r->element[1]->type == REDIS_REPLY_INTEGER) {
         granted = r->element[0]->integer == 1;

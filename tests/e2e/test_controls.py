@@ -7,6 +7,7 @@ against what the mock recorded. No timing assertions."""
 
 import json
 import os
+import threading
 
 from harness import Gateway, GatewayTest, account, admin_call, admin_get, main, wait_for
 
@@ -442,6 +443,44 @@ class BudgetTest(GatewayTest):
         g.sighup()
         wait_for(lambda: "policies reloaded" in g.log_text(), what="policy reload")
         self.assertOpenAIError(g.post("/v1/chat/completions", chat("gpt-5"), key=key), 429)
+
+    def test_concurrent_requests_of_a_key_near_its_budget_overrun_it_by_one_request_not_by_all_in_flight(self):
+        # each request takes 1.5 s and costs about $0.80; the first one alone teaches the key its typical cost
+        slow = "slow_headers,ms=1500,input_tokens=1000000,cached=400000"
+        g = self.gateway([account("a", self.mock.url("a", slow))], start=False)
+        p = g.cli("key", "add", "--db", g.db_path, "--name", "capped", "--budget", "4")
+        key = [ln for ln in p.stdout.splitlines() if ln.strip()][-1].strip()
+        g.start()
+        self.assertEqual(g.post("/v1/chat/completions", chat("gpt-5"), key=key).status, 200)
+        cost = admin_get(g, "/admin/api/keys").json()["keys"]
+        cost = next(k for k in cost if k["name"] == "capped")["budget"]["spent_usd"]
+        self.assertAlmostEqual(cost, 0.8, delta=0.05)
+        results, lock = [], threading.Lock()
+
+        def client():
+            r = g.post("/v1/chat/completions", chat("gpt-5"), key=key)
+            with lock:
+                results.append(r)
+        threads = [threading.Thread(target=client) for _ in range(12)]  # all in flight at once
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        statuses = sorted(r.status for r in results)
+        ok = statuses.count(200)
+        for r in results:
+            if r.status != 200:
+                err = self.assertOpenAIError(r, 429)
+                self.assertEqual(err["code"], "insufficient_quota")
+        g.wait_request_logs(13)
+        spent = next(k for k in admin_get(g, "/admin/api/keys").json()["keys"] if k["name"] == "capped")
+        spent = spent["budget"]["spent_usd"]
+        print(f"\nbudget $4.00, 12 concurrent requests of ~${cost:.2f}: {ok} served, spent ${spent:.2f}")
+        # $3.20 left: four reservations fit ($0.80 + 4 x $0.80 reaches $4.00); without them all 12 went
+        # (spent ~$10.40)
+        self.assertEqual(ok, 4, statuses)
+        self.assertLessEqual(spent, 4 + cost + 0.01, "the overrun is at most the one request that crosses it")
+        self.assertEqual(len(self.mock.requests("a")), 1 + ok)
 
     def test_budget_flags_are_validated(self):
         g = self.gateway([], start=False)

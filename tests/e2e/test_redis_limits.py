@@ -6,6 +6,7 @@ gateway is over on the others; with Redis gone each gateway's own bucket
 goes on from the pool's last word. Skipped, saying so, only where
 redis-server is not installed."""
 
+import signal
 import threading
 import time
 
@@ -142,6 +143,82 @@ class RedisLimitsTest(RedisGatewayTest):
         # g1 had 4 left, g2 2, g3 none, and each the refill since
         self.assertLessEqual(statuses.count(200) + g3_first.count(200), 4 + 2 + 3 * (refilled() + 1), statuses)
         self.assertEqual(len(self.mock.requests("a")), 6 + g3_first.count(200) + statuses.count(200))
+
+
+    def stopped_redis_gateway(self, accounts, env=None):
+        """One gateway of the pool with a key `team` (--rpm 100) beside its default key (no limits),
+        started and on Redis; then redis-server is stopped (SIGSTOP: up, silent). The gateway and team."""
+        g = self.gateway(accounts, env=self.env(env), start=False)
+        p = g.cli("key", "add", "--db", g.db_path, "--name", "team", "--rpm", "100")
+        team = [ln.strip() for ln in p.stdout.splitlines() if ln.strip()][-1]
+        g.admin_tok = admin_token(g)
+        g.start()
+        wait_for(lambda: "redis: resynchronised" in g.log_text(), what="the gateway to reach redis")
+        self.assertEqual(g.post("/v1/chat/completions", CHAT, key=team).status, 200)  # the pool's word had
+        self.redis.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(lambda: self.redis.proc.poll() is None and self.redis.proc.send_signal(signal.SIGCONT))
+        return g, team
+
+    def refused_metric(self, g, kind):
+        text = g.get("/metrics").text
+        line = next(ln for ln in text.splitlines()
+                    if ln.startswith('switchyard_redis_limits_refused_total{kind="%s"}' % kind))
+        return int(line.split()[-1])
+
+    def test_fail_closed_a_key_with_a_rate_limit_gets_503_limits_unavailable_while_redis_is_stopped(self):
+        accts = [account("a", self.mock.url("a"), args=("--max-rpm", "100")), account("b", self.mock.url("b"))]
+        g, team = self.stopped_redis_gateway(accts, env={"SWITCHYARD_SHARED_LIMITS_FAIL": "closed",
+                                                         "SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        served_a = len(self.mock.requests("a"))
+        # silent Redis: the 50 ms wait runs out, then (the PING check dropped the link) it is out of reach
+        whys = set()
+        for _ in range(2):
+            r = g.post("/v1/chat/completions", CHAT, key=team)
+            self.assertEqual(r.status, 503, r)
+            err = r.json()["error"]
+            self.assertEqual((err["type"], err["code"]), ("server_error", "limits_unavailable"), err)
+            self.assertIn("the rate limits of this pool cannot be checked", err["message"])
+            self.assertIn("(shared_limits_fail is closed)", err["message"])
+            self.assertGreaterEqual(int(r.headers.get("retry-after", "0")), 1)
+            whys.add("within 50 ms" if "did not answer within 50 ms" in err["message"] else err["message"])
+            if len(whys) == 1:
+                wait_for(lambda: not g.get("/health").json()["shared"]["reachable"], what="the link down")
+        self.assertIn("within 50 ms", whys)
+        self.assertTrue(any("Redis is out of reach" in w for w in whys), whys)
+        # a key without limits is served; the account with a strict limit is skipped for the one without
+        r = g.post("/v1/chat/completions", CHAT)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(len(self.mock.requests("a")), served_a, "a's limit cannot be checked: not tried")
+        self.assertEqual(len(self.mock.requests("b")), 1)
+        self.assertEqual(self.refused_metric(g, "key"), 2)
+        self.assertGreaterEqual(self.refused_metric(g, "account"), 1)
+        # the refusals are in the request log
+        def refused():
+            r = http_call(g.port, "GET", "/admin/api/requests?key=team", None,
+                          {"Authorization": f"Bearer {g.admin_tok}"})
+            rows = [q for q in r.json()["requests"] if q["status"] == 503]
+            return rows if len(rows) == 2 else None
+        reqs = wait_for(refused, what="both refusals in the request log")
+        self.assertEqual({q["error_class"] for q in reqs}, {"limits_unavailable"}, reqs)
+
+    def test_fail_closed_an_account_whose_limit_cannot_be_checked_is_skipped_and_alone_ends_503_naming_it(self):
+        g, _ = self.stopped_redis_gateway([account("a", self.mock.url("a"), args=("--max-concurrency", "4"))],
+                                          env={"SWITCHYARD_SHARED_LIMITS_FAIL": "closed"})
+        r = g.post("/v1/chat/completions", CHAT)
+        self.assertEqual(r.status, 503, r)
+        self.assertEqual(r.json()["error"]["code"], "no_available_account")
+        self.assertIn("limits_unavailable", r.json()["error"]["message"])
+        self.assertIn("shared_limits_fail is closed", r.json()["error"]["message"])
+
+    def test_fail_open_by_default_the_same_requests_are_served_by_the_local_copy_while_redis_is_stopped(self):
+        accts = [account("a", self.mock.url("a"), args=("--max-rpm", "100")), account("b", self.mock.url("b"))]
+        g, team = self.stopped_redis_gateway(accts, env={"SWITCHYARD_ROUTE_STRATEGY": "ordered"})
+        self.assertEqual(g.post("/v1/chat/completions", CHAT, key=team).status, 200)  # the wait runs out
+        wait_for(lambda: not g.get("/health").json()["shared"]["reachable"], what="the link down")
+        self.assertEqual(g.post("/v1/chat/completions", CHAT, key=team).status, 200)  # out of reach
+        self.assertEqual(g.post("/v1/chat/completions", CHAT).status, 200)
+        self.assertEqual(len(self.mock.requests("b")), 0, "a served on its local bucket")
+        self.assertEqual(self.refused_metric(g, "key"), 0)
 
 
 if __name__ == "__main__":
