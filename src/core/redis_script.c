@@ -41,8 +41,11 @@ int redis_script_eval(const redis_script *s, redis_link *l, int as_text, redis_r
         argv[argc++] = keys[i];
     for (int i = 0; i < nargs; i++)
         argv[argc++] = args[i];
-    for (int i = 0; i < argc; i++)
+    for (int i = 0; i < argc; i++) {
+        if (!argv[i])
+            return -1;
         lens[i] = strlen(argv[i]);
+    }
     return redis_link_command(l, fn, ud, argc, argv, lens);
 }
 

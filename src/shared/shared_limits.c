@@ -13,6 +13,8 @@
  * Redis restarted empty gets the spend back). */
 #include "obs/metrics.h"
 #include "shared/shared_limits.h"
+#include "shared/shared_deadline.h"
+#include "core/redis_script.h"
 #include "shared/shared.h"
 #include "shared/shared_redis.h"
 #include "shared/shared_state.h"
@@ -77,7 +79,7 @@ enum { SL_SCRIPT_BUCKET, SL_SCRIPT_SPEND, SL_SCRIPTS };
 static const char *const sl_script_text[SL_SCRIPTS] = {SL_BUCKET_LUA, SL_SPEND_LUA};
 
 /* What a command awaiting its answer is. */
-enum { SL_KEY_TAKE, SL_ACCOUNT_TAKE, SL_ACCOUNT_GIVE, SL_TOKENS, SL_SPEND, SL_LOAD };
+enum { SL_KEY_TAKE, SL_ACCOUNT_TAKE, SL_ACCOUNT_GIVE, SL_TOKENS, SL_SPEND };
 enum { SL_RPM, SL_TPM };
 
 /* A command awaiting its answer; for a take, also the caller's handle. */
@@ -87,9 +89,9 @@ struct shared_limits_call {
     int what, script;
     int64_t id;                      /* the key's or the account's (this instance's ids) */
     int nb, which[2], pm[2];         /* the buckets sent: SL_RPM/SL_TPM and their limits */
-    shared_bucket_fn fn;             /* a take's caller; NULL: answered (deadline), or cancelled */
+    shared_bucket_fn fn;             /* a take's caller, NULL none (a give, tokens, a spend) */
     void *ud;
-    struct event *deadline;
+    shared_deadline dl;              /* a take with a caller: open while it waits */
     int cancelled;
     int is_key;                      /* a spend: of a key's budget (else an account's) */
     char period[16];                 /* a spend's window */
@@ -110,7 +112,7 @@ struct shared_limits {
     gateway *gw;
     shared *sh;
     struct event *tick;
-    char sha[SL_SCRIPTS][41];  /* "" until SCRIPT LOAD answered: EVAL with the text */
+    redis_script scripts[SL_SCRIPTS]; /* by their SHA1 (core/redis_script.h) */
     shared_limits_call *calls;
     sl_budget *b;
     size_t nb, capb;
@@ -196,28 +198,15 @@ static void sl_call_unlink(shared_limits_call *c)
 
 static void sl_on_answer(void *ud, redisReply *r);
 
-/* EVALSHA (EVAL until the script is loaded) of script with keys and args;
- * c (calloc'ed) is answered by sl_on_answer. -1 (c freed): not sent. */
+/* The script (EVALSHA) with keys and args; c (calloc'ed) is answered by
+ * sl_on_answer. -1 (c freed): not sent. */
 static int sl_eval(shared_limits *sl, shared_limits_call *c, int script, int nkeys, const char **keys, int nargs,
                    const char **args)
 {
-    const char *argv[16];
-    size_t lens[16];
-    char nk[16];
-    int argc = 0;
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    argv[argc++] = sl->sha[script][0] ? "EVALSHA" : "EVAL";
-    argv[argc++] = sl->sha[script][0] ? sl->sha[script] : sl_script_text[script];
-    argv[argc++] = nk;
-    for (int i = 0; i < nkeys && argc < 16; i++)
-        argv[argc++] = keys[i];
-    for (int i = 0; i < nargs && argc < 16; i++)
-        argv[argc++] = args[i];
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
     c->sl = sl;
     c->script = script;
-    if (redis_link_command(shared_redis_link(sl->sh), sl_on_answer, c, argc, argv, lens) != 0) {
+    if (redis_script_eval(&sl->scripts[script], shared_redis_link(sl->sh), 0, sl_on_answer, c, nkeys, keys, nargs,
+                          args) != 0) {
         free(c);
         return -1;
     }
@@ -226,26 +215,6 @@ static int sl_eval(shared_limits *sl, shared_limits_call *c, int script, int nke
         sl->calls->prev = c;
     sl->calls = c;
     return 0;
-}
-
-static void sl_load(shared_limits *sl, int script)
-{
-    shared_limits_call *c = calloc(1, sizeof *c);
-    if (!c)
-        return;
-    c->what = SL_LOAD;
-    c->sl = sl;
-    c->script = script;
-    const char *argv[] = {"SCRIPT", "LOAD", sl_script_text[script]};
-    size_t lens[] = {6, 4, strlen(sl_script_text[script])};
-    if (redis_link_command(shared_redis_link(sl->sh), sl_on_answer, c, 3, argv, lens) != 0) {
-        free(c);
-        return;
-    }
-    c->next = sl->calls;
-    if (sl->calls)
-        sl->calls->prev = c;
-    sl->calls = c;
 }
 
 /* "sy:{POOL}:bucket:key:HASH:rpm" and the like into out; -1 when too long. */
@@ -258,23 +227,19 @@ static int sl_name(const shared_limits *sl, char *out, size_t n, const char *wha
 
 /* ---------- buckets ---------- */
 
-/* The take's caller goes on (once): at the answer, or at the deadline. */
+/* The take's caller goes on (once): at the answer, unless the deadline
+ * or a cancel came first. */
 static void sl_take_finish(shared_limits_call *c, shared_bucket_verdict v, double wait_s)
 {
-    if (c->deadline)
-        event_free(c->deadline);
-    c->deadline = NULL;
-    shared_bucket_fn fn = c->fn;
-    c->fn = NULL;
-    if (fn)
-        fn(c->ud, v, wait_s);
+    if (shared_deadline_answer(&c->dl) && c->fn)
+        c->fn(c->ud, v, wait_s);
 }
 
-static void sl_on_deadline(evutil_socket_t fd, short what, void *arg)
+static void sl_on_deadline(void *arg)
 {
+    shared_limits_call *c = arg;
     log_debug("redis: no answer to a rate-limit take in time: the local bucket decides");
-    metrics_redis_wait_expired(METRICS_REDIS_WAIT_LIMITS);
-    sl_take_finish(arg, SHARED_BUCKET_LOCAL, 0);
+    c->fn(c->ud, SHARED_BUCKET_LOCAL, 0);
 }
 
 /* Sends the bucket script for c's buckets (c->nb, which, pm set): keys of
@@ -299,11 +264,9 @@ static shared_limits_call *sl_bucket_send(shared_limits *sl, shared_limits_call 
     if (sl_eval(sl, c, SL_SCRIPT_BUCKET, c->nb, kp, 3 * c->nb, ap) != 0)
         return NULL;
     if (c->fn) {
-        c->deadline = evtimer_new(sl->gw->base, sl_on_deadline, c);
-        if (c->deadline) {
-            struct timeval tv = shared_wait(sl->gw->shared);
-            evtimer_add(c->deadline, &tv);
-        }
+        struct timeval tv = shared_wait(sl->gw->shared);
+        shared_deadline_arm(&c->dl, sl->gw->base, tv.tv_sec * 1000L + tv.tv_usec / 1000, METRICS_REDIS_WAIT_LIMITS,
+                            sl_on_deadline, c);
     }
     return c;
 }
@@ -378,9 +341,7 @@ static void sl_cancel(void *impl, shared_limits_call *c)
 {
     c->fn = NULL;
     c->cancelled = 1;
-    if (c->deadline)
-        event_free(c->deadline);
-    c->deadline = NULL;
+    shared_deadline_cancel(&c->dl);
 }
 
 /* The pool's levels into the local buckets (when the limits are still the
@@ -584,15 +545,8 @@ static void sl_on_answer(void *ud, redisReply *r)
         return;
     }
     sl_call_unlink(c);
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 && c->what != SL_LOAD) {
-        sl->sha[c->script][0] = '\0'; /* flushed: EVAL until loaded again */
-        sl_load(sl, c->script);
-    }
+    redis_script_missing(&sl->scripts[c->script], shared_redis_link(sl->sh), r); /* flushed: loaded again */
     switch (c->what) {
-    case SL_LOAD:
-        if (r && r->type == REDIS_REPLY_STRING && r->len == 40)
-            memcpy(sl->sha[c->script], r->str, 41);
-        break;
     case SL_SPEND:
         sl_spend_answer(sl, c, r);
         break;
@@ -600,18 +554,15 @@ static void sl_on_answer(void *ud, redisReply *r)
         sl_bucket_answer(sl, c, r);
         break;
     }
-    if (c->deadline)
-        event_free(c->deadline);
+    shared_deadline_cancel(&c->dl);
     free(c);
 }
 
 static void sl_on_up(void *ud)
 {
     shared_limits *sl = ud;
-    for (int i = 0; i < SL_SCRIPTS; i++) {
-        sl->sha[i][0] = '\0';
-        sl_load(sl, i);
-    }
+    for (int i = 0; i < SL_SCRIPTS; i++)
+        redis_script_load(&sl->scripts[i], shared_redis_link(sl->sh));
     for (size_t i = 0; i < sl->nb; i++)
         sl->b[i].synced = 0;
     sl_budgets_sweep(sl); /* the pool's totals in, this instance's pending spend out */
@@ -658,6 +609,8 @@ shared_limits *shared_limits_new(gateway *gw)
     if (!sl)
         return NULL;
     sl->gw = gw;
+    for (int i = 0; i < SL_SCRIPTS; i++)
+        redis_script_init(&sl->scripts[i], sl_script_text[i]);
     sl->sh = gw->shared;
     shared_redis_ext x = {"spend", sl_on_up, sl_on_message, sl};
     if (shared_redis_extend(gw->shared, &x) != 0) { /* not the Redis implementation */
@@ -686,9 +639,7 @@ void shared_limits_free(shared_limits *sl)
     for (shared_limits_call *c = sl->calls; c; c = c->next) { /* their answers (NULL, as the link closes) free them */
         c->sl = NULL;
         c->fn = NULL;
-        if (c->deadline)
-            event_free(c->deadline);
-        c->deadline = NULL;
+        shared_deadline_cancel(&c->dl);
     }
     if (sl->tick)
         event_free(sl->tick);

@@ -29,6 +29,8 @@
  * read back with SCAN + MGET and this instance's own rests and newer
  * logins are told again, so an outage loses nothing either side knew. */
 #include "shared/shared_redis.h"
+#include "shared/shared_deadline.h"
+#include "core/redis_script.h"
 #include "shared/shared_state.h"
 #include "shared/shared_conv.h"
 #include "route/affinity.h"
@@ -99,14 +101,14 @@ struct shared_call {
     shared_refresh_fn fn;   /* NULL: cancelled */
     /* an ask (ask != NULL): its records, its deadline, its caller */
     shared_ask *ask;
-    shared_ask_done_fn done; /* NULL: cancelled, or answered at the deadline */
-    struct event *deadline;  /* an ask's or a slot's */
+    shared_ask_done_fn done;
+    shared_deadline dl;      /* an ask's, a slot's or a chain's wait: open while the caller waits */
     /* a slot_take (slot != NULL) */
     shared_slot *slot;
-    shared_slot_fn slot_fn;  /* NULL: cancelled, or answered at the deadline */
+    shared_slot_fn slot_fn;
     /* a chain_get (chain set) */
     int chain;
-    shared_chain_fn chain_fn; /* NULL: cancelled, or answered at the deadline */
+    shared_chain_fn chain_fn;
     size_t chain_depth, chain_bytes;
     char chain_id[SHARED_CONV_ID];
     void *ud;
@@ -168,8 +170,7 @@ struct shared_redis {
     int seen_sealed;         /* a sealed value this instance cannot open was seen: it writes no login */
     int said_nokey, said_badkey;
     shared_rotation *rot;   /* the balanced rotation's positions */
-    char slot_sha[41];      /* SCRIPT LOAD's answers for the slot scripts ("" not known yet: EVAL) */
-    char renew_sha[41];
+    redis_script slot_take, slot_renew; /* the slot scripts, by their SHA1 (core/redis_script.h) */
 };
 
 static double shared_mono(void)
@@ -620,12 +621,7 @@ static void shared_redis_call_cancel(shared *sh, shared_call *c)
         return;
     }
     if (c->ask || c->slot || c->chain) { /* in flight: freed when its answer is in */
-        c->done = NULL;
-        c->slot_fn = NULL;
-        c->chain_fn = NULL;
-        if (c->deadline)
-            event_free(c->deadline);
-        c->deadline = NULL;
+        shared_deadline_cancel(&c->dl);
         return;
     }
     for (shared_call **pp = &sr->pending; *pp; pp = &(*pp)->next)
@@ -797,24 +793,11 @@ static void shared_session_heard(shared_redis *sr, const char *session, const js
     }
 }
 
-/* The ask's caller goes on (once): at the answer, or at the deadline. */
-static void shared_ask_finish(shared_call *c)
-{
-    if (c->deadline)
-        event_free(c->deadline);
-    c->deadline = NULL;
-    shared_ask_done_fn done = c->done;
-    c->done = NULL;
-    if (done)
-        done(c->ud);
-}
-
-static void shared_on_ask_deadline(evutil_socket_t fd, short what, void *arg)
+static void shared_on_ask_deadline(void *arg)
 {
     shared_call *c = arg;
     log_debug("redis: no answer to a request's ask in time: it goes on with what it knows");
-    metrics_redis_wait_expired(METRICS_REDIS_WAIT_ASK);
-    shared_ask_finish(c);
+    c->done(c->ud);
 }
 
 /* MGET's answer: each record found goes into the local copy (even after
@@ -824,7 +807,7 @@ static void shared_on_ask(void *ud, redisReply *r)
     shared_call *c = ud;
     shared_redis *sr = c->sr;
     if (sr->closing) { /* shutting down: nobody goes on */
-        c->done = NULL;
+        shared_deadline_cancel(&c->dl);
     } else if (r && r->type == REDIS_REPLY_ARRAY) {
         gateway *gw = sr->base.gw;
         double now = gateway_now();
@@ -845,7 +828,8 @@ static void shared_on_ask(void *ud, redisReply *r)
                 affinity_put(gw->affinity, key, pa->a.id, now);
         }
     }
-    shared_ask_finish(c);
+    if (shared_deadline_answer(&c->dl)) /* the caller goes on (once), unless the deadline came first */
+        c->done(c->ud);
     free(c->ask);
     free(c);
 }
@@ -890,11 +874,8 @@ static shared_call *shared_redis_ask(shared *sh, shared_ask_build_fn build, shar
         free(c);
         return NULL;
     }
-    c->deadline = evtimer_new(sh->gw->base, shared_on_ask_deadline, c);
-    if (c->deadline) {
-        struct timeval tv = shared_wait(sh);
-        evtimer_add(c->deadline, &tv);
-    }
+    shared_deadline_arm(&c->dl, sh->gw->base, sh->gw->cfg.redis_wait_ms, METRICS_REDIS_WAIT_ASK, shared_on_ask_deadline,
+                        c);
     return c;
 }
 
@@ -917,23 +898,11 @@ static void shared_slot_release(shared_redis *sr, shared_slot *sl)
         shared_cmd(sr, NULL, NULL, 3, zrem);
 }
 
-/* The caller goes on (once): at the answer, or at the deadline. */
-static void shared_slot_finish(shared_call *c, int granted, int held)
+static void shared_on_slot_deadline(void *arg)
 {
-    if (c->deadline)
-        event_free(c->deadline);
-    c->deadline = NULL;
-    shared_slot_fn fn = c->slot_fn;
-    c->slot_fn = NULL;
-    if (fn)
-        fn(c->ud, granted, held);
-}
-
-static void shared_on_slot_deadline(evutil_socket_t fd, short what, void *arg)
-{
+    shared_call *c = arg;
     log_debug("redis: no answer to a slot in time: the local count decides");
-    metrics_redis_wait_expired(METRICS_REDIS_WAIT_SLOT);
-    shared_slot_finish(arg, 1, SHARED_SLOT_LATE);
+    c->slot_fn(c->ud, 1, SHARED_SLOT_LATE);
 }
 
 static int shared_slot_send(shared_redis *sr, shared_call *c);
@@ -943,8 +912,7 @@ static void shared_on_slot(void *ud, redisReply *r)
     shared_call *c = ud;
     shared_redis *sr = c->sr;
     shared_slot *sl = c->slot;
-    if (r && r->type == REDIS_REPLY_ERROR && !sl->sent_text && !sr->closing && r->str &&
-        strncmp(r->str, "NOSCRIPT", 8) == 0) {
+    if (!sl->sent_text && !sr->closing && redis_script_missing(&sr->slot_take, sr->link, r)) {
         /* Redis lost its script cache (a restart, SCRIPT FLUSH, a failover): the text once more,
          * which caches it again for the next EVALSHA */
         log_debug("redis: the slot script is not in Redis's cache; sent again with its text");
@@ -960,8 +928,9 @@ static void shared_on_slot(void *ud, redisReply *r)
         sl->granted = granted;
     }
     if (sr->closing)
-        c->slot_fn = NULL;
-    shared_slot_finish(c, granted, held); /* a give from within (a refusal) only marks it: handled below */
+        shared_deadline_cancel(&c->dl);
+    if (shared_deadline_answer(&c->dl)) /* a give from within (a refusal) only marks it: handled below */
+        c->slot_fn(c->ud, granted, held);
     sl->answered = 1;
     if (sl->given) { /* the attempt ended first (or the call was cancelled) */
         if (sl->granted && !sr->closing)
@@ -1032,44 +1001,26 @@ static shared_call *shared_redis_slot_take(shared *sh, const pool_account *pa, u
     sl->next = sr->slots;
     sr->slots = sl;
     *slot = sl->seq;
-    c->deadline = evtimer_new(sh->gw->base, shared_on_slot_deadline, c);
-    if (c->deadline) {
-        struct timeval tv = shared_wait(sh);
-        evtimer_add(c->deadline, &tv);
-    }
+    shared_deadline_arm(&c->dl, sh->gw->base, sh->gw->cfg.redis_wait_ms, METRICS_REDIS_WAIT_SLOT,
+                        shared_on_slot_deadline, c);
     return c;
 }
 
-/* The take: EVALSHA once the script is loaded, else (or after NOSCRIPT) its text. */
+/* The take: EVALSHA, or (after NOSCRIPT) its text. */
 static int shared_slot_send(shared_redis *sr, shared_call *c)
 {
     shared_slot *sl = c->slot;
-    int sha = sr->slot_sha[0] && !sl->sent_text;
     char ttl[24];
     snprintf(ttl, sizeof ttl, "%ld", shared_slot_ttl_s(sr) * 1000);
-    const char *eval[] = {sha ? "EVALSHA" : "EVAL", sha ? sr->slot_sha : SHARED_SLOT_TAKE_LUA, "1", sl->key,
-                          sl->member, sl->limit, ttl};
-    sl->sent_text = !sha;
-    return shared_cmd(sr, shared_on_slot, c, 7, eval);
-}
-
-/* SCRIPT LOAD's answer: the script's SHA1, for EVALSHA. */
-static void shared_on_script_loaded(void *ud, redisReply *r)
-{
-    char *sha = ud; /* sr->slot_sha or sr->renew_sha: sr outlives the link's answers */
-    if (r && r->type == REDIS_REPLY_STRING && r->len == 40 && strspn(r->str, "0123456789abcdef") == 40) {
-        memcpy(sha, r->str, 40);
-        sha[40] = '\0';
-    }
+    const char *keys[] = {sl->key}, *args[] = {sl->member, sl->limit, ttl};
+    return redis_script_eval(&sr->slot_take, sr->link, sl->sent_text, shared_on_slot, c, 1, keys, 3, args);
 }
 
 /* At every connect: the slot scripts into Redis's cache (a restarted Redis has none). */
 static void shared_scripts_load(shared_redis *sr)
 {
-    const char *take[] = {"SCRIPT", "LOAD", SHARED_SLOT_TAKE_LUA};
-    const char *renew[] = {"SCRIPT", "LOAD", SHARED_SLOT_RENEW_LUA};
-    shared_cmd(sr, shared_on_script_loaded, sr->slot_sha, 3, take);
-    shared_cmd(sr, shared_on_script_loaded, sr->renew_sha, 3, renew);
+    redis_script_load(&sr->slot_take, sr->link);
+    redis_script_load(&sr->slot_renew, sr->link);
 }
 
 /* A renewal's answer: after NOSCRIPT the script is loaded again (the slot
@@ -1077,10 +1028,8 @@ static void shared_scripts_load(shared_redis *sr)
 static void shared_on_renewed(void *ud, redisReply *r)
 {
     shared_redis *sr = ud;
-    if (r && r->type == REDIS_REPLY_ERROR && !sr->closing && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        const char *renew[] = {"SCRIPT", "LOAD", SHARED_SLOT_RENEW_LUA};
-        shared_cmd(sr, shared_on_script_loaded, sr->renew_sha, 3, renew);
-    }
+    if (!sr->closing)
+        redis_script_missing(&sr->slot_renew, sr->link, r);
 }
 
 static void shared_redis_slot_give(shared *sh, uint64_t seq)
@@ -1110,12 +1059,10 @@ static void shared_slots_renew(shared_redis *sr)
         return;
     for (shared_slot *sl = sr->slots; sl; sl = sl->next)
         if (sl->answered && sl->granted && !sl->given) {
-            int sha = sr->renew_sha[0] != '\0';
             char ttl[24];
             snprintf(ttl, sizeof ttl, "%ld", shared_slot_ttl_s(sr) * 1000);
-            const char *eval[] = {sha ? "EVALSHA" : "EVAL", sha ? sr->renew_sha : SHARED_SLOT_RENEW_LUA, "1",
-                                  sl->key, sl->member, ttl};
-            shared_cmd(sr, sha ? shared_on_renewed : NULL, sr, 6, eval);
+            const char *keys[] = {sl->key}, *args[] = {sl->member, ttl};
+            redis_script_eval(&sr->slot_renew, sr->link, 0, shared_on_renewed, sr, 1, keys, 2, args);
         }
 }
 
@@ -1147,25 +1094,12 @@ static int64_t shared_conv_account(void *ud, const char *name)
     return pa ? pa->a.id : 0;
 }
 
-/* The caller goes on (once): at the answer, or at the deadline. */
-static void shared_chain_finish(shared_call *c, const conv_link *chain, size_t n, const char *missing,
-                                const char *err)
+static void shared_on_chain_deadline(void *arg)
 {
-    if (c->deadline)
-        event_free(c->deadline);
-    c->deadline = NULL;
-    shared_chain_fn fn = c->chain_fn;
-    c->chain_fn = NULL;
-    if (fn)
-        fn(c->ud, chain, n, missing, err);
-}
-
-static void shared_on_chain_deadline(evutil_socket_t fd, short what, void *arg)
-{
+    shared_call *c = arg;
     char err[96];
     snprintf(err, sizeof err, "the other gateways' record did not answer within %d ms", SHARED_CHAIN_MS);
-    metrics_redis_wait_expired(METRICS_REDIS_WAIT_CHAIN);
-    shared_chain_finish(arg, NULL, 0, "", err);
+    c->chain_fn(c->ud, NULL, 0, "", err);
 }
 
 static void shared_on_chain(void *ud, redisReply *r)
@@ -1173,8 +1107,8 @@ static void shared_on_chain(void *ud, redisReply *r)
     shared_call *c = ud;
     shared_redis *sr = c->sr;
     if (sr->closing)
-        c->chain_fn = NULL;
-    if (c->chain_fn) {
+        shared_deadline_cancel(&c->dl);
+    if (shared_deadline_answer(&c->dl)) { /* the caller goes on (once), unless the deadline came first */
         conv_link *v = NULL;
         size_t n = 0;
         char missing[SHARED_CONV_ID], err[256];
@@ -1185,11 +1119,9 @@ static void shared_on_chain(void *ud, redisReply *r)
         if (r && r->type != REDIS_REPLY_ERROR)
             shared_conv_chain_read(r, c->chain_id, c->chain_depth, c->chain_bytes, shared_conv_account, sr, &v, &n,
                                    missing, err, sizeof err);
-        shared_chain_finish(c, v, n, v ? missing : "", v ? NULL : err);
+        c->chain_fn(c->ud, v, n, v ? missing : "", v ? NULL : err);
         shared_conv_chain_free(v, n);
     }
-    if (c->deadline)
-        event_free(c->deadline);
     free(c);
 }
 
@@ -1214,11 +1146,7 @@ static shared_call *shared_redis_chain_get(shared *sh, const char *response_id, 
         free(c);
         return NULL;
     }
-    c->deadline = evtimer_new(sh->gw->base, shared_on_chain_deadline, c);
-    if (c->deadline) {
-        struct timeval tv = {0, SHARED_CHAIN_MS * 1000};
-        evtimer_add(c->deadline, &tv);
-    }
+    shared_deadline_arm(&c->dl, sh->gw->base, SHARED_CHAIN_MS, METRICS_REDIS_WAIT_CHAIN, shared_on_chain_deadline, c);
     return c;
 }
 
@@ -1546,6 +1474,8 @@ shared *shared_redis_new(gateway *gw, const redis_url *u)
     sr->base.ops = &shared_redis_ops;
     sr->base.gw = gw;
     sr->started = shared_mono();
+    redis_script_init(&sr->slot_take, SHARED_SLOT_TAKE_LUA);
+    redis_script_init(&sr->slot_renew, SHARED_SLOT_RENEW_LUA);
     snprintf(sr->prefix, sizeof sr->prefix, "sy:{%s}:", u->pool);
     snprintf(sr->channel, sizeof sr->channel, "sy:{%s}:events:%d", u->pool, u->db);
     unsigned char rnd[16];

@@ -33,9 +33,13 @@ static void test_a_call_with_too_many_arguments_is_not_sent(void)
 {
     redis_script s;
     redis_script_init(&s, "return 1");
-    const char *k[REDIS_SCRIPT_ARGS_MAX + 1] = {0};
+    const char *k[REDIS_SCRIPT_ARGS_MAX + 1];
+    for (int i = 0; i <= REDIS_SCRIPT_ARGS_MAX; i++)
+        k[i] = "k";
     CHECK_EQ_INT(redis_script_eval(&s, NULL, 0, NULL, NULL, REDIS_SCRIPT_ARGS_MAX + 1, k, 0, NULL), -1);
     CHECK_EQ_INT(redis_script_eval(&s, NULL, 0, NULL, NULL, 1, k, 0, NULL), -1); /* no link: not sent */
+    const char *none[] = {NULL};
+    CHECK_EQ_INT(redis_script_eval(&s, NULL, 0, NULL, NULL, 1, none, 0, NULL), -1); /* a missing key: not sent */
 }
 
 int main(void)
