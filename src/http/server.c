@@ -430,7 +430,12 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, request_in
     }
     /* held by requests in progress, and arriving on other connections */
     size_t others = gw->body_bytes + conn_limit_receiving(gw->conns);
-    if (others > 0 && others + len > gw->cfg.max_bodies_in_flight) {
+    /* a WebSocket's turn: admitted with this copy when its message
+     * arrived, and the share reserved for it is counted here from now on */
+    int own = conn_limit_own(gw->conns, req);
+    if (own) {
+        ws_turn_claim(evhttp_find_header(evhttp_request_get_input_headers(req), "X-Switchyard-Ws-Turn"));
+    } else if (others > 0 && others + len > gw->cfg.max_bodies_in_flight) {
         char msg[192];
         snprintf(msg, sizeof msg,
                  "the gateway holds %zu bytes of request bodies in flight; this %zu-byte body would pass its "
@@ -442,7 +447,8 @@ static int server_parse_body(struct evhttp_request *req, gateway *gw, request_in
         return -1;
     }
     if (codings.n) {
-        size_t room = others > 0 ? gw->cfg.max_bodies_in_flight - others : SIZE_MAX;
+        size_t room = others > 0 && !own && others < gw->cfg.max_bodies_in_flight
+                          ? gw->cfg.max_bodies_in_flight - others : SIZE_MAX;
         if (server_decode_body(req, gw, in, &codings, len, room) < 0)
             return -1;
     } else {
