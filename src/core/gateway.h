@@ -45,6 +45,7 @@ typedef struct gateway {
     uint64_t next_req_id;
     size_t active;            /* client requests in progress */
     size_t body_bytes;        /* request bodies held by requests in progress */
+    size_t body_reserved;     /* of which: reserved for a WebSocket turn's loopback copy (http/ws.c) */
     uint64_t refused_bodies;  /* requests refused because body_bytes would pass its budget */
     uint64_t fb_gen, fb_seen; /* health.c: policy fallbacks seen for the engine of generation fb_gen */
     double fb_at;             /* when the latest fallback was noticed, 0 never */

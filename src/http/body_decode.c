@@ -2,7 +2,11 @@
  * the decoded size (see body_decode.h). zstd through libzstd's streaming
  * decoder, gzip and deflate through zlib's inflate; each writes into the
  * output a piece at a time and never past one byte beyond the limit, so
- * the work and memory of a decompression bomb are those of the limit. */
+ * the work and memory of a decompression bomb are those of the limit.
+ * The decoder keeps its streams' state between calls (body_decoder_run),
+ * so the server can decode a slice per loop turn rather than a whole body
+ * at once (http/server.c says why slices on the loop, not a thread);
+ * body_decode is the same run to its end. */
 #include "http/body_decode.h"
 #include <limits.h>
 #include <stdint.h>
@@ -179,228 +183,349 @@ static int body_zstd_window_log(size_t limit)
     return log;
 }
 
-static body_decode_rc body_zstd(const char *in, size_t len, size_t limit, sbuf *out, char *why, size_t whylen)
+/* ---------- the decoder, a slice at a time ---------- */
+
+struct body_decoder {
+    body_codings c;
+    const char *in;
+    size_t len;
+    size_t limit;
+    int i;                 /* the coding being undone (c.n - 1 down to 0) */
+    int started;           /* its decoder is set up */
+    int done;
+    body_decode_rc rc;
+    const char *src;       /* its input: the body, or the previous stage's output */
+    size_t srclen;
+    sbuf stage[2];         /* the outputs of stages before the last */
+    sbuf out;
+    /* zstd */
+    ZSTD_DCtx *zd;
+    ZSTD_inBuffer ib;
+    size_t zlast;          /* ZSTD_decompressStream's answer: 0 when a frame has just ended */
+    int stuck;
+    /* gzip and deflate */
+    z_stream z;
+    int z_on;
+    int window_bits;       /* 31 gzip, 15 zlib, -15 raw */
+    const char *zname;
+    size_t fed;
+    int raw_next;          /* deflate with a zlib head: raw deflate is tried when zlib fails */
+    int zlib_failed;       /* it was, and as_zlib says why */
+    char as_zlib[256];
+};
+
+static sbuf *body_dst(body_decoder *d) { return d->i == 0 ? &d->out : &d->stage[d->i & 1]; }
+
+static void body_zlib_end(body_decoder *d)
 {
-    if (!len) {
-        sbuf_fmt_into(why, whylen, "invalid zstd body: it is empty (not even one frame)");
-        return BODY_DECODE_CORRUPT;
+    if (d->z_on)
+        inflateEnd(&d->z);
+    d->z_on = 0;
+}
+
+static void body_zlib_start(body_decoder *d, int window_bits)
+{
+    body_zlib_end(d);
+    memset(&d->z, 0, sizeof d->z);
+    if (inflateInit2(&d->z, window_bits) != Z_OK)
+        abort(); /* only a failed allocation */
+    d->z_on = 1;
+    d->window_bits = window_bits;
+    d->fed = 0;
+}
+
+/* Sets the stage up. Returns BODY_DECODE_OK, or an error with why filled. */
+static body_decode_rc body_stage_start(body_decoder *d, char *why, size_t whylen)
+{
+    sbuf *dst = body_dst(d);
+    sbuf_reset(dst);
+    const char *in = d->src;
+    size_t len = d->srclen;
+    d->started = 1;
+    switch (d->c.c[d->i]) {
+    case BODY_ZSTD: {
+        if (!len) {
+            sbuf_fmt_into(why, whylen, "invalid zstd body: it is empty (not even one frame)");
+            return BODY_DECODE_CORRUPT;
+        }
+        unsigned long long fcs = ZSTD_getFrameContentSize(in, len);
+        if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR)
+            body_presize(dst, fcs, d->limit);
+        if (!d->zd && !(d->zd = ZSTD_createDCtx()))
+            abort();
+        ZSTD_DCtx_reset(d->zd, ZSTD_reset_session_and_parameters);
+        ZSTD_DCtx_setParameter(d->zd, ZSTD_d_windowLogMax, body_zstd_window_log(d->limit));
+        d->ib = (ZSTD_inBuffer){in, len, 0};
+        d->zlast = 1;
+        d->stuck = 0;
+        return BODY_DECODE_OK;
     }
-    unsigned long long fcs = ZSTD_getFrameContentSize(in, len);
-    if (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != ZSTD_CONTENTSIZE_ERROR)
-        body_presize(out, fcs, limit);
-    ZSTD_DCtx *d = ZSTD_createDCtx();
-    if (!d)
-        abort();
-    ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, body_zstd_window_log(limit));
-    ZSTD_inBuffer ib = {in, len, 0};
-    size_t last = 1; /* ZSTD_decompressStream's answer: 0 when a frame has just ended */
-    int stuck = 0;
-    body_decode_rc rc = BODY_DECODE_OK;
-    for (;;) {
-        size_t room = body_room(out, limit);
+    case BODY_GZIP:
+        /* the trailer's size (mod 2^32) of the last member: right for one member */
+        if (len >= 18) {
+            const unsigned char *t = (const unsigned char *)in + len - 4;
+            body_presize(dst, (uint64_t)t[0] | (uint64_t)t[1] << 8 | (uint64_t)t[2] << 16 | (uint64_t)t[3] << 24,
+                         d->limit);
+        }
+        d->zname = "gzip";
+        body_zlib_start(d, 31);
+        d->raw_next = 0;
+        return BODY_DECODE_OK;
+    case BODY_DEFLATE: {
+        /* "deflate" is RFC 1950 zlib data, but some clients send raw deflate
+         * (RFC 1951): as browsers do, a body whose first two bytes are a zlib
+         * header is inflated as zlib, and one that is not, or fails as zlib,
+         * as raw deflate */
+        const unsigned char *b = (const unsigned char *)in;
+        int zlib_head = len >= 2 && (b[0] & 0x0f) == 8 && (b[0] >> 4) <= 7 && ((b[0] << 8) | b[1]) % 31 == 0;
+        d->zname = "deflate";
+        body_zlib_start(d, zlib_head ? 15 : -15);
+        d->raw_next = zlib_head;
+        d->zlib_failed = 0;
+        return BODY_DECODE_OK;
+    }
+    }
+    sbuf_fmt_into(why, whylen, "unsupported Content-Encoding");
+    return BODY_DECODE_UNSUPPORTED;
+}
+
+/* zstd: at least `work` bytes of output made (or the stage's end). Returns
+ * BODY_DECODE_OK with *end set when the stage is over, or an error. */
+static body_decode_rc body_zstd_step(body_decoder *d, size_t work, int *end, size_t *made, char *why,
+                                     size_t whylen)
+{
+    sbuf *out = body_dst(d);
+    while (*made < work) {
+        size_t room = body_room(out, d->limit);
         ZSTD_outBuffer ob = {out->p + out->len, room, 0};
-        size_t pos0 = ib.pos;
-        size_t r = ZSTD_decompressStream(d, &ob, &ib);
+        size_t pos0 = d->ib.pos;
+        size_t r = ZSTD_decompressStream(d->zd, &ob, &d->ib);
         if (ZSTD_isError(r)) {
             if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge)
                 sbuf_fmt_into(why, whylen,
                               "invalid zstd body: a frame needs a window larger than %zu bytes, more than the gateway "
                               "decodes (compress with level 19 or lower, without --long)",
-                              (size_t)1 << body_zstd_window_log(limit));
+                              (size_t)1 << body_zstd_window_log(d->limit));
             else
                 sbuf_fmt_into(why, whylen, "invalid zstd body: %s", ZSTD_getErrorName(r));
-            rc = BODY_DECODE_CORRUPT;
-            break;
+            return BODY_DECODE_CORRUPT;
         }
         out->len += ob.pos;
-        if (out->len > limit) {
-            rc = body_too_large("zstd", limit, why, whylen);
-            break;
+        *made += ob.pos + (d->ib.pos - pos0) + 1; /* bytes out and in: the work done */
+        if (out->len > d->limit)
+            return body_too_large("zstd", d->limit, why, whylen);
+        d->zlast = r;
+        if (d->ib.pos == d->ib.size && (ob.pos < ob.size || r == 0)) { /* all read, and no more to give */
+            if (d->zlast != 0) {
+                sbuf_fmt_into(why, whylen, "invalid zstd body: it ends inside a frame (truncated)");
+                return BODY_DECODE_CORRUPT;
+            }
+            *end = 1;
+            return BODY_DECODE_OK;
         }
-        last = r;
-        if (ib.pos == ib.size && (ob.pos < ob.size || r == 0))
-            break; /* all read, and the decoder has no more to give */
         /* the decoder moves every call it is given room and data; this only
          * guards the loop against a library that would not */
-        stuck = ob.pos == 0 && ib.pos == pos0 ? stuck + 1 : 0;
-        if (stuck > 4) {
+        d->stuck = ob.pos == 0 && d->ib.pos == pos0 ? d->stuck + 1 : 0;
+        if (d->stuck > 4) {
             sbuf_fmt_into(why, whylen, "invalid zstd body: the decoder makes no progress");
-            rc = BODY_DECODE_CORRUPT;
-            break;
+            return BODY_DECODE_CORRUPT;
         }
     }
-    if (rc == BODY_DECODE_OK && last != 0) {
-        sbuf_fmt_into(why, whylen, "invalid zstd body: it ends inside a frame (truncated)");
-        rc = BODY_DECODE_CORRUPT;
-    }
-    ZSTD_freeDCtx(d);
-    return rc;
+    return BODY_DECODE_OK;
 }
 
-/* ---------- gzip and deflate (zlib) ---------- */
-
-/* Inflates in[0..len) with zlib's window_bits (31 gzip, 15 zlib, -15 raw);
- * gzip may hold several members back to back, as `cat a.gz b.gz` makes. */
-static body_decode_rc body_inflate(const char *in, size_t len, size_t limit, int window_bits, const char *name,
-                                   sbuf *out, char *why, size_t whylen)
+/* gzip and deflate: as body_zstd_step. gzip may hold several members back
+ * to back, as `cat a.gz b.gz` makes. */
+static body_decode_rc body_zlib_step(body_decoder *d, size_t work, int *end, size_t *made, char *why,
+                                     size_t whylen)
 {
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    if (inflateInit2(&z, window_bits) != Z_OK)
-        abort(); /* only a failed allocation */
-    size_t fed = 0;
-    int ended = 0;
-    body_decode_rc rc = BODY_DECODE_OK;
-    for (;;) {
-        if (z.avail_in == 0 && fed < len) { /* avail_in is 32 bits */
-            size_t n = len - fed < UINT_MAX ? len - fed : UINT_MAX;
-            z.next_in = (Bytef *)(uintptr_t)(in + fed);
-            z.avail_in = (uInt)n;
-            fed += n;
+    sbuf *out = body_dst(d);
+    const char *name = d->zname;
+    while (*made < work) {
+        if (d->z.avail_in == 0 && d->fed < d->srclen) { /* avail_in is 32 bits */
+            size_t n = d->srclen - d->fed < UINT_MAX ? d->srclen - d->fed : UINT_MAX;
+            d->z.next_in = (Bytef *)(uintptr_t)(d->src + d->fed);
+            d->z.avail_in = (uInt)n;
+            d->fed += n;
         }
-        size_t room = body_room(out, limit);
-        z.next_out = (Bytef *)(out->p + out->len);
-        z.avail_out = (uInt)room;
-        int r = inflate(&z, Z_NO_FLUSH);
-        out->len += room - z.avail_out;
-        if (out->len > limit) {
-            rc = body_too_large(name, limit, why, whylen);
-            break;
-        }
-        int more = z.avail_in > 0 || fed < len;
+        size_t room = body_room(out, d->limit);
+        d->z.next_out = (Bytef *)(out->p + out->len);
+        d->z.avail_out = (uInt)room;
+        uInt in0 = d->z.avail_in;
+        int r = inflate(&d->z, Z_NO_FLUSH);
+        out->len += room - d->z.avail_out;
+        *made += room - d->z.avail_out + (in0 - d->z.avail_in) + 1; /* bytes out and in: the work done */
+        if (out->len > d->limit)
+            return body_too_large(name, d->limit, why, whylen);
+        int more = d->z.avail_in > 0 || d->fed < d->srclen;
         if (r == Z_STREAM_END) {
             if (!more) {
-                ended = 1;
-                break;
+                *end = 1;
+                return BODY_DECODE_OK;
             }
-            if (window_bits != 31) {
+            if (d->window_bits != 31) {
                 sbuf_fmt_into(why, whylen, "invalid %s body: bytes follow the end of the stream", name);
-                rc = BODY_DECODE_CORRUPT;
-                break;
+                return BODY_DECODE_CORRUPT;
             }
-            inflateReset(&z); /* the next gzip member */
+            inflateReset(&d->z); /* the next gzip member */
             continue;
         }
         if (r == Z_MEM_ERROR)
             abort();
         if (r == Z_NEED_DICT) {
             sbuf_fmt_into(why, whylen, "invalid %s body: it needs a preset dictionary", name);
-            rc = BODY_DECODE_CORRUPT;
-            break;
+            return BODY_DECODE_CORRUPT;
         }
-        if (r == Z_BUF_ERROR && !more)
-            break; /* all read, the stream unfinished: truncated */
+        if (r == Z_BUF_ERROR && !more) { /* all read, the stream unfinished: truncated */
+            sbuf_fmt_into(why, whylen, "invalid %s body: it ends inside the stream (truncated)", name);
+            return BODY_DECODE_CORRUPT;
+        }
         if (r != Z_OK && r != Z_BUF_ERROR) {
-            sbuf_fmt_into(why, whylen, "invalid %s body: %s", name, z.msg ? z.msg : "corrupt data");
-            rc = BODY_DECODE_CORRUPT;
-            break;
+            sbuf_fmt_into(why, whylen, "invalid %s body: %s", name, d->z.msg ? d->z.msg : "corrupt data");
+            return BODY_DECODE_CORRUPT;
         }
         if (r == Z_BUF_ERROR) { /* room and data, yet no progress: cannot happen, guarded */
             sbuf_fmt_into(why, whylen, "invalid %s body: the decoder makes no progress", name);
-            rc = BODY_DECODE_CORRUPT;
-            break;
+            return BODY_DECODE_CORRUPT;
         }
     }
-    if (rc == BODY_DECODE_OK && !ended) {
-        sbuf_fmt_into(why, whylen, "invalid %s body: it ends inside the stream (truncated)", name);
-        rc = BODY_DECODE_CORRUPT;
+    return BODY_DECODE_OK;
+}
+
+/* A stage's step, with deflate's second try: zlib data that fails as zlib
+ * is inflated as raw deflate; when that fails too, what was wrong with it
+ * as the zlib data it looks like is the clearer message (and zlib's "too
+ * large" stands without a second try). */
+static body_decode_rc body_stage_step(body_decoder *d, size_t work, int *end, size_t *made, char *why,
+                                      size_t whylen)
+{
+    if (d->c.c[d->i] == BODY_ZSTD)
+        return body_zstd_step(d, work, end, made, why, whylen);
+    body_decode_rc rc = body_zlib_step(d, work, end, made, why, whylen);
+    if (rc == BODY_DECODE_CORRUPT && d->raw_next) {
+        sbuf_copy_cstr(d->as_zlib, sizeof d->as_zlib, why);
+        d->raw_next = 0;
+        d->zlib_failed = 1;
+        sbuf_reset(body_dst(d));
+        body_zlib_start(d, -15);
+        return BODY_DECODE_OK; /* the raw try: at the next step */
     }
-    inflateEnd(&z);
+    if (rc == BODY_DECODE_CORRUPT && d->zlib_failed && why && whylen)
+        sbuf_copy_cstr(why, whylen, d->as_zlib);
     return rc;
 }
 
-static body_decode_rc body_gzip(const char *in, size_t len, size_t limit, sbuf *out, char *why, size_t whylen)
+body_decoder *body_decoder_new(const body_codings *c, const char *in, size_t len, size_t limit)
 {
-    /* the trailer's size (mod 2^32) of the last member: right for one member */
-    if (len >= 18) {
-        const unsigned char *t = (const unsigned char *)in + len - 4;
-        body_presize(out, (uint64_t)t[0] | (uint64_t)t[1] << 8 | (uint64_t)t[2] << 16 | (uint64_t)t[3] << 24, limit);
-    }
-    return body_inflate(in, len, limit, 31, "gzip", out, why, whylen);
+    body_decoder *d = calloc(1, sizeof *d);
+    if (!d)
+        abort();
+    d->c = *c;
+    d->in = in;
+    d->len = len;
+    d->limit = limit > SIZE_MAX / 4 ? SIZE_MAX / 4 : limit; /* limit + 2 never wraps */
+    d->i = c->n - 1;
+    d->src = in;
+    d->srclen = len;
+    return d;
 }
 
-/* "deflate" is RFC 1950 zlib data, but some clients send raw deflate (RFC
- * 1951): as browsers do, a body whose first two bytes are a zlib header is
- * inflated as zlib, and one that is not, or fails as zlib, as raw deflate. */
-static body_decode_rc body_deflate(const char *in, size_t len, size_t limit, sbuf *out, char *why, size_t whylen)
+/* The end, whatever it is: the output NUL-terminated, the rest let go. */
+static void body_decoder_finish(body_decoder *d, body_decode_rc rc)
 {
-    const unsigned char *b = (const unsigned char *)in;
-    int zlib_head = len >= 2 && (b[0] & 0x0f) == 8 && (b[0] >> 4) <= 7 && ((b[0] << 8) | b[1]) % 31 == 0;
-    if (!zlib_head)
-        return body_inflate(in, len, limit, -15, "deflate", out, why, whylen);
-    char as_zlib[256] = "";
-    body_decode_rc rc = body_inflate(in, len, limit, 15, "deflate", out, as_zlib, sizeof as_zlib);
-    if (rc == BODY_DECODE_CORRUPT) {
-        sbuf_reset(out);
-        body_decode_rc raw = body_inflate(in, len, limit, -15, "deflate", out, why, whylen);
-        if (raw != BODY_DECODE_CORRUPT)
-            return raw;
-    }
-    /* zlib's verdict stands (too large), or neither worked: then what was
-     * wrong with it as the zlib data it looks like is the clearer message */
-    if (rc != BODY_DECODE_OK && why && whylen)
-        sbuf_copy_cstr(why, whylen, as_zlib);
-    return rc;
+    d->done = 1;
+    d->rc = rc;
+    body_zlib_end(d);
+    if (d->zd)
+        ZSTD_freeDCtx(d->zd);
+    d->zd = NULL;
+    sbuf_free(&d->stage[0]);
+    sbuf_free(&d->stage[1]);
+    if (rc == BODY_DECODE_OK)
+        body_trim(&d->out);
+    if (d->out.p) /* the decoders write past the NUL; room for it was kept */
+        d->out.p[d->out.len] = '\0';
+    else
+        sbuf_append(&d->out, "", 0);
 }
 
-/* ---------- the stages ---------- */
-
-static body_decode_rc body_stage(body_coding coding, const char *in, size_t len, size_t limit, sbuf *out,
-                                 char *why, size_t whylen)
+body_decode_rc body_decoder_run(body_decoder *d, size_t work, int *done, char *why, size_t whylen)
 {
-    switch (coding) {
-    case BODY_ZSTD:
-        return body_zstd(in, len, limit, out, why, whylen);
-    case BODY_GZIP:
-        return body_gzip(in, len, limit, out, why, whylen);
-    case BODY_DEFLATE:
-        return body_deflate(in, len, limit, out, why, whylen);
+    if (!d->done && (d->c.n < 0 || d->c.n > BODY_MAX_CODINGS)) {
+        sbuf_fmt_into(why, whylen, "unsupported Content-Encoding: more than %d codings", BODY_MAX_CODINGS);
+        body_decoder_finish(d, BODY_DECODE_UNSUPPORTED);
     }
-    sbuf_fmt_into(why, whylen, "unsupported Content-Encoding");
-    return BODY_DECODE_UNSUPPORTED;
+    if (!d->done && d->c.n == 0) { /* identity */
+        if (d->len > d->limit) {
+            sbuf_fmt_into(why, whylen, "the request body is %zu bytes; the limit is %zu", d->len, d->limit);
+            body_decoder_finish(d, BODY_DECODE_TOO_LARGE);
+        } else {
+            sbuf_reserve(&d->out, d->len); /* exact: out is empty */
+            sbuf_append(&d->out, d->in, d->len);
+            body_decoder_finish(d, BODY_DECODE_OK);
+        }
+    }
+    /* the last coding applied is undone first; each stage's output is the
+     * next one's input, and each is held to the limit */
+    size_t spent = 0;
+    while (!d->done && spent < work) {
+        body_decode_rc rc = d->started ? BODY_DECODE_OK : body_stage_start(d, why, whylen);
+        int end = 0;
+        size_t made = 0;
+        if (rc == BODY_DECODE_OK)
+            rc = body_stage_step(d, work - spent, &end, &made, why, whylen);
+        spent += made;
+        if (rc != BODY_DECODE_OK) {
+            body_decoder_finish(d, rc);
+            break;
+        }
+        if (end) {
+            sbuf *dst = body_dst(d);
+            if (d->i + 1 < d->c.n) /* this stage's input, when it was an earlier stage's output */
+                sbuf_free(&d->stage[(d->i + 1) & 1]);
+            d->src = dst->p ? dst->p : "";
+            d->srclen = dst->len;
+            d->started = 0;
+            if (d->i-- == 0)
+                body_decoder_finish(d, BODY_DECODE_OK);
+        }
+    }
+    *done = d->done;
+    return d->done ? d->rc : BODY_DECODE_OK;
+}
+
+size_t body_decoder_held(const body_decoder *d)
+{
+    return d->stage[0].cap + d->stage[1].cap + d->out.cap;
+}
+
+void body_decoder_take(body_decoder *d, sbuf *out)
+{
+    sbuf_free(out);
+    *out = d->out;
+    d->out = (sbuf)SBUF_INIT;
+}
+
+void body_decoder_free(body_decoder *d)
+{
+    if (!d)
+        return;
+    body_zlib_end(d);
+    if (d->zd)
+        ZSTD_freeDCtx(d->zd);
+    sbuf_free(&d->stage[0]);
+    sbuf_free(&d->stage[1]);
+    sbuf_free(&d->out);
+    free(d);
 }
 
 body_decode_rc body_decode(const body_codings *c, const char *in, size_t len, size_t limit, sbuf *out,
                            char *why, size_t whylen)
 {
-    if (limit > SIZE_MAX / 4)
-        limit = SIZE_MAX / 4; /* limit + 2 never wraps */
-    sbuf_free(out); /* its memory too: what it holds after is bounded by the limit */
-    if (c->n < 0 || c->n > BODY_MAX_CODINGS) {
-        sbuf_fmt_into(why, whylen, "unsupported Content-Encoding: more than %d codings", BODY_MAX_CODINGS);
-        return BODY_DECODE_UNSUPPORTED;
-    }
-    if (!c->n) { /* identity */
-        if (len > limit) {
-            sbuf_fmt_into(why, whylen, "the request body is %zu bytes; the limit is %zu", len, limit);
-            return BODY_DECODE_TOO_LARGE;
-        }
-        sbuf_reserve(out, len); /* exact: out is empty */
-        sbuf_append(out, in, len);
-        return BODY_DECODE_OK;
-    }
-    /* the last coding applied is undone first; each stage's output is the
-     * next one's input, and each is held to the limit */
-    sbuf stage[2] = {SBUF_INIT, SBUF_INIT};
-    const char *src = in;
-    size_t srclen = len;
-    body_decode_rc rc = BODY_DECODE_OK;
-    for (int i = c->n - 1; i >= 0 && rc == BODY_DECODE_OK; i--) {
-        sbuf *dst = i == 0 ? out : &stage[i & 1];
-        sbuf_reset(dst);
-        rc = body_stage(c->c[i], src, srclen, limit, dst, why, whylen);
-        src = dst->p ? dst->p : "";
-        srclen = dst->len;
-        if (i + 1 < c->n) /* the input of this stage, when it was an earlier stage's output */
-            sbuf_free(&stage[(i + 1) & 1]);
-    }
-    sbuf_free(&stage[0]);
-    sbuf_free(&stage[1]);
-    if (rc == BODY_DECODE_OK)
-        body_trim(out);
-    if (out->p) /* the decoders write past the NUL; room for it was kept */
-        out->p[out->len] = '\0';
-    else
-        sbuf_append(out, "", 0);
+    body_decoder *d = body_decoder_new(c, in, len, limit);
+    int done = 0;
+    body_decode_rc rc = body_decoder_run(d, SIZE_MAX, &done, why, whylen);
+    body_decoder_take(d, out);
+    body_decoder_free(d);
     return rc;
 }

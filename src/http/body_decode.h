@@ -51,4 +51,22 @@ const char *body_decode_name(body_coding coding);
 body_decode_rc body_decode(const body_codings *c, const char *in, size_t len, size_t limit, sbuf *out,
                            char *why, size_t whylen);
 
+/* The same decoding a slice at a time, so that a loop can serve other work
+ * between slices (http/server.c: a body that inflates to the limit is
+ * tens of milliseconds of work, and a key holder can send many at once).
+ * in[0..len) must stay valid until the decoder is freed. */
+typedef struct body_decoder body_decoder;
+body_decoder *body_decoder_new(const body_codings *c, const char *in, size_t len, size_t limit);
+/* Decodes about work bytes' worth (bytes read plus bytes written; at
+ * least one step of the decoder), then returns. *done set: the result is
+ * the return value, as body_decode's (why filled on an error), and the
+ * body is taken with body_decoder_take. Not done: BODY_DECODE_OK. */
+body_decode_rc body_decoder_run(body_decoder *d, size_t work, int *done, char *why, size_t whylen);
+/* The memory the decoder's output holds now (its stages' too): what the
+ * body budget counts while it runs. */
+size_t body_decoder_held(const body_decoder *d);
+/* Moves the decoded body (done) into out (freed first). */
+void body_decoder_take(body_decoder *d, sbuf *out);
+void body_decoder_free(body_decoder *d);
+
 #endif

@@ -55,7 +55,12 @@
  * connection, http/ws.c) are announced by their local address and port
  * before they are accepted (conn_limit_expect_own) and take no share: they
  * would all come from one address (the gateway's), and the client they
- * serve holds its share with its own connection already.
+ * serve holds its share with its own connection already. Their bytes are
+ * not refused by the body budget either: each carries a WebSocket message
+ * admitted with the copy it makes here (http/ws.c). So they are told
+ * apart even with no per-address cap: one getsockname per loopback
+ * connection, one getpeername per connection accepted while one is
+ * announced.
  *
  * Answers: while an answer is written, the client has nothing to say, so
  * the connection's read timeout (evhttp's idle timeout, re-armed by evhttp
@@ -121,6 +126,7 @@ typedef struct conn_entry {
     int discarding;             /* refused: what the client still sends is read and dropped until linger_until */
     int unresolved;             /* on cl->unresolved: its address is not known yet */
     int upgraded;               /* a WebSocket now (conn_limit_upgrade): only counted */
+    int own;                    /* the gateway's own (a WebSocket's loopback, conn_limit_expect_own) */
     conn_addr *addr;            /* counted for this address; NULL: not counted */
     double reading_since;       /* a request's first bytes arrived then (monotonic s); 0: none pending */
     struct conn_limit *cl;
@@ -410,8 +416,8 @@ static void conn_limit_own_expire(conn_limit *cl, double now)
 
 void conn_limit_expect_own(conn_limit *cl, int fd)
 {
-    if (!cl || !cl->per_ip_cap)
-        return; /* nothing to be exempt from: no system call */
+    if (!cl)
+        return;
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     unsigned char addr[16];
@@ -449,11 +455,17 @@ static int conn_limit_is_own(conn_limit *cl, const struct sockaddr_storage *ss)
 /* The client address of e's socket as a key; 0 if it is not counted
  * (unknown, not IP, loopback when loopback clients are exempt, or one of
  * the gateway's own connections). */
-static int conn_limit_addr_key(conn_limit *cl, int fd, unsigned char key[16])
+static int conn_limit_addr_key(conn_limit *cl, conn_entry *e, int fd, unsigned char key[16])
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 || conn_limit_is_own(cl, &ss))
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    if (conn_limit_is_own(cl, &ss)) {
+        e->own = 1;
+        return 0;
+    }
+    if (!cl->per_ip_cap)
         return 0;
     memset(key, 0, 16);
     int loopback;
@@ -508,7 +520,7 @@ static void conn_limit_on_resolve(evutil_socket_t unused, short what, void *arg)
         e->unresolved = 0;
         int fd = bufferevent_getfd(e->bev);
         unsigned char key[16];
-        if (fd < 0 || !conn_limit_addr_key(cl, fd, key) || !(e->addr = conn_addr_get(cl, key)))
+        if (fd < 0 || !conn_limit_addr_key(cl, e, fd, key) || !(e->addr = conn_addr_get(cl, key)))
             continue;
         if (++e->addr->count <= cl->per_ip_cap)
             continue;
@@ -622,7 +634,7 @@ static void conn_limit_on_input(struct evbuffer *buf, const struct evbuffer_cb_i
         conn_limit_refuse_body(cl, e, 413);
         return;
     }
-    if (!cl->body_budget)
+    if (!cl->body_budget || e->own) /* own: a WebSocket message, admitted with this copy (http/ws.c) */
         return;
     size_t total = *cl->held + cl->receiving;
     if (total > cl->body_budget && total > e->receiving && e->receiving > CONN_BODY_ALLOWANCE)
@@ -699,7 +711,7 @@ static struct bufferevent *conn_limit_on_new(struct event_base *base, void *arg)
     evbuffer_add_cb(bufferevent_get_output(bev), conn_limit_on_output, e);
     conn_limit_push(&cl->conns, &cl->n, &cl->alloc, e);
     cl->n_over += (size_t)e->over;
-    if (cl->per_ip_cap && cl->resolver) {
+    if ((cl->per_ip_cap || cl->n_own) && cl->resolver) { /* its address decides, or it may be our own */
         conn_limit_push(&cl->unresolved, &cl->n_unresolved, &cl->alloc_unresolved, e);
         e->unresolved = 1;
         event_active(cl->resolver, EV_TIMEOUT, 1);
@@ -826,6 +838,15 @@ int conn_limit_request(conn_limit *cl, struct evhttp_request *req)
     if (e->over)
         cl->st.refused++;
     return e->over ? CONN_OVER_CAP : CONN_OK;
+}
+
+int conn_limit_own(conn_limit *cl, struct evhttp_request *req)
+{
+    struct evhttp_connection *c = cl ? evhttp_request_get_connection(req) : NULL;
+    struct bufferevent *bev = c ? evhttp_connection_get_bufferevent(c) : NULL;
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    conn_entry *e = fd >= 0 && (size_t)fd < cl->by_fd_len ? cl->by_fd[fd] : NULL;
+    return e && e->bev == bev && e->own;
 }
 
 void conn_limit_upgrade(conn_limit *cl, struct evhttp_request *req)

@@ -57,10 +57,14 @@ void conn_limit_upgrade(conn_limit *cl, struct evhttp_request *req);
 /* fd is a socket the gateway is connecting to its own listener (a
  * WebSocket's loopback connection, http/ws.c): when accepted, that
  * connection takes no share of its address's connections (it counts
- * against the cap like any). Call it right after connect(), before the
- * loop runs again; one announced and not accepted within 10 s is
- * forgotten. Nothing (no system call) when there is no per-address cap. */
+ * against the cap like any), and the bytes arriving on it are not refused
+ * by the body budget (the WebSocket message they carry was admitted with
+ * them). Call it right after connect(), before the loop runs again; one
+ * announced and not accepted within 10 s is forgotten. */
 void conn_limit_expect_own(conn_limit *cl, int fd);
+/* 1 when req came on one of the gateway's own connections (announced with
+ * conn_limit_expect_own): a WebSocket's turn. */
+int conn_limit_own(conn_limit *cl, struct evhttp_request *req);
 /* Counts the bytes of requests still arriving against budget, together
  * with *held (the bodies of requests in progress, kept by the caller): a
  * connection whose bytes pass it is answered 503 body_budget_exceeded. A

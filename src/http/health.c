@@ -113,9 +113,10 @@ static void health_details(gateway *gw, sbuf *b, const sbuf *reasons, size_t usa
                 cs.open, cs.cap, (unsigned long long)cs.refused, (unsigned long long)cs.accept_pauses,
                 (unsigned long long)cs.fd_refused, (unsigned long long)cs.slow_requests_closed,
                 cs.paused ? "false" : "true", cs.nofile, cs.per_ip_cap, (unsigned long long)cs.refused_per_ip);
-    sbuf_printf(b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"bytes_receiving\":%zu,\"budget\":%zu,"
-                    "\"refused\":%llu}",
-                gw->body_bytes, cs.bytes_receiving, gw->cfg.max_bodies_in_flight,
+    sbuf_printf(b, ",\"request_bodies\":{\"bytes_in_flight\":%zu,\"bytes_reserved\":%zu,\"bytes_receiving\":%zu,"
+                    "\"budget\":%zu,\"refused\":%llu}",
+                gw->body_bytes - gw->body_reserved, gw->body_reserved, cs.bytes_receiving,
+                gw->cfg.max_bodies_in_flight,
                 (unsigned long long)(gw->refused_bodies + cs.bodies_refused));
     sbuf_printf(b, ",\"log_lines_suppressed\":%lu,\"instance\":\"%s\"}\n", log_suppressed(), gw->instance);
 }

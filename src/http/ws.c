@@ -48,14 +48,34 @@
  * WS_LOW_WATER. A client that does not read at all is cut off by the
  * write timeout (the client idle timeout), or at WS_MAX_OUTPUT bytes.
  *
- * Limits: a message at most the body limit (wslay closes with 1009 past
- * it); a message being received counts against the in-flight body budget
- * (SWITCHYARD_MAX_BODIES_IN_FLIGHT) with its declared length from its
- * frame's head, when wslay allocates that much, until it is whole or the
- * socket goes: past the budget the socket is closed with 1013 (ws_recv_cb);
+ * Limits: a message at most the body limit (closed with 1009 past it);
  * idle connections closed (1000) after WS_IDLE_S; every connection
  * after WS_MAX_AGE_S (1001; the 60 minutes of OpenAI's endpoint), after
- * its turn if one is running; a stopping gateway closes idle ones (1001). */
+ * its turn if one is running; a stopping gateway closes idle ones (1001).
+ *
+ * Memory: the body budget (SWITCHYARD_MAX_BODIES_IN_FLIGHT) counts what a
+ * message really costs, and there is as little of it as can be (issue 33:
+ * a message was held five times over, counted once). wslay does not buffer
+ * data frames (no_buffering): their payloads go into the connection's own
+ * buffer, sized from each frame's declared length, instead of wslay's
+ * chunks and the copy it flattens them into. The request is written over
+ * that buffer (ws_frame_request), the loopback request refers to it
+ * (evbuffer_add_reference, no copy), and the turn's input is recorded from
+ * it only when the turn completes. So a message is held twice while its
+ * turn runs: once here (kept for a retry and the record) and once by the
+ * request the loopback connection carries (its arriving bytes, then the
+ * proxy's body). Both are charged: from its first frame a message is
+ * counted with its declared length (msg_held) and the same again reserved
+ * for the loopback copy (msg_reserved), so a message is admitted only if
+ * twice its size fits (ws_frame_count; one alone always may, the HTTP
+ * rule); past the budget the socket is closed with 1013. The reservation
+ * is handed to the server when it takes the loopback request
+ * (ws_turn_claim, from http/server.c: the request is neither checked
+ * against the budget again nor refused while it arrives, conn_limit_own),
+ * and the proxy then counts its body as any. What stays charged here
+ * until the turn ends is the message (turn_held). A bare HTTP body is held
+ * about twice too (the body and its parse), counted once: the budget
+ * bounds both within about twice itself (docs/security.md). */
 #include "http/ws.h"
 #include "http/conn_limit.h"
 #include "http/ws_turn.h"
@@ -94,6 +114,13 @@
 #define WS_MAX_OUTPUT ((size_t)64 << 20)
 #define WS_ERR_BODY_MAX ((size_t)64 << 10)
 
+/* A turn's body, referred to by the loopback request's buffer (no copy):
+ * freed by the last of the two to let go. */
+typedef struct ws_lent {
+    char *p;
+    int refs;
+} ws_lent;
+
 typedef struct ws_conn {
     gateway *gw;
     struct evhttp_connection *evcon;   /* the client's (evhttp's, kept until the end) */
@@ -112,8 +139,15 @@ typedef struct ws_conn {
     int failed;                        /* a protocol error: our close frame written, the rest waits for the end */
     int input_paused;                  /* the client owes reading more than WS_HIGH_WATER: it is not read */
     uint64_t frame_left;               /* bytes of the frame being handed to wslay (head and payload) */
-    size_t msg_held;                   /* the message being received: its frames' declared lengths, in
-                                        * gw->body_bytes until it is whole (ws_held_release) */
+    uint64_t id;                       /* names its turns to the server (ws_turn_claim) */
+    sbuf msg;                          /* the message being received (data frames' payloads) */
+    int frame_data;                    /* the frame wslay is reading belongs to it (not a control frame) */
+    size_t msg_held;                   /* its frames' declared lengths, in gw->body_bytes until it is
+                                        * whole (then turn_held) or dropped (ws_held_release) */
+    size_t msg_reserved;               /* as much again, in gw->body_bytes: the loopback copy's */
+    size_t turn_held;                  /* the turn's message (c->turn.body), in gw->body_bytes */
+    size_t turn_reserved;              /* its loopback copy's share, until the server claims it */
+    struct ws_lent *turn_lent;         /* c->turn's body once referred to by a loopback request */
     double msg_since;                  /* when its first frame was counted: it must be whole within
                                         * client_request_timeout_s, as an HTTP request must (ws_on_tick) */
     conv_link last;                    /* the connection's last response (heap strings) */
@@ -137,6 +171,7 @@ typedef struct ws_conn {
 
 static ws_conn *ws_all;
 static size_t ws_n;
+static uint64_t ws_next_id;
 static double ws_max_age_s = WS_MAX_AGE_S, ws_idle_s = WS_IDLE_S;
 
 size_t ws_open_count(void) { return ws_n; }
@@ -211,11 +246,60 @@ static int ws_accept_key(const char *key, char out[29])
 
 static void ws_fail(ws_conn *c, uint16_t code, const char *reason);
 
-/* The message being received stops counting against the body budget. */
+/* The message being received is dropped: it stops counting against the body budget. */
 static void ws_held_release(ws_conn *c)
 {
-    c->gw->body_bytes -= c->msg_held;
-    c->msg_held = 0;
+    c->gw->body_bytes -= c->msg_held + c->msg_reserved;
+    c->gw->body_reserved -= c->msg_reserved;
+    c->msg_held = c->msg_reserved = 0;
+    sbuf_free(&c->msg);
+}
+
+static void ws_lent_drop(ws_lent *l)
+{
+    if (--l->refs == 0) {
+        free(l->p);
+        free(l);
+    }
+}
+
+static void ws_lent_cleanup(const void *data, size_t len, void *arg)
+{
+    ws_lent_drop(arg);
+}
+
+/* Frees the turn's request; its body goes when the loopback buffer lets go of it too. */
+static void ws_turn_free_request(ws_conn *c)
+{
+    if (c->turn_lent) {
+        c->turn.body = (sbuf)SBUF_INIT; /* the lent body's */
+        ws_lent_drop(c->turn_lent);
+        c->turn_lent = NULL;
+    }
+    ws_request_free(&c->turn);
+}
+
+/* The turn is over (or goes with its connection): its charges end. */
+static void ws_turn_release(ws_conn *c)
+{
+    c->gw->body_bytes -= c->turn_held + c->turn_reserved;
+    c->gw->body_reserved -= c->turn_reserved;
+    c->turn_held = c->turn_reserved = 0;
+}
+
+void ws_turn_claim(const char *id)
+{
+    char *end;
+    unsigned long long n = id ? strtoull(id, &end, 10) : 0;
+    if (!n || *end)
+        return;
+    for (ws_conn *c = ws_all; c; c = c->next)
+        if (c->id == n) {
+            c->gw->body_bytes -= c->turn_reserved;
+            c->gw->body_reserved -= c->turn_reserved;
+            c->turn_reserved = 0;
+            return;
+        }
 }
 
 /* A frame's head at the front of in: its size (2 to 14 bytes) and
@@ -240,32 +324,70 @@ static size_t ws_frame_head(struct evbuffer *in, int *opcode, uint64_t *payload)
     return need;
 }
 
-/* A data frame about to be handed to wslay, which allocates its declared
- * length at once: counted in the body budget with the rest of its message,
- * or, when that passes the budget while other bodies are in flight (the
- * HTTP rule: one body alone may take it all), the socket is closed with
- * 1013 and nothing is allocated. A frame wslay refuses itself (past the
- * body limit: 1009) is left to it. Returns -1 when refused. */
+/* A data frame about to be handed to wslay, whose payload goes into the
+ * message's buffer (sized for it at once, ws_on_frame_start): counted in
+ * the body budget with the rest of its message, twice (the loopback copy's
+ * share reserved; see the top), or, when that passes the budget while
+ * other bodies are in flight (the HTTP rule: one body alone may take it
+ * all), the socket is closed with 1013 and nothing is allocated. A frame
+ * past the body limit wslay refuses itself (1009); a message whose frames
+ * pass it together is closed here the same way (wslay, not buffering,
+ * checks each frame only). Returns -1 when refused. */
 static int ws_frame_count(ws_conn *c, int opcode, uint64_t payload)
 {
     gateway *gw = c->gw;
-    if (opcode > WSLAY_BINARY_FRAME || !payload || payload > gw->cfg.max_body - c->msg_held)
+    if (opcode > WSLAY_BINARY_FRAME || !payload || payload > gw->cfg.max_body)
         return 0;
-    size_t others = gw->body_bytes - c->msg_held + conn_limit_receiving(gw->conns);
-    size_t want = c->msg_held + (size_t)payload;
+    if (payload > gw->cfg.max_body - c->msg_held) {
+        ws_fail(c, 1009, "the message is larger than a request body may be");
+        return -1;
+    }
+    size_t mine = c->msg_held + c->msg_reserved;
+    size_t others = gw->body_bytes - mine + conn_limit_receiving(gw->conns);
+    size_t want = 2 * (c->msg_held + (size_t)payload);
     size_t budget = gw->cfg.max_bodies_in_flight;
     if (others > 0 && (others >= budget || want > budget - others)) {
         gw->refused_bodies++;
-        log_info("websocket: a %zu-byte message would pass the body budget (%zu bytes in flight of %zu)", want,
-                 others, gw->cfg.max_bodies_in_flight);
+        log_info("websocket: a %zu-byte message (twice that held while its turn runs) would pass the body budget "
+                 "(%zu bytes in flight of %zu)", want / 2, others, gw->cfg.max_bodies_in_flight);
         ws_fail(c, 1013, "the gateway holds too many request bodies: try again later");
         return -1;
     }
     if (!c->msg_held)
         c->msg_since = ws_now();
-    c->msg_held = want;
-    gw->body_bytes += (size_t)payload;
+    c->msg_held += (size_t)payload;
+    c->msg_reserved += (size_t)payload;
+    gw->body_bytes += 2 * (size_t)payload;
+    gw->body_reserved += (size_t)payload;
     return 0;
+}
+
+/* A frame's head, read by wslay: a data frame's payload goes into the
+ * message's buffer, grown to the exact size (its length was counted in
+ * ws_frame_count; a doubling would hold up to twice that). */
+static void ws_on_frame_start(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_start_arg *arg,
+                              void *ud)
+{
+    ws_conn *c = ud;
+    c->frame_data = arg->opcode <= WSLAY_BINARY_FRAME;
+    if (!c->frame_data || !arg->payload_length || c->failed)
+        return;
+    size_t cap = c->msg.len + (size_t)arg->payload_length + 1;
+    if (cap > c->msg.cap) {
+        char *p = realloc(c->msg.p, cap);
+        if (!p)
+            abort(); /* same policy as sbuf */
+        c->msg.p = p;
+        c->msg.cap = cap;
+    }
+}
+
+static void ws_on_frame_chunk(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_chunk_arg *arg,
+                              void *ud)
+{
+    ws_conn *c = ud;
+    if (c->frame_data && !c->failed && arg->data_length)
+        sbuf_append(&c->msg, arg->data, arg->data_length);
 }
 
 /* wslay's read: one frame at a time, its head only once it has all
@@ -605,8 +727,16 @@ static void ws_on_turn_done(struct evhttp_request *req, void *arg)
             ws_send_error(c, 502, "server_error", "gateway_unreachable",
                           "the gateway could not serve the turn; retry it");
         }
-        if (c->collect.completed)
+        if (c->collect.completed) {
+            /* the input recorded only now, from the request kept for a retry:
+             * not a second copy of a large message for the whole turn */
+            char prev[CONVERSATION_ID_MAX];
+            int store_flag;
+            if (conversation_record_input(c->turn.body.p, c->turn.body.len, &c->turn_input, prev, &store_flag) != 0)
+                sbuf_reset(&c->turn_input);
             ws_last_set(c, c->collect.response_id, &c->turn_input, c->collect.output.p, c->collect.output.len);
+            sbuf_free(&c->turn_input);
+        }
     }
     ws_turn_end(c);
 }
@@ -616,8 +746,8 @@ static void ws_on_turn_done(struct evhttp_request *req, void *arg)
 static int ws_header_stays(const char *name)
 {
     static const char *const skip[] = {"Host", "Connection", "Upgrade", "Content-Length", "Content-Type",
-                                       "Transfer-Encoding", "Accept", "Accept-Encoding", "Keep-Alive", "TE",
-                                       "Trailer", "Expect"};
+                                       "Content-Encoding", "Transfer-Encoding", "Accept", "Accept-Encoding",
+                                       "Keep-Alive", "TE", "Trailer", "Expect", "X-Switchyard-Ws-Turn"};
     for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
         if (strcasecmp(name, skip[i]) == 0)
             return 1;
@@ -683,7 +813,23 @@ static void ws_turn_send(ws_conn *c)
     }
     for (size_t i = 0; i < r->n_headers; i++)
         evhttp_add_header(out, r->headers[i].name, r->headers[i].value);
-    evbuffer_add(evhttp_request_get_output_buffer(req), r->body.p, r->body.len);
+    char id[24];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)c->id);
+    evhttp_add_header(out, "X-Switchyard-Ws-Turn", id); /* the server claims the reservation by it */
+    /* a reference, not a copy; the bytes are freed by whichever lets go
+     * last, the turn or the connection's buffer (an answer can come before
+     * the request is all written: a refusal) */
+    if (!c->turn_lent) {
+        c->turn_lent = malloc(sizeof *c->turn_lent);
+        if (!c->turn_lent)
+            abort(); /* same policy as sbuf */
+        c->turn_lent->p = r->body.p;
+        c->turn_lent->refs = 1;
+    }
+    c->turn_lent->refs++;
+    if (evbuffer_add_reference(evhttp_request_get_output_buffer(req), r->body.p, r->body.len, ws_lent_cleanup,
+                               c->turn_lent) != 0)
+        c->turn_lent->refs--;
     struct bufferevent *lb = evhttp_connection_get_bufferevent(c->loop);
     c->turn_reused = bufferevent_getfd(lb) >= 0; /* -1: not connected (new, or reset after a close) */
     c->turn_req = req;
@@ -705,7 +851,8 @@ static void ws_turn_end(ws_conn *c)
 {
     c->busy = 0;
     c->turn_retry = 0;
-    ws_request_free(&c->turn);
+    ws_turn_free_request(c);
+    ws_turn_release(c);
     c->last_active = ws_now();
     if (c->close_after_turn)
         ws_close(c, 1001, "connection lifetime reached");
@@ -724,12 +871,43 @@ static void ws_turn_reset(ws_conn *c)
     c->turn_retried = 0;
 }
 
-/* One text message from the client. */
-static void ws_on_message(ws_conn *c, const char *msg, size_t len)
+/* The turn's request is larger than its message (a continuation rebuilt
+ * with the last response): the difference is charged, twice, unless that
+ * passes the budget beside other bodies. Returns -1 when refused (an error
+ * event, as the loopback request would have been answered). */
+static int ws_turn_charge(ws_conn *c, size_t len)
+{
+    gateway *gw = c->gw;
+    size_t mine = c->msg_held + c->msg_reserved;
+    if (len <= c->msg_held)
+        return 0;
+    size_t others = gw->body_bytes - mine + conn_limit_receiving(gw->conns);
+    size_t budget = gw->cfg.max_bodies_in_flight;
+    if (others > 0 && (others >= budget || 2 * len > budget - others)) {
+        gw->refused_bodies++;
+        char msg[224];
+        snprintf(msg, sizeof msg,
+                 "the gateway holds %zu bytes of request bodies in flight; this %zu-byte continuation would pass its "
+                 "budget of %zu bytes: retry shortly",
+                 others, len, budget);
+        ws_send_error(c, 503, "server_error", "body_budget_exceeded", msg);
+        return -1;
+    }
+    size_t more = len - c->msg_held;
+    gw->body_bytes += 2 * more;
+    gw->body_reserved += more;
+    c->msg_held += more;
+    c->msg_reserved += more;
+    return 0;
+}
+
+/* One text message from the client (taken: its buffer becomes the turn's request). */
+static void ws_on_message(ws_conn *c, sbuf *msg)
 {
     c->last_active = ws_now();
     ws_request r;
-    ws_frame_kind kind = ws_frame_request(msg, len, c->last.response_id ? &c->last : NULL, &r);
+    size_t len = msg->len;
+    ws_frame_kind kind = ws_frame_request(msg, c->last.response_id ? &c->last : NULL, &r);
     static const char *const kinds[] = {"a turn", "a warm-up", "an acknowledgement", "a bad message"};
     log_debug("websocket: %s (%zu bytes)%s", kinds[kind], len,
               r.chained ? ", continuing the last response: sent whole" : "");
@@ -761,13 +939,16 @@ static void ws_on_message(ws_conn *c, const char *msg, size_t len)
         ws_request_free(&r);
         return;
     }
+    if (ws_turn_charge(c, r.chained ? r.body.cap : r.body.len) != 0) { /* rebuilt: its own buffer */
+        ws_request_free(&r);
+        return;
+    }
     ws_turn_reset(c);
-    char prev[CONVERSATION_ID_MAX];
-    int store_flag;
-    if (conversation_record_input(r.body.p, r.body.len, &c->turn_input, prev, &store_flag) != 0)
-        sbuf_reset(&c->turn_input); /* the HTTP path answers what is wrong with it */
     c->busy = 1;
     c->turn = r; /* the turn's now: freed when it ends */
+    c->turn_held = c->msg_held; /* the message's charges are the turn's */
+    c->turn_reserved = c->msg_reserved;
+    c->msg_held = c->msg_reserved = 0;
     ws_turn_send(c);
 }
 
@@ -776,13 +957,16 @@ static void ws_on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_m
     ws_conn *c = ud;
     if (c->dead)
         return;
-    if (arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME)
-        ws_held_release(c); /* whole: a turn's body is counted again as the proxy holds it */
-    if (arg->opcode == WSLAY_TEXT_FRAME)
-        ws_on_message(c, (const char *)arg->msg, arg->msg_length);
-    else if (arg->opcode == WSLAY_BINARY_FRAME)
+    if (arg->opcode == WSLAY_TEXT_FRAME) {
+        sbuf m = c->msg; /* not buffered by wslay: the payloads are in c->msg */
+        c->msg = (sbuf)SBUF_INIT;
+        ws_on_message(c, &m); /* a turn takes over the message's charges */
+        sbuf_free(&m);
+        ws_held_release(c); /* what is not a turn's any more */
+    } else if (arg->opcode == WSLAY_BINARY_FRAME) {
+        ws_held_release(c);
         ws_close(c, 1003, "binary messages are not served");
-    else if (arg->opcode == WSLAY_CONNECTION_CLOSE && arg->msg_length == 1) /* a code is two bytes */
+    } else if (arg->opcode == WSLAY_CONNECTION_CLOSE && arg->msg_length == 1) /* a code is two bytes */
         ws_fail(c, 1002, "a close frame of one byte");
     else if (arg->opcode == WSLAY_CONNECTION_CLOSE)
         log_debug("websocket: the client closed (%u)", arg->status_code);
@@ -852,7 +1036,8 @@ static void ws_free(ws_conn *c)
     ws_held_release(c);
     if (c->loop) /* a turn still running goes with it: the proxy sees its client go and cancels */
         evhttp_connection_free(c->loop);
-    ws_request_free(&c->turn);
+    ws_turn_free_request(c);
+    ws_turn_release(c);
     event_free(c->tick);
     event_free(c->later);
     wslay_event_context_free(c->ctx);
@@ -997,7 +1182,8 @@ int ws_upgrade(gateway *gw, struct evhttp_request *req, ws_refusal *why)
     c->evcon = evcon;
     c->upgrade = req;
     c->bev = bev;
-    struct wslay_event_callbacks cb = {ws_recv_cb, ws_send_cb, NULL, NULL, NULL, NULL, ws_on_msg};
+    struct wslay_event_callbacks cb = {ws_recv_cb,       ws_send_cb,         NULL, ws_on_frame_start,
+                                       ws_on_frame_chunk, NULL,               ws_on_msg};
     c->tick = event_new(gw->base, -1, EV_PERSIST, ws_on_tick, c);
     c->later = event_new(gw->base, -1, 0, ws_on_later, c);
     if (ws_local_address(c, fd) != 0 || !c->tick || !c->later ||
@@ -1010,6 +1196,8 @@ int ws_upgrade(gateway *gw, struct evhttp_request *req, ws_refusal *why)
         return ws_refuse(why, 500, "server_error", "the gateway cannot take the connection over");
     }
     wslay_event_config_set_max_recv_msg_length(c->ctx, gw->cfg.max_body);
+    wslay_event_config_set_no_buffering(c->ctx, 1); /* data frames go to c->msg (see the top) */
+    c->id = ++ws_next_id;
     sse_init(&c->sse, ws_on_sse, c);
     ws_collect_init(&c->collect, c->gw->cfg.max_body);
     c->opened_at = c->last_active = ws_now();

@@ -36,5 +36,10 @@ void ws_stop_all(void);
 
 /* WebSocket connections open. */
 size_t ws_open_count(void);
+/* The server took a WebSocket turn's request (the value of its
+ * X-Switchyard-Ws-Turn header, on one of the gateway's own connections):
+ * the share of the body budget reserved for it at the WebSocket is the
+ * server's to count now. */
+void ws_turn_claim(const char *id);
 
 #endif

@@ -1,7 +1,10 @@
 /* ws_turn.c: a Responses WebSocket frame as an HTTP request, and what a
  * turn's answer leaves for the next one (see ws_turn.h). Members are
  * spliced byte for byte, as upstream/conversation.c does: the frame's
- * numbers and escapes reach the upstream as Codex wrote them. */
+ * numbers and escapes reach the upstream as Codex wrote them. The request
+ * is written over the message itself, in its own buffer: each member kept
+ * moves towards the start (a message may be as large as a body, and a
+ * second copy of it would be held beside the first; issue 33). */
 #include "http/ws_turn.h"
 #include "base/json.h"
 #include "upstream/conversation.h"
@@ -89,7 +92,8 @@ static int ws_value_str(const char *buf, const ws_member *m, char *out, size_t n
 
 typedef struct ws_reader {
     ws_request *r;
-    sbuf *body;           /* the request, made from the members that stay */
+    char *out;            /* the request, made from the members that stay, over the message */
+    size_t out_len;
     int members;          /* members written so far */
     char type[64];
     int has_type;
@@ -156,26 +160,33 @@ static int ws_on_member(void *ud, const char *buf, const ws_member *m)
             rd->prev_bad = 0;
         }
     }
-    sbuf_append(rd->body, rd->members++ ? "," : "{", 1);
-    sbuf_append(rd->body, buf + m->k0 - 1, m->v1 - (m->k0 - 1)); /* "key" : value, as written */
+    /* "key" : value, as written, moved down: what is written so far ends at
+     * or before the previous member's end, and at least one byte ({ or ,)
+     * stands between that and this key, so the separator lands on bytes
+     * already read and the member ends at or before its old end, where the
+     * scan goes on */
+    rd->out[rd->out_len++] = rd->members++ ? ',' : '{';
+    memmove(rd->out + rd->out_len, buf + m->k0 - 1, m->v1 - (m->k0 - 1));
+    rd->out_len += m->v1 - (m->k0 - 1);
     return 0;
 }
 
-static ws_frame_kind ws_bad(ws_request *r, const char *code, const char *msg)
+static ws_frame_kind ws_bad(ws_request *r, const char *code, const char *message)
 {
     r->error_status = 400;
     r->error_code = code;
-    sbuf_copy_cstr(r->error_message, sizeof r->error_message, msg);
+    sbuf_copy_cstr(r->error_message, sizeof r->error_message, message);
     sbuf_free(&r->body);
     return WS_FRAME_BAD;
 }
 
-ws_frame_kind ws_frame_request(const char *frame, size_t len, const conv_link *last, ws_request *out)
+ws_frame_kind ws_frame_request(sbuf *message, const conv_link *last, ws_request *out)
 {
     memset(out, 0, sizeof *out);
-    sbuf body = SBUF_INIT;
-    ws_reader rd = {.r = out, .body = &body};
-    if (!frame || ws_members(frame, len, ws_on_member, &rd) != 0) {
+    sbuf body = *message; /* taken: the request is written over it */
+    *message = (sbuf)SBUF_INIT;
+    ws_reader rd = {.r = out, .out = body.p};
+    if (!body.p || ws_members(body.p, body.len, ws_on_member, &rd) != 0) {
         sbuf_free(&body);
         return ws_bad(out, "invalid_json", "a WebSocket message must be one JSON object");
     }
@@ -193,6 +204,7 @@ ws_frame_kind ws_frame_request(const char *frame, size_t len, const conv_link *l
         snprintf(msg, sizeof msg, "unsupported message type '%.64s': this gateway serves response.create", rd.type);
         return ws_bad(out, "unsupported_message_type", msg);
     }
+    body.len = rd.out_len; /* "type" was dropped: room for what follows without growing */
     sbuf_append(&body, rd.members ? "," : "{", 1);
     sbuf_puts(&body, "\"stream\":true}");
     if (rd.has_prev && !rd.prev_bad && last && last->response_id && strcmp(rd.prev, last->response_id) == 0) {

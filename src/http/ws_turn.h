@@ -55,11 +55,13 @@ typedef struct ws_request {
     char error_message[256];
 } ws_request;
 
-/* Reads frame[0..len) (a text message); last is the connection's last
- * response (its response_id, input_json and output_json; NULL or a NULL
- * response_id: none). Fills out (zeroed first; ws_request_free it
+/* Reads *message (a text message) and takes it: the request body is written
+ * over the message in its own buffer (no second copy of a large message),
+ * and *message is left empty whatever the result. last is the connection's
+ * last response (its response_id, input_json and output_json; NULL or a
+ * NULL response_id: none). Fills out (zeroed first; ws_request_free it
  * whatever the result). */
-ws_frame_kind ws_frame_request(const char *frame, size_t len, const conv_link *last, ws_request *out);
+ws_frame_kind ws_frame_request(sbuf *message, const conv_link *last, ws_request *out);
 void ws_request_free(ws_request *r);
 
 /* The value of header name among r's headers, NULL if none. */

@@ -78,6 +78,8 @@ static struct {
     uint64_t preflight_switches;
     uint64_t conversation_moves[3]; /* by turn state, by blobs, by previous_response_id */
     uint64_t websocket_turns[2];    /* upstream turns, warm-ups */
+    uint64_t body_decodes;          /* compressed request bodies decoded (whatever the outcome) */
+    uint64_t body_decode_slices;    /* loop turns they took */
     uint64_t blobs_dropped, blobs_replaced, strip_retries;
     uint64_t redis_resyncs[2]; /* [0] a (re)connect, [1] the pool's data found lost */
     uint64_t redis_rtt_buckets[METRICS_REDIS_RTT_BUCKETS + 1], redis_rtt_count;
@@ -197,6 +199,11 @@ void metrics_attempt(int64_t account_id, const char *outcome, const char *cls, d
 void metrics_ttfb(double seconds) { metrics_hist_add(&M.ttfb, seconds); }
 void metrics_preflight_switch(void) { M.preflight_switches++; }
 void metrics_websocket_turn(int warmup) { M.websocket_turns[warmup ? 1 : 0]++; }
+void metrics_body_decode(int slices)
+{
+    M.body_decodes++;
+    M.body_decode_slices += (uint64_t)slices;
+}
 void metrics_conversation_move(int by) { M.conversation_moves[by >= 0 && by <= 2 ? by : 0]++; }
 void metrics_blobs_stripped(int dropped, int replaced)
 {
@@ -855,6 +862,12 @@ void metrics_format(sbuf *out, const metrics_gauges *g)
                  "response.create messages served over a WebSocket: by an upstream turn, or a warm-up the gateway answered.");
     sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"turn\"} %llu\n", (unsigned long long)M.websocket_turns[0]);
     sbuf_printf(out, "switchyard_websocket_turns_total{kind=\"warmup\"} %llu\n", (unsigned long long)M.websocket_turns[1]);
+    metrics_head(out, "switchyard_body_decodes_total", "counter",
+                 "Compressed request bodies decoded (Content-Encoding zstd, gzip, deflate), whatever came of them.");
+    sbuf_printf(out, "switchyard_body_decodes_total %llu\n", (unsigned long long)M.body_decodes);
+    metrics_head(out, "switchyard_body_decode_slices_total", "counter",
+                 "Loop turns those decodings took: a body is decoded a slice at a time, other work between.");
+    sbuf_printf(out, "switchyard_body_decode_slices_total %llu\n", (unsigned long long)M.body_decode_slices);
     metrics_head(out, "switchyard_alerts_total", "counter",
                  "Alert events by what became of them: raised; of those suppressed (the same event went out within "
                  "the dedup window) and unsent (the alert policy posted it nowhere: no webhook set).");

@@ -64,6 +64,8 @@ void metrics_wait(double seconds);
 /* A response.create message over a WebSocket was served: by an upstream
  * turn (warmup 0) or as Codex's warm-up, answered by the gateway (1). */
 void metrics_websocket_turn(int warmup);
+/* A compressed request body was decoded (or refused while decoding), in slices loop turns. */
+void metrics_body_decode(int slices);
 /* A policy reload finished (SIGHUP or the admin API). */
 void metrics_policy_reload(int ok);
 

@@ -236,6 +236,66 @@ class WebSocketFramesTest(GatewayTest):
         wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 0,
                  what="the budget released when the socket goes")
 
+    def test_fragments_passing_the_body_limit_together_close_with_1009(self):
+        # wslay, not buffering the message, checks each frame's length only: the sum is checked here
+        g = self.one(env={"SWITCHYARD_MAX_BODY": "65536"})
+        c = self.ws(g)
+        c.sock.sendall(frame(1, b"x" * 40000, fin=False) + frame(0, b"y" * 40000))
+        self.assertClosedWith(c, 1009)
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 0,
+                 what="the budget released")
+        self.assertServes(g)
+
+    def test_large_messages_at_once_stay_within_the_body_budget_in_memory_not_only_in_the_count(self):
+        # issue 33: a message was held as wslay's frame, wslay's flattened copy, the body made from
+        # it, the turn's recorded input and the loopback request's buffer, while the budget counted
+        # one copy: with the budget at B the process peaked near 3.5 B. Now what is held is what is
+        # counted (docs/security.md), so the peak stays within a small multiple of B.
+        budget = 48 << 20
+        size = 10 << 20
+        g = self.one("slow_headers,ms=1500", env={"SWITCHYARD_MAX_BODIES_IN_FLIGHT": str(budget)})
+        self.assertEqual(self.ws(g).turn(create([user("hi")]))[-1]["type"], "response.completed")
+        hwm0 = vm_kib(g.proc.pid, "VmHWM")
+        msg = create([user("x" * size)])
+        raw = json.dumps(msg).encode()
+        socks = [self.ws(g, timeout=60) for _ in range(8)]
+        outcomes = [None] * len(socks)
+
+        def one_turn(i):
+            c = socks[i]
+            try:
+                c.send_frame(1, raw)
+                while True:
+                    ev = c.recv_json()
+                    if ev["type"] == "error":
+                        outcomes[i] = ("error", ev["status"], ev["error"].get("code"))
+                        return
+                    if ev["type"] in TERMINAL:
+                        outcomes[i] = (ev["type"],)
+                        return
+            except (Closed, OSError):
+                outcomes[i] = ("closed", c.close_code)
+
+        threads = [threading.Thread(target=one_turn, args=(i,)) for i in range(len(socks))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        grew = (vm_kib(g.proc.pid, "VmHWM") - hwm0) * 1024
+        print(f"  8 x {size >> 20} MiB messages, budget {budget >> 20} MiB: peak RSS grew by {grew >> 20} MiB "
+              f"({grew / budget:.2f} x the budget); outcomes {sorted(map(str, outcomes))}")
+        served = [o for o in outcomes if o == ("response.completed",)]
+        refused = [o for o in outcomes if o in (("closed", 1013), ("error", 503, "body_budget_exceeded"))]
+        self.assertTrue(served, outcomes)
+        self.assertTrue(refused, outcomes)
+        self.assertEqual(len(served) + len(refused), len(socks), outcomes)
+        wait_for(lambda: g.get("/health", key=None).json()["request_bodies"]["bytes_in_flight"] == 0,
+                 what="the budget released after the turns")
+        if os.environ.get("ASAN_OPTIONS"):
+            return  # ASan keeps freed memory in quarantine and pads allocations
+        # before: 2.9 to 3.9 B here (138 to 188 MiB), the copies uncounted; now about 1.2 B (59 MiB)
+        self.assertLess(grew, 2 * budget, "message bodies held far past the body budget")
+
     def test_a_message_left_half_sent_is_closed_1008_at_the_request_time_limit_and_its_budget_freed(self):
         # an HTTP body must arrive whole within the request clock; a WebSocket message likewise,
         # or a client holds its share of the body budget for the socket's life (up to an hour)

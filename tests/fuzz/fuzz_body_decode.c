@@ -7,7 +7,8 @@
  * the limit by more than a byte; a decoded body is NUL-terminated within
  * limit + 2 bytes of memory; and the limit is exact: the same body decodes
  * to the same bytes with the limit at its size (one coding), and is too
- * large one byte below. */
+ * large one byte below; decoded a slice at a time (body_decoder_run, as
+ * the server does), the result is the same. */
 #include "fuzz_common.h"
 #include "http/body_decode.h"
 #include <string.h>
@@ -45,6 +46,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     sbuf out = SBUF_INIT;
     body_decode_rc rc = body_decode(&c, body, len, limit, &out, why, sizeof why);
     FUZZ_CHECK(out.len <= limit + 1);
+    /* a slice at a time (as the server decodes) comes to the same */
+    body_decoder *d = body_decoder_new(&c, body, len, limit);
+    int done = 0, slices = 0;
+    body_decode_rc sliced = BODY_DECODE_OK;
+    while (!done && slices++ < 1000000)
+        sliced = body_decoder_run(d, 1 + (size_t)data[1] * 61 % 8192, &done, why, sizeof why);
+    FUZZ_CHECK(done && sliced == rc);
+    sbuf piecewise = SBUF_INIT;
+    body_decoder_take(d, &piecewise);
+    body_decoder_free(d);
+    if (rc == BODY_DECODE_OK)
+        FUZZ_CHECK(piecewise.len == out.len && memcmp(piecewise.p, out.p, out.len) == 0);
+    sbuf_free(&piecewise);
     if (rc != BODY_DECODE_OK) {
         FUZZ_CHECK(rc == BODY_DECODE_CORRUPT || rc == BODY_DECODE_TOO_LARGE);
         FUZZ_CHECK(why[0]);

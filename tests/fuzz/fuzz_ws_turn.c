@@ -47,7 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     last.output_len = olen;
 
     ws_request r;
-    ws_frame_kind k = ws_frame_request(frame, flen, &last, &r);
+    sbuf msg = SBUF_INIT; /* ws_frame_request writes the request over the message */
+    sbuf_append(&msg, frame, flen);
+    ws_frame_kind k = ws_frame_request(&msg, &last, &r);
+    FUZZ_CHECK(msg.p == NULL && msg.len == 0);
     FUZZ_CHECK(k >= WS_FRAME_CREATE && k <= WS_FRAME_BAD);
     if (k == WS_FRAME_CREATE || k == WS_FRAME_WARMUP) {
         /* what is sent is one JSON object, streamed, without the message's own members */

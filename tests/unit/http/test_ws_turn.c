@@ -10,13 +10,44 @@
 
 static json_value *parse(const sbuf *b) { return json_parse(b->p, b->len, NULL, 0); }
 
+/* ws_frame_request on a copy of f, as the socket's buffer holds a message */
+static ws_frame_kind frame_request(const char *f, const conv_link *l, ws_request *r)
+{
+    sbuf m = SBUF_INIT;
+    sbuf_append(&m, f, strlen(f));
+    ws_frame_kind k = ws_frame_request(&m, l, r);
+    CHECK(m.p == NULL && m.len == 0); /* taken */
+    return k;
+}
+
+/* The request is written over the message: members before and after the
+ * dropped ones, no whitespace at all or a lot of it, come out whole. */
+static void test_the_request_is_written_over_the_message_in_place(void)
+{
+    const char *f[] = {"{\"model\":\"m\",\"type\":\"response.create\",\"input\":\"x\"}",
+                       "{\"type\":\"response.create\"}",
+                       "  {  \"a\" : [1, {\"b\":\"}\"}] ,\n \"type\" :\"response.create\", \"stream\":false,\"c\":null }  "};
+    const char *want[] = {"{\"model\":\"m\",\"input\":\"x\",\"stream\":true}", "{\"stream\":true}",
+                          "{\"a\" : [1, {\"b\":\"}\"}],\"c\":null,\"stream\":true}"};
+    for (size_t i = 0; i < 3; i++) {
+        sbuf m = SBUF_INIT;
+        sbuf_append(&m, f[i], strlen(f[i]));
+        char *buf = m.p;
+        ws_request r;
+        CHECK_EQ_INT(ws_frame_request(&m, NULL, &r), WS_FRAME_CREATE);
+        CHECK(r.body.p == buf); /* the message's own buffer, not a copy */
+        CHECK_EQ_STR(r.body.p, want[i]);
+        ws_request_free(&r);
+    }
+}
+
 static void test_create_drops_type_and_forces_stream(void)
 {
     const char *f = "{\"type\":\"response.create\",\"model\":\"gpt-5\","
                     "\"input\":[{\"role\":\"user\",\"content\":\"hi\"}],"
                     "\"stream\":false,\"store\":false,\"temperature\":0.10}";
     ws_request r;
-    CHECK_EQ_INT(ws_frame_request(f, strlen(f), NULL, &r), WS_FRAME_CREATE);
+    CHECK_EQ_INT(frame_request(f, NULL, &r), WS_FRAME_CREATE);
     json_value *d = parse(&r.body);
     CHECK(d != NULL);
     CHECK(json_get(d, "type") == NULL);
@@ -36,7 +67,7 @@ static void test_client_metadata_becomes_forwarded_headers_only(void)
                     "{\"x-codex-turn-state\":\"ts1\",\"x-codex-turn-metadata\":\"{\\\"a\\\":1}\","
                     "\"ws_request_header_traceparent\":\"00-abc\",\"x-openai-subagent\":\"bad\\nvalue\"}}";
     ws_request r;
-    CHECK_EQ_INT(ws_frame_request(f, strlen(f), NULL, &r), WS_FRAME_CREATE);
+    CHECK_EQ_INT(frame_request(f, NULL, &r), WS_FRAME_CREATE);
     CHECK_EQ_STR(ws_request_header(&r, "x-codex-turn-state"), "ts1");
     CHECK_EQ_STR(ws_request_header(&r, "x-codex-turn-metadata"), "{\"a\":1}");
     CHECK(ws_request_header(&r, "x-openai-subagent") == NULL); /* a line break is never a header */
@@ -65,7 +96,7 @@ static void test_continuation_of_the_last_response_is_rebuilt_whole(void)
     const char *f = "{\"type\":\"response.create\",\"model\":\"m\",\"previous_response_id\":\"resp_1\","
                     "\"input\":[{\"role\":\"user\",\"content\":\"three\"}]}";
     ws_request r;
-    CHECK_EQ_INT(ws_frame_request(f, strlen(f), &l, &r), WS_FRAME_CREATE);
+    CHECK_EQ_INT(frame_request(f, &l, &r), WS_FRAME_CREATE);
     CHECK_EQ_INT(r.chained, 1);
     json_value *d = parse(&r.body);
     CHECK(d != NULL);
@@ -86,14 +117,14 @@ static void test_unknown_previous_response_id_passes_unchanged(void)
     const char *f = "{\"type\":\"response.create\",\"model\":\"m\","
                     "\"previous_response_id\":\"resp_other\",\"input\":[]}";
     ws_request r;
-    CHECK_EQ_INT(ws_frame_request(f, strlen(f), &l, &r), WS_FRAME_CREATE);
+    CHECK_EQ_INT(frame_request(f, &l, &r), WS_FRAME_CREATE);
     CHECK_EQ_INT(r.chained, 0);
     json_value *d = parse(&r.body);
     CHECK_EQ_STR(json_get_str(d, "previous_response_id"), "resp_other");
     json_free(d);
     ws_request_free(&r);
     const char *n = "{\"type\":\"response.create\",\"previous_response_id\":null,\"input\":[]}";
-    CHECK_EQ_INT(ws_frame_request(n, strlen(n), &l, &r), WS_FRAME_CREATE);
+    CHECK_EQ_INT(frame_request(n, &l, &r), WS_FRAME_CREATE);
     CHECK_EQ_INT(r.chained, 0);
     ws_request_free(&r);
 }
@@ -102,14 +133,14 @@ static void test_generate_false_is_a_warmup_and_processed_is_ignored(void)
 {
     const char *w = "{\"type\":\"response.create\",\"model\":\"m\",\"generate\":false,\"input\":[]}";
     ws_request r;
-    CHECK_EQ_INT(ws_frame_request(w, strlen(w), NULL, &r), WS_FRAME_WARMUP);
+    CHECK_EQ_INT(frame_request(w, NULL, &r), WS_FRAME_WARMUP);
     CHECK(strstr(r.body.p, "generate") == NULL);
     ws_request_free(&r);
     const char *g = "{\"type\":\"response.create\",\"model\":\"m\",\"generate\":true,\"input\":[]}";
-    CHECK_EQ_INT(ws_frame_request(g, strlen(g), NULL, &r), WS_FRAME_CREATE);
+    CHECK_EQ_INT(frame_request(g, NULL, &r), WS_FRAME_CREATE);
     ws_request_free(&r);
     const char *p = "{\"type\":\"response.processed\",\"response_id\":\"resp_1\"}";
-    CHECK_EQ_INT(ws_frame_request(p, strlen(p), NULL, &r), WS_FRAME_IGNORE);
+    CHECK_EQ_INT(frame_request(p, NULL, &r), WS_FRAME_IGNORE);
     ws_request_free(&r);
 }
 
@@ -121,7 +152,7 @@ static void test_bad_messages_get_a_400_with_a_code(void)
     conv_link l = last_turn();
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ws_request r;
-        CHECK_EQ_INT(ws_frame_request(bad[i], strlen(bad[i]), &l, &r), WS_FRAME_BAD);
+        CHECK_EQ_INT(frame_request(bad[i], &l, &r), WS_FRAME_BAD);
         CHECK_EQ_INT(r.error_status, 400);
         CHECK(r.error_code && *r.error_code && r.error_message[0]);
         ws_request_free(&r);
@@ -132,7 +163,7 @@ static void test_escaped_keys_are_read_as_their_names(void)
 {
     const char *f = "{\"\\u0074ype\":\"response.create\",\"model\":\"m\",\"input\":[]}";
     ws_request r;
-    CHECK_EQ_INT(ws_frame_request(f, strlen(f), NULL, &r), WS_FRAME_CREATE);
+    CHECK_EQ_INT(frame_request(f, NULL, &r), WS_FRAME_CREATE);
     CHECK(strstr(r.body.p, "ype") == NULL); /* the type member, however written, is not sent */
     ws_request_free(&r);
 }
@@ -198,6 +229,7 @@ static void test_event_type_reads_only_a_plain_type(void)
 
 int main(void)
 {
+    RUN(test_the_request_is_written_over_the_message_in_place);
     RUN(test_create_drops_type_and_forces_stream);
     RUN(test_client_metadata_becomes_forwarded_headers_only);
     RUN(test_continuation_of_the_last_response_is_rebuilt_whole);
