@@ -265,9 +265,12 @@ static void pool_budget_load(pool *p, budget_state *b, const budget_state *old, 
         return;
     }
     budget_window(period, now, &b->start, &b->end);
-    if (store_spent_since(p->st, by_key, id, b->start, &b->spent) != 0)
+    int64_t priced = 0;
+    if (store_spend_since(p->st, by_key, id, b->start, &b->spent, &priced) != 0)
         log_warn("pool: cannot read what %s %lld spent; its budget starts from 0 this time",
                  by_key ? "key" : "account", (long long)id);
+    else if (priced > 0) /* its typical request cost from the start: the first burst after a start reserves too */
+        b->typical = b->spent / (double)priced;
 }
 
 static const pool_key *pool_key_by_id(const pool *p, int64_t id);

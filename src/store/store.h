@@ -318,6 +318,9 @@ int store_usage_report(store *s, const char *by, double since, void (*fn)(void *
  * (by_key) or an account; 0 ok, -1 error. Never waits for a lock.
  * (store_controls.c) */
 int store_spent_since(store *s, int by_key, int64_t id, double since, double *out);
+/* The same, and how many of those requests had a price (cost > 0): the
+ * budget's typical request cost at start (route/budget_hold.h). */
+int store_spend_since(store *s, int by_key, int64_t id, double since, double *spent, int64_t *priced);
 /* What each platform key did lately, for `key list`: its requests and USD
  * since day_start (today), and the time of its latest request, read from
  * the newest STORE_KEY_ACTIVITY_ROWS request log rows since `since` at most

@@ -107,26 +107,37 @@ int store_usage_report(store *s, const char *by, double since, void (*fn)(void *
     return rc == SQLITE_OK ? 0 : -1;
 }
 
-int store_spent_since(store *s, int by_key, int64_t id, double since, double *out)
+int store_spend_since(store *s, int by_key, int64_t id, double since, double *spent, int64_t *priced)
 {
     sqlite3 *db = store_sqlite(s);
     sqlite3_stmt *st = NULL;
-    *out = 0;
+    *spent = 0;
+    if (priced)
+        *priced = 0;
     int rc = sqlite3_prepare_v2(db,
-                                by_key ? "SELECT coalesce(sum(cost_usd), 0) FROM request_logs WHERE platform_key_id = ? AND ts >= ?"
-                                       : "SELECT coalesce(sum(cost_usd), 0) FROM request_logs WHERE account_id = ? AND ts >= ?",
+                                by_key ? "SELECT coalesce(sum(cost_usd), 0), count(cost_usd > 0 OR NULL) FROM request_logs"
+                                         " WHERE platform_key_id = ? AND ts >= ?"
+                                       : "SELECT coalesce(sum(cost_usd), 0), count(cost_usd > 0 OR NULL) FROM request_logs"
+                                         " WHERE account_id = ? AND ts >= ?",
                                 -1, &st, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, id);
         sqlite3_bind_double(st, 2, since);
         rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
-            *out = sqlite3_column_double(st, 0);
+            *spent = sqlite3_column_double(st, 0);
+            if (priced)
+                *priced = sqlite3_column_int64(st, 1);
             rc = SQLITE_OK;
         }
     }
     sqlite3_finalize(st);
     return rc == SQLITE_OK ? 0 : -1;
+}
+
+int store_spent_since(store *s, int by_key, int64_t id, double since, double *out)
+{
+    return store_spend_since(s, by_key, id, since, out, NULL);
 }
 
 int store_keys_activity(store *s, double day_start, double since, void (*fn)(void *ud, const store_key_activity *a),
