@@ -524,10 +524,14 @@ static int shared_redis_degraded(const shared *sh, char *why, size_t n)
         struct timeval w = shared_wait(sh);
         double rtt = redis_link_rtt(sr->link), wait_s = (double)w.tv_sec + (double)w.tv_usec / 1e6;
         if (rtt > wait_s) {
+            int closed = strcmp(sh->gw->cfg.shared_limits_fail, "closed") == 0;
             snprintf(why, n,
                      "redis: round trip %.0f ms, over the %.0f ms a request waits for the pool "
-                     "(SWITCHYARD_REDIS_WAIT_MS): rate limits, slots and rotation are decided by each instance alone",
-                     rtt * 1000, wait_s * 1000);
+                     "(SWITCHYARD_REDIS_WAIT_MS): %s",
+                     rtt * 1000, wait_s * 1000,
+                     closed ? "requests under a rate or concurrency limit are refused (shared_limits_fail is closed); "
+                              "rotation is decided by each instance alone"
+                            : "rate limits, slots and rotation are decided by each instance alone");
             return 2;
         }
         if (n)
