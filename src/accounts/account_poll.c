@@ -50,6 +50,7 @@ struct account_poll {
     int64_t *soon;        /* accounts whose soon_at is set, in the order asked */
     size_t nsoon, soon_cap;
     int backlog;          /* the last run left due polls for want of room */
+    poll_ticket *taking;  /* the ticket whose lease is being asked now (its answer may come at once) */
     struct event *resume; /* a run soon after a poll ends while there is a backlog */
     int resume_armed, closing;
     account_poll_stats st;
@@ -85,6 +86,8 @@ static void poll_ticket_free(poll_ticket *t)
     if (t->next)
         t->next->prev = t->prev;
     ap->st.in_flight--;
+    if (ap->taking == t)
+        ap->taking = NULL; /* ended within shared_lease_take: poll_start must not touch it */
     sbuf_free(&t->body);
     free(t);
     /* room again, with polls waiting: the next run need not wait for the
@@ -260,9 +263,13 @@ static void poll_start(account_poll *ap, poll_entry *e, int kind, const pool_acc
         return;
     }
     t->leasing = 1;
+    ap->taking = t;
     shared_call *c = shared_lease_take(ap->gw->shared, k->lease_job, pa->a.name, 2 * every * 1000L, poll_on_lease, t);
-    if (t->leasing) /* not answered at once: t lives on until it is */
+    /* answered at once (no pool: always granted), t may be gone already,
+     * its poll sent or ended; else t lives on until the answer */
+    if (ap->taking == t && t->leasing)
         t->lease = c;
+    ap->taking = NULL;
 }
 
 /* ---------- the tick ---------- */

@@ -21,7 +21,7 @@
 #define SB_HOOK_STEP 1000     /* instructions between two budget checks */
 #define SB_MOVE_MAX 1000000   /* table.move: elements per call */
 #define SB_MATCH_STEPS 20000000L /* pattern-matching steps per run (policy_match.c) */
-#define SB_ENCODE_MAX 1000000L /* cjson.encode: values visited per call */
+#define SB_ENCODE_MAX 100000L /* cjson.encode: values visited per call (a webhook body is 16 KiB at most) */
 #define SB_ENCODE_BYTES ((size_t)1 << 20) /* cjson.encode: string bytes per call (escaping may grow them 6x) */
 #define SB_DATE_FORMAT_MAX 256 /* os.date: format bytes (each conversion is a strftime call) */
 
