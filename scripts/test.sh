@@ -8,7 +8,7 @@
 #              skipped unless root on a dpkg system)
 #   types      Release, Debug, RelWithDebInfo and MinSizeRel with gcc and clang,
 #              warnings as errors (scripts/build-types.sh)
-#   fuzz       each libFuzzer target for 6 s (scripts/fuzz.sh; a smoke: long runs are
+#   fuzz       each libFuzzer target for 3 s (scripts/fuzz.sh; a smoke: long runs are
 #              scripts/fuzz.sh 60 and more, outside the suite)
 # Prints one summary line per stage at the end and exits 1 if any failed.
 # Installs its own dependencies. Its build directories are its own, so it
@@ -77,7 +77,7 @@ stage release run_suite build-release
 stage sanitizer sanitized
 stage package ./scripts/deb-check.sh build-release
 stage types ./scripts/build-types.sh
-stage fuzz ./scripts/fuzz.sh 6
+stage fuzz ./scripts/fuzz.sh 3
 
 echo
 echo "== summary =="
