@@ -18,7 +18,6 @@
 #include "base/sha256.h"
 #include "base/safe_file.h"
 #include "store/store_admin.h"
-#include <curl/curl.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -449,7 +448,6 @@ static int admin_cli_status(int argc, char **argv)
     int asked = ac.token[0] && (url || found.answering);
     if (asked) {
         sbuf body = SBUF_INIT, ov = SBUF_INIT;
-        curl_global_init(CURL_GLOBAL_DEFAULT);
         int ok = admin_client_call(&ac, "GET", "/admin/api/accounts", 3000, &body, why, sizeof why) == 0;
         if (ok)
             admin_client_call(&ac, "GET", "/admin/api/overview", 3000, &ov, why, sizeof why);
@@ -473,7 +471,6 @@ static int admin_cli_status(int argc, char **argv)
         json_free(odoc);
         sbuf_free(&body);
         sbuf_free(&ov);
-        curl_global_cleanup();
         if (doc) {
             free(rows);
             admin_client_close(&ac);

@@ -7,7 +7,6 @@
 #include "base/sha256.h"
 #include "core/config.h"
 #include "store/store_admin.h"
-#include <curl/curl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,50 +72,18 @@ void admin_client_locate(const char *db, const char *url, admin_client *c)
 
 void admin_client_close(admin_client *c) { explicit_bzero(c->token, sizeof c->token); }
 
-static size_t admin_client_write(char *p, size_t size, size_t n, void *ud)
-{
-    sbuf_append(ud, p, size * n);
-    return size * n;
-}
-
 int admin_client_call(const admin_client *c, const char *method, const char *path, long timeout_ms, sbuf *body,
                       char *why, size_t whylen)
 {
-    CURL *h = curl_easy_init();
-    if (!h) {
-        snprintf(why, whylen, "curl unavailable");
-        return -1;
-    }
-    sbuf auth = SBUF_INIT, url = SBUF_INIT;
-    sbuf_printf(&auth, "Authorization: Bearer %s", c->token);
+    sbuf url = SBUF_INIT;
     sbuf_printf(&url, "%s%s", c->base, path);
-    struct curl_slist *hs = curl_slist_append(NULL, auth.p);
-    curl_easy_setopt(h, CURLOPT_URL, url.p);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hs);
-    if (strcmp(method, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{}");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 2L);
-    }
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, admin_client_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (rc != CURLE_OK) {
-        snprintf(why, whylen, "%s", curl_easy_strerror(rc));
-    } else if (status != 200) {
+    long status = gateway_find_call(method, url.p, c->token, timeout_ms, body, why, whylen);
+    sbuf_free(&url);
+    if (status && status != 200) {
         json_value *doc = body->len ? json_parse(body->p, body->len, NULL, 0) : NULL;
         const char *msg = doc ? json_get_str(json_get(doc, "error"), "message") : NULL;
         snprintf(why, whylen, "the gateway answered HTTP %ld%s%s", status, msg ? ": " : "", msg ? msg : "");
         json_free(doc);
     }
-    curl_slist_free_all(hs);
-    explicit_bzero(auth.p, auth.len);
-    sbuf_free(&auth);
-    sbuf_free(&url);
-    curl_easy_cleanup(h);
-    return rc == CURLE_OK && status == 200 ? 0 : -1;
+    return status == 200 ? 0 : -1;
 }

@@ -7,7 +7,6 @@
 #include "admin/admin_client.h"
 #include "admin/cli_internal.h"
 #include "base/json.h"
-#include <curl/curl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,16 +31,18 @@ static void cli_alerts_usage(FILE *f)
           f);
 }
 
-/* The client for db: 0, or -1 after saying why (no gateway, no token). */
+/* The client for db: 0, or -1 after saying why (no gateway, no token;
+ * c closed then). */
 static int cli_alerts_reach(const char *cmd, const char *db, const char *url, admin_client *c)
 {
-    admin_client_locate(cli_db_path(db), url, c);
     if (!url && cli_db_missing(cmd, db))
         return -1;
+    admin_client_locate(cli_db_path(db), url, c);
     if (!url && !c->found.answering) {
         char why[700];
         gateway_find_describe(&c->found, why, sizeof why);
         fprintf(stderr, "switchyard %s: alerts live in the running gateway, and %s\n", cmd, why);
+        admin_client_close(c);
         return -1;
     }
     if (!c->token[0]) {
@@ -49,6 +50,7 @@ static int cli_alerts_reach(const char *cmd, const char *db, const char *url, ad
                 "switchyard %s: no admin token ($SWITCHYARD_ADMIN_TOKEN is not set, no %s.admin-token: "
                 "`switchyard admin token`)\n",
                 cmd, cli_db_path(db));
+        admin_client_close(c);
         return -1;
     }
     return 0;
@@ -93,16 +95,12 @@ static int cli_alerts_list(int argc, char **argv)
     if (limit_s && cli_parse_int(cmd, "--limit", limit_s, 1, &limit) != 0)
         return CLI_EXIT_USAGE;
     admin_client c;
-    if (cli_alerts_reach(cmd, db, url, &c) != 0) {
-        admin_client_close(&c);
+    if (cli_alerts_reach(cmd, db, url, &c) != 0)
         return CLI_EXIT_FAIL;
-    }
     char path[64], why[512];
     snprintf(path, sizeof path, "/admin/api/alerts?limit=%d", limit > 200 ? 200 : limit);
     sbuf body = SBUF_INIT;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = admin_client_call(&c, "GET", path, 5000, &body, why, sizeof why);
-    curl_global_cleanup();
     json_value *doc = rc == 0 ? json_parse(body.p, body.len, NULL, 0) : NULL;
     int out = CLI_EXIT_FAIL;
     if (rc != 0) {
@@ -146,13 +144,10 @@ static int cli_alerts_test(int argc, char **argv)
     if (wait_s && cli_parse_int(cmd, "--wait", wait_s, 0, &wait) != 0)
         return CLI_EXIT_USAGE;
     admin_client c;
-    if (cli_alerts_reach(cmd, db, url, &c) != 0) {
-        admin_client_close(&c);
+    if (cli_alerts_reach(cmd, db, url, &c) != 0)
         return CLI_EXIT_FAIL;
-    }
     char why[512], path[64];
     sbuf body = SBUF_INIT;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     rc = admin_client_call(&c, "POST", "/admin/api/alerts/test", 5000, &body, why, sizeof why);
     json_value *doc = rc == 0 ? json_parse(body.p, body.len, NULL, 0) : NULL;
     json_value *e = json_at(json_get(doc, "alerts"), 0);
@@ -201,7 +196,6 @@ static int cli_alerts_test(int argc, char **argv)
                 detail && *detail ? detail : "no detail");
     }
 done:
-    curl_global_cleanup();
     json_free(doc);
     sbuf_free(&body);
     admin_client_close(&c);

@@ -69,27 +69,35 @@ int gateway_find_probe(const char *url, long timeout_ms, char *instance, size_t 
     return ok;
 }
 
-static size_t gateway_find_discard(char *p, size_t size, size_t n, void *ud)
+static size_t gateway_find_keep(char *p, size_t size, size_t n, void *ud)
 {
-    (void)p, (void)ud;
+    if (ud)
+        sbuf_append(ud, p, size * n);
     return size * n;
 }
 
-long gateway_find_key_check(const char *url, const char *key, char *why, size_t whylen)
+long gateway_find_call(const char *method, const char *url, const char *token, long timeout_ms, sbuf *body,
+                       char *why, size_t whylen)
 {
-    char u[STORE_RUNFILE_URL_MAX + 16];
     sbuf auth = SBUF_INIT;
-    snprintf(u, sizeof u, "%s/v1/models", url);
-    sbuf_printf(&auth, "Authorization: Bearer %s", key);
+    if (token)
+        sbuf_printf(&auth, "Authorization: Bearer %s", token);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURL *c = curl_easy_init();
-    struct curl_slist *h = c ? curl_slist_append(NULL, auth.p) : NULL;
+    struct curl_slist *h = c && token ? curl_slist_append(NULL, auth.p) : NULL;
     long status = 0;
-    if (c && h) {
-        curl_easy_setopt(c, CURLOPT_URL, u);
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gateway_find_discard);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, GATEWAY_FIND_TIMEOUT_MS);
+    if (c && (h || !token)) {
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        if (h)
+            curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        if (strcmp(method, "POST") == 0) {
+            curl_easy_setopt(c, CURLOPT_POST, 1L);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{}");
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 2L);
+        }
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gateway_find_keep);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_NOPROXY, "*"); /* as the probe: the gateway is reached directly */
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -107,6 +115,13 @@ long gateway_find_key_check(const char *url, const char *key, char *why, size_t 
     curl_global_cleanup();
     sbuf_secret_wipe(&auth);
     return status;
+}
+
+long gateway_find_key_check(const char *url, const char *key, char *why, size_t whylen)
+{
+    char u[STORE_RUNFILE_URL_MAX + 16];
+    snprintf(u, sizeof u, "%s/v1/models", url);
+    return gateway_find_call("GET", u, key, GATEWAY_FIND_TIMEOUT_MS, NULL, why, whylen);
 }
 
 void gateway_find(const char *db_path, gateway_found *out)

@@ -5,6 +5,7 @@
  * (blocking: command line only). */
 #ifndef SY_GATEWAY_FIND_H
 #define SY_GATEWAY_FIND_H
+#include "base/sbuf.h"
 #include "store/store_runfile.h"
 #include <stddef.h>
 
@@ -25,6 +26,13 @@ void gateway_find(const char *db_path, gateway_found *out);
  * its instance (from /health's details; "" when not told) copied into
  * instance; -1 with why. */
 int gateway_find_probe(const char *url, long timeout_ms, char *instance, size_t in, char *why, size_t whylen);
+/* method ("GET" | "POST", with an empty JSON object) of url on a gateway,
+ * with token as a bearer token (NULL: none), within timeout_ms: directly
+ * (never through $http_proxy), http(s) only; the answer's body appended to
+ * body (NULL: discarded). The HTTP status, or 0 when nothing answered (why
+ * filled). Blocking: command line only. */
+long gateway_find_call(const char *method, const char *url, const char *token, long timeout_ms, sbuf *body,
+                       char *why, size_t whylen);
 /* GET url + "/v1/models" with key as a bearer token, as Codex and Claude
  * Code ask: the HTTP status (401: the gateway does not take the key), or
  * 0 when nothing answered (why filled). */
