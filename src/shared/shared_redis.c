@@ -333,6 +333,20 @@ static void shared_scan_step_free(shared_scan_step *s)
     free(s);
 }
 
+/* The step is done: the next SCAN from its cursor, or the resync's end. */
+static void shared_scan_step_next(shared_scan_step *s)
+{
+    shared_redis *sr = s->sr;
+    char cursor[32];
+    snprintf(cursor, sizeof cursor, "%s", s->cursor);
+    unsigned long gen = s->gen;
+    shared_scan_step_free(s);
+    if (strcmp(cursor, "0") == 0)
+        shared_resync_done(sr);
+    else
+        shared_scan_next(sr, gen, cursor);
+}
+
 /* MGET's answer: each key's value, in the order asked. */
 static void shared_on_mget(void *ud, redisReply *r)
 {
@@ -367,14 +381,7 @@ static void shared_on_mget(void *ud, redisReply *r)
             shared_login_heard(sr, key + 6, v->str, v->len);
         }
     }
-    char cursor[32];
-    snprintf(cursor, sizeof cursor, "%s", s->cursor);
-    unsigned long gen = s->gen;
-    shared_scan_step_free(s);
-    if (strcmp(cursor, "0") == 0)
-        shared_resync_done(sr);
-    else
-        shared_scan_next(sr, gen, cursor);
+    shared_scan_step_next(s);
 }
 
 static void shared_on_scan(void *ud, redisReply *r)
@@ -404,14 +411,7 @@ static void shared_on_scan(void *ud, redisReply *r)
         s->keys[s->nkeys++][k->len] = '\0';
     }
     if (!s->nkeys) {
-        char cursor[32];
-        snprintf(cursor, sizeof cursor, "%s", s->cursor);
-        unsigned long gen = s->gen;
-        shared_scan_step_free(s);
-        if (strcmp(cursor, "0") == 0)
-            shared_resync_done(sr);
-        else
-            shared_scan_next(sr, gen, cursor);
+        shared_scan_step_next(s);
         return;
     }
     const char **argv = malloc((s->nkeys + 1) * sizeof *argv);
