@@ -27,20 +27,12 @@ os.environ.setdefault("SWITCHYARD_BIN", os.path.join(BUILD, "switchyard"))
 os.environ.setdefault("MOCK_UPSTREAM_BIN", os.path.join(BUILD, "tests", "mock_upstream"))
 os.environ.setdefault("SWITCHYARD_SRC", ROOT)
 
-from harness import Gateway, Mock, account, http_call  # noqa: E402
+from harness import Gateway, Mock, account, http_call, vm_kib  # noqa: E402
 
 N = int(os.environ.get("BENCH_ACCOUNTS", "20000"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "60"))
 USAGE_MS = int(os.environ.get("BENCH_USAGE_MS", "200"))
 CHAT = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
-
-
-def proc(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def metric(g, name):
@@ -101,7 +93,7 @@ def main():
           f"  max {max(health) * 1000:.1f} ms")
     print(f"chat     requests {len(chats)}  statuses {sorted(set(s for _, s in chats))}"
           f"  p50 {pct([d for d, _ in chats], .5) * 1000:.1f} ms  max {max(d for d, _ in chats) * 1000:.1f} ms")
-    print(f"gateway  VmHWM {proc(pid, 'VmHWM') / 1024:.0f} MiB  VmRSS {proc(pid, 'VmRSS') / 1024:.0f} MiB"
+    print(f"gateway  VmHWM {vm_kib(pid, 'VmHWM') / 1024:.0f} MiB  VmRSS {vm_kib(pid, 'VmRSS') / 1024:.0f} MiB"
           f"  descriptors (most seen) {fds_max}")
     started_n = metric(g, 'switchyard_account_polls_total{result="started"}')
     deferred = metric(g, 'switchyard_account_polls_total{result="deferred"}')

@@ -68,6 +68,12 @@ typedef struct metrics_retry_cell {
     uint64_t count;
 } metrics_retry_cell;
 
+/* One platform key's key-rule refusals by reason (metrics_key_refusal). */
+typedef struct metrics_refusal_cell {
+    int64_t key_id; /* 0: empty slot; -1 none */
+    uint64_t n[METRICS_REFUSAL_REASONS];
+} metrics_refusal_cell;
+
 static struct {
     uint64_t requests[EP_COUNT][METRICS_STATUS_MAX];
     metrics_words outcomes, classes;
@@ -97,7 +103,7 @@ static struct {
     int n_models;
     metrics_usage_cell usage[METRICS_USAGE_SLOTS];
     metrics_usage_cell usage_other; /* usage past the table's slots */
-    struct { int64_t key_id; uint64_t n[METRICS_REFUSAL_REASONS]; } refusals[METRICS_REFUSAL_SLOTS];
+    metrics_refusal_cell refusals[METRICS_REFUSAL_SLOTS];
     uint64_t refusals_other[METRICS_REFUSAL_REASONS]; /* keys past the table */
 } M;
 
@@ -162,7 +168,7 @@ void metrics_key_refusal(int64_t key_id, const char *code)
         key_id = -1; /* slots use 0 for empty */
     uint64_t h = (uint64_t)key_id * 0x9E3779B97F4A7C15ull;
     for (size_t probe = 0; probe < METRICS_REFUSAL_SLOTS; probe++) {
-        __typeof__(M.refusals[0]) *c = &M.refusals[(h + probe) % METRICS_REFUSAL_SLOTS];
+        metrics_refusal_cell *c = &M.refusals[(h + probe) % METRICS_REFUSAL_SLOTS];
         if (!c->key_id)
             c->key_id = key_id;
         if (c->key_id == key_id) {
