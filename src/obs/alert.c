@@ -28,11 +28,17 @@ typedef struct alert_item {
 typedef struct alert_seen {
     uint64_t hash; /* of kind, subject and state; 0 free */
     double at;
+    /* unsent: the hook posted it nowhere, under this policy engine and
+     * webhook setting (a storm then asks the hook once per window, as one
+     * that went out does; a new webhook or policy asks again at once) */
+    int unsent;
+    uint64_t policy_gen, webhook_gen;
 } alert_seen;
 
 struct alert_sender {
     alert_config cfg;
     char webhook[POLICY_ALERT_URL_MAX + 1];
+    uint64_t webhook_gen;                  /* moves when the webhook setting changes */
     alert_seen seen[ALERT_DEDUP_SLOTS];    /* loop thread only */
     pthread_t thread;
     pthread_mutex_t mu;
@@ -279,8 +285,10 @@ void alert_free(alert_sender *as)
 
 void alert_set_webhook(alert_sender *as, const char *url)
 {
-    if (as)
-        snprintf(as->webhook, sizeof as->webhook, "%s", url ? url : "");
+    if (!as || strcmp(as->webhook, url ? url : "") == 0)
+        return;
+    snprintf(as->webhook, sizeof as->webhook, "%s", url ? url : "");
+    as->webhook_gen++;
 }
 
 /* FNV-1a over kind, subject and state with separators; never 0. */
@@ -296,32 +304,30 @@ static uint64_t alert_key(const char *kind, const char *subject, const char *sta
     return h ? h : 1;
 }
 
-/* 1 when an event with this key went out within the dedup window. */
-static int alert_seen_recently(const alert_sender *as, uint64_t key, double now)
+/* The event with this key seen within the dedup window, or NULL. */
+static const alert_seen *alert_seen_recent(const alert_sender *as, uint64_t key, double now)
 {
     for (size_t i = 0; i < ALERT_DEDUP_SLOTS && as->seen[i].hash; i++)
         if (as->seen[i].hash == key)
-            return now >= as->seen[i].at && now - as->seen[i].at < as->cfg.dedup_s;
-    return 0;
+            return now >= as->seen[i].at && now - as->seen[i].at < as->cfg.dedup_s ? &as->seen[i] : NULL;
+    return NULL;
 }
 
-/* Remembers that an event with this key went out now (its slot, a free
- * one or the oldest one). */
-static void alert_seen_note(alert_sender *as, uint64_t key, double now)
+/* Remembers an event with this key now (its slot, a free one or the
+ * oldest one): what became of it, as *seen says. */
+static void alert_seen_note(alert_sender *as, const alert_seen *seen)
 {
-    alert_seen *oldest = &as->seen[0];
+    alert_seen *slot = &as->seen[0];
     for (size_t i = 0; i < ALERT_DEDUP_SLOTS; i++) {
         alert_seen *s = &as->seen[i];
-        if (s->hash == key || !s->hash) {
-            s->hash = key;
-            s->at = now;
-            return;
+        if (s->hash == seen->hash || !s->hash) {
+            slot = s;
+            break;
         }
-        if (s->at < oldest->at)
-            oldest = s;
+        if (s->at < slot->at)
+            slot = s;
     }
-    oldest->hash = key;
-    oldest->at = now;
+    *slot = *seen;
 }
 
 static void alert_enqueue(alert_sender *as, policy_alert_post *post, uint64_t event)
@@ -387,19 +393,25 @@ static alert_entry *alert_entry_add(alert_sender *as, const char *kind, const ch
 
 /* Raises one event: suppressed when it went out within the window; else
  * the hook's posts are queued, and only then does it count for dedup (an
- * event no one could be told of suppresses nothing). Returns its id. */
+ * event no one could be told of suppresses nothing). An event the hook
+ * posted nowhere within the window, under the same policy and webhook, is
+ * unsent again without asking the hook. Returns its id. */
 static uint64_t alert_raise_text(alert_sender *as, policy_engine *pe, const char *kind, const char *subject,
                                  const char *state, double now, int dedup, const char *text, size_t *queued)
 {
-    uint64_t key = alert_key(kind, subject, state);
-    int dup = dedup && as->cfg.dedup_s > 0 && alert_seen_recently(as, key, now);
+    alert_seen now_seen = {alert_key(kind, subject, state), now, 0, policy_generation(pe), as->webhook_gen};
+    const alert_seen *seen = dedup && as->cfg.dedup_s > 0 ? alert_seen_recent(as, now_seen.hash, now) : NULL;
+    int dup = seen && !seen->unsent;
+    int still_unsent = seen && seen->unsent && seen->policy_gen == now_seen.policy_gen &&
+                       seen->webhook_gen == now_seen.webhook_gen;
     policy_alert_post posts[POLICY_ALERT_POSTS];
     size_t n = 0;
-    if (!dup) {
+    if (!dup && !still_unsent) {
         policy_alert_event ev = {kind, subject, state, text, as->webhook, now};
         n = policy_alert(pe, &ev, posts);
-        if (n)
-            alert_seen_note(as, key, now);
+        now_seen.unsent = n == 0;
+        if (dedup)
+            alert_seen_note(as, &now_seen);
     }
     alert_outcome outcome = dup ? ALERT_SUPPRESSED : n ? ALERT_QUEUED : ALERT_UNSENT;
     int fresh;

@@ -141,6 +141,37 @@ static void test_no_webhook_posts_nothing(void)
     CHECK_EQ_INT(alert_raise(NULL, NULL, "breaker_open", "a", "", 1000, "x"), 0); /* no sender: nothing */
 }
 
+/* Events posted nowhere (no webhook yet) are listed unsent, a storm as one
+ * row, and suppress nothing: the same event once a webhook is set goes out
+ * at once, within the window. */
+static void test_unsent_events_fold_and_a_new_webhook_sends_the_next_at_once(void)
+{
+    receiver r;
+    receiver_start(&r, 200);
+    char url[128];
+    url_of(&r, url, sizeof url);
+    alert_sender *as = alert_new(&(alert_config){600, 20, 3, 2000, 8});
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(alert_raise(as, NULL, "pool_exhausted", "pool", "usage_limit", 1000 + i, "storm"), 0);
+    alert_entry list[4];
+    CHECK_EQ_INT(alert_list(as, list, 4, 0), 1);
+    CHECK_EQ_INT(list[0].outcome, ALERT_UNSENT);
+    CHECK_EQ_INT(list[0].count, 3);
+    alert_set_webhook(as, url);
+    CHECK_EQ_INT(alert_raise(as, NULL, "pool_exhausted", "pool", "usage_limit", 1010, "after the webhook"), 1);
+    CHECK_EQ_INT(alert_raise(as, NULL, "pool_exhausted", "pool", "usage_limit", 1020, "again"), 0); /* it went out */
+    alert_stats st;
+    WAIT_FOR(as, st, st.sent == 1);
+    CHECK_EQ_INT(st.unsent, 3);
+    CHECK_EQ_INT(st.suppressed, 1);
+    CHECK_EQ_INT(alert_list(as, list, 4, 0), 3);
+    CHECK_EQ_INT(list[0].outcome, ALERT_SUPPRESSED);
+    CHECK_EQ_INT(list[1].outcome, ALERT_SENT);
+    CHECK_EQ_INT(list[2].outcome, ALERT_UNSENT);
+    alert_free(as);
+    receiver_stop(&r);
+}
+
 static void test_a_failing_webhook_is_retried_then_given_up(void)
 {
     receiver r;
@@ -209,6 +240,7 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     RUN(test_an_event_posts_a_slack_body_once_within_the_dedup_window);
     RUN(test_no_webhook_posts_nothing);
+    RUN(test_unsent_events_fold_and_a_new_webhook_sends_the_next_at_once);
     RUN(test_a_failing_webhook_is_retried_then_given_up);
     RUN(test_a_full_queue_drops_its_oldest_and_raising_never_waits);
     RUN(test_stopping_aborts_a_post_in_flight);
